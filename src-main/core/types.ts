@@ -1,0 +1,89 @@
+// The shared data model (SPEC §1). Importers produce `ImportedConversation`s; the store
+// persists them as sessions and turns; the pipeline derives samples; labels sit on samples.
+// Every layer speaks these types, so a change here is a change to the whole app.
+
+export type Role = 'system' | 'user' | 'assistant' | 'tool';
+
+export type SourceFormat = 'chatgpt' | 'claude' | 'sharegpt' | 'openai' | 'messages';
+export const SOURCE_FORMATS: readonly SourceFormat[] = ['chatgpt', 'claude', 'sharegpt', 'openai', 'messages'];
+
+/** An OpenAI-style tool call made by an assistant turn. `arguments` is the raw JSON text. */
+export interface ToolCall {
+  id?: string;
+  name: string;
+  arguments: string;
+}
+
+/** A non-text part of a turn (image, file, audio …) replaced in the text by a placeholder. */
+export interface Attachment {
+  kind: string; // 'image' | 'file' | 'audio' | …
+  name?: string;
+  mimeType?: string;
+  /** Metadata kept from the export (asset pointer, size, …); never the bytes. */
+  meta?: Record<string, unknown>;
+}
+
+export interface Citation {
+  marker: string;
+  url?: string;
+  title?: string;
+}
+
+/** One normalised turn as an importer emits it, before classification. */
+export interface ImportedTurn {
+  role: Role;
+  /** The text used for training: cleaned (citation markers stripped), reasoning excluded. */
+  text: string;
+  /** Reasoning / thinking, kept apart from the reply text. */
+  reasoning?: string;
+  toolCalls?: ToolCall[];
+  /** For tool turns: which call this answers, and the tool's name where known. */
+  toolCallId?: string;
+  toolName?: string;
+  attachments?: Attachment[];
+  citations?: Citation[];
+  timestamp?: number; // unix seconds
+  /** Hidden context (custom instructions, visually hidden messages kept for the record). */
+  hidden?: boolean;
+  /** The export's own id for this message, where it has one. */
+  externalId?: string;
+}
+
+/**
+ * A regenerated or otherwise abandoned assistant reply that sits beside the kept one
+ * (ChatGPT siblings off the active branch). `atTurn` is the index in `turns` of the kept
+ * assistant reply it competes with: together they form a preference pair.
+ */
+export interface BranchAlternative {
+  atTurn: number;
+  turn: ImportedTurn;
+}
+
+export interface ImportedConversation {
+  /** The export's own conversation id, or undefined to fall back to a content hash. */
+  externalId?: string;
+  title?: string;
+  createdAt?: number; // unix seconds
+  turns: ImportedTurn[];
+  alternatives: BranchAlternative[];
+  /** Original metadata worth keeping (model slug, update time …), stored as JSON. */
+  metadata: Record<string, unknown>;
+  /** Per-conversation warnings (unknown content types …), prefixed with the conversation. */
+  warnings: string[];
+}
+
+export type TurnClass = 'main' | 'side';
+
+export type LabelSource = 'manual' | 'heuristic' | `judge:${string}`;
+export type Reward = 1 | -1 | 0;
+
+export interface Vote {
+  reward?: Reward;
+  hint?: string;
+  raw: string;
+}
+
+/** Thrown for a user error: the CLI prints the message on one line and exits 1. */
+export class UserError extends Error {
+  override name = 'UserError';
+}
