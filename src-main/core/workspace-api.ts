@@ -30,9 +30,9 @@ export interface SessionSummary {
   title: string;
   source: SourceFormat;
   createdAt: number | null;
-  turns: number;
-  samples: number;
-  labeled: number;
+  turnCount: number;
+  sampleCount: number;
+  labeledCount: number;
   /** Why the session yields no sample, when it yields none. */
   noSampleReason: NoSampleReason | null;
 }
