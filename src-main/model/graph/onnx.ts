@@ -1,0 +1,146 @@
+/**
+ * Serialises the graph IR (./ir.ts) to an ONNX ModelProto with `onnx-proto` (protobufjs).
+ *
+ * Two ways out:
+ * - {@link serializeModel}: one in-memory buffer with every initializer inline. Protobuf caps
+ *   a message at 2 GiB, so this is for models whose weights fit comfortably below that.
+ * - {@link saveModel}: `<name>.onnx` plus `<name>.onnx.data` next to it, with every large
+ *   initializer in the data file (ONNX "external data", offsets 4 KiB-aligned so ONNX
+ *   Runtime can map them). Tensors are written one at a time, so lazy initializers stream
+ *   from the checkpoint without the whole model ever sitting in JS memory. Load it by path.
+ *
+ * {@link needsExternalData} tells which one a graph needs.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import onnxProto from 'onnx-proto';
+import type { onnx as Onnx } from 'onnx-proto';
+import { OPSET, ONNX_DTYPE, bytesPerElement, numel, tensorValues, type Attr, type Graph, type Tensor, type Value } from './ir.js';
+
+// onnx-proto is CommonJS with a single `module.exports`, so Node ESM sees only a default export.
+const { onnx } = onnxProto;
+
+/** ONNX IR version 8 pairs with opset 18 (ONNX 1.13) and loads in ONNX Runtime 1.23. */
+const IR_VERSION = 8;
+/** Total initializer bytes above which the graph must go to disk with external data. */
+export const INLINE_LIMIT_BYTES = 1.5 * 1024 ** 3;
+const EXTERNAL_MIN_BYTES = 1024;
+const ALIGN = 4096;
+
+export function initializerBytes(graph: Graph): number {
+  let total = 0;
+  for (const t of graph.initializers.values()) total += numel(t.dims) * bytesPerElement(t.dtype);
+  return total;
+}
+
+export function needsExternalData(graph: Graph): boolean {
+  return initializerBytes(graph) > INLINE_LIMIT_BYTES;
+}
+
+function bytesOf(t: Tensor): Uint8Array {
+  const v = tensorValues(t);
+  const expected = numel(t.dims) * bytesPerElement(t.dtype);
+  if (v.byteLength !== expected) {
+    throw new Error(`tensor of dtype ${t.dtype} dims [${t.dims}] has ${v.byteLength} bytes, expected ${expected}`);
+  }
+  return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+}
+
+function tensorProto(name: string, t: Tensor, external?: { location: string; offset: number; length: number }): Onnx.ITensorProto {
+  const base: Onnx.ITensorProto = { name, dims: t.dims, dataType: ONNX_DTYPE[t.dtype] };
+  if (!external) return { ...base, rawData: bytesOf(t) };
+  return {
+    ...base,
+    dataLocation: onnx.TensorProto.DataLocation.EXTERNAL,
+    externalData: [
+      { key: 'location', value: external.location },
+      { key: 'offset', value: String(external.offset) },
+      { key: 'length', value: String(external.length) },
+    ],
+  };
+}
+
+function attributeProto(name: string, a: Attr): Onnx.IAttributeProto {
+  const T = onnx.AttributeProto.AttributeType;
+  switch (a.kind) {
+    case 'int': return { name, type: T.INT, i: a.value };
+    case 'float': return { name, type: T.FLOAT, f: a.value };
+    case 'string': return { name, type: T.STRING, s: new TextEncoder().encode(a.value) };
+    case 'ints': return { name, type: T.INTS, ints: a.value };
+    case 'floats': return { name, type: T.FLOATS, floats: a.value };
+    case 'tensor': return { name, type: T.TENSOR, t: tensorProto('', a.value) };
+  }
+}
+
+function valueInfoProto(v: Value): Onnx.IValueInfoProto {
+  if (!v.dtype) return { name: v.name };
+  return {
+    name: v.name,
+    type: {
+      tensorType: {
+        elemType: ONNX_DTYPE[v.dtype],
+        shape: v.shape && { dim: v.shape.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) },
+      },
+    },
+  };
+}
+
+function modelProto(graph: Graph, initializers: Onnx.ITensorProto[]): Onnx.IModelProto {
+  return {
+    irVersion: IR_VERSION,
+    producerName: 'hindsight',
+    opsetImport: [{ domain: '', version: OPSET }],
+    graph: {
+      name: graph.name,
+      node: graph.nodes.map((n) => ({
+        name: n.name,
+        opType: n.op,
+        input: n.inputs,
+        output: n.outputs,
+        attribute: Object.entries(n.attrs).map(([k, a]) => attributeProto(k, a)),
+      })),
+      input: graph.inputs.map(valueInfoProto),
+      output: graph.outputs.map(valueInfoProto),
+      initializer: initializers,
+    },
+  };
+}
+
+/** The whole model as one buffer, weights inline. */
+export function serializeModel(graph: Graph): Uint8Array {
+  if (needsExternalData(graph)) {
+    throw new Error(`graph '${graph.name}' has ${(initializerBytes(graph) / 1024 ** 3).toFixed(2)} GiB of weights: save it with external data (saveModel)`);
+  }
+  const inits = [...graph.initializers].map(([name, t]) => tensorProto(name, t));
+  return onnx.ModelProto.encode(modelProto(graph, inits)).finish();
+}
+
+/**
+ * Writes `onnxPath` and, for initializers of 1 KiB or more, `onnxPath + '.data'`.
+ * Returns the paths written. Load the model with `InferenceSession.create(onnxPath)`.
+ */
+export function saveModel(graph: Graph, onnxPath: string): { onnxPath: string; dataPath: string } {
+  fs.mkdirSync(path.dirname(onnxPath), { recursive: true });
+  const dataPath = onnxPath + '.data';
+  const location = path.basename(dataPath);
+  const fd = fs.openSync(dataPath, 'w');
+  const inits: Onnx.ITensorProto[] = [];
+  try {
+    let offset = 0;
+    for (const [name, t] of graph.initializers) {
+      const length = numel(t.dims) * bytesPerElement(t.dtype);
+      if (length < EXTERNAL_MIN_BYTES) {
+        inits.push(tensorProto(name, t));
+        continue;
+      }
+      const bytes = bytesOf(t);
+      fs.writeSync(fd, bytes, 0, bytes.byteLength, offset);
+      inits.push(tensorProto(name, t, { location, offset, length }));
+      offset = Math.ceil((offset + length) / ALIGN) * ALIGN;
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.writeFileSync(onnxPath, onnx.ModelProto.encode(modelProto(graph, inits)).finish());
+  return { onnxPath, dataPath };
+}
