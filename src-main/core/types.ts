@@ -47,6 +47,11 @@ export interface ImportedTurn {
   hidden?: boolean;
   /** The export's own id for this message, where it has one. */
   externalId?: string;
+  /**
+   * How the message ended where that was not a normal finish, as the export says it
+   * (ChatGPT: 'in_progress' = interrupted by the user; Claude tool results: 'error').
+   */
+  status?: string;
 }
 
 /**

@@ -1,0 +1,176 @@
+/**
+ * Helpers every importer shares: loose field access on untrusted JSON, timestamps, citation
+ * marker stripping, image placeholders and the per-conversation warning book-keeping.
+ *
+ * Exports are untrusted input: every accessor here tolerates any shape and never throws, so a
+ * strange field degrades to "absent" instead of crashing the import.
+ */
+import type { Attachment, Citation, ImportedConversation } from '../core/types.js';
+
+/** A conversation that cannot be imported; the importer skips it and records `reason`. */
+export class MalformedConversation extends Error {
+  override name = 'MalformedConversation';
+}
+
+export type JsonObject = Record<string, unknown>;
+
+export function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+export function str(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** The value as an id: strings as they are, finite numbers as their decimal text. */
+export function idOf(value: unknown): string | undefined {
+  if (typeof value === 'string' && value.length > 0) return value;
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  return undefined;
+}
+
+/**
+ * Unix seconds from a number (seconds, or milliseconds when it is too large to be seconds)
+ * or an ISO-8601 string. Anything else is undefined.
+ */
+export function toUnixSeconds(value: unknown): number | undefined {
+  if (typeof value === 'number' && Number.isFinite(value) && value > 0) {
+    // 1e11 s is the year 5138: a larger number can only be milliseconds.
+    return value > 1e11 ? value / 1000 : value;
+  }
+  if (typeof value === 'string' && value.trim() !== '') {
+    const asNumber = Number(value);
+    if (Number.isFinite(asNumber)) return toUnixSeconds(asNumber);
+    const ms = Date.parse(value);
+    return Number.isFinite(ms) ? ms / 1000 : undefined;
+  }
+  return undefined;
+}
+
+// ChatGPT wraps inline citations in private-use characters: U+E200 opens, U+E201 closes and
+// U+E202 separates the fields, e.g. "\ue200cite\ue202turn0search1\ue201". Other characters of
+// the block (U+E203/U+E204 around highlighted text …) are bare markers.
+const PRIVATE_USE_SEQUENCE = /[ \t]*\ue200[^\ue200\ue201]*\ue201/g;
+const PRIVATE_USE_CHAR = /[\ue200-\ue2ff]/g;
+// Older browsing replies cite as 【12†source】 or 【3:0†file.pdf】.
+const LENTICULAR_MARKER = /[ \t]*【[^【】\n]*†[^【】\n]*】/g;
+
+/**
+ * Removes citation markers from text used for training and returns them as `citations`.
+ * Horizontal whitespace right before a marker goes with it, so "Paris \ue200…\ue201." becomes
+ * "Paris." rather than "Paris .". `lookup` resolves a marker to its source where the export
+ * says (ChatGPT's content_references / citations metadata).
+ */
+export function stripCitations(
+  text: string,
+  lookup?: (marker: string) => { url?: string; title?: string } | undefined,
+): { text: string; citations: Citation[] } {
+  const citations: Citation[] = [];
+  if (!/[\ue200-\ue2ff【]/.test(text)) return { text, citations };
+  const keep = (match: string) => {
+    const marker = match.replace(/^[ \t]+/, '');
+    const source = lookup?.(marker);
+    const citation: Citation = { marker };
+    if (source?.url) citation.url = source.url;
+    if (source?.title) citation.title = source.title;
+    citations.push(citation);
+    return '';
+  };
+  const cleaned = text
+    .replace(PRIVATE_USE_SEQUENCE, keep)
+    .replace(LENTICULAR_MARKER, keep)
+    .replace(PRIVATE_USE_CHAR, '');
+  return { text: cleaned, citations };
+}
+
+const MEDIA_TOKENS = { '<image>': 'image', '<video>': 'video', '<audio>': 'audio' } as const;
+type MediaToken = keyof typeof MEDIA_TOKENS;
+
+/**
+ * LLaMA-Factory style media: `<image>` tokens in the text, paths in a sibling `images` array
+ * (likewise videos/audios), consumed in order through the whole conversation. Each token
+ * becomes a "[image]" placeholder with the path as attachment metadata.
+ */
+export class MediaTokenReplacer {
+  private next: Record<string, number> = { image: 0, video: 0, audio: 0 };
+
+  constructor(private readonly lists: Record<string, unknown>) {}
+
+  static hasMedia(record: JsonObject): boolean {
+    return ['images', 'videos', 'audios'].some((key) => Array.isArray(record[key]) && record[key].length > 0);
+  }
+
+  replace(text: string): { text: string; attachments: Attachment[] } {
+    const attachments: Attachment[] = [];
+    const out = text.replace(/<image>|<video>|<audio>/g, (token) => {
+      const kind = MEDIA_TOKENS[token as MediaToken];
+      const list = this.lists[`${kind}s`];
+      const ref = Array.isArray(list) ? list[this.next[kind]!++] : undefined;
+      const attachment: Attachment = { kind };
+      if (typeof ref === 'string') attachment.name = ref;
+      attachments.push(attachment);
+      return `[${kind}]`;
+    });
+    return { text: out, attachments };
+  }
+}
+
+/** Counts repeated per-conversation problems so that one line reports "3 messages …". */
+export class WarningTally {
+  private counts = new Map<string, number>();
+  private order: string[] = [];
+
+  add(what: string): void {
+    if (!this.counts.has(what)) this.order.push(what);
+    this.counts.set(what, (this.counts.get(what) ?? 0) + 1);
+  }
+
+  lines(): string[] {
+    return this.order.map((what) => {
+      const n = this.counts.get(what)!;
+      return `${n} ${n === 1 ? 'message' : 'messages'} ${what}`;
+    });
+  }
+}
+
+/** "conversation 1234 “Title”" or "conversation #3", for warnings a person can act on. */
+export function describeConversation(id: string | undefined, title: string | undefined, position: string): string {
+  const parts = ['conversation'];
+  parts.push(id ? id : position);
+  if (title) parts.push(`“${title.length > 60 ? title.slice(0, 57) + '…' : title}”`);
+  if (id) parts.push(`(${position})`);
+  return parts.join(' ');
+}
+
+/** Where a record sits in its file, for warnings and errors. */
+export interface RecordContext {
+  /** "conversation #3" for JSON arrays, "line 17" for JSONL. */
+  position: string;
+}
+
+/** Turns one raw record of an export into a normalised conversation, or throws MalformedConversation. */
+export type ConversationConverter = (raw: unknown, ctx: RecordContext) => ImportedConversation;
+
+/** Prefixes every conversation warning with the conversation it belongs to. */
+export function finishWarnings(label: string, tally: WarningTally, extra: string[]): string[] {
+  return [...extra, ...tally.lines()].map((line) => `${label}: ${line}`);
+}
+
+/**
+ * Removes undefined fields and empty optional lists, so that turns compare and serialise
+ * cleanly (`{role, text}` rather than `{role, text, attachments: [], citations: undefined}`).
+ * Only for objects whose list fields are all optional (turns, attachments), never a conversation.
+ */
+export function compact<T extends object>(value: T): T {
+  for (const key of Object.keys(value) as (keyof T)[]) {
+    const v = value[key];
+    if (v === undefined || (Array.isArray(v) && v.length === 0)) delete value[key];
+  }
+  return value;
+}
+
+/** Removes the undefined fields only. */
+export function dropUndefined<T extends object>(value: T): T {
+  for (const key of Object.keys(value) as (keyof T)[]) if (value[key] === undefined) delete value[key];
+  return value;
+}
