@@ -106,6 +106,55 @@ export interface HeuristicJudgeOptions {
 export interface JudgeSummary {
   judged: number;
   skippedManual: number;
+  /** Samples left alone because a higher-precedence label (an LLM judge's) is there. */
+  skippedHigher?: number;
+  /** Samples already judged by the same backend, model and prompt (incremental re-runs). */
+  skippedUnchanged?: number;
+  /** True when the run was cancelled; what was judged before is kept. */
+  cancelled?: boolean;
+}
+
+/** Options of `runJudge` (any backend: heuristic, local model, OpenAI-compatible). */
+export interface RunJudgeOptions {
+  hints: boolean;
+  votes?: number;
+  /** Re-judge samples already judged by the same backend, model and prompt version. */
+  force?: boolean;
+  signal?: AbortSignal;
+  onProgress?: (done: number, total: number) => void;
+}
+
+/** A chat message as chat templates and TRL expect it (see pipeline/messages.ts). */
+export interface TrainingMessage {
+  role: Role;
+  content: string;
+  tool_calls?: { id?: string; type: 'function'; function: { name: string; arguments: string } }[];
+  tool_call_id?: string;
+  name?: string;
+}
+
+/**
+ * One sample the trainer learns from. `reward` is 0 both for a neutral label and for an
+ * unlabeled sample kept by the at-least-one rule (`keptByAtLeastOne`).
+ */
+export interface TrainingSample {
+  sessionId: string;
+  responseTurn: number;
+  /** The (windowed) context before the reply. */
+  messages: TrainingMessage[];
+  /** The reply as it was given (the policy's tokens to score). */
+  response: TrainingMessage;
+  reward: Reward;
+  hint: string | null;
+  /** The user's ideal reply, when they wrote one in the annotator. */
+  repair: string | null;
+  keptByAtLeastOne: boolean;
+}
+
+/** The optional context window of SPEC §3 (leading system turns always stay). */
+export interface ContextWindowSetting {
+  lastTurns?: number;
+  tokenBudget?: number;
 }
 
 export interface WorkspaceApi {
@@ -119,7 +168,24 @@ export interface WorkspaceApi {
   setLabel(sessionId: string, responseTurn: number, patch: LabelPatch): LabelView;
   judgeHeuristic(options: HeuristicJudgeOptions): JudgeSummary;
   checks(): CheckReport;
+  /**
+   * Runs any judge backend over the samples, incrementally and cancellably; manual labels
+   * are never touched, and the heuristic never overwrites an LLM judge's label. The
+   * backend is a `JudgeBackend` from src-main/pipeline/judge.ts.
+   */
+  runJudge(backend: import('../pipeline/judge.js').JudgeBackend, options: RunJudgeOptions): Promise<JudgeSummary>;
+  /**
+   * The samples training uses: those labelled ±1 or carrying a hint. Samples with reward 0
+   * (or unlabeled) are dropped, except that a session with samples but none trainable
+   * keeps its first sample with reward 0 (the at-least-one rule of SPEC §3).
+   */
+  trainingSamples(): TrainingSample[];
+  contextWindow(): ContextWindowSetting;
+  /** Changes the context window and recomputes every sample's context; labels stay. */
+  setContextWindow(window: ContextWindowSetting): void;
   exportJsonl(format: ExportFormat, outPath: string): Promise<{ lines: number; path: string }>;
   previewExport(format: ExportFormat, lines: number): string[];
+  /** Saves pending changes now (they are otherwise saved shortly after each change). */
+  flush(): void;
   close(): void;
 }

@@ -1,0 +1,147 @@
+// The six JSONL export formats (SPEC §6). Each format turns one session bundle into lines;
+// the writer streams them to disk. Output depends only on the database: sessions in a fixed
+// order (created_at, then id), samples by reply turn, object keys in a fixed order, and no
+// time of export anywhere, so the same database gives byte-identical files.
+//
+//   samples   every sample: context, reply, next state, label
+//   openclaw  every sample, in OpenClaw-RL's record shape (prompt_text is ChatML)
+//   kto       samples labelled ±1: TRL unpaired preference {prompt, completion, label}
+//   sft       replies labelled +1, or repaired replies (the repair replaces the reply): {messages}
+//   dpo       preference pairs {prompt, chosen, rejected}: a ChatGPT regeneration
+//             (chosen = the kept reply, rejected = the abandoned sibling) and a repair
+//             (chosen = the repair, rejected = the original reply). Pairs whose two sides
+//             have the same text teach nothing and are skipped.
+//   sdft      samples with a hint: TRL SDFT {prompt, privileged_context} where
+//             privileged_context is the hint; `teacher_prompt` adds the exact teacher
+//             messages Hindsight trains with (the hint appended to the last user message).
+import type { ExportFormat } from '../core/workspace-api.js';
+import { fullContext } from '../pipeline/classify.js';
+import { enhancedContext } from '../pipeline/hint-context.js';
+import { renderChatMl, toChatToolCalls, toMessage, type ChatMessage } from '../pipeline/messages.js';
+import type { SampleRecord, SessionBundle, TurnRecord } from '../store/read.js';
+
+function messageOf(turn: TurnRecord): ChatMessage {
+  return toMessage(turn);
+}
+
+/** The sample's (windowed) context as chat messages. */
+export function contextMessages(bundle: SessionBundle, sample: SampleRecord): ChatMessage[] {
+  return sample.contextTurns.map((i) => messageOf(bundle.turns[i]));
+}
+
+export function responseMessage(bundle: SessionBundle, sample: SampleRecord): ChatMessage {
+  return messageOf(bundle.turns[sample.responseTurn]);
+}
+
+function assistant(content: string): ChatMessage {
+  return { role: 'assistant', content };
+}
+
+function feedbackTurn(bundle: SessionBundle, sample: SampleRecord): TurnRecord | null {
+  return sample.feedbackTurn === null ? null : bundle.turns[sample.feedbackTurn];
+}
+
+function samplesLine(bundle: SessionBundle, s: SampleRecord): object {
+  const reply = bundle.turns[s.responseTurn];
+  return {
+    session_id: bundle.id,
+    response_turn: s.responseTurn,
+    feedback_turn: s.feedbackTurn,
+    context: contextMessages(bundle, s),
+    response: reply.text,
+    feedback: feedbackTurn(bundle, s)?.text ?? null,
+    timestamp: reply.timestamp,
+    reward: s.label.reward,
+    hint: s.label.hint,
+    label_source: s.label.source,
+    next_state_role: s.nextStateRole,
+    repair: s.label.repair,
+  };
+}
+
+function openclawLine(bundle: SessionBundle, s: SampleRecord): object {
+  const reply = bundle.turns[s.responseTurn];
+  const context = contextMessages(bundle, s);
+  const next = feedbackTurn(bundle, s);
+  return {
+    session_id: bundle.id,
+    turn: s.responseTurn,
+    timestamp: reply.timestamp,
+    messages: context,
+    prompt_text: renderChatMl(context),
+    response_text: reply.text,
+    tool_calls: toChatToolCalls(reply.toolCalls),
+    next_state: next ? { role: next.role, content: next.text } : null,
+    score: s.label.reward,
+    votes: s.label.votes.map((v) => v.reward ?? null),
+    hint: s.label.hint,
+  };
+}
+
+function ktoLine(bundle: SessionBundle, s: SampleRecord): object | null {
+  if (s.label.reward !== 1 && s.label.reward !== -1) return null;
+  return { prompt: contextMessages(bundle, s), completion: [responseMessage(bundle, s)], label: s.label.reward === 1 };
+}
+
+function sftLine(bundle: SessionBundle, s: SampleRecord): object | null {
+  const repair = s.label.repair?.trim() ? s.label.repair : null;
+  if (repair === null && s.label.reward !== 1) return null;
+  const reply = repair !== null ? assistant(repair) : responseMessage(bundle, s);
+  return { messages: [...contextMessages(bundle, s), reply] };
+}
+
+function sdftLine(bundle: SessionBundle, s: SampleRecord): object | null {
+  const hint = s.label.hint?.trim();
+  if (!hint) return null;
+  const context = contextMessages(bundle, s);
+  return { prompt: context, privileged_context: hint, teacher_prompt: enhancedContext(context, hint) };
+}
+
+const sameText = (a: string, b: string) => a.trim() === b.trim();
+
+function* dpoLines(bundle: SessionBundle): Generator<object> {
+  const sampleAt = new Map(bundle.samples.map((s) => [s.responseTurn, s]));
+  const promptFor = (turn: number): ChatMessage[] => {
+    const sample = sampleAt.get(turn);
+    const indices = sample ? sample.contextTurns : fullContext(bundle.turns, turn);
+    return indices.map((i) => messageOf(bundle.turns[i]));
+  };
+  const turnsWithPairs = new Set<number>([...bundle.alternatives.map((a) => a.atTurn), ...bundle.samples.filter((s) => s.label.repair).map((s) => s.responseTurn)]);
+  for (const turn of [...turnsWithPairs].sort((a, b) => a - b)) {
+    const kept = bundle.turns[turn];
+    if (!kept || kept.role !== 'assistant') continue;
+    const keptMsg = messageOf(kept);
+    for (const alt of bundle.alternatives) {
+      if (alt.atTurn !== turn || alt.role !== 'assistant' || sameText(alt.text, kept.text) || !alt.text.trim() || !kept.text.trim()) continue;
+      const rejected: ChatMessage = { role: 'assistant', content: alt.text, ...(alt.toolCalls.length ? { tool_calls: toChatToolCalls(alt.toolCalls) } : {}) };
+      yield { prompt: promptFor(turn), chosen: [keptMsg], rejected: [rejected] };
+    }
+    const repair = sampleAt.get(turn)?.label.repair;
+    if (repair && repair.trim() && !sameText(repair, kept.text)) {
+      yield { prompt: promptFor(turn), chosen: [assistant(repair)], rejected: [keptMsg] };
+    }
+  }
+}
+
+type PerSample = (bundle: SessionBundle, s: SampleRecord) => object | null;
+
+const PER_SAMPLE: Record<Exclude<ExportFormat, 'dpo'>, PerSample> = {
+  samples: samplesLine,
+  openclaw: openclawLine,
+  kto: ktoLine,
+  sft: sftLine,
+  sdft: sdftLine,
+};
+
+/** The JSONL lines (without newline) one session contributes to `format`. */
+export function* sessionLines(format: ExportFormat, bundle: SessionBundle): Generator<string> {
+  if (format === 'dpo') {
+    for (const line of dpoLines(bundle)) yield JSON.stringify(line);
+    return;
+  }
+  const build = PER_SAMPLE[format];
+  for (const s of bundle.samples) {
+    const line = build(bundle, s);
+    if (line !== null) yield JSON.stringify(line);
+  }
+}

@@ -1,0 +1,106 @@
+// The judge interface shared by every backend (SPEC §4) and the built-in heuristic
+// backend. An LLM backend (local ONNX model, OpenAI-compatible endpoint) implements
+// `JudgeBackend` and reuses `majorityVote` and `chooseHint`; the workspace runs any
+// backend over the samples and stores the verdicts with their provenance.
+import type { LabelSource, Reward, Vote } from '../core/types.js';
+import type { ChatMessage } from './messages.js';
+import { heuristicReward, looksLikeToolError } from './heuristic.js';
+import { extractHint, isUsefulHint } from './hints.js';
+
+/** What a judge sees of one sample. */
+export interface JudgeInput {
+  sessionId: string;
+  responseTurn: number;
+  /** The (windowed) context before the reply, as chat messages. */
+  context: ChatMessage[];
+  /** The reply being judged, and its tool calls if any. */
+  response: string;
+  responseMessage: ChatMessage;
+  nextState: { role: 'user' | 'tool'; text: string };
+}
+
+export interface JudgeOptions {
+  /** Also extract a hindsight hint (OPD). */
+  hints: boolean;
+  /** Votes per sample (sampling backends); deterministic backends may cast one. */
+  votes: number;
+  signal?: AbortSignal;
+}
+
+export interface JudgeVerdict {
+  reward: Reward;
+  hint: string | null;
+  votes: Vote[];
+}
+
+/** Where a verdict came from, stored beside the label. */
+export interface JudgeProvenance {
+  backend: 'heuristic' | 'local' | 'openai';
+  model: string | null;
+  promptVersion: string;
+}
+
+export interface JudgeBackend {
+  readonly provenance: JudgeProvenance;
+  /** The label source its verdicts get: 'heuristic' or 'judge:<model>'. */
+  readonly labelSource: LabelSource;
+  judge(input: JudgeInput, options: JudgeOptions): Promise<JudgeVerdict>;
+}
+
+/**
+ * SPEC §4 vote rule: unparseable votes (no reward) are dropped; no valid vote gives 0; a
+ * tie for the top count gives 0; otherwise the most common value wins.
+ */
+export function majorityVote(votes: readonly Vote[]): Reward {
+  const counts = new Map<Reward, number>();
+  for (const v of votes) if (v.reward !== undefined) counts.set(v.reward, (counts.get(v.reward) ?? 0) + 1);
+  let best: Reward = 0;
+  let bestCount = 0;
+  let tied = false;
+  for (const [reward, count] of counts) {
+    if (count > bestCount) {
+      best = reward;
+      bestCount = count;
+      tied = false;
+    } else if (count === bestCount) {
+      tied = true;
+    }
+  }
+  return bestCount === 0 || tied ? 0 : best;
+}
+
+/**
+ * SPEC §4 hint choice: among the hint-judge votes that answered 1 and carry a hint that
+ * passes the quality filter (longer than 10 characters, gives a direction), the longest.
+ */
+export function chooseHint(votes: readonly Vote[]): string | null {
+  let best: string | null = null;
+  for (const v of votes) {
+    if (v.reward !== 1 || !isUsefulHint(v.hint)) continue;
+    const h = v.hint.trim();
+    if (best === null || h.length > best.length) best = h;
+  }
+  return best;
+}
+
+export const HEURISTIC_PROMPT_VERSION = 'heuristic-v1';
+
+/** The built-in rule-based judge: deterministic, so it casts a single vote. */
+export class HeuristicJudge implements JudgeBackend {
+  readonly provenance: JudgeProvenance = { backend: 'heuristic', model: null, promptVersion: HEURISTIC_PROMPT_VERSION };
+  readonly labelSource: LabelSource = 'heuristic';
+
+  /** The synchronous core, for callers that need no await (the workspace's judgeHeuristic). */
+  judgeSync(input: Pick<JudgeInput, 'response' | 'nextState'>, options: Pick<JudgeOptions, 'hints'>): JudgeVerdict {
+    const verdict = heuristicReward(input.response, input.nextState);
+    const hint = options.hints
+      ? extractHint(input.nextState, input.nextState.role === 'tool' && looksLikeToolError(input.nextState.text))
+      : null;
+    const raw = `heuristic: ${verdict.evidence.join(', ')} → ${verdict.reward > 0 ? '+1' : verdict.reward}`;
+    return { reward: verdict.reward, hint, votes: [{ reward: verdict.reward, ...(hint ? { hint } : {}), raw }] };
+  }
+
+  async judge(input: JudgeInput, options: JudgeOptions): Promise<JudgeVerdict> {
+    return this.judgeSync(input, options);
+  }
+}

@@ -1,0 +1,131 @@
+// Crash-safe file replacement: write a temporary file beside the target, fsync it, rename
+// it over the target, then fsync the directory so the rename itself is durable. A process
+// killed at any moment leaves either the old file or the new one, never a torn mix,
+// because rename(2) within one directory is atomic on POSIX file systems (and
+// MoveFileEx-replace on Windows).
+import fs from 'node:fs';
+import path from 'node:path';
+
+let tempCounter = 0;
+
+/** A temp name beside `target` that names its writer's pid, so stale ones can be swept. */
+function tempPathFor(target: string): string {
+  tempCounter += 1;
+  return `${target}.tmp-${process.pid}-${tempCounter}`;
+}
+
+/** fsync a directory so a rename in it survives a power cut. Not possible on Windows. */
+function fsyncDir(dir: string): void {
+  let fd: number | undefined;
+  try {
+    fd = fs.openSync(dir, 'r');
+    fs.fsyncSync(fd);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'EISDIR' && code !== 'EPERM' && code !== 'EACCES' && code !== 'EINVAL') throw err;
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
+}
+
+/** Replaces `target` with `data` atomically and durably. */
+export function writeFileAtomicSync(target: string, data: Uint8Array): void {
+  const writer = new AtomicFileWriter(target);
+  try {
+    writer.write(data);
+    writer.commit();
+  } catch (err) {
+    writer.abort();
+    throw err;
+  }
+}
+
+/**
+ * Streams a file to a temp path and renames it into place on `commit()`. Writes are
+ * buffered into large chunks so many small JSONL lines do not cost one syscall each.
+ */
+export class AtomicFileWriter {
+  readonly tempPath: string;
+  private fd: number | null;
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  private static readonly CHUNK = 1 << 20;
+
+  constructor(readonly target: string) {
+    fs.mkdirSync(path.dirname(path.resolve(target)), { recursive: true });
+    this.tempPath = tempPathFor(target);
+    this.fd = fs.openSync(this.tempPath, 'wx', 0o644);
+  }
+
+  write(data: string | Uint8Array): void {
+    const buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    this.pending.push(buf);
+    this.pendingBytes += buf.length;
+    if (this.pendingBytes >= AtomicFileWriter.CHUNK) this.drain();
+  }
+
+  private drain(): void {
+    if (this.fd === null) throw new Error(`${this.target}: writer already closed`);
+    const all = this.pending.length === 1 ? this.pending[0] : Buffer.concat(this.pending, this.pendingBytes);
+    let offset = 0;
+    while (offset < all.length) offset += fs.writeSync(this.fd, all, offset, all.length - offset);
+    this.pending = [];
+    this.pendingBytes = 0;
+  }
+
+  /** Flushes, fsyncs and renames the temp file over the target. */
+  commit(): void {
+    this.drain();
+    const fd = this.fd!;
+    fs.fsyncSync(fd);
+    fs.closeSync(fd);
+    this.fd = null;
+    fs.renameSync(this.tempPath, this.target);
+    fsyncDir(path.dirname(path.resolve(this.target)));
+  }
+
+  /** Drops the temp file; the target is untouched. Safe to call after a failed commit. */
+  abort(): void {
+    if (this.fd !== null) {
+      try { fs.closeSync(this.fd); } catch { /* already closed */ }
+      this.fd = null;
+    }
+    try { fs.unlinkSync(this.tempPath); } catch { /* never created or already renamed */ }
+  }
+}
+
+function pidIsAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Removes temp files left beside `target` by writers that were killed mid-save. Files of
+ * a writer that is still running are left alone.
+ */
+export function sweepStaleTempFiles(target: string): number {
+  const dir = path.dirname(path.resolve(target));
+  const prefix = path.basename(target) + '.tmp-';
+  let removed = 0;
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return 0;
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix)) continue;
+    const pid = Number(name.slice(prefix.length).split('-')[0]);
+    if (!Number.isInteger(pid) || (pid !== process.pid && pidIsAlive(pid))) continue;
+    if (pid === process.pid) continue;
+    try {
+      fs.unlinkSync(path.join(dir, name));
+      removed += 1;
+    } catch { /* raced with another sweeper */ }
+  }
+  return removed;
+}

@@ -1,0 +1,266 @@
+// The sql.js database behind a workspace: opening (with migrations), typed query helpers,
+// transactions, and crash-safe persistence.
+//
+// sql.js keeps the whole database in memory; the file on disk is only replaced by
+// `flush()`, atomically (see atomic-file.ts). Persisting is coalesced: `markDirty()`
+// schedules one save after a short quiet period (and at most `maxWaitMs` after the first
+// unsaved change), so a burst of label edits in the annotator costs one write instead of
+// one per edit. `flush()` saves at once (after imports, before exit); `close()` flushes.
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import initSqlJs, { type Database, type SqlJsStatic, type SqlValue } from 'sql.js';
+import { UserError } from '../core/types.js';
+import { MIGRATIONS } from './schema.js';
+import { sweepStaleTempFiles, writeFileAtomicSync } from './atomic-file.js';
+
+let sqlJsPromise: Promise<SqlJsStatic> | null = null;
+
+/** Loads sql.js once, from the wasm file inside node_modules (never the network). */
+export function loadSqlJs(): Promise<SqlJsStatic> {
+  if (!sqlJsPromise) {
+    const require = createRequire(import.meta.url);
+    const wasmPath = require.resolve('sql.js/dist/sql-wasm.wasm');
+    const wasmBinary = fs.readFileSync(wasmPath);
+    sqlJsPromise = initSqlJs({ wasmBinary: wasmBinary.buffer.slice(wasmBinary.byteOffset, wasmBinary.byteOffset + wasmBinary.byteLength) as ArrayBuffer });
+  }
+  return sqlJsPromise;
+}
+
+export type Params = SqlValue[] | Record<string, SqlValue>;
+export type Row = Record<string, SqlValue>;
+
+export interface PersistOptions {
+  /** Quiet period after the last change before saving. */
+  debounceMs: number;
+  /** Longest time a change may stay unsaved while edits keep coming. */
+  maxWaitMs: number;
+}
+
+export const DEFAULT_PERSIST: PersistOptions = { debounceMs: 300, maxWaitMs: 2000 };
+
+/** Statistics of the persistence layer, for the benchmark and tests. */
+export interface PersistStats {
+  saves: number;
+  lastSaveMs: number;
+  totalSaveMs: number;
+  bytes: number;
+}
+
+const SQLITE_MAGIC = 'SQLite format 3\0';
+
+export class Store {
+  private dirty = false;
+  private timer: NodeJS.Timeout | null = null;
+  private firstDirtyAt = 0;
+  private txDepth = 0;
+  private closed = false;
+  readonly persistStats: PersistStats = { saves: 0, lastSaveMs: 0, totalSaveMs: 0, bytes: 0 };
+
+  private constructor(
+    readonly path: string,
+    readonly db: Database,
+    private readonly persist: PersistOptions,
+  ) {}
+
+  /**
+   * Opens (or creates) the database at `dbPath` and brings its schema up to date.
+   * A file that is not an SQLite database gives a UserError naming it.
+   */
+  static async open(dbPath: string, persist: PersistOptions = DEFAULT_PERSIST): Promise<Store> {
+    const SQL = await loadSqlJs();
+    const resolved = path.resolve(dbPath);
+    sweepStaleTempFiles(resolved);
+    let bytes: Buffer | null = null;
+    try {
+      bytes = fs.readFileSync(resolved);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EISDIR') throw new UserError(`${dbPath}: is a directory, not a database file`);
+      if (code !== 'ENOENT') throw new UserError(`${dbPath}: cannot read the database (${(err as Error).message})`);
+    }
+    if (bytes && bytes.length > 0 && bytes.subarray(0, 16).toString('latin1') !== SQLITE_MAGIC) {
+      throw new UserError(`${dbPath}: not a Hindsight database (not an SQLite file)`);
+    }
+    let db: Database;
+    try {
+      db = bytes && bytes.length > 0 ? new SQL.Database(bytes) : new SQL.Database();
+      db.exec('PRAGMA foreign_keys = ON');
+    } catch (err) {
+      throw new UserError(`${dbPath}: the database is damaged (${(err as Error).message})`);
+    }
+    const store = new Store(resolved, db, persist);
+    const migrated = store.migrate(dbPath);
+    if (migrated || !bytes || bytes.length === 0) store.flush();
+    return store;
+  }
+
+  /** Runs the migrations this database has not seen yet. Returns whether any ran. */
+  private migrate(displayPath: string): boolean {
+    this.db.exec('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)');
+    const row = this.get<{ version: number }>('SELECT version FROM schema_version');
+    const current = row?.version ?? 0;
+    if (current > MIGRATIONS.length) {
+      throw new UserError(
+        `${displayPath}: database schema version ${current} is newer than this Hindsight supports (${MIGRATIONS.length}); update Hindsight`,
+      );
+    }
+    if (current === MIGRATIONS.length) return false;
+    this.transaction(() => {
+      for (let v = current; v < MIGRATIONS.length; v++) this.db.exec(MIGRATIONS[v]);
+      this.run('DELETE FROM schema_version');
+      this.run('INSERT INTO schema_version (version) VALUES (?)', [MIGRATIONS.length]);
+    });
+    return true;
+  }
+
+  get schemaVersion(): number {
+    return this.get<{ version: number }>('SELECT version FROM schema_version')?.version ?? 0;
+  }
+
+  all<T = Row>(sql: string, params?: Params): T[] {
+    const stmt = this.db.prepare(sql);
+    try {
+      if (params) stmt.bind(params);
+      const rows: T[] = [];
+      while (stmt.step()) rows.push(stmt.getAsObject() as T);
+      return rows;
+    } finally {
+      stmt.free();
+    }
+  }
+
+  /** Calls `fn` for each row without building an array (for exports of large databases). */
+  each<T = Row>(sql: string, params: Params | undefined, fn: (row: T) => void): void {
+    const stmt = this.db.prepare(sql);
+    try {
+      if (params) stmt.bind(params);
+      while (stmt.step()) fn(stmt.getAsObject() as T);
+    } finally {
+      stmt.free();
+    }
+  }
+
+  get<T = Row>(sql: string, params?: Params): T | undefined {
+    return this.all<T>(sql, params)[0];
+  }
+
+  run(sql: string, params?: Params): void {
+    this.db.run(sql, params);
+  }
+
+  /** Rows changed by the last INSERT/UPDATE/DELETE. */
+  changes(): number {
+    return this.db.getRowsModified();
+  }
+
+  /** Runs `fn` inside BEGIN … COMMIT; any throw rolls everything back. Nests as one. */
+  transaction<T>(fn: () => T): T {
+    if (this.txDepth > 0) return fn();
+    this.begin();
+    try {
+      const result = fn();
+      this.commit();
+      return result;
+    } catch (err) {
+      this.rollback();
+      throw err;
+    }
+  }
+
+  /** The same, for work that awaits (an import reading a stream). */
+  async transactionAsync<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.txDepth > 0) return fn();
+    this.begin();
+    try {
+      const result = await fn();
+      this.commit();
+      return result;
+    } catch (err) {
+      this.rollback();
+      throw err;
+    }
+  }
+
+  private begin(): void {
+    this.db.exec('BEGIN');
+    this.txDepth = 1;
+  }
+
+  private commit(): void {
+    this.db.exec('COMMIT');
+    this.txDepth = 0;
+  }
+
+  private rollback(): void {
+    this.txDepth = 0;
+    try {
+      this.db.exec('ROLLBACK');
+    } catch {
+      // SQLite already rolled back (e.g. after a constraint error); nothing left to undo.
+    }
+  }
+
+  get inTransaction(): boolean {
+    return this.txDepth > 0;
+  }
+
+  get hasUnsavedChanges(): boolean {
+    return this.dirty;
+  }
+
+  /** Records an unsaved change and schedules a coalesced save. */
+  markDirty(): void {
+    if (this.closed) return;
+    const now = Date.now();
+    if (!this.dirty) this.firstDirtyAt = now;
+    this.dirty = true;
+    if (this.timer) clearTimeout(this.timer);
+    const waitedMs = now - this.firstDirtyAt;
+    const delay = Math.max(0, Math.min(this.persist.debounceMs, this.persist.maxWaitMs - waitedMs));
+    this.timer = setTimeout(() => this.onTimer(), delay);
+    // A pending save must not keep a finished CLI process alive; close() flushes anyway.
+    this.timer.unref();
+  }
+
+  private onTimer(): void {
+    this.timer = null;
+    // Never export in the middle of a transaction (an import awaiting its stream): the
+    // snapshot would not be a committed state. The commit's caller flushes afterwards.
+    if (this.inTransaction) {
+      this.timer = setTimeout(() => this.onTimer(), this.persist.debounceMs);
+      this.timer.unref();
+      return;
+    }
+    this.flush();
+  }
+
+  /** Saves now if anything changed (or if `force`). Atomic: see atomic-file.ts. */
+  flush(force = false): void {
+    if (this.closed) return;
+    if (this.inTransaction) throw new Error('flush() inside a transaction would persist uncommitted data');
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    if (!this.dirty && !force && fs.existsSync(this.path)) return;
+    const start = performance.now();
+    const bytes = this.db.export();
+    writeFileAtomicSync(this.path, bytes);
+    const ms = performance.now() - start;
+    this.dirty = false;
+    this.persistStats.saves += 1;
+    this.persistStats.lastSaveMs = ms;
+    this.persistStats.totalSaveMs += ms;
+    this.persistStats.bytes = bytes.length;
+  }
+
+  /** Flushes unsaved changes and frees the in-memory database. */
+  close(): void {
+    if (this.closed) return;
+    if (this.inTransaction) this.rollback();
+    this.flush();
+    this.closed = true;
+    this.db.close();
+  }
+}

@@ -1,0 +1,156 @@
+// Reading sessions back out of the store as plain records: one session with its turns,
+// samples (with labels) and alternatives at a time, so exports and the training-set
+// builder can walk a large database without loading it all.
+import type { Attachment, Citation, LabelSource, Reward, Role, SourceFormat, ToolCall, TurnClass, Vote } from '../core/types.js';
+import type { LabelView, NoSampleReason } from '../core/workspace-api.js';
+import type { Store } from './database.js';
+
+export interface TurnRecord {
+  index: number;
+  role: Role;
+  text: string;
+  reasoning: string | null;
+  toolCalls: ToolCall[];
+  toolCallId: string | null;
+  toolName: string | null;
+  attachments: Attachment[];
+  citations: Citation[];
+  timestamp: number | null;
+  hidden: boolean;
+  classification: TurnClass;
+  sideReason: string | null;
+}
+
+export interface StoredLabel extends LabelView {
+  judgeBackend: string | null;
+  judgeModel: string | null;
+  promptVersion: string | null;
+}
+
+export interface SampleRecord {
+  responseTurn: number;
+  feedbackTurn: number | null;
+  nextStateRole: 'user' | 'tool' | null;
+  contextTurns: number[];
+  label: StoredLabel;
+}
+
+export interface AlternativeRecord {
+  atTurn: number;
+  ord: number;
+  role: Role;
+  text: string;
+  reasoning: string | null;
+  toolCalls: ToolCall[];
+  timestamp: number | null;
+}
+
+export interface SessionRecord {
+  id: string;
+  title: string;
+  format: SourceFormat;
+  createdAt: number | null;
+  noSampleReason: NoSampleReason | null;
+}
+
+export interface SessionBundle extends SessionRecord {
+  turns: TurnRecord[];
+  samples: SampleRecord[];
+  alternatives: AlternativeRecord[];
+}
+
+export const EMPTY_LABEL: StoredLabel = {
+  reward: null, hint: null, source: null, votes: [], repair: null, notes: null, updatedAt: null,
+  judgeBackend: null, judgeModel: null, promptVersion: null,
+};
+
+interface TurnRow {
+  idx: number; role: Role; text: string; reasoning: string | null; tool_calls: string; tool_call_id: string | null;
+  tool_name: string | null; attachments: string; citations: string; timestamp: number | null; hidden: number;
+  classification: TurnClass; side_reason: string | null;
+}
+
+interface SampleRow {
+  response_turn: number; feedback_turn: number | null; next_state_role: 'user' | 'tool' | null; context_turns: string;
+  reward: number | null; hint: string | null; source: string | null; votes: string | null; repair: string | null;
+  notes: string | null; updated_at: number | null; judge_backend: string | null; judge_model: string | null; prompt_version: string | null;
+}
+
+/** Stable order for everything that walks sessions (exports must be byte-identical). */
+export const SESSION_ORDER = 'ORDER BY created_at IS NULL, created_at, id';
+
+function sessionRecord(row: { id: string; title: string; format: string; created_at: number | null; no_sample_reason: string | null }): SessionRecord {
+  return {
+    id: row.id, title: row.title, format: row.format as SourceFormat, createdAt: row.created_at,
+    noSampleReason: row.no_sample_reason as NoSampleReason | null,
+  };
+}
+
+export function labelFromRow(row: Omit<SampleRow, 'response_turn' | 'feedback_turn' | 'next_state_role' | 'context_turns'>): StoredLabel {
+  if (row.source === null) return { ...EMPTY_LABEL };
+  return {
+    reward: row.reward as Reward | null,
+    hint: row.hint,
+    source: row.source as LabelSource,
+    votes: JSON.parse(row.votes ?? '[]') as Vote[],
+    repair: row.repair,
+    notes: row.notes,
+    updatedAt: row.updated_at,
+    judgeBackend: row.judge_backend,
+    judgeModel: row.judge_model,
+    promptVersion: row.prompt_version,
+  };
+}
+
+export function readTurns(store: Store, sessionId: string): TurnRecord[] {
+  return store.all<TurnRow>('SELECT * FROM turns WHERE session_id = ? ORDER BY idx', [sessionId]).map((r) => ({
+    index: r.idx, role: r.role, text: r.text, reasoning: r.reasoning, toolCalls: JSON.parse(r.tool_calls),
+    toolCallId: r.tool_call_id, toolName: r.tool_name, attachments: JSON.parse(r.attachments), citations: JSON.parse(r.citations),
+    timestamp: r.timestamp, hidden: !!r.hidden, classification: r.classification, sideReason: r.side_reason,
+  }));
+}
+
+export function readSamples(store: Store, sessionId: string): SampleRecord[] {
+  return store
+    .all<SampleRow>(
+      `SELECT s.response_turn, s.feedback_turn, s.next_state_role, s.context_turns, l.reward, l.hint, l.source, l.votes,
+              l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version
+       FROM samples s LEFT JOIN labels l USING (session_id, response_turn)
+       WHERE s.session_id = ? ORDER BY s.response_turn`,
+      [sessionId],
+    )
+    .map((r) => ({
+      responseTurn: r.response_turn, feedbackTurn: r.feedback_turn, nextStateRole: r.next_state_role,
+      contextTurns: JSON.parse(r.context_turns) as number[], label: labelFromRow(r),
+    }));
+}
+
+export function readAlternatives(store: Store, sessionId: string): AlternativeRecord[] {
+  return store
+    .all<{ at_turn: number; ord: number; role: Role; text: string; reasoning: string | null; tool_calls: string; timestamp: number | null }>(
+      'SELECT * FROM alternatives WHERE session_id = ? ORDER BY at_turn, ord',
+      [sessionId],
+    )
+    .map((r) => ({ atTurn: r.at_turn, ord: r.ord, role: r.role, text: r.text, reasoning: r.reasoning, toolCalls: JSON.parse(r.tool_calls), timestamp: r.timestamp }));
+}
+
+export function readSessionRecord(store: Store, sessionId: string): SessionRecord | undefined {
+  const row = store.get<{ id: string; title: string; format: string; created_at: number | null; no_sample_reason: string | null }>(
+    'SELECT id, title, format, created_at, no_sample_reason FROM sessions WHERE id = ?',
+    [sessionId],
+  );
+  return row ? sessionRecord(row) : undefined;
+}
+
+export function readBundle(store: Store, record: SessionRecord): SessionBundle {
+  return { ...record, turns: readTurns(store, record.id), samples: readSamples(store, record.id), alternatives: readAlternatives(store, record.id) };
+}
+
+/** Every session in stable order, one bundle at a time. */
+export function* iterateBundles(store: Store, sessionId?: string): Generator<SessionBundle> {
+  const rows = store.all<{ id: string; title: string; format: string; created_at: number | null; no_sample_reason: string | null }>(
+    `SELECT id, title, format, created_at, no_sample_reason FROM sessions ${sessionId !== undefined ? 'WHERE id = ?' : ''} ${SESSION_ORDER}`,
+    sessionId !== undefined ? [sessionId] : undefined,
+  );
+  for (const row of rows) yield readBundle(store, sessionRecord(row));
+}

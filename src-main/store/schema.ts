@@ -1,0 +1,101 @@
+// The database schema as an ordered list of migrations. `schema_version` holds how many
+// have run; opening a database runs the missing ones in one transaction. Never edit a
+// migration that has shipped: append a new one.
+//
+// JSON columns hold the structured parts of a turn (tool calls, attachments, citations)
+// and judge votes; they are read whole and never queried inside, so JSON text is enough.
+
+export const MIGRATIONS: readonly string[] = [
+  // 1: the data model of SPEC §1
+  `
+  CREATE TABLE sources (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL,
+    format TEXT NOT NULL,
+    sha256 TEXT NOT NULL UNIQUE,
+    imported_at INTEGER NOT NULL,
+    sessions INTEGER NOT NULL,
+    turns INTEGER NOT NULL,
+    warnings TEXT NOT NULL DEFAULT '[]'
+  );
+
+  CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    source_id INTEGER REFERENCES sources(id),
+    format TEXT NOT NULL,
+    external_id TEXT,
+    title TEXT NOT NULL,
+    created_at REAL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    content_hash TEXT NOT NULL,
+    no_sample_reason TEXT,
+    updated_at INTEGER NOT NULL
+  );
+  CREATE INDEX sessions_order ON sessions(created_at, id);
+
+  CREATE TABLE turns (
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    role TEXT NOT NULL CHECK (role IN ('system','user','assistant','tool')),
+    text TEXT NOT NULL,
+    reasoning TEXT,
+    tool_calls TEXT NOT NULL DEFAULT '[]',
+    tool_call_id TEXT,
+    tool_name TEXT,
+    attachments TEXT NOT NULL DEFAULT '[]',
+    citations TEXT NOT NULL DEFAULT '[]',
+    timestamp REAL,
+    hidden INTEGER NOT NULL DEFAULT 0,
+    external_id TEXT,
+    classification TEXT NOT NULL CHECK (classification IN ('main','side')),
+    side_reason TEXT,
+    PRIMARY KEY (session_id, idx)
+  );
+
+  CREATE TABLE alternatives (
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    at_turn INTEGER NOT NULL,
+    ord INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    text TEXT NOT NULL,
+    reasoning TEXT,
+    tool_calls TEXT NOT NULL DEFAULT '[]',
+    timestamp REAL,
+    external_id TEXT,
+    PRIMARY KEY (session_id, at_turn, ord)
+  );
+
+  CREATE TABLE samples (
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    response_turn INTEGER NOT NULL,
+    feedback_turn INTEGER,
+    next_state_role TEXT CHECK (next_state_role IN ('user','tool')),
+    context_turns TEXT NOT NULL,
+    context_full INTEGER NOT NULL,
+    match_hash TEXT NOT NULL,
+    PRIMARY KEY (session_id, response_turn)
+  );
+
+  CREATE TABLE labels (
+    session_id TEXT NOT NULL,
+    response_turn INTEGER NOT NULL,
+    reward INTEGER CHECK (reward IN (-1, 0, 1)),
+    hint TEXT,
+    source TEXT NOT NULL,
+    votes TEXT NOT NULL DEFAULT '[]',
+    repair TEXT,
+    notes TEXT,
+    updated_at INTEGER NOT NULL,
+    judge_backend TEXT,
+    judge_model TEXT,
+    prompt_version TEXT,
+    PRIMARY KEY (session_id, response_turn),
+    FOREIGN KEY (session_id, response_turn) REFERENCES samples(session_id, response_turn) ON DELETE CASCADE
+  );
+
+  CREATE TABLE settings (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+  );
+  `,
+];
