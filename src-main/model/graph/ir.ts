@@ -252,6 +252,11 @@ export class GraphBuilder {
   cos = (x: string) => this.unary('Cos', x);
   sin = (x: string) => this.unary('Sin', x);
   identity = (x: string) => this.unary('Identity', x);
+  /** Identity with a chosen output name: gives graph outputs stable names. */
+  identityAs(x: string, name: string): string {
+    if (this.graph.values.has(name)) throw new Error(`value name '${name}' is already used`);
+    return this.op('Identity', [x], {}, [name], [{ dtype: this.dtypeOf(x), shape: this.shapeOf(x) }])[0]!;
+  }
   not = (x: string) => this.unary('Not', x);
 
   private binary(op: string, a: string, b: string, dtype?: DType): string {

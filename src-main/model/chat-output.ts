@@ -1,0 +1,111 @@
+/**
+ * Structure in generated text: `<think>…</think>` reasoning and Hermes-style
+ * `<tool_call>{"name": …, "arguments": {…}}</tool_call>` blocks (Qwen's format).
+ *
+ * Reasoning is split by token ids where the tokenizer has `<think>`/`</think>` as tokens
+ * (exact, and immune to the text "</think>" spelled out of ordinary pieces), else by text.
+ * Qwen3's template opens `<think>` in the prompt, so a lone `</think>` means everything
+ * before it was reasoning. An unclosed `<think>` means generation stopped mid-thought.
+ */
+import type { ToolCall } from '../core/types.js';
+
+export interface OpenAIToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** A `<tool_call>` block whose content could not be read as a call. */
+export interface ToolCallError {
+  error: string;
+  raw: string;
+}
+
+export interface ParsedReply {
+  /** The answer: reasoning and tool-call blocks removed, trimmed. */
+  content: string;
+  reasoning?: string;
+  toolCalls: OpenAIToolCall[];
+  toolCallErrors: ToolCallError[];
+}
+
+export interface ThinkTokens {
+  thinkStartId?: number;
+  thinkEndId?: number;
+  decode(ids: number[]): string;
+}
+
+/** Splits reasoning from answer; returns undefined reasoning when there is none. */
+export function splitReasoning(tokens: number[], tok: ThinkTokens): { reasoning?: string; answer: string } {
+  const { thinkStartId: open, thinkEndId: close } = tok;
+  if (open !== undefined && close !== undefined) {
+    const end = tokens.indexOf(close);
+    const start = tokens.indexOf(open);
+    if (end >= 0 && (start < 0 || start < end)) {
+      return { reasoning: tok.decode(tokens.slice(start < 0 ? 0 : start + 1, end)).trim(), answer: tok.decode(tokens.slice(end + 1)).trim() };
+    }
+    if (start >= 0 && end < 0) {
+      return { reasoning: tok.decode(tokens.slice(start + 1)).trim(), answer: tok.decode(tokens.slice(0, start)).trim() };
+    }
+    if (start < 0 && end < 0) return { answer: tok.decode(tokens).trim() };
+  }
+  return splitReasoningText(tok.decode(tokens));
+}
+
+export function splitReasoningText(text: string): { reasoning?: string; answer: string } {
+  const end = text.indexOf('</think>');
+  const start = text.indexOf('<think>');
+  if (end >= 0 && (start < 0 || start < end)) {
+    const from = start < 0 ? 0 : start + '<think>'.length;
+    return { reasoning: text.slice(from, end).trim(), answer: (text.slice(0, Math.max(0, start)) + text.slice(end + '</think>'.length)).trim() };
+  }
+  if (start >= 0) return { reasoning: text.slice(start + '<think>'.length).trim(), answer: text.slice(0, start).trim() };
+  return { answer: text.trim() };
+}
+
+const TOOL_CALL = /<tool_call>([\s\S]*?)(<\/tool_call>|$)/g;
+
+/** Pulls `<tool_call>` blocks out of `text`; bad JSON becomes an error entry, never a throw. */
+export function parseToolCalls(text: string): { content: string; toolCalls: OpenAIToolCall[]; errors: ToolCallError[] } {
+  const toolCalls: OpenAIToolCall[] = [];
+  const errors: ToolCallError[] = [];
+  const content = text.replace(TOOL_CALL, (_, body: string, closing: string) => {
+    const raw = body.trim();
+    if (!closing) {
+      errors.push({ error: 'unterminated <tool_call> block (no </tool_call>)', raw });
+      return '';
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(raw);
+    } catch (err) {
+      errors.push({ error: `invalid JSON in <tool_call>: ${(err as Error).message}`, raw });
+      return '';
+    }
+    const call = parsed as { name?: unknown; arguments?: unknown };
+    if (!call || typeof call !== 'object' || typeof call.name !== 'string' || !call.name) {
+      errors.push({ error: '<tool_call> JSON has no "name" string', raw });
+      return '';
+    }
+    const args = call.arguments === undefined ? {} : call.arguments;
+    toolCalls.push({
+      id: `call_${toolCalls.length}`,
+      type: 'function',
+      function: { name: call.name, arguments: typeof args === 'string' ? args : JSON.stringify(args) },
+    });
+    return '';
+  });
+  return { content: content.trim(), toolCalls, errors };
+}
+
+/** Reasoning, tool calls and answer of one generated reply. */
+export function parseReply(tokens: number[], tok: ThinkTokens): ParsedReply {
+  const { reasoning, answer } = splitReasoning(tokens, tok);
+  const { content, toolCalls, errors } = parseToolCalls(answer);
+  return { content, reasoning, toolCalls, toolCallErrors: errors };
+}
+
+/** The project's own ToolCall shape (core/types) from an OpenAI-format call. */
+export function toToolCall(call: OpenAIToolCall): ToolCall {
+  return { id: call.id, name: call.function.name, arguments: call.function.arguments };
+}

@@ -1,0 +1,220 @@
+/**
+ * A Hugging Face checkpoint folder: `config.json` and its weights (`model.safetensors`, or
+ * shards listed in `model.safetensors.index.json`).
+ *
+ * Supported families: Llama (`LlamaForCausalLM`), Qwen2 (q/k/v bias) and Qwen3 (RMSNorm of
+ * q and k over head_dim before RoPE). Also: GQA, head_dim ≠ hidden/heads, tied embeddings,
+ * rope_theta, and rope_scaling of type `linear` or `llama3`. Anything else is refused with a
+ * message that names the file and the field or tensor, rather than producing wrong numbers.
+ *
+ * Weights are read lazily by name, widened to fp32 (see ./safetensors.ts for why), and
+ * checked against the shape the config implies.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { UserError } from '../core/types.js';
+import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } from './safetensors.js';
+
+export type ModelFamily = 'llama' | 'qwen2' | 'qwen3';
+
+export type RopeScaling =
+  | { type: 'linear'; factor: number }
+  | { type: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositionEmbeddings: number };
+
+/** The decoder's hyper-parameters, normalised across families. */
+export interface ModelConfig {
+  family: ModelFamily;
+  architecture: string;
+  vocabSize: number;
+  hiddenSize: number;
+  intermediateSize: number;
+  numLayers: number;
+  numHeads: number;
+  numKvHeads: number;
+  headDim: number;
+  rmsNormEps: number;
+  ropeTheta: number;
+  ropeScaling?: RopeScaling;
+  tieWordEmbeddings: boolean;
+  /** Bias on q, k and v projections (Qwen2 always; Llama with attention_bias). */
+  qkvBias: boolean;
+  /** Bias on the output projection (Llama with attention_bias). */
+  oBias: boolean;
+  mlpBias: boolean;
+  /** Qwen3: RMSNorm of each head's q and k before RoPE. */
+  qkNorm: boolean;
+  bosTokenId?: number;
+  eosTokenIds: number[];
+  maxPositionEmbeddings: number;
+}
+
+const ARCHITECTURES: Record<string, ModelFamily> = {
+  LlamaForCausalLM: 'llama',
+  Qwen2ForCausalLM: 'qwen2',
+  Qwen3ForCausalLM: 'qwen3',
+};
+
+function readJson(file: string, what: string): Record<string, unknown> {
+  if (!fs.existsSync(file)) throw new UserError(`${what}: missing file ${file}`);
+  try {
+    return JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new UserError(`${file}: invalid JSON (${(err as Error).message})`);
+  }
+}
+
+/** Parses and validates `config.json`. */
+export function readModelConfig(dir: string): ModelConfig {
+  const file = path.join(dir, 'config.json');
+  const raw = readJson(file, `model folder ${dir}`);
+  const archs = (raw.architectures as string[] | undefined) ?? [];
+  const arch = archs.find((a) => a in ARCHITECTURES);
+  if (!arch) {
+    const known = Object.keys(ARCHITECTURES).join(', ');
+    throw new UserError(`${file}: unsupported architecture ${JSON.stringify(archs.length ? archs : raw.model_type ?? null)}; supported: ${known}`);
+  }
+  const family = ARCHITECTURES[arch]!;
+  const num = (key: string, fallback?: number): number => {
+    const v = raw[key] ?? fallback;
+    if (typeof v !== 'number' || !Number.isFinite(v)) throw new UserError(`${file}: '${key}' must be a number, found ${JSON.stringify(raw[key])}`);
+    return v;
+  };
+  const act = raw.hidden_act ?? 'silu';
+  if (act !== 'silu') throw new UserError(`${file}: hidden_act '${act}' is not supported (only silu)`);
+  if (raw.use_sliding_window === true) throw new UserError(`${file}: use_sliding_window is not supported`);
+  const hiddenSize = num('hidden_size');
+  const numHeads = num('num_attention_heads');
+  const eos = raw.eos_token_id;
+  const eosTokenIds = Array.isArray(eos) ? (eos as number[]) : typeof eos === 'number' ? [eos] : [];
+  const config: ModelConfig = {
+    family,
+    architecture: arch,
+    vocabSize: num('vocab_size'),
+    hiddenSize,
+    intermediateSize: num('intermediate_size'),
+    numLayers: num('num_hidden_layers'),
+    numHeads,
+    numKvHeads: num('num_key_value_heads', numHeads),
+    headDim: typeof raw.head_dim === 'number' ? raw.head_dim : hiddenSize / numHeads,
+    rmsNormEps: num('rms_norm_eps', 1e-6),
+    ropeTheta: num('rope_theta', 10000),
+    ropeScaling: parseRopeScaling(raw.rope_scaling, file),
+    tieWordEmbeddings: raw.tie_word_embeddings === true,
+    qkvBias: family === 'qwen2' || raw.attention_bias === true,
+    oBias: family === 'llama' && raw.attention_bias === true,
+    mlpBias: raw.mlp_bias === true,
+    qkNorm: family === 'qwen3',
+    bosTokenId: typeof raw.bos_token_id === 'number' ? raw.bos_token_id : undefined,
+    eosTokenIds,
+    maxPositionEmbeddings: num('max_position_embeddings', 4096),
+  };
+  if (!Number.isInteger(config.headDim)) throw new UserError(`${file}: head_dim is missing and hidden_size is not a multiple of num_attention_heads`);
+  if (config.headDim % 2) throw new UserError(`${file}: head_dim ${config.headDim} must be even for RoPE`);
+  if (numHeads % config.numKvHeads) throw new UserError(`${file}: num_attention_heads ${numHeads} is not a multiple of num_key_value_heads ${config.numKvHeads}`);
+  return config;
+}
+
+function parseRopeScaling(raw: unknown, file: string): RopeScaling | undefined {
+  if (raw === null || raw === undefined) return undefined;
+  const r = raw as Record<string, unknown>;
+  const type = r.rope_type ?? r.type;
+  if (type === 'default') return undefined;
+  const factor = Number(r.factor);
+  if (type === 'linear' && factor > 0) return { type, factor };
+  if (type === 'llama3' && factor > 0) {
+    return {
+      type,
+      factor,
+      lowFreqFactor: Number(r.low_freq_factor ?? 1),
+      highFreqFactor: Number(r.high_freq_factor ?? 4),
+      originalMaxPositionEmbeddings: Number(r.original_max_position_embeddings ?? 8192),
+    };
+  }
+  throw new UserError(`${file}: rope_scaling ${JSON.stringify(raw)} is not supported (supported: linear, llama3)`);
+}
+
+/** RoPE inverse frequencies [headDim/2], with the config's scaling applied (as transformers does). */
+export function ropeInverseFrequencies(config: ModelConfig): Float64Array {
+  const half = config.headDim / 2;
+  const inv = new Float64Array(half);
+  for (let i = 0; i < half; i++) inv[i] = 1 / config.ropeTheta ** ((2 * i) / config.headDim);
+  const s = config.ropeScaling;
+  if (s?.type === 'linear') for (let i = 0; i < half; i++) inv[i]! /= s.factor;
+  if (s?.type === 'llama3') {
+    const lowWavelen = s.originalMaxPositionEmbeddings / s.lowFreqFactor;
+    const highWavelen = s.originalMaxPositionEmbeddings / s.highFreqFactor;
+    for (let i = 0; i < half; i++) {
+      const wavelen = (2 * Math.PI) / inv[i]!;
+      if (wavelen > lowWavelen) inv[i]! /= s.factor;
+      else if (wavelen >= highWavelen) {
+        const smooth = (s.originalMaxPositionEmbeddings / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+        inv[i] = (1 - smooth) * (inv[i]! / s.factor) + smooth * inv[i]!;
+      }
+    }
+  }
+  return inv;
+}
+
+/** Weights of a checkpoint, indexed by tensor name across shards; read on demand. */
+export class Checkpoint {
+  private constructor(
+    readonly dir: string,
+    readonly config: ModelConfig,
+    private readonly entries: Map<string, TensorEntry>,
+  ) {}
+
+  static open(dir: string): Checkpoint {
+    if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new UserError(`model folder not found: ${dir}`);
+    const config = readModelConfig(dir);
+    const entries = new Map<string, TensorEntry>();
+    for (const file of weightFiles(dir)) {
+      for (const e of readSafetensorsHeader(file).tensors) entries.set(e.name, e);
+    }
+    return new Checkpoint(dir, config, entries);
+  }
+
+  has(name: string): boolean {
+    return this.entries.has(name);
+  }
+
+  get tensorNames(): string[] {
+    return [...this.entries.keys()];
+  }
+
+  entry(name: string): TensorEntry {
+    const e = this.entries.get(name);
+    if (!e) throw new UserError(`${this.dir}: missing tensor '${name}' in the checkpoint`);
+    return e;
+  }
+
+  /** Reads a tensor as fp32, checking its shape. */
+  readFloat32(name: string, expectedShape: number[]): Float32Array {
+    const e = this.entry(name);
+    this.checkShape(name, expectedShape);
+    return toFloat32(readTensorBytes(e), e.dtype, `${e.file}: tensor '${name}'`);
+  }
+
+  checkShape(name: string, expectedShape: number[]): void {
+    const e = this.entry(name);
+    if (e.shape.length !== expectedShape.length || e.shape.some((d, i) => d !== expectedShape[i])) {
+      throw new UserError(`${e.file}: tensor '${name}' has shape [${e.shape}], expected [${expectedShape}] from config.json`);
+    }
+  }
+}
+
+/** The safetensors files of a checkpoint: the index's shards, or the single file. */
+function weightFiles(dir: string): string[] {
+  const index = path.join(dir, 'model.safetensors.index.json');
+  if (fs.existsSync(index)) {
+    const map = readJson(index, dir).weight_map as Record<string, string> | undefined;
+    if (!map || typeof map !== 'object') throw new UserError(`${index}: has no weight_map`);
+    const files = [...new Set(Object.values(map))].map((f) => path.join(dir, f));
+    for (const f of files) if (!fs.existsSync(f)) throw new UserError(`${index}: lists shard ${path.basename(f)}, which is missing (${f})`);
+    return files;
+  }
+  const single = path.join(dir, 'model.safetensors');
+  if (fs.existsSync(single)) return [single];
+  const any = fs.readdirSync(dir).filter((f) => f.endsWith('.safetensors')).sort();
+  if (any.length) return any.map((f) => path.join(dir, f));
+  throw new UserError(`${dir}: missing weights (no model.safetensors, model.safetensors.index.json or *.safetensors)`);
+}

@@ -1,0 +1,253 @@
+/**
+ * Builds the decoder of a Llama / Qwen2 / Qwen3 checkpoint in the graph IR (./graph/ir.ts).
+ *
+ * Written for autodiff as much as for inference: only standard ONNX ops, attention as
+ * MatMul → Softmax → MatMul, RMSNorm from Mul/ReduceMean/Add/Sqrt/Reciprocal, RoPE as
+ * x·cos + rotate_half(x)·sin with rotate_half from Split/Neg/Concat, SiLU as x·Sigmoid(x).
+ * The cos/sin tables and the attention mask are computed in the graph from the inputs, so
+ * they sit upstream of every weight and autodiff prunes them.
+ *
+ * Graph inputs
+ *   input_ids       int64 [B, T]
+ *   attention_mask  int64 [B, S]  1 = real token, 0 = padding, over past + current (S = P + T);
+ *                                 left or right padding both work
+ *   position_ids    int64 [B, T]  positions of the current tokens (padding-aware: the caller
+ *                                 counts real tokens, see positionIdsFromMask)
+ *   past_key_<i>, past_value_<i>  float32 [B, kvHeads, P, headDim]  (kvCache only; P may be 0)
+ *   target_ids      int64 [B, T]  (output 'target_logprobs' only) the token whose log-prob
+ *                                 to read at each position, usually input_ids shifted left
+ * Graph outputs, by `output`
+ *   'logits'           logits float32 [B, T, V]
+ *   'last_logits'      logits float32 [B, V], for the last position only (generation; pad left)
+ *   'target_logprobs'  logprobs float32 [B, T] = log_softmax(logits)[target], in fp32
+ *   present_key_<i>, present_value_<i> float32 [B, kvHeads, S, headDim]  (kvCache only)
+ *
+ * Weights are initializers named after the Hugging Face tensors. Linear weights are stored
+ * transposed, as `<hf name>.T` with shape [in, out], so each linear is one MatMul.
+ *
+ * LoRA hook: every q/k/v/o/gate/up/down projection goes through `options.linear`, which
+ * receives the site (layer, target, HF module path, input value, sizes) and the base
+ * output value (x·Wᵀ + b) and returns the value to use instead, e.g. base + x·Aᵀ·Bᵀ·s.
+ */
+import { GraphBuilder, f32Tensor, type Graph, type Tensor } from './graph/ir.js';
+import { ropeInverseFrequencies, type Checkpoint, type ModelConfig } from './checkpoint.js';
+
+export type LinearTarget = 'q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down';
+export const LINEAR_TARGETS: readonly LinearTarget[] = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'];
+
+export interface LinearSite {
+  layer: number;
+  target: LinearTarget;
+  /** HF module path, e.g. `model.layers.3.self_attn.q_proj` (PEFT keys are built from it). */
+  module: string;
+  /** The projection's input value, [B, T, inFeatures]. */
+  input: string;
+  inFeatures: number;
+  outFeatures: number;
+}
+
+/** Returns the value that replaces the projection's output `base` ([B, T, outFeatures]). */
+export type LinearHook = (b: GraphBuilder, site: LinearSite, base: string) => string;
+
+export type DecoderOutput = 'logits' | 'last_logits' | 'target_logprobs';
+
+export interface DecoderOptions {
+  output: DecoderOutput;
+  kvCache?: boolean;
+  linear?: LinearHook;
+}
+
+/** Where the builder gets its weights: a checkpoint, or anything shaped like one. */
+export interface WeightSource {
+  config: ModelConfig;
+  has(name: string): boolean;
+  /** Checks `name` has `shape` now (throwing a clear error), returns fp32 data lazily. */
+  lazyFloat32(name: string, shape: number[], transpose2d?: boolean): Tensor;
+}
+
+export function checkpointWeights(ckpt: Checkpoint): WeightSource {
+  return {
+    config: ckpt.config,
+    has: (name) => ckpt.has(name),
+    lazyFloat32(name, shape, transpose2d = false) {
+      ckpt.checkShape(name, shape);
+      const dims = transpose2d ? [shape[1]!, shape[0]!] : shape;
+      return { dtype: 'float32', dims, data: () => {
+        const data = ckpt.readFloat32(name, shape);
+        return transpose2d ? transpose2dF32(data, shape[0]!, shape[1]!) : data;
+      } };
+    },
+  };
+}
+
+/** [rows, cols] → [cols, rows], in cache-friendly blocks. */
+export function transpose2dF32(src: Float32Array, rows: number, cols: number): Float32Array {
+  const out = new Float32Array(src.length);
+  const BS = 32;
+  for (let r0 = 0; r0 < rows; r0 += BS) {
+    for (let c0 = 0; c0 < cols; c0 += BS) {
+      const rEnd = Math.min(rows, r0 + BS), cEnd = Math.min(cols, c0 + BS);
+      for (let r = r0; r < rEnd; r++) for (let c = c0; c < cEnd; c++) out[c * rows + r] = src[r * cols + c]!;
+    }
+  }
+  return out;
+}
+
+export interface DecoderValues {
+  inputIds: string;
+  attentionMask: string;
+  positionIds: string;
+  targetIds?: string;
+  /** The requested output (logits, last_logits or logprobs). */
+  output: string;
+  pastKeys: string[];
+  pastValues: string[];
+  presentKeys: string[];
+  presentValues: string[];
+}
+
+/** Masking bias: finite, so a fully masked (padding) row softmaxes to a harmless uniform row, not NaN. */
+const MASKED = -1e9;
+
+/**
+ * Adds the decoder to `b` (inputs, computation) and returns its value names. Does not mark
+ * graph outputs, so training code can keep building on `output`.
+ */
+export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: DecoderOptions): DecoderValues {
+  const c = weights.config;
+  const { numHeads, numKvHeads, headDim, hiddenSize: H } = c;
+  const rep = numHeads / numKvHeads;
+  const inputIds = b.input('input_ids', 'int64', ['B', 'T']);
+  const attentionMask = b.input('attention_mask', 'int64', ['B', 'S']);
+  const positionIds = b.input('position_ids', 'int64', ['B', 'T']);
+  const targetIds = options.output === 'target_logprobs' ? b.input('target_ids', 'int64', ['B', 'T']) : undefined;
+  const pastKeys: string[] = [], pastValues: string[] = [], presentKeys: string[] = [], presentValues: string[] = [];
+  if (options.kvCache) {
+    for (let i = 0; i < c.numLayers; i++) {
+      pastKeys.push(b.input(`past_key_${i}`, 'float32', ['B', numKvHeads, 'P', headDim]));
+      pastValues.push(b.input(`past_value_${i}`, 'float32', ['B', numKvHeads, 'P', headDim]));
+    }
+  }
+
+  const weight = (name: string, shape: number[], transpose = false) => {
+    const key = transpose ? `${name}.T` : name;
+    return b.graph.initializers.has(key) ? key : b.initializer(key, weights.lazyFloat32(name, shape, transpose));
+  };
+  const rmsNorm = (x: string, weightName: string, dim: number) => {
+    const variance = b.reduceMean(b.mul(x, x), [-1], true);
+    const inv = b.reciprocal(b.sqrt(b.add(variance, b.scalar(c.rmsNormEps))));
+    return b.mul(b.mul(x, inv), weight(weightName, [dim]));
+  };
+  const linear = (x: string, layer: number, target: LinearTarget, module: string, inF: number, outF: number, bias: boolean) => {
+    let y = b.matmul(x, weight(`${module}.weight`, [outF, inF], true));
+    if (bias) y = b.add(y, weight(`${module}.bias`, [outF]));
+    return options.linear ? options.linear(b, { layer, target, module, input: x, inFeatures: inF, outFeatures: outF }, y) : y;
+  };
+
+  // Sizes of the current and total sequence, for the causal mask.
+  const seqLen = b.gather(b.shape(inputIds), b.scalar(1, 'int64'), 0);
+  const totalLen = b.gather(b.shape(attentionMask), b.scalar(1, 'int64'), 0);
+  const one = b.scalar(1, 'int64');
+  const keyIdx = b.range(b.scalar(0, 'int64'), totalLen, one, ['S']);
+  const queryIdx = b.range(b.sub(totalLen, seqLen), totalLen, one, ['T']);
+  const causal = b.lessOrEqual(b.unsqueeze(keyIdx, [0]), b.unsqueeze(queryIdx, [1])); // [T, S]
+  const notPadding = b.unsqueeze(b.cast(attentionMask, 'bool'), [1]); // [B, 1, S]
+  const allowed = b.and(b.unsqueeze(causal, [0]), notPadding); // [B, T, S]
+  const maskBias = b.unsqueeze(b.where(allowed, b.scalar(0), b.scalar(MASKED)), [1, 2]); // [B, 1, 1, T, S]
+
+  // RoPE tables [B, T, 1, headDim], shared by every layer.
+  const invFreq = b.constant(f32Tensor([headDim / 2], ropeInverseFrequencies(c)), 'inv_freq');
+  const freqs = b.mul(b.unsqueeze(b.cast(positionIds, 'float32'), [-1]), invFreq);
+  const angles = b.unsqueeze(b.concat([freqs, freqs], -1), [2]);
+  const cos = b.cos(angles), sin = b.sin(angles);
+  const rope = (x: string) => {
+    const [x1, x2] = b.split(x, -1, [headDim / 2, headDim / 2]) as [string, string];
+    const rotated = b.concat([b.neg(x2), x1], -1);
+    return b.add(b.mul(x, cos), b.mul(rotated, sin));
+  };
+
+  const embed = weight('model.embed_tokens.weight', [c.vocabSize, H]);
+  let h = b.gather(embed, inputIds, 0); // [B, T, H]
+  const scale = b.scalar(1 / Math.sqrt(headDim));
+
+  for (let i = 0; i < c.numLayers; i++) {
+    const p = `model.layers.${i}`;
+    const x = rmsNorm(h, `${p}.input_layernorm.weight`, H);
+    let q = b.reshape(linear(x, i, 'q', `${p}.self_attn.q_proj`, H, numHeads * headDim, c.qkvBias), [0, 0, numHeads, headDim]);
+    let k = b.reshape(linear(x, i, 'k', `${p}.self_attn.k_proj`, H, numKvHeads * headDim, c.qkvBias), [0, 0, numKvHeads, headDim]);
+    const v = b.reshape(linear(x, i, 'v', `${p}.self_attn.v_proj`, H, numKvHeads * headDim, c.qkvBias), [0, 0, numKvHeads, headDim]);
+    if (c.qkNorm) {
+      q = rmsNorm(q, `${p}.self_attn.q_norm.weight`, headDim);
+      k = rmsNorm(k, `${p}.self_attn.k_norm.weight`, headDim);
+    }
+    q = rope(q);
+    k = rope(k);
+    // Grouped-query attention without copying K/V: q heads are grouped [B, kv, rep, T, d]
+    // and K/V [B, kv, 1, S, d] broadcast across the group in MatMul.
+    const qGrouped = b.transpose(b.reshape(q, [0, 0, numKvHeads, rep, headDim]), [0, 2, 3, 1, 4]);
+    let kHeads = b.transpose(k, [0, 2, 1, 3]); // [B, kv, T, d]
+    let vHeads = b.transpose(v, [0, 2, 1, 3]);
+    if (options.kvCache) {
+      kHeads = b.concat([pastKeys[i]!, kHeads], 2);
+      vHeads = b.concat([pastValues[i]!, vHeads], 2);
+      presentKeys.push(kHeads);
+      presentValues.push(vHeads);
+    }
+    const kT = b.transpose(b.unsqueeze(kHeads, [2]), [0, 1, 2, 4, 3]); // [B, kv, 1, d, S]
+    const scores = b.add(b.mul(b.matmul(qGrouped, kT), scale), maskBias); // [B, kv, rep, T, S]
+    const context = b.matmul(b.softmax(scores, -1), b.unsqueeze(vHeads, [2])); // [B, kv, rep, T, d]
+    const merged = b.reshape(b.transpose(context, [0, 3, 1, 2, 4]), [0, 0, numHeads * headDim]);
+    h = b.add(h, linear(merged, i, 'o', `${p}.self_attn.o_proj`, numHeads * headDim, H, c.oBias));
+
+    const y = rmsNorm(h, `${p}.post_attention_layernorm.weight`, H);
+    const gate = linear(y, i, 'gate', `${p}.mlp.gate_proj`, H, c.intermediateSize, c.mlpBias);
+    const up = linear(y, i, 'up', `${p}.mlp.up_proj`, H, c.intermediateSize, c.mlpBias);
+    const act = b.mul(b.mul(gate, b.sigmoid(gate)), up);
+    h = b.add(h, linear(act, i, 'down', `${p}.mlp.down_proj`, c.intermediateSize, H, c.mlpBias));
+  }
+  let final = rmsNorm(h, 'model.norm.weight', H);
+  if (options.output === 'last_logits') final = b.gather(final, b.sub(seqLen, one), 1); // [B, H]
+
+  const head = c.tieWordEmbeddings || !weights.has('lm_head.weight')
+    ? tiedHead(b, weights, embed)
+    : weight('lm_head.weight', [c.vocabSize, H], true);
+  const logits = b.matmul(final, head);
+  let output = logits;
+  if (options.output === 'target_logprobs') {
+    const logprobs = b.logSoftmax(logits, -1);
+    output = b.squeeze(b.gatherElements(logprobs, b.unsqueeze(targetIds!, [-1]), -1), [-1]);
+  }
+  return { inputIds, attentionMask, positionIds, targetIds, output, pastKeys, pastValues, presentKeys, presentValues };
+}
+
+/** The LM head from the embedding matrix: a Transpose ONNX Runtime folds at load time. */
+function tiedHead(b: GraphBuilder, weights: WeightSource, embed: string): string {
+  if (!weights.config.tieWordEmbeddings && !weights.has('lm_head.weight')) {
+    weights.lazyFloat32('lm_head.weight', [weights.config.vocabSize, weights.config.hiddenSize]); // throws: names the tensor
+  }
+  return b.transpose(embed, [1, 0]);
+}
+
+/** A complete decoder graph with its outputs marked. */
+export function decoderGraph(weights: WeightSource, options: DecoderOptions, name = 'decoder'): { graph: Graph; values: DecoderValues } {
+  const b = new GraphBuilder(name);
+  const values = buildDecoder(b, weights, options);
+  const outName = options.output === 'target_logprobs' ? 'logprobs' : 'logits';
+  const out = b.identityAs(values.output, outName);
+  b.output(out);
+  values.output = out;
+  values.presentKeys = values.presentKeys.map((v, i) => b.output(b.identityAs(v, `present_key_${i}`)));
+  values.presentValues = values.presentValues.map((v, i) => b.output(b.identityAs(v, `present_value_${i}`)));
+  return { graph: b.graph, values };
+}
+
+/**
+ * HF-style position ids for a padded batch: each real token's index among the real tokens
+ * of its row (offset by `pastLengths`), padding gets 0 (its result is never read).
+ */
+export function positionIdsFromMask(mask: number[][], pastReal: number[] = []): number[][] {
+  return mask.map((row, r) => {
+    let n = pastReal[r] ?? 0;
+    return row.map((m) => (m ? n++ : 0));
+  });
+}

@@ -1,0 +1,303 @@
+/**
+ * The in-thread model engine: a checkpoint, its tokenizer and its ONNX Runtime sessions,
+ * with scoring and generation. ONNX Runtime blocks the thread that calls it, so the app
+ * uses this through `LocalModel` (./local-model.ts), which runs it in a worker. Code that
+ * already lives in a worker (the trainer) may use it directly.
+ *
+ * Two graphs, built on first use:
+ * - score:    no cache, output `target_logprobs` (log_softmax + GatherElements in the graph,
+ *             fp32), so only [B, T] floats cross the Node binding, never [B, T, V] logits.
+ * - generate: with KV cache, output `last_logits` [B, V]; also used without the cache
+ *             (empty past, the whole sequence each step) as a check of the incremental path.
+ * Each session holds its own copy of the weights (the Node binding cannot share
+ * initializers between sessions), so a process that only scores never builds the other.
+ *
+ * The KV cache goes in and out of each step through host memory (the Node binding has no
+ * device-resident outputs); per token that costs 2 × layers × kvHeads × seq × headDim floats.
+ */
+import ort from 'onnxruntime-node';
+import { UserError } from '../core/types.js';
+import { Checkpoint, type ModelConfig } from './checkpoint.js';
+import { checkpointWeights, decoderGraph, type WeightSource } from './decoder.js';
+import { createSession, assertCudaAvailable, int64Tensor, type Device, type SessionConfig } from './ort-session.js';
+import { ChatTokenizer } from './tokenizer.js';
+import { sampleToken, seededRandom } from './sampling.js';
+
+/** One sequence to score: log-probs of `inputIds[responseStart..]` given what precedes. */
+export interface ScoreRow {
+  inputIds: number[];
+  responseStart: number;
+}
+
+export interface ScoreOptions {
+  /** Rows per ONNX Runtime call (rows are grouped by length first). Default 8. */
+  batchSize?: number;
+  /** Where the padding goes in a batch; results do not depend on it. Default 'right'. */
+  padding?: 'left' | 'right';
+}
+
+export interface GenerateOptions {
+  /** Default 256. */
+  maxNewTokens?: number;
+  /** 0 (the default) is greedy decoding. */
+  temperature?: number;
+  /** Nucleus sampling mass, (0, 1]. Default 1 (off). */
+  topP?: number;
+  /** Seed of the sampling PRNG; the same seed gives the same tokens. Default: random. */
+  seed?: number;
+  /** Generation stops once the decoded text contains one of these; the text is cut before it. */
+  stopStrings?: string[];
+  /** Token ids that end generation; default: the model's EOS ids. */
+  stopTokenIds?: number[];
+  /** Default true. false recomputes the whole sequence every step (slow; a check). */
+  useKvCache?: boolean;
+}
+
+export type FinishReason = 'eos' | 'stop' | 'length';
+
+export interface GeneratedTokens {
+  /** Generated ids, the stop token included when generation ended on one. */
+  tokens: number[];
+  /** log p(token) under the model (temperature 1, before top-p), one per token, fp64 from fp32 logits. */
+  logprobs: number[];
+  /** Decoded text of the generated tokens, special tokens skipped, cut at a stop string. */
+  text: string;
+  finishReason: FinishReason;
+}
+
+export interface EngineOptions {
+  device?: Device;
+  threads?: number;
+  cacheDir?: string;
+}
+
+type Graphs = 'score' | 'generate';
+
+export class ModelEngine {
+  readonly config: ModelConfig;
+  readonly tokenizer: ChatTokenizer;
+  private readonly weights: WeightSource;
+  private readonly sessionConfig: SessionConfig;
+  private readonly sessions = new Map<Graphs, Promise<ort.InferenceSession>>();
+  /** The EP sessions were created on; undefined until the first session exists. */
+  executionProvider?: Device;
+
+  private constructor(readonly dir: string, checkpoint: Checkpoint, tokenizer: ChatTokenizer, options: EngineOptions) {
+    this.config = checkpoint.config;
+    this.tokenizer = tokenizer;
+    this.weights = checkpointWeights(checkpoint);
+    this.sessionConfig = { device: options.device ?? 'cpu', threads: options.threads, cacheDir: options.cacheDir };
+  }
+
+  /** Opens the checkpoint and tokenizer; checks the device now, builds sessions on first use. */
+  static open(dir: string, options: EngineOptions = {}): ModelEngine {
+    if (options.device === 'cuda') assertCudaAvailable();
+    const checkpoint = Checkpoint.open(dir);
+    return new ModelEngine(dir, checkpoint, ChatTokenizer.load(dir), options);
+  }
+
+  /** Builds the named sessions now (to fail early, or to time loading apart from work). */
+  async prepare(which: Graphs[]): Promise<void> {
+    await Promise.all(which.map((w) => this.session(w)));
+  }
+
+  private session(which: Graphs): Promise<ort.InferenceSession> {
+    let s = this.sessions.get(which);
+    if (!s) {
+      const { graph } = which === 'score'
+        ? decoderGraph(this.weights, { output: 'target_logprobs' }, 'score')
+        : decoderGraph(this.weights, { output: 'last_logits', kvCache: true }, 'generate');
+      s = createSession(graph, this.sessionConfig).then(({ session, executionProvider }) => {
+        this.executionProvider = executionProvider;
+        return session;
+      });
+      s.catch(() => this.sessions.delete(which));
+      this.sessions.set(which, s);
+    }
+    return s;
+  }
+
+  private checkIds(ids: number[], where: string): void {
+    for (const id of ids) {
+      if (!Number.isInteger(id) || id < 0 || id >= this.config.vocabSize) {
+        throw new UserError(`${where}: token id ${id} is outside the vocabulary [0, ${this.config.vocabSize})`);
+      }
+    }
+  }
+
+  /** Log-probs of each row's response tokens (SPEC §5), computed in fp32 in the graph. */
+  async score(rows: ScoreRow[], options: ScoreOptions = {}): Promise<number[][]> {
+    const batchSize = Math.max(1, options.batchSize ?? 8);
+    rows.forEach((r, i) => {
+      this.checkIds(r.inputIds, `row ${i + 1}`);
+      if (!Number.isInteger(r.responseStart) || r.responseStart < 1 || r.responseStart > r.inputIds.length) {
+        throw new UserError(`row ${i + 1}: response_start ${r.responseStart} must be between 1 and the length ${r.inputIds.length}`);
+      }
+    });
+    const session = await this.session('score');
+    // Longest first, so each batch pads little; results go back in input order.
+    const order = rows.map((_, i) => i).sort((a, b) => rows[b]!.inputIds.length - rows[a]!.inputIds.length || a - b);
+    const results: number[][] = new Array(rows.length);
+    for (let k = 0; k < order.length; k += batchSize) {
+      const batch = order.slice(k, k + batchSize);
+      const lp = await this.scoreBatch(session, batch.map((i) => rows[i]!), options.padding ?? 'right');
+      batch.forEach((i, j) => (results[i] = lp[j]!));
+    }
+    return results;
+  }
+
+  private async scoreBatch(session: ort.InferenceSession, rows: ScoreRow[], padding: 'left' | 'right'): Promise<number[][]> {
+    const B = rows.length;
+    const T = Math.max(...rows.map((r) => r.inputIds.length));
+    const ids = new Array<number>(B * T).fill(0);
+    const mask = new Array<number>(B * T).fill(0);
+    const pos = new Array<number>(B * T).fill(0);
+    const targets = new Array<number>(B * T).fill(0);
+    const offsets = rows.map((r) => (padding === 'left' ? T - r.inputIds.length : 0));
+    rows.forEach((r, b) => {
+      const o = offsets[b]!;
+      r.inputIds.forEach((id, t) => {
+        ids[b * T + o + t] = id;
+        mask[b * T + o + t] = 1;
+        pos[b * T + o + t] = t;
+        if (t + 1 < r.inputIds.length) targets[b * T + o + t] = r.inputIds[t + 1]!;
+      });
+    });
+    const out = await session.run({
+      input_ids: int64Tensor(ids, [B, T]),
+      attention_mask: int64Tensor(mask, [B, T]),
+      position_ids: int64Tensor(pos, [B, T]),
+      target_ids: int64Tensor(targets, [B, T]),
+    });
+    const lp = out.logprobs!.data as Float32Array;
+    return rows.map((r, b) => {
+      const from = b * T + offsets[b]! + r.responseStart - 1;
+      return Array.from(lp.subarray(from, from + r.inputIds.length - r.responseStart));
+    });
+  }
+
+  /**
+   * The same log-probs as {@link score}, through the KV-cache decode path: the prefix up to
+   * `prefill` tokens in one step, then one token per step. A reference for tests; slow.
+   */
+  async scoreIncremental(row: ScoreRow, prefill = row.responseStart): Promise<number[]> {
+    this.checkIds(row.inputIds, 'row');
+    if (prefill < 1 || prefill > row.responseStart) throw new UserError(`prefill ${prefill} must be in [1, response_start]`);
+    if (row.responseStart >= row.inputIds.length) return [];
+    const session = await this.session('generate');
+    const cache = this.emptyCache(1);
+    const logprobs: number[] = [];
+    let fed = 0;
+    while (fed < row.inputIds.length - 1) {
+      const chunk = row.inputIds.slice(fed, fed === 0 ? prefill : fed + 1);
+      const logits = await this.step(session, cache, chunk, fed);
+      fed += chunk.length;
+      if (fed >= row.responseStart) logprobs.push(logSoftmaxAt(logits, row.inputIds[fed]!));
+    }
+    return logprobs;
+  }
+
+  private emptyCache(batch: number): Map<string, ort.Tensor> {
+    const cache = new Map<string, ort.Tensor>();
+    const dims = [batch, this.config.numKvHeads, 0, this.config.headDim];
+    for (let i = 0; i < this.config.numLayers; i++) {
+      cache.set(`past_key_${i}`, new ort.Tensor('float32', new Float32Array(0), dims));
+      cache.set(`past_value_${i}`, new ort.Tensor('float32', new Float32Array(0), dims));
+    }
+    return cache;
+  }
+
+  /** Feeds `tokens` after `pastLen` cached ones (batch 1); updates `cache`; returns the last logits. */
+  private async step(session: ort.InferenceSession, cache: Map<string, ort.Tensor>, tokens: number[], pastLen: number): Promise<Float32Array> {
+    const total = pastLen + tokens.length;
+    const feeds: Record<string, ort.Tensor> = {
+      input_ids: int64Tensor(tokens, [1, tokens.length]),
+      attention_mask: int64Tensor(new Array(total).fill(1), [1, total]),
+      position_ids: int64Tensor(tokens.map((_, i) => pastLen + i), [1, tokens.length]),
+    };
+    for (const [k, v] of cache) feeds[k] = v;
+    const out = await session.run(feeds);
+    for (let i = 0; i < this.config.numLayers; i++) {
+      cache.set(`past_key_${i}`, out[`present_key_${i}`] as ort.Tensor);
+      cache.set(`past_value_${i}`, out[`present_value_${i}`] as ort.Tensor);
+    }
+    return out.logits!.data as Float32Array;
+  }
+
+  /** Generates from `promptIds` (batch 1). `onToken` sees each token as it is chosen. */
+  async generate(promptIds: number[], options: GenerateOptions = {}, onToken?: (token: number, logprob: number) => void): Promise<GeneratedTokens> {
+    if (promptIds.length === 0) throw new UserError('generate: the prompt is empty (no tokens)');
+    this.checkIds(promptIds, 'prompt');
+    const maxNew = options.maxNewTokens ?? 256;
+    const temperature = options.temperature ?? 0;
+    const topP = options.topP ?? 1;
+    if (!(temperature >= 0)) throw new UserError(`temperature must be ≥ 0, got ${temperature}`);
+    if (!(topP > 0 && topP <= 1)) throw new UserError(`top-p must be in (0, 1], got ${topP}`);
+    const rand = seededRandom(options.seed ?? Math.floor(Math.random() * 2 ** 32));
+    const stopIds = new Set(options.stopTokenIds ?? this.tokenizer.eosTokenIds);
+    const stopStrings = (options.stopStrings ?? []).filter((s) => s.length > 0);
+    const useCache = options.useKvCache ?? true;
+    const session = await this.session('generate');
+
+    const tokens: number[] = [];
+    const logprobs: number[] = [];
+    let cache = this.emptyCache(1);
+    let pastLen = 0;
+    let feed = promptIds;
+    let finishReason: FinishReason = 'length';
+    let text = '';
+    while (tokens.length < maxNew) {
+      const logits = await this.step(session, cache, feed, pastLen);
+      const { token, logprob } = sampleToken(logits, temperature, topP, rand);
+      tokens.push(token);
+      logprobs.push(logprob);
+      onToken?.(token, logprob);
+      if (stopIds.has(token)) {
+        finishReason = 'eos';
+        break;
+      }
+      if (stopStrings.length) {
+        text = this.tokenizer.decode(tokens);
+        const cut = firstStop(text, stopStrings);
+        if (cut >= 0) {
+          text = text.slice(0, cut);
+          finishReason = 'stop';
+          break;
+        }
+      }
+      if (useCache) {
+        pastLen += feed.length;
+        feed = [token];
+      } else {
+        cache = this.emptyCache(1);
+        feed = [...promptIds, ...tokens];
+      }
+    }
+    if (finishReason !== 'stop') text = this.tokenizer.decode(tokens);
+    return { tokens, logprobs, text, finishReason };
+  }
+
+  async close(): Promise<void> {
+    const sessions = [...this.sessions.values()];
+    this.sessions.clear();
+    for (const s of sessions) await (await s.catch(() => undefined))?.release();
+  }
+}
+
+function firstStop(text: string, stops: string[]): number {
+  let best = -1;
+  for (const s of stops) {
+    const i = text.indexOf(s);
+    if (i >= 0 && (best < 0 || i < best)) best = i;
+  }
+  return best;
+}
+
+/** log_softmax(logits)[index] in float64. */
+export function logSoftmaxAt(logits: Float32Array, index: number): number {
+  let max = -Infinity;
+  for (let i = 0; i < logits.length; i++) if (logits[i]! > max) max = logits[i]!;
+  let sum = 0;
+  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i]! - max);
+  return logits[index]! - max - Math.log(sum);
+}

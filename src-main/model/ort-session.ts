@@ -1,0 +1,110 @@
+/**
+ * ONNX Runtime sessions for graphs built with the IR, on the execution provider the user
+ * asked for, and nothing else.
+ *
+ * - `cpu`: the CPU EP.
+ * - `cuda`: the CUDA EP only. Its provider library is not in the npm package (it is too
+ *   large for the registry), so `npm run setup:gpu` installs it. If it is missing, or the
+ *   session cannot be created on CUDA, this throws a UserError that says so; it never falls
+ *   back to the CPU silently.
+ *
+ * Small graphs are handed to ONNX Runtime as one buffer. Graphs whose weights exceed
+ * protobuf's 2 GiB cap are written with external data into a cache folder and loaded by path.
+ *
+ * These calls block the calling thread while ONNX Runtime works: call them from a worker
+ * (./worker.ts does), never from the main thread.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import ort from 'onnxruntime-node';
+import { UserError } from '../core/types.js';
+import type { Graph } from './graph/ir.js';
+import { needsExternalData, saveModel, serializeModel } from './graph/onnx.js';
+
+export type Device = 'cpu' | 'cuda';
+
+export interface SessionConfig {
+  device: Device;
+  /** Intra-op threads; default: ONNX Runtime's choice (all cores). */
+  threads?: number;
+  /** Where to write graphs too large to pass in memory; default: the OS temp folder. */
+  cacheDir?: string;
+}
+
+/** The folder holding onnxruntime-node's native libraries for this platform. */
+export function ortBinaryDir(): string {
+  const require = createRequire(import.meta.url);
+  const pkgRoot = path.dirname(require.resolve('onnxruntime-node/package.json'));
+  return path.join(pkgRoot, 'bin', 'napi-v6', process.platform, process.arch);
+}
+
+export const CUDA_PROVIDER_LIBS = ['libonnxruntime_providers_cuda.so', 'libonnxruntime_providers_shared.so'];
+
+const SETUP_HINT = 'run `npm run setup:gpu` (or `npm run setup:gpu -- --from <Microsoft.ML.OnnxRuntime.Gpu.Linux 1.23.2 nupkg or folder>` offline), or use --device cpu';
+
+/** Throws a UserError unless the CUDA provider can be loaded on this machine. */
+export function assertCudaAvailable(): void {
+  if (process.platform !== 'linux' || process.arch !== 'x64') {
+    throw new UserError(`--device cuda needs Linux x64 (this is ${process.platform}/${process.arch}); use --device cpu`);
+  }
+  const dir = ortBinaryDir();
+  const missing = CUDA_PROVIDER_LIBS.filter((f) => !fs.existsSync(path.join(dir, f)));
+  if (missing.length) {
+    throw new UserError(`--device cuda: the ONNX Runtime CUDA provider is not installed (${missing.join(', ')} missing in ${dir}); ${SETUP_HINT}`);
+  }
+}
+
+function sessionOptions(config: SessionConfig): ort.InferenceSession.SessionOptions {
+  return {
+    executionProviders: [config.device],
+    graphOptimizationLevel: 'all',
+    ...(config.threads ? { intraOpNumThreads: config.threads } : {}), // the binding rejects undefined
+    interOpNumThreads: 1,
+    logSeverityLevel: 3,
+  };
+}
+
+/** Creates a session for `graph` on `config.device`; reports the EP it runs on. */
+export async function createSession(graph: Graph, config: SessionConfig): Promise<{ session: ort.InferenceSession; executionProvider: Device }> {
+  if (config.device === 'cuda') assertCudaAvailable();
+  const options = sessionOptions(config);
+  let cleanup: (() => void) | undefined;
+  try {
+    let session: ort.InferenceSession;
+    if (needsExternalData(graph)) {
+      const dir = fs.mkdtempSync(path.join(config.cacheDir ?? os.tmpdir(), 'hindsight-graph-'));
+      cleanup = () => {
+        try {
+          fs.rmSync(dir, { recursive: true, force: true });
+        } catch {
+          // Windows keeps memory-mapped files locked; the OS temp cleaner gets them later.
+        }
+      };
+      const { onnxPath } = saveModel(graph, path.join(dir, `${graph.name}.onnx`));
+      session = await ort.InferenceSession.create(onnxPath, options);
+    } else {
+      session = await ort.InferenceSession.create(serializeModel(graph), options);
+    }
+    return { session, executionProvider: config.device };
+  } catch (err) {
+    if (config.device === 'cuda') {
+      throw new UserError(`--device cuda: ONNX Runtime could not create a CUDA session (${(err as Error).message.split('\n')[0]}); check the NVIDIA driver and CUDA 12 / cuDNN 9 libraries, or ${SETUP_HINT}`);
+    }
+    throw err;
+  } finally {
+    // ONNX Runtime holds the weights by now (read, or mapped: unlinking a mapped file is safe on POSIX).
+    cleanup?.();
+  }
+}
+
+export function int64Tensor(values: ArrayLike<number>, dims: number[]): ort.Tensor {
+  const data = new BigInt64Array(values.length);
+  for (let i = 0; i < values.length; i++) data[i] = BigInt(values[i]!);
+  return new ort.Tensor('int64', data, dims);
+}
+
+export function float32Tensor(data: Float32Array, dims: number[]): ort.Tensor {
+  return new ort.Tensor('float32', data, dims);
+}

@@ -1,0 +1,235 @@
+/**
+ * Tiny random checkpoints in Hugging Face layout, for tests of the model core and the
+ * trainer: `config.json`, `model.safetensors` (or shards with `model.safetensors.index.json`),
+ * `tokenizer.json` (a real byte-level BPE with ChatML and think/tool special tokens),
+ * `tokenizer_config.json` with a ChatML chat template, and `generation_config.json`.
+ *
+ * Everything is deterministic in `seed`: the same options write byte-identical files.
+ *
+ *     const dir = writeTinyModel(tmpDir, { family: 'qwen3', tie: true, dtype: 'BF16' });
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { float32ToBf16, writeSafetensors, type TensorToWrite } from '../../src-main/model/safetensors.js';
+
+export type TinyFamily = 'llama' | 'qwen2' | 'qwen3';
+
+export interface TinyModelOptions {
+  family: TinyFamily;
+  /** tie_word_embeddings (no lm_head.weight written). */
+  tie?: boolean;
+  dtype?: 'F32' | 'BF16' | 'F16';
+  /** Split the weights over this many shards with an index file. */
+  shards?: number;
+  seed?: number;
+  hiddenSize?: number;
+  numLayers?: number;
+  numHeads?: number;
+  numKvHeads?: number;
+  /** Deliberately ≠ hiddenSize / numHeads by default, to exercise that path. */
+  headDim?: number;
+  intermediateSize?: number;
+  /** Standard deviation of the random weights. */
+  std?: number;
+}
+
+export interface TinyModel {
+  dir: string;
+  config: Record<string, unknown>;
+  /** fp32 values of every tensor as written (after bf16 rounding where used). */
+  weights: Map<string, { shape: number[]; data: Float32Array }>;
+}
+
+/** mulberry32: a small, fast, well-mixed 32-bit PRNG. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function gaussian(rand: () => number): number {
+  const u = Math.max(rand(), 1e-12);
+  return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * rand());
+}
+
+// ---- tokenizer ---------------------------------------------------------------------------
+
+export const TINY_SPECIAL_TOKENS = ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<think>', '</think>', '<tool_call>', '</tool_call>'];
+
+export const TINY_CHAT_TEMPLATE =
+  "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}{% endfor %}" +
+  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+/** GPT-2's reversible byte → printable-character map used by byte-level BPE. */
+function bytesToUnicode(): string[] {
+  const printable = (b: number) => (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+  const out: string[] = [];
+  let extra = 0;
+  for (let b = 0; b < 256; b++) out.push(String.fromCharCode(printable(b) ? b : 256 + extra++));
+  return out;
+}
+
+/** Common English pieces; each merge's result joins the vocabulary. */
+const MERGES: [string, string][] = [
+  ['Ġ', 't'], ['h', 'e'], ['Ġt', 'he'], ['i', 'n'], ['a', 'n'], ['e', 'r'], ['o', 'n'], ['Ġ', 'a'],
+  ['r', 'e'], ['Ġ', 's'], ['Ġ', 'w'], ['o', 'u'], ['i', 's'], ['Ġ', 'o'], ['e', 'd'], ['in', 'g'],
+  ['Ġ', 'b'], ['Ġ', 'c'], ['Ġ', 'h'], ['l', 'l'], ['Ġ', 'i'], ['a', 't'], ['o', 'r'], ['Ġa', 'n'],
+];
+
+/** A byte-level BPE tokenizer.json: 256 bytes + merges + special tokens. */
+export function tinyTokenizerJson(): { json: Record<string, unknown>; size: number } {
+  const vocab: Record<string, number> = {};
+  for (const ch of bytesToUnicode()) vocab[ch] = Object.keys(vocab).length;
+  for (const [a, b] of MERGES) vocab[a + b] ??= Object.keys(vocab).length;
+  const base = Object.keys(vocab).length;
+  // As in Qwen: the ChatML markers are special (skipped when decoding), think and tool-call tags are not.
+  const added = TINY_SPECIAL_TOKENS.map((content, i) => ({
+    id: base + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: content.startsWith('<|'),
+  }));
+  const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true };
+  const json = {
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: added,
+    normalizer: null,
+    pre_tokenizer: byteLevel,
+    post_processor: byteLevel,
+    decoder: byteLevel,
+    model: {
+      type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null,
+      fuse_unk: false, byte_fallback: false, ignore_merges: false, vocab, merges: MERGES.map(([a, b]) => `${a} ${b}`),
+    },
+  };
+  return { json, size: base + added.length };
+}
+
+// ---- weights -----------------------------------------------------------------------------
+
+function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dtype' | 'std'>> & { vocabSize: number }): [string, number[]][] {
+  const { hiddenSize: H, numHeads, numKvHeads, headDim: d, intermediateSize: I, vocabSize: V } = c;
+  const out: [string, number[]][] = [['model.embed_tokens.weight', [V, H]]];
+  for (let i = 0; i < c.numLayers; i++) {
+    const p = `model.layers.${i}`;
+    out.push([`${p}.input_layernorm.weight`, [H]]);
+    out.push([`${p}.self_attn.q_proj.weight`, [numHeads * d, H]]);
+    out.push([`${p}.self_attn.k_proj.weight`, [numKvHeads * d, H]]);
+    out.push([`${p}.self_attn.v_proj.weight`, [numKvHeads * d, H]]);
+    if (c.family === 'qwen2') {
+      out.push([`${p}.self_attn.q_proj.bias`, [numHeads * d]]);
+      out.push([`${p}.self_attn.k_proj.bias`, [numKvHeads * d]]);
+      out.push([`${p}.self_attn.v_proj.bias`, [numKvHeads * d]]);
+    }
+    if (c.family === 'qwen3') {
+      out.push([`${p}.self_attn.q_norm.weight`, [d]]);
+      out.push([`${p}.self_attn.k_norm.weight`, [d]]);
+    }
+    out.push([`${p}.self_attn.o_proj.weight`, [H, numHeads * d]]);
+    out.push([`${p}.post_attention_layernorm.weight`, [H]]);
+    out.push([`${p}.mlp.gate_proj.weight`, [I, H]]);
+    out.push([`${p}.mlp.up_proj.weight`, [I, H]]);
+    out.push([`${p}.mlp.down_proj.weight`, [H, I]]);
+  }
+  out.push(['model.norm.weight', [H]]);
+  if (!c.tie) out.push(['lm_head.weight', [V, H]]);
+  return out;
+}
+
+const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM' };
+
+/** Writes a tiny random checkpoint into `dir` (created) and returns it with its fp32 weights. */
+export function writeTinyModel(dir: string, options: TinyModelOptions): TinyModel {
+  const o = {
+    tie: false, dtype: 'F32' as const, shards: 1, seed: 1, hiddenSize: 32, numLayers: 2, numHeads: 4, numKvHeads: 2,
+    headDim: 16, intermediateSize: 48, std: 0.15, ...options,
+  };
+  fs.mkdirSync(dir, { recursive: true });
+  const tok = tinyTokenizerJson();
+  const vocabSize = tok.size + 3; // a few unused rows, as real checkpoints pad the vocabulary
+  const imEnd = tok.size - TINY_SPECIAL_TOKENS.length + TINY_SPECIAL_TOKENS.indexOf('<|im_end|>');
+  const endOfText = tok.size - TINY_SPECIAL_TOKENS.length;
+  const config: Record<string, unknown> = {
+    architectures: [ARCH[o.family]],
+    model_type: o.family,
+    hidden_size: o.hiddenSize,
+    intermediate_size: o.intermediateSize,
+    num_hidden_layers: o.numLayers,
+    num_attention_heads: o.numHeads,
+    num_key_value_heads: o.numKvHeads,
+    head_dim: o.headDim,
+    hidden_act: 'silu',
+    max_position_embeddings: 512,
+    rms_norm_eps: 1e-6,
+    rope_theta: o.family === 'llama' ? 10000 : 1000000,
+    rope_scaling: null,
+    tie_word_embeddings: o.tie,
+    vocab_size: vocabSize,
+    bos_token_id: endOfText,
+    eos_token_id: imEnd,
+    torch_dtype: { F32: 'float32', BF16: 'bfloat16', F16: 'float16' }[o.dtype],
+    ...(o.family === 'llama' ? { attention_bias: false, mlp_bias: false } : {}),
+    ...(o.family === 'qwen2' ? { use_sliding_window: false } : {}),
+  };
+  fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config, null, 2));
+  fs.writeFileSync(path.join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: [imEnd, endOfText] }));
+  fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(tok.json));
+  fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify({
+    bos_token: null, eos_token: '<|im_end|>', pad_token: '<|endoftext|>', chat_template: TINY_CHAT_TEMPLATE,
+    tokenizer_class: 'PreTrainedTokenizerFast',
+  }));
+
+  const rand = seededRandom(o.seed);
+  const weights = new Map<string, { shape: number[]; data: Float32Array }>();
+  const files: Record<string, TensorToWrite>[] = Array.from({ length: o.shards }, () => ({}));
+  const shapes = tensorShapes({ ...o, vocabSize });
+  shapes.forEach(([name, shape], k) => {
+    const n = shape.reduce((a, b) => a * b, 1);
+    const isNorm = name.endsWith('norm.weight');
+    let data = Float32Array.from({ length: n }, () => (isNorm ? 1 : 0) + o.std * gaussian(rand));
+    let stored: TensorToWrite = { dtype: 'F32', shape, data };
+    if (o.dtype === 'BF16') {
+      const bits = float32ToBf16(data);
+      stored = { dtype: 'BF16', shape, data: bits };
+      data = new Float32Array(Uint32Array.from(bits, (b) => b << 16).buffer);
+    } else if (o.dtype === 'F16') {
+      const bits = Uint16Array.from(data, float32ToF16);
+      stored = { dtype: 'F16', shape, data: bits };
+      data = Float32Array.from(bits, f16ToFloat32);
+    }
+    weights.set(name, { shape, data });
+    files[Math.floor((k * o.shards) / shapes.length)]![name] = stored;
+  });
+  if (o.shards === 1) {
+    writeSafetensors(path.join(dir, 'model.safetensors'), files[0]!, { format: 'pt' });
+  } else {
+    const weightMap: Record<string, string> = {};
+    files.forEach((tensors, i) => {
+      const file = `model-${String(i + 1).padStart(5, '0')}-of-${String(o.shards).padStart(5, '0')}.safetensors`;
+      writeSafetensors(path.join(dir, file), tensors, { format: 'pt' });
+      for (const name of Object.keys(tensors)) weightMap[name] = file;
+    });
+    fs.writeFileSync(path.join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: {}, weight_map: weightMap }, null, 2));
+  }
+  return { dir, config, weights };
+}
+
+/** fp32 → fp16 bits, round to nearest (test data only: normal range). */
+function float32ToF16(v: number): number {
+  const f = new Float32Array([v]);
+  const x = new Uint32Array(f.buffer)[0]!;
+  const sign = (x >>> 16) & 0x8000;
+  const exp = ((x >>> 23) & 0xff) - 127 + 15;
+  if (exp <= 0) return sign; // flush tiny values to zero
+  if (exp >= 31) return sign | 0x7c00;
+  return sign | ((exp << 10) + Math.round((x & 0x7fffff) / 8192)); // a carry rounds up the exponent
+}
+function f16ToFloat32(h: number): number {
+  const exp = (h >> 10) & 0x1f, frac = h & 0x3ff, sign = h & 0x8000 ? -1 : 1;
+  if (exp === 0) return sign * 2 ** -14 * (frac / 1024);
+  return sign * 2 ** (exp - 15) * (1 + frac / 1024);
+}
