@@ -545,3 +545,13 @@ function judgeInput(bundle: SessionBundle, s: SampleRecord): JudgeInput {
     nextState: { role: s.nextStateRole!, text: next.text },
   };
 }
+
+/** Opens the workspace at `dbPath`, runs `fn`, and always closes (and so saves) it. */
+export async function withWorkspace<T>(dbPath: string, fn: (ws: Workspace) => Promise<T> | T): Promise<T> {
+  const ws = await Workspace.open(dbPath);
+  try {
+    return await fn(ws);
+  } finally {
+    ws.close();
+  }
+}

@@ -1,0 +1,64 @@
+// `hindsight demo [--db PATH] [--out FILE]` — what `npm start` runs until the UI lands.
+// It imports the bundled sample ChatGPT export (resources/samples/chatgpt-tree-branches.json)
+// into a database (a fresh temporary one unless --db is given), runs the heuristic judge
+// with hints, prints the stats and the first samples, and writes a KTO export beside the
+// database (or to --out). It prints each step as it does it.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { UserError } from '../core/types.js';
+import { withWorkspace } from '../core/workspace.js';
+import { HeuristicJudge } from '../pipeline/judge.js';
+import { parseCommandArgs, printJson, type Command } from './args.js';
+
+const SAMPLE = fileURLToPath(new URL('../../resources/samples/chatgpt-tree-branches.json', import.meta.url));
+
+export const command: Command = async (argv) => {
+  const { values } = parseCommandArgs(argv, { out: { type: 'string' } });
+  if (values.help) {
+    process.stdout.write('usage: hindsight demo [--db PATH] [--out FILE] [--json]\n');
+    return 0;
+  }
+  if (!fs.existsSync(SAMPLE)) throw new UserError(`${SAMPLE}: the bundled sample export is missing from this install`);
+  const dbPath = values.db ?? path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-demo-')), 'demo.db');
+  const outPath = values.out ?? path.join(path.dirname(path.resolve(dbPath)), 'demo-kto.jsonl');
+  const say = (line: string) => {
+    if (!values.json) process.stdout.write(line + '\n');
+  };
+
+  const report = await withWorkspace(dbPath, async (ws) => {
+    say(`Hindsight demo (the app's window is not part of this build yet; this runs the same core).`);
+    say(`1. Database: ${ws.dbPath}${values.db ? '' : ' (a new temporary one)'}`);
+    const imported = await ws.importFiles([SAMPLE]);
+    say(`2. Imported ${path.relative(process.cwd(), SAMPLE)}: ${imported.sessions_added} session(s) added, ` +
+      `${imported.sessions_unchanged} unchanged, ${imported.turns} turns, ${imported.samples} samples.`);
+    for (const w of imported.warnings) say(`   warning: ${w}`);
+    const judged = await ws.runJudge(new HeuristicJudge(), { hints: true, force: true });
+    say(`3. Ran the heuristic judge with hints: ${judged.judged} sample(s) judged, ${judged.skippedManual} manual label(s) left alone.`);
+    const stats = ws.stats();
+    say(`4. Stats: ${stats.sessions} session(s), ${stats.turns} turns, ${stats.samples} samples ` +
+      `(+1: ${stats.labeled.pos}, −1: ${stats.labeled.neg}, 0: ${stats.labeled.neutral}, unlabeled: ${stats.labeled.unlabeled}); ` +
+      `${stats.sessions_without_samples} session(s) without samples.`);
+    const samples = ws.listSamples().slice(0, 3);
+    say(`5. The first ${samples.length} sample(s):`);
+    for (const s of samples) {
+      say(`   [${s.sessionId} turn ${s.responseTurn}] reply: ${JSON.stringify(s.response.slice(0, 70))}`);
+      say(`      next state (${s.nextStateRole}): ${JSON.stringify((s.feedback ?? '').slice(0, 70))} → reward ${s.label.reward}` +
+        `${s.label.hint ? `, hint ${JSON.stringify(s.label.hint)}` : ', no hint'} (${s.label.source})`);
+      const why = s.label.votes[0]?.raw;
+      if (why) say(`      why: ${why}`);
+    }
+    const exported = await ws.exportJsonl('kto', outPath);
+    say(`6. Wrote the KTO export: ${exported.lines} line(s) to ${exported.path}.`);
+    if (exported.lines === 0) {
+      say(`   KTO takes only replies judged +1 or −1; the heuristic found no clear praise or correction in this chat, so it scored its replies 0.`);
+      say(`   Label one yourself and export again:`);
+      if (samples[0]) say(`    npm run cli -- label ${samples[0].sessionId} ${samples[0].responseTurn} --reward 1 --db ${ws.dbPath}`);
+    }
+    say(`Next: npm run cli -- stats --db ${ws.dbPath}   ·   npm run cli -- export --format samples --out samples.jsonl --db ${ws.dbPath}`);
+    return { db: ws.dbPath, imported, judged, stats, samples, export: exported };
+  });
+  if (values.json) printJson(report);
+  return 0;
+};

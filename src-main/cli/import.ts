@@ -1,0 +1,32 @@
+// `hindsight import <file|dir|zip>… [--format auto|chatgpt|claude|sharegpt|openai|messages]`
+// Imports every input in one transaction: a file that cannot be read leaves the database
+// byte-for-byte as it was and exits 1 naming the file.
+import { SOURCE_FORMATS, type SourceFormat } from '../core/types.js';
+import { withWorkspace } from '../core/workspace.js';
+import { defaultDbPath, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
+
+const USAGE = `usage: hindsight import <file|dir|zip>… [--format auto|${SOURCE_FORMATS.join('|')}] [--db PATH] [--json]`;
+
+export const command: Command = async (argv) => {
+  const { values, positionals } = parseCommandArgs(argv, { format: { type: 'string', default: 'auto' } }, true);
+  if (values.help) {
+    process.stdout.write(USAGE + '\n');
+    return 0;
+  }
+  if (positionals.length === 0) throw new UsageError(`give at least one file, folder or zip to import\n${USAGE}`);
+  const format = values.format as SourceFormat | 'auto';
+  if (format !== 'auto' && !SOURCE_FORMATS.includes(format)) {
+    throw new UsageError(`--format must be auto or one of ${SOURCE_FORMATS.join(', ')}, got '${format}'`);
+  }
+  const summary = await withWorkspace(values.db ?? defaultDbPath(), (ws) => ws.importFiles(positionals, format));
+  if (values.json) {
+    printJson(summary);
+  } else {
+    process.stdout.write(
+      `imported ${positionals.join(', ')}: ${summary.sessions_added} session(s) added, ${summary.sessions_updated} updated, ` +
+        `${summary.sessions_unchanged} unchanged; ${summary.turns} turns, ${summary.samples} samples\n`,
+    );
+  }
+  for (const w of summary.warnings) process.stderr.write(`warning: ${w}\n`);
+  return 0;
+};

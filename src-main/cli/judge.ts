@@ -1,0 +1,57 @@
+// `hindsight judge --backend heuristic|local|openai [--model DIR] [--endpoint URL] [--votes N] [--hints] [--force]`
+// Runs a judge over the samples. Manual labels are never touched; re-runs are incremental
+// (samples already judged by the same backend, model and prompt are skipped unless --force).
+// The LLM backends plug in through `loadBackend` once they exist (src-main/pipeline/).
+import { UserError } from '../core/types.js';
+import { withWorkspace } from '../core/workspace.js';
+import { HeuristicJudge, type JudgeBackend } from '../pipeline/judge.js';
+import { defaultDbPath, intFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
+
+const BACKENDS = ['heuristic', 'local', 'openai'] as const;
+type BackendName = (typeof BACKENDS)[number];
+
+const USAGE = 'usage: hindsight judge --backend heuristic|local|openai [--model DIR] [--endpoint URL] [--votes N] [--hints] [--force] [--db PATH] [--json]';
+
+/** The judge backend for a name. The LLM backends are not part of this build yet. */
+async function loadBackend(name: BackendName): Promise<JudgeBackend> {
+  if (name === 'heuristic') return new HeuristicJudge();
+  throw new UserError(
+    `the ${name === 'local' ? 'local-model' : 'OpenAI-compatible'} judge is not available in this build yet; use --backend heuristic`,
+  );
+}
+
+export const command: Command = async (argv) => {
+  const { values } = parseCommandArgs(argv, {
+    backend: { type: 'string', default: 'heuristic' },
+    model: { type: 'string' },
+    endpoint: { type: 'string' },
+    votes: { type: 'string' },
+    hints: { type: 'boolean', default: false },
+    force: { type: 'boolean', default: false },
+  });
+  if (values.help) {
+    process.stdout.write(USAGE + '\n');
+    return 0;
+  }
+  const name = values.backend as BackendName;
+  if (!BACKENDS.includes(name)) throw new UsageError(`--backend must be one of ${BACKENDS.join(', ')}, got '${values.backend}'`);
+  const votes = intFlag('votes', values.votes, 3, 1);
+  const backend = await loadBackend(name);
+  const summary = await withWorkspace(values.db ?? defaultDbPath(), (ws) =>
+    ws.runJudge(backend, {
+      hints: values.hints,
+      votes,
+      force: values.force,
+      onProgress: (done, total) => {
+        if (!values.json && (done === total || done % 500 === 0)) process.stderr.write(`judged ${done}/${total}\r${done === total ? '\n' : ''}`);
+      },
+    }),
+  );
+  if (values.json) printJson({ backend: name, ...summary });
+  else
+    process.stdout.write(
+      `${name} judge: ${summary.judged} sample(s) judged${values.hints ? ' with hints' : ''}; skipped ${summary.skippedManual} manual, ` +
+        `${summary.skippedHigher ?? 0} with an LLM judge's label, ${summary.skippedUnchanged ?? 0} already judged by this backend\n`,
+    );
+  return 0;
+};

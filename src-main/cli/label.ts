@@ -1,0 +1,49 @@
+// `hindsight label <session_id> <response_turn> --reward 1|-1|0 [--hint TEXT] [--repair TEXT] [--notes TEXT]`
+// A manual label: it always wins over judge and heuristic labels and survives re-judging
+// and re-importing. `--hint ''` clears the hint.
+import type { LabelPatch } from '../core/workspace-api.js';
+import { withWorkspace } from '../core/workspace.js';
+import { defaultDbPath, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
+
+const USAGE = 'usage: hindsight label <session_id> <response_turn> --reward 1|-1|0 [--hint TEXT] [--repair TEXT] [--notes TEXT] [--db PATH] [--json]';
+
+/** Lets `--reward -1` through: node's parseArgs would read `-1` as an unknown flag. */
+function joinNegativeValues(argv: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--reward' && i + 1 < argv.length && /^-\d/.test(argv[i + 1])) {
+      out.push(`--reward=${argv[i + 1]}`);
+      i++;
+    } else out.push(argv[i]);
+  }
+  return out;
+}
+
+export const command: Command = async (argv) => {
+  const { values, positionals } = parseCommandArgs(
+    joinNegativeValues(argv),
+    { reward: { type: 'string' }, hint: { type: 'string' }, repair: { type: 'string' }, notes: { type: 'string' } },
+    true,
+  );
+  if (values.help) {
+    process.stdout.write(USAGE + '\n');
+    return 0;
+  }
+  if (positionals.length !== 2) throw new UsageError(`expected <session_id> <response_turn>\n${USAGE}`);
+  const [sessionId, turnText] = positionals;
+  const responseTurn = Number(turnText);
+  if (!Number.isInteger(responseTurn) || responseTurn < 0) throw new UsageError(`<response_turn> must be a turn index (0, 1, …), got '${turnText}'`);
+  const patch: LabelPatch = {};
+  if (values.reward !== undefined) {
+    if (!['1', '+1', '-1', '0'].includes(values.reward)) throw new UsageError(`--reward must be 1, -1 or 0, got '${values.reward}'`);
+    patch.reward = Number(values.reward) as 1 | -1 | 0;
+  }
+  if (values.hint !== undefined) patch.hint = values.hint;
+  if (values.repair !== undefined) patch.repair = values.repair;
+  if (values.notes !== undefined) patch.notes = values.notes;
+  if (Object.keys(patch).length === 0) throw new UsageError(`give at least one of --reward, --hint, --repair, --notes\n${USAGE}`);
+  const label = await withWorkspace(values.db ?? defaultDbPath(), (ws) => ws.setLabel(sessionId, responseTurn, patch));
+  if (values.json) printJson({ session_id: sessionId, response_turn: responseTurn, ...label });
+  else process.stdout.write(`labelled ${sessionId} turn ${responseTurn}: reward ${label.reward ?? 'unset'}${label.hint ? `, hint "${label.hint}"` : ''} (manual)\n`);
+  return 0;
+};

@@ -1,0 +1,28 @@
+// `hindsight stats` — counts of sessions, turns, samples and labels, and the sessions that
+// yield no sample (each with its reason).
+import { withWorkspace } from '../core/workspace.js';
+import { defaultDbPath, parseCommandArgs, printJson, type Command } from './args.js';
+
+export const command: Command = async (argv) => {
+  const { values } = parseCommandArgs(argv, {});
+  if (values.help) {
+    process.stdout.write('usage: hindsight stats [--db PATH] [--json]\n');
+    return 0;
+  }
+  const report = await withWorkspace(values.db ?? defaultDbPath(), (ws) => ws.checks());
+  const s = report.stats;
+  if (values.json) {
+    printJson(s);
+    return 0;
+  }
+  const lines = [
+    `sessions  ${s.sessions}`,
+    `turns     ${s.turns}`,
+    `samples   ${s.samples}  (+1: ${s.labeled.pos}, −1: ${s.labeled.neg}, 0: ${s.labeled.neutral}, unlabeled: ${s.labeled.unlabeled})`,
+    `sessions without samples  ${s.sessions_without_samples}`,
+    ...report.sessionsWithoutSamples.map((x) => `  ${x.id}  ${x.title}: ${x.reason}`),
+    ...report.warnings.map((w) => `note: ${w}`),
+  ];
+  process.stdout.write(lines.join('\n') + '\n');
+  return 0;
+};
