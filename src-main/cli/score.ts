@@ -1,0 +1,92 @@
+// `hindsight score --model DIR --input IN.jsonl --out OUT.jsonl [--device cpu|cuda]` (SPEC §7):
+// the log-probs of each line's response span. Input lines are either
+// {"messages":[…], "response":"…"} (rendered through the model's chat template) or
+// {"input_ids":[…], "response_start":k}. Each output line is {"logprobs":[…]}, one fp32
+// natural log-prob per response token, in input order. The output is written atomically.
+import fs from 'node:fs';
+import { UserError } from '../core/types.js';
+import { AtomicFileWriter } from '../store/atomic-file.js';
+import { LocalModel } from '../model/local-model.js';
+import type { ScoreRow } from '../model/engine.js';
+import type { ChatTokenizer, ChatMessage } from '../model/tokenizer.js';
+import { intFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
+import { deviceFlag } from './generate.js';
+
+const USAGE = 'usage: hindsight score --model DIR --input IN.jsonl --out OUT.jsonl [--device cpu|cuda] [--batch-size N] [--threads N] [--json]';
+
+/** Reads and validates the input file into rows, naming the line of any problem. */
+export function readScoreInput(file: string, tokenizer: ChatTokenizer): ScoreRow[] {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UserError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  const rows: ScoreRow[] = [];
+  text.split('\n').forEach((line, i) => {
+    if (!line.trim()) return;
+    const where = `${file}:${i + 1}`;
+    let obj: Record<string, unknown>;
+    try {
+      obj = JSON.parse(line);
+    } catch (err) {
+      throw new UserError(`${where}: invalid JSON (${(err as Error).message})`);
+    }
+    if (Array.isArray(obj.input_ids)) {
+      const ids = obj.input_ids as unknown[];
+      if (!ids.every((x) => Number.isInteger(x))) throw new UserError(`${where}: input_ids must be integers`);
+      if (!Number.isInteger(obj.response_start)) throw new UserError(`${where}: response_start must be an integer`);
+      rows.push({ inputIds: ids as number[], responseStart: obj.response_start as number });
+    } else if (Array.isArray(obj.messages) && typeof obj.response === 'string') {
+      const messages = obj.messages as ChatMessage[];
+      if (!messages.every((m) => m && typeof m.role === 'string' && typeof m.content === 'string')) {
+        throw new UserError(`${where}: each message needs a string role and content`);
+      }
+      rows.push(tokenizer.encodeResponse(messages, obj.response));
+    } else {
+      throw new UserError(`${where}: expected {"messages":[…],"response":"…"} or {"input_ids":[…],"response_start":k}`);
+    }
+  });
+  return rows;
+}
+
+export const command: Command = async (argv) => {
+  const { values } = parseCommandArgs(argv, {
+    model: { type: 'string' },
+    input: { type: 'string' },
+    out: { type: 'string' },
+    device: { type: 'string', default: 'cpu' },
+    'batch-size': { type: 'string' },
+    threads: { type: 'string' },
+  });
+  if (values.help) {
+    process.stdout.write(USAGE + '\n');
+    return 0;
+  }
+  if (!values.model || !values.input || !values.out) throw new UsageError(`--model, --input and --out are required\n${USAGE}`);
+  const device = deviceFlag(values.device);
+  const batchSize = intFlag('batch-size', values['batch-size'], 8, 1);
+  const threads = intFlag('threads', values.threads, 0, 0);
+  const started = Date.now();
+  const model = await LocalModel.load(values.model, { device, threads: threads || undefined });
+  try {
+    const rows = readScoreInput(values.input, model.tokenizer);
+    const logprobs = await model.score(rows, { batchSize });
+    const writer = new AtomicFileWriter(values.out);
+    try {
+      for (const lp of logprobs) writer.write(JSON.stringify({ logprobs: lp }) + '\n');
+      writer.commit();
+    } catch (err) {
+      writer.abort();
+      throw err;
+    }
+    const seconds = (Date.now() - started) / 1000;
+    const tokens = rows.reduce((a, r) => a + r.inputIds.length, 0);
+    const ep = model.executionProvider ?? device;
+    process.stderr.write(`scored ${rows.length} rows (${tokens} tokens) in ${seconds.toFixed(2)} s on ${ep} → ${values.out}\n`);
+    if (values.json) printJson({ rows: rows.length, tokens, out: values.out, execution_provider: ep, seconds });
+    return 0;
+  } finally {
+    await model.close();
+  }
+};

@@ -1,0 +1,92 @@
+// Generated tiny Llama / Qwen2 / Qwen3 checkpoints (tied and untied, fp32/bf16/fp16, sharded):
+// the ONNX decoder must agree with an independent float64 JS forward, with its own KV-cache
+// decode, across batching and padding, and be deterministic.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { LocalModel } from '../../src-main/model/local-model.js';
+import type { ScoreRow } from '../../src-main/model/engine.js';
+import { writeTinyModel, type TinyModel, type TinyModelOptions } from './tiny-models.js';
+import { logSoftmaxAt, referenceLogits } from './reference-forward.js';
+
+const VARIANTS: (TinyModelOptions & { label: string })[] = [
+  { label: 'qwen3 tied bf16', family: 'qwen3', tie: true, dtype: 'BF16' },
+  { label: 'qwen3 untied fp32', family: 'qwen3', seed: 2 },
+  { label: 'qwen2 untied bf16', family: 'qwen2', dtype: 'BF16', seed: 3 },
+  { label: 'qwen2 tied fp16', family: 'qwen2', tie: true, dtype: 'F16', seed: 4 },
+  { label: 'llama untied fp32 (MHA, head_dim = hidden/heads)', family: 'llama', numKvHeads: 4, headDim: 8, seed: 5 },
+  { label: 'llama tied bf16 in 3 shards', family: 'llama', tie: true, dtype: 'BF16', shards: 3, seed: 6 },
+];
+
+const maxAbsDiff = (a: number[], b: number[]) => {
+  expect(a).toHaveLength(b.length);
+  return Math.max(0, ...a.map((v, i) => Math.abs(v - b[i]!)));
+};
+
+const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-decoder-'));
+afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
+
+describe.each(VARIANTS)('$label', (variant) => {
+  let tiny: TinyModel;
+  let model: LocalModel;
+  let rows: ScoreRow[];
+  beforeAll(async () => {
+    tiny = writeTinyModel(path.join(root, variant.label.replace(/\W+/g, '-')), variant);
+    model = await LocalModel.load(tiny.dir);
+    const t = model.tokenizer;
+    rows = [
+      t.encodeResponse([{ role: 'user', content: 'where is the cat?' }], 'in the garden, sitting on the wall'),
+      t.encodeResponse([{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hi' }], 'hello'),
+      { inputIds: t.encode('a short one'), responseStart: 2 },
+    ];
+  });
+  afterAll(() => model?.close());
+
+  it('the response span starts after the generation prompt and ends with the end-of-turn token', () => {
+    const [row] = rows;
+    const t = model.tokenizer;
+    expect(t.decode(row!.inputIds.slice(row!.responseStart), false)).toBe('in the garden, sitting on the wall<|im_end|>\n');
+    expect(t.decode(row!.inputIds.slice(0, row!.responseStart), false)).toBe('<|im_start|>user\nwhere is the cat?<|im_end|>\n<|im_start|>assistant\n');
+  });
+
+  it('score matches an independent float64 forward', async () => {
+    const scored = await model.score(rows);
+    rows.forEach((row, k) => {
+      const logits = referenceLogits(tiny, row.inputIds);
+      const expected = row.inputIds.slice(row.responseStart).map((tok, i) => logSoftmaxAt(logits[row.responseStart + i - 1]!, tok));
+      expect(maxAbsDiff(scored[k]!, expected)).toBeLessThan(1e-4);
+    });
+  });
+
+  it('score matches incremental KV-cache decoding (prefill + one token per step, and token by token)', async () => {
+    const scored = await model.score(rows);
+    for (const [k, row] of rows.entries()) {
+      expect(maxAbsDiff(scored[k]!, await model.scoreIncremental(row))).toBeLessThan(1e-4);
+      expect(maxAbsDiff(scored[k]!, await model.scoreIncremental(row, 1))).toBeLessThan(1e-4);
+    }
+  });
+
+  it('batching and left/right padding do not change the results; results are deterministic', async () => {
+    const single = await model.score(rows, { batchSize: 1 });
+    const right = await model.score(rows, { batchSize: 3, padding: 'right' });
+    const left = await model.score(rows, { batchSize: 3, padding: 'left' });
+    rows.forEach((_, k) => {
+      expect(maxAbsDiff(right[k]!, single[k]!)).toBeLessThan(1e-5);
+      expect(maxAbsDiff(left[k]!, single[k]!)).toBeLessThan(1e-5);
+    });
+    expect(await model.score(rows, { batchSize: 3, padding: 'left' })).toEqual(left);
+  });
+
+  it('seeded sampling is reproducible and reports the model\'s own log-probs', async () => {
+    const prompt = rows[0]!.inputIds.slice(0, rows[0]!.responseStart);
+    const opts = { maxNewTokens: 12, temperature: 1, topP: 0.9, seed: 42, stopTokenIds: [] };
+    const a = await model.generate(prompt, opts);
+    const b = await model.generate(prompt, opts);
+    expect(a.tokens).toEqual(b.tokens);
+    expect(a.tokens).toHaveLength(12);
+    // The reported log-probs are the model's own: scoring the sampled tokens gives them back.
+    const [lp] = await model.score([{ inputIds: [...prompt, ...a.tokens], responseStart: prompt.length }]);
+    expect(maxAbsDiff(lp!, a.logprobs)).toBeLessThan(1e-4);
+  });
+});
