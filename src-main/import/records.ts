@@ -58,18 +58,27 @@ async function readHead(source: ByteSource, stream: Readable): Promise<Buffer> {
 /** Offset of the first byte that cannot be in a UTF-8 text file (NUL or invalid UTF-8), or -1. */
 export function firstBinaryByte(head: Buffer, complete: boolean): number {
   const nul = head.indexOf(0);
-  // A multi-byte character may straddle the end of a head that stops mid-file.
-  const checked = complete ? head : head.subarray(0, Math.max(0, head.length - 3));
-  if (isUtf8(checked)) return nul;
-  let lo = 0;
-  let hi = checked.length;
-  // isUtf8 of a prefix is monotone up to the bad byte (give or take a partial character).
-  while (hi - lo > 4) {
-    const mid = (lo + hi) >> 1;
-    if (isUtf8(checked.subarray(0, mid)) || isUtf8(checked.subarray(0, mid - 1)) || isUtf8(checked.subarray(0, mid - 2)) || isUtf8(checked.subarray(0, mid - 3))) lo = mid;
-    else hi = mid;
+  if (nul < 0 && isUtf8(head)) return -1;
+  const bad = firstInvalidUtf8(head, complete);
+  if (bad < 0) return nul;
+  return nul < 0 ? bad : Math.min(nul, bad);
+}
+
+/**
+ * Where UTF-8 decoding first fails. Only the slow path after isUtf8 said no (or a NUL was
+ * found); `complete` false lets a character cut off by the end of the head pass.
+ */
+function firstInvalidUtf8(bytes: Buffer, complete: boolean): number {
+  let i = 0;
+  while (i < bytes.length) {
+    const b = bytes[i]!;
+    const length = b < 0x80 ? 1 : b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 0;
+    if (length === 0) return i;
+    if (i + length > bytes.length) return complete ? i : -1;
+    for (let k = 1; k < length; k++) if ((bytes[i + k]! & 0xc0) !== 0x80) return i;
+    i += length;
   }
-  return nul >= 0 ? Math.min(nul, lo) : lo;
+  return -1;
 }
 
 export interface HeadCheck {
@@ -101,12 +110,16 @@ export const SUPPORTED_LINE =
   'openai (OpenAI chat JSONL {messages:[…]} per line), messages (Hugging Face {messages:[…]} JSON or JSONL); ' +
   'use --format to force one.';
 
-/** Counts the bytes handed to the parser, so that errors can say where they happened. */
+/**
+ * Counts the bytes handed to the parser, so that errors can say where they happened, and drops
+ * a UTF-8 byte-order mark (Windows tools write one; the JSON parser rejects it).
+ */
 class ByteCounter extends Transform {
   bytes = 0;
   override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
+    const first = this.bytes === 0;
     this.bytes += chunk.length;
-    done(null, chunk);
+    done(null, first && chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf ? chunk.subarray(3) : chunk);
   }
 }
 
@@ -145,7 +158,8 @@ function readError(source: ByteSource, err: unknown): UserError {
  * first record); both streams are destroyed as soon as the answer is known.
  */
 export async function peekSource(source: ByteSource, open: () => Promise<Readable>): Promise<Peek> {
-  const { firstChar } = checkHead(source, await readHead(source, await open()));
+  const head = await readHead(source, await open());
+  const { firstChar } = checkHead(source, head);
   const stream = await open();
   const counter = new ByteCounter();
   const { parser, atEnd } = makeParser(true);
@@ -172,6 +186,11 @@ export async function peekSource(source: ByteSource, open: () => Promise<Readabl
       }
     }
   } catch (err) {
+    // Something follows a complete first value but does not parse: JSON Lines with a bad line
+    // (the line reader will name it), or junk after one object (it fails on line 1 then).
+    if (seenFirst) return { container: 'jsonl', first };
+    const line = firstLineValue(head);
+    if (firstChar === '{' && line) return { container: 'jsonl', first: line.value };
     throw jsonError(source, err, counter, atEnd());
   } finally {
     stream.destroy();
@@ -180,6 +199,17 @@ export async function peekSource(source: ByteSource, open: () => Promise<Readabl
   if (!seenFirst) throw new UserError(`${source.label}: the JSON stops in the middle at byte ${counter.bytes}; the file looks truncated`);
   // One value and nothing after it; a .jsonl file with a single line is still JSON Lines.
   return { container: /\.(jsonl|ndjson)$/i.test(source.name) ? 'jsonl' : 'object', first };
+}
+
+/** The first line of the head parsed on its own, when there is a complete first line that parses. */
+function firstLineValue(head: Buffer): { value: unknown } | undefined {
+  const end = head.indexOf(0x0a);
+  if (end < 0) return undefined;
+  try {
+    return { value: JSON.parse(head.subarray(0, end).toString('utf8').replace(/^\uFEFF/, '')) };
+  } catch {
+    return undefined;
+  }
 }
 
 /** Streams the records of a source whose container is known. */
@@ -216,7 +246,7 @@ async function* readJsonLines(source: ByteSource, stream: Readable): AsyncGenera
       if (line.trim() === '') continue;
       let value: unknown;
       try {
-        value = JSON.parse(line);
+        value = JSON.parse(lineNo === 1 ? line.replace(/^\uFEFF/, '') : line);
       } catch (err) {
         failed = { line: lineNo, message: (err as Error).message };
         continue;
