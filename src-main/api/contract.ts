@@ -1,0 +1,339 @@
+// THE API contract of Hindsight: every call the UI can make, with its input (checked at run
+// time) and its output type, and every event the back end pushes. Three parties obey it:
+//   - the Electron preload exposes it as `window.api`, one method per call (src-main/app/);
+//   - `hindsight serve` exposes it as `POST /api/<call>` with JSON, events over SSE
+//     (`GET /api/events`) (src-main/api/http-server.ts);
+//   - the renderer's one client speaks to either (src-renderer/src/api/client.ts).
+// Both transports validate every input with `validateCall` before the service sees it.
+//
+// This file must stay free of Node and Electron imports: the sandboxed preload and the
+// browser bundle import it.
+import type {
+  CheckReport,
+  ExportFormat,
+  ImportSummary,
+  JudgeSummary,
+  LabelView,
+  SessionDetail,
+  SampleView,
+  SessionSummary,
+  Stats,
+  TurnView,
+} from '../core/workspace-api.js';
+import { EXPORT_FORMATS } from '../core/workspace-api.js';
+import { SOURCE_FORMATS, type SourceFormat } from '../core/types.js';
+import {
+  array,
+  boolean,
+  integer,
+  nullable,
+  number,
+  object,
+  oneOf,
+  optional,
+  string,
+  ValidationError,
+  type Infer,
+  type Schema,
+} from './schema.js';
+
+export { ValidationError };
+export type { CheckReport, ExportFormat, ImportSummary, JudgeSummary, LabelView, SampleView, SessionDetail, SessionSummary, Stats, TurnView };
+
+// ---------------------------------------------------------------------------------------
+// Shared value types
+// ---------------------------------------------------------------------------------------
+
+export type TrainMethod = 'rl' | 'opd' | 'combine';
+export const TRAIN_METHODS: readonly TrainMethod[] = ['rl', 'opd', 'combine'];
+export type TrainDevice = 'cpu' | 'cuda';
+export const TRAIN_DEVICES: readonly TrainDevice[] = ['cpu', 'cuda'];
+export const LORA_TARGETS = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
+export type LoraTarget = (typeof LORA_TARGETS)[number];
+export type JudgeBackend = 'heuristic' | 'local' | 'openai';
+export const JUDGE_BACKENDS: readonly JudgeBackend[] = ['heuristic', 'local', 'openai'];
+
+/** Whether an optional part (the trainer, an LLM judge) is present in this build, and why not. */
+export interface Availability {
+  available: boolean;
+  reason: string | null;
+}
+
+export interface AppInfo {
+  version: string;
+  /** Which transport the UI is on; the browser has no native dialogs. */
+  transport: 'electron' | 'http';
+  dbPath: string;
+  settingsPath: string;
+  sampleDataPath: string;
+  defaultModelDir: string;
+  defaultExportDir: string;
+  /** Native file pickers and "open folder" exist only in the desktop app. */
+  nativeDialogs: boolean;
+  training: Availability;
+  judges: Record<JudgeBackend, Availability>;
+}
+
+export interface Settings {
+  judge: {
+    backend: JudgeBackend;
+    votes: number;
+    hints: boolean;
+    localModelDir: string;
+    openaiBaseUrl: string;
+    openaiModel: string;
+    /** Never sent back to the UI: only whether one is stored. */
+    openaiApiKeySet: boolean;
+  };
+  defaultModelDir: string;
+}
+
+export interface TrainConfig {
+  modelDir: string;
+  outDir: string;
+  method: TrainMethod;
+  steps: number;
+  batchSize: number;
+  lr: number;
+  optimizer: 'adamw' | 'sgd';
+  loraR: number;
+  loraAlpha: number;
+  targets: LoraTarget[];
+  device: TrainDevice;
+  seed: number;
+  checkpointEvery: number;
+}
+
+/** One trainer step, as the trainer's `trainer_log.jsonl` line and the `train.progress` event. */
+export interface TrainProgress {
+  runId: string;
+  step: number;
+  total_steps: number;
+  loss: number;
+  reward_mean: number;
+  adv_mean: number;
+  teacher_student_gap: number;
+  approx_kl: number;
+  clipfrac: number;
+  grad_norm: number;
+  lr: number;
+  tokens_per_s: number;
+  elapsed_s: number;
+  eta_s: number;
+}
+
+export type TrainStatus = 'running' | 'cancelling' | 'cancelled' | 'finished' | 'failed';
+
+export interface TrainRunInfo {
+  runId: string;
+  status: TrainStatus;
+  config: TrainConfig;
+  startedAt: number;
+  /** The execution provider that actually runs (never a silent fallback). */
+  executionProvider: string | null;
+  lastProgress: TrainProgress | null;
+  adapterDir: string | null;
+  error: string | null;
+}
+
+export interface TrainingState {
+  engine: Availability;
+  runs: TrainRunInfo[];
+}
+
+export type ChangeReason = 'import' | 'label' | 'judge' | 'database' | 'settings';
+
+// ---------------------------------------------------------------------------------------
+// Calls
+// ---------------------------------------------------------------------------------------
+
+declare const outputBrand: unique symbol;
+/** Carries a call's output type without a runtime value. */
+export interface Returns<O> {
+  readonly [outputBrand]?: O;
+}
+const returns = <O>(): Returns<O> => ({});
+
+export interface CallSpec<I, O> {
+  input: Schema<I>;
+  output: Returns<O>;
+  /** One line for the docs and the HTTP index. */
+  doc: string;
+}
+function call<I, O>(doc: string, input: Schema<I>, output: Returns<O>): CallSpec<I, O> {
+  return { doc, input, output };
+}
+
+const NO_INPUT = object({});
+const sessionId = string({ min: 1, max: 500 });
+const path = string({ min: 1, max: 4096 });
+const exportFormat = oneOf(EXPORT_FORMATS);
+const importFormat = optional(oneOf([...SOURCE_FORMATS, 'auto'] as const));
+/** The largest file the UI may upload (base64 in JSON). Bigger exports go by path or the CLI. */
+export const MAX_UPLOAD_BYTES = 200 * 1024 * 1024;
+
+const sessionFilter = object({
+  search: optional(string({ max: 500 })),
+  source: optional(oneOf(SOURCE_FORMATS)),
+  labelStatus: optional(oneOf(['labeled', 'unlabeled', 'partial'] as const)),
+  hasSamples: optional(boolean()),
+  offset: optional(integer({ min: 0 })),
+  limit: optional(integer({ min: 0, max: 10_000 })),
+});
+
+const labelPatch = object({
+  reward: optional(nullable(oneOf([1, -1, 0] as const))),
+  hint: optional(nullable(string({ max: 20_000 }))),
+  repair: optional(nullable(string({ max: 200_000 }))),
+  notes: optional(nullable(string({ max: 20_000 }))),
+});
+
+const trainConfig = object({
+  modelDir: path,
+  outDir: path,
+  method: oneOf(TRAIN_METHODS),
+  steps: integer({ min: 1, max: 1_000_000 }),
+  batchSize: integer({ min: 1, max: 4096 }),
+  lr: number({ min: 0, max: 1 }),
+  optimizer: oneOf(['adamw', 'sgd'] as const),
+  loraR: integer({ min: 1, max: 1024 }),
+  loraAlpha: number({ min: 0, max: 100_000 }),
+  targets: array(oneOf(LORA_TARGETS), { min: 1, max: LORA_TARGETS.length }),
+  device: oneOf(TRAIN_DEVICES),
+  seed: integer({ min: 0 }),
+  checkpointEvery: integer({ min: 0 }),
+});
+
+export const CALLS = {
+  appInfo: call('Where the database lives, what this build can do, and the transport.', NO_INPUT, returns<AppInfo>()),
+  stats: call('Counts of sessions, turns, samples and labels.', NO_INPUT, returns<Stats>()),
+  listSessions: call('Sessions matching a filter, with the total count.', sessionFilter, returns<{ total: number; sessions: SessionSummary[] }>()),
+  sourceCounts: call('How many sessions each source format has.', NO_INPUT, returns<Record<SourceFormat, number>>()),
+  getSession: call('One session with its turns, samples and labels.', object({ id: sessionId }), returns<SessionDetail>()),
+  setLabel: call(
+    'A manual label on one sample; always wins over judge and heuristic labels.',
+    object({ sessionId, responseTurn: integer({ min: 0 }), patch: labelPatch }),
+    returns<LabelView>(),
+  ),
+  importFiles: call('Imports export files or folders by path (on the machine that runs the back end).', object({ paths: array(path, { min: 1, max: 1000 }), format: importFormat }), returns<ImportSummary>()),
+  importUpload: call(
+    'Imports the content of a file the UI uploaded: written to a temporary file, imported, then removed.',
+    object({ fileName: string({ min: 1, max: 255 }), dataBase64: string({ max: Math.ceil(MAX_UPLOAD_BYTES / 3) * 4 }), format: importFormat }),
+    returns<ImportSummary>(),
+  ),
+  loadSampleData: call('Imports the sample ChatGPT export shipped in resources/samples.', NO_INPUT, returns<ImportSummary>()),
+  judgeRun: call(
+    'Labels every sample with a judge; manual labels are never overwritten.',
+    object({ backend: oneOf(JUDGE_BACKENDS), hints: boolean(), votes: optional(integer({ min: 1, max: 15 })) }),
+    returns<JudgeSummary>(),
+  ),
+  checks: call('The at-least-one report, the label distribution and imbalance warnings.', NO_INPUT, returns<CheckReport>()),
+  previewExport: call('The first lines an export would write.', object({ format: exportFormat, lines: integer({ min: 1, max: 100 }) }), returns<{ lines: string[] }>()),
+  writeExport: call('Writes one JSONL export atomically.', object({ format: exportFormat, outPath: path }), returns<{ lines: number; path: string }>()),
+  defaultModelDir: call('The model folder preselected for training (the demo model).', NO_INPUT, returns<{ path: string; exists: boolean }>()),
+  trainStatus: call('Whether the trainer is available, and the runs of this launch.', NO_INPUT, returns<TrainingState>()),
+  trainStart: call('Starts a fine-tune; progress arrives as train.progress events.', trainConfig, returns<{ runId: string }>()),
+  trainCancel: call('Asks a running fine-tune to stop after its current step (a checkpoint is kept).', object({ runId: string({ min: 1, max: 100 }) }), returns<{ cancelled: boolean }>()),
+  trainResume: call('Resumes a cancelled or failed run from its last checkpoint.', object({ runId: string({ min: 1, max: 100 }) }), returns<{ runId: string }>()),
+  trainMetrics: call('Every step recorded so far for a run (to redraw charts after a reload).', object({ runId: string({ min: 1, max: 100 }) }), returns<{ progress: TrainProgress[] }>()),
+  getSettings: call('Judge backends and the default model.', NO_INPUT, returns<Settings>()),
+  updateSettings: call(
+    'Changes some settings; an omitted field keeps its value.',
+    object({
+      judgeBackend: optional(oneOf(JUDGE_BACKENDS)),
+      judgeVotes: optional(integer({ min: 1, max: 15 })),
+      judgeHints: optional(boolean()),
+      localModelDir: optional(string({ max: 4096 })),
+      openaiBaseUrl: optional(string({ max: 2000 })),
+      openaiModel: optional(string({ max: 500 })),
+      openaiApiKey: optional(string({ max: 2000 })),
+      defaultModelDir: optional(string({ max: 4096 })),
+    }),
+    returns<Settings>(),
+  ),
+  openDatabase: call('Switches to another database file (created when missing).', object({ path }), returns<AppInfo>()),
+  pickImportFiles: call('Desktop only: the native open dialog for exports.', NO_INPUT, returns<{ paths: string[] }>()),
+  pickSavePath: call('Desktop only: the native save dialog.', object({ defaultPath: string({ max: 4096 }) }), returns<{ path: string | null }>()),
+  pickFolder: call('Desktop only: the native folder dialog.', object({ title: string({ max: 200 }) }), returns<{ path: string | null }>()),
+  pickDatabase: call('Desktop only: the native dialog to choose a database file.', NO_INPUT, returns<{ path: string | null }>()),
+  openPath: call('Desktop only: opens a folder in the file manager.', object({ path }), returns<{ opened: boolean }>()),
+} as const;
+
+export type CallName = keyof typeof CALLS;
+export const CALL_NAMES = Object.keys(CALLS) as CallName[];
+export type CallInput<K extends CallName> = Infer<(typeof CALLS)[K]['input']>;
+export type CallOutput<K extends CallName> = (typeof CALLS)[K]['output'] extends Returns<infer O> ? O : never;
+
+/** What the service implements: one async function per call. */
+export type ApiHandlers = { [K in CallName]: (input: CallInput<K>) => Promise<CallOutput<K>> };
+
+/** What the UI calls: the same, with the input optional where it has no required field. */
+export type ApiMethods = {
+  [K in CallName]: {} extends CallInput<K>
+    ? (input?: CallInput<K>) => Promise<CallOutput<K>>
+    : (input: CallInput<K>) => Promise<CallOutput<K>>;
+};
+
+export function isCallName(name: unknown): name is CallName {
+  return typeof name === 'string' && Object.prototype.hasOwnProperty.call(CALLS, name);
+}
+
+/** Checks an untrusted call; throws a ValidationError naming the field. */
+export function validateCall<K extends CallName>(name: K, input: unknown): CallInput<K> {
+  return CALLS[name].input.parse(input ?? {}, '') as CallInput<K>;
+}
+
+// ---------------------------------------------------------------------------------------
+// Events (main → UI)
+// ---------------------------------------------------------------------------------------
+
+export interface ApiEvents {
+  /** The data changed; views re-read what they show. */
+  'workspace.changed': { reason: ChangeReason };
+  'judge.progress': { done: number; total: number };
+  'train.progress': TrainProgress;
+  /** A run changed status (started, cancelled, finished with its adapter folder, failed). */
+  'train.status': TrainRunInfo;
+  /** The desktop menu asks the UI to do something. */
+  'app.command': { command: 'import' | 'export' | 'openDatabase' | 'settings' };
+}
+export type EventName = keyof ApiEvents;
+export const EVENT_NAMES: readonly EventName[] = ['workspace.changed', 'judge.progress', 'train.progress', 'train.status', 'app.command'];
+
+export function isEventName(name: unknown): name is EventName {
+  return typeof name === 'string' && (EVENT_NAMES as readonly string[]).includes(name);
+}
+
+export type EventListener<E extends EventName> = (payload: ApiEvents[E]) => void;
+
+/** `window.api` and the browser client: the calls plus `on(event, listener)` → unsubscribe. */
+export type HindsightApi = ApiMethods & {
+  on<E extends EventName>(event: E, listener: EventListener<E>): () => void;
+};
+
+// ---------------------------------------------------------------------------------------
+// Errors, the same over both transports
+// ---------------------------------------------------------------------------------------
+
+export type ApiErrorKind = 'validation' | 'user' | 'unavailable' | 'unknown_call' | 'unauthorized' | 'internal';
+
+export interface ApiErrorBody {
+  kind: ApiErrorKind;
+  message: string;
+  /** For validation errors: the dotted path of the bad field. */
+  field?: string;
+}
+
+/** What a transport answers: the output, or an error the UI can show as it is. */
+export type CallResult<O> = { ok: true; value: O } | { ok: false; error: ApiErrorBody };
+
+/** An error the back end meant for the user: the UI shows its message. */
+export class ApiError extends Error {
+  override name = 'ApiError';
+  constructor(readonly body: ApiErrorBody) {
+    super(body.message);
+  }
+  get kind(): ApiErrorKind {
+    return this.body.kind;
+  }
+}

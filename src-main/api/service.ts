@@ -1,0 +1,242 @@
+// The service behind the API contract: one async function per call, over the data facade
+// (WorkspaceApi), the settings file, the trainer plug and the judge plug. It knows nothing
+// about transports; src-main/app/ (IPC) and http-server.ts (HTTP + SSE) call it through
+// `runCall`, which validates every input first.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { SOURCE_FORMATS, UserError, type SourceFormat } from '../core/types.js';
+import type { WorkspaceApi } from '../core/workspace-api.js';
+import { MAX_UPLOAD_BYTES, type ApiHandlers, type AppInfo, type CallInput, type ChangeReason, type ImportSummary } from './contract.js';
+import type { EventHub } from './events.js';
+import type { HostBridge } from './host.js';
+import { JudgeService } from './judge-service.js';
+import { SettingsStore, settingsPathFor } from './settings.js';
+import { TrainingService } from './training-service.js';
+
+export type OpenWorkspace = (dbPath: string) => Promise<WorkspaceApi>;
+
+export interface ServiceOptions {
+  dbPath: string;
+  /** The app's resources/ folder: the sample export and the demo model live there. */
+  resourcesDir: string;
+  version: string;
+  transport: AppInfo['transport'];
+  host: HostBridge;
+  events: EventHub;
+  openWorkspace: OpenWorkspace;
+}
+
+export class HindsightService implements ApiHandlers {
+  private settingsStore: SettingsStore;
+  private readonly training: TrainingService;
+  private readonly judges: JudgeService;
+
+  private constructor(
+    private readonly options: ServiceOptions,
+    private workspace: WorkspaceApi,
+  ) {
+    this.settingsStore = new SettingsStore(settingsPathFor(workspace.dbPath), this.demoModelDir);
+    this.training = new TrainingService(options.events, () => this.workspace);
+    this.judges = new JudgeService(options.events, () => this.settingsStore);
+  }
+
+  static async create(options: ServiceOptions): Promise<HindsightService> {
+    fs.mkdirSync(path.dirname(options.dbPath), { recursive: true });
+    return new HindsightService(options, await options.openWorkspace(options.dbPath));
+  }
+
+  close(): void {
+    this.workspace.close();
+  }
+
+  get currentDbPath(): string {
+    return this.workspace.dbPath;
+  }
+
+  private get demoModelDir(): string {
+    return path.join(this.options.resourcesDir, 'models', 'stories260K');
+  }
+
+  private get sampleDataPath(): string {
+    return path.join(this.options.resourcesDir, 'samples', 'chatgpt-tree-branches.json');
+  }
+
+  private changed(reason: ChangeReason): void {
+    this.options.events.emit('workspace.changed', { reason });
+  }
+
+  async appInfo(): Promise<AppInfo> {
+    return {
+      version: this.options.version,
+      transport: this.options.transport,
+      dbPath: this.workspace.dbPath,
+      settingsPath: this.settingsStore.filePath,
+      sampleDataPath: this.sampleDataPath,
+      defaultModelDir: this.settingsStore.raw.defaultModelDir,
+      defaultExportDir: path.join(path.dirname(this.workspace.dbPath), 'exports'),
+      nativeDialogs: this.options.host.nativeDialogs,
+      training: await this.training.availability(),
+      judges: await this.judges.availability(),
+    };
+  }
+
+  async stats() {
+    return this.workspace.stats();
+  }
+
+  async listSessions(filter: CallInput<'listSessions'>) {
+    return this.workspace.listSessions(filter);
+  }
+
+  async sourceCounts() {
+    const counts = {} as Record<SourceFormat, number>;
+    for (const source of SOURCE_FORMATS) counts[source] = this.workspace.listSessions({ source, limit: 0 }).total;
+    return counts;
+  }
+
+  async getSession({ id }: CallInput<'getSession'>) {
+    return this.workspace.getSession(id);
+  }
+
+  async setLabel({ sessionId, responseTurn, patch }: CallInput<'setLabel'>) {
+    const label = this.workspace.setLabel(sessionId, responseTurn, patch);
+    this.changed('label');
+    return label;
+  }
+
+  async importFiles({ paths, format }: CallInput<'importFiles'>) {
+    const summary = await this.workspace.importFiles(paths, format ?? 'auto');
+    this.changed('import');
+    return summary;
+  }
+
+  /**
+   * The browser cannot hand over a path, so it sends the bytes: they go to a private
+   * temporary folder under the uploaded name (detection looks at the extension), are imported
+   * like any file, and the folder is removed. Messages name the uploaded file, not the
+   * temporary path.
+   */
+  async importUpload({ fileName, dataBase64, format }: CallInput<'importUpload'>): Promise<ImportSummary> {
+    const bytes = Buffer.from(dataBase64, 'base64');
+    if (bytes.length > MAX_UPLOAD_BYTES) {
+      throw new UserError(`${fileName} is larger than the ${MAX_UPLOAD_BYTES / 1024 / 1024} MB upload limit; import it by path or with 'hindsight import'.`);
+    }
+    const safeName = path.basename(fileName).replace(/[^\w.\- ]+/g, '_') || 'upload.json';
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-upload-'));
+    const tmpFile = path.join(dir, safeName);
+    const renameInText = (text: string) => text.split(tmpFile).join(fileName).split(dir).join('(upload)');
+    try {
+      fs.writeFileSync(tmpFile, bytes, { mode: 0o600 });
+      const summary = await this.workspace.importFiles([tmpFile], format ?? 'auto');
+      this.changed('import');
+      return { ...summary, warnings: summary.warnings.map(renameInText) };
+    } catch (err) {
+      if (err instanceof Error) err.message = renameInText(err.message);
+      throw err;
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  async loadSampleData() {
+    if (!fs.existsSync(this.sampleDataPath)) throw new UserError(`The sample export is missing: ${this.sampleDataPath}`);
+    return this.importFiles({ paths: [this.sampleDataPath] });
+  }
+
+  async judgeRun({ backend, hints, votes }: CallInput<'judgeRun'>) {
+    const summary = await this.judges.run(this.workspace, backend, hints, votes);
+    this.changed('judge');
+    return summary;
+  }
+
+  async checks() {
+    return this.workspace.checks();
+  }
+
+  async previewExport({ format, lines }: CallInput<'previewExport'>) {
+    return { lines: this.workspace.previewExport(format, lines) };
+  }
+
+  async writeExport({ format, outPath }: CallInput<'writeExport'>) {
+    const resolved = path.resolve(expandHome(outPath));
+    if (fs.existsSync(resolved) && fs.statSync(resolved).isDirectory()) {
+      throw new UserError(`${resolved} is a folder; give a file name such as ${path.join(resolved, `${format}.jsonl`)}`);
+    }
+    fs.mkdirSync(path.dirname(resolved), { recursive: true });
+    return this.workspace.exportJsonl(format, resolved);
+  }
+
+  async defaultModelDir() {
+    const dir = this.settingsStore.raw.defaultModelDir;
+    return { path: dir, exists: fs.existsSync(path.join(dir, 'config.json')) };
+  }
+
+  async trainStatus() {
+    return this.training.state();
+  }
+
+  async trainStart(config: CallInput<'trainStart'>) {
+    return this.training.start({ ...config, modelDir: expandHome(config.modelDir), outDir: expandHome(config.outDir) });
+  }
+
+  async trainCancel({ runId }: CallInput<'trainCancel'>) {
+    return this.training.cancel(runId);
+  }
+
+  async trainResume({ runId }: CallInput<'trainResume'>) {
+    return this.training.resume(runId);
+  }
+
+  async trainMetrics({ runId }: CallInput<'trainMetrics'>) {
+    return { progress: this.training.metrics(runId) };
+  }
+
+  async getSettings() {
+    return this.settingsStore.view();
+  }
+
+  async updateSettings(patch: CallInput<'updateSettings'>) {
+    const settings = this.settingsStore.update(patch);
+    this.changed('settings');
+    return settings;
+  }
+
+  async openDatabase({ path: dbPath }: CallInput<'openDatabase'>) {
+    const resolved = path.resolve(expandHome(dbPath));
+    if (fs.existsSync(resolved) && fs.statSync(resolved).isDirectory()) throw new UserError(`${resolved} is a folder, not a database file.`);
+    fs.mkdirSync(path.dirname(resolved), { recursive: true });
+    // Open the new one first: when it fails, the current database stays open.
+    const next = await this.options.openWorkspace(resolved);
+    this.workspace.close();
+    this.workspace = next;
+    this.settingsStore = new SettingsStore(settingsPathFor(resolved), this.demoModelDir);
+    this.changed('database');
+    return this.appInfo();
+  }
+
+  async pickImportFiles() {
+    return { paths: await this.options.host.pickImportFiles() };
+  }
+
+  async pickSavePath({ defaultPath }: CallInput<'pickSavePath'>) {
+    return { path: await this.options.host.pickSavePath(defaultPath) };
+  }
+
+  async pickFolder({ title }: CallInput<'pickFolder'>) {
+    return { path: await this.options.host.pickFolder(title) };
+  }
+
+  async pickDatabase() {
+    return { path: await this.options.host.pickDatabase() };
+  }
+
+  async openPath({ path: target }: CallInput<'openPath'>) {
+    if (!fs.existsSync(target)) throw new UserError(`${target} does not exist.`);
+    return { opened: await this.options.host.openPath(target) };
+  }
+}
+
+function expandHome(p: string): string {
+  return p === '~' || p.startsWith('~/') ? path.join(os.homedir(), p.slice(1)) : p;
+}

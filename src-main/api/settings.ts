@@ -1,0 +1,97 @@
+// User settings (judge backends, default model), kept as JSON in `settings.json` beside the
+// database, so a database folder carries its own setup and tests stay isolated. Written
+// atomically (temporary file, then rename). The OpenAI-compatible API key is stored there in
+// plain text, like any local tool's config file, and never sent back to the UI.
+import fs from 'node:fs';
+import path from 'node:path';
+import type { CallInput, JudgeBackend, Settings } from './contract.js';
+import { JUDGE_BACKENDS } from './contract.js';
+
+interface StoredSettings {
+  judgeBackend: JudgeBackend;
+  judgeVotes: number;
+  judgeHints: boolean;
+  localModelDir: string;
+  openaiBaseUrl: string;
+  openaiModel: string;
+  openaiApiKey: string;
+  defaultModelDir: string;
+}
+
+export function settingsPathFor(dbPath: string): string {
+  return path.join(path.dirname(dbPath), 'settings.json');
+}
+
+export class SettingsStore {
+  private stored: StoredSettings;
+
+  constructor(
+    readonly filePath: string,
+    demoModelDir: string,
+  ) {
+    const defaults: StoredSettings = {
+      judgeBackend: 'heuristic',
+      judgeVotes: 3,
+      judgeHints: true,
+      localModelDir: demoModelDir,
+      openaiBaseUrl: 'http://127.0.0.1:11434/v1',
+      openaiModel: '',
+      openaiApiKey: '',
+      defaultModelDir: demoModelDir,
+    };
+    this.stored = { ...defaults, ...this.readFile(defaults) };
+  }
+
+  /** Reads the file, keeping only well-typed known keys: a hand-edited mistake falls back to the default. */
+  private readFile(defaults: StoredSettings): Partial<StoredSettings> {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(fs.readFileSync(this.filePath, 'utf8'));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
+        process.stderr.write(`hindsight: ignoring unreadable settings file ${this.filePath}: ${(err as Error).message}\n`);
+      }
+      return {};
+    }
+    if (typeof raw !== 'object' || raw === null) return {};
+    const out: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(raw)) {
+      if (key in defaults && typeof value === typeof defaults[key as keyof StoredSettings]) out[key] = value;
+    }
+    if (out.judgeBackend !== undefined && !JUDGE_BACKENDS.includes(out.judgeBackend as JudgeBackend)) delete out.judgeBackend;
+    return out as Partial<StoredSettings>;
+  }
+
+  get raw(): Readonly<StoredSettings> {
+    return this.stored;
+  }
+
+  view(): Settings {
+    const s = this.stored;
+    return {
+      judge: {
+        backend: s.judgeBackend,
+        votes: s.judgeVotes,
+        hints: s.judgeHints,
+        localModelDir: s.localModelDir,
+        openaiBaseUrl: s.openaiBaseUrl,
+        openaiModel: s.openaiModel,
+        openaiApiKeySet: s.openaiApiKey.length > 0,
+      },
+      defaultModelDir: s.defaultModelDir,
+    };
+  }
+
+  update(patch: CallInput<'updateSettings'>): Settings {
+    const next = { ...this.stored };
+    for (const [key, value] of Object.entries(patch)) {
+      if (value !== undefined) (next as Record<string, unknown>)[key] = value;
+    }
+    fs.mkdirSync(path.dirname(this.filePath), { recursive: true });
+    const tmp = `${this.filePath}.${process.pid}.tmp`;
+    fs.writeFileSync(tmp, JSON.stringify(next, null, 2) + '\n', { mode: 0o600 });
+    fs.renameSync(tmp, this.filePath);
+    this.stored = next;
+    return this.view();
+  }
+}

@@ -1,0 +1,54 @@
+// `hindsight serve [--port P] [--db PATH] [--host 127.0.0.1]`: the app's UI and API for a
+// browser, on loopback only, guarded by a per-launch token (see src-main/api/http-server.ts).
+// Prints the URL to open, which carries the token once; runs until Ctrl+C.
+import path from 'node:path';
+import { assertLoopbackHost } from '../api/http-server.js';
+import { serveApp } from '../api/serve-app.js';
+import { UserError } from '../core/types.js';
+import { defaultDbPath, intFlag, parseCommandArgs, printJson, type Command } from './args.js';
+
+export const DEFAULT_PORT = 8787;
+
+const HELP = `usage: hindsight serve [--port P] [--db PATH] [--host 127.0.0.1] [--json]
+Serves the Hindsight UI and API on a loopback address for a browser.
+  --port P     port to listen on (default ${DEFAULT_PORT}; 0 picks a free one)
+  --db PATH    database file (default: the app's own database)
+  --host H     127.0.0.1 (default), ::1 or localhost; other addresses are refused
+  --json       print {"url","loginUrl","port","db"} as one JSON line once listening`;
+
+export const command: Command = async (argv) => {
+  const { values } = parseCommandArgs(argv, { port: { type: 'string' }, host: { type: 'string' } });
+  if (values.help) {
+    process.stdout.write(HELP + '\n');
+    return 0;
+  }
+  const host = values.host ?? '127.0.0.1';
+  assertLoopbackHost(host); // before any work, so a bad --host fails fast
+  const port = intFlag('port', values.port, DEFAULT_PORT, 0);
+  if (port > 65535) throw new UserError(`--port must be ≤ 65535, got ${port}`);
+  const dbPath = path.resolve(values.db ?? defaultDbPath());
+  const log = (line: string) => process.stderr.write(`hindsight serve: ${line}\n`);
+
+  let server;
+  try {
+    server = await serveApp({ dbPath, host, port, log });
+  } catch (err) {
+    if (err instanceof UserError) throw err;
+    throw new UserError(`could not start: ${(err as Error).message}`);
+  }
+  if (values.json) printJson({ url: server.url, loginUrl: server.loginUrl, port: server.port, db: dbPath });
+  else {
+    process.stdout.write(`Hindsight is serving ${dbPath}\nOpen this URL in your browser (it carries this launch's access token):\n\n  ${server.loginUrl}\n\nPress Ctrl+C to stop.\n`);
+  }
+
+  await new Promise<void>((resolve) => {
+    const stop = () => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      server.close().then(resolve, resolve);
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+  return 0;
+};

@@ -1,0 +1,43 @@
+// Small display helpers shared by the views.
+import type { LabelSource, Reward } from '../../src-main/core/types.js';
+
+const SOURCE_LABELS: Record<string, string> = {
+  chatgpt: 'ChatGPT',
+  claude: 'Claude',
+  sharegpt: 'ShareGPT',
+  openai: 'OpenAI JSONL',
+  messages: 'HF messages',
+};
+
+export function sourceLabel(source: string): string {
+  return SOURCE_LABELS[source] ?? source;
+}
+
+/** Dates arrive as unix seconds (SPEC), shown in the user's locale. */
+export function formatDate(seconds: number | null): string {
+  if (seconds === null) return '—';
+  return new Date(seconds * 1000).toLocaleDateString(undefined, { year: 'numeric', month: 'short', day: 'numeric' });
+}
+
+export function rewardText(reward: Reward | null): string {
+  if (reward === null) return '·';
+  return reward === 1 ? '+1' : reward === -1 ? '−1' : '0';
+}
+
+export function rewardClass(reward: Reward | null): string {
+  return reward === null ? 'unlabeled' : reward === 1 ? 'pos' : reward === -1 ? 'neg' : 'neutral';
+}
+
+export function sourceText(source: LabelSource | null): string {
+  if (source === null) return 'unlabelled';
+  return source.startsWith('judge:') ? `judge · ${source.slice(6)}` : source;
+}
+
+export function formatDuration(seconds: number): string {
+  if (!Number.isFinite(seconds) || seconds < 0) return '—';
+  const s = Math.round(seconds);
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m ${String(s % 60).padStart(2, '0')}s`;
+  return `${Math.floor(m / 60)}h ${String(m % 60).padStart(2, '0')}m`;
+}
