@@ -161,16 +161,18 @@ export class Checkpoint {
     readonly dir: string,
     readonly config: ModelConfig,
     private readonly entries: Map<string, TensorEntry>,
+    private readonly files: string[],
   ) {}
 
   static open(dir: string): Checkpoint {
     if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new UserError(`model folder not found: ${dir}`);
     const config = readModelConfig(dir);
     const entries = new Map<string, TensorEntry>();
-    for (const file of weightFiles(dir)) {
+    const files = weightFiles(dir);
+    for (const file of files) {
       for (const e of readSafetensorsHeader(file).tensors) entries.set(e.name, e);
     }
-    return new Checkpoint(dir, config, entries);
+    return new Checkpoint(dir, config, entries, files);
   }
 
   has(name: string): boolean {
@@ -183,7 +185,10 @@ export class Checkpoint {
 
   entry(name: string): TensorEntry {
     const e = this.entries.get(name);
-    if (!e) throw new UserError(`${this.dir}: missing tensor '${name}' in the checkpoint`);
+    if (!e) {
+      const where = this.files.length === 1 ? this.files[0]! : `${this.dir} (${this.files.map((f) => path.basename(f)).join(', ')})`;
+      throw new UserError(`${where}: missing tensor '${name}', which config.json requires`);
+    }
     return e;
   }
 

@@ -69,6 +69,8 @@ export interface EngineOptions {
   device?: Device;
   threads?: number;
   cacheDir?: string;
+  /** Force the external-data path (used for models over 2 GiB anyway); for tests. */
+  externalData?: boolean;
 }
 
 type Graphs = 'score' | 'generate';
@@ -86,7 +88,7 @@ export class ModelEngine {
     this.config = checkpoint.config;
     this.tokenizer = tokenizer;
     this.weights = checkpointWeights(checkpoint);
-    this.sessionConfig = { device: options.device ?? 'cpu', threads: options.threads, cacheDir: options.cacheDir };
+    this.sessionConfig = { device: options.device ?? 'cpu', threads: options.threads, cacheDir: options.cacheDir, externalData: options.externalData };
   }
 
   /** Opens the checkpoint and tokenizer; checks the device now, builds sessions on first use. */

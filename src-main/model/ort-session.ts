@@ -31,6 +31,8 @@ export interface SessionConfig {
   threads?: number;
   /** Where to write graphs too large to pass in memory; default: the OS temp folder. */
   cacheDir?: string;
+  /** Always go through an .onnx + external data file (automatic above the 2 GiB protobuf cap). */
+  externalData?: boolean;
 }
 
 /** The folder holding onnxruntime-node's native libraries for this platform. */
@@ -73,7 +75,7 @@ export async function createSession(graph: Graph, config: SessionConfig): Promis
   let cleanup: (() => void) | undefined;
   try {
     let session: ort.InferenceSession;
-    if (needsExternalData(graph)) {
+    if (config.externalData || needsExternalData(graph)) {
       const dir = fs.mkdtempSync(path.join(config.cacheDir ?? os.tmpdir(), 'hindsight-graph-'));
       cleanup = () => {
         try {

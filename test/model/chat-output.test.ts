@@ -1,0 +1,59 @@
+// Reasoning and tool calls in generated replies.
+import { describe, expect, it } from 'vitest';
+import { parseReply, parseToolCalls, splitReasoning, splitReasoningText } from '../../src-main/model/chat-output.js';
+
+// A toy vocabulary: 1 = <think>, 2 = </think>, others are letters.
+const toy = { thinkStartId: 1, thinkEndId: 2, decode: (ids: number[]) => ids.map((i) => (i === 1 ? '<think>' : i === 2 ? '</think>' : String.fromCharCode(96 + i))).join('') };
+
+describe('reasoning', () => {
+  it('splits by token ids', () => {
+    expect(splitReasoning([1, 3, 4, 2, 5, 6], toy)).toEqual({ reasoning: 'cd', answer: 'ef' });
+    // Qwen3 opens <think> in the prompt: a lone </think> closes reasoning from the start.
+    expect(splitReasoning([3, 2, 5], toy)).toEqual({ reasoning: 'c', answer: 'e' });
+    // Cut off mid-thought.
+    expect(splitReasoning([1, 3, 4], toy)).toEqual({ reasoning: 'cd', answer: '' });
+    expect(splitReasoning([3, 4], toy)).toEqual({ answer: 'cd' });
+  });
+
+  it('splits by text when the tokenizer has no think tokens', () => {
+    const noIds = { decode: () => '<think>\nplan it\n</think>\n\nThe answer.' };
+    expect(splitReasoning([9], noIds)).toEqual({ reasoning: 'plan it', answer: 'The answer.' });
+    expect(splitReasoningText('plain')).toEqual({ answer: 'plain' });
+    expect(splitReasoningText('so</think>done')).toEqual({ reasoning: 'so', answer: 'done' });
+  });
+});
+
+describe('tool calls', () => {
+  it('parses Hermes blocks into OpenAI-format calls', () => {
+    const text = 'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n<tool_call>{"name":"now"}</tool_call>';
+    const r = parseToolCalls(text);
+    expect(r.content).toBe('Let me check.');
+    expect(r.errors).toEqual([]);
+    expect(r.toolCalls).toEqual([
+      { id: 'call_0', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+      { id: 'call_1', type: 'function', function: { name: 'now', arguments: '{}' } },
+    ]);
+  });
+
+  it('turns invalid JSON, a missing name and an unterminated block into error entries', () => {
+    const r = parseToolCalls('a<tool_call>{"name": oops}</tool_call>b<tool_call>{"arguments":{}}</tool_call>c<tool_call>{"name":"x"');
+    expect(r.content).toBe('abc');
+    expect(r.toolCalls).toEqual([]);
+    expect(r.errors.map((e) => e.error)).toEqual([
+      expect.stringMatching(/^invalid JSON in <tool_call>: /),
+      '<tool_call> JSON has no "name" string',
+      'unterminated <tool_call> block (no </tool_call>)',
+    ]);
+    expect(r.errors[0]!.raw).toBe('{"name": oops}');
+  });
+
+  it('parseReply combines both', () => {
+    const tok = { decode: () => '<think>need weather</think><tool_call>{"name":"w","arguments":"{\\"q\\":1}"}</tool_call>' };
+    expect(parseReply([1], tok)).toEqual({
+      content: '',
+      reasoning: 'need weather',
+      toolCalls: [{ id: 'call_0', type: 'function', function: { name: 'w', arguments: '{"q":1}' } }],
+      toolCallErrors: [],
+    });
+  });
+});
