@@ -23,7 +23,7 @@ describe('SPEC §3 seed examples', () => {
 
   it('the three-session example gives 2, 2 and 3 samples', () => {
     expect(SESSION_001).toHaveLength(6);
-    expect(SESSION_001[0][0]).toBe('system');
+    expect(turns(SESSION_001)[0].role).toBe('system');
     expect(SESSION_002).toHaveLength(5);
     expect(SESSION_003).toHaveLength(7);
     expect(analyseSession(turns(SESSION_001)).samples).toHaveLength(2);
