@@ -4,8 +4,8 @@
 
 export type Role = 'system' | 'user' | 'assistant' | 'tool';
 
-export type SourceFormat = 'chatgpt' | 'claude' | 'sharegpt' | 'openai' | 'messages';
-export const SOURCE_FORMATS: readonly SourceFormat[] = ['chatgpt', 'claude', 'sharegpt', 'openai', 'messages'];
+export type SourceFormat = 'chatgpt' | 'claude' | 'sharegpt' | 'openai' | 'messages' | 'openwebui';
+export const SOURCE_FORMATS: readonly SourceFormat[] = ['chatgpt', 'claude', 'sharegpt', 'openai', 'messages', 'openwebui'];
 
 /** An OpenAI-style tool call made by an assistant turn. `arguments` is the raw JSON text. */
 export interface ToolCall {

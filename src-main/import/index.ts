@@ -10,7 +10,8 @@
  * Detection never parses the whole file: it reads the first 64 KiB (binary? JSON at all?) and
  * then the first record only. The record's keys decide: `mapping` → chatgpt, `chat_messages` →
  * claude, `conversations` → sharegpt, `messages` → messages (JSON) or openai (JSONL; messages
- * again when the record carries Hugging Face media such as `images` or `{type:"image"}` parts).
+ * again when the record carries Hugging Face media such as `images` or `{type:"image"}` parts),
+ * `chat.history` → openwebui.
  * openai and messages share one converter, so the two labels only name the source.
  */
 import { SOURCE_FORMATS, UserError, type ImportedConversation, type SourceFormat } from '../core/types.js';
@@ -19,6 +20,7 @@ import { convertClaude } from './claude.js';
 import { describeConversation, idOf, isObject, MalformedConversation, MediaTokenReplacer, str, type ConversationConverter, type JsonObject } from './common.js';
 import { convertMessages } from './messages.js';
 import { peekSource, readRecords, SUPPORTED_LINE, type Container, type Peek } from './records.js';
+import { convertOpenWebUi } from './openwebui.js';
 import { convertShareGpt } from './sharegpt.js';
 import { resolveInput, type ByteSource, type ResolvedInput } from './sources.js';
 
@@ -52,6 +54,7 @@ const CONVERTERS: Record<SourceFormat, ConversationConverter> = {
   sharegpt: convertShareGpt,
   openai: convertMessages,
   messages: convertMessages,
+  openwebui: convertOpenWebUi,
 };
 
 /**
@@ -66,6 +69,7 @@ export function detectFormat(label: string, container: Container, first: unknown
   if ('mapping' in first || 'current_node' in first) return 'chatgpt';
   if ('chat_messages' in first) return 'claude';
   if (Array.isArray(first.conversations)) return 'sharegpt';
+  if (isObject(first.chat) && (isObject(first.chat.history) || Array.isArray(first.chat.messages))) return 'openwebui';
   if (Array.isArray(first.messages)) {
     if (container !== 'jsonl') return 'messages';
     return looksLikeHuggingFace(first) ? 'messages' : 'openai';

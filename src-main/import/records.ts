@@ -107,7 +107,8 @@ export function checkHead(source: ByteSource, head: Buffer): HeadCheck {
 export const SUPPORTED_LINE =
   'Supported formats: chatgpt (ChatGPT conversations.json, split files or the export zip), ' +
   'claude (Claude conversations.json or zip), sharegpt (ShareGPT {conversations:[{from,value}]}), ' +
-  'openai (OpenAI chat JSONL {messages:[…]} per line), messages (Hugging Face {messages:[…]} JSON or JSONL); ' +
+  'openai (OpenAI chat JSONL {messages:[…]} per line), messages (Hugging Face {messages:[…]} JSON or JSONL), ' +
+  'openwebui (Open WebUI chat export); ' +
   'use --format to force one.';
 
 /**

@@ -184,7 +184,7 @@ describe('unreadable files', () => {
     await expectUserError(
       () => openExport(file),
       /package\.json: not a supported chat export \(the top-level object has keys: name, version\)/,
-      /Supported formats: chatgpt .*claude .*sharegpt .*openai .*messages/,
+      /Supported formats: chatgpt .*claude .*sharegpt .*openai .*messages .*openwebui/,
     );
     const numbers = writeJson(dir, 'numbers.json', [1, 2, 3]);
     await expectUserError(() => openExport(numbers), /its first element is a number/, /Supported formats/);

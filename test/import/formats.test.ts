@@ -137,3 +137,57 @@ describe('Hugging Face messages', () => {
     expect(conversations).toHaveLength(2);
   });
 });
+
+describe('Open WebUI', () => {
+  const message = (id: string, parentId: string | null, role: string, content: string, extra: Record<string, unknown> = {}) => ({
+    id,
+    parentId,
+    childrenIds: [],
+    role,
+    content,
+    timestamp: 1_712_000_000,
+    ...extra,
+  });
+
+  it('walks chat.history from currentId and keeps regenerated replies as alternatives', async () => {
+    const file = writeJson(dir, 'chat-export-1712000000.json', [
+      {
+        id: 'owu-1',
+        user_id: 'user-1',
+        title: 'Jokes',
+        created_at: 1_712_000_000,
+        updated_at: 1_712_000_100,
+        chat: {
+          models: ['llama3:8b'],
+          history: {
+            currentId: 'a2',
+            messages: {
+              a2: message('a2', 'u1', 'assistant', '<details type="reasoning" done="true"><summary>Thought for 2 seconds</summary>\n> Keep it short.\n</details>\nWhy did the chicken cross the road?'),
+              u1: message('u1', null, 'user', 'Tell me a joke'),
+              a1: message('a1', 'u1', 'assistant', 'Knock knock.', { done: false }),
+            },
+          },
+          messages: [],
+        },
+      },
+    ]);
+    const { opened, conversations } = await importAll(file);
+    expect(opened.format).toBe('openwebui');
+    const c = conversations[0]!;
+    expect(c.externalId).toBe('owu-1');
+    expect(roles(c)).toEqual(['user', 'assistant']);
+    expect(c.turns[1]).toMatchObject({ text: 'Why did the chicken cross the road?', reasoning: 'Keep it short.' });
+    expect(c.alternatives).toEqual([{ atTurn: 1, turn: { role: 'assistant', text: 'Knock knock.', timestamp: 1_712_000_000, externalId: 'a1', status: 'in_progress' } }]);
+    expect(c.metadata).toEqual({ models: ['llama3:8b'], updated_at: 1_712_000_100 });
+  });
+
+  it('falls back to the flat messages list, and skips a chat without either', async () => {
+    const file = writeJson(dir, 'owu-flat.json', [
+      { id: 'flat', title: 'Flat', chat: { messages: [message('x', null, 'user', 'Hi'), message('y', 'x', 'assistant', 'Hello')] } },
+      { id: 'empty', title: 'Empty', chat: { title: 'Empty' } },
+    ]);
+    const { opened, conversations } = await importAll(file, 'openwebui');
+    expect(conversations.map(roles)).toEqual([['user', 'assistant']]);
+    expect(opened.warnings).toEqual([`${file}: conversation empty “Empty” (conversation #2) skipped: its "chat" has neither a "history" nor a "messages" list`]);
+  });
+});
