@@ -1,0 +1,217 @@
+// The data commands end to end: real importers, real database files, exit statuses.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { main } from '../../src-main/cli.js';
+import { tempDir } from '../store/helpers.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const SAMPLES = fileURLToPath(new URL('../../../shared/samples/', import.meta.url));
+const haveSamples = fs.existsSync(path.join(SAMPLES, 'chatgpt-tree-branches.json'));
+const CHATGPT = haveSamples ? path.join(SAMPLES, 'chatgpt-tree-branches.json') : path.join(ROOT, 'resources/samples/chatgpt-tree-branches.json');
+const run = promisify(execFile);
+
+let stdout = '';
+let stderr = '';
+beforeEach(() => {
+  stdout = '';
+  stderr = '';
+  vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => ((stdout += String(chunk)), true));
+  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => ((stderr += String(chunk)), true));
+});
+afterEach(() => vi.restoreAllMocks());
+
+/** Runs `hindsight …` in this process; returns the exit status with what it printed. */
+async function cli(...argv: string[]) {
+  stdout = '';
+  stderr = '';
+  const code = await main(argv);
+  return { code, stdout, stderr, json: () => JSON.parse(stdout) };
+}
+
+describe('npm run cli (a real process)', () => {
+  it('import --json prints the summary, and export --format kto writes valid lines', async () => {
+    const dir = tempDir();
+    const db = path.join(dir, 'x.db');
+    const env = { ...process.env, npm_config_loglevel: 'error' };
+    const imported = await run('npm', ['run', '-s', 'cli', '--', 'import', CHATGPT, '--db', db, '--json'], { cwd: ROOT, env });
+    expect(JSON.parse(imported.stdout)).toEqual({ sessions_added: 1, sessions_updated: 0, sessions_unchanged: 0, turns: 6, samples: 2, warnings: [] });
+    const bin = path.join(ROOT, 'bin/hindsight.mjs');
+    await run(process.execPath, [bin, 'label', 'chatgpt:d5dc5307-6807-41a0-8b04-4acee626eeb7', '3', '--reward', '-1', '--db', db], { cwd: ROOT });
+    await run(process.execPath, [bin, 'judge', '--backend', 'heuristic', '--hints', '--db', db], { cwd: ROOT });
+    const out = path.join(dir, 'kto.jsonl');
+    const exported = await run(process.execPath, [bin, 'export', '--format', 'kto', '--out', out, '--db', db, '--json'], { cwd: ROOT });
+    expect(JSON.parse(exported.stdout)).toMatchObject({ format: 'kto', lines: 1, path: out });
+    const lines = fs.readFileSync(out, 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l));
+    expect(lines).toEqual([
+      {
+        prompt: [
+          { role: 'user', content: 'hi there' },
+          { role: 'assistant', content: 'Hello! How can I assist you today?' },
+          { role: 'user', content: 'hi again' },
+        ],
+        completion: [{ role: 'assistant', content: "Hey! Welcome back. What's on your mind?" }],
+        label: false,
+      },
+    ]);
+  }, 60_000);
+
+  it('a truncated file exits 1 with one line naming the file and leaves the database bytes as they were', async () => {
+    const dir = tempDir();
+    const db = path.join(dir, 'x.db');
+    const bin = path.join(ROOT, 'bin/hindsight.mjs');
+    await run(process.execPath, [bin, 'import', CHATGPT, '--db', db], { cwd: ROOT });
+    const before = fs.readFileSync(db);
+    const truncated = path.join(dir, 'truncated.json');
+    fs.writeFileSync(truncated, fs.readFileSync(CHATGPT).subarray(0, 5000));
+    const err = await run(process.execPath, [bin, 'import', truncated, '--db', db], { cwd: ROOT }).then(
+      () => null,
+      (e: { code: number; stderr: string }) => e,
+    );
+    expect(err?.code).toBe(1);
+    expect(err?.stderr.trim().split('\n')).toHaveLength(1);
+    expect(err?.stderr).toContain(truncated);
+    expect(fs.readFileSync(db).equals(before)).toBe(true);
+  }, 60_000);
+});
+
+describe.skipIf(!haveSamples)('every shared sample file imports (db-level counts)', () => {
+  // turns / samples per file as the pipeline derives them:
+  // - chatgpt: the active branch has 6 turns; the last reply (the regenerated joke) got no reaction.
+  // - claude: one question, one answer, no reaction: 0 samples ("no reaction after any reply").
+  // - sharegpt: 12 turns, 6 replies, the last without reaction: 5 samples.
+  // - hf messages: 6 conversations × 4 turns, one reaction each: 6 samples.
+  const cases: [string, { sessions: number; turns: number; samples: number }][] = [
+    ['chatgpt-tree-branches.json', { sessions: 1, turns: 6, samples: 2 }],
+    ['claude-thinking.json', { sessions: 1, turns: 2, samples: 0 }],
+    ['sharegpt-conversation.json', { sessions: 1, turns: 12, samples: 5 }],
+    ['hf-messages-images.json', { sessions: 6, turns: 24, samples: 6 }],
+  ];
+
+  it.each(cases)('%s', async (file, expected) => {
+    const db = path.join(tempDir(), 'x.db');
+    const r = await cli('import', path.join(SAMPLES, file), '--db', db, '--json');
+    expect(r.code).toBe(0);
+    expect(r.json()).toMatchObject({ sessions_added: expected.sessions, turns: expected.turns, samples: expected.samples, warnings: [] });
+    const stats = (await cli('stats', '--db', db, '--json')).json();
+    expect(stats).toMatchObject({ sessions: expected.sessions, turns: expected.turns, samples: expected.samples });
+    expect(stats.sessions_without_samples).toBe(expected.samples === 0 ? 1 : 0);
+  });
+
+  it('all of them together, twice: the second import adds nothing and the stats stay identical', async () => {
+    const db = path.join(tempDir(), 'all.db');
+    const files = cases.map(([f]) => path.join(SAMPLES, f));
+    const first = await cli('import', ...files, '--db', db, '--json');
+    expect(first.json()).toMatchObject({ sessions_added: 9, turns: 44, samples: 13 });
+    const stats = (await cli('stats', '--db', db, '--json')).json();
+    expect(stats).toEqual({ sessions: 9, turns: 44, samples: 13, labeled: { pos: 0, neg: 0, neutral: 0, unlabeled: 13 }, sessions_without_samples: 1 });
+    const bytes = fs.readFileSync(db);
+    const second = await cli('import', ...files, '--db', db, '--json');
+    expect(second.json()).toMatchObject({ sessions_added: 0, sessions_updated: 0, sessions_unchanged: 9, turns: 44, samples: 13 });
+    expect((await cli('stats', '--db', db, '--json')).json()).toEqual(stats);
+    expect(fs.readFileSync(db).equals(bytes)).toBe(true);
+  });
+});
+
+describe('bad input', () => {
+  it('binary and wrong-format files exit 1, name the file, and leave the database untouched', async () => {
+    const dir = tempDir();
+    const db = path.join(dir, 'x.db');
+    expect((await cli('import', CHATGPT, '--db', db)).code).toBe(0);
+    const before = fs.readFileSync(db);
+    const binary = path.join(dir, 'photo.json');
+    fs.writeFileSync(binary, Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0xff, 0xfe]));
+    const wrong = path.join(dir, 'settings.json');
+    fs.writeFileSync(wrong, JSON.stringify({ theme: 'dark', fontSize: 14 }));
+    const missing = path.join(dir, 'nope.json');
+    for (const file of [binary, wrong, missing]) {
+      const r = await cli('import', file, '--db', db);
+      expect(r.code).toBe(1);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toContain(file);
+      expect(fs.readFileSync(db).equals(before)).toBe(true);
+    }
+  });
+
+  it('a malformed conversation is skipped with a warning naming it; the rest imports', async () => {
+    const dir = tempDir();
+    const file = path.join(dir, 'sharegpt.json');
+    fs.writeFileSync(
+      file,
+      JSON.stringify([
+        { id: 'good-one', conversations: [{ from: 'human', value: 'hi' }, { from: 'gpt', value: 'Hello!' }, { from: 'human', value: 'thanks!' }] },
+        { id: 'broken-one', conversations: 'this should be a list' },
+      ]),
+    );
+    const r = await cli('import', file, '--db', path.join(dir, 'x.db'), '--json');
+    expect(r.code).toBe(0);
+    const summary = r.json();
+    expect(summary).toMatchObject({ sessions_added: 1, turns: 3, samples: 1 });
+    expect(summary.warnings).toHaveLength(1);
+    expect(summary.warnings[0]).toMatch(/skipped/);
+    expect(summary.warnings[0]).toContain('broken-one');
+  });
+
+  it('bad usage exits 2; an unavailable judge backend exits 1 with a clear message', async () => {
+    const db = path.join(tempDir(), 'x.db');
+    expect((await cli('import', '--db', db)).code).toBe(2);
+    expect((await cli('import', CHATGPT, '--format', 'csv', '--db', db)).code).toBe(2);
+    expect((await cli('export', '--format', 'parquet', '--out', 'x', '--db', db)).code).toBe(2);
+    expect((await cli('label', 'some-session', 'two', '--reward', '1', '--db', db)).code).toBe(2);
+    expect((await cli('label', 'some-session', '2', '--reward', '3', '--db', db)).code).toBe(2);
+    expect((await cli('judge', '--backend', 'magic', '--db', db)).code).toBe(2);
+    expect((await cli('judge', '--backend', 'heuristic', '--votes', '0', '--db', db)).code).toBe(2);
+    const local = await cli('judge', '--backend', 'local', '--db', db);
+    expect(local.code).toBe(1);
+    expect(local.stderr).toMatch(/local-model judge is not available in this build yet/);
+    const unknown = await cli('label', 'no-such-session', '1', '--reward', '1', '--db', db);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/no session 'no-such-session'/);
+  });
+});
+
+describe('samples, label, judge, export, demo', () => {
+  it('a manual label set from the CLI survives judge and re-import; samples prints one line per sample', async () => {
+    const dir = tempDir();
+    const db = path.join(dir, 'x.db');
+    await cli('import', CHATGPT, '--db', db);
+    const id = 'chatgpt:d5dc5307-6807-41a0-8b04-4acee626eeb7';
+    const labelled = await cli('label', id, '1', '--reward', '-1', '--hint', 'Answer the greeting, then offer help.', '--db', db, '--json');
+    expect(labelled.json()).toMatchObject({ session_id: id, response_turn: 1, reward: -1, source: 'manual' });
+    const judged = await cli('judge', '--backend', 'heuristic', '--hints', '--db', db, '--json');
+    expect(judged.json()).toMatchObject({ backend: 'heuristic', judged: 1, skippedManual: 1 });
+    await cli('import', CHATGPT, '--db', db);
+    const lines = (await cli('samples', '--db', db)).stdout.trimEnd().split('\n').map((l) => JSON.parse(l));
+    expect(lines).toEqual([
+      { session_id: id, response_turn: 1, feedback_turn: 2, response: 'Hello! How can I assist you today?', feedback: 'hi again', reward: -1, hint: 'Answer the greeting, then offer help.', label_source: 'manual' },
+      { session_id: id, response_turn: 3, feedback_turn: 4, response: "Hey! Welcome back. What's on your mind?", feedback: 'tell me a joke', reward: 0, hint: null, label_source: 'heuristic' },
+    ]);
+    expect((await cli('samples', '--session', id, '--db', db)).stdout.trimEnd().split('\n')).toHaveLength(2);
+    expect((await cli('samples', '--session', 'other', '--db', db)).code).toBe(1);
+  });
+
+  it('export writes each format atomically; demo runs the whole path and reports it', async () => {
+    const dir = tempDir();
+    const db = path.join(dir, 'demo.db');
+    const demo = await cli('demo', '--db', db, '--json');
+    expect(demo.code).toBe(0);
+    const report = demo.json();
+    expect(report.imported).toMatchObject({ sessions_added: 1, samples: 2 });
+    expect(report.judged.judged).toBe(2);
+    expect(report.stats).toMatchObject({ sessions: 1, samples: 2 });
+    expect(fs.existsSync(report.export.path)).toBe(true);
+    const text = await cli('demo', '--db', path.join(dir, 'again.db'));
+    expect(text.stdout).toMatch(/2\. Imported .*chatgpt-tree-branches\.json: 1 session\(s\) added/);
+    expect(text.stdout).toMatch(/6\. Wrote the KTO export: 0 line\(s\)/);
+    for (const format of ['samples', 'openclaw', 'kto', 'sft', 'dpo', 'sdft']) {
+      const out = path.join(dir, `${format}.jsonl`);
+      const r = await cli('export', '--format', format, '--out', out, '--db', db, '--json');
+      expect(r.code).toBe(0);
+      expect(fs.existsSync(out)).toBe(true);
+    }
+    expect(fs.readdirSync(dir).filter((f) => f.includes('.tmp-'))).toEqual([]);
+  });
+});
