@@ -227,12 +227,16 @@ function generate(file: string, targetBytes: number): { bytes: number; conversat
 
 // ---- the parent side ---------------------------------------------------------------------
 
-function measure(mode: string, file: string): Measure {
+/** Runs one measurement in a child; a failure (JSON.parse cannot take a string over ~512 MiB) is returned as its message. */
+function measure(mode: string, file: string): Measure | string {
   const run = spawnSync(process.execPath, ['--import', 'tsx', thisFile, '--child', mode, file], {
     encoding: 'utf8',
     maxBuffer: 1 << 20,
   });
-  if (run.status !== 0) throw new Error(`${mode} child failed (${run.status}): ${run.stderr}`);
+  if (run.status !== 0) {
+    const reason = run.stderr.split('\n').find((line) => /Error/.test(line)) ?? `exit status ${run.status}`;
+    return `${mode} failed: ${reason.trim()}`;
+  }
   return JSON.parse(run.stdout.trim().split('\n').pop()!) as Measure;
 }
 
@@ -250,17 +254,22 @@ async function main(): Promise<void> {
     const mib = statSync(file).size / 1024 / 1024;
     console.log(`generated ${file}: ${mib.toFixed(1)} MiB, ${generated.conversations} conversations in ${((performance.now() - t) / 1000).toFixed(1)} s`);
     const stream = measure('stream', file);
+    if (typeof stream === 'string') throw new Error(stream);
     const parse = measure('parse', file);
-    if (stream.conversations !== parse.conversations) {
-      throw new Error(`streamed ${stream.conversations} conversations but JSON.parse saw ${parse.conversations}`);
-    }
     const row = (name: string, m: Measure) =>
       `${name.padEnd(28)} ${(m.ms / 1000).toFixed(2).padStart(7)} s ${(mib / (m.ms / 1000)).toFixed(1).padStart(7)} MiB/s  peak RSS ${m.maxRssMiB.toFixed(0).padStart(5)} MiB`;
     console.log(row('stream (openExport+convert)', stream));
-    console.log(row('JSON.parse (readFileSync)', parse));
     console.log(
       `streamed ${stream.conversations} conversations, ${stream.turns} turns, ${stream.alternatives} branch alternatives, ${stream.warnings} warnings`,
     );
+    if (typeof parse === 'string') {
+      console.log(`JSON.parse (readFileSync)    ${parse}`);
+      return;
+    }
+    console.log(row('JSON.parse (readFileSync)', parse));
+    if (stream.conversations !== parse.conversations) {
+      throw new Error(`streamed ${stream.conversations} conversations but JSON.parse saw ${parse.conversations}`);
+    }
     console.log(`time ratio stream / JSON.parse: ${(stream.ms / parse.ms).toFixed(2)}x`);
     console.log(`peak RSS ratio stream / JSON.parse: ${(stream.maxRssMiB / parse.maxRssMiB).toFixed(2)}x`);
   } finally {

@@ -221,7 +221,9 @@ export async function* readRecords(source: ByteSource, stream: Readable, contain
   }
   const counter = new ByteCounter();
   const { parser, atEnd } = makeParser(false);
-  const streamer = container === 'array' ? new StreamArray() : new StreamValues();
+  // One assembled conversation waits in the streamer at most (the default would queue 16).
+  const options = { readableHighWaterMark: 1 };
+  const streamer = container === 'array' ? new StreamArray(options) : new StreamValues(options);
   pipeline(stream, counter, parser, streamer, () => {});
   try {
     for await (const item of streamer as AsyncIterable<{ key: number; value: unknown }>) {
