@@ -12,12 +12,37 @@ type BackendName = (typeof BACKENDS)[number];
 
 const USAGE = 'usage: hindsight judge --backend heuristic|local|openai [--model DIR] [--endpoint URL] [--votes N] [--hints] [--force] [--db PATH] [--json]';
 
-/** The judge backend for a name. The LLM backends are not part of this build yet. */
-async function loadBackend(name: BackendName): Promise<JudgeBackend> {
+export interface LlmJudgeOptions {
+  model?: string;
+  endpoint?: string;
+  apiKey?: string;
+}
+
+/**
+ * THE PLUG for the LLM judges: `src-main/pipeline/llm-judge.ts`, once it exists, exports
+ * `createJudgeBackend(kind: 'local' | 'openai', options: LlmJudgeOptions): Promise<JudgeBackend>`.
+ * Until then (the module is absent) choosing those backends is a clear user error. Any
+ * other failure while loading it is a real error and is not hidden.
+ */
+async function loadLlmJudgeModule(): Promise<{ createJudgeBackend(kind: 'local' | 'openai', options: LlmJudgeOptions): Promise<JudgeBackend> } | null> {
+  const specifier = '../pipeline/llm-judge.js'; // not a literal: the module may not exist yet
+  try {
+    return await import(specifier);
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === 'ERR_MODULE_NOT_FOUND' && String(e.message).includes('llm-judge')) return null;
+    throw err;
+  }
+}
+
+/** The judge backend for a name. */
+async function loadBackend(name: BackendName, options: LlmJudgeOptions): Promise<JudgeBackend> {
   if (name === 'heuristic') return new HeuristicJudge();
-  throw new UserError(
-    `the ${name === 'local' ? 'local-model' : 'OpenAI-compatible'} judge is not available in this build yet; use --backend heuristic`,
-  );
+  const llm = await loadLlmJudgeModule();
+  if (!llm) {
+    throw new UserError(`the ${name === 'local' ? 'local-model' : 'OpenAI-compatible'} judge is not available in this build yet; use --backend heuristic`);
+  }
+  return llm.createJudgeBackend(name, options);
 }
 
 export const command: Command = async (argv) => {
@@ -36,7 +61,7 @@ export const command: Command = async (argv) => {
   const name = values.backend as BackendName;
   if (!BACKENDS.includes(name)) throw new UsageError(`--backend must be one of ${BACKENDS.join(', ')}, got '${values.backend}'`);
   const votes = intFlag('votes', values.votes, 3, 1);
-  const backend = await loadBackend(name);
+  const backend = await loadBackend(name, { model: values.model, endpoint: values.endpoint, apiKey: process.env.OPENAI_API_KEY });
   const summary = await withWorkspace(values.db ?? defaultDbPath(), (ws) =>
     ws.runJudge(backend, {
       hints: values.hints,

@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import initSqlJs, { type Database, type SqlJsStatic, type SqlValue } from 'sql.js';
+import initSqlJs, { type Database, type SqlJsStatic, type SqlValue, type Statement } from 'sql.js';
 import { UserError } from '../core/types.js';
 import { MIGRATIONS } from './schema.js';
 import { sweepStaleTempFiles, writeFileAtomicSync } from './atomic-file.js';
@@ -55,6 +55,8 @@ export class Store {
   private firstDirtyAt = 0;
   private txDepth = 0;
   private closed = false;
+  /** Prepared statements by SQL text: preparing dominates the cost of small queries. */
+  private readonly statements = new Map<string, Statement>();
   readonly persistStats: PersistStats = { saves: 0, lastSaveMs: 0, totalSaveMs: 0, bytes: 0 };
 
   private constructor(
@@ -118,19 +120,31 @@ export class Store {
     return this.get<{ version: number }>('SELECT version FROM schema_version')?.version ?? 0;
   }
 
+  private prepared(sql: string): Statement {
+    let stmt = this.statements.get(sql);
+    if (!stmt) {
+      stmt = this.db.prepare(sql);
+      this.statements.set(sql, stmt);
+    }
+    return stmt;
+  }
+
   all<T = Row>(sql: string, params?: Params): T[] {
-    const stmt = this.db.prepare(sql);
+    const stmt = this.prepared(sql);
     try {
       if (params) stmt.bind(params);
       const rows: T[] = [];
       while (stmt.step()) rows.push(stmt.getAsObject() as T);
       return rows;
     } finally {
-      stmt.free();
+      stmt.reset();
     }
   }
 
-  /** Calls `fn` for each row without building an array (for exports of large databases). */
+  /**
+   * Calls `fn` for each row without building an array (for exports of large databases).
+   * Uses its own statement, so `fn` may run other queries, even the same one.
+   */
   each<T = Row>(sql: string, params: Params | undefined, fn: (row: T) => void): void {
     const stmt = this.db.prepare(sql);
     try {
@@ -146,7 +160,12 @@ export class Store {
   }
 
   run(sql: string, params?: Params): void {
-    this.db.run(sql, params);
+    const stmt = this.prepared(sql);
+    try {
+      stmt.run(params);
+    } finally {
+      stmt.reset();
+    }
   }
 
   /** Rows changed by the last INSERT/UPDATE/DELETE. */
@@ -261,6 +280,8 @@ export class Store {
     if (this.inTransaction) this.rollback();
     this.flush();
     this.closed = true;
+    for (const stmt of this.statements.values()) stmt.free();
+    this.statements.clear();
     this.db.close();
   }
 }
