@@ -156,18 +156,23 @@ function convertRecord(
   position: string,
   warnings: string[],
 ): ImportedConversation | undefined {
+  const record = isObject(value) ? value : {};
+  const name = () =>
+    describeConversation(idOf(record.conversation_id) ?? idOf(record.uuid) ?? idOf(record.id), str(record.title) ?? str(record.name), position);
   try {
     const conversation = convert(value, { position });
     warnings.push(...conversation.warnings.map((w) => `${source.label}: ${w}`));
+    // An empty session would only clutter the store and the UI.
+    if (conversation.turns.length === 0) {
+      warnings.push(`${source.label}: ${name()} skipped: it has no messages to import`);
+      return undefined;
+    }
     return conversation;
   } catch (err) {
-    const record = isObject(value) ? value : {};
-    const id = idOf(record.conversation_id) ?? idOf(record.uuid) ?? idOf(record.id);
-    const title = str(record.title) ?? str(record.name);
     // Anything other than MalformedConversation is a bug in a converter; it still must not
     // stop the import of the other conversations.
     const why = err instanceof MalformedConversation ? err.message : `could not be converted (${(err as Error).message})`;
-    warnings.push(`${source.label}: ${describeConversation(id, title, position)} skipped: ${why}`);
+    warnings.push(`${source.label}: ${name()} skipped: ${why}`);
     return undefined;
   }
 }

@@ -353,6 +353,17 @@ describe('ChatGPT files', () => {
     ]);
   });
 
+  it('skips a conversation with nothing visible in it', async () => {
+    const hiddenOnly = chatgptConversation([
+      root,
+      { id: 's', parent: 'root', role: 'system', text: '', message: { metadata: { is_visually_hidden_from_conversation: true } } },
+    ]);
+    const file = writeJson(dir, 'hidden-only.json', [hiddenOnly]);
+    const { opened, conversations } = await importAll(file);
+    expect(conversations).toEqual([]);
+    expect(opened.warnings).toEqual([`${file}: conversation conv-1 “Test conversation” (conversation #1) skipped: it has no messages to import`]);
+  });
+
   it('copies per-conversation warnings into the export warnings, prefixed with the file', async () => {
     const raw = chatgptConversation([root, { id: 'u1', parent: 'root', role: 'user', text: 'Q' }, { id: 'w', parent: 'u1', role: 'assistant', content: { content_type: 'mystery' } }]);
     const file = writeJson(dir, 'unknown-type.json', [raw]);
