@@ -1,0 +1,96 @@
+/**
+ * Reverse-mode automatic differentiation over the graph IR (../../model/graph/ir.ts).
+ *
+ *     const grads = appendGradients(b, loss, ['lora_A_0', 'lora_B_0']);
+ *     b.output(b.identityAs(grads.get('lora_A_0')!, 'grad_A_0'));
+ *
+ * `appendGradients` appends the backward pass to the builder's graph, as plain ONNX nodes,
+ * and returns the name of the gradient value of each requested input. How it walks:
+ * 1. Forward from the `wrt` values: which values depend on them. Only floating-point outputs
+ *    of differentiable ops count, so index arithmetic, masks and shapes drop out at once.
+ * 2. Backward from the loss: which values the loss depends on.
+ * 3. Nodes on both paths get their gradient rule (./rules.ts) called, last node first (the
+ *    builder appends nodes in topological order). Everything else — the causal mask, the RoPE
+ *    tables, frozen weights — is pruned: no backward node is ever written for it.
+ * 4. A value used by several nodes gets the sum of their contributions.
+ *
+ * The loss must be a scalar (its seed gradient is 1). A `wrt` value the loss does not depend
+ * on gets a zero gradient, so callers can always fetch every gradient they asked for.
+ */
+import { GraphBuilder, type DType, type Node } from '../../model/graph/ir.js';
+import { GRADIENT_RULES, NON_DIFFERENTIABLE, type GradContext } from './rules.js';
+import { describeAs, sumToShape, zerosLike } from './shapes.js';
+
+const FLOAT_TYPES = new Set<DType | undefined>(['float32', 'float16', 'bfloat16']);
+
+/** Values downstream of `wrt` through differentiable ops and floating-point values. */
+function dependsOnWrt(nodes: Node[], b: GraphBuilder, wrt: string[]): Set<string> {
+  const active = new Set(wrt);
+  for (const node of nodes) {
+    if (NON_DIFFERENTIABLE.has(node.op) || !node.inputs.some((i) => active.has(i))) continue;
+    for (const o of node.outputs) if (FLOAT_TYPES.has(b.dtypeOf(o))) active.add(o);
+  }
+  return active;
+}
+
+/** Values the loss depends on. */
+function lossDependsOn(nodes: Node[], loss: string): Set<string> {
+  const needed = new Set([loss]);
+  for (let i = nodes.length - 1; i >= 0; i--) {
+    const node = nodes[i]!;
+    if (node.outputs.some((o) => needed.has(o))) for (const input of node.inputs) if (input) needed.add(input);
+  }
+  return needed;
+}
+
+/** Appends d(loss)/d(v) for each v in `wrt`; returns wrt name → gradient value name. */
+export function appendGradients(b: GraphBuilder, loss: string, wrt: string[]): Map<string, string> {
+  const lossShape = b.shapeOf(loss);
+  if (lossShape && lossShape.length !== 0) throw new Error(`autodiff: the loss '${loss}' must be a scalar, its shape is [${lossShape}]`);
+  for (const w of wrt) if (!b.valueInfo(w)) throw new Error(`autodiff: unknown value '${w}' to differentiate with respect to`);
+
+  const forward = [...b.graph.nodes]; // the nodes appended below are not walked
+  const active = dependsOnWrt(forward, b, wrt);
+  const needed = lossDependsOn(forward, loss);
+  const onPath = (v: string) => active.has(v) && needed.has(v);
+
+  // Gradient contributions per value, summed when the value is first read.
+  const contributions = new Map<string, string[]>([[loss, [b.scalar(1)]]]);
+  const gradientOf = (v: string): string | undefined => {
+    const parts = contributions.get(v);
+    if (!parts?.length) return undefined;
+    const total = parts.reduce((acc, p) => describeAs(b, b.add(acc, p), v));
+    contributions.set(v, [total]);
+    return total;
+  };
+
+  for (let i = forward.length - 1; i >= 0; i--) {
+    const node = forward[i]!;
+    if (!node.outputs.some(onPath)) continue;
+    const dy = node.outputs.map((o) => (onPath(o) ? gradientOf(o) : undefined));
+    if (dy.every((g) => g === undefined)) continue; // on the path, but nothing flowed back to it
+    const rule = GRADIENT_RULES[node.op];
+    if (!rule) throw new Error(`autodiff: no gradient rule for op ${node.op} (node ${node.name}), which lies between the trained values and the loss`);
+    const outShape = b.shapeOf(node.outputs[0]!);
+    const ctx: GradContext = {
+      b,
+      node,
+      x: node.inputs,
+      y: node.outputs,
+      dy,
+      needs: (k) => !!node.inputs[k] && onPath(node.inputs[k]!),
+      reduce: (g, k) => sumToShape(b, g, outShape, node.inputs[k]!),
+    };
+    const dx = rule(ctx);
+    node.inputs.forEach((input, k) => {
+      const g = dx[k];
+      if (!g || !ctx.needs(k)) return;
+      describeAs(b, g, input);
+      const list = contributions.get(input);
+      if (list) list.push(g);
+      else contributions.set(input, [g]);
+    });
+  }
+
+  return new Map(wrt.map((w) => [w, gradientOf(w) ?? zerosLike(b, w)]));
+}
