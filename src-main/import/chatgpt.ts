@@ -337,7 +337,10 @@ function multimodalBody(parts: unknown, metadata: JsonObject): MessageBody {
   if (Array.isArray(metadata.attachments)) {
     for (const a of metadata.attachments.filter(isObject)) if (idOf(a.id)) byId.set(idOf(a.id)!, a);
   }
-  for (const part of Array.isArray(parts) ? parts : []) {
+  const list = Array.isArray(parts) ? parts : [];
+  // A voice message carries its transcript: that is the text, and the audio needs no placeholder.
+  const transcribed = list.some((p) => isObject(p) && p.content_type === 'audio_transcription' && str(p.text));
+  for (const part of list) {
     if (typeof part === 'string') {
       if (part) texts.push(part);
       continue;
@@ -354,7 +357,7 @@ function multimodalBody(parts: unknown, metadata: JsonObject): MessageBody {
     const fileId = pointer?.replace(/^[a-z-]+:\/\//, '');
     const known = fileId ? byId.get(fileId) : undefined;
     if (fileId) shown.add(fileId);
-    texts.push(`[${kind}]`);
+    if (!(transcribed && kind === 'audio')) texts.push(`[${kind}]`);
     attachments.push(
       compact<Attachment>({
         kind,

@@ -244,6 +244,30 @@ describe('ChatGPT message kinds', () => {
     ]);
   });
 
+  it('uses the transcript of a voice message as its text, keeping the audio as an attachment', () => {
+    const c = convert(
+      chatgptConversation([
+        root,
+        {
+          id: 'u1',
+          parent: 'root',
+          role: 'user',
+          content: {
+            content_type: 'multimodal_text',
+            parts: [
+              { content_type: 'audio_transcription', text: 'What time is it in Tokyo?', direction: 'in' },
+              { content_type: 'audio_asset_pointer', asset_pointer: 'sediment://file_audio', size_bytes: 9000 },
+            ],
+          },
+        },
+      ]),
+    );
+    expect(c.turns[0]!.text).toBe('What time is it in Tokyo?');
+    expect(c.turns[0]!.attachments).toEqual([
+      { kind: 'audio', meta: { content_type: 'audio_asset_pointer', asset_pointer: 'sediment://file_audio', size_bytes: 9000 } },
+    ]);
+  });
+
   it('strips private-use and 【…†…】 citation markers from the text and keeps them as citations', () => {
     const marker = '\ue200cite\ue202turn0search1\ue201';
     const c = convert(
