@@ -124,14 +124,28 @@ export interface RunJudgeOptions {
   onProgress?: (done: number, total: number) => void;
 }
 
+/** A sample a judge can see (it has a next state), with the provenance of its current label. */
+export interface JudgeCandidate {
+  input: import('../pipeline/judge.js').JudgeInput;
+  label: { source: LabelSource | null; judgeBackend: string | null; judgeModel: string | null; promptVersion: string | null };
+}
+
+/** Who produced a verdict, as stored beside the label (SPEC §4: backend, model, prompt version). */
+export interface VerdictProvenance {
+  labelSource: LabelSource;
+  backend: string;
+  model: string | null;
+  promptVersion: string;
+}
+
 /** A chat message as chat templates and TRL expect it (see pipeline/messages.ts). */
-export interface TrainingMessage {
+export type TrainingMessage = {
   role: Role;
   content: string;
   tool_calls?: { id?: string; type: 'function'; function: { name: string; arguments: string } }[];
   tool_call_id?: string;
   name?: string;
-}
+};
 
 /**
  * One sample the trainer learns from. `reward` is 0 both for a neutral label and for an
@@ -174,6 +188,20 @@ export interface WorkspaceApi {
    * backend is a `JudgeBackend` from src-main/pipeline/judge.ts.
    */
   runJudge(backend: import('../pipeline/judge.js').JudgeBackend, options: RunJudgeOptions): Promise<JudgeSummary>;
+  /**
+   * The building blocks of the LLM judge runner (src-main/judge/runner.ts): every sample
+   * that has a next state, in stable order, with its label's provenance ...
+   */
+  judgeCandidates(): JudgeCandidate[];
+  /**
+   * ... and storing one verdict with its raw votes and provenance. Returns false (and
+   * stores nothing) when the sample has a manual label by now. Saved by the coalesced save.
+   */
+  recordJudgeVerdict(
+    sample: { sessionId: string; responseTurn: number },
+    verdict: import('../pipeline/judge.js').JudgeVerdict,
+    provenance: VerdictProvenance,
+  ): boolean;
   /**
    * The samples training uses: those labelled ±1 or carrying a hint. Samples with reward 0
    * (or unlabeled) are dropped, except that a session with samples but none trainable

@@ -1,7 +1,8 @@
 // The teacher ("enhanced") prompt of On-Policy Distillation (SPEC §4): the same context
 // with the hindsight hint appended to the last user message, so the model shown the hint
 // can act as its own teacher. Shared by the sdft export and the trainer.
-import type { ChatMessage } from './messages.js';
+/** Any chat message shape: Hindsight's ChatMessage, the tokenizer's, TRL's. */
+type MessageLike = { role: string; content: string };
 
 export const HINT_PREFIX = "\n\n[user's hint / instruction]\n";
 
@@ -10,9 +11,9 @@ export const HINT_PREFIX = "\n\n[user's hint / instruction]\n";
  * message the hint goes on the last message; with an empty context it becomes a new user
  * message. The input is not modified.
  */
-export function enhancedContext(context: readonly ChatMessage[], hint: string): ChatMessage[] {
+export function enhancedContext<M extends MessageLike>(context: readonly M[], hint: string): M[] {
   const out = context.map((m) => ({ ...m }));
-  if (out.length === 0) return [{ role: 'user', content: HINT_PREFIX.trimStart() + hint }];
+  if (out.length === 0) return [{ role: 'user', content: HINT_PREFIX.trimStart() + hint } as M];
   let target = -1;
   for (let i = out.length - 1; i >= 0; i--) {
     if (out[i].role === 'user') {

@@ -9,13 +9,15 @@ export interface ChatToolCall {
   function: { name: string; arguments: string };
 }
 
-export interface ChatMessage {
+// A type alias (not an interface) so it is assignable to `{ [key: string]: unknown }`
+// message shapes such as the tokenizer's.
+export type ChatMessage = {
   role: Role;
   content: string;
   tool_calls?: ChatToolCall[];
   tool_call_id?: string;
   name?: string;
-}
+};
 
 /** The turn fields a message is built from. */
 export interface MessageSource {
