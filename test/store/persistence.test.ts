@@ -167,7 +167,7 @@ describe('a kill during persistence', () => {
     const SQL = await loadSqlJs();
     let previous = 0;
     let killedMidWrite = 0;
-    for (let round = 0; round < 6; round++) {
+    for (let round = 0; round < 4; round++) {
       const lastReported = await runAndKill(dbPath, 1 + Math.floor(Math.random() * 3), round % 2 === 1);
       if (fs.readdirSync(path.dirname(dbPath)).some((f) => f.includes('.tmp-'))) killedMidWrite++;
       const db = new SQL.Database(fs.readFileSync(dbPath));
