@@ -155,7 +155,7 @@ describe('bad input', () => {
     expect(summary.warnings[0]).toContain('broken-one');
   });
 
-  it('bad usage exits 2; an unavailable judge backend exits 1 with a clear message', async () => {
+  it('bad usage exits 2; an unknown session exits 1 with a clear message', async () => {
     const db = path.join(tempDir(), 'x.db');
     expect((await cli('import', '--db', db)).code).toBe(2);
     expect((await cli('import', CHATGPT, '--format', 'csv', '--db', db)).code).toBe(2);
@@ -164,9 +164,6 @@ describe('bad input', () => {
     expect((await cli('label', 'some-session', '2', '--reward', '3', '--db', db)).code).toBe(2);
     expect((await cli('judge', '--backend', 'magic', '--db', db)).code).toBe(2);
     expect((await cli('judge', '--backend', 'heuristic', '--votes', '0', '--db', db)).code).toBe(2);
-    const local = await cli('judge', '--backend', 'local', '--db', db);
-    expect(local.code).toBe(1);
-    expect(local.stderr).toMatch(/local-model judge is not available in this build yet/);
     const unknown = await cli('label', 'no-such-session', '1', '--reward', '1', '--db', db);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/no session 'no-such-session'/);
