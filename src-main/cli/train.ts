@@ -1,0 +1,122 @@
+// `hindsight train` (SPEC §7): trains a LoRA adapter with Binary RL, On-Policy Distillation or
+// both, through ONNX Runtime in a worker thread. Without --data it trains on the database's
+// labelled samples; --out receives the PEFT adapter, trainer_log.jsonl, dataset.jsonl and
+// checkpoints/. Progress goes to stderr; --json prints the result as one object.
+import fs from 'node:fs';
+import { UserError } from '../core/types.js';
+import { withWorkspace } from '../core/workspace.js';
+import { parseTargets } from '../train/lora.js';
+import { startTraining } from '../train/run.js';
+import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
+import type { TrainMethod } from '../train/step-api.js';
+import { defaultDbPath, intFlag, numberFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
+import { deviceFlag } from './generate.js';
+
+const USAGE = `usage: hindsight train --model DIR --out ADAPTER_DIR [--data IN.jsonl] [--method rl|opd|combine]
+  [--steps N] [--batch-size B] [--lr X] [--optimizer adamw|sgd] [--lora-r R] [--lora-alpha A]
+  [--targets q,k,v,o,gate,up,down] [--init-adapter DIR] [--seed S] [--device cpu|cuda] [--db PATH]
+  [--save-every N] [--resume DIR] [--max-grad-norm X] [--kl-beta X] [--max-length N] [--w-opd X]
+  [--w-rl X] [--eps-low X] [--eps-high X] [--threads N] [--merge] [--json]`;
+
+const METHODS: readonly TrainMethod[] = ['rl', 'opd', 'combine'];
+
+function optionalNumber(name: string, value: string | undefined): number | undefined {
+  return value === undefined ? undefined : numberFlag(name, value, 0);
+}
+
+function optionalInt(name: string, value: string | undefined, min: number): number | undefined {
+  return value === undefined ? undefined : intFlag(name, value, 0, min);
+}
+
+function describe(event: TrainerEvent): string | null {
+  if (event.type === 'status') return event.message;
+  if (event.type === 'executionProvider') return `execution provider: ${event.name}`;
+  const l = event.log;
+  const gap = l.teacher_student_gap === null ? '' : ` gap ${l.teacher_student_gap.toFixed(4)}`;
+  return `step ${l.step}/${l.total_steps} loss ${l.loss.toFixed(4)} reward ${l.reward_mean.toFixed(2)} adv ${l.adv_mean.toFixed(4)}${gap} ` +
+    `kl ${l.approx_kl.toExponential(2)} clip ${l.clipfrac.toFixed(3)} |g| ${l.grad_norm.toFixed(4)} ${l.tokens_per_s.toFixed(0)} tok/s eta ${l.eta_s.toFixed(0)} s`;
+}
+
+export const command: Command = async (argv) => {
+  const { values: v } = parseCommandArgs(argv, {
+    model: { type: 'string' }, out: { type: 'string' }, data: { type: 'string' }, method: { type: 'string', default: 'rl' },
+    steps: { type: 'string' }, 'batch-size': { type: 'string' }, lr: { type: 'string' }, optimizer: { type: 'string' },
+    'lora-r': { type: 'string' }, 'lora-alpha': { type: 'string' }, targets: { type: 'string' }, 'init-adapter': { type: 'string' },
+    seed: { type: 'string' }, device: { type: 'string', default: 'cpu' }, 'save-every': { type: 'string' }, resume: { type: 'string' },
+    'max-grad-norm': { type: 'string' }, 'kl-beta': { type: 'string' }, 'max-length': { type: 'string' }, 'w-opd': { type: 'string' },
+    'w-rl': { type: 'string' }, 'eps-low': { type: 'string' }, 'eps-high': { type: 'string' }, threads: { type: 'string' },
+    merge: { type: 'boolean', default: false },
+  });
+  if (v.help) {
+    process.stdout.write(USAGE + '\n');
+    return 0;
+  }
+  if (!v.model || !v.out) throw new UsageError(`--model and --out are required\n${USAGE}`);
+  if (!METHODS.includes(v.method as TrainMethod)) throw new UsageError(`--method must be rl, opd or combine, got '${v.method}'`);
+  if (v.optimizer !== undefined && v.optimizer !== 'adamw' && v.optimizer !== 'sgd') throw new UsageError(`--optimizer must be adamw or sgd, got '${v.optimizer}'`);
+  let targets;
+  try {
+    targets = v.targets === undefined ? undefined : parseTargets(v.targets);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const options: TrainerOptions = {
+    modelDir: v.model,
+    outDir: v.out,
+    dataFile: v.data,
+    method: v.method as TrainMethod,
+    steps: optionalInt('steps', v.steps, 1),
+    batchSize: optionalInt('batch-size', v['batch-size'], 1),
+    lr: optionalNumber('lr', v.lr),
+    optimizer: v.optimizer as 'adamw' | 'sgd' | undefined,
+    loraR: optionalInt('lora-r', v['lora-r'], 1),
+    loraAlpha: optionalNumber('lora-alpha', v['lora-alpha']),
+    targets,
+    initAdapter: v['init-adapter'],
+    seed: optionalInt('seed', v.seed, 0),
+    device: deviceFlag(v.device),
+    threads: optionalInt('threads', v.threads, 1),
+    saveEvery: optionalInt('save-every', v['save-every'], 0),
+    resume: v.resume,
+    maxGradNorm: optionalNumber('max-grad-norm', v['max-grad-norm']),
+    klBeta: optionalNumber('kl-beta', v['kl-beta']),
+    maxLength: optionalInt('max-length', v['max-length'], 2),
+    wOpd: optionalNumber('w-opd', v['w-opd']),
+    wRl: optionalNumber('w-rl', v['w-rl']),
+    epsLow: optionalNumber('eps-low', v['eps-low']),
+    epsHigh: optionalNumber('eps-high', v['eps-high']),
+    merge: v.merge,
+  };
+  if (options.resume && (options.initAdapter || options.dataFile)) throw new UsageError('--resume continues a run as it was: it takes no --init-adapter or --data');
+  if (!options.dataFile && !options.resume) {
+    const db = v.db ?? defaultDbPath();
+    if (!fs.existsSync(db)) throw new UserError(`no database at ${db}: import chats first, or give --data FILE`);
+    options.samples = await withWorkspace(db, (ws) => ws.trainingSamples());
+  }
+  const controller = new AbortController();
+  const onSignal = () => {
+    process.stderr.write('stopping after the current step (a checkpoint is kept)…\n');
+    controller.abort();
+  };
+  process.once('SIGINT', onSignal);
+  try {
+    const result = await startTraining(options, {
+      signal: controller.signal,
+      onEvent: (e) => {
+        const line = describe(e);
+        if (line) process.stderr.write(line + '\n');
+      },
+    });
+    process.stderr.write(`${result.status}: ${result.steps}/${result.totalSteps} steps on ${result.executionProvider}; adapter in ${result.adapterDir}\n`);
+    if (v.json) {
+      printJson({
+        status: result.status, steps: result.steps, total_steps: result.totalSteps, execution_provider: result.executionProvider,
+        adapter_dir: result.adapterDir, checkpoint_dir: result.checkpointDir, log: result.logFile, rows: result.rows,
+        skipped: result.skipped, truncated: result.truncated, last: result.last, merged_dir: result.mergedDir ?? null,
+      });
+    }
+    return result.status === 'finished' ? 0 : 1;
+  } finally {
+    process.off('SIGINT', onSignal);
+  }
+};

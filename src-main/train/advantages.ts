@@ -1,0 +1,74 @@
+/**
+ * Per-token advantages of SPEC §5 on the student's [B, T] grid, and the batch metrics that
+ * come from them (reward mean, advantage mean, teacher–student gap).
+ *
+ *   rl       A_t = r
+ *   opd      A_t = teacher_t − old_t   (a row without a teacher: teacher = old, so A = 0)
+ *   combine  A_t = w_opd·(teacher_t − old_t) + w_rl·r
+ *
+ * `old` is the rollout log-prob when the row carries one, else the policy's log-prob at the
+ * start of the step. Teacher log-probs are the base model's on the teacher sequence, read
+ * from its own response span and laid onto the student's (same tokens, maybe other positions).
+ */
+import { responseValues, type TrainRow } from './batches.js';
+import type { StepBatch, TrainMethod } from './step-api.js';
+
+export interface AdvantageWeights {
+  wOpd: number;
+  wRl: number;
+}
+
+export interface AdvantageInputs {
+  method: TrainMethod;
+  weights: AdvantageWeights;
+  rows: readonly TrainRow[];
+  batch: StepBatch;
+  /** Policy log-probs on the student grid (used where a row has no rollout log-probs). */
+  policyOld?: Float32Array;
+  /** Base log-probs of each row's response tokens on its teacher sequence (undefined: no teacher). */
+  teacher: (Float32Array | undefined)[];
+}
+
+export interface AdvantageMetrics {
+  rewardMean: number;
+  advMean: number;
+  /** Token mean of teacher − old over rows with a teacher; null when none has one. */
+  teacherStudentGap: number | null;
+}
+
+/** Fills batch.oldLogprobs and batch.advantages; returns the metrics. */
+export function fillAdvantages(input: AdvantageInputs): AdvantageMetrics {
+  const { method, rows, batch, policyOld, teacher } = input;
+  const T = batch.seqLen;
+  const useOpd = method !== 'rl';
+  const useRl = method !== 'opd';
+  const wOpd = method === 'combine' ? input.weights.wOpd : 1;
+  const wRl = method === 'combine' ? input.weights.wRl : 1;
+  let advSum = 0, tokens = 0, gapSum = 0, gapTokens = 0, rewardSum = 0;
+  rows.forEach((row, b) => {
+    rewardSum += row.reward;
+    const old = responseValues(batch.oldLogprobs, T, b, row);
+    if (row.oldLogprobs) old.set(row.oldLogprobs);
+    else if (policyOld) old.set(responseValues(policyOld, T, b, row));
+    else throw new Error(`row ${row.origin}: no old log-probs (neither rollout nor policy)`);
+    const adv = responseValues(batch.advantages, T, b, row);
+    const t = useOpd ? teacher[b] : undefined;
+    for (let i = 0; i < adv.length; i++) {
+      const gap = t ? t[i]! - old[i]! : 0;
+      if (t) {
+        gapSum += gap;
+        gapTokens++;
+      }
+      // Math.fround: the grid is fp32, and the metric should be the mean of what is trained on.
+      const a = Math.fround((useOpd ? wOpd * gap : 0) + (useRl ? wRl * row.reward : 0));
+      adv[i] = a;
+      advSum += a;
+      tokens++;
+    }
+  });
+  return {
+    rewardMean: rows.length ? rewardSum / rows.length : 0,
+    advMean: tokens ? advSum / tokens : 0,
+    teacherStudentGap: gapTokens ? gapSum / gapTokens : null,
+  };
+}

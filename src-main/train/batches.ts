@@ -1,0 +1,294 @@
+/**
+ * Training rows and batches (SPEC §5, §7).
+ *
+ * A row is one sample, pre-tokenised: the student sequence (context + reply) with where the
+ * reply begins, its reward, optionally the teacher sequence (the hint-enhanced context
+ * followed by the SAME reply tokens) and optionally the reply's rollout log-probs. Rows come
+ * from the database (the Workspace's training samples through the chat template) or from a
+ * `--data` JSONL file in exactly the line format of SPEC §7; the trainer writes the rows it
+ * uses as `dataset.jsonl` in that format, so a run can be repeated or resumed from the file.
+ *
+ * Which rows a method trains on (the "masked out" samples of SPEC §5 are simply left out,
+ * which gives the same token mean):
+ *   rl       reward ±1; reward-0 samples only when kept by the at-least-one rule (A = 0)
+ *   opd      samples with a teacher (a hint); others only when kept by the at-least-one rule
+ *   combine  reward ±1 or a teacher; a hint without ±1 uses r = 0, ±1 without a hint uses
+ *            teacher = old (no OPD term)
+ *
+ * Truncation: a sequence longer than `maxLength` tokens loses context from the left (the
+ * first token, usually BOS, is kept); if the reply alone needs more than maxLength − 1
+ * tokens its end is cut. Student and teacher keep the same number of reply tokens.
+ *
+ * Padding is on the right; position ids count each row's real tokens from 0.
+ */
+import fs from 'node:fs';
+import { UserError } from '../core/types.js';
+import type { TrainingSample } from '../core/workspace-api.js';
+import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
+import { enhancedContext } from '../pipeline/hint-context.js';
+import type { StepBatch, TrainMethod } from './step-api.js';
+
+export interface TokenSpan {
+  inputIds: number[];
+  responseStart: number;
+}
+
+export interface TrainRow extends TokenSpan {
+  /** +1, −1 or 0 (no reward / neutral). */
+  reward: number;
+  teacher?: TokenSpan;
+  /** Rollout log-probs of the reply tokens (one per token), used as `old` when present. */
+  oldLogprobs?: number[];
+  /** Kept by the at-least-one rule (trained with A = 0 even though it has no signal). */
+  kept?: boolean;
+  /** Where the row came from, for messages: `file:line` or `session/turn`. */
+  origin: string;
+}
+
+export interface RowSet {
+  rows: TrainRow[];
+  /** Why rows were left out, with counts. */
+  skipped: Record<string, number>;
+  truncated: number;
+}
+
+export const DEFAULT_MAX_LENGTH = 512;
+
+const responseLength = (s: TokenSpan) => s.inputIds.length - s.responseStart;
+
+function sameTokens(a: number[], b: number[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** Whether a method trains on this row (see the module comment). */
+export function rowSelected(method: TrainMethod, reward: number, hasTeacher: boolean, kept = false): boolean {
+  if (kept) return true;
+  const rewarded = reward === 1 || reward === -1;
+  if (method === 'rl') return rewarded;
+  if (method === 'opd') return hasTeacher;
+  return rewarded || hasTeacher;
+}
+
+function skip(set: RowSet, reason: string): void {
+  set.skipped[reason] = (set.skipped[reason] ?? 0) + 1;
+}
+
+// ── rows from the database ─────────────────────────────────────────────────────────────
+
+/**
+ * The Workspace's training samples (at-least-one rule already applied there) through the
+ * model's chat template. The teacher is the enhanced context (SPEC §4) followed by the
+ * student's own reply tokens, so both score the very same tokens.
+ */
+export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: ChatTokenizer, method: TrainMethod, maxLength: number): RowSet {
+  const set: RowSet = { rows: [], skipped: {}, truncated: 0 };
+  for (const s of samples) {
+    const origin = `${s.sessionId}/${s.responseTurn}`;
+    const reply = s.response.content;
+    if (!reply.trim()) {
+      skip(set, 'empty reply text (tool call only)');
+      continue;
+    }
+    const wantTeacher = s.hint !== null && method !== 'rl';
+    if (!rowSelected(method, s.reward, wantTeacher, s.keptByAtLeastOne)) {
+      skip(set, method === 'rl' ? 'no ±1 reward' : method === 'opd' ? 'no hint' : 'neither ±1 reward nor hint');
+      continue;
+    }
+    // Spread into plain objects: templates read extra keys (tool_calls, name) from them.
+    const messages: ChatMessage[] = s.messages.map((m) => ({ ...m }));
+    const student = tokenizer.encodeResponse(messages, reply);
+    const row: TrainRow = { ...student, reward: s.reward, origin, ...(s.keptByAtLeastOne ? { kept: true } : {}) };
+    if (wantTeacher) {
+      const t = tokenizer.encodeResponse(enhancedContext(s.messages, s.hint!).map((m) => ({ ...m })), reply);
+      row.teacher = { inputIds: [...t.inputIds.slice(0, t.responseStart), ...student.inputIds.slice(student.responseStart)], responseStart: t.responseStart };
+    }
+    if (truncateRow(row, maxLength)) set.truncated++;
+    set.rows.push(row);
+  }
+  return set;
+}
+
+// ── rows from --data JSONL ─────────────────────────────────────────────────────────────
+
+function lineError(where: string, msg: string): never {
+  throw new UserError(`${where}: ${msg}`);
+}
+
+function tokenIds(value: unknown, key: string, where: string, vocabSize: number): number[] {
+  if (!Array.isArray(value) || value.length === 0) lineError(where, `${key} must be a non-empty array of token ids`);
+  for (const id of value as unknown[]) {
+    if (!Number.isInteger(id) || (id as number) < 0 || (id as number) >= vocabSize) {
+      lineError(where, `${key} holds ${JSON.stringify(id)}, not a token id in [0, ${vocabSize})`);
+    }
+  }
+  return value as number[];
+}
+
+function responseStart(value: unknown, key: string, ids: number[], where: string): number {
+  if (!Number.isInteger(value) || (value as number) < 1 || (value as number) >= ids.length) {
+    lineError(where, `${key} must be an integer in [1, ${ids.length - 1}] (the response needs at least one token and one token before it), got ${JSON.stringify(value)}`);
+  }
+  return value as number;
+}
+
+/**
+ * Parses one `--data` line. Formats (SPEC §7): rl needs `reward`; opd needs
+ * `teacher_input_ids` + `teacher_response_start` whose response tokens equal the student's;
+ * combine takes both (either may be absent on a line: no teacher means teacher = old, no
+ * reward means r = 0). `old_logprobs` (one per response token) is optional everywhere.
+ */
+export function parseDataLine(obj: unknown, where: string, method: TrainMethod, vocabSize: number): Omit<TrainRow, 'origin'> {
+  if (!obj || typeof obj !== 'object' || Array.isArray(obj)) lineError(where, 'expected a JSON object');
+  const o = obj as Record<string, unknown>;
+  const inputIds = tokenIds(o.input_ids, 'input_ids', where, vocabSize);
+  const start = responseStart(o.response_start, 'response_start', inputIds, where);
+  const row: Omit<TrainRow, 'origin'> = { inputIds, responseStart: start, reward: 0 };
+  if (o.reward !== undefined && o.reward !== null) {
+    if (o.reward !== 1 && o.reward !== -1 && o.reward !== 0) lineError(where, `reward must be 1, -1 or 0, got ${JSON.stringify(o.reward)}`);
+    row.reward = o.reward as number;
+  } else if (method === 'rl') {
+    lineError(where, 'rl needs "reward" (1, -1 or 0) on every line');
+  }
+  const hasTeacher = o.teacher_input_ids !== undefined && o.teacher_input_ids !== null;
+  if (hasTeacher) {
+    const tIds = tokenIds(o.teacher_input_ids, 'teacher_input_ids', where, vocabSize);
+    const tStart = responseStart(o.teacher_response_start, 'teacher_response_start', tIds, where);
+    if (!sameTokens(tIds.slice(tStart), inputIds.slice(start))) {
+      lineError(where, `the teacher's response tokens (teacher_input_ids from teacher_response_start, ${tIds.length - tStart} tokens) differ from the student's (${inputIds.length - start} tokens); they must be the same tokens`);
+    }
+    row.teacher = { inputIds: tIds, responseStart: tStart };
+  } else if (o.teacher_response_start !== undefined) {
+    lineError(where, 'teacher_response_start without teacher_input_ids');
+  } else if (method === 'opd') {
+    lineError(where, 'opd needs "teacher_input_ids" and "teacher_response_start" on every line');
+  }
+  if (method === 'combine' && !hasTeacher && (o.reward === undefined || o.reward === null)) {
+    lineError(where, 'combine needs "reward", or "teacher_input_ids" + "teacher_response_start", or both');
+  }
+  if (o.old_logprobs !== undefined && o.old_logprobs !== null) {
+    const lp = o.old_logprobs;
+    const n = inputIds.length - start;
+    if (!Array.isArray(lp) || lp.length !== n || !lp.every((x) => typeof x === 'number' && Number.isFinite(x) && x <= 0)) {
+      lineError(where, `old_logprobs must be ${n} finite log-probs ≤ 0 (one per response token)`);
+    }
+    row.oldLogprobs = lp as number[];
+  }
+  if (o.kept === true) row.kept = true;
+  return row;
+}
+
+/** Reads a `--data` file; every problem names the file and line. */
+export function rowsFromJsonl(file: string, method: TrainMethod, vocabSize: number, maxLength: number): RowSet {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UserError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  const set: RowSet = { rows: [], skipped: {}, truncated: 0 };
+  text.split('\n').forEach((line, i) => {
+    if (!line.trim()) return;
+    const where = `${file}:${i + 1}`;
+    let obj: unknown;
+    try {
+      obj = JSON.parse(line);
+    } catch (err) {
+      lineError(where, `invalid JSON (${(err as Error).message})`);
+    }
+    const row: TrainRow = { ...parseDataLine(obj, where, method, vocabSize), origin: where };
+    if (!rowSelected(method, row.reward, row.teacher !== undefined, row.kept)) {
+      skip(set, method === 'rl' ? 'reward 0' : 'no signal');
+      return;
+    }
+    if (truncateRow(row, maxLength)) set.truncated++;
+    set.rows.push(row);
+  });
+  return set;
+}
+
+/** A row as a `--data` line (what dataset.jsonl holds). */
+export function rowToLine(row: TrainRow): Record<string, unknown> {
+  const line: Record<string, unknown> = { input_ids: row.inputIds, response_start: row.responseStart, reward: row.reward };
+  if (row.teacher) {
+    line.teacher_input_ids = row.teacher.inputIds;
+    line.teacher_response_start = row.teacher.responseStart;
+  }
+  if (row.oldLogprobs) line.old_logprobs = row.oldLogprobs;
+  if (row.kept) line.kept = true;
+  return line;
+}
+
+// ── truncation ─────────────────────────────────────────────────────────────────────────
+
+function truncateSpan(span: TokenSpan, keepResponse: number, maxLength: number): TokenSpan {
+  const prompt = span.inputIds.slice(0, span.responseStart);
+  const response = span.inputIds.slice(span.responseStart, span.responseStart + keepResponse);
+  const budget = maxLength - response.length;
+  const head = prompt.length <= budget ? prompt : [prompt[0]!, ...prompt.slice(prompt.length - (budget - 1))];
+  return { inputIds: [...head, ...response], responseStart: head.length };
+}
+
+/** Truncates a row in place (see the module comment); returns whether it changed. */
+export function truncateRow(row: TrainRow, maxLength: number): boolean {
+  if (maxLength < 2) throw new UserError(`max length must be at least 2 tokens, got ${maxLength}`);
+  const tooLong = row.inputIds.length > maxLength || (row.teacher !== undefined && row.teacher.inputIds.length > maxLength);
+  if (!tooLong) return false;
+  const keepResponse = Math.min(responseLength(row), maxLength - 1);
+  Object.assign(row, truncateSpan(row, keepResponse, maxLength));
+  if (row.teacher) row.teacher = truncateSpan(row.teacher, keepResponse, maxLength);
+  if (row.oldLogprobs) row.oldLogprobs = row.oldLogprobs.slice(0, keepResponse);
+  return true;
+}
+
+// ── batches ────────────────────────────────────────────────────────────────────────────
+
+/** Right-padded [B, T] batch of spans; log-prob, advantage and old grids start at zero. */
+export function padBatch(spans: readonly TokenSpan[]): StepBatch {
+  const B = spans.length;
+  const T = Math.max(...spans.map((s) => s.inputIds.length));
+  const batch: StepBatch = {
+    batch: B,
+    seqLen: T,
+    inputIds: new BigInt64Array(B * T),
+    attentionMask: new BigInt64Array(B * T),
+    positionIds: new BigInt64Array(B * T),
+    responseMask: new Float32Array(B * T),
+    oldLogprobs: new Float32Array(B * T),
+    advantages: new Float32Array(B * T),
+  };
+  spans.forEach((s, b) => {
+    s.inputIds.forEach((id, t) => {
+      batch.inputIds[b * T + t] = BigInt(id);
+      batch.attentionMask[b * T + t] = 1n;
+      batch.positionIds[b * T + t] = BigInt(t);
+      if (t >= s.responseStart) batch.responseMask[b * T + t] = 1;
+    });
+  });
+  return batch;
+}
+
+/** A row's response-token values read off a [B, T] grid. */
+export function responseValues(grid: Float32Array, seqLen: number, b: number, span: TokenSpan): Float32Array {
+  const from = b * seqLen + span.responseStart;
+  return grid.subarray(from, from + responseLength(span));
+}
+
+/** Deterministic epoch order: a Fisher–Yates shuffle from (seed, epoch). */
+export function epochOrder(n: number, seed: number, epoch: number, random: (seed: number) => () => number): number[] {
+  const order = Array.from({ length: n }, (_, i) => i);
+  const rand = random((Math.imul(seed >>> 0, 0x9e3779b1) ^ Math.imul(epoch + 1, 0x85ebca6b)) >>> 0);
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [order[i], order[j]] = [order[j]!, order[i]!];
+  }
+  return order;
+}
+
+/** The rows of step `k` (0-based): batches never straddle epochs; each epoch reshuffles. */
+export function rowsForStep(rows: readonly TrainRow[], batchSize: number, step: number, seed: number, random: (seed: number) => () => number): { rows: TrainRow[]; epoch: number } {
+  const perEpoch = Math.ceil(rows.length / batchSize);
+  const epoch = Math.floor(step / perEpoch);
+  const j = step % perEpoch;
+  const order = epochOrder(rows.length, seed, epoch, random);
+  return { rows: order.slice(j * batchSize, (j + 1) * batchSize).map((i) => rows[i]!), epoch };
+}

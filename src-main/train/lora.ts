@@ -1,0 +1,116 @@
+/**
+ * LoRA adapters over the decoder's linear layers (SPEC §5): which tensors exist for a model
+ * and a target list, and their initialisation.
+ *
+ * Each adapted linear y = x·Wᵀ gains s·(x·Aᵀ)·Bᵀ with A [r, in], B [out, r], s = alpha / r.
+ * Initialisation follows PEFT (`LoraLayer.reset_lora_parameters` with init_lora_weights=True):
+ * A from torch's `kaiming_uniform_(a=√5)`, whose bound works out to 1/√in_features
+ * (gain √(2/(1+a²)) = √(1/3), bound = gain·√3/√fan_in), and B = 0, so a fresh adapter
+ * leaves the model exactly as it was. The numbers come from a seeded PRNG (mulberry32), in
+ * spec order, so a seed always gives the same adapter; they are not torch's stream.
+ */
+import { UserError } from '../core/types.js';
+import type { ModelConfig } from '../model/checkpoint.js';
+import { LINEAR_TARGETS, type LinearTarget } from '../model/decoder.js';
+import { seededRandom } from '../model/sampling.js';
+import type { LoraConfig, LoraTensorSpec, LoraWeights } from './step-api.js';
+
+export const DEFAULT_LORA: LoraConfig = { r: 16, alpha: 32, targets: [...LINEAR_TARGETS] };
+
+/** PEFT's name for each target (the HF module's last path element). */
+export const PEFT_MODULE_NAMES: Record<LinearTarget, string> = {
+  q: 'q_proj', k: 'k_proj', v: 'v_proj', o: 'o_proj', gate: 'gate_proj', up: 'up_proj', down: 'down_proj',
+};
+
+/** The PEFT key prefix of a module: PeftModel wraps the HF model twice (`base_model.model.`). */
+export const PEFT_PREFIX = 'base_model.model.';
+
+/** Parses `q,k,v` (or `q_proj,k_proj` or `all`) into targets in canonical order. */
+export function parseTargets(text: string): LinearTarget[] {
+  const wanted = new Set<LinearTarget>();
+  for (const raw of text.split(',').map((s) => s.trim()).filter(Boolean)) {
+    if (raw === 'all') {
+      LINEAR_TARGETS.forEach((t) => wanted.add(t));
+      continue;
+    }
+    const t = (LINEAR_TARGETS as readonly string[]).includes(raw) ? (raw as LinearTarget) : targetFromModuleName(raw);
+    if (!t) throw new UserError(`unknown LoRA target '${raw}'; choose from ${LINEAR_TARGETS.join(',')} (or all)`);
+    wanted.add(t);
+  }
+  if (wanted.size === 0) throw new UserError('no LoRA targets given; choose from ' + LINEAR_TARGETS.join(','));
+  return LINEAR_TARGETS.filter((t) => wanted.has(t));
+}
+
+export function targetFromModuleName(name: string): LinearTarget | undefined {
+  return (Object.entries(PEFT_MODULE_NAMES) as [LinearTarget, string][]).find(([, n]) => n === name)?.[0];
+}
+
+/** The HF module path of one projection (as the decoder builder names it). */
+export function hfModulePath(layer: number, target: LinearTarget): string {
+  const block = target === 'gate' || target === 'up' || target === 'down' ? 'mlp' : 'self_attn';
+  return `model.layers.${layer}.${block}.${PEFT_MODULE_NAMES[target]}`;
+}
+
+/** [in, out] of each target's projection for this model. */
+export function linearShape(config: ModelConfig, target: LinearTarget): { inFeatures: number; outFeatures: number } {
+  const { hiddenSize: H, numHeads, numKvHeads, headDim, intermediateSize: I } = config;
+  switch (target) {
+    case 'q': return { inFeatures: H, outFeatures: numHeads * headDim };
+    case 'k':
+    case 'v': return { inFeatures: H, outFeatures: numKvHeads * headDim };
+    case 'o': return { inFeatures: numHeads * headDim, outFeatures: H };
+    case 'gate':
+    case 'up': return { inFeatures: H, outFeatures: I };
+    case 'down': return { inFeatures: I, outFeatures: H };
+  }
+}
+
+/** Every LoRA pair for a model, layer by layer, targets in canonical order. */
+export function loraSpecs(config: ModelConfig, targets: readonly LinearTarget[]): LoraTensorSpec[] {
+  const ordered = LINEAR_TARGETS.filter((t) => targets.includes(t));
+  const specs: LoraTensorSpec[] = [];
+  for (let layer = 0; layer < config.numLayers; layer++) {
+    for (const target of ordered) {
+      specs.push({ module: PEFT_PREFIX + hfModulePath(layer, target), layer, target, ...linearShape(config, target) });
+    }
+  }
+  return specs;
+}
+
+export const loraAKey = (spec: LoraTensorSpec) => `${spec.module}.lora_A.weight`;
+export const loraBKey = (spec: LoraTensorSpec) => `${spec.module}.lora_B.weight`;
+
+/** Shape of every LoRA tensor by key, for validation and export. */
+export function loraShapes(specs: readonly LoraTensorSpec[], r: number): Map<string, [number, number]> {
+  const shapes = new Map<string, [number, number]>();
+  for (const s of specs) {
+    shapes.set(loraAKey(s), [r, s.inFeatures]);
+    shapes.set(loraBKey(s), [s.outFeatures, r]);
+  }
+  return shapes;
+}
+
+/** PEFT/torch's kaiming_uniform_(a=√5) bound for a [r, in] matrix. */
+export function kaimingBound(inFeatures: number): number {
+  return 1 / Math.sqrt(inFeatures);
+}
+
+/** A fresh adapter: A ~ U(−1/√in, 1/√in) from the seeded PRNG, B = 0. */
+export function initLora(specs: readonly LoraTensorSpec[], r: number, seed: number): LoraWeights {
+  if (!Number.isInteger(r) || r < 1) throw new UserError(`LoRA rank must be a whole number ≥ 1, got ${r}`);
+  const rand = seededRandom(seed);
+  const weights: LoraWeights = new Map();
+  for (const spec of specs) {
+    const bound = kaimingBound(spec.inFeatures);
+    const a = new Float32Array(r * spec.inFeatures);
+    for (let i = 0; i < a.length; i++) a[i] = (2 * rand() - 1) * bound;
+    weights.set(loraAKey(spec), a);
+    weights.set(loraBKey(spec), new Float32Array(spec.outFeatures * r));
+  }
+  return weights;
+}
+
+/** Deep copy, so a caller can keep a snapshot while training goes on. */
+export function cloneWeights(weights: ReadonlyMap<string, Float32Array>): Map<string, Float32Array> {
+  return new Map([...weights].map(([k, v]) => [k, v.slice()]));
+}

@@ -1,0 +1,104 @@
+/**
+ * Using an adapter without the trainer:
+ *
+ * - {@link writeMergedModel}: the optional merged export, W' = W + s·B·A for every adapted
+ *   linear (s = alpha / r), written as a Hugging Face folder (fp32 `model.safetensors`,
+ *   `config.json` with torch_dtype float32, tokenizer files copied) that any tool, and
+ *   Hindsight's own `score`/`generate`, loads as a plain model. Every tensor is held in
+ *   memory while writing, so this is meant for models that fit in RAM in fp32.
+ * - {@link adapterScoreGraph} / {@link scoreWithAdapter}: the decoder with LoRA applied
+ *   unmerged (y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ) through the decoder builder's linear hook — an
+ *   implementation independent of the training graph, used to check that an exported
+ *   adapter scores as the trained one did.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { Checkpoint } from '../model/checkpoint.js';
+import { checkpointWeights, decoderGraph, transpose2dF32, type LinearHook } from '../model/decoder.js';
+import { f32Tensor, type Graph } from '../model/graph/ir.js';
+import { createSession, int64Tensor, type Device } from '../model/ort-session.js';
+import type { ScoreRow } from '../model/engine.js';
+import { writeJsonAtomic, writeSafetensorsAtomic } from './files.js';
+import { loraAKey, loraBKey } from './lora.js';
+import { readAdapter } from './peft.js';
+import type { LoraConfig, LoraTensorSpec, LoraWeights } from './step-api.js';
+import type { TensorToWrite } from '../model/safetensors.js';
+
+const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'generation_config.json', 'chat_template.jinja', 'tokenizer.model'];
+
+/** W [out, in] += s·B [out, r]·A [r, in], in float64 accumulation. */
+export function mergeInto(w: Float32Array, a: Float32Array, b: Float32Array, r: number, inF: number, outF: number, scaling: number): void {
+  const row = new Float64Array(inF);
+  for (let o = 0; o < outF; o++) {
+    row.fill(0);
+    for (let k = 0; k < r; k++) {
+      const bk = b[o * r + k]!;
+      if (bk === 0) continue;
+      const aRow = k * inF;
+      for (let i = 0; i < inF; i++) row[i]! += bk * a[aRow + i]!;
+    }
+    for (let i = 0; i < inF; i++) w[o * inF + i] = w[o * inF + i]! + scaling * row[i]!;
+  }
+}
+
+export function writeMergedModel(ckpt: Checkpoint, dir: string, lora: LoraConfig, specs: readonly LoraTensorSpec[], weights: LoraWeights): string {
+  fs.mkdirSync(dir, { recursive: true });
+  const scaling = lora.alpha / lora.r;
+  const byWeight = new Map(specs.map((s) => [`${s.module.replace(/^base_model\.model\./, '')}.weight`, s]));
+  const tensors: Record<string, TensorToWrite> = {};
+  for (const name of ckpt.tensorNames.sort()) {
+    const entry = ckpt.entry(name);
+    if (entry.dtype !== 'F32' && entry.dtype !== 'F16' && entry.dtype !== 'BF16' && entry.dtype !== 'F64') continue;
+    const data = ckpt.readFloat32(name, entry.shape).slice();
+    const spec = byWeight.get(name);
+    if (spec) mergeInto(data, weights.get(loraAKey(spec))!, weights.get(loraBKey(spec))!, lora.r, spec.inFeatures, spec.outFeatures, scaling);
+    tensors[name] = { dtype: 'F32', shape: entry.shape, data };
+  }
+  writeSafetensorsAtomic(path.join(dir, 'model.safetensors'), tensors, { format: 'pt' });
+  const config = JSON.parse(fs.readFileSync(path.join(ckpt.dir, 'config.json'), 'utf8'));
+  writeJsonAtomic(path.join(dir, 'config.json'), { ...config, torch_dtype: 'float32' });
+  for (const f of TOKENIZER_FILES) if (fs.existsSync(path.join(ckpt.dir, f))) fs.copyFileSync(path.join(ckpt.dir, f), path.join(dir, f));
+  return dir;
+}
+
+/** The score graph (output `logprobs`) with LoRA applied through the linear hook. */
+export function adapterScoreGraph(ckpt: Checkpoint, lora: LoraConfig, specs: readonly LoraTensorSpec[], weights: LoraWeights): Graph {
+  const byModule = new Map(specs.map((s) => [s.module.replace(/^base_model\.model\./, ''), s]));
+  const hook: LinearHook = (b, site, base) => {
+    const spec = byModule.get(site.module);
+    if (!spec) return base;
+    const aT = b.initializer(`${site.module}.lora_A.T`, f32Tensor([spec.inFeatures, lora.r], transpose2dF32(weights.get(loraAKey(spec))!, lora.r, spec.inFeatures)));
+    const bT = b.initializer(`${site.module}.lora_B.T`, f32Tensor([lora.r, spec.outFeatures], transpose2dF32(weights.get(loraBKey(spec))!, spec.outFeatures, lora.r)));
+    const delta = b.mul(b.matmul(b.matmul(site.input, aT), bT), b.scalar(lora.alpha / lora.r));
+    return b.add(base, delta);
+  };
+  return decoderGraph(checkpointWeights(ckpt), { output: 'target_logprobs', linear: hook }, 'score_lora').graph;
+}
+
+/**
+ * Log-probs of each row's response tokens under base + adapter (a PEFT folder). Blocks the
+ * calling thread while ONNX Runtime runs: for the CLI, tests and workers.
+ */
+export async function scoreWithAdapter(modelDir: string, adapterDir: string, rows: ScoreRow[], device: Device = 'cpu'): Promise<number[][]> {
+  const ckpt = Checkpoint.open(modelDir);
+  const adapter = readAdapter(adapterDir, ckpt.config);
+  const { session } = await createSession(adapterScoreGraph(ckpt, adapter.lora, adapter.specs, adapter.weights), { device });
+  try {
+    const out: number[][] = [];
+    for (const r of rows) {
+      const T = r.inputIds.length;
+      const targets = r.inputIds.map((_, t) => r.inputIds[t + 1] ?? 0);
+      const res = await session.run({
+        input_ids: int64Tensor(r.inputIds, [1, T]),
+        attention_mask: int64Tensor(new Array(T).fill(1), [1, T]),
+        position_ids: int64Tensor(r.inputIds.map((_, t) => t), [1, T]),
+        target_ids: int64Tensor(targets, [1, T]),
+      });
+      const lp = res.logprobs!.data as Float32Array;
+      out.push(Array.from(lp.subarray(r.responseStart - 1, T - 1)));
+    }
+    return out;
+  } finally {
+    await session.release();
+  }
+}

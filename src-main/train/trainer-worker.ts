@@ -1,0 +1,24 @@
+/**
+ * The trainer's worker thread (started by ./run.ts): runs `train` with the options from
+ * workerData and posts events, then `done` or `error`. Structured-clone messages only.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { train, type TrainerOptions } from './trainer.js';
+import { createStepForTrainer } from './step-factory.js';
+import type { WorkerMessage } from './run.js';
+
+const port = parentPort!;
+const { options, stopFlag } = workerData as { options: TrainerOptions; stopFlag: Int32Array };
+const post = (msg: WorkerMessage) => port.postMessage(msg);
+
+try {
+  const result = await train(options, {
+    createStep: createStepForTrainer,
+    onEvent: (event) => post({ type: 'event', event }),
+    shouldStop: () => Atomics.load(stopFlag, 0) === 1,
+  });
+  post({ type: 'done', result });
+} catch (err) {
+  const e = err as Error;
+  post({ type: 'error', error: { name: e?.name ?? 'Error', message: e?.message ?? String(err), stack: e?.stack } });
+}
