@@ -20,7 +20,7 @@ export function formatDate(seconds: number | null): string {
 }
 
 export function rewardText(reward: Reward | null): string {
-  if (reward === null) return '·';
+  if (reward === null) return '–';
   return reward === 1 ? '+1' : reward === -1 ? '−1' : '0';
 }
 

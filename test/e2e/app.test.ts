@@ -1,0 +1,329 @@
+// The user's workflow in a real browser (Debian's Chromium driven by playwright-core) against
+// a real `hindsight serve` child process on a temporary database and a random port:
+// import through the UI, label with the keyboard, edit a hint, reload and find both, see a
+// session without samples in Checks, export KTO, see a truncated import fail readably with
+// nothing imported, and scroll a 5,000-turn session. Screenshots of every screen are taken
+// (see SHOTS). Skipped, with the reason printed, where /usr/bin/chromium is missing.
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(import.meta.dirname, '..', '..');
+const CHROMIUM = process.env.HINDSIGHT_CHROMIUM ?? '/usr/bin/chromium';
+// Screenshots go to test-output/ on ordinary runs; `HINDSIGHT_SCREENSHOTS=docs/screenshots`
+// refreshes the committed ones that the README shows.
+const SHOTS = path.resolve(ROOT, process.env.HINDSIGHT_SCREENSHOTS ?? path.join('test-output', 'screenshots'));
+const SAMPLE = path.join(ROOT, 'resources', 'samples', 'chatgpt-tree-branches.json');
+const haveChromium = fs.existsSync(CHROMIUM);
+if (!haveChromium) {
+  process.stderr.write(`[e2e] SKIPPED: ${CHROMIUM} not found; install Debian's chromium (apt-get install chromium) to run the browser tests.\n`);
+}
+
+let dir: string;
+let serveProcess: ChildProcess;
+let serverUrl: string;
+let loginUrl: string;
+let token: string;
+let browser: Browser;
+let page: Page;
+const pageErrors: string[] = [];
+
+/** Calls the API from the test (as a script would), to check what the UI claims. */
+async function api<T>(name: string, input: unknown = {}): Promise<T> {
+  const res = await fetch(`${serverUrl}api/${name}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
+    body: JSON.stringify(input),
+  });
+  const body = (await res.json()) as { ok: boolean; value: T; error?: { message: string } };
+  if (!body.ok) throw new Error(body.error!.message);
+  return body.value;
+}
+
+async function shot(name: string): Promise<void> {
+  // Toasts are dismissed on click; clear them so they do not cover the screen.
+  await page.evaluate(() => document.querySelectorAll<HTMLElement>('.toast').forEach((t) => t.click()));
+  await page.waitForTimeout(150); // let charts and layout settle
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
+}
+
+/** Starts `hindsight serve --port 0 --json` and reads the URL it prints. */
+async function startServe(dbPath: string): Promise<{ url: string; loginUrl: string }> {
+  serveProcess = spawn(process.execPath, [path.join(ROOT, 'bin', 'hindsight.mjs'), 'serve', '--db', dbPath, '--port', '0', '--json'], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  serveProcess.stderr!.on('data', (d) => (stderr += d));
+  const lines = readline.createInterface({ input: serveProcess.stdout! });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve did not start in time:\n${stderr}`)), 90_000);
+    serveProcess.once('exit', (code) => reject(new Error(`serve exited with ${code}:\n${stderr}`)));
+    lines.once('line', (line) => {
+      clearTimeout(timer);
+      resolve(JSON.parse(line) as { url: string; loginUrl: string });
+    });
+  });
+}
+
+function writeFixtures(): { noSamples: string; truncated: string; long: string } {
+  // One conversation with no assistant turn: it yields no sample, and Checks must say why.
+  const noSamples = path.join(dir, 'unanswered.jsonl');
+  fs.writeFileSync(noSamples, JSON.stringify({ messages: [{ role: 'user', content: 'Is anyone there? This question never got an answer.' }] }) + '\n');
+  // A ChatGPT export cut off mid-way: nothing may be imported.
+  const truncated = path.join(dir, 'conversations-truncated.json');
+  fs.writeFileSync(truncated, fs.readFileSync(SAMPLE).subarray(0, 2000));
+  // A 5,000-turn session for the virtual list.
+  const messages = [];
+  for (let i = 0; i < 2500; i++) {
+    messages.push({ role: 'user', content: `Question ${i}: how do I do step ${i} of the migration?${i % 7 === 0 ? ' '.repeat(1) + 'Please explain in detail. '.repeat(12) : ''}` });
+    messages.push({ role: 'assistant', content: `Answer ${i}: run the step ${i} script, then check the logs.${i % 5 === 0 ? '\nDetails line.'.repeat(8) : ''}` });
+  }
+  const long = path.join(dir, 'long-session.jsonl');
+  fs.writeFileSync(long, JSON.stringify({ messages }) + '\n');
+  return { noSamples, truncated, long };
+}
+
+describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', () => {
+  let fixtures: ReturnType<typeof writeFixtures>;
+
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-e2e-'));
+    fs.mkdirSync(SHOTS, { recursive: true });
+    fixtures = writeFixtures();
+    ({ url: serverUrl, loginUrl } = await startServe(path.join(dir, 'e2e.db')));
+    token = new URL(loginUrl).searchParams.get('token')!;
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    });
+    page = await browser.newPage({ viewport: { width: 1360, height: 860 } });
+    page.on('console', (msg) => {
+      if (msg.type() === 'error') pageErrors.push(msg.text());
+    });
+    page.on('pageerror', (err) => pageErrors.push(err.message));
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    serveProcess?.kill('SIGTERM');
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('shows the first-run screen on an empty database and imports a sample through the upload', async () => {
+    await page.goto(loginUrl);
+    // The token left the address bar for a cookie.
+    expect(page.url()).not.toContain('token=');
+    await page.getByRole('heading', { name: 'Welcome to Hindsight' }).waitFor();
+    await expect(page.getByRole('button', { name: 'Load sample data' }).isVisible()).resolves.toBe(true);
+    await shot('first-run');
+
+    await page.setInputFiles('[data-testid=import-file]', SAMPLE);
+    await page.getByRole('heading', { name: 'Sessions' }).waitFor();
+    await page.locator('.session-row', { hasText: 'Assist user with summary' }).waitFor();
+    const stats = await api<{ sessions: number; samples: number }>('stats');
+    expect(stats).toMatchObject({ sessions: 1, samples: 2 });
+  });
+
+  it('imports a session without samples and filters the list', async () => {
+    await page.locator('.import-drawer > summary').click();
+    await page.setInputFiles('[data-testid=import-file]', fixtures.noSamples);
+    await page.locator('.import-summary').waitFor();
+    await page.locator('.session-row').nth(1).waitFor();
+    await page.selectOption('[data-testid=filter-samples]', 'no');
+    await page.waitForFunction(() => document.querySelectorAll('.session-row').length === 1);
+    expect(await page.locator('.session-row').first().textContent()).toContain('no assistant turn');
+    await page.selectOption('[data-testid=filter-samples]', '');
+    await page.locator('.import-drawer > summary').click();
+    await page.waitForFunction(() => document.querySelectorAll('.session-row').length === 2);
+    await shot('sessions');
+  });
+
+  it('labels with the keyboard, edits a hint, and finds both after a reload', async () => {
+    await page.locator('.session-link', { hasText: 'Assist user with summary' }).click();
+    await page.locator('[data-testid=timeline] .turn').first().waitFor();
+    const selected = page.locator('.turn.selected');
+    const firstReply = Number(await selected.getAttribute('data-turn'));
+
+    await page.keyboard.press('j'); // to the second sample
+    await page.keyboard.press('k'); // and back to the first
+    expect(Number(await selected.getAttribute('data-turn'))).toBe(firstReply);
+    await page.keyboard.press('2'); // −1
+    await selected.locator('[data-testid=reward-chip]', { hasText: '−1' }).waitFor();
+    expect(await selected.locator('[data-testid=reward-chip]').textContent()).toContain('manual');
+
+    await page.keyboard.press('h');
+    const hint = page.locator('[data-testid=hint-input]');
+    expect(await hint.evaluate((el) => el === document.activeElement)).toBe(true);
+    await hint.fill('Summarise in three bullet points, as the user asked.');
+    await page.keyboard.press('Control+Enter'); // leave the field: it saves
+    await page.locator('.toast', { hasText: 'Hint saved' }).waitFor();
+    await page.keyboard.press('?');
+    await page.locator('[data-testid=key-help]').waitFor();
+    await shot('annotator');
+    await page.keyboard.press('?');
+
+    // u undoes the last change (the hint), then the hint is written again for the reload check.
+    await page.keyboard.press('u');
+    await page.waitForFunction(() => (document.querySelector('[data-testid=hint-input]') as HTMLTextAreaElement).value === '');
+    await hint.fill('Summarise in three bullet points, as the user asked.');
+    await page.keyboard.press('Tab');
+    await page.locator('.toast', { hasText: 'Hint saved' }).last().waitFor();
+
+    await page.reload();
+    await page.locator('.turn.selected').waitFor();
+    expect(Number(await page.locator('.turn.selected').getAttribute('data-turn'))).toBe(firstReply);
+    expect(await page.locator('.turn.selected [data-testid=reward-chip]').textContent()).toMatch(/−1\s*manual/);
+    expect(await page.locator('[data-testid=hint-input]').inputValue()).toBe('Summarise in three bullet points, as the user asked.');
+    const samples = await api<{ responseTurn: number; label: { reward: number; hint: string; source: string } }[]>('getSession', {
+      id: (await api<{ sessions: { id: string; title: string }[] }>('listSessions', { search: 'Assist' })).sessions[0]!.id,
+    }).then((s) => (s as unknown as { samples: { responseTurn: number; label: { reward: number; hint: string; source: string } }[] }).samples);
+    expect(samples.find((s) => s.responseTurn === firstReply)!.label).toMatchObject({ reward: -1, source: 'manual', hint: 'Summarise in three bullet points, as the user asked.' });
+  });
+
+  it('lists the session without samples in Checks, with its reason', async () => {
+    await page.locator('[data-nav=checks]').click();
+    const table = page.locator('[data-testid=no-sample-sessions]');
+    await table.waitFor();
+    expect(await table.textContent()).toContain('no assistant turn');
+    await shot('checks');
+  });
+
+  it('previews and writes a KTO export', async () => {
+    await page.locator('[data-nav=export]').click();
+    await page.locator('[data-format=kto]').check();
+    await page.locator('[data-testid=export-preview]').first().waitFor();
+    const out = path.join(dir, 'kto.jsonl');
+    await page.fill('[data-testid=export-path]', out);
+    await page.locator('[data-action=write-export]').click();
+    await page.locator('[data-testid=export-result]').waitFor();
+    await shot('export');
+    const lines = fs.readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.length).toBeGreaterThanOrEqual(1);
+    for (const line of lines) {
+      expect(Array.isArray(line.prompt)).toBe(true);
+      expect(line.completion[0].role).toBe('assistant');
+      expect(typeof line.label).toBe('boolean');
+    }
+    expect(lines.some((l) => l.label === false)).toBe(true); // the −1 set with the keyboard
+  });
+
+  it('shows the training page, with a readable reason when the trainer is not in this build', async () => {
+    await page.locator('[data-nav=training]').click();
+    await page.locator('[data-action=fine-tune]').waitFor();
+    expect(await page.locator('[data-testid=train-model]').inputValue()).toContain(path.join('resources', 'models', 'stories260K'));
+    const state = await api<{ engine: { available: boolean } }>('trainStatus');
+    if (!state.engine.available) {
+      await page.locator('[data-action=fine-tune]').click();
+      const error = page.locator('[data-testid=train-error]');
+      await error.waitFor();
+      expect(await error.textContent()).toMatch(/Training is not available in this build yet/);
+    }
+    await page.evaluate(() => document.querySelector('.content')!.scrollTo(0, 0));
+    await shot('training');
+  });
+
+  it('shows the settings', async () => {
+    await page.locator('[data-nav=settings]').click();
+    await page.locator('[data-testid=db-path]').waitFor();
+    expect(await page.locator('[data-testid=db-path]').textContent()).toContain('e2e.db');
+    await shot('settings');
+  });
+
+  it('shows a truncated import as a readable error and imports nothing', async () => {
+    const before = await api('stats');
+    await page.locator('[data-nav=sessions]').click();
+    await page.locator('.import-drawer > summary').click();
+    await page.setInputFiles('[data-testid=import-file]', fixtures.truncated);
+    const error = page.locator('.import-error');
+    await error.waitFor();
+    const text = (await error.textContent())!;
+    expect(text).toContain('Nothing was imported');
+    expect(text).toContain('conversations-truncated.json');
+    expect(text).not.toMatch(/\bat \w+ \(|node:internal|hindsight-upload-/); // no stack trace, no temp path
+    expect(await api('stats')).toEqual(before);
+    await shot('import-error');
+  });
+
+  it('keeps a 5,000-turn session smooth: few DOM nodes, fast keyboard moves and scrolling', async () => {
+    const t0 = Date.now();
+    await page.setInputFiles('[data-testid=import-file]', fixtures.long);
+    await page.locator('.import-summary').waitFor();
+    const importMs = Date.now() - t0;
+    const { sessions } = await api<{ sessions: { id: string; turnCount: number }[] }>('listSessions', { search: 'Question 0' });
+    const long = sessions.find((s) => s.turnCount === 5000)!;
+    expect(long).toBeTruthy();
+    const t1 = Date.now();
+    await page.goto(`${serverUrl}#/session/${encodeURIComponent(long.id)}`);
+    await page.locator('.turn.selected').waitFor();
+    const openMs = Date.now() - t1;
+    const rendered = await page.locator('.turn').count();
+    expect(rendered).toBeLessThan(80);
+
+    // 40 sample moves with j: each must select, scroll and re-render the window.
+    const started = Date.now();
+    for (let i = 0; i < 40; i++) await page.keyboard.press('j');
+    await page.waitForFunction(() => document.querySelector('.turn.selected')?.getAttribute('data-turn') === '81');
+    const perMove = (Date.now() - started) / 40;
+
+    // Scroll through the whole session in 60 jumps and time each jump until two frames have
+    // been drawn; the same two-frame wait without scrolling is the baseline to compare with.
+    const frames = await page.evaluate(async () => {
+      const list = document.querySelector('.vlist') as HTMLElement;
+      const twoFrames = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+      const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+      const idle: number[] = [];
+      for (let i = 0; i < 20; i++) {
+        const t0 = performance.now();
+        await twoFrames();
+        idle.push(performance.now() - t0);
+      }
+      const times: number[] = [];
+      for (let i = 1; i <= 60; i++) {
+        const t0 = performance.now();
+        list.scrollTop = (list.scrollHeight * i) / 60;
+        await twoFrames();
+        times.push(performance.now() - t0);
+      }
+      return {
+        baseline: median(idle),
+        median: median([...times]),
+        worst: Math.max(...times),
+        nodes: document.querySelectorAll('.turn').length,
+        lastTurn: Array.from(document.querySelectorAll('.turn')).at(-1)?.getAttribute('data-turn'),
+      };
+    });
+    process.stderr.write(
+      `[e2e] 5,000-turn session: import through the UI ${importMs} ms, open ${openMs} ms, ${rendered} turns in the DOM, ` +
+        `${perMove.toFixed(0)} ms per j move (with the driver's round trip), scroll jump to two drawn frames: ` +
+        `median ${frames.median.toFixed(1)} ms, worst ${frames.worst.toFixed(1)} ms, idle two-frame baseline ${frames.baseline.toFixed(1)} ms\n`,
+    );
+    expect(frames.lastTurn).toBe('4999');
+    expect(frames.nodes).toBeLessThan(80);
+    expect(frames.median).toBeLessThan(frames.baseline + 100);
+    // From the end of the list, j must bring the selected reply (near the top) back into view,
+    // although most heights on the way are estimates.
+    await page.keyboard.press('j');
+    await page.waitForFunction(() => document.querySelector('.turn.selected')?.getAttribute('data-turn') === '83');
+    await page.waitForTimeout(200);
+    const inView = await page.evaluate(() => {
+      const item = document.querySelector('.turn.selected')!.getBoundingClientRect();
+      const view = document.querySelector('.vlist')!.getBoundingClientRect();
+      return item.top >= view.top - 1 && item.bottom <= view.bottom + 1;
+    });
+    expect(inView).toBe(true);
+    await shot('annotator-5000-turns');
+  });
+
+  it('logged no errors and no CSP violations in the page', () => {
+    // The truncated import (422) and the unavailable trainer (501) are answers the UI shows;
+    // Chromium still logs them as failed loads.
+    const unexpected = pageErrors.filter((e) => !/status of (422|501)/.test(e));
+    expect(unexpected).toEqual([]);
+  });
+});
