@@ -112,7 +112,8 @@ export interface TrainProgress {
   loss: number;
   reward_mean: number;
   adv_mean: number;
-  teacher_student_gap: number;
+  /** Null for RL, or a batch without hints: there is no teacher. */
+  teacher_student_gap: number | null;
   approx_kl: number;
   clipfrac: number;
   grad_norm: number;
@@ -131,6 +132,8 @@ export interface TrainRunInfo {
   startedAt: number;
   /** The execution provider that actually runs (never a silent fallback). */
   executionProvider: string | null;
+  /** What the trainer is doing before and between steps, e.g. "compiling the training graph". */
+  phase: string | null;
   lastProgress: TrainProgress | null;
   adapterDir: string | null;
   error: string | null;
@@ -227,6 +230,7 @@ export const CALLS = {
     object({ backend: oneOf(JUDGE_BACKENDS), hints: boolean(), votes: optional(integer({ min: 1, max: 15 })) }),
     returns<JudgeSummary>(),
   ),
+  judgeCancel: call('Stops the running judge run; the samples it judged keep their labels.', NO_INPUT, returns<{ cancelled: boolean }>()),
   checks: call('The at-least-one report, the label distribution and imbalance warnings.', NO_INPUT, returns<CheckReport>()),
   previewExport: call('The first lines an export would write.', object({ format: exportFormat, lines: integer({ min: 1, max: 100 }) }), returns<{ lines: string[] }>()),
   writeExport: call('Writes one JSONL export atomically.', object({ format: exportFormat, outPath: path }), returns<{ lines: number; path: string }>()),

@@ -54,6 +54,11 @@ export interface HttpServerOptions {
   token?: string;
   /** The built renderer (index.html and assets); null serves the API only. */
   rendererDir: string | null;
+  /**
+   * The OpenAI-compatible API under /v1 (src-main/openai/handler.ts). It does its own auth
+   * (Bearer <token> only, no cookie) and answers OpenAI-shaped errors.
+   */
+  openai?: (req: http.IncomingMessage, res: http.ServerResponse, token: string) => Promise<void>;
 }
 
 export interface RunningServer {
@@ -100,6 +105,8 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
       return sendText(res, 403, 'Forbidden: cross-origin request.');
     }
     const url = new URL(req.url ?? '/', 'http://localhost');
+
+    if (options.openai && (url.pathname === '/v1' || url.pathname.startsWith('/v1/'))) return options.openai(req, res, token);
 
     // First page load from the printed URL: trade the query token for a cookie.
     const queryToken = url.searchParams.get('token');

@@ -1,63 +1,111 @@
-// Judging from the app. The heuristic judge is built in (the workspace runs it). The LLM
-// judges, local model and OpenAI-compatible endpoint (issue 6, src-main/pipeline/), plug in
-// through `loadLlmJudge` below; until they land, choosing them answers a clear error.
+// Judging from the app: the Judge action runs the same runner as `hindsight judge`
+// (src-main/judge/runner.ts) with the backend chosen in Settings — the heuristic, the local
+// model, or an OpenAI-compatible endpoint — reporting `judge.progress` events and
+// stoppable with `judgeCancel`. One run at a time.
+//
+// The local judge model stays loaded between runs (loading costs seconds) and is closed
+// when the configured folder changes or the app closes.
+import fs from 'node:fs';
+import path from 'node:path';
+import { UserError } from '../core/types.js';
 import type { JudgeSummary, WorkspaceApi } from '../core/workspace-api.js';
+import { openJudgeBackend, type JudgeBackendSpec, type OpenedJudge } from '../judge/backends.js';
+import { runJudge } from '../judge/runner.js';
 import type { Availability, JudgeBackend } from './contract.js';
-import { UnavailableError } from './errors.js';
 import type { EventHub } from './events.js';
 import type { SettingsStore } from './settings.js';
 
-export interface LlmJudgeJob {
-  backend: Exclude<JudgeBackend, 'heuristic'>;
-  hints: boolean;
-  votes: number;
-  localModelDir: string;
-  openai: { baseUrl: string; model: string; apiKey: string };
-  workspace: WorkspaceApi;
-  onProgress(done: number, total: number): void;
-}
-
-export interface LlmJudge {
-  run(job: LlmJudgeJob): Promise<JudgeSummary>;
-}
-
-/** Where the LLM judges plug in. Returns null while there are none. */
-export async function loadLlmJudge(): Promise<LlmJudge | null> {
-  return null;
-}
-
-const NOT_AVAILABLE = (backend: string) =>
-  `The ${backend} judge is not available in this build yet (the LLM judges have not landed); use the heuristic judge.`;
+/** At most this many judge.progress events a second: the UI redraws a bar, not a log. */
+const PROGRESS_INTERVAL_MS = 100;
 
 export class JudgeService {
+  private running: AbortController | null = null;
+  private localJudge: { dir: string; opened: Promise<OpenedJudge> } | null = null;
+
   constructor(
     private readonly events: EventHub,
     private readonly settings: () => SettingsStore,
   ) {}
 
   async availability(): Promise<Record<JudgeBackend, Availability>> {
-    const llm = await loadLlmJudge();
-    const llmState = (backend: string): Availability => (llm ? { available: true, reason: null } : { available: false, reason: NOT_AVAILABLE(backend) });
-    return { heuristic: { available: true, reason: null }, local: llmState('local model'), openai: llmState('OpenAI-compatible') };
+    const s = this.settings().raw;
+    const hasModel = fs.existsSync(path.join(s.localModelDir, 'config.json'));
+    return {
+      heuristic: { available: true, reason: null },
+      local: hasModel ? { available: true, reason: null } : { available: false, reason: `No model folder at ${s.localModelDir}: choose the judge model in Settings.` },
+      openai: s.openaiModel.trim()
+        ? { available: true, reason: null }
+        : { available: false, reason: 'Set the endpoint’s base URL and model name in Settings (e.g. http://127.0.0.1:11434/v1 and qwen2.5:7b-instruct for Ollama).' },
+    };
+  }
+
+  private spec(backend: JudgeBackend): JudgeBackendSpec {
+    const s = this.settings().raw;
+    if (backend === 'heuristic') return { backend };
+    if (backend === 'local') return { backend, modelDir: s.localModelDir };
+    if (!s.openaiModel.trim()) throw new UserError('Set the OpenAI-compatible endpoint’s model name in Settings first.');
+    return { backend, baseUrl: s.openaiBaseUrl, model: s.openaiModel, apiKey: s.openaiApiKey };
+  }
+
+  /** The backend for a run; the local model is kept loaded for the next run. */
+  private async open(backend: JudgeBackend): Promise<OpenedJudge> {
+    const spec = this.spec(backend);
+    if (spec.backend !== 'local') return openJudgeBackend(spec);
+    const dir = path.resolve(spec.modelDir);
+    if (this.localJudge?.dir !== dir) {
+      await this.closeLocal();
+      const opened = openJudgeBackend(spec);
+      opened.catch(() => (this.localJudge = null));
+      this.localJudge = { dir, opened };
+    }
+    const { judge } = await this.localJudge.opened;
+    return { judge, close: async () => {} };
+  }
+
+  private async closeLocal(): Promise<void> {
+    const local = this.localJudge;
+    this.localJudge = null;
+    if (local) await local.opened.then((o) => o.close(), () => {});
   }
 
   async run(workspace: WorkspaceApi, backend: JudgeBackend, hints: boolean, votes: number | undefined): Promise<JudgeSummary> {
-    if (backend === 'heuristic') {
-      const summary = workspace.judgeHeuristic({ hints });
-      this.events.emit('judge.progress', { done: summary.judged, total: summary.judged });
-      return summary;
+    if (this.running) throw new UserError('A judge run is already under way; wait for it or cancel it.');
+    const abort = new AbortController();
+    this.running = abort;
+    let lastEmit = 0;
+    try {
+      const opened = await this.open(backend);
+      try {
+        return await runJudge(workspace, opened.judge, {
+          hints,
+          votes: votes ?? this.settings().raw.judgeVotes,
+          concurrency: backend === 'openai' ? 4 : 1,
+          signal: abort.signal,
+          onProgress: ({ done, total }) => {
+            const now = Date.now();
+            if (done === total || now - lastEmit >= PROGRESS_INTERVAL_MS) {
+              lastEmit = now;
+              this.events.emit('judge.progress', { done, total });
+            }
+          },
+        });
+      } finally {
+        await opened.close();
+      }
+    } finally {
+      this.running = null;
     }
-    const llm = await loadLlmJudge();
-    if (!llm) throw new UnavailableError(NOT_AVAILABLE(backend === 'local' ? 'local model' : 'OpenAI-compatible'));
-    const s = this.settings().raw;
-    return llm.run({
-      backend,
-      hints,
-      votes: votes ?? s.judgeVotes,
-      localModelDir: s.localModelDir,
-      openai: { baseUrl: s.openaiBaseUrl, model: s.openaiModel, apiKey: s.openaiApiKey },
-      workspace,
-      onProgress: (done, total) => this.events.emit('judge.progress', { done, total }),
-    });
+  }
+
+  /** Stops the running judge run; the samples it judged keep their labels. */
+  cancel(): { cancelled: boolean } {
+    if (!this.running) return { cancelled: false };
+    this.running.abort();
+    return { cancelled: true };
+  }
+
+  async close(): Promise<void> {
+    this.running?.abort();
+    await this.closeLocal();
   }
 }

@@ -8,6 +8,8 @@ import { startHttpServer, type RunningServer } from './http-server.js';
 import { openWorkspace as defaultOpenWorkspace } from './open-workspace.js';
 import { ensureRendererBuilt, PROJECT_ROOT } from './renderer-build.js';
 import { HindsightService, type OpenWorkspace } from './service.js';
+import { SettingsStore, settingsPathFor } from './settings.js';
+import { createOpenAiHandler } from '../openai/handler.js';
 
 export interface ServeOptions {
   dbPath: string;
@@ -18,6 +20,8 @@ export interface ServeOptions {
   buildRenderer?: boolean;
   openWorkspace?: OpenWorkspace;
   log?: (line: string) => void;
+  /** The model the OpenAI-compatible /v1 API serves; default: the settings' model folder (the demo model until changed). */
+  openaiModelDir?: string;
 }
 
 export interface ServeHandle extends RunningServer {
@@ -42,18 +46,26 @@ export async function serveApp(options: ServeOptions): Promise<ServeHandle> {
     events,
     openWorkspace: options.openWorkspace ?? defaultOpenWorkspace,
   });
+  // /v1: the settings are read per request, so a model folder changed in Settings is served next.
+  const demoModelDir = path.join(PROJECT_ROOT, 'resources', 'models', 'stories260K');
+  const openai = createOpenAiHandler({
+    modelDir: () => options.openaiModelDir ?? new SettingsStore(settingsPathFor(service.currentDbPath), demoModelDir).raw.defaultModelDir,
+    log,
+  });
   try {
-    const server = await startHttpServer({ handlers: service, events, host: options.host, port: options.port, token: options.token, rendererDir });
+    const server = await startHttpServer({ handlers: service, events, host: options.host, port: options.port, token: options.token, rendererDir, openai: openai.route });
     return {
       ...server,
       service,
       events,
       close: async () => {
         await server.close();
+        await openai.close();
         service.close();
       },
     };
   } catch (err) {
+    await openai.close();
     service.close();
     throw err;
   }

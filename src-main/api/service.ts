@@ -47,6 +47,7 @@ export class HindsightService implements ApiHandlers {
   }
 
   close(): void {
+    void this.judges.close(); // stops a run and frees the local judge model's worker
     this.workspace.close();
   }
 
@@ -148,6 +149,10 @@ export class HindsightService implements ApiHandlers {
     const summary = await this.judges.run(this.workspace, backend, hints, votes);
     this.changed('judge');
     return summary;
+  }
+
+  async judgeCancel() {
+    return this.judges.cancel();
   }
 
   async checks() {

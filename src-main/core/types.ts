@@ -86,6 +86,14 @@ export interface Vote {
   reward?: Reward;
   hint?: string;
   raw: string;
+  /**
+   * LLM judges with hints: the hint judge's vote cast beside this reward vote (vote i of
+   * each judge share one entry, so `votes` stays one reward per vote). `hintAnswer` is its
+   * \boxed{} answer (undefined when unparseable), `hintRaw` its raw output, and `hint` its
+   * tagged hint.
+   */
+  hintAnswer?: 1 | -1;
+  hintRaw?: string;
 }
 
 /** Thrown for a user error: the CLI prints the message on one line and exits 1. */

@@ -9,8 +9,8 @@
 import path from 'node:path';
 import { UserError, type ImportedConversation, type LabelSource, type Reward, type SourceFormat, type Vote } from './types.js';
 import type {
-  CheckReport, ContextWindowSetting, ExportFormat, HeuristicJudgeOptions, ImportSummary, JudgeSummary, LabelPatch, LabelView,
-  NoSampleReason, RunJudgeOptions, SampleView, SessionDetail, SessionFilter, SessionSummary, Stats, TrainingSample, WorkspaceApi,
+  CheckReport, ContextWindowSetting, ExportFormat, HeuristicJudgeOptions, ImportSummary, JudgeCandidate, JudgeSummary, LabelPatch, LabelView,
+  NoSampleReason, RunJudgeOptions, SampleView, SessionDetail, SessionFilter, SessionSummary, Stats, TrainingSample, VerdictProvenance, WorkspaceApi,
 } from './workspace-api.js';
 import { EXPORT_FORMATS } from './workspace-api.js';
 import { DEFAULT_PERSIST, Store, type Params, type PersistOptions } from '../store/database.js';
@@ -424,6 +424,32 @@ export class Workspace implements WorkspaceApi {
       this.store.flush();
     }
     return summary;
+  }
+
+  judgeCandidates(): JudgeCandidate[] {
+    return [...this.judgeTargets()].map(({ input, label }) => ({
+      input,
+      label: { source: label.source, judgeBackend: label.judgeBackend, judgeModel: label.judgeModel, promptVersion: label.promptVersion },
+    }));
+  }
+
+  recordJudgeVerdict(sample: { sessionId: string; responseTurn: number }, verdict: JudgeVerdict, provenance: VerdictProvenance): boolean {
+    // The user may have labelled this sample while the judge was thinking.
+    if (this.readLabel(sample.sessionId, sample.responseTurn).source === 'manual') return false;
+    this.writeLabel(sample.sessionId, sample.responseTurn, {
+      reward: verdict.reward,
+      hint: verdict.hint?.trim() || null,
+      source: provenance.labelSource,
+      votes: verdict.votes,
+      repair: null,
+      notes: null,
+      updatedAt: nowSeconds(),
+      judgeBackend: provenance.backend,
+      judgeModel: provenance.model,
+      promptVersion: provenance.promptVersion,
+    });
+    this.store.markDirty();
+    return true;
   }
 
   // ── checks, training set, window ──────────────────────────────────────────────────

@@ -1,0 +1,60 @@
+/**
+ * Opening a judge backend by name — what the CLI and the app's Judge action share.
+ * The caller closes what it opened (the local model holds a worker thread).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { UserError } from '../core/types.js';
+import type { Device } from '../model/ort-session.js';
+import { HeuristicJudge, type JudgeBackend } from '../pipeline/judge.js';
+import { LlmJudge } from './llm-judge.js';
+import { LocalCompleter } from './local-completer.js';
+import { OpenAiClient } from './openai-client.js';
+
+export type JudgeBackendSpec =
+  | { backend: 'heuristic' }
+  | { backend: 'local'; modelDir: string; device?: Device; maxTokens?: number }
+  | {
+      backend: 'openai';
+      baseUrl: string;
+      model: string;
+      apiKey?: string;
+      timeoutMs?: number;
+      retries?: number;
+      concurrency?: number;
+      maxTokens?: number;
+    };
+
+export interface OpenedJudge {
+  judge: JudgeBackend;
+  close(): Promise<void>;
+}
+
+export async function openJudgeBackend(spec: JudgeBackendSpec): Promise<OpenedJudge> {
+  switch (spec.backend) {
+    case 'heuristic':
+      return { judge: new HeuristicJudge(), close: async () => {} };
+    case 'local': {
+      const dir = path.resolve(spec.modelDir);
+      if (!fs.existsSync(path.join(dir, 'config.json'))) {
+        throw new UserError(`${spec.modelDir}: not a model folder (no config.json); give a Hugging Face checkpoint folder with --model`);
+      }
+      const judge = new LlmJudge(await LocalCompleter.load(dir, { device: spec.device }), { maxTokens: spec.maxTokens });
+      return { judge, close: () => judge.close() };
+    }
+    case 'openai': {
+      const judge = new LlmJudge(
+        new OpenAiClient({
+          baseUrl: spec.baseUrl,
+          model: spec.model,
+          apiKey: spec.apiKey,
+          timeoutMs: spec.timeoutMs,
+          retries: spec.retries,
+          concurrency: spec.concurrency,
+        }),
+        { maxTokens: spec.maxTokens },
+      );
+      return { judge, close: () => judge.close() };
+    }
+  }
+}

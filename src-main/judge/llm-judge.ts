@@ -1,0 +1,107 @@
+/**
+ * The LLM judge: SPEC §4's reward judge and hint judge over any chat model that can
+ * complete a conversation — the local model (./local-completer.ts) or an OpenAI-compatible
+ * server (./openai-client.ts). Both backends implement `ChatCompleter`; everything about
+ * prompts, sampling, votes and parsing lives here once.
+ *
+ * Each vote is one sampled completion at temperature 0.6 with its own seed, derived from
+ * the sample and the vote number, so a re-run with the same model reproduces its votes
+ * (where the backend honours seeds: the local model always does).
+ */
+import type { LabelSource, Vote } from '../core/types.js';
+import type { JudgeBackend, JudgeInput, JudgeOptions, JudgeProvenance, JudgeVerdict } from '../pipeline/judge.js';
+import { parseHintAnswer, parseRewardAnswer } from './parse.js';
+import { hintPrompt, promptVersionFor, REWARD_PROMPT_VERSION, rewardPrompt, type PromptMessage } from './prompts.js';
+import { hintFromVotes, rewardFromVotes } from './votes.js';
+
+export interface CompletionOptions {
+  temperature: number;
+  maxTokens: number;
+  seed: number;
+  signal?: AbortSignal;
+}
+
+/** One chat completion: the raw text the model wrote (reasoning included, if any). */
+export interface ChatCompleter {
+  readonly backend: 'local' | 'openai';
+  /** The model's name as labels record it (`judge:<model>`). */
+  readonly model: string;
+  complete(messages: PromptMessage[], options: CompletionOptions): Promise<string>;
+  close(): Promise<void>;
+}
+
+export const JUDGE_TEMPERATURE = 0.6;
+/** Room for a short chain of thought before the boxed answer. */
+export const DEFAULT_JUDGE_MAX_TOKENS = 512;
+
+export interface LlmJudgeOptions {
+  temperature?: number;
+  maxTokens?: number;
+}
+
+/** FNV-1a: a stable seed per (sample, judge, vote). */
+export function voteSeed(sessionId: string, responseTurn: number, judge: 'reward' | 'hint', vote: number): number {
+  let h = 0x811c9dc5;
+  for (const ch of `${sessionId}\u0000${responseTurn}\u0000${judge}\u0000${vote}`) {
+    h ^= ch.codePointAt(0)!;
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0) & 0x7fffffff;
+}
+
+export class LlmJudge implements JudgeBackend {
+  readonly provenance: JudgeProvenance;
+  readonly labelSource: LabelSource;
+  private readonly temperature: number;
+  private readonly maxTokens: number;
+
+  constructor(
+    readonly completer: ChatCompleter,
+    options: LlmJudgeOptions = {},
+  ) {
+    this.provenance = { backend: completer.backend, model: completer.model, promptVersion: REWARD_PROMPT_VERSION };
+    this.labelSource = `judge:${completer.model}`;
+    this.temperature = options.temperature ?? JUDGE_TEMPERATURE;
+    this.maxTokens = options.maxTokens ?? DEFAULT_JUDGE_MAX_TOKENS;
+  }
+
+  /** The version stored with labels: the reward prompt's, plus the hint prompt's with hints. */
+  promptVersionFor(hints: boolean): string {
+    return promptVersionFor(hints);
+  }
+
+  async judge(input: JudgeInput, options: JudgeOptions): Promise<JudgeVerdict> {
+    const m = Math.max(1, options.votes);
+    const ask = (messages: PromptMessage[], judge: 'reward' | 'hint', i: number) =>
+      this.completer.complete(messages, {
+        temperature: this.temperature,
+        maxTokens: this.maxTokens,
+        seed: voteSeed(input.sessionId, input.responseTurn, judge, i),
+        signal: options.signal,
+      });
+    const rewardMessages = rewardPrompt(input);
+    const hintMessages = options.hints ? hintPrompt(input) : null;
+    // All votes at once: the completer bounds how many requests really run together.
+    const [rewardRaws, hintRaws] = await Promise.all([
+      Promise.all(Array.from({ length: m }, (_, i) => ask(rewardMessages, 'reward', i))),
+      hintMessages ? Promise.all(Array.from({ length: m }, (_, i) => ask(hintMessages, 'hint', i))) : Promise.resolve(null),
+    ]);
+    const votes: Vote[] = rewardRaws.map((raw, i) => {
+      const vote: Vote = { raw };
+      const reward = parseRewardAnswer(raw);
+      if (reward !== undefined) vote.reward = reward;
+      if (hintRaws) {
+        const parsed = parseHintAnswer(hintRaws[i]!);
+        vote.hintRaw = hintRaws[i]!;
+        if (parsed.answer !== undefined) vote.hintAnswer = parsed.answer;
+        if (parsed.hint !== undefined) vote.hint = parsed.hint;
+      }
+      return vote;
+    });
+    return { reward: rewardFromVotes(votes), hint: hintRaws ? hintFromVotes(votes) : null, votes };
+  }
+
+  close(): Promise<void> {
+    return this.completer.close();
+  }
+}

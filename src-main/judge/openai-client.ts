@@ -1,0 +1,247 @@
+/**
+ * The `openai` judge backend: any OpenAI-compatible `/v1/chat/completions` endpoint
+ * (Ollama, llama.cpp server, vLLM, LM Studio, Hindsight's own `serve`), over Node's fetch.
+ *
+ * Failure handling, so a judge run either works or stops with one clear line:
+ * - each request has a timeout (headers AND body): a server that accepts and never
+ *   answers is a UserError naming the URL and the limit; a timeout is not retried (a
+ *   server that took that long will most likely take that long again);
+ * - refused/reset connections, HTTP 429 and 5xx are retried with exponential backoff
+ *   (honouring a short Retry-After), then reported naming the URL;
+ * - other HTTP errors (401, 404, 400 …) are reported at once with the server's message;
+ * - a 200 whose body is not JSON, or has no choices, is "answered garbage", naming the URL;
+ * - at most `concurrency` requests are in flight at once, across all samples and votes.
+ * A cancelled run (AbortSignal) rejects with an AbortError at once.
+ */
+import { UserError } from '../core/types.js';
+import type { ChatCompleter, CompletionOptions } from './llm-judge.js';
+import type { PromptMessage } from './prompts.js';
+
+export interface OpenAiClientOptions {
+  /** Base URL up to and including `/v1`, e.g. http://127.0.0.1:11434/v1 (Ollama). */
+  baseUrl: string;
+  model: string;
+  apiKey?: string;
+  /** Per-request limit in ms (default 120 s: a large model on a CPU is slow). */
+  timeoutMs?: number;
+  /** Retries after the first attempt on connection errors, 429 and 5xx (default 3). */
+  retries?: number;
+  /** First backoff in ms; doubles on each retry (default 500). */
+  backoffMs?: number;
+  /** Requests in flight at once (default 4). */
+  concurrency?: number;
+}
+
+export const DEFAULT_TIMEOUT_MS = 120_000;
+const MAX_RETRY_AFTER_MS = 30_000;
+
+/** A counting semaphore: at most `limit` holders at once, served in arrival order. */
+export class Semaphore {
+  private active = 0;
+  private readonly waiting: (() => void)[] = [];
+  constructor(readonly limit: number) {}
+
+  async run<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    if (this.active >= this.limit) {
+      await new Promise<void>((resolve, reject) => {
+        const wake = () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        const onAbort = () => {
+          const i = this.waiting.indexOf(wake);
+          if (i >= 0) this.waiting.splice(i, 1);
+          reject(signal!.reason);
+        };
+        if (signal?.aborted) return reject(signal.reason);
+        signal?.addEventListener('abort', onAbort, { once: true });
+        this.waiting.push(wake);
+      });
+    } else this.active++;
+    try {
+      return await fn();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next(); // the slot passes straight to the next waiter
+      else this.active--;
+    }
+  }
+}
+
+/** Normalises a user-typed base URL and checks it is http(s). */
+export function normaliseBaseUrl(baseUrl: string): string {
+  let url: URL;
+  try {
+    url = new URL(baseUrl.trim());
+  } catch {
+    throw new UserError(`'${baseUrl}' is not a URL; give the endpoint's base URL, e.g. http://127.0.0.1:11434/v1`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UserError(`'${baseUrl}': the endpoint URL must start with http:// or https://`);
+  return url.href.replace(/\/+$/, '');
+}
+
+class RetryableError extends Error {
+  constructor(
+    message: string,
+    readonly retryAfterMs?: number,
+  ) {
+    super(message);
+  }
+}
+
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+
+function connectionProblem(err: unknown): string | null {
+  const cause = (err as { cause?: { code?: string; message?: string } })?.cause;
+  const code = cause?.code ?? (err as { code?: string })?.code;
+  const known: Record<string, string> = {
+    ECONNREFUSED: 'connection refused (is the server running?)',
+    ECONNRESET: 'the connection was reset',
+    ENOTFOUND: 'host not found',
+    EAI_AGAIN: 'host name lookup failed',
+    EHOSTUNREACH: 'host unreachable',
+    ENETUNREACH: 'network unreachable',
+    UND_ERR_SOCKET: 'the connection was closed by the server',
+    UND_ERR_CLOSED: 'the connection was closed by the server',
+  };
+  if (code && known[code]) return known[code]!;
+  if (err instanceof TypeError && /fetch failed/i.test(err.message)) return cause?.message ?? 'the request failed';
+  return null;
+}
+
+function serverMessage(body: string): string {
+  try {
+    const json = JSON.parse(body) as { error?: { message?: string } | string; message?: string };
+    const msg = typeof json.error === 'string' ? json.error : json.error?.message ?? json.message;
+    if (msg) return String(msg).slice(0, 300);
+  } catch {
+    // not JSON: show the text
+  }
+  return body.replace(/\s+/g, ' ').trim().slice(0, 200) || '(empty body)';
+}
+
+export class OpenAiClient implements ChatCompleter {
+  readonly backend = 'openai' as const;
+  readonly model: string;
+  readonly url: string;
+  private readonly apiKey: string;
+  private readonly timeoutMs: number;
+  private readonly retries: number;
+  private readonly backoffMs: number;
+  private readonly limiter: Semaphore;
+
+  constructor(options: OpenAiClientOptions) {
+    if (!options.model.trim()) throw new UserError('the OpenAI-compatible judge needs a model name (e.g. --judge-model qwen2.5:7b-instruct)');
+    this.url = `${normaliseBaseUrl(options.baseUrl)}/chat/completions`;
+    this.model = options.model.trim();
+    this.apiKey = options.apiKey ?? '';
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.retries = options.retries ?? 3;
+    this.backoffMs = options.backoffMs ?? 500;
+    this.limiter = new Semaphore(Math.max(1, options.concurrency ?? 4));
+  }
+
+  complete(messages: PromptMessage[], options: CompletionOptions): Promise<string> {
+    return this.limiter.run(() => this.completeWithRetries(messages, options), options.signal);
+  }
+
+  private async completeWithRetries(messages: PromptMessage[], options: CompletionOptions): Promise<string> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.attempt(messages, options);
+      } catch (err) {
+        if (!(err instanceof RetryableError)) throw err;
+        if (attempt >= this.retries) {
+          throw new UserError(`the OpenAI-compatible endpoint ${this.url} failed after ${attempt + 1} attempt(s): ${err.message}`);
+        }
+        await sleep(Math.min(err.retryAfterMs ?? Infinity, this.backoffMs * 2 ** attempt), options.signal);
+      }
+    }
+  }
+
+  private async attempt(messages: PromptMessage[], options: CompletionOptions): Promise<string> {
+    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    const headers: Record<string, string> = { 'Content-Type': 'application/json', Accept: 'application/json' };
+    if (this.apiKey) headers.Authorization = `Bearer ${this.apiKey}`;
+    const body = JSON.stringify({
+      model: this.model,
+      messages,
+      temperature: options.temperature,
+      max_tokens: options.maxTokens,
+      seed: options.seed,
+      stream: false,
+    });
+    let status: number;
+    let text: string;
+    let retryAfter: string | null;
+    try {
+      const res = await fetch(this.url, { method: 'POST', headers, body, signal });
+      status = res.status;
+      retryAfter = res.headers.get('retry-after');
+      text = await res.text();
+    } catch (err) {
+      if (options.signal?.aborted) throw options.signal.reason ?? err;
+      if (timeout.aborted) {
+        throw new UserError(`the OpenAI-compatible endpoint ${this.url} did not answer within ${this.timeoutMs} ms (raise --timeout-ms for a slow model)`);
+      }
+      const problem = connectionProblem(err);
+      if (problem) throw new RetryableError(`cannot reach it: ${problem}`);
+      throw err;
+    }
+    if (status === 429 || status >= 500) {
+      const seconds = retryAfter !== null ? Number(retryAfter) : NaN;
+      const retryAfterMs = Number.isFinite(seconds) && seconds >= 0 ? Math.min(seconds * 1000, MAX_RETRY_AFTER_MS) : undefined;
+      throw new RetryableError(`HTTP ${status}: ${serverMessage(text)}`, retryAfterMs);
+    }
+    if (status === 401 || status === 403) {
+      throw new UserError(`the OpenAI-compatible endpoint ${this.url} refused the API key (HTTP ${status}: ${serverMessage(text)}); set it with --api-key`);
+    }
+    if (status === 404) {
+      throw new UserError(
+        `the OpenAI-compatible endpoint ${this.url} answered 404 (${serverMessage(text)}): check that the base URL ends in /v1 and that model '${this.model}' exists there`,
+      );
+    }
+    if (status < 200 || status >= 300) throw new UserError(`the OpenAI-compatible endpoint ${this.url} answered HTTP ${status}: ${serverMessage(text)}`);
+    return this.contentOf(text);
+  }
+
+  /** The first choice's text; anything else from a 200 is garbage, named as such. */
+  private contentOf(text: string): string {
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      throw new UserError(`the OpenAI-compatible endpoint ${this.url} answered garbage: not JSON (${JSON.stringify(text.slice(0, 120))})`);
+    }
+    const choices = (json as { choices?: unknown })?.choices;
+    if (!Array.isArray(choices) || choices.length === 0) {
+      throw new UserError(`the OpenAI-compatible endpoint ${this.url} answered garbage: JSON without choices (${JSON.stringify(text.slice(0, 120))})`);
+    }
+    const message = (choices[0] as { message?: { content?: unknown; reasoning_content?: unknown } }).message;
+    if (!message || typeof message !== 'object') {
+      throw new UserError(`the OpenAI-compatible endpoint ${this.url} answered garbage: its first choice has no message`);
+    }
+    const content = typeof message.content === 'string' ? message.content : '';
+    // Servers that split reasoning off (vLLM, llama.cpp --reasoning-format) send it apart;
+    // keep it in the raw vote, marked as reasoning so the parser skips it.
+    const reasoning = typeof message.reasoning_content === 'string' && message.reasoning_content ? message.reasoning_content : '';
+    return reasoning ? `<think>${reasoning}</think>${content}` : content;
+  }
+
+  async close(): Promise<void> {
+    // fetch keeps no per-client state to release
+  }
+}

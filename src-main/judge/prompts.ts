@@ -1,0 +1,98 @@
+/**
+ * The two LLM judge prompts of SPEC §4, in our own words, with their versions.
+ *
+ * A label records the prompt version that produced it, so changing a prompt's wording
+ * MUST bump its version: the next judge run then re-judges every label made with the old
+ * wording (and leaves the rest alone).
+ *
+ * - Reward judge (Binary RL): sees the reply and the next state; answers \boxed{1},
+ *   \boxed{-1} or \boxed{0}.
+ * - Hint judge (On-Policy Distillation): does the next state reveal something that would
+ *   have made the reply better? \boxed{1} with a hint in [HINT_START]…[HINT_END], or
+ *   \boxed{-1}.
+ *
+ * Both end with the boxed answer so thinking models can reason first: the parser
+ * (./parse.ts) reads the last \boxed{} after any reasoning.
+ */
+import type { JudgeInput } from '../pipeline/judge.js';
+
+export const REWARD_PROMPT_VERSION = 'reward-v1';
+export const HINT_PROMPT_VERSION = 'hint-v1';
+
+export interface PromptMessage {
+  role: 'system' | 'user';
+  content: string;
+}
+
+/**
+ * Longest stretch of the reply or of the next state put into a prompt. Long pastes would
+ * otherwise swamp the judge's context (and cost minutes on a CPU); the start and the end
+ * of a text carry most of what a judge needs.
+ */
+export const MAX_SECTION_CHARS = 3000;
+
+const REWARD_SYSTEM = `You grade one reply of an AI assistant using what happened next.
+You are shown the assistant's reply and the next state: the user's next message, or the output of a tool the reply called. Treat the next state as evidence of whether the reply did what the user wanted.
+
+Answer \\boxed{1} when the reply worked: the user moves on, agrees or thanks, or the tool returned a result that is not an error.
+Answer \\boxed{-1} when it did not: the user corrects it ("no, I meant ..."), asks for it again, rephrases the request, asks for a change, or the tool reports an error. A request to change the reply counts as -1.
+Answer \\boxed{0} when the next state does not show either way.
+
+You may think first. End your answer with exactly one of \\boxed{1}, \\boxed{-1} or \\boxed{0}.`;
+
+const HINT_SYSTEM = `You look back at one reply of an AI assistant in hindsight.
+You are shown the assistant's reply and the next state: the user's next message, or the output of a tool the reply called. Decide whether the next state reveals information that would have made the reply better had the assistant known it: a fact, a preference, a constraint, a correction, or an error to avoid.
+
+If it does, answer \\boxed{1} and then write a hint for the assistant between [HINT_START] and [HINT_END]: one to three short sentences that say concretely what to do. Write an instruction ("Use Python 3 and add type hints."), not a verdict ("The reply was wrong.").
+If it does not (the user simply moves on or thanks, or the reaction gives nothing to act on), answer \\boxed{-1} and write no hint.
+
+You may think first. Then give your answer in this form:
+\\boxed{1}
+[HINT_START]<your hint>[HINT_END]
+or just \\boxed{-1}.`;
+
+/** Keeps the head and the tail of an overly long text, saying how much was cut. */
+export function clip(text: string, max = MAX_SECTION_CHARS): string {
+  if (text.length <= max) return text;
+  const head = Math.ceil(max * 0.6);
+  const tail = max - head;
+  return `${text.slice(0, head)}\n[… ${text.length - max} characters omitted …]\n${text.slice(text.length - tail)}`;
+}
+
+/** The reply as the judge reads it: its text, then any tool calls it made. */
+function replySection(input: JudgeInput): string {
+  const calls = input.responseMessage.tool_calls ?? [];
+  const parts = [input.response.trim() || (calls.length ? '' : '(empty reply)')];
+  for (const c of calls) parts.push(`[tool call] ${c.function.name}(${clip(c.function.arguments, 1000)})`);
+  return clip(parts.filter(Boolean).join('\n'));
+}
+
+function nextStateSection(input: JudgeInput): string {
+  const label = input.nextState.role === 'tool' ? 'Next state (output of the tool the reply called)' : "Next state (the user's next message)";
+  return `## ${label}\n${clip(input.nextState.text.trim() || '(empty)')}`;
+}
+
+export function rewardPrompt(input: JudgeInput): PromptMessage[] {
+  return [
+    { role: 'system', content: REWARD_SYSTEM },
+    {
+      role: 'user',
+      content: `## Assistant reply\n${replySection(input)}\n\n${nextStateSection(input)}\n\nDid the reply fulfil the user's intent? End with \\boxed{1}, \\boxed{-1} or \\boxed{0}.`,
+    },
+  ];
+}
+
+export function hintPrompt(input: JudgeInput): PromptMessage[] {
+  return [
+    { role: 'system', content: HINT_SYSTEM },
+    {
+      role: 'user',
+      content: `## Assistant reply\n${replySection(input)}\n\n${nextStateSection(input)}\n\nDoes the next state reveal what would have made the reply better? Answer \\boxed{1} with [HINT_START]…[HINT_END], or \\boxed{-1}.`,
+    },
+  ];
+}
+
+/** The prompt version a label gets: the reward prompt's, plus the hint prompt's when hints were asked for. */
+export function promptVersionFor(hints: boolean): string {
+  return hints ? `${REWARD_PROMPT_VERSION}+${HINT_PROMPT_VERSION}` : REWARD_PROMPT_VERSION;
+}

@@ -1,0 +1,136 @@
+/**
+ * Running a judge over the workspace's samples — the one runner behind `hindsight judge`
+ * and the app's Judge action, for every backend (heuristic, local, openai).
+ *
+ * - Incremental: a sample is judged only when it is unlabelled, or its label came from
+ *   the heuristic, another backend or model, or an older prompt version. A label made
+ *   with hints also counts as current for a run without hints (same reward prompt).
+ *   `force` re-judges everything but manual labels.
+ * - Never touches manual labels (checked again just before each write: the user may
+ *   label a sample while the judge is thinking). The heuristic never overwrites an LLM
+ *   judge's label (SPEC §1 precedence).
+ * - Resumable: each verdict is written as soon as it is in, and the store saves on its
+ *   coalesced schedule (at most ~2 s later) and at the end — so a killed run loses at most
+ *   the last moments of work, and the next run skips everything already judged.
+ * - Cancellable: an AbortSignal stops it; verdicts already in are kept, `cancelled: true`.
+ * - Concurrent: up to `concurrency` samples at once (the backend bounds its own requests).
+ * - A backend error (endpoint down, timeout, garbage) stops the run with that error, after
+ *   saving what was judged.
+ */
+import type { JudgeCandidate, JudgeSummary, WorkspaceApi } from '../core/workspace-api.js';
+import type { JudgeBackend } from '../pipeline/judge.js';
+
+export interface JudgeProgress {
+  /** Samples handled so far (judged or skipped) of `total` with a next state. */
+  done: number;
+  total: number;
+  judged: number;
+  elapsedMs: number;
+}
+
+export interface JudgeRunOptions {
+  hints: boolean;
+  /** Votes per sample (default 3). */
+  votes?: number;
+  force?: boolean;
+  /** Samples judged at once (default 1). */
+  concurrency?: number;
+  signal?: AbortSignal;
+  onProgress?: (progress: JudgeProgress) => void;
+}
+
+export interface JudgeRunSummary extends Required<JudgeSummary> {
+  backend: string;
+  model: string | null;
+  promptVersion: string;
+  votes: number;
+  elapsedMs: number;
+  /** Mean wall time per judged sample (0 when none). */
+  msPerSample: number;
+}
+
+/** The prompt version a run's labels get; LLM judges know theirs, the heuristic appends '+hints'. */
+export function runPromptVersion(backend: JudgeBackend, hints: boolean): string {
+  const own = (backend as { promptVersionFor?: (hints: boolean) => string }).promptVersionFor;
+  return own ? own.call(backend, hints) : backend.provenance.promptVersion + (hints ? '+hints' : '');
+}
+
+type Decision = 'judge' | 'manual' | 'higher' | 'unchanged';
+
+export function decide(label: JudgeCandidate['label'], backend: JudgeBackend, promptVersion: string, hints: boolean, force: boolean): Decision {
+  if (label.source === 'manual') return 'manual';
+  if (backend.labelSource === 'heuristic' && label.source?.startsWith('judge:')) return 'higher';
+  if (force) return 'judge';
+  const sameJudge = label.source === backend.labelSource && label.judgeBackend === backend.provenance.backend && label.judgeModel === backend.provenance.model;
+  if (!sameJudge || label.promptVersion === null) return 'judge';
+  if (label.promptVersion === promptVersion) return 'unchanged';
+  // A label judged with hints carries a reward from the same reward prompt.
+  if (!hints && label.promptVersion.startsWith(promptVersion + '+')) return 'unchanged';
+  return 'judge';
+}
+
+function isAbort(err: unknown, signal?: AbortSignal): boolean {
+  return !!signal?.aborted || (err as { name?: string })?.name === 'AbortError';
+}
+
+export async function runJudge(workspace: WorkspaceApi, backend: JudgeBackend, options: JudgeRunOptions): Promise<JudgeRunSummary> {
+  const started = Date.now();
+  const votes = options.votes ?? 3;
+  const promptVersion = runPromptVersion(backend, options.hints);
+  const provenance = { labelSource: backend.labelSource, backend: backend.provenance.backend, model: backend.provenance.model, promptVersion };
+  const summary: JudgeRunSummary = {
+    judged: 0, skippedManual: 0, skippedHigher: 0, skippedUnchanged: 0, cancelled: false,
+    backend: backend.provenance.backend, model: backend.provenance.model, promptVersion, votes, elapsedMs: 0, msPerSample: 0,
+  };
+
+  const candidates = workspace.judgeCandidates();
+  const total = candidates.length;
+  const queue: JudgeCandidate[] = [];
+  for (const c of candidates) {
+    const decision = decide(c.label, backend, promptVersion, options.hints, options.force ?? false);
+    if (decision === 'manual') summary.skippedManual++;
+    else if (decision === 'higher') summary.skippedHigher++;
+    else if (decision === 'unchanged') summary.skippedUnchanged++;
+    else queue.push(c);
+  }
+  let done = total - queue.length;
+  const report = () => options.onProgress?.({ done, total, judged: summary.judged, elapsedMs: Date.now() - started });
+  report();
+
+  let failure: unknown = null;
+  let next = 0;
+  const worker = async () => {
+    while (failure === null && next < queue.length) {
+      if (options.signal?.aborted) {
+        summary.cancelled = true;
+        return;
+      }
+      const { input } = queue[next++]!;
+      try {
+        const verdict = await backend.judge(input, { hints: options.hints, votes, signal: options.signal });
+        if (options.signal?.aborted) {
+          summary.cancelled = true; // a verdict that lands after Cancel is not stored
+          return;
+        }
+        if (workspace.recordJudgeVerdict(input, verdict, provenance)) summary.judged++;
+        else summary.skippedManual++;
+      } catch (err) {
+        if (isAbort(err, options.signal)) summary.cancelled = true;
+        else failure ??= err;
+        return;
+      }
+      done++;
+      report();
+    }
+  };
+  try {
+    const lanes = Math.max(1, Math.min(options.concurrency ?? 1, queue.length || 1));
+    await Promise.all(Array.from({ length: lanes }, worker));
+  } finally {
+    workspace.flush();
+  }
+  if (failure !== null) throw failure;
+  summary.elapsedMs = Date.now() - started;
+  summary.msPerSample = summary.judged ? Math.round(summary.elapsedMs / summary.judged) : 0;
+  return summary;
+}

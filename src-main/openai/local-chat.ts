@@ -1,0 +1,134 @@
+/**
+ * Answering one chat-completions request with the local model (src-main/model/), in its
+ * worker thread: the chat template renders the messages, the engine samples, and the
+ * reply is split into reasoning, content and tool calls exactly as `LocalModel.generate`
+ * does. Streaming turns the engine's per-token callback into text deltas.
+ *
+ * Streaming text is only ever emitted as a prefix of the final answer: a suffix that could
+ * still become a stop string, a `<think>`/`</think>`/`<tool_call>` tag, or an incomplete
+ * UTF-8 character is held back until the next token settles it, so a client that
+ * concatenates the deltas gets the same content as a non-streaming request.
+ *
+ * The result keeps every generated token id and its log-prob (fp32 from the model at
+ * temperature 1), which live capture (issue 7) stores as the rollout's old log-probs.
+ */
+import type { LocalModel } from '../model/local-model.js';
+import { splitReasoningText } from '../model/chat-output.js';
+import type { ChatRequest, FinishReason, TokenLogprob, ToolCallOut } from './protocol.js';
+
+export interface ChatResult {
+  content: string;
+  reasoning?: string;
+  toolCalls: ToolCallOut[];
+  finishReason: FinishReason;
+  promptTokens: number;
+  completionTokens: number;
+  /** Generated token ids (the end-of-sequence token excluded) and their log-probs. */
+  tokens: number[];
+  logprobs: number[];
+}
+
+export interface StreamDelta {
+  content?: string;
+  reasoning?: string;
+}
+
+const TAGS = ['<think>', '</think>', '<tool_call>'];
+
+/** Length of the longest suffix of `text` that is a proper prefix of `marker`. */
+function partialSuffix(text: string, marker: string): number {
+  for (let n = Math.min(marker.length - 1, text.length); n > 0; n--) if (text.endsWith(marker.slice(0, n))) return n;
+  return 0;
+}
+
+/** Incremental decoding for streams; see the module comment for what it holds back. */
+export class StreamText {
+  private readonly ids: number[] = [];
+  private sentContent = '';
+  private sentReasoning = '';
+
+  constructor(
+    private readonly decode: (ids: number[]) => string,
+    private readonly opensThinking: boolean,
+    private readonly stops: string[],
+    private readonly skipIds: number[],
+  ) {}
+
+  push(token: number): StreamDelta {
+    if (this.skipIds.includes(token)) return {};
+    this.ids.push(token);
+    let text = this.decode(this.ids);
+    // An incomplete multi-byte character decodes as U+FFFD until its last byte arrives.
+    text = text.replace(/\uFFFD+$/, '');
+    const hold = Math.max(0, ...[...TAGS, ...this.stops].map((m) => partialSuffix(text, m)));
+    const safe = text.slice(0, text.length - hold);
+    const { reasoning = '', answer } = splitReasoningText((this.opensThinking ? '<think>' : '') + safe);
+    const call = answer.indexOf('<tool_call>');
+    return this.diff(call >= 0 ? answer.slice(0, call).trimEnd() : answer, reasoning);
+  }
+
+  /** The rest of the final answer, where it extends what was sent. */
+  finish(content: string, reasoning: string | undefined): StreamDelta {
+    return this.diff(content, reasoning ?? '');
+  }
+
+  private diff(content: string, reasoning: string): StreamDelta {
+    const out: StreamDelta = {};
+    if (reasoning.length > this.sentReasoning.length && reasoning.startsWith(this.sentReasoning)) {
+      out.reasoning = reasoning.slice(this.sentReasoning.length);
+      this.sentReasoning = reasoning;
+    }
+    if (content.length > this.sentContent.length && content.startsWith(this.sentContent)) {
+      out.content = content.slice(this.sentContent.length);
+      this.sentContent = content;
+    }
+    return out;
+  }
+}
+
+/** Whether the rendered prompt ends inside an opened `<think>` (DeepSeek-R1-style templates). */
+function promptOpensThinking(model: LocalModel, ids: number[]): boolean {
+  const open = model.tokenizer.thinkStartId;
+  if (open === undefined) return false;
+  const tail = ids.slice(-4);
+  const close = model.tokenizer.thinkEndId;
+  return tail.includes(open) && (close === undefined || tail.lastIndexOf(close) < tail.lastIndexOf(open));
+}
+
+export async function completeChat(model: LocalModel, request: ChatRequest, onDelta?: (delta: StreamDelta) => void): Promise<ChatResult> {
+  const template = request.tools ? { tools: request.tools } : undefined;
+  const ids = model.promptIds(request.messages, { chatTemplate: true, template });
+  const eos = model.tokenizer.eosTokenIds;
+  const stream = onDelta ? new StreamText((t) => model.tokenizer.decode(t), promptOpensThinking(model, ids), request.stop, eos) : null;
+  const emit = (d: StreamDelta) => {
+    if (d.content !== undefined || d.reasoning !== undefined) onDelta!(d);
+  };
+  const out = await model.generate(ids, {
+    temperature: request.temperature,
+    topP: request.topP,
+    maxNewTokens: request.maxTokens,
+    ...(request.seed !== undefined ? { seed: request.seed } : {}),
+    ...(request.stop.length ? { stopStrings: request.stop } : {}),
+    ...(stream ? { onToken: (token: number) => emit(stream.push(token)) } : {}),
+  });
+  if (stream) emit(stream.finish(out.content, out.reasoning));
+  const kept = out.tokens.map((t, i) => [t, out.logprobs[i]!] as const).filter(([t]) => !eos.includes(t));
+  return {
+    content: out.content,
+    ...(out.reasoning ? { reasoning: out.reasoning } : {}),
+    toolCalls: out.toolCalls,
+    finishReason: out.toolCalls.length ? 'tool_calls' : out.finishReason === 'length' ? 'length' : 'stop',
+    promptTokens: ids.length,
+    completionTokens: kept.length,
+    tokens: kept.map(([t]) => t),
+    logprobs: kept.map(([, lp]) => lp),
+  };
+}
+
+/** Each chosen token with its log-prob, in OpenAI's `logprobs.content` shape. */
+export function tokenLogprobs(model: LocalModel, result: ChatResult): TokenLogprob[] {
+  return result.tokens.map((t, i) => {
+    const token = model.tokenizer.decode([t], false);
+    return { token, logprob: result.logprobs[i]!, bytes: [...Buffer.from(token, 'utf8')], top_logprobs: [] };
+  });
+}

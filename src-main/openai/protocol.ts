@@ -1,0 +1,217 @@
+/**
+ * The OpenAI chat-completions wire format, as far as Hindsight's endpoint speaks it:
+ * checking a request (every problem is a 400 naming the field, never a crash), and the
+ * shapes of answers, stream chunks and errors.
+ *
+ * Supported: messages (text content; string or [{type:"text"}] parts; assistant
+ * tool_calls and tool results), model, temperature, top_p, max_tokens /
+ * max_completion_tokens, seed, stop, stream (+ stream_options.include_usage), logprobs
+ * (non-streaming), tools (rendered by the model's chat template), n = 1. Unknown fields are
+ * ignored, as OpenAI-compatible servers do; unsupported values of known ones are refused.
+ */
+import type { ChatMessage } from '../model/tokenizer.js';
+
+export const DEFAULT_MAX_TOKENS = 512;
+export const MAX_MAX_TOKENS = 8192;
+
+export interface ChatRequest {
+  model: string | null;
+  messages: ChatMessage[];
+  temperature: number;
+  topP: number;
+  maxTokens: number;
+  seed?: number;
+  stop: string[];
+  stream: boolean;
+  includeUsage: boolean;
+  logprobs: boolean;
+  tools?: unknown[];
+}
+
+/** A request the endpoint refuses: HTTP 400 with OpenAI's error body. */
+export class RequestError extends Error {
+  constructor(
+    message: string,
+    readonly param: string | null = null,
+    readonly status = 400,
+    readonly type = 'invalid_request_error',
+    readonly code: string | null = null,
+  ) {
+    super(message);
+  }
+}
+
+export function errorBody(message: string, type: string, param: string | null = null, code: string | null = null) {
+  return { error: { message, type, param, code } };
+}
+
+const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function textContent(content: unknown, where: string): string {
+  if (content === null || content === undefined) return '';
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) throw new RequestError(`${where} must be a string or an array of content parts`, where);
+  return content
+    .map((part, i) => {
+      if (!isObject(part) || part.type !== 'text' || typeof part.text !== 'string') {
+        const type = isObject(part) ? String(part.type) : typeof part;
+        throw new RequestError(`${where}[${i}]: only text parts are supported (got type '${type}')`, `${where}[${i}]`);
+      }
+      return part.text;
+    })
+    .join('');
+}
+
+function message(raw: unknown, i: number): ChatMessage {
+  const where = `messages[${i}]`;
+  if (!isObject(raw)) throw new RequestError(`${where} must be an object with role and content`, where);
+  const role = raw.role;
+  if (typeof role !== 'string' || !ROLES.has(role)) {
+    throw new RequestError(`${where}.role must be one of system, developer, user, assistant, tool (got ${JSON.stringify(role)})`, `${where}.role`);
+  }
+  const out: ChatMessage = { role: role === 'developer' ? 'system' : role, content: textContent(raw.content, `${where}.content`) };
+  if (role === 'assistant' && Array.isArray(raw.tool_calls)) out.tool_calls = raw.tool_calls;
+  if (role === 'tool' && typeof raw.tool_call_id === 'string') out.tool_call_id = raw.tool_call_id;
+  if (typeof raw.name === 'string') out.name = raw.name;
+  return out;
+}
+
+function numberField(body: Record<string, unknown>, key: string, fallback: number, min: number, max: number, minExclusive = false): number {
+  const v = body[key];
+  if (v === undefined || v === null) return fallback;
+  if (typeof v !== 'number' || !Number.isFinite(v) || (minExclusive ? v <= min : v < min) || v > max) {
+    throw new RequestError(`${key} must be a number in ${minExclusive ? '(' : '['}${min}, ${max}] (got ${JSON.stringify(v)})`, key);
+  }
+  return v;
+}
+
+function integerField(body: Record<string, unknown>, key: string, min: number, max: number): number | undefined {
+  const v = body[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new RequestError(`${key} must be an integer in [${min}, ${max}] (got ${JSON.stringify(v)})`, key);
+  }
+  return v;
+}
+
+/** Checks a parsed JSON body; throws a RequestError naming the first bad field. */
+export function parseChatRequest(body: unknown): ChatRequest {
+  if (!isObject(body)) throw new RequestError('the request body must be a JSON object');
+  if (!Array.isArray(body.messages) || body.messages.length === 0) throw new RequestError('messages must be a non-empty array', 'messages');
+  const messages = body.messages.map(message);
+  if (body.model !== undefined && body.model !== null && typeof body.model !== 'string') throw new RequestError('model must be a string', 'model');
+  const n = integerField(body, 'n', 1, 1_000_000);
+  if (n !== undefined && n !== 1) throw new RequestError('only n = 1 is supported', 'n');
+  let stop: string[] = [];
+  if (typeof body.stop === 'string') stop = [body.stop];
+  else if (Array.isArray(body.stop)) stop = body.stop;
+  else if (body.stop !== undefined && body.stop !== null) throw new RequestError('stop must be a string or an array of strings', 'stop');
+  if (stop.length > 4 || stop.some((s) => typeof s !== 'string' || s === '')) throw new RequestError('stop takes up to 4 non-empty strings', 'stop');
+  const stream = body.stream === true;
+  if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') throw new RequestError('stream must be true or false', 'stream');
+  const logprobs = body.logprobs === true;
+  if (logprobs && stream) throw new RequestError('logprobs are only returned by non-streaming requests here', 'logprobs');
+  if ((integerField(body, 'top_logprobs', 0, 20) ?? 0) > 0) throw new RequestError('top_logprobs is not supported (only each chosen token’s logprob)', 'top_logprobs');
+  const maxTokens = integerField(body, 'max_completion_tokens', 1, MAX_MAX_TOKENS) ?? integerField(body, 'max_tokens', 1, MAX_MAX_TOKENS) ?? DEFAULT_MAX_TOKENS;
+  if (body.tools !== undefined && body.tools !== null && !Array.isArray(body.tools)) throw new RequestError('tools must be an array', 'tools');
+  const streamOptions = isObject(body.stream_options) ? body.stream_options : {};
+  return {
+    model: typeof body.model === 'string' ? body.model : null,
+    messages,
+    temperature: numberField(body, 'temperature', 1, 0, 2),
+    topP: numberField(body, 'top_p', 1, 0, 1, true),
+    maxTokens,
+    seed: integerField(body, 'seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER),
+    stop,
+    stream,
+    includeUsage: streamOptions.include_usage === true,
+    logprobs,
+    ...(Array.isArray(body.tools) && body.tools.length ? { tools: body.tools } : {}),
+  };
+}
+
+export type FinishReason = 'stop' | 'length' | 'tool_calls';
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface ToolCallOut {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+export interface TokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[] | null;
+  top_logprobs: [];
+}
+
+export function completionBody(args: {
+  id: string;
+  created: number;
+  model: string;
+  content: string;
+  reasoning?: string;
+  toolCalls: ToolCallOut[];
+  finishReason: FinishReason;
+  usage: Usage;
+  logprobs: TokenLogprob[] | null;
+}) {
+  return {
+    id: args.id,
+    object: 'chat.completion' as const,
+    created: args.created,
+    model: args.model,
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: 'assistant' as const,
+          content: args.toolCalls.length && !args.content ? null : args.content,
+          ...(args.reasoning ? { reasoning_content: args.reasoning } : {}),
+          ...(args.toolCalls.length ? { tool_calls: args.toolCalls } : {}),
+        },
+        logprobs: args.logprobs ? { content: args.logprobs } : null,
+        finish_reason: args.finishReason,
+      },
+    ],
+    usage: args.usage,
+  };
+}
+
+export interface ChunkDelta {
+  role?: 'assistant';
+  content?: string;
+  reasoning_content?: string;
+  tool_calls?: (ToolCallOut & { index: number })[];
+}
+
+/**
+ * One stream chunk. `delta` null gives the usage-only chunk (choices: []) that
+ * `stream_options.include_usage` asks for; `usage` is null on the others then, and absent
+ * when usage was not asked for.
+ */
+export function chunkBody(
+  meta: { id: string; created: number; model: string },
+  delta: ChunkDelta | null,
+  finishReason: FinishReason | null,
+  usage?: Usage | null,
+) {
+  return {
+    id: meta.id,
+    object: 'chat.completion.chunk' as const,
+    created: meta.created,
+    model: meta.model,
+    choices: delta === null ? [] : [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+    ...(usage !== undefined ? { usage } : {}),
+  };
+}
