@@ -79,7 +79,7 @@ export function appendGradients(b: GraphBuilder, loss: string, wrt: string[]): M
       y: node.outputs,
       dy,
       needs: (k) => !!node.inputs[k] && onPath(node.inputs[k]!),
-      reduce: (g, k) => sumToShape(b, g, outShape, node.inputs[k]!),
+      reduce: (g, k, gShape) => sumToShape(b, g, gShape ?? outShape, node.inputs[k]!),
     };
     const dx = rule(ctx);
     node.inputs.forEach((input, k) => {

@@ -17,7 +17,7 @@
  * never asks for one, because their outputs are integers or booleans. An op on a gradient path
  * with no rule is an error that names the node.
  */
-import { GraphBuilder, attrInt, attrInts, int, str, tensorValues, type Node } from '../../model/graph/ir.js';
+import { GraphBuilder, attrInt, attrInts, int, str, tensorValues, type Node, type Shape } from '../../model/graph/ir.js';
 import { isStatic, shapeValue, sumToShape, zerosLike } from './shapes.js';
 
 export interface GradContext {
@@ -29,8 +29,11 @@ export interface GradContext {
   dy: (string | undefined)[];
   /** Whether input k needs a gradient. */
   needs(k: number): boolean;
-  /** Sums a gradient shaped like output 0 back to input k's shape (undoes broadcasting). */
-  reduce(g: string, k: number): string;
+  /**
+   * Sums a gradient back to input k's shape (undoes broadcasting). The gradient is taken to
+   * have output 0's shape unless `gShape` says otherwise.
+   */
+  reduce(g: string, k: number, gShape?: Shape): string;
 }
 
 export type GradRule = (c: GradContext) => (string | undefined)[];
@@ -66,19 +69,21 @@ function reduceGrad(mean: boolean): GradRule {
   return ({ b, node, x, y, dy }) => {
     const axesInput = node.inputs[1] || undefined;
     const keepdims = attrInt(node, 'keepdims', 1) === 1;
-    let g = dy[0]!;
+    let g = mean ? b.mul(dy[0]!, meanFactor(b, node, x[0]!, y[0]!)) : dy[0]!; // scaled while still small
     // keepdims=0 removed the axes; put them back as 1s (reduce-all yields a scalar, which Expand broadcasts).
     if (!keepdims && axesInput) g = b.op('Unsqueeze', [g, axesInput], {}, 1, [{ dtype: b.dtypeOf(g) }])[0]!;
-    g = b.expand(g, shapeValue(b, x[0]!), b.shapeOf(x[0]!));
-    if (!mean) return [g];
-    const xs = b.shapeOf(x[0]!), ys = b.shapeOf(y[0]!);
-    if (isStatic(xs) && isStatic(ys)) {
-      const ratio = ys.reduce((p, d) => p * d, 1) / xs.reduce((p, d) => p * d, 1);
-      return [b.mul(g, b.scalar(ratio))];
-    }
-    const size = (v: string) => b.cast(b.op('Size', [v], {}, 1, [{ dtype: 'int64', shape: [] }])[0]!, 'float32');
-    return [b.mul(g, b.div(size(y[0]!), size(x[0]!)))];
+    return [b.expand(g, shapeValue(b, x[0]!), b.shapeOf(x[0]!))];
   };
+}
+
+/** 1 / (number of reduced elements): a constant when those dims are static, else Size(y) / Size(x). */
+function meanFactor(b: GraphBuilder, node: Node, x: string, y: string): string {
+  const xs = b.shapeOf(x);
+  const axes = node.inputs[1] ? constInts(b, node.inputs[1]) : xs?.map((_, i) => i);
+  const reduced = xs && axes?.map((a) => xs[normAxis(a, xs.length)]);
+  if (reduced?.every((d) => typeof d === 'number')) return b.scalar(1 / (reduced as number[]).reduce((p, d) => p * d, 1));
+  const size = (v: string) => b.cast(b.op('Size', [v], {}, 1, [{ dtype: 'int64', shape: [] }])[0]!, 'float32');
+  return b.div(size(y), size(x));
 }
 
 /** Min / Max (variadic): each input whose value is the result gets dy, ties share it evenly. */
@@ -137,7 +142,15 @@ export const GRADIENT_RULES: Record<string, GradRule> = {
     const ra = rankOf(b, a!, node), rb = rankOf(b, w!, node);
     if (ra < 2 || rb < 2) throw new Error(`autodiff: MatMul node ${node.name} with a 1-D operand has no gradient rule`);
     const g = dy[0]!;
-    const dA = needs(0) ? reduce(b.matmul(g, transposeLast2(b, w!, rb)), 0) : undefined;
+    const product = (p: string, q: string) => {
+      const v = b.matmul(p, q);
+      return { v, shape: b.shapeOf(v) };
+    };
+    let dA: string | undefined;
+    if (needs(0)) {
+      const { v, shape } = product(g, transposeLast2(b, w!, rb));
+      dA = reduce(v, 0, shape);
+    }
     let dB: string | undefined;
     if (needs(1)) {
       const K = b.shapeOf(a!)![ra - 1], N = b.shapeOf(w!)![rb - 1];
@@ -145,7 +158,8 @@ export const GRADIENT_RULES: Record<string, GradRule> = {
         // A weight shared by every row: one [K, rows]·[rows, N] product, not a batch then a sum.
         dB = b.matmul(b.transpose(b.reshape(a!, [-1, K]), [1, 0]), b.reshape(g, [-1, N]));
       } else {
-        dB = reduce(b.matmul(transposeLast2(b, a!, ra), g), 1);
+        const { v, shape } = product(transposeLast2(b, a!, ra), g);
+        dB = reduce(v, 1, shape);
       }
     }
     return [dA, dB];

@@ -1,0 +1,112 @@
+/**
+ * The graphs of a training step, built from the decoder (../../model/decoder.ts):
+ *
+ * - forward: decoder + LoRA → `logprobs` [B, T]. Used for the policy's log-probs, and with all
+ *   LoRA tensors zero for the base model's (x·Aᵀ·Bᵀ with B = 0 adds exact zeros, so one session
+ *   and one copy of the frozen weights serve both).
+ * - train: decoder + LoRA → the policy loss (./loss.ts) → autodiff (../autodiff) → the gradient
+ *   of every LoRA tensor, plus the metrics; optionally the optimizer update too (./optimizer.ts).
+ *
+ * LoRA: each targeted projection y = x·Wᵀ (+ b) becomes y + ((x·Aᵀ)·s)·Bᵀ with A [r, in] and
+ * B [out, r] as graph inputs named by their PEFT keys, s = alpha / r. The scaling is applied
+ * on the narrow [B, T, r] tensor, where it costs least.
+ *
+ * Grid: the decoder's `logprobs[t]` is log p(target_ids[t] | tokens ≤ t). The step feeds
+ * target_ids[t] = input_ids[t+1], so graph position t holds the log-prob of token t+1; the
+ * engine shifts the [B, T] batch grids (SPEC's position t ↔ graph position t−1) on the host.
+ *
+ * Graph inputs: input_ids, attention_mask, position_ids, target_ids (int64 [B, T]), every
+ * LoRA tensor, and for train: response_mask, old_logprobs, advantages (+ ref_logprobs when
+ * klBeta > 0), float32 [B, T] on the graph's grid.
+ * Train outputs: loss, clipfrac, approx_kl, tokens (scalars), logprobs [B, T], `grad.<key>`
+ * for every LoRA tensor, and with the in-graph optimizer its outputs (./optimizer.ts).
+ */
+import { GraphBuilder, type Graph } from '../../model/graph/ir.js';
+import { buildDecoder, type LinearSite, type WeightSource } from '../../model/decoder.js';
+import { appendGradients } from '../autodiff/gradients.js';
+import type { LoraConfig, LoraTensorSpec, LossConfig, OptimizerConfig } from '../step-api.js';
+import { appendPolicyLoss } from './loss.js';
+import { appendUpdate } from './optimizer.js';
+
+/** PeftModel wraps the HF model as `base_model.model.`. */
+const PEFT_PREFIX = 'base_model.model.';
+export const loraKeys = (spec: LoraTensorSpec) => ({ a: `${spec.module}.lora_A.weight`, b: `${spec.module}.lora_B.weight` });
+export const gradName = (key: string) => `grad.${key}`;
+
+export const LOSS_INPUTS = ['response_mask', 'old_logprobs', 'advantages'] as const;
+
+interface LoraDecoder {
+  b: GraphBuilder;
+  logprobs: string;
+  specs: LoraTensorSpec[];
+  /** LoRA key → graph input name (they are equal; kept explicit for readers). */
+  params: Map<string, string>;
+}
+
+function loraDecoder(weights: WeightSource, lora: LoraConfig, name: string): LoraDecoder {
+  const b = new GraphBuilder(name);
+  const targets = new Set(lora.targets);
+  const scaling = lora.alpha / lora.r;
+  const specs: LoraTensorSpec[] = [];
+  const params = new Map<string, string>();
+  const linear = (g: GraphBuilder, site: LinearSite, base: string) => {
+    if (!targets.has(site.target)) return base;
+    const spec: LoraTensorSpec = { module: PEFT_PREFIX + site.module, layer: site.layer, target: site.target, inFeatures: site.inFeatures, outFeatures: site.outFeatures };
+    specs.push(spec);
+    const keys = loraKeys(spec);
+    const a = g.input(keys.a, 'float32', [lora.r, site.inFeatures]);
+    const bb = g.input(keys.b, 'float32', [site.outFeatures, lora.r]);
+    params.set(keys.a, a).set(keys.b, bb);
+    const down = g.mul(g.matmul(site.input, g.transpose(a, [1, 0])), g.scalar(scaling));
+    return g.add(base, g.matmul(down, g.transpose(bb, [1, 0])));
+  };
+  const values = buildDecoder(b, weights, { output: 'target_logprobs', linear });
+  sameDim(b.graph, 'S', 'T');
+  const logprobs = b.identityAs(values.output, 'logprobs');
+  return { b, logprobs, specs, params };
+}
+
+export function buildForwardGraph(weights: WeightSource, lora: LoraConfig): { graph: Graph; specs: LoraTensorSpec[] } {
+  const d = loraDecoder(weights, lora, 'lora_forward');
+  d.b.output(d.logprobs);
+  return { graph: d.b.graph, specs: d.specs };
+}
+
+export interface TrainGraphOptions {
+  lora: LoraConfig;
+  loss: LossConfig;
+  /** Append the optimizer update (else the graph ends at the gradients). */
+  optimizerInGraph?: OptimizerConfig;
+}
+
+export function buildTrainGraph(weights: WeightSource, options: TrainGraphOptions): { graph: Graph; specs: LoraTensorSpec[] } {
+  const d = loraDecoder(weights, options.lora, 'lora_train');
+  const { b } = d;
+  const [mask, old, advantages] = LOSS_INPUTS.map((n) => b.input(n, 'float32', ['B', 'T']));
+  const ref = options.loss.klBeta > 0 ? b.input('ref_logprobs', 'float32', ['B', 'T']) : undefined;
+  const loss = appendPolicyLoss(b, { logprobs: d.logprobs, mask: mask!, old: old!, advantages: advantages!, ref }, options.loss);
+  b.output(d.logprobs);
+  b.output(b.identityAs(loss.loss, 'loss'));
+  b.output(b.identityAs(loss.clipfrac, 'clipfrac'));
+  b.output(b.identityAs(loss.approxKl, 'approx_kl'));
+  b.output(b.identityAs(loss.tokens, 'tokens'));
+  const grads = appendGradients(b, loss.loss, [...d.params.values()]);
+  for (const [key, value] of d.params) b.output(b.identityAs(grads.get(value)!, gradName(key)));
+  if (options.optimizerInGraph) appendUpdate(b, options.optimizerInGraph, d.params, grads);
+  return { graph: b.graph, specs: d.specs };
+}
+
+/**
+ * Records that two symbolic dims are equal. Without a KV cache the attention length S is the
+ * sequence length T; telling the IR lets the attention gradients sum broadcast axes with
+ * static axes instead of Shape/NonZero ops at run time.
+ */
+function sameDim(graph: Graph, from: string, to: string): void {
+  for (const v of graph.values.values()) if (v.shape) v.shape = v.shape.map((d) => (d === from ? to : d));
+  for (const v of graph.inputs) if (v.shape) v.shape = v.shape.map((d) => (d === from ? to : d));
+}
+
+/** Op types in a graph, for checks that no fused or training-unfriendly op slipped in. */
+export function opTypes(graph: Graph): Set<string> {
+  return new Set(graph.nodes.map((n) => n.op));
+}

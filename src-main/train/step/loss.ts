@@ -1,0 +1,63 @@
+/**
+ * The policy loss of SPEC §5, as graph nodes on fp32 [B, T] log-probs:
+ *
+ *   ρ = exp(logp − old)
+ *   obj = min(ρ·A, clip(ρ, 1 − ε_low, 1 + ε_high)·A)
+ *   loss = −Σ mask·obj / Σ mask                       (token mean over the whole batch)
+ *        + β · Σ mask·k3 / Σ mask,  k3 = exp(ref − logp) − (ref − logp) − 1   (when β > 0)
+ *
+ * rl, opd and combine differ only in their advantages (built by the trainer) and default
+ * ε_high, so the graph is the same for all three.
+ *
+ * Metrics, computed alongside (no gradient flows through them):
+ *   clipfrac   the fraction of masked tokens whose clipped term won the min strictly, i.e.
+ *              where the token's gradient is zero (ρ > 1+ε_high with A > 0, ρ < 1−ε_low with A < 0)
+ *   approx_kl  the token mean of k3 of old vs new: exp(old − logp) − (old − logp) − 1
+ *   tokens     Σ mask
+ * Σ mask is floored at 1 so an all-masked batch gives loss 0, not NaN.
+ */
+import { GraphBuilder, int } from '../../model/graph/ir.js';
+import type { LossConfig } from '../step-api.js';
+
+export interface LossInputs {
+  logprobs: string;
+  mask: string;
+  old: string;
+  advantages: string;
+  /** Reference (base-model) log-probs; required when klBeta > 0. */
+  ref?: string;
+}
+
+export interface LossValues {
+  loss: string;
+  clipfrac: string;
+  approxKl: string;
+  tokens: string;
+}
+
+const sumAll = (b: GraphBuilder, x: string) => b.op('ReduceSum', [x], { keepdims: int(0) }, 1, [{ dtype: 'float32', shape: [] }])[0]!;
+
+/** k3(a ‖ logp) = exp(a − logp) − (a − logp) − 1, element-wise. */
+function k3(b: GraphBuilder, a: string, logp: string): string {
+  const d = b.sub(a, logp);
+  return b.sub(b.sub(b.exp(d), d), b.scalar(1));
+}
+
+export function appendPolicyLoss(b: GraphBuilder, x: LossInputs, cfg: LossConfig): LossValues {
+  const tokens = sumAll(b, x.mask);
+  const denom = b.max(tokens, b.scalar(1));
+  const maskedMean = (v: string) => b.div(sumAll(b, b.mul(x.mask, v)), denom);
+
+  const ratio = b.exp(b.sub(x.logprobs, x.old));
+  const clipped = b.op('Clip', [ratio, b.scalar(1 - cfg.epsLow), b.scalar(1 + cfg.epsHigh)], {}, 1, [{ dtype: 'float32', shape: b.shapeOf(ratio) }])[0]!;
+  const unclippedObj = b.mul(ratio, x.advantages);
+  const clippedObj = b.mul(clipped, x.advantages);
+  let loss = b.neg(maskedMean(b.min(unclippedObj, clippedObj)));
+  if (cfg.klBeta > 0) {
+    if (!x.ref) throw new Error('the KL penalty (klBeta > 0) needs reference log-probs');
+    loss = b.add(loss, b.mul(b.scalar(cfg.klBeta), maskedMean(k3(b, x.ref, x.logprobs))));
+  }
+  const clipfrac = maskedMean(b.cast(b.less(clippedObj, unclippedObj), 'float32'));
+  const approxKl = maskedMean(k3(b, x.old, x.logprobs));
+  return { loss, clipfrac, approxKl, tokens };
+}
