@@ -31,6 +31,8 @@ export interface TinyModelOptions {
   intermediateSize?: number;
   /** Standard deviation of the random weights. */
   std?: number;
+  /** Model vocabulary (≥ the tokenizer's); default: the tokenizer's size + 3. */
+  vocabSize?: number;
 }
 
 export interface TinyModel {
@@ -111,7 +113,7 @@ export function tinyTokenizerJson(): { json: Record<string, unknown>; size: numb
 
 // ---- weights -----------------------------------------------------------------------------
 
-function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dtype' | 'std'>> & { vocabSize: number }): [string, number[]][] {
+function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dtype' | 'std' | 'vocabSize'>> & { vocabSize: number }): [string, number[]][] {
   const { hiddenSize: H, numHeads, numKvHeads, headDim: d, intermediateSize: I, vocabSize: V } = c;
   const out: [string, number[]][] = [['model.embed_tokens.weight', [V, H]]];
   for (let i = 0; i < c.numLayers; i++) {
@@ -150,7 +152,7 @@ export function writeTinyModel(dir: string, options: TinyModelOptions): TinyMode
   };
   fs.mkdirSync(dir, { recursive: true });
   const tok = tinyTokenizerJson();
-  const vocabSize = tok.size + 3; // a few unused rows, as real checkpoints pad the vocabulary
+  const vocabSize = Math.max(options.vocabSize ?? 0, tok.size + 3); // a few unused rows, as real checkpoints pad the vocabulary
   const imEnd = tok.size - TINY_SPECIAL_TOKENS.length + TINY_SPECIAL_TOKENS.indexOf('<|im_end|>');
   const endOfText = tok.size - TINY_SPECIAL_TOKENS.length;
   const config: Record<string, unknown> = {

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""PyTorch reference for bench/model.ts: the same decoder (Llama / Qwen2 / Qwen3), written
+directly from the transformers modelling code in plain torch (no transformers package), run on
+the same checkpoint and inputs, timed with the same thread count.
+
+usage: model_torch.py REQUEST.json   → prints one JSON object on stdout
+REQUEST: {"model": DIR, "threads": N, "rows": [{"input_ids": [...], "response_start": k}],
+          "score_repeats": R, "prompt": [...], "new_tokens": N}
+"""
+import json
+import math
+import os
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+
+DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None}
+
+
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        base = 8 + n
+        out = {}
+        for name, e in header.items():
+            if name == "__metadata__":
+                continue
+            b, en = e["data_offsets"]
+            f.seek(base + b)
+            raw = f.read(en - b)
+            if e["dtype"] == "BF16":
+                bits = np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16
+                arr = bits.view(np.float32)
+            else:
+                arr = np.frombuffer(raw, dtype=DTYPES[e["dtype"]]).astype(np.float32)
+            out[name] = torch.from_numpy(arr.reshape(e["shape"]).copy())
+    return out
+
+
+def load_weights(d):
+    index = os.path.join(d, "model.safetensors.index.json")
+    if os.path.exists(index):
+        files = sorted(set(json.load(open(index))["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    w = {}
+    for f in files:
+        w.update(load_safetensors(os.path.join(d, f)))
+    return w
+
+
+class Decoder:
+    def __init__(self, d):
+        c = json.load(open(os.path.join(d, "config.json")))
+        self.c = c
+        self.w = load_weights(d)
+        self.family = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}[c["architectures"][0]]
+        self.H = c["hidden_size"]
+        self.nH = c["num_attention_heads"]
+        self.nKV = c.get("num_key_value_heads", self.nH)
+        self.d = c.get("head_dim") or self.H // self.nH
+        self.eps = c.get("rms_norm_eps", 1e-6)
+        self.L = c["num_hidden_layers"]
+        theta = c.get("rope_theta", 10000.0)
+        self.inv_freq = 1.0 / (theta ** (torch.arange(0, self.d, 2, dtype=torch.int64).float() / self.d))
+        self.head = self.w.get("lm_head.weight", self.w["model.embed_tokens.weight"])
+
+    def rms(self, x, name):
+        var = x.pow(2).mean(-1, keepdim=True)
+        return self.w[name] * (x * torch.rsqrt(var + self.eps))
+
+    def lin(self, x, name):
+        y = x @ self.w[name + ".weight"].T
+        b = self.w.get(name + ".bias")
+        return y + b if b is not None else y
+
+    @staticmethod
+    def rotate_half(x):
+        h = x.shape[-1] // 2
+        return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+    def forward(self, ids, pos, mask_bias, past=None):
+        """ids [B,T]; pos [B,T]; mask_bias [B,1,T,S]; past: list of (k, v) [B,nKV,P,d]."""
+        B, T = ids.shape
+        h = self.w["model.embed_tokens.weight"][ids]
+        freqs = pos[..., None].float() * self.inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos()[:, None], emb.sin()[:, None]
+        present = []
+        rep = self.nH // self.nKV
+        for i in range(self.L):
+            p = f"model.layers.{i}"
+            x = self.rms(h, f"{p}.input_layernorm.weight")
+            q = self.lin(x, f"{p}.self_attn.q_proj").view(B, T, self.nH, self.d)
+            k = self.lin(x, f"{p}.self_attn.k_proj").view(B, T, self.nKV, self.d)
+            v = self.lin(x, f"{p}.self_attn.v_proj").view(B, T, self.nKV, self.d).transpose(1, 2)
+            if self.family == "qwen3":
+                q = self.rms(q, f"{p}.self_attn.q_norm.weight")
+                k = self.rms(k, f"{p}.self_attn.k_norm.weight")
+            q, k = q.transpose(1, 2), k.transpose(1, 2)
+            q = q * cos + self.rotate_half(q) * sin
+            k = k * cos + self.rotate_half(k) * sin
+            if past is not None:
+                k = torch.cat((past[i][0], k), dim=2)
+                v = torch.cat((past[i][1], v), dim=2)
+            present.append((k, v))
+            # transformers' repeat_kv: expand the KV heads over their query group
+            S = k.shape[2]
+            kr = k[:, :, None].expand(B, self.nKV, rep, S, self.d).reshape(B, self.nH, S, self.d)
+            vr = v[:, :, None].expand(B, self.nKV, rep, S, self.d).reshape(B, self.nH, S, self.d)
+            scores = (q @ kr.transpose(2, 3)) / math.sqrt(self.d) + mask_bias
+            attn = torch.softmax(scores, dim=-1) @ vr
+            h = h + self.lin(attn.transpose(1, 2).reshape(B, T, self.nH * self.d), f"{p}.self_attn.o_proj")
+            y = self.rms(h, f"{p}.post_attention_layernorm.weight")
+            gate = self.lin(y, f"{p}.mlp.gate_proj")
+            h = h + self.lin(torch.nn.functional.silu(gate) * self.lin(y, f"{p}.mlp.up_proj"), f"{p}.mlp.down_proj")
+        return self.rms(h, "model.norm.weight") @ self.head.T, present
+
+
+def causal_bias(mask, T):
+    """mask [B,S] (1 real); the last T positions are queries."""
+    B, S = mask.shape
+    q = torch.arange(S - T, S)[:, None]
+    k = torch.arange(S)[None, :]
+    allowed = (k <= q)[None] & (mask[:, None, :] > 0)
+    return torch.where(allowed, 0.0, -1e9)[:, None]
+
+
+def score(model, rows):
+    T = max(len(r["input_ids"]) for r in rows)
+    B = len(rows)
+    ids = torch.zeros(B, T, dtype=torch.long)
+    mask = torch.zeros(B, T, dtype=torch.long)
+    for b, r in enumerate(rows):
+        ids[b, : len(r["input_ids"])] = torch.tensor(r["input_ids"])
+        mask[b, : len(r["input_ids"])] = 1
+    pos = torch.arange(T)[None].expand(B, T)
+    logits, _ = model.forward(ids, pos, causal_bias(mask, T))
+    lp = torch.log_softmax(logits.float(), dim=-1)
+    out = []
+    for b, r in enumerate(rows):
+        n, s = len(r["input_ids"]), r["response_start"]
+        tgt = ids[b, s:n]
+        out.append(lp[b, s - 1 : n - 1].gather(-1, tgt[:, None])[:, 0].tolist())
+    return out
+
+
+def generate(model, prompt, n):
+    ids = torch.tensor([prompt])
+    past = None
+    total = len(prompt)
+    feed = ids
+    out = []
+    for step in range(n):
+        T = feed.shape[1]
+        pos = torch.arange(total - T, total)[None]
+        logits, past = model.forward(feed, pos, causal_bias(torch.ones(1, total, dtype=torch.long), T), past)
+        tok = int(logits[0, -1].argmax())
+        out.append(tok)
+        feed = torch.tensor([[tok]])
+        total += 1
+    return out
+
+
+def main():
+    req = json.load(open(sys.argv[1]))
+    torch.set_num_threads(req.get("threads", 1))
+    torch.set_grad_enabled(False)
+    t0 = time.time()
+    model = Decoder(req["model"])
+    result = {"torch": torch.__version__, "threads": torch.get_num_threads(), "load_s": time.time() - t0}
+    if req.get("rows"):
+        score(model, req["rows"][:1])  # warm-up
+        times = []
+        for _ in range(req.get("score_repeats", 1)):
+            t = time.time()
+            result["logprobs"] = score(model, req["rows"])
+            times.append(time.time() - t)
+        result["score_s"] = min(times)
+    if req.get("prompt"):
+        generate(model, req["prompt"], 2)  # warm-up
+        t = time.time()
+        result["generated"] = generate(model, req["prompt"], req["new_tokens"])
+        result["generate_s"] = time.time() - t
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
