@@ -2,18 +2,36 @@
 //   out/main/index.js      the main process (ESM; dependencies stay in node_modules)
 //   out/preload/index.cjs  the sandboxed preload (sandboxed preloads must be CommonJS)
 //   out/renderer/          the Vue UI, also served by `hindsight serve`
+import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import vue from '@vitejs/plugin-vue';
 import { defineConfig, externalizeDepsPlugin } from 'electron-vite';
 import { cspMetaPlugin, rendererBaseConfig } from './src-main/api/renderer-build.js';
+
+/** The entries whose sources exist (parts of the app land at different times). */
+function workerEntries(entries: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(entries).filter(([, file]) => existsSync(file)).map(([name, file]) => [name, resolve(file)]));
+}
 
 export default defineConfig({
   main: {
     plugins: [externalizeDepsPlugin()],
     build: {
       outDir: 'out/main',
-      // The input key names the output: out/main/index.js, package.json's "main".
-      rollupOptions: { input: { index: resolve('src-main/app/main.ts') }, output: { format: 'es' } },
+      rollupOptions: {
+        // Input keys name the outputs: out/main/index.js is package.json's "main". The worker
+        // threads are entries of their own, and every chunk sits flat in out/main, so the
+        // `new URL('./worker.js', import.meta.url)` lookups in the model and the trainer
+        // find them next to the code that starts them.
+        input: workerEntries({
+          index: 'src-main/app/main.ts',
+          worker: 'src-main/model/worker.ts',
+          'trainer-worker': 'src-main/train/trainer-worker.ts',
+          // Loaded by the trainer with a computed path, so it must be an entry too.
+          'step/index': 'src-main/train/step/index.ts',
+        }),
+        output: { format: 'es', entryFileNames: '[name].js', chunkFileNames: '[name]-[hash].js' },
+      },
     },
   },
   preload: {

@@ -1,13 +1,14 @@
 // The app's side of fine-tuning: run bookkeeping, events and the plug for the trainer.
 //
-// THE PLUG: the trainer (issue 4, src-main/train/) implements `TrainingEngine` and is
-// returned by `loadTrainingEngine()` below. Until it lands, `loadTrainingEngine` returns null
-// and every start/resume answers a clear "not available in this build" error, which the
-// Training page shows as it is. Nothing else in the app needs to change when it lands: the
-// page already draws `train.progress` events and reacts to `train.status`.
+// THE PLUG: `loadTrainingEngine()` below adapts the trainer (src-main/train/run.ts, which
+// hosts it in a worker thread) to `TrainingEngine`. While the compiled training step
+// (src-main/train/step/) is missing from the build, it returns null and every start/resume
+// answers a clear "not available in this build" error, which the Training page shows as it
+// is. The page draws `train.progress` events and reacts to `train.status`.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { UserError } from '../core/types.js';
 import type { WorkspaceApi } from '../core/workspace-api.js';
 import type { Availability, TrainConfig, TrainProgress, TrainRunInfo, TrainingState } from './contract.js';
@@ -28,20 +29,68 @@ export interface TrainJob {
   onProgress(progress: Omit<TrainProgress, 'runId'>): void;
   /** Reports the execution provider that actually runs, e.g. "CPUExecutionProvider". */
   onExecutionProvider(name: string): void;
+  /** What the trainer is doing before and between steps ("compiling the training graph…"). */
+  onPhase(message: string): void;
 }
 
 export interface TrainingEngine {
   /** Runs to the end (or to the abort) and resolves with the PEFT adapter folder. */
-  run(job: TrainJob): Promise<{ adapterDir: string }>;
+  run(job: TrainJob): Promise<{ adapterDir: string; status: 'finished' | 'cancelled' }>;
 }
 
 const NOT_AVAILABLE =
-  'Training is not available in this build yet: the trainer (src-main/train/) has not landed. ' +
+  'Training is not available in this build yet: the compiled training step (src-main/train/step/) has not landed. ' +
   'Labels, checks and exports work; the Fine-tune button starts working when it does.';
 
-/** Where the trainer plugs in. Returns null while there is none. */
+/**
+ * The trainer needs its step module, which step-factory.ts loads by a computed path. Look
+ * where it would be: beside the trainer in the sources, or in out/main/step/ in the
+ * desktop build (electron.vite.config.ts makes it an entry there).
+ */
+function trainStepPresent(): boolean {
+  const candidates = ['../train/step/index.ts', '../train/step/index.js', './step/index.js'];
+  return candidates.some((rel) => fs.existsSync(fileURLToPath(new URL(rel, import.meta.url))));
+}
+
+/** Where the trainer plugs in. Returns null while it cannot run in this build. */
 export async function loadTrainingEngine(): Promise<TrainingEngine | null> {
-  return null;
+  if (!trainStepPresent()) return null;
+  const { startTraining } = await import('../train/run.js');
+  return {
+    async run(job) {
+      const { config } = job;
+      const result = await startTraining(
+        {
+          modelDir: config.modelDir,
+          outDir: config.outDir,
+          method: config.method,
+          steps: config.steps,
+          batchSize: config.batchSize,
+          lr: config.lr,
+          optimizer: config.optimizer,
+          loraR: config.loraR,
+          loraAlpha: config.loraAlpha,
+          targets: config.targets,
+          seed: config.seed,
+          device: config.device,
+          saveEvery: config.checkpointEvery,
+          // A resumed run reads its rows and settings back from its own folder.
+          ...(job.resume ? { resume: config.outDir } : { samples: job.workspace.trainingSamples() }),
+        },
+        {
+          signal: job.signal,
+          onEvent: (event) => {
+            if (event.type === 'step') {
+              const { execution_provider: _ep, epoch: _epoch, tokens: _tokens, ...log } = event.log;
+              job.onProgress(log);
+            } else if (event.type === 'executionProvider') job.onExecutionProvider(event.name);
+            else job.onPhase(event.message);
+          },
+        },
+      );
+      return { adapterDir: result.adapterDir, status: result.status };
+    },
+  };
 }
 
 interface Run {
@@ -123,7 +172,7 @@ export class TrainingService {
 
   private launch(engine: TrainingEngine, runId: string, config: TrainConfig, resume: boolean, history: TrainProgress[] = []): void {
     const run: Run = {
-      info: { runId, status: 'running', config, startedAt: Date.now(), executionProvider: null, lastProgress: history.at(-1) ?? null, adapterDir: null, error: null },
+      info: { runId, status: 'running', config, startedAt: Date.now(), executionProvider: null, phase: null, lastProgress: history.at(-1) ?? null, adapterDir: null, error: null },
       history,
       abort: new AbortController(),
     };
@@ -143,10 +192,11 @@ export class TrainingService {
         this.events.emit('train.progress', progress);
       },
       onExecutionProvider: (name) => this.update(run, { executionProvider: name }),
+      onPhase: (message) => this.update(run, { phase: message }),
     };
     engine.run(job).then(
-      ({ adapterDir }) => this.update(run, { status: run.abort.signal.aborted ? 'cancelled' : 'finished', adapterDir }),
-      (err: Error) => this.update(run, { status: run.abort.signal.aborted ? 'cancelled' : 'failed', error: err.message.split('\n')[0] ?? String(err) }),
+      ({ adapterDir, status }) => this.update(run, { status, adapterDir, phase: null }),
+      (err: Error) => this.update(run, { status: run.abort.signal.aborted ? 'cancelled' : 'failed', phase: null, error: err.message.split('\n')[0] ?? String(err) }),
     );
   }
 }

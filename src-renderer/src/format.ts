@@ -7,6 +7,7 @@ const SOURCE_LABELS: Record<string, string> = {
   sharegpt: 'ShareGPT',
   openai: 'OpenAI JSONL',
   messages: 'HF messages',
+  openwebui: 'Open WebUI',
 };
 
 export function sourceLabel(source: string): string {
