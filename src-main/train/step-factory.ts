@@ -1,20 +1,12 @@
 /**
  * Builds the compiled training step (src-main/train/step/, the autodiff side of the seam in
- * ./step-api.ts) for the trainer.
+ * ./step-api.ts) for the trainer. The trainer already runs in a worker thread, so it takes
+ * the in-process step rather than a second worker hop (same interface, same results).
  */
-import { UserError } from '../core/types.js';
+import { createTrainStepInProcess } from './step/index.js';
 import type { StepFactory } from './trainer.js';
-import type { TrainStep } from './step-api.js';
 
-export const createStepForTrainer: StepFactory = async (args) => {
-  // Resolved at run time until the step module lands in this tree.
-  const modulePath = './step/index.js';
-  let mod: { createTrainStep?: (...a: unknown[]) => Promise<TrainStep> };
-  try {
-    mod = await import(/* @vite-ignore */ modulePath);
-  } catch {
-    throw new UserError('the training step (src-main/train/step/) is not available in this build');
-  }
-  if (!mod.createTrainStep) throw new UserError('the training step module has no createTrainStep');
-  return mod.createTrainStep(args);
-};
+export const createStepForTrainer: StepFactory = (args) =>
+  createTrainStepInProcess(args.checkpoint, {
+    lora: args.lora, loss: args.loss, optimizer: args.optimizer, device: args.device, threads: args.threads,
+  });
