@@ -60,6 +60,11 @@ export class StreamText {
     let text = this.decode(this.ids);
     // An incomplete multi-byte character decodes as U+FFFD until its last byte arrives.
     text = text.replace(/\uFFFD+$/, '');
+    // The engine sees this token before it checks the stop strings: cut as it will.
+    for (const stop of this.stops) {
+      const at = text.indexOf(stop);
+      if (at >= 0) text = text.slice(0, at);
+    }
     const hold = Math.max(0, ...[...TAGS, ...this.stops].map((m) => partialSuffix(text, m)));
     const safe = text.slice(0, text.length - hold);
     const { reasoning = '', answer } = splitReasoningText((this.opensThinking ? '<think>' : '') + safe);
