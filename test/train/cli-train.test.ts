@@ -1,0 +1,96 @@
+// `hindsight train` end to end: the trainer in its worker thread, on the database's labelled
+// samples and on --data lines, with the EP reported; bad input gets one-line errors.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { main } from '../../src-main/cli.js';
+import { readLog } from '../../src-main/train/log.js';
+import { readAdapter } from '../../src-main/train/peft.js';
+import { Checkpoint } from '../../src-main/model/checkpoint.js';
+import { conv, fakeExport, tempDir, tempWorkspace } from '../store/helpers.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const MODEL = path.join(ROOT, 'resources/models/stories260K');
+const run = promisify(execFile);
+
+let stdout = '';
+let stderr = '';
+beforeEach(() => {
+  vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => ((stdout += String(chunk)), true));
+  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => ((stderr += String(chunk)), true));
+});
+afterEach(() => vi.restoreAllMocks());
+
+async function cli(...argv: string[]) {
+  stdout = '';
+  stderr = '';
+  const code = await main(argv);
+  return { code, stdout, stderr };
+}
+
+describe('hindsight train', () => {
+  it('trains on the database (combine) in a worker and reports the EP in stderr, the log and --json', async () => {
+    const { ws, dbPath, dir } = await tempWorkspace();
+    const story = (id: string, reply: string, feedback: string) => conv(id, [['user', 'Tell me a story.'], ['assistant', reply], ['user', feedback]]);
+    await ws.importExport(fakeExport('s.jsonl', [
+      story('a', 'Once upon a time, there was a little girl named Lily.', 'Perfect, thanks!'),
+      story('b', 'The dog ran to the park.', 'No, write about a cat.'),
+      story('c', 'Tom had a red car.', 'Hmm.'),
+    ]));
+    ws.setLabel('openai:a', 1, { reward: 1 });
+    ws.setLabel('openai:b', 1, { reward: -1, hint: 'Write about a cat, not a dog.' });
+    ws.setLabel('openai:c', 1, { reward: 0 }); // all-zero session: kept by the at-least-one rule
+    ws.close();
+    const out = path.join(dir, 'adapter');
+    const r = await cli('train', '--db', dbPath, '--model', MODEL, '--out', out, '--method', 'combine', '--steps', '2', '--lora-r', '4',
+      '--targets', 'q,v,down', '--lr', '1e-3', '--json');
+    expect(r.stderr).toMatch(/execution provider: cpu/);
+    expect(r.stderr).toMatch(/step 2\/2 loss/);
+    expect(r.code).toBe(0);
+    const result = JSON.parse(r.stdout);
+    expect(result).toMatchObject({ status: 'finished', steps: 2, total_steps: 2, execution_provider: 'cpu', rows: 3, adapter_dir: out });
+    expect(result.last.teacher_student_gap).toEqual(expect.any(Number));
+    const adapter = readAdapter(out, Checkpoint.open(MODEL).config);
+    expect(adapter.lora).toEqual({ r: 4, alpha: 32, targets: ['q', 'v', 'down'] });
+    expect(readLog(path.join(out, 'trainer_log.jsonl')).map((l) => [l.step, l.execution_provider])).toEqual([[1, 'cpu'], [2, 'cpu']]);
+    const dataset = fs.readFileSync(path.join(out, 'dataset.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    expect(dataset.map((d) => [d.reward, 'teacher_input_ids' in d, d.kept ?? false])).toEqual([[1, false, false], [-1, true, false], [0, false, true]]);
+  });
+
+  it('bad input: usage errors exit 2, data errors exit 1 naming the file and line', async () => {
+    const dir = tempDir();
+    const bad = path.join(dir, 'bad.jsonl');
+    fs.writeFileSync(bad, '{"input_ids":[1,2,3],"response_start":1,"reward":1}\n{"input_ids":[1,2,3],"response_start":3,"reward":1}\n');
+    let r = await cli('train', '--model', MODEL, '--out', path.join(dir, 'o'), '--data', bad);
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toMatch(/^hindsight train: .*bad\.jsonl:2: response_start must be an integer in \[1, 2\]/m);
+    expect(r.stderr.trim().split('\n')).toHaveLength(3); // loading, tokenising, then the one-line error
+    r = await cli('train', '--model', MODEL, '--out', path.join(dir, 'o'), '--data', bad, '--method', 'ppo');
+    expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/--method must be rl, opd or combine/)]);
+    r = await cli('train', '--model', MODEL, '--out', path.join(dir, 'o'), '--targets', 'q,lm_head');
+    expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/unknown LoRA target 'lm_head'/)]);
+    r = await cli('train', '--model', MODEL);
+    expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/--model and --out are required/)]);
+    r = await cli('train', '--model', path.join(dir, 'nomodel'), '--out', path.join(dir, 'o'), '--data', bad);
+    expect([r.code, r.stderr]).toEqual([1, expect.stringMatching(/model folder not found: .*nomodel/)]);
+  });
+
+  it('runs as a real process with --data and resumes with --resume', async () => {
+    const dir = tempDir();
+    const data = path.join(dir, 'd.jsonl');
+    fs.writeFileSync(data, [
+      { input_ids: [1, 403, 407, 261, 195, 289, 13, 13, 79, 221, 299, 90, 250, 263, 93], response_start: 11, reward: 1 },
+      { input_ids: [1, 403, 407, 261, 195, 289, 13, 13, 79, 221, 299, 45, 112, 350], response_start: 11, reward: -1 },
+    ].map((l) => JSON.stringify(l)).join('\n'));
+    const out = path.join(dir, 'out');
+    const env = { ...process.env, npm_config_loglevel: 'error' };
+    const first = await run('node', ['bin/hindsight.mjs', 'train', '--model', MODEL, '--out', out, '--data', data, '--steps', '1', '--batch-size', '1', '--json'], { cwd: ROOT, env });
+    expect(JSON.parse(first.stdout)).toMatchObject({ status: 'finished', steps: 1, execution_provider: 'cpu' });
+    const second = await run('node', ['bin/hindsight.mjs', 'train', '--model', MODEL, '--out', out, '--resume', out, '--steps', '3', '--json'], { cwd: ROOT, env });
+    expect(JSON.parse(second.stdout)).toMatchObject({ status: 'finished', steps: 3, total_steps: 3 });
+    expect(readLog(path.join(out, 'trainer_log.jsonl')).map((l) => l.step)).toEqual([1, 2, 3]);
+  });
+});
