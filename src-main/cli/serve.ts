@@ -5,7 +5,7 @@ import path from 'node:path';
 import { assertLoopbackHost } from '../api/http-server.js';
 import { serveApp } from '../api/serve-app.js';
 import { UserError } from '../core/types.js';
-import { defaultDbPath, intFlag, parseCommandArgs, printJson, type Command } from './args.js';
+import { defaultDbPath, intFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
 export const DEFAULT_PORT = 8787;
 
@@ -25,7 +25,7 @@ export const command: Command = async (argv) => {
   const host = values.host ?? '127.0.0.1';
   assertLoopbackHost(host); // before any work, so a bad --host fails fast
   const port = intFlag('port', values.port, DEFAULT_PORT, 0);
-  if (port > 65535) throw new UserError(`--port must be ≤ 65535, got ${port}`);
+  if (port > 65535) throw new UsageError(`--port must be ≤ 65535, got ${port}`);
   const dbPath = path.resolve(values.db ?? defaultDbPath());
   const log = (line: string) => process.stderr.write(`hindsight serve: ${line}\n`);
 
