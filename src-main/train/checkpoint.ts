@@ -58,6 +58,9 @@ export function saveCheckpoint<S>(outDir: string, data: {
   const root = checkpointsRoot(outDir);
   const name = `step-${String(data.state.step).padStart(6, '0')}`;
   const dir = path.join(root, name);
+  if (fs.existsSync(path.join(root, LATEST)) && findCheckpoint(outDir) === dir) {
+    throw new Error(`checkpoint ${dir} is the current one; it is never rewritten in place`);
+  }
   fs.rmSync(dir, { recursive: true, force: true }); // a leftover from a run killed mid-save
   fs.mkdirSync(dir, { recursive: true });
   writeAdapter(dir, { lora: data.lora, specs: data.specs, weights: data.weights, baseModel: data.baseModel });

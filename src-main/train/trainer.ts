@@ -22,7 +22,7 @@ import { seededRandom } from '../model/sampling.js';
 import { ChatTokenizer } from '../model/tokenizer.js';
 import { fillAdvantages } from './advantages.js';
 import { DEFAULT_MAX_LENGTH, padBatch, responseValues, rowToLine, rowsForStep, rowsFromJsonl, rowsFromSamples, type RowSet, type TrainRow } from './batches.js';
-import { loadCheckpoint, saveCheckpoint, type TrainerState } from './checkpoint.js';
+import { findCheckpoint, loadCheckpoint, saveCheckpoint, type TrainerState } from './checkpoint.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
 import { DEFAULT_LORA, initLora, loraSpecs } from './lora.js';
 import { TrainerLog, type StepLog } from './log.js';
@@ -191,6 +191,8 @@ interface Prepared {
   totalSteps: number;
   elapsedBefore: number;
   datasetSha: string;
+  /** The output folder of the run a resume continues (its checkpoint is already on disk there). */
+  resumedIn?: string;
 }
 
 /** Reads the rows for a new run and writes them as <out>/dataset.jsonl. */
@@ -227,6 +229,7 @@ function prepare(o: TrainerOptions, checkpoint: Checkpoint, tokenizer: ChatToken
     return {
       settings, rows: set.rows, rowSet: set, weights: saved.weights, optimizer: saved.optimizer,
       startStep: saved.state.step, totalSteps, elapsedBefore: kept.at(-1)?.elapsed_s ?? 0, datasetSha: saved.state.datasetSha256,
+      resumedIn: resumeRoot,
     };
   }
   const { lora, initial } = loraFrom(o, model);
@@ -285,12 +288,15 @@ async function loop(
   const started = Date.now();
   const baseModel = settings.modelDir;
   const save = (): string => {
+    savedStep = done;
     emit({ type: 'status', phase: 'saving', message: `checkpoint at step ${done}` });
     const state: TrainerState<RunSettings> = { format: 1, step: done, totalSteps, settings, datasetSha256: p.datasetSha, savedAt: new Date().toISOString() };
     return saveCheckpoint(outDir, { state, lora: settings.lora, specs, weights, optimizer, baseModel });
   };
-  // A checkpoint exists from the start, so a stop or failure at step 1 still leaves one to resume.
-  let checkpointDir = p.startStep === 0 ? save() : path.join(outDir, 'checkpoints', `step-${String(done).padStart(6, '0')}`);
+  // A checkpoint exists from the start, so a stop or failure at step 1 still leaves one to
+  // resume; a resumed run in its own folder already has it (and must not rewrite it in place).
+  let savedStep = p.resumedIn === outDir ? p.startStep : -1;
+  let checkpointDir = savedStep === done ? findCheckpoint(outDir) : save();
   emit({ type: 'status', phase: 'training', message: `${rows.length} rows, ${totalSteps - done} steps to go` });
   let status: TrainResult['status'] = 'finished';
 
@@ -332,7 +338,7 @@ async function loop(
     emit({ type: 'step', log: last });
     if (saveEvery > 0 && done % saveEvery === 0 && done < totalSteps) checkpointDir = save();
   }
-  if (status === 'cancelled' || done === totalSteps) checkpointDir = save();
+  if (savedStep !== done) checkpointDir = save();
   emit({ type: 'status', phase: 'exporting', message: `writing the adapter to ${outDir}` });
   writeAdapter(outDir, { lora: settings.lora, specs, weights, baseModel });
   let mergedDir: string | undefined;

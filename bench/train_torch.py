@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""PyTorch reference for bench/train.ts: the same LoRA training step (PPO-clip loss of SPEC §5,
+global-norm clipping, AdamW) on the same checkpoint, LoRA weights and batch, timed with the
+same thread count. The decoder is bench/model_torch.py's plain-torch one; LoRA is added on
+each targeted projection as y + ((x·Aᵀ)·s)·Bᵀ, as the ONNX training graph does.
+
+usage: train_torch.py REQUEST.json   → prints one JSON object on stdout
+REQUEST: {"model": DIR, "adapter": PEFT_DIR, "threads": N, "repeats": R, "lr": X, "max_grad_norm": X,
+          "eps_low": X, "eps_high": X, "batch": {"input_ids", "response_mask", "old", "advantages"} ([B][T], SPEC grid)}
+"""
+import json
+import os
+import resource
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_torch import Decoder, causal_bias, load_safetensors  # noqa: E402
+
+PREFIX = "base_model.model."
+
+
+class LoraDecoder(Decoder):
+    def __init__(self, d, adapter):
+        super().__init__(d)
+        cfg = json.load(open(os.path.join(adapter, "adapter_config.json")))
+        self.scaling = cfg["lora_alpha"] / cfg["r"]
+        tensors = load_safetensors(os.path.join(adapter, "adapter_model.safetensors"))
+        self.lora = {}
+        for key, t in tensors.items():
+            module = key[len(PREFIX):].rsplit(".lora_", 1)[0]
+            self.lora.setdefault(module, {})[key.rsplit(".", 2)[1]] = t.clone().requires_grad_(True)
+
+    def params(self):
+        return [p for m in self.lora.values() for p in (m["lora_A"], m["lora_B"])]
+
+    def lin(self, x, name):
+        y = super().lin(x, name)
+        ab = self.lora.get(name)
+        if ab is None:
+            return y
+        return y + ((x @ ab["lora_A"].T) * self.scaling) @ ab["lora_B"].T
+
+
+def step(model, opt, batch, req):
+    ids = batch["ids"]
+    B, T = ids.shape
+    pos = torch.arange(T)[None].expand(B, T)
+    logits, _ = model.forward(ids, pos, causal_bias(torch.ones(B, T, dtype=torch.long), T))
+    lp = torch.log_softmax(logits.float(), dim=-1)[:, :-1].gather(-1, ids[:, 1:, None])[..., 0]  # token t+1 at t
+    mask, old, adv = batch["mask"][:, 1:], batch["old"][:, 1:], batch["adv"][:, 1:]
+    ratio = torch.exp(lp - old)
+    clipped = ratio.clamp(1 - req["eps_low"], 1 + req["eps_high"])
+    obj = torch.minimum(ratio * adv, clipped * adv)
+    loss = -(mask * obj).sum() / mask.sum().clamp(min=1)
+    opt.zero_grad()
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(model.params(), req["max_grad_norm"])
+    opt.step()
+    return float(loss), float(norm)
+
+
+def main():
+    req = json.load(open(sys.argv[1]))
+    torch.set_num_threads(req["threads"])
+    t0 = time.time()
+    model = LoraDecoder(req["model"], req["adapter"])
+    b = req["batch"]
+    batch = {
+        "ids": torch.tensor(b["input_ids"], dtype=torch.long),
+        "mask": torch.tensor(b["response_mask"], dtype=torch.float32),
+        "old": torch.tensor(b["old"], dtype=torch.float32),
+        "adv": torch.tensor(b["advantages"], dtype=torch.float32),
+    }
+    opt = torch.optim.AdamW(model.params(), lr=req["lr"], betas=(0.9, 0.98), eps=1e-8, weight_decay=0.0)
+    load_s = time.time() - t0
+    first_loss, first_norm = step(model, opt, batch, req)  # warm-up, from the initial weights
+    times = []
+    for _ in range(req["repeats"]):
+        t = time.time()
+        step(model, opt, batch, req)
+        times.append(time.time() - t)
+    print(json.dumps({
+        "torch": torch.__version__, "threads": torch.get_num_threads(), "load_s": load_s,
+        "first_loss": first_loss, "first_grad_norm": first_norm, "step_s": sorted(times)[len(times) // 2],
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }))
+
+
+if __name__ == "__main__":
+    main()
