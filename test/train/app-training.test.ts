@@ -1,0 +1,68 @@
+// The app's Fine-tune flow on the real trainer: TrainingService (src-main/api) → the trainer
+// in its worker → progress and status events; cancel keeps a checkpoint, resume finishes the
+// run without repeating steps, and the adapter folder is reported.
+import { describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { ApiEvents, TrainConfig, TrainRunInfo } from '../../src-main/api/contract.js';
+import { EventHub } from '../../src-main/api/events.js';
+import { TrainingService } from '../../src-main/api/training-service.js';
+import { conv, fakeExport, tempWorkspace } from '../store/helpers.js';
+
+const MODEL = path.resolve('resources/models/stories260K');
+
+describe('the app training service on the real trainer', () => {
+  it('start → progress → cancel → resume → finished, with the EP and the adapter folder', async () => {
+    const { ws, dir } = await tempWorkspace();
+    const story = (id: string, reply: string, feedback: string) => conv(id, [['user', 'Tell me a story.'], ['assistant', reply], ['user', feedback]]);
+    await ws.importExport(fakeExport('s.jsonl', [
+      story('a', 'Once upon a time, there was a little girl named Lily.', 'Perfect, thanks!'),
+      story('b', 'The dog ran to the park.', 'No, write about a cat.'),
+    ]));
+    ws.setLabel('openai:a', 1, { reward: 1 });
+    ws.setLabel('openai:b', 1, { reward: -1 });
+    const events = new EventHub();
+    const statuses: TrainRunInfo[] = [];
+    const progress: ApiEvents['train.progress'][] = [];
+    let cancelAfterFirst: (() => void) | undefined;
+    let settle: ((info: TrainRunInfo) => void) | undefined;
+    events.subscribe((name, payload) => {
+      if (name === 'train.progress') {
+        progress.push(payload as ApiEvents['train.progress']);
+        cancelAfterFirst?.();
+        cancelAfterFirst = undefined;
+      }
+      if (name === 'train.status') {
+        const info = payload as TrainRunInfo;
+        statuses.push(info);
+        if (['finished', 'cancelled', 'failed'].includes(info.status)) settle?.(info);
+      }
+    });
+    const service = new TrainingService(events, () => ws);
+    expect((await service.availability()).available).toBe(true);
+    const outDir = path.join(dir, 'adapter');
+    const config: TrainConfig = {
+      modelDir: MODEL, outDir, method: 'rl', steps: 12, batchSize: 2, lr: 1e-3, optimizer: 'adamw', loraR: 4, loraAlpha: 8,
+      targets: ['q', 'v'], device: 'cpu', seed: 0, checkpointEvery: 0,
+    };
+    const done = () => new Promise<TrainRunInfo>((resolve) => (settle = resolve));
+    let ended = done();
+    const { runId } = await service.start(config);
+    cancelAfterFirst = () => service.cancel(runId);
+    const cancelled = await ended;
+    expect(cancelled).toMatchObject({ status: 'cancelled', executionProvider: 'cpu', error: null });
+    const stepsBefore = progress.length;
+    expect(stepsBefore).toBeGreaterThan(0);
+    expect(stepsBefore).toBeLessThan(12);
+    expect(statuses.some((s) => s.phase?.startsWith('checkpoint at step'))).toBe(true);
+
+    ended = done();
+    await service.resume(runId);
+    const finished = await ended;
+    expect(finished).toMatchObject({ status: 'finished', adapterDir: outDir, error: null });
+    expect(service.metrics(runId).map((p) => p.step)).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
+    expect(progress.at(-1)).toMatchObject({ runId, step: 12, total_steps: 12, teacher_student_gap: null });
+    expect(fs.existsSync(path.join(outDir, 'adapter_model.safetensors'))).toBe(true);
+    ws.close();
+  });
+});
