@@ -197,6 +197,9 @@ export class OpenAiClient implements ChatCompleter {
       if (timeout.aborted) {
         throw new UserError(`the OpenAI-compatible endpoint ${this.url} did not answer within ${this.timeoutMs} ms (raise --timeout-ms for a slow model)`);
       }
+      if ((err as { cause?: { message?: string } })?.cause?.message === 'bad port') {
+        throw new UserError(`cannot use ${this.url}: Node's fetch refuses port ${new URL(this.url).port} (a port browsers block as unsafe); run the server on another port`);
+      }
       const problem = connectionProblem(err);
       if (problem) throw new RetryableError(`cannot reach it: ${problem}`);
       throw err;

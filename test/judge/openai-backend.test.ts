@@ -134,6 +134,14 @@ describe('openai backend: an endpoint that is down', () => {
     );
   });
 
+  it('a port that fetch refuses (browser-unsafe) is named, not retried', async () => {
+    const err = await new LlmJudge(new OpenAiClient({ baseUrl: 'http://127.0.0.1:6000/v1', model: 'm', backoffMs: 10 }))
+      .judge(sample, { hints: false, votes: 1 })
+      .catch((e) => e);
+    expect(err).toBeInstanceOf(UserError);
+    expect(err.message).toMatch(/fetch refuses port 6000/);
+  });
+
   it('bad settings are refused before any request', () => {
     expect(() => new OpenAiClient({ baseUrl: 'localhost:11434', model: 'm' })).toThrow(/must start with http/);
     expect(() => new OpenAiClient({ baseUrl: 'not a url', model: 'm' })).toThrow(/is not a URL/);

@@ -4,7 +4,7 @@
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { serveApp, type ServeHandle } from '../../src-main/api/serve-app.js';
-import { manyChats, scriptedServer, tempDir, workspaceWith, type ScriptedServer } from './helpers.js';
+import { closedPort, manyChats, scriptedServer, tempDir, workspaceWith, type ScriptedServer } from './helpers.js';
 
 const cleanup: (ServeHandle | ScriptedServer)[] = [];
 afterAll(async () => {
@@ -35,8 +35,9 @@ function listen(app: ServeHandle, name: string) {
     .then(async (res) => {
       const decoder = new TextDecoder();
       let buffer = '';
-      for await (const chunk of res.body!) {
-        buffer += decoder.decode(chunk as Uint8Array, { stream: true });
+      const reader = res.body!.getReader();
+      for (let r = await reader.read(); !r.done; r = await reader.read()) {
+        buffer += decoder.decode(r.value, { stream: true });
         let end: number;
         while ((end = buffer.indexOf('\n\n')) >= 0) {
           const block = buffer.slice(0, end);
@@ -91,9 +92,10 @@ describe('the app’s Judge action', () => {
     expect(summary.judged).toBeLessThan(10);
     expect(await call('judgeCancel')).toEqual({ ok: true, value: { cancelled: false } });
 
-    await call('updateSettings', { openaiBaseUrl: 'http://127.0.0.1:9/v1' });
+    const port = await closedPort();
+    await call('updateSettings', { openaiBaseUrl: `http://127.0.0.1:${port}/v1` });
     const down = await call('judgeRun', { backend: 'openai', hints: false, votes: 1 });
-    expect(down).toMatchObject({ ok: false, error: { kind: 'user', message: expect.stringContaining('http://127.0.0.1:9/v1/chat/completions') } });
+    expect(down).toMatchObject({ ok: false, error: { kind: 'user', message: expect.stringContaining(`http://127.0.0.1:${port}/v1/chat/completions failed after 4 attempt(s): cannot reach it: connection refused`) } });
   });
 
   it('runs the local judge on the demo model (the default judge model)', async () => {

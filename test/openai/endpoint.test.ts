@@ -53,7 +53,8 @@ describe('GET /v1/models and auth', () => {
   });
 
   it('refuses a missing or wrong key with OpenAI’s error shape', async () => {
-    for (const headers of [{}, { Authorization: 'Bearer wrong' }, { Authorization: 'secret' }]) {
+    const tries: Record<string, string>[] = [{}, { Authorization: 'Bearer wrong' }, { Authorization: 'secret' }];
+    for (const headers of tries) {
       const res = await fetch(`${server.baseUrl}/models`, { headers });
       expect(res.status).toBe(401);
       expect((await res.json()).error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_api_key' });
