@@ -147,6 +147,18 @@ describe('trainer', () => {
     expect(fs.existsSync(path.join(out, 'adapter_config.json'))).toBe(false); // no final export of a broken run
   });
 
+  it('the k3 KL penalty against the base runs, and --merge writes a loadable merged model', async () => {
+    const plain = await train(base('nokl', { steps: 2 }), { createStep: createStepForTrainer });
+    const kl = await train(base('kl', { steps: 2, klBeta: 0.5, merge: true }), { createStep: createStepForTrainer });
+    const [a, b] = [readLog(plain.logFile), readLog(kl.logFile)];
+    expect(b[0]!.loss).toBe(a[0]!.loss); // at step 1 the policy is the base (B = 0): k3 = 0
+    expect(b[1]!.loss).toBeGreaterThan(a[1]!.loss); // same weights after step 1 (k3's gradient is 0 there), then + β·k3 > 0
+    expect(Number.isFinite(b[1]!.loss)).toBe(true);
+    const merged = Checkpoint.open(kl.mergedDir!);
+    expect(merged.config.numLayers).toBe(Checkpoint.open(MODEL).config.numLayers);
+    expect(fs.existsSync(path.join(kl.mergedDir!, 'tokenizer.json'))).toBe(true);
+  });
+
   it('says why there is nothing to train on', async () => {
     const empty = path.join(tmp, 'zeros.jsonl');
     fs.writeFileSync(empty, JSON.stringify({ input_ids: [1, 2, 3], response_start: 1, reward: 0 }) + '\n');
