@@ -176,6 +176,29 @@ describe('optimizer step', () => {
     for (const [key, p] of w) u.weights.get(key)!.forEach((v, i) => expect(v).toBe(Math.fround(p[i]! - 0.05 * u.grads.get(key)![i]!)));
   });
 
+  it('the in-graph SGD update and clipping compute the same in fp32 arithmetic', async () => {
+    const probe = await engine({ optimizer: sgd(0.05, 0), placement: 'graph' });
+    const w = randomLora(probe.specs, LORA.r, 8);
+    const batch = await batchWithOld(probe, w, () => 0.01);
+    const plain = await probe.step(batch, w, emptyState());
+    const lr = Math.fround(0.05);
+    for (const [key, p] of w) {
+      const g = plain.grads.get(key)!;
+      plain.weights.get(key)!.forEach((v, i) => expect(v).toBe(Math.fround(p[i]! - Math.fround(lr * g[i]!))));
+    }
+    const norm = plain.metrics.gradNorm;
+    expect(norm).toBeCloseTo(Math.sqrt(dot(plain.grads, plain.grads)), 5);
+    const clipped = await (await engine({ optimizer: sgd(0.05, norm / 4), placement: 'graph' })).step(batch, w, emptyState());
+    const scale = norm / 4 / (norm + 1e-6);
+    for (const [key, p] of w) {
+      const g = clipped.grads.get(key)!;
+      clipped.weights.get(key)!.forEach((v, i) => {
+        const expected = p[i]! - 0.05 * g[i]! * scale;
+        expect(Math.abs(v - expected)).toBeLessThan(3e-7 * (Math.abs(p[i]!) + 1e-3)); // 2 ulp: fp32 norm and scale
+      });
+    }
+  });
+
   for (const placement of ['host', 'graph'] as const) {
     it(`AdamW (${placement}) matches a torch-style reference over two steps, with clipping active`, async () => {
       const cfg = adamw(1e-2, 0.05);

@@ -6,16 +6,29 @@
  *
  * Where the optimizer runs. The Node binding copies every input and output through host
  * memory, so the in-graph update (./optimizer.ts `appendUpdate`) pays for sending the AdamW
- * moments in and the new weights and moments out, while the host update pays a JS loop over
- * the LoRA weights. Measured with `npx tsx src-main/train/step/placement-bench.ts`
- * (CPU EP, 2-core VM, AdamW, LoRA r=16 on all seven targets, median of 5 steps after a
- * warm-up):
+ * moments in and the new weights and moments out (and ~12 small nodes per tensor), while the
+ * host update pays a single-threaded JS loop over the LoRA weights. Both are implemented
+ * (`placement`); measured with `npx tsx test/train/step-placement-bench.ts --steps 10` on
+ * the CPU EP of a 2-core VM shared with other jobs (load average 6–9, so single runs swing
+ * 2–3×; the two placements alternate step by step so load hits both alike). AdamW, LoRA
+ * r=16/alpha 32 on all seven targets, batch 4 × 128; min / median per run, five runs:
  *
- *   model                               batch   LoRA params   host update   in-graph update
- *   random Llama 24M (512h, 8 layers)   4×128       1.18 M      MEASURE_A     MEASURE_B
- *   stories260K                         4×128       ...         MEASURE_C     MEASURE_D
+ *   random Llama 24M (hidden 512, 8 layers), 1.20 M LoRA params, 10 steps per run
+ *     host   1269/2345  2763/3439  2155/2968   578/1894  3204/4083 ms
+ *     graph  1442/2381  2684/3686  2272/2669   737/1827  2896/3884 ms
+ *   stories260K, 0.09 M LoRA params (5 runs, 8–40 steps)
+ *     host    308/357    297/367    308/339    121/153    269/420 ms
+ *     graph   331/401    312/370    287/328    150/225    273/403 ms
+ *   the AdamW update alone on the 24M model’s 1.20 M params (15–30 repeats)
+ *     host (JS loop)                 43/71   27/33   33/65 ms
+ *     ONNX session, copies included  26/49   17/26   29/75 ms
  *
- * FIGURES_NOTE
+ * For the whole step the two are within the noise on the 24M model (each wins some runs),
+ * and the host update is ahead on stories260K (min faster in 4 of 5 runs), where the in-graph
+ * version's hundreds of tiny nodes cost more than the JS loop over 90 K weights. So the
+ * default is 'host': as fast here, simpler (fewer graph inputs and outputs), and its update
+ * uses float64 scalars, so SGD moves a weight by exactly −lr·g. 'graph' stays available; it
+ * may pay off for adapters of tens of millions of weights, where the update alone favours it.
  *
  * Sessions are created on the requested EP only (../../model/ort-session.ts: CUDA when its
  * provider is installed, else a UserError; never a silent CPU fallback).
@@ -29,7 +42,7 @@ import type {
   LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TrainStep,
 } from '../step-api.js';
 import { buildForwardGraph, buildTrainGraph, gradName, loraKeys } from './graph.js';
-import { SCALAR_INPUTS, applyUpdate, clipScale, globalGradNorm, stateNames, updateScalars } from './optimizer.js';
+import { SCALAR_INPUTS, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from './optimizer.js';
 
 export type OptimizerPlacement = 'host' | 'graph';
 
@@ -118,7 +131,10 @@ export class TrainStepEngine implements TrainStep {
   /** Loss, metrics and gradients at `weights`, without an update (host placement's first half). */
   async gradients(batch: StepBatch, weights: LoraWeights): Promise<Gradients> {
     this.checkOpen();
-    const out = await this.trainSession.run({ ...this.modelFeeds(batch), ...this.lossFeeds(batch), ...this.loraFeeds(weights) }, this.trainFetches());
+    const feeds = { ...this.modelFeeds(batch), ...this.lossFeeds(batch), ...this.loraFeeds(weights) };
+    // The in-graph optimizer's inputs must be fed even though only the gradients are fetched.
+    if (this.placement === 'graph') Object.assign(feeds, this.optimizerFeeds(weights, emptyState()));
+    const out = await this.trainSession.run(feeds, this.trainFetches());
     return this.readGradients(out, batch);
   }
 
@@ -138,16 +154,7 @@ export class TrainStepEngine implements TrainStep {
   private async stepInGraph(batch: StepBatch, weights: LoraWeights, state: OptimizerState): Promise<StepResult> {
     const cfg = this.options.optimizer;
     const step = state.step + 1;
-    const s = updateScalars(cfg, step);
-    const feeds: Record<string, ort.Tensor> = { ...this.modelFeeds(batch), ...this.lossFeeds(batch), ...this.loraFeeds(weights) };
-    [s.lr, s.decay, s.stepSize, s.bc2Sqrt].forEach((v, i) => (feeds[SCALAR_INPUTS[i]!] = new ort.Tensor('float32', Float32Array.of(v), [])));
-    if (cfg.kind === 'adamw') {
-      for (const [key, p] of weights) {
-        const n = stateNames(key);
-        feeds[n.m] = new ort.Tensor('float32', state.m.get(key) ?? new Float32Array(p.length), this.dims(key));
-        feeds[n.v] = new ort.Tensor('float32', state.v.get(key) ?? new Float32Array(p.length), this.dims(key));
-      }
-    }
+    const feeds = { ...this.modelFeeds(batch), ...this.lossFeeds(batch), ...this.loraFeeds(weights), ...this.optimizerFeeds(weights, state) };
     const out = await this.trainSession.run(feeds);
     const g = this.readGradients(out, batch);
     const gradNorm = scalarOf(out.grad_norm as ort.Tensor);
@@ -222,6 +229,20 @@ export class TrainStepEngine implements TrainStep {
       advantages: new ort.Tensor('float32', fromGrid(batch.advantages, batch), dims),
     };
     if (needsRef) feeds.ref_logprobs = new ort.Tensor('float32', fromGrid(batch.refLogprobs!, batch), dims);
+    return feeds;
+  }
+
+  private optimizerFeeds(weights: LoraWeights, state: OptimizerState): Record<string, ort.Tensor> {
+    const feeds: Record<string, ort.Tensor> = {};
+    const s = updateScalars(this.options.optimizer, state.step + 1);
+    [s.lr, s.decay, s.stepSize, s.bc2Sqrt].forEach((v, i) => (feeds[SCALAR_INPUTS[i]!] = new ort.Tensor('float32', Float32Array.of(v), [])));
+    if (this.options.optimizer.kind === 'adamw') {
+      for (const [key, p] of weights) {
+        const n = stateNames(key);
+        feeds[n.m] = new ort.Tensor('float32', state.m.get(key) ?? new Float32Array(p.length), this.dims(key));
+        feeds[n.v] = new ort.Tensor('float32', state.v.get(key) ?? new Float32Array(p.length), this.dims(key));
+      }
+    }
     return feeds;
   }
 

@@ -53,15 +53,22 @@ export function applyUpdate(cfg: OptimizerConfig, weights: LoraWeights, grads: L
     if (!g) throw new Error(`optimizer: no gradient for '${key}'`);
     const out = new Float32Array(p.length);
     if (cfg.kind === 'sgd') {
-      for (let i = 0; i < p.length; i++) out[i] = p[i]! - cfg.lr * (g[i]! * scale + cfg.weightDecay * p[i]!);
+      const lr = cfg.lr, wd = cfg.weightDecay;
+      for (let i = 0; i < p.length; i++) out[i] = p[i]! - lr * (g[i]! * scale + wd * p[i]!);
     } else {
-      const m0 = state.m.get(key), v0 = state.v.get(key);
+      // Plain locals and typed arrays only: this loop runs over every LoRA weight each step.
+      const m0 = state.m.get(key) ?? new Float32Array(p.length), v0 = state.v.get(key) ?? new Float32Array(p.length);
       const m1 = new Float32Array(p.length), v1 = new Float32Array(p.length);
+      const { decay, stepSize, bc2Sqrt } = s;
+      const eps = cfg.eps, c1 = 1 - beta1, c2 = 1 - beta2;
       for (let i = 0; i < p.length; i++) {
         const gi = g[i]! * scale;
-        m1[i] = beta1 * (m0?.[i] ?? 0) + (1 - beta1) * gi;
-        v1[i] = beta2 * (v0?.[i] ?? 0) + (1 - beta2) * gi * gi;
-        out[i] = p[i]! * s.decay - s.stepSize * m1[i]! / (Math.sqrt(v1[i]!) / s.bc2Sqrt + cfg.eps);
+        const mi = beta1 * m0[i]! + c1 * gi;
+        const vi = beta2 * v0[i]! + c2 * gi * gi;
+        m1[i] = mi;
+        v1[i] = vi;
+        // m and v are rounded to fp32 as stored (torch keeps them in fp32 too) before use.
+        out[i] = p[i]! * decay - stepSize * m1[i]! / (Math.sqrt(v1[i]!) / bc2Sqrt + eps);
       }
       m.set(key, m1);
       v.set(key, v1);
