@@ -54,6 +54,7 @@ export async function serveApp(options: ServeOptions): Promise<ServeHandle> {
   });
   try {
     const server = await startHttpServer({ handlers: service, events, host: options.host, port: options.port, token: options.token, rendererDir, openai: openai.route });
+    log(`OpenAI-compatible API: base URL ${server.url}v1, API key = the token in the URL below`);
     return {
       ...server,
       service,

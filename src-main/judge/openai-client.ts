@@ -233,14 +233,16 @@ export class OpenAiClient implements ChatCompleter {
     if (!Array.isArray(choices) || choices.length === 0) {
       throw new UserError(`the OpenAI-compatible endpoint ${this.url} answered garbage: JSON without choices (${JSON.stringify(text.slice(0, 120))})`);
     }
-    const message = (choices[0] as { message?: { content?: unknown; reasoning_content?: unknown } }).message;
+    const message = (choices[0] as { message?: { content?: unknown; reasoning_content?: unknown; reasoning?: unknown } }).message;
     if (!message || typeof message !== 'object') {
       throw new UserError(`the OpenAI-compatible endpoint ${this.url} answered garbage: its first choice has no message`);
     }
     const content = typeof message.content === 'string' ? message.content : '';
-    // Servers that split reasoning off (vLLM, llama.cpp --reasoning-format) send it apart;
-    // keep it in the raw vote, marked as reasoning so the parser skips it.
-    const reasoning = typeof message.reasoning_content === 'string' && message.reasoning_content ? message.reasoning_content : '';
+    // Servers that split reasoning off send it apart (`reasoning_content`: vLLM, llama.cpp,
+    // Hindsight; `reasoning`: Ollama); keep it in the raw vote, marked as reasoning so the
+    // parser skips it.
+    const split = [message.reasoning_content, message.reasoning].find((r): r is string => typeof r === 'string' && r.length > 0);
+    const reasoning = split ?? '';
     return reasoning ? `<think>${reasoning}</think>${content}` : content;
   }
 

@@ -50,6 +50,14 @@ describe('openai backend: votes over HTTP (scripted server)', () => {
     expect(new Set(server.requests.map((r) => r.body.seed)).size).toBe(3); // a different seed per vote
   });
 
+  it('reasoning sent apart by the server is kept in the raw vote and skipped by the parser', async () => {
+    const message = (extra: object) => ({ body: { choices: [{ index: 0, message: { role: 'assistant', content: 'So: \\boxed{-1}', ...extra } }] } });
+    const server = await scripted((_, n) => (n === 0 ? message({ reasoning_content: 'maybe \\boxed{1}' }) : message({ reasoning: 'or \\boxed{0}' })));
+    const verdict = await judgeOn(server, { concurrency: 1 }).judge(sample, { hints: false, votes: 2 });
+    expect(verdict.votes.map((v) => v.raw)).toEqual(['<think>maybe \\boxed{1}</think>So: \\boxed{-1}', '<think>or \\boxed{0}</think>So: \\boxed{-1}']);
+    expect(verdict.reward).toBe(-1);
+  });
+
   it('the majority wins; unparseable votes are dropped', async () => {
     const answers = ['\\boxed{-1}', 'garbage', '\\boxed{-1}', '\\boxed{1}', 'more garbage'];
     const server = await scripted((_, n) => ({ content: answers[n] }));
