@@ -22,6 +22,8 @@ export interface ServeOptions {
   log?: (line: string) => void;
   /** The model the OpenAI-compatible /v1 API serves; default: the settings' model folder (the demo model until changed). */
   openaiModelDir?: string;
+  /** A PEFT LoRA adapter the /v1 API serves applied to that model (merged once, cached). */
+  openaiAdapterDir?: string;
 }
 
 export interface ServeHandle extends RunningServer {
@@ -50,6 +52,7 @@ export async function serveApp(options: ServeOptions): Promise<ServeHandle> {
   const demoModelDir = path.join(PROJECT_ROOT, 'resources', 'models', 'stories260K');
   const openai = createOpenAiHandler({
     modelDir: () => options.openaiModelDir ?? new SettingsStore(settingsPathFor(service.currentDbPath), demoModelDir).raw.defaultModelDir,
+    adapterDir: () => options.openaiAdapterDir ?? null,
     log,
   });
   try {

@@ -16,8 +16,8 @@
  * queue in the model's worker and run one at a time. Any `model` name is accepted and
  * answered by the one served model (as llama.cpp's server does); answers carry its id.
  *
- * Not done: LoRA adapters. The model core has no adapter-applied generation yet, so the
- * endpoint serves the base checkpoint.
+ * With `adapterDir`, the model is served with that PEFT LoRA adapter applied (merged into a
+ * cached copy of the weights: ./served-model.ts); its id is `<model>+<adapter>`.
  *
  * A client that disconnects mid-stream stops receiving; the worker still finishes that
  * generation (it cannot be interrupted), bounded by max_tokens.
@@ -26,14 +26,17 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import path from 'node:path';
 import { UserError } from '../core/types.js';
-import { LocalModel } from '../model/local-model.js';
+import type { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
 import { completeChat, tokenLogprobs } from './local-chat.js';
+import { loadServedModel, servedModelId } from './served-model.js';
 import { chunkBody, completionBody, errorBody, parseChatRequest, RequestError, type ChatRequest } from './protocol.js';
 
 export interface OpenAiHandlerOptions {
   /** The model folder to serve, asked on each request (settings may change it). */
   modelDir: () => string;
+  /** A PEFT LoRA adapter folder to apply, or null for the base model; asked on each request too. */
+  adapterDir?: () => string | null;
   device?: Device;
   /** Where to report a failure that is not the client's fault. */
   log?: (line: string) => void;
@@ -44,7 +47,8 @@ export type OpenAiRoute = (req: http.IncomingMessage, res: http.ServerResponse, 
 const MAX_BODY = 8 * 1024 * 1024;
 
 interface Loaded {
-  dir: string;
+  key: string;
+  id: string;
   model: Promise<LocalModel>;
   active: number;
   retired: boolean;
@@ -55,12 +59,15 @@ class ModelSlot {
   private current: Loaded | null = null;
   constructor(private readonly device: Device) {}
 
-  async acquire(dir: string): Promise<{ model: LocalModel; release: () => void }> {
+  async acquire(dir: string, adapter: string | null): Promise<{ model: LocalModel; id: string; release: () => void }> {
     const resolved = path.resolve(dir);
-    if (!this.current || this.current.dir !== resolved) {
+    const resolvedAdapter = adapter ? path.resolve(adapter) : null;
+    const key = `${resolved}\0${resolvedAdapter ?? ''}`;
+    if (!this.current || this.current.key !== key) {
       const old = this.current;
-      const model = LocalModel.load(resolved, { device: this.device });
-      const entry: Loaded = { dir: resolved, model, active: 0, retired: false };
+      // Loading is started from a microtask so a merge that throws becomes a rejected load.
+      const model = Promise.resolve().then(() => loadServedModel(resolved, resolvedAdapter, this.device));
+      const entry: Loaded = { key, id: servedModelId(resolved, resolvedAdapter), model, active: 0, retired: false };
       model.catch(() => {
         if (this.current === entry) this.current = null; // a failed load is retried by the next request
       });
@@ -71,7 +78,7 @@ class ModelSlot {
     entry.active++;
     try {
       const model = await entry.model;
-      return { model, release: () => this.release(entry) };
+      return { model, id: entry.id, release: () => this.release(entry) };
     } catch (err) {
       this.release(entry);
       throw err;
@@ -132,7 +139,8 @@ function readBody(req: http.IncomingMessage): Promise<string> {
 export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandler {
   const slot = new ModelSlot(options.device ?? 'cpu');
   const log = options.log ?? ((line: string) => process.stderr.write(`hindsight openai: ${line}\n`));
-  const modelId = () => path.basename(path.resolve(options.modelDir()));
+  const adapterDir = () => options.adapterDir?.() || null;
+  const modelId = () => servedModelId(options.modelDir(), adapterDir());
 
   async function chatCompletions(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
@@ -145,19 +153,19 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
       throw new RequestError(`the request body is not valid JSON: ${(err as Error).message}`);
     }
     const request = parseChatRequest(json);
-    const { model, release } = await slot.acquire(options.modelDir()).catch((err: unknown) => {
+    const { model, id, release } = await slot.acquire(options.modelDir(), adapterDir()).catch((err: unknown) => {
       const message = err instanceof UserError ? err.message : `cannot load the model: ${(err as Error).message}`;
       throw new RequestError(message, null, 503, 'server_error', 'model_not_loaded');
     });
     try {
-      if (request.stream) await streamAnswer(model, request, req, res);
-      else await jsonAnswer(model, request, res);
+      if (request.stream) await streamAnswer(model, id, request, req, res);
+      else await jsonAnswer(model, id, request, res);
     } finally {
       release();
     }
   }
 
-  async function jsonAnswer(model: LocalModel, request: ChatRequest, res: http.ServerResponse): Promise<void> {
+  async function jsonAnswer(model: LocalModel, id: string, request: ChatRequest, res: http.ServerResponse): Promise<void> {
     const result = await completeChat(model, request);
     sendJson(
       res,
@@ -165,7 +173,7 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
       completionBody({
         id: `chatcmpl-${crypto.randomUUID()}`,
         created: Math.floor(Date.now() / 1000),
-        model: path.basename(model.dir),
+        model: id,
         content: result.content,
         reasoning: result.reasoning,
         toolCalls: result.toolCalls,
@@ -176,8 +184,8 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
     );
   }
 
-  async function streamAnswer(model: LocalModel, request: ChatRequest, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const meta = { id: `chatcmpl-${crypto.randomUUID()}`, created: Math.floor(Date.now() / 1000), model: path.basename(model.dir) };
+  async function streamAnswer(model: LocalModel, id: string, request: ChatRequest, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const meta = { id: `chatcmpl-${crypto.randomUUID()}`, created: Math.floor(Date.now() / 1000), model: id };
     const usageField = request.includeUsage ? null : undefined;
     let open = true;
     req.socket.on('close', () => (open = false));

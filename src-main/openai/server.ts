@@ -17,6 +17,8 @@ import { errorBody } from './protocol.js';
 
 export interface OpenAiServerOptions {
   modelDir: string | (() => string);
+  /** A PEFT LoRA adapter folder to serve applied (merged; see served-model.ts). */
+  adapterDir?: string | null;
   /** The API key clients must send; generated when omitted. */
   token?: string;
   host?: string;
@@ -39,7 +41,7 @@ export async function startOpenAiServer(options: OpenAiServerOptions): Promise<O
   assertLoopbackHost(host);
   const token = options.token ?? crypto.randomBytes(24).toString('base64url');
   const modelDir = typeof options.modelDir === 'string' ? () => options.modelDir as string : options.modelDir;
-  const handler = createOpenAiHandler({ modelDir, device: options.device, log: options.log });
+  const handler = createOpenAiHandler({ modelDir, adapterDir: () => options.adapterDir ?? null, device: options.device, log: options.log });
   const server = http.createServer((req, res) => {
     const pathname = (req.url ?? '/').split('?')[0]!;
     if (pathname === '/v1' || pathname.startsWith('/v1/')) return void handler.route(req, res, token);
