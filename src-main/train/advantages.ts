@@ -9,6 +9,14 @@
  * `old` is the rollout log-prob when the row carries one, else the policy's log-prob at the
  * start of the step. Teacher log-probs are the base model's on the teacher sequence, read
  * from its own response span and laid onto the student's (same tokens, maybe other positions).
+ *
+ * Two ways to get the policy's old, with the same values:
+ * - {@link fillAdvantages}: old known before the step (a forward pass of its own, `policyOld`);
+ *   the host computes the advantages.
+ * - {@link fillInStepAdvantages}: the step computes old = stopgrad(logp) in its own forward
+ *   pass and the advantages from it (step/loss.ts, in-step old); the host only lays out the
+ *   pieces that do not depend on old. The trainer uses this: it saves a forward pass per step.
+ *   {@link inStepAdvantageMetrics} then gives the metrics from the log-probs the step returns.
  */
 import { responseValues, type TrainRow } from './batches.js';
 import type { StepBatch, TrainMethod } from './step-api.js';
@@ -71,4 +79,42 @@ export function fillAdvantages(input: AdvantageInputs): AdvantageMetrics {
     advMean: tokens ? advSum / tokens : 0,
     teacherStudentGap: gapTokens ? gapSum / gapTokens : null,
   };
+}
+
+/**
+ * Lays out what the step needs to compute old and the advantages itself: oldFromPolicy (1 on
+ * rows without rollout log-probs), oldLogprobs (rollout rows), advantages (the w_rl·r part),
+ * teacherLogprobs and opdWeights (w_opd on rows with a teacher; a row without one has
+ * teacher = old, so its OPD term is 0).
+ */
+export function fillInStepAdvantages(input: Omit<AdvantageInputs, 'policyOld'>): void {
+  const { method, rows, batch, teacher } = input;
+  const T = batch.seqLen, n = batch.batch * T;
+  const useOpd = method !== 'rl';
+  const useRl = method !== 'opd';
+  const wOpd = method === 'combine' ? input.weights.wOpd : 1;
+  const wRl = method === 'combine' ? input.weights.wRl : 1;
+  batch.oldFromPolicy = new Float32Array(n);
+  batch.teacherLogprobs = new Float32Array(n);
+  batch.opdWeights = new Float32Array(n);
+  rows.forEach((row, b) => {
+    if (row.oldLogprobs) responseValues(batch.oldLogprobs, T, b, row).set(row.oldLogprobs);
+    else responseValues(batch.oldFromPolicy!, T, b, row).fill(1);
+    responseValues(batch.advantages, T, b, row).fill(useRl ? wRl * row.reward : 0);
+    const t = useOpd ? teacher[b] : undefined;
+    if (t) {
+      responseValues(batch.teacherLogprobs!, T, b, row).set(t);
+      responseValues(batch.opdWeights!, T, b, row).fill(wOpd);
+    }
+  });
+}
+
+/**
+ * The metrics of a step that computed old itself, from `policyOld` = the log-probs the step
+ * returned (StepResult.logprobs): the same formula as {@link fillAdvantages}, on scratch grids.
+ */
+export function inStepAdvantageMetrics(input: AdvantageInputs & { policyOld: Float32Array }): AdvantageMetrics {
+  const n = input.batch.batch * input.batch.seqLen;
+  const scratch = { ...input.batch, oldLogprobs: new Float32Array(n), advantages: new Float32Array(n) };
+  return fillAdvantages({ ...input, batch: scratch });
 }

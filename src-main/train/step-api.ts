@@ -66,6 +66,15 @@ export interface StepBatch {
   oldLogprobs: Float32Array; // [B*T]
   advantages: Float32Array; // [B*T]
   refLogprobs?: Float32Array; // [B*T], only when klBeta > 0
+  /**
+   * In-step old (one update per batch; see step/loss.ts): 1 where old_t is the policy's own
+   * log-prob, computed inside the step with its gradient stopped; 0 where oldLogprobs (a
+   * rollout's) gives it. Absent: all zeros, old is oldLogprobs everywhere.
+   */
+  oldFromPolicy?: Float32Array; // [B*T]
+  /** OPD: the step adds opdWeights·(teacherLogprobs − old) to advantages. Absent: zeros. */
+  teacherLogprobs?: Float32Array; // [B*T]
+  opdWeights?: Float32Array; // [B*T]
 }
 
 export interface StepMetrics {
@@ -82,13 +91,15 @@ export interface StepResult {
   metrics: StepMetrics;
   /** Gradients before clipping, for tests and diagnostics. */
   grads: LoraWeights;
+  /** Policy log-probs at the weights fed in (before the update), on the [B, T] grid: the in-step old. */
+  logprobs: Float32Array;
 }
 
 /** A compiled training step for one model + LoRA + loss + optimizer configuration. */
 export interface TrainStep {
   readonly specs: LoraTensorSpec[];
   readonly executionProvider: string;
-  /** Policy (base + LoRA) log-probs on the [B, T] grid, no gradient: the `old` of a step. */
+  /** Policy (base + LoRA) log-probs on the [B, T] grid, no gradient (scoring; the old of a step without in-step old). */
   policyLogprobs(batch: StepBatch, weights: LoraWeights): Promise<Float32Array>;
   /** Base-model (adapter off) log-probs: the OPD teacher and the KL reference. */
   baseLogprobs(batch: StepBatch): Promise<Float32Array>;

@@ -1,7 +1,8 @@
 /**
- * The training loop (SPEC §5): rows → batches → old / teacher / reference log-probs →
- * advantages → one TrainStep update per batch, with the log, checkpoints, resume, cancel,
- * the non-finite stop and the PEFT export.
+ * The training loop (SPEC §5): rows → batches → teacher / reference log-probs → advantage
+ * pieces → one TrainStep update per batch (which computes old = stopgrad(logp) and the
+ * advantages in its own forward pass; ./advantages.ts), with the log, checkpoints, resume,
+ * cancel, the non-finite stop and the PEFT export.
  *
  * This module runs wherever it is called; ONNX Runtime blocks the calling thread, so the
  * app and the CLI call it through ./run.ts, which hosts it in a worker thread.
@@ -20,7 +21,7 @@ import type { LinearTarget } from '../model/decoder.js';
 import type { Device } from '../model/ort-session.js';
 import { seededRandom } from '../model/sampling.js';
 import { ChatTokenizer } from '../model/tokenizer.js';
-import { fillAdvantages } from './advantages.js';
+import { fillInStepAdvantages, inStepAdvantageMetrics } from './advantages.js';
 import { DEFAULT_MAX_LENGTH, padBatch, responseValues, rowToLine, rowsForStep, rowsFromJsonl, rowsFromSamples, type RowSet, type TrainRow } from './batches.js';
 import { findCheckpoint, loadCheckpoint, saveCheckpoint, type TrainerState } from './checkpoint.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
@@ -308,12 +309,14 @@ async function loop(
     const t0 = Date.now();
     const { rows: batchRows, epoch } = rowsForStep(rows, settings.batchSize, done, settings.seed, seededRandom);
     const batch = padBatch(batchRows);
-    const needPolicy = batchRows.some((r) => !r.oldLogprobs);
-    const policyOld = needPolicy ? await step.policyLogprobs(batch, weights) : undefined;
     const teacher = await teacherLogprobs(step, settings.method, batchRows);
     if (settings.loss.klBeta > 0) batch.refLogprobs = await step.baseLogprobs(batch);
-    const adv = fillAdvantages({ method: settings.method, weights: { wOpd: settings.wOpd, wRl: settings.wRl }, rows: batchRows, batch, policyOld, teacher });
+    // old := the policy's log-probs with the gradient stopped, inside the step's own forward
+    // pass (one update per batch), so no separate forward pass computes it first.
+    const advantageInputs = { method: settings.method, weights: { wOpd: settings.wOpd, wRl: settings.wRl }, rows: batchRows, batch, teacher };
+    fillInStepAdvantages(advantageInputs);
     const result = await step.step(batch, weights, optimizer);
+    const adv = inStepAdvantageMetrics({ ...advantageInputs, policyOld: result.logprobs });
     const stepNo = done + 1;
     const { loss, gradNorm } = result.metrics;
     const badWeight = allFinite(result.weights);

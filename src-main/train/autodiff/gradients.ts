@@ -16,9 +16,14 @@
  *
  * The loss must be a scalar (its seed gradient is 1). A `wrt` value the loss does not depend
  * on gets a zero gradient, so callers can always fetch every gradient they asked for.
+ *
+ * `stopGradient(b, x)` is x with its gradient stopped (torch's `x.detach()`): same value at
+ * run time, a constant for step 1 above (see ./rules.ts, "Stop-gradient"). The policy loss
+ * uses it for `old` := stopgrad(logp), so one run gives the log-probs, the ratio of exactly 1
+ * and the gradient A·∇logp without a second forward pass.
  */
 import { GraphBuilder, type DType, type Node } from '../../model/graph/ir.js';
-import { GRADIENT_RULES, NON_DIFFERENTIABLE, type GradContext } from './rules.js';
+import { GRADIENT_RULES, NON_DIFFERENTIABLE, STOP_GRADIENT, isStopGradient, type GradContext } from './rules.js';
 import { describeAs, sumToShape, zerosLike } from './shapes.js';
 
 const FLOAT_TYPES = new Set<DType | undefined>(['float32', 'float16', 'bfloat16']);
@@ -27,10 +32,17 @@ const FLOAT_TYPES = new Set<DType | undefined>(['float32', 'float16', 'bfloat16'
 function dependsOnWrt(nodes: Node[], b: GraphBuilder, wrt: string[]): Set<string> {
   const active = new Set(wrt);
   for (const node of nodes) {
-    if (NON_DIFFERENTIABLE.has(node.op) || !node.inputs.some((i) => active.has(i))) continue;
+    if (NON_DIFFERENTIABLE.has(node.op) || isStopGradient(node) || !node.inputs.some((i) => active.has(i))) continue;
     for (const o of node.outputs) if (FLOAT_TYPES.has(b.dtypeOf(o))) active.add(o);
   }
   return active;
+}
+
+/** x with its gradient stopped: the same value, a constant for {@link appendGradients}. */
+export function stopGradient(b: GraphBuilder, x: string): string {
+  const [y] = b.op('Identity', [x], {}, [b.fresh('stop_gradient')], [{ dtype: b.dtypeOf(x), shape: b.shapeOf(x) }]);
+  b.graph.nodes.at(-1)!.name = b.fresh(STOP_GRADIENT);
+  return y!;
 }
 
 /** Values the loss depends on. */

@@ -16,6 +16,13 @@
  * Ops without a gradient path (Shape, Equal, Range, NonZero …) have no rule: the graph walk
  * never asks for one, because their outputs are integers or booleans. An op on a gradient path
  * with no rule is an error that names the node.
+ *
+ * Stop-gradient (torch's `.detach()`): an Identity node whose node name starts with
+ * {@link STOP_GRADIENT} (made by `stopGradient` in ./gradients.ts). ONNX has no such op, and
+ * at run time it is a plain Identity; the marker lives in the node name so it survives
+ * serialisation and shows in graph viewers. The graph walk treats its output as a constant:
+ * nothing downstream of it depends on the trained values through it, so no gradient flows
+ * back across it and its Identity rule below is never called for it.
  */
 import { GraphBuilder, attrInt, attrInts, int, str, tensorValues, type Node, type Shape } from '../../model/graph/ir.js';
 import { isStatic, shapeValue, sumToShape, zerosLike } from './shapes.js';
@@ -272,6 +279,12 @@ export const GRADIENT_RULES: Record<string, GradRule> = {
     return [b.where(inside, dy[0]!, b.scalar(0))];
   },
 };
+
+/** Node-name prefix of a stop-gradient Identity (see the module comment). */
+export const STOP_GRADIENT = 'StopGradient';
+
+/** Whether a node is a stop-gradient marker: its output is a constant for autodiff. */
+export const isStopGradient = (node: Node): boolean => node.op === 'Identity' && node.name.startsWith(STOP_GRADIENT);
 
 /** Ops whose outputs never carry a gradient, whatever their dtype. */
 export const NON_DIFFERENTIABLE = new Set([

@@ -144,9 +144,9 @@ export class TrainStepEngine implements TrainStep {
       const g = await this.gradients(batch, weights);
       const gradNorm = globalGradNorm(g.grads);
       const metrics = this.metrics(g, gradNorm);
-      if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, grads: g.grads };
+      if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, grads: g.grads, logprobs: g.logprobs };
       const next = applyUpdate(this.options.optimizer, weights, g.grads, state, clipScale(gradNorm, this.options.optimizer.maxGradNorm));
-      return { ...next, metrics, grads: g.grads };
+      return { ...next, metrics, grads: g.grads, logprobs: g.logprobs };
     }
     return this.stepInGraph(batch, weights, state);
   }
@@ -159,7 +159,7 @@ export class TrainStepEngine implements TrainStep {
     const g = this.readGradients(out, batch);
     const gradNorm = scalarOf(out.grad_norm as ort.Tensor);
     const metrics = this.metrics(g, gradNorm);
-    if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, grads: g.grads };
+    if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, grads: g.grads, logprobs: g.logprobs };
     const next: LoraWeights = new Map(), m = new Map<string, Float32Array>(), v = new Map<string, Float32Array>();
     for (const key of weights.keys()) {
       const n = stateNames(key);
@@ -169,7 +169,7 @@ export class TrainStepEngine implements TrainStep {
         v.set(key, (out[n.newV] as ort.Tensor).data as Float32Array);
       }
     }
-    return { weights: next, state: { step, m, v }, metrics, grads: g.grads };
+    return { weights: next, state: { step, m, v }, metrics, grads: g.grads, logprobs: g.logprobs };
   }
 
   async close(): Promise<void> {
@@ -218,17 +218,25 @@ export class TrainStepEngine implements TrainStep {
 
   private lossFeeds(batch: StepBatch): Record<string, ort.Tensor> {
     const needsRef = this.options.loss.klBeta > 0;
+    type Named = [string, Float32Array | undefined];
+    const optional: Named[] = [['oldFromPolicy', batch.oldFromPolicy], ['teacherLogprobs', batch.teacherLogprobs], ['opdWeights', batch.opdWeights]];
     checkArrays(batch, [
       ['responseMask', batch.responseMask], ['oldLogprobs', batch.oldLogprobs], ['advantages', batch.advantages],
-      ...(needsRef ? [['refLogprobs', batch.refLogprobs] as [string, Float32Array | undefined]] : []),
+      ...(needsRef ? [['refLogprobs', batch.refLogprobs] as Named] : []),
+      ...optional.filter(([, a]) => a !== undefined),
     ]);
     const dims = [batch.batch, batch.seqLen];
+    const grid = (a: Float32Array | undefined) => new ort.Tensor('float32', a ? fromGrid(a, batch) : new Float32Array(batch.batch * batch.seqLen), dims);
     const feeds: Record<string, ort.Tensor> = {
-      response_mask: new ort.Tensor('float32', fromGrid(batch.responseMask, batch), dims),
-      old_logprobs: new ort.Tensor('float32', fromGrid(batch.oldLogprobs, batch), dims),
-      advantages: new ort.Tensor('float32', fromGrid(batch.advantages, batch), dims),
+      response_mask: grid(batch.responseMask),
+      old_logprobs: grid(batch.oldLogprobs),
+      advantages: grid(batch.advantages),
+      // Absent: zeros, so old and the advantages are exactly the ones given.
+      old_from_policy: grid(batch.oldFromPolicy),
+      teacher_logprobs: grid(batch.teacherLogprobs),
+      opd_weights: grid(batch.opdWeights),
     };
-    if (needsRef) feeds.ref_logprobs = new ort.Tensor('float32', fromGrid(batch.refLogprobs!, batch), dims);
+    if (needsRef) feeds.ref_logprobs = grid(batch.refLogprobs!);
     return feeds;
   }
 

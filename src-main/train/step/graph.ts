@@ -16,8 +16,11 @@
  * engine shifts the [B, T] batch grids (SPEC's position t ↔ graph position t−1) on the host.
  *
  * Graph inputs: input_ids, attention_mask, position_ids, target_ids (int64 [B, T]), every
- * LoRA tensor, and for train: response_mask, old_logprobs, advantages (+ ref_logprobs when
- * klBeta > 0), float32 [B, T] on the graph's grid.
+ * LoRA tensor, and for train: response_mask, old_logprobs, advantages, old_from_policy,
+ * teacher_logprobs, opd_weights (+ ref_logprobs when klBeta > 0), float32 [B, T] on the
+ * graph's grid. The last three make `old` := stopgrad(logprobs) where old_from_policy is 1 and
+ * add opd_weights·(teacher − old) to the advantages (./loss.ts, in-step old); with them all
+ * zero the loss trains on old_logprobs and advantages exactly as given.
  * Train outputs: loss, clipfrac, approx_kl, tokens (scalars), logprobs [B, T], `grad.<key>`
  * for every LoRA tensor, and with the in-graph optimizer its outputs (./optimizer.ts).
  */
@@ -25,7 +28,7 @@ import { GraphBuilder, type Graph } from '../../model/graph/ir.js';
 import { buildDecoder, type LinearSite, type WeightSource } from '../../model/decoder.js';
 import { appendGradients } from '../autodiff/gradients.js';
 import type { LoraConfig, LoraTensorSpec, LossConfig, OptimizerConfig } from '../step-api.js';
-import { appendPolicyLoss } from './loss.js';
+import { appendInStepOld, appendPolicyLoss } from './loss.js';
 import { appendUpdate } from './optimizer.js';
 
 /** PeftModel wraps the HF model as `base_model.model.`. */
@@ -33,7 +36,7 @@ const PEFT_PREFIX = 'base_model.model.';
 export const loraKeys = (spec: LoraTensorSpec) => ({ a: `${spec.module}.lora_A.weight`, b: `${spec.module}.lora_B.weight` });
 export const gradName = (key: string) => `grad.${key}`;
 
-export const LOSS_INPUTS = ['response_mask', 'old_logprobs', 'advantages'] as const;
+export const LOSS_INPUTS = ['response_mask', 'old_logprobs', 'advantages', 'old_from_policy', 'teacher_logprobs', 'opd_weights'] as const;
 
 interface LoraDecoder {
   b: GraphBuilder;
@@ -82,9 +85,12 @@ export interface TrainGraphOptions {
 export function buildTrainGraph(weights: WeightSource, options: TrainGraphOptions): { graph: Graph; specs: LoraTensorSpec[] } {
   const d = loraDecoder(weights, options.lora, 'lora_train');
   const { b } = d;
-  const [mask, old, advantages] = LOSS_INPUTS.map((n) => b.input(n, 'float32', ['B', 'T']));
+  const [mask, oldIn, advantagesIn, oldFromPolicy, teacher, opdWeights] = LOSS_INPUTS.map((n) => b.input(n, 'float32', ['B', 'T']));
   const ref = options.loss.klBeta > 0 ? b.input('ref_logprobs', 'float32', ['B', 'T']) : undefined;
-  const loss = appendPolicyLoss(b, { logprobs: d.logprobs, mask: mask!, old: old!, advantages: advantages!, ref }, options.loss);
+  const { old, advantages } = appendInStepOld(b, {
+    logprobs: d.logprobs, old: oldIn!, oldFromPolicy: oldFromPolicy!, advantages: advantagesIn!, teacher: teacher!, opdWeights: opdWeights!,
+  });
+  const loss = appendPolicyLoss(b, { logprobs: d.logprobs, mask: mask!, old, advantages, ref }, options.loss);
   b.output(d.logprobs);
   b.output(b.identityAs(loss.loss, 'loss'));
   b.output(b.identityAs(loss.clipfrac, 'clipfrac'));

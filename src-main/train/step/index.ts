@@ -7,8 +7,8 @@
  *       optimizer: { kind: 'adamw', lr: 1e-4, betas: [0.9, 0.98], eps: 1e-8, weightDecay: 0, maxGradNorm: 1 },
  *       device: 'cpu',
  *     });
- *     batch.oldLogprobs = await step.policyLogprobs(batch, weights);
- *     const { weights: next, state, metrics } = await step.step(batch, weights, state0);
+ *     batch.oldFromPolicy = batch.responseMask;   // old := stopgrad(logp), in the step's own run
+ *     const { weights: next, state, metrics, logprobs } = await step.step(batch, weights, state0);
  *     console.log(step.executionProvider, metrics.loss);
  *     await step.close();
  *

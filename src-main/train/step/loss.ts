@@ -15,8 +15,20 @@
  *   approx_kl  the token mean of k3 of old vs new: exp(old − logp) − (old − logp) − 1
  *   tokens     Σ mask
  * Σ mask is floored at 1 so an all-masked batch gives loss 0, not NaN.
+ *
+ * In-step old ({@link appendInStepOld}). With one update per batch, `old` is the policy's own
+ * log-prob at the start of the step, so it need not come from a separate forward pass:
+ *
+ *   old = oldFromPolicy ? stopgrad(logp) : old_in        (old_in: rollout log-probs)
+ *   A   = A_in + w_opd·(teacher − old)                   (w_opd = 0 where a row has no teacher)
+ *
+ * Then ρ = 1 exactly in value, the gradient is A·∇logp (the min of two equal terms splits its
+ * gradient evenly between them, and the clip passes it inside its closed range), clipfrac and
+ * approx_kl are 0, and the OPD advantage sees the same old as the ratio, as it would with old
+ * computed before the step.
  */
 import { GraphBuilder, int } from '../../model/graph/ir.js';
+import { stopGradient } from '../autodiff/gradients.js';
 import type { LossConfig } from '../step-api.js';
 
 export interface LossInputs {
@@ -41,6 +53,26 @@ const sumAll = (b: GraphBuilder, x: string) => b.op('ReduceSum', [x], { keepdims
 function k3(b: GraphBuilder, a: string, logp: string): string {
   const d = b.sub(a, logp);
   return b.sub(b.sub(b.exp(d), d), b.scalar(1));
+}
+
+export interface InStepOldInputs {
+  logprobs: string;
+  /** Rollout log-probs where given. */
+  old: string;
+  /** 1 where old is the policy's own log-prob (stopgrad), 0 where `old` gives it. */
+  oldFromPolicy: string;
+  /** The part of the advantage that does not depend on old (w_rl·r). */
+  advantages: string;
+  teacher: string;
+  opdWeights: string;
+}
+
+/** The old log-probs and advantages the loss trains on (see the module comment). */
+export function appendInStepOld(b: GraphBuilder, x: InStepOldInputs): { old: string; advantages: string } {
+  const fromPolicy = b.greater(x.oldFromPolicy, b.scalar(0.5));
+  const old = b.where(fromPolicy, stopGradient(b, x.logprobs), x.old);
+  const advantages = b.add(x.advantages, b.mul(x.opdWeights, b.sub(x.teacher, old)));
+  return { old, advantages };
 }
 
 export function appendPolicyLoss(b: GraphBuilder, x: LossInputs, cfg: LossConfig): LossValues {
