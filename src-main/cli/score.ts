@@ -1,18 +1,26 @@
-// `hindsight score --model DIR --input IN.jsonl --out OUT.jsonl [--device cpu|cuda]` (SPEC §7):
-// the log-probs of each line's response span. Input lines are either
+// `hindsight score --model DIR --input IN.jsonl --out OUT.jsonl [--adapter DIR] [--device cpu|cuda]`
+// (SPEC §7): the log-probs of each line's response span. Input lines are either
 // {"messages":[…], "response":"…"} (rendered through the model's chat template) or
 // {"input_ids":[…], "response_start":k}. Each output line is {"logprobs":[…]}, one fp32
 // natural log-prob per response token, in input order. The output is written atomically.
+//
+// --adapter DIR scores with a PEFT LoRA adapter (a trainer's output folder) applied,
+// unmerged, through ../train/merge.ts scoreWithAdapter: the policy the trainer trained, with
+// the same log-probs as its training step gives (test/train/score-adapter.test.ts). That path
+// scores one row at a time on the calling thread, so --batch-size and --threads do not apply.
 import fs from 'node:fs';
 import { UserError } from '../core/types.js';
 import { AtomicFileWriter } from '../store/atomic-file.js';
+import { Checkpoint } from '../model/checkpoint.js';
 import { LocalModel } from '../model/local-model.js';
+import type { Device } from '../model/ort-session.js';
 import type { ScoreRow } from '../model/engine.js';
-import type { ChatTokenizer, ChatMessage } from '../model/tokenizer.js';
+import { ChatTokenizer, type ChatMessage } from '../model/tokenizer.js';
+import { scoreWithAdapter } from '../train/merge.js';
 import { intFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 import { deviceFlag } from './generate.js';
 
-const USAGE = 'usage: hindsight score --model DIR --input IN.jsonl --out OUT.jsonl [--device cpu|cuda] [--batch-size N] [--threads N] [--json]';
+const USAGE = 'usage: hindsight score --model DIR --input IN.jsonl --out OUT.jsonl [--adapter DIR] [--device cpu|cuda] [--batch-size N] [--threads N] [--json]';
 
 /** Reads and validates the input file into rows, naming the line of any problem. */
 export function readScoreInput(file: string, tokenizer: ChatTokenizer): ScoreRow[] {
@@ -50,6 +58,42 @@ export function readScoreInput(file: string, tokenizer: ChatTokenizer): ScoreRow
   return rows;
 }
 
+/** Token ids inside the vocabulary and a response start inside the row, naming the row. */
+function checkRows(rows: ScoreRow[], vocabSize: number, file: string): void {
+  rows.forEach((r, i) => {
+    const bad = r.inputIds.find((id) => id < 0 || id >= vocabSize);
+    if (bad !== undefined) throw new UserError(`${file}: row ${i + 1}: token id ${bad} is outside the vocabulary [0, ${vocabSize})`);
+    if (r.responseStart < 1 || r.responseStart > r.inputIds.length) {
+      throw new UserError(`${file}: row ${i + 1}: response_start ${r.responseStart} must be between 1 and the length ${r.inputIds.length}`);
+    }
+  });
+}
+
+interface Scored {
+  rows: ScoreRow[];
+  logprobs: number[][];
+  executionProvider: string;
+}
+
+async function scoreBase(values: { model: string; input: string }, device: Device, batchSize: number, threads: number): Promise<Scored> {
+  const model = await LocalModel.load(values.model, { device, threads: threads || undefined });
+  try {
+    const rows = readScoreInput(values.input, model.tokenizer);
+    const logprobs = await model.score(rows, { batchSize });
+    return { rows, logprobs, executionProvider: model.executionProvider ?? device };
+  } finally {
+    await model.close();
+  }
+}
+
+async function scoreAdapter(values: { model: string; input: string; adapter: string }, device: Device): Promise<Scored> {
+  const vocabSize = Checkpoint.open(values.model).config.vocabSize;
+  const rows = readScoreInput(values.input, ChatTokenizer.load(values.model));
+  checkRows(rows, vocabSize, values.input);
+  // The session is created on the requested EP only (never a silent fallback), so it is the one that ran.
+  return { rows, logprobs: await scoreWithAdapter(values.model, values.adapter, rows, device), executionProvider: device };
+}
+
 export const command: Command = async (argv) => {
   const { values } = parseCommandArgs(argv, {
     model: { type: 'string' },
@@ -58,35 +102,35 @@ export const command: Command = async (argv) => {
     device: { type: 'string', default: 'cpu' },
     'batch-size': { type: 'string' },
     threads: { type: 'string' },
+    adapter: { type: 'string' },
   });
   if (values.help) {
     process.stdout.write(USAGE + '\n');
     return 0;
   }
   if (!values.model || !values.input || !values.out) throw new UsageError(`--model, --input and --out are required\n${USAGE}`);
+  if (values.adapter && (values['batch-size'] !== undefined || values.threads !== undefined)) {
+    throw new UsageError(`--batch-size and --threads do not apply with --adapter (its rows are scored one at a time)\n${USAGE}`);
+  }
   const device = deviceFlag(values.device);
   const batchSize = intFlag('batch-size', values['batch-size'], 8, 1);
   const threads = intFlag('threads', values.threads, 0, 0);
   const started = Date.now();
-  const model = await LocalModel.load(values.model, { device, threads: threads || undefined });
+  const { model, input, out, adapter } = values;
+  const { rows, logprobs, executionProvider: ep } = adapter
+    ? await scoreAdapter({ model, input, adapter }, device)
+    : await scoreBase({ model, input }, device, batchSize, threads);
+  const writer = new AtomicFileWriter(out);
   try {
-    const rows = readScoreInput(values.input, model.tokenizer);
-    const logprobs = await model.score(rows, { batchSize });
-    const writer = new AtomicFileWriter(values.out);
-    try {
-      for (const lp of logprobs) writer.write(JSON.stringify({ logprobs: lp }) + '\n');
-      writer.commit();
-    } catch (err) {
-      writer.abort();
-      throw err;
-    }
-    const seconds = (Date.now() - started) / 1000;
-    const tokens = rows.reduce((a, r) => a + r.inputIds.length, 0);
-    const ep = model.executionProvider ?? device;
-    process.stderr.write(`scored ${rows.length} rows (${tokens} tokens) in ${seconds.toFixed(2)} s on ${ep} → ${values.out}\n`);
-    if (values.json) printJson({ rows: rows.length, tokens, out: values.out, execution_provider: ep, seconds });
-    return 0;
-  } finally {
-    await model.close();
+    for (const lp of logprobs) writer.write(JSON.stringify({ logprobs: lp }) + '\n');
+    writer.commit();
+  } catch (err) {
+    writer.abort();
+    throw err;
   }
+  const seconds = (Date.now() - started) / 1000;
+  const tokens = rows.reduce((a, r) => a + r.inputIds.length, 0);
+  process.stderr.write(`scored ${rows.length} rows (${tokens} tokens)${adapter ? ` with adapter ${adapter}` : ''} in ${seconds.toFixed(2)} s on ${ep} → ${out}\n`);
+  if (values.json) printJson({ rows: rows.length, tokens, out, execution_provider: ep, seconds, ...(adapter ? { adapter } : {}) });
+  return 0;
 };

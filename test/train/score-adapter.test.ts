@@ -1,0 +1,108 @@
+// `hindsight score --adapter DIR`: the log-probs of a trained adapter's policy, equal to what
+// the trainer's own training step gives for that adapter, in both input forms; bad input and
+// bad flags get one-line errors.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { main } from '../../src-main/cli.js';
+import { Checkpoint } from '../../src-main/model/checkpoint.js';
+import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
+import { padBatch } from '../../src-main/train/batches.js';
+import { readAdapter } from '../../src-main/train/peft.js';
+import { createStepForTrainer } from '../../src-main/train/step-factory.js';
+import { createTrainStepInProcess } from '../../src-main/train/step/index.js';
+import { train } from '../../src-main/train/trainer.js';
+
+const MODEL = path.resolve('resources/models/stories260K');
+const ctx = [{ role: 'user', content: 'Tell me a story.' }];
+const replies = [' Once upon a time, there was a little girl named Lily.', ' The dog ran to the park and played with a ball.', ' Lily went to the park with her mom.'];
+let tmp: string;
+let adapterDir: string;
+let inputFile: string;
+let spans: { inputIds: number[]; responseStart: number }[];
+
+beforeAll(async () => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-score-adapter-'));
+  const tok = ChatTokenizer.load(MODEL);
+  spans = replies.map((r) => tok.encodeResponse(ctx, r));
+  const data = path.join(tmp, 'data.jsonl');
+  fs.writeFileSync(data, spans.map((s, i) => JSON.stringify({ input_ids: s.inputIds, response_start: s.responseStart, reward: i === 1 ? -1 : 1 })).join('\n') + '\n');
+  adapterDir = path.join(tmp, 'adapter');
+  await train({ modelDir: MODEL, outDir: adapterDir, dataFile: data, method: 'rl', steps: 3, batchSize: 3, lr: 5e-3, seed: 1, loraR: 4, loraAlpha: 8 }, { createStep: createStepForTrainer });
+  // Both input forms: messages + response for the first row, token ids for the others.
+  inputFile = path.join(tmp, 'in.jsonl');
+  const lines = [{ messages: ctx, response: replies[0] }, ...spans.slice(1).map((s) => ({ input_ids: s.inputIds, response_start: s.responseStart }))];
+  fs.writeFileSync(inputFile, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+}, 120_000);
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+let stdout = '';
+let stderr = '';
+beforeEach(() => {
+  vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => ((stdout += String(chunk)), true));
+  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => ((stderr += String(chunk)), true));
+});
+afterEach(() => vi.restoreAllMocks());
+
+async function cli(...argv: string[]) {
+  stdout = '';
+  stderr = '';
+  const code = await main(argv);
+  return { code, stdout, stderr };
+}
+
+const readScores = (file: string) => fs.readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l).logprobs as number[]);
+
+describe('hindsight score --adapter', () => {
+  it("gives the trainer's policy log-probs for the adapter, not the base model's", async () => {
+    const out = path.join(tmp, 'adapter-scores.jsonl');
+    const r = await cli('score', '--model', MODEL, '--input', inputFile, '--out', out, '--adapter', adapterDir, '--json');
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ rows: 3, execution_provider: 'cpu', adapter: adapterDir });
+    const scored = readScores(out);
+
+    const adapter = readAdapter(adapterDir, Checkpoint.open(MODEL).config);
+    const step = await createTrainStepInProcess(MODEL, {
+      lora: adapter.lora, device: 'cpu',
+      loss: { method: 'rl', epsLow: 0.2, epsHigh: 0.28, klBeta: 0 },
+      optimizer: { kind: 'sgd', lr: 1, betas: [0.9, 0.98], eps: 1e-8, weightDecay: 0, maxGradNorm: 1 },
+    });
+    const batch = padBatch(spans);
+    const policy = await step.policyLogprobs(batch, adapter.weights);
+    await step.close();
+
+    const baseOut = path.join(tmp, 'base-scores.jsonl');
+    expect((await cli('score', '--model', MODEL, '--input', inputFile, '--out', baseOut)).code).toBe(0);
+    const base = readScores(baseOut);
+
+    let maxDiff = 0, moved = 0;
+    spans.forEach((s, b) => {
+      expect(scored[b]).toHaveLength(s.inputIds.length - s.responseStart);
+      scored[b]!.forEach((x, i) => {
+        maxDiff = Math.max(maxDiff, Math.abs(x - policy[b * batch.seqLen + s.responseStart + i]!));
+        moved = Math.max(moved, Math.abs(x - base[b]![i]!));
+      });
+    });
+    expect(maxDiff).toBeLessThan(1e-5);
+    expect(moved).toBeGreaterThan(1e-2);
+  });
+
+  it('bad input and bad flags get one-line errors', async () => {
+    const out = path.join(tmp, 'never.jsonl');
+    const missing = await cli('score', '--model', MODEL, '--input', inputFile, '--out', out, '--adapter', path.join(tmp, 'nope'));
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/adapter folder not found: .*nope/);
+
+    const bad = path.join(tmp, 'bad.jsonl');
+    fs.writeFileSync(bad, JSON.stringify({ input_ids: [1, 2, 99999], response_start: 1 }) + '\n');
+    const outside = await cli('score', '--model', MODEL, '--input', bad, '--out', out, '--adapter', adapterDir);
+    expect(outside.code).toBe(1);
+    expect(outside.stderr).toMatch(/bad\.jsonl: row 1: token id 99999 is outside the vocabulary \[0, \d+\)/);
+
+    const flags = await cli('score', '--model', MODEL, '--input', inputFile, '--out', out, '--adapter', adapterDir, '--batch-size', '4');
+    expect(flags.code).toBe(2);
+    expect(flags.stderr).toMatch(/--batch-size and --threads do not apply with --adapter/);
+    expect(fs.existsSync(out)).toBe(false);
+  });
+});
