@@ -22,12 +22,11 @@
  *   regenerated is a clear rejected example. Abandoned branches under an edited user message
  *   have no kept sibling and give no alternative.
  */
-import type { Attachment, BranchAlternative, Citation, ImportedConversation, ImportedTurn, Role, ToolCall } from '../core/types.js';
+import type { Attachment, BranchAlternative, Citation, ImportedTurn, Role, ToolCall } from '../core/types.js';
 import {
   compact,
-  describeConversation,
-  dropUndefined,
-  finishWarnings,
+  conversationConverter,
+  hasContent,
   idOf,
   isObject,
   MalformedConversation,
@@ -35,7 +34,6 @@ import {
   stripCitations,
   toUnixSeconds,
   WarningTally,
-  type ConversationConverter,
   type JsonObject,
 } from './common.js';
 
@@ -50,11 +48,7 @@ const REASONING_TYPES = new Set(['thoughts', 'reasoning_recap']);
 const CONTEXT_TYPES = new Set(['user_editable_context', 'model_editable_context']);
 const ROLES = new Set<Role>(['system', 'user', 'assistant', 'tool']);
 
-export const convertChatGpt: ConversationConverter = (raw, ctx) => {
-  if (!isObject(raw)) throw new MalformedConversation('it is not a JSON object');
-  const externalId = idOf(raw.conversation_id) ?? idOf(raw.id);
-  const title = str(raw.title);
-  const label = describeConversation(externalId, title, ctx.position);
+export const convertChatGpt = conversationConverter((raw) => {
   if (raw.mapping === undefined) throw new MalformedConversation('it has no "mapping" (the message tree)');
   if (!isObject(raw.mapping)) throw new MalformedConversation('its "mapping" is not an object');
 
@@ -74,17 +68,17 @@ export const convertChatGpt: ConversationConverter = (raw, ctx) => {
   builder.finish(notes);
   const alternatives = findAlternatives(path, nodes, firstTurnOfNode, builder.turns, tally);
 
-  const conversation: ImportedConversation = {
-    externalId,
-    title,
+  return {
+    externalId: idOf(raw.conversation_id) ?? idOf(raw.id),
+    title: str(raw.title),
     createdAt: toUnixSeconds(raw.create_time),
     turns: builder.turns,
     alternatives,
     metadata: pickMetadata(raw),
-    warnings: finishWarnings(label, tally, notes),
+    tally,
+    notes,
   };
-  return dropUndefined(conversation);
-};
+});
 
 function readTree(mapping: JsonObject, tally: WarningTally): Map<string, TreeNode> {
   const nodes = new Map<string, TreeNode>();
@@ -202,8 +196,8 @@ class TurnBuilder {
       this.push({ role: 'assistant', text: '', toolCalls: [call], ...base });
       return;
     }
-    if (!cleaned.text && body.attachments.length === 0) return; // an empty placeholder
     const turn: ImportedTurn = { role, text: cleaned.text, attachments: body.attachments, citations: cleaned.citations, ...base };
+    if (!hasContent(turn)) return; // an empty placeholder
     if (role === 'tool') {
       turn.toolName = str(isObject(message.author) ? message.author.name : undefined);
       turn.toolCallId = this.lastToolCallId;

@@ -12,62 +12,48 @@
  *   "[Attachment: name]" line; attachments and files are also kept as metadata.
  * - Unknown block types: their `text` if any, and a counted warning.
  */
-import type { Attachment, Citation, ImportedConversation, ImportedTurn, Role } from '../core/types.js';
+import type { Attachment, Citation, ImportedTurn, Role } from '../core/types.js';
 import {
+  argumentsText,
   compact,
-  describeConversation,
-  dropUndefined,
-  finishWarnings,
+  conversationConverter,
+  hasContent,
   idOf,
   isObject,
-  MalformedConversation,
+  readMessageRole,
+  requireArray,
   str,
   toUnixSeconds,
   WarningTally,
-  type ConversationConverter,
   type JsonObject,
+  type RoleField,
 } from './common.js';
 
-const SENDERS: Record<string, Role> = { human: 'user', user: 'user', assistant: 'assistant' };
+const SENDER: RoleField<Role> = { key: 'sender', roles: { human: 'user', user: 'user', assistant: 'assistant' }, unknown: 'from an unknown sender' };
 
-export const convertClaude: ConversationConverter = (raw, ctx) => {
-  if (!isObject(raw)) throw new MalformedConversation('it is not a JSON object');
-  const externalId = idOf(raw.uuid) ?? idOf(raw.id);
-  const title = str(raw.name) ?? str(raw.title);
-  const label = describeConversation(externalId, title, ctx.position);
-  if (raw.chat_messages === undefined) throw new MalformedConversation('it has no "chat_messages"');
-  if (!Array.isArray(raw.chat_messages)) throw new MalformedConversation('its "chat_messages" is not an array');
-
+export const convertClaude = conversationConverter((raw) => {
+  const messages = requireArray(raw, 'chat_messages', 'it has no "chat_messages"');
   const tally = new WarningTally();
   const turns: ImportedTurn[] = [];
-  for (const message of raw.chat_messages) {
-    if (!isObject(message)) {
-      tally.add('that are not objects skipped');
-      continue;
-    }
-    const role = SENDERS[str(message.sender) ?? ''];
-    if (!role) {
-      tally.add(`from an unknown sender "${String(message.sender)}" skipped`);
-      continue;
-    }
-    const produced = messageTurns(message, role, tally);
+  for (const item of messages) {
+    const known = readMessageRole(item, SENDER, tally);
+    if (!known) continue;
+    const produced = messageTurns(known.message, known.role, tally);
     if (produced.length === 0) tally.add('that are empty skipped');
     turns.push(...produced);
   }
 
   const metadata: Record<string, unknown> = {};
   for (const key of ['updated_at', 'summary', 'model']) if (raw[key] !== undefined && raw[key] !== null && raw[key] !== '') metadata[key] = raw[key];
-  const conversation: ImportedConversation = {
-    externalId,
-    title,
+  return {
+    externalId: idOf(raw.uuid) ?? idOf(raw.id),
+    title: str(raw.name) ?? str(raw.title),
     createdAt: toUnixSeconds(raw.created_at),
     turns,
-    alternatives: [],
     metadata,
-    warnings: finishWarnings(label, tally, []),
+    tally,
   };
-  return dropUndefined(conversation);
-};
+});
 
 /** One chat message → its turns (more than one when tool results interleave). */
 function messageTurns(message: JsonObject, role: Role, tally: WarningTally): ImportedTurn[] {
@@ -81,7 +67,7 @@ function messageTurns(message: JsonObject, role: Role, tally: WarningTally): Imp
     if (!current) return;
     current.text = texts.join('\n\n').trim();
     if (reasoning.length) current.reasoning = reasoning.join('\n\n');
-    if (current.text || current.reasoning || current.toolCalls?.length || current.attachments?.length) out.push(compact(current));
+    if (hasContent(current)) out.push(compact(current));
     current = undefined;
     texts.length = 0;
     reasoning.length = 0;
@@ -113,7 +99,7 @@ function messageTurns(message: JsonObject, role: Role, tally: WarningTally): Imp
         const turn = open();
         const name = str(block.name) ?? 'unknown';
         const input = block.input === undefined ? {} : block.input;
-        turn.toolCalls = [...(turn.toolCalls ?? []), compact({ id: idOf(block.id), name, arguments: typeof input === 'string' ? input : JSON.stringify(input) })];
+        turn.toolCalls = [...(turn.toolCalls ?? []), compact({ id: idOf(block.id), name, arguments: argumentsText(input) })];
         break;
       }
       case 'tool_result': {

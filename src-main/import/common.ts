@@ -5,7 +5,7 @@
  * Exports are untrusted input: every accessor here tolerates any shape and never throws, so a
  * strange field degrades to "absent" instead of crashing the import.
  */
-import type { Attachment, Citation, ImportedConversation } from '../core/types.js';
+import type { Attachment, BranchAlternative, Citation, ImportedConversation, ImportedTurn } from '../core/types.js';
 
 /** A conversation that cannot be imported; the importer skips it and records `reason`. */
 export class MalformedConversation extends Error {
@@ -151,9 +151,90 @@ export interface RecordContext {
 /** Turns one raw record of an export into a normalised conversation, or throws MalformedConversation. */
 export type ConversationConverter = (raw: unknown, ctx: RecordContext) => ImportedConversation;
 
-/** Prefixes every conversation warning with the conversation it belongs to. */
-export function finishWarnings(label: string, tally: WarningTally, extra: string[]): string[] {
-  return [...extra, ...tally.lines()].map((line) => `${label}: ${line}`);
+/** What a format's reader takes out of one record; `conversationConverter` does the rest. */
+export interface ConversationParts {
+  externalId: string | undefined;
+  title: string | undefined;
+  createdAt?: number;
+  turns: ImportedTurn[];
+  /** None unless the format keeps regenerated replies. */
+  alternatives?: BranchAlternative[];
+  metadata: Record<string, unknown>;
+  /** Per-message problems, reported as counts. */
+  tally: WarningTally;
+  /** Conversation-level problems, one line each, reported before the counts. */
+  notes?: string[];
+}
+
+/**
+ * A converter from a format's reader. Every format shares the framing: a record that is not an
+ * object is malformed, and each warning starts with the conversation it belongs to, so that a
+ * person can find it in the export.
+ */
+export function conversationConverter(read: (record: JsonObject) => ConversationParts): ConversationConverter {
+  return (raw, ctx) => {
+    if (!isObject(raw)) throw new MalformedConversation('it is not a JSON object');
+    const parts = read(raw);
+    const label = describeConversation(parts.externalId, parts.title, ctx.position);
+    const conversation: ImportedConversation = {
+      externalId: parts.externalId,
+      title: parts.title,
+      createdAt: parts.createdAt,
+      turns: parts.turns,
+      alternatives: parts.alternatives ?? [],
+      metadata: parts.metadata,
+      warnings: [...(parts.notes ?? []), ...parts.tally.lines()].map((line) => `${label}: ${line}`),
+    };
+    return dropUndefined(conversation);
+  };
+}
+
+/** The record's message list under `key`; absent (`missing` says so) or not a list, it is malformed. */
+export function requireArray(record: JsonObject, key: string, missing: string): unknown[] {
+  const value = record[key];
+  if (value === undefined) throw new MalformedConversation(missing);
+  if (!Array.isArray(value)) throw new MalformedConversation(`its "${key}" is not an array`);
+  return value;
+}
+
+/** How a format names who wrote a message. */
+export interface RoleField<R> {
+  /** The message field: "role", "sender", "from" … */
+  key: string;
+  /** Its known values and the roles they mean. */
+  roles: Record<string, R>;
+  /** ShareGPT writers vary the case ("GPT", "Human"); other formats are exact. */
+  ignoreCase?: boolean;
+  /** How the warning words other values, e.g. 'with an unknown role'. */
+  unknown: string;
+}
+
+/**
+ * The message with the role it names, or undefined after counting it as skipped: it is not an
+ * object, or its role is one the format does not know.
+ */
+export function readMessageRole<R>(message: unknown, field: RoleField<R>, tally: WarningTally): { message: JsonObject; role: R } | undefined {
+  if (!isObject(message)) {
+    tally.add('that are not objects skipped');
+    return undefined;
+  }
+  const name = str(message[field.key]) ?? '';
+  const role = field.roles[field.ignoreCase ? name.toLowerCase() : name];
+  if (!role) {
+    tally.add(`${field.unknown} "${String(message[field.key])}" skipped`);
+    return undefined;
+  }
+  return { message, role };
+}
+
+/** A turn is kept when it says or does anything: text, reasoning, a tool call or an attachment. */
+export function hasContent(turn: ImportedTurn): boolean {
+  return Boolean(turn.text || turn.reasoning || turn.toolCalls?.length || turn.attachments?.length);
+}
+
+/** Tool-call arguments as stored: JSON text. A string is taken as that text already. */
+export function argumentsText(args: unknown): string {
+  return typeof args === 'string' ? args : JSON.stringify(args);
 }
 
 /**

@@ -10,32 +10,37 @@
  * `reasoning_content` / `reasoning` / `thinking` is kept as reasoning. LLaMA-Factory `<image>`
  * tokens with a sibling `images` list become placeholders too.
  */
-import type { Attachment, ImportedConversation, ImportedTurn, Role, ToolCall } from '../core/types.js';
+import type { Attachment, ImportedTurn, Role, ToolCall } from '../core/types.js';
 import {
+  argumentsText,
   compact,
-  describeConversation,
-  dropUndefined,
-  finishWarnings,
+  conversationConverter,
+  hasContent,
   idOf,
   isObject,
-  MalformedConversation,
   MediaTokenReplacer,
+  readMessageRole,
+  requireArray,
   str,
   toUnixSeconds,
   WarningTally,
-  type ConversationConverter,
   type JsonObject,
+  type RoleField,
 } from './common.js';
 
-const ROLES: Record<string, Role> = {
-  system: 'system',
-  developer: 'system',
-  user: 'user',
-  human: 'user',
-  assistant: 'assistant',
-  tool: 'tool',
-  function: 'tool',
-  ipython: 'tool',
+const ROLE: RoleField<Role> = {
+  key: 'role',
+  unknown: 'with an unknown role',
+  roles: {
+    system: 'system',
+    developer: 'system',
+    user: 'user',
+    human: 'user',
+    assistant: 'assistant',
+    tool: 'tool',
+    function: 'tool',
+    ipython: 'tool',
+  },
 };
 
 const TEXT_PARTS = new Set(['text', 'input_text', 'output_text']);
@@ -51,28 +56,16 @@ const MEDIA_PARTS: Record<string, string> = {
   input_file: 'file',
 };
 
-export const convertMessages: ConversationConverter = (raw, ctx) => {
-  if (!isObject(raw)) throw new MalformedConversation('it is not a JSON object');
-  const externalId = idOf(raw.id) ?? idOf(raw.conversation_id);
-  const title = str(raw.title);
-  const label = describeConversation(externalId, title, ctx.position);
-  if (raw.messages === undefined) throw new MalformedConversation('it has no "messages" list');
-  if (!Array.isArray(raw.messages)) throw new MalformedConversation('its "messages" is not an array');
-
+export const convertMessages = conversationConverter((raw) => {
+  const messages = requireArray(raw, 'messages', 'it has no "messages" list');
   const tally = new WarningTally();
   const media = new MediaTokenReplacer(raw);
   const turns: ImportedTurn[] = [];
   const callNames = new Map<string, string>();
-  for (const message of raw.messages) {
-    if (!isObject(message)) {
-      tally.add('that are not objects skipped');
-      continue;
-    }
-    const role = ROLES[str(message.role) ?? ''];
-    if (!role) {
-      tally.add(`with an unknown role "${String(message.role)}" skipped`);
-      continue;
-    }
+  for (const item of messages) {
+    const known = readMessageRole(item, ROLE, tally);
+    if (!known) continue;
+    const { message, role } = known;
     const body = contentBody(message.content, tally);
     const tokens = media.replace(body.text);
     const turn: ImportedTurn = {
@@ -91,7 +84,7 @@ export const convertMessages: ConversationConverter = (raw, ctx) => {
       turn.toolCallId = idOf(message.tool_call_id);
       turn.toolName = str(message.name) ?? (turn.toolCallId ? callNames.get(turn.toolCallId) : undefined);
     }
-    if (!turn.text && !turn.attachments?.length && !turn.toolCalls?.length && !turn.reasoning) {
+    if (!hasContent(turn)) {
       tally.add('that are empty skipped');
       continue;
     }
@@ -100,17 +93,15 @@ export const convertMessages: ConversationConverter = (raw, ctx) => {
 
   const metadata: Record<string, unknown> = {};
   if (raw.tools !== undefined) metadata.tools = raw.tools;
-  const conversation: ImportedConversation = {
-    externalId,
-    title,
+  return {
+    externalId: idOf(raw.id) ?? idOf(raw.conversation_id),
+    title: str(raw.title),
     createdAt: toUnixSeconds(raw.created_at ?? raw.create_time),
     turns,
-    alternatives: [],
     metadata,
-    warnings: finishWarnings(label, tally, []),
+    tally,
   };
-  return dropUndefined(conversation);
-};
+});
 
 function contentBody(content: unknown, tally: WarningTally): { text: string; attachments: Attachment[] } {
   if (typeof content === 'string') return { text: content, attachments: [] };
@@ -159,13 +150,13 @@ function toolCalls(message: JsonObject): ToolCall[] {
   for (const call of list) {
     const fn = isObject(call.function) ? call.function : call;
     const args = fn.arguments ?? fn.parameters ?? {};
-    calls.push(compact({ id: idOf(call.id), name: str(fn.name) ?? 'unknown', arguments: typeof args === 'string' ? args : JSON.stringify(args) }));
+    calls.push(compact({ id: idOf(call.id), name: str(fn.name) ?? 'unknown', arguments: argumentsText(args) }));
   }
   // The legacy single `function_call` field of older OpenAI chat logs.
   if (isObject(message.function_call)) {
     const fn = message.function_call;
     const args = fn.arguments ?? {};
-    calls.push({ name: str(fn.name) ?? 'unknown', arguments: typeof args === 'string' ? args : JSON.stringify(args) });
+    calls.push({ name: str(fn.name) ?? 'unknown', arguments: argumentsText(args) });
   }
   return calls;
 }

@@ -9,31 +9,29 @@
  * kept as a branch alternative of the kept reply. Open WebUI writes reasoning into the content
  * as `<details type="reasoning">…</details>`: it is moved to `reasoning`.
  */
-import type { Attachment, BranchAlternative, ImportedConversation, ImportedTurn, Role } from '../core/types.js';
+import type { Attachment, BranchAlternative, ImportedTurn, Role } from '../core/types.js';
 import {
   compact,
-  describeConversation,
-  dropUndefined,
-  finishWarnings,
+  conversationConverter,
+  hasContent,
   idOf,
   isObject,
   MalformedConversation,
+  readMessageRole,
   str,
   toUnixSeconds,
   WarningTally,
-  type ConversationConverter,
   type JsonObject,
+  type RoleField,
 } from './common.js';
 
-const ROLES: Record<string, Role> = { system: 'system', user: 'user', assistant: 'assistant', tool: 'tool' };
+const ROLE: RoleField<Role> = { key: 'role', roles: { system: 'system', user: 'user', assistant: 'assistant', tool: 'tool' }, unknown: 'with an unknown role' };
 const REASONING_BLOCK = /<details\s+type="reasoning"[^>]*>([\s\S]*?)<\/details>\s*/g;
 
-export const convertOpenWebUi: ConversationConverter = (raw, ctx) => {
-  if (!isObject(raw)) throw new MalformedConversation('it is not a JSON object');
+export const convertOpenWebUi = conversationConverter((raw) => {
   const chat = raw.chat;
   const externalId = idOf(raw.id) ?? (isObject(chat) ? idOf(chat.id) : undefined);
   const title = str(raw.title) ?? (isObject(chat) ? str(chat.title) : undefined);
-  const label = describeConversation(externalId, title, ctx.position);
   if (!isObject(chat)) throw new MalformedConversation('it has no "chat" object');
 
   const tally = new WarningTally();
@@ -62,17 +60,8 @@ export const convertOpenWebUi: ConversationConverter = (raw, ctx) => {
   const metadata: Record<string, unknown> = {};
   if (Array.isArray(chat.models)) metadata.models = chat.models;
   if (raw.updated_at !== undefined) metadata.updated_at = raw.updated_at;
-  const conversation: ImportedConversation = {
-    externalId,
-    title,
-    createdAt: toUnixSeconds(raw.created_at ?? chat.timestamp),
-    turns,
-    alternatives,
-    metadata,
-    warnings: finishWarnings(label, tally, notes),
-  };
-  return dropUndefined(conversation);
-};
+  return { externalId, title, createdAt: toUnixSeconds(raw.created_at ?? chat.timestamp), turns, alternatives, metadata, tally, notes };
+});
 
 function parentOf(messages: JsonObject, id: string): string | undefined {
   const message = messages[id];
@@ -112,16 +101,10 @@ function newestMessage(messages: JsonObject): string | undefined {
   return best;
 }
 
-function toTurn(message: unknown, id: string, tally: WarningTally): ImportedTurn | undefined {
-  if (!isObject(message)) {
-    tally.add('that are not objects skipped');
-    return undefined;
-  }
-  const role = ROLES[str(message.role) ?? ''];
-  if (!role) {
-    tally.add(`with an unknown role "${String(message.role)}" skipped`);
-    return undefined;
-  }
+function toTurn(item: unknown, id: string, tally: WarningTally): ImportedTurn | undefined {
+  const known = readMessageRole(item, ROLE, tally);
+  if (!known) return undefined;
+  const { message, role } = known;
   let text = str(message.content) ?? '';
   const reasoning: string[] = [];
   text = text.replace(REASONING_BLOCK, (_block, inner: string) => {
@@ -143,7 +126,7 @@ function toTurn(message: unknown, id: string, tally: WarningTally): ImportedTurn
     externalId: idOf(message.id) ?? id,
     status: message.done === false ? 'in_progress' : undefined,
   });
-  if (!turn.text && !turn.attachments && !turn.reasoning) {
+  if (!hasContent(turn)) {
     tally.add('that are empty skipped');
     return undefined;
   }

@@ -9,45 +9,45 @@
  * turn answering the latest call. LLaMA-Factory `<image>` tokens with an `images` list become
  * "[image]" placeholders.
  */
-import type { ImportedConversation, ImportedTurn, Role, ToolCall } from '../core/types.js';
+import type { ImportedTurn, Role, ToolCall } from '../core/types.js';
 import {
+  argumentsText,
   compact,
-  describeConversation,
-  dropUndefined,
-  finishWarnings,
+  conversationConverter,
+  hasContent,
   idOf,
   isObject,
-  MalformedConversation,
   MediaTokenReplacer,
+  readMessageRole,
+  requireArray,
   str,
   WarningTally,
-  type ConversationConverter,
+  type RoleField,
 } from './common.js';
 
-const SPEAKERS: Record<string, Role | 'function_call'> = {
-  human: 'user',
-  user: 'user',
-  gpt: 'assistant',
-  assistant: 'assistant',
-  chatgpt: 'assistant',
-  bing: 'assistant',
-  bard: 'assistant',
-  model: 'assistant',
-  system: 'system',
-  function_call: 'function_call',
-  observation: 'tool',
-  tool: 'tool',
-  function: 'tool',
+const SPEAKER: RoleField<Role | 'function_call'> = {
+  key: 'from',
+  ignoreCase: true,
+  unknown: 'from an unknown speaker',
+  roles: {
+    human: 'user',
+    user: 'user',
+    gpt: 'assistant',
+    assistant: 'assistant',
+    chatgpt: 'assistant',
+    bing: 'assistant',
+    bard: 'assistant',
+    model: 'assistant',
+    system: 'system',
+    function_call: 'function_call',
+    observation: 'tool',
+    tool: 'tool',
+    function: 'tool',
+  },
 };
 
-export const convertShareGpt: ConversationConverter = (raw, ctx) => {
-  if (!isObject(raw)) throw new MalformedConversation('it is not a JSON object');
-  const externalId = idOf(raw.id) ?? idOf(raw.conversation_id);
-  const title = str(raw.title);
-  const label = describeConversation(externalId, title, ctx.position);
-  if (raw.conversations === undefined) throw new MalformedConversation('it has no "conversations" list');
-  if (!Array.isArray(raw.conversations)) throw new MalformedConversation('its "conversations" is not an array');
-
+export const convertShareGpt = conversationConverter((raw) => {
+  const messages = requireArray(raw, 'conversations', 'it has no "conversations" list');
   const tally = new WarningTally();
   const media = new MediaTokenReplacer(raw);
   const turns: ImportedTurn[] = [];
@@ -55,17 +55,11 @@ export const convertShareGpt: ConversationConverter = (raw, ctx) => {
   if (system) turns.push({ role: 'system', text: system });
   let lastCall: ToolCall | undefined;
 
-  for (const message of raw.conversations) {
-    if (!isObject(message)) {
-      tally.add('that are not objects skipped');
-      continue;
-    }
-    const speaker = SPEAKERS[(str(message.from) ?? '').toLowerCase()];
-    const value = str(message.value);
-    if (!speaker) {
-      tally.add(`from an unknown speaker "${String(message.from)}" skipped`);
-      continue;
-    }
+  for (const item of messages) {
+    const known = readMessageRole(item, SPEAKER, tally);
+    if (!known) continue;
+    const speaker = known.role;
+    const value = str(known.message.value);
     if (value === undefined) {
       tally.add('without a string "value" skipped');
       continue;
@@ -77,25 +71,18 @@ export const convertShareGpt: ConversationConverter = (raw, ctx) => {
       continue;
     }
     const { text, attachments } = media.replace(value.trim());
-    if (!text && attachments.length === 0) {
+    const turn = compact<ImportedTurn>({ role: speaker, text, attachments, toolName: speaker === 'tool' ? lastCall?.name : undefined });
+    if (!hasContent(turn)) {
       tally.add('that are empty skipped');
       continue;
     }
-    turns.push(compact<ImportedTurn>({ role: speaker, text, attachments, toolName: speaker === 'tool' ? lastCall?.name : undefined }));
+    turns.push(turn);
   }
 
   const metadata: Record<string, unknown> = {};
   if (raw.tools !== undefined) metadata.tools = raw.tools;
-  const conversation: ImportedConversation = {
-    externalId,
-    title,
-    turns,
-    alternatives: [],
-    metadata,
-    warnings: finishWarnings(label, tally, []),
-  };
-  return dropUndefined(conversation);
-};
+  return { externalId: idOf(raw.id) ?? idOf(raw.conversation_id), title: str(raw.title), turns, metadata, tally };
+});
 
 function parseFunctionCalls(value: string, tally: WarningTally): ToolCall[] {
   let parsed: unknown;
@@ -112,6 +99,6 @@ function parseFunctionCalls(value: string, tally: WarningTally): ToolCall[] {
   }
   return calls.map((call) => {
     const args = call.arguments ?? call.parameters ?? {};
-    return { name: str(call.name) ?? 'unknown', arguments: typeof args === 'string' ? args : JSON.stringify(args) };
+    return { name: str(call.name) ?? 'unknown', arguments: argumentsText(args) };
   });
 }
