@@ -187,8 +187,13 @@ export class TrainingService {
       signal: run.abort.signal,
       onProgress: (p) => {
         const progress = { ...p, runId };
+        // A resume from an older checkpoint (after a failure) redoes steps: they replace
+        // the ones recorded before, so the history stays one line per step.
+        if ((run.history.at(-1)?.step ?? 0) >= progress.step) run.history = run.history.filter((h) => h.step < progress.step);
         run.history.push(progress);
         run.info = { ...run.info, lastProgress: progress };
+        // A step ends whatever the trainer said it was doing before ("checkpoint at step 10").
+        if (run.info.phase !== null) this.update(run, { phase: null });
         this.events.emit('train.progress', progress);
       },
       onExecutionProvider: (name) => this.update(run, { executionProvider: name }),

@@ -36,6 +36,8 @@ export function sourceText(source: LabelSource | null): string {
 
 export function formatDuration(seconds: number): string {
   if (!Number.isFinite(seconds) || seconds < 0) return '—';
+  // A fast model's ETA is often under a second: "<1s", not a "0s" that reads as stuck.
+  if (seconds > 0 && seconds < 0.5) return '<1s';
   const s = Math.round(seconds);
   if (s < 60) return `${s}s`;
   const m = Math.floor(s / 60);

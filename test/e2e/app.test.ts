@@ -3,72 +3,28 @@
 // import through the UI, label with the keyboard, edit a hint, reload and find both, see a
 // session without samples in Checks, export KTO, see a truncated import fail readably with
 // nothing imported, and scroll a 5,000-turn session. Screenshots of every screen are taken
-// (see SHOTS). Skipped, with the reason printed, where /usr/bin/chromium is missing.
-import { spawn, type ChildProcess } from 'node:child_process';
+// (see SHOTS in helpers.ts). Skipped, with the reason printed, where /usr/bin/chromium is missing.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import readline from 'node:readline';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { collectPageErrors, haveChromium, launchBrowser, reportMissingChromium, ROOT, shot as takeShot, startServe, type ServeHandle } from './helpers.js';
 
-const ROOT = path.resolve(import.meta.dirname, '..', '..');
-const CHROMIUM = process.env.HINDSIGHT_CHROMIUM ?? '/usr/bin/chromium';
-// Screenshots go to test-output/ on ordinary runs; `HINDSIGHT_SCREENSHOTS=docs/screenshots`
-// refreshes the committed ones that the README shows.
-const SHOTS = path.resolve(ROOT, process.env.HINDSIGHT_SCREENSHOTS ?? path.join('test-output', 'screenshots'));
 const SAMPLE = path.join(ROOT, 'resources', 'samples', 'chatgpt-tree-branches.json');
-const haveChromium = fs.existsSync(CHROMIUM);
-if (!haveChromium) {
-  process.stderr.write(`[e2e] SKIPPED: ${CHROMIUM} not found; install Debian's chromium (apt-get install chromium) to run the browser tests.\n`);
-}
+reportMissingChromium('app.test.ts');
 
 let dir: string;
-let serveProcess: ChildProcess;
+let serve: ServeHandle;
 let serverUrl: string;
 let loginUrl: string;
-let token: string;
 let browser: Browser;
 let page: Page;
-const pageErrors: string[] = [];
+let pageErrors: string[] = [];
 
 /** Calls the API from the test (as a script would), to check what the UI claims. */
-async function api<T>(name: string, input: unknown = {}): Promise<T> {
-  const res = await fetch(`${serverUrl}api/${name}`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
-    body: JSON.stringify(input),
-  });
-  const body = (await res.json()) as { ok: boolean; value: T; error?: { message: string } };
-  if (!body.ok) throw new Error(body.error!.message);
-  return body.value;
-}
-
-async function shot(name: string): Promise<void> {
-  // Toasts are dismissed on click; clear them so they do not cover the screen.
-  await page.evaluate(() => document.querySelectorAll<HTMLElement>('.toast').forEach((t) => t.click()));
-  await page.waitForTimeout(150); // let charts and layout settle
-  await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
-}
-
-/** Starts `hindsight serve --port 0 --json` and reads the URL it prints. */
-async function startServe(dbPath: string): Promise<{ url: string; loginUrl: string }> {
-  serveProcess = spawn(process.execPath, [path.join(ROOT, 'bin', 'hindsight.mjs'), 'serve', '--db', dbPath, '--port', '0', '--json'], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  serveProcess.stderr!.on('data', (d) => (stderr += d));
-  const lines = readline.createInterface({ input: serveProcess.stdout! });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve did not start in time:\n${stderr}`)), 90_000);
-    serveProcess.once('exit', (code) => reject(new Error(`serve exited with ${code}:\n${stderr}`)));
-    lines.once('line', (line) => {
-      clearTimeout(timer);
-      resolve(JSON.parse(line) as { url: string; loginUrl: string });
-    });
-  });
-}
+const api = <T>(name: string, input: unknown = {}): Promise<T> => serve.api<T>(name, input);
+const shot = (name: string) => takeShot(page, name);
 
 function writeFixtures(): { noSamples: string; truncated: string; long: string } {
   // One conversation with no assistant turn: it yields no sample, and Checks must say why.
@@ -93,25 +49,17 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
 
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-e2e-'));
-    fs.mkdirSync(SHOTS, { recursive: true });
     fixtures = writeFixtures();
-    ({ url: serverUrl, loginUrl } = await startServe(path.join(dir, 'e2e.db')));
-    token = new URL(loginUrl).searchParams.get('token')!;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-    });
+    serve = await startServe(path.join(dir, 'e2e.db'));
+    ({ url: serverUrl, loginUrl } = serve);
+    browser = await launchBrowser();
     page = await browser.newPage({ viewport: { width: 1360, height: 860 } });
-    page.on('console', (msg) => {
-      if (msg.type() === 'error') pageErrors.push(msg.text());
-    });
-    page.on('pageerror', (err) => pageErrors.push(err.message));
+    pageErrors = collectPageErrors(page);
   });
 
   afterAll(async () => {
     await browser?.close();
-    serveProcess?.kill('SIGTERM');
+    serve?.stop();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -225,7 +173,8 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
       expect(await error.textContent()).toMatch(/Training is not available in this build yet/);
     }
     await page.evaluate(() => document.querySelector('.content')!.scrollTo(0, 0));
-    await shot('training');
+    // A real run, with its charts, is training.test.ts's screenshot (training.png).
+    await shot('training-setup');
   });
 
   it('shows the settings', async () => {

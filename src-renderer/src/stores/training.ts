@@ -1,8 +1,19 @@
-// The Training screen's state: availability, the runs, and each run's step history for the
-// charts, fed live by `train.progress` events and re-read after a reload.
+// The Training screen's state: availability, the runs, and the shown run's step history for
+// the charts, fed live by `train.progress` events and re-read after a reload.
 import { defineStore } from 'pinia';
 import type { TrainConfig, TrainProgress, TrainRunInfo, TrainingState } from '../../../src-main/api/contract.js';
 import { api, errorMessage } from '../api/client';
+
+/**
+ * Adds one step to a history. A step that is already there, or an earlier one, replaces the
+ * steps from it on: a run resumed from an older checkpoint (after a failure) redoes those
+ * steps, and an event that raced a `trainMetrics` read must not be drawn twice.
+ */
+export function withStep(history: readonly TrainProgress[], progress: TrainProgress): TrainProgress[] {
+  const kept = history.at(-1) && history.at(-1)!.step >= progress.step ? history.filter((p) => p.step < progress.step) : [...history];
+  kept.push(progress);
+  return kept;
+}
 
 export const useTrainingStore = defineStore('training', {
   state: () => ({
@@ -26,19 +37,26 @@ export const useTrainingStore = defineStore('training', {
       try {
         this.state = await api.trainStatus();
         const last = this.state.runs.at(-1);
-        if (last && !this.runId) {
-          this.runId = last.runId;
-          this.history = (await api.trainMetrics({ runId: last.runId })).progress;
-        }
+        if (last && !this.runId) this.runId = last.runId;
+        if (this.runId) await this.reloadHistory();
       } catch (err) {
         this.error = errorMessage(err);
       }
+    },
+    /** The server's history wins; live events that arrived meanwhile merge in by step. */
+    async reloadHistory() {
+      if (!this.runId) return;
+      const runId = this.runId;
+      const { progress } = await api.trainMetrics({ runId });
+      if (this.runId !== runId) return;
+      const live = this.history.filter((p) => p.runId === runId && p.step > (progress.at(-1)?.step ?? 0));
+      this.history = [...progress, ...live];
     },
     listen() {
       if (this.listening) return;
       this.listening = true;
       api.on('train.progress', (p) => {
-        if (p.runId === this.runId) this.history.push(p);
+        if (p.runId === this.runId) this.history = withStep(this.history, p);
       });
       api.on('train.status', (info) => {
         if (!this.state) return;
@@ -52,6 +70,7 @@ export const useTrainingStore = defineStore('training', {
       this.error = null;
       try {
         const { runId } = await api.trainStart(config);
+        // A new run starts with empty charts, whatever the last one drew.
         this.runId = runId;
         this.history = [];
         await this.load();

@@ -1,0 +1,223 @@
+// A real fine-tune driven from the browser (Debian's Chromium, playwright-core) against a real
+// `hindsight serve` on a temporary database and a random port, on the demo model
+// (resources/models/stories260K) and the real trainer (ONNX Runtime, CPU EP):
+//   - a small crafted export is uploaded, labelled by the heuristic judge through Settings'
+//     "Run this judge now" (±1 rewards and hints), and one label is set with the keyboard;
+//   - Fine-tune on the Training page: the live progress bar with ETA, the six charts filling
+//     from the trainer's events, the execution provider actually used ("CPU");
+//   - Cancel mid-run, then Resume to the end without losing or repeating a step;
+//   - the adapter folder at the end, checked on disk (PEFT files and trainer_log.jsonl),
+//     shown in the browser with a Copy button and a note that a browser cannot open it;
+//   - a second run (Binary RL) starts with empty charts and says why it has no teacher gap.
+// Screenshots: training-cancelled.png, training-running.png (resumed, mid-run) and
+// training.png (finished); see helpers.ts.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { collectPageErrors, haveChromium, launchBrowser, reportMissingChromium, shot, startServe, type ServeHandle } from './helpers.js';
+
+reportMissingChromium('training.test.ts');
+
+const STEPS = 16;
+const BATCH = 2;
+const SAVE_EVERY = 2;
+
+/** Four story requests whose reactions the heuristic judge reads as +1, +1, −1 (with a hint), −1 (with a hint). */
+const CONVERSATIONS = [
+  ['Tell me a story about a cat.', 'Once upon a time there was a dog named Max.', 'No, I said a cat, not a dog. Please use a cat.'],
+  ['Tell me a story about a girl and a ball.', 'Lily had a red ball. She played with it in the park every day.', 'Perfect, thanks! That is exactly what I wanted.'],
+  ['Write a short story about the sun.', 'The sun was big and hot. It made the flowers grow.', 'Great, thank you!'],
+  ['Tell me a story about a bird.', 'Once upon a time there was a fish in the sea. The fish was sad and swam far away.', 'That is too long. You should keep it to one sentence about a bird.'],
+];
+
+interface SampleView {
+  responseTurn: number;
+  label: { reward: number | null; hint: string | null; source: string | null } | null;
+}
+interface RunInfo {
+  runId: string;
+  status: string;
+  executionProvider: string | null;
+  adapterDir: string | null;
+  config: { outDir: string; steps: number };
+}
+interface Progress {
+  step: number;
+  total_steps: number;
+  teacher_student_gap: number | null;
+}
+
+let dir: string;
+let serve: ServeHandle;
+let browser: Browser;
+let page: Page;
+let pageErrors: string[] = [];
+
+const stepShown = () => page.locator('[data-testid=train-step] b').textContent().then(Number);
+const chartPoints = (key: string) => page.locator(`[data-chart=${key}]`).getAttribute('data-points').then(Number);
+const waitForStatus = (status: string, timeout = 90_000) =>
+  page.locator(`[data-testid=train-status]`, { hasText: status }).waitFor({ timeout });
+
+async function allSamples(): Promise<SampleView[]> {
+  const { sessions } = await serve.api<{ sessions: { id: string }[] }>('listSessions', {});
+  const details = await Promise.all(sessions.map((s) => serve.api<{ samples: SampleView[] }>('getSession', { id: s.id })));
+  return details.flatMap((d) => d.samples);
+}
+
+describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser', () => {
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-e2e-train-'));
+    const lines = CONVERSATIONS.map(([ask, reply, reaction]) =>
+      JSON.stringify({ messages: [{ role: 'user', content: ask }, { role: 'assistant', content: reply }, { role: 'user', content: reaction }] }),
+    );
+    fs.writeFileSync(path.join(dir, 'stories.jsonl'), lines.join('\n') + '\n');
+    serve = await startServe(path.join(dir, 'train.db'));
+    browser = await launchBrowser();
+    const context = await browser.newContext({ viewport: { width: 1360, height: 900 } });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(serve.url).origin });
+    page = await context.newPage();
+    pageErrors = collectPageErrors(page);
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    serve?.stop();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('imports an export, labels it with the heuristic judge from Settings and one key press', async () => {
+    await page.goto(serve.loginUrl);
+    await page.getByRole('heading', { name: 'Welcome to Hindsight' }).waitFor();
+    await page.setInputFiles('[data-testid=import-file]', path.join(dir, 'stories.jsonl'));
+    await page.locator('.session-row').nth(3).waitFor();
+
+    await page.locator('[data-nav=settings]').click();
+    await page.locator('input[name=backend][value=heuristic]').check();
+    await page.locator('[data-action=run-judge]').click();
+    await page.locator('.toast', { hasText: 'Judged 4 samples' }).waitFor();
+    const judged = await allSamples();
+    expect(judged.map((s) => s.label?.reward).sort()).toEqual([-1, -1, 1, 1]);
+    expect(judged.filter((s) => s.label?.hint).length).toBe(2);
+
+    // The ball story's +1, confirmed by hand: it becomes a manual label.
+    await page.locator('[data-nav=sessions]').click();
+    // JSONL conversations have no titles: find it by its text.
+    await page.fill('[data-testid=session-search]', 'girl and a ball');
+    await page.waitForFunction(() => document.querySelectorAll('.session-row').length === 1);
+    await page.locator('.session-link').click();
+    await page.locator('.turn.selected').waitFor();
+    await page.keyboard.press('1');
+    await page.locator('.turn.selected [data-testid=reward-chip]', { hasText: 'manual' }).waitFor();
+    expect((await allSamples()).filter((s) => s.label?.source === 'manual').map((s) => s.label?.reward)).toEqual([1]);
+  });
+
+  it('fine-tunes the demo model with live progress and charts, cancels mid-run and resumes to the end', async () => {
+    await page.locator('[data-nav=training]').click();
+    await page.locator('[data-action=fine-tune]').waitFor();
+    expect(await page.locator('[data-testid=train-model]').inputValue()).toMatch(/resources[/\\]models[/\\]stories260K$/);
+    expect(await page.locator('input[name=method][value=combine]').isChecked()).toBe(true);
+    await page.fill('[data-testid=train-steps]', String(STEPS));
+    await page.fill('[data-testid=train-batch]', String(BATCH));
+    await page.fill('[data-testid=train-save-every]', String(SAVE_EVERY));
+    const outDir = await page.locator('[data-testid=train-out]').inputValue();
+    await page.locator('[data-action=fine-tune]').click();
+
+    // The trainer reports the execution provider it really runs on.
+    await page.locator('[data-testid=train-device]', { hasText: /^\s*CPU\s*$/ }).waitFor({ timeout: 60_000 });
+    // Cancel from inside the page as soon as step 3 is drawn: a driver round trip would let
+    // the fast demo model run on.
+    const etaBeforeCancel = await page.waitForFunction(
+      () => {
+        const step = Number(document.querySelector('[data-testid=train-step] b')?.textContent ?? 0);
+        if (step < 3) return false;
+        const eta = document.querySelector('[data-testid=train-eta]')!.textContent;
+        (document.querySelector('[data-action=cancel-train]') as HTMLButtonElement).click();
+        return eta;
+      },
+      undefined,
+      { timeout: 60_000, polling: 'raf' },
+    );
+    expect(await etaBeforeCancel.jsonValue()).toMatch(/ETA\s*(<1s|\d+s|\d+m \d+s)/);
+    await waitForStatus('cancelled');
+    const stoppedAt = await stepShown();
+    expect(stoppedAt).toBeGreaterThanOrEqual(3);
+    expect(stoppedAt).toBeLessThan(STEPS);
+    expect(await page.locator('[data-testid=train-eta]').textContent()).toMatch(/ETA\s*—/);
+    expect(Number(await page.locator('[data-testid=train-progress]').getAttribute('aria-valuenow'))).toBe(Math.round((100 * stoppedAt) / STEPS));
+    expect(await chartPoints('loss')).toBe(stoppedAt);
+    expect(await page.locator('[data-testid=adapter-folder]').textContent()).toContain(`Adapter saved at step ${stoppedAt} of ${STEPS}`);
+    // The checkpoint kept on cancel, and the log so far, are on disk.
+    expect(fs.readFileSync(path.join(outDir, 'trainer_log.jsonl'), 'utf8').trim().split('\n')).toHaveLength(stoppedAt);
+    expect(fs.existsSync(path.join(outDir, 'checkpoints', `step-${String(stoppedAt).padStart(6, '0')}`))).toBe(true);
+
+    await shot(page, 'training-cancelled');
+
+    await page.locator('[data-action=resume-train]', { hasText: `Resume from step ${stoppedAt}` }).click();
+    await page.waitForFunction((from) => Number(document.querySelector('[data-testid=train-step] b')?.textContent ?? 0) >= from + 3, stoppedAt, { timeout: 60_000 });
+    await shot(page, 'training-running');
+    await waitForStatus('finished');
+
+    // The whole run is drawn, the steps before the cancel included, each once.
+    expect(await stepShown()).toBe(STEPS);
+    expect(await page.locator('[data-testid=train-progress]').getAttribute('aria-valuenow')).toBe('100');
+    expect(await page.locator('[data-testid=train-eta]').textContent()).toMatch(/ETA\s*done/);
+    for (const key of ['loss', 'reward', 'kl', 'clip', 'throughput']) expect(await chartPoints(key), key).toBe(STEPS);
+    const [run] = (await serve.api<{ runs: RunInfo[] }>('trainStatus')).runs;
+    const { progress } = await serve.api<{ progress: Progress[] }>('trainMetrics', { runId: run!.runId });
+    expect(progress.map((p) => p.step)).toEqual(Array.from({ length: STEPS }, (_, i) => i + 1));
+    // Combined on rows with and without hints: the gap is drawn where a batch had a teacher.
+    const withGap = progress.filter((p) => p.teacher_student_gap !== null).length;
+    expect(withGap).toBeGreaterThan(0);
+    expect(await chartPoints('gap')).toBe(withGap);
+    expect(run!.executionProvider).toMatch(/cpu/i);
+
+    // The adapter folder really holds a PEFT adapter and one log line per step.
+    expect(run!.adapterDir).toBe(outDir);
+    const config = JSON.parse(fs.readFileSync(path.join(outDir, 'adapter_config.json'), 'utf8'));
+    expect(config).toMatchObject({ peft_type: 'LORA', task_type: 'CAUSAL_LM', r: 16, lora_alpha: 32 });
+    expect(fs.statSync(path.join(outDir, 'adapter_model.safetensors')).size).toBeGreaterThan(1000);
+    const log = fs.readFileSync(path.join(outDir, 'trainer_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Progress);
+    expect(log.map((l) => l.step)).toEqual(progress.map((p) => p.step));
+
+    // In a browser the folder cannot be opened: the path, a Copy button, and why.
+    const box = page.locator('[data-testid=adapter-folder]');
+    expect(await box.locator('b').textContent()).toBe('Adapter ready');
+    expect(await box.locator('[data-testid=adapter-path]').textContent()).toBe(outDir);
+    expect(await box.locator('[data-action=open-adapter]').count()).toBe(0);
+    expect(await box.locator('[data-testid=adapter-browser-note]').textContent()).toContain('A browser cannot open folders');
+    await page.evaluate(() => document.querySelector('.content')!.scrollTo(0, 0));
+    await shot(page, 'training');
+    await box.locator('[data-action=copy-adapter-path]').click();
+    await box.locator('[data-action=copy-adapter-path]', { hasText: 'Copied' }).waitFor();
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(outDir);
+    await expect(serve.api('openPath', { path: outDir })).rejects.toThrow(/browser cannot open folders/);
+
+    // A reload redraws the finished run from the server's record.
+    await page.reload();
+    await waitForStatus('finished');
+    await page.waitForFunction((n) => document.querySelector('[data-chart=loss]')?.getAttribute('data-points') === String(n), STEPS);
+    expect(await stepShown()).toBe(STEPS);
+  });
+
+  it('starts a second run with empty charts, and says why Binary RL has no teacher gap', async () => {
+    await page.locator('input[name=method][value=rl]').check();
+    await page.fill('[data-testid=train-steps]', '4');
+    const outDir = await page.locator('[data-testid=train-out]').inputValue();
+    expect(outDir).toMatch(/[/\\]rl-\d{8}-\d{6}$/);
+    await page.locator('[data-action=fine-tune]').click();
+    await page.locator('[data-testid=train-status]', { hasText: 'running' }).waitFor();
+    // The first run's 16 steps are gone from every chart.
+    expect(await chartPoints('loss')).toBeLessThan(STEPS);
+    await waitForStatus('finished');
+    expect(await chartPoints('loss')).toBe(4);
+    expect(await chartPoints('gap')).toBe(0);
+    expect(await page.locator('[data-chart=gap] .chart-empty').textContent()).toContain('no teacher');
+    expect(fs.existsSync(path.join(outDir, 'adapter_model.safetensors'))).toBe(true);
+  });
+
+  it('logged no errors in the page', () => {
+    expect(pageErrors).toEqual([]);
+  });
+});
