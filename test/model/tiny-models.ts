@@ -11,6 +11,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { float32ToBf16, writeSafetensors, type TensorToWrite } from '../../src-main/model/safetensors.js';
+import { seededRandom } from '../../src-main/model/sampling.js';
 
 export type TinyFamily = 'llama' | 'qwen2' | 'qwen3';
 
@@ -42,17 +43,8 @@ export interface TinyModel {
   weights: Map<string, { shape: number[]; data: Float32Array }>;
 }
 
-/** mulberry32: a small, fast, well-mixed 32-bit PRNG. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// The generator the app samples with; re-exported for the trainer tests that seed their inputs from here.
+export { seededRandom };
 
 function gaussian(rand: () => number): number {
   const u = Math.max(rand(), 1e-12);
