@@ -22,6 +22,7 @@ import type {
 } from '../core/workspace-api.js';
 import { EXPORT_FORMATS } from '../core/workspace-api.js';
 import { SOURCE_FORMATS, type SourceFormat } from '../core/types.js';
+import type { StepLog } from '../train/log-line.js';
 import {
   array,
   boolean,
@@ -104,23 +105,12 @@ export interface TrainConfig {
   checkpointEvery: number;
 }
 
-/** One trainer step, as the trainer's `trainer_log.jsonl` line and the `train.progress` event. */
-export interface TrainProgress {
+/**
+ * One trainer step as the `train.progress` event: the trainer's `trainer_log.jsonl` line (its
+ * fields are defined there) less what the charts do not draw, with the run it belongs to.
+ */
+export interface TrainProgress extends Omit<StepLog, 'epoch' | 'tokens' | 'execution_provider'> {
   runId: string;
-  step: number;
-  total_steps: number;
-  loss: number;
-  reward_mean: number;
-  adv_mean: number;
-  /** Null for RL, or a batch without hints: there is no teacher. */
-  teacher_student_gap: number | null;
-  approx_kl: number;
-  clipfrac: number;
-  grad_norm: number;
-  lr: number;
-  tokens_per_s: number;
-  elapsed_s: number;
-  eta_s: number;
 }
 
 export type TrainStatus = 'running' | 'cancelling' | 'cancelled' | 'finished' | 'failed';

@@ -10,28 +10,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
+import type { StepLog } from './log-line.js';
+
+export type { StepLog };
 
 export const LOG_FILE = 'trainer_log.jsonl';
-
-export interface StepLog {
-  step: number;
-  total_steps: number;
-  epoch: number;
-  loss: number;
-  reward_mean: number;
-  adv_mean: number;
-  /** Token mean of teacher − old where a teacher exists; null for rl or a batch without hints. */
-  teacher_student_gap: number | null;
-  approx_kl: number;
-  clipfrac: number;
-  grad_norm: number;
-  lr: number;
-  tokens: number;
-  tokens_per_s: number;
-  elapsed_s: number;
-  eta_s: number;
-  execution_provider: string;
-}
 
 export class TrainerLog {
   readonly file: string;
