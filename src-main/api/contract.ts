@@ -21,7 +21,7 @@ import type {
   TurnView,
 } from '../core/workspace-api.js';
 import { EXPORT_FORMATS } from '../core/workspace-api.js';
-import { SOURCE_FORMATS, type SourceFormat } from '../core/types.js';
+import { SESSION_FORMATS, SOURCE_FORMATS, type SessionFormat } from '../core/types.js';
 import type { StepLog } from '../train/log-line.js';
 import {
   array,
@@ -87,6 +87,50 @@ export interface Settings {
     openaiApiKeySet: boolean;
   };
   defaultModelDir: string;
+  /** Live capture and its background loop (src-main/capture/). */
+  capture: {
+    enabled: boolean;
+    /** '' = the local model answers; else requests are forwarded there. */
+    upstreamBaseUrl: string;
+    upstreamModel: string;
+    upstreamApiKeySet: boolean;
+    autoJudge: boolean;
+    autoTrain: boolean;
+    trainEvery: number;
+    trainSteps: number;
+    trainMethod: TrainMethod;
+  };
+}
+
+/** Live capture as the UI shows it (Settings, the indicator in the app shell). */
+export interface CaptureStatus {
+  /** Capture runs where `hindsight serve` hosts the OpenAI-compatible endpoint. */
+  available: boolean;
+  reason: string | null;
+  enabled: boolean;
+  /** The append-only capture log (the source of truth; see src-main/capture/log.ts). */
+  logPath: string | null;
+  /** The base URL to give chat clients (http://127.0.0.1:PORT/v1); the API key is the launch token. */
+  endpoint: string | null;
+  /** Where requests are forwarded, or null when the local model answers. */
+  upstream: string | null;
+  sessions: number;
+  openSessions: number;
+  exchanges: number;
+  /** Captured samples with a next state and no label yet. */
+  pendingJudge: number;
+  /** Captured samples labelled ±1 or with a hint that no background run has trained on yet. */
+  pendingTrain: number;
+  loop: {
+    autoJudge: boolean;
+    autoTrain: boolean;
+    trainEvery: number;
+    state: 'off' | 'idle' | 'judging' | 'training' | 'swapping';
+    lastError: string | null;
+    lastRun: { runId: string; adapterDir: string; samples: number; finishedAt: number } | null;
+  };
+  /** The adapter the endpoint serves (null = the base model), and the one a rollback returns to. */
+  adapter: { active: string | null; previous: string | null; history: string[] };
 }
 
 export interface TrainConfig {
@@ -134,7 +178,7 @@ export interface TrainingState {
   runs: TrainRunInfo[];
 }
 
-export type ChangeReason = 'import' | 'label' | 'judge' | 'database' | 'settings';
+export type ChangeReason = 'import' | 'label' | 'judge' | 'database' | 'settings' | 'capture' | 'delete';
 
 // ---------------------------------------------------------------------------------------
 // Calls
@@ -167,7 +211,7 @@ export const MAX_UPLOAD_BYTES = 200 * 1024 * 1024;
 
 const sessionFilter = object({
   search: optional(string({ max: 500 })),
-  source: optional(oneOf(SOURCE_FORMATS)),
+  source: optional(oneOf(SESSION_FORMATS)),
   labelStatus: optional(oneOf(['labeled', 'unlabeled', 'partial'] as const)),
   hasSamples: optional(boolean()),
   offset: optional(integer({ min: 0 })),
@@ -201,8 +245,13 @@ export const CALLS = {
   appInfo: call('Where the database lives, what this build can do, and the transport.', NO_INPUT, returns<AppInfo>()),
   stats: call('Counts of sessions, turns, samples and labels.', NO_INPUT, returns<Stats>()),
   listSessions: call('Sessions matching a filter, with the total count.', sessionFilter, returns<{ total: number; sessions: SessionSummary[] }>()),
-  sourceCounts: call('How many sessions each source format has.', NO_INPUT, returns<Record<SourceFormat, number>>()),
+  sourceCounts: call('How many sessions each source format has.', NO_INPUT, returns<Record<SessionFormat, number>>()),
   getSession: call('One session with its turns, samples and labels.', object({ id: sessionId }), returns<SessionDetail>()),
+  deleteSession: call(
+    'Deletes a session with its turns, samples and labels; a captured one also leaves the capture log (rewritten without it).',
+    object({ id: sessionId }),
+    returns<{ deleted: boolean }>(),
+  ),
   setLabel: call(
     'A manual label on one sample; always wins over judge and heuristic labels.',
     object({ sessionId, responseTurn: integer({ min: 0 }), patch: labelPatch }),
@@ -230,6 +279,8 @@ export const CALLS = {
   trainCancel: call('Asks a running fine-tune to stop after its current step (a checkpoint is kept).', object({ runId: string({ min: 1, max: 100 }) }), returns<{ cancelled: boolean }>()),
   trainResume: call('Resumes a cancelled or failed run from its last checkpoint.', object({ runId: string({ min: 1, max: 100 }) }), returns<{ runId: string }>()),
   trainMetrics: call('Every step recorded so far for a run (to redraw charts after a reload).', object({ runId: string({ min: 1, max: 100 }) }), returns<{ progress: TrainProgress[] }>()),
+  captureStatus: call('Live capture: on or off, the endpoint, counts, the background loop and the served adapter.', NO_INPUT, returns<CaptureStatus>()),
+  captureRollback: call('Serves the adapter that was served before the last swap again (the base model when there was none).', NO_INPUT, returns<CaptureStatus>()),
   getSettings: call('Judge backends and the default model.', NO_INPUT, returns<Settings>()),
   updateSettings: call(
     'Changes some settings; an omitted field keeps its value.',
@@ -242,6 +293,15 @@ export const CALLS = {
       openaiModel: optional(string({ max: 500 })),
       openaiApiKey: optional(string({ max: 2000 })),
       defaultModelDir: optional(string({ max: 4096 })),
+      captureEnabled: optional(boolean()),
+      captureUpstreamUrl: optional(string({ max: 2000 })),
+      captureUpstreamModel: optional(string({ max: 500 })),
+      captureUpstreamApiKey: optional(string({ max: 2000 })),
+      captureAutoJudge: optional(boolean()),
+      captureAutoTrain: optional(boolean()),
+      captureTrainEvery: optional(integer({ min: 1, max: 100_000 })),
+      captureTrainSteps: optional(integer({ min: 0, max: 100_000 })),
+      captureTrainMethod: optional(oneOf(TRAIN_METHODS)),
     }),
     returns<Settings>(),
   ),
@@ -288,11 +348,15 @@ export interface ApiEvents {
   'train.progress': TrainProgress;
   /** A run changed status (started, cancelled, finished with its adapter folder, failed). */
   'train.status': TrainRunInfo;
+  /** Live capture made samples: a reply got its next state (the views refresh). */
+  'capture.sample': { sessionId: string; responseTurns: number[] };
+  /** Live capture's status changed (on/off, loop state, adapter swap). */
+  'capture.status': CaptureStatus;
   /** The desktop menu asks the UI to do something. */
   'app.command': { command: 'import' | 'export' | 'openDatabase' | 'settings' };
 }
 export type EventName = keyof ApiEvents;
-export const EVENT_NAMES: readonly EventName[] = ['workspace.changed', 'judge.progress', 'train.progress', 'train.status', 'app.command'];
+export const EVENT_NAMES: readonly EventName[] = ['workspace.changed', 'judge.progress', 'train.progress', 'train.status', 'capture.sample', 'capture.status', 'app.command'];
 
 export function isEventName(name: unknown): name is EventName {
   return typeof name === 'string' && (EVENT_NAMES as readonly string[]).includes(name);

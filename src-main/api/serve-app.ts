@@ -10,6 +10,8 @@ import { ensureRendererBuilt, PROJECT_ROOT } from './renderer-build.js';
 import { HindsightService, type OpenWorkspace } from './service.js';
 import { SettingsStore, settingsPathFor } from './settings.js';
 import { createOpenAiHandler } from '../openai/handler.js';
+import type { UpstreamTarget } from '../openai/upstream.js';
+import { CaptureService } from '../capture/service.js';
 
 export interface ServeOptions {
   dbPath: string;
@@ -24,11 +26,18 @@ export interface ServeOptions {
   openaiModelDir?: string;
   /** A PEFT LoRA adapter the /v1 API serves applied to that model (merged once, cached). */
   openaiAdapterDir?: string;
+  /** `serve --capture`: turns live capture on (saved in Settings, where the user can turn it off). */
+  capture?: boolean;
+  /** `serve --upstream URL`: proxy /v1/chat/completions there for this launch. */
+  upstream?: UpstreamTarget;
+  /** How long a /v1 request waits for a loading model before a 503 (default 60 s). */
+  loadWaitMs?: number;
 }
 
 export interface ServeHandle extends RunningServer {
   service: HindsightService;
   events: EventHub;
+  capture: CaptureService;
 }
 
 export function appVersion(): string {
@@ -50,27 +59,53 @@ export async function serveApp(options: ServeOptions): Promise<ServeHandle> {
   });
   // /v1: the settings are read per request, so a model folder changed in Settings is served next.
   const demoModelDir = path.join(PROJECT_ROOT, 'resources', 'models', 'stories260K');
+  const modelDir = () => options.openaiModelDir ?? new SettingsStore(settingsPathFor(service.currentDbPath), demoModelDir).raw.defaultModelDir;
+  if (options.capture && !service.settings.raw.captureEnabled) service.settings.update({ captureEnabled: true });
+  let endpoint: string | null = null;
+  const capture = new CaptureService({
+    workspace: () => service.currentWorkspace,
+    settings: () => service.settings,
+    events,
+    modelDir,
+    baseAdapter: () => options.openaiAdapterDir ?? null,
+    endpoint: () => endpoint,
+    log,
+    launchUpstream: options.upstream ?? null,
+  });
   const openai = createOpenAiHandler({
-    modelDir: () => options.openaiModelDir ?? new SettingsStore(settingsPathFor(service.currentDbPath), demoModelDir).raw.defaultModelDir,
-    adapterDir: () => options.openaiAdapterDir ?? null,
+    modelDir,
+    // The background loop's latest adapter once it has trained one (hot swap), else --adapter's.
+    adapterDir: () => capture.activeAdapter(),
+    upstream: () => capture.upstream(),
+    capture: capture.hook,
+    loadWaitMs: options.loadWaitMs,
     log,
   });
+  capture.attachPreload(openai.preload);
+  service.attachCapture(capture);
+  const shutdown = async () => {
+    await capture.close();
+    await openai.close();
+    service.close();
+  };
   try {
+    capture.ensure(); // replays the capture log and resumes the loop's queue
     const server = await startHttpServer({ handlers: service, events, host: options.host, port: options.port, token: options.token, rendererDir, openai: openai.route });
+    endpoint = `${server.url}v1`;
     log(`OpenAI-compatible API: base URL ${server.url}v1, API key = the token in the URL below`);
+    if (service.settings.raw.captureEnabled) log(`live capture is ON: chats through ${endpoint} are recorded in ${capture.status().logPath}`);
     return {
       ...server,
       service,
       events,
+      capture,
       close: async () => {
         await server.close();
-        await openai.close();
-        service.close();
+        await shutdown();
       },
     };
   } catch (err) {
-    await openai.close();
-    service.close();
+    await shutdown();
     throw err;
   }
 }

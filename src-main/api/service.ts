@@ -5,9 +5,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { SOURCE_FORMATS, UserError, type SourceFormat } from '../core/types.js';
+import { SESSION_FORMATS, UserError, type SessionFormat } from '../core/types.js';
 import type { WorkspaceApi } from '../core/workspace-api.js';
-import { MAX_UPLOAD_BYTES, type ApiHandlers, type AppInfo, type CallInput, type ChangeReason, type ImportSummary } from './contract.js';
+import { MAX_UPLOAD_BYTES, type ApiHandlers, type AppInfo, type CallInput, type CaptureStatus, type ChangeReason, type ImportSummary } from './contract.js';
 import type { EventHub } from './events.js';
 import type { HostBridge } from './host.js';
 import { JudgeService } from './judge-service.js';
@@ -15,6 +15,17 @@ import { SettingsStore, settingsPathFor } from './settings.js';
 import { TrainingService } from './training-service.js';
 
 export type OpenWorkspace = (dbPath: string) => Promise<WorkspaceApi>;
+
+/** Live capture, where `serve` hosts it (src-main/capture/service.ts). */
+export interface CaptureController {
+  status(): CaptureStatus;
+  rollback(): Promise<CaptureStatus>;
+  deleteSession(id: string): { deleted: boolean };
+  settingsChanged(): void;
+}
+
+const CAPTURE_UNAVAILABLE =
+  'Live capture runs under `hindsight serve`, which hosts the OpenAI-compatible endpoint chat clients talk to; start it with `hindsight serve --capture`.';
 
 export interface ServiceOptions {
   dbPath: string;
@@ -31,6 +42,7 @@ export class HindsightService implements ApiHandlers {
   private settingsStore: SettingsStore;
   private readonly training: TrainingService;
   private readonly judges: JudgeService;
+  private capture: CaptureController | null = null;
 
   private constructor(
     private readonly options: ServiceOptions,
@@ -44,6 +56,21 @@ export class HindsightService implements ApiHandlers {
   static async create(options: ServiceOptions): Promise<HindsightService> {
     fs.mkdirSync(path.dirname(options.dbPath), { recursive: true });
     return new HindsightService(options, await options.openWorkspace(options.dbPath));
+  }
+
+  /** `serve` plugs live capture in once its endpoint exists. */
+  attachCapture(capture: CaptureController): void {
+    this.capture = capture;
+  }
+
+  /** The open workspace (it changes when the user opens another database). */
+  get currentWorkspace(): WorkspaceApi {
+    return this.workspace;
+  }
+
+  /** The settings of the open database. */
+  get settings() {
+    return this.settingsStore;
   }
 
   close(): void {
@@ -91,13 +118,36 @@ export class HindsightService implements ApiHandlers {
   }
 
   async sourceCounts() {
-    const counts = {} as Record<SourceFormat, number>;
-    for (const source of SOURCE_FORMATS) counts[source] = this.workspace.listSessions({ source, limit: 0 }).total;
+    const counts = {} as Record<SessionFormat, number>;
+    for (const source of SESSION_FORMATS) counts[source] = this.workspace.listSessions({ source, limit: 0 }).total;
     return counts;
   }
 
   async getSession({ id }: CallInput<'getSession'>) {
     return this.workspace.getSession(id);
+  }
+
+  async deleteSession({ id }: CallInput<'deleteSession'>) {
+    if (this.capture) return this.capture.deleteSession(id);
+    const deleted = this.workspace.deleteSession(id);
+    this.changed('delete');
+    return { deleted };
+  }
+
+  async captureStatus(): Promise<CaptureStatus> {
+    if (this.capture) return this.capture.status();
+    const s = this.settingsStore.view().capture;
+    return {
+      available: false, reason: CAPTURE_UNAVAILABLE, enabled: s.enabled, logPath: null, endpoint: null, upstream: s.upstreamBaseUrl || null,
+      sessions: 0, openSessions: 0, exchanges: 0, pendingJudge: 0, pendingTrain: 0,
+      loop: { autoJudge: s.autoJudge, autoTrain: s.autoTrain, trainEvery: s.trainEvery, state: 'off', lastError: null, lastRun: null },
+      adapter: { active: null, previous: null, history: [] },
+    };
+  }
+
+  async captureRollback(): Promise<CaptureStatus> {
+    if (!this.capture) throw new UserError(CAPTURE_UNAVAILABLE);
+    return this.capture.rollback();
   }
 
   async setLabel({ sessionId, responseTurn, patch }: CallInput<'setLabel'>) {
@@ -204,6 +254,7 @@ export class HindsightService implements ApiHandlers {
   async updateSettings(patch: CallInput<'updateSettings'>) {
     const settings = this.settingsStore.update(patch);
     this.changed('settings');
+    this.capture?.settingsChanged();
     return settings;
   }
 

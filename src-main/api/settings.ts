@@ -4,8 +4,8 @@
 // plain text, like any local tool's config file, and never sent back to the UI.
 import fs from 'node:fs';
 import path from 'node:path';
-import type { CallInput, JudgeBackend, Settings } from './contract.js';
-import { JUDGE_BACKENDS } from './contract.js';
+import type { CallInput, JudgeBackend, Settings, TrainMethod } from './contract.js';
+import { JUDGE_BACKENDS, TRAIN_METHODS } from './contract.js';
 
 interface StoredSettings {
   judgeBackend: JudgeBackend;
@@ -16,6 +16,19 @@ interface StoredSettings {
   openaiModel: string;
   openaiApiKey: string;
   defaultModelDir: string;
+  /** Live capture (src-main/capture/): off until the user turns it on. */
+  captureEnabled: boolean;
+  /** Proxy mode: forward /v1/chat/completions there instead of answering with the local model ('' = local). */
+  captureUpstreamUrl: string;
+  captureUpstreamModel: string;
+  captureUpstreamApiKey: string;
+  /** The background loop, opt-in: judge new captured samples, train every N labelled ones. */
+  captureAutoJudge: boolean;
+  captureAutoTrain: boolean;
+  captureTrainEvery: number;
+  /** Steps of each background run; 0 = one epoch over the new samples. */
+  captureTrainSteps: number;
+  captureTrainMethod: TrainMethod;
 }
 
 export function settingsPathFor(dbPath: string): string {
@@ -38,6 +51,15 @@ export class SettingsStore {
       openaiModel: '',
       openaiApiKey: '',
       defaultModelDir: demoModelDir,
+      captureEnabled: false,
+      captureUpstreamUrl: '',
+      captureUpstreamModel: '',
+      captureUpstreamApiKey: '',
+      captureAutoJudge: false,
+      captureAutoTrain: false,
+      captureTrainEvery: 16,
+      captureTrainSteps: 0,
+      captureTrainMethod: 'combine',
     };
     this.stored = { ...defaults, ...this.readFile(defaults) };
   }
@@ -59,6 +81,8 @@ export class SettingsStore {
       if (key in defaults && typeof value === typeof defaults[key as keyof StoredSettings]) out[key] = value;
     }
     if (out.judgeBackend !== undefined && !JUDGE_BACKENDS.includes(out.judgeBackend as JudgeBackend)) delete out.judgeBackend;
+    if (out.captureTrainMethod !== undefined && !TRAIN_METHODS.includes(out.captureTrainMethod as TrainMethod)) delete out.captureTrainMethod;
+    if (out.captureTrainEvery !== undefined && !(Number.isInteger(out.captureTrainEvery) && (out.captureTrainEvery as number) >= 1)) delete out.captureTrainEvery;
     return out as Partial<StoredSettings>;
   }
 
@@ -79,6 +103,17 @@ export class SettingsStore {
         openaiApiKeySet: s.openaiApiKey.length > 0,
       },
       defaultModelDir: s.defaultModelDir,
+      capture: {
+        enabled: s.captureEnabled,
+        upstreamBaseUrl: s.captureUpstreamUrl,
+        upstreamModel: s.captureUpstreamModel,
+        upstreamApiKeySet: s.captureUpstreamApiKey.length > 0,
+        autoJudge: s.captureAutoJudge,
+        autoTrain: s.captureAutoTrain,
+        trainEvery: s.captureTrainEvery,
+        trainSteps: s.captureTrainSteps,
+        trainMethod: s.captureTrainMethod,
+      },
     };
   }
 

@@ -1,6 +1,7 @@
 // `hindsight serve [--port P] [--db PATH] [--host 127.0.0.1]`: the app's UI and API for a
 // browser, on loopback only, guarded by a per-launch token (see src-main/api/http-server.ts).
 // Prints the URL to open, which carries the token once; runs until Ctrl+C.
+import fs from 'node:fs';
 import path from 'node:path';
 import { assertLoopbackHost } from '../api/http-server.js';
 import { serveApp } from '../api/serve-app.js';
@@ -9,15 +10,31 @@ import { defaultDbPath, intFlag, parseCommandArgs, printJson, UsageError, type C
 
 export const DEFAULT_PORT = 8787;
 
-const HELP = `usage: hindsight serve [--port P] [--db PATH] [--host 127.0.0.1] [--json]
-Serves the Hindsight UI and API on a loopback address for a browser.
-  --port P     port to listen on (default ${DEFAULT_PORT}; 0 picks a free one)
-  --db PATH    database file (default: the app's own database)
-  --host H     127.0.0.1 (default), ::1 or localhost; other addresses are refused
-  --json       print {"url","loginUrl","port","db"} as one JSON line once listening`;
+const HELP = `usage: hindsight serve [--port P] [--db PATH] [--host 127.0.0.1] [--capture] [--upstream URL] [--model DIR] [--adapter DIR] [--json]
+Serves the Hindsight UI and API on a loopback address for a browser, and the
+OpenAI-compatible API under /v1 (API key: the launch token).
+  --port P             port to listen on (default ${DEFAULT_PORT}; 0 picks a free one)
+  --db PATH            database file (default: the app's own database)
+  --host H             127.0.0.1 (default), ::1 or localhost; other addresses are refused
+  --capture            turn live capture on (saved in Settings): every chat through /v1 is recorded
+  --upstream URL       proxy /v1/chat/completions to this OpenAI-compatible server (e.g.
+                       http://127.0.0.1:11434/v1) instead of the local model; its key from
+                       HINDSIGHT_UPSTREAM_API_KEY
+  --upstream-model M   the model name to ask the upstream for (default: the client's)
+  --model DIR          the model /v1 serves (default: the model chosen in Settings)
+  --adapter DIR        a PEFT LoRA adapter to serve applied (until the background loop trains one)
+  --json               print {"url","loginUrl","port","db"} as one JSON line once listening`;
 
 export const command: Command = async (argv) => {
-  const { values } = parseCommandArgs(argv, { port: { type: 'string' }, host: { type: 'string' } });
+  const { values } = parseCommandArgs(argv, {
+    port: { type: 'string' },
+    host: { type: 'string' },
+    capture: { type: 'boolean' },
+    upstream: { type: 'string' },
+    'upstream-model': { type: 'string' },
+    model: { type: 'string' },
+    adapter: { type: 'string' },
+  });
   if (values.help) {
     process.stdout.write(HELP + '\n');
     return 0;
@@ -27,11 +44,29 @@ export const command: Command = async (argv) => {
   const port = intFlag('port', values.port, DEFAULT_PORT, 0);
   if (port > 65535) throw new UsageError(`--port must be ≤ 65535, got ${port}`);
   const dbPath = path.resolve(values.db ?? defaultDbPath());
+  if (values.upstream !== undefined && !/^https?:\/\/[^\s/]+/.test(values.upstream)) {
+    throw new UsageError(`--upstream must be an http(s) base URL such as http://127.0.0.1:11434/v1, got '${values.upstream}'`);
+  }
+  for (const [flag, dir, file] of [['model', values.model, 'config.json'], ['adapter', values.adapter, 'adapter_config.json']] as const) {
+    if (dir !== undefined && !fs.existsSync(path.join(dir, file))) throw new UserError(`--${flag} ${dir}: no ${file} there`);
+  }
+  const upstream = values.upstream
+    ? { baseUrl: values.upstream, ...(values['upstream-model'] ? { model: values['upstream-model'] } : {}), ...(process.env.HINDSIGHT_UPSTREAM_API_KEY ? { apiKey: process.env.HINDSIGHT_UPSTREAM_API_KEY } : {}) }
+    : undefined;
   const log = (line: string) => process.stderr.write(`hindsight serve: ${line}\n`);
 
   let server;
   try {
-    server = await serveApp({ dbPath, host, port, log });
+    server = await serveApp({
+      dbPath,
+      host,
+      port,
+      log,
+      capture: values.capture === true,
+      ...(upstream ? { upstream } : {}),
+      ...(values.model ? { openaiModelDir: path.resolve(values.model) } : {}),
+      ...(values.adapter ? { openaiAdapterDir: path.resolve(values.adapter) } : {}),
+    });
   } catch (err) {
     if (err instanceof UserError) throw err;
     throw new UserError(`could not start: ${(err as Error).message}`);

@@ -6,6 +6,9 @@ export type Role = 'system' | 'user' | 'assistant' | 'tool';
 
 export type SourceFormat = 'chatgpt' | 'claude' | 'sharegpt' | 'openai' | 'messages' | 'openwebui';
 export const SOURCE_FORMATS: readonly SourceFormat[] = ['chatgpt', 'claude', 'sharegpt', 'openai', 'messages', 'openwebui'];
+/** Where a session came from: an imported format, or `capture` (live capture, src-main/capture/). */
+export type SessionFormat = SourceFormat | 'capture';
+export const SESSION_FORMATS: readonly SessionFormat[] = [...SOURCE_FORMATS, 'capture'];
 
 /** An OpenAI-style tool call made by an assistant turn. `arguments` is the raw JSON text. */
 export interface ToolCall {

@@ -1,7 +1,7 @@
 // The data-side facade that the CLI, the app's API service and `serve` all call.
 // src-main/core/workspace.ts implements it over the store, the importers, the pipeline and
 // the exporters; this file fixes its shape so the UI and the CLI can be built against it.
-import type { LabelSource, Reward, Role, SourceFormat, ToolCall, TurnClass, Vote } from './types.js';
+import type { LabelSource, Reward, Role, SessionFormat, SourceFormat, ToolCall, TurnClass, Vote } from './types.js';
 
 export type ExportFormat = 'samples' | 'openclaw' | 'kto' | 'sft' | 'dpo' | 'sdft';
 export const EXPORT_FORMATS: readonly ExportFormat[] = ['samples', 'openclaw', 'kto', 'sft', 'dpo', 'sdft'];
@@ -28,7 +28,7 @@ export type NoSampleReason = 'no assistant turn' | 'no reaction after any reply'
 export interface SessionSummary {
   id: string;
   title: string;
-  source: SourceFormat;
+  source: SessionFormat;
   createdAt: number | null;
   turnCount: number;
   sampleCount: number;
@@ -39,7 +39,7 @@ export interface SessionSummary {
 
 export interface SessionFilter {
   search?: string;
-  source?: SourceFormat;
+  source?: SessionFormat;
   labelStatus?: 'labeled' | 'unlabeled' | 'partial';
   hasSamples?: boolean;
   offset?: number;
@@ -163,6 +163,13 @@ export interface TrainingSample {
   /** The user's ideal reply, when they wrote one in the annotator. */
   repair: string | null;
   keptByAtLeastOne: boolean;
+  /**
+   * Live capture: the rollout the local model produced for this reply (prompt token ids,
+   * generated token ids and their log-probs), attached only when asked for with the model
+   * that produced it (`trainingSamples({ rolloutsFor })`). The trainer uses it as `old`
+   * when the rendered context tokenises to the same prompt ids (src-main/train/batches.ts).
+   */
+  rollout?: { promptIds: number[]; tokens: number[]; logprobs: number[] };
 }
 
 /** The optional context window of SPEC §3 (leading system turns always stay). */
@@ -207,7 +214,9 @@ export interface WorkspaceApi {
    * (or unlabeled) are dropped, except that a session with samples but none trainable
    * keeps its first sample with reward 0 (the at-least-one rule of SPEC §3).
    */
-  trainingSamples(): TrainingSample[];
+  trainingSamples(options?: { rolloutsFor?: string }): TrainingSample[];
+  /** Removes a session with its turns, samples and labels (and captured exchanges); false when there was none. */
+  deleteSession(id: string): boolean;
   contextWindow(): ContextWindowSetting;
   /** Changes the context window and recomputes every sample's context; labels stay. */
   setContextWindow(window: ContextWindowSetting): void;

@@ -7,14 +7,14 @@
 // save is atomic (store/atomic-file.ts). An import runs in one SQL transaction: if any
 // input fails, everything it did is rolled back and the database file is not touched.
 import path from 'node:path';
-import { UserError, type ImportedConversation, type LabelSource, type Reward, type SourceFormat, type Vote } from './types.js';
+import { UserError, type ImportedConversation, type LabelSource, type Reward, type SessionFormat, type SourceFormat, type Vote } from './types.js';
 import type {
   CheckReport, ContextWindowSetting, ExportFormat, HeuristicJudgeOptions, ImportSummary, JudgeCandidate, JudgeSummary, LabelPatch, LabelView,
   NoSampleReason, RunJudgeOptions, SampleView, SessionDetail, SessionFilter, SessionSummary, Stats, TrainingSample, VerdictProvenance, WorkspaceApi,
 } from './workspace-api.js';
 import { EXPORT_FORMATS } from './workspace-api.js';
 import { DEFAULT_PERSIST, Store, type Params, type PersistOptions } from '../store/database.js';
-import { rebuildAllSamples, upsertConversation } from '../store/sessions.js';
+import { rebuildAllSamples, sessionIdFor, upsertConversation } from '../store/sessions.js';
 import {
   EMPTY_LABEL, iterateBundles, labelFromRow, readAlternatives, readSamples, readSessionRecord, readTurns,
   type SampleRecord, type SessionBundle, type StoredLabel,
@@ -35,6 +35,25 @@ export interface OpenedExportLike {
    * warnings here, naming it); complete once `conversations()` is exhausted.
    */
   warnings: string[];
+}
+
+/** One captured chat-completions exchange as the database keeps it (src-main/capture/). */
+export interface CaptureExchangeRow {
+  /** The capture log's record id. */
+  id: string;
+  sessionId: string;
+  seq: number;
+  kind: 'main' | 'side';
+  at: number;
+  /** Where the reply sits among the session's turns (main exchanges): the request's message count. */
+  replyTurn: number | null;
+  messages: unknown[];
+  reply: { content: string; reasoning?: string; toolCalls: unknown[]; finishReason: string };
+  servedBy: 'local' | 'upstream';
+  model: string | null;
+  /** The local model folder that generated the reply (null when an upstream server did). */
+  modelDir: string | null;
+  rollout: { promptIds: number[]; tokens: number[]; logprobs: number[] } | null;
 }
 
 export type OpenExportFn = (inputPath: string, format?: SourceFormat | 'auto') => Promise<OpenedExportLike>;
@@ -238,7 +257,7 @@ export class Workspace implements WorkspaceApi {
     const limit = filter.limit ?? -1;
     const offset = filter.offset ?? 0;
     const rows = this.store.all<{
-      id: string; title: string; format: SourceFormat; created_at: number | null; no_sample_reason: NoSampleReason | null;
+      id: string; title: string; format: SessionFormat; created_at: number | null; no_sample_reason: NoSampleReason | null;
       turn_count: number; sample_count: number; labeled_count: number;
     }>(
       `SELECT s.id, s.title, s.format, s.created_at, s.no_sample_reason, c.turn_count, c.sample_count, c.labeled_count ${base}
@@ -476,8 +495,14 @@ export class Workspace implements WorkspaceApi {
     return { stats, sessionsWithoutSamples, warnings };
   }
 
-  trainingSamples(): TrainingSample[] {
+  /**
+   * With `rolloutsFor` (a model folder), samples captured live from that model carry their
+   * rollout (see TrainingSample.rollout); without it none does, so a run on another model
+   * never mistakes a rollout's log-probs for its own.
+   */
+  trainingSamples(options: { rolloutsFor?: string } = {}): TrainingSample[] {
     const out: TrainingSample[] = [];
+    const rolloutModel = options.rolloutsFor ? path.resolve(options.rolloutsFor) : null;
     for (const bundle of iterateBundles(this.store)) {
       const trainable = bundle.samples.filter((s) => s.label.reward === 1 || s.label.reward === -1 || isUsefulHint(s.label.hint));
       const kept = trainable.length > 0 ? trainable : bundle.samples.slice(0, 1);
@@ -491,10 +516,106 @@ export class Workspace implements WorkspaceApi {
           hint: isUsefulHint(s.label.hint) ? s.label.hint : null,
           repair: s.label.repair,
           keptByAtLeastOne: trainable.length === 0,
+          ...(rolloutModel && bundle.format === 'capture' ? this.rolloutOf(bundle.id, s.responseTurn, bundle.turns[s.responseTurn].text, rolloutModel) : {}),
         });
       }
     }
     return out;
+  }
+
+  /** The latest rollout of the local model `modelDir` for this reply, when its text is the reply's. */
+  private rolloutOf(sessionId: string, responseTurn: number, text: string, modelDir: string): Pick<TrainingSample, 'rollout'> {
+    const row = this.store.get<{ reply: string; prompt_ids: string; token_ids: string; logprobs: string }>(
+      `SELECT reply, prompt_ids, token_ids, logprobs FROM capture_exchanges
+       WHERE session_id = ? AND reply_turn = ? AND kind = 'main' AND token_ids IS NOT NULL AND model_dir = ?
+       ORDER BY seq DESC LIMIT 1`,
+      [sessionId, responseTurn, modelDir],
+    );
+    if (!row || (JSON.parse(row.reply) as { content: string }).content !== text) return {};
+    return { rollout: { promptIds: JSON.parse(row.prompt_ids), tokens: JSON.parse(row.token_ids), logprobs: JSON.parse(row.logprobs) } };
+  }
+
+  // ── live capture (src-main/capture/) ──────────────────────────────────────────────
+
+  /**
+   * Applies captured exchanges and the conversations they shape, in one transaction:
+   * exchange rows are inserted by id (a replayed one is ignored), and each conversation is
+   * upserted as a `capture` session (labels follow their replies, as for a re-import).
+   * Returns, per session, the response turns of samples that did not exist before.
+   */
+  applyCapture(exchanges: readonly CaptureExchangeRow[], conversations: readonly ImportedConversation[], logPath: string): Map<string, number[]> {
+    const fresh = new Map<string, number[]>();
+    if (!exchanges.length && !conversations.length) return fresh;
+    const window = this.contextWindow();
+    const now = nowSeconds();
+    this.store.transaction(() => {
+      for (const x of exchanges) {
+        this.store.run(
+          `INSERT OR IGNORE INTO capture_exchanges (id, session_id, seq, kind, at, reply_turn, messages, reply, served_by, model, model_dir, prompt_ids, token_ids, logprobs)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          [
+            x.id, x.sessionId, x.seq, x.kind, x.at, x.replyTurn, JSON.stringify(x.messages), JSON.stringify(x.reply), x.servedBy, x.model,
+            x.modelDir, x.rollout ? JSON.stringify(x.rollout.promptIds) : null, x.rollout ? JSON.stringify(x.rollout.tokens) : null,
+            x.rollout ? JSON.stringify(x.rollout.logprobs) : null,
+          ],
+        );
+      }
+      if (!conversations.length) return;
+      let source = this.store.get<{ id: number }>("SELECT id FROM sources WHERE sha256 = 'capture'");
+      if (!source) {
+        this.store.run("INSERT INTO sources (path, format, sha256, imported_at, sessions, turns) VALUES (?, 'capture', 'capture', ?, 0, 0)", [logPath, now]);
+        source = this.store.get<{ id: number }>('SELECT last_insert_rowid() AS id')!;
+      }
+      for (const conv of conversations) {
+        const id = sessionIdFor('capture', conv);
+        const before = new Set(this.store.all<{ t: number }>('SELECT response_turn AS t FROM samples WHERE session_id = ?', [id]).map((r) => r.t));
+        upsertConversation(this.store, conv, 'capture', source.id, window, now);
+        const added = this.store.all<{ t: number }>('SELECT response_turn AS t FROM samples WHERE session_id = ? ORDER BY response_turn', [id]).map((r) => r.t).filter((t) => !before.has(t));
+        if (added.length) fresh.set(id, added);
+      }
+    });
+    this.store.markDirty();
+    return fresh;
+  }
+
+  /** Every captured exchange of a session (or all), oldest first: for the capture status, tests and replay checks. */
+  captureExchanges(sessionId?: string): CaptureExchangeRow[] {
+    const rows = this.store.all<{
+      id: string; session_id: string; seq: number; kind: 'main' | 'side'; at: number; reply_turn: number | null; messages: string; reply: string;
+      served_by: 'local' | 'upstream'; model: string | null; model_dir: string | null; prompt_ids: string | null; token_ids: string | null; logprobs: string | null;
+    }>(`SELECT * FROM capture_exchanges ${sessionId !== undefined ? 'WHERE session_id = ?' : ''} ORDER BY at, session_id, seq`, sessionId !== undefined ? [sessionId] : []);
+    return rows.map((r) => ({
+      id: r.id, sessionId: r.session_id, seq: r.seq, kind: r.kind, at: r.at, replyTurn: r.reply_turn, messages: JSON.parse(r.messages),
+      reply: JSON.parse(r.reply), servedBy: r.served_by, model: r.model, modelDir: r.model_dir,
+      rollout: r.token_ids ? { promptIds: JSON.parse(r.prompt_ids!), tokens: JSON.parse(r.token_ids), logprobs: JSON.parse(r.logprobs!) } : null,
+    }));
+  }
+
+  /** Counts for the capture status: exchanges recorded, and captured samples with a next state but no label. */
+  captureCounts(): { exchanges: number; pendingJudge: number; sessionIds: string[] } {
+    const exchanges = this.store.get<{ n: number }>('SELECT COUNT(*) AS n FROM capture_exchanges')!.n;
+    const pendingJudge = this.store.get<{ n: number }>(
+      `SELECT COUNT(*) AS n FROM samples p JOIN sessions s ON s.id = p.session_id
+       LEFT JOIN labels l ON l.session_id = p.session_id AND l.response_turn = p.response_turn
+       WHERE s.format = 'capture' AND p.feedback_turn IS NOT NULL AND (l.session_id IS NULL OR (l.reward IS NULL AND l.hint IS NULL))`,
+    )!.n;
+    const sessionIds = this.store
+      .all<{ id: string }>("SELECT id FROM sessions WHERE format = 'capture' UNION SELECT DISTINCT session_id AS id FROM capture_exchanges")
+      .map((r) => r.id);
+    return { exchanges, pendingJudge, sessionIds };
+  }
+
+  /** Removes a session with its turns, samples, labels and captured exchanges; false when there was none. */
+  deleteSession(id: string): boolean {
+    const existed = !!readSessionRecord(this.store, id) || !!this.store.get('SELECT 1 FROM capture_exchanges WHERE session_id = ?', [id]);
+    this.store.transaction(() => {
+      this.store.run('DELETE FROM labels WHERE session_id = ?', [id]);
+      this.store.run('DELETE FROM sessions WHERE id = ?', [id]);
+      this.store.run('DELETE FROM capture_exchanges WHERE session_id = ?', [id]);
+    });
+    this.store.markDirty();
+    this.store.flush();
+    return existed;
   }
 
   contextWindow(): ContextWindowSetting {

@@ -21,6 +21,20 @@
  *
  * A client that disconnects mid-stream stops receiving; the worker still finishes that
  * generation (it cannot be interrupted), bounded by max_tokens.
+ *
+ * Proxy mode and live capture (issue 7, src-main/capture/): with `upstream()` set, requests
+ * are forwarded to that OpenAI-compatible server instead (./upstream.ts); with `capture`,
+ * each request is handed to the capture hook, and its reply is committed to the capture log
+ * (fsync) BEFORE the response finishes — the JSON body is sent, or the stream's `[DONE]`
+ * written, only after that. Replies of the local model carry their rollout (prompt ids,
+ * generated ids, log-probs).
+ *
+ * Swapping the served adapter: `preload(dir, adapter)` loads the new model beside the
+ * current one; the first request that asks for it switches at once, and the old model
+ * closes when its last request is done. So every reply comes from one fully loaded model:
+ * the one current when the request arrived. A request that finds no loaded model (the first
+ * load, a changed model folder) waits up to `loadWaitMs` for it, then gets a 503 with
+ * `Retry-After`.
  */
 import crypto from 'node:crypto';
 import http from 'node:http';
@@ -28,9 +42,35 @@ import path from 'node:path';
 import { UserError } from '../core/types.js';
 import type { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
-import { completeChat, tokenLogprobs } from './local-chat.js';
+import { completeChat, tokenLogprobs, type ChatResult } from './local-chat.js';
 import { loadServedModel, servedModelId } from './served-model.js';
-import { chunkBody, completionBody, errorBody, parseChatRequest, RequestError, type ChatRequest } from './protocol.js';
+import { chunkBody, completionBody, errorBody, parseChatRequest, RequestError, type ChatRequest, type FinishReason, type ToolCallOut } from './protocol.js';
+import { forwardChat, type UpstreamTarget } from './upstream.js';
+
+/** A reply as live capture records it. */
+export interface CapturedReplyIn {
+  content: string;
+  reasoning?: string;
+  toolCalls: ToolCallOut[];
+  finishReason: FinishReason;
+  servedBy: 'local' | 'upstream';
+  /** The id the answer carried. */
+  model: string | null;
+  /** The local model folder that generated it (null upstream). */
+  modelDir: string | null;
+  rollout: { promptIds: number[]; tokens: number[]; logprobs: number[] } | null;
+}
+
+/** One captured request: commit its reply (durably) before the response finishes. */
+export interface CaptureTicket {
+  commit(reply: CapturedReplyIn): void;
+}
+
+/** Live capture's side of the endpoint (src-main/capture/service.ts). */
+export interface CaptureHook {
+  /** Called for each valid request; null when capture is off. May throw a RequestError (a bad header). */
+  begin(headers: http.IncomingHttpHeaders, body: Record<string, unknown>, request: ChatRequest): CaptureTicket | null;
+}
 
 export interface OpenAiHandlerOptions {
   /** The model folder to serve, asked on each request (settings may change it). */
@@ -40,6 +80,12 @@ export interface OpenAiHandlerOptions {
   device?: Device;
   /** Where to report a failure that is not the client's fault. */
   log?: (line: string) => void;
+  /** Proxy mode: the upstream server to forward to, asked on each request (null: the local model answers). */
+  upstream?: () => UpstreamTarget | null;
+  /** Live capture of every exchange. */
+  capture?: CaptureHook;
+  /** How long a request waits for a model that is still loading before a 503 (default 60 s). */
+  loadWaitMs?: number;
 }
 
 export type OpenAiRoute = (req: http.IncomingMessage, res: http.ServerResponse, token: string) => Promise<void>;
@@ -57,31 +103,62 @@ interface Loaded {
 /** Which model a request gets; loads and retires models as the configured folder changes. */
 class ModelSlot {
   private current: Loaded | null = null;
+  /** A model loaded ahead of a swap (preload), promoted by the first request that asks for it. */
+  private staged: Loaded | null = null;
   constructor(private readonly device: Device) {}
 
-  async acquire(dir: string, adapter: string | null): Promise<{ model: LocalModel; id: string; release: () => void }> {
+  private entry(dir: string, adapter: string | null): Loaded {
     const resolved = path.resolve(dir);
     const resolvedAdapter = adapter ? path.resolve(adapter) : null;
-    const key = `${resolved}\0${resolvedAdapter ?? ''}`;
+    // Loading is started from a microtask so a merge that throws becomes a rejected load.
+    const model = Promise.resolve().then(() => loadServedModel(resolved, resolvedAdapter, this.device));
+    const entry: Loaded = { key: slotKey(dir, adapter), id: servedModelId(resolved, resolvedAdapter), model, active: 0, retired: false };
+    model.catch(() => {
+      // A failed load is retried by the next request.
+      if (this.current === entry) this.current = null;
+      if (this.staged === entry) this.staged = null;
+    });
+    return entry;
+  }
+
+  /** Loads dir + adapter beside the current model; resolves once it is ready to answer. */
+  async prepare(dir: string, adapter: string | null): Promise<void> {
+    const key = slotKey(dir, adapter);
+    if (this.current?.key === key) return void (await this.current.model);
+    if (this.staged?.key !== key) {
+      if (this.staged) this.retire(this.staged);
+      this.staged = this.entry(dir, adapter);
+    }
+    await this.staged.model;
+  }
+
+  async acquire(dir: string, adapter: string | null, waitMs: number): Promise<{ model: LocalModel; id: string; release: () => void }> {
+    const key = slotKey(dir, adapter);
     if (!this.current || this.current.key !== key) {
       const old = this.current;
-      // Loading is started from a microtask so a merge that throws becomes a rejected load.
-      const model = Promise.resolve().then(() => loadServedModel(resolved, resolvedAdapter, this.device));
-      const entry: Loaded = { key, id: servedModelId(resolved, resolvedAdapter), model, active: 0, retired: false };
-      model.catch(() => {
-        if (this.current === entry) this.current = null; // a failed load is retried by the next request
-      });
-      this.current = entry;
+      if (this.staged?.key === key) {
+        this.current = this.staged;
+        this.staged = null;
+      } else this.current = this.entry(dir, adapter);
       if (old) this.retire(old);
     }
     const entry = this.current;
     entry.active++;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const seconds = Math.max(1, Math.ceil(waitMs / 1000));
+        reject(new RequestError(`the model ${entry.id} is still loading; retry in ${seconds} s`, null, 503, 'server_error', 'model_loading', seconds));
+      }, waitMs);
+    });
     try {
-      const model = await entry.model;
+      const model = await Promise.race([entry.model, timeout]);
       return { model, id: entry.id, release: () => this.release(entry) };
     } catch (err) {
       this.release(entry);
       throw err;
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -96,14 +173,20 @@ class ModelSlot {
   }
 
   async close(): Promise<void> {
-    const entry = this.current;
-    this.current = null;
-    if (entry) await entry.model.then((m) => m.close(), () => {});
+    const entries = [this.current, this.staged];
+    this.current = this.staged = null;
+    for (const entry of entries) if (entry) await entry.model.then((m) => m.close(), () => {});
   }
+}
+
+function slotKey(dir: string, adapter: string | null): string {
+  return `${path.resolve(dir)}\0${adapter ? path.resolve(adapter) : ''}`;
 }
 
 export interface OpenAiHandler {
   route: OpenAiRoute;
+  /** Loads a model (and adapter) ahead of serving it, so a swap never makes requests wait. */
+  preload(modelDir: string, adapterDir: string | null): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -153,20 +236,43 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
       throw new RequestError(`the request body is not valid JSON: ${(err as Error).message}`);
     }
     const request = parseChatRequest(json);
-    const { model, id, release } = await slot.acquire(options.modelDir(), adapterDir()).catch((err: unknown) => {
+    const ticket = options.capture?.begin(req.headers, json as Record<string, unknown>, request) ?? null;
+    const upstream = options.upstream?.() ?? null;
+    if (upstream) {
+      return forwardChat(upstream, json as Record<string, unknown>, req, res, (reply) =>
+        ticket?.commit({ ...reply, servedBy: 'upstream', modelDir: null, rollout: null }),
+      );
+    }
+    const modelDir = options.modelDir();
+    const { model, id, release } = await slot.acquire(modelDir, adapterDir(), options.loadWaitMs ?? 60_000).catch((err: unknown) => {
+      if (err instanceof RequestError) throw err;
       const message = err instanceof UserError ? err.message : `cannot load the model: ${(err as Error).message}`;
       throw new RequestError(message, null, 503, 'server_error', 'model_not_loaded');
     });
+    const commit = ticket
+      ? (result: ChatResult) =>
+          ticket.commit({
+            content: result.content,
+            ...(result.reasoning ? { reasoning: result.reasoning } : {}),
+            toolCalls: result.toolCalls,
+            finishReason: result.finishReason,
+            servedBy: 'local',
+            model: id,
+            modelDir: path.resolve(modelDir),
+            rollout: result.rollout ? { promptIds: result.promptIds, ...result.rollout } : null,
+          })
+      : null;
     try {
-      if (request.stream) await streamAnswer(model, id, request, req, res);
-      else await jsonAnswer(model, id, request, res);
+      if (request.stream) await streamAnswer(model, id, request, req, res, commit);
+      else await jsonAnswer(model, id, request, res, commit);
     } finally {
       release();
     }
   }
 
-  async function jsonAnswer(model: LocalModel, id: string, request: ChatRequest, res: http.ServerResponse): Promise<void> {
+  async function jsonAnswer(model: LocalModel, id: string, request: ChatRequest, res: http.ServerResponse, commit: ((r: ChatResult) => void) | null): Promise<void> {
     const result = await completeChat(model, request);
+    commit?.(result);
     sendJson(
       res,
       200,
@@ -184,7 +290,14 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
     );
   }
 
-  async function streamAnswer(model: LocalModel, id: string, request: ChatRequest, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  async function streamAnswer(
+    model: LocalModel,
+    id: string,
+    request: ChatRequest,
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    commit: ((r: ChatResult) => void) | null,
+  ): Promise<void> {
     const meta = { id: `chatcmpl-${crypto.randomUUID()}`, created: Math.floor(Date.now() / 1000), model: id };
     const usageField = request.includeUsage ? null : undefined;
     let open = true;
@@ -204,6 +317,7 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
         const usage = { prompt_tokens: result.promptTokens, completion_tokens: result.completionTokens, total_tokens: result.promptTokens + result.completionTokens };
         send(chunkBody(meta, null, null, usage));
       }
+      commit?.(result); // before [DONE]: a client that saw the end knows the exchange is recorded
     } catch (err) {
       // The status line is gone; the error travels as an event, as OpenAI's API does.
       const message = err instanceof UserError ? err.message : `generation failed: ${(err as Error).message}`;
@@ -242,12 +356,15 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
         res.end();
         return;
       }
-      if (err instanceof RequestError) return sendJson(res, err.status, errorBody(err.message, err.type, err.param, err.code));
+      if (err instanceof RequestError) {
+        if (err.retryAfter !== undefined) res.setHeader('Retry-After', String(err.retryAfter));
+        return sendJson(res, err.status, errorBody(err.message, err.type, err.param, err.code));
+      }
       if (err instanceof UserError) return sendJson(res, 400, errorBody(err.message, 'invalid_request_error'));
       log((err as Error).stack ?? String(err));
       sendJson(res, 500, errorBody(`internal error: ${(err as Error).message}`, 'server_error'));
     }
   }
 
-  return { route, close: () => slot.close() };
+  return { route, preload: (dir, adapter) => slot.prepare(dir, adapter), close: () => slot.close() };
 }

@@ -26,6 +26,14 @@ export interface ChatResult {
   /** Generated token ids (the end-of-sequence token excluded) and their log-probs. */
   tokens: number[];
   logprobs: number[];
+  /** The prompt's token ids: the messages through the chat template, generation prompt added. */
+  promptIds: number[];
+  /**
+   * The rollout exactly as sampled (end-of-sequence token included when generation stopped on
+   * it), for live capture to store as the reply's old log-probs; null when a stop string cut
+   * the text, since the tokens then say more than the reply.
+   */
+  rollout: { tokens: number[]; logprobs: number[] } | null;
 }
 
 export interface StreamDelta {
@@ -127,6 +135,8 @@ export async function completeChat(model: LocalModel, request: ChatRequest, onDe
     completionTokens: kept.length,
     tokens: kept.map(([t]) => t),
     logprobs: kept.map(([, lp]) => lp),
+    promptIds: ids,
+    rollout: out.finishReason === 'stop' ? null : { tokens: out.tokens, logprobs: out.logprobs },
   };
 }
 

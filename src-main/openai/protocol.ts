@@ -36,6 +36,8 @@ export class RequestError extends Error {
     readonly status = 400,
     readonly type = 'invalid_request_error',
     readonly code: string | null = null,
+    /** Seconds for a `Retry-After` header (503 while the served model is being swapped or loaded). */
+    readonly retryAfter?: number,
   ) {
     super(message);
   }

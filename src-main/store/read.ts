@@ -1,7 +1,7 @@
 // Reading sessions back out of the store as plain records: one session with its turns,
 // samples (with labels) and alternatives at a time, so exports and the training-set
 // builder can walk a large database without loading it all.
-import type { Attachment, Citation, LabelSource, Reward, Role, SourceFormat, ToolCall, TurnClass, Vote } from '../core/types.js';
+import type { Attachment, Citation, LabelSource, Reward, Role, SessionFormat, ToolCall, TurnClass, Vote } from '../core/types.js';
 import type { LabelView, NoSampleReason } from '../core/workspace-api.js';
 import type { Store } from './database.js';
 
@@ -48,7 +48,7 @@ export interface AlternativeRecord {
 export interface SessionRecord {
   id: string;
   title: string;
-  format: SourceFormat;
+  format: SessionFormat;
   createdAt: number | null;
   noSampleReason: NoSampleReason | null;
 }
@@ -81,7 +81,7 @@ export const SESSION_ORDER = 'ORDER BY created_at IS NULL, created_at, id';
 
 function sessionRecord(row: { id: string; title: string; format: string; created_at: number | null; no_sample_reason: string | null }): SessionRecord {
   return {
-    id: row.id, title: row.title, format: row.format as SourceFormat, createdAt: row.created_at,
+    id: row.id, title: row.title, format: row.format as SessionFormat, createdAt: row.created_at,
     noSampleReason: row.no_sample_reason as NoSampleReason | null,
   };
 }

@@ -98,4 +98,28 @@ export const MIGRATIONS: readonly string[] = [
     value TEXT NOT NULL
   );
   `,
+  // 2: live capture (src-main/capture/). One row per recorded chat-completions exchange,
+  // replayed from the capture log (its source of truth) by record id, so replay is
+  // idempotent. Main exchanges also shape the session's turns; side ones only live here.
+  // A reply the local model served keeps its rollout: the prompt's token ids, the generated
+  // token ids (end-of-sequence included when it stopped on one) and their log-probs.
+  `
+  CREATE TABLE capture_exchanges (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('main','side')),
+    at REAL NOT NULL,
+    reply_turn INTEGER,
+    messages TEXT NOT NULL,
+    reply TEXT NOT NULL,
+    served_by TEXT NOT NULL CHECK (served_by IN ('local','upstream')),
+    model TEXT,
+    model_dir TEXT,
+    prompt_ids TEXT,
+    token_ids TEXT,
+    logprobs TEXT
+  );
+  CREATE INDEX capture_exchanges_session ON capture_exchanges(session_id, seq);
+  `,
 ];

@@ -10,7 +10,7 @@
 // `match_hash`, so a label follows its reply even if turn indices shift. Labels whose
 // reply or context changed are dropped, and the import reports how many.
 import { createHash } from 'node:crypto';
-import type { ImportedConversation, ImportedTurn, SourceFormat } from '../core/types.js';
+import type { ImportedConversation, ImportedTurn, SessionFormat } from '../core/types.js';
 import { analyseSession, type ContextWindow, type SessionAnalysis } from '../pipeline/classify.js';
 import type { Store } from './database.js';
 
@@ -18,7 +18,7 @@ export function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
-export function sessionIdFor(format: SourceFormat, conv: ImportedConversation): string {
+export function sessionIdFor(format: SessionFormat, conv: ImportedConversation): string {
   if (conv.externalId !== undefined && conv.externalId !== '') return `${format}:${conv.externalId}`;
   const content = JSON.stringify(conv.turns.map((t) => [t.role, t.text]));
   return `${format}:${sha256(content).slice(0, 16)}`;
@@ -112,7 +112,7 @@ export interface UpsertResult {
 export function upsertConversation(
   store: Store,
   conv: ImportedConversation,
-  format: SourceFormat,
+  format: SessionFormat,
   sourceId: number,
   window: ContextWindow | undefined,
   now: number,

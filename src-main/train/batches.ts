@@ -50,6 +50,8 @@ export interface RowSet {
   /** Why rows were left out, with counts. */
   skipped: Record<string, number>;
   truncated: number;
+  /** Rows trained on their live-capture rollout, with its log-probs as `old` (see rolloutSpan). */
+  fromRollout?: number;
 }
 
 export const DEFAULT_MAX_LENGTH = 512;
@@ -96,8 +98,13 @@ export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: C
     }
     // Spread into plain objects: templates read extra keys (tool_calls, name) from them.
     const messages: ChatMessage[] = s.messages.map((m) => ({ ...m }));
-    const student = tokenizer.encodeResponse(messages, reply);
+    const rollout = rolloutSpan(s, tokenizer, messages);
+    const student = rollout ?? tokenizer.encodeResponse(messages, reply);
     const row: TrainRow = { ...student, reward: s.reward, origin, ...(s.keptByAtLeastOne ? { kept: true } : {}) };
+    if (rollout) {
+      row.oldLogprobs = rollout.logprobs;
+      set.fromRollout = (set.fromRollout ?? 0) + 1;
+    }
     if (wantTeacher) {
       const t = tokenizer.encodeResponse(enhancedContext(s.messages, s.hint!).map((m) => ({ ...m })), reply);
       row.teacher = { inputIds: [...t.inputIds.slice(0, t.responseStart), ...student.inputIds.slice(student.responseStart)], responseStart: t.responseStart };
@@ -106,6 +113,25 @@ export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: C
     set.rows.push(row);
   }
   return set;
+}
+
+/**
+ * A sample captured live from the local model is trained on the very tokens it generated,
+ * with their rollout log-probs as `old` (SPEC §5), when — and only when — its context,
+ * rendered through this tokenizer's chat template with the generation prompt, gives exactly
+ * the prompt ids the model generated from. Then the row is prompt ids + generated ids (the
+ * end-of-sequence token included when generation stopped on it, so its log-prob trains too).
+ * Anything else (a context window cut the prompt, tools were in the request, another
+ * template or tokenizer, no rollout) gives null: the reply is rendered from its text and old
+ * comes from the policy. The workspace attaches a rollout only for the model being trained
+ * (TrainingSample.rollout), and only while the stored reply text is the generated one.
+ */
+export function rolloutSpan(s: TrainingSample, tokenizer: ChatTokenizer, messages: ChatMessage[]): (TokenSpan & { logprobs: number[] }) | null {
+  const r = s.rollout;
+  if (!r || r.tokens.length === 0 || r.tokens.length !== r.logprobs.length || !r.logprobs.every((x) => Number.isFinite(x) && x <= 0)) return null;
+  const prompt = tokenizer.encodeChat(messages, { addGenerationPrompt: true });
+  if (!sameTokens(prompt, r.promptIds)) return null;
+  return { inputIds: [...r.promptIds, ...r.tokens], responseStart: r.promptIds.length, logprobs: [...r.logprobs] };
 }
 
 // ── rows from --data JSONL ─────────────────────────────────────────────────────────────

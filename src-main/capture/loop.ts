@@ -1,0 +1,187 @@
+/**
+ * The background loop of live capture (opt-in in Settings, off by default): OpenClaw-RL's
+ * "train by talking" on the desktop.
+ *
+ * 1. Auto-judge: captured samples without a label are judged with the backend chosen in
+ *    Settings (the same runner as the Judge action: src-main/judge/runner.ts), limited to
+ *    captured sessions. Manual labels are never touched.
+ * 2. Auto-train: once N (default 16) captured samples are labelled ±1 or carry a hint and no
+ *    background run has trained on them yet, a run starts (src-main/train/run.ts, in its
+ *    worker) on exactly those samples, from the adapter being served (a continuation, like
+ *    OpenClaw-RL's policy updates), with their rollout log-probs as `old` where they match.
+ * 3. Hot swap: the finished adapter is loaded beside the served model, then served; the one
+ *    before stays on the rollback stack.
+ *
+ * Every step's outcome is in the capture log (`trained`, `adapter` records), so after a
+ * restart the queue resumes where it was: unlabelled samples are judged, untrained labelled
+ * ones still count towards N. One pass runs at a time; a kick during a pass runs another.
+ * A failed run is not retried until more samples have come in (no hot loop on an error).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import type { TrainingSample, WorkspaceApi } from '../core/workspace-api.js';
+import { openJudgeBackend, type JudgeBackendSpec } from '../judge/backends.js';
+import { runJudge } from '../judge/runner.js';
+import { isUsefulHint } from '../pipeline/hints.js';
+import type { CaptureStatus } from '../api/contract.js';
+import type { SettingsStore } from '../api/settings.js';
+
+export type LoopState = CaptureStatus['loop']['state'];
+
+export interface LoopContext {
+  workspace(): WorkspaceApi;
+  settings(): SettingsStore;
+  /** The model the endpoint serves, which is the one trained. */
+  modelDir(): string;
+  /** The adapter served now (null: the base model): each run continues from it. */
+  servedAdapter(): string | null;
+  /** `session/turn` keys already trained on by a background run. */
+  trainedKeys(): ReadonlySet<string>;
+  /** Where run folders go. */
+  adapterRoot(): string;
+  recordTrained(runId: string, keys: string[], adapterDir: string): void;
+  /** Loads the adapter beside the served model, then serves it. */
+  swapTo(adapterDir: string): Promise<void>;
+  onState(): void;
+  log(line: string): void;
+}
+
+export const sampleKey = (s: { sessionId: string; responseTurn: number }) => `${s.sessionId}/${s.responseTurn}`;
+
+/** Captured samples with a training signal that no background run has used. */
+export function untrainedSamples(ws: WorkspaceApi, modelDir: string, trained: ReadonlySet<string>): TrainingSample[] {
+  return ws
+    .trainingSamples({ rolloutsFor: modelDir })
+    .filter((s) => s.sessionId.startsWith('capture:') && !s.keptByAtLeastOne && (s.reward === 1 || s.reward === -1 || isUsefulHint(s.hint)) && !trained.has(sampleKey(s)));
+}
+
+export class CaptureLoop {
+  state: LoopState = 'idle';
+  lastError: string | null = null;
+  lastRun: CaptureStatus['loop']['lastRun'] = null;
+  private running: Promise<void> | null = null;
+  private again = false;
+  private closed = false;
+  private failedAt = 0;
+  private readonly abort = new AbortController();
+
+  constructor(private readonly ctx: LoopContext) {}
+
+  /** Something changed (a new sample, a label, a restart): run a pass soon. */
+  kick(): void {
+    if (this.closed) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.runPasses().finally(() => (this.running = null));
+  }
+
+  /** Resolves when no pass is running (tests and shutdown). */
+  async idle(): Promise<void> {
+    while (this.running) await this.running;
+  }
+
+  private setState(state: LoopState): void {
+    this.state = state;
+    this.ctx.onState();
+  }
+
+  private async runPasses(): Promise<void> {
+    // Let the request that kicked us finish first.
+    await new Promise((r) => setImmediate(r));
+    do {
+      this.again = false;
+      try {
+        await this.pass();
+      } catch (err) {
+        this.lastError = (err as Error).message.split('\n')[0] ?? String(err);
+        this.ctx.log(`capture loop: ${this.lastError}`);
+      } finally {
+        if (!this.closed) this.setState('idle');
+      }
+    } while (this.again && !this.closed);
+  }
+
+  private async pass(): Promise<void> {
+    const s = this.ctx.settings().raw;
+    if (s.captureAutoJudge) await this.judge();
+    if (this.closed || !s.captureAutoTrain) return;
+    const samples = untrainedSamples(this.ctx.workspace(), this.ctx.modelDir(), this.ctx.trainedKeys());
+    if (samples.length >= s.captureTrainEvery && samples.length > this.failedAt) await this.train(samples);
+  }
+
+  private judgeSpec(): JudgeBackendSpec {
+    const s = this.ctx.settings().raw;
+    if (s.judgeBackend === 'local') return { backend: 'local', modelDir: s.localModelDir };
+    if (s.judgeBackend === 'openai') return { backend: 'openai', baseUrl: s.openaiBaseUrl, model: s.openaiModel, apiKey: s.openaiApiKey };
+    return { backend: 'heuristic' };
+  }
+
+  private async judge(): Promise<void> {
+    const ws = this.ctx.workspace();
+    const captured = () => ws.judgeCandidates().filter((c) => c.input.sessionId.startsWith('capture:'));
+    if (!captured().some((c) => c.label.source === null)) return;
+    this.setState('judging');
+    const s = this.ctx.settings().raw;
+    const opened = await openJudgeBackend(this.judgeSpec());
+    try {
+      // runJudge reads only these three members: the view limits it to captured sessions.
+      const view = {
+        judgeCandidates: captured,
+        recordJudgeVerdict: ws.recordJudgeVerdict.bind(ws),
+        flush: ws.flush.bind(ws),
+      } as Pick<WorkspaceApi, 'judgeCandidates' | 'recordJudgeVerdict' | 'flush'> as WorkspaceApi;
+      await runJudge(view, opened.judge, { hints: s.judgeHints, votes: s.judgeVotes, signal: this.abort.signal, concurrency: s.judgeBackend === 'openai' ? 4 : 1 });
+    } finally {
+      await opened.close();
+    }
+  }
+
+  private async train(samples: TrainingSample[]): Promise<void> {
+    const s = this.ctx.settings().raw;
+    const modelDir = this.ctx.modelDir();
+    const initAdapter = this.ctx.servedAdapter();
+    const runId = `run-${new Date().toISOString().replace(/[-:.TZ]/g, '').slice(0, 17)}`;
+    const outDir = path.join(this.ctx.adapterRoot(), runId);
+    fs.mkdirSync(this.ctx.adapterRoot(), { recursive: true });
+    this.setState('training');
+    this.ctx.log(`capture loop: training ${runId} on ${samples.length} new sample(s)${initAdapter ? ` from ${initAdapter}` : ''}`);
+    const { startTraining } = await import('../train/run.js');
+    let result;
+    try {
+      result = await startTraining(
+        {
+          modelDir,
+          outDir,
+          method: s.captureTrainMethod,
+          samples,
+          ...(s.captureTrainSteps > 0 ? { steps: s.captureTrainSteps } : {}),
+          batchSize: Math.min(16, samples.length),
+          ...(initAdapter ? { initAdapter } : {}),
+          device: 'cpu',
+          saveEvery: 0,
+          seed: 0,
+        },
+        { signal: this.abort.signal },
+      );
+    } catch (err) {
+      this.failedAt = samples.length;
+      throw new Error(`background training failed: ${(err as Error).message.split('\n')[0]}`);
+    }
+    if (result.status !== 'finished' || this.closed) return;
+    this.failedAt = 0;
+    const keys = samples.map(sampleKey);
+    this.ctx.recordTrained(runId, keys, result.adapterDir);
+    this.lastRun = { runId, adapterDir: result.adapterDir, samples: keys.length, finishedAt: Date.now() };
+    this.setState('swapping');
+    await this.ctx.swapTo(result.adapterDir);
+    this.lastError = null;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.abort.abort();
+    await this.idle().catch(() => {});
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * The records of the capture log (./log.ts), one JSON object a line, version 1:
+ *
+ *   request  a chat-completions request arrived: its session, main or side, the messages
+ *   reply    its reply was delivered: text, reasoning, tool calls, who served it, and for the
+ *            local model the rollout (prompt ids, generated ids, their log-probs)
+ *   close    `X-Session-Done`: the session takes no more turns
+ *   trained  the background loop trained on these samples (`session/turn` keys)
+ *   adapter  the served adapter changed (after a run, or a rollback): the new one, or null
+ *
+ * A request whose reply never came (the client or the server went away) still counts: the
+ * user did say it, so its last message is the next state of the previous reply.
+ */
+import type { CaptureExchangeRow } from '../core/workspace.js';
+
+export interface CapturedMessage {
+  role: string;
+  content: string;
+  tool_calls?: unknown[];
+  tool_call_id?: string;
+  name?: string;
+}
+
+export type CapturedReply = CaptureExchangeRow['reply'];
+export type Rollout = NonNullable<CaptureExchangeRow['rollout']>;
+
+export interface RequestRecord {
+  v: 1;
+  t: 'request';
+  id: string;
+  /** The database session id (`capture:<key>` or `capture:<key>#<segment>`). */
+  session: string;
+  seq: number;
+  kind: 'main' | 'side';
+  at: number;
+  messages: CapturedMessage[];
+}
+
+export interface ReplyRecord {
+  v: 1;
+  t: 'reply';
+  id: string;
+  session: string;
+  at: number;
+  reply: CapturedReply;
+  servedBy: 'local' | 'upstream';
+  model: string | null;
+  modelDir: string | null;
+  rollout: Rollout | null;
+}
+
+export interface CloseRecord {
+  v: 1;
+  t: 'close';
+  session: string;
+  at: number;
+}
+
+export interface TrainedRecord {
+  v: 1;
+  t: 'trained';
+  at: number;
+  runId: string;
+  samples: string[];
+  adapterDir: string;
+}
+
+export interface AdapterRecord {
+  v: 1;
+  t: 'adapter';
+  at: number;
+  dir: string | null;
+  reason: 'trained' | 'rollback';
+}
+
+export type CaptureRecord = RequestRecord | ReplyRecord | CloseRecord | TrainedRecord | AdapterRecord;
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function need(ok: boolean, what: string): void {
+  if (!ok) throw new Error(`capture record: ${what}`);
+}
+
+/** Checks one parsed line; throws naming what is wrong (the log reader skips such lines). */
+export function parseRecord(value: unknown): CaptureRecord {
+  need(isObject(value), 'not a JSON object');
+  const r = value as Record<string, unknown>;
+  need(r.v === 1, `unknown version ${JSON.stringify(r.v)}`);
+  need(typeof r.at === 'number', 'no time');
+  switch (r.t) {
+    case 'request':
+      need(typeof r.id === 'string' && typeof r.session === 'string' && typeof r.seq === 'number', 'request without id, session or seq');
+      need(r.kind === 'main' || r.kind === 'side', 'request kind must be main or side');
+      need(Array.isArray(r.messages) && r.messages.every((m) => isObject(m) && typeof m.role === 'string' && typeof m.content === 'string'), 'request messages malformed');
+      return r as unknown as RequestRecord;
+    case 'reply':
+      need(typeof r.id === 'string' && typeof r.session === 'string', 'reply without id or session');
+      need(isObject(r.reply) && typeof r.reply.content === 'string' && Array.isArray(r.reply.toolCalls), 'reply malformed');
+      need(r.servedBy === 'local' || r.servedBy === 'upstream', 'reply servedBy must be local or upstream');
+      return r as unknown as ReplyRecord;
+    case 'close':
+      need(typeof r.session === 'string', 'close without session');
+      return r as unknown as CloseRecord;
+    case 'trained':
+      need(typeof r.runId === 'string' && Array.isArray(r.samples) && typeof r.adapterDir === 'string', 'trained record malformed');
+      return r as unknown as TrainedRecord;
+    case 'adapter':
+      need(r.dir === null || typeof r.dir === 'string', 'adapter record malformed');
+      return r as unknown as AdapterRecord;
+    default:
+      throw new Error(`capture record: unknown type ${JSON.stringify(r.t)}`);
+  }
+}
+
+/** The session a record belongs to, if any (what per-session delete removes). */
+export function recordSession(r: CaptureRecord): string | null {
+  return r.t === 'request' || r.t === 'reply' || r.t === 'close' ? r.session : null;
+}

@@ -1,0 +1,314 @@
+/**
+ * Live capture as a service of `hindsight serve`: point any OpenAI-compatible chat client at
+ * Hindsight's /v1 and its conversations become samples as they happen (issue 7).
+ *
+ *   client ──/v1/chat/completions──▶ endpoint (local model, or forwarded upstream)
+ *                                      │ begin: request record (fsync) → session resolved,
+ *                                      │        previous reply gets its next state → sample
+ *                                      │ commit: reply record (fsync) → then the response ends
+ *                                      ▼
+ *                          capture log (JSONL, source of truth) ──replay──▶ database
+ *                                      │
+ *                          background loop: judge → train every N → hot-swap the adapter
+ *
+ * - Off until the user turns it on (Settings, or `serve --capture`). Proxying to an upstream
+ *   works with capture off too; nothing is recorded then.
+ * - The log lives beside the database (capture-log.jsonl). On start (and when the app
+ *   switches databases) it is replayed into that database: exchanges by id, sessions by
+ *   content, so replaying twice changes nothing; captured sessions the log no longer has
+ *   (deleted) are removed. The served adapter and the loop's queue come back from it too.
+ * - Per-session delete compacts the log (the session's records are rewritten away), then
+ *   deletes from the database: the log is rewritten first, so a crash in between is healed
+ *   by the next replay.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import type http from 'node:http';
+import path from 'node:path';
+import { UserError } from '../core/types.js';
+import { Workspace } from '../core/workspace.js';
+import type { WorkspaceApi } from '../core/workspace-api.js';
+import type { CaptureStatus } from '../api/contract.js';
+import type { EventHub } from '../api/events.js';
+import type { SettingsStore } from '../api/settings.js';
+import type { CapturedReplyIn, CaptureHook, CaptureTicket } from '../openai/handler.js';
+import { RequestError, type ChatRequest } from '../openai/protocol.js';
+import type { UpstreamTarget } from '../openai/upstream.js';
+import { CaptureLog, captureLogPathFor } from './log.js';
+import { CaptureLoop, untrainedSamples } from './loop.js';
+import { recordSession, type CapturedMessage, type CaptureRecord, type ReplyRecord, type RequestRecord } from './records.js';
+import { LiveSessions } from './sessions.js';
+
+export interface CaptureServiceOptions {
+  workspace(): WorkspaceApi;
+  settings(): SettingsStore;
+  events: EventHub;
+  /** The model folder the endpoint serves. */
+  modelDir(): string;
+  /** The adapter to serve while the loop has trained none (`serve --adapter`), or null. */
+  baseAdapter(): string | null;
+  /** The endpoint's base URL, for the status (known once the server listens). */
+  endpoint(): string | null;
+  log(line: string): void;
+  /** `serve --upstream`: forward there for this launch, whatever Settings say. */
+  launchUpstream?: UpstreamTarget | null;
+}
+
+interface DbState {
+  dbPath: string;
+  log: CaptureLog;
+  sessions: LiveSessions;
+  /** Adapters the loop swapped in, oldest first; the last is served. */
+  adapters: string[];
+  trained: Set<string>;
+  deleted: Set<string>;
+}
+
+const MAX_SESSION_ID = 200;
+
+function headerValue(headers: http.IncomingHttpHeaders, name: string): string | undefined {
+  const v = headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function toCaptured(request: ChatRequest): CapturedMessage[] {
+  return request.messages.map((m) => ({
+    role: m.role,
+    content: typeof m.content === 'string' ? m.content : '',
+    ...(Array.isArray(m.tool_calls) && m.tool_calls.length ? { tool_calls: m.tool_calls as unknown[] } : {}),
+    ...(typeof m.tool_call_id === 'string' ? { tool_call_id: m.tool_call_id } : {}),
+    ...(typeof m.name === 'string' ? { name: m.name } : {}),
+  }));
+}
+
+export class CaptureService {
+  private state: DbState | null = null;
+  private preloadFn: ((modelDir: string, adapterDir: string | null) => Promise<void>) | null = null;
+  readonly loop: CaptureLoop;
+  readonly hook: CaptureHook = { begin: (headers, body, request) => this.begin(headers, body, request) };
+
+  constructor(private readonly options: CaptureServiceOptions) {
+    this.loop = new CaptureLoop({
+      workspace: () => this.options.workspace(),
+      settings: () => this.options.settings(),
+      modelDir: () => this.options.modelDir(),
+      servedAdapter: () => this.activeAdapter(),
+      trainedKeys: () => this.ensure().trained,
+      adapterRoot: () => path.join(path.dirname(this.ensure().dbPath), 'capture-adapters'),
+      recordTrained: (runId, keys, adapterDir) => {
+        const st = this.ensure();
+        this.append(st, { v: 1, t: 'trained', at: Date.now(), runId, samples: keys, adapterDir });
+        for (const k of keys) st.trained.add(k);
+      },
+      swapTo: (dir) => this.swapTo(dir, 'trained'),
+      onState: () => this.emitStatus(),
+      log: (line) => this.options.log(line),
+    });
+  }
+
+  /** The endpoint's preload (set once the handler exists): a swap loads before it serves. */
+  attachPreload(fn: (modelDir: string, adapterDir: string | null) => Promise<void>): void {
+    this.preloadFn = fn;
+  }
+
+  /** Opens the log of the current database and replays it (again when the database changed). */
+  ensure(): DbState {
+    const ws = this.workspace();
+    if (this.state?.dbPath === ws.dbPath) return this.state;
+    this.state?.log.close();
+    const log = CaptureLog.open(captureLogPathFor(ws.dbPath));
+    const st: DbState = { dbPath: ws.dbPath, log, sessions: new LiveSessions(), adapters: [], trained: new Set(), deleted: new Set() };
+    this.state = st;
+    this.replay(st, ws);
+    this.loop.kick();
+    return st;
+  }
+
+  private workspace(): Workspace {
+    const ws = this.options.workspace();
+    if (!(ws instanceof Workspace)) throw new UserError('live capture needs the SQLite workspace');
+    return ws;
+  }
+
+  private replay(st: DbState, ws: Workspace): void {
+    const { records, skipped } = st.log.read();
+    for (const line of skipped) this.options.log(`capture log: skipped ${line}`);
+    const rows = [];
+    for (const r of records) {
+      st.sessions.apply(r);
+      if (r.t === 'trained') for (const k of r.samples) st.trained.add(k);
+      if (r.t === 'adapter') {
+        if (r.reason === 'trained' && r.dir) st.adapters.push(r.dir);
+        else st.adapters.pop();
+      }
+    }
+    for (const r of records) {
+      if (r.t !== 'reply') continue;
+      const row = st.sessions.exchangeRow(r);
+      if (row) rows.push(row);
+    }
+    const conversations = st.sessions.conversationIds().map((id) => st.sessions.conversation(id)!);
+    ws.applyCapture(rows, conversations, st.log.filePath);
+    // The log is the truth: captured sessions it no longer has were deleted.
+    for (const id of ws.captureCounts().sessionIds) if (!st.sessions.has(id)) ws.deleteSession(id);
+    ws.flush();
+    if (records.length) this.options.events.emit('workspace.changed', { reason: 'capture' });
+  }
+
+  private append(st: DbState, record: CaptureRecord): void {
+    st.log.append(record);
+    st.sessions.apply(record);
+  }
+
+  enabled(): boolean {
+    return this.options.settings().raw.captureEnabled;
+  }
+
+  /** Proxy mode's target, or null when the local model answers. */
+  upstream(): UpstreamTarget | null {
+    if (this.options.launchUpstream) return this.options.launchUpstream;
+    const s = this.options.settings().raw;
+    const baseUrl = s.captureUpstreamUrl.trim();
+    if (!baseUrl) return null;
+    return { baseUrl, ...(s.captureUpstreamModel.trim() ? { model: s.captureUpstreamModel.trim() } : {}), ...(s.captureUpstreamApiKey ? { apiKey: s.captureUpstreamApiKey } : {}) };
+  }
+
+  /** The adapter the endpoint serves: the loop's latest, else `serve --adapter`'s, else none. */
+  activeAdapter(): string | null {
+    const st = this.state;
+    return st?.adapters.at(-1) ?? this.options.baseAdapter();
+  }
+
+  private begin(headers: http.IncomingHttpHeaders, body: Record<string, unknown>, request: ChatRequest): CaptureTicket | null {
+    if (!this.enabled()) return null;
+    const turnType = (headerValue(headers, 'x-turn-type') ?? 'main').trim().toLowerCase();
+    if (turnType !== 'main' && turnType !== 'side') throw new RequestError(`X-Turn-Type must be main or side (got '${turnType}')`, null, 400);
+    const explicit = headerValue(headers, 'x-session-id')?.trim();
+    if (explicit !== undefined && (explicit === '' || explicit.length > MAX_SESSION_ID)) {
+      throw new RequestError(`X-Session-Id must be 1 to ${MAX_SESSION_ID} characters`, null, 400);
+    }
+    const user = typeof body.user === 'string' && body.user.trim() ? `user:${body.user.trim().slice(0, MAX_SESSION_ID)}` : null;
+    const doneHeader = headerValue(headers, 'x-session-done');
+    const done = doneHeader !== undefined && !['0', 'false', 'no'].includes(doneHeader.trim().toLowerCase());
+    const st = this.ensure();
+    const ws = this.workspace();
+    const kind = turnType as 'main' | 'side';
+    const messages = toCaptured(request);
+    const now = Date.now();
+    const { sessionId, seq } = st.sessions.resolve(explicit ?? user, messages, kind, now);
+    const record: RequestRecord = { v: 1, t: 'request', id: crypto.randomUUID(), session: sessionId, seq, kind, at: now, messages };
+    this.append(st, record);
+    if (kind === 'main') this.applyToDb(st, ws, [], sessionId);
+    return {
+      commit: (reply: CapturedReplyIn) => {
+        if (st.deleted.has(sessionId) || this.state !== st) return; // deleted (or database switched) meanwhile
+        const { servedBy, model, modelDir, rollout, ...text } = reply;
+        const replyRecord: ReplyRecord = { v: 1, t: 'reply', id: record.id, session: sessionId, at: Date.now(), reply: text, servedBy, model, modelDir, rollout };
+        this.append(st, replyRecord); // fsync: from here on the exchange survives a crash
+        if (done) this.append(st, { v: 1, t: 'close', session: sessionId, at: Date.now() });
+        const row = st.sessions.exchangeRow(replyRecord);
+        this.applyToDb(st, ws, row ? [row] : [], kind === 'main' ? sessionId : null);
+      },
+    };
+  }
+
+  /** Mirrors the log into the database; a failure here is logged, never the client's problem (replay heals it). */
+  private applyToDb(st: DbState, ws: Workspace, rows: Parameters<Workspace['applyCapture']>[0], sessionId: string | null): void {
+    try {
+      const conv = sessionId ? st.sessions.conversation(sessionId) : null;
+      const fresh = ws.applyCapture(rows, conv ? [conv] : [], st.log.filePath);
+      for (const [id, responseTurns] of fresh) this.options.events.emit('capture.sample', { sessionId: id, responseTurns });
+      this.options.events.emit('workspace.changed', { reason: 'capture' });
+      if (fresh.size) this.loop.kick();
+    } catch (err) {
+      this.options.log(`capture: could not update the database (the log has it; the next start replays it): ${(err as Error).message}`);
+    }
+  }
+
+  /** Deletes a session everywhere; a captured one first leaves the log (compaction). */
+  deleteSession(id: string): { deleted: boolean } {
+    const ws = this.workspace();
+    const st = this.ensure();
+    let inLog = false;
+    if (st.sessions.has(id)) {
+      st.log.compact((r) => recordSession(r) !== id);
+      st.sessions.forget(id);
+      st.deleted.add(id);
+      inLog = true;
+    }
+    const inDb = ws.deleteSession(id);
+    this.options.events.emit('workspace.changed', { reason: 'delete' });
+    return { deleted: inLog || inDb };
+  }
+
+  private async swapTo(dir: string | null, reason: 'trained' | 'rollback'): Promise<void> {
+    const st = this.ensure();
+    // Load first: until the new model is ready, requests keep getting the current one.
+    await this.preloadFn?.(this.options.modelDir(), dir ?? this.options.baseAdapter());
+    this.append(st, { v: 1, t: 'adapter', at: Date.now(), dir, reason });
+    if (reason === 'trained' && dir) st.adapters.push(dir);
+    else st.adapters.pop();
+    this.options.log(`capture: now serving ${this.activeAdapter() ?? 'the base model'}`);
+    this.emitStatus();
+  }
+
+  /** Serves the adapter before the current one again. */
+  async rollback(): Promise<CaptureStatus> {
+    const st = this.ensure();
+    if (st.adapters.length === 0) throw new UserError('There is no earlier adapter to roll back to: the background loop has not swapped one in.');
+    const previous = st.adapters.at(-2) ?? null;
+    if (previous && !fs.existsSync(previous)) throw new UserError(`The previous adapter folder ${previous} is gone; cannot roll back to it.`);
+    await this.swapTo(previous, 'rollback');
+    return this.status();
+  }
+
+  status(): CaptureStatus {
+    const s = this.options.settings().raw;
+    const st = this.ensure();
+    const ws = this.workspace();
+    const counts = ws.captureCounts();
+    const loopOn = s.captureAutoJudge || s.captureAutoTrain;
+    return {
+      available: true,
+      reason: null,
+      enabled: s.captureEnabled,
+      logPath: st.log.filePath,
+      endpoint: this.options.endpoint(),
+      upstream: this.upstream()?.baseUrl ?? null,
+      sessions: st.sessions.conversationIds().length,
+      openSessions: st.sessions.openCount,
+      exchanges: counts.exchanges,
+      pendingJudge: counts.pendingJudge,
+      pendingTrain: untrainedSamples(ws, this.options.modelDir(), st.trained).length,
+      loop: {
+        autoJudge: s.captureAutoJudge,
+        autoTrain: s.captureAutoTrain,
+        trainEvery: s.captureTrainEvery,
+        state: !loopOn && this.loop.state === 'idle' ? 'off' : this.loop.state,
+        lastError: this.loop.lastError,
+        lastRun: this.loop.lastRun,
+      },
+      adapter: { active: this.activeAdapter(), previous: st.adapters.length ? (st.adapters.at(-2) ?? this.options.baseAdapter()) : null, history: [...st.adapters] },
+    };
+  }
+
+  /** Settings changed: the loop may have been switched on, the status shown changed. */
+  settingsChanged(): void {
+    this.loop.kick();
+    this.emitStatus();
+  }
+
+  private emitStatus(): void {
+    try {
+      this.options.events.emit('capture.status', this.status());
+    } catch (err) {
+      this.options.log(`capture: status unavailable: ${(err as Error).message}`);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.loop.close();
+    this.state?.log.close();
+    this.state = null;
+  }
+}

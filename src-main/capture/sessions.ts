@@ -1,0 +1,242 @@
+/**
+ * Live sessions: which conversation a captured request belongs to, and the conversation
+ * each session stands for. Built by replaying the capture log's records, then kept up to
+ * date as new ones are appended — the same `apply` both times, so a restart sees exactly the
+ * state the running process had.
+ *
+ * Resolution of a request (SPEC-free choices, documented in the README):
+ * - The key is the `X-Session-Id` header, else `user:<user field>`, else none.
+ * - A key's latest segment takes the request when the segment is open and the request
+ *   CONTINUES it: its messages start with the previous main request's messages plus that
+ *   request's reply (role and trimmed text compared), and add at least one message.
+ *   Otherwise (a new chat under the same `user`, an edited or regenerated history, a closed
+ *   session) the key starts a new segment `capture:<key>#<n>`, so nothing recorded before is
+ *   ever rewritten away.
+ * - Without a key, the request joins the most recently active keyless open segment (seen
+ *   within RECENT_MS) that it continues; otherwise it starts a new one with a generated key.
+ * - Side requests (`X-Turn-Type: side`) never start or extend a conversation: they are kept
+ *   with the segment they name or continue, or alone (`capture:side-…`, no turns) if none.
+ *
+ * A segment's conversation is its latest main request's messages followed by that request's
+ * reply (when it came). Its samples follow from SPEC §3 as for any import: the last user or
+ * tool message of a request is the next state of the reply before it.
+ */
+import crypto from 'node:crypto';
+import type { ImportedConversation, ImportedTurn, Role, ToolCall } from '../core/types.js';
+import type { CaptureExchangeRow } from '../core/workspace.js';
+import type { CapturedMessage, CaptureRecord, ReplyRecord, RequestRecord } from './records.js';
+
+/** How long a keyless session stays open to prefix matching after its last request. */
+export const RECENT_MS = 6 * 60 * 60 * 1000;
+const ID_PREFIX = 'capture:';
+
+interface Segment {
+  id: string;
+  key: string;
+  keyed: boolean;
+  closed: boolean;
+  lastSeenMs: number;
+  nextSeq: number;
+  /** Main requests in order, each with its reply once delivered. */
+  mains: { request: RequestRecord; reply: ReplyRecord | null }[];
+}
+
+export interface Resolution {
+  sessionId: string;
+  seq: number;
+}
+
+function sameMessage(a: CapturedMessage, b: CapturedMessage): boolean {
+  return a.role === b.role && a.content.trim() === b.content.trim();
+}
+
+function replyMessage(reply: ReplyRecord): CapturedMessage {
+  return { role: 'assistant', content: reply.reply.content };
+}
+
+/** What a continuing request must start with: the last main request plus its reply. */
+function transcript(seg: Segment): CapturedMessage[] {
+  const last = seg.mains.at(-1);
+  if (!last) return [];
+  return last.reply ? [...last.request.messages, replyMessage(last.reply)] : last.request.messages;
+}
+
+function continues(seg: Segment, messages: CapturedMessage[]): boolean {
+  const base = transcript(seg);
+  return base.length > 0 && messages.length > base.length && base.every((m, i) => sameMessage(m, messages[i]!));
+}
+
+function generatedKey(now: number): string {
+  const stamp = new Date(now).toISOString().replace(/[-:T]/g, '').slice(0, 14);
+  return `live-${stamp}-${crypto.randomBytes(3).toString('hex')}`;
+}
+
+export class LiveSessions {
+  private readonly segments = new Map<string, Segment>();
+  /** key → its segments' ids, oldest first. */
+  private readonly byKey = new Map<string, string[]>();
+  private readonly requests = new Map<string, RequestRecord>();
+
+  /** Folds one log record into the state (replay and live use this same path). */
+  apply(record: CaptureRecord): void {
+    if (record.t === 'request') {
+      const seg = this.segmentFor(record.session);
+      this.requests.set(record.id, record);
+      seg.nextSeq = Math.max(seg.nextSeq, record.seq + 1);
+      seg.lastSeenMs = Math.max(seg.lastSeenMs, record.at);
+      if (record.kind === 'main') seg.mains.push({ request: record, reply: null });
+    } else if (record.t === 'reply') {
+      const seg = this.segmentFor(record.session);
+      seg.lastSeenMs = Math.max(seg.lastSeenMs, record.at);
+      const main = seg.mains.find((m) => m.request.id === record.id);
+      if (main) main.reply = record;
+    } else if (record.t === 'close') {
+      this.segmentFor(record.session).closed = true;
+    }
+  }
+
+  /** The segment of a session id, created (as the log names it) when first seen. */
+  private segmentFor(sessionId: string): Segment {
+    let seg = this.segments.get(sessionId);
+    if (!seg) {
+      const rest = sessionId.startsWith(ID_PREFIX) ? sessionId.slice(ID_PREFIX.length) : sessionId;
+      const key = rest.replace(/#\d+$/, '');
+      seg = { id: sessionId, key, keyed: !key.startsWith('live-') && !key.startsWith('side-'), closed: false, lastSeenMs: 0, nextSeq: 0, mains: [] };
+      this.segments.set(sessionId, seg);
+      const list = this.byKey.get(key) ?? [];
+      list.push(sessionId);
+      this.byKey.set(key, list);
+    }
+    return seg;
+  }
+
+  /** Which session a new request joins, and its sequence number there (see the module comment). */
+  resolve(key: string | null, messages: CapturedMessage[], kind: 'main' | 'side', now: number): Resolution {
+    let seg: Segment | undefined;
+    if (key !== null) {
+      const ids = this.byKey.get(key);
+      const latest = ids ? this.segments.get(ids.at(-1)!) : undefined;
+      if (latest && (kind === 'side' || (!latest.closed && (latest.mains.length === 0 || continues(latest, messages))))) seg = latest;
+      else if (kind === 'main') seg = this.segmentFor(ids ? `${ID_PREFIX}${key}#${ids.length + 1}` : `${ID_PREFIX}${key}`);
+    } else {
+      const candidates = [...this.segments.values()].filter((s) => !s.keyed && !s.closed && now - s.lastSeenMs <= RECENT_MS && continues(s, messages));
+      seg = candidates.sort((a, b) => b.lastSeenMs - a.lastSeenMs)[0];
+      if (!seg && kind === 'main') seg = this.segmentFor(`${ID_PREFIX}${generatedKey(now)}`);
+    }
+    if (!seg) seg = this.segmentFor(`${ID_PREFIX}side-${generatedKey(now).slice(5)}`);
+    const seq = seg.nextSeq++;
+    seg.lastSeenMs = Math.max(seg.lastSeenMs, now);
+    return { sessionId: seg.id, seq };
+  }
+
+  has(sessionId: string): boolean {
+    return this.segments.has(sessionId);
+  }
+
+  isClosed(sessionId: string): boolean {
+    return this.segments.get(sessionId)?.closed ?? false;
+  }
+
+  /** Session ids that have a conversation (at least one main request). */
+  conversationIds(): string[] {
+    return [...this.segments.values()].filter((s) => s.mains.length > 0).map((s) => s.id);
+  }
+
+  get sessionCount(): number {
+    return this.segments.size;
+  }
+
+  get openCount(): number {
+    return [...this.segments.values()].filter((s) => !s.closed && s.mains.length > 0).length;
+  }
+
+  /** The conversation a session stands for, as an importer would hand it to the store. */
+  conversation(sessionId: string): ImportedConversation | null {
+    const seg = this.segments.get(sessionId);
+    const last = seg?.mains.at(-1);
+    if (!seg || !last) return null;
+    const messages = last.request.messages;
+    // Each message is stamped with the time of the first request that carried it.
+    const stamps: number[] = [];
+    for (const { request } of seg.mains) {
+      for (let i = stamps.length; i < Math.min(request.messages.length, messages.length); i++) stamps.push(request.at / 1000);
+    }
+    const turns: ImportedTurn[] = messages.map((m, i) => turnOf(m, stamps[i] ?? last.request.at / 1000));
+    if (last.reply) {
+      const r = last.reply.reply;
+      turns.push({
+        role: 'assistant',
+        text: r.content,
+        ...(r.reasoning ? { reasoning: r.reasoning } : {}),
+        ...(r.toolCalls.length ? { toolCalls: toolCallsOf(r.toolCalls) } : {}),
+        timestamp: last.reply.at / 1000,
+      });
+    }
+    const firstUser = messages.find((m) => m.role === 'user')?.content.trim().split('\n')[0] ?? '';
+    return {
+      externalId: seg.id.slice(ID_PREFIX.length),
+      title: firstUser ? firstUser.slice(0, 80) : 'Live session',
+      createdAt: seg.mains[0]!.request.at / 1000,
+      turns,
+      alternatives: [],
+      metadata: { capture: { key: seg.key, keyed: seg.keyed } },
+      warnings: [],
+    };
+  }
+
+  /** The database row of a delivered reply. */
+  exchangeRow(reply: ReplyRecord): CaptureExchangeRow | null {
+    const request = this.requests.get(reply.id);
+    if (!request) return null;
+    return {
+      id: reply.id,
+      sessionId: reply.session,
+      seq: request.seq,
+      kind: request.kind,
+      at: reply.at / 1000,
+      replyTurn: request.kind === 'main' ? request.messages.length : null,
+      messages: request.messages,
+      reply: reply.reply,
+      servedBy: reply.servedBy,
+      model: reply.model,
+      modelDir: reply.modelDir,
+      rollout: reply.rollout,
+    };
+  }
+
+  /** Forgets a session entirely (per-session delete). */
+  forget(sessionId: string): void {
+    const seg = this.segments.get(sessionId);
+    if (!seg) return;
+    this.segments.delete(sessionId);
+    for (const [id, r] of this.requests) if (r.session === sessionId) this.requests.delete(id);
+    // Keep the key's numbering: a later segment of the same key must not reuse this id.
+  }
+}
+
+const ROLES = new Set<Role>(['system', 'user', 'assistant', 'tool']);
+
+function turnOf(m: CapturedMessage, at: number): ImportedTurn {
+  const role = (ROLES.has(m.role as Role) ? m.role : 'user') as Role;
+  return {
+    role,
+    text: m.content,
+    ...(m.tool_calls?.length ? { toolCalls: toolCallsOf(m.tool_calls) } : {}),
+    ...(m.tool_call_id ? { toolCallId: m.tool_call_id } : {}),
+    ...(role === 'tool' && m.name ? { toolName: m.name } : {}),
+    timestamp: at,
+  };
+}
+
+/** OpenAI's `{id, type, function: {name, arguments}}` as the store's ToolCall. */
+function toolCallsOf(calls: unknown[]): ToolCall[] {
+  return calls.map((c) => {
+    const call = (c ?? {}) as { id?: unknown; function?: { name?: unknown; arguments?: unknown } };
+    const args = call.function?.arguments;
+    return {
+      ...(typeof call.id === 'string' ? { id: call.id } : {}),
+      name: typeof call.function?.name === 'string' ? call.function.name : 'unknown',
+      arguments: typeof args === 'string' ? args : JSON.stringify(args ?? {}),
+    };
+  });
+}

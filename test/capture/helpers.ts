@@ -1,0 +1,91 @@
+// Test helpers for live capture: a temp `serve` with capture on, and a small OpenAI client
+// over real HTTP (fetch on 127.0.0.1, no mocked transport).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { serveApp, type ServeHandle, type ServeOptions } from '../../src-main/api/serve-app.js';
+import type { ApiEvents, EventName } from '../../src-main/api/contract.js';
+
+export const ROOT = path.resolve(import.meta.dirname, '../..');
+export const DEMO_MODEL = path.join(ROOT, 'resources/models/stories260K');
+
+export function tempDir(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-capture-'));
+}
+
+export async function startCapture(options: Partial<ServeOptions> = {}, settings: Record<string, unknown> = {}): Promise<ServeHandle & { dir: string; dbPath: string }> {
+  const dir = tempDir();
+  const dbPath = path.join(dir, 'test.db');
+  if (Object.keys(settings).length) fs.writeFileSync(path.join(dir, 'settings.json'), JSON.stringify(settings));
+  const server = await serveApp({ dbPath, port: 0, buildRenderer: false, capture: true, openaiModelDir: DEMO_MODEL, ...options });
+  return Object.assign(server, { dir, dbPath });
+}
+
+export type Message = { role: string; content: string };
+
+export interface ChatOptions {
+  headers?: Record<string, string>;
+  body?: Record<string, unknown>;
+}
+
+/** POST /v1/chat/completions (non-streaming): the parsed answer, or throws with the status. */
+export async function chat(base: string, token: string, messages: Message[], options: ChatOptions = {}): Promise<{ content: string; body: any; status: number; headers: Headers }> {
+  const res = await fetch(`${base}/chat/completions`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', ...options.headers },
+    body: JSON.stringify({ messages, max_tokens: 12, seed: 1, ...options.body }),
+  });
+  const body = await res.json();
+  return { content: body?.choices?.[0]?.message?.content ?? '', body, status: res.status, headers: res.headers };
+}
+
+/** The same with stream: true: the concatenated deltas and the raw events. */
+export async function chatStream(base: string, token: string, messages: Message[], options: ChatOptions = {}): Promise<{ content: string; events: string[] }> {
+  const res = await fetch(`${base}/chat/completions`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', ...options.headers },
+    body: JSON.stringify({ messages, max_tokens: 12, seed: 1, stream: true, ...options.body }),
+  });
+  if (res.status !== 200) throw new Error(`stream answered ${res.status}: ${await res.text()}`);
+  const events = (await res.text())
+    .split('\n\n')
+    .filter(Boolean)
+    .map((b) => b.replace(/^data: /, ''));
+  let content = '';
+  for (const e of events) {
+    if (e === '[DONE]') continue;
+    content += JSON.parse(e).choices?.[0]?.delta?.content ?? '';
+  }
+  return { content, events };
+}
+
+/** Calls the app's API (POST /api/<name>). */
+export async function api<T = any>(server: ServeHandle, name: string, input: unknown = {}): Promise<T> {
+  const res = await fetch(`${server.url}api/${name}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${server.token}` },
+    body: JSON.stringify(input),
+  });
+  const result = await res.json();
+  if (!result.ok) throw new Error(`${name}: ${result.error.message}`);
+  return result.value as T;
+}
+
+/** Collects the named events from the server's hub. */
+export function collect<E extends EventName>(server: ServeHandle, name: E): ApiEvents[E][] {
+  const out: ApiEvents[E][] = [];
+  server.events.subscribe((n: EventName, payload) => {
+    if (n === name) out.push(payload as ApiEvents[E]);
+  });
+  return out;
+}
+
+export async function waitFor<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 60_000): Promise<NonNullable<T>> {
+  const start = Date.now();
+  for (;;) {
+    const v = await fn();
+    if (v) return v as NonNullable<T>;
+    if (Date.now() - start > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
