@@ -8,7 +8,8 @@
 //   - Cancel mid-run, then Resume to the end without losing or repeating a step;
 //   - the adapter folder at the end, checked on disk (PEFT files and trainer_log.jsonl),
 //     shown in the browser with a Copy button and a note that a browser cannot open it;
-//   - a second run (Binary RL) starts with empty charts and says why it has no teacher gap.
+//   - a second run (Binary RL) starts with empty charts and says why it has no teacher gap;
+//   - a CUDA request without the CUDA provider fails with the reason, never on the CPU.
 // Screenshots: training-cancelled.png, training-running.png (resumed, mid-run) and
 // training.png (finished); see helpers.ts.
 import fs from 'node:fs';
@@ -215,6 +216,25 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     expect(await chartPoints('gap')).toBe(0);
     expect(await page.locator('[data-chart=gap] .chart-empty').textContent()).toContain('no teacher');
     expect(fs.existsSync(path.join(outDir, 'adapter_model.safetensors'))).toBe(true);
+  });
+
+  it('reports a CUDA request plainly: it runs on CUDA where the provider is installed, or fails with the reason', async () => {
+    await page.selectOption('[data-testid=train-device-select]', 'cuda');
+    await page.fill('[data-testid=train-steps]', '2');
+    await page.locator('[data-action=fine-tune]').click();
+    const status = page.locator('[data-testid=train-status]', { hasText: /^(failed|finished)$/ });
+    await status.waitFor({ timeout: 90_000 });
+    if ((await status.textContent()) === 'failed') {
+      // Never a silent fall-back to the CPU: the run stops and says what is missing.
+      expect(await page.locator('[data-testid=train-run-error]').textContent()).toMatch(/CUDA provider is not installed.*setup:gpu/);
+      expect(await page.locator('[data-testid=train-device]').textContent()).toContain('CUDA requested, did not start');
+      expect(await page.locator('[data-action=resume-train]').count()).toBe(0);
+      expect(await page.locator('[data-testid=train-error]').count()).toBe(0);
+      await shot(page, 'training-cuda-missing');
+    } else {
+      expect(await page.locator('[data-testid=train-device]').textContent()).toContain('CUDA GPU');
+    }
+    await page.selectOption('[data-testid=train-device-select]', 'cpu');
   });
 
   it('logged no errors in the page', () => {

@@ -61,8 +61,8 @@ export const useTrainingStore = defineStore('training', {
       api.on('train.status', (info) => {
         if (!this.state) return;
         const runs = this.state.runs.filter((r) => r.runId !== info.runId);
+        // A run's own failure is shown in its progress panel (info.error), not as a start error.
         this.state = { ...this.state, runs: [...runs, info] };
-        if (info.status === 'failed' && info.runId === this.runId) this.error = info.error;
       });
     },
     async start(config: TrainConfig) {
