@@ -30,6 +30,7 @@ import {
   idOf,
   isObject,
   MalformedConversation,
+  ownValue,
   str,
   stripCitations,
   toUnixSeconds,
@@ -345,7 +346,7 @@ function multimodalBody(parts: unknown, metadata: JsonObject): MessageBody {
       if (str(part.text)) texts.push(str(part.text)!);
       continue;
     }
-    const kind = PART_KINDS[type] ?? 'file';
+    const kind = ownValue(PART_KINDS, type) ?? 'file';
     const pointer = str(part.asset_pointer);
     // "file-service://file-abc" → "file-abc", the id metadata.attachments uses.
     const fileId = pointer?.replace(/^[a-z-]+:\/\//, '');

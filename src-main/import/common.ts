@@ -22,6 +22,15 @@ export function str(value: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
+/**
+ * `table[key]` for a key read from an export. Only the table's own entries count: a plain
+ * object lookup would find Object.prototype's "constructor" or "__proto__" and hand back a
+ * function where a role or a kind belongs.
+ */
+export function ownValue<T>(table: Readonly<Record<string, T>>, key: string): T | undefined {
+  return Object.hasOwn(table, key) ? table[key] : undefined;
+}
+
 /** The value as an id: strings as they are, finite numbers as their decimal text. */
 export function idOf(value: unknown): string | undefined {
   if (typeof value === 'string' && value.length > 0) return value;
@@ -219,7 +228,7 @@ export function readMessageRole<R>(message: unknown, field: RoleField<R>, tally:
     return undefined;
   }
   const name = str(message[field.key]) ?? '';
-  const role = field.roles[field.ignoreCase ? name.toLowerCase() : name];
+  const role = ownValue(field.roles, field.ignoreCase ? name.toLowerCase() : name);
   if (!role) {
     tally.add(`${field.unknown} "${String(message[field.key])}" skipped`);
     return undefined;

@@ -19,6 +19,7 @@ import {
   idOf,
   isObject,
   MediaTokenReplacer,
+  ownValue,
   readMessageRole,
   requireArray,
   str,
@@ -120,7 +121,7 @@ function contentBody(content: unknown, tally: WarningTally): { text: string; att
       if (str(part.text)) texts.push(str(part.text)!);
       continue;
     }
-    const kind = MEDIA_PARTS[type];
+    const kind = ownValue(MEDIA_PARTS, type);
     if (kind) {
       texts.push(`[${kind}]`);
       attachments.push(mediaAttachment(kind, part));

@@ -202,6 +202,18 @@ describe('ChatGPT message kinds', () => {
     expect(c.turns[1]!.reasoning).toBe('Plan\nThink it through.\n\nThought for 4 seconds\n\nanalysis text');
   });
 
+  it('treats a part type named like an Object.prototype member as an unknown part (a file)', () => {
+    const parts = [{ content_type: 'constructor', asset_pointer: 'sediment://file_y' }, 'See above.'];
+    const c = convert(
+      chatgptConversation([
+        root,
+        { id: 'u1', parent: 'root', role: 'user', content: { content_type: 'multimodal_text', parts } },
+        { id: 'a1', parent: 'u1', role: 'assistant', text: 'Seen.' },
+      ]),
+    );
+    expect(c.turns[0]).toMatchObject({ text: '[file]\nSee above.', attachments: [{ kind: 'file', meta: { content_type: 'constructor', asset_pointer: 'sediment://file_y' } }] });
+  });
+
   it('makes multimodal object parts placeholders with attachment metadata', () => {
     const c = convert(
       chatgptConversation([

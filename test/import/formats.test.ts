@@ -191,3 +191,36 @@ describe('Open WebUI', () => {
     expect(opened.warnings).toEqual([`${file}: conversation empty “Empty” (conversation #2) skipped: its "chat" has neither a "history" nor a "messages" list`]);
   });
 });
+
+// Role and part names come from the export: one that happens to name an Object.prototype member
+// ("constructor", "__proto__" …) is as unknown as any other, not a function or object as a role.
+describe('names that are Object.prototype members', () => {
+  it('are unknown roles and parts in every format, so the rest imports', async () => {
+    const openai = writeText(
+      dir,
+      'proto-openai.jsonl',
+      jsonl([{ messages: [{ role: 'user', content: [{ type: 'toString', text: 'Hi' }] }, { role: 'constructor', content: 'x' }, { role: 'assistant', content: 'Hello' }] }]),
+    );
+    const sharegpt = writeJson(dir, 'proto-sharegpt.json', [{ conversations: [{ from: 'human', value: 'Hi' }, { from: '__PROTO__', value: 'x' }, { from: 'gpt', value: 'Hello' }] }]);
+    const claude = writeJson(dir, 'proto-claude.json', [
+      { uuid: 'c', chat_messages: [{ sender: 'human', text: 'Hi' }, { sender: 'hasOwnProperty', text: 'x' }, { sender: 'assistant', text: 'Hello' }] },
+    ]);
+    const openwebui = writeJson(dir, 'proto-owu.json', [
+      { id: 'w', chat: { messages: [{ role: 'user', content: 'Hi' }, { role: 'valueOf', content: 'x' }, { role: 'assistant', content: 'Hello' }] } },
+    ]);
+    const results = await Promise.all([openai, sharegpt, claude, openwebui].map((file) => importAll(file)));
+    for (const { conversations } of results) {
+      expect(conversations.map(roles)).toEqual([['user', 'assistant']]);
+      expect(conversations[0]!.turns[0]!.text).toBe('Hi');
+    }
+    expect(results.map((r) => r.opened.warnings)).toEqual([
+      [
+        `${openai}: conversation line 1: 1 message with an unknown content part "toString" (its text kept)`,
+        `${openai}: conversation line 1: 1 message with an unknown role "constructor" skipped`,
+      ],
+      [`${sharegpt}: conversation conversation #1: 1 message from an unknown speaker "__PROTO__" skipped`],
+      [`${claude}: conversation c (conversation #1): 1 message from an unknown sender "hasOwnProperty" skipped`],
+      [`${openwebui}: conversation w (conversation #1): 1 message with an unknown role "valueOf" skipped`],
+    ]);
+  });
+});
