@@ -23,6 +23,7 @@ OpenAI-compatible API under /v1 (API key: the launch token).
   --upstream-model M   the model name to ask the upstream for (default: the client's)
   --model DIR          the model /v1 serves (default: the model chosen in Settings)
   --adapter DIR        a PEFT LoRA adapter to serve applied (until the background loop trains one)
+  --api-only           do not build the UI (a headless capture proxy; the UI is served only if already built)
   --json               print {"url","loginUrl","port","db"} as one JSON line once listening`;
 
 export const command: Command = async (argv) => {
@@ -34,6 +35,7 @@ export const command: Command = async (argv) => {
     'upstream-model': { type: 'string' },
     model: { type: 'string' },
     adapter: { type: 'string' },
+    'api-only': { type: 'boolean' },
   });
   if (values.help) {
     process.stdout.write(HELP + '\n');
@@ -63,6 +65,7 @@ export const command: Command = async (argv) => {
       port,
       log,
       capture: values.capture === true,
+      ...(values['api-only'] ? { buildRenderer: false } : {}),
       ...(upstream ? { upstream } : {}),
       ...(values.model ? { openaiModelDir: path.resolve(values.model) } : {}),
       ...(values.adapter ? { openaiAdapterDir: path.resolve(values.adapter) } : {}),

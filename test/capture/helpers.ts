@@ -13,8 +13,8 @@ export function tempDir(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-capture-'));
 }
 
-export async function startCapture(options: Partial<ServeOptions> = {}, settings: Record<string, unknown> = {}): Promise<ServeHandle & { dir: string; dbPath: string }> {
-  const dir = tempDir();
+/** `serve` with capture on, on a fresh folder (or `dir` again: a restart on the same database). */
+export async function startCapture(options: Partial<ServeOptions> = {}, settings: Record<string, unknown> = {}, dir = tempDir()): Promise<ServeHandle & { dir: string; dbPath: string }> {
   const dbPath = path.join(dir, 'test.db');
   if (Object.keys(settings).length) fs.writeFileSync(path.join(dir, 'settings.json'), JSON.stringify(settings));
   const server = await serveApp({ dbPath, port: 0, buildRenderer: false, capture: true, openaiModelDir: DEMO_MODEL, ...options });
@@ -88,4 +88,14 @@ export async function waitFor<T>(what: string, fn: () => T | Promise<T>, timeout
     if (Date.now() - start > timeoutMs) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** A loopback port nothing listens on (bound, then released). */
+export async function refusedPort(): Promise<number> {
+  const net = await import('node:net');
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
 }
