@@ -301,7 +301,9 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
     const meta = { id: `chatcmpl-${crypto.randomUUID()}`, created: Math.floor(Date.now() / 1000), model: id };
     const usageField = request.includeUsage ? null : undefined;
     let open = true;
-    req.socket.on('close', () => (open = false));
+    // Removed at the end: a keep-alive socket carries many requests.
+    const onClose = () => (open = false);
+    req.socket.on('close', onClose);
     const send = (body: unknown) => {
       if (open) res.write(`data: ${JSON.stringify(body)}\n\n`);
     };
@@ -325,6 +327,7 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
       send(errorBody(message, 'server_error'));
     }
     if (open) res.write('data: [DONE]\n\n');
+    req.socket.off('close', onClose);
     res.end();
   }
 
