@@ -1,5 +1,6 @@
 // Small display helpers shared by the views.
 import type { LabelSource, Reward } from '../../src-main/core/types.js';
+import type { JudgeSummary } from '../../src-main/core/workspace-api.js';
 
 const SOURCE_LABELS: Record<string, string> = {
   chatgpt: 'ChatGPT',
@@ -43,4 +44,20 @@ export function formatDuration(seconds: number): string {
   const m = Math.floor(s / 60);
   if (m < 60) return `${m}m ${String(s % 60).padStart(2, '0')}s`;
   return `${Math.floor(m / 60)}h ${String(m % 60).padStart(2, '0')}m`;
+}
+
+/** One line for a finished or cancelled judge run: what it labelled, and what it left alone and why. */
+export function judgeSummaryText(r: JudgeSummary): string {
+  const left = [
+    r.skippedManual ? `${r.skippedManual} manual label${r.skippedManual === 1 ? '' : 's'} kept` : '',
+    r.skippedHigher ? `${r.skippedHigher} kept an LLM judge's label` : '',
+    r.skippedUnchanged ? `${r.skippedUnchanged} already judged with these settings` : '',
+  ].filter(Boolean);
+  const judged = `${r.judged} sample${r.judged === 1 ? '' : 's'}`;
+  const head = !r.cancelled
+    ? `Judged ${judged}`
+    : r.judged
+      ? `Judge cancelled after ${judged}; ${r.judged === 1 ? 'its label is' : 'their labels are'} kept`
+      : 'Judge cancelled before it labelled any sample';
+  return left.length ? `${head} (${left.join(', ')}).` : `${head}.`;
 }

@@ -59,7 +59,7 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
 
   afterAll(async () => {
     await browser?.close();
-    serve?.stop();
+    await serve?.stop();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 

@@ -31,7 +31,8 @@ export interface ServeHandle {
   token: string;
   /** Calls the API as a script would, with the token. Throws the API's message on an error. */
   api<T>(name: string, input?: unknown): Promise<T>;
-  stop(): void;
+  /** Stops serve and waits for it to exit, so its database is closed before the folder goes. */
+  stop(): Promise<void>;
 }
 
 /** Starts `hindsight serve --port 0 --json` on `dbPath` and reads the URL it prints. */
@@ -65,7 +66,16 @@ export async function startServe(dbPath: string): Promise<ServeHandle> {
       if (!body.ok) throw new Error(body.error!.message);
       return body.value;
     },
-    stop: () => void child.kill('SIGTERM'),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        child.once('exit', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        child.kill('SIGTERM');
+      }),
   };
 }
 

@@ -84,7 +84,7 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
 
   afterAll(async () => {
     await browser?.close();
-    serve?.stop();
+    await serve?.stop();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 

@@ -1,0 +1,110 @@
+// The Judge actions in a browser (Debian's Chromium, playwright-core) against a real
+// `hindsight serve`:
+//   - Settings' "Run this judge now" with the local backend (the demo model generating
+//     through ONNX Runtime): the progress bar appears, Cancel after the first sample stops
+//     the run, the toast says it was cancelled, and what was judged before keeps its labels;
+//   - the Sessions page's "Run heuristic judge" then labels the rest, leaves the manual label
+//     alone, and says so.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { collectPageErrors, haveChromium, launchBrowser, reportMissingChromium, startServe, type ServeHandle } from './helpers.js';
+
+reportMissingChromium('judge.test.ts');
+
+interface SampleView {
+  responseTurn: number;
+  label: { reward: number | null; hint: string | null; source: string | null } | null;
+}
+
+let dir: string;
+let serve: ServeHandle;
+let browser: Browser;
+let page: Page;
+let pageErrors: string[] = [];
+
+async function allSamples(): Promise<SampleView[]> {
+  const { sessions } = await serve.api<{ sessions: { id: string }[] }>('listSessions', {});
+  const details = await Promise.all(sessions.map((s) => serve.api<{ samples: SampleView[] }>('getSession', { id: s.id })));
+  return details.flatMap((d) => d.samples);
+}
+
+describe.skipIf(!haveChromium)('the judge actions, in a browser', () => {
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-e2e-judge-'));
+    const reactions = ['No, I said a cat, not a dog.', 'Perfect, thanks!', 'Great, thank you!', 'That is wrong, use a bird instead.', 'Thanks, that is exactly right.'];
+    const lines = reactions.map((reaction, i) =>
+      JSON.stringify({ messages: [{ role: 'user', content: `Tell me story number ${i}.` }, { role: 'assistant', content: `Once upon a time there was a cat number ${i}.` }, { role: 'user', content: reaction }] }),
+    );
+    fs.writeFileSync(path.join(dir, 'stories.jsonl'), lines.join('\n') + '\n');
+    serve = await startServe(path.join(dir, 'judge.db'));
+    browser = await launchBrowser();
+    page = await browser.newPage({ viewport: { width: 1360, height: 860 } });
+    pageErrors = collectPageErrors(page);
+    await page.goto(serve.loginUrl);
+    await page.setInputFiles('[data-testid=import-file]', path.join(dir, 'stories.jsonl'));
+    await page.locator('.session-row').nth(4).waitFor();
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await serve?.stop();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('runs the local-model judge from Settings with progress, and cancels it', async () => {
+    await page.locator('[data-nav=settings]').click();
+    await page.locator('input[name=backend][value=local]').check();
+    await page.fill('label:has-text("Votes") input', '1');
+    await page.locator('[data-action=run-judge]').click();
+    await page.locator('[data-action=run-judge]', { hasText: 'Judging…' }).waitFor();
+    const progress = page.locator('[data-testid=judge-progress]');
+    await progress.waitFor({ timeout: 60_000 });
+    expect(await progress.textContent()).toMatch(/\d+ \/ 5 samples/);
+    // Cancel once the first sample is judged, from inside the page (no driver round trip).
+    await page.waitForFunction(
+      () => {
+        const done = Number(/(\d+) \/ 5/.exec(document.querySelector('[data-testid=judge-progress]')?.textContent ?? '')?.[1] ?? 0);
+        if (done < 1) return false;
+        (document.querySelector('[data-action=cancel-judge]') as HTMLButtonElement).click();
+        return true;
+      },
+      undefined,
+      { timeout: 90_000, polling: 100 },
+    );
+    const toast = page.locator('.toast', { hasText: 'Judge cancelled' });
+    await toast.waitFor({ timeout: 60_000 });
+    await page.locator('[data-action=run-judge]', { hasText: 'Run this judge now' }).waitFor();
+    const judgedBeforeCancel = Number(/after (\d+) sample/.exec((await toast.textContent())!)?.[1] ?? 0);
+    process.stderr.write(`[e2e] local judge cancelled from the UI: "${await toast.textContent()}"\n`);
+    expect(judgedBeforeCancel).toBeGreaterThanOrEqual(1);
+    expect(judgedBeforeCancel).toBeLessThan(5);
+    const labelled = (await allSamples()).filter((s) => s.label?.source === 'judge:stories260K');
+    expect(labelled).toHaveLength(judgedBeforeCancel);
+  });
+
+  it('runs the heuristic judge from Sessions; a manual label and the local judge’s labels stay', async () => {
+    // One manual label first, through the API as a script would.
+    const { sessions } = await serve.api<{ sessions: { id: string }[] }>('listSessions', { search: 'story number 1' });
+    await serve.api('setLabel', { sessionId: sessions[0]!.id, responseTurn: 1, patch: { reward: -1 } });
+    const before = await allSamples();
+    const llmLabelled = before.filter((s) => s.label?.source?.startsWith('judge:')).length;
+
+    await page.locator('[data-nav=sessions]').click();
+    await page.locator('[data-action=judge-heuristic]').click();
+    const toast = page.locator('.toast', { hasText: 'Heuristic judge: Judged' });
+    await toast.waitFor();
+    const text = (await toast.textContent())!;
+    expect(text).toContain('1 manual label kept');
+    expect(text).toContain(`Judged ${5 - 1 - llmLabelled} sample`);
+    const after = await allSamples();
+    expect(after.filter((s) => s.label?.source === 'manual').map((s) => s.label?.reward)).toEqual([-1]);
+    expect(after.filter((s) => s.label?.source === 'heuristic')).toHaveLength(5 - 1 - llmLabelled);
+  });
+
+  it('logged no errors in the page', () => {
+    expect(pageErrors).toEqual([]);
+  });
+});
