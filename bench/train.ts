@@ -6,8 +6,24 @@
  * LoRA, same batch, same loss, same thread count) in the same run when Debian's python3-torch
  * is importable. Also cross-checks the two: first-step loss and gradient norm.
  *
- * Reports the median step time of BENCH_REPEATS steps after a warm-up step, the old-log-prob
- * forward the trainer runs before each step, and peak resident memory of each process.
+ * Reports the median time of BENCH_REPEATS steps after a warm-up step, for the trainer's step
+ * (old := stopgrad(logp) computed inside the step's own run) and for the former path (a
+ * forward pass for old, then the step with old given, which PyTorch mirrors); and the peak
+ * resident memory of each process.
+ *
+ * Measured on the 2-core VM shared with other jobs (load average 7–9, so wall times swing
+ * 2×; the process's CPU seconds, in brackets, are the steadier figure), 2 threads, medians of 2:
+ *
+ *   trainer step, old := stopgrad(logp) in the step     28.2 s (19.0 s CPU)  peak RSS 5.2 GB
+ *   before: forward pass for old + step with old given   13.7 + 38.9 = 52.6 s (8.9 + 20.3 = 29.2 s CPU)
+ *                                                        peak RSS 8.9 GB (the forward session's copy of the weights)
+ *   PyTorch 1.13, the same step with old given           24.1 s               peak RSS 5.2 GB
+ *   cross-check of the first step vs PyTorch: |Δloss| 3.8e-8, grad norm relative difference 1.3e-7
+ *
+ * So computing old inside the step saves the forward pass (a third of the CPU time of a
+ * trainer step) and, for rl (no teacher forward either), the forward session's memory (3.7 GB
+ * here). The step with old given and the one with old in the step run the same graph and
+ * cost the same CPU time (20.3 vs 19.0 s); their wall times differ by the machine's load.
  *
  * Options (env): BENCH_THREADS (default: all cores), BENCH_BATCH (8), BENCH_LEN (256),
  * BENCH_REPEATS (2). Writes to bench/output/ (git-ignored); the model is reused across runs.
@@ -67,43 +83,65 @@ async function main(): Promise<void> {
 
   console.log(`model: random Llama ${(params / 1e6).toFixed(1)}M parameters (${c.numLayers} layers, hidden ${c.hiddenSize}, vocab ${c.vocabSize}); ` +
     `LoRA r=${DEFAULT_LORA.r} on ${DEFAULT_LORA.targets.join(',')}: ${(loraParams / 1e6).toFixed(2)}M trainable; batch ${B} × ${T}; ${THREADS} threads`);
-  let t = Date.now();
+  const t = Date.now();
   const step = await createTrainStepInProcess(ckpt, { lora: DEFAULT_LORA, loss: LOSS, optimizer: OPTIMIZER, device: 'cpu', threads: THREADS });
   const buildS = (Date.now() - t) / 1000;
-  t = Date.now();
-  const policy = await step.policyLogprobs(batch, weights);
-  const forwardFirstS = (Date.now() - t) / 1000;
+  /** Wall seconds and this process's CPU seconds (less swayed by other jobs on a shared machine). */
+  const timed = async <R>(f: () => Promise<R>): Promise<[R, number, number]> => {
+    const t0 = Date.now(), c0 = process.cpuUsage();
+    const r = await f();
+    const c = process.cpuUsage(c0);
+    return [r, (Date.now() - t0) / 1000, (c.user + c.system) / 1e6];
+  };
+
+  // The trainer's step: old := stopgrad(logp) inside the step's own run (no forward pass before
+  // it, and for rl no forward session at all), rewards ±1 per row. Its warm-up runs before the
+  // forward session exists, so the peak memory read then is the trainer's for rl.
+  const inStep = { ...batch, oldFromPolicy: batch.responseMask, advantages: Float32Array.from(batch.responseMask, (m, i) => (m ? (Math.floor(i / T) % 2 ? -1 : 1) : 0)) };
+  let state: OptimizerState = { step: 0, m: new Map(), v: new Map() };
+  let w = weights;
+  const [warm, warmS] = await timed(() => step.step(inStep, w, state));
+  ({ weights: w, state } = warm);
+  const inStepPeak = process.resourceUsage().maxRSS;
+
+  // The former trainer step: a forward pass for old, then the step with old given. `old` here is
+  // a little off the policy (so the ratio and the clip are exercised, identically in PyTorch).
+  const [policy, forwardFirstS] = await timed(() => step.policyLogprobs(batch, weights));
   for (let i = 0; i < batch.oldLogprobs.length; i++) {
     if (!batch.responseMask[i]) continue;
     batch.oldLogprobs[i] = policy[i]! + 0.3 * (rand() - 0.5);
-    batch.advantages[i] = Math.floor(i / T) % 2 ? -1 : 1;
+    batch.advantages[i] = inStep.advantages[i]!;
   }
-  const forwardTimes: number[] = [];
+  const empty = (): OptimizerState => ({ step: 0, m: new Map(), v: new Map() });
+  const [first] = await timed(() => step.step(batch, weights, empty())); // from the initial weights, for the cross-check
+
+  // Both paths in turn, so load from other jobs falls on both alike.
+  const wall = { inStep: [] as number[], forward: [] as number[], given: [] as number[] };
+  const cpu = { inStep: [] as number[], forward: [] as number[], given: [] as number[] };
+  const record = (k: keyof typeof wall, s: number, c: number) => (wall[k].push(s), cpu[k].push(c));
   for (let i = 0; i < REPEATS; i++) {
-    t = Date.now();
-    await step.policyLogprobs(batch, weights);
-    forwardTimes.push((Date.now() - t) / 1000);
-  }
-  let state: OptimizerState = { step: 0, m: new Map(), v: new Map() };
-  let w = weights;
-  t = Date.now();
-  const first = await step.step(batch, w, state); // warm-up, from the initial weights
-  const warmS = (Date.now() - t) / 1000;
-  ({ weights: w, state } = first);
-  const times: number[] = [];
-  for (let i = 0; i < REPEATS; i++) {
-    t = Date.now();
-    ({ weights: w, state } = await step.step(batch, w, state));
-    times.push((Date.now() - t) / 1000);
+    const [r, s, cs] = await timed(() => step.step(inStep, w, state));
+    ({ weights: w, state } = r);
+    record('inStep', s, cs);
+    const [, fs, fc] = await timed(() => step.policyLogprobs(batch, weights));
+    record('forward', fs, fc);
+    const [, gs, gc] = await timed(() => step.step(batch, weights, empty()));
+    record('given', gs, gc);
   }
   await step.close();
-  const ortStep = median(times);
+  const ortStep = median(wall.inStep);
+  const before = median(wall.forward) + median(wall.given);
+  const cpuNow = median(cpu.inStep), cpuBefore = median(cpu.forward) + median(cpu.given);
   const ortPeak = process.resourceUsage().maxRSS;
-  console.log(`onnxruntime (${step.executionProvider} EP, optimizer on the ${step.placement}): graph + session ${buildS.toFixed(1)} s; ` +
-    `first forward ${forwardFirstS.toFixed(1)} s (session start); old-log-prob forward ${median(forwardTimes).toFixed(2)} s; ` +
-    `warm-up step ${warmS.toFixed(2)} s; training step (forward + backward + AdamW) ${ortStep.toFixed(2)} s median of ${REPEATS} ` +
-    `= ${((B * T) / ortStep).toFixed(0)} tokens/s; peak RSS ${mb(ortPeak)} MB`);
-  console.log(`  first step: loss ${first.metrics.loss.toFixed(6)}, grad norm ${first.metrics.gradNorm.toFixed(6)}, clipfrac ${first.metrics.clipfrac.toFixed(4)}`);
+  console.log(`onnxruntime (${step.executionProvider} EP, optimizer on the ${step.placement}): graph + session ${buildS.toFixed(1)} s; warm-up step ${warmS.toFixed(2)} s; ` +
+    `medians of ${REPEATS}, wall (CPU) seconds`);
+  console.log(`  trainer step, old in the step (forward + backward + AdamW, one run): ${ortStep.toFixed(2)} s (${cpuNow.toFixed(1)} s) ` +
+    `= ${((B * T) / ortStep).toFixed(0)} tokens/s; peak RSS ${mb(inStepPeak)} MB (training session only)`);
+  console.log(`  before, old from a forward pass first: forward ${median(wall.forward).toFixed(2)} s (${median(cpu.forward).toFixed(1)} s; first ${forwardFirstS.toFixed(1)} s, session start) + ` +
+    `step with old given ${median(wall.given).toFixed(2)} s (${median(cpu.given).toFixed(1)} s) = ${before.toFixed(2)} s (${cpuBefore.toFixed(1)} s); ` +
+    `peak RSS ${mb(ortPeak)} MB (with the forward session)`);
+  console.log(`  in-step old saves ${(100 * (1 - ortStep / before)).toFixed(0)}% of the wall time, ${(100 * (1 - cpuNow / cpuBefore)).toFixed(0)}% of the CPU time`);
+  console.log(`  first step (old given): loss ${first.metrics.loss.toFixed(6)}, grad norm ${first.metrics.gradNorm.toFixed(6)}, clipfrac ${first.metrics.clipfrac.toFixed(4)}`);
 
   const python = findTorchPython();
   if (!python) {
@@ -126,8 +164,8 @@ async function main(): Promise<void> {
   console.log(`  first step: loss ${torch.first_loss.toFixed(6)}, grad norm ${torch.first_grad_norm.toFixed(6)}`);
   console.log(`cross-check: |Δloss| ${Math.abs(torch.first_loss - first.metrics.loss).toExponential(2)}, ` +
     `grad norm relative difference ${(Math.abs(torch.first_grad_norm - first.metrics.gradNorm) / torch.first_grad_norm).toExponential(2)}`);
-  console.log(`ratio: onnxruntime step / pytorch step = ${(ortStep / torch.step_s).toFixed(2)} (below 1: onnxruntime is faster); ` +
-    `peak memory ratio ${(ortPeak / 1024 / torch.peak_rss_mb).toFixed(2)}`);
+  console.log(`ratio: onnxruntime trainer step / pytorch step = ${(ortStep / torch.step_s).toFixed(2)}, with old given ${(median(wall.given) / torch.step_s).toFixed(2)} ` +
+    `(below 1: onnxruntime is faster); peak memory ratio ${(inStepPeak / 1024 / torch.peak_rss_mb).toFixed(2)} (trainer step), ${(ortPeak / 1024 / torch.peak_rss_mb).toFixed(2)} (with the forward session)`);
 }
 
 await main();
