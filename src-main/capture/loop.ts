@@ -51,8 +51,8 @@ export const sampleKey = (s: { sessionId: string; responseTurn: number }) => `${
 /** Captured samples with a training signal that no background run has used. */
 export function untrainedSamples(ws: WorkspaceApi, modelDir: string, trained: ReadonlySet<string>): TrainingSample[] {
   return ws
-    .trainingSamples({ rolloutsFor: modelDir })
-    .filter((s) => s.sessionId.startsWith('capture:') && !s.keptByAtLeastOne && (s.reward === 1 || s.reward === -1 || isUsefulHint(s.hint)) && !trained.has(sampleKey(s)));
+    .trainingSamples({ rolloutsFor: modelDir, format: 'capture' })
+    .filter((s) => !s.keptByAtLeastOne && (s.reward === 1 || s.reward === -1 || isUsefulHint(s.hint)) && !trained.has(sampleKey(s)));
 }
 
 export class CaptureLoop {

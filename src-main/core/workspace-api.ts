@@ -214,7 +214,7 @@ export interface WorkspaceApi {
    * (or unlabeled) are dropped, except that a session with samples but none trainable
    * keeps its first sample with reward 0 (the at-least-one rule of SPEC §3).
    */
-  trainingSamples(options?: { rolloutsFor?: string }): TrainingSample[];
+  trainingSamples(options?: { rolloutsFor?: string; format?: SessionFormat }): TrainingSample[];
   /** Removes a session with its turns, samples and labels (and captured exchanges); false when there was none. */
   deleteSession(id: string): boolean;
   contextWindow(): ContextWindowSetting;

@@ -500,10 +500,10 @@ export class Workspace implements WorkspaceApi {
    * rollout (see TrainingSample.rollout); without it none does, so a run on another model
    * never mistakes a rollout's log-probs for its own.
    */
-  trainingSamples(options: { rolloutsFor?: string } = {}): TrainingSample[] {
+  trainingSamples(options: { rolloutsFor?: string; format?: SessionFormat } = {}): TrainingSample[] {
     const out: TrainingSample[] = [];
     const rolloutModel = options.rolloutsFor ? path.resolve(options.rolloutsFor) : null;
-    for (const bundle of iterateBundles(this.store)) {
+    for (const bundle of iterateBundles(this.store, undefined, options.format)) {
       const trainable = bundle.samples.filter((s) => s.label.reward === 1 || s.label.reward === -1 || isUsefulHint(s.label.hint));
       const kept = trainable.length > 0 ? trainable : bundle.samples.slice(0, 1);
       for (const s of kept) {

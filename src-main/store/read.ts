@@ -147,10 +147,12 @@ export function readBundle(store: Store, record: SessionRecord): SessionBundle {
 }
 
 /** Every session in stable order, one bundle at a time. */
-export function* iterateBundles(store: Store, sessionId?: string): Generator<SessionBundle> {
+/** Every session (or one, or those of one format — live capture reads only its own) as a bundle. */
+export function* iterateBundles(store: Store, sessionId?: string, format?: SessionFormat): Generator<SessionBundle> {
+  const where = sessionId !== undefined ? 'WHERE id = ?' : format !== undefined ? 'WHERE format = ?' : '';
   const rows = store.all<{ id: string; title: string; format: string; created_at: number | null; no_sample_reason: string | null }>(
-    `SELECT id, title, format, created_at, no_sample_reason FROM sessions ${sessionId !== undefined ? 'WHERE id = ?' : ''} ${SESSION_ORDER}`,
-    sessionId !== undefined ? [sessionId] : undefined,
+    `SELECT id, title, format, created_at, no_sample_reason FROM sessions ${where} ${SESSION_ORDER}`,
+    sessionId !== undefined ? [sessionId] : format !== undefined ? [format] : undefined,
   );
   for (const row of rows) yield readBundle(store, sessionRecord(row));
 }
