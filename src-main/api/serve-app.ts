@@ -89,7 +89,12 @@ export async function serveApp(options: ServeOptions): Promise<ServeHandle> {
     service.close();
   };
   try {
-    capture.ensure(); // replays the capture log and resumes the loop's queue
+    try {
+      capture.ensure(); // replays the capture log and resumes the loop's queue
+    } catch (err) {
+      // The UI and the API still serve; capture requests will say what is wrong.
+      log(`live capture cannot start: ${(err as Error).message}`);
+    }
     const server = await startHttpServer({ handlers: service, events, host: options.host, port: options.port, token: options.token, rendererDir, openai: openai.route });
     endpoint = `${server.url}v1`;
     log(`OpenAI-compatible API: base URL ${server.url}v1, API key = the token in the URL below`);

@@ -10,7 +10,8 @@ import readline from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CaptureLog } from '../../src-main/capture/log.js';
 import type { CaptureRecord } from '../../src-main/capture/records.js';
-import { chat, DEMO_MODEL, ROOT, startCapture, tempDir, type Message } from './helpers.js';
+import type { Workspace } from '../../src-main/core/workspace.js';
+import { chat, DEMO_MODEL, ROOT, startCapture, tempDir, waitFor, type Message } from './helpers.js';
 
 const children: ChildProcess[] = [];
 const exited = (c: ChildProcess) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : c.once('exit', r)));
@@ -138,6 +139,29 @@ describe('a model that is still loading', () => {
       expect(ok!.status).toBe(200);
     } finally {
       await server.close();
+    }
+  });
+});
+
+describe('the queue after a restart', () => {
+  it('judges the samples captured before the restart once the loop is on, with no new request', async () => {
+    const first = await startCapture();
+    const opener = [{ role: 'user', content: 'Tell me about a cow.' }];
+    const r = await chat(`${first.url}v1`, first.token, opener, { headers: { 'X-Session-Id': 'cow' } });
+    await chat(`${first.url}v1`, first.token, [...opener, { role: 'assistant', content: r.content }, { role: 'user', content: 'Perfect, thanks!' }], {
+      headers: { 'X-Session-Id': 'cow' },
+    });
+    expect(first.capture.status().pendingJudge).toBe(1);
+    await first.close();
+    const again = await startCapture({}, { captureAutoJudge: true, judgeBackend: 'heuristic', judgeHints: false }, first.dir);
+    try {
+      const ws = again.service.currentWorkspace as Workspace;
+      const label = await waitFor('the resumed judge', () => ws.listSamples('capture:cow')[0]?.label.source, 20_000);
+      expect(label).toBe('heuristic');
+      expect(ws.listSamples('capture:cow')[0]!.label.reward).toBe(1);
+      expect(again.capture.status().pendingJudge).toBe(0);
+    } finally {
+      await again.close();
     }
   });
 });
