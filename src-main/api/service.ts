@@ -75,6 +75,7 @@ export class HindsightService implements ApiHandlers {
 
   close(): void {
     void this.judges.close(); // stops a run and frees the local judge model's worker
+    this.training.close(); // a running fine-tune stops at a checkpoint, resumable next launch
     this.workspace.close();
   }
 

@@ -5,11 +5,18 @@
 // (src-main/train/step/) is missing from the build, it returns null and every start/resume
 // answers a clear "not available in this build" error, which the Training page shows as it
 // is. The page draws `train.progress` events and reacts to `train.status`.
+//
+// RUNS OUTLIVE THE APP: each database's runs are listed in `<db>.training-runs.json` beside
+// it, and a run's step history is its own `trainer_log.jsonl`, re-read on demand. A run that
+// was still going when the app closed comes back as cancelled (resumable from its last
+// checkpoint) or, without a checkpoint, as failed with the reason.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UserError } from '../core/types.js';
+import { writeFileAtomicSync } from '../store/atomic-file.js';
+import { LOG_FILE, readLog } from '../train/log.js';
 import type { WorkspaceApi } from '../core/workspace-api.js';
 import type { Availability, TrainConfig, TrainProgress, TrainRunInfo, TrainingState } from './contract.js';
 import { UnavailableError } from './errors.js';
@@ -95,13 +102,53 @@ export async function loadTrainingEngine(): Promise<TrainingEngine | null> {
 
 interface Run {
   info: TrainRunInfo;
-  history: TrainProgress[];
+  /** Null until asked for: a listed run's history is read from its trainer_log.jsonl. */
+  history: TrainProgress[] | null;
   abort: AbortController;
+  /** The runs file of the database the run was started on. */
+  file: string;
+}
+
+/** The runs of a database, beside it (kept small: the newest MAX_LISTED_RUNS). */
+export function runsFileFor(dbPath: string): string {
+  return `${dbPath}.training-runs.json`;
+}
+const MAX_LISTED_RUNS = 50;
+
+/** The step of the checkpoint a resume would start from (train/checkpoint.ts's latest.json), or null. */
+function checkpointStep(outDir: string): number | null {
+  try {
+    const latest = JSON.parse(fs.readFileSync(path.join(outDir, 'checkpoints', 'latest.json'), 'utf8')) as { step?: unknown };
+    return Number.isInteger(latest.step) ? (latest.step as number) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The history of a run from its trainer_log.jsonl, as the trainer's events carried it. An
+ * unfinished run's history ends at its checkpoint: the steps after it are redone on resume.
+ */
+function historyFromLog(info: TrainRunInfo): TrainProgress[] {
+  const upTo = info.status === 'finished' ? Infinity : (checkpointStep(info.config.outDir) ?? 0);
+  return readLog(path.join(info.config.outDir, LOG_FILE))
+    .filter((line) => line.step <= upTo)
+    .map(({ execution_provider: _ep, epoch: _epoch, tokens: _tokens, ...line }) => ({ ...line, runId: info.runId }));
+}
+
+/** A run listed as going when the app closed: its worker died with the app. */
+function interrupted(info: TrainRunInfo): TrainRunInfo {
+  const step = checkpointStep(info.config.outDir);
+  const base = { ...info, phase: null, adapterDir: null, lastProgress: null };
+  if (step === null) return { ...base, status: 'failed', error: 'Interrupted: the app closed before the run wrote its first checkpoint; start it again.' };
+  return { ...base, status: 'cancelled', error: `Interrupted: the app closed during the run; resume continues from the checkpoint at step ${step}.` };
 }
 
 export class TrainingService {
-  private readonly runs = new Map<string, Run>();
+  private runs = new Map<string, Run>();
   private engine: TrainingEngine | null | undefined;
+  /** The runs file whose runs `runs` holds (besides runs still going on another database). */
+  private listed: string | null = null;
 
   constructor(
     private readonly events: EventHub,
@@ -118,15 +165,46 @@ export class TrainingService {
   }
 
   async state(): Promise<TrainingState> {
+    this.sync();
     return { engine: await this.availability(), runs: [...this.runs.values()].map((r) => r.info) };
   }
 
   metrics(runId: string): TrainProgress[] {
-    return this.getRun(runId).history;
+    return this.historyOf(this.getRun(runId));
+  }
+
+  private historyOf(run: Run): TrainProgress[] {
+    run.history ??= historyFromLog(run.info);
+    return run.history;
+  }
+
+  /** Lists the open database's runs (after a restart, or a switch to another database). */
+  private sync(): void {
+    const file = runsFileFor(this.workspace().dbPath);
+    if (file === this.listed) return;
+    this.listed = file;
+    const active = [...this.runs.values()].filter((r) => r.info.status === 'running' || r.info.status === 'cancelling');
+    this.runs = new Map();
+    for (const info of readRunsFile(file)) {
+      const live = info.status === 'running' || info.status === 'cancelling';
+      this.runs.set(info.runId, { info: live ? interrupted(info) : info, history: null, abort: new AbortController(), file });
+    }
+    for (const run of active) this.runs.set(run.info.runId, run);
+  }
+
+  /** Writes the runs of one database; a failure to write is reported, never fatal to the run. */
+  private persist(file: string): void {
+    const infos = [...this.runs.values()].filter((r) => r.file === file).map((r) => r.info).slice(-MAX_LISTED_RUNS);
+    try {
+      writeFileAtomicSync(file, Buffer.from(JSON.stringify({ format: 1, runs: infos }, null, 1) + '\n', 'utf8'));
+    } catch (err) {
+      process.stderr.write(`hindsight: could not record the training runs in ${file}: ${(err as Error).message}\n`);
+    }
   }
 
   async start(config: TrainConfig): Promise<{ runId: string }> {
     const engine = await this.requireEngine();
+    this.sync();
     if ([...this.runs.values()].some((r) => r.info.status === 'running' || r.info.status === 'cancelling')) {
       throw new UserError('A fine-tune is already running; cancel it or wait for it to finish.');
     }
@@ -141,7 +219,10 @@ export class TrainingService {
     const run = this.getRun(runId);
     if (run.info.status === 'running' || run.info.status === 'cancelling') throw new UserError(`Run ${runId} is still running.`);
     if (run.info.status === 'finished') throw new UserError(`Run ${runId} has finished; start a new fine-tune instead.`);
-    this.launch(engine, runId, run.info.config, true, run.history);
+    if (checkpointStep(run.info.config.outDir) === null) {
+      throw new UserError(`Run ${runId} has no checkpoint in ${run.info.config.outDir} to resume from; start a new fine-tune instead.`);
+    }
+    this.launch(engine, runId, run.info.config, true, this.historyOf(run));
     return { runId };
   }
 
@@ -153,6 +234,19 @@ export class TrainingService {
     return { cancelled: true };
   }
 
+  /**
+   * The app is closing: a running fine-tune stops after its current step, keeps a checkpoint
+   * and is listed as cancelled, so it can be resumed at the next launch. (The trainer's worker
+   * keeps the process alive for that one step.)
+   */
+  close(): void {
+    for (const run of this.runs.values()) {
+      if (run.info.status !== 'running') continue;
+      run.abort.abort();
+      this.update(run, { status: 'cancelling' });
+    }
+  }
+
   private async requireEngine(): Promise<TrainingEngine> {
     const engine = await this.getEngine();
     if (!engine) throw new UnavailableError(NOT_AVAILABLE);
@@ -160,14 +254,16 @@ export class TrainingService {
   }
 
   private getRun(runId: string): Run {
+    this.sync();
     const run = this.runs.get(runId);
-    if (!run) throw new UserError(`No training run '${runId}' in this session.`);
+    if (!run) throw new UserError(`No training run '${runId}' for this database.`);
     return run;
   }
 
   private update(run: Run, patch: Partial<TrainRunInfo>): void {
     run.info = { ...run.info, ...patch };
     this.events.emit('train.status', run.info);
+    if (patch.status !== undefined) this.persist(run.file);
   }
 
   private launch(engine: TrainingEngine, runId: string, config: TrainConfig, resume: boolean, history: TrainProgress[] = []): void {
@@ -175,9 +271,13 @@ export class TrainingService {
       info: { runId, status: 'running', config, startedAt: Date.now(), executionProvider: null, phase: null, lastProgress: history.at(-1) ?? null, adapterDir: null, error: null },
       history,
       abort: new AbortController(),
+      file: runsFileFor(this.workspace().dbPath),
     };
+    // A resumed run moves to the end of the list, as the newest.
+    this.runs.delete(runId);
     this.runs.set(runId, run);
     this.events.emit('train.status', run.info);
+    this.persist(run.file);
     const job: TrainJob = {
       runId,
       config,
@@ -189,8 +289,9 @@ export class TrainingService {
         const progress = { ...p, runId };
         // A resume from an older checkpoint (after a failure) redoes steps: they replace
         // the ones recorded before, so the history stays one line per step.
-        if ((run.history.at(-1)?.step ?? 0) >= progress.step) run.history = run.history.filter((h) => h.step < progress.step);
-        run.history.push(progress);
+        let history = this.historyOf(run);
+        if ((history.at(-1)?.step ?? 0) >= progress.step) history = run.history = history.filter((h) => h.step < progress.step);
+        history.push(progress);
         run.info = { ...run.info, lastProgress: progress };
         // A step ends whatever the trainer said it was doing before ("checkpoint at step 10").
         if (run.info.phase !== null) this.update(run, { phase: null });
@@ -203,6 +304,19 @@ export class TrainingService {
       ({ adapterDir, status }) => this.update(run, { status, adapterDir, phase: null }),
       (err: Error) => this.update(run, { status: run.abort.signal.aborted ? 'cancelled' : 'failed', phase: null, error: err.message.split('\n')[0] ?? String(err) }),
     );
+  }
+}
+
+/** The runs listed in a runs file; a missing or unreadable file lists none (the logs stay on disk). */
+function readRunsFile(file: string): TrainRunInfo[] {
+  if (!fs.existsSync(file)) return [];
+  try {
+    const stored = JSON.parse(fs.readFileSync(file, 'utf8')) as { format?: unknown; runs?: unknown };
+    if (stored.format !== 1 || !Array.isArray(stored.runs)) throw new Error('not a Hindsight runs file (format 1)');
+    return (stored.runs as TrainRunInfo[]).filter((r) => typeof r?.runId === 'string' && typeof r.config?.outDir === 'string');
+  } catch (err) {
+    process.stderr.write(`hindsight: ignoring ${file}: ${(err as Error).message}\n`);
+    return [];
   }
 }
 

@@ -31,8 +31,11 @@ export interface ServeHandle {
   token: string;
   /** Calls the API as a script would, with the token. Throws the API's message on an error. */
   api<T>(name: string, input?: unknown): Promise<T>;
-  /** Stops serve and waits for it to exit, so its database is closed before the folder goes. */
-  stop(): Promise<void>;
+  /**
+   * Stops serve (SIGTERM: the app closing; SIGKILL: a crash) and waits for it to exit, so its
+   * database is closed before the folder goes.
+   */
+  stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
 }
 
 /** Starts `hindsight serve --port 0 --json` on `dbPath` and reads the URL it prints. */
@@ -66,7 +69,7 @@ export async function startServe(dbPath: string): Promise<ServeHandle> {
       if (!body.ok) throw new Error(body.error!.message);
       return body.value;
     },
-    stop: () =>
+    stop: (signal = 'SIGTERM') =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null || child.signalCode !== null) return resolve();
         const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
@@ -74,7 +77,7 @@ export async function startServe(dbPath: string): Promise<ServeHandle> {
           clearTimeout(timer);
           resolve();
         });
-        child.kill('SIGTERM');
+        child.kill(signal);
       }),
   };
 }

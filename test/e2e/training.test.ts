@@ -9,14 +9,16 @@
 //   - the adapter folder at the end, checked on disk (PEFT files and trainer_log.jsonl),
 //     shown in the browser with a Copy button and a note that a browser cannot open it;
 //   - a second run (Binary RL) starts with empty charts and says why it has no teacher gap;
-//   - a CUDA request without the CUDA provider fails with the reason, never on the CPU.
+//   - a CUDA request without the CUDA provider fails with the reason, never on the CPU;
+//   - a run going when serve stops (closed, or killed) is listed after a restart and resumes
+//     to the end.
 // Screenshots: training-cancelled.png, training-running.png (resumed, mid-run) and
 // training.png (finished); see helpers.ts.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { collectPageErrors, haveChromium, launchBrowser, reportMissingChromium, shot, startServe, type ServeHandle } from './helpers.js';
 
 reportMissingChromium('training.test.ts');
@@ -207,8 +209,9 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     await page.fill('[data-testid=train-steps]', '4');
     const outDir = await page.locator('[data-testid=train-out]').inputValue();
     expect(outDir).toMatch(/[/\\]rl-\d{8}-\d{6}$/);
+    const before = await page.locator('.run-line').getAttribute('data-run-id');
     await page.locator('[data-action=fine-tune]').click();
-    await page.locator('[data-testid=train-status]', { hasText: 'running' }).waitFor();
+    await page.waitForFunction((id) => document.querySelector('.run-line')?.getAttribute('data-run-id') !== id, before);
     // The first run's 16 steps are gone from every chart.
     expect(await chartPoints('loss')).toBeLessThan(STEPS);
     await waitForStatus('finished');
@@ -221,7 +224,9 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
   it('reports a CUDA request plainly: it runs on CUDA where the provider is installed, or fails with the reason', async () => {
     await page.selectOption('[data-testid=train-device-select]', 'cuda');
     await page.fill('[data-testid=train-steps]', '2');
+    const before = await page.locator('.run-line').getAttribute('data-run-id');
     await page.locator('[data-action=fine-tune]').click();
+    await page.waitForFunction((id) => document.querySelector('.run-line')?.getAttribute('data-run-id') !== id, before);
     const status = page.locator('[data-testid=train-status]', { hasText: /^(failed|finished)$/ });
     await status.waitFor({ timeout: 90_000 });
     if ((await status.textContent()) === 'failed') {
@@ -234,10 +239,71 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     } else {
       expect(await page.locator('[data-testid=train-device]').textContent()).toContain('CUDA GPU');
     }
-    await page.selectOption('[data-testid=train-device-select]', 'cpu');
+  });
+
+  afterEach(async () => {
+    // The later runs are on the CPU, whatever a failed test left selected.
+    if (await page.locator('[data-testid=train-device-select]').count()) await page.selectOption('[data-testid=train-device-select]', 'cpu');
+  });
+
+  /** Starts a combined run of `steps` and returns its adapter folder once `atStep` is drawn. */
+  async function startRunUntil(steps: number, atStep: number): Promise<string> {
+    await page.locator('input[name=method][value=combine]').check();
+    await page.fill('[data-testid=train-steps]', String(steps));
+    await page.fill('[data-testid=train-batch]', String(BATCH));
+    await page.fill('[data-testid=train-save-every]', String(SAVE_EVERY));
+    const outDir = await page.locator('[data-testid=train-out]').inputValue();
+    const before = await page.locator('.run-line').getAttribute('data-run-id');
+    await page.locator('[data-action=fine-tune]').click();
+    await page.waitForFunction((id) => document.querySelector('.run-line')?.getAttribute('data-run-id') !== id, before);
+    await page.waitForFunction((n) => Number(document.querySelector('[data-testid=train-step] b')?.textContent ?? 0) >= n, atStep, { timeout: 60_000 });
+    return outDir;
+  }
+
+  async function restartServe(signal: 'SIGTERM' | 'SIGKILL'): Promise<void> {
+    await serve.stop(signal);
+    serve = await startServe(path.join(dir, 'train.db'));
+    await page.goto(serve.loginUrl);
+    await page.locator('[data-nav=training]').click();
+  }
+
+  async function resumeToTheEnd(from: number, steps: number, outDir: string): Promise<void> {
+    // The charts come back from the run's trainer_log.jsonl, up to its checkpoint.
+    await page.waitForFunction((n) => document.querySelector('[data-chart=loss]')?.getAttribute('data-points') === String(n), from);
+    await page.locator('[data-action=resume-train]', { hasText: `Resume from step ${from}` }).click();
+    await waitForStatus('finished');
+    expect(await chartPoints('loss')).toBe(steps);
+    const run = (await serve.api<{ runs: RunInfo[] }>('trainStatus')).runs.at(-1)!;
+    const { progress } = await serve.api<{ progress: Progress[] }>('trainMetrics', { runId: run.runId });
+    expect(progress.map((p) => p.step)).toEqual(Array.from({ length: steps }, (_, i) => i + 1));
+    expect(fs.existsSync(path.join(outDir, 'adapter_model.safetensors'))).toBe(true);
+  }
+
+  it('closing serve mid-run cancels at a checkpoint; after a restart the run resumes to the end', async () => {
+    const outDir = await startRunUntil(40, 3);
+    await restartServe('SIGTERM');
+    await waitForStatus('cancelled');
+    const stoppedAt = await stepShown();
+    expect(stoppedAt).toBeLessThan(40);
+    expect(JSON.parse(fs.readFileSync(path.join(outDir, 'checkpoints', 'latest.json'), 'utf8')).step).toBe(stoppedAt);
+    await resumeToTheEnd(stoppedAt, 40, outDir);
+  });
+
+  it('a run cut off by a crash is listed as interrupted and resumes from its last checkpoint', async () => {
+    const outDir = await startRunUntil(40, 5);
+    await restartServe('SIGKILL');
+    await waitForStatus('cancelled');
+    const checkpoint = JSON.parse(fs.readFileSync(path.join(outDir, 'checkpoints', 'latest.json'), 'utf8')).step as number;
+    expect(checkpoint).toBeGreaterThanOrEqual(4);
+    expect(await page.locator('[data-testid=train-run-error]').textContent()).toContain(`resume continues from the checkpoint at step ${checkpoint}`);
+    await resumeToTheEnd(checkpoint, 40, outDir);
+    const runs = (await serve.api<{ runs: RunInfo[] }>('trainStatus')).runs;
+    expect(runs.map((r) => r.status)).toEqual(['finished', 'finished', 'failed', 'finished', 'finished']);
   });
 
   it('logged no errors in the page', () => {
-    expect(pageErrors).toEqual([]);
+    // Killing serve (the crash above) cuts the page's event stream and calls: Chromium logs those.
+    const cutByTheKill = /net::ERR_(INCOMPLETE_CHUNKED_ENCODING|CONNECTION_RESET|CONNECTION_REFUSED|EMPTY_RESPONSE)/;
+    expect(pageErrors.filter((e) => !cutByTheKill.test(e))).toEqual([]);
   });
 });
