@@ -74,7 +74,14 @@ export async function ensureRendererBuilt(log: (line: string) => void = () => {}
   await build({ ...base, configFile: false, logLevel: 'warn', plugins: [vue(), cspMetaPlugin()] });
   const retired = path.join(PROJECT_ROOT, 'out', `.renderer-old-${process.pid}`);
   if (fs.existsSync(RENDERER_OUT)) fs.renameSync(RENDERER_OUT, retired);
-  fs.renameSync(staging, RENDERER_OUT);
+  try {
+    fs.renameSync(staging, RENDERER_OUT);
+  } catch (err) {
+    // Another process swapped its own build in between our two renames: it is built from the
+    // same sources, so keep it and drop ours.
+    if (!fs.existsSync(path.join(RENDERER_OUT, 'index.html'))) throw err;
+    fs.rmSync(staging, { recursive: true, force: true });
+  }
   fs.rmSync(retired, { recursive: true, force: true });
   log(`UI built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   return RENDERER_OUT;
