@@ -1,18 +1,20 @@
 // Small display helpers shared by the views.
-import type { LabelSource, Reward } from '../../src-main/core/types.js';
+import type { LabelSource, Reward, SessionFormat } from '../../src-main/core/types.js';
 import type { JudgeSummary } from '../../src-main/core/workspace-api.js';
 
-const SOURCE_LABELS: Record<string, string> = {
+// Typed over every session format, so a new importer or source cannot go unlabelled.
+const SOURCE_LABELS: Record<SessionFormat, string> = {
   chatgpt: 'ChatGPT',
   claude: 'Claude',
   sharegpt: 'ShareGPT',
   openai: 'OpenAI JSONL',
   messages: 'HF messages',
   openwebui: 'Open WebUI',
+  capture: 'Live capture',
 };
 
 export function sourceLabel(source: string): string {
-  return SOURCE_LABELS[source] ?? source;
+  return SOURCE_LABELS[source as SessionFormat] ?? source;
 }
 
 /** Dates arrive as unix seconds (SPEC), shown in the user's locale. */
