@@ -8,17 +8,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { ModelEngine, type EngineOptions } from './engine.js';
-
-interface Request {
-  id: number;
-  method: string;
-  args: unknown[];
-}
-
-function errorPayload(err: unknown) {
-  const e = err as Error;
-  return { name: e?.name ?? 'Error', message: e?.message ?? String(err), stack: e?.stack };
-}
+import { errorPayload, serveRequests, type Request } from './worker-serve.js';
 
 const port = parentPort!;
 const { dir, options } = workerData as { dir: string; options: EngineOptions };
@@ -37,43 +27,26 @@ try {
   port.postMessage({ fatal: errorPayload(err) });
 }
 
-// Requests run one at a time, in order: ONNX Runtime sessions are not re-entrant here and
-// the caller's promises resolve in the order they were made.
-let queue: Promise<void> = Promise.resolve();
+serveRequests(port, handle);
 
-port.on('message', (req: Request) => {
-  queue = queue.then(() => handle(req));
-});
-
-async function handle({ id, method, args }: Request): Promise<void> {
-  try {
-    let result: unknown;
-    switch (method) {
-      case 'prepare':
-        await engine.prepare(args[0] as ('score' | 'generate')[]);
-        result = engine.executionProvider;
-        break;
-      case 'score':
-        result = { logprobs: await engine.score(args[0] as never, args[1] as never), executionProvider: engine.executionProvider };
-        break;
-      case 'scoreIncremental':
-        result = await engine.scoreIncremental(args[0] as never, args[1] as never);
-        break;
-      case 'generate': {
-        const stream = args[2] === true;
-        const out = await engine.generate(args[0] as never, args[1] as never, stream ? (token, logprob) => port.postMessage({ id, event: 'token', token, logprob }) : undefined);
-        result = { ...out, executionProvider: engine.executionProvider };
-        break;
-      }
-      case 'close':
-        await engine.close();
-        result = true;
-        break;
-      default:
-        throw new Error(`unknown method ${method}`);
+async function handle({ id, method, args }: Request): Promise<unknown> {
+  switch (method) {
+    case 'prepare':
+      await engine.prepare(args[0] as ('score' | 'generate')[]);
+      return engine.executionProvider;
+    case 'score':
+      return { logprobs: await engine.score(args[0] as never, args[1] as never), executionProvider: engine.executionProvider };
+    case 'scoreIncremental':
+      return engine.scoreIncremental(args[0] as never, args[1] as never);
+    case 'generate': {
+      const stream = args[2] === true;
+      const out = await engine.generate(args[0] as never, args[1] as never, stream ? (token, logprob) => port.postMessage({ id, event: 'token', token, logprob }) : undefined);
+      return { ...out, executionProvider: engine.executionProvider };
     }
-    port.postMessage({ id, result });
-  } catch (err) {
-    port.postMessage({ id, error: errorPayload(err) });
+    case 'close':
+      await engine.close();
+      return true;
+    default:
+      throw new Error(`unknown method ${method}`);
   }
 }

@@ -6,6 +6,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { train, type TrainerOptions } from './trainer.js';
 import { createStepForTrainer } from './step-factory.js';
 import type { WorkerMessage } from './run.js';
+import { errorPayload } from '../model/worker-serve.js';
 
 const port = parentPort!;
 const { options, stopFlag } = workerData as { options: TrainerOptions; stopFlag: Int32Array };
@@ -19,6 +20,5 @@ try {
   });
   post({ type: 'done', result });
 } catch (err) {
-  const e = err as Error;
-  post({ type: 'error', error: { name: e?.name ?? 'Error', message: e?.message ?? String(err), stack: e?.stack } });
+  post({ type: 'error', error: errorPayload(err) });
 }

@@ -8,18 +8,8 @@
  *   worker → parent  { id, result } | { id, error: { name, message, stack } }
  */
 import { parentPort, workerData } from 'node:worker_threads';
+import { errorPayload, serveRequests, type Request } from '../../model/worker-serve.js';
 import { TrainStepEngine, type TrainStepOptions } from './engine.js';
-
-interface Request {
-  id: number;
-  method: string;
-  args: unknown[];
-}
-
-function errorPayload(err: unknown) {
-  const e = err as Error;
-  return { name: e?.name ?? 'Error', message: e?.message ?? String(err), stack: e?.stack };
-}
 
 const port = parentPort!;
 const { model, options } = workerData as { model: string; options: TrainStepOptions };
@@ -32,26 +22,16 @@ try {
   port.postMessage({ fatal: errorPayload(err) });
 }
 
-// One request at a time, in order: a session is not re-entrant, and results come back in call order.
-let queue: Promise<void> = Promise.resolve();
-port.on('message', (req: Request) => {
-  queue = queue.then(() => handle(req));
-});
+serveRequests(port, handle);
 
-async function handle({ id, method, args }: Request): Promise<void> {
-  try {
-    const e = engine!;
-    let result: unknown;
-    switch (method) {
-      case 'policyLogprobs': result = await e.policyLogprobs(args[0] as never, args[1] as never); break;
-      case 'baseLogprobs': result = await e.baseLogprobs(args[0] as never); break;
-      case 'gradients': result = await e.gradients(args[0] as never, args[1] as never); break;
-      case 'step': result = await e.step(args[0] as never, args[1] as never, args[2] as never); break;
-      case 'close': await e.close(); result = true; break;
-      default: throw new Error(`unknown method ${method}`);
-    }
-    port.postMessage({ id, result });
-  } catch (err) {
-    port.postMessage({ id, error: errorPayload(err) });
+async function handle({ method, args }: Request): Promise<unknown> {
+  const e = engine!;
+  switch (method) {
+    case 'policyLogprobs': return e.policyLogprobs(args[0] as never, args[1] as never);
+    case 'baseLogprobs': return e.baseLogprobs(args[0] as never);
+    case 'gradients': return e.gradients(args[0] as never, args[1] as never);
+    case 'step': return e.step(args[0] as never, args[1] as never, args[2] as never);
+    case 'close': await e.close(); return true;
+    default: throw new Error(`unknown method ${method}`);
   }
 }

@@ -1,0 +1,46 @@
+/**
+ * The worker-thread side of the app's ONNX Runtime workers (./worker.ts for the model,
+ * ../train/step/worker.ts for the training step, ../train/trainer-worker.ts for the trainer).
+ * The parent side is ./worker-host.ts. Protocol, all structured-clone messages:
+ *   parent → worker  { id, method, args }
+ *   worker → parent  { id, result } | { id, error: ErrorPayload } | { id, event, … }
+ * Errors travel as plain objects (a structured clone drops an Error's class); the parent
+ * turns them back into Errors, a UserError staying a UserError.
+ */
+import type { MessagePort } from 'node:worker_threads';
+
+export interface ErrorPayload {
+  name: string;
+  message: string;
+  stack?: string;
+}
+
+export interface Request {
+  id: number;
+  method: string;
+  args: unknown[];
+}
+
+/** Anything thrown, as a message can carry it. */
+export function errorPayload(err: unknown): ErrorPayload {
+  const e = err as Error;
+  return { name: e?.name ?? 'Error', message: e?.message ?? String(err), stack: e?.stack };
+}
+
+/**
+ * Answers the parent's requests with `handle`'s result or error. Requests run one at a time,
+ * in order: ONNX Runtime sessions are not re-entrant here, and the caller's promises resolve
+ * in the order they were made.
+ */
+export function serveRequests(port: MessagePort, handle: (request: Request) => Promise<unknown>): void {
+  let queue: Promise<void> = Promise.resolve();
+  port.on('message', (request: Request) => {
+    queue = queue.then(async () => {
+      try {
+        port.postMessage({ id: request.id, result: await handle(request) });
+      } catch (err) {
+        port.postMessage({ id: request.id, error: errorPayload(err) });
+      }
+    });
+  });
+}
