@@ -6,8 +6,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { CallInput, JudgeBackend, Settings, TrainMethod } from './contract.js';
 import { JUDGE_BACKENDS, TRAIN_METHODS } from './contract.js';
+import { CAPTURE_SETTING_DEFAULTS, type CaptureSettingFields } from './capture-defaults.js';
 
-interface StoredSettings {
+interface StoredSettings extends CaptureSettingFields {
   judgeBackend: JudgeBackend;
   judgeVotes: number;
   judgeHints: boolean;
@@ -16,19 +17,6 @@ interface StoredSettings {
   openaiModel: string;
   openaiApiKey: string;
   defaultModelDir: string;
-  /** Live capture (src-main/capture/): off until the user turns it on. */
-  captureEnabled: boolean;
-  /** Proxy mode: forward /v1/chat/completions there instead of answering with the local model ('' = local). */
-  captureUpstreamUrl: string;
-  captureUpstreamModel: string;
-  captureUpstreamApiKey: string;
-  /** The background loop, opt-in: judge new captured samples, train every N labelled ones. */
-  captureAutoJudge: boolean;
-  captureAutoTrain: boolean;
-  captureTrainEvery: number;
-  /** Steps of each background run; 0 = one epoch over the new samples. */
-  captureTrainSteps: number;
-  captureTrainMethod: TrainMethod;
 }
 
 export function settingsPathFor(dbPath: string): string {
@@ -51,15 +39,7 @@ export class SettingsStore {
       openaiModel: '',
       openaiApiKey: '',
       defaultModelDir: demoModelDir,
-      captureEnabled: false,
-      captureUpstreamUrl: '',
-      captureUpstreamModel: '',
-      captureUpstreamApiKey: '',
-      captureAutoJudge: false,
-      captureAutoTrain: false,
-      captureTrainEvery: 16,
-      captureTrainSteps: 0,
-      captureTrainMethod: 'combine',
+      ...CAPTURE_SETTING_DEFAULTS,
     };
     this.stored = { ...defaults, ...this.readFile(defaults) };
   }

@@ -1,0 +1,35 @@
+/**
+ * The live-capture settings (src-main/capture/) as settings.json stores them, with their
+ * defaults. The server's settings store starts from these defaults, and the Settings page's
+ * capture form shows them until the server's values arrive, so both import them from here.
+ * Node-free on purpose: the browser bundle loads this file.
+ */
+import type { TrainMethod } from './contract.js';
+
+export interface CaptureSettingFields {
+  /** Off until the user turns it on. */
+  captureEnabled: boolean;
+  /** Proxy mode: forward /v1/chat/completions there instead of answering with the local model ('' = local). */
+  captureUpstreamUrl: string;
+  captureUpstreamModel: string;
+  captureUpstreamApiKey: string;
+  /** The background loop, opt-in: judge new captured samples, train every N labelled ones. */
+  captureAutoJudge: boolean;
+  captureAutoTrain: boolean;
+  captureTrainEvery: number;
+  /** Steps of each background run; 0 = one epoch over the new samples. */
+  captureTrainSteps: number;
+  captureTrainMethod: TrainMethod;
+}
+
+export const CAPTURE_SETTING_DEFAULTS: Readonly<CaptureSettingFields> = {
+  captureEnabled: false,
+  captureUpstreamUrl: '',
+  captureUpstreamModel: '',
+  captureUpstreamApiKey: '',
+  captureAutoJudge: false,
+  captureAutoTrain: false,
+  captureTrainEvery: 16,
+  captureTrainSteps: 0,
+  captureTrainMethod: 'combine',
+};
