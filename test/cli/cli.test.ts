@@ -4,8 +4,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { main } from '../../src-main/cli.js';
+import { describe, expect, it } from 'vitest';
+import { runCli as cli } from '../helpers/cli.js';
 import { tempDir } from '../store/helpers.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -13,24 +13,6 @@ const SAMPLES = fileURLToPath(new URL('../../../shared/samples/', import.meta.ur
 const haveSamples = fs.existsSync(path.join(SAMPLES, 'chatgpt-tree-branches.json'));
 const CHATGPT = haveSamples ? path.join(SAMPLES, 'chatgpt-tree-branches.json') : path.join(ROOT, 'resources/samples/chatgpt-tree-branches.json');
 const run = promisify(execFile);
-
-let stdout = '';
-let stderr = '';
-beforeEach(() => {
-  stdout = '';
-  stderr = '';
-  vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => ((stdout += String(chunk)), true));
-  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => ((stderr += String(chunk)), true));
-});
-afterEach(() => vi.restoreAllMocks());
-
-/** Runs `hindsight …` in this process; returns the exit status with what it printed. */
-async function cli(...argv: string[]) {
-  stdout = '';
-  stderr = '';
-  const code = await main(argv);
-  return { code, stdout, stderr, json: () => JSON.parse(stdout) };
-}
 
 describe('npm run cli (a real process)', () => {
   it('import --json prints the summary, and export --format kto writes valid lines', async () => {

@@ -1,30 +1,17 @@
 // The worker-backed runtime and the score/generate commands.
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { LocalModel } from '../../src-main/model/local-model.js';
-import { main } from '../../src-main/cli.js';
+import { runCli as cli } from '../helpers/cli.js';
 import { writeTinyModel } from './tiny-models.js';
 
 const STORIES = path.resolve('resources/models/stories260K');
 const reference = JSON.parse(fs.readFileSync(path.join(STORIES, 'reference_greedy.json'), 'utf8')) as { bos_greedy_200_ids: number[]; bos_greedy_200_text: string };
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-runtime-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
-
-/** Runs the CLI in-process, capturing stdout. */
-async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '', stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((s) => ((stdout += String(s)), true));
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((s) => ((stderr += String(s)), true));
-  try {
-    return { code: await main(args), stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-  }
-}
 
 describe('LocalModel runtime', () => {
   let model: LocalModel;
@@ -84,7 +71,7 @@ describe('score and generate commands', () => {
       JSON.stringify({ input_ids: [5, 6, 7, 8, 9], response_start: 3 }),
       '',
     ].join('\n'));
-    const r = await cli(['score', '--model', tiny.dir, '--input', input, '--out', outFile, '--json']);
+    const r = await cli('score', '--model', tiny.dir, '--input', input, '--out', outFile, '--json');
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ rows: 2, execution_provider: 'cpu', out: outFile });
     const lines = fs.readFileSync(outFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { logprobs: number[] });
@@ -103,7 +90,7 @@ describe('score and generate commands', () => {
     const tiny = path.join(root, 'cli');
     const input = path.join(root, 'bad.jsonl');
     fs.writeFileSync(input, '{"input_ids":[1,2],"response_start":1}\n{"messages":"nope"}\n');
-    const r = await cli(['score', '--model', tiny, '--input', input, '--out', path.join(root, 'o.jsonl')]);
+    const r = await cli('score', '--model', tiny, '--input', input, '--out', path.join(root, 'o.jsonl'));
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`${input}:2: expected {"messages":[…],"response":"…"} or {"input_ids":[…],"response_start":k}`);
   });
@@ -119,10 +106,10 @@ describe('score and generate commands', () => {
   });
 
   it('usage errors exit 2, user errors exit 1 with one line', async () => {
-    expect((await cli(['generate', '--model', STORIES, '--prompt', 'x', '--device', 'tpu'])).code).toBe(2);
-    expect((await cli(['generate', '--model', STORIES, '--prompt', 'x', '--top-p', '0'])).code).toBe(2);
-    expect((await cli(['score', '--model', STORIES])).code).toBe(2);
-    const missing = await cli(['generate', '--model', path.join(root, 'none'), '--prompt', 'x']);
+    expect((await cli('generate', '--model', STORIES, '--prompt', 'x', '--device', 'tpu')).code).toBe(2);
+    expect((await cli('generate', '--model', STORIES, '--prompt', 'x', '--top-p', '0')).code).toBe(2);
+    expect((await cli('score', '--model', STORIES)).code).toBe(2);
+    const missing = await cli('generate', '--model', path.join(root, 'none'), '--prompt', 'x');
     expect(missing.code).toBe(1);
     expect(missing.stderr.trim().split('\n')).toHaveLength(1);
   });

@@ -5,8 +5,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { main } from '../../src-main/cli.js';
+import { describe, expect, it } from 'vitest';
+import { runCli as cli } from '../helpers/cli.js';
 import { readLog } from '../../src-main/train/log.js';
 import { readAdapter } from '../../src-main/train/peft.js';
 import { Checkpoint } from '../../src-main/model/checkpoint.js';
@@ -15,21 +15,6 @@ import { conv, fakeExport, tempDir, tempWorkspace } from '../store/helpers.js';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const MODEL = path.join(ROOT, 'resources/models/stories260K');
 const run = promisify(execFile);
-
-let stdout = '';
-let stderr = '';
-beforeEach(() => {
-  vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => ((stdout += String(chunk)), true));
-  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => ((stderr += String(chunk)), true));
-});
-afterEach(() => vi.restoreAllMocks());
-
-async function cli(...argv: string[]) {
-  stdout = '';
-  stderr = '';
-  const code = await main(argv);
-  return { code, stdout, stderr };
-}
 
 describe('hindsight train', () => {
   it('trains on the database (combine) in a worker and reports the EP in stderr, the log and --json', async () => {

@@ -4,8 +4,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { main } from '../../src-main/cli.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Checkpoint } from '../../src-main/model/checkpoint.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { padBatch } from '../../src-main/train/batches.js';
@@ -13,6 +12,7 @@ import { readAdapter } from '../../src-main/train/peft.js';
 import { createStepForTrainer } from '../../src-main/train/step-factory.js';
 import { createTrainStepInProcess } from '../../src-main/train/step/index.js';
 import { train } from '../../src-main/train/trainer.js';
+import { runCli as cli } from '../helpers/cli.js';
 
 const MODEL = path.resolve('resources/models/stories260K');
 const ctx = [{ role: 'user', content: 'Tell me a story.' }];
@@ -36,21 +36,6 @@ beforeAll(async () => {
   fs.writeFileSync(inputFile, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
 }, 120_000);
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
-
-let stdout = '';
-let stderr = '';
-beforeEach(() => {
-  vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => ((stdout += String(chunk)), true));
-  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => ((stderr += String(chunk)), true));
-});
-afterEach(() => vi.restoreAllMocks());
-
-async function cli(...argv: string[]) {
-  stdout = '';
-  stderr = '';
-  const code = await main(argv);
-  return { code, stdout, stderr };
-}
 
 const readScores = (file: string) => fs.readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l).logprobs as number[]);
 
