@@ -1,10 +1,6 @@
-// The app's side of fine-tuning: run bookkeeping, events and the plug for the trainer.
-//
-// THE PLUG: `loadTrainingEngine()` below adapts the trainer (src-main/train/run.ts, which
-// hosts it in a worker thread) to `TrainingEngine`. While the compiled training step
-// (src-main/train/step/) is missing from the build, it returns null and every start/resume
-// answers a clear "not available in this build" error, which the Training page shows as it
-// is. The page draws `train.progress` events and reacts to `train.status`.
+// The app's side of fine-tuning: run bookkeeping, events, and the adapter from the API's
+// TrainConfig to the trainer (src-main/train/run.ts, which hosts it in a worker thread). The
+// page draws `train.progress` events and reacts to `train.status`.
 //
 // RUNS OUTLIVE THE APP: each database's runs are listed in `<db>.training-runs.json` beside
 // it, and a run's step history is its own `trainer_log.jsonl`, re-read on demand. A run that
@@ -13,13 +9,11 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { UserError } from '../core/types.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
 import { LOG_FILE, readLog } from '../train/log.js';
 import type { WorkspaceApi } from '../core/workspace-api.js';
 import type { Availability, TrainConfig, TrainProgress, TrainRunInfo, TrainingState } from './contract.js';
-import { UnavailableError } from './errors.js';
 import type { EventHub } from './events.js';
 
 /** One fine-tune as the engine sees it. */
@@ -45,60 +39,43 @@ export interface TrainingEngine {
   run(job: TrainJob): Promise<{ adapterDir: string; status: 'finished' | 'cancelled' }>;
 }
 
-const NOT_AVAILABLE =
-  'Training is not available in this build yet: the compiled training step (src-main/train/step/) has not landed. ' +
-  'Labels, checks and exports work; the Fine-tune button starts working when it does.';
-
-/**
- * The trainer needs its step module, which step-factory.ts loads by a computed path. Look
- * where it would be: beside the trainer in the sources, or in out/main/step/ in the
- * desktop build (electron.vite.config.ts makes it an entry there).
- */
-function trainStepPresent(): boolean {
-  const candidates = ['../train/step/index.ts', '../train/step/index.js', './step/index.js'];
-  return candidates.some((rel) => fs.existsSync(fileURLToPath(new URL(rel, import.meta.url))));
-}
-
-/** Where the trainer plugs in. Returns null while it cannot run in this build. */
-export async function loadTrainingEngine(): Promise<TrainingEngine | null> {
-  if (!trainStepPresent()) return null;
-  const { startTraining } = await import('../train/run.js');
-  return {
-    async run(job) {
-      const { config } = job;
-      const result = await startTraining(
-        {
-          modelDir: config.modelDir,
-          outDir: config.outDir,
-          method: config.method,
-          steps: config.steps,
-          batchSize: config.batchSize,
-          lr: config.lr,
-          optimizer: config.optimizer,
-          loraR: config.loraR,
-          loraAlpha: config.loraAlpha,
-          targets: config.targets,
-          seed: config.seed,
-          device: config.device,
-          saveEvery: config.checkpointEvery,
-          // A resumed run reads its rows and settings back from its own folder.
-          ...(job.resume ? { resume: config.outDir } : { samples: job.workspace.trainingSamples() }),
+/** The trainer behind the TrainingEngine seam. run.ts is loaded on the first fine-tune only. */
+export const trainerEngine: TrainingEngine = {
+  async run(job) {
+    const { startTraining } = await import('../train/run.js');
+    const { config } = job;
+    const result = await startTraining(
+      {
+        modelDir: config.modelDir,
+        outDir: config.outDir,
+        method: config.method,
+        steps: config.steps,
+        batchSize: config.batchSize,
+        lr: config.lr,
+        optimizer: config.optimizer,
+        loraR: config.loraR,
+        loraAlpha: config.loraAlpha,
+        targets: config.targets,
+        seed: config.seed,
+        device: config.device,
+        saveEvery: config.checkpointEvery,
+        // A resumed run reads its rows and settings back from its own folder.
+        ...(job.resume ? { resume: config.outDir } : { samples: job.workspace.trainingSamples() }),
+      },
+      {
+        signal: job.signal,
+        onEvent: (event) => {
+          if (event.type === 'step') {
+            const { execution_provider: _ep, epoch: _epoch, tokens: _tokens, ...log } = event.log;
+            job.onProgress(log);
+          } else if (event.type === 'executionProvider') job.onExecutionProvider(event.name);
+          else job.onPhase(event.message);
         },
-        {
-          signal: job.signal,
-          onEvent: (event) => {
-            if (event.type === 'step') {
-              const { execution_provider: _ep, epoch: _epoch, tokens: _tokens, ...log } = event.log;
-              job.onProgress(log);
-            } else if (event.type === 'executionProvider') job.onExecutionProvider(event.name);
-            else job.onPhase(event.message);
-          },
-        },
-      );
-      return { adapterDir: result.adapterDir, status: result.status };
-    },
-  };
-}
+      },
+    );
+    return { adapterDir: result.adapterDir, status: result.status };
+  },
+};
 
 interface Run {
   info: TrainRunInfo;
@@ -146,27 +123,23 @@ function interrupted(info: TrainRunInfo): TrainRunInfo {
 
 export class TrainingService {
   private runs = new Map<string, Run>();
-  private engine: TrainingEngine | null | undefined;
   /** The runs file whose runs `runs` holds (besides runs still going on another database). */
   private listed: string | null = null;
 
   constructor(
     private readonly events: EventHub,
     private readonly workspace: () => WorkspaceApi,
+    private readonly engine: TrainingEngine = trainerEngine,
   ) {}
 
-  private async getEngine(): Promise<TrainingEngine | null> {
-    if (this.engine === undefined) this.engine = await loadTrainingEngine();
-    return this.engine;
-  }
-
-  async availability(): Promise<Availability> {
-    return (await this.getEngine()) ? { available: true, reason: null } : { available: false, reason: NOT_AVAILABLE };
+  /** The trainer is part of every build; the field stays in the contract for the page's sake. */
+  availability(): Availability {
+    return { available: true, reason: null };
   }
 
   async state(): Promise<TrainingState> {
     this.sync();
-    return { engine: await this.availability(), runs: [...this.runs.values()].map((r) => r.info) };
+    return { engine: this.availability(), runs: [...this.runs.values()].map((r) => r.info) };
   }
 
   metrics(runId: string): TrainProgress[] {
@@ -203,26 +176,24 @@ export class TrainingService {
   }
 
   async start(config: TrainConfig): Promise<{ runId: string }> {
-    const engine = await this.requireEngine();
     this.sync();
     if ([...this.runs.values()].some((r) => r.info.status === 'running' || r.info.status === 'cancelling')) {
       throw new UserError('A fine-tune is already running; cancel it or wait for it to finish.');
     }
     checkModelDir(config.modelDir);
     const runId = crypto.randomBytes(6).toString('hex');
-    this.launch(engine, runId, config, false);
+    this.launch(this.engine, runId, config, false);
     return { runId };
   }
 
   async resume(runId: string): Promise<{ runId: string }> {
-    const engine = await this.requireEngine();
     const run = this.getRun(runId);
     if (run.info.status === 'running' || run.info.status === 'cancelling') throw new UserError(`Run ${runId} is still running.`);
     if (run.info.status === 'finished') throw new UserError(`Run ${runId} has finished; start a new fine-tune instead.`);
     if (checkpointStep(run.info.config.outDir) === null) {
       throw new UserError(`Run ${runId} has no checkpoint in ${run.info.config.outDir} to resume from; start a new fine-tune instead.`);
     }
-    this.launch(engine, runId, run.info.config, true, this.historyOf(run));
+    this.launch(this.engine, runId, run.info.config, true, this.historyOf(run));
     return { runId };
   }
 
@@ -245,12 +216,6 @@ export class TrainingService {
       run.abort.abort();
       this.update(run, { status: 'cancelling' });
     }
-  }
-
-  private async requireEngine(): Promise<TrainingEngine> {
-    const engine = await this.getEngine();
-    if (!engine) throw new UnavailableError(NOT_AVAILABLE);
-    return engine;
   }
 
   private getRun(runId: string): Run {
