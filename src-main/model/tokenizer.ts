@@ -10,11 +10,16 @@
  *
  * Rendered templates are encoded without adding special tokens, as transformers'
  * `apply_chat_template` does: the template itself writes BOS where the model wants one.
+ *
+ * The render context follows transformers: `messages`, `add_generation_prompt`, `tools`,
+ * `bos_token`/`eos_token`, the caller's extra variables, and the globals `raise_exception`
+ * and `strftime_now` (Llama 3.2 and later write today's date with it). Messages are passed
+ * as the JSON they stand for (see {@link templateMessages}).
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
-import { Template } from '@huggingface/jinja';
+import { Environment, Interpreter, Template } from '@huggingface/jinja';
 import { UserError } from '../core/types.js';
 
 export const FALLBACK_CHAT_TEMPLATE =
@@ -128,15 +133,23 @@ export class ChatTokenizer {
   }
 
   applyChatTemplate(messages: ChatMessage[], options: TemplateOptions = {}): string {
+    return this.render(messages, options, new Date());
+  }
+
+  /** `now` is the template's `strftime_now` clock: one instant for renders that must agree. */
+  private render(messages: ChatMessage[], options: TemplateOptions, now: Date): string {
+    const env = templateGlobals(now);
+    const context: Record<string, unknown> = {
+      messages: templateMessages(messages),
+      add_generation_prompt: options.addGenerationPrompt ?? false,
+      bos_token: this.bosToken ?? '',
+      eos_token: this.eosToken ?? '',
+      tools: options.tools,
+      ...options.extra,
+    };
     try {
-      return this.template.render({
-        messages,
-        add_generation_prompt: options.addGenerationPrompt ?? false,
-        bos_token: this.bosToken ?? '',
-        eos_token: this.eosToken ?? '',
-        tools: options.tools,
-        ...options.extra,
-      });
+      for (const [name, value] of Object.entries(context)) env.set(name, value);
+      return new Interpreter(env).run(this.template.parsed).value as string;
     } catch (err) {
       throw new UserError(`chat template failed to render: ${(err as Error).message}`);
     }
@@ -153,31 +166,114 @@ export class ChatTokenizer {
    * for that reply after the generation prompt, end-of-turn tokens included, so the model
    * learns to stop.
    *
+   * The rendered prompt (with its generation prompt) must be a text prefix of the rendered
+   * conversation: templates that rewrite history by position (Qwen3 keeps reasoning only
+   * after the last user query) still do this, since the reply is the last turn either way.
+   * When a template breaks it (e.g. Qwen3 with `enable_thinking: false`, whose generation
+   * prompt is an empty think block, and a reply that carries reasoning) the reply's tokens
+   * cannot be told apart, and this throws a UserError rather than train on a misaligned span.
+   *
    * When the prompt's tokens are a prefix of the whole conversation's tokens (the usual
    * case), the whole conversation is encoded as one text. Otherwise (a BPE merge across the
    * boundary) the prompt and the rest are encoded apart and joined, which is exactly what
    * generation from that prompt would have produced.
    */
   encodeResponse(messages: ChatMessage[], response: string, options: Omit<TemplateOptions, 'addGenerationPrompt'> = {}): ResponseSpan {
-    const prompt = this.applyChatTemplate(messages, { ...options, addGenerationPrompt: true });
-    const full = this.applyChatTemplate([...messages, { role: 'assistant', content: response }], { ...options, addGenerationPrompt: false });
+    const now = new Date(); // both renders see the same date (Llama 3.2 writes today's date)
+    const prompt = this.render(messages, { ...options, addGenerationPrompt: true }, now);
+    const full = this.render([...messages, { role: 'assistant', content: response }], { ...options, addGenerationPrompt: false }, now);
+    if (!full.startsWith(prompt)) throw new UserError(notAPrefixMessage(prompt, full));
     const promptIds = this.encode(prompt);
     const fullIds = this.encode(full);
-    if (full.startsWith(prompt) && promptIds.every((id, i) => fullIds[i] === id) && fullIds.length > promptIds.length) {
+    if (promptIds.every((id, i) => fullIds[i] === id) && fullIds.length > promptIds.length) {
       return { inputIds: fullIds, responseStart: promptIds.length };
     }
-    const boundary = commonPrefixLength(prompt, full);
-    const head = this.encode(full.slice(0, boundary));
-    const tail = this.encode(full.slice(boundary));
+    const tail = this.encode(full.slice(prompt.length));
     if (tail.length === 0) throw new UserError('the chat template renders the response as nothing: cannot find its tokens');
-    return { inputIds: [...head, ...tail], responseStart: head.length };
+    return { inputIds: [...promptIds, ...tail], responseStart: promptIds.length };
   }
 }
 
-function commonPrefixLength(a: string, b: string): number {
+function notAPrefixMessage(prompt: string, full: string): string {
   let i = 0;
-  while (i < a.length && i < b.length && a[i] === b[i]) i++;
-  return i;
+  while (i < prompt.length && i < full.length && prompt[i] === full[i]) i++;
+  const excerpt = (s: string) => JSON.stringify(s.slice(Math.max(0, i - 20), i + 30));
+  return (
+    'the chat template renders the reply so that the prompt (with its generation prompt) is not the start of the conversation with the reply, ' +
+    `so the reply's tokens cannot be found: at character ${i} the prompt reads ${excerpt(prompt)} but the conversation reads ${excerpt(full)}` +
+    ' (for Qwen3, a reply with <think> reasoning cannot follow enable_thinking=false)'
+  );
+}
+
+/**
+ * The template's globals, as transformers provides them. `strftime_now` is ours rather than
+ * @huggingface/jinja's, whose month names follow the machine's locale ("26 juil. 2024"):
+ * transformers formats with Python's default C locale ("26 Jul 2024"), the text the models
+ * saw in training.
+ */
+function templateGlobals(now: Date): Environment {
+  const env = new Environment();
+  const constants: Record<string, unknown> = { true: true, false: false, none: null, True: true, False: false, None: null };
+  for (const [name, value] of Object.entries(constants)) env.set(name, value);
+  env.set('range', pythonRange);
+  env.set('raise_exception', (message: unknown) => {
+    throw new Error(`the template raised an error: ${String(message)}`);
+  });
+  env.set('strftime_now', (format: unknown) => strftimeC(now, String(format)));
+  return env;
+}
+
+function pythonRange(start: number, stop?: number, step = 1): number[] {
+  if (stop === undefined) [start, stop] = [0, start];
+  if (step === 0) throw new Error('range() arg 3 must not be zero');
+  const out: number[] = [];
+  for (let i = start; step > 0 ? i < stop : i > stop; i += step) out.push(i);
+  return out;
+}
+
+const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'];
+const WEEKDAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
+
+/** Python's `strftime` in the C locale, local time, for the directives chat templates use. */
+export function strftimeC(date: Date, format: string): string {
+  const pad = (n: number, width = 2) => String(n).padStart(width, '0');
+  const hour12 = date.getHours() % 12 || 12;
+  const dayOfYear = Math.floor((Date.UTC(date.getFullYear(), date.getMonth(), date.getDate()) - Date.UTC(date.getFullYear(), 0, 1)) / 86_400_000) + 1;
+  const fields: Record<string, string> = {
+    Y: String(date.getFullYear()), y: pad(date.getFullYear() % 100), m: pad(date.getMonth() + 1), d: pad(date.getDate()),
+    e: String(date.getDate()).padStart(2, ' '), j: pad(dayOfYear, 3),
+    B: MONTHS[date.getMonth()]!, b: MONTHS[date.getMonth()]!.slice(0, 3), A: WEEKDAYS[date.getDay()]!, a: WEEKDAYS[date.getDay()]!.slice(0, 3),
+    H: pad(date.getHours()), I: pad(hour12), M: pad(date.getMinutes()), S: pad(date.getSeconds()), p: date.getHours() < 12 ? 'AM' : 'PM', '%': '%',
+  };
+  return format.replace(/%(.)/g, (whole, key: string) => fields[key] ?? whole);
+}
+
+/**
+ * Messages as the JSON a Python template sees. Keys whose value is `undefined` are left out
+ * (JSON has no undefined; Llama 3's `'tool_calls' in message` would otherwise send a plain
+ * reply down the tool-call branch). Tool-call `arguments` given as a JSON-object string (the
+ * OpenAI wire form) are parsed into the object the templates expect: Qwen2.5's and Llama 3's
+ * `arguments | tojson` would otherwise write a quoted string of JSON.
+ */
+export function templateMessages(messages: readonly ChatMessage[]): ChatMessage[] {
+  return messages.map((m) => {
+    const out = Object.fromEntries(Object.entries(m).filter(([, v]) => v !== undefined)) as ChatMessage;
+    if (Array.isArray(m.tool_calls)) out.tool_calls = m.tool_calls.map(withParsedArguments);
+    return out;
+  });
+}
+
+function withParsedArguments(call: unknown): unknown {
+  const fn = (call as { function?: { arguments?: unknown } } | null)?.function;
+  if (!fn || typeof fn.arguments !== 'string') return call;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(fn.arguments);
+  } catch {
+    return call; // not JSON: the template writes the text as it is
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return call;
+  return { ...(call as object), function: { ...fn, arguments: parsed } };
 }
 
 function findChatTemplate(dir: string, config: Record<string, unknown>): string | undefined {

@@ -1,0 +1,339 @@
+/**
+ * The chat templates of real checkpoints (Qwen2.5-Instruct, Qwen3, Llama 3.1 and 3.2
+ * Instruct) through ChatTokenizer: what they render, and what `encodeResponse` gives the
+ * trainer with them.
+ *
+ * No real checkpoint is on the test machines, so the templates in fixtures/templates/ are
+ * reconstructions written from memory: they use the same Jinja features as the published
+ * ones (namespaces, `messages[::-1]`, string methods, `tojson`, `raise_exception`,
+ * `strftime_now`, …) but are not verbatim copies. Each sits on a small byte-level BPE
+ * tokenizer.json with that family's special tokens as added tokens.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ChatTokenizer, strftimeC, type ChatMessage } from '../../src-main/model/tokenizer.js';
+import { UserError } from '../../src-main/core/types.js';
+import { TINY_SPECIAL_TOKENS, tinyTokenizerJson } from './tiny-models.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const templateText = (name: string) => fs.readFileSync(path.join(here, 'fixtures/templates', `${name}.jinja`), 'utf8');
+const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-real-templates-'));
+afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
+
+// ---- checkpoints: tokenizer files only ---------------------------------------------------
+
+const QWEN_ADDED = [
+  ['<|endoftext|>', true], ['<|im_start|>', true], ['<|im_end|>', true],
+  // As in Qwen's tokenizer.json: think and tool tags are added tokens, but not special ones.
+  ['<think>', false], ['</think>', false], ['<tool_call>', false], ['</tool_call>', false], ['<tool_response>', false], ['</tool_response>', false],
+] as const;
+const LLAMA_ADDED = ['<|begin_of_text|>', '<|end_of_text|>', '<|start_header_id|>', '<|end_header_id|>', '<|eot_id|>', '<|eom_id|>', '<|python_tag|>'].map((t) => [t, true] as const);
+
+interface Family {
+  added: readonly (readonly [string, boolean])[];
+  bos: string | null;
+  eos: string;
+  /** generation_config.json's eos_token_id, by token. */
+  stopTokens: string[];
+  /** Llama 3's tokenizer.json prepends BOS when asked to add special tokens. */
+  bosPostProcessor?: boolean;
+}
+const QWEN: Family = { added: QWEN_ADDED, bos: null, eos: '<|im_end|>', stopTokens: ['<|im_end|>', '<|endoftext|>'] };
+const LLAMA: Family = { added: LLAMA_ADDED, bos: '<|begin_of_text|>', eos: '<|eot_id|>', stopTokens: ['<|end_of_text|>', '<|eom_id|>', '<|eot_id|>'], bosPostProcessor: true };
+
+function writeCheckpoint(name: string, family: Family): ChatTokenizer {
+  const dir = path.join(root, name);
+  fs.mkdirSync(dir, { recursive: true });
+  const { json, size } = tinyTokenizerJson();
+  const base = size - TINY_SPECIAL_TOKENS.length; // the byte-level vocabulary and merges, without the tiny model's added tokens
+  const idOf = (token: string) => base + family.added.findIndex(([t]) => t === token);
+  json.added_tokens = family.added.map(([content, special], i) => ({
+    id: base + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special,
+  }));
+  if (family.bosPostProcessor) {
+    const bos = family.bos!;
+    json.post_processor = {
+      type: 'Sequence',
+      processors: [
+        { type: 'ByteLevel', add_prefix_space: true, trim_offsets: false, use_regex: true },
+        {
+          type: 'TemplateProcessing',
+          single: [{ SpecialToken: { id: bos, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+          pair: [{ SpecialToken: { id: bos, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: bos, type_id: 1 } }, { Sequence: { id: 'B', type_id: 1 } }],
+          special_tokens: { [bos]: { id: bos, ids: [idOf(bos)], tokens: [bos] } },
+        },
+      ],
+    };
+  }
+  fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(json));
+  fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify({
+    bos_token: family.bos, eos_token: family.eos, chat_template: templateText(name), tokenizer_class: 'PreTrainedTokenizerFast',
+  }));
+  fs.writeFileSync(path.join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: family.stopTokens.map(idOf) }));
+  return ChatTokenizer.load(dir);
+}
+
+const qwen25 = writeCheckpoint('qwen2.5-instruct', QWEN);
+const qwen3 = writeCheckpoint('qwen3', QWEN);
+const llama31 = writeCheckpoint('llama-3.1-instruct', LLAMA);
+const llama32 = writeCheckpoint('llama-3.2-instruct', LLAMA);
+
+// ---- conversations -----------------------------------------------------------------------
+
+const TOOLS = [{
+  type: 'function',
+  function: { name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+}];
+const TOOL_JSON = '{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}';
+/** The tool call as the app stores it: OpenAI wire form, arguments as a JSON string. */
+const CALL = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } };
+
+const HISTORY: ChatMessage[] = [
+  { role: 'system', content: 'Be brief.' },
+  { role: 'user', content: 'Hi' },
+  { role: 'assistant', content: 'Hello!' },
+  { role: 'user', content: 'Weather in Paris?' },
+];
+const TOOL_HISTORY: ChatMessage[] = [
+  { role: 'user', content: 'Weather in Paris?' },
+  { role: 'assistant', content: '', tool_calls: [CALL] },
+  { role: 'tool', content: '18°C', tool_call_id: 'call_1', name: 'get_weather' },
+];
+
+/** Runs `f`, expecting a UserError, and returns its message. */
+function userError(f: () => unknown): string {
+  try {
+    f();
+  } catch (err) {
+    expect(err).toBeInstanceOf(UserError);
+    return (err as Error).message;
+  }
+  throw new Error('expected a UserError');
+}
+
+// ---- encodeResponse, for every template --------------------------------------------------
+
+const PROMPT_CASES: { label: string; tok: ChatTokenizer; messages: ChatMessage[]; response: string; extra?: Record<string, unknown>; span: string }[] = [
+  { label: 'qwen2.5', tok: qwen25, messages: HISTORY, response: 'Sunny, 18°C.', span: 'Sunny, 18°C.<|im_end|>\n' },
+  { label: 'qwen2.5 after a tool call', tok: qwen25, messages: TOOL_HISTORY, response: 'It is 18°C.', span: 'It is 18°C.<|im_end|>\n' },
+  // Thinking mode (the default): the template gives the last reply a think block, empty when the reply has none.
+  { label: 'qwen3 thinking, plain reply', tok: qwen3, messages: HISTORY, response: 'Sunny.', span: '<think>\n\n</think>\n\nSunny.<|im_end|>\n' },
+  { label: 'qwen3 thinking, reply with reasoning', tok: qwen3, messages: HISTORY, response: '<think>\nParis in June.\n</think>\n\nSunny.', span: '<think>\nParis in June.\n</think>\n\nSunny.<|im_end|>\n' },
+  { label: 'qwen3 non-thinking', tok: qwen3, messages: HISTORY, response: 'Sunny.', extra: { enable_thinking: false }, span: 'Sunny.<|im_end|>\n' },
+  { label: 'qwen3 after a tool call', tok: qwen3, messages: TOOL_HISTORY, response: '<think>\nGot it.\n</think>\n\nIt is 18°C.', span: '<think>\nGot it.\n</think>\n\nIt is 18°C.<|im_end|>\n' },
+  { label: 'llama 3.1', tok: llama31, messages: HISTORY, response: 'Sunny, 18°C.', span: 'Sunny, 18°C.<|eot_id|>' },
+  { label: 'llama 3.1 with a date', tok: llama31, messages: HISTORY, response: 'Sunny.', extra: { date_string: '02 Jan 2025' }, span: 'Sunny.<|eot_id|>' },
+  { label: 'llama 3.2 (today from strftime_now)', tok: llama32, messages: HISTORY, response: 'Sunny, 18°C.', span: 'Sunny, 18°C.<|eot_id|>' },
+  { label: 'llama 3.2 after a tool call', tok: llama32, messages: TOOL_HISTORY, response: 'It is 18°C.', span: 'It is 18°C.<|eot_id|>' },
+];
+
+describe.each(PROMPT_CASES)('encodeResponse: $label', ({ tok, messages, response, extra, span }) => {
+  const options = extra ? { extra } : {};
+  const row = tok.encodeResponse(messages, response, options);
+  const prompt = tok.applyChatTemplate(messages, { addGenerationPrompt: true, ...options });
+
+  it('the prefix is the prompt with its generation prompt, token for token', () => {
+    expect(tok.decode(row.inputIds.slice(0, row.responseStart), false)).toBe(prompt);
+    expect(row.inputIds.slice(0, row.responseStart)).toEqual(tok.encodeChat(messages, { addGenerationPrompt: true, ...options }));
+  });
+
+  it('the span is the reply as the template writes it, through the end-of-turn token', () => {
+    expect(tok.decode(row.inputIds.slice(row.responseStart), false)).toBe(span);
+    const stop = row.inputIds.slice(row.responseStart).findIndex((id) => tok.eosTokenIds.includes(id));
+    expect(tok.idToToken(row.inputIds[row.responseStart + stop]!)).toBe(tok.eosToken);
+  });
+
+  it('prefix + span is the whole conversation rendered with the reply', () => {
+    const full = tok.applyChatTemplate([...messages, { role: 'assistant', content: response }], options);
+    expect(tok.decode(row.inputIds, false)).toBe(full);
+  });
+});
+
+// ---- Qwen2.5 -----------------------------------------------------------------------------
+
+describe('Qwen2.5-Instruct template', () => {
+  it('renders a history, writing the default system prompt when there is none', () => {
+    expect(qwen25.applyChatTemplate(HISTORY.slice(1), { addGenerationPrompt: true })).toBe(
+      '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' +
+      '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n' +
+      '<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n',
+    );
+    expect(qwen25.applyChatTemplate(HISTORY)).toBe(
+      '<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n' +
+      '<|im_start|>user\nWeather in Paris?<|im_end|>\n',
+    );
+  });
+
+  it('puts the tools in the system turn as Python json.dumps writes them', () => {
+    const text = qwen25.applyChatTemplate(HISTORY, { addGenerationPrompt: true, tools: TOOLS });
+    expect(text.startsWith('<|im_start|>system\nBe brief.\n\n# Tools\n\n')).toBe(true);
+    expect(text).toContain(`<tools>\n${TOOL_JSON}\n</tools>`);
+    expect(text).toContain('</tool_call><|im_end|>\n<|im_start|>user\nHi<|im_end|>\n');
+  });
+
+  it('writes a stored tool call with its arguments as an object, and the tool result as a user turn', () => {
+    expect(qwen25.applyChatTemplate(TOOL_HISTORY, { addGenerationPrompt: true })).toContain(
+      '<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>\n' +
+      '<|im_start|>user\n<tool_response>\n18°C\n</tool_response><|im_end|>\n<|im_start|>assistant\n',
+    );
+  });
+});
+
+// ---- Qwen3 -------------------------------------------------------------------------------
+
+describe('Qwen3 template', () => {
+  const withPastReasoning: ChatMessage[] = [
+    { role: 'user', content: 'Hi' },
+    { role: 'assistant', content: '<think>\nA greeting.\n</think>\n\nHello!' },
+    { role: 'user', content: 'Weather in Paris?' },
+  ];
+
+  it('drops the reasoning of replies before the last user query', () => {
+    expect(qwen3.applyChatTemplate(withPastReasoning, { addGenerationPrompt: true })).toBe(
+      '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n',
+    );
+  });
+
+  it('keeps reasoning after the last user query (a multi-step tool turn), from reasoning_content too', () => {
+    const messages: ChatMessage[] = [
+      withPastReasoning[0]!,
+      { role: 'assistant', content: '', reasoning_content: 'Need the weather.', tool_calls: [CALL] },
+      { role: 'tool', content: '18°C' },
+    ];
+    expect(qwen3.applyChatTemplate(messages, { addGenerationPrompt: true })).toBe(
+      '<|im_start|>user\nHi<|im_end|>\n' +
+      '<|im_start|>assistant\n<think>\nNeed the weather.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>\n' +
+      '<|im_start|>user\n<tool_response>\n18°C\n</tool_response><|im_end|>\n<|im_start|>assistant\n',
+    );
+  });
+
+  it('enable_thinking=false closes an empty think block in the generation prompt; true or unset does not', () => {
+    const off = qwen3.applyChatTemplate(HISTORY, { addGenerationPrompt: true, extra: { enable_thinking: false } });
+    expect(off.endsWith('<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n')).toBe(true);
+    const on = qwen3.applyChatTemplate(HISTORY, { addGenerationPrompt: true, extra: { enable_thinking: true } });
+    expect(on.endsWith('<|im_start|>assistant\n')).toBe(true);
+    expect(qwen3.applyChatTemplate(HISTORY, { addGenerationPrompt: true })).toBe(on);
+  });
+
+  it('encodeResponse keeps the reply\'s reasoning while the history\'s is dropped', () => {
+    const row = qwen3.encodeResponse(withPastReasoning, '<think>\nCheck June.\n</think>\n\nSunny.');
+    const text = qwen3.decode(row.inputIds, false);
+    expect(text).not.toContain('A greeting.');
+    expect(qwen3.decode(row.inputIds.slice(row.responseStart), false)).toBe('<think>\nCheck June.\n</think>\n\nSunny.<|im_end|>\n');
+    expect(row.inputIds[row.responseStart]).toBe(qwen3.thinkStartId);
+    expect(row.inputIds).toContain(qwen3.thinkEndId);
+  });
+
+  it('encodeResponse refuses a reply with reasoning after enable_thinking=false, naming where the texts part', () => {
+    const msg = userError(() => qwen3.encodeResponse(HISTORY, '<think>\nHmm.\n</think>\n\nSunny.', { extra: { enable_thinking: false } }));
+    expect(msg).toContain('is not the start of the conversation with the reply');
+    expect(msg).toContain('enable_thinking=false');
+  });
+
+  it('puts tools in the system turn after the system prompt', () => {
+    const text = qwen3.applyChatTemplate(HISTORY, { addGenerationPrompt: true, tools: TOOLS });
+    expect(text.startsWith(`<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n${TOOL_JSON}\n</tools>`)).toBe(true);
+  });
+
+  it('raise_exception becomes a UserError with the template\'s message', () => {
+    const msg = userError(() => qwen3.applyChatTemplate([{ role: 'system', content: 'Be brief.' }], { addGenerationPrompt: true }));
+    expect(msg).toBe('chat template failed to render: the template raised an error: No user query found in messages.');
+  });
+});
+
+// ---- Llama 3.1 / 3.2 ---------------------------------------------------------------------
+
+describe('Llama 3.1 Instruct template', () => {
+  const bosId = llama31.bosTokenId!;
+
+  it('writes BOS once: from the template, not again from the tokenizer\'s post-processor', () => {
+    expect(llama31.encode('Hi', true)[0]).toBe(bosId); // the post-processor would add one
+    const ids = llama31.encodeChat(HISTORY);
+    expect(ids[0]).toBe(bosId);
+    expect(ids.filter((id) => id === bosId)).toHaveLength(1);
+  });
+
+  it('renders header tokens, the knowledge cut-off and date_string (default and given)', () => {
+    const expected = (date: string) =>
+      '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n' +
+      `Cutting Knowledge Date: December 2023\nToday Date: ${date}\n\nBe brief.<|eot_id|>` +
+      '<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>' +
+      '<|start_header_id|>user<|end_header_id|>\n\nWeather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n';
+    expect(llama31.applyChatTemplate(HISTORY, { addGenerationPrompt: true })).toBe(expected('26 Jul 2024'));
+    expect(llama31.applyChatTemplate(HISTORY, { addGenerationPrompt: true, extra: { date_string: '02 Jan 2025' } })).toBe(expected('02 Jan 2025'));
+  });
+
+  it('puts custom tools, indented JSON, in the first user turn', () => {
+    const text = llama31.applyChatTemplate(HISTORY, { addGenerationPrompt: true, tools: TOOLS });
+    expect(text).toContain('<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge Date: December 2023\n');
+    expect(text).toContain(
+      '<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON for a function call with its proper arguments that best answers the given prompt.\n\n' +
+      'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.Do not use variables.\n\n' +
+      '{\n    "type": "function",\n    "function": {\n        "name": "get_weather",\n        "description": "Weather in a city",\n',
+    );
+    expect(text).toContain('"required": [\n                "city"\n            ]\n        }\n    }\n}\n\nHi<|eot_id|>');
+  });
+
+  it('writes a stored tool call as JSON parameters and the result (a string, so iterable) as JSON', () => {
+    expect(llama31.applyChatTemplate(TOOL_HISTORY, { addGenerationPrompt: true })).toContain(
+      '<|start_header_id|>assistant<|end_header_id|>\n\n{"name": "get_weather", "parameters": {"city": "Paris"}}<|eot_id|>' +
+      '<|start_header_id|>ipython<|end_header_id|>\n\n"18°C"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n',
+    );
+  });
+
+  // A gap in @huggingface/jinja 0.5.11 (it has selectattr/rejectattr but not select/reject):
+  // the template's builtin-tools line cannot render, so the app cannot offer Llama 3.1's
+  // builtin tools (it passes none). The error says so instead of rendering something else.
+  it('builtin tools (the reject filter) fail with a clear UserError', () => {
+    const msg = userError(() => llama31.applyChatTemplate(HISTORY, { extra: { builtin_tools: ['brave_search', 'code_interpreter'] } }));
+    expect(msg).toMatch(/^chat template failed to render: .*filter: reject/);
+  });
+
+  it('a message whose tool_calls is undefined is a plain reply (JSON has no undefined keys)', () => {
+    const messages: ChatMessage[] = [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello!', tool_calls: undefined }];
+    expect(llama31.applyChatTemplate(messages)).toContain('<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>');
+  });
+
+  it('raise_exception on parallel tool calls becomes a UserError', () => {
+    const messages: ChatMessage[] = [{ role: 'user', content: 'Both?' }, { role: 'assistant', content: '', tool_calls: [CALL, CALL] }];
+    expect(userError(() => llama31.applyChatTemplate(messages))).toContain('the template raised an error: This model only supports single tool-calls at once!');
+  });
+});
+
+describe('Llama 3.2 Instruct template and strftime_now', () => {
+  it('writes today\'s date through strftime_now unless date_string is given', () => {
+    const today = new Date();
+    const text = llama32.applyChatTemplate(HISTORY, { addGenerationPrompt: true });
+    const date = /Today Date: (\d{2}) ([A-Z][a-z]{2}) (\d{4})\n\nBe brief\.<\|eot_id\|>/.exec(text);
+    expect(date).not.toBeNull();
+    expect([Number(date![1]), date![2], Number(date![3])]).toEqual([today.getDate(), today.toLocaleString('en-US', { month: 'short' }), today.getFullYear()]);
+    expect(llama32.applyChatTemplate(HISTORY, { extra: { date_string: '02 Jan 2025' } })).toContain('Today Date: 02 Jan 2025\n\n');
+  });
+
+  it('strftime_now formats as Python does in the C locale', () => {
+    const d = new Date(2024, 6, 5, 21, 7, 3);
+    expect(strftimeC(d, '%d %b %Y')).toBe('05 Jul 2024');
+    expect(strftimeC(d, '%A %a %B %m/%d/%y %e %j')).toBe('Friday Fri July 07/05/24  5 187');
+    expect(strftimeC(d, '%H:%M:%S %I %p 100%% %Q')).toBe('21:07:03 09 PM 100% %Q');
+  });
+
+  it('the date is in English whatever the machine\'s locale (as transformers writes it)', () => {
+    const script = [
+      `import { ChatTokenizer } from ${JSON.stringify(path.resolve(here, '../../src-main/model/tokenizer.ts'))};`,
+      `const t = ChatTokenizer.load(${JSON.stringify(path.join(root, 'llama-3.2-instruct'))});`,
+      "const text = t.applyChatTemplate([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: true });",
+      "console.log(new Intl.DateTimeFormat(undefined, { month: 'long' }).format(new Date(2024, 6, 1)) + '|' + /Today Date: ([^\\n]*)/.exec(text)[1]);",
+    ].join('\n');
+    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      env: { ...process.env, LC_ALL: 'fr_FR.UTF-8', LANG: 'fr_FR.UTF-8' }, encoding: 'utf8',
+    }).trim();
+    const [localMonth, date] = out.split('|');
+    expect(localMonth).toBe('juillet'); // the child really runs in a French locale
+    expect(date).toBe(strftimeC(new Date(), '%d %b %Y'));
+    expect(date).toMatch(/^\d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4}$/);
+  });
+});
