@@ -27,8 +27,6 @@ export default defineConfig({
           index: 'src-main/app/main.ts',
           worker: 'src-main/model/worker.ts',
           'trainer-worker': 'src-main/train/trainer-worker.ts',
-          // Loaded by the trainer with a computed path, so it must be an entry too.
-          'step/index': 'src-main/train/step/index.ts',
         }),
         output: { format: 'es', entryFileNames: '[name].js', chunkFileNames: '[name]-[hash].js' },
       },
