@@ -41,15 +41,22 @@ interface Family {
   stopTokens: string[];
   /** Llama 3's tokenizer.json prepends BOS when asked to add special tokens. */
   bosPostProcessor?: boolean;
+  /** Adds the merge "\n" + "\n": with GPT-2's pre-tokenizer, "\n\n" ends a text as one token but splits before a word. */
+  newlineMerge?: boolean;
 }
 const QWEN: Family = { added: QWEN_ADDED, bos: null, eos: '<|im_end|>', stopTokens: ['<|im_end|>', '<|endoftext|>'] };
 const LLAMA: Family = { added: LLAMA_ADDED, bos: '<|begin_of_text|>', eos: '<|eot_id|>', stopTokens: ['<|end_of_text|>', '<|eom_id|>', '<|eot_id|>'], bosPostProcessor: true };
 
-function writeCheckpoint(name: string, family: Family): ChatTokenizer {
-  const dir = path.join(root, name);
+function writeCheckpoint(name: string, family: Family, dirName = name): ChatTokenizer {
+  const dir = path.join(root, dirName);
   fs.mkdirSync(dir, { recursive: true });
   const { json, size } = tinyTokenizerJson();
-  const base = size - TINY_SPECIAL_TOKENS.length; // the byte-level vocabulary and merges, without the tiny model's added tokens
+  let base = size - TINY_SPECIAL_TOKENS.length; // the byte-level vocabulary and merges, without the tiny model's added tokens
+  if (family.newlineMerge) {
+    const model = json.model as { vocab: Record<string, number>; merges: string[] };
+    model.vocab['ĊĊ'] = base++;
+    model.merges.push('Ċ Ċ');
+  }
   const idOf = (token: string) => base + family.added.findIndex(([t]) => t === token);
   json.added_tokens = family.added.map(([content, special], i) => ({
     id: base + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special,
@@ -81,6 +88,7 @@ const qwen25 = writeCheckpoint('qwen2.5-instruct', QWEN);
 const qwen3 = writeCheckpoint('qwen3', QWEN);
 const llama31 = writeCheckpoint('llama-3.1-instruct', LLAMA);
 const llama32 = writeCheckpoint('llama-3.2-instruct', LLAMA);
+const llama32NewlineMerge = writeCheckpoint('llama-3.2-instruct', { ...LLAMA, newlineMerge: true }, 'llama-3.2-newline-merge');
 
 // ---- conversations -----------------------------------------------------------------------
 
@@ -129,6 +137,9 @@ const PROMPT_CASES: { label: string; tok: ChatTokenizer; messages: ChatMessage[]
   { label: 'llama 3.1 with a date', tok: llama31, messages: HISTORY, response: 'Sunny.', extra: { date_string: '02 Jan 2025' }, span: 'Sunny.<|eot_id|>' },
   { label: 'llama 3.2 (today from strftime_now)', tok: llama32, messages: HISTORY, response: 'Sunny, 18°C.', span: 'Sunny, 18°C.<|eot_id|>' },
   { label: 'llama 3.2 after a tool call', tok: llama32, messages: TOOL_HISTORY, response: 'It is 18°C.', span: 'It is 18°C.<|eot_id|>' },
+  // The prompt's last "\n\n" is one token alone but two before the reply's first word: the
+  // prompt and the reply are encoded apart, as generation from that prompt would see them.
+  { label: 'llama 3.2, a BPE merge across the prompt/reply boundary', tok: llama32NewlineMerge, messages: HISTORY, response: 'Sunny.', span: 'Sunny.<|eot_id|>' },
 ];
 
 describe.each(PROMPT_CASES)('encodeResponse: $label', ({ tok, messages, response, extra, span }) => {
@@ -147,10 +158,19 @@ describe.each(PROMPT_CASES)('encodeResponse: $label', ({ tok, messages, response
     expect(tok.idToToken(row.inputIds[row.responseStart + stop]!)).toBe(tok.eosToken);
   });
 
-  it('prefix + span is the whole conversation rendered with the reply', () => {
+  it('prefix + span decodes to the whole conversation rendered with the reply', () => {
     const full = tok.applyChatTemplate([...messages, { role: 'assistant', content: response }], options);
     expect(tok.decode(row.inputIds, false)).toBe(full);
   });
+});
+
+it('the BPE boundary case really differs from encoding the whole conversation at once', () => {
+  const tok = llama32NewlineMerge;
+  const full = tok.applyChatTemplate([...HISTORY, { role: 'assistant', content: 'Sunny.' }], { extra: { date_string: '02 Jan 2025' } });
+  const prompt = tok.encodeChat(HISTORY, { addGenerationPrompt: true, extra: { date_string: '02 Jan 2025' } });
+  const whole = tok.encode(full);
+  expect(whole.slice(0, prompt.length)).not.toEqual(prompt);
+  expect(tok.encodeResponse(HISTORY, 'Sunny.', { extra: { date_string: '02 Jan 2025' } }).inputIds).not.toEqual(whole);
 });
 
 // ---- Qwen2.5 -----------------------------------------------------------------------------
