@@ -99,15 +99,25 @@ export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: C
     // Spread into plain objects: templates read extra keys (tool_calls, name) from them.
     const messages: ChatMessage[] = s.messages.map((m) => ({ ...m }));
     const rollout = rolloutSpan(s, tokenizer, messages);
-    const student = rollout ?? tokenizer.encodeResponse(messages, reply);
+    // A template may render a reply that does not continue its own generation prompt (Qwen3
+    // without thinking, given a reply that contains <think>): that one sample cannot be
+    // trained, the rest of the run can.
+    let student: TokenSpan, teacher: TokenSpan | undefined;
+    try {
+      student = rollout ?? tokenizer.encodeResponse(messages, reply);
+      if (wantTeacher) teacher = tokenizer.encodeResponse(enhancedContext(s.messages, s.hint!).map((m) => ({ ...m })), reply);
+    } catch (err) {
+      if (!(err instanceof UserError)) throw err;
+      skip(set, 'the chat template does not place the reply after its prompt');
+      continue;
+    }
     const row: TrainRow = { ...student, reward: s.reward, origin, ...(s.keptByAtLeastOne ? { kept: true } : {}) };
     if (rollout) {
       row.oldLogprobs = rollout.logprobs;
       set.fromRollout = (set.fromRollout ?? 0) + 1;
     }
-    if (wantTeacher) {
-      const t = tokenizer.encodeResponse(enhancedContext(s.messages, s.hint!).map((m) => ({ ...m })), reply);
-      row.teacher = { inputIds: [...t.inputIds.slice(0, t.responseStart), ...student.inputIds.slice(student.responseStart)], responseStart: t.responseStart };
+    if (teacher) {
+      row.teacher = { inputIds: [...teacher.inputIds.slice(0, teacher.responseStart), ...student.inputIds.slice(student.responseStart)], responseStart: teacher.responseStart };
     }
     if (truncateRow(row, maxLength)) set.truncated++;
     set.rows.push(row);

@@ -48,6 +48,21 @@ describe('rows from the database', () => {
     expect(set.skipped).toEqual({ 'no ±1 reward': 1 });
   });
 
+  it('a sample the chat template cannot place after its prompt is skipped and counted, not fatal', () => {
+    // DeepSeek-R1-distill style: the generation prompt opens <think>, a rendered reply does not,
+    // so no reply continues the prompt and encodeResponse refuses every one of them.
+    const dir = writeTinyModel(path.join(tmp, 'think-model'), { family: 'qwen3', numLayers: 1 }).dir;
+    const configPath = path.join(dir, 'tokenizer_config.json');
+    const config = JSON.parse(fs.readFileSync(configPath, 'utf8'));
+    config.chat_template =
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}" +
+      "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}";
+    fs.writeFileSync(configPath, JSON.stringify(config));
+    const set = rowsFromSamples(samples, ChatTokenizer.load(dir), 'rl', 512);
+    expect(set.rows).toEqual([]);
+    expect(set.skipped).toEqual({ 'no ±1 reward': 1, 'the chat template does not place the reply after its prompt': 3 });
+  });
+
   it('opd keeps hinted samples and the at-least-one sample; combine keeps all of them', () => {
     expect(origins(rowsFromSamples(samples, tokenizer, 'opd', 512).rows)).toEqual(['openai:sort/2', 'openai:sort/4', 'openai:s1/2']);
     const combine = rowsFromSamples(samples, tokenizer, 'combine', 512).rows;
