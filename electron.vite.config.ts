@@ -25,7 +25,7 @@ export default defineConfig({
         // find them next to the code that starts them.
         input: workerEntries({
           index: 'src-main/app/main.ts',
-          worker: 'src-main/model/worker.ts',
+          'model-worker': 'src-main/model/model-worker.ts',
           'trainer-worker': 'src-main/train/trainer-worker.ts',
         }),
         output: { format: 'es', entryFileNames: '[name].js', chunkFileNames: '[name]-[hash].js' },

@@ -34,7 +34,7 @@ async function child(mode: string, file: string): Promise<void> {
   const start = performance.now();
   let result: Omit<Measure, 'ms' | 'maxRssMiB'>;
   if (mode === 'stream') {
-    const { openExport } = await import('../src-main/import/index.js');
+    const { openExport } = await import('../src-main/import/importer.js');
     const opened = await openExport(file);
     let conversations = 0;
     let turns = 0;

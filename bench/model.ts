@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { LocalModel } from '../src-main/model/local-model.js';
-import type { ScoreRow } from '../src-main/model/engine.js';
+import type { ScoreRow } from '../src-main/model/inference-engine.js';
 import { seededRandom, writeTinyModel, type TinyModelOptions } from '../test/model/tiny-models.js';
 
 const OUT = path.resolve('bench/output');

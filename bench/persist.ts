@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import type { ImportedConversation } from '../src-main/core/types.js';
-import { Workspace } from '../src-main/core/workspace.js';
+import type { ImportedConversation } from '../src-shared/types.js';
+import { Workspace } from '../src-main/workspace/workspace.js';
 
 const { values } = parseArgs({ options: { sessions: { type: 'string', default: '2000' }, edits: { type: 'string', default: '2000' } } });
 const SESSIONS = Number(values.sessions);

@@ -18,7 +18,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { serveApp } from '../src-main/api/serve-app.js';
-import type { Workspace } from '../src-main/core/workspace.js';
+import type { Workspace } from '../src-main/workspace/workspace.js';
 import { startOpenAiServer, type OpenAiServer } from '../src-main/openai/server.js';
 
 const DEMO_MODEL = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../resources/models/stories260K');

@@ -32,7 +32,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { Checkpoint } from '../src-main/model/checkpoint.js';
+import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
 import { seededRandom } from '../src-main/model/sampling.js';
 import { padBatch } from '../src-main/train/batches.js';
 import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';

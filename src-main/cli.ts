@@ -2,7 +2,7 @@
 // loaded only when asked for, so `hindsight stats` never pays for ONNX Runtime's start-up.
 //
 // Exit status: 0 on success, 1 on a user error (one-line message), 2 on bad usage.
-import { UserError } from './core/types.js';
+import { UserError } from '../src-shared/types.js';
 import { UsageError, type Command } from './cli/args.js';
 
 const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {

@@ -1,8 +1,8 @@
 // Errors the API turns into answers the UI can show, and the one place that maps any thrown
 // value to the contract's error body. Both transports use `runCall`, so an error reads the
 // same in the desktop app and in the browser.
-import { UserError } from '../core/types.js';
-import { CALLS, isCallName, validateCall, ValidationError, type ApiErrorBody, type ApiHandlers, type CallResult } from './contract.js';
+import { UserError } from '../../src-shared/types.js';
+import { CALLS, isCallName, validateCall, ValidationError, type ApiErrorBody, type ApiHandlers, type CallResult } from '../../src-shared/contract.js';
 
 /** Something this build or this transport cannot do (the trainer has not landed, no native dialogs in a browser). */
 export class UnavailableError extends Error {

@@ -20,11 +20,11 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { UserError } from '../core/types.js';
-import { CALLS, MAX_UPLOAD_BYTES, type ApiErrorBody, type ApiHandlers, type CallResult } from './contract.js';
+import { UserError } from '../../src-shared/types.js';
+import { CALLS, MAX_UPLOAD_BYTES, type ApiErrorBody, type ApiHandlers, type CallResult } from '../../src-shared/contract.js';
 import { CONTENT_SECURITY_POLICY } from './csp.js';
 import { runCall } from './errors.js';
-import type { EventHub } from './events.js';
+import type { EventHub } from '../workspace/event-hub.js';
 
 const COOKIE = 'hindsight_token';
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '::1']);

@@ -7,13 +7,13 @@
 // when the configured folder changes or the app closes.
 import fs from 'node:fs';
 import path from 'node:path';
-import { UserError } from '../core/types.js';
-import type { JudgeSummary, WorkspaceApi } from '../core/workspace-api.js';
+import { UserError } from '../../src-shared/types.js';
+import type { JudgeSummary, WorkspaceApi } from '../../src-shared/views.js';
 import { openJudgeBackend, type JudgeBackendSpec, type OpenedJudge } from '../judge/backends.js';
 import { runJudge } from '../judge/runner.js';
-import type { Availability, JudgeBackend } from './contract.js';
-import type { EventHub } from './events.js';
-import type { SettingsStore } from './settings.js';
+import type { Availability, JudgeBackend } from '../../src-shared/contract.js';
+import type { EventHub } from '../workspace/event-hub.js';
+import type { SettingsStore } from '../store/settings-file.js';
 
 /** At most this many judge.progress events a second: the UI redraws a bar, not a log. */
 const PROGRESS_INTERVAL_MS = 100;

@@ -2,16 +2,16 @@
 // built on demand. The CLI command, `npm start`'s fallback and the tests all start it here.
 import fs from 'node:fs';
 import path from 'node:path';
-import { EventHub } from './events.js';
+import { EventHub } from '../workspace/event-hub.js';
 import { browserHost } from './host.js';
 import { startHttpServer, type RunningServer } from './http-server.js';
 import { openWorkspace as defaultOpenWorkspace } from './open-workspace.js';
 import { ensureRendererBuilt, PROJECT_ROOT } from './renderer-build.js';
-import { HindsightService, type OpenWorkspace } from './service.js';
-import { SettingsStore, settingsPathFor } from './settings.js';
+import { HindsightService, type OpenWorkspace } from './app-service.js';
+import { SettingsStore, settingsPathFor } from '../store/settings-file.js';
 import { createOpenAiHandler } from '../openai/handler.js';
 import type { UpstreamTarget } from '../openai/upstream.js';
-import { CaptureService } from '../capture/service.js';
+import { CaptureService } from '../capture/capture-service.js';
 
 export interface ServeOptions {
   dbPath: string;

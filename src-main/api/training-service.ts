@@ -9,12 +9,12 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { UserError } from '../core/types.js';
+import { UserError } from '../../src-shared/types.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
-import { LOG_FILE, readLog } from '../train/log.js';
-import type { WorkspaceApi } from '../core/workspace-api.js';
-import type { Availability, TrainConfig, TrainProgress, TrainRunInfo, TrainingState } from './contract.js';
-import type { EventHub } from './events.js';
+import { LOG_FILE, readLog } from '../train/trainer-log.js';
+import type { WorkspaceApi } from '../../src-shared/views.js';
+import type { Availability, TrainConfig, TrainProgress, TrainRunInfo, TrainingState } from '../../src-shared/contract.js';
+import type { EventHub } from '../workspace/event-hub.js';
 
 /** One fine-tune as the engine sees it. */
 export interface TrainJob {

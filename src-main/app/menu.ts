@@ -2,7 +2,7 @@
 // the UI owns the dialogs' follow-up (showing the import summary, the export preview).
 import { app, dialog, Menu, shell, type MenuItemConstructorOptions } from 'electron';
 import path from 'node:path';
-import type { ApiEvents } from '../api/contract.js';
+import type { ApiEvents } from '../../src-shared/contract.js';
 
 export function buildMenu(options: { send: (command: ApiEvents['app.command']['command']) => void; dbPath: () => string; version: string }): Menu {
   const { send } = options;

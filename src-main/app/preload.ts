@@ -7,7 +7,7 @@
 // renderer's client (src-renderer/src/api/client.ts) unwraps it into values or ApiErrors,
 // exactly as it does for the HTTP transport.
 import { contextBridge, ipcRenderer, type IpcRendererEvent } from 'electron';
-import { CALL_NAMES, EVENT_NAMES, isEventName, type CallResult } from '../api/contract.js';
+import { CALL_NAMES, EVENT_NAMES, isEventName, type CallResult } from '../../src-shared/contract.js';
 import { CALL_CHANNEL, EVENT_CHANNEL } from './channels.js';
 
 const api: Record<string, unknown> = {};

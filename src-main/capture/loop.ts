@@ -19,12 +19,12 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import type { TrainingSample, WorkspaceApi } from '../core/workspace-api.js';
+import type { TrainingSample, WorkspaceApi } from '../../src-shared/views.js';
 import { openJudgeBackend, type JudgeBackendSpec } from '../judge/backends.js';
 import { runJudge } from '../judge/runner.js';
-import { isUsefulHint } from '../pipeline/hints.js';
-import type { CaptureStatus } from '../api/contract.js';
-import type { SettingsStore } from '../api/settings.js';
+import { isUsefulHint } from '../judge/hint-rules.js';
+import type { CaptureStatus } from '../../src-shared/contract.js';
+import type { SettingsStore } from '../store/settings-file.js';
 
 export type LoopState = CaptureStatus['loop']['state'];
 

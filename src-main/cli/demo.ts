@@ -7,9 +7,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { UserError } from '../core/types.js';
-import { withWorkspace } from '../core/workspace.js';
-import { HeuristicJudge } from '../pipeline/judge.js';
+import { UserError } from '../../src-shared/types.js';
+import { withWorkspace } from '../workspace/workspace.js';
+import { HeuristicJudge } from '../judge/verdicts.js';
 import { parseCommandArgs, printJson, type Command } from './args.js';
 
 const SAMPLE = fileURLToPath(new URL('../../resources/samples/chatgpt-tree-branches.json', import.meta.url));

@@ -1,7 +1,7 @@
 // `hindsight export --format samples|openclaw|kto|sft|dpo|sdft --out FILE` — one JSONL file,
 // written atomically, byte-identical for the same database (see src-main/export/formats.ts).
-import { EXPORT_FORMATS, type ExportFormat } from '../core/workspace-api.js';
-import { withWorkspace } from '../core/workspace.js';
+import { EXPORT_FORMATS, type ExportFormat } from '../../src-shared/views.js';
+import { withWorkspace } from '../workspace/workspace.js';
 import { defaultDbPath, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
 const USAGE = `usage: hindsight export --format ${EXPORT_FORMATS.join('|')} --out FILE [--db PATH] [--json]`;

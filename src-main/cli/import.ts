@@ -1,8 +1,8 @@
 // `hindsight import <file|dir|zip>… [--format auto|chatgpt|claude|sharegpt|openai|messages]`
 // Imports every input in one transaction: a file that cannot be read leaves the database
 // byte-for-byte as it was and exits 1 naming the file.
-import { SOURCE_FORMATS, type SourceFormat } from '../core/types.js';
-import { withWorkspace } from '../core/workspace.js';
+import { SOURCE_FORMATS, type SourceFormat } from '../../src-shared/types.js';
+import { withWorkspace } from '../workspace/workspace.js';
 import { defaultDbPath, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
 const USAGE = `usage: hindsight import <file|dir|zip>… [--format auto|${SOURCE_FORMATS.join('|')}] [--db PATH] [--json]`;

@@ -3,7 +3,7 @@
 // stale labels; --force re-judges all but manual ones), resumable after a kill, cancellable
 // with Ctrl+C (what was judged is kept), with a progress bar on stderr when it is a TTY.
 import path from 'node:path';
-import { withWorkspace } from '../core/workspace.js';
+import { withWorkspace } from '../workspace/workspace.js';
 import { openJudgeBackend, type JudgeBackendSpec } from '../judge/backends.js';
 import { runJudge, type JudgeProgress } from '../judge/runner.js';
 import { DEFAULT_TIMEOUT_MS } from '../judge/openai-client.js';

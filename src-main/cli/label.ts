@@ -1,8 +1,8 @@
 // `hindsight label <session_id> <response_turn> --reward 1|-1|0 [--hint TEXT] [--repair TEXT] [--notes TEXT]`
 // A manual label: it always wins over judge and heuristic labels and survives re-judging
 // and re-importing. `--hint ''` clears the hint.
-import type { LabelPatch } from '../core/workspace-api.js';
-import { withWorkspace } from '../core/workspace.js';
+import type { LabelPatch } from '../../src-shared/views.js';
+import { withWorkspace } from '../workspace/workspace.js';
 import { defaultDbPath, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
 const USAGE = 'usage: hindsight label <session_id> <response_turn> --reward 1|-1|0 [--hint TEXT] [--repair TEXT] [--notes TEXT] [--db PATH] [--json]';

@@ -1,7 +1,7 @@
 // `hindsight samples [--session ID]` — one JSON line per sample (JSONL on stdout, with or
 // without --json): {session_id, response_turn, feedback_turn, response, feedback, reward,
 // hint, label_source}.
-import { withWorkspace } from '../core/workspace.js';
+import { withWorkspace } from '../workspace/workspace.js';
 import { defaultDbPath, parseCommandArgs, type Command } from './args.js';
 
 export const command: Command = async (argv) => {

@@ -9,12 +9,12 @@
 // the same log-probs as its training step gives (test/train/score-adapter.test.ts). That path
 // scores one row at a time on the calling thread, so --batch-size and --threads do not apply.
 import fs from 'node:fs';
-import { UserError } from '../core/types.js';
+import { UserError } from '../../src-shared/types.js';
 import { AtomicFileWriter } from '../store/atomic-file.js';
-import { Checkpoint } from '../model/checkpoint.js';
+import { Checkpoint } from '../model/hf-checkpoint.js';
 import { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
-import type { ScoreRow } from '../model/engine.js';
+import type { ScoreRow } from '../model/inference-engine.js';
 import { ChatTokenizer, type ChatMessage } from '../model/tokenizer.js';
 import { scoreWithAdapter } from '../train/merge.js';
 import { intFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';

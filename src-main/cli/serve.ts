@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { assertLoopbackHost } from '../api/http-server.js';
 import { serveApp } from '../api/serve-app.js';
-import { UserError } from '../core/types.js';
+import { UserError } from '../../src-shared/types.js';
 import { defaultDbPath, intFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
 export const DEFAULT_PORT = 8787;

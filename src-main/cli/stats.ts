@@ -1,6 +1,6 @@
 // `hindsight stats` — counts of sessions, turns, samples and labels, and the sessions that
 // yield no sample (each with its reason).
-import { withWorkspace } from '../core/workspace.js';
+import { withWorkspace } from '../workspace/workspace.js';
 import { defaultDbPath, parseCommandArgs, printJson, type Command } from './args.js';
 
 export const command: Command = async (argv) => {

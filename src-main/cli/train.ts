@@ -3,8 +3,8 @@
 // labelled samples; --out receives the PEFT adapter, trainer_log.jsonl, dataset.jsonl and
 // checkpoints/. Progress goes to stderr; --json prints the result as one object.
 import fs from 'node:fs';
-import { UserError } from '../core/types.js';
-import { withWorkspace } from '../core/workspace.js';
+import { UserError } from '../../src-shared/types.js';
+import { withWorkspace } from '../workspace/workspace.js';
 import { parseTargets } from '../train/lora.js';
 import { startTraining } from '../train/run.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';

@@ -14,11 +14,11 @@
 //   sdft      samples with a hint: TRL SDFT {prompt, privileged_context} where
 //             privileged_context is the hint; `teacher_prompt` adds the exact teacher
 //             messages Hindsight trains with (the hint appended to the last user message).
-import type { ExportFormat } from '../core/workspace-api.js';
+import type { ExportFormat } from '../../src-shared/views.js';
 import { fullContext } from '../pipeline/classify.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
-import { renderChatMl, toChatToolCalls, toMessage, type ChatMessage } from '../pipeline/messages.js';
-import type { SampleRecord, SessionBundle, TurnRecord } from '../store/read.js';
+import { renderChatMl, toChatToolCalls, toMessage, type ChatMessage } from '../pipeline/chat-messages.js';
+import type { SampleRecord, SessionBundle, TurnRecord } from '../store/session-reads.js';
 
 function messageOf(turn: TurnRecord): ChatMessage {
   return toMessage(turn);

@@ -2,7 +2,7 @@
 // place only when every line is written, so a failed or interrupted export never leaves a
 // half file where a previous good one was.
 import { AtomicFileWriter } from '../store/atomic-file.js';
-import { UserError } from '../core/types.js';
+import { UserError } from '../../src-shared/types.js';
 
 export function writeJsonl(outPath: string, lines: Iterable<string>): number {
   let writer: AtomicFileWriter;

@@ -22,7 +22,7 @@
  *   regenerated is a clear rejected example. Abandoned branches under an edited user message
  *   have no kept sibling and give no alternative.
  */
-import type { Attachment, BranchAlternative, Citation, ImportedTurn, Role, ToolCall } from '../core/types.js';
+import type { Attachment, BranchAlternative, Citation, ImportedTurn, Role, ToolCall } from '../../src-shared/types.js';
 import {
   compact,
   conversationConverter,

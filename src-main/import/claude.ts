@@ -12,7 +12,7 @@
  *   "[Attachment: name]" line; attachments and files are also kept as metadata.
  * - Unknown block types: their `text` if any, and a counted warning.
  */
-import type { Attachment, Citation, ImportedTurn, Role } from '../core/types.js';
+import type { Attachment, Citation, ImportedTurn, Role } from '../../src-shared/types.js';
 import {
   argumentsText,
   compact,

@@ -5,7 +5,7 @@
  * Exports are untrusted input: every accessor here tolerates any shape and never throws, so a
  * strange field degrades to "absent" instead of crashing the import.
  */
-import type { Attachment, BranchAlternative, Citation, ImportedConversation, ImportedTurn } from '../core/types.js';
+import type { Attachment, BranchAlternative, Citation, ImportedConversation, ImportedTurn } from '../../src-shared/types.js';
 
 /** A conversation that cannot be imported; the importer skips it and records `reason`. */
 export class MalformedConversation extends Error {

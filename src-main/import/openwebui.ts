@@ -9,7 +9,7 @@
  * kept as a branch alternative of the kept reply. Open WebUI writes reasoning into the content
  * as `<details type="reasoning">…</details>`: it is moved to `reasoning`.
  */
-import type { Attachment, BranchAlternative, ImportedTurn, Role } from '../core/types.js';
+import type { Attachment, BranchAlternative, ImportedTurn, Role } from '../../src-shared/types.js';
 import {
   compact,
   conversationConverter,

@@ -9,7 +9,7 @@
  * turn answering the latest call. LLaMA-Factory `<image>` tokens with an `images` list become
  * "[image]" placeholders.
  */
-import type { ImportedTurn, Role, ToolCall } from '../core/types.js';
+import type { ImportedTurn, Role, ToolCall } from '../../src-shared/types.js';
 import {
   argumentsText,
   compact,

@@ -12,7 +12,7 @@ import { createReadStream, promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import yauzl from 'yauzl';
-import { UserError } from '../core/types.js';
+import { UserError } from '../../src-shared/types.js';
 
 export interface ByteSource {
   /** How errors and warnings name it: the file path, or "archive.zip:conversations.json". */

@@ -4,9 +4,9 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { UserError } from '../core/types.js';
+import { UserError } from '../../src-shared/types.js';
 import type { Device } from '../model/ort-session.js';
-import { HeuristicJudge, type JudgeBackend } from '../pipeline/judge.js';
+import { HeuristicJudge, type JudgeBackend } from './verdicts.js';
 import { LlmJudge } from './llm-judge.js';
 import { LocalCompleter } from './local-completer.js';
 import { OpenAiClient } from './openai-client.js';

@@ -8,8 +8,8 @@
  * the sample and the vote number, so a re-run with the same model reproduces its votes
  * (where the backend honours seeds: the local model always does).
  */
-import type { LabelSource, Vote } from '../core/types.js';
-import type { JudgeBackend, JudgeInput, JudgeOptions, JudgeProvenance, JudgeVerdict } from '../pipeline/judge.js';
+import type { LabelSource, Vote } from '../../src-shared/types.js';
+import type { JudgeBackend, JudgeInput, JudgeOptions, JudgeProvenance, JudgeVerdict } from './verdicts.js';
 import { parseHintAnswer, parseRewardAnswer } from './parse.js';
 import { hintPrompt, promptVersionFor, REWARD_PROMPT_VERSION, rewardPrompt, type PromptMessage } from './prompts.js';
 import { hintFromVotes, rewardFromVotes } from './votes.js';

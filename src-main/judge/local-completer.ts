@@ -7,7 +7,7 @@
  * the judge's max_tokens); queued votes are dropped at once.
  */
 import path from 'node:path';
-import { UserError } from '../core/types.js';
+import { UserError } from '../../src-shared/types.js';
 import { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
 import type { ChatCompleter, CompletionOptions } from './llm-judge.js';

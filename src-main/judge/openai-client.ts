@@ -13,7 +13,7 @@
  * - at most `concurrency` requests are in flight at once, across all samples and votes.
  * A cancelled run (AbortSignal) rejects with an AbortError at once.
  */
-import { UserError } from '../core/types.js';
+import { UserError } from '../../src-shared/types.js';
 import type { ChatCompleter, CompletionOptions } from './llm-judge.js';
 import type { PromptMessage } from './prompts.js';
 

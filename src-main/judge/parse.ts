@@ -9,7 +9,7 @@
  * A hint is read from the last complete [HINT_START]…[HINT_END] pair after the reasoning;
  * a start tag without an end tag (a reply cut off by the token limit) gives no hint.
  */
-import type { Reward } from '../core/types.js';
+import type { Reward } from '../../src-shared/types.js';
 
 const THINK_OPEN = '<think>';
 const THINK_CLOSE = '</think>';

@@ -14,7 +14,7 @@
  * Both end with the boxed answer so thinking models can reason first: the parser
  * (./parse.ts) reads the last \boxed{} after any reasoning.
  */
-import type { JudgeInput } from '../pipeline/judge.js';
+import type { JudgeInput } from './verdicts.js';
 
 export const REWARD_PROMPT_VERSION = 'reward-v1';
 export const HINT_PROMPT_VERSION = 'hint-v1';

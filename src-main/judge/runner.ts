@@ -17,8 +17,8 @@
  * - A backend error (endpoint down, timeout, garbage) stops the run with that error, after
  *   saving what was judged.
  */
-import type { JudgeCandidate, JudgeSummary, WorkspaceApi } from '../core/workspace-api.js';
-import type { JudgeBackend } from '../pipeline/judge.js';
+import type { JudgeCandidate, JudgeSummary, WorkspaceApi } from '../../src-shared/views.js';
+import type { JudgeBackend } from './verdicts.js';
 
 export interface JudgeProgress {
   /** Samples handled so far (judged or skipped) of `total` with a next state. */

@@ -9,8 +9,8 @@
  * none qualifies there is no hint. Only the length filter applies to an LLM's hint: the
  * "gives a direction" filter belongs to the rule-based fallback (pipeline/hints.ts).
  */
-import type { Reward, Vote } from '../core/types.js';
-import { majorityVote } from '../pipeline/judge.js';
+import type { Reward, Vote } from '../../src-shared/types.js';
+import { majorityVote } from './verdicts.js';
 
 /** A hint must be strictly longer than this many characters. */
 export const MIN_HINT_LENGTH_EXCLUSIVE = 10;

@@ -7,7 +7,7 @@
  * Qwen3's template opens `<think>` in the prompt, so a lone `</think>` means everything
  * before it was reasoning. An unclosed `<think>` means generation stopped mid-thought.
  */
-import type { ToolCall } from '../core/types.js';
+import type { ToolCall } from '../../src-shared/types.js';
 
 export interface OpenAIToolCall {
   id: string;

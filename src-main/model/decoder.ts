@@ -29,8 +29,8 @@
  * receives the site (layer, target, HF module path, input value, sizes) and the base
  * output value (x·Wᵀ + b) and returns the value to use instead, e.g. base + x·Aᵀ·Bᵀ·s.
  */
-import { GraphBuilder, f32Tensor, type Graph, type Tensor } from './graph/ir.js';
-import { ropeInverseFrequencies, type Checkpoint, type ModelConfig } from './checkpoint.js';
+import { GraphBuilder, f32Tensor, type Graph, type Tensor } from '../graph/ir.js';
+import { ropeInverseFrequencies, type Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 
 export type LinearTarget = 'q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down';
 export const LINEAR_TARGETS: readonly LinearTarget[] = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'];

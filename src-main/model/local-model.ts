@@ -12,8 +12,8 @@
  * The worker's start-up and request/response mechanics are shared with the training step's
  * worker: ./worker-host.ts.
  */
-import type { ModelConfig } from './checkpoint.js';
-import type { EngineOptions, GenerateOptions, GeneratedTokens, ScoreOptions, ScoreRow } from './engine.js';
+import type { ModelConfig } from './hf-checkpoint.js';
+import type { EngineOptions, GenerateOptions, GeneratedTokens, ScoreOptions, ScoreRow } from './inference-engine.js';
 import type { Device } from './ort-session.js';
 import { ChatTokenizer, type ChatMessage, type TemplateOptions } from './tokenizer.js';
 import { parseReply, type ParsedReply } from './chat-output.js';
@@ -54,7 +54,7 @@ export class LocalModel {
     const tokenizer = ChatTokenizer.load(dir);
     const { prepare, ...engineOptions } = options;
     const worker = await startWorker(
-      { compiled: new URL('./worker.js', import.meta.url), source: new URL('./worker.ts', import.meta.url) },
+      { compiled: new URL('./model-worker.js', import.meta.url), source: new URL('./model-worker.ts', import.meta.url) },
       { dir, options: engineOptions },
     );
     const ready = await waitUntilReady<{ config: ModelConfig }>(worker);

@@ -19,9 +19,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import ort from 'onnxruntime-node';
-import { UserError } from '../core/types.js';
-import type { Graph } from './graph/ir.js';
-import { needsExternalData, saveModel, serializeModel } from './graph/onnx.js';
+import { UserError } from '../../src-shared/types.js';
+import type { Graph } from '../graph/ir.js';
+import { needsExternalData, saveModel, serializeModel } from '../graph/onnx.js';
 
 export type Device = 'cpu' | 'cuda';
 

@@ -14,7 +14,7 @@
  * anyway, and a Cast in the graph would materialise the same fp32 copy at session start.
  */
 import fs from 'node:fs';
-import { UserError } from '../core/types.js';
+import { UserError } from '../../src-shared/types.js';
 
 export type SafetensorsDType = 'F64' | 'F32' | 'F16' | 'BF16' | 'I64' | 'I32' | 'I16' | 'I8' | 'U8' | 'BOOL';
 

@@ -20,7 +20,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { Environment, Interpreter, Template } from '@huggingface/jinja';
-import { UserError } from '../core/types.js';
+import { UserError } from '../../src-shared/types.js';
 
 export const FALLBACK_CHAT_TEMPLATE =
   "{{ bos_token }}{% for message in messages %}{{ message['role'] | capitalize }}: {{ message['content'] }}\n\n{% endfor %}" +

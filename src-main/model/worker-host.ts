@@ -11,12 +11,12 @@
 import fs from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { UserError } from '../core/types.js';
+import { UserError } from '../../src-shared/types.js';
 import type { ErrorPayload } from './worker-serve.js';
 
 /**
  * A worker's two forms, as URLs made in the module that starts it
- * (`new URL('./worker.js', import.meta.url)`): the build puts the compiled one beside that module.
+ * (`new URL('./model-worker.js', import.meta.url)`): the build puts the compiled one beside that module.
  */
 export interface WorkerFiles {
   compiled: URL;

@@ -39,7 +39,7 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import path from 'node:path';
-import { UserError } from '../core/types.js';
+import { UserError } from '../../src-shared/types.js';
 import type { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
 import { completeChat, tokenLogprobs, type ChatResult } from './local-chat.js';

@@ -13,7 +13,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Checkpoint } from '../model/checkpoint.js';
+import { Checkpoint } from '../model/hf-checkpoint.js';
 import { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
 import { writeMergedModel } from '../train/merge.js';

@@ -10,7 +10,7 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import { assertLoopbackHost } from '../api/http-server.js';
-import { UserError } from '../core/types.js';
+import { UserError } from '../../src-shared/types.js';
 import type { Device } from '../model/ort-session.js';
 import { createOpenAiHandler } from './handler.js';
 import { errorBody } from './protocol.js';

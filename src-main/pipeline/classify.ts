@@ -21,8 +21,8 @@
 //   model never saw). Hidden turns stay: they are custom instructions the model did see.
 //   An optional window keeps the leading system turns plus the last N turns and/or the
 //   most recent turns that fit an approximate token budget (4 characters ≈ 1 token).
-import type { NoSampleReason } from '../core/workspace-api.js';
-import type { Role, TurnClass } from '../core/types.js';
+import type { NoSampleReason } from '../../src-shared/views.js';
+import type { Role, TurnClass } from '../../src-shared/types.js';
 
 /** The fields of a turn that classification looks at. */
 export interface ClassifiableTurn {

@@ -10,8 +10,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import initSqlJs, { type Database, type SqlJsStatic, type SqlValue, type Statement } from 'sql.js';
-import { UserError } from '../core/types.js';
-import { MIGRATIONS } from './schema.js';
+import { UserError } from '../../src-shared/types.js';
+import { MIGRATIONS } from './migrations.js';
 import { sweepStaleTempFiles, writeFileAtomicSync } from './atomic-file.js';
 
 let sqlJsPromise: Promise<SqlJsStatic> | null = null;

@@ -22,8 +22,8 @@
  * Padding is on the right; position ids count each row's real tokens from 0.
  */
 import fs from 'node:fs';
-import { UserError } from '../core/types.js';
-import type { TrainingSample } from '../core/workspace-api.js';
+import { UserError } from '../../src-shared/types.js';
+import type { TrainingSample } from '../../src-shared/views.js';
 import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
 import type { StepBatch, TrainMethod } from './step-api.js';

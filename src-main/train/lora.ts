@@ -9,8 +9,8 @@
  * leaves the model exactly as it was. The numbers come from a seeded PRNG (mulberry32), in
  * spec order, so a seed always gives the same adapter; they are not torch's stream.
  */
-import { UserError } from '../core/types.js';
-import type { ModelConfig } from '../model/checkpoint.js';
+import { UserError } from '../../src-shared/types.js';
+import type { ModelConfig } from '../model/hf-checkpoint.js';
 import { LINEAR_TARGETS, type LinearTarget } from '../model/decoder.js';
 import { seededRandom } from '../model/sampling.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights } from './step-api.js';

@@ -13,11 +13,11 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { Checkpoint } from '../model/checkpoint.js';
+import { Checkpoint } from '../model/hf-checkpoint.js';
 import { checkpointWeights, decoderGraph, transpose2dF32, type LinearHook } from '../model/decoder.js';
-import { f32Tensor, type Graph } from '../model/graph/ir.js';
+import { f32Tensor, type Graph } from '../graph/ir.js';
 import { createSession, int64Tensor, type Device } from '../model/ort-session.js';
-import type { ScoreRow } from '../model/engine.js';
+import type { ScoreRow } from '../model/inference-engine.js';
 import { writeJsonAtomic, writeSafetensorsAtomic } from './files.js';
 import { loraAKey, loraBKey } from './lora.js';
 import { readAdapter } from './peft.js';

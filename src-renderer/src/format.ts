@@ -1,6 +1,6 @@
 // Small display helpers shared by the views.
-import type { LabelSource, Reward, SessionFormat } from '../../src-main/core/types.js';
-import type { JudgeSummary } from '../../src-main/core/workspace-api.js';
+import type { LabelSource, Reward, SessionFormat } from '../../src-shared/types.js';
+import type { JudgeSummary } from '../../src-shared/views.js';
 
 // Typed over every session format, so a new importer or source cannot go unlabelled.
 const SOURCE_LABELS: Record<SessionFormat, string> = {

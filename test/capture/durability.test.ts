@@ -8,9 +8,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CaptureLog } from '../../src-main/capture/log.js';
-import type { CaptureRecord } from '../../src-main/capture/records.js';
-import type { Workspace } from '../../src-main/core/workspace.js';
+import { CaptureLog } from '../../src-main/capture/capture-log.js';
+import type { CaptureRecord } from '../../src-main/capture/capture-records.js';
+import type { Workspace } from '../../src-main/workspace/workspace.js';
 import { chat, DEMO_MODEL, ROOT, startCapture, tempDir, waitFor, type Message } from './helpers.js';
 
 const children: ChildProcess[] = [];

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { serveApp, type ServeHandle, type ServeOptions } from '../../src-main/api/serve-app.js';
-import type { ApiEvents, EventName } from '../../src-main/api/contract.js';
+import type { ApiEvents, EventName } from '../../src-shared/contract.js';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
 export const DEMO_MODEL = path.join(ROOT, 'resources/models/stories260K');

@@ -4,7 +4,7 @@
 // rows using them as old; capture off records nothing; per-session delete.
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Workspace } from '../../src-main/core/workspace.js';
+import type { Workspace } from '../../src-main/workspace/workspace.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { rowsFromSamples } from '../../src-main/train/batches.js';

@@ -5,7 +5,7 @@
 // base model again.
 import fs from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { Workspace } from '../../src-main/core/workspace.js';
+import type { Workspace } from '../../src-main/workspace/workspace.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { scoreWithAdapter } from '../../src-main/train/merge.js';
 import { api, chat, DEMO_MODEL, startCapture, waitFor, type Message } from './helpers.js';

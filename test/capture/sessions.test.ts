@@ -2,8 +2,8 @@
 // prefix continuity, segments, side requests, closing, and the conversation a session
 // stands for — and that replaying the same records gives the same state.
 import { describe, expect, it } from 'vitest';
-import { parseRecord, type CapturedMessage, type CaptureRecord } from '../../src-main/capture/records.js';
-import { LiveSessions, RECENT_MS } from '../../src-main/capture/sessions.js';
+import { parseRecord, type CapturedMessage, type CaptureRecord } from '../../src-main/capture/capture-records.js';
+import { LiveSessions, RECENT_MS } from '../../src-main/capture/capture-sessions.js';
 
 const u = (content: string): CapturedMessage => ({ role: 'user', content });
 const a = (content: string): CapturedMessage => ({ role: 'assistant', content });

@@ -2,7 +2,7 @@
 // instance (startOpenAiServer on the demo model) and records what the client received, JSON
 // and streams alike; upstream errors pass through unrecorded; an unreachable upstream is a 502.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Workspace } from '../../src-main/core/workspace.js';
+import type { Workspace } from '../../src-main/workspace/workspace.js';
 import { startOpenAiServer, type OpenAiServer } from '../../src-main/openai/server.js';
 import { api, chat, chatStream, collect, DEMO_MODEL, refusedPort, startCapture } from './helpers.js';
 

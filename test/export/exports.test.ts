@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { EXPORT_FORMATS } from '../../src-main/core/workspace-api.js';
-import { Workspace } from '../../src-main/core/workspace.js';
+import { EXPORT_FORMATS } from '../../src-shared/views.js';
+import { Workspace } from '../../src-main/workspace/workspace.js';
 import { SESSION_002, SORTING, conv, fakeExport, tempDir, tempWorkspace } from '../store/helpers.js';
 
 const SAMPLE = '/work/shared/samples/chatgpt-tree-branches.json';

@@ -3,8 +3,8 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { UserError } from '../../src-main/core/types.js';
-import { openExport } from '../../src-main/import/index.js';
+import { UserError } from '../../src-shared/types.js';
+import { openExport } from '../../src-main/import/importer.js';
 import { chatgptConversation, importAll, tempDir, writeJson, writeText, writeZip } from './helpers.js';
 
 const dir = tempDir();

@@ -4,8 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { afterAll } from 'vitest';
-import type { ImportedConversation } from '../../src-main/core/types.js';
-import { openExport, type FormatChoice, type OpenedExport } from '../../src-main/import/index.js';
+import type { ImportedConversation } from '../../src-shared/types.js';
+import { openExport, type FormatChoice, type OpenedExport } from '../../src-main/import/importer.js';
 
 /** A temp directory removed after the test file. */
 export function tempDir(): string {

@@ -6,8 +6,8 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import type { ImportedConversation, Role } from '../../src-main/core/types.js';
-import { Workspace } from '../../src-main/core/workspace.js';
+import type { ImportedConversation, Role } from '../../src-shared/types.js';
+import { Workspace } from '../../src-main/workspace/workspace.js';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
 export const DEMO_MODEL = path.join(ROOT, 'resources/models/stories260K');

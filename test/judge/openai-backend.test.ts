@@ -4,7 +4,7 @@
 // - Hindsight's own OpenAI-compatible endpoint serving the demo model, whose tiny model
 //   answers garbage that must be dropped without crashing anything.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { UserError } from '../../src-main/core/types.js';
+import { UserError } from '../../src-shared/types.js';
 import { LlmJudge, JUDGE_TEMPERATURE } from '../../src-main/judge/llm-judge.js';
 import { OpenAiClient } from '../../src-main/judge/openai-client.js';
 import { parseRewardAnswer } from '../../src-main/judge/parse.js';

@@ -1,6 +1,6 @@
 // The judge's answer parsing and SPEC §4's vote and hint rules, on crafted judge outputs.
 import { describe, expect, it } from 'vitest';
-import type { Vote } from '../../src-main/core/types.js';
+import type { Vote } from '../../src-shared/types.js';
 import { lastBoxed, parseHintAnswer, parseRewardAnswer, stripReasoning } from '../../src-main/judge/parse.js';
 import { hintFromVotes, rewardFromVotes } from '../../src-main/judge/votes.js';
 import { clip, hintPrompt, promptVersionFor, REWARD_PROMPT_VERSION, rewardPrompt } from '../../src-main/judge/prompts.js';

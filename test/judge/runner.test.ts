@@ -4,12 +4,12 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Workspace } from '../../src-main/core/workspace.js';
+import { Workspace } from '../../src-main/workspace/workspace.js';
 import { openJudgeBackend } from '../../src-main/judge/backends.js';
 import { LlmJudge } from '../../src-main/judge/llm-judge.js';
 import { OpenAiClient } from '../../src-main/judge/openai-client.js';
 import { decide, runJudge } from '../../src-main/judge/runner.js';
-import { HeuristicJudge } from '../../src-main/pipeline/judge.js';
+import { HeuristicJudge } from '../../src-main/judge/verdicts.js';
 import { DEMO_MODEL, manyChats, ROOT, scriptedServer, sortingWorkspace, tempDir, workspaceWith, type ScriptedServer } from './helpers.js';
 
 const servers: ScriptedServer[] = [];

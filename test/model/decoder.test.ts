@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { LocalModel } from '../../src-main/model/local-model.js';
-import type { ScoreRow } from '../../src-main/model/engine.js';
+import type { ScoreRow } from '../../src-main/model/inference-engine.js';
 import { writeTinyModel, type TinyModel, type TinyModelOptions } from './tiny-models.js';
 import { logSoftmaxAt, referenceLogits } from './reference-forward.js';
 

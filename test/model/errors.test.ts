@@ -4,10 +4,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { LocalModel } from '../../src-main/model/local-model.js';
-import { ModelEngine } from '../../src-main/model/engine.js';
+import { ModelEngine } from '../../src-main/model/inference-engine.js';
 import { CUDA_PROVIDER_LIBS, ortBinaryDir } from '../../src-main/model/ort-session.js';
 import { readSafetensorsHeader, writeSafetensors } from '../../src-main/model/safetensors.js';
-import { UserError } from '../../src-main/core/types.js';
+import { UserError } from '../../src-shared/types.js';
 import { writeTinyModel } from './tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-errors-'));

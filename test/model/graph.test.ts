@@ -4,8 +4,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import ort from 'onnxruntime-node';
-import { GraphBuilder, f32Tensor, broadcastShapes } from '../../src-main/model/graph/ir.js';
-import { saveModel, serializeModel } from '../../src-main/model/graph/onnx.js';
+import { GraphBuilder, f32Tensor, broadcastShapes } from '../../src-main/graph/ir.js';
+import { saveModel, serializeModel } from '../../src-main/graph/onnx.js';
 
 function smallGraph() {
   const b = new GraphBuilder('t');

@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ChatTokenizer, strftimeC, type ChatMessage } from '../../src-main/model/tokenizer.js';
-import { UserError } from '../../src-main/core/types.js';
+import { UserError } from '../../src-shared/types.js';
 import { TINY_SPECIAL_TOKENS, tinyTokenizerJson } from './tiny-models.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));

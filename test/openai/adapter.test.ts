@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Checkpoint } from '../../src-main/model/checkpoint.js';
+import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { startOpenAiServer, type OpenAiServer } from '../../src-main/openai/server.js';
 import { mergedModelDir } from '../../src-main/openai/served-model.js';

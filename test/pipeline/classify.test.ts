@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { analyseSession, classifyTurns, isMetadataText, windowContext, fullContext } from '../../src-main/pipeline/classify.js';
-import type { ImportedTurn } from '../../src-main/core/types.js';
+import type { ImportedTurn } from '../../src-shared/types.js';
 import { SESSION_001, SESSION_002, SESSION_003, SORTING, conv, type TurnSpec } from '../store/helpers.js';
 
 const turns = (spec: TurnSpec[]): ImportedTurn[] => conv('x', spec).turns;

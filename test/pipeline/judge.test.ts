@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { heuristicReward, isRefusal, looksLikeToolError, scoreFeedback } from '../../src-main/pipeline/heuristic.js';
-import { extractHint, givesDirection, isUsefulHint } from '../../src-main/pipeline/hints.js';
-import { chooseHint, HeuristicJudge, majorityVote } from '../../src-main/pipeline/judge.js';
+import { heuristicReward, isRefusal, looksLikeToolError, scoreFeedback } from '../../src-main/judge/heuristic.js';
+import { extractHint, givesDirection, isUsefulHint } from '../../src-main/judge/hint-rules.js';
+import { chooseHint, HeuristicJudge, majorityVote } from '../../src-main/judge/verdicts.js';
 import { enhancedContext, HINT_PREFIX } from '../../src-main/pipeline/hint-context.js';
 
 const user = (text: string) => ({ role: 'user' as const, text });

@@ -3,8 +3,8 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { BranchAlternative, ImportedConversation, ImportedTurn, Role, SourceFormat } from '../../src-main/core/types.js';
-import { Workspace, type OpenedExportLike } from '../../src-main/core/workspace.js';
+import type { BranchAlternative, ImportedConversation, ImportedTurn, Role, SourceFormat } from '../../src-shared/types.js';
+import { Workspace, type OpenedExportLike } from '../../src-main/workspace/workspace.js';
 
 export type TurnSpec = [Role, string] | ImportedTurn;
 

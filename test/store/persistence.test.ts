@@ -3,10 +3,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { UserError } from '../../src-main/core/types.js';
+import { UserError } from '../../src-shared/types.js';
 import { loadSqlJs, Store } from '../../src-main/store/database.js';
 import { AtomicFileWriter, sweepStaleTempFiles, writeFileAtomicSync } from '../../src-main/store/atomic-file.js';
-import { MIGRATIONS } from '../../src-main/store/schema.js';
+import { MIGRATIONS } from '../../src-main/store/migrations.js';
 import { tempDir } from './helpers.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { UserError } from '../../src-main/core/types.js';
-import { Workspace } from '../../src-main/core/workspace.js';
+import { UserError } from '../../src-shared/types.js';
+import { Workspace } from '../../src-main/workspace/workspace.js';
 import { SESSION_001, SESSION_002, SESSION_003, SORTING, conv, fakeExport, tempWorkspace } from './helpers.js';
 
 describe('import into the store', () => {

@@ -4,8 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { ApiEvents, TrainConfig, TrainRunInfo } from '../../src-main/api/contract.js';
-import { EventHub } from '../../src-main/api/events.js';
+import type { ApiEvents, TrainConfig, TrainRunInfo } from '../../src-shared/contract.js';
+import { EventHub } from '../../src-main/workspace/event-hub.js';
 import { TrainingService } from '../../src-main/api/training-service.js';
 import { conv, fakeExport, tempWorkspace } from '../store/helpers.js';
 

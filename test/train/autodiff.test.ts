@@ -1,9 +1,9 @@
 // Every gradient rule against finite differences (./gradcheck.ts), broadcasting and symbolic
 // dims included, plus the graph walk: accumulation, pruning and its errors.
 import { describe, expect, it } from 'vitest';
-import { GraphBuilder, int, type Node } from '../../src-main/model/graph/ir.js';
-import { appendGradients } from '../../src-main/train/autodiff/gradients.js';
-import { GRADIENT_RULES } from '../../src-main/train/autodiff/rules.js';
+import { GraphBuilder, int, type Node } from '../../src-main/graph/ir.js';
+import { appendGradients } from '../../src-main/graph/autodiff.js';
+import { GRADIENT_RULES } from '../../src-main/graph/gradient-rules.js';
 import { gradCheck, type GradCase } from './gradcheck.js';
 
 const positive = (n: number, lo = 0.5, hi = 2) => Array.from({ length: n }, (_, i) => lo + ((i * 0.37) % 1) * (hi - lo));

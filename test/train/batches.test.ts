@@ -5,15 +5,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Checkpoint } from '../../src-main/model/checkpoint.js';
+import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { seededRandom } from '../../src-main/model/sampling.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { HINT_PREFIX } from '../../src-main/pipeline/hint-context.js';
 import { fillAdvantages } from '../../src-main/train/advantages.js';
 import { padBatch, rowsForStep, rowsFromJsonl, rowsFromSamples, truncateRow, type TrainRow } from '../../src-main/train/batches.js';
-import { findCheckpoint, loadCheckpoint, saveCheckpoint } from '../../src-main/train/checkpoint.js';
+import { findCheckpoint, loadCheckpoint, saveCheckpoint } from '../../src-main/train/run-checkpoint.js';
 import { initLora, loraSpecs } from '../../src-main/train/lora.js';
-import type { TrainingSample } from '../../src-main/core/workspace-api.js';
+import type { TrainingSample } from '../../src-shared/views.js';
 import { writeTinyModel } from '../model/tiny-models.js';
 import { SESSION_001, SORTING, conv, fakeExport, tempWorkspace } from '../store/helpers.js';
 

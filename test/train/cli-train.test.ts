@@ -7,9 +7,9 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { runCli as cli } from '../helpers/cli.js';
-import { readLog } from '../../src-main/train/log.js';
+import { readLog } from '../../src-main/train/trainer-log.js';
 import { readAdapter } from '../../src-main/train/peft.js';
-import { Checkpoint } from '../../src-main/model/checkpoint.js';
+import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { conv, fakeExport, tempDir, tempWorkspace } from '../store/helpers.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));

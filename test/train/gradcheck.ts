@@ -12,9 +12,9 @@
  * (atol + rtol·|fd|) sits two orders above both and far below any wrong rule's error.
  */
 import ort from 'onnxruntime-node';
-import { GraphBuilder, int, type DType, type Shape } from '../../src-main/model/graph/ir.js';
-import { serializeModel } from '../../src-main/model/graph/onnx.js';
-import { appendGradients } from '../../src-main/train/autodiff/gradients.js';
+import { GraphBuilder, int, type DType, type Shape } from '../../src-main/graph/ir.js';
+import { serializeModel } from '../../src-main/graph/onnx.js';
+import { appendGradients } from '../../src-main/graph/autodiff.js';
 import { seededRandom } from '../model/tiny-models.js';
 
 export interface CaseInput {

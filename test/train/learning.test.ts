@@ -8,14 +8,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { TrainingSample } from '../../src-main/core/workspace-api.js';
-import { ModelEngine } from '../../src-main/model/engine.js';
+import type { TrainingSample } from '../../src-shared/views.js';
+import { ModelEngine } from '../../src-main/model/inference-engine.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { enhancedContext } from '../../src-main/pipeline/hint-context.js';
 import { scoreWithAdapter } from '../../src-main/train/merge.js';
 import { createStepForTrainer } from '../../src-main/train/step-factory.js';
 import { train, type TrainResult } from '../../src-main/train/trainer.js';
-import { readLog } from '../../src-main/train/log.js';
+import { readLog } from '../../src-main/train/trainer-log.js';
 import { conv, fakeExport, tempWorkspace } from '../store/helpers.js';
 
 const MODEL = path.resolve('resources/models/stories260K');

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Checkpoint } from '../../src-main/model/checkpoint.js';
+import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { padBatch } from '../../src-main/train/batches.js';
 import { readAdapter } from '../../src-main/train/peft.js';

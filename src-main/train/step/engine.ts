@@ -34,8 +34,8 @@
  * provider is installed, else a UserError; never a silent CPU fallback).
  */
 import ort from 'onnxruntime-node';
-import { UserError } from '../../core/types.js';
-import { Checkpoint } from '../../model/checkpoint.js';
+import { UserError } from '../../../src-shared/types.js';
+import { Checkpoint } from '../../model/hf-checkpoint.js';
 import { checkpointWeights, type WeightSource } from '../../model/decoder.js';
 import { createSession, type Device } from '../../model/ort-session.js';
 import type {

@@ -24,9 +24,9 @@
  * Train outputs: loss, clipfrac, approx_kl, tokens (scalars), logprobs [B, T], `grad.<key>`
  * for every LoRA tensor, and with the in-graph optimizer its outputs (./optimizer.ts).
  */
-import { GraphBuilder, type Graph } from '../../model/graph/ir.js';
+import { GraphBuilder, type Graph } from '../../graph/ir.js';
 import { buildDecoder, type LinearSite, type WeightSource } from '../../model/decoder.js';
-import { appendGradients } from '../autodiff/gradients.js';
+import { appendGradients } from '../../graph/autodiff.js';
 import type { LoraConfig, LoraTensorSpec, LossConfig, OptimizerConfig } from '../step-api.js';
 import { appendInStepOld, appendPolicyLoss } from './loss.js';
 import { appendUpdate } from './optimizer.js';

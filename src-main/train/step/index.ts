@@ -16,7 +16,7 @@
  * blocks. Code that already runs in a worker (a trainer thread) can use
  * `createTrainStepInProcess` and skip the second hop: same interface, same results.
  */
-import { Checkpoint } from '../../model/checkpoint.js';
+import { Checkpoint } from '../../model/hf-checkpoint.js';
 import type { Device } from '../../model/ort-session.js';
 import { startWorker, waitUntilReady, WorkerClient } from '../../model/worker-host.js';
 import type { LoraTensorSpec, LoraWeights, OptimizerState, StepBatch, StepResult, TrainStep } from '../step-api.js';

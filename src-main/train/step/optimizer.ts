@@ -10,7 +10,7 @@
  * - AdamW (torch.optim.AdamW): p ← p·(1 − lr·wd); m ← β₁m + (1−β₁)g; v ← β₂v + (1−β₂)g²;
  *   p ← p − (lr / (1−β₁ᵗ)) · m / (√v / √(1−β₂ᵗ) + eps), with t the step count after increment.
  */
-import { GraphBuilder, int } from '../../model/graph/ir.js';
+import { GraphBuilder, int } from '../../graph/ir.js';
 import type { LoraWeights, OptimizerConfig, OptimizerState } from '../step-api.js';
 
 export const CLIP_EPS = 1e-6;

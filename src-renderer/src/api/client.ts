@@ -10,7 +10,7 @@ import {
   type CallResult,
   type EventName,
   type HindsightApi,
-} from '../../../src-main/api/contract.js';
+} from '../../../src-shared/contract.js';
 
 type Listener = (payload: unknown) => void;
 

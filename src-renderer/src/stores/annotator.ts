@@ -2,8 +2,8 @@
 // of label changes. Every change is a manual label (SPEC §1: manual wins); undo writes the
 // previous values back, also as a manual label.
 import { defineStore } from 'pinia';
-import type { LabelView, SessionDetail } from '../../../src-main/api/contract.js';
-import type { Reward } from '../../../src-main/core/types.js';
+import type { LabelView, SessionDetail } from '../../../src-shared/contract.js';
+import type { Reward } from '../../../src-shared/types.js';
 import { api, errorMessage } from '../api/client';
 
 type LabelFields = Pick<LabelView, 'reward' | 'hint' | 'repair' | 'notes'>;

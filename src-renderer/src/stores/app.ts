@@ -1,7 +1,7 @@
 // App-wide state: what the back end can do (AppInfo), the counts, and the toasts. Views
 // re-read their data when the back end says the workspace changed.
 import { defineStore } from 'pinia';
-import type { AppInfo, Stats } from '../../../src-main/api/contract.js';
+import type { AppInfo, Stats } from '../../../src-shared/contract.js';
 import { api, errorMessage } from '../api/client';
 
 export interface Toast {

@@ -1,7 +1,7 @@
 // The Sessions screen's state: the filter, the page of results and the per-source counts.
 import { defineStore } from 'pinia';
-import type { SessionSummary } from '../../../src-main/api/contract.js';
-import type { SourceFormat } from '../../../src-main/core/types.js';
+import type { SessionSummary } from '../../../src-shared/contract.js';
+import type { SourceFormat } from '../../../src-shared/types.js';
 import { api, errorMessage } from '../api/client';
 
 export type LabelStatus = '' | 'labeled' | 'unlabeled' | 'partial';

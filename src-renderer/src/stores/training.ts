@@ -1,7 +1,7 @@
 // The Training screen's state: availability, the runs, and the shown run's step history for
 // the charts, fed live by `train.progress` events and re-read after a reload.
 import { defineStore } from 'pinia';
-import type { TrainConfig, TrainProgress, TrainRunInfo, TrainingState } from '../../../src-main/api/contract.js';
+import type { TrainConfig, TrainProgress, TrainRunInfo, TrainingState } from '../../../src-shared/contract.js';
 import { api, errorMessage } from '../api/client';
 
 /**

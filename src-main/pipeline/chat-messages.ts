@@ -1,7 +1,7 @@
 // Turns as chat messages in the OpenAI / Hugging Face shape that chat templates, TRL and
 // the trainer expect: {role, content} plus `tool_calls` on assistant messages and
 // `tool_call_id`/`name` on tool messages. Reasoning is never part of `content`.
-import type { Role, ToolCall } from '../core/types.js';
+import type { Role, ToolCall } from '../../src-shared/types.js';
 
 export interface ChatToolCall {
   id?: string;

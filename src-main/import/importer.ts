@@ -14,17 +14,17 @@
  * `chat.history` → openwebui.
  * openai and messages share one converter, so the two labels only name the source.
  */
-import { SOURCE_FORMATS, UserError, type ImportedConversation, type SourceFormat } from '../core/types.js';
+import { SOURCE_FORMATS, UserError, type ImportedConversation, type SourceFormat } from '../../src-shared/types.js';
 import { convertChatGpt } from './chatgpt.js';
 import { convertClaude } from './claude.js';
 import { describeConversation, idOf, isObject, MalformedConversation, MediaTokenReplacer, str, type ConversationConverter, type JsonObject } from './common.js';
-import { convertMessages } from './messages.js';
-import { peekSource, readRecords, SUPPORTED_LINE, type Container, type Peek } from './records.js';
+import { convertMessages } from './hf-messages.js';
+import { peekSource, readRecords, SUPPORTED_LINE, type Container, type Peek } from './json-records.js';
 import { convertOpenWebUi } from './openwebui.js';
 import { convertShareGpt } from './sharegpt.js';
 import { resolveInput, type ByteSource, type ResolvedInput } from './sources.js';
 
-export { SUPPORTED_LINE } from './records.js';
+export { SUPPORTED_LINE } from './json-records.js';
 export type FormatChoice = SourceFormat | 'auto';
 
 export interface OpenedExport {

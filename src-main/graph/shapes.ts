@@ -6,7 +6,7 @@
  * IR only knows symbolically ('B', 'T', a fresh 'dim_7') falls back to Shape-based ops that
  * work out the same thing at run time.
  */
-import { GraphBuilder, f32Tensor, int, type Dim, type Shape, type Tensor } from '../../model/graph/ir.js';
+import { GraphBuilder, f32Tensor, int, type Dim, type Shape, type Tensor } from './ir.js';
 
 export const isStatic = (s: Shape | undefined): s is number[] => !!s && s.every((d) => typeof d === 'number');
 

@@ -1,8 +1,8 @@
 // Reading sessions back out of the store as plain records: one session with its turns,
 // samples (with labels) and alternatives at a time, so exports and the training-set
 // builder can walk a large database without loading it all.
-import type { Attachment, Citation, LabelSource, Reward, Role, SessionFormat, ToolCall, TurnClass, Vote } from '../core/types.js';
-import type { LabelView, NoSampleReason } from '../core/workspace-api.js';
+import type { Attachment, Citation, LabelSource, Reward, Role, SessionFormat, ToolCall, TurnClass, Vote } from '../../src-shared/types.js';
+import type { LabelView, NoSampleReason } from '../../src-shared/views.js';
 import type { Store } from './database.js';
 
 export interface TurnRecord {

@@ -22,8 +22,8 @@
  * uses it for `old` := stopgrad(logp), so one run gives the log-probs, the ratio of exactly 1
  * and the gradient A·∇logp without a second forward pass.
  */
-import { GraphBuilder, type DType, type Node } from '../../model/graph/ir.js';
-import { GRADIENT_RULES, NON_DIFFERENTIABLE, STOP_GRADIENT, isStopGradient, type GradContext } from './rules.js';
+import { GraphBuilder, type DType, type Node } from './ir.js';
+import { GRADIENT_RULES, NON_DIFFERENTIABLE, STOP_GRADIENT, isStopGradient, type GradContext } from './gradient-rules.js';
 import { describeAs, sumToShape, zerosLike } from './shapes.js';
 
 const FLOAT_TYPES = new Set<DType | undefined>(['float32', 'float16', 'bfloat16']);

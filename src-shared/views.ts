@@ -1,5 +1,5 @@
 // The data-side facade that the CLI, the app's API service and `serve` all call.
-// src-main/core/workspace.ts implements it over the store, the importers, the pipeline and
+// src-main/workspace/workspace.ts implements it over the store, the importers, the pipeline and
 // the exporters; this file fixes its shape so the UI and the CLI can be built against it.
 import type { LabelSource, Reward, Role, SessionFormat, SourceFormat, ToolCall, TurnClass, Vote } from './types.js';
 
@@ -126,7 +126,7 @@ export interface RunJudgeOptions {
 
 /** A sample a judge can see (it has a next state), with the provenance of its current label. */
 export interface JudgeCandidate {
-  input: import('../pipeline/judge.js').JudgeInput;
+  input: import('../src-main/judge/verdicts.js').JudgeInput;
   label: { source: LabelSource | null; judgeBackend: string | null; judgeModel: string | null; promptVersion: string | null };
 }
 
@@ -192,9 +192,9 @@ export interface WorkspaceApi {
   /**
    * Runs any judge backend over the samples, incrementally and cancellably; manual labels
    * are never touched, and the heuristic never overwrites an LLM judge's label. The
-   * backend is a `JudgeBackend` from src-main/pipeline/judge.ts.
+   * backend is a `JudgeBackend` from src-main/judge/verdicts.ts.
    */
-  runJudge(backend: import('../pipeline/judge.js').JudgeBackend, options: RunJudgeOptions): Promise<JudgeSummary>;
+  runJudge(backend: import('../src-main/judge/verdicts.js').JudgeBackend, options: RunJudgeOptions): Promise<JudgeSummary>;
   /**
    * The building blocks of the LLM judge runner (src-main/judge/runner.ts): every sample
    * that has a next state, in stable order, with its label's provenance ...
@@ -206,7 +206,7 @@ export interface WorkspaceApi {
    */
   recordJudgeVerdict(
     sample: { sessionId: string; responseTurn: number },
-    verdict: import('../pipeline/judge.js').JudgeVerdict,
+    verdict: import('../src-main/judge/verdicts.js').JudgeVerdict,
     provenance: VerdictProvenance,
   ): boolean;
   /**

@@ -17,7 +17,7 @@ import Assembler from 'stream-json/Assembler.js';
 import Parser from 'stream-json/Parser.js';
 import StreamArray from 'stream-json/streamers/StreamArray.js';
 import StreamValues from 'stream-json/streamers/StreamValues.js';
-import { UserError } from '../core/types.js';
+import { UserError } from '../../src-shared/types.js';
 import type { ByteSource } from './sources.js';
 
 /** How a file holds its records: a JSON array, one JSON object, or JSON Lines. */

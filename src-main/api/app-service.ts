@@ -5,13 +5,13 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { SESSION_FORMATS, UserError, type SessionFormat } from '../core/types.js';
-import type { WorkspaceApi } from '../core/workspace-api.js';
-import { MAX_UPLOAD_BYTES, type ApiHandlers, type AppInfo, type CallInput, type CaptureStatus, type ChangeReason, type ImportSummary } from './contract.js';
-import type { EventHub } from './events.js';
+import { SESSION_FORMATS, UserError, type SessionFormat } from '../../src-shared/types.js';
+import type { WorkspaceApi } from '../../src-shared/views.js';
+import { MAX_UPLOAD_BYTES, type ApiHandlers, type AppInfo, type CallInput, type CaptureStatus, type ChangeReason, type ImportSummary } from '../../src-shared/contract.js';
+import type { EventHub } from '../workspace/event-hub.js';
 import type { HostBridge } from './host.js';
 import { JudgeService } from './judge-service.js';
-import { SettingsStore, settingsPathFor } from './settings.js';
+import { SettingsStore, settingsPathFor } from '../store/settings-file.js';
 import { TrainingService } from './training-service.js';
 
 export type OpenWorkspace = (dbPath: string) => Promise<WorkspaceApi>;

@@ -12,7 +12,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { UserError } from '../core/types.js';
+import { UserError } from '../../src-shared/types.js';
 import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } from './safetensors.js';
 
 export type ModelFamily = 'llama' | 'qwen2' | 'qwen3';

@@ -22,9 +22,9 @@
  * tool message of a request is the next state of the reply before it.
  */
 import crypto from 'node:crypto';
-import type { ImportedConversation, ImportedTurn, Role, ToolCall } from '../core/types.js';
-import type { CaptureExchangeRow } from '../core/workspace.js';
-import type { CapturedMessage, CaptureRecord, ReplyRecord, RequestRecord } from './records.js';
+import type { ImportedConversation, ImportedTurn, Role, ToolCall } from '../../src-shared/types.js';
+import type { CaptureExchangeRow } from '../workspace/workspace.js';
+import type { CapturedMessage, CaptureRecord, ReplyRecord, RequestRecord } from './capture-records.js';
 
 /** How long a keyless session stays open to prefix matching after its last request. */
 export const RECENT_MS = 6 * 60 * 60 * 1000;

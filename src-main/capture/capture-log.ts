@@ -14,9 +14,9 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { UserError } from '../core/types.js';
-import type { CaptureRecord } from './records.js';
-import { parseRecord } from './records.js';
+import { UserError } from '../../src-shared/types.js';
+import type { CaptureRecord } from './capture-records.js';
+import { parseRecord } from './capture-records.js';
 
 export const CAPTURE_LOG_FILE = 'capture-log.jsonl';
 

@@ -7,7 +7,7 @@
  * worker posts { ready: summary } or { fatal: error }.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { ModelEngine, type EngineOptions } from './engine.js';
+import { ModelEngine, type EngineOptions } from './inference-engine.js';
 import { errorPayload, serveRequests, type Request } from './worker-serve.js';
 
 const port = parentPort!;

@@ -17,8 +17,8 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { UserError } from '../core/types.js';
-import type { ModelConfig } from '../model/checkpoint.js';
+import { UserError } from '../../src-shared/types.js';
+import type { ModelConfig } from '../model/hf-checkpoint.js';
 import { readSafetensorsHeader, readTensorBytes, toFloat32 } from '../model/safetensors.js';
 import { f32Tensors, fsyncDir, writeJsonAtomic, writeSafetensorsAtomic } from './files.js';
 import { loraShapes } from './lora.js';

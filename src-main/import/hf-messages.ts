@@ -10,7 +10,7 @@
  * `reasoning_content` / `reasoning` / `thinking` is kept as reasoning. LLaMA-Factory `<image>`
  * tokens with a sibling `images` list become placeholders too.
  */
-import type { Attachment, ImportedTurn, Role, ToolCall } from '../core/types.js';
+import type { Attachment, ImportedTurn, Role, ToolCall } from '../../src-shared/types.js';
 import {
   argumentsText,
   compact,

@@ -24,7 +24,7 @@
  * nothing downstream of it depends on the trained values through it, so no gradient flows
  * back across it and its Identity rule below is never called for it.
  */
-import { GraphBuilder, attrInt, attrInts, int, str, tensorValues, type Node, type Shape } from '../../model/graph/ir.js';
+import { GraphBuilder, attrInt, attrInts, int, str, tensorValues, type Node, type Shape } from './ir.js';
 import { isStatic, shapeValue, sumToShape, zerosLike } from './shapes.js';
 
 export interface GradContext {

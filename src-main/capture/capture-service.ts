@@ -25,19 +25,19 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type http from 'node:http';
 import path from 'node:path';
-import { UserError } from '../core/types.js';
-import { Workspace } from '../core/workspace.js';
-import type { WorkspaceApi } from '../core/workspace-api.js';
-import type { CaptureStatus } from '../api/contract.js';
-import type { EventHub } from '../api/events.js';
-import type { SettingsStore } from '../api/settings.js';
+import { UserError } from '../../src-shared/types.js';
+import { Workspace } from '../workspace/workspace.js';
+import type { WorkspaceApi } from '../../src-shared/views.js';
+import type { CaptureStatus } from '../../src-shared/contract.js';
+import type { EventHub } from '../workspace/event-hub.js';
+import type { SettingsStore } from '../store/settings-file.js';
 import type { CapturedReplyIn, CaptureHook, CaptureTicket } from '../openai/handler.js';
 import { RequestError, type ChatRequest } from '../openai/protocol.js';
 import type { UpstreamTarget } from '../openai/upstream.js';
-import { CaptureLog, captureLogPathFor } from './log.js';
+import { CaptureLog, captureLogPathFor } from './capture-log.js';
 import { CaptureLoop, untrainedSamples } from './loop.js';
-import { recordSession, type CapturedMessage, type CaptureRecord, type ReplyRecord, type RequestRecord } from './records.js';
-import { LiveSessions } from './sessions.js';
+import { recordSession, type CapturedMessage, type CaptureRecord, type ReplyRecord, type RequestRecord } from './capture-records.js';
+import { LiveSessions } from './capture-sessions.js';
 
 export interface CaptureServiceOptions {
   workspace(): WorkspaceApi;

@@ -1,6 +1,6 @@
 // The back end's event hub: the service emits, each transport (IPC to the window, SSE to
 // browsers) subscribes and forwards. Typed by the contract's ApiEvents.
-import type { ApiEvents, EventName } from './contract.js';
+import type { ApiEvents, EventName } from '../../src-shared/contract.js';
 
 export type AnyEventListener = <E extends EventName>(name: E, payload: ApiEvents[E]) => void;
 

@@ -4,9 +4,9 @@
 // plain text, like any local tool's config file, and never sent back to the UI.
 import fs from 'node:fs';
 import path from 'node:path';
-import type { CallInput, JudgeBackend, Settings, TrainMethod } from './contract.js';
-import { JUDGE_BACKENDS, TRAIN_METHODS } from './contract.js';
-import { CAPTURE_SETTING_DEFAULTS, type CaptureSettingFields } from './capture-defaults.js';
+import type { CallInput, JudgeBackend, Settings, TrainMethod } from '../../src-shared/contract.js';
+import { JUDGE_BACKENDS, TRAIN_METHODS } from '../../src-shared/contract.js';
+import { CAPTURE_SETTING_DEFAULTS, type CaptureSettingFields } from '../../src-shared/capture-defaults.js';
 
 interface StoredSettings extends CaptureSettingFields {
   judgeBackend: JudgeBackend;

@@ -16,8 +16,8 @@
  * device-resident outputs); per token that costs 2 × layers × kvHeads × seq × headDim floats.
  */
 import ort from 'onnxruntime-node';
-import { UserError } from '../core/types.js';
-import { Checkpoint, type ModelConfig } from './checkpoint.js';
+import { UserError } from '../../src-shared/types.js';
+import { Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 import { checkpointWeights, decoderGraph, type WeightSource } from './decoder.js';
 import { createSession, assertCudaAvailable, int64Tensor, type Device, type SessionConfig } from './ort-session.js';
 import { ChatTokenizer } from './tokenizer.js';

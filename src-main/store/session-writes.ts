@@ -10,7 +10,7 @@
 // `match_hash`, so a label follows its reply even if turn indices shift. Labels whose
 // reply or context changed are dropped, and the import reports how many.
 import { createHash } from 'node:crypto';
-import type { ImportedConversation, ImportedTurn, SessionFormat } from '../core/types.js';
+import type { ImportedConversation, ImportedTurn, SessionFormat } from '../../src-shared/types.js';
 import { analyseSession, type ContextWindow, type SessionAnalysis } from '../pipeline/classify.js';
 import type { Store } from './database.js';
 

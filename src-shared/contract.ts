@@ -19,10 +19,10 @@ import type {
   SessionSummary,
   Stats,
   TurnView,
-} from '../core/workspace-api.js';
-import { EXPORT_FORMATS } from '../core/workspace-api.js';
-import { SESSION_FORMATS, SOURCE_FORMATS, type SessionFormat } from '../core/types.js';
-import type { StepLog } from '../train/log-line.js';
+} from './views.js';
+import { EXPORT_FORMATS } from './views.js';
+import { SESSION_FORMATS, SOURCE_FORMATS, type SessionFormat } from './types.js';
+import type { StepLog } from './trainer-log-line.js';
 import {
   array,
   boolean,
@@ -36,7 +36,7 @@ import {
   ValidationError,
   type Infer,
   type Schema,
-} from './schema.js';
+} from './validate.js';
 
 export { ValidationError };
 export type { CheckReport, ExportFormat, ImportSummary, JudgeSummary, LabelView, SampleView, SessionDetail, SessionSummary, Stats, TurnView };

@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
-import type { StepLog } from './log-line.js';
+import type { StepLog } from '../../src-shared/trainer-log-line.js';
 
 export type { StepLog };
 

@@ -7,20 +7,20 @@
 // save is atomic (store/atomic-file.ts). An import runs in one SQL transaction: if any
 // input fails, everything it did is rolled back and the database file is not touched.
 import path from 'node:path';
-import { UserError, type ImportedConversation, type LabelSource, type Reward, type SessionFormat, type SourceFormat, type Vote } from './types.js';
+import { UserError, type ImportedConversation, type LabelSource, type Reward, type SessionFormat, type SourceFormat, type Vote } from '../../src-shared/types.js';
 import type {
   CheckReport, ContextWindowSetting, ExportFormat, HeuristicJudgeOptions, ImportSummary, JudgeCandidate, JudgeSummary, LabelPatch, LabelView,
   NoSampleReason, RunJudgeOptions, SampleView, SessionDetail, SessionFilter, SessionSummary, Stats, TrainingSample, VerdictProvenance, WorkspaceApi,
-} from './workspace-api.js';
-import { EXPORT_FORMATS } from './workspace-api.js';
+} from '../../src-shared/views.js';
+import { EXPORT_FORMATS } from '../../src-shared/views.js';
 import { DEFAULT_PERSIST, Store, type Params, type PersistOptions } from '../store/database.js';
-import { rebuildAllSamples, sessionIdFor, upsertConversation } from '../store/sessions.js';
+import { rebuildAllSamples, sessionIdFor, upsertConversation } from '../store/session-writes.js';
 import {
   EMPTY_LABEL, iterateBundles, labelFromRow, readAlternatives, readSamples, readSessionRecord, readTurns,
   type SampleRecord, type SessionBundle, type StoredLabel,
-} from '../store/read.js';
-import { HeuristicJudge, type JudgeBackend, type JudgeInput, type JudgeVerdict } from '../pipeline/judge.js';
-import { isUsefulHint } from '../pipeline/hints.js';
+} from '../store/session-reads.js';
+import { HeuristicJudge, type JudgeBackend, type JudgeInput, type JudgeVerdict } from '../judge/verdicts.js';
+import { isUsefulHint } from '../judge/hint-rules.js';
 import { contextMessages, responseMessage, sessionLines } from '../export/formats.js';
 import { writeJsonl } from '../export/writer.js';
 
@@ -65,7 +65,7 @@ export interface WorkspaceOptions {
 }
 
 async function defaultOpenExport(inputPath: string, format?: SourceFormat | 'auto'): Promise<OpenedExportLike> {
-  const { openExport } = await import('../import/index.js');
+  const { openExport } = await import('../import/importer.js');
   return openExport(inputPath, format);
 }
 

@@ -7,7 +7,7 @@
 // opposite sign ("not working" < 0, "not bad" > 0). The sum's sign is the reward; 0 when
 // the cues cancel or none match (the user just moved on with a new topic: ambiguous).
 // Words match whole, so "no" never matches "know" or "nothing".
-import type { Reward } from '../core/types.js';
+import type { Reward } from '../../src-shared/types.js';
 
 export interface HeuristicVerdict {
   reward: Reward;

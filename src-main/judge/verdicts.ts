@@ -2,10 +2,10 @@
 // backend. An LLM backend (local ONNX model, OpenAI-compatible endpoint) implements
 // `JudgeBackend` and reuses `majorityVote` and `chooseHint`; the workspace runs any
 // backend over the samples and stores the verdicts with their provenance.
-import type { LabelSource, Reward, Vote } from '../core/types.js';
-import type { ChatMessage } from './messages.js';
+import type { LabelSource, Reward, Vote } from '../../src-shared/types.js';
+import type { ChatMessage } from '../pipeline/chat-messages.js';
 import { heuristicReward, looksLikeToolError } from './heuristic.js';
-import { extractHint, isUsefulHint } from './hints.js';
+import { extractHint, isUsefulHint } from './hint-rules.js';
 
 /** What a judge sees of one sample. */
 export interface JudgeInput {

@@ -11,7 +11,7 @@
  * A request whose reply never came (the client or the server went away) still counts: the
  * user did say it, so its last message is the next state of the previous reply.
  */
-import type { CaptureExchangeRow } from '../core/workspace.js';
+import type { CaptureExchangeRow } from '../workspace/workspace.js';
 
 export interface CapturedMessage {
   role: string;
