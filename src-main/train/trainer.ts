@@ -244,7 +244,7 @@ export async function train(options: TrainerOptions, hooks: TrainerHooks = {}): 
   const log = new TrainerLog(outDir);
   emit({ type: 'status', phase: 'preparing', message: 'tokenising the training rows' });
   const p = prepare({ ...options, outDir }, checkpoint, tokenizer, log);
-  const { settings, rows } = p;
+  const { settings } = p;
   const specs = loraSpecs(checkpoint.config, settings.lora.targets);
 
   emit({ type: 'status', phase: 'compiling', message: 'building the training graph' });
