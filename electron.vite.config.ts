@@ -8,9 +8,10 @@ import vue from '@vitejs/plugin-vue';
 import { defineConfig, externalizeDepsPlugin } from 'electron-vite';
 import { cspMetaPlugin, rendererBaseConfig } from './src-main/api/renderer-build.js';
 
-/** The entries whose sources exist (parts of the app land at different times). */
-function workerEntries(entries: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.entries(entries).filter(([, file]) => existsSync(file)).map(([name, file]) => [name, resolve(file)]));
+/** The main-process entries, resolved; a missing source (a renamed worker) fails the build here. */
+function mainEntries(entries: Record<string, string>): Record<string, string> {
+  for (const file of Object.values(entries)) if (!existsSync(file)) throw new Error(`electron.vite.config.ts: entry ${file} does not exist`);
+  return Object.fromEntries(Object.entries(entries).map(([name, file]) => [name, resolve(file)]));
 }
 
 export default defineConfig({
@@ -21,9 +22,10 @@ export default defineConfig({
       rollupOptions: {
         // Input keys name the outputs: out/main/index.js is package.json's "main". The worker
         // threads are entries of their own, and every chunk sits flat in out/main, so the
-        // `new URL('./worker.js', import.meta.url)` lookups in the model and the trainer
-        // find them next to the code that starts them.
-        input: workerEntries({
+        // `new URL('./model-worker.js' | './trainer-worker.js', import.meta.url)` lookups in
+        // model/local-model.ts and train/run-in-worker.ts find them next to the code that
+        // starts them.
+        input: mainEntries({
           index: 'src-main/app/main.ts',
           'model-worker': 'src-main/model/model-worker.ts',
           'trainer-worker': 'src-main/train/trainer-worker.ts',

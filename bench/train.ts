@@ -37,8 +37,7 @@ import { seededRandom } from '../src-main/model/sampling.js';
 import { padBatch } from '../src-main/train/batches.js';
 import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
 import { writeAdapter } from '../src-main/train/peft.js';
-import { createTrainStepInProcess } from '../src-main/train/step/index.js';
-import type { OptimizerConfig, OptimizerState } from '../src-main/train/step-api.js';
+import { createTrainStep, type OptimizerConfig, type OptimizerState } from '../src-main/train/training-step.js';
 import { writeTinyModel } from '../test/model/tiny-models.js';
 
 const OUT = path.resolve('bench/output');
@@ -84,7 +83,7 @@ async function main(): Promise<void> {
   console.log(`model: random Llama ${(params / 1e6).toFixed(1)}M parameters (${c.numLayers} layers, hidden ${c.hiddenSize}, vocab ${c.vocabSize}); ` +
     `LoRA r=${DEFAULT_LORA.r} on ${DEFAULT_LORA.targets.join(',')}: ${(loraParams / 1e6).toFixed(2)}M trainable; batch ${B} × ${T}; ${THREADS} threads`);
   const t = Date.now();
-  const step = await createTrainStepInProcess(ckpt, { lora: DEFAULT_LORA, loss: LOSS, optimizer: OPTIMIZER, device: 'cpu', threads: THREADS });
+  const step = await createTrainStep(ckpt, { lora: DEFAULT_LORA, loss: LOSS, optimizer: OPTIMIZER, device: 'cpu', threads: THREADS });
   const buildS = (Date.now() - t) / 1000;
   /** Wall seconds and this process's CPU seconds (less swayed by other jobs on a shared machine). */
   const timed = async <R>(f: () => Promise<R>): Promise<[R, number, number]> => {

@@ -4,7 +4,7 @@
  * capture form shows them until the server's values arrive, so both import them from here.
  * Node-free on purpose: the browser bundle loads this file.
  */
-import type { TrainMethod } from './contract.js';
+import { APP_TRAIN_DEFAULTS, type TrainMethod } from './training.js';
 
 export interface CaptureSettingFields {
   /** Off until the user turns it on. */
@@ -31,5 +31,5 @@ export const CAPTURE_SETTING_DEFAULTS: Readonly<CaptureSettingFields> = {
   captureAutoTrain: false,
   captureTrainEvery: 16,
   captureTrainSteps: 0,
-  captureTrainMethod: 'combine',
+  captureTrainMethod: APP_TRAIN_DEFAULTS.method,
 };

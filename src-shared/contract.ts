@@ -23,6 +23,7 @@ import type {
 import { EXPORT_FORMATS } from './views.js';
 import { SESSION_FORMATS, SOURCE_FORMATS, type SessionFormat } from './types.js';
 import type { StepLog } from './trainer-log-line.js';
+import { LORA_TARGETS, OPTIMIZER_KINDS, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type OptimizerKind, type TrainDevice, type TrainMethod } from './training.js';
 import {
   array,
   boolean,
@@ -39,18 +40,15 @@ import {
 } from './validate.js';
 
 export { ValidationError };
+// Training's vocabulary is defined in ./training.ts; the contract's users get it here too.
+export { LORA_TARGETS, TRAIN_DEVICES, TRAIN_METHODS };
+export type { LoraTarget, TrainDevice, TrainMethod };
 export type { CheckReport, ExportFormat, ImportSummary, JudgeSummary, LabelView, SampleView, SessionDetail, SessionSummary, Stats, TurnView };
 
 // ---------------------------------------------------------------------------------------
 // Shared value types
 // ---------------------------------------------------------------------------------------
 
-export type TrainMethod = 'rl' | 'opd' | 'combine';
-export const TRAIN_METHODS: readonly TrainMethod[] = ['rl', 'opd', 'combine'];
-export type TrainDevice = 'cpu' | 'cuda';
-export const TRAIN_DEVICES: readonly TrainDevice[] = ['cpu', 'cuda'];
-export const LORA_TARGETS = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
-export type LoraTarget = (typeof LORA_TARGETS)[number];
 export type JudgeBackend = 'heuristic' | 'local' | 'openai';
 export const JUDGE_BACKENDS: readonly JudgeBackend[] = ['heuristic', 'local', 'openai'];
 
@@ -140,7 +138,7 @@ export interface TrainConfig {
   steps: number;
   batchSize: number;
   lr: number;
-  optimizer: 'adamw' | 'sgd';
+  optimizer: OptimizerKind;
   loraR: number;
   loraAlpha: number;
   targets: LoraTarget[];
@@ -232,7 +230,7 @@ const trainConfig = object({
   steps: integer({ min: 1, max: 1_000_000 }),
   batchSize: integer({ min: 1, max: 4096 }),
   lr: number({ min: 0, max: 1 }),
-  optimizer: oneOf(['adamw', 'sgd'] as const),
+  optimizer: oneOf(OPTIMIZER_KINDS),
   loraR: integer({ min: 1, max: 1024 }),
   loraAlpha: number({ min: 0, max: 100_000 }),
   targets: array(oneOf(LORA_TARGETS), { min: 1, max: LORA_TARGETS.length }),

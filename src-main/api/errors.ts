@@ -4,7 +4,7 @@
 import { UserError } from '../../src-shared/types.js';
 import { CALLS, isCallName, validateCall, ValidationError, type ApiErrorBody, type ApiHandlers, type CallResult } from '../../src-shared/contract.js';
 
-/** Something this build or this transport cannot do (the trainer has not landed, no native dialogs in a browser). */
+/** Something this build or this transport cannot do (no native dialogs in a browser). */
 export class UnavailableError extends Error {
   override name = 'UnavailableError';
 }

@@ -1,5 +1,5 @@
 // The app's side of fine-tuning: run bookkeeping, events, and the adapter from the API's
-// TrainConfig to the trainer (src-main/train/run.ts, which hosts it in a worker thread). The
+// TrainConfig to the trainer (src-main/train/run-in-worker.ts, which hosts it in a worker thread). The
 // page draws `train.progress` events and reacts to `train.status`.
 //
 // RUNS OUTLIVE THE APP: each database's runs are listed in `<db>.training-runs.json` beside
@@ -39,10 +39,10 @@ export interface TrainingEngine {
   run(job: TrainJob): Promise<{ adapterDir: string; status: 'finished' | 'cancelled' }>;
 }
 
-/** The trainer behind the TrainingEngine seam. run.ts is loaded on the first fine-tune only. */
+/** The trainer behind the TrainingEngine seam. run-in-worker.ts is loaded on the first fine-tune only. */
 export const trainerEngine: TrainingEngine = {
   async run(job) {
-    const { startTraining } = await import('../train/run.js');
+    const { startTraining } = await import('../train/run-in-worker.js');
     const { config } = job;
     const result = await startTraining(
       {
@@ -92,7 +92,7 @@ export function runsFileFor(dbPath: string): string {
 }
 const MAX_LISTED_RUNS = 50;
 
-/** The step of the checkpoint a resume would start from (train/checkpoint.ts's latest.json), or null. */
+/** The step of the checkpoint a resume would start from (train/run-checkpoint.ts's latest.json), or null. */
 function checkpointStep(outDir: string): number | null {
   try {
     const latest = JSON.parse(fs.readFileSync(path.join(outDir, 'checkpoints', 'latest.json'), 'utf8')) as { step?: unknown };

@@ -6,7 +6,7 @@
  *    Settings (the same runner as the Judge action: src-main/judge/runner.ts), limited to
  *    captured sessions. Manual labels are never touched.
  * 2. Auto-train: once N (default 16) captured samples are labelled ±1 or carry a hint and no
- *    background run has trained on them yet, a run starts (src-main/train/run.ts, in its
+ *    background run has trained on them yet, a run starts (src-main/train/run-in-worker.ts, in its
  *    worker) on exactly those samples, from the adapter being served (a continuation, like
  *    OpenClaw-RL's policy updates), with their rollout log-probs as `old` where they match.
  * 3. Hot swap: the finished adapter is loaded beside the served model, then served; the one
@@ -147,7 +147,7 @@ export class CaptureLoop {
     fs.mkdirSync(this.ctx.adapterRoot(), { recursive: true });
     this.setState('training');
     this.ctx.log(`capture loop: training ${runId} on ${samples.length} new sample(s)${initAdapter ? ` from ${initAdapter}` : ''}`);
-    const { startTraining } = await import('../train/run.js');
+    const { startTraining } = await import('../train/run-in-worker.js');
     let result;
     try {
       result = await startTraining(

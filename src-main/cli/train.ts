@@ -1,4 +1,4 @@
-// `hindsight train` (SPEC §7): trains a LoRA adapter with Binary RL, On-Policy Distillation or
+// `hindsight train`: trains a LoRA adapter with Binary RL, On-Policy Distillation or
 // both, through ONNX Runtime in a worker thread. Without --data it trains on the database's
 // labelled samples; --out receives the PEFT adapter, trainer_log.jsonl, dataset.jsonl and
 // checkpoints/. Progress goes to stderr; --json prints the result as one object.
@@ -6,19 +6,35 @@ import fs from 'node:fs';
 import { UserError } from '../../src-shared/types.js';
 import { withWorkspace } from '../workspace/workspace.js';
 import { parseTargets } from '../train/lora.js';
-import { startTraining } from '../train/run.js';
+import { startTraining } from '../train/run-in-worker.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
-import type { TrainMethod } from '../train/step-api.js';
+import { defaultEpsHigh, OPTIMIZER_KINDS, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type TrainMethod } from '../../src-shared/training.js';
 import { defaultDbPath, intFlag, numberFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 import { deviceFlag } from './generate.js';
 
-const USAGE = `usage: hindsight train --model DIR --out ADAPTER_DIR [--data IN.jsonl] [--method rl|opd|combine]
-  [--steps N] [--batch-size B] [--lr X] [--optimizer adamw|sgd] [--lora-r R] [--lora-alpha A]
-  [--targets q,k,v,o,gate,up,down] [--init-adapter DIR] [--seed S] [--device cpu|cuda] [--db PATH]
-  [--save-every N] [--resume DIR] [--max-grad-norm X] [--kl-beta X] [--max-length N] [--w-opd X]
-  [--w-rl X] [--eps-low X] [--eps-high X] [--threads N] [--merge] [--json]`;
-
-const METHODS: readonly TrainMethod[] = ['rl', 'opd', 'combine'];
+const USAGE = `usage: hindsight train --model DIR --out ADAPTER_DIR [--data IN.jsonl] [options] [--db PATH] [--json]
+  --method M           ${TRAIN_METHODS.join('|')}: Binary RL, On-Policy Distillation or both (default ${D.method})
+  --data IN.jsonl      pre-tokenised rows; without it, the database's labelled samples
+  --steps N            optimizer updates (default one epoch: ⌈rows / batch size⌉)
+  --batch-size B       samples per update (default ${D.batchSize})
+  --lr X               learning rate, constant (default ${D.lr.toExponential()})
+  --optimizer O        ${OPTIMIZER_KINDS.join('|')} (default ${D.optimizer}; AdamW betas ${D.betas.join('/')}, eps ${D.adamEps})
+  --max-grad-norm X    global gradient-norm clip, 0 off (default ${D.maxGradNorm})
+  --lora-r R           LoRA rank (default ${D.loraR})
+  --lora-alpha A       LoRA alpha; scaling alpha / r (default ${D.loraAlpha})
+  --targets LIST       adapted linears (default ${D.targets.join(',')}; or all)
+  --init-adapter DIR   start from this PEFT adapter (its r, alpha and targets)
+  --eps-low X          PPO-clip lower epsilon (default ${D.epsLow})
+  --eps-high X         PPO-clip upper epsilon (default ${defaultEpsHigh('rl')}; ${defaultEpsHigh('opd')} with --method opd)
+  --kl-beta X          k3 KL penalty against the base model (default ${D.klBeta})
+  --w-opd X, --w-rl X  combine's weights of the teacher gap and the reward (default ${D.wOpd}, ${D.wRl})
+  --max-length N       tokens per row (default ${D.maxLength}, at most the model's own)
+  --seed S             data order and LoRA initialisation (default ${D.seed})
+  --device cpu|cuda    where the step runs (default ${D.device})
+  --threads N          ONNX Runtime intra-op threads (default: its own choice)
+  --save-every N       checkpoint every N steps and at the end, 0 only at the end (default ${D.saveEvery})
+  --resume DIR         continue a run from its last checkpoint
+  --merge              also write the merged weights under ADAPTER_DIR/merged`;
 
 function optionalNumber(name: string, value: string | undefined): number | undefined {
   return value === undefined ? undefined : numberFlag(name, value, 0);
@@ -39,10 +55,10 @@ function describe(event: TrainerEvent): string | null {
 
 export const command: Command = async (argv) => {
   const { values: v } = parseCommandArgs(argv, {
-    model: { type: 'string' }, out: { type: 'string' }, data: { type: 'string' }, method: { type: 'string', default: 'rl' },
+    model: { type: 'string' }, out: { type: 'string' }, data: { type: 'string' }, method: { type: 'string', default: D.method },
     steps: { type: 'string' }, 'batch-size': { type: 'string' }, lr: { type: 'string' }, optimizer: { type: 'string' },
     'lora-r': { type: 'string' }, 'lora-alpha': { type: 'string' }, targets: { type: 'string' }, 'init-adapter': { type: 'string' },
-    seed: { type: 'string' }, device: { type: 'string', default: 'cpu' }, 'save-every': { type: 'string' }, resume: { type: 'string' },
+    seed: { type: 'string' }, device: { type: 'string', default: D.device }, 'save-every': { type: 'string' }, resume: { type: 'string' },
     'max-grad-norm': { type: 'string' }, 'kl-beta': { type: 'string' }, 'max-length': { type: 'string' }, 'w-opd': { type: 'string' },
     'w-rl': { type: 'string' }, 'eps-low': { type: 'string' }, 'eps-high': { type: 'string' }, threads: { type: 'string' },
     merge: { type: 'boolean', default: false },
@@ -52,8 +68,8 @@ export const command: Command = async (argv) => {
     return 0;
   }
   if (!v.model || !v.out) throw new UsageError(`--model and --out are required\n${USAGE}`);
-  if (!METHODS.includes(v.method as TrainMethod)) throw new UsageError(`--method must be rl, opd or combine, got '${v.method}'`);
-  if (v.optimizer !== undefined && v.optimizer !== 'adamw' && v.optimizer !== 'sgd') throw new UsageError(`--optimizer must be adamw or sgd, got '${v.optimizer}'`);
+  if (!TRAIN_METHODS.includes(v.method as TrainMethod)) throw new UsageError(`--method must be rl, opd or combine, got '${v.method}'`);
+  if (v.optimizer !== undefined && !OPTIMIZER_KINDS.includes(v.optimizer as OptimizerKind)) throw new UsageError(`--optimizer must be adamw or sgd, got '${v.optimizer}'`);
   let targets;
   try {
     targets = v.targets === undefined ? undefined : parseTargets(v.targets);
@@ -68,7 +84,7 @@ export const command: Command = async (argv) => {
     steps: optionalInt('steps', v.steps, 1),
     batchSize: optionalInt('batch-size', v['batch-size'], 1),
     lr: optionalNumber('lr', v.lr),
-    optimizer: v.optimizer as 'adamw' | 'sgd' | undefined,
+    optimizer: v.optimizer as OptimizerKind | undefined,
     loraR: optionalInt('lora-r', v['lora-r'], 1),
     loraAlpha: optionalNumber('lora-alpha', v['lora-alpha']),
     targets,

@@ -1,6 +1,6 @@
 /**
  * The parent side of the app's ONNX Runtime worker threads (the model in ./local-model.ts,
- * the training step in ../train/step/index.ts, the trainer in ../train/run.ts): starting a
+ * the trainer, with its training step, in ../train/run-in-worker.ts): starting a
  * worker, its ready handshake, request/response calls, and errors brought back to life.
  * The worker side is ./worker-serve.ts.
  *

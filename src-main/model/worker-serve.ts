@@ -1,6 +1,6 @@
 /**
- * The worker-thread side of the app's ONNX Runtime workers (./worker.ts for the model,
- * ../train/step/worker.ts for the training step, ../train/trainer-worker.ts for the trainer).
+ * The worker-thread side of the app's ONNX Runtime workers (./model-worker.ts for the model,
+ * ../train/trainer-worker.ts for the trainer and its training step).
  * The parent side is ./worker-host.ts. Protocol, all structured-clone messages:
  *   parent → worker  { id, method, args }
  *   worker → parent  { id, result } | { id, error: ErrorPayload } | { id, event, … }

@@ -14,12 +14,12 @@
  * - {@link fillAdvantages}: old known before the step (a forward pass of its own, `policyOld`);
  *   the host computes the advantages.
  * - {@link fillInStepAdvantages}: the step computes old = stopgrad(logp) in its own forward
- *   pass and the advantages from it (step/loss.ts, in-step old); the host only lays out the
+ *   pass and the advantages from it (./step-loss.ts, in-step old); the host only lays out the
  *   pieces that do not depend on old. The trainer uses this: it saves a forward pass per step.
  *   {@link inStepAdvantageMetrics} then gives the metrics from the log-probs the step returns.
  */
 import { responseValues, type TrainRow } from './batches.js';
-import type { StepBatch, TrainMethod } from './step-api.js';
+import type { StepBatch, TrainMethod } from './training-step.js';
 
 export interface AdvantageWeights {
   wOpd: number;

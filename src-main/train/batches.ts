@@ -26,7 +26,7 @@ import { UserError } from '../../src-shared/types.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
-import type { StepBatch, TrainMethod } from './step-api.js';
+import type { StepBatch, TrainMethod } from './training-step.js';
 
 export interface TokenSpan {
   inputIds: number[];
@@ -53,8 +53,6 @@ export interface RowSet {
   /** Rows trained on their live-capture rollout, with its log-probs as `old` (see rolloutSpan). */
   fromRollout?: number;
 }
-
-export const DEFAULT_MAX_LENGTH = 512;
 
 const responseLength = (s: TokenSpan) => s.inputIds.length - s.responseStart;
 

@@ -10,12 +10,14 @@
  * spec order, so a seed always gives the same adapter; they are not torch's stream.
  */
 import { UserError } from '../../src-shared/types.js';
+import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
 import { LINEAR_TARGETS, type LinearTarget } from '../model/decoder.js';
 import { seededRandom } from '../model/sampling.js';
-import type { LoraConfig, LoraTensorSpec, LoraWeights } from './step-api.js';
+import type { LoraConfig, LoraTensorSpec, LoraWeights } from './training-step.js';
 
-export const DEFAULT_LORA: LoraConfig = { r: 16, alpha: 32, targets: [...LINEAR_TARGETS] };
+/** The adapter shape a run gets unless asked for another (src-shared/training.ts). */
+export const DEFAULT_LORA: LoraConfig = { r: TRAIN_DEFAULTS.loraR, alpha: TRAIN_DEFAULTS.loraAlpha, targets: [...TRAIN_DEFAULTS.targets] };
 
 /** PEFT's name for each target (the HF module's last path element). */
 export const PEFT_MODULE_NAMES: Record<LinearTarget, string> = {

@@ -21,7 +21,7 @@ import type { ScoreRow } from '../model/inference-engine.js';
 import { writeJsonAtomic, writeSafetensorsAtomic } from './files.js';
 import { loraAKey, loraBKey } from './lora.js';
 import { readAdapter } from './peft.js';
-import type { LoraConfig, LoraTensorSpec, LoraWeights } from './step-api.js';
+import type { LoraConfig, LoraTensorSpec, LoraWeights } from './training-step.js';
 import type { TensorToWrite } from '../model/safetensors.js';
 
 const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'generation_config.json', 'chat_template.jinja', 'tokenizer.model'];

@@ -15,12 +15,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
+import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
 import { readSafetensorsHeader, readTensorBytes, toFloat32 } from '../model/safetensors.js';
 import type { LinearTarget } from '../model/decoder.js';
 import { f32Tensors, writeJsonAtomic, writeSafetensorsAtomic } from './files.js';
 import { PEFT_MODULE_NAMES, loraShapes, loraSpecs, targetFromModuleName } from './lora.js';
-import type { LoraConfig, LoraTensorSpec, LoraWeights } from './step-api.js';
+import type { LoraConfig, LoraTensorSpec, LoraWeights } from './training-step.js';
 
 export const ADAPTER_CONFIG = 'adapter_config.json';
 export const ADAPTER_WEIGHTS = 'adapter_model.safetensors';
@@ -40,7 +41,7 @@ export function adapterConfigJson(lora: LoraConfig, baseModel: string): Record<s
     r: lora.r,
     lora_alpha: lora.alpha,
     target_modules: lora.targets.map((t) => PEFT_MODULE_NAMES[t]),
-    lora_dropout: 0,
+    lora_dropout: TRAIN_DEFAULTS.loraDropout,
     bias: 'none',
     fan_in_fan_out: false,
     use_rslora: false,

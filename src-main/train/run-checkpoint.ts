@@ -23,7 +23,7 @@ import { readSafetensorsHeader, readTensorBytes, toFloat32 } from '../model/safe
 import { f32Tensors, fsyncDir, writeJsonAtomic, writeSafetensorsAtomic } from './files.js';
 import { loraShapes } from './lora.js';
 import { readAdapter, writeAdapter } from './peft.js';
-import type { LoraConfig, LoraTensorSpec, LoraWeights, OptimizerState } from './step-api.js';
+import type { LoraConfig, LoraTensorSpec, LoraWeights, OptimizerState } from './training-step.js';
 
 export const CHECKPOINTS_DIR = 'checkpoints';
 const LATEST = 'latest.json';

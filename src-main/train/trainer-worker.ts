@@ -1,11 +1,10 @@
 /**
- * The trainer's worker thread (started by ./run.ts): runs `train` with the options from
+ * The trainer's worker thread (started by ./run-in-worker.ts): runs `train` with the options from
  * workerData and posts events, then `done` or `error`. Structured-clone messages only.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { train, type TrainerOptions } from './trainer.js';
-import { createStepForTrainer } from './step-factory.js';
-import type { WorkerMessage } from './run.js';
+import type { WorkerMessage } from './run-in-worker.js';
 import { errorPayload } from '../model/worker-serve.js';
 
 const port = parentPort!;
@@ -14,7 +13,6 @@ const post = (msg: WorkerMessage) => port.postMessage(msg);
 
 try {
   const result = await train(options, {
-    createStep: createStepForTrainer,
     onEvent: (event) => post({ type: 'event', event }),
     shouldStop: () => Atomics.load(stopFlag, 0) === 1,
   });

@@ -1,11 +1,12 @@
 /**
- * The training loop (SPEC §5): rows → batches → teacher / reference log-probs → advantage
+ * The training loop: rows → batches → teacher / reference log-probs → advantage
  * pieces → one TrainStep update per batch (which computes old = stopgrad(logp) and the
  * advantages in its own forward pass; ./advantages.ts), with the log, checkpoints, resume,
  * cancel, the non-finite stop and the PEFT export.
  *
  * This module runs wherever it is called; ONNX Runtime blocks the calling thread, so the
- * app and the CLI call it through ./run.ts, which hosts it in a worker thread.
+ * app and the CLI call it through ./run-in-worker.ts, which hosts it in a worker thread.
+ * Every setting left out takes its default from src-shared/training.ts.
  *
  * Steps: `steps` (default one epoch, ⌈rows / batch⌉). Step k trains on batch k mod
  * ⌈rows / batch⌉ of epoch ⌊k / ⌈rows / batch⌉⌋, each epoch in its own seeded order, one
@@ -15,6 +16,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
+import { defaultEpsHigh, TRAIN_DEFAULTS } from '../../src-shared/training.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import { Checkpoint, type ModelConfig } from '../model/hf-checkpoint.js';
 import type { LinearTarget } from '../model/decoder.js';
@@ -22,14 +24,14 @@ import type { Device } from '../model/ort-session.js';
 import { seededRandom } from '../model/sampling.js';
 import { ChatTokenizer } from '../model/tokenizer.js';
 import { fillInStepAdvantages, inStepAdvantageMetrics } from './advantages.js';
-import { DEFAULT_MAX_LENGTH, padBatch, responseValues, rowToLine, rowsForStep, rowsFromJsonl, rowsFromSamples, type RowSet, type TrainRow } from './batches.js';
+import { padBatch, responseValues, rowToLine, rowsForStep, rowsFromJsonl, rowsFromSamples, type RowSet, type TrainRow } from './batches.js';
 import { findCheckpoint, loadCheckpoint, saveCheckpoint, type TrainerState } from './run-checkpoint.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
 import { DEFAULT_LORA, initLora, loraSpecs } from './lora.js';
 import { TrainerLog, type StepLog } from './trainer-log.js';
 import { writeMergedModel } from './merge.js';
 import { readAdapter, writeAdapter } from './peft.js';
-import type { LossConfig, LoraConfig, LoraWeights, OptimizerConfig, OptimizerKind, OptimizerState, TrainMethod, TrainStep } from './step-api.js';
+import { createTrainStep, type LossConfig, type LoraConfig, type LoraWeights, type OptimizerConfig, type OptimizerKind, type OptimizerState, type TrainMethod, type TrainStep } from './training-step.js';
 
 export const DATASET_FILE = 'dataset.jsonl';
 
@@ -37,7 +39,7 @@ export const DATASET_FILE = 'dataset.jsonl';
 export interface TrainerOptions {
   modelDir: string;
   outDir: string;
-  /** Pre-tokenised rows (SPEC §7 `--data`); otherwise `samples` (the database's). */
+  /** Pre-tokenised rows (`hindsight train --data`); otherwise `samples` (the database's). */
   dataFile?: string;
   samples?: TrainingSample[];
   method: TrainMethod;
@@ -59,7 +61,7 @@ export interface TrainerOptions {
   seed?: number;
   device?: Device;
   threads?: number;
-  /** Checkpoint every N steps (0: only at the end). Default 10. */
+  /** Checkpoint every N steps (0: only at the end). */
   saveEvery?: number;
   /** A previous run's output folder (or checkpoint folder) to continue from. */
   resume?: string;
@@ -103,27 +105,10 @@ export interface TrainResult {
   mergedDir?: string;
 }
 
-/** Arguments for building the training step (part A's createTrainStep, through ./step-factory.ts). */
-export interface StepFactoryArgs {
-  modelDir: string;
-  checkpoint: Checkpoint;
-  lora: LoraConfig;
-  optimizer: OptimizerConfig;
-  loss: LossConfig;
-  device: Device;
-  threads?: number;
-}
-export type StepFactory = (args: StepFactoryArgs) => Promise<TrainStep>;
-
 export interface TrainerHooks {
   onEvent?: (event: TrainerEvent) => void;
   /** Polled between steps; true stops after the current step with a checkpoint. */
   shouldStop?: () => boolean;
-  createStep: StepFactory;
-}
-
-export function defaultEpsHigh(method: TrainMethod): number {
-  return method === 'opd' ? 0.2 : 0.28;
 }
 
 function positiveInt(name: string, v: number): number {
@@ -132,20 +117,23 @@ function positiveInt(name: string, v: number): number {
 }
 
 function settingsFrom(o: TrainerOptions, lora: LoraConfig, model: ModelConfig): RunSettings {
-  const lr = o.lr ?? 1e-4;
+  const d = TRAIN_DEFAULTS;
+  const lr = o.lr ?? d.lr;
   if (!(lr >= 0) || !Number.isFinite(lr)) throw new UserError(`learning rate must be a finite number ≥ 0, got ${lr}`);
-  const maxLength = positiveInt('max length', o.maxLength ?? Math.min(DEFAULT_MAX_LENGTH, model.maxPositionEmbeddings));
+  const maxLength = positiveInt('max length', o.maxLength ?? Math.min(d.maxLength, model.maxPositionEmbeddings));
   return {
     modelDir: path.resolve(o.modelDir),
     method: o.method,
-    batchSize: positiveInt('batch size', o.batchSize ?? 16),
+    batchSize: positiveInt('batch size', o.batchSize ?? d.batchSize),
     maxLength,
-    seed: o.seed ?? 0,
+    seed: o.seed ?? d.seed,
     lora,
-    optimizer: { kind: o.optimizer ?? 'adamw', lr, betas: [0.9, 0.98], eps: 1e-8, weightDecay: 0, maxGradNorm: o.maxGradNorm ?? 1.0 },
-    loss: { method: o.method, epsLow: o.epsLow ?? 0.2, epsHigh: o.epsHigh ?? defaultEpsHigh(o.method), klBeta: o.klBeta ?? 0 },
-    wOpd: o.wOpd ?? 1,
-    wRl: o.wRl ?? 1,
+    optimizer: {
+      kind: o.optimizer ?? d.optimizer, lr, betas: [...d.betas], eps: d.adamEps, weightDecay: d.weightDecay, maxGradNorm: o.maxGradNorm ?? d.maxGradNorm,
+    },
+    loss: { method: o.method, epsLow: o.epsLow ?? d.epsLow, epsHigh: o.epsHigh ?? defaultEpsHigh(o.method), klBeta: o.klBeta ?? d.klBeta },
+    wOpd: o.wOpd ?? d.wOpd,
+    wRl: o.wRl ?? d.wRl,
     initAdapter: o.initAdapter ? path.resolve(o.initAdapter) : null,
   };
 }
@@ -246,7 +234,7 @@ function prepare(o: TrainerOptions, checkpoint: Checkpoint, tokenizer: ChatToken
 }
 
 /** Runs (or resumes) a training run to the end or to a stop request. */
-export async function train(options: TrainerOptions, hooks: TrainerHooks): Promise<TrainResult> {
+export async function train(options: TrainerOptions, hooks: TrainerHooks = {}): Promise<TrainResult> {
   const emit = hooks.onEvent ?? (() => {});
   const outDir = path.resolve(options.outDir);
   fs.mkdirSync(outDir, { recursive: true });
@@ -256,13 +244,12 @@ export async function train(options: TrainerOptions, hooks: TrainerHooks): Promi
   const log = new TrainerLog(outDir);
   emit({ type: 'status', phase: 'preparing', message: 'tokenising the training rows' });
   const p = prepare({ ...options, outDir }, checkpoint, tokenizer, log);
-  const { settings, rows } = p;
+  const { settings } = p;
   const specs = loraSpecs(checkpoint.config, settings.lora.targets);
 
   emit({ type: 'status', phase: 'compiling', message: 'building the training graph' });
-  const step = await hooks.createStep({
-    modelDir: settings.modelDir, checkpoint, lora: settings.lora, optimizer: settings.optimizer, loss: settings.loss,
-    device: options.device ?? 'cpu', threads: options.threads,
+  const step = await createTrainStep(checkpoint, {
+    lora: settings.lora, optimizer: settings.optimizer, loss: settings.loss, device: options.device ?? TRAIN_DEFAULTS.device, threads: options.threads,
   });
   try {
     if (step.specs.map((s) => s.module).join() !== specs.map((s) => s.module).join()) {
@@ -285,7 +272,7 @@ async function loop(
   let optimizer = p.optimizer;
   let done = p.startStep;
   let last: StepLog | null = null;
-  const saveEvery = options.saveEvery ?? 10;
+  const saveEvery = options.saveEvery ?? TRAIN_DEFAULTS.saveEvery;
   const started = Date.now();
   const baseModel = settings.modelDir;
   const save = (): string => {

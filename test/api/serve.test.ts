@@ -132,28 +132,6 @@ describe('serve: the API contract over HTTP', () => {
     expect(body.error.message).toMatch(/no-such-session/);
   });
 
-  it('reports training as unavailable (501) with a clear reason until the trainer lands', async () => {
-    const status = await (await call('trainStatus', {})).json();
-    if (status.value.engine.available) return; // the trainer has landed: covered by its own tests
-    const res = await call('trainStart', {
-      modelDir: path.join(ROOT, 'resources', 'models', 'stories260K'),
-      outDir: path.join(dir, 'adapter'),
-      method: 'rl',
-      steps: 1,
-      batchSize: 1,
-      lr: 1e-4,
-      optimizer: 'adamw',
-      loraR: 4,
-      loraAlpha: 8,
-      targets: ['q', 'v'],
-      device: 'cpu',
-      seed: 0,
-      checkpointEvery: 0,
-    });
-    expect(res.status).toBe(501);
-    expect((await res.json()).error.message).toMatch(/Training is not available in this build yet/);
-  });
-
   it('imports an upload, removes the temporary file, and names the upload in errors', async () => {
     const sample = fs.readFileSync(path.join(ROOT, 'resources', 'samples', 'chatgpt-tree-branches.json'));
     // A private temporary folder (the server runs in this process), so other tests' uploads do not interfere.

@@ -161,17 +161,10 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     expect(lines.some((l) => l.label === false)).toBe(true); // the −1 set with the keyboard
   });
 
-  it('shows the training page, with a readable reason when the trainer is not in this build', async () => {
+  it('shows the training page with the demo model preselected', async () => {
     await page.locator('[data-nav=training]').click();
     await page.locator('[data-action=fine-tune]').waitFor();
     expect(await page.locator('[data-testid=train-model]').inputValue()).toContain(path.join('resources', 'models', 'stories260K'));
-    const state = await api<{ engine: { available: boolean } }>('trainStatus');
-    if (!state.engine.available) {
-      await page.locator('[data-action=fine-tune]').click();
-      const error = page.locator('[data-testid=train-error]');
-      await error.waitFor();
-      expect(await error.textContent()).toMatch(/Training is not available in this build yet/);
-    }
     await page.evaluate(() => document.querySelector('.content')!.scrollTo(0, 0));
     // A real run, with its charts, is training.test.ts's screenshot (training.png).
     await shot('training-setup');

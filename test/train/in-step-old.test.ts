@@ -1,4 +1,4 @@
-// In-step old (step/loss.ts): the stop-gradient marker in the autodiff, and the training step
+// In-step old (src-main/train/step-loss.ts): the stop-gradient marker in the autodiff, and the training step
 // that computes old := stopgrad(logp) and the OPD advantages in its own forward pass, against
 // the path with a separate forward pass for old and host advantages (advantages.ts
 // fillAdvantages): same loss, metrics, gradients and updated weights for rl, opd and combine,
@@ -14,9 +14,9 @@ import { appendGradients, stopGradient } from '../../src-main/graph/autodiff.js'
 import { isStopGradient } from '../../src-main/graph/gradient-rules.js';
 import { fillAdvantages, fillInStepAdvantages, inStepAdvantageMetrics } from '../../src-main/train/advantages.js';
 import { padBatch, responseValues, type TrainRow } from '../../src-main/train/batches.js';
-import { TrainStepEngine } from '../../src-main/train/step/engine.js';
-import { emptyState } from '../../src-main/train/step/optimizer.js';
-import type { LoraWeights, OptimizerConfig, StepBatch, TrainMethod } from '../../src-main/train/step-api.js';
+import { TrainStepEngine } from '../../src-main/train/step-engine.js';
+import { emptyState } from '../../src-main/train/step-optimizer.js';
+import type { LoraWeights, OptimizerConfig, StepBatch, TrainMethod } from '../../src-main/train/training-step.js';
 import { seededRandom, writeTinyModel } from '../model/tiny-models.js';
 import { LORA, adamw, lossConfig, randomLora, sgd } from './step-helpers.js';
 

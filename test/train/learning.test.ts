@@ -13,7 +13,6 @@ import { ModelEngine } from '../../src-main/model/inference-engine.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { enhancedContext } from '../../src-main/pipeline/hint-context.js';
 import { scoreWithAdapter } from '../../src-main/train/merge.js';
-import { createStepForTrainer } from '../../src-main/train/step-factory.js';
 import { train, type TrainResult } from '../../src-main/train/trainer.js';
 import { readLog } from '../../src-main/train/trainer-log.js';
 import { conv, fakeExport, tempWorkspace } from '../store/helpers.js';
@@ -65,7 +64,7 @@ function rowsOf(ids: string[], withHint = false) {
 
 async function run(method: 'rl' | 'opd', steps: number, lr: number): Promise<{ result: TrainResult; out: string }> {
   const out = path.join(tmp, method);
-  const result = await train({ modelDir: MODEL, outDir: out, samples, method, steps, lr, seed: 1 }, { createStep: createStepForTrainer });
+  const result = await train({ modelDir: MODEL, outDir: out, samples, method, steps, lr, seed: 1 });
   return { result, out };
 }
 

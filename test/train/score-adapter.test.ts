@@ -9,8 +9,7 @@ import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { padBatch } from '../../src-main/train/batches.js';
 import { readAdapter } from '../../src-main/train/peft.js';
-import { createStepForTrainer } from '../../src-main/train/step-factory.js';
-import { createTrainStepInProcess } from '../../src-main/train/step/index.js';
+import { createTrainStep } from '../../src-main/train/training-step.js';
 import { train } from '../../src-main/train/trainer.js';
 import { runCli as cli } from '../helpers/cli.js';
 
@@ -29,7 +28,7 @@ beforeAll(async () => {
   const data = path.join(tmp, 'data.jsonl');
   fs.writeFileSync(data, spans.map((s, i) => JSON.stringify({ input_ids: s.inputIds, response_start: s.responseStart, reward: i === 1 ? -1 : 1 })).join('\n') + '\n');
   adapterDir = path.join(tmp, 'adapter');
-  await train({ modelDir: MODEL, outDir: adapterDir, dataFile: data, method: 'rl', steps: 3, batchSize: 3, lr: 5e-3, seed: 1, loraR: 4, loraAlpha: 8 }, { createStep: createStepForTrainer });
+  await train({ modelDir: MODEL, outDir: adapterDir, dataFile: data, method: 'rl', steps: 3, batchSize: 3, lr: 5e-3, seed: 1, loraR: 4, loraAlpha: 8 });
   // Both input forms: messages + response for the first row, token ids for the others.
   inputFile = path.join(tmp, 'in.jsonl');
   const lines = [{ messages: ctx, response: replies[0] }, ...spans.slice(1).map((s) => ({ input_ids: s.inputIds, response_start: s.responseStart }))];
@@ -48,7 +47,7 @@ describe('hindsight score --adapter', () => {
     const scored = readScores(out);
 
     const adapter = readAdapter(adapterDir, Checkpoint.open(MODEL).config);
-    const step = await createTrainStepInProcess(MODEL, {
+    const step = await createTrainStep(MODEL, {
       lora: adapter.lora, device: 'cpu',
       loss: { method: 'rl', epsLow: 0.2, epsHigh: 0.28, klBeta: 0 },
       optimizer: { kind: 'sgd', lr: 1, betas: [0.9, 0.98], eps: 1e-8, weightDecay: 0, maxGradNorm: 1 },

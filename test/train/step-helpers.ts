@@ -3,7 +3,7 @@
  * weights with nonzero B (so both A and B get non-trivial gradients), and configs.
  */
 import { LINEAR_TARGETS } from '../../src-main/model/decoder.js';
-import type { LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, StepBatch, TrainMethod } from '../../src-main/train/step-api.js';
+import type { LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, StepBatch, TrainMethod } from '../../src-main/train/training-step.js';
 import { seededRandom } from '../model/tiny-models.js';
 
 export const LORA: LoraConfig = { r: 4, alpha: 8, targets: [...LINEAR_TARGETS] };

@@ -1,7 +1,7 @@
 /**
  * Where should the optimizer run: in TypeScript on the returned gradients ('host') or inside
  * the training graph ('graph')? Times TrainStepEngine.step for both on the same batch and
- * prints a table; the figures in src-main/train/step/engine.ts come from this script.
+ * prints a table; the figures in src-main/train/step-engine.ts come from this script.
  *
  *     npx tsx test/train/step-placement-bench.ts [--steps 5] [--threads N]
  *
@@ -14,12 +14,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LINEAR_TARGETS } from '../../src-main/model/decoder.js';
-import { TrainStepEngine, type OptimizerPlacement } from '../../src-main/train/step/engine.js';
+import { TrainStepEngine, type OptimizerPlacement } from '../../src-main/train/step-engine.js';
 import ort from 'onnxruntime-node';
 import { GraphBuilder } from '../../src-main/graph/ir.js';
 import { serializeModel } from '../../src-main/graph/onnx.js';
-import { SCALAR_INPUTS, appendUpdate, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from '../../src-main/train/step/optimizer.js';
-import type { LoraWeights, OptimizerState, StepBatch } from '../../src-main/train/step-api.js';
+import { SCALAR_INPUTS, appendUpdate, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from '../../src-main/train/step-optimizer.js';
+import type { LoraWeights, OptimizerState, StepBatch } from '../../src-main/train/training-step.js';
 import { seededRandom, writeTinyModel } from '../model/tiny-models.js';
 import { adamw, lossConfig, randomLora } from './step-helpers.js';
 

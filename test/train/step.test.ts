@@ -8,11 +8,11 @@ import path from 'node:path';
 import { ModelEngine } from '../../src-main/model/inference-engine.js';
 import { checkpointWeights } from '../../src-main/model/decoder.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
-import { TrainStepEngine, type TrainStepOptions } from '../../src-main/train/step/engine.js';
-import { buildTrainGraph, opTypes } from '../../src-main/train/step/graph.js';
-import { emptyState } from '../../src-main/train/step/optimizer.js';
+import { TrainStepEngine, type TrainStepOptions } from '../../src-main/train/step-engine.js';
+import { buildTrainGraph, opTypes } from '../../src-main/train/step-graph.js';
+import { emptyState } from '../../src-main/train/step-optimizer.js';
 import { GRADIENT_RULES } from '../../src-main/graph/gradient-rules.js';
-import type { LoraWeights, OptimizerConfig, OptimizerState, StepBatch } from '../../src-main/train/step-api.js';
+import type { LoraWeights, OptimizerConfig, OptimizerState, StepBatch } from '../../src-main/train/training-step.js';
 import { writeTinyModel } from '../model/tiny-models.js';
 import { LORA, adamw, dot, lossConfig, randomLora, sgd, tinyBatch } from './step-helpers.js';
 

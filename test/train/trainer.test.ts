@@ -14,8 +14,7 @@ import { findCheckpoint, loadCheckpoint } from '../../src-main/train/run-checkpo
 import { readLog, type StepLog } from '../../src-main/train/trainer-log.js';
 import { scoreWithAdapter } from '../../src-main/train/merge.js';
 import { readAdapter } from '../../src-main/train/peft.js';
-import { createStepForTrainer } from '../../src-main/train/step-factory.js';
-import { createTrainStepInProcess } from '../../src-main/train/step/index.js';
+import { createTrainStep } from '../../src-main/train/training-step.js';
 import { train, type TrainerOptions } from '../../src-main/train/trainer.js';
 
 const MODEL = path.resolve('resources/models/stories260K');
@@ -57,19 +56,18 @@ const withoutTiming = (l: StepLog) => ({ ...l, tokens_per_s: 0, elapsed_s: 0, et
 
 describe('trainer', () => {
   it('cancel after 2 steps, then resume to 4, is bit-for-bit the same as 4 steps in one go', async () => {
-    const straight = await train(base('straight', { steps: 4, saveEvery: 2 }), { createStep: createStepForTrainer });
+    const straight = await train(base('straight', { steps: 4, saveEvery: 2 }));
     expect(straight).toMatchObject({ status: 'finished', steps: 4, rows: 5 });
 
     let seen = 0;
     const cancelled = await train(base('split', { steps: 4 }), {
-      createStep: createStepForTrainer,
       onEvent: (e) => e.type === 'step' && seen++,
       shouldStop: () => seen >= 2,
     });
     expect(cancelled).toMatchObject({ status: 'cancelled', steps: 2 });
     expect(findCheckpoint(path.join(tmp, 'split'))).toMatch(/step-000002$/);
 
-    const resumed = await train({ modelDir: MODEL, outDir: path.join(tmp, 'split'), method: 'combine', resume: path.join(tmp, 'split') }, { createStep: createStepForTrainer });
+    const resumed = await train({ modelDir: MODEL, outDir: path.join(tmp, 'split'), method: 'combine', resume: path.join(tmp, 'split') });
     expect(resumed).toMatchObject({ status: 'finished', steps: 4, totalSteps: 4 });
     for (const f of ['adapter_model.safetensors', 'adapter_config.json']) {
       expect(bytes(path.join(tmp, 'split', f)).equals(bytes(path.join(tmp, 'straight', f)))).toBe(true);
@@ -89,7 +87,7 @@ describe('trainer', () => {
   });
 
   it('an exported adapter loads back as it is (--init-adapter) and scores as the trained weights do', async () => {
-    const first = await train(base('first', { steps: 2 }), { createStep: createStepForTrainer });
+    const first = await train(base('first', { steps: 2 }));
     const config = Checkpoint.open(MODEL).config;
     const exported = readAdapter(first.adapterDir, config);
     const trained = loadCheckpoint(first.adapterDir, config);
@@ -98,7 +96,6 @@ describe('trainer', () => {
     // --init-adapter: the new run's step-0 checkpoint holds exactly the adapter's tensors.
     let initial: Buffer | undefined;
     await train(base('second', { steps: 1, initAdapter: first.adapterDir, loraR: undefined, loraAlpha: undefined }), {
-      createStep: createStepForTrainer,
       onEvent: (e) => {
         if (e.type !== 'status' || e.phase !== 'training') return;
         const dir = findCheckpoint(path.join(tmp, 'second'));
@@ -107,11 +104,11 @@ describe('trainer', () => {
       },
     });
     expect(initial!.equals(bytes(path.join(first.adapterDir, 'adapter_model.safetensors')))).toBe(true);
-    await expect(train(base('third', { steps: 1, initAdapter: first.adapterDir, loraR: 8 }), { createStep: createStepForTrainer }))
+    await expect(train(base('third', { steps: 1, initAdapter: first.adapterDir, loraR: 8 })))
       .rejects.toThrow(/--init-adapter .* has r 4, but 8 was asked for/);
 
     // Scores: the training step's policy with the exported weights, and the independent unmerged-LoRA graph.
-    const step = await createTrainStepInProcess(MODEL, {
+    const step = await createTrainStep(MODEL, {
       lora: exported.lora, device: 'cpu',
       loss: { method: 'rl', epsLow: 0.2, epsHigh: 0.28, klBeta: 0 },
       optimizer: { kind: 'sgd', lr: 1, betas: [0.9, 0.98], eps: 1e-8, weightDecay: 0, maxGradNorm: 1 },
@@ -135,7 +132,7 @@ describe('trainer', () => {
 
   it('a non-finite step stops the run, names the step, and keeps the last good checkpoint', async () => {
     const out = path.join(tmp, 'blowup');
-    await expect(train(base('blowup', { steps: 5, saveEvery: 1, lr: 1e30, optimizer: 'sgd', maxGradNorm: 0 }), { createStep: createStepForTrainer }))
+    await expect(train(base('blowup', { steps: 5, saveEvery: 1, lr: 1e30, optimizer: 'sgd', maxGradNorm: 0 })))
       .rejects.toThrow(/^training stopped at step (\d): (the loss is NaN|the loss is -?Infinity|the gradient norm is (NaN|Infinity)|the update made .* non-finite) \(lr 1e\+30\); the last good checkpoint \(step \d\) is kept in /);
     const log = readLog(path.join(out, 'trainer_log.jsonl'));
     const kept = findCheckpoint(out);
@@ -148,8 +145,8 @@ describe('trainer', () => {
   });
 
   it('the k3 KL penalty against the base runs, and --merge writes a loadable merged model', async () => {
-    const plain = await train(base('nokl', { steps: 2 }), { createStep: createStepForTrainer });
-    const kl = await train(base('kl', { steps: 2, klBeta: 0.5, merge: true }), { createStep: createStepForTrainer });
+    const plain = await train(base('nokl', { steps: 2 }));
+    const kl = await train(base('kl', { steps: 2, klBeta: 0.5, merge: true }));
     const [a, b] = [readLog(plain.logFile), readLog(kl.logFile)];
     expect(b[0]!.loss).toBe(a[0]!.loss); // at step 1 the policy is the base (B = 0): k3 = 0
     expect(b[1]!.loss).toBeGreaterThan(a[1]!.loss); // same weights after step 1 (k3's gradient is 0 there), then + β·k3 > 0
@@ -162,7 +159,7 @@ describe('trainer', () => {
   it('says why there is nothing to train on', async () => {
     const empty = path.join(tmp, 'zeros.jsonl');
     fs.writeFileSync(empty, JSON.stringify({ input_ids: [1, 2, 3], response_start: 1, reward: 0 }) + '\n');
-    await expect(train(base('none', { dataFile: empty, method: 'rl' }), { createStep: createStepForTrainer }))
+    await expect(train(base('none', { dataFile: empty, method: 'rl' })))
       .rejects.toThrow(/nothing to train on with method rl in .*zeros\.jsonl \(left out: 1 × reward 0\)/);
   });
 });

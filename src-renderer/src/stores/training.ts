@@ -2,7 +2,28 @@
 // the charts, fed live by `train.progress` events and re-read after a reload.
 import { defineStore } from 'pinia';
 import type { TrainConfig, TrainProgress, TrainRunInfo, TrainingState } from '../../../src-shared/contract.js';
+import { APP_TRAIN_DEFAULTS, TRAIN_DEFAULTS } from '../../../src-shared/training.js';
 import { api, errorMessage } from '../api/client';
+
+/** A new run's settings as the form first shows them: the trainer's defaults, the app's method and steps. */
+export function defaultTrainConfig(modelDir: string, outDir: string): TrainConfig {
+  const d = TRAIN_DEFAULTS;
+  return {
+    modelDir,
+    outDir,
+    method: APP_TRAIN_DEFAULTS.method,
+    steps: APP_TRAIN_DEFAULTS.steps,
+    batchSize: d.batchSize,
+    lr: d.lr,
+    optimizer: d.optimizer,
+    loraR: d.loraR,
+    loraAlpha: d.loraAlpha,
+    targets: [...d.targets],
+    device: d.device,
+    seed: d.seed,
+    checkpointEvery: d.saveEvery,
+  };
+}
 
 /**
  * Adds one step to a history. A step that is already there, or an earlier one, replaces the

@@ -1,11 +1,11 @@
 /**
- * The graphs of a training step, built from the decoder (../../model/decoder.ts):
+ * The graphs of a training step, built from the decoder (../model/decoder.ts):
  *
  * - forward: decoder + LoRA → `logprobs` [B, T]. Used for the policy's log-probs, and with all
  *   LoRA tensors zero for the base model's (x·Aᵀ·Bᵀ with B = 0 adds exact zeros, so one session
  *   and one copy of the frozen weights serve both).
- * - train: decoder + LoRA → the policy loss (./loss.ts) → autodiff (../autodiff) → the gradient
- *   of every LoRA tensor, plus the metrics; optionally the optimizer update too (./optimizer.ts).
+ * - train: decoder + LoRA → the policy loss (./step-loss.ts) → autodiff (../graph/autodiff.ts) → the gradient
+ *   of every LoRA tensor, plus the metrics; optionally the optimizer update too (./step-optimizer.ts).
  *
  * LoRA: each targeted projection y = x·Wᵀ (+ b) becomes y + ((x·Aᵀ)·s)·Bᵀ with A [r, in] and
  * B [out, r] as graph inputs named by their PEFT keys, s = alpha / r. The scaling is applied
@@ -19,17 +19,17 @@
  * LoRA tensor, and for train: response_mask, old_logprobs, advantages, old_from_policy,
  * teacher_logprobs, opd_weights (+ ref_logprobs when klBeta > 0), float32 [B, T] on the
  * graph's grid. The last three make `old` := stopgrad(logprobs) where old_from_policy is 1 and
- * add opd_weights·(teacher − old) to the advantages (./loss.ts, in-step old); with them all
+ * add opd_weights·(teacher − old) to the advantages (./step-loss.ts, in-step old); with them all
  * zero the loss trains on old_logprobs and advantages exactly as given.
  * Train outputs: loss, clipfrac, approx_kl, tokens (scalars), logprobs [B, T], `grad.<key>`
- * for every LoRA tensor, and with the in-graph optimizer its outputs (./optimizer.ts).
+ * for every LoRA tensor, and with the in-graph optimizer its outputs (./step-optimizer.ts).
  */
-import { GraphBuilder, type Graph } from '../../graph/ir.js';
-import { buildDecoder, type LinearSite, type WeightSource } from '../../model/decoder.js';
-import { appendGradients } from '../../graph/autodiff.js';
-import type { LoraConfig, LoraTensorSpec, LossConfig, OptimizerConfig } from '../step-api.js';
-import { appendInStepOld, appendPolicyLoss } from './loss.js';
-import { appendUpdate } from './optimizer.js';
+import { GraphBuilder, type Graph } from '../graph/ir.js';
+import { buildDecoder, type LinearSite, type WeightSource } from '../model/decoder.js';
+import { appendGradients } from '../graph/autodiff.js';
+import type { LoraConfig, LoraTensorSpec, LossConfig, OptimizerConfig } from './training-step.js';
+import { appendInStepOld, appendPolicyLoss } from './step-loss.js';
+import { appendUpdate } from './step-optimizer.js';
 
 /** PeftModel wraps the HF model as `base_model.model.`. */
 const PEFT_PREFIX = 'base_model.model.';

@@ -1,32 +1,56 @@
-// The seam between the training-step graph (autodiff, loss, optimizer: src-main/train/step/)
-// and the trainer around it (batches, LoRA init, PEFT I/O, checkpoints, the loop). Both sides
-// are written against this file; see SPEC §5 for the semantics of every field.
+/**
+ * The training step: its types, and `createTrainStep`, the one way to build one. The trainer
+ * (./trainer.ts) is written against this file; the step itself is the ONNX Runtime engine in
+ * ./step-engine.ts, running the graph that ./step-graph.ts builds (./step-loss.ts for the
+ * PPO-clip loss, ./step-optimizer.ts for clipping and the update).
+ *
+ *     const step = await createTrainStep(modelDir, {
+ *       lora: { r: 16, alpha: 32, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] },
+ *       loss: { method: 'rl', epsLow: 0.2, epsHigh: 0.28, klBeta: 0 },
+ *       optimizer: { kind: 'adamw', lr: 1e-4, betas: [0.9, 0.98], eps: 1e-8, weightDecay: 0, maxGradNorm: 1 },
+ *       device: 'cpu',
+ *     });
+ *     batch.oldFromPolicy = batch.responseMask;   // old := stopgrad(logp), in the step's own run
+ *     const { weights: next, state, metrics, logprobs } = await step.step(batch, weights, state0);
+ *     await step.close();
+ *
+ * ONNX Runtime blocks the thread that calls it, so the step runs in the thread that asks for
+ * it: the trainer's worker thread (./run-in-worker.ts starts it) in the app and the CLI.
+ * The defaults of every setting are in src-shared/training.ts.
+ */
+import type { Checkpoint } from '../model/hf-checkpoint.js';
 import type { LinearTarget } from '../model/decoder.js';
+import type { OptimizerKind, TrainMethod } from '../../src-shared/training.js';
+import { TrainStepEngine, type TrainStepOptions } from './step-engine.js';
 
-export type TrainMethod = 'rl' | 'opd' | 'combine';
-export type OptimizerKind = 'adamw' | 'sgd';
+export type { OptimizerKind, TrainMethod };
+
+/** Builds the training graph and its session now, in this thread (so a bad model or device fails here). */
+export function createTrainStep(model: string | Checkpoint, options: TrainStepOptions): Promise<TrainStepEngine> {
+  return TrainStepEngine.create(model, options);
+}
 
 export interface LoraConfig {
-  r: number; // default 16
-  alpha: number; // default 32; scaling = alpha / r
-  targets: LinearTarget[]; // default q,k,v,o,gate,up,down
+  r: number;
+  alpha: number; // scaling = alpha / r
+  targets: LinearTarget[];
 }
 
 export interface OptimizerConfig {
   kind: OptimizerKind;
-  lr: number; // default 1e-4
-  betas: [number, number]; // AdamW, default [0.9, 0.98]
-  eps: number; // default 1e-8
-  weightDecay: number; // default 0
-  /** Global gradient-norm clip; 0 disables. Default 1.0. Scale = maxNorm / (norm + 1e-6) when norm > maxNorm. */
+  lr: number;
+  betas: [number, number]; // AdamW
+  eps: number;
+  weightDecay: number;
+  /** Global gradient-norm clip; 0 disables. Scale = maxNorm / (norm + 1e-6) when norm > maxNorm. */
   maxGradNorm: number;
 }
 
 export interface LossConfig {
   method: TrainMethod;
-  epsLow: number; // 0.2
-  epsHigh: number; // 0.28 for rl, 0.2 for opd (combine: 0.28)
-  klBeta: number; // k3 penalty against the base (adapter off); default 0
+  epsLow: number;
+  epsHigh: number;
+  klBeta: number; // k3 penalty against the base (adapter off)
 }
 
 /**
@@ -53,7 +77,7 @@ export interface OptimizerState {
 
 /**
  * A padded batch, row-major [B, T]. Position t's token is input_ids[b][t]; the log-prob of
- * that token is read from the logits at t−1 (SPEC §5), so responseMask[b][0] is always 0.
+ * that token is read from the logits at t−1 (next-token prediction), so responseMask[b][0] is always 0.
  * oldLogprobs / advantages / refLogprobs are aligned to the same [B, T] grid (0 where masked).
  */
 export interface StepBatch {
@@ -67,7 +91,7 @@ export interface StepBatch {
   advantages: Float32Array; // [B*T]
   refLogprobs?: Float32Array; // [B*T], only when klBeta > 0
   /**
-   * In-step old (one update per batch; see step/loss.ts): 1 where old_t is the policy's own
+   * In-step old (one update per batch; see ./step-loss.ts): 1 where old_t is the policy's own
    * log-prob, computed inside the step with its gradient stopped; 0 where oldLogprobs (a
    * rollout's) gives it. Absent: all zeros, old is oldLogprobs everywhere.
    */

@@ -1,11 +1,11 @@
 /**
  * The in-thread training step: ONNX Runtime sessions for the forward and training graphs
- * (./graph.ts) of one model + LoRA + loss + optimizer configuration. ONNX Runtime blocks the
- * thread that calls it, so the app goes through `createTrainStep` (./index.ts), which runs
- * this in a worker; code already in a worker may use {@link TrainStepEngine} directly.
+ * (./step-graph.ts) of one model + LoRA + loss + optimizer configuration, built through
+ * `createTrainStep` (./training-step.ts). ONNX Runtime blocks the thread that calls it, so
+ * the app and the CLI run it in the trainer's worker thread (./run-in-worker.ts).
  *
  * Where the optimizer runs. The Node binding copies every input and output through host
- * memory, so the in-graph update (./optimizer.ts `appendUpdate`) pays for sending the AdamW
+ * memory, so the in-graph update (./step-optimizer.ts `appendUpdate`) pays for sending the AdamW
  * moments in and the new weights and moments out (and ~12 small nodes per tensor), while the
  * host update pays a single-threaded JS loop over the LoRA weights. Both are implemented
  * (`placement`); measured with `npx tsx test/train/step-placement-bench.ts --steps 10` on
@@ -30,19 +30,19 @@
  * uses float64 scalars, so SGD moves a weight by exactly −lr·g. 'graph' stays available; it
  * may pay off for adapters of tens of millions of weights, where the update alone favours it.
  *
- * Sessions are created on the requested EP only (../../model/ort-session.ts: CUDA when its
+ * Sessions are created on the requested EP only (../model/ort-session.ts: CUDA when its
  * provider is installed, else a UserError; never a silent CPU fallback).
  */
 import ort from 'onnxruntime-node';
-import { UserError } from '../../../src-shared/types.js';
-import { Checkpoint } from '../../model/hf-checkpoint.js';
-import { checkpointWeights, type WeightSource } from '../../model/decoder.js';
-import { createSession, type Device } from '../../model/ort-session.js';
+import { UserError } from '../../src-shared/types.js';
+import { Checkpoint } from '../model/hf-checkpoint.js';
+import { checkpointWeights, type WeightSource } from '../model/decoder.js';
+import { createSession, type Device } from '../model/ort-session.js';
 import type {
   LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TrainStep,
-} from '../step-api.js';
-import { buildForwardGraph, buildTrainGraph, gradName, loraKeys } from './graph.js';
-import { SCALAR_INPUTS, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from './optimizer.js';
+} from './training-step.js';
+import { buildForwardGraph, buildTrainGraph, gradName, loraKeys } from './step-graph.js';
+import { SCALAR_INPUTS, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from './step-optimizer.js';
 
 export type OptimizerPlacement = 'host' | 'graph';
 

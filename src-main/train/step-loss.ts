@@ -28,9 +28,9 @@
  * computed before the step. On a 125M model (bench/train.ts) this saves the forward pass that
  * computed old: about a third of a trainer step's CPU time, and for rl the forward session.
  */
-import { GraphBuilder, int } from '../../graph/ir.js';
-import { stopGradient } from '../../graph/autodiff.js';
-import type { LossConfig } from '../step-api.js';
+import { GraphBuilder, int } from '../graph/ir.js';
+import { stopGradient } from '../graph/autodiff.js';
+import type { LossConfig } from './training-step.js';
 
 export interface LossInputs {
   logprobs: string;

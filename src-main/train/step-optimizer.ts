@@ -1,7 +1,7 @@
 /**
  * The optimizer update and global gradient-norm clipping, twice: in TypeScript on the
  * gradients a session returns (`applyUpdate`), and as graph nodes appended to the training
- * graph (`appendUpdate`). ./engine.ts picks one; its doc comment has the measurements.
+ * graph (`appendUpdate`). ./step-engine.ts picks one; its doc comment has the measurements.
  *
  * Semantics (both versions, following torch):
  * - clipping (torch.nn.utils.clip_grad_norm_): norm = ‖all gradients‖₂; when maxGradNorm > 0
@@ -10,8 +10,8 @@
  * - AdamW (torch.optim.AdamW): p ← p·(1 − lr·wd); m ← β₁m + (1−β₁)g; v ← β₂v + (1−β₂)g²;
  *   p ← p − (lr / (1−β₁ᵗ)) · m / (√v / √(1−β₂ᵗ) + eps), with t the step count after increment.
  */
-import { GraphBuilder, int } from '../../graph/ir.js';
-import type { LoraWeights, OptimizerConfig, OptimizerState } from '../step-api.js';
+import { GraphBuilder, int } from '../graph/ir.js';
+import type { LoraWeights, OptimizerConfig, OptimizerState } from './training-step.js';
 
 export const CLIP_EPS = 1e-6;
 

@@ -1,6 +1,7 @@
 /**
  * Starting a training run from the app or the CLI: the trainer (./trainer.ts) runs in a
- * worker thread, so the caller's event loop never blocks on ONNX Runtime.
+ * worker thread (./trainer-worker.ts), so the caller's event loop never blocks on ONNX Runtime.
+ * The training step runs in that same thread.
  *
  *     const result = await startTraining({ modelDir, outDir, method: 'rl', samples }, {
  *       onEvent: (e) => e.type === 'step' && chart(e.log),

@@ -1,0 +1,73 @@
+/**
+ * Training's vocabulary and defaults, defined once. The trainer (src-main/train/), the
+ * `hindsight train` flags and their --help, the background training of live capture, the
+ * API contract and the Training page all read them from here, so a default changed here
+ * changes everywhere. Node-free on purpose: the browser bundle loads this file.
+ */
+
+export type TrainMethod = 'rl' | 'opd' | 'combine';
+export const TRAIN_METHODS: readonly TrainMethod[] = ['rl', 'opd', 'combine'];
+
+export type TrainDevice = 'cpu' | 'cuda';
+export const TRAIN_DEVICES: readonly TrainDevice[] = ['cpu', 'cuda'];
+
+export type OptimizerKind = 'adamw' | 'sgd';
+export const OPTIMIZER_KINDS: readonly OptimizerKind[] = ['adamw', 'sgd'];
+
+/** The decoder linears a LoRA adapter can target, in canonical (PEFT module) order. */
+export const LORA_TARGETS = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
+export type LoraTarget = (typeof LORA_TARGETS)[number];
+
+/**
+ * The trainer's defaults: what a run uses for every setting it is not given. Steps have no
+ * number here: an unset step count means one epoch, ⌈rows / batch size⌉.
+ */
+export const TRAIN_DEFAULTS = {
+  /** The CLI's method when --method is left out. */
+  method: 'rl' as TrainMethod,
+  batchSize: 16,
+  /** Tokens per row (prompt + reply); capped by the model's own maximum. */
+  maxLength: 512,
+  seed: 0,
+  device: 'cpu' as TrainDevice,
+  /** A checkpoint every N steps and at the end; 0: only at the end. */
+  saveEvery: 10,
+
+  // LoRA: scaling alpha / r; PEFT's lora_dropout is written as 0 (no dropout is applied).
+  loraR: 16,
+  loraAlpha: 32,
+  loraDropout: 0,
+  targets: LORA_TARGETS as readonly LoraTarget[],
+
+  // Optimizer. The learning rate is constant over the run.
+  optimizer: 'adamw' as OptimizerKind,
+  lr: 1e-4,
+  betas: [0.9, 0.98] as readonly [number, number],
+  adamEps: 1e-8,
+  weightDecay: 0,
+  /** Global gradient-norm clip; 0 disables it. */
+  maxGradNorm: 1,
+
+  // PPO-clip loss; epsHigh depends on the method (defaultEpsHigh).
+  epsLow: 0.2,
+  /** k3 KL penalty against the base model (adapter off). */
+  klBeta: 0,
+  /** Combined advantages: wOpd·(teacher − old) + wRl·reward. */
+  wOpd: 1,
+  wRl: 1,
+} as const;
+
+/** PPO-clip's upper epsilon: 0.28 when rewards drive the update (rl, combine), 0.2 for pure distillation. */
+export function defaultEpsHigh(method: TrainMethod): number {
+  return method === 'opd' ? 0.2 : 0.28;
+}
+
+/**
+ * Where the app (the Training page's form, live capture's background runs) starts rather
+ * than from TRAIN_DEFAULTS: Combined uses whichever signal a sample has, a reward or a
+ * hint, and the page's form needs a step count to show.
+ */
+export const APP_TRAIN_DEFAULTS = {
+  method: 'combine' as TrainMethod,
+  steps: 50,
+} as const;
