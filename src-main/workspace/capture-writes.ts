@@ -7,7 +7,8 @@ import type { Store } from '../store/database.js';
 import { readSampleTurns } from '../store/session-reads.js';
 import { sessionIdFor } from '../store/session-writes.js';
 import { captureSourceId } from '../store/sources.js';
-import { nowSeconds, upsertConversation } from './import-into-store.js';
+import { nowSeconds } from './clock.js';
+import { upsertConversation } from './import-into-store.js';
 
 /**
  * Applies captured exchanges and the conversations they shape, in one transaction:

@@ -9,6 +9,7 @@ import type { Store } from '../store/database.js';
 import { countTurnsAndSamples } from '../store/session-reads.js';
 import { contentHash, sessionIdFor, storedContentHash, writeConversation, type UpsertResult } from '../store/session-writes.js';
 import { findSourceId, insertSource, recordSourceTotals } from '../store/sources.js';
+import { nowSeconds } from './clock.js';
 
 /** What an importer hands over for one input (src-main/import/importer.ts: OpenedExport). */
 export interface OpenedExportLike {
@@ -29,8 +30,6 @@ export async function defaultOpenExport(inputPath: string, format?: SourceFormat
   const { openExport } = await import('../import/importer.js');
   return openExport(inputPath, format);
 }
-
-export const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 /** Turns any error from reading an input into a one-line UserError that names the input. */
 export function importError(inputPath: string, err: unknown): UserError {

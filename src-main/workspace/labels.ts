@@ -7,7 +7,7 @@ import { contextMessages, responseMessage } from '../export/formats.js';
 import type { Store } from '../store/database.js';
 import { readLabel, writeLabel } from '../store/labels.js';
 import { hasSample, iterateBundles, readSampleTurns, readSessionRecord, type SampleRecord, type SessionBundle, type StoredLabel } from '../store/session-reads.js';
-import { nowSeconds } from './import-into-store.js';
+import { nowSeconds } from './clock.js';
 
 export function publicLabel(l: StoredLabel): LabelView {
   return { reward: l.reward, hint: l.hint, source: l.source as LabelSource | null, votes: l.votes, repair: l.repair, notes: l.notes, updatedAt: l.updatedAt };
