@@ -10,6 +10,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { ImportedConversation } from '../src-shared/types.js';
 import { Workspace } from '../src-main/workspace/workspace.js';
+import { runJudge } from '../src-main/judge/runner.js';
+import { HeuristicJudge } from '../src-main/judge/verdicts.js';
 
 const { values } = parseArgs({ options: { sessions: { type: 'string', default: '2000' }, edits: { type: 'string', default: '2000' } } });
 const SESSIONS = Number(values.sessions);
@@ -51,7 +53,7 @@ const convs = Array.from({ length: SESSIONS }, (_, i) => conversation(i));
 let t = performance.now();
 await ws.importExport({ path: 'synthetic', format: 'openai', sha256: 'bench', warnings: [], conversations: () => convs });
 const importMs = ms(t);
-ws.judgeHeuristic({ hints: true });
+await runJudge(ws, new HeuristicJudge(), { hints: true, force: true });
 const stats = ws.stats();
 const store = ws.storage;
 const size = fs.statSync(dbPath).size;

@@ -99,10 +99,6 @@ export interface CheckReport {
   warnings: string[]; // imbalance warnings that matter for training
 }
 
-export interface HeuristicJudgeOptions {
-  hints: boolean;
-}
-
 export interface JudgeSummary {
   judged: number;
   skippedManual: number;
@@ -112,16 +108,6 @@ export interface JudgeSummary {
   skippedUnchanged?: number;
   /** True when the run was cancelled; what was judged before is kept. */
   cancelled?: boolean;
-}
-
-/** Options of `runJudge` (any backend: heuristic, local model, OpenAI-compatible). */
-export interface RunJudgeOptions {
-  hints: boolean;
-  votes?: number;
-  /** Re-judge samples already judged by the same backend, model and prompt version. */
-  force?: boolean;
-  signal?: AbortSignal;
-  onProgress?: (done: number, total: number) => void;
 }
 
 /** A sample a judge can see (it has a next state), with the provenance of its current label. */
@@ -187,16 +173,9 @@ export interface WorkspaceApi {
   listSamples(sessionId?: string): SampleView[];
   /** A manual label: always wins over judge and heuristic labels. */
   setLabel(sessionId: string, responseTurn: number, patch: LabelPatch): LabelView;
-  judgeHeuristic(options: HeuristicJudgeOptions): JudgeSummary;
   checks(): CheckReport;
   /**
-   * Runs any judge backend over the samples, incrementally and cancellably; manual labels
-   * are never touched, and the heuristic never overwrites an LLM judge's label. The
-   * backend is a `JudgeBackend` from src-main/judge/verdicts.ts.
-   */
-  runJudge(backend: import('../src-main/judge/verdicts.js').JudgeBackend, options: RunJudgeOptions): Promise<JudgeSummary>;
-  /**
-   * The building blocks of the LLM judge runner (src-main/judge/runner.ts): every sample
+   * What the judge runner (src-main/judge/runner.ts, for every backend) works with: every sample
    * that has a next state, in stable order, with its label's provenance ...
    */
   judgeCandidates(): JudgeCandidate[];

@@ -21,7 +21,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { TrainingSample, WorkspaceApi } from '../../src-shared/views.js';
 import { openJudgeBackend, type JudgeBackendSpec } from '../judge/backends.js';
-import { runJudge } from '../judge/runner.js';
+import { runJudge, type JudgeTarget } from '../judge/runner.js';
 import { isUsefulHint } from '../judge/hint-rules.js';
 import type { CaptureStatus } from '../../src-shared/contract.js';
 import type { SettingsStore } from '../store/settings-file.js';
@@ -126,12 +126,8 @@ export class CaptureLoop {
     const s = this.ctx.settings().raw;
     const opened = await openJudgeBackend(this.judgeSpec());
     try {
-      // runJudge reads only these three members: the view limits it to captured sessions.
-      const view = {
-        judgeCandidates: captured,
-        recordJudgeVerdict: ws.recordJudgeVerdict.bind(ws),
-        flush: ws.flush.bind(ws),
-      } as Pick<WorkspaceApi, 'judgeCandidates' | 'recordJudgeVerdict' | 'flush'> as WorkspaceApi;
+      // The runner sees only the captured sessions.
+      const view: JudgeTarget = { judgeCandidates: captured, recordJudgeVerdict: ws.recordJudgeVerdict.bind(ws), flush: ws.flush.bind(ws) };
       await runJudge(view, opened.judge, { hints: s.judgeHints, votes: s.judgeVotes, signal: this.abort.signal, concurrency: s.judgeBackend === 'openai' ? 4 : 1 });
     } finally {
       await opened.close();

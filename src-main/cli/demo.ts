@@ -1,4 +1,4 @@
-// `hindsight demo [--db PATH] [--out FILE]` — what `npm start` runs until the UI lands.
+// `hindsight demo [--db PATH] [--out FILE]` — the app's core path, from the command line.
 // It imports the bundled sample ChatGPT export (resources/samples/chatgpt-tree-branches.json)
 // into a database (a fresh temporary one unless --db is given), runs the heuristic judge
 // with hints, prints the stats and the first samples, and writes a KTO export beside the
@@ -9,6 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UserError } from '../../src-shared/types.js';
 import { withWorkspace } from '../workspace/workspace.js';
+import { runJudge } from '../judge/runner.js';
 import { HeuristicJudge } from '../judge/verdicts.js';
 import { parseCommandArgs, printJson, type Command } from './args.js';
 
@@ -28,13 +29,13 @@ export const command: Command = async (argv) => {
   };
 
   const report = await withWorkspace(dbPath, async (ws) => {
-    say(`Hindsight demo (the app's window is not part of this build yet; this runs the same core).`);
+    say(`Hindsight demo: the steps the app takes (npm start), run from the command line.`);
     say(`1. Database: ${ws.dbPath}${values.db ? '' : ' (a new temporary one)'}`);
     const imported = await ws.importFiles([SAMPLE]);
     say(`2. Imported ${path.relative(process.cwd(), SAMPLE)}: ${imported.sessions_added} session(s) added, ` +
       `${imported.sessions_unchanged} unchanged, ${imported.turns} turns, ${imported.samples} samples.`);
     for (const w of imported.warnings) say(`   warning: ${w}`);
-    const judged = await ws.runJudge(new HeuristicJudge(), { hints: true, force: true });
+    const judged = await runJudge(ws, new HeuristicJudge(), { hints: true, force: true });
     say(`3. Ran the heuristic judge with hints: ${judged.judged} sample(s) judged, ${judged.skippedManual} manual label(s) left alone.`);
     const stats = ws.stats();
     say(`4. Stats: ${stats.sessions} session(s), ${stats.turns} turns, ${stats.samples} samples ` +

@@ -1,6 +1,7 @@
 /**
- * Running a judge over the workspace's samples — the one runner behind `hindsight judge`
- * and the app's Judge action, for every backend (heuristic, local, openai).
+ * Running a judge over the workspace's samples — the one runner for every backend
+ * (heuristic, local, openai) and every caller: `hindsight judge`, `hindsight demo`, the
+ * app's Judge action and live capture.
  *
  * - Incremental: a sample is judged only when it is unlabelled, or its label came from
  *   the heuristic, another backend or model, or an older prompt version. A label made
@@ -8,7 +9,7 @@
  *   `force` re-judges everything but manual labels.
  * - Never touches manual labels (checked again just before each write: the user may
  *   label a sample while the judge is thinking). The heuristic never overwrites an LLM
- *   judge's label (SPEC §1 precedence).
+ *   judge's label (a manual label outranks an LLM judge's, which outranks the heuristic's).
  * - Resumable: each verdict is written as soon as it is in, and the store saves on its
  *   coalesced schedule (at most ~2 s later) and at the end — so a killed run loses at most
  *   the last moments of work, and the next run skips everything already judged.
@@ -19,6 +20,12 @@
  */
 import type { JudgeCandidate, JudgeSummary, WorkspaceApi } from '../../src-shared/views.js';
 import type { JudgeBackend } from './verdicts.js';
+
+/**
+ * What the runner needs of a workspace: the candidates, a way to store a verdict, and a
+ * save. Live capture passes a view limited to its own sessions.
+ */
+export type JudgeTarget = Pick<WorkspaceApi, 'judgeCandidates' | 'recordJudgeVerdict' | 'flush'>;
 
 export interface JudgeProgress {
   /** Samples handled so far (judged or skipped) of `total` with a next state. */
@@ -57,6 +64,7 @@ export function runPromptVersion(backend: JudgeBackend, hints: boolean): string 
 
 type Decision = 'judge' | 'manual' | 'higher' | 'unchanged';
 
+/** Whether a run judges a sample with this label, or why it leaves the label alone. */
 export function decide(label: JudgeCandidate['label'], backend: JudgeBackend, promptVersion: string, hints: boolean, force: boolean): Decision {
   if (label.source === 'manual') return 'manual';
   if (backend.labelSource === 'heuristic' && label.source?.startsWith('judge:')) return 'higher';
@@ -73,7 +81,7 @@ function isAbort(err: unknown, signal?: AbortSignal): boolean {
   return !!signal?.aborted || (err as { name?: string })?.name === 'AbortError';
 }
 
-export async function runJudge(workspace: WorkspaceApi, backend: JudgeBackend, options: JudgeRunOptions): Promise<JudgeRunSummary> {
+export async function runJudge(workspace: JudgeTarget, backend: JudgeBackend, options: JudgeRunOptions): Promise<JudgeRunSummary> {
   const started = Date.now();
   const votes = options.votes ?? 3;
   const promptVersion = runPromptVersion(backend, options.hints);

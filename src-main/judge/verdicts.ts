@@ -1,11 +1,11 @@
-// The judge interface shared by every backend (SPEC §4) and the built-in heuristic
-// backend. An LLM backend (local ONNX model, OpenAI-compatible endpoint) implements
-// `JudgeBackend` and reuses `majorityVote` and `chooseHint`; the workspace runs any
-// backend over the samples and stores the verdicts with their provenance.
+// The judge interface shared by every backend and the built-in heuristic backend. An LLM
+// backend (local ONNX model, OpenAI-compatible endpoint) implements `JudgeBackend` and
+// turns its votes into a verdict with votes.ts; runner.ts runs any backend over the
+// workspace's samples, and the workspace stores the verdicts with their provenance.
 import type { LabelSource, Reward, Vote } from '../../src-shared/types.js';
 import type { ChatMessage } from '../pipeline/chat-messages.js';
 import { heuristicReward, looksLikeToolError } from './heuristic.js';
-import { extractHint, isUsefulHint } from './hint-rules.js';
+import { extractHint } from './hint-rules.js';
 
 /** What a judge sees of one sample. */
 export interface JudgeInput {
@@ -69,20 +69,6 @@ export function majorityVote(votes: readonly Vote[]): Reward {
   return bestCount === 0 || tied ? 0 : best;
 }
 
-/**
- * SPEC §4 hint choice: among the hint-judge votes that answered 1 and carry a hint that
- * passes the quality filter (longer than 10 characters, gives a direction), the longest.
- */
-export function chooseHint(votes: readonly Vote[]): string | null {
-  let best: string | null = null;
-  for (const v of votes) {
-    if (v.reward !== 1 || !isUsefulHint(v.hint)) continue;
-    const h = v.hint.trim();
-    if (best === null || h.length > best.length) best = h;
-  }
-  return best;
-}
-
 export const HEURISTIC_PROMPT_VERSION = 'heuristic-v1';
 
 /** The built-in rule-based judge: deterministic, so it casts a single vote. */
@@ -90,17 +76,12 @@ export class HeuristicJudge implements JudgeBackend {
   readonly provenance: JudgeProvenance = { backend: 'heuristic', model: null, promptVersion: HEURISTIC_PROMPT_VERSION };
   readonly labelSource: LabelSource = 'heuristic';
 
-  /** The synchronous core, for callers that need no await (the workspace's judgeHeuristic). */
-  judgeSync(input: Pick<JudgeInput, 'response' | 'nextState'>, options: Pick<JudgeOptions, 'hints'>): JudgeVerdict {
+  async judge(input: JudgeInput, options: JudgeOptions): Promise<JudgeVerdict> {
     const verdict = heuristicReward(input.response, input.nextState);
     const hint = options.hints
       ? extractHint(input.nextState, input.nextState.role === 'tool' && looksLikeToolError(input.nextState.text))
       : null;
     const raw = `heuristic: ${verdict.evidence.join(', ')} → ${verdict.reward > 0 ? '+1' : verdict.reward}`;
     return { reward: verdict.reward, hint, votes: [{ reward: verdict.reward, ...(hint ? { hint } : {}), raw }] };
-  }
-
-  async judge(input: JudgeInput, options: JudgeOptions): Promise<JudgeVerdict> {
-    return this.judgeSync(input, options);
   }
 }

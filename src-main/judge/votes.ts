@@ -2,12 +2,12 @@
  * Turning m judge votes into one label (SPEC §4).
  *
  * Reward: unparseable votes are dropped; no valid vote gives 0; a tie for the top count
- * gives 0; otherwise the most common value wins (`majorityVote`, shared with the pipeline).
+ * gives 0; otherwise the most common value wins (`majorityVote` in verdicts.ts).
  *
  * Hint: among the hint-judge votes that answered 1, those whose hint is longer than 10
  * characters (after trimming) qualify; the longest wins (the first of equal lengths). If
  * none qualifies there is no hint. Only the length filter applies to an LLM's hint: the
- * "gives a direction" filter belongs to the rule-based fallback (pipeline/hints.ts).
+ * "gives a direction" filter belongs to the rule-based hints (hint-rules.ts).
  */
 import type { Reward, Vote } from '../../src-shared/types.js';
 import { majorityVote } from './verdicts.js';

@@ -142,11 +142,27 @@ export function readSessionRecord(store: Store, sessionId: string): SessionRecor
   return row ? sessionRecord(row) : undefined;
 }
 
+export function hasSample(store: Store, sessionId: string, responseTurn: number): boolean {
+  return !!store.get('SELECT 1 FROM samples WHERE session_id = ? AND response_turn = ?', [sessionId, responseTurn]);
+}
+
+/** The reply turns of a session's samples, in order. */
+export function readSampleTurns(store: Store, sessionId: string): number[] {
+  return store.all<{ t: number }>('SELECT response_turn AS t FROM samples WHERE session_id = ? ORDER BY response_turn', [sessionId]).map((r) => r.t);
+}
+
+/** How many turns and samples a session has. */
+export function countTurnsAndSamples(store: Store, sessionId: string): { turns: number; samples: number } {
+  return store.get<{ turns: number; samples: number }>(
+    'SELECT (SELECT COUNT(*) FROM turns WHERE session_id = ?) AS turns, (SELECT COUNT(*) FROM samples WHERE session_id = ?) AS samples',
+    [sessionId, sessionId],
+  )!;
+}
+
 export function readBundle(store: Store, record: SessionRecord): SessionBundle {
   return { ...record, turns: readTurns(store, record.id), samples: readSamples(store, record.id), alternatives: readAlternatives(store, record.id) };
 }
 
-/** Every session in stable order, one bundle at a time. */
 /** Every session (or one, or those of one format — live capture reads only its own) as a bundle. */
 export function* iterateBundles(store: Store, sessionId?: string, format?: SessionFormat): Generator<SessionBundle> {
   const where = sessionId !== undefined ? 'WHERE id = ?' : format !== undefined ? 'WHERE format = ?' : '';

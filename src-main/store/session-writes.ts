@@ -9,10 +9,41 @@
 // full context (roles and texts of every earlier turn) are unchanged — matched by
 // `match_hash`, so a label follows its reply even if turn indices shift. Labels whose
 // reply or context changed are dropped, and the import reports how many.
+//
+// The store does not classify turns: the caller (the workspace, with pipeline/classify)
+// hands it each session's classification and samples, so the store depends on nothing
+// above it.
 import { createHash } from 'node:crypto';
-import type { ImportedConversation, ImportedTurn, SessionFormat } from '../../src-shared/types.js';
-import { analyseSession, type ContextWindow, type SessionAnalysis } from '../pipeline/classify.js';
+import type { ImportedConversation, ImportedTurn, SessionFormat, TurnClass } from '../../src-shared/types.js';
+import type { NoSampleReason } from '../../src-shared/views.js';
 import type { Store } from './database.js';
+
+/** What classification decided for one session: each turn's class, the samples, or why there is none. */
+export interface SessionSamples {
+  turns: readonly { classification: TurnClass; sideReason: string | null }[];
+  samples: readonly {
+    responseTurn: number;
+    feedbackTurn: number;
+    nextStateRole: 'user' | 'tool';
+    /** The (windowed) context the sample keeps. */
+    contextTurns: readonly number[];
+    /** The whole context: what a label is matched by across re-imports. */
+    fullContextTurns: readonly number[];
+  }[];
+  noSampleReason: NoSampleReason | null;
+}
+
+/** A stored turn as classification reads it. */
+export interface ClassifiableStoredTurn {
+  role: ImportedTurn['role'];
+  text: string;
+  hidden: boolean;
+  toolCalls: unknown[];
+  attachments: unknown[];
+}
+
+/** Classifies one session's turns (pipeline/classify with the context window, given by the caller). */
+export type ClassifySession = (turns: readonly ClassifiableStoredTurn[]) => SessionSamples;
 
 export function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');
@@ -24,7 +55,7 @@ export function sessionIdFor(format: SessionFormat, conv: ImportedConversation):
   return `${format}:${sha256(content).slice(0, 16)}`;
 }
 
-function contentHash(conv: ImportedConversation): string {
+export function contentHash(conv: ImportedConversation): string {
   return sha256(JSON.stringify([conv.title ?? null, conv.createdAt ?? null, conv.turns, conv.alternatives, conv.metadata]));
 }
 
@@ -36,8 +67,7 @@ export function matchHash(turns: readonly { role: string; text: string }[], cont
 
 const json = (value: unknown) => JSON.stringify(value ?? []);
 
-function insertTurns(store: Store, sessionId: string, turns: readonly ImportedTurn[], window: ContextWindow | undefined): void {
-  const analysis = analyseSession(turns, window);
+function insertTurns(store: Store, sessionId: string, turns: readonly ImportedTurn[], analysis: SessionSamples): void {
   turns.forEach((t, i) => {
     const cls = analysis.turns[i];
     store.run(
@@ -54,10 +84,8 @@ function insertTurns(store: Store, sessionId: string, turns: readonly ImportedTu
   writeSamples(store, sessionId, turns, analysis);
 }
 
-type AnalysedTurn = { role: ImportedTurn['role']; text: string; hidden?: boolean; toolCalls?: unknown[]; attachments?: unknown[] };
-
 /** Writes a session's samples and its no-sample reason; returns the sample count. */
-function writeSamples(store: Store, sessionId: string, turns: readonly AnalysedTurn[], analysis: SessionAnalysis): number {
+function writeSamples(store: Store, sessionId: string, turns: readonly { role: string; text: string }[], analysis: SessionSamples): number {
   for (const s of analysis.samples) {
     store.run(
       `INSERT INTO samples (session_id, response_turn, feedback_turn, next_state_role, context_turns, context_full, match_hash)
@@ -108,22 +136,31 @@ export interface UpsertResult {
   labelsDropped: number;
 }
 
-/** Adds a conversation, updates it if its content changed, or leaves it alone. */
-export function upsertConversation(
-  store: Store,
-  conv: ImportedConversation,
-  format: SessionFormat,
-  sourceId: number,
-  window: ContextWindow | undefined,
-  now: number,
-): UpsertResult {
-  const id = sessionIdFor(format, conv);
-  const hash = contentHash(conv);
-  const existing = store.get<{ content_hash: string }>('SELECT content_hash FROM sessions WHERE id = ?', [id]);
-  if (existing && existing.content_hash === hash) return { id, outcome: 'unchanged', labelsKept: 0, labelsDropped: 0 };
+/** The content hash stored for a session, or undefined when there is no such session. */
+export function storedContentHash(store: Store, sessionId: string): string | undefined {
+  return store.get<{ content_hash: string }>('SELECT content_hash FROM sessions WHERE id = ?', [sessionId])?.content_hash;
+}
 
+export interface ConversationWrite {
+  id: string;
+  /** `contentHash(conv)`. */
+  hash: string;
+  format: SessionFormat;
+  sourceId: number;
+  /** The classification of `conv.turns`. */
+  analysis: SessionSamples;
+  now: number;
+}
+
+/**
+ * Adds a conversation, or replaces a stored one with the same id (its labels follow their
+ * replies). The caller has checked that the content changed (`storedContentHash`).
+ */
+export function writeConversation(store: Store, conv: ImportedConversation, write: ConversationWrite): UpsertResult {
+  const { id } = write;
+  const existed = storedContentHash(store, id) !== undefined;
   let saved: SavedLabel[] = [];
-  if (existing) {
+  if (existed) {
     saved = store.all<SavedLabel>(
       `SELECT s.match_hash, l.reward, l.hint, l.source, l.votes, l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version
        FROM labels l JOIN samples s USING (session_id, response_turn) WHERE l.session_id = ?`,
@@ -134,33 +171,36 @@ export function upsertConversation(
   store.run(
     `INSERT INTO sessions (id, source_id, format, external_id, title, created_at, metadata, content_hash, no_sample_reason, updated_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)`,
-    [id, sourceId, format, conv.externalId ?? null, conv.title?.trim() || 'Untitled conversation', conv.createdAt ?? null, JSON.stringify(conv.metadata ?? {}), hash, now],
+    [id, write.sourceId, write.format, conv.externalId ?? null, conv.title?.trim() || 'Untitled conversation', conv.createdAt ?? null, JSON.stringify(conv.metadata ?? {}), write.hash, write.now],
   );
-  insertTurns(store, id, conv.turns, window);
+  insertTurns(store, id, conv.turns, write.analysis);
   insertAlternatives(store, id, conv);
+  const labelsKept = saved.length ? restoreLabels(store, id, saved) : 0;
+  return { id, outcome: existed ? 'updated' : 'added', labelsKept, labelsDropped: saved.length - labelsKept };
+}
 
-  let labelsKept = 0;
-  if (saved.length) {
-    const byHash = new Map(store.all<{ match_hash: string; response_turn: number }>('SELECT match_hash, response_turn FROM samples WHERE session_id = ?', [id]).map((r) => [r.match_hash, r.response_turn]));
-    for (const l of saved) {
-      const turn = byHash.get(l.match_hash);
-      if (turn === undefined) continue;
-      store.run(
-        `INSERT INTO labels (session_id, response_turn, reward, hint, source, votes, repair, notes, updated_at, judge_backend, judge_model, prompt_version)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        [id, turn, l.reward, l.hint, l.source, l.votes, l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version],
-      );
-      labelsKept++;
-    }
+/** Puts each saved label on the new sample with the same match hash; returns how many found one. */
+function restoreLabels(store: Store, id: string, saved: readonly SavedLabel[]): number {
+  const byHash = new Map(store.all<{ match_hash: string; response_turn: number }>('SELECT match_hash, response_turn FROM samples WHERE session_id = ?', [id]).map((r) => [r.match_hash, r.response_turn]));
+  let kept = 0;
+  for (const l of saved) {
+    const turn = byHash.get(l.match_hash);
+    if (turn === undefined) continue;
+    store.run(
+      `INSERT INTO labels (session_id, response_turn, reward, hint, source, votes, repair, notes, updated_at, judge_backend, judge_model, prompt_version)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [id, turn, l.reward, l.hint, l.source, l.votes, l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version],
+    );
+    kept++;
   }
-  return { id, outcome: existing ? 'updated' : 'added', labelsKept, labelsDropped: saved.length - labelsKept };
+  return kept;
 }
 
 /**
  * Recomputes every session's samples (after the context window changed). Labels stay:
  * the reply turns of a session do not depend on the window.
  */
-export function rebuildAllSamples(store: Store, window: ContextWindow | undefined): void {
+export function rebuildAllSamples(store: Store, classify: ClassifySession): void {
   const labels = store.all('SELECT * FROM labels');
   store.run('DELETE FROM samples');
   const sessionIds = store.all<{ id: string }>('SELECT id FROM sessions').map((r) => r.id);
@@ -170,10 +210,19 @@ export function rebuildAllSamples(store: Store, window: ContextWindow | undefine
       [id],
     );
     const analysed = turns.map((t) => ({ role: t.role, text: t.text, hidden: !!t.hidden, toolCalls: JSON.parse(t.tool_calls), attachments: JSON.parse(t.attachments) }));
-    writeSamples(store, id, analysed, analyseSession(analysed, window));
+    writeSamples(store, id, analysed, classify(analysed));
   }
   for (const l of labels) {
     const cols = Object.keys(l);
     store.run(`INSERT INTO labels (${cols.join(',')}) VALUES (${cols.map(() => '?').join(',')})`, cols.map((c) => l[c]));
   }
+}
+
+/** Removes a session with its turns, samples, labels and captured exchanges. */
+export function deleteSessionRows(store: Store, id: string): void {
+  store.transaction(() => {
+    store.run('DELETE FROM labels WHERE session_id = ?', [id]);
+    store.run('DELETE FROM sessions WHERE id = ?', [id]);
+    store.run('DELETE FROM capture_exchanges WHERE session_id = ?', [id]);
+  });
 }

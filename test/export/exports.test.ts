@@ -3,6 +3,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { EXPORT_FORMATS } from '../../src-shared/views.js';
 import { Workspace } from '../../src-main/workspace/workspace.js';
+import { runJudge } from '../../src-main/judge/runner.js';
+import { HeuristicJudge } from '../../src-main/judge/verdicts.js';
 import { SESSION_002, SORTING, conv, fakeExport, tempDir, tempWorkspace } from '../store/helpers.js';
 
 const SAMPLE = '/work/shared/samples/chatgpt-tree-branches.json';
@@ -17,7 +19,7 @@ async function labelledWorkspace() {
   await ws.importExport(
     fakeExport('x.jsonl', [conv('sort', SORTING, { createdAt: 10, alternatives: [regenerated] }), conv('rec', SESSION_002, { createdAt: 20 })]),
   );
-  ws.judgeHeuristic({ hints: true });
+  await runJudge(ws, new HeuristicJudge(), { hints: true, force: true });
   ws.setLabel('openai:sort', 4, { repair: 'def sort_list(items, reverse=False):\n    return sorted(items, reverse=reverse)' });
   return { ws, dir };
 }

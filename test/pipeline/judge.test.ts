@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { heuristicReward, isRefusal, looksLikeToolError, scoreFeedback } from '../../src-main/judge/heuristic.js';
 import { extractHint, givesDirection, isUsefulHint } from '../../src-main/judge/hint-rules.js';
-import { chooseHint, HeuristicJudge, majorityVote } from '../../src-main/judge/verdicts.js';
+import { HeuristicJudge, majorityVote } from '../../src-main/judge/verdicts.js';
 import { enhancedContext, HINT_PREFIX } from '../../src-main/pipeline/hint-context.js';
 
 const user = (text: string) => ({ role: 'user' as const, text });
@@ -94,17 +94,6 @@ describe('votes and hint choice (SPEC §4)', () => {
     expect(majorityVote([{ reward: 1, raw: '' }, { reward: -1, raw: '' }, { raw: 'garbage' }])).toBe(0);
     expect(majorityVote([{ raw: 'a' }, { raw: 'b' }])).toBe(0);
     expect(majorityVote([{ reward: -1, raw: '' }, { raw: 'x' }])).toBe(-1);
-  });
-
-  it('chooses the longest qualifying hint among the votes that answered 1', () => {
-    const votes = [
-      { reward: 1 as const, hint: 'Use Python.', raw: '' },
-      { reward: 1 as const, hint: 'Write it in Python, not JavaScript.', raw: '' },
-      { reward: -1 as const, hint: 'An even longer hint that must be ignored because it voted -1', raw: '' },
-      { reward: 1 as const, hint: 'short', raw: '' },
-    ];
-    expect(chooseHint(votes)).toBe('Write it in Python, not JavaScript.');
-    expect(chooseHint([{ reward: 1, hint: 'tiny', raw: '' }])).toBeNull();
   });
 
   it('the heuristic backend returns one vote with its evidence', async () => {

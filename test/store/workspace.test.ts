@@ -3,7 +3,12 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { UserError } from '../../src-shared/types.js';
 import { Workspace } from '../../src-main/workspace/workspace.js';
+import { runJudge } from '../../src-main/judge/runner.js';
+import { HeuristicJudge } from '../../src-main/judge/verdicts.js';
 import { SESSION_001, SESSION_002, SESSION_003, SORTING, conv, fakeExport, tempWorkspace } from './helpers.js';
+
+/** The heuristic judge over every sample, re-scoring what it judged before. */
+const judgeHeuristic = (ws: Workspace) => runJudge(ws, new HeuristicJudge(), { hints: true, force: true });
 
 describe('import into the store', () => {
   it('imports sessions, turns and samples, and counts them', async () => {
@@ -94,7 +99,7 @@ describe('labels and judging', () => {
   it('the heuristic judge labels every sample, with provenance', async () => {
     const { ws } = await tempWorkspace();
     await ws.importExport(fakeExport('x.jsonl', [conv('sort', SORTING), conv('s3', SESSION_003)]));
-    const summary = ws.judgeHeuristic({ hints: true });
+    const summary = await judgeHeuristic(ws);
     expect(summary.judged).toBe(6);
     const samples = ws.listSamples('openai:sort');
     expect(samples.map((s) => s.label.reward)).toEqual([-1, 1, 1]);
@@ -114,10 +119,10 @@ describe('labels and judging', () => {
     const { ws, dbPath } = await tempWorkspace();
     const make = () => fakeExport('x.jsonl', [conv('sort', SORTING)]);
     await ws.importExport(make());
-    ws.judgeHeuristic({ hints: true });
+    await judgeHeuristic(ws);
     const manual = ws.setLabel('openai:sort', 2, { reward: 1, hint: 'Keep answering in the language the user names.' });
     expect(manual.source).toBe('manual');
-    const summary = ws.judgeHeuristic({ hints: true });
+    const summary = await judgeHeuristic(ws);
     expect(summary).toMatchObject({ judged: 2, skippedManual: 1 });
     await ws.importExport(make());
     ws.close();
@@ -130,7 +135,7 @@ describe('labels and judging', () => {
   it('setLabel keeps fields not in the patch, validates, and names a missing sample', async () => {
     const { ws } = await tempWorkspace();
     await ws.importExport(fakeExport('x.jsonl', [conv('sort', SORTING)]));
-    ws.judgeHeuristic({ hints: true });
+    await judgeHeuristic(ws);
     const l = ws.setLabel('openai:sort', 2, { repair: 'def sort_list(items):\n    return sorted(items)' });
     expect(l).toMatchObject({ reward: -1, hint: 'I said Python not JavaScript. Please use Python.', source: 'manual' });
     expect(ws.setLabel('openai:sort', 2, { hint: '' }).hint).toBeNull();
@@ -154,7 +159,7 @@ describe('labels and judging', () => {
     ws.close();
   });
 
-  it('runJudge is incremental, cancellable, and leaves LLM-judge labels to outrank the heuristic', async () => {
+  it('the judge runner is incremental, cancellable, and leaves LLM-judge labels to outrank the heuristic', async () => {
     const { ws } = await tempWorkspace();
     await ws.importExport(fakeExport('x.jsonl', [conv('sort', SORTING)]));
     const calls: number[] = [];
@@ -167,12 +172,12 @@ describe('labels and judging', () => {
       },
     };
     const controller = new AbortController();
-    const first = await ws.runJudge(llm, { hints: false, onProgress: (done) => done === 1 && controller.abort(), signal: controller.signal });
+    const first = await runJudge(ws, llm, { hints: false, onProgress: ({ done }) => done === 1 && controller.abort(), signal: controller.signal });
     expect(first).toMatchObject({ judged: 1, cancelled: true });
-    const second = await ws.runJudge(llm, { hints: false });
+    const second = await runJudge(ws, llm, { hints: false });
     expect(second).toMatchObject({ judged: 2, skippedUnchanged: 1 });
     expect(calls).toEqual([2, 4, 6]);
-    const heuristic = ws.judgeHeuristic({ hints: true });
+    const heuristic = await judgeHeuristic(ws);
     expect(heuristic).toMatchObject({ judged: 0, skippedHigher: 3 });
     expect(ws.listSamples().map((s) => s.label.source)).toEqual(['judge:tiny', 'judge:tiny', 'judge:tiny']);
     ws.close();

@@ -1,0 +1,33 @@
+// Exporting a whole database: every session in stable order through one JSONL format
+// (formats.ts), to a file (writer.ts) or as a preview of the first lines.
+import path from 'node:path';
+import { UserError } from '../../src-shared/types.js';
+import { EXPORT_FORMATS, type ExportFormat } from '../../src-shared/views.js';
+import type { Store } from '../store/database.js';
+import { iterateBundles } from '../store/session-reads.js';
+import { sessionLines } from './formats.js';
+import { writeJsonl } from './writer.js';
+
+function* exportLines(store: Store, format: ExportFormat): Generator<string> {
+  if (!EXPORT_FORMATS.includes(format)) throw new UserError(`unknown export format '${format}'; choose one of ${EXPORT_FORMATS.join(', ')}`);
+  for (const bundle of iterateBundles(store)) yield* sessionLines(format, bundle);
+}
+
+/** Writes the export to `outPath` atomically; refuses to overwrite the database itself. */
+export function exportToFile(store: Store, format: ExportFormat, outPath: string): { lines: number; path: string } {
+  const resolved = path.resolve(outPath);
+  if (resolved === store.path) throw new UserError(`${outPath}: that is the database itself; choose another output file`);
+  const lines = writeJsonl(resolved, exportLines(store, format));
+  return { lines, path: resolved };
+}
+
+/** The first `lines` lines of the export. */
+export function previewLines(store: Store, format: ExportFormat, lines: number): string[] {
+  const out: string[] = [];
+  if (lines <= 0) return out;
+  for (const line of exportLines(store, format)) {
+    out.push(line);
+    if (out.length >= lines) break;
+  }
+  return out;
+}

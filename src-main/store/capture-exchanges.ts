@@ -1,0 +1,86 @@
+// The `capture_exchanges` table: every chat-completions exchange recorded by live capture
+// (src-main/capture/), with the local model's rollout when it generated the reply.
+import type { Store } from './database.js';
+
+/** One captured chat-completions exchange as the database keeps it. */
+export interface CaptureExchangeRow {
+  /** The capture log's record id. */
+  id: string;
+  sessionId: string;
+  seq: number;
+  kind: 'main' | 'side';
+  at: number;
+  /** Where the reply sits among the session's turns (main exchanges): the request's message count. */
+  replyTurn: number | null;
+  messages: unknown[];
+  reply: { content: string; reasoning?: string; toolCalls: unknown[]; finishReason: string };
+  servedBy: 'local' | 'upstream';
+  model: string | null;
+  /** The local model folder that generated the reply (null when an upstream server did). */
+  modelDir: string | null;
+  rollout: { promptIds: number[]; tokens: number[]; logprobs: number[] } | null;
+}
+
+export type Rollout = NonNullable<CaptureExchangeRow['rollout']>;
+
+/** Inserts an exchange by id; one already there (a replayed record) is left as it is. */
+export function insertCaptureExchange(store: Store, x: CaptureExchangeRow): void {
+  store.run(
+    `INSERT OR IGNORE INTO capture_exchanges (id, session_id, seq, kind, at, reply_turn, messages, reply, served_by, model, model_dir, prompt_ids, token_ids, logprobs)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [
+      x.id, x.sessionId, x.seq, x.kind, x.at, x.replyTurn, JSON.stringify(x.messages), JSON.stringify(x.reply), x.servedBy, x.model,
+      x.modelDir, x.rollout ? JSON.stringify(x.rollout.promptIds) : null, x.rollout ? JSON.stringify(x.rollout.tokens) : null,
+      x.rollout ? JSON.stringify(x.rollout.logprobs) : null,
+    ],
+  );
+}
+
+/** Every captured exchange of a session (or all), oldest first. */
+export function readCaptureExchanges(store: Store, sessionId?: string): CaptureExchangeRow[] {
+  const rows = store.all<{
+    id: string; session_id: string; seq: number; kind: 'main' | 'side'; at: number; reply_turn: number | null; messages: string; reply: string;
+    served_by: 'local' | 'upstream'; model: string | null; model_dir: string | null; prompt_ids: string | null; token_ids: string | null; logprobs: string | null;
+  }>(`SELECT * FROM capture_exchanges ${sessionId !== undefined ? 'WHERE session_id = ?' : ''} ORDER BY at, session_id, seq`, sessionId !== undefined ? [sessionId] : []);
+  return rows.map((r) => ({
+    id: r.id, sessionId: r.session_id, seq: r.seq, kind: r.kind, at: r.at, replyTurn: r.reply_turn, messages: JSON.parse(r.messages),
+    reply: JSON.parse(r.reply), servedBy: r.served_by, model: r.model, modelDir: r.model_dir,
+    rollout: r.token_ids ? { promptIds: JSON.parse(r.prompt_ids!), tokens: JSON.parse(r.token_ids), logprobs: JSON.parse(r.logprobs!) } : null,
+  }));
+}
+
+/** Exchanges recorded, captured samples with a next state but no label, and the captured session ids. */
+export function readCaptureCounts(store: Store): { exchanges: number; pendingJudge: number; sessionIds: string[] } {
+  const exchanges = store.get<{ n: number }>('SELECT COUNT(*) AS n FROM capture_exchanges')!.n;
+  const pendingJudge = store.get<{ n: number }>(
+    `SELECT COUNT(*) AS n FROM samples p JOIN sessions s ON s.id = p.session_id
+       LEFT JOIN labels l ON l.session_id = p.session_id AND l.response_turn = p.response_turn
+       WHERE s.format = 'capture' AND p.feedback_turn IS NOT NULL AND (l.session_id IS NULL OR (l.reward IS NULL AND l.hint IS NULL))`,
+  )!.n;
+  const sessionIds = store
+    .all<{ id: string }>("SELECT id FROM sessions WHERE format = 'capture' UNION SELECT DISTINCT session_id AS id FROM capture_exchanges")
+    .map((r) => r.id);
+  return { exchanges, pendingJudge, sessionIds };
+}
+
+export function hasCaptureExchanges(store: Store, sessionId: string): boolean {
+  return !!store.get('SELECT 1 FROM capture_exchanges WHERE session_id = ?', [sessionId]);
+}
+
+/**
+ * The latest rollout of the local model `modelDir` for the reply at `responseTurn`, with the
+ * reply text it produced (the caller checks that text is still the session's).
+ */
+export function latestRollout(store: Store, sessionId: string, responseTurn: number, modelDir: string): { replyText: string; rollout: Rollout } | undefined {
+  const row = store.get<{ reply: string; prompt_ids: string; token_ids: string; logprobs: string }>(
+    `SELECT reply, prompt_ids, token_ids, logprobs FROM capture_exchanges
+       WHERE session_id = ? AND reply_turn = ? AND kind = 'main' AND token_ids IS NOT NULL AND model_dir = ?
+       ORDER BY seq DESC LIMIT 1`,
+    [sessionId, responseTurn, modelDir],
+  );
+  if (!row) return undefined;
+  return {
+    replyText: (JSON.parse(row.reply) as { content: string }).content,
+    rollout: { promptIds: JSON.parse(row.prompt_ids), tokens: JSON.parse(row.token_ids), logprobs: JSON.parse(row.logprobs) },
+  };
+}

@@ -1,0 +1,87 @@
+// Database-wide reads for the session list, the stats and the checks.
+import type { SessionFormat } from '../../src-shared/types.js';
+import type { NoSampleReason, SessionFilter, SessionSummary, Stats } from '../../src-shared/views.js';
+import type { Store } from './database.js';
+
+export function readStats(store: Store): Stats {
+  const row = store.get<Record<string, number>>(`
+      SELECT
+        (SELECT COUNT(*) FROM sessions) AS sessions,
+        (SELECT COUNT(*) FROM turns) AS turns,
+        (SELECT COUNT(*) FROM samples) AS samples,
+        (SELECT COUNT(*) FROM labels WHERE reward = 1) AS pos,
+        (SELECT COUNT(*) FROM labels WHERE reward = -1) AS neg,
+        (SELECT COUNT(*) FROM labels WHERE reward = 0) AS neutral,
+        (SELECT COUNT(*) FROM sessions WHERE no_sample_reason IS NOT NULL) AS without`)!;
+  return {
+    sessions: row.sessions,
+    turns: row.turns,
+    samples: row.samples,
+    labeled: { pos: row.pos, neg: row.neg, neutral: row.neutral, unlabeled: row.samples - row.pos - row.neg - row.neutral },
+    sessions_without_samples: row.without,
+  };
+}
+
+function likePattern(text: string): string {
+  return '%' + text.replace(/[\\%_]/g, (c) => '\\' + c) + '%';
+}
+
+/** The WHERE clause (with its parameters) that a session filter asks for. */
+function filterClause(filter: SessionFilter): { where: string; params: (string | number)[] } {
+  const where: string[] = [];
+  const params: (string | number)[] = [];
+  if (filter.search?.trim()) {
+    const like = likePattern(filter.search.trim());
+    where.push(`(s.title LIKE ? ESCAPE '\\' OR s.id LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.text LIKE ? ESCAPE '\\'))`);
+    params.push(like, like, like);
+  }
+  if (filter.source) {
+    where.push('s.format = ?');
+    params.push(filter.source);
+  }
+  if (filter.hasSamples !== undefined) where.push(filter.hasSamples ? 'c.sample_count > 0' : 'c.sample_count = 0');
+  if (filter.labelStatus === 'labeled') where.push('c.sample_count > 0 AND c.labeled_count = c.sample_count');
+  if (filter.labelStatus === 'unlabeled') where.push('c.sample_count > 0 AND c.labeled_count = 0');
+  if (filter.labelStatus === 'partial') where.push('c.labeled_count > 0 AND c.labeled_count < c.sample_count');
+  return { where: where.length ? 'WHERE ' + where.join(' AND ') : '', params };
+}
+
+/** One page of the sessions a filter matches (newest first), with the total count. */
+export function listSessionSummaries(store: Store, filter: SessionFilter): { total: number; sessions: SessionSummary[] } {
+  const { where, params } = filterClause(filter);
+  const base = `
+      FROM sessions s JOIN (
+        SELECT s2.id,
+          (SELECT COUNT(*) FROM turns t WHERE t.session_id = s2.id) AS turn_count,
+          (SELECT COUNT(*) FROM samples p WHERE p.session_id = s2.id) AS sample_count,
+          (SELECT COUNT(*) FROM labels l WHERE l.session_id = s2.id AND l.reward IS NOT NULL) AS labeled_count
+        FROM sessions s2) c ON c.id = s.id
+      ${where}`;
+  const total = store.get<{ n: number }>(`SELECT COUNT(*) AS n ${base}`, params)!.n;
+  const limit = filter.limit ?? -1;
+  const offset = filter.offset ?? 0;
+  const rows = store.all<{
+    id: string; title: string; format: SessionFormat; created_at: number | null; no_sample_reason: NoSampleReason | null;
+    turn_count: number; sample_count: number; labeled_count: number;
+  }>(
+    `SELECT s.id, s.title, s.format, s.created_at, s.no_sample_reason, c.turn_count, c.sample_count, c.labeled_count ${base}
+       ORDER BY s.created_at IS NULL, s.created_at DESC, s.id LIMIT ? OFFSET ?`,
+    [...params, limit, offset],
+  );
+  return {
+    total,
+    sessions: rows.map((r) => ({
+      id: r.id, title: r.title, source: r.format, createdAt: r.created_at, turnCount: r.turn_count,
+      sampleCount: r.sample_count, labeledCount: r.labeled_count, noSampleReason: r.no_sample_reason,
+    })),
+  };
+}
+
+/** The sessions that yield no sample, oldest first, with the reason. */
+export function sessionsWithoutSamples(store: Store): { id: string; title: string; reason: NoSampleReason }[] {
+  return store
+    .all<{ id: string; title: string; no_sample_reason: NoSampleReason }>(
+      'SELECT id, title, no_sample_reason FROM sessions WHERE no_sample_reason IS NOT NULL ORDER BY created_at IS NULL, created_at, id',
+    )
+    .map((r) => ({ id: r.id, title: r.title, reason: r.no_sample_reason }));
+}

@@ -1,0 +1,65 @@
+// The training set (trainable samples, and the at-least-one rule) and the checks that warn
+// about it before a run.
+import path from 'node:path';
+import type { SessionFormat } from '../../src-shared/types.js';
+import type { CheckReport, TrainingSample } from '../../src-shared/views.js';
+import { isUsefulHint } from '../judge/hint-rules.js';
+import { contextMessages, responseMessage } from '../export/formats.js';
+import { latestRollout } from '../store/capture-exchanges.js';
+import type { Store } from '../store/database.js';
+import { countHints } from '../store/labels.js';
+import { readStats, sessionsWithoutSamples } from '../store/overview-reads.js';
+import { iterateBundles } from '../store/session-reads.js';
+
+/**
+ * The samples training uses: those labelled ±1 or carrying a useful hint; a session with
+ * samples but none trainable keeps its first one with reward 0. With `rolloutsFor` (a model
+ * folder), samples captured live from that model carry their rollout (see
+ * TrainingSample.rollout); without it none does, so a run on another model never mistakes a
+ * rollout's log-probs for its own.
+ */
+export function trainingSamples(store: Store, options: { rolloutsFor?: string; format?: SessionFormat } = {}): TrainingSample[] {
+  const out: TrainingSample[] = [];
+  const rolloutModel = options.rolloutsFor ? path.resolve(options.rolloutsFor) : null;
+  for (const bundle of iterateBundles(store, undefined, options.format)) {
+    const trainable = bundle.samples.filter((s) => s.label.reward === 1 || s.label.reward === -1 || isUsefulHint(s.label.hint));
+    const kept = trainable.length > 0 ? trainable : bundle.samples.slice(0, 1);
+    for (const s of kept) {
+      out.push({
+        sessionId: bundle.id,
+        responseTurn: s.responseTurn,
+        messages: contextMessages(bundle, s),
+        response: responseMessage(bundle, s),
+        reward: s.label.reward ?? 0,
+        hint: isUsefulHint(s.label.hint) ? s.label.hint : null,
+        repair: s.label.repair,
+        keptByAtLeastOne: trainable.length === 0,
+        ...(rolloutModel && bundle.format === 'capture' ? rolloutOf(store, bundle.id, s.responseTurn, bundle.turns[s.responseTurn].text, rolloutModel) : {}),
+      });
+    }
+  }
+  return out;
+}
+
+/** The latest rollout of the local model `modelDir` for this reply, when its text is the reply's. */
+function rolloutOf(store: Store, sessionId: string, responseTurn: number, text: string, modelDir: string): Pick<TrainingSample, 'rollout'> {
+  const found = latestRollout(store, sessionId, responseTurn, modelDir);
+  return found && found.replyText === text ? { rollout: found.rollout } : {};
+}
+
+export function checkReport(store: Store): CheckReport {
+  const stats = readStats(store);
+  const warnings: string[] = [];
+  const { pos, neg, unlabeled } = stats.labeled;
+  const hints = countHints(store);
+  if (stats.samples === 0) warnings.push('No samples yet: import chats in which an assistant reply got a reaction.');
+  if (unlabeled > 0) warnings.push(`${unlabeled} of ${stats.samples} samples are unlabeled: run the judge or label them.`);
+  if (pos + neg > 0 && (pos === 0 || neg === 0)) {
+    warnings.push(`Only ${pos === 0 ? 'negative' : 'positive'} rewards (${pos} +1, ${neg} −1): Binary RL learns best from both.`);
+  } else if (pos + neg > 0 && Math.max(pos, neg) > 4 * Math.min(pos, neg)) {
+    warnings.push(`Rewards are imbalanced: ${pos} +1 against ${neg} −1.`);
+  }
+  if (stats.samples > 0 && hints === 0) warnings.push('No sample has a hint: On-Policy Distillation has nothing to learn from (run the judge with hints).');
+  if (stats.sessions_without_samples > 0) warnings.push(`${stats.sessions_without_samples} session(s) yield no sample; see the list for why.`);
+  return { stats, sessionsWithoutSamples: sessionsWithoutSamples(store), warnings };
+}
