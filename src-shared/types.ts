@@ -103,3 +103,40 @@ export interface Vote {
 export class UserError extends Error {
   override name = 'UserError';
 }
+
+// Turns as chat messages in the OpenAI / Hugging Face shape (built in
+// src-main/pipeline/chat-messages.ts): what chat templates, TRL and the trainer expect.
+export interface ChatToolCall {
+  id?: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+// A type alias (not an interface) so it is assignable to `{ [key: string]: unknown }`
+// message shapes such as the tokenizer's.
+export type ChatMessage = {
+  role: Role;
+  content: string;
+  tool_calls?: ChatToolCall[];
+  tool_call_id?: string;
+  name?: string;
+};
+
+/** What a judge sees of one sample (docs/design.md §Judges). */
+export interface JudgeInput {
+  sessionId: string;
+  responseTurn: number;
+  /** The (windowed) context before the reply, as chat messages. */
+  context: ChatMessage[];
+  /** The reply being judged, and its tool calls if any. */
+  response: string;
+  responseMessage: ChatMessage;
+  nextState: { role: 'user' | 'tool'; text: string };
+}
+
+/** A judge's decision for one sample: the reward, an optional hint, and the raw votes. */
+export interface JudgeVerdict {
+  reward: Reward;
+  hint: string | null;
+  votes: Vote[];
+}

@@ -1,7 +1,7 @@
 // The data-side facade that the CLI, the app's API service and `serve` all call.
 // src-main/workspace/workspace.ts implements it over the store, the importers, the pipeline and
 // the exporters; this file fixes its shape so the UI and the CLI can be built against it.
-import type { LabelSource, Reward, Role, SessionFormat, SourceFormat, ToolCall, TurnClass, Vote } from './types.js';
+import type { JudgeInput, JudgeVerdict, LabelSource, Reward, Role, SessionFormat, SourceFormat, ToolCall, TurnClass, Vote } from './types.js';
 
 export type ExportFormat = 'samples' | 'openclaw' | 'kto' | 'sft' | 'dpo' | 'sdft';
 export const EXPORT_FORMATS: readonly ExportFormat[] = ['samples', 'openclaw', 'kto', 'sft', 'dpo', 'sdft'];
@@ -112,7 +112,7 @@ export interface JudgeSummary {
 
 /** A sample a judge can see (it has a next state), with the provenance of its current label. */
 export interface JudgeCandidate {
-  input: import('../src-main/judge/verdicts.js').JudgeInput;
+  input: JudgeInput;
   label: { source: LabelSource | null; judgeBackend: string | null; judgeModel: string | null; promptVersion: string | null };
 }
 
@@ -185,7 +185,7 @@ export interface WorkspaceApi {
    */
   recordJudgeVerdict(
     sample: { sessionId: string; responseTurn: number },
-    verdict: import('../src-main/judge/verdicts.js').JudgeVerdict,
+    verdict: JudgeVerdict,
     provenance: VerdictProvenance,
   ): boolean;
   /**

@@ -2,22 +2,10 @@
 // backend (local ONNX model, OpenAI-compatible endpoint) implements `JudgeBackend` and
 // turns its votes into a verdict with votes.ts; runner.ts runs any backend over the
 // workspace's samples, and the workspace stores the verdicts with their provenance.
-import type { LabelSource, Reward, Vote } from '../../src-shared/types.js';
-import type { ChatMessage } from '../pipeline/chat-messages.js';
+export type { JudgeInput, JudgeVerdict } from '../../src-shared/types.js';
+import type { JudgeInput, JudgeVerdict, LabelSource, Reward, Vote } from '../../src-shared/types.js';
 import { heuristicReward, looksLikeToolError } from './heuristic.js';
 import { extractHint } from './hint-rules.js';
-
-/** What a judge sees of one sample. */
-export interface JudgeInput {
-  sessionId: string;
-  responseTurn: number;
-  /** The (windowed) context before the reply, as chat messages. */
-  context: ChatMessage[];
-  /** The reply being judged, and its tool calls if any. */
-  response: string;
-  responseMessage: ChatMessage;
-  nextState: { role: 'user' | 'tool'; text: string };
-}
 
 export interface JudgeOptions {
   /** Also extract a hindsight hint (OPD). */
@@ -25,12 +13,6 @@ export interface JudgeOptions {
   /** Votes per sample (sampling backends); deterministic backends may cast one. */
   votes: number;
   signal?: AbortSignal;
-}
-
-export interface JudgeVerdict {
-  reward: Reward;
-  hint: string | null;
-  votes: Vote[];
 }
 
 /** Where a verdict came from, stored beside the label. */

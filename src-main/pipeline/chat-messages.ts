@@ -3,21 +3,8 @@
 // `tool_call_id`/`name` on tool messages. Reasoning is never part of `content`.
 import type { Role, ToolCall } from '../../src-shared/types.js';
 
-export interface ChatToolCall {
-  id?: string;
-  type: 'function';
-  function: { name: string; arguments: string };
-}
-
-// A type alias (not an interface) so it is assignable to `{ [key: string]: unknown }`
-// message shapes such as the tokenizer's.
-export type ChatMessage = {
-  role: Role;
-  content: string;
-  tool_calls?: ChatToolCall[];
-  tool_call_id?: string;
-  name?: string;
-};
+export type { ChatMessage, ChatToolCall } from '../../src-shared/types.js';
+import type { ChatMessage, ChatToolCall } from '../../src-shared/types.js';
 
 /** The turn fields a message is built from. */
 export interface MessageSource {
