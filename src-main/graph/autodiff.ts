@@ -1,5 +1,5 @@
 /**
- * Reverse-mode automatic differentiation over the graph IR (../../model/graph/ir.ts).
+ * Reverse-mode automatic differentiation over the graph IR (./ir.ts).
  *
  *     const grads = appendGradients(b, loss, ['lora_A_0', 'lora_B_0']);
  *     b.output(b.identityAs(grads.get('lora_A_0')!, 'grad_A_0'));
@@ -9,8 +9,8 @@
  * 1. Forward from the `wrt` values: which values depend on them. Only floating-point outputs
  *    of differentiable ops count, so index arithmetic, masks and shapes drop out at once.
  * 2. Backward from the loss: which values the loss depends on.
- * 3. Nodes on both paths get their gradient rule (./rules.ts) called, last node first (the
- *    builder appends nodes in topological order). Everything else — the causal mask, the RoPE
+ * 3. Nodes on both paths get their gradient rule (from the op table, ./op-table.ts) called,
+ *    last node first (the builder appends nodes in topological order). Everything else — the causal mask, the RoPE
  *    tables, frozen weights — is pruned: no backward node is ever written for it.
  * 4. A value used by several nodes gets the sum of their contributions.
  *
@@ -18,13 +18,25 @@
  * on gets a zero gradient, so callers can always fetch every gradient they asked for.
  *
  * `stopGradient(b, x)` is x with its gradient stopped (torch's `x.detach()`): same value at
- * run time, a constant for step 1 above (see ./rules.ts, "Stop-gradient"). The policy loss
+ * run time, a constant for step 1 above. ONNX has no such op: it is an Identity node whose
+ * node name starts with {@link STOP_GRADIENT}, a plain Identity at run time; the marker lives
+ * in the node name so it survives serialisation and shows in graph viewers. Nothing
+ * downstream of it depends on the trained values through it, so no gradient flows back
+ * across it and the Identity rule is never called for it. The policy loss
  * uses it for `old` := stopgrad(logp), so one run gives the log-probs, the ratio of exactly 1
  * and the gradient A·∇logp without a second forward pass.
  */
-import { GraphBuilder, type DType, type Node } from './ir.js';
-import { GRADIENT_RULES, NON_DIFFERENTIABLE, STOP_GRADIENT, isStopGradient, type GradContext } from './gradient-rules.js';
-import { describeAs, sumToShape, zerosLike } from './shapes.js';
+import type { GraphBuilder } from './ir.js';
+import type { DType, Node } from './ir-data.js';
+import type { GradContext } from './op-record.js';
+import { gradientRule, isNonDifferentiable } from './op-table.js';
+import { describeAs, sumToShape, zerosLike } from './gradient-shapes.js';
+
+/** Node-name prefix of a stop-gradient Identity (see the module comment). */
+export const STOP_GRADIENT = 'StopGradient';
+
+/** Whether a node is a stop-gradient marker: its output is a constant for autodiff. */
+export const isStopGradient = (node: Node): boolean => node.op === 'Identity' && node.name.startsWith(STOP_GRADIENT);
 
 const FLOAT_TYPES = new Set<DType | undefined>(['float32', 'float16', 'bfloat16']);
 
@@ -32,7 +44,7 @@ const FLOAT_TYPES = new Set<DType | undefined>(['float32', 'float16', 'bfloat16'
 function dependsOnWrt(nodes: Node[], b: GraphBuilder, wrt: string[]): Set<string> {
   const active = new Set(wrt);
   for (const node of nodes) {
-    if (NON_DIFFERENTIABLE.has(node.op) || isStopGradient(node) || !node.inputs.some((i) => active.has(i))) continue;
+    if (isNonDifferentiable(node.op) || isStopGradient(node) || !node.inputs.some((i) => active.has(i))) continue;
     for (const o of node.outputs) if (FLOAT_TYPES.has(b.dtypeOf(o))) active.add(o);
   }
   return active;
@@ -81,7 +93,7 @@ export function appendGradients(b: GraphBuilder, loss: string, wrt: string[]): M
     if (!node.outputs.some(onPath)) continue;
     const dy = node.outputs.map((o) => (onPath(o) ? gradientOf(o) : undefined));
     if (dy.every((g) => g === undefined)) continue; // on the path, but nothing flowed back to it
-    const rule = GRADIENT_RULES[node.op];
+    const rule = gradientRule(node.op);
     if (!rule) throw new Error(`autodiff: no gradient rule for op ${node.op} (node ${node.name}), which lies between the trained values and the loss`);
     const outShape = b.shapeOf(node.outputs[0]!);
     const ctx: GradContext = {

@@ -1,6 +1,6 @@
 /**
  * Hindsight's graph IR: a tiny, ONNX-shaped dataflow graph that the decoder builder writes
- * and that reverse-mode autodiff (src-main/train) reads and extends.
+ * and that reverse-mode autodiff (./autodiff.ts) reads and extends.
  *
  * Why our own IR and not ModelProto directly: ModelProto is a wire format (tagged
  * attributes, Long ints, bytes). Autodiff wants plain data it can walk and append to, with
@@ -28,125 +28,24 @@
  *
  *     const h = b.add(x, b.matmul(x, w));
  *
+ * Each op is defined once, in a record with its shape rule, forward builder and gradient rule
+ * (./op-record.ts, ./ops/, collected in ./op-table.ts); the helpers here only forward to
+ * those records. The plain data types and helpers live in ./ir-data.ts and are re-exported.
+ *
  * Serialise with `toModelProto` / `saveModel` in ./onnx.ts.
  */
 
-export const OPSET = 18;
+import { f32Tensor, i64Tensor, tensorValues, type Attr, type DType, type Graph, type Node, type Shape, type Tensor, type Value } from './ir-data.js';
+import type { InputInfo, OpRecord } from './op-record.js';
+import { Abs, Clip, Cos, LogSoftmax, Relu, Sigmoid, Sin, Softmax, Tanh } from './ops/activations.js';
+import { Add, Cast, Div, Exp, Identity, Log, Max, Min, Mul, Neg, Pow, Reciprocal, Sqrt, Sub } from './ops/arithmetic.js';
+import { Concat, Gather, GatherElements, Slice, Split } from './ops/indexing.js';
+import { And, Equal, Greater, Less, LessOrEqual, Not, Where } from './ops/logic.js';
+import { MatMul } from './ops/matmul.js';
+import { ReduceMean, ReduceSum } from './ops/reductions.js';
+import { Expand, Flatten, Range, Reshape, ShapeOf, Squeeze, Transpose, Unsqueeze } from './ops/shape.js';
 
-export type DType = 'float32' | 'float16' | 'bfloat16' | 'int64' | 'int32' | 'int8' | 'uint8' | 'bool';
-export type Dim = number | string;
-export type Shape = Dim[];
-
-export type TypedArray = Float32Array | Uint16Array | BigInt64Array | Int32Array | Int8Array | Uint8Array;
-
-/** A constant tensor. `data` holds the values (bf16/fp16 as raw Uint16 bits, bool as Uint8). */
-export interface Tensor {
-  dtype: DType;
-  dims: number[];
-  data: TypedArray | (() => TypedArray);
-}
-
-export interface Value {
-  name: string;
-  dtype?: DType;
-  shape?: Shape;
-}
-
-export type Attr =
-  | { kind: 'int'; value: number }
-  | { kind: 'float'; value: number }
-  | { kind: 'string'; value: string }
-  | { kind: 'ints'; value: number[] }
-  | { kind: 'floats'; value: number[] }
-  | { kind: 'tensor'; value: Tensor };
-
-export interface Node {
-  op: string;
-  name: string;
-  inputs: string[];
-  outputs: string[];
-  attrs: Record<string, Attr>;
-}
-
-/** A complete graph: what the serialiser writes and what autodiff transforms. */
-export interface Graph {
-  name: string;
-  inputs: Value[];
-  outputs: Value[];
-  nodes: Node[];
-  initializers: Map<string, Tensor>;
-  /** dtype/shape of every value where known: inputs, initializers and node outputs. */
-  values: Map<string, Value>;
-}
-
-export const int = (value: number): Attr => ({ kind: 'int', value });
-export const float = (value: number): Attr => ({ kind: 'float', value });
-export const ints = (value: number[]): Attr => ({ kind: 'ints', value });
-export const floats = (value: number[]): Attr => ({ kind: 'floats', value });
-export const str = (value: string): Attr => ({ kind: 'string', value });
-
-export function attrInt(node: Node, name: string, fallback?: number): number {
-  const a = node.attrs[name];
-  if (a?.kind === 'int') return a.value;
-  if (fallback !== undefined) return fallback;
-  throw new Error(`node ${node.name} (${node.op}) has no int attribute '${name}'`);
-}
-export function attrInts(node: Node, name: string, fallback?: number[]): number[] {
-  const a = node.attrs[name];
-  if (a?.kind === 'ints') return a.value;
-  if (fallback !== undefined) return fallback;
-  throw new Error(`node ${node.name} (${node.op}) has no ints attribute '${name}'`);
-}
-export function attrFloat(node: Node, name: string, fallback?: number): number {
-  const a = node.attrs[name];
-  if (a?.kind === 'float') return a.value;
-  if (fallback !== undefined) return fallback;
-  throw new Error(`node ${node.name} (${node.op}) has no float attribute '${name}'`);
-}
-
-/** The values of a tensor, loading lazy data. */
-export function tensorValues(t: Tensor): TypedArray {
-  return typeof t.data === 'function' ? t.data() : t.data;
-}
-
-export function numel(dims: readonly number[]): number {
-  return dims.reduce((a, b) => a * b, 1);
-}
-
-export function bytesPerElement(dtype: DType): number {
-  switch (dtype) {
-    case 'float32': case 'int32': return 4;
-    case 'int64': return 8;
-    case 'float16': case 'bfloat16': return 2;
-    case 'int8': case 'uint8': case 'bool': return 1;
-  }
-}
-
-export function f32Tensor(dims: number[], data: ArrayLike<number>): Tensor {
-  return { dtype: 'float32', dims, data: Float32Array.from(data) };
-}
-export function i64Tensor(dims: number[], data: ArrayLike<number>): Tensor {
-  return { dtype: 'int64', dims, data: BigInt64Array.from(Array.from(data, (v) => BigInt(v))) };
-}
-
-/** Rank and dims after NumPy broadcasting; symbolic dims broadcast against 1 and themselves. */
-export function broadcastShapes(a?: Shape, b?: Shape): Shape | undefined {
-  if (!a || !b) return undefined;
-  const rank = Math.max(a.length, b.length);
-  const out: Dim[] = [];
-  for (let i = 0; i < rank; i++) {
-    const da = a[a.length - rank + i] ?? 1;
-    const db = b[b.length - rank + i] ?? 1;
-    if (da === 1) out.push(db);
-    else if (db === 1 || da === db) out.push(da);
-    else if (typeof da === 'number' && typeof db === 'number') {
-      throw new Error(`cannot broadcast shapes [${a}] and [${b}]`);
-    } else out.push(typeof da === 'number' ? da : db); // symbolic vs other: trust the model
-  }
-  return out;
-}
-
-const normAxis = (axis: number, rank: number) => (axis < 0 ? axis + rank : axis);
+export * from './ir-data.js';
 
 /**
  * Builds a {@link Graph}. Op helpers take value names and return the output value name.
@@ -234,197 +133,128 @@ export class GraphBuilder {
     return names;
   }
 
-  private op1(op: string, inputs: string[], attrs: Record<string, Attr>, dtype?: DType, shape?: Shape): string {
-    return this.op(op, inputs, attrs, 1, [{ dtype, shape }])[0]!;
+  /**
+   * Adds a node for an op record: its shape rule describes the outputs first (so a fresh
+   * symbolic dim is named before the node's constants), then every literal int64 list among
+   * the inputs becomes a constant. `shape` gives output 0's shape where only the caller knows
+   * it; `names` names the outputs.
+   */
+  apply(record: Pick<OpRecord, 'name' | 'inferShape'>, inputs: (string | number[])[], attrs: Record<string, Attr> = {}, options: { shape?: Shape; names?: string[] } = {}): string[] {
+    if (!record.inferShape) throw new Error(`op ${record.name} has no shape rule; add it with op()`);
+    const known = inputs.map((i): InputInfo => (typeof i === 'string' ? { dtype: this.dtypeOf(i), shape: this.shapeOf(i) } : { dtype: 'int64', shape: [i.length], ints: i }));
+    const outputs = record.inferShape(known, attrs, () => this.fresh('dim'));
+    if (options.shape) outputs[0] = { ...outputs[0], shape: options.shape };
+    const names = inputs.map((i) => (typeof i === 'string' ? i : this.int64s(i)));
+    return this.op(record.name, names, attrs, options.names ?? outputs.length, outputs);
   }
 
-  // ---- element-wise -------------------------------------------------------------------
-  private unary(op: string, x: string): string {
-    return this.op1(op, [x], {}, this.dtypeOf(x), this.shapeOf(x));
-  }
-  neg = (x: string) => this.unary('Neg', x);
-  exp = (x: string) => this.unary('Exp', x);
-  log = (x: string) => this.unary('Log', x);
-  sqrt = (x: string) => this.unary('Sqrt', x);
-  reciprocal = (x: string) => this.unary('Reciprocal', x);
-  sigmoid = (x: string) => this.unary('Sigmoid', x);
-  tanh = (x: string) => this.unary('Tanh', x);
-  cos = (x: string) => this.unary('Cos', x);
-  sin = (x: string) => this.unary('Sin', x);
-  identity = (x: string) => this.unary('Identity', x);
+  // ---- element-wise (./ops/arithmetic.ts, ./ops/activations.ts, ./ops/logic.ts) ---------
+  neg = (x: string) => Neg.build(this, x);
+  exp = (x: string) => Exp.build(this, x);
+  log = (x: string) => Log.build(this, x);
+  sqrt = (x: string) => Sqrt.build(this, x);
+  reciprocal = (x: string) => Reciprocal.build(this, x);
+  sigmoid = (x: string) => Sigmoid.build(this, x);
+  tanh = (x: string) => Tanh.build(this, x);
+  cos = (x: string) => Cos.build(this, x);
+  sin = (x: string) => Sin.build(this, x);
+  relu = (x: string) => Relu.build(this, x);
+  abs = (x: string) => Abs.build(this, x);
+  identity = (x: string) => Identity.build(this, x);
   /** Identity with a chosen output name: gives graph outputs stable names. */
   identityAs(x: string, name: string): string {
     if (this.graph.values.has(name)) throw new Error(`value name '${name}' is already used`);
-    return this.op('Identity', [x], {}, [name], [{ dtype: this.dtypeOf(x), shape: this.shapeOf(x) }])[0]!;
+    return this.apply(Identity, [x], {}, { names: [name] })[0]!;
   }
-  not = (x: string) => this.unary('Not', x);
+  not = (x: string) => Not.build(this, x);
 
-  private binary(op: string, a: string, b: string, dtype?: DType): string {
-    return this.op1(op, [a, b], {}, dtype ?? this.dtypeOf(a), broadcastShapes(this.shapeOf(a), this.shapeOf(b)));
-  }
-  add = (a: string, b: string) => this.binary('Add', a, b);
-  sub = (a: string, b: string) => this.binary('Sub', a, b);
-  mul = (a: string, b: string) => this.binary('Mul', a, b);
-  div = (a: string, b: string) => this.binary('Div', a, b);
-  pow = (a: string, b: string) => this.binary('Pow', a, b);
-  equal = (a: string, b: string) => this.binary('Equal', a, b, 'bool');
-  less = (a: string, b: string) => this.binary('Less', a, b, 'bool');
-  lessOrEqual = (a: string, b: string) => this.binary('LessOrEqual', a, b, 'bool');
-  greater = (a: string, b: string) => this.binary('Greater', a, b, 'bool');
-  and = (a: string, b: string) => this.binary('And', a, b, 'bool');
-  max = (a: string, b: string) => this.binary('Max', a, b);
-  min = (a: string, b: string) => this.binary('Min', a, b);
+  add = (a: string, b: string) => Add.build(this, a, b);
+  sub = (a: string, b: string) => Sub.build(this, a, b);
+  mul = (a: string, b: string) => Mul.build(this, a, b);
+  div = (a: string, b: string) => Div.build(this, a, b);
+  pow = (a: string, b: string) => Pow.build(this, a, b);
+  equal = (a: string, b: string) => Equal.build(this, a, b);
+  less = (a: string, b: string) => Less.build(this, a, b);
+  lessOrEqual = (a: string, b: string) => LessOrEqual.build(this, a, b);
+  greater = (a: string, b: string) => Greater.build(this, a, b);
+  and = (a: string, b: string) => And.build(this, a, b);
+  max = (a: string, b: string) => Max.build(this, a, b);
+  min = (a: string, b: string) => Min.build(this, a, b);
 
   where(cond: string, a: string, b: string): string {
-    const shape = broadcastShapes(broadcastShapes(this.shapeOf(cond), this.shapeOf(a)), this.shapeOf(b));
-    return this.op1('Where', [cond, a, b], {}, this.dtypeOf(a), shape);
+    return Where.build(this, cond, a, b);
   }
-
   cast(x: string, to: DType): string {
-    return this.op1('Cast', [x], { to: int(ONNX_DTYPE[to]) }, to, this.shapeOf(x));
+    return Cast.build(this, x, to);
+  }
+  /** Clamps to [min, max] (scalar values); either bound may be left out. */
+  clip(x: string, min?: string, max?: string): string {
+    return Clip.build(this, x, min, max);
   }
 
-  // ---- linear algebra -----------------------------------------------------------------
+  // ---- linear algebra, normalisation, reductions ------------------------------------------
   /** NumPy matmul: batch dims broadcast, last two contract. */
   matmul(a: string, b: string): string {
-    const sa = this.shapeOf(a), sb = this.shapeOf(b);
-    let shape: Shape | undefined;
-    if (sa && sb && sa.length >= 2 && sb.length >= 2) {
-      const batch = broadcastShapes(sa.slice(0, -2), sb.slice(0, -2))!;
-      shape = [...batch, sa[sa.length - 2]!, sb[sb.length - 1]!];
-    } else if (sa && sb && sb.length === 1) shape = sa.slice(0, -1);
-    return this.op1('MatMul', [a, b], {}, this.dtypeOf(a), shape);
+    return MatMul.build(this, a, b);
   }
-
-  // ---- normalisation-style ops ---------------------------------------------------------
   softmax(x: string, axis = -1): string {
-    return this.op1('Softmax', [x], { axis: int(axis) }, this.dtypeOf(x), this.shapeOf(x));
+    return Softmax.build(this, x, axis);
   }
   logSoftmax(x: string, axis = -1): string {
-    return this.op1('LogSoftmax', [x], { axis: int(axis) }, this.dtypeOf(x), this.shapeOf(x));
+    return LogSoftmax.build(this, x, axis);
   }
+  reduceSum = (x: string, axes: number[], keepdims = true) => ReduceSum.build(this, x, axes, keepdims);
+  reduceMean = (x: string, axes: number[], keepdims = true) => ReduceMean.build(this, x, axes, keepdims);
 
-  private reduce(op: string, x: string, axes: number[], keepdims: boolean): string {
-    const s = this.shapeOf(x);
-    let shape: Shape | undefined;
-    if (s) {
-      const ax = new Set(axes.map((a) => normAxis(a, s.length)));
-      shape = keepdims ? s.map((d, i) => (ax.has(i) ? 1 : d)) : s.filter((_, i) => !ax.has(i));
-    }
-    return this.op1(op, [x, this.int64s(axes)], { keepdims: int(keepdims ? 1 : 0) }, this.dtypeOf(x), shape);
-  }
-  reduceSum = (x: string, axes: number[], keepdims = true) => this.reduce('ReduceSum', x, axes, keepdims);
-  reduceMean = (x: string, axes: number[], keepdims = true) => this.reduce('ReduceMean', x, axes, keepdims);
-  reduceMax = (x: string, axes: number[], keepdims = true) => this.reduce('ReduceMax', x, axes, keepdims);
-
-  // ---- indexing -----------------------------------------------------------------------
+  // ---- indexing (./ops/indexing.ts) -------------------------------------------------------
   /** Gather along `axis` (embedding lookup with axis 0). */
   gather(data: string, indices: string, axis = 0): string {
-    const sd = this.shapeOf(data), si = this.shapeOf(indices);
-    let shape: Shape | undefined;
-    if (sd && si) {
-      const ax = normAxis(axis, sd.length);
-      shape = [...sd.slice(0, ax), ...si, ...sd.slice(ax + 1)];
-    }
-    return this.op1('Gather', [data, indices], { axis: int(axis) }, this.dtypeOf(data), shape);
+    return Gather.build(this, data, indices, axis);
   }
   gatherElements(data: string, indices: string, axis: number): string {
-    return this.op1('GatherElements', [data, indices], { axis: int(axis) }, this.dtypeOf(data), this.shapeOf(indices));
-  }
-
-  // ---- shape ops ----------------------------------------------------------------------
-  /** Reshape to a constant target; 0 copies the input dim, -1 is inferred. */
-  reshape(x: string, target: number[]): string {
-    const s = this.shapeOf(x);
-    let shape: Shape | undefined;
-    if (s) {
-      shape = target.map((d, i) => (d === 0 ? s[i]! : d));
-      const minus = shape.indexOf(-1);
-      if (minus >= 0) {
-        const known = shape.filter((d, i) => i !== minus);
-        const allStatic = s.every((d) => typeof d === 'number') && known.every((d) => typeof d === 'number');
-        shape[minus] = allStatic ? numel(s as number[]) / numel(known as number[]) : this.fresh('dim');
-      }
-    }
-    return this.op1('Reshape', [x, this.int64s(target)], {}, this.dtypeOf(x), shape);
-  }
-  /** Reshape to a runtime shape value (int64 [rank]). */
-  reshapeTo(x: string, shapeValue: string, inferShape?: Shape): string {
-    return this.op1('Reshape', [x, shapeValue], {}, this.dtypeOf(x), inferShape);
-  }
-  transpose(x: string, perm: number[]): string {
-    const s = this.shapeOf(x);
-    return this.op1('Transpose', [x], { perm: ints(perm) }, this.dtypeOf(x), s && perm.map((p) => s[p]!));
-  }
-  unsqueeze(x: string, axes: number[]): string {
-    const s = this.shapeOf(x);
-    let shape: Shape | undefined;
-    if (s) {
-      const rank = s.length + axes.length;
-      const ax = new Set(axes.map((a) => normAxis(a, rank)));
-      const rest = [...s];
-      shape = Array.from({ length: rank }, (_, i) => (ax.has(i) ? 1 : rest.shift()!));
-    }
-    return this.op1('Unsqueeze', [x, this.int64s(axes)], {}, this.dtypeOf(x), shape);
-  }
-  squeeze(x: string, axes: number[]): string {
-    const s = this.shapeOf(x);
-    const ax = s && new Set(axes.map((a) => normAxis(a, s.length)));
-    return this.op1('Squeeze', [x, this.int64s(axes)], {}, this.dtypeOf(x), s && s.filter((_, i) => !ax!.has(i)));
+    return GatherElements.build(this, data, indices, axis);
   }
   concat(xs: string[], axis: number): string {
-    const shapes = xs.map((x) => this.shapeOf(x));
-    let shape: Shape | undefined;
-    if (shapes.every((s) => s)) {
-      const first = shapes[0]!;
-      const ax = normAxis(axis, first.length);
-      const parts = shapes.map((s) => s![ax]!);
-      const total = parts.every((p) => typeof p === 'number') ? (parts as number[]).reduce((a, b) => a + b, 0) : this.fresh('dim');
-      shape = first.map((d, i) => (i === ax ? total : d));
-    }
-    return this.op1('Concat', xs, { axis: int(axis) }, this.dtypeOf(xs[0]!), shape);
+    return Concat.build(this, xs, axis);
   }
   /** Split along `axis` into pieces of the given static sizes. */
   split(x: string, axis: number, sizes: number[]): string[] {
-    const s = this.shapeOf(x);
-    const infos = sizes.map((n) => {
-      if (!s) return { dtype: this.dtypeOf(x) };
-      const ax = normAxis(axis, s.length);
-      return { dtype: this.dtypeOf(x), shape: s.map((d, i) => (i === ax ? n : d)) };
-    });
-    return this.op('Split', [x, this.int64s(sizes)], { axis: int(axis) }, sizes.length, infos);
+    return Split.build(this, x, axis, sizes);
   }
   /** Static slice along the given axes (ends may exceed the dim, as in ONNX). */
   slice(x: string, starts: number[], ends: number[], axes: number[]): string {
-    const s = this.shapeOf(x);
-    let shape: Shape | undefined;
-    if (s) {
-      shape = [...s];
-      axes.forEach((a, k) => {
-        const ax = normAxis(a, s.length);
-        const d = s[ax];
-        if (typeof d === 'number') {
-          const clamp = (v: number) => Math.max(0, Math.min(d, v < 0 ? v + d : v));
-          shape![ax] = Math.max(0, clamp(ends[k]!) - clamp(starts[k]!));
-        } else shape![ax] = this.fresh('dim');
-      });
-    }
-    return this.op1('Slice', [x, this.int64s(starts), this.int64s(ends), this.int64s(axes)], {}, this.dtypeOf(x), shape);
+    return Slice.build(this, x, starts, ends, axes);
+  }
+
+  // ---- shape ops (./ops/shape.ts) -----------------------------------------------------------
+  /** Reshape to a constant target; 0 copies the input dim, -1 is inferred. */
+  reshape(x: string, target: number[]): string {
+    return Reshape.build(this, x, target);
+  }
+  /** Reshape to a runtime shape value (int64 [rank]). */
+  reshapeTo(x: string, shapeValue: string, inferShape?: Shape): string {
+    return Reshape.build(this, x, shapeValue, inferShape);
+  }
+  transpose(x: string, perm: number[]): string {
+    return Transpose.build(this, x, perm);
+  }
+  unsqueeze(x: string, axes: number[]): string {
+    return Unsqueeze.build(this, x, axes);
+  }
+  squeeze(x: string, axes: number[]): string {
+    return Squeeze.build(this, x, axes);
+  }
+  flatten(x: string, axis = 1): string {
+    return Flatten.build(this, x, axis);
   }
   shape(x: string): string {
-    const s = this.shapeOf(x);
-    return this.op1('Shape', [x], {}, 'int64', s ? [s.length] : undefined);
+    return ShapeOf.build(this, x);
   }
   expand(x: string, shapeValue: string, inferShape?: Shape): string {
-    return this.op1('Expand', [x, shapeValue], {}, this.dtypeOf(x), inferShape);
+    return Expand.build(this, x, shapeValue, inferShape);
   }
   /** Range(start, limit, delta) over scalar values of one dtype. */
   range(start: string, limit: string, delta: string, inferShape?: Shape): string {
-    return this.op1('Range', [start, limit, delta], {}, this.dtypeOf(start), inferShape);
+    return Range.build(this, start, limit, delta, inferShape);
   }
 }
-
-/** ONNX TensorProto.DataType codes. */
-export const ONNX_DTYPE: Record<DType, number> = {
-  float32: 1, uint8: 2, int8: 3, int32: 6, int64: 7, bool: 9, float16: 10, bfloat16: 16,
-};

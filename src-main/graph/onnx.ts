@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import type { onnx as Onnx } from 'onnx-proto';
-import { OPSET, ONNX_DTYPE, bytesPerElement, numel, tensorValues, type Attr, type Graph, type Tensor, type Value } from './ir.js';
+import { OPSET, ONNX_DTYPE, bytesPerElement, numel, tensorValues, type Attr, type Graph, type Tensor, type Value } from './ir-data.js';
 
 // onnx-proto is CommonJS with a single `module.exports`, so Node ESM sees only a default export.
 const { onnx } = onnxProto;

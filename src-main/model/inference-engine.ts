@@ -15,11 +15,10 @@
  * The KV cache goes in and out of each step through host memory (the Node binding has no
  * device-resident outputs); per token that costs 2 × layers × kvHeads × seq × headDim floats.
  */
-import ort from 'onnxruntime-node';
 import { UserError } from '../../src-shared/types.js';
 import { Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 import { checkpointWeights, decoderGraph, type WeightSource } from './decoder.js';
-import { createSession, assertCudaAvailable, int64Tensor, type Device, type SessionConfig } from './ort-session.js';
+import { ort, createSession, assertCudaAvailable, int64Tensor, type Device, type SessionConfig } from './ort-session.js';
 import { ChatTokenizer } from './tokenizer.js';
 import { sampleToken, seededRandom } from './sampling.js';
 

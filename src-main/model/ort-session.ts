@@ -23,6 +23,13 @@ import { UserError } from '../../src-shared/types.js';
 import type { Graph } from '../graph/ir.js';
 import { needsExternalData, saveModel, serializeModel } from '../graph/onnx.js';
 
+/**
+ * ONNX Runtime itself (tensors, session types), for the modules that feed and read sessions.
+ * This module is the only one that imports onnxruntime-node (test/graph/ort-import.test.ts
+ * checks it), so the native binding is loaded from one place.
+ */
+export { ort };
+
 export type Device = 'cpu' | 'cuda';
 
 export interface SessionConfig {

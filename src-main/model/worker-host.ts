@@ -31,13 +31,14 @@ export function reviveError(e: ErrorPayload): Error {
 }
 
 /**
- * Loads onnxruntime-node's native binding on this (long-lived) thread once. The binding is
- * not context-aware: if the first thread that loaded it exits, later workers fail with
- * "Module did not self-register". Holding it here keeps it registered for every worker.
+ * Loads onnxruntime-node's native binding on this (long-lived) thread once, through the one
+ * module that imports it (./ort-session.ts). The binding is not context-aware: if the first
+ * thread that loaded it exits, later workers fail with "Module did not self-register".
+ * Holding it here keeps it registered for every worker.
  */
 let pinned: Promise<unknown> | undefined;
 function pinNativeBinding(): Promise<unknown> {
-  return (pinned ??= import('onnxruntime-node'));
+  return (pinned ??= import('./ort-session.js'));
 }
 
 /** Starts the worker (its compiled file if the build has one, else its source through tsx). */

@@ -33,11 +33,10 @@
  * Sessions are created on the requested EP only (../model/ort-session.ts: CUDA when its
  * provider is installed, else a UserError; never a silent CPU fallback).
  */
-import ort from 'onnxruntime-node';
 import { UserError } from '../../src-shared/types.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
 import { checkpointWeights, type WeightSource } from '../model/decoder.js';
-import { createSession, type Device } from '../model/ort-session.js';
+import { ort, createSession, type Device } from '../model/ort-session.js';
 import type {
   LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TrainStep,
 } from './training-step.js';

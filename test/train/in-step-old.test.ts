@@ -11,7 +11,7 @@ import ort from 'onnxruntime-node';
 import { GraphBuilder, int } from '../../src-main/graph/ir.js';
 import { serializeModel } from '../../src-main/graph/onnx.js';
 import { appendGradients, stopGradient } from '../../src-main/graph/autodiff.js';
-import { isStopGradient } from '../../src-main/graph/gradient-rules.js';
+import { isStopGradient } from '../../src-main/graph/autodiff.js';
 import { fillAdvantages, fillInStepAdvantages, inStepAdvantageMetrics } from '../../src-main/train/advantages.js';
 import { padBatch, responseValues, type TrainRow } from '../../src-main/train/batches.js';
 import { TrainStepEngine } from '../../src-main/train/step-engine.js';

@@ -6,7 +6,8 @@
  * IR only knows symbolically ('B', 'T', a fresh 'dim_7') falls back to Shape-based ops that
  * work out the same thing at run time.
  */
-import { GraphBuilder, f32Tensor, int, type Dim, type Shape, type Tensor } from './ir.js';
+import type { GraphBuilder } from './ir.js';
+import { f32Tensor, int, type Dim, type Shape, type Tensor } from './ir-data.js';
 
 export const isStatic = (s: Shape | undefined): s is number[] => !!s && s.every((d) => typeof d === 'number');
 
