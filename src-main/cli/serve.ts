@@ -4,9 +4,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { assertLoopbackHost } from '../http/access.js';
+import { defaultDbPath } from '../store/db-location.js';
 import { serveApp } from '../api/serve-app.js';
 import { UserError } from '../../src-shared/types.js';
-import { defaultDbPath, intFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
+import { intFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
 export const DEFAULT_PORT = 8787;
 
