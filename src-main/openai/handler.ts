@@ -24,7 +24,7 @@
  *
  * Proxy mode and live capture (issue 7, src-main/capture/): with `upstream()` set, requests
  * are forwarded to that OpenAI-compatible server instead (./upstream.ts); with `capture`,
- * each request is handed to the capture hook, and its reply is committed to the capture log
+ * each request is handed to the capture hook (./capture-hook.ts), and its reply is committed to the capture log
  * (fsync) BEFORE the response finishes — the JSON body is sent, or the stream's `[DONE]`
  * written, only after that. Replies of the local model carry their rollout (prompt ids,
  * generated ids, log-probs).
