@@ -14,7 +14,8 @@ import { JudgeService } from './judge-service.js';
 import { SettingsStore, settingsPathFor } from '../store/settings-file.js';
 import { TrainingService } from './training-service.js';
 
-export type OpenWorkspace = (dbPath: string) => Promise<WorkspaceApi>;
+/** Opens a database; `serve` asks for a workspace that also has what live capture needs. */
+export type OpenWorkspace<W extends WorkspaceApi = WorkspaceApi> = (dbPath: string) => Promise<W>;
 
 /** Live capture, where `serve` hosts it (src-main/capture/service.ts). */
 export interface CaptureController {
@@ -27,7 +28,7 @@ export interface CaptureController {
 const CAPTURE_UNAVAILABLE =
   'Live capture runs under `hindsight serve`, which hosts the OpenAI-compatible endpoint chat clients talk to; start it with `hindsight serve --capture`.';
 
-export interface ServiceOptions {
+export interface ServiceOptions<W extends WorkspaceApi = WorkspaceApi> {
   dbPath: string;
   /** The app's resources/ folder: the sample export and the demo model live there. */
   resourcesDir: string;
@@ -35,25 +36,25 @@ export interface ServiceOptions {
   transport: AppInfo['transport'];
   host: HostBridge;
   events: EventHub;
-  openWorkspace: OpenWorkspace;
+  openWorkspace: OpenWorkspace<W>;
 }
 
-export class HindsightService implements ApiHandlers {
+export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements ApiHandlers {
   private settingsStore: SettingsStore;
   private readonly training: TrainingService;
   private readonly judges: JudgeService;
   private capture: CaptureController | null = null;
 
   private constructor(
-    private readonly options: ServiceOptions,
-    private workspace: WorkspaceApi,
+    private readonly options: ServiceOptions<W>,
+    private workspace: W,
   ) {
     this.settingsStore = new SettingsStore(settingsPathFor(workspace.dbPath), this.demoModelDir);
     this.training = new TrainingService(options.events, () => this.workspace);
     this.judges = new JudgeService(options.events, () => this.settingsStore);
   }
 
-  static async create(options: ServiceOptions): Promise<HindsightService> {
+  static async create<W extends WorkspaceApi>(options: ServiceOptions<W>): Promise<HindsightService<W>> {
     fs.mkdirSync(path.dirname(options.dbPath), { recursive: true });
     return new HindsightService(options, await options.openWorkspace(options.dbPath));
   }
@@ -64,7 +65,7 @@ export class HindsightService implements ApiHandlers {
   }
 
   /** The open workspace (it changes when the user opens another database). */
-  get currentWorkspace(): WorkspaceApi {
+  get currentWorkspace(): W {
     return this.workspace;
   }
 

@@ -16,18 +16,19 @@
 //     request with a foreign Origin is refused; API calls must be `application/json`
 //     (a cross-site form cannot send that without a preflight, which is never granted).
 //   - A strict Content-Security-Policy on every response: no inline or eval'd script.
-import crypto from 'node:crypto';
+//   - A call's body is limited (4 MB; an upload's to its base64 size): a larger one gets 413
+//     at once, unread, and that connection closes (src-main/http/json.ts).
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { UserError } from '../../src-shared/types.js';
 import { CALLS, MAX_UPLOAD_BYTES, type ApiErrorBody, type ApiHandlers, type CallResult } from '../../src-shared/contract.js';
+import { assertLoopbackHost, hasBearerToken, listenOnLoopback, newAccessToken, sameSecret } from '../http/access.js';
+import { BodyTooLargeError, mediaType, readBody, refuseOversizedBody, sendJson, sendJsonError, sendText } from '../http/json.js';
 import { CONTENT_SECURITY_POLICY } from './csp.js';
 import { runCall } from './errors.js';
 import type { EventHub } from '../workspace/event-hub.js';
 
 const COOKIE = 'hindsight_token';
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '::1']);
 const MAX_CALL_BODY = 4 * 1024 * 1024;
 /** Base64 inflates by 4/3; leave room for the JSON around it. */
 const MAX_UPLOAD_BODY = Math.ceil(MAX_UPLOAD_BYTES / 3) * 4 + 64 * 1024;
@@ -70,28 +71,17 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** Refuses anything but a loopback address: the API can read and write files as the user. */
-export function assertLoopbackHost(host: string): void {
-  if (!LOOPBACK_HOSTS.has(host)) {
-    throw new UserError(
-      `refusing to listen on '${host}': hindsight serve binds to loopback only (127.0.0.1, ::1 or localhost). ` +
-        `To use it from another machine, forward the port over SSH (ssh -L 8787:127.0.0.1:8787 gpu-box).`,
-    );
-  }
-}
-
 export async function startHttpServer(options: HttpServerOptions): Promise<RunningServer> {
   const host = options.host ?? '127.0.0.1';
   assertLoopbackHost(host);
-  const token = options.token ?? crypto.randomBytes(24).toString('base64url');
+  const token = options.token ?? newAccessToken();
   const sseClients = new Set<http.ServerResponse>();
   let allowedHosts = new Set<string>();
 
   const server = http.createServer((req, res) => {
     handle(req, res).catch((err) => {
       process.stderr.write(`hindsight serve: ${(err as Error).stack ?? err}\n`);
-      if (!res.headersSent) sendJson(res, 500, { ok: false, error: { kind: 'internal', message: 'Internal server error' } });
-      else res.end();
+      sendJsonError(res, 500, errorResult('internal', 'Internal server error'));
     });
   });
 
@@ -135,7 +125,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
   }
 
   async function handleCall(req: http.IncomingMessage, res: http.ServerResponse, name: string): Promise<void> {
-    const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+    const type = mediaType(req);
     if (type !== 'application/json') {
       return sendJson(res, 415, errorResult('validation', `API calls need 'Content-Type: application/json' (got '${type || 'none'}').`));
     }
@@ -144,7 +134,8 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
     try {
       body = await readBody(req, limit);
     } catch (err) {
-      return sendJson(res, 413, errorResult('validation', (err as Error).message));
+      if (err instanceof BodyTooLargeError) return refuseOversizedBody(res, errorResult('validation', err.message));
+      throw err;
     }
     let input: unknown = {};
     if (body.trim() !== '') {
@@ -196,13 +187,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
     fs.createReadStream(file).pipe(res);
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', (err: NodeJS.ErrnoException) =>
-      reject(err.code === 'EADDRINUSE' ? new UserError(`port ${options.port} on ${host} is already in use; pick another with --port`) : err),
-    );
-    server.listen(options.port ?? 0, host, () => resolve());
-  });
-  const port = (server.address() as { port: number }).port;
+  const port = await listenOnLoopback(server, host, options.port ?? 0, '; pick another with --port');
   allowedHosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
   const urlHost = host === '::1' ? '[::1]' : host;
   const base = `http://${urlHost}:${port}/`;
@@ -228,17 +213,7 @@ const unauthorizedText =
   'or send `Authorization: Bearer <token>`.';
 
 function isAuthorized(req: http.IncomingMessage, token: string): boolean {
-  const auth = req.headers.authorization;
-  if (auth?.startsWith('Bearer ') && sameSecret(auth.slice(7).trim(), token)) return true;
-  const cookie = parseCookies(req.headers.cookie)[COOKIE];
-  return cookie !== undefined && sameSecret(cookie, token);
-}
-
-/** Constant-time comparison, so the token cannot be guessed byte by byte from timings. */
-function sameSecret(given: string, token: string): boolean {
-  const a = Buffer.from(given);
-  const b = Buffer.from(token);
-  return a.length === b.length && crypto.timingSafeEqual(a, b);
+  return hasBearerToken(req, token) || sameSecret(parseCookies(req.headers.cookie)[COOKIE], token);
 }
 
 function parseCookies(header: string | undefined): Record<string, string> {
@@ -264,24 +239,6 @@ function originHost(origin: string): string {
   } catch {
     return '';
   }
-}
-
-function readBody(req: http.IncomingMessage, limit: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        reject(new Error(`The request body is larger than ${Math.round(limit / 1024 / 1024)} MB.`));
-        req.destroy();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
 }
 
 function errorResult(kind: ApiErrorBody['kind'], message: string): CallResult<never> {
@@ -312,14 +269,4 @@ function setSecurityHeaders(res: http.ServerResponse): void {
   res.setHeader('X-Frame-Options', 'DENY');
   res.setHeader('Cross-Origin-Opener-Policy', 'same-origin');
   res.setHeader('Cross-Origin-Resource-Policy', 'same-origin');
-}
-
-function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store' });
-  res.end(JSON.stringify(body));
-}
-
-function sendText(res: http.ServerResponse, status: number, text: string): void {
-  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Cache-Control': 'no-store' });
-  res.end(text + '\n');
 }

@@ -3,4 +3,4 @@
 import { Workspace } from '../workspace/workspace.js';
 import type { OpenWorkspace } from './app-service.js';
 
-export const openWorkspace: OpenWorkspace = (dbPath) => Workspace.open(dbPath);
+export const openWorkspace: OpenWorkspace<Workspace> = (dbPath) => Workspace.open(dbPath);

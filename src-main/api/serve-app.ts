@@ -11,7 +11,7 @@ import { HindsightService, type OpenWorkspace } from './app-service.js';
 import { SettingsStore, settingsPathFor } from '../store/settings-file.js';
 import { createOpenAiHandler } from '../openai/handler.js';
 import type { UpstreamTarget } from '../openai/upstream.js';
-import { CaptureService } from '../capture/capture-service.js';
+import { CaptureService, type CaptureWorkspace } from '../capture/capture-service.js';
 
 export interface ServeOptions {
   dbPath: string;
@@ -20,7 +20,7 @@ export interface ServeOptions {
   token?: string;
   /** Build the UI when missing or stale (default true); the API tests skip it. */
   buildRenderer?: boolean;
-  openWorkspace?: OpenWorkspace;
+  openWorkspace?: OpenWorkspace<CaptureWorkspace>;
   log?: (line: string) => void;
   /** The model the OpenAI-compatible /v1 API serves; default: the settings' model folder (the demo model until changed). */
   openaiModelDir?: string;
@@ -35,7 +35,7 @@ export interface ServeOptions {
 }
 
 export interface ServeHandle extends RunningServer {
-  service: HindsightService;
+  service: HindsightService<CaptureWorkspace>;
   events: EventHub;
   capture: CaptureService;
 }
@@ -48,6 +48,7 @@ export async function serveApp(options: ServeOptions): Promise<ServeHandle> {
   const log = options.log ?? (() => {});
   const rendererDir = options.buildRenderer === false ? path.join(PROJECT_ROOT, 'out', 'renderer') : await ensureRendererBuilt(log);
   const events = new EventHub();
+  const openWorkspace: OpenWorkspace<CaptureWorkspace> = options.openWorkspace ?? defaultOpenWorkspace;
   const service = await HindsightService.create({
     dbPath: options.dbPath,
     resourcesDir: path.join(PROJECT_ROOT, 'resources'),
@@ -55,7 +56,7 @@ export async function serveApp(options: ServeOptions): Promise<ServeHandle> {
     transport: 'http',
     host: browserHost,
     events,
-    openWorkspace: options.openWorkspace ?? defaultOpenWorkspace,
+    openWorkspace,
   });
   // /v1: the settings are read per request, so a model folder changed in Settings is served next.
   const demoModelDir = path.join(PROJECT_ROOT, 'resources', 'models', 'stories260K');

@@ -10,7 +10,7 @@ import { app, BrowserWindow, ipcMain, Menu, protocol, session, shell, type WebCo
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { defaultDbPath } from '../cli/args.js';
+import { defaultDbPath } from '../store/db-location.js';
 import { CONTENT_SECURITY_POLICY } from '../api/csp.js';
 import { runCall } from '../api/errors.js';
 import { EventHub } from '../workspace/event-hub.js';

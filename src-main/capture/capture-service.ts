@@ -25,13 +25,13 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type http from 'node:http';
 import path from 'node:path';
-import { UserError } from '../../src-shared/types.js';
-import { Workspace } from '../workspace/workspace.js';
+import { UserError, type ImportedConversation } from '../../src-shared/types.js';
 import type { WorkspaceApi } from '../../src-shared/views.js';
 import type { CaptureStatus } from '../../src-shared/contract.js';
+import type { CaptureExchangeRow } from '../workspace/workspace.js';
 import type { EventHub } from '../workspace/event-hub.js';
 import type { SettingsStore } from '../store/settings-file.js';
-import type { CapturedReplyIn, CaptureHook, CaptureTicket } from '../openai/handler.js';
+import type { CapturedReplyIn, CaptureHook, CaptureTicket } from '../openai/capture-hook.js';
 import { RequestError, type ChatRequest } from '../openai/protocol.js';
 import type { UpstreamTarget } from '../openai/upstream.js';
 import { CaptureLog, captureLogPathFor } from './capture-log.js';
@@ -39,8 +39,15 @@ import { CaptureLoop, untrainedSamples } from './loop.js';
 import { recordSession, type CapturedMessage, type CaptureRecord, type ReplyRecord, type RequestRecord } from './capture-records.js';
 import { LiveSessions } from './capture-sessions.js';
 
+/** What capture needs of the open workspace: the data facade, and mirroring the capture log into it. */
+export interface CaptureWorkspace extends WorkspaceApi {
+  /** Stores exchanges and captured conversations; returns the samples each session gained. */
+  applyCapture(exchanges: readonly CaptureExchangeRow[], conversations: readonly ImportedConversation[], logPath: string): Map<string, number[]>;
+  captureCounts(): { exchanges: number; pendingJudge: number; sessionIds: string[] };
+}
+
 export interface CaptureServiceOptions {
-  workspace(): WorkspaceApi;
+  workspace(): CaptureWorkspace;
   settings(): SettingsStore;
   events: EventHub;
   /** The model folder the endpoint serves. */
@@ -124,13 +131,11 @@ export class CaptureService {
     return st;
   }
 
-  private workspace(): Workspace {
-    const ws = this.options.workspace();
-    if (!(ws instanceof Workspace)) throw new UserError('live capture needs the SQLite workspace');
-    return ws;
+  private workspace(): CaptureWorkspace {
+    return this.options.workspace();
   }
 
-  private replay(st: DbState, ws: Workspace): void {
+  private replay(st: DbState, ws: CaptureWorkspace): void {
     const { records, skipped } = st.log.read();
     for (const line of skipped) this.options.log(`capture log: skipped ${line}`);
     const rows = [];
@@ -213,7 +218,7 @@ export class CaptureService {
   }
 
   /** Mirrors the log into the database; a failure here is logged, never the client's problem (replay heals it). */
-  private applyToDb(st: DbState, ws: Workspace, rows: Parameters<Workspace['applyCapture']>[0], sessionId: string | null): void {
+  private applyToDb(st: DbState, ws: CaptureWorkspace, rows: readonly CaptureExchangeRow[], sessionId: string | null): void {
     try {
       const conv = sessionId ? st.sessions.conversation(sessionId) : null;
       const fresh = ws.applyCapture(rows, conv ? [conv] : [], st.log.filePath);

@@ -1,7 +1,8 @@
 // Shared argument parsing for the CLI commands, on node:util's parseArgs.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import os from 'node:os';
-import path from 'node:path';
+
+/** Every command's `--db` defaults to the app's own database. */
+export { defaultDbPath } from '../store/db-location.js';
 
 /** A command takes its argv (after the command name) and returns its exit status. */
 export type Command = (argv: string[]) => Promise<number | void>;
@@ -25,19 +26,6 @@ export function parseCommandArgs<O extends Options>(argv: string[], options: O, 
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
-}
-
-/** The app's own database in the per-user data folder (what Electron calls userData). */
-export function defaultDbPath(): string {
-  const home = os.homedir();
-  const base =
-    process.env.HINDSIGHT_HOME ??
-    (process.platform === 'win32'
-      ? path.join(process.env.APPDATA ?? path.join(home, 'AppData', 'Roaming'), 'Hindsight')
-      : process.platform === 'darwin'
-        ? path.join(home, 'Library', 'Application Support', 'Hindsight')
-        : path.join(process.env.XDG_CONFIG_HOME ?? path.join(home, '.config'), 'Hindsight'));
-  return path.join(base, 'hindsight.db');
 }
 
 /** Parses a number flag, or throws a UsageError naming the flag. */

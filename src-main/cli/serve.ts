@@ -3,10 +3,11 @@
 // Prints the URL to open, which carries the token once; runs until Ctrl+C.
 import fs from 'node:fs';
 import path from 'node:path';
-import { assertLoopbackHost } from '../api/http-server.js';
+import { assertLoopbackHost } from '../http/access.js';
+import { defaultDbPath } from '../store/db-location.js';
 import { serveApp } from '../api/serve-app.js';
 import { UserError } from '../../src-shared/types.js';
-import { defaultDbPath, intFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
+import { intFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
 export const DEFAULT_PORT = 8787;
 

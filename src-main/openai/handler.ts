@@ -24,7 +24,7 @@
  *
  * Proxy mode and live capture (issue 7, src-main/capture/): with `upstream()` set, requests
  * are forwarded to that OpenAI-compatible server instead (./upstream.ts); with `capture`,
- * each request is handed to the capture hook, and its reply is committed to the capture log
+ * each request is handed to the capture hook (./capture-hook.ts), and its reply is committed to the capture log
  * (fsync) BEFORE the response finishes — the JSON body is sent, or the stream's `[DONE]`
  * written, only after that. Replies of the local model carry their rollout (prompt ids,
  * generated ids, log-probs).
@@ -37,40 +37,18 @@
  * `Retry-After`.
  */
 import crypto from 'node:crypto';
-import http from 'node:http';
+import type http from 'node:http';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
+import { hasBearerToken } from '../http/access.js';
+import { BodyTooLargeError, mediaType, readBody, refuseOversizedBody, sendJson } from '../http/json.js';
 import type { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
 import { completeChat, tokenLogprobs, type ChatResult } from './local-chat.js';
 import { loadServedModel, servedModelId } from './served-model.js';
-import { chunkBody, completionBody, errorBody, parseChatRequest, RequestError, type ChatRequest, type FinishReason, type ToolCallOut } from './protocol.js';
+import type { CaptureHook } from './capture-hook.js';
+import { chunkBody, completionBody, errorBody, parseChatRequest, RequestError, type ChatRequest } from './protocol.js';
 import { forwardChat, type UpstreamTarget } from './upstream.js';
-
-/** A reply as live capture records it. */
-export interface CapturedReplyIn {
-  content: string;
-  reasoning?: string;
-  toolCalls: ToolCallOut[];
-  finishReason: FinishReason;
-  servedBy: 'local' | 'upstream';
-  /** The id the answer carried. */
-  model: string | null;
-  /** The local model folder that generated it (null upstream). */
-  modelDir: string | null;
-  rollout: { promptIds: number[]; tokens: number[]; logprobs: number[] } | null;
-}
-
-/** One captured request: commit its reply (durably) before the response finishes. */
-export interface CaptureTicket {
-  commit(reply: CapturedReplyIn): void;
-}
-
-/** Live capture's side of the endpoint (src-main/capture/service.ts). */
-export interface CaptureHook {
-  /** Called for each valid request; null when capture is off. May throw a RequestError (a bad header). */
-  begin(headers: http.IncomingHttpHeaders, body: Record<string, unknown>, request: ChatRequest): CaptureTicket | null;
-}
 
 export interface OpenAiHandlerOptions {
   /** The model folder to serve, asked on each request (settings may change it). */
@@ -190,35 +168,6 @@ export interface OpenAiHandler {
   close(): Promise<void>;
 }
 
-function sameSecret(given: string, token: string): boolean {
-  const a = Buffer.from(given);
-  const b = Buffer.from(token);
-  return a.length === b.length && crypto.timingSafeEqual(a, b);
-}
-
-function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store' });
-  res.end(JSON.stringify(body));
-}
-
-function readBody(req: http.IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_BODY) {
-        reject(new RequestError(`the request body is larger than ${MAX_BODY / 1024 / 1024} MB`, null, 413));
-        req.resume();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
-
 export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandler {
   const slot = new ModelSlot(options.device ?? 'cpu');
   const log = options.log ?? ((line: string) => process.stderr.write(`hindsight openai: ${line}\n`));
@@ -226,9 +175,9 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
   const modelId = () => servedModelId(options.modelDir(), adapterDir());
 
   async function chatCompletions(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+    const type = mediaType(req);
     if (type !== 'application/json') throw new RequestError(`send the request as 'Content-Type: application/json' (got '${type || 'none'}')`, null, 415);
-    const text = await readBody(req);
+    const text = await readBody(req, MAX_BODY);
     let json: unknown;
     try {
       json = JSON.parse(text);
@@ -333,8 +282,7 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
 
   async function route(req: http.IncomingMessage, res: http.ServerResponse, token: string): Promise<void> {
     try {
-      const auth = req.headers.authorization ?? '';
-      if (!auth.startsWith('Bearer ') || !sameSecret(auth.slice(7).trim(), token)) {
+      if (!hasBearerToken(req, token)) {
         throw new RequestError(
           "missing or wrong API key: send 'Authorization: Bearer <token>' with the access token that `hindsight serve` printed",
           null,
@@ -355,10 +303,8 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
       }
       throw new RequestError(`unknown endpoint ${req.method} ${pathname}: this server has GET /v1/models and POST /v1/chat/completions`, null, 404, 'invalid_request_error', 'unknown_url');
     } catch (err) {
-      if (res.headersSent) {
-        res.end();
-        return;
-      }
+      if (res.headersSent) return void res.end();
+      if (err instanceof BodyTooLargeError) return refuseOversizedBody(res, errorBody(err.message, 'invalid_request_error'));
       if (err instanceof RequestError) {
         if (err.retryAfter !== undefined) res.setHeader('Retry-After', String(err.retryAfter));
         return sendJson(res, err.status, errorBody(err.message, err.type, err.param, err.code));

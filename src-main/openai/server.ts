@@ -7,10 +7,9 @@
  *     // base URL server.baseUrl (http://127.0.0.1:PORT/v1), API key server.token
  *     await server.close();
  */
-import crypto from 'node:crypto';
 import http from 'node:http';
-import { assertLoopbackHost } from '../api/http-server.js';
-import { UserError } from '../../src-shared/types.js';
+import { assertLoopbackHost, listenOnLoopback, newAccessToken } from '../http/access.js';
+import { sendJson } from '../http/json.js';
 import type { Device } from '../model/ort-session.js';
 import { createOpenAiHandler } from './handler.js';
 import { errorBody } from './protocol.js';
@@ -39,22 +38,15 @@ export interface OpenAiServer {
 export async function startOpenAiServer(options: OpenAiServerOptions): Promise<OpenAiServer> {
   const host = options.host ?? '127.0.0.1';
   assertLoopbackHost(host);
-  const token = options.token ?? crypto.randomBytes(24).toString('base64url');
+  const token = options.token ?? newAccessToken();
   const modelDir = typeof options.modelDir === 'string' ? () => options.modelDir as string : options.modelDir;
   const handler = createOpenAiHandler({ modelDir, adapterDir: () => options.adapterDir ?? null, device: options.device, log: options.log });
   const server = http.createServer((req, res) => {
     const pathname = (req.url ?? '/').split('?')[0]!;
     if (pathname === '/v1' || pathname.startsWith('/v1/')) return void handler.route(req, res, token);
-    res.writeHead(404, { 'Content-Type': 'application/json; charset=utf-8' });
-    res.end(JSON.stringify(errorBody(`unknown path ${pathname}: the OpenAI-compatible API lives under /v1`, 'invalid_request_error', null, 'unknown_url')));
+    sendJson(res, 404, errorBody(`unknown path ${pathname}: the OpenAI-compatible API lives under /v1`, 'invalid_request_error', null, 'unknown_url'));
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', (err: NodeJS.ErrnoException) =>
-      reject(err.code === 'EADDRINUSE' ? new UserError(`port ${options.port} on ${host} is already in use`) : err),
-    );
-    server.listen(options.port ?? 0, host, () => resolve());
-  });
-  const port = (server.address() as { port: number }).port;
+  const port = await listenOnLoopback(server, host, options.port ?? 0);
   const urlHost = host === '::1' ? '[::1]' : host;
   return {
     baseUrl: `http://${urlHost}:${port}/v1`,

@@ -14,7 +14,7 @@
  *   `timeoutMs` is a 504.
  */
 import http from 'node:http';
-import type { CapturedReplyIn } from './handler.js';
+import type { ReplyText } from './capture-hook.js';
 import { errorBody, RequestError, type FinishReason, type ToolCallOut } from './protocol.js';
 
 export interface UpstreamTarget {
@@ -71,7 +71,7 @@ export class ReplyAccumulator {
     if (choice.finish_reason === 'length' || choice.finish_reason === 'tool_calls' || choice.finish_reason === 'stop') this.finishReason = choice.finish_reason;
   }
 
-  reply(): Omit<CapturedReplyIn, 'servedBy' | 'modelDir' | 'rollout'> {
+  reply(): ReplyText {
     return {
       content: this.content,
       ...(this.reasoning ? { reasoning: this.reasoning } : {}),
@@ -83,7 +83,7 @@ export class ReplyAccumulator {
 }
 
 /** The reply of a non-streaming answer body. */
-function replyOfBody(body: unknown): Omit<CapturedReplyIn, 'servedBy' | 'modelDir' | 'rollout'> {
+function replyOfBody(body: unknown): ReplyText {
   const b = body as { model?: unknown; choices?: { message?: Record<string, unknown>; finish_reason?: unknown }[] };
   const message = b.choices?.[0]?.message;
   if (!message) throw new RequestError('the upstream server answered without choices[0].message', null, 502, 'server_error', 'upstream_garbage');
@@ -107,7 +107,7 @@ export async function forwardChat(
   body: Record<string, unknown>,
   req: http.IncomingMessage,
   res: http.ServerResponse,
-  onReply: (reply: Omit<CapturedReplyIn, 'servedBy' | 'modelDir' | 'rollout'>) => void,
+  onReply: (reply: ReplyText) => void,
 ): Promise<void> {
   const outgoing = { ...body, ...(target.model ? { model: target.model } : {}) };
   const stream = body.stream === true;
@@ -154,7 +154,7 @@ export async function forwardChat(
   }
 }
 
-async function relayStream(upstream: Response, res: http.ServerResponse, onReply: (reply: ReturnType<ReplyAccumulator['reply']>) => void): Promise<void> {
+async function relayStream(upstream: Response, res: http.ServerResponse, onReply: (reply: ReplyText) => void): Promise<void> {
   res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-store', Connection: 'keep-alive' });
   const acc = new ReplyAccumulator();
   const decoder = new TextDecoder();

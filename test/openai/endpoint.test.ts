@@ -161,6 +161,13 @@ describe('POST /v1/chat/completions', () => {
     expect(unknown.status).toBe(404);
   });
 
+  it('refuses a body over 8 MB with 413 in OpenAI’s error shape, and closes that connection', async () => {
+    const res = await post(' '.repeat(8 * 1024 * 1024 + 1));
+    expect(res.status).toBe(413);
+    expect(res.headers.get('connection')).toBe('close');
+    expect((await res.json()).error).toMatchObject({ type: 'invalid_request_error', message: expect.stringMatching(/larger than 8 MB/) });
+  });
+
   it('accepts text parts, developer messages and an unknown model name', async () => {
     const res = await post({
       model: 'gpt-4o',
