@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""PyTorch reference for bench/train.ts: the same LoRA training step (PPO-clip loss of SPEC §5,
+"""PyTorch reference for bench/train.ts: the same LoRA training step (PPO-clip loss of docs/design.md §Losses,
 global-norm clipping, AdamW) on the same checkpoint, LoRA weights and batch, timed with the
 same thread count. The decoder is bench/model_torch.py's plain-torch one; LoRA is added on
 each targeted projection as y + ((x·Aᵀ)·s)·Bᵀ, as the ONNX training graph does.
 
 usage: train_torch.py REQUEST.json   → prints one JSON object on stdout
 REQUEST: {"model": DIR, "adapter": PEFT_DIR, "threads": N, "repeats": R, "lr": X, "max_grad_norm": X,
-          "eps_low": X, "eps_high": X, "batch": {"input_ids", "response_mask", "old", "advantages"} ([B][T], SPEC grid)}
+          "eps_low": X, "eps_high": X, "batch": {"input_ids", "response_mask", "old", "advantages"} ([B][T], token grid: position t = token t)}
 """
 import json
 import os

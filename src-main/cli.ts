@@ -1,4 +1,4 @@
-// `hindsight <command> …` (SPEC §7). Each command lives in src-main/cli/<command>.ts and is
+// `hindsight <command> …` (docs/design.md §Command line). Each command lives in src-main/cli/<command>.ts and is
 // loaded only when asked for, so `hindsight stats` never pays for ONNX Runtime's start-up.
 //
 // Exit status: 0 on success, 1 on a user error (one-line message), 2 on bad usage.

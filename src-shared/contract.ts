@@ -106,7 +106,7 @@ export interface CaptureStatus {
   available: boolean;
   reason: string | null;
   enabled: boolean;
-  /** The append-only capture log (the source of truth; see src-main/capture/log.ts). */
+  /** The append-only capture log (the source of truth; see src-main/capture/capture-log.ts). */
   logPath: string | null;
   /** The base URL to give chat clients (http://127.0.0.1:PORT/v1); the API key is the launch token. */
   endpoint: string | null;

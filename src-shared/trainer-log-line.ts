@@ -1,5 +1,5 @@
 /**
- * The shape of one `trainer_log.jsonl` line (see log.ts). It lives apart from the log's writer
+ * The shape of one `trainer_log.jsonl` line (written by src-main/train/trainer-log.ts). It lives apart from the log's writer
  * because the API contract, which the sandboxed preload and the browser bundle load, builds its
  * `train.progress` event from it and must not reach Node modules, even for type checking.
  */

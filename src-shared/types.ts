@@ -1,4 +1,4 @@
-// The shared data model (SPEC §1). Importers produce `ImportedConversation`s; the store
+// The shared data model (docs/design.md §Data model). Importers produce `ImportedConversation`s; the store
 // persists them as sessions and turns; the pipeline derives samples; labels sit on samples.
 // Every layer speaks these types, so a change here is a change to the whole app.
 

@@ -116,7 +116,7 @@ export interface JudgeCandidate {
   label: { source: LabelSource | null; judgeBackend: string | null; judgeModel: string | null; promptVersion: string | null };
 }
 
-/** Who produced a verdict, as stored beside the label (SPEC §4: backend, model, prompt version). */
+/** Who produced a verdict, as stored beside the label (docs/design.md §Judges: backend, model, prompt version). */
 export interface VerdictProvenance {
   labelSource: LabelSource;
   backend: string;
@@ -124,7 +124,7 @@ export interface VerdictProvenance {
   promptVersion: string;
 }
 
-/** A chat message as chat templates and TRL expect it (see pipeline/messages.ts). */
+/** A chat message as chat templates and TRL expect it (see src-main/pipeline/chat-messages.ts). */
 export type TrainingMessage = {
   role: Role;
   content: string;
@@ -158,7 +158,7 @@ export interface TrainingSample {
   rollout?: { promptIds: number[]; tokens: number[]; logprobs: number[] };
 }
 
-/** The optional context window of SPEC §3 (leading system turns always stay). */
+/** The optional context window of docs/design.md §Samples and next states (leading system turns always stay). */
 export interface ContextWindowSetting {
   lastTurns?: number;
   tokenBudget?: number;
@@ -191,7 +191,7 @@ export interface WorkspaceApi {
   /**
    * The samples training uses: those labelled ±1 or carrying a hint. Samples with reward 0
    * (or unlabeled) are dropped, except that a session with samples but none trainable
-   * keeps its first sample with reward 0 (the at-least-one rule of SPEC §3).
+   * keeps its first sample with reward 0 (the at-least-one rule of docs/design.md §At-least-one).
    */
   trainingSamples(options?: { rolloutsFor?: string; format?: SessionFormat }): TrainingSample[];
   /** Removes a session with its turns, samples and labels (and captured exchanges); false when there was none. */

@@ -17,7 +17,7 @@ import { TrainingService } from './training-service.js';
 /** Opens a database; `serve` asks for a workspace that also has what live capture needs. */
 export type OpenWorkspace<W extends WorkspaceApi = WorkspaceApi> = (dbPath: string) => Promise<W>;
 
-/** Live capture, where `serve` hosts it (src-main/capture/service.ts). */
+/** Live capture, where `serve` hosts it (src-main/capture/capture-service.ts). */
 export interface CaptureController {
   status(): CaptureStatus;
   rollback(): Promise<CaptureStatus>;

@@ -4,7 +4,7 @@
  * date as new ones are appended — the same `apply` both times, so a restart sees exactly the
  * state the running process had.
  *
- * Resolution of a request (SPEC-free choices, documented in the README):
+ * Resolution of a request (choices of our own, documented in docs/design.md §Capture sessions):
  * - The key is the `X-Session-Id` header, else `user:<user field>`, else none.
  * - A key's latest segment takes the request when the segment is open and the request
  *   CONTINUES it: its messages start with the previous main request's messages plus that
@@ -18,7 +18,7 @@
  *   with the segment they name or continue, or alone (`capture:side-…`, no turns) if none.
  *
  * A segment's conversation is its latest main request's messages followed by that request's
- * reply (when it came). Its samples follow from SPEC §3 as for any import: the last user or
+ * reply (when it came). Its samples follow as for any import (docs/design.md §Samples and next states): the last user or
  * tool message of a request is the next state of the reply before it.
  */
 import crypto from 'node:crypto';

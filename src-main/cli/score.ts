@@ -1,5 +1,5 @@
 // `hindsight score --model DIR --input IN.jsonl --out OUT.jsonl [--adapter DIR] [--device cpu|cuda]`
-// (SPEC §7): the log-probs of each line's response span. Input lines are either
+// (docs/design.md §Command line): the log-probs of each line's response span. Input lines are either
 // {"messages":[…], "response":"…"} (rendered through the model's chat template) or
 // {"input_ids":[…], "response_start":k}. Each output line is {"logprobs":[…]}, one fp32
 // natural log-prob per response token, in input order. The output is written atomically.

@@ -1,4 +1,4 @@
-// The six JSONL export formats (SPEC §6). Each format turns one session bundle into lines;
+// The six JSONL export formats (docs/design.md §Exports). Each format turns one session bundle into lines;
 // the writer streams them to disk. Output depends only on the database: sessions in a fixed
 // order (created_at, then id), samples by reply turn, object keys in a fixed order, and no
 // time of export anywhere, so the same database gives byte-identical files.

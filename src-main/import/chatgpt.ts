@@ -2,7 +2,7 @@
  * ChatGPT data export (`conversations.json`): one conversation is a tree of messages in
  * `mapping` (node id → {message, parent, children}); `current_node` is the leaf the user last saw.
  *
- * Choices (SPEC §2 leaves these open):
+ * Choices of our own (docs/design.md §Imports):
  * - The active branch is `current_node` → parents → root, reversed. Without a usable
  *   `current_node`, the newest leaf (by create_time) is taken. A cycle or a dangling parent
  *   cuts the branch there, with a warning.

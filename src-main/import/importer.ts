@@ -1,5 +1,5 @@
 /**
- * Chat-export import (SPEC §2): opens a file, a directory of split files or a zip, detects the
+ * Chat-export import (docs/design.md §Imports): opens a file, a directory of split files or a zip, detects the
  * format from the first bytes and the first record, and streams normalised conversations one
  * at a time, so that a 1 GB export imports in bounded memory.
  *

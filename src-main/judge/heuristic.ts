@@ -1,4 +1,4 @@
-// The built-in reward judge (SPEC §4, backend "heuristic"): keyword scoring of the next
+// The built-in reward judge (docs/design.md §Judges, backend "heuristic"): keyword scoring of the next
 // state with word boundaries and negation care, refusal detection on the reply, and error
 // detection on tool output. Deterministic and instant, so it labels every sample.
 //
@@ -56,7 +56,7 @@ const NEGATIVE: Cue[] = [
   { re: /^\s*actually\b/gi, weight: -1 },
 ];
 
-// Refusals in the reply itself (SPEC §4: counts as -1 whatever the user said next).
+// Refusals in the reply itself (docs/design.md §Judges: counts as -1 whatever the user said next).
 const REFUSAL =
   /\b(?:I\s+(?:cannot|can ?not|can't|can’t)\s+(?:help|assist|do|provide|comply|fulfil|fulfill|create|write|generate|answer|complete|support|share|give)|I\s+cannot\b|I\s+am\s+(?:unable|not able)\s+to|I['’]m\s+(?:unable|not able)\s+to|I\s+(?:won't|will not)\s+be\s+able\s+to)/i;
 

@@ -1,4 +1,4 @@
-// Rule-based hindsight hints (SPEC §4, the fallback of the hint judge): pull the directive
+// Rule-based hindsight hints (docs/design.md §Judges, the fallback of the hint judge): pull the directive
 // out of a user's reaction ("No, I said Python" → "I said Python"), or name a tool error,
 // then apply the quality filter shared with the LLM hint judge.
 //
@@ -59,7 +59,7 @@ export function givesDirection(hint: string): boolean {
   return words.some((w) => !NON_DIRECTIVE.has(w.replace(/^[.'-]+|[.'-]+$/g, '')));
 }
 
-/** The quality filter of SPEC §4: longer than 10 characters and gives a direction. */
+/** The quality filter of docs/design.md §Votes: longer than 10 characters and gives a direction. */
 export function isUsefulHint(hint: string | null | undefined): hint is string {
   if (!hint) return false;
   const h = hint.trim();

@@ -1,5 +1,5 @@
 /**
- * The LLM judge: SPEC §4's reward judge and hint judge over any chat model that can
+ * The LLM judge: docs/design.md §Judges's reward judge and hint judge over any chat model that can
  * complete a conversation — the local model (./local-completer.ts) or an OpenAI-compatible
  * server (./openai-client.ts). Both backends implement `ChatCompleter`; everything about
  * prompts, sampling, votes and parsing lives here once.

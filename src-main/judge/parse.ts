@@ -1,5 +1,5 @@
 /**
- * Reading a judge's answer (SPEC §4). Judges may think aloud, and thinking models often
+ * Reading a judge's answer (docs/design.md §Judges). Judges may think aloud, and thinking models often
  * write \boxed{…} while they reason, so the rules are:
  *   1. drop the reasoning: everything inside <think>…</think>, or before a lone </think>
  *      (templates such as Qwen3's open <think> in the prompt), or after an unclosed <think>

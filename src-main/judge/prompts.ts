@@ -1,5 +1,5 @@
 /**
- * The two LLM judge prompts of SPEC §4, in our own words, with their versions.
+ * The two LLM judge prompts of docs/design.md §Judges, in our own words, with their versions.
  *
  * A label records the prompt version that produced it, so changing a prompt's wording
  * MUST bump its version: the next judge run then re-judges every label made with the old

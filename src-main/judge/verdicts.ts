@@ -30,7 +30,7 @@ export interface JudgeBackend {
 }
 
 /**
- * SPEC §4 vote rule: unparseable votes (no reward) are dropped; no valid vote gives 0; a
+ * The vote rule (docs/design.md §Votes): unparseable votes (no reward) are dropped; no valid vote gives 0; a
  * tie for the top count gives 0; otherwise the most common value wins.
  */
 export function majorityVote(votes: readonly Vote[]): Reward {

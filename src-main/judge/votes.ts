@@ -1,5 +1,5 @@
 /**
- * Turning m judge votes into one label (SPEC §4).
+ * Turning m judge votes into one label (docs/design.md §Votes).
  *
  * Reward: unparseable votes are dropped; no valid vote gives 0; a tie for the top count
  * gives 0; otherwise the most common value wins (`majorityVote` in verdicts.ts).

@@ -105,7 +105,7 @@ export function parseReply(tokens: number[], tok: ThinkTokens): ParsedReply {
   return { content, reasoning, toolCalls, toolCallErrors: errors };
 }
 
-/** The project's own ToolCall shape (core/types) from an OpenAI-format call. */
+/** The project's own ToolCall shape (src-shared/types.ts) from an OpenAI-format call. */
 export function toToolCall(call: OpenAIToolCall): ToolCall {
   return { id: call.id, name: call.function.name, arguments: call.function.arguments };
 }

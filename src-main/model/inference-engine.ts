@@ -126,7 +126,7 @@ export class ModelEngine {
     }
   }
 
-  /** Log-probs of each row's response tokens (SPEC §5), computed in fp32 in the graph. */
+  /** Log-probs of each row's response tokens (docs/design.md §Losses), computed in fp32 in the graph. */
   async score(rows: ScoreRow[], options: ScoreOptions = {}): Promise<number[][]> {
     const batchSize = Math.max(1, options.batchSize ?? 8);
     rows.forEach((r, i) => {

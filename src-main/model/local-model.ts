@@ -1,6 +1,6 @@
 /**
  * The user's local model, for the rest of the app: ONNX Runtime runs in a worker thread
- * (./worker.ts), so the caller's event loop never blocks. The tokenizer and chat template
+ * (./model-worker.ts), so the caller's event loop never blocks. The tokenizer and chat template
  * also live here, on the caller's side: they are fast and synchronous.
  *
  *     const model = await LocalModel.load(dir, { device: 'cpu' });

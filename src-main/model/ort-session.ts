@@ -12,7 +12,7 @@
  * protobuf's 2 GiB cap are written with external data into a cache folder and loaded by path.
  *
  * These calls block the calling thread while ONNX Runtime works: call them from a worker
- * (./worker.ts does), never from the main thread.
+ * (./model-worker.ts does), never from the main thread.
  */
 import fs from 'node:fs';
 import os from 'node:os';

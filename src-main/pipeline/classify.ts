@@ -1,4 +1,4 @@
-// Turn classification, next-state extraction, context windows and samples (SPEC §3).
+// Turn classification, next-state extraction, context windows and samples (docs/design.md §Samples and next states).
 //
 // The rules, exactly:
 // - A turn is *side by nature* when it is hidden, a system turn, or its text is metadata:

@@ -1,4 +1,4 @@
-// The teacher ("enhanced") prompt of On-Policy Distillation (SPEC §4): the same context
+// The teacher ("enhanced") prompt of On-Policy Distillation (docs/design.md §Hint prompt): the same context
 // with the hindsight hint appended to the last user message, so the model shown the hint
 // can act as its own teacher. Shared by the sdft export and the trainer.
 /** Any chat message shape: Hindsight's ChatMessage, the tokenizer's, TRL's. */

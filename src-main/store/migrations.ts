@@ -6,7 +6,7 @@
 // and judge votes; they are read whole and never queried inside, so JSON text is enough.
 
 export const MIGRATIONS: readonly string[] = [
-  // 1: the data model of SPEC §1
+  // 1: the data model of docs/design.md §Data model
   `
   CREATE TABLE sources (
     id INTEGER PRIMARY KEY,

@@ -1,5 +1,5 @@
 /**
- * Per-token advantages of SPEC §5 on the student's [B, T] grid, and the batch metrics that
+ * Per-token advantages of docs/design.md §Advantages on the student's [B, T] grid, and the batch metrics that
  * come from them (reward mean, advantage mean, teacher–student gap).
  *
  *   rl       A_t = r

@@ -1,14 +1,14 @@
 /**
- * Training rows and batches (SPEC §5, §7).
+ * Training rows and batches (docs/design.md §Advantages).
  *
  * A row is one sample, pre-tokenised: the student sequence (context + reply) with where the
  * reply begins, its reward, optionally the teacher sequence (the hint-enhanced context
  * followed by the SAME reply tokens) and optionally the reply's rollout log-probs. Rows come
  * from the database (the Workspace's training samples through the chat template) or from a
- * `--data` JSONL file in exactly the line format of SPEC §7; the trainer writes the rows it
+ * `--data` JSONL file in exactly the line format of docs/design.md §Command line; the trainer writes the rows it
  * uses as `dataset.jsonl` in that format, so a run can be repeated or resumed from the file.
  *
- * Which rows a method trains on (the "masked out" samples of SPEC §5 are simply left out,
+ * Which rows a method trains on (the "masked out" samples of docs/design.md §At-least-one are simply left out,
  * which gives the same token mean):
  *   rl       reward ±1; reward-0 samples only when kept by the at-least-one rule (A = 0)
  *   opd      samples with a teacher (a hint); others only when kept by the at-least-one rule
@@ -77,7 +77,7 @@ function skip(set: RowSet, reason: string): void {
 
 /**
  * The Workspace's training samples (at-least-one rule already applied there) through the
- * model's chat template. The teacher is the enhanced context (SPEC §4) followed by the
+ * model's chat template. The teacher is the enhanced context (docs/design.md §Hint prompt) followed by the
  * student's own reply tokens, so both score the very same tokens.
  */
 export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: ChatTokenizer, method: TrainMethod, maxLength: number): RowSet {
@@ -125,7 +125,7 @@ export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: C
 
 /**
  * A sample captured live from the local model is trained on the very tokens it generated,
- * with their rollout log-probs as `old` (SPEC §5), when — and only when — its context,
+ * with their rollout log-probs as `old` (docs/design.md §Advantages), when — and only when — its context,
  * rendered through this tokenizer's chat template with the generation prompt, gives exactly
  * the prompt ids the model generated from. Then the row is prompt ids + generated ids (the
  * end-of-sequence token included when generation stopped on it, so its log-prob trains too).
@@ -166,7 +166,7 @@ function responseStart(value: unknown, key: string, ids: number[], where: string
 }
 
 /**
- * Parses one `--data` line. Formats (SPEC §7): rl needs `reward`; opd needs
+ * Parses one `--data` line. Formats (docs/design.md §Command line): rl needs `reward`; opd needs
  * `teacher_input_ids` + `teacher_response_start` whose response tokens equal the student's;
  * combine takes both (either may be absent on a line: no teacher means teacher = old, no
  * reward means r = 0). `old_logprobs` (one per response token) is optional everywhere.

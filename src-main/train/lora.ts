@@ -1,5 +1,5 @@
 /**
- * LoRA adapters over the decoder's linear layers (SPEC §5): which tensors exist for a model
+ * LoRA adapters over the decoder's linear layers (docs/design.md §Training runs): which tensors exist for a model
  * and a target list, and their initialisation.
  *
  * Each adapted linear y = x·Wᵀ gains s·(x·Aᵀ)·Bᵀ with A [r, in], B [out, r], s = alpha / r.

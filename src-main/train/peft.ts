@@ -1,5 +1,5 @@
 /**
- * PEFT LoRA adapter folders (SPEC §5 "Export"), readable by `peft.PeftModel.from_pretrained`:
+ * PEFT LoRA adapter folders (docs/design.md §Training runs), readable by `peft.PeftModel.from_pretrained`:
  *
  *   adapter_config.json        peft_type "LORA", task_type "CAUSAL_LM", r, lora_alpha,
  *                              target_modules, lora_dropout 0, bias "none",

@@ -285,7 +285,7 @@ function loraTensor(weights: LoraWeights, key: string, dims: number[]): ort.Tens
   return new ort.Tensor('float32', w, dims);
 }
 
-/** SPEC grid (position t = token t) → graph grid (position t = token t+1). */
+/** Token grid (position t = token t; docs/design.md §Losses) → graph grid (position t = token t+1). */
 function fromGrid(grid: Float32Array, batch: StepBatch): Float32Array {
   const { batch: B, seqLen: T } = batch;
   const out = new Float32Array(B * T);
@@ -293,7 +293,7 @@ function fromGrid(grid: Float32Array, batch: StepBatch): Float32Array {
   return out;
 }
 
-/** Graph grid → SPEC grid; position 0 of each row (no preceding logits) is 0. */
+/** Graph grid → token grid; position 0 of each row (no preceding logits) is 0. */
 function toGrid(graphGrid: Float32Array, batch: StepBatch): Float32Array {
   const { batch: B, seqLen: T } = batch;
   const out = new Float32Array(B * T);

@@ -13,7 +13,7 @@
  *
  * Grid: the decoder's `logprobs[t]` is log p(target_ids[t] | tokens ≤ t). The step feeds
  * target_ids[t] = input_ids[t+1], so graph position t holds the log-prob of token t+1; the
- * engine shifts the [B, T] batch grids (SPEC's position t ↔ graph position t−1) on the host.
+ * engine shifts the [B, T] batch grids (the token grid's position t ↔ graph position t−1) on the host.
  *
  * Graph inputs: input_ids, attention_mask, position_ids, target_ids (int64 [B, T]), every
  * LoRA tensor, and for train: response_mask, old_logprobs, advantages, old_from_policy,

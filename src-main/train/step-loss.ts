@@ -1,5 +1,5 @@
 /**
- * The policy loss of SPEC §5, as graph nodes on fp32 [B, T] log-probs:
+ * The policy loss of docs/design.md §Losses, as graph nodes on fp32 [B, T] log-probs:
  *
  *   ρ = exp(logp − old)
  *   obj = min(ρ·A, clip(ρ, 1 − ε_low, 1 + ε_high)·A)

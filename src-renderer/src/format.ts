@@ -17,7 +17,7 @@ export function sourceLabel(source: string): string {
   return SOURCE_LABELS[source as SessionFormat] ?? source;
 }
 
-/** Dates arrive as unix seconds (SPEC), shown in the user's locale. */
+/** Dates arrive as unix seconds (docs/design.md §Data model), shown in the user's locale. */
 export function formatDate(seconds: number | null): string {
   if (seconds === null) return '—';
   return new Date(seconds * 1000).toLocaleDateString(undefined, { year: 'numeric', month: 'short', day: 'numeric' });

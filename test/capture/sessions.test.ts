@@ -1,4 +1,4 @@
-// The session rules of live capture on crafted records (src-main/capture/sessions.ts): keys,
+// The session rules of live capture on crafted records (src-main/capture/capture-sessions.ts): keys,
 // prefix continuity, segments, side requests, closing, and the conversation a session
 // stands for — and that replaying the same records gives the same state.
 import { describe, expect, it } from 'vitest';

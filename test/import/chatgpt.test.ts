@@ -1,4 +1,4 @@
-// The ChatGPT fine print (SPEC §2), one crafted tree per rule.
+// The ChatGPT fine print (docs/design.md §Imports), one crafted tree per rule.
 import { describe, expect, it } from 'vitest';
 import { convertChatGpt } from '../../src-main/import/chatgpt.js';
 import { chatgptConversation, importAll, roles, tempDir, writeJson, type NodeSpec } from './helpers.js';

@@ -20,7 +20,7 @@ function conversation(id: string, turns: [Role, string][]): ImportedConversation
   return { externalId: id, title: id, turns: turns.map(([role, text]) => ({ role, text })), alternatives: [], metadata: {}, warnings: [] };
 }
 
-/** SPEC §3's sorting conversation: 3 samples. */
+/** A sorting conversation: 3 samples (docs/design.md §Samples and next states). */
 export const SORTING: [Role, string][] = [
   ['system', 'You are a helpful coding assistant.'],
   ['user', 'Write me a function to sort a list in Python.'],

@@ -1,7 +1,7 @@
 // Measures the judge's wall time per sample on the demo model (not a test; run it with
 // `npx tsx test/judge/measure.ts [maxTokens]`): the local backend (the model in its worker)
 // and the openai backend against Hindsight's own endpoint serving the same model, with
-// 3 votes, without and with hints, on SPEC §3's sorting chat (3 samples).
+// 3 votes, without and with hints, on a sorting chat (3 samples; docs/design.md §Samples and next states).
 import { LlmJudge } from '../../src-main/judge/llm-judge.js';
 import { LocalCompleter } from '../../src-main/judge/local-completer.js';
 import { OpenAiClient } from '../../src-main/judge/openai-client.js';

@@ -1,4 +1,4 @@
-// The judge's answer parsing and SPEC §4's vote and hint rules, on crafted judge outputs.
+// The judge's answer parsing and docs/design.md §Votes's vote and hint rules, on crafted judge outputs.
 import { describe, expect, it } from 'vitest';
 import type { Vote } from '../../src-shared/types.js';
 import { lastBoxed, parseHintAnswer, parseRewardAnswer, stripReasoning } from '../../src-main/judge/parse.js';
@@ -72,7 +72,7 @@ describe('hint answers', () => {
 
 const votes = (...rewards: (1 | -1 | 0 | undefined)[]): Vote[] => rewards.map((reward, i) => ({ raw: `vote ${i}`, ...(reward !== undefined ? { reward } : {}) }));
 
-describe('majority vote (SPEC §4)', () => {
+describe('majority vote (docs/design.md §Votes)', () => {
   it('the most common value wins', () => {
     expect(rewardFromVotes(votes(1, 1, -1))).toBe(1);
     expect(rewardFromVotes(votes(-1, -1, 1))).toBe(-1);
@@ -96,7 +96,7 @@ describe('majority vote (SPEC §4)', () => {
   });
 });
 
-describe('hint choice (SPEC §4)', () => {
+describe('hint choice (docs/design.md §Votes)', () => {
   const hintVote = (hintAnswer: 1 | -1 | undefined, hint?: string): Vote => ({ raw: '', hintRaw: '', ...(hintAnswer ? { hintAnswer } : {}), ...(hint ? { hint } : {}) });
 
   it('needs more than 10 characters: exactly 10 is not enough, 11 is', () => {

@@ -5,7 +5,7 @@ import { SESSION_001, SESSION_002, SESSION_003, SORTING, conv, type TurnSpec } f
 
 const turns = (spec: TurnSpec[]): ImportedTurn[] => conv('x', spec).turns;
 
-describe('SPEC §3 seed examples', () => {
+describe('the sample examples of docs/design.md §Samples and next states', () => {
   it('the 8-turn sorting conversation gives exactly 3 samples with the three user replies as feedback', () => {
     const t = turns(SORTING);
     expect(t).toHaveLength(8);

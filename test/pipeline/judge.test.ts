@@ -88,7 +88,7 @@ describe('rule-based hints', () => {
   });
 });
 
-describe('votes and hint choice (SPEC §4)', () => {
+describe('votes and hint choice (docs/design.md §Votes)', () => {
   it('majority vote drops unparseable votes and gives 0 on a tie or no valid vote', () => {
     expect(majorityVote([{ reward: 1, raw: '' }, { reward: 1, raw: '' }, { reward: -1, raw: '' }])).toBe(1);
     expect(majorityVote([{ reward: 1, raw: '' }, { reward: -1, raw: '' }, { raw: 'garbage' }])).toBe(0);

@@ -50,7 +50,7 @@ export async function tempWorkspace(): Promise<{ ws: Workspace; dir: string; dbP
   return { ws, dir, dbPath };
 }
 
-/** SPEC §3's 8-turn sorting conversation. */
+/** An 8-turn sorting conversation (docs/design.md §Samples and next states). */
 export const SORTING: TurnSpec[] = [
   ['system', 'You are a helpful coding assistant.'],
   ['user', 'Write me a function to sort a list in Python.'],

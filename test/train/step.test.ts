@@ -1,4 +1,4 @@
-// Training-step semantics on a tiny Qwen3: the loss and metrics as SPEC §5 defines them, the
+// Training-step semantics on a tiny Qwen3: the loss and metrics as docs/design.md §Losses defines them, the
 // SGD and AdamW updates (host and in-graph), gradient clipping, PPO clipping, log-prob grids
 // against the model core's scorer, and errors on bad input.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -60,7 +60,7 @@ function referenceAdamW(cfg: OptimizerConfig, p: Float32Array, g: Float32Array, 
 }
 
 describe('loss and metrics', () => {
-  it('loss, clipfrac and approx KL are the SPEC §5 formulas of the returned log-probs', async () => {
+  it('loss, clipfrac and approx KL are the docs/design.md §Losses formulas of the returned log-probs', async () => {
     const e = await engine({ loss: { ...lossConfig('combine'), klBeta: 0.3 } });
     const w = randomLora(e.specs, LORA.r, 3);
     const batch = await batchWithOld(e, w, (i) => ((i * 37) % 11) / 10 - 0.5); // some tokens clipped, some not
@@ -86,7 +86,7 @@ describe('loss and metrics', () => {
     expect(g.clipfrac).toBeCloseTo(clipped / n, 6);
   });
 
-  it('log-probs are on the SPEC grid: the policy with B = 0 and the base both equal the model core’s score', async () => {
+  it('log-probs are on the token grid: the policy with B = 0 and the base both equal the model core’s score', async () => {
     const e = await engine();
     const batch = tinyBatch('rl', vocab, 9);
     const zeroB = new Map([...randomLora(e.specs, LORA.r, 4)].map(([k, v]) => [k, k.endsWith('lora_B.weight') ? new Float32Array(v.length) : v]));

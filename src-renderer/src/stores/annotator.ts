@@ -1,5 +1,5 @@
 // The timeline annotator's state: the open session, the selected sample, and an undo stack
-// of label changes. Every change is a manual label (SPEC §1: manual wins); undo writes the
+// of label changes. Every change is a manual label (docs/design.md §Judges: manual wins); undo writes the
 // previous values back, also as a manual label.
 import { defineStore } from 'pinia';
 import type { LabelView, SessionDetail } from '../../../src-shared/contract.js';
