@@ -118,6 +118,16 @@ describe('bad input', () => {
     }
   });
 
+  it('an explicit --format that the file clearly is not exits 1, naming the format it looks like', async () => {
+    const dir = tempDir();
+    const db = path.join(dir, 'x.db');
+    const r = await cli('import', CHATGPT, '--format', 'claude', '--db', db);
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain(CHATGPT);
+    expect(r.stderr).toMatch(/looks like a chatgpt export, not claude/);
+  });
+
   it('a malformed conversation is skipped with a warning naming it; the rest imports', async () => {
     const dir = tempDir();
     const file = path.join(dir, 'sharegpt.json');
