@@ -490,9 +490,17 @@ export class Workspace implements WorkspaceApi {
     } else if (pos + neg > 0 && Math.max(pos, neg) > 4 * Math.min(pos, neg)) {
       warnings.push(`Rewards are imbalanced: ${pos} +1 against ${neg} −1.`);
     }
-    if (stats.samples > 0 && hints === 0) warnings.push('No sample has a hint: On-Policy Distillation has nothing to learn from (run the judge with hints).');
+    if (stats.samples > 0 && hints === 0) warnings.push(this.noHintWarning());
     if (stats.sessions_without_samples > 0) warnings.push(`${stats.sessions_without_samples} session(s) yield no sample; see the list for why.`);
     return { stats, sessionsWithoutSamples, warnings };
+  }
+
+  /** A judge run with hints stores a prompt version with a '+' part ('heuristic-v1+hints', 'reward-v1+hint-v1'). */
+  private noHintWarning(): string {
+    const hintRuns = this.store.get<{ n: number }>("SELECT COUNT(*) AS n FROM labels WHERE prompt_version LIKE '%+%'")!.n;
+    return hintRuns > 0
+      ? 'No sample has a hint: the judge ran with hints and found none in the reactions; On-Policy Distillation has nothing to learn from (write hints in the annotator).'
+      : 'No sample has a hint: On-Policy Distillation has nothing to learn from (run the judge with hints).';
   }
 
   /**

@@ -162,6 +162,32 @@ describe('bad input', () => {
   });
 });
 
+describe('stats after a judge run with hints', () => {
+  it('says the judge looked for hints and found none, instead of asking for a run with hints', async () => {
+    const dir = tempDir();
+    const db = path.join(dir, 'x.db');
+    const file = path.join(dir, 'thanks.json');
+    const chat = (id: string) => ({
+      id,
+      conversations: [
+        { from: 'human', value: 'What is the capital of Norway?' },
+        { from: 'gpt', value: 'Oslo.' },
+        { from: 'human', value: 'Thanks, that is right.' },
+      ],
+    });
+    fs.writeFileSync(file, JSON.stringify([chat('a'), chat('b')]));
+    expect((await cli('import', file, '--db', db)).code).toBe(0);
+    const ask = /No sample has a hint.*\(run the judge with hints\)/;
+    expect((await cli('stats', '--db', db)).stdout).toMatch(ask);
+    expect((await cli('judge', '--backend', 'heuristic', '--db', db)).code).toBe(0);
+    expect((await cli('stats', '--db', db)).stdout).toMatch(ask);
+    expect((await cli('judge', '--backend', 'heuristic', '--hints', '--db', db)).code).toBe(0);
+    const after = (await cli('stats', '--db', db)).stdout;
+    expect(after).not.toMatch(ask);
+    expect(after).toMatch(/No sample has a hint: the judge ran with hints and found none/);
+  });
+});
+
 describe('samples, label, judge, export, demo', () => {
   it('a manual label set from the CLI survives judge and re-import; samples prints one line per sample', async () => {
     const dir = tempDir();
