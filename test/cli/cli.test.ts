@@ -226,17 +226,18 @@ describe('samples, label, judge, export, demo', () => {
     const demo = await cli('demo', '--db', db, '--json');
     expect(demo.code).toBe(0);
     const report = demo.json();
-    expect(report.imported).toMatchObject({ sessions_added: 1, samples: 2 });
-    expect(report.judged.judged).toBe(2);
-    expect(report.stats).toMatchObject({ sessions: 1, samples: 2 });
+    expect(report.imported).toMatchObject({ sessions_added: 45, samples: 64 });
+    expect(report.judged.judged).toBe(64);
+    expect(report.stats).toMatchObject({ sessions: 45, samples: 64 });
     expect(fs.existsSync(report.export.path)).toBe(true);
     const text = await cli('demo', '--db', path.join(dir, 'again.db'));
-    expect(text.stdout).toMatch(/2\. Imported .*chatgpt-tree-branches\.json: 1 session\(s\) added/);
-    expect(text.stdout).toMatch(/6\. Wrote the KTO export: 0 line\(s\)/);
+    expect(text.stdout).toMatch(/2\. Imported the demo exports in .*\(demo-chatgpt\.json, demo-claude\.json, demo-sharegpt\.json\): 45 session\(s\) added/);
+    expect(text.stdout).toMatch(/6\. Wrote the KTO export: 54 line\(s\)/);
     for (const format of ['samples', 'openclaw', 'kto', 'sft', 'dpo', 'sdft']) {
       const out = path.join(dir, `${format}.jsonl`);
       const r = await cli('export', '--format', format, '--out', out, '--db', db, '--json');
       expect(r.code).toBe(0);
+      expect(r.json().lines).toBeGreaterThan(0);
       expect(fs.existsSync(out)).toBe(true);
     }
     expect(fs.readdirSync(dir).filter((f) => f.includes('.tmp-'))).toEqual([]);
