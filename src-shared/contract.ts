@@ -261,7 +261,7 @@ export const CALLS = {
     object({ fileName: string({ min: 1, max: 255 }), dataBase64: string({ max: Math.ceil(MAX_UPLOAD_BYTES / 3) * 4 }), format: importFormat }),
     returns<ImportSummary>(),
   ),
-  loadSampleData: call('Imports the sample ChatGPT export shipped in resources/samples.', NO_INPUT, returns<ImportSummary>()),
+  loadSampleData: call('Imports the demo exports shipped in resources/samples.', NO_INPUT, returns<ImportSummary>()),
   judgeRun: call(
     'Labels every sample with a judge; manual labels are never overwritten.',
     object({ backend: oneOf(JUDGE_BACKENDS), hints: boolean(), votes: optional(integer({ min: 1, max: 15 })) }),

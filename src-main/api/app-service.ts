@@ -8,6 +8,7 @@ import path from 'node:path';
 import { SESSION_FORMATS, UserError, type SessionFormat } from '../../src-shared/types.js';
 import type { WorkspaceApi } from '../../src-shared/views.js';
 import { MAX_UPLOAD_BYTES, type ApiHandlers, type AppInfo, type CallInput, type CaptureStatus, type ChangeReason, type ImportSummary } from '../../src-shared/contract.js';
+import { demoExportFiles } from '../import/demo-data.js';
 import type { EventHub } from '../workspace/event-hub.js';
 import type { HostBridge } from './host.js';
 import { JudgeService } from './judge-service.js';
@@ -30,7 +31,7 @@ const CAPTURE_UNAVAILABLE =
 
 export interface ServiceOptions<W extends WorkspaceApi = WorkspaceApi> {
   dbPath: string;
-  /** The app's resources/ folder: the sample export and the demo model live there. */
+  /** The app's resources/ folder: the demo exports and the demo model live there. */
   resourcesDir: string;
   version: string;
   transport: AppInfo['transport'];
@@ -88,8 +89,9 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     return path.join(this.options.resourcesDir, 'models', 'stories260K');
   }
 
+  /** The folder of the demo exports that "Load sample data" imports. */
   private get sampleDataPath(): string {
-    return path.join(this.options.resourcesDir, 'samples', 'chatgpt-tree-branches.json');
+    return path.join(this.options.resourcesDir, 'samples');
   }
 
   private changed(reason: ChangeReason): void {
@@ -193,8 +195,9 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   }
 
   async loadSampleData() {
-    if (!fs.existsSync(this.sampleDataPath)) throw new UserError(`The sample export is missing: ${this.sampleDataPath}`);
-    return this.importFiles({ paths: [this.sampleDataPath] });
+    const files = demoExportFiles(this.sampleDataPath);
+    if (files.length === 0) throw new UserError(`The demo exports are missing from ${this.sampleDataPath}`);
+    return this.importFiles({ paths: files });
   }
 
   async judgeRun({ backend, hints, votes }: CallInput<'judgeRun'>) {

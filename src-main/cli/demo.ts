@@ -1,5 +1,5 @@
 // `hindsight demo [--db PATH] [--out FILE]` — the app's core path, from the command line.
-// It imports the bundled sample ChatGPT export (resources/samples/chatgpt-tree-branches.json)
+// It imports the bundled demo exports (resources/samples/demo-*.json, see the README there)
 // into a database (a fresh temporary one unless --db is given), runs the heuristic judge
 // with hints, prints the stats and the first samples, and writes a KTO export beside the
 // database (or to --out). It prints each step as it does it.
@@ -11,9 +11,10 @@ import { UserError } from '../../src-shared/types.js';
 import { withWorkspace } from '../workspace/workspace.js';
 import { runJudge } from '../judge/runner.js';
 import { HeuristicJudge } from '../judge/verdicts.js';
+import { demoExportFiles } from '../import/demo-data.js';
 import { parseCommandArgs, printJson, type Command } from './args.js';
 
-const SAMPLE = fileURLToPath(new URL('../../resources/samples/chatgpt-tree-branches.json', import.meta.url));
+const SAMPLES_DIR = fileURLToPath(new URL('../../resources/samples/', import.meta.url));
 
 export const command: Command = async (argv) => {
   const { values } = parseCommandArgs(argv, { out: { type: 'string' } });
@@ -21,7 +22,8 @@ export const command: Command = async (argv) => {
     process.stdout.write('usage: hindsight demo [--db PATH] [--out FILE] [--json]\n');
     return 0;
   }
-  if (!fs.existsSync(SAMPLE)) throw new UserError(`${SAMPLE}: the bundled sample export is missing from this install`);
+  const demoFiles = demoExportFiles(SAMPLES_DIR);
+  if (demoFiles.length === 0) throw new UserError(`${SAMPLES_DIR}: the bundled demo exports are missing from this install`);
   const dbPath = values.db ?? path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-demo-')), 'demo.db');
   const outPath = values.out ?? path.join(path.dirname(path.resolve(dbPath)), 'demo-kto.jsonl');
   const say = (line: string) => {
@@ -31,8 +33,9 @@ export const command: Command = async (argv) => {
   const report = await withWorkspace(dbPath, async (ws) => {
     say(`Hindsight demo: the steps the app takes (npm start), run from the command line.`);
     say(`1. Database: ${ws.dbPath}${values.db ? '' : ' (a new temporary one)'}`);
-    const imported = await ws.importFiles([SAMPLE]);
-    say(`2. Imported ${path.relative(process.cwd(), SAMPLE)}: ${imported.sessions_added} session(s) added, ` +
+    const imported = await ws.importFiles(demoFiles);
+    const names = demoFiles.map((f) => path.basename(f)).join(', ');
+    say(`2. Imported the demo exports in ${path.relative(process.cwd(), SAMPLES_DIR) || '.'} (${names}): ${imported.sessions_added} session(s) added, ` +
       `${imported.sessions_unchanged} unchanged, ${imported.turns} turns, ${imported.samples} samples.`);
     for (const w of imported.warnings) say(`   warning: ${w}`);
     const judged = await runJudge(ws, new HeuristicJudge(), { hints: true, force: true });
@@ -53,7 +56,7 @@ export const command: Command = async (argv) => {
     const exported = await ws.exportJsonl('kto', outPath);
     say(`6. Wrote the KTO export: ${exported.lines} line(s) to ${exported.path}.`);
     if (exported.lines === 0) {
-      say(`   KTO takes only replies judged +1 or −1; the heuristic found no clear praise or correction in this chat, so it scored its replies 0.`);
+      say(`   KTO takes only replies judged +1 or −1; the heuristic found no clear praise or correction in these chats, so it scored their replies 0.`);
       say(`   Label one yourself and export again:`);
       if (samples[0]) say(`    npm run cli -- label ${samples[0].sessionId} ${samples[0].responseTurn} --reward 1 --db ${ws.dbPath}`);
     }

@@ -103,7 +103,7 @@ export async function openExport(inputPath: string, format: FormatChoice = 'auto
   const firstPeek = await peekWithPass(input, firstSource);
   const fileWarnings = [...input.warnings];
   let chosen: SourceFormat;
-  if (format !== 'auto') chosen = format;
+  if (format !== 'auto') chosen = checkForcedFormat(firstSource.label, firstPeek, format);
   else if (firstPeek.container === 'array' && firstPeek.first === undefined && input.sources.length === 1) {
     // An empty export is a valid export of nobody's chats; nothing will be read from it.
     chosen = 'chatgpt';
@@ -137,6 +137,26 @@ export async function openExport(inputPath: string, format: FormatChoice = 'auto
     },
   };
   return opened;
+}
+
+/** Formats read by one converter: forcing one on a file detected as the other changes nothing. */
+const SAME_CONVERTER: SourceFormat[][] = [['openai', 'messages']];
+
+/**
+ * A forced format is used as given unless the file is clearly another known format: then every
+ * conversation would be skipped, so the import stops with a one-line error naming the format the
+ * file looks like. A file detection cannot place keeps the forced format.
+ */
+function checkForcedFormat(label: string, peek: Peek, forced: SourceFormat): SourceFormat {
+  let detected: SourceFormat;
+  try {
+    detected = detectFormat(label, peek.container, peek.first);
+  } catch {
+    return forced;
+  }
+  const compatible = detected === forced || SAME_CONVERTER.some((group) => group.includes(detected) && group.includes(forced));
+  if (compatible) return forced;
+  throw new UserError(`${label}: this looks like a ${detected} export, not ${forced}; import it as ${detected} or auto`);
 }
 
 async function peekWithPass(input: ResolvedInput, source: ByteSource): Promise<Peek> {

@@ -23,3 +23,8 @@ export function writeLabel(store: Store, sessionId: string, responseTurn: number
 export function countHints(store: Store): number {
   return store.get<{ n: number }>("SELECT COUNT(*) AS n FROM labels WHERE hint IS NOT NULL AND hint != ''")!.n;
 }
+
+/** Labels written by a judge run with hints: their prompt version has a '+' part. */
+export function countHintRunLabels(store: Store): number {
+  return store.get<{ n: number }>("SELECT COUNT(*) AS n FROM labels WHERE prompt_version LIKE '%+%'")!.n;
+}

@@ -7,7 +7,7 @@ import { isUsefulHint } from '../judge/hint-rules.js';
 import { contextMessages, responseMessage } from '../export/formats.js';
 import { latestRollout } from '../store/capture-exchanges.js';
 import type { Store } from '../store/database.js';
-import { countHints } from '../store/labels.js';
+import { countHintRunLabels, countHints } from '../store/labels.js';
 import { readStats, sessionsWithoutSamples } from '../store/overview-reads.js';
 import { iterateBundles } from '../store/session-reads.js';
 
@@ -47,6 +47,13 @@ function rolloutOf(store: Store, sessionId: string, responseTurn: number, text: 
   return found && found.replyText === text ? { rollout: found.rollout } : {};
 }
 
+/** A judge run with hints stores a prompt version with a '+' part ('heuristic-v1+hints', 'reward-v1+hint-v1'). */
+function noHintWarning(store: Store): string {
+  return countHintRunLabels(store) > 0
+    ? 'No sample has a hint: the judge ran with hints and found none in the reactions; On-Policy Distillation has nothing to learn from (write hints in the annotator).'
+    : 'No sample has a hint: On-Policy Distillation has nothing to learn from (run the judge with hints).';
+}
+
 export function checkReport(store: Store): CheckReport {
   const stats = readStats(store);
   const warnings: string[] = [];
@@ -59,7 +66,7 @@ export function checkReport(store: Store): CheckReport {
   } else if (pos + neg > 0 && Math.max(pos, neg) > 4 * Math.min(pos, neg)) {
     warnings.push(`Rewards are imbalanced: ${pos} +1 against ${neg} −1.`);
   }
-  if (stats.samples > 0 && hints === 0) warnings.push('No sample has a hint: On-Policy Distillation has nothing to learn from (run the judge with hints).');
+  if (stats.samples > 0 && hints === 0) warnings.push(noHintWarning(store));
   if (stats.sessions_without_samples > 0) warnings.push(`${stats.sessions_without_samples} session(s) yield no sample; see the list for why.`);
   return { stats, sessionsWithoutSamples: sessionsWithoutSamples(store), warnings };
 }

@@ -133,7 +133,7 @@ describe('serve: the API contract over HTTP', () => {
   });
 
   it('imports an upload, removes the temporary file, and names the upload in errors', async () => {
-    const sample = fs.readFileSync(path.join(ROOT, 'resources', 'samples', 'chatgpt-tree-branches.json'));
+    const sample = fs.readFileSync(path.join(ROOT, 'test', 'fixtures', 'chatgpt-branches.json'));
     // A private temporary folder (the server runs in this process), so other tests' uploads do not interfere.
     const tmp = fs.mkdtempSync(path.join(dir, 'tmp-'));
     const savedTmp = process.env.TMPDIR;

@@ -11,7 +11,8 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collectPageErrors, haveChromium, launchBrowser, reportMissingChromium, ROOT, shot as takeShot, startServe, type ServeHandle } from './helpers.js';
 
-const SAMPLE = path.join(ROOT, 'resources', 'samples', 'chatgpt-tree-branches.json');
+// A small ChatGPT export (1 session, 2 samples); the bundled demo data is covered by test/cli/demo-data.test.ts.
+const SAMPLE = path.join(ROOT, 'test', 'fixtures', 'chatgpt-branches.json');
 reportMissingChromium('app.test.ts');
 
 let dir: string;
@@ -73,7 +74,7 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
 
     await page.setInputFiles('[data-testid=import-file]', SAMPLE);
     await page.getByRole('heading', { name: 'Sessions' }).waitFor();
-    await page.locator('.session-row', { hasText: 'Assist user with summary' }).waitFor();
+    await page.locator('.session-row', { hasText: 'Snake plant care' }).waitFor();
     const stats = await api<{ sessions: number; samples: number }>('stats');
     expect(stats).toMatchObject({ sessions: 1, samples: 2 });
   });
@@ -93,7 +94,7 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
   });
 
   it('labels with the keyboard, edits a hint, and finds both after a reload', async () => {
-    await page.locator('.session-link', { hasText: 'Assist user with summary' }).click();
+    await page.locator('.session-link', { hasText: 'Snake plant care' }).click();
     await page.locator('[data-testid=timeline] .turn').first().waitFor();
     const selected = page.locator('.turn.selected');
     const firstReply = Number(await selected.getAttribute('data-turn'));
@@ -129,7 +130,7 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     expect(await page.locator('.turn.selected [data-testid=reward-chip]').textContent()).toMatch(/−1\s*manual/);
     expect(await page.locator('[data-testid=hint-input]').inputValue()).toBe('Summarise in three bullet points, as the user asked.');
     const samples = await api<{ responseTurn: number; label: { reward: number; hint: string; source: string } }[]>('getSession', {
-      id: (await api<{ sessions: { id: string; title: string }[] }>('listSessions', { search: 'Assist' })).sessions[0]!.id,
+      id: (await api<{ sessions: { id: string; title: string }[] }>('listSessions', { search: 'Snake' })).sessions[0]!.id,
     }).then((s) => (s as unknown as { samples: { responseTurn: number; label: { reward: number; hint: string; source: string } }[] }).samples);
     expect(samples.find((s) => s.responseTurn === firstReply)!.label).toMatchObject({ reward: -1, source: 'manual', hint: 'Summarise in three bullet points, as the user asked.' });
   });

@@ -7,8 +7,7 @@ import { runJudge } from '../../src-main/judge/runner.js';
 import { HeuristicJudge } from '../../src-main/judge/verdicts.js';
 import { SESSION_002, SORTING, conv, fakeExport, tempDir, tempWorkspace } from '../store/helpers.js';
 
-const SAMPLE = '/work/shared/samples/chatgpt-tree-branches.json';
-const sampleFile = fs.existsSync(SAMPLE) ? SAMPLE : path.resolve('resources/samples/chatgpt-tree-branches.json');
+const FIXTURE = new URL('../fixtures/chatgpt-branches.json', import.meta.url).pathname;
 
 const readLines = (p: string) => fs.readFileSync(p, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
 
@@ -148,19 +147,17 @@ describe('JSONL exports', () => {
 });
 
 describe('dpo from a real ChatGPT export', () => {
-  it('pairs the kept reply with its regenerated sibling (real importer)', async () => {
-    const data = JSON.parse(fs.readFileSync(sampleFile, 'utf8'));
-    // In the sample the regenerated joke is word-for-word the kept one (such a pair teaches
-    // nothing and is skipped); give the abandoned sibling its own text.
-    const abandoned = Object.values<{ message: { id: string; content: { parts: string[] } } | null }>(data[0].mapping).find(
-      (n) => n.message?.id === 'd0d2a7df-d2fc-4df9-bf0a-1c5121e227ae',
-    )!;
+  it('pairs the kept reply with its regenerated sibling (real importer); identical texts give no pair', async () => {
+    const data = JSON.parse(fs.readFileSync(FIXTURE, 'utf8'));
     const dir = tempDir();
-    const same = path.join(dir, 'same.json');
-    fs.writeFileSync(same, JSON.stringify(data));
-    abandoned.message!.content.parts = ['Knock knock. (I forgot the rest of this joke.)'];
     const differs = path.join(dir, 'conversations.json');
     fs.writeFileSync(differs, JSON.stringify(data));
+    // The same export, with the regenerated pot answer word for word the kept one: such a pair
+    // teaches nothing and is skipped.
+    const kept = data[0].mapping['a3'].message.content.parts[0];
+    data[0].mapping['a3-first'].message.content.parts = [kept];
+    const same = path.join(dir, 'same.json');
+    fs.writeFileSync(same, JSON.stringify(data));
 
     const a = await Workspace.open(path.join(dir, 'a.db'));
     await a.importFiles([same]);
@@ -171,9 +168,9 @@ describe('dpo from a real ChatGPT export', () => {
     await b.importFiles([differs]);
     const lines = b.previewExport('dpo', 10).map((l) => JSON.parse(l));
     expect(lines).toHaveLength(1);
-    expect(lines[0].chosen[0].content).toContain('Because they make up everything!');
-    expect(lines[0].rejected[0].content).toBe('Knock knock. (I forgot the rest of this joke.)');
-    expect(lines[0].prompt.at(-1)).toEqual({ role: 'user', content: 'tell me a joke' });
+    expect(lines[0].chosen[0].content).toBe(kept);
+    expect(lines[0].rejected[0].content).toBe('Any pot will do.');
+    expect(lines[0].prompt.at(-1)).toEqual({ role: 'user', content: 'What pot size should a 30 cm plant live in?' });
     b.close();
   });
 });

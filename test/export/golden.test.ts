@@ -21,7 +21,7 @@ import { SESSION_001, SESSION_002, SESSION_003, SORTING, conv, fakeExport, tempW
 
 const GOLDEN_DIR = path.resolve(import.meta.dirname, '../fixtures/export-golden');
 const UPDATE = process.env.HINDSIGHT_UPDATE_GOLDEN === '1';
-const CHATGPT_SAMPLE = path.resolve(import.meta.dirname, '../../resources/samples/chatgpt-tree-branches.json');
+const CHATGPT_SAMPLE = path.resolve(import.meta.dirname, '../fixtures/chatgpt-branches.json');
 
 /** A deterministic stand-in for an LLM judge: a correction gets -1 (and a hint), anything else +1. */
 class ScriptedJudge implements JudgeBackend {

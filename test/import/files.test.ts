@@ -204,8 +204,21 @@ describe('unreadable files', () => {
 });
 
 describe('forcing a format', () => {
-  it('uses the forced converter; records that do not fit are skipped with warnings', async () => {
+  it('refuses a file that is clearly another known format, naming the format it looks like', async () => {
     const file = writeJson(dir, 'forced.json', [chat('f1')]);
+    await expectUserError(() => openExport(file, 'claude'), /forced\.json/, /looks like a chatgpt export, not claude/, /chatgpt or auto/);
+    const claude = writeJson(dir, 'claude-forced.json', [{ uuid: 'c1', name: 'C', chat_messages: [] }]);
+    await expectUserError(() => openExport(claude, 'sharegpt'), /looks like a claude export, not sharegpt/);
+  });
+
+  it('accepts openai and messages for each other: they share one converter', async () => {
+    const file = writeText(dir, 'chat.jsonl', JSON.stringify({ messages: [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello' }] }) + '\n');
+    expect((await importAll(file, 'messages')).conversations).toHaveLength(1);
+    expect((await importAll(file, 'openai')).conversations).toHaveLength(1);
+  });
+
+  it('uses the forced converter where detection finds nothing; records that do not fit are skipped with warnings', async () => {
+    const file = writeJson(dir, 'unclear.json', [{ id: 'f1', title: 'Chat f1', turns: [] }]);
     const { opened, conversations } = await importAll(file, 'claude');
     expect(opened.format).toBe('claude');
     expect(conversations).toEqual([]);
