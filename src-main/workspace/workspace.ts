@@ -20,9 +20,17 @@ import {
   type SampleRecord, type SessionBundle, type StoredLabel,
 } from '../store/session-reads.js';
 import { HeuristicJudge, type JudgeBackend, type JudgeInput, type JudgeVerdict } from '../judge/verdicts.js';
-import { isUsefulHint } from '../judge/hint-rules.js';
+import { hintForTraining, isUsefulHint } from '../judge/hint-rules.js';
+import { sessionSamplesFor, whyNothingToTrain, type SampleSignal } from '../pipeline/training-signal.js';
+import type { TrainMethod } from '../../src-shared/training.js';
 import { contextMessages, responseMessage, sessionLines } from '../export/formats.js';
 import { writeJsonl } from '../export/writer.js';
+
+/** A stored sample with what training sees of it: its reward and the hint training uses. */
+function withSignal(s: SampleRecord): SampleRecord & { reward: Reward; hint: string | null; hinted: boolean } {
+  const hint = hintForTraining(s.label);
+  return { ...s, reward: s.label.reward ?? 0, hint, hinted: hint !== null };
+}
 
 /** What an importer hands over for one input (src-main/import/index.ts: OpenedExport). */
 export interface OpenedExportLike {
@@ -500,27 +508,32 @@ export class Workspace implements WorkspaceApi {
    * rollout (see TrainingSample.rollout); without it none does, so a run on another model
    * never mistakes a rollout's log-probs for its own.
    */
-  trainingSamples(options: { rolloutsFor?: string; format?: SessionFormat } = {}): TrainingSample[] {
+  trainingSamples(options: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat } = {}): TrainingSample[] {
     const out: TrainingSample[] = [];
     const rolloutModel = options.rolloutsFor ? path.resolve(options.rolloutsFor) : null;
     for (const bundle of iterateBundles(this.store, undefined, options.format)) {
-      const trainable = bundle.samples.filter((s) => s.label.reward === 1 || s.label.reward === -1 || isUsefulHint(s.label.hint));
-      const kept = trainable.length > 0 ? trainable : bundle.samples.slice(0, 1);
-      for (const s of kept) {
+      // The at-least-one rule, per session and method: docs/design.md §At-least-one.
+      for (const { sample: s, kept } of sessionSamplesFor(options.method ?? 'combine', bundle.samples.map(withSignal))) {
         out.push({
           sessionId: bundle.id,
           responseTurn: s.responseTurn,
           messages: contextMessages(bundle, s),
           response: responseMessage(bundle, s),
-          reward: s.label.reward ?? 0,
-          hint: isUsefulHint(s.label.hint) ? s.label.hint : null,
+          reward: s.reward,
+          hint: s.hint,
           repair: s.label.repair,
-          keptByAtLeastOne: trainable.length === 0,
+          keptByAtLeastOne: kept,
           ...(rolloutModel && bundle.format === 'capture' ? this.rolloutOf(bundle.id, s.responseTurn, bundle.turns[s.responseTurn].text, rolloutModel) : {}),
         });
       }
     }
     return out;
+  }
+
+  nothingToTrain(method: TrainMethod): string | null {
+    const all: SampleSignal[] = [];
+    for (const bundle of iterateBundles(this.store)) all.push(...bundle.samples.map(withSignal));
+    return whyNothingToTrain(method, all);
   }
 
   /** The latest rollout of the local model `modelDir` for this reply, when its text is the reply's. */
