@@ -165,26 +165,28 @@ function claimOutFolder(o: ResolvedOptions, p: Prepared, log: TrainerLog): void 
  */
 function resolveOptions(options: TrainerOptions): ResolvedOptions {
   if (!options.outDir && !options.resume) throw new UserError('a new run needs an output folder (--out)');
-  let resumeRoot: string | undefined;
-  let savedModel: string | undefined;
-  if (options.resume) {
-    if (!fs.existsSync(options.resume)) throw new UserError(`--resume ${options.resume}: no such folder`);
-    try {
-      const { dir, state } = readCheckpointState<RunSettings>(options.resume);
-      resumeRoot = path.resolve(dir, '..', '..');
-      savedModel = state.settings?.modelDir;
-    } catch (err) {
-      if (err instanceof UserError && holdsRun(options.resume)) {
-        throw new UserError(`${options.resume} holds no checkpoint to resume from (the run stopped before its first one); start it over with --overwrite`);
-      }
-      throw err;
-    }
-  }
-  const modelDir = options.modelDir ?? savedModel;
+  const resumed = options.resume ? resumePoint(options.resume) : undefined;
+  // Refuses a change the resume cannot make before any work starts.
+  if (resumed) resumedSettings(resumed.settings, options);
+  const modelDir = options.modelDir ?? resumed?.settings.modelDir;
   if (!modelDir) throw new UserError('a new run needs a model folder (--model)');
-  const outDir = path.resolve(options.outDir ?? resumeRoot!);
-  checkOutFolder(outDir, { resumeRoot, overwrite: options.overwrite });
+  const outDir = path.resolve(options.outDir ?? resumed!.root);
+  checkOutFolder(outDir, { resumeRoot: resumed?.root, overwrite: options.overwrite });
   return { ...options, outDir, modelDir };
+}
+
+/** The folder and saved settings of the run `--resume dir` continues. */
+function resumePoint(dir: string): { root: string; settings: RunSettings } {
+  if (!fs.existsSync(dir)) throw new UserError(`--resume ${dir}: no such folder`);
+  try {
+    const { dir: found, state } = readCheckpointState<RunSettings>(dir);
+    return { root: path.resolve(found, '..', '..'), settings: state.settings };
+  } catch (err) {
+    if (err instanceof UserError && holdsRun(dir)) {
+      throw new UserError(`${dir} holds no checkpoint to resume from (the run stopped before its first one); start it over with --overwrite`);
+    }
+    throw err;
+  }
 }
 
 /** Runs (or resumes) a training run to the end or to a stop request. */
