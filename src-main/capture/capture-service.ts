@@ -35,7 +35,7 @@ import type { CapturedReplyIn, CaptureHook, CaptureTicket } from '../openai/hand
 import { RequestError, type ChatRequest } from '../openai/protocol.js';
 import type { UpstreamTarget } from '../openai/upstream.js';
 import { CaptureLog, captureLogPathFor } from './capture-log.js';
-import { CaptureLoop, untrainedSamples, withSignal } from './loop.js';
+import { CaptureLoop, untrainedSamples, countWithSignal } from './loop.js';
 import { recordSession, type CapturedMessage, type CaptureRecord, type ReplyRecord, type RequestRecord } from './capture-records.js';
 import { LiveSessions } from './capture-sessions.js';
 
@@ -279,7 +279,7 @@ export class CaptureService {
       openSessions: st.sessions.openCount,
       exchanges: counts.exchanges,
       pendingJudge: counts.pendingJudge,
-      pendingTrain: withSignal(untrainedSamples(ws, this.options.modelDir(), st.trained, s.captureTrainMethod)),
+      pendingTrain: countWithSignal(untrainedSamples(ws, this.options.modelDir(), st.trained, s.captureTrainMethod)),
       loop: {
         autoJudge: s.captureAutoJudge,
         autoTrain: s.captureAutoTrain,

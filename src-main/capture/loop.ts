@@ -53,14 +53,14 @@ export const sampleKey = (s: { sessionId: string; responseTurn: number }) => `${
 /**
  * The captured samples a background run of `method` trains on that no run has used yet: the
  * same choice, at-least-one rule included, as training from the database (docs/design.md
- * §At-least-one). Only those with signal count towards the threshold N (withSignal).
+ * §At-least-one). Only those with signal count towards the threshold N (countWithSignal).
  */
 export function untrainedSamples(ws: WorkspaceApi, modelDir: string, trained: ReadonlySet<string>, method: TrainMethod): TrainingSample[] {
   return ws.trainingSamples({ method, rolloutsFor: modelDir, format: 'capture' }).filter((s) => !trained.has(sampleKey(s)));
 }
 
 /** How many of these samples carry signal (kept samples never start a run on their own). */
-export const withSignal = (samples: readonly TrainingSample[]) => samples.filter((s) => !s.keptByAtLeastOne).length;
+export const countWithSignal = (samples: readonly TrainingSample[]) => samples.filter((s) => !s.keptByAtLeastOne).length;
 
 export class CaptureLoop {
   state: LoopState = 'idle';
@@ -115,7 +115,7 @@ export class CaptureLoop {
     if (s.captureAutoJudge) await this.judge();
     if (this.closed || !s.captureAutoTrain) return;
     const samples = untrainedSamples(this.ctx.workspace(), this.ctx.modelDir(), this.ctx.trainedKeys(), s.captureTrainMethod);
-    const ready = withSignal(samples);
+    const ready = countWithSignal(samples);
     if (ready >= s.captureTrainEvery && ready > this.failedAt) await this.train(samples);
   }
 
@@ -174,7 +174,7 @@ export class CaptureLoop {
         { signal: this.abort.signal },
       );
     } catch (err) {
-      this.failedAt = withSignal(samples);
+      this.failedAt = countWithSignal(samples);
       throw new Error(`background training failed: ${(err as Error).message.split('\n')[0]}`);
     }
     if (result.status !== 'finished' || this.closed) return;

@@ -27,7 +27,7 @@ import { contextMessages, responseMessage, sessionLines } from '../export/format
 import { writeJsonl } from '../export/writer.js';
 
 /** A stored sample with what training sees of it: its reward and the hint training uses. */
-function withSignal(s: SampleRecord): SampleRecord & { reward: Reward; hint: string | null; hinted: boolean } {
+function signalOf(s: SampleRecord): SampleRecord & { reward: Reward; hint: string | null; hinted: boolean } {
   const hint = hintForTraining(s.label);
   return { ...s, reward: s.label.reward ?? 0, hint, hinted: hint !== null };
 }
@@ -513,7 +513,7 @@ export class Workspace implements WorkspaceApi {
     const rolloutModel = options.rolloutsFor ? path.resolve(options.rolloutsFor) : null;
     for (const bundle of iterateBundles(this.store, undefined, options.format)) {
       // The at-least-one rule, per session and method: docs/design.md §At-least-one.
-      for (const { sample: s, kept } of sessionSamplesFor(options.method ?? 'combine', bundle.samples.map(withSignal))) {
+      for (const { sample: s, kept } of sessionSamplesFor(options.method ?? 'combine', bundle.samples.map(signalOf))) {
         out.push({
           sessionId: bundle.id,
           responseTurn: s.responseTurn,
@@ -532,7 +532,7 @@ export class Workspace implements WorkspaceApi {
 
   nothingToTrain(method: TrainMethod): string | null {
     const all: SampleSignal[] = [];
-    for (const bundle of iterateBundles(this.store)) all.push(...bundle.samples.map(withSignal));
+    for (const bundle of iterateBundles(this.store)) all.push(...bundle.samples.map(signalOf));
     return whyNothingToTrain(method, all);
   }
 

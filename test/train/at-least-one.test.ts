@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import path from 'node:path';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
-import { untrainedSamples, withSignal } from '../../src-main/capture/loop.js';
+import { untrainedSamples, countWithSignal } from '../../src-main/capture/loop.js';
 import { hintForTraining } from '../../src-main/judge/hint-rules.js';
 import { rowsFromSamples } from '../../src-main/train/batches.js';
 import { shortHintNote } from '../../src-shared/training.js';
@@ -47,7 +47,7 @@ describe('the at-least-one rule, per session and method', () => {
       expect(picked(fromLoop), method).toEqual(picked(fromDatabase));
       expect(fromLoop.map((s) => s.keptByAtLeastOne), method).toEqual(method === 'combine' ? [false, false] : method === 'rl' ? [true, false] : [false, true]);
       // Only samples with signal count towards the loop's threshold N.
-      expect(withSignal(fromLoop), method).toBe(method === 'combine' ? 2 : 1);
+      expect(countWithSignal(fromLoop), method).toBe(method === 'combine' ? 2 : 1);
     }
     // A sample already trained on is not offered again; its session is not "kept" for it.
     expect(picked(untrainedSamples(ws, MODEL, new Set(['capture:rated/1']), 'rl'))).toEqual([['capture:hinted', 1, 0, 'Write about a cat.', true]]);
