@@ -129,11 +129,14 @@ export function loraFrom(o: TrainerOptions, model: ModelConfig): { lora: LoraCon
   return { lora: adapter.lora, initial: adapter.weights };
 }
 
+/** Settings as a checkpoint holds them: those written before the run options were saved lack them. */
+type SavedSettings = Omit<RunSettings, 'saveEvery' | 'device' | 'threads' | 'merge'> & Partial<RunSettings>;
+
 /**
- * A checkpoint's settings with the options given for the resume applied. Checkpoints written
- * before the run options were saved get the defaults those runs used.
+ * A checkpoint's settings with the options given for the resume applied. Older checkpoints
+ * get the run options their runs used by default.
  */
-export function resumedSettings(saved: Partial<RunSettings> & Omit<RunSettings, 'saveEvery' | 'device' | 'threads' | 'merge'>, o: TrainerOptions): RunSettings {
+export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSettings {
   const s: RunSettings = { saveEvery: TRAIN_DEFAULTS.saveEvery, device: TRAIN_DEFAULTS.device, threads: null, merge: false, ...saved };
   const fixed = (name: string, given: unknown, has: unknown) => {
     if (given !== undefined && JSON.stringify(given) !== JSON.stringify(has)) {

@@ -6,7 +6,9 @@
  *
  * This module runs wherever it is called; ONNX Runtime blocks the calling thread, so the
  * app and the CLI call it through ./run-in-worker.ts, which hosts it in a worker thread.
- * Every setting left out takes its default from src-shared/training.ts.
+ * Every setting left out takes its default from src-shared/training.ts, or on resume the
+ * run's own (./run-settings.ts); a folder holding another run is refused unless the run is
+ * resumed or overwritten (./run-folder.ts).
  *
  * Steps: `steps` (default one epoch, ⌈rows / batch⌉). Step k trains on batch k mod
  * ⌈rows / batch⌉ of epoch ⌊k / ⌈rows / batch⌉⌋, each epoch in its own seeded order, one
