@@ -133,8 +133,8 @@ export function loraFrom(o: TrainerOptions, model: ModelConfig): { lora: LoraCon
 type SavedSettings = Omit<RunSettings, 'saveEvery' | 'device' | 'threads' | 'merge'> & Partial<RunSettings>;
 
 /**
- * A checkpoint's settings with the options given for the resume applied. Older checkpoints
- * get the run options their runs used by default.
+ * A checkpoint's settings with the options given for the resume applied. Older checkpoints,
+ * which lack the run options, get the defaults.
  */
 export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSettings {
   const s: RunSettings = { saveEvery: TRAIN_DEFAULTS.saveEvery, device: TRAIN_DEFAULTS.device, threads: null, merge: false, ...saved };

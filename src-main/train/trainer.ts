@@ -182,6 +182,7 @@ function resumePoint(dir: string): { root: string; settings: RunSettings } {
   if (!fs.existsSync(dir)) throw new UserError(`--resume ${dir}: no such folder`);
   try {
     const { dir: found, state } = readCheckpointState<RunSettings>(dir);
+    if (typeof state.settings?.modelDir !== 'string') throw new UserError(`${found}: the trainer state has no run settings to resume with`);
     return { root: path.resolve(found, '..', '..'), settings: state.settings };
   } catch (err) {
     if (err instanceof UserError && holdsRun(dir)) {
