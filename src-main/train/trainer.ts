@@ -180,16 +180,18 @@ function resolveOptions(options: TrainerOptions): ResolvedOptions {
 /** The folder and saved settings of the run `--resume dir` continues. */
 function resumePoint(dir: string): { root: string; settings: RunSettings } {
   if (!fs.existsSync(dir)) throw new UserError(`--resume ${dir}: no such folder`);
+  let found: string;
   try {
-    const { dir: found, state } = readCheckpointState<RunSettings>(dir);
-    if (typeof state.settings?.modelDir !== 'string') throw new UserError(`${found}: the trainer state has no run settings to resume with`);
-    return { root: path.resolve(found, '..', '..'), settings: state.settings };
+    found = findCheckpoint(dir);
   } catch (err) {
     if (err instanceof UserError && holdsRun(dir)) {
       throw new UserError(`${dir} holds no checkpoint to resume from (the run stopped before its first one); start it over with --overwrite`);
     }
     throw err;
   }
+  const { state } = readCheckpointState<RunSettings>(found);
+  if (typeof state.settings?.modelDir !== 'string') throw new UserError(`${found}: the trainer state has no run settings to resume with`);
+  return { root: path.resolve(found, '..', '..'), settings: state.settings };
 }
 
 /** Runs (or resumes) a training run to the end or to a stop request. */
