@@ -71,3 +71,17 @@ export const APP_TRAIN_DEFAULTS = {
   method: 'combine' as TrainMethod,
   steps: 50,
 } as const;
+
+/**
+ * The hint length rule (docs/design.md §Votes): a hint a judge extracted is dropped when it
+ * has this many characters or fewer after trimming. A hint the user typed is always used;
+ * the annotator only points out that it is this short (shortHintNote).
+ */
+export const SHORT_HINT_CHARS = 10;
+
+/** The annotator's note on a typed hint shorter than the judges' rule, or null. */
+export function shortHintNote(hint: string | null | undefined): string | null {
+  const length = hint?.trim().length ?? 0;
+  if (length === 0 || length > SHORT_HINT_CHARS) return null;
+  return `${length} character${length === 1 ? '' : 's'}: a judge's hint needs more than ${SHORT_HINT_CHARS}, but a hint you type is always used for training.`;
+}

@@ -2,6 +2,7 @@
 // src-main/workspace/workspace.ts implements it over the store, the importers, the pipeline and
 // the exporters; this file fixes its shape so the UI and the CLI can be built against it.
 import type { JudgeInput, JudgeVerdict, LabelSource, Reward, Role, SessionFormat, SourceFormat, ToolCall, TurnClass, Vote } from './types.js';
+import type { TrainMethod } from './training.js';
 
 export type ExportFormat = 'samples' | 'openclaw' | 'kto' | 'sft' | 'dpo' | 'sdft';
 export const EXPORT_FORMATS: readonly ExportFormat[] = ['samples', 'openclaw', 'kto', 'sft', 'dpo', 'sdft'];
@@ -189,11 +190,14 @@ export interface WorkspaceApi {
     provenance: VerdictProvenance,
   ): boolean;
   /**
-   * The samples training uses: those labelled ±1 or carrying a hint. Samples with reward 0
-   * (or unlabeled) are dropped, except that a session with samples but none trainable
-   * keeps its first sample with reward 0 (the at-least-one rule of docs/design.md §At-least-one).
+   * The samples a run of `method` (default combine) learns from: per session, those with
+   * signal for the method (±1 for rl, a hint for opd, either for combine); a session with
+   * samples but none with signal keeps its first sample, flagged (docs/design.md
+   * §At-least-one). A hint counts when the user typed it, or when a judge's passes the filter.
    */
-  trainingSamples(options?: { rolloutsFor?: string; format?: SessionFormat }): TrainingSample[];
+  trainingSamples(options?: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat }): TrainingSample[];
+  /** Why a run of `method` on this database would learn nothing (what it needs, what there is), or null. */
+  nothingToTrain(method: TrainMethod): string | null;
   /** Removes a session with its turns, samples and labels (and captured exchanges); false when there was none. */
   deleteSession(id: string): boolean;
   contextWindow(): ContextWindowSetting;

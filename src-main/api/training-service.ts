@@ -12,6 +12,7 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
 import { LOG_FILE, readLog } from '../train/trainer-log.js';
+import { holdsRun } from '../train/run-folder.js';
 import type { WorkspaceApi } from '../../src-shared/views.js';
 import type { Availability, TrainConfig, TrainProgress, TrainRunInfo, TrainingState } from '../../src-shared/contract.js';
 import type { EventHub } from '../workspace/event-hub.js';
@@ -60,7 +61,7 @@ export const trainerEngine: TrainingEngine = {
         device: config.device,
         saveEvery: config.checkpointEvery,
         // A resumed run reads its rows and settings back from its own folder.
-        ...(job.resume ? { resume: config.outDir } : { samples: job.workspace.trainingSamples() }),
+        ...(job.resume ? { resume: config.outDir } : { samples: job.workspace.trainingSamples({ method: config.method }) }),
       },
       {
         signal: job.signal,
@@ -181,6 +182,11 @@ export class TrainingService {
       throw new UserError('A fine-tune is already running; cancel it or wait for it to finish.');
     }
     checkModelDir(config.modelDir);
+    checkOutDir(config.outDir);
+    // Refused here, before any run is listed, so the page shows why instead of a run that
+    // "finishes" having learnt nothing (docs/design.md §At-least-one).
+    const nothing = this.workspace().nothingToTrain(config.method);
+    if (nothing) throw new UserError(nothing);
     const runId = crypto.randomBytes(6).toString('hex');
     this.launch(this.engine, runId, config, false);
     return { runId };
@@ -282,6 +288,17 @@ function readRunsFile(file: string): TrainRunInfo[] {
   } catch (err) {
     process.stderr.write(`hindsight: ignoring ${file}: ${(err as Error).message}\n`);
     return [];
+  }
+}
+
+/**
+ * A new run never writes into a folder that holds another run (the trainer refuses it too,
+ * in the CLI's words); the page picks fresh folders, so this is a folder the user chose.
+ */
+function checkOutDir(dir: string): void {
+  if (fs.existsSync(dir) && !fs.statSync(dir).isDirectory()) throw new UserError(`The output folder ${dir} is a file; choose a folder.`);
+  if (holdsRun(dir)) {
+    throw new UserError(`The output folder ${dir} already holds a training run; choose another folder (a run listed here continues with its Resume button).`);
   }
 }
 

@@ -35,7 +35,7 @@ import type { CapturedReplyIn, CaptureHook, CaptureTicket } from '../openai/capt
 import { RequestError, type ChatRequest } from '../openai/protocol.js';
 import type { UpstreamTarget } from '../openai/upstream.js';
 import { CaptureLog, captureLogPathFor } from './capture-log.js';
-import { CaptureLoop, untrainedSamples } from './loop.js';
+import { CaptureLoop, untrainedSamples, countWithSignal } from './loop.js';
 import { recordSession, type CapturedMessage, type CaptureRecord, type ReplyRecord, type RequestRecord } from './capture-records.js';
 import { LiveSessions } from './capture-sessions.js';
 
@@ -284,7 +284,7 @@ export class CaptureService {
       openSessions: st.sessions.openCount,
       exchanges: counts.exchanges,
       pendingJudge: counts.pendingJudge,
-      pendingTrain: untrainedSamples(ws, this.options.modelDir(), st.trained).length,
+      pendingTrain: countWithSignal(untrainedSamples(ws, this.options.modelDir(), st.trained, s.captureTrainMethod)),
       loop: {
         autoJudge: s.captureAutoJudge,
         autoTrain: s.captureAutoTrain,

@@ -5,10 +5,12 @@
  * 1. Auto-judge: captured samples without a label are judged with the backend chosen in
  *    Settings (the same runner as the Judge action: src-main/judge/runner.ts), limited to
  *    captured sessions. Manual labels are never touched.
- * 2. Auto-train: once N (default 16) captured samples are labelled ±1 or carry a hint and no
- *    background run has trained on them yet, a run starts (src-main/train/run-in-worker.ts, in its
- *    worker) on exactly those samples, from the adapter being served (a continuation, like
- *    OpenClaw-RL's policy updates), with their rollout log-probs as `old` where they match.
+ * 2. Auto-train: once N (default 16) captured samples have signal for the method (±1, a hint)
+ *    and no background run has trained on them yet, a run starts (src-main/train/run-in-worker.ts,
+ *    in its worker) on exactly those samples plus the ones the at-least-one rule keeps, from
+ *    the adapter being served (a continuation, like OpenClaw-RL's policy updates), with their
+ *    rollout log-probs as `old` where they match. Only samples with signal count as trained:
+ *    a kept one teaches nothing, so it must not stop a later label from being trained on.
  * 3. Hot swap: the finished adapter is loaded beside the served model, then served; the one
  *    before stays on the rollback stack.
  *
@@ -22,9 +24,9 @@ import path from 'node:path';
 import type { TrainingSample, WorkspaceApi } from '../../src-shared/views.js';
 import { openJudgeBackend, type JudgeBackendSpec } from '../judge/backends.js';
 import { runJudge, type JudgeTarget } from '../judge/runner.js';
-import { isUsefulHint } from '../judge/hint-rules.js';
 import type { CaptureStatus } from '../../src-shared/contract.js';
 import type { SettingsStore } from '../store/settings-file.js';
+import type { TrainMethod } from '../../src-shared/training.js';
 
 export type LoopState = CaptureStatus['loop']['state'];
 
@@ -48,12 +50,17 @@ export interface LoopContext {
 
 export const sampleKey = (s: { sessionId: string; responseTurn: number }) => `${s.sessionId}/${s.responseTurn}`;
 
-/** Captured samples with a training signal that no background run has used. */
-export function untrainedSamples(ws: WorkspaceApi, modelDir: string, trained: ReadonlySet<string>): TrainingSample[] {
-  return ws
-    .trainingSamples({ rolloutsFor: modelDir, format: 'capture' })
-    .filter((s) => !s.keptByAtLeastOne && (s.reward === 1 || s.reward === -1 || isUsefulHint(s.hint)) && !trained.has(sampleKey(s)));
+/**
+ * The captured samples a background run of `method` trains on that no run has used yet: the
+ * same choice, at-least-one rule included, as training from the database (docs/design.md
+ * §At-least-one). Only those with signal count towards the threshold N (countWithSignal).
+ */
+export function untrainedSamples(ws: WorkspaceApi, modelDir: string, trained: ReadonlySet<string>, method: TrainMethod): TrainingSample[] {
+  return ws.trainingSamples({ method, rolloutsFor: modelDir, format: 'capture' }).filter((s) => !trained.has(sampleKey(s)));
 }
+
+/** How many of these samples carry signal (kept samples never start a run on their own). */
+export const countWithSignal = (samples: readonly TrainingSample[]) => samples.filter((s) => !s.keptByAtLeastOne).length;
 
 export class CaptureLoop {
   state: LoopState = 'idle';
@@ -107,8 +114,9 @@ export class CaptureLoop {
     const s = this.ctx.settings().raw;
     if (s.captureAutoJudge) await this.judge();
     if (this.closed || !s.captureAutoTrain) return;
-    const samples = untrainedSamples(this.ctx.workspace(), this.ctx.modelDir(), this.ctx.trainedKeys());
-    if (samples.length >= s.captureTrainEvery && samples.length > this.failedAt) await this.train(samples);
+    const samples = untrainedSamples(this.ctx.workspace(), this.ctx.modelDir(), this.ctx.trainedKeys(), s.captureTrainMethod);
+    const ready = countWithSignal(samples);
+    if (ready >= s.captureTrainEvery && ready > this.failedAt) await this.train(samples);
   }
 
   private judgeSpec(): JudgeBackendSpec {
@@ -162,12 +170,12 @@ export class CaptureLoop {
         { signal: this.abort.signal },
       );
     } catch (err) {
-      this.failedAt = samples.length;
+      this.failedAt = countWithSignal(samples);
       throw new Error(`background training failed: ${(err as Error).message.split('\n')[0]}`);
     }
     if (result.status !== 'finished' || this.closed) return;
     this.failedAt = 0;
-    const keys = samples.map(sampleKey);
+    const keys = samples.filter((x) => !x.keptByAtLeastOne).map(sampleKey);
     this.ctx.recordTrained(runId, keys, result.adapterDir);
     this.lastRun = { runId, adapterDir: result.adapterDir, samples: keys.length, finishedAt: Date.now() };
     this.setState('swapping');

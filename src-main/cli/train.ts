@@ -4,6 +4,7 @@
 // checkpoints/. Progress goes to stderr; --json prints the result as one object.
 import fs from 'node:fs';
 import { UserError } from '../../src-shared/types.js';
+import type { TrainingSample } from '../../src-shared/views.js';
 import { withWorkspace } from '../workspace/workspace.js';
 import { parseTargets } from '../train/lora.js';
 import { startTraining } from '../train/run-in-worker.js';
@@ -13,6 +14,7 @@ import { defaultDbPath, intFlag, numberFlag, parseCommandArgs, printJson, UsageE
 import { deviceFlag } from './generate.js';
 
 const USAGE = `usage: hindsight train --model DIR --out ADAPTER_DIR [--data IN.jsonl] [options] [--db PATH] [--json]
+       hindsight train --resume RUN_DIR [options to change] [--json]
   --method M           ${TRAIN_METHODS.join('|')}: Binary RL, On-Policy Distillation or both (default ${D.method})
   --data IN.jsonl      pre-tokenised rows; without it, the database's labelled samples
   --steps N            optimizer updates (default one epoch: ⌈rows / batch size⌉)
@@ -33,8 +35,13 @@ const USAGE = `usage: hindsight train --model DIR --out ADAPTER_DIR [--data IN.j
   --device cpu|cuda    where the step runs (default ${D.device})
   --threads N          ONNX Runtime intra-op threads (default: its own choice)
   --save-every N       checkpoint every N steps and at the end, 0 only at the end (default ${D.saveEvery})
-  --resume DIR         continue a run from its last checkpoint
-  --merge              also write the merged weights under ADAPTER_DIR/merged`;
+  --resume DIR         continue the run in DIR from its last checkpoint, with every option it was
+                       started with except those given again (--out defaults to DIR, --model to its model)
+  --overwrite          start over in an --out folder that holds a run (the old run is removed)
+  --merge              also write the merged weights under ADAPTER_DIR/merged
+
+An --out folder that already holds a run is never written over silently: continue it with
+--resume, or start over with --overwrite.`;
 
 function optionalNumber(name: string, value: string | undefined): number | undefined {
   return value === undefined ? undefined : numberFlag(name, value, 0);
@@ -53,22 +60,33 @@ function describe(event: TrainerEvent): string | null {
     `kl ${l.approx_kl.toExponential(2)} clip ${l.clipfrac.toFixed(3)} |g| ${l.grad_norm.toFixed(4)} ${l.tokens_per_s.toFixed(0)} tok/s eta ${l.eta_s.toFixed(0)} s`;
 }
 
+/** The database's samples for `method`; refuses, naming what is missing, when it gives nothing to learn from. */
+async function databaseSamples(db: string, method: TrainMethod): Promise<TrainingSample[]> {
+  if (!fs.existsSync(db)) throw new UserError(`no database at ${db}: import chats first, or give --data FILE`);
+  return withWorkspace(db, (ws) => {
+    const nothing = ws.nothingToTrain(method);
+    if (nothing) throw new UserError(nothing);
+    return ws.trainingSamples({ method });
+  });
+}
+
 export const command: Command = async (argv) => {
   const { values: v } = parseCommandArgs(argv, {
-    model: { type: 'string' }, out: { type: 'string' }, data: { type: 'string' }, method: { type: 'string', default: D.method },
+    model: { type: 'string' }, out: { type: 'string' }, data: { type: 'string' }, method: { type: 'string' },
     steps: { type: 'string' }, 'batch-size': { type: 'string' }, lr: { type: 'string' }, optimizer: { type: 'string' },
     'lora-r': { type: 'string' }, 'lora-alpha': { type: 'string' }, targets: { type: 'string' }, 'init-adapter': { type: 'string' },
-    seed: { type: 'string' }, device: { type: 'string', default: D.device }, 'save-every': { type: 'string' }, resume: { type: 'string' },
+    seed: { type: 'string' }, device: { type: 'string' }, 'save-every': { type: 'string' }, resume: { type: 'string' },
     'max-grad-norm': { type: 'string' }, 'kl-beta': { type: 'string' }, 'max-length': { type: 'string' }, 'w-opd': { type: 'string' },
     'w-rl': { type: 'string' }, 'eps-low': { type: 'string' }, 'eps-high': { type: 'string' }, threads: { type: 'string' },
-    merge: { type: 'boolean', default: false },
+    merge: { type: 'boolean' }, overwrite: { type: 'boolean' },
   });
   if (v.help) {
     process.stdout.write(USAGE + '\n');
     return 0;
   }
-  if (!v.model || !v.out) throw new UsageError(`--model and --out are required\n${USAGE}`);
-  if (!TRAIN_METHODS.includes(v.method as TrainMethod)) throw new UsageError(`--method must be rl, opd or combine, got '${v.method}'`);
+  // Unset options stay undefined: a new run takes the defaults, a resumed run its own.
+  if (!v.resume && (!v.model || !v.out)) throw new UsageError(`--model and --out are required (or --resume DIR)\n${USAGE}`);
+  if (v.method !== undefined && !TRAIN_METHODS.includes(v.method as TrainMethod)) throw new UsageError(`--method must be rl, opd or combine, got '${v.method}'`);
   if (v.optimizer !== undefined && !OPTIMIZER_KINDS.includes(v.optimizer as OptimizerKind)) throw new UsageError(`--optimizer must be adamw or sgd, got '${v.optimizer}'`);
   let targets;
   try {
@@ -80,7 +98,7 @@ export const command: Command = async (argv) => {
     modelDir: v.model,
     outDir: v.out,
     dataFile: v.data,
-    method: v.method as TrainMethod,
+    method: v.method as TrainMethod | undefined,
     steps: optionalInt('steps', v.steps, 1),
     batchSize: optionalInt('batch-size', v['batch-size'], 1),
     lr: optionalNumber('lr', v.lr),
@@ -90,10 +108,11 @@ export const command: Command = async (argv) => {
     targets,
     initAdapter: v['init-adapter'],
     seed: optionalInt('seed', v.seed, 0),
-    device: deviceFlag(v.device),
+    device: v.device === undefined ? undefined : deviceFlag(v.device),
     threads: optionalInt('threads', v.threads, 1),
     saveEvery: optionalInt('save-every', v['save-every'], 0),
     resume: v.resume,
+    overwrite: v.overwrite,
     maxGradNorm: optionalNumber('max-grad-norm', v['max-grad-norm']),
     klBeta: optionalNumber('kl-beta', v['kl-beta']),
     maxLength: optionalInt('max-length', v['max-length'], 2),
@@ -104,11 +123,7 @@ export const command: Command = async (argv) => {
     merge: v.merge,
   };
   if (options.resume && (options.initAdapter || options.dataFile)) throw new UsageError('--resume continues a run as it was: it takes no --init-adapter or --data');
-  if (!options.dataFile && !options.resume) {
-    const db = v.db ?? defaultDbPath();
-    if (!fs.existsSync(db)) throw new UserError(`no database at ${db}: import chats first, or give --data FILE`);
-    options.samples = await withWorkspace(db, (ws) => ws.trainingSamples());
-  }
+  if (!options.dataFile && !options.resume) options.samples = await databaseSamples(v.db ?? defaultDbPath(), options.method ?? D.method);
   const controller = new AbortController();
   const onSignal = () => {
     process.stderr.write('stopping after the current step (a checkpoint is kept)…\n');

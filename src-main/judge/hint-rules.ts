@@ -16,6 +16,7 @@
 // Quality filter: a hint must be longer than 10 characters and must give a direction —
 // a hint made only of negative or filler words ("that was wrong", "not what I asked")
 // says nothing about what to do instead and is dropped.
+import { SHORT_HINT_CHARS } from '../../src-shared/training.js';
 
 const FOLLOW_UP = /\b(?:also|additionally|another|next|as well)\b/i;
 
@@ -63,7 +64,16 @@ export function givesDirection(hint: string): boolean {
 export function isUsefulHint(hint: string | null | undefined): hint is string {
   if (!hint) return false;
   const h = hint.trim();
-  return h.length > 10 && givesDirection(h);
+  return h.length > SHORT_HINT_CHARS && givesDirection(h);
+}
+
+/**
+ * The hint training uses from a label (docs/design.md §At-least-one): one the user typed (a
+ * manual label) whenever it is not blank, a judge's only when it passes the quality filter.
+ */
+export function hintForTraining(label: { hint: string | null; source: string | null }): string | null {
+  if (label.source === 'manual') return label.hint?.trim() ? label.hint : null;
+  return isUsefulHint(label.hint) ? label.hint : null;
 }
 
 function sentences(text: string): string[] {

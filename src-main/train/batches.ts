@@ -9,9 +9,10 @@
  * uses as `dataset.jsonl` in that format, so a run can be repeated or resumed from the file.
  *
  * Which rows a method trains on (the "masked out" samples of docs/design.md §At-least-one are simply left out,
- * which gives the same token mean):
- *   rl       reward ±1; reward-0 samples only when kept by the at-least-one rule (A = 0)
- *   opd      samples with a teacher (a hint); others only when kept by the at-least-one rule
+ * which gives the same token mean): the rows with signal for the method
+ * (pipeline/training-signal.ts), and rows kept by the at-least-one rule (A = 0):
+ *   rl       reward ±1
+ *   opd      samples with a teacher (a hint)
  *   combine  reward ±1 or a teacher; a hint without ±1 uses r = 0, ±1 without a hint uses
  *            teacher = old (no OPD term)
  *
@@ -26,6 +27,7 @@ import { UserError } from '../../src-shared/types.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
+import { hasSignalFor } from '../pipeline/training-signal.js';
 import type { StepBatch, TrainMethod } from './training-step.js';
 
 export interface TokenSpan {
@@ -62,11 +64,7 @@ function sameTokens(a: number[], b: number[]): boolean {
 
 /** Whether a method trains on this row (see the module comment). */
 export function rowSelected(method: TrainMethod, reward: number, hasTeacher: boolean, kept = false): boolean {
-  if (kept) return true;
-  const rewarded = reward === 1 || reward === -1;
-  if (method === 'rl') return rewarded;
-  if (method === 'opd') return hasTeacher;
-  return rewarded || hasTeacher;
+  return kept || hasSignalFor(method, reward, hasTeacher);
 }
 
 function skip(set: RowSet, reason: string): void {
@@ -76,9 +74,9 @@ function skip(set: RowSet, reason: string): void {
 // ── rows from the database ─────────────────────────────────────────────────────────────
 
 /**
- * The Workspace's training samples (at-least-one rule already applied there) through the
- * model's chat template. The teacher is the enhanced context (docs/design.md §Hint prompt) followed by the
- * student's own reply tokens, so both score the very same tokens.
+ * The Workspace's training samples (the at-least-one rule already applied there, for the
+ * run's method) through the model's chat template. The teacher is the enhanced context
+ * (docs/design.md §Hint prompt) followed by the student's own reply tokens, so both score the very same tokens.
  */
 export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: ChatTokenizer, method: TrainMethod, maxLength: number): RowSet {
   const set: RowSet = { rows: [], skipped: {}, truncated: 0 };

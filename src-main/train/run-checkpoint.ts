@@ -94,7 +94,8 @@ export function findCheckpoint(dir: string): string {
   return found;
 }
 
-export function loadCheckpoint<S>(dir: string, model: ModelConfig): SavedCheckpoint<S> {
+/** The trainer state of the checkpoint `dir` names (see findCheckpoint), without its tensors. */
+export function readCheckpointState<S>(dir: string): { dir: string; state: TrainerState<S> } {
   const found = findCheckpoint(dir);
   const stateFile = path.join(found, STATE_FILE);
   let state: TrainerState<S>;
@@ -103,7 +104,12 @@ export function loadCheckpoint<S>(dir: string, model: ModelConfig): SavedCheckpo
   } catch (err) {
     throw new UserError(`${stateFile}: invalid JSON (${(err as Error).message})`);
   }
-  if (state.format !== 1 || !Number.isInteger(state.step)) throw new UserError(`${stateFile}: not a Hindsight trainer state (format ${state.format})`);
+  if (state?.format !== 1 || !Number.isInteger(state.step)) throw new UserError(`${stateFile}: not a Hindsight trainer state (format ${state?.format})`);
+  return { dir: found, state };
+}
+
+export function loadCheckpoint<S>(dir: string, model: ModelConfig): SavedCheckpoint<S> {
+  const { dir: found, state } = readCheckpointState<S>(dir);
   const adapter = readAdapter(found, model);
   const shapes = loraShapes(adapter.specs, adapter.lora.r);
   const optFile = path.join(found, OPTIMIZER_FILE);

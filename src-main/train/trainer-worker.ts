@@ -18,5 +18,17 @@ try {
   });
   post({ type: 'done', result });
 } catch (err) {
-  post({ type: 'error', error: errorPayload(err) });
+  post({ type: 'error', error: asUserFacing(err) });
+}
+
+/**
+ * A failed file operation (no space, no permission, a path that is a file) is the user's
+ * situation, not a bug: it travels as a UserError, so it is reported in one line with no
+ * stack trace. Node's message names the operation and the path.
+ */
+function asUserFacing(err: unknown): ReturnType<typeof errorPayload> {
+  const payload = errorPayload(err);
+  const e = err as NodeJS.ErrnoException;
+  if (typeof e?.code === 'string' && typeof e.syscall === 'string') return { ...payload, name: 'UserError', stack: undefined };
+  return payload;
 }

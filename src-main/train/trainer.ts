@@ -6,7 +6,9 @@
  *
  * This module runs wherever it is called; ONNX Runtime blocks the calling thread, so the
  * app and the CLI call it through ./run-in-worker.ts, which hosts it in a worker thread.
- * Every setting left out takes its default from src-shared/training.ts.
+ * Every setting left out takes its default from src-shared/training.ts, or on resume the
+ * run's own (./run-settings.ts); a folder holding another run is refused unless the run is
+ * resumed or overwritten (./run-folder.ts).
  *
  * Steps: `steps` (default one epoch, ⌈rows / batch⌉). Step k trains on batch k mod
  * ⌈rows / batch⌉ of epoch ⌊k / ⌈rows / batch⌉⌋, each epoch in its own seeded order, one
@@ -16,74 +18,23 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
-import { defaultEpsHigh, TRAIN_DEFAULTS } from '../../src-shared/training.js';
-import type { TrainingSample } from '../../src-shared/views.js';
 import { Checkpoint, type ModelConfig } from '../model/hf-checkpoint.js';
-import type { LinearTarget } from '../model/decoder.js';
-import type { Device } from '../model/ort-session.js';
 import { seededRandom } from '../model/sampling.js';
 import { ChatTokenizer } from '../model/tokenizer.js';
 import { fillInStepAdvantages, inStepAdvantageMetrics } from './advantages.js';
-import { padBatch, responseValues, rowToLine, rowsForStep, rowsFromJsonl, rowsFromSamples, type RowSet, type TrainRow } from './batches.js';
-import { findCheckpoint, loadCheckpoint, saveCheckpoint, type TrainerState } from './run-checkpoint.js';
+import { padBatch, responseValues, rowSelected, rowToLine, rowsForStep, rowsFromJsonl, rowsFromSamples, type RowSet, type TrainRow } from './batches.js';
+import { findCheckpoint, loadCheckpoint, readCheckpointState, saveCheckpoint, type TrainerState } from './run-checkpoint.js';
+import { checkOutFolder, DATASET_FILE, holdsRun, prepareOutFolder } from './run-folder.js';
+import { loraFrom, positiveInt, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from './run-settings.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
-import { DEFAULT_LORA, initLora, loraSpecs } from './lora.js';
-import { TrainerLog, type StepLog } from './trainer-log.js';
+import { initLora, loraSpecs } from './lora.js';
+import { LOG_FILE, readLog, TrainerLog, type StepLog } from './trainer-log.js';
 import { writeMergedModel } from './merge.js';
-import { readAdapter, writeAdapter } from './peft.js';
-import { createTrainStep, type LossConfig, type LoraConfig, type LoraWeights, type OptimizerConfig, type OptimizerKind, type OptimizerState, type TrainMethod, type TrainStep } from './training-step.js';
+import { writeAdapter } from './peft.js';
+import { createTrainStep, type LoraWeights, type OptimizerKind, type OptimizerState, type TrainMethod, type TrainStep } from './training-step.js';
 
-export const DATASET_FILE = 'dataset.jsonl';
-
-/** What a run is asked to do (CLI flags, the app's TrainConfig). */
-export interface TrainerOptions {
-  modelDir: string;
-  outDir: string;
-  /** Pre-tokenised rows (`hindsight train --data`); otherwise `samples` (the database's). */
-  dataFile?: string;
-  samples?: TrainingSample[];
-  method: TrainMethod;
-  /** Total steps; default one epoch. */
-  steps?: number;
-  batchSize?: number;
-  lr?: number;
-  optimizer?: OptimizerKind;
-  maxGradNorm?: number;
-  klBeta?: number;
-  epsLow?: number;
-  epsHigh?: number;
-  wOpd?: number;
-  wRl?: number;
-  loraR?: number;
-  loraAlpha?: number;
-  targets?: LinearTarget[];
-  initAdapter?: string;
-  seed?: number;
-  device?: Device;
-  threads?: number;
-  /** Checkpoint every N steps (0: only at the end). */
-  saveEvery?: number;
-  /** A previous run's output folder (or checkpoint folder) to continue from. */
-  resume?: string;
-  maxLength?: number;
-  /** Also write the merged weights (W + s·B·A) as model.safetensors under <out>/merged. */
-  merge?: boolean;
-}
-
-/** The settings that define the run's numbers; saved in every checkpoint, restored on resume. */
-export interface RunSettings {
-  modelDir: string;
-  method: TrainMethod;
-  batchSize: number;
-  maxLength: number;
-  seed: number;
-  lora: LoraConfig;
-  optimizer: OptimizerConfig;
-  loss: LossConfig;
-  wOpd: number;
-  wRl: number;
-  initAdapter: string | null;
-}
+export { DATASET_FILE } from './run-folder.js';
+export type { RunSettings, TrainerOptions } from './run-settings.js';
 
 export type TrainerEvent =
   | { type: 'status'; phase: 'loading' | 'preparing' | 'compiling' | 'training' | 'saving' | 'exporting'; message: string }
@@ -111,51 +62,6 @@ export interface TrainerHooks {
   shouldStop?: () => boolean;
 }
 
-function positiveInt(name: string, v: number): number {
-  if (!Number.isInteger(v) || v < 1) throw new UserError(`${name} must be a whole number ≥ 1, got ${v}`);
-  return v;
-}
-
-function settingsFrom(o: TrainerOptions, lora: LoraConfig, model: ModelConfig): RunSettings {
-  const d = TRAIN_DEFAULTS;
-  const lr = o.lr ?? d.lr;
-  if (!(lr >= 0) || !Number.isFinite(lr)) throw new UserError(`learning rate must be a finite number ≥ 0, got ${lr}`);
-  const maxLength = positiveInt('max length', o.maxLength ?? Math.min(d.maxLength, model.maxPositionEmbeddings));
-  return {
-    modelDir: path.resolve(o.modelDir),
-    method: o.method,
-    batchSize: positiveInt('batch size', o.batchSize ?? d.batchSize),
-    maxLength,
-    seed: o.seed ?? d.seed,
-    lora,
-    optimizer: {
-      kind: o.optimizer ?? d.optimizer, lr, betas: [...d.betas], eps: d.adamEps, weightDecay: d.weightDecay, maxGradNorm: o.maxGradNorm ?? d.maxGradNorm,
-    },
-    loss: { method: o.method, epsLow: o.epsLow ?? d.epsLow, epsHigh: o.epsHigh ?? defaultEpsHigh(o.method), klBeta: o.klBeta ?? d.klBeta },
-    wOpd: o.wOpd ?? d.wOpd,
-    wRl: o.wRl ?? d.wRl,
-    initAdapter: o.initAdapter ? path.resolve(o.initAdapter) : null,
-  };
-}
-
-/** LoRA shape from the flags, or from --init-adapter (whose r, alpha and targets win; conflicts are errors). */
-function loraFrom(o: TrainerOptions, model: ModelConfig): { lora: LoraConfig; initial?: LoraWeights } {
-  if (!o.initAdapter) {
-    const lora = { r: o.loraR ?? DEFAULT_LORA.r, alpha: o.loraAlpha ?? DEFAULT_LORA.alpha, targets: o.targets ?? DEFAULT_LORA.targets };
-    positiveInt('LoRA rank', lora.r);
-    if (!(lora.alpha > 0)) throw new UserError(`LoRA alpha must be > 0, got ${lora.alpha}`);
-    return { lora };
-  }
-  const adapter = readAdapter(o.initAdapter, model);
-  const conflict = (flag: string, given: unknown, found: unknown) => {
-    throw new UserError(`--init-adapter ${o.initAdapter} has ${flag} ${JSON.stringify(found)}, but ${JSON.stringify(given)} was asked for; drop the flag or use another adapter`);
-  };
-  if (o.loraR !== undefined && o.loraR !== adapter.lora.r) conflict('r', o.loraR, adapter.lora.r);
-  if (o.loraAlpha !== undefined && o.loraAlpha !== adapter.lora.alpha) conflict('lora_alpha', o.loraAlpha, adapter.lora.alpha);
-  if (o.targets !== undefined && o.targets.join() !== adapter.lora.targets.join()) conflict('targets', o.targets.join(','), adapter.lora.targets.join(','));
-  return { lora: adapter.lora, initial: adapter.weights };
-}
-
 function emptyOptimizerState(weights: LoraWeights, kind: OptimizerKind): OptimizerState {
   const zeros = () => new Map([...weights].map(([k, v]) => [k, new Float32Array(v.length)]));
   return { step: 0, m: kind === 'adamw' ? zeros() : new Map(), v: kind === 'adamw' ? zeros() : new Map() };
@@ -180,90 +86,145 @@ interface Prepared {
   totalSteps: number;
   elapsedBefore: number;
   datasetSha: string;
+  /** The rows as dataset.jsonl holds them. */
+  datasetText: string;
   /** The output folder of the run a resume continues (its checkpoint is already on disk there). */
   resumedIn?: string;
 }
 
-/** Reads the rows for a new run and writes them as <out>/dataset.jsonl. */
-function prepareRows(o: TrainerOptions, settings: RunSettings, tokenizer: ChatTokenizer, model: ModelConfig): { set: RowSet; sha: string } {
+/** Options with the output folder resolved and the model known (given, or the resumed run's). */
+type ResolvedOptions = TrainerOptions & { outDir: string; modelDir: string };
+
+/** Reads the rows for a new run, as <out>/dataset.jsonl will hold them. */
+function prepareRows(o: ResolvedOptions, settings: RunSettings, tokenizer: ChatTokenizer, model: ModelConfig): { set: RowSet; text: string } {
   let set: RowSet;
   if (o.dataFile) set = rowsFromJsonl(o.dataFile, settings.method, model.vocabSize, settings.maxLength);
   else if (o.samples) set = rowsFromSamples(o.samples, tokenizer, settings.method, settings.maxLength);
   else throw new UserError('nothing to train on: give --data FILE or a database with labelled samples');
+  const source = o.dataFile ?? 'the database';
   if (set.rows.length === 0) {
     const why = Object.entries(set.skipped).map(([k, n]) => `${n} × ${k}`).join(', ');
-    const source = o.dataFile ?? 'the database';
     throw new UserError(`nothing to train on with method ${settings.method} in ${source}${why ? ` (left out: ${why})` : ''}; label samples ±1${settings.method === 'rl' ? '' : ' or add hints'} first`);
   }
-  const text = set.rows.map((r) => JSON.stringify(rowToLine(r)) + '\n').join('');
-  writeFileAtomicSync(path.join(o.outDir, DATASET_FILE), Buffer.from(text, 'utf8'));
-  return { set, sha: sha256(text) };
+  // Rows kept by the at-least-one rule train with advantage 0: alone they would "finish" a
+  // run that learnt nothing (docs/design.md §At-least-one).
+  if (!set.rows.some((r) => rowSelected(settings.method, r.reward, r.teacher !== undefined))) {
+    throw new UserError(`nothing to train on with method ${settings.method} in ${source}: all ${set.rows.length} rows are kept without signal (${settings.method === 'rl' ? 'no ±1 reward' : settings.method === 'opd' ? 'no hint' : 'neither ±1 reward nor hint'})`);
+  }
+  return { set, text: set.rows.map((r) => JSON.stringify(rowToLine(r)) + '\n').join('') };
 }
 
-function prepare(o: TrainerOptions, checkpoint: Checkpoint, tokenizer: ChatTokenizer, log: TrainerLog): Prepared {
+function prepareResume(o: ResolvedOptions & { resume: string }, model: ModelConfig): Prepared {
+  const saved = loadCheckpoint<RunSettings>(o.resume, model);
+  const settings = resumedSettings(saved.state.settings, o);
+  const resumeRoot = path.resolve(saved.dir, '..', '..');
+  const datasetFile = path.join(resumeRoot, DATASET_FILE);
+  if (!fs.existsSync(datasetFile)) throw new UserError(`${resumeRoot}: missing ${DATASET_FILE}, which the checkpoint was trained on`);
+  const text = fs.readFileSync(datasetFile, 'utf8');
+  if (sha256(text) !== saved.state.datasetSha256) throw new UserError(`${datasetFile} changed since the checkpoint was written; cannot resume bit-for-bit`);
+  const set = rowsFromJsonl(datasetFile, settings.method, model.vocabSize, settings.maxLength);
+  const kept = readLog(path.join(resumeRoot, LOG_FILE)).filter((l) => l.step <= saved.state.step);
+  const totalSteps = o.steps ?? saved.state.totalSteps;
+  if (totalSteps <= saved.state.step) throw new UserError(`the checkpoint in ${saved.dir} has done ${saved.state.step} steps already; ask for more with --steps (now ${totalSteps})`);
+  return {
+    settings, rows: set.rows, rowSet: set, weights: saved.weights, optimizer: saved.optimizer,
+    startStep: saved.state.step, totalSteps, elapsedBefore: kept.at(-1)?.elapsed_s ?? 0, datasetSha: saved.state.datasetSha256,
+    datasetText: text, resumedIn: resumeRoot,
+  };
+}
+
+/** Everything the run needs, read and checked; nothing is written yet. */
+function prepare(o: ResolvedOptions, checkpoint: Checkpoint, tokenizer: ChatTokenizer): Prepared {
   const model = checkpoint.config;
-  if (o.resume) {
-    const saved = loadCheckpoint<RunSettings>(o.resume, model);
-    const settings = saved.state.settings;
-    const resumeRoot = path.resolve(saved.dir, '..', '..');
-    const datasetFile = path.join(resumeRoot, DATASET_FILE);
-    if (!fs.existsSync(datasetFile)) throw new UserError(`${resumeRoot}: missing ${DATASET_FILE}, which the checkpoint was trained on`);
-    const text = fs.readFileSync(datasetFile, 'utf8');
-    if (sha256(text) !== saved.state.datasetSha256) throw new UserError(`${datasetFile} changed since the checkpoint was written; cannot resume bit-for-bit`);
-    const set = rowsFromJsonl(datasetFile, settings.method, model.vocabSize, settings.maxLength);
-    if (path.resolve(o.outDir) !== resumeRoot) writeFileAtomicSync(path.join(o.outDir, DATASET_FILE), Buffer.from(text, 'utf8'));
-    const kept = log.truncateTo(saved.state.step, path.join(resumeRoot, 'trainer_log.jsonl'));
-    const totalSteps = o.steps ?? saved.state.totalSteps;
-    if (totalSteps <= saved.state.step) throw new UserError(`the checkpoint in ${saved.dir} has done ${saved.state.step} steps already; ask for more with --steps (now ${totalSteps})`);
-    return {
-      settings, rows: set.rows, rowSet: set, weights: saved.weights, optimizer: saved.optimizer,
-      startStep: saved.state.step, totalSteps, elapsedBefore: kept.at(-1)?.elapsed_s ?? 0, datasetSha: saved.state.datasetSha256,
-      resumedIn: resumeRoot,
-    };
-  }
+  if (o.resume) return prepareResume({ ...o, resume: o.resume }, model);
   const { lora, initial } = loraFrom(o, model);
   const settings = settingsFrom(o, lora, model);
-  const { set, sha } = prepareRows(o, settings, tokenizer, model);
+  const { set, text } = prepareRows(o, settings, tokenizer, model);
   const weights = initial ?? initLora(loraSpecs(model, lora.targets), lora.r, settings.seed);
   const perEpoch = Math.ceil(set.rows.length / settings.batchSize);
-  log.reset();
   return {
     settings, rows: set.rows, rowSet: set, weights, optimizer: emptyOptimizerState(weights, settings.optimizer.kind),
-    startStep: 0, totalSteps: positiveInt('steps', o.steps ?? perEpoch), elapsedBefore: 0, datasetSha: sha,
+    startStep: 0, totalSteps: positiveInt('steps', o.steps ?? perEpoch), elapsedBefore: 0, datasetSha: sha256(text), datasetText: text,
   };
+}
+
+/**
+ * Takes the output folder (removing an old run there on overwrite) once the run is known to
+ * start, so a run refused for its options or its data leaves the folder as it was; then
+ * writes the rows and the log the run starts from.
+ */
+function claimOutFolder(o: ResolvedOptions, p: Prepared, log: TrainerLog): void {
+  prepareOutFolder(o.outDir, { resumeRoot: p.resumedIn, overwrite: o.overwrite });
+  if (p.resumedIn !== o.outDir) writeFileAtomicSync(path.join(o.outDir, DATASET_FILE), Buffer.from(p.datasetText, 'utf8'));
+  if (p.resumedIn) log.truncateTo(p.startStep, path.join(p.resumedIn, LOG_FILE));
+  else log.reset();
+}
+
+/**
+ * Where a run goes and from which model: checks the output folder (a folder holding another
+ * run needs resume or overwrite: ./run-folder.ts) and, on resume, takes the run's own model
+ * unless one is given.
+ */
+function resolveOptions(options: TrainerOptions): ResolvedOptions {
+  if (!options.outDir && !options.resume) throw new UserError('a new run needs an output folder (--out)');
+  const resumed = options.resume ? resumePoint(options.resume) : undefined;
+  // Refuses a change the resume cannot make before any work starts.
+  if (resumed) resumedSettings(resumed.settings, options);
+  const modelDir = options.modelDir ?? resumed?.settings.modelDir;
+  if (!modelDir) throw new UserError('a new run needs a model folder (--model)');
+  const outDir = path.resolve(options.outDir ?? resumed!.root);
+  checkOutFolder(outDir, { resumeRoot: resumed?.root, overwrite: options.overwrite });
+  return { ...options, outDir, modelDir };
+}
+
+/** The folder and saved settings of the run `--resume dir` continues. */
+function resumePoint(dir: string): { root: string; settings: RunSettings } {
+  if (!fs.existsSync(dir)) throw new UserError(`--resume ${dir}: no such folder`);
+  let found: string;
+  try {
+    found = findCheckpoint(dir);
+  } catch (err) {
+    if (err instanceof UserError && holdsRun(dir)) {
+      throw new UserError(`${dir} holds no checkpoint to resume from (the run stopped before its first one); start it over with --overwrite`);
+    }
+    throw err;
+  }
+  const { state } = readCheckpointState<RunSettings>(found);
+  if (typeof state.settings?.modelDir !== 'string') throw new UserError(`${found}: the trainer state has no run settings to resume with`);
+  return { root: path.resolve(found, '..', '..'), settings: state.settings };
 }
 
 /** Runs (or resumes) a training run to the end or to a stop request. */
 export async function train(options: TrainerOptions, hooks: TrainerHooks = {}): Promise<TrainResult> {
   const emit = hooks.onEvent ?? (() => {});
-  const outDir = path.resolve(options.outDir);
-  fs.mkdirSync(outDir, { recursive: true });
-  emit({ type: 'status', phase: 'loading', message: `opening ${options.modelDir}` });
-  const checkpoint = Checkpoint.open(options.modelDir);
-  const tokenizer = ChatTokenizer.load(options.modelDir);
-  const log = new TrainerLog(outDir);
+  const o = resolveOptions(options);
+  emit({ type: 'status', phase: 'loading', message: `opening ${o.modelDir}` });
+  const checkpoint = Checkpoint.open(o.modelDir);
+  const tokenizer = ChatTokenizer.load(o.modelDir);
+  const log = new TrainerLog(o.outDir);
   emit({ type: 'status', phase: 'preparing', message: 'tokenising the training rows' });
-  const p = prepare({ ...options, outDir }, checkpoint, tokenizer, log);
+  const p = prepare(o, checkpoint, tokenizer);
+  claimOutFolder(o, p, log);
   const { settings } = p;
   const specs = loraSpecs(checkpoint.config, settings.lora.targets);
 
   emit({ type: 'status', phase: 'compiling', message: 'building the training graph' });
   const step = await createTrainStep(checkpoint, {
-    lora: settings.lora, optimizer: settings.optimizer, loss: settings.loss, device: options.device ?? TRAIN_DEFAULTS.device, threads: options.threads,
+    lora: settings.lora, optimizer: settings.optimizer, loss: settings.loss, device: settings.device, threads: settings.threads ?? undefined,
   });
   try {
     if (step.specs.map((s) => s.module).join() !== specs.map((s) => s.module).join()) {
       throw new Error('the training step adapts other modules than the trainer expects');
     }
     emit({ type: 'executionProvider', name: step.executionProvider });
-    return await loop(options, outDir, p, step, checkpoint, log, emit, hooks.shouldStop ?? (() => false));
+    return await loop(o.outDir, p, step, checkpoint, log, emit, hooks.shouldStop ?? (() => false));
   } finally {
     await step.close();
   }
 }
 
 async function loop(
-  options: TrainerOptions, outDir: string, p: Prepared, step: TrainStep, checkpoint: Checkpoint, log: TrainerLog,
+  outDir: string, p: Prepared, step: TrainStep, checkpoint: Checkpoint, log: TrainerLog,
   emit: (e: TrainerEvent) => void, shouldStop: () => boolean,
 ): Promise<TrainResult> {
   const { settings, rows, totalSteps } = p;
@@ -272,7 +233,7 @@ async function loop(
   let optimizer = p.optimizer;
   let done = p.startStep;
   let last: StepLog | null = null;
-  const saveEvery = options.saveEvery ?? TRAIN_DEFAULTS.saveEvery;
+  const { saveEvery } = settings;
   const started = Date.now();
   const baseModel = settings.modelDir;
   const save = (): string => {
@@ -332,7 +293,7 @@ async function loop(
   emit({ type: 'status', phase: 'exporting', message: `writing the adapter to ${outDir}` });
   writeAdapter(outDir, { lora: settings.lora, specs, weights, baseModel });
   let mergedDir: string | undefined;
-  if (options.merge) mergedDir = writeMergedModel(checkpoint, path.join(outDir, 'merged'), settings.lora, specs, weights);
+  if (settings.merge) mergedDir = writeMergedModel(checkpoint, path.join(outDir, 'merged'), settings.lora, specs, weights);
   return {
     status, steps: done, totalSteps, adapterDir: outDir, checkpointDir, logFile: log.file, executionProvider: step.executionProvider,
     rows: rows.length, skipped: p.rowSet.skipped, truncated: p.rowSet.truncated, last, mergedDir,

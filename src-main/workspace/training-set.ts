@@ -1,44 +1,57 @@
 // The training set (trainable samples, and the at-least-one rule) and the checks that warn
 // about it before a run.
 import path from 'node:path';
-import type { SessionFormat } from '../../src-shared/types.js';
+import type { Reward, SessionFormat } from '../../src-shared/types.js';
+import type { TrainMethod } from '../../src-shared/training.js';
 import type { CheckReport, TrainingSample } from '../../src-shared/views.js';
-import { isUsefulHint } from '../judge/hint-rules.js';
+import { hintForTraining } from '../judge/hint-rules.js';
+import { sessionSamplesFor, whyNothingToTrain, type SampleSignal } from '../pipeline/training-signal.js';
 import { contextMessages, responseMessage } from '../export/formats.js';
 import { latestRollout } from '../store/capture-exchanges.js';
 import type { Store } from '../store/database.js';
 import { countHintRunLabels, countHints } from '../store/labels.js';
 import { readStats, sessionsWithoutSamples } from '../store/overview-reads.js';
-import { iterateBundles } from '../store/session-reads.js';
+import { iterateBundles, type SampleRecord } from '../store/session-reads.js';
+
+/** A stored sample with what training sees of it: its reward and the hint training uses. */
+function signalOf(s: SampleRecord): SampleRecord & { reward: Reward; hint: string | null; hinted: boolean } {
+  const hint = hintForTraining(s.label);
+  return { ...s, reward: s.label.reward ?? 0, hint, hinted: hint !== null };
+}
 
 /**
- * The samples training uses: those labelled ±1 or carrying a useful hint; a session with
- * samples but none trainable keeps its first one with reward 0. With `rolloutsFor` (a model
+ * The samples a run of `method` (default combine) learns from, after the at-least-one rule
+ * per session and method (docs/design.md §At-least-one). With `rolloutsFor` (a model
  * folder), samples captured live from that model carry their rollout (see
  * TrainingSample.rollout); without it none does, so a run on another model never mistakes a
  * rollout's log-probs for its own.
  */
-export function trainingSamples(store: Store, options: { rolloutsFor?: string; format?: SessionFormat } = {}): TrainingSample[] {
+export function trainingSamples(store: Store, options: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat } = {}): TrainingSample[] {
   const out: TrainingSample[] = [];
   const rolloutModel = options.rolloutsFor ? path.resolve(options.rolloutsFor) : null;
   for (const bundle of iterateBundles(store, undefined, options.format)) {
-    const trainable = bundle.samples.filter((s) => s.label.reward === 1 || s.label.reward === -1 || isUsefulHint(s.label.hint));
-    const kept = trainable.length > 0 ? trainable : bundle.samples.slice(0, 1);
-    for (const s of kept) {
+    for (const { sample: s, kept } of sessionSamplesFor(options.method ?? 'combine', bundle.samples.map(signalOf))) {
       out.push({
         sessionId: bundle.id,
         responseTurn: s.responseTurn,
         messages: contextMessages(bundle, s),
         response: responseMessage(bundle, s),
-        reward: s.label.reward ?? 0,
-        hint: isUsefulHint(s.label.hint) ? s.label.hint : null,
+        reward: s.reward,
+        hint: s.hint,
         repair: s.label.repair,
-        keptByAtLeastOne: trainable.length === 0,
+        keptByAtLeastOne: kept,
         ...(rolloutModel && bundle.format === 'capture' ? rolloutOf(store, bundle.id, s.responseTurn, bundle.turns[s.responseTurn].text, rolloutModel) : {}),
       });
     }
   }
   return out;
+}
+
+/** Why a run of `method` on this database would learn nothing (what it needs, what there is), or null. */
+export function nothingToTrain(store: Store, method: TrainMethod): string | null {
+  const all: SampleSignal[] = [];
+  for (const bundle of iterateBundles(store)) all.push(...bundle.samples.map(signalOf));
+  return whyNothingToTrain(method, all);
 }
 
 /** The latest rollout of the local model `modelDir` for this reply, when its text is the reply's. */

@@ -27,7 +27,8 @@ import { applyCapture } from './capture-writes.js';
 import { defaultOpenExport, emptySummary, importError, importOpened, type OpenedExportLike, type OpenExportFn } from './import-into-store.js';
 import { judgeCandidates, recordVerdict, setManualLabel } from './labels.js';
 import { sampleViews, sessionDetail } from './session-views.js';
-import { checkReport, trainingSamples } from './training-set.js';
+import { checkReport, nothingToTrain, trainingSamples } from './training-set.js';
+import type { TrainMethod } from '../../src-shared/training.js';
 
 export type { CaptureExchangeRow } from '../store/capture-exchanges.js';
 export type { OpenedExportLike, OpenExportFn } from './import-into-store.js';
@@ -143,8 +144,12 @@ export class Workspace implements WorkspaceApi {
     return checkReport(this.store);
   }
 
-  trainingSamples(options: { rolloutsFor?: string; format?: SessionFormat } = {}): TrainingSample[] {
+  trainingSamples(options: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat } = {}): TrainingSample[] {
     return trainingSamples(this.store, options);
+  }
+
+  nothingToTrain(method: TrainMethod): string | null {
+    return nothingToTrain(this.store, method);
   }
 
   contextWindow(): ContextWindowSetting {

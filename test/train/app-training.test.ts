@@ -65,4 +65,29 @@ describe('the app training service on the real trainer', () => {
     expect(fs.existsSync(path.join(outDir, 'adapter_model.safetensors'))).toBe(true);
     ws.close();
   });
+
+  it('refuses to start a run that would learn nothing, or one into a folder that holds a run, with a message for the page', async () => {
+    const { ws, dir } = await tempWorkspace();
+    const story = (id: string, reply: string, feedback: string) => conv(id, [['user', 'Tell me a story.'], ['assistant', reply], ['user', feedback]]);
+    await ws.importExport(fakeExport('s.jsonl', [story('a', 'Tom had a red car.', 'Hmm.'), story('b', 'The dog ran to the park.', 'Ok.')]));
+    const service = new TrainingService(new EventHub(), () => ws);
+    const config: TrainConfig = {
+      modelDir: MODEL, outDir: path.join(dir, 'adapter'), method: 'rl', steps: 1, batchSize: 2, lr: 1e-3, optimizer: 'adamw', loraR: 2, loraAlpha: 4,
+      targets: ['q'], device: 'cpu', seed: 0, checkpointEvery: 0,
+    };
+    const refused = (c: TrainConfig) => service.start(c).then(() => null, (err: Error) => [err.name, err.message]);
+    expect(await refused(config)).toEqual(['UserError', 'rl needs samples labelled ±1: 0 of 2 are; label some in the annotator or run the judge']);
+    expect((await service.state()).runs).toEqual([]);
+    expect(fs.existsSync(config.outDir)).toBe(false);
+
+    ws.setLabel('openai:a', 1, { reward: 1 });
+    const used = path.join(dir, 'used');
+    fs.mkdirSync(used);
+    fs.writeFileSync(path.join(used, 'trainer_log.jsonl'), '');
+    expect(await refused({ ...config, outDir: used })).toEqual([
+      'UserError', `The output folder ${used} already holds a training run; choose another folder (a run listed here continues with its Resume button).`,
+    ]);
+    expect((await service.state()).runs).toEqual([]);
+    ws.close();
+  });
 });

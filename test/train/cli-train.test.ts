@@ -63,6 +63,58 @@ describe('hindsight train', () => {
     expect([r.code, r.stderr]).toEqual([1, expect.stringMatching(/model folder not found: .*nomodel/)]);
   });
 
+  it('refuses to train on nothing: one line naming what the method needs and what the database has; nothing written', async () => {
+    const { ws, dbPath, dir } = await tempWorkspace();
+    const story = (id: string, reply: string, feedback: string) => conv(id, [['user', 'Tell me a story.'], ['assistant', reply], ['user', feedback]]);
+    await ws.importExport(fakeExport('s.jsonl', [
+      story('a', 'Once upon a time, there was a little girl named Lily.', 'Perfect, thanks!'),
+      story('b', 'The dog ran to the park.', 'No, write about a cat.'),
+      story('c', 'Tom had a red car.', 'Hmm.'),
+    ]));
+    ws.setLabel('openai:b', 1, { hint: 'Write about a cat, not a dog.' });
+    ws.close();
+    const out = path.join(dir, 'adapter');
+    let r = await cli('train', '--db', dbPath, '--model', MODEL, '--out', out);
+    expect([r.code, r.stderr]).toEqual([1, 'hindsight train: rl needs samples labelled ±1: 0 of 3 are; label some in the annotator, or use opd/combine with the 1 hinted sample\n']);
+    expect(fs.existsSync(out)).toBe(false);
+    // The hinted sample is signal for opd: that run trains.
+    r = await cli('train', '--db', dbPath, '--model', MODEL, '--out', out, '--method', 'opd', '--steps', '1', '--lora-r', '2', '--targets', 'q', '--json');
+    expect(r.code).toBe(0);
+    expect(r.json()).toMatchObject({ status: 'finished', rows: 3 }); // the hinted sample, and one kept sample per other session
+  });
+
+  it('a used --out folder needs --resume or --overwrite; every refusal is one line, never a stack trace', async () => {
+    const dir = tempDir();
+    const data = path.join(dir, 'd.jsonl');
+    fs.writeFileSync(data, JSON.stringify({ input_ids: [1, 403, 407, 261, 195, 289, 13, 13, 79, 221, 299, 90, 250, 263, 93], response_start: 11, reward: 1 }) + '\n');
+    const out = path.join(dir, 'out');
+    const small = ['--model', MODEL, '--data', data, '--lora-r', '2', '--targets', 'q', '--batch-size', '1'];
+    expect((await cli('train', ...small, '--out', out, '--steps', '1', '--save-every', '1')).code).toBe(0);
+    let r = await cli('train', ...small, '--out', out, '--steps', '1');
+    expect([r.code, r.stderr]).toEqual([1, `hindsight train: ${out} already holds a training run: continue it with --resume ${out}, or start over with --overwrite (the old run is removed)\n`]);
+    r = await cli('train', ...small, '--out', out, '--steps', '2', '--save-every', '2', '--overwrite', '--json');
+    expect([r.code, r.json().steps]).toEqual([0, 2]);
+    expect(readLog(path.join(out, 'trainer_log.jsonl')).map((l) => l.step)).toEqual([1, 2]);
+    // --resume alone continues in the run's folder, with its model and its options: a
+    // checkpoint every 2 steps, as the run was started.
+    r = await cli('train', '--resume', out, '--steps', '5', '--json');
+    expect([r.code, r.json().steps]).toEqual([0, 5]);
+    expect(r.stderr.match(/checkpoint at step \d+/g)).toEqual(['checkpoint at step 4', 'checkpoint at step 5']);
+    const file = path.join(dir, 'a-file');
+    fs.writeFileSync(file, 'x');
+    for (const args of [
+      ['--model', MODEL, '--data', data, '--out', file],
+      ['--resume', out, '--overwrite'],
+      ['--resume', path.join(dir, 'nothing-here')],
+      ['--resume', out, '--lora-r', '8'],
+    ]) {
+      r = await cli('train', ...args);
+      expect(r.code, args.join(' ')).not.toBe(0);
+      expect(r.stderr.trim().split('\n'), args.join(' ')).toHaveLength(1);
+      expect(r.stderr).not.toMatch(/internal error|\n\s+at /);
+    }
+  });
+
   it('runs as a real process with --data and resumes with --resume', async () => {
     const dir = tempDir();
     const data = path.join(dir, 'd.jsonl');

@@ -1,0 +1,166 @@
+/**
+ * A run's settings: built from the options of a new run (defaults from
+ * src-shared/training.ts), saved in every checkpoint, and read back on resume, where an
+ * option the caller gives explicitly overrides the saved one (docs/design.md §Training runs).
+ * Settings that fix the data order or the shape of the weights cannot change mid-run: asking
+ * for another value is an error, asking for the same one is fine.
+ */
+import path from 'node:path';
+import { UserError } from '../../src-shared/types.js';
+import { defaultEpsHigh, TRAIN_DEFAULTS } from '../../src-shared/training.js';
+import type { ModelConfig } from '../model/hf-checkpoint.js';
+import type { LinearTarget } from '../model/decoder.js';
+import type { Device } from '../model/ort-session.js';
+import type { TrainingSample } from '../../src-shared/views.js';
+import { DEFAULT_LORA } from './lora.js';
+import { readAdapter } from './peft.js';
+import type { LossConfig, LoraConfig, LoraWeights, OptimizerConfig, OptimizerKind, TrainMethod } from './training-step.js';
+
+/** What a run is asked to do (CLI flags, the app's TrainConfig). Unset: the default, or on resume the run's own. */
+export interface TrainerOptions {
+  /** Required for a new run; a resume takes the run's own unless given. */
+  modelDir?: string;
+  /** Required for a new run; a resume continues in the run's own folder unless given. */
+  outDir?: string;
+  /** Pre-tokenised rows (`hindsight train --data`); otherwise `samples` (the database's). */
+  dataFile?: string;
+  samples?: TrainingSample[];
+  method?: TrainMethod;
+  /** Total steps; default one epoch. */
+  steps?: number;
+  batchSize?: number;
+  lr?: number;
+  optimizer?: OptimizerKind;
+  maxGradNorm?: number;
+  klBeta?: number;
+  epsLow?: number;
+  epsHigh?: number;
+  wOpd?: number;
+  wRl?: number;
+  loraR?: number;
+  loraAlpha?: number;
+  targets?: LinearTarget[];
+  initAdapter?: string;
+  seed?: number;
+  device?: Device;
+  threads?: number;
+  /** Checkpoint every N steps (0: only at the end). */
+  saveEvery?: number;
+  /** A previous run's output folder (or checkpoint folder) to continue from. */
+  resume?: string;
+  /** Start over in an output folder that holds a run: the old run is removed first. */
+  overwrite?: boolean;
+  maxLength?: number;
+  /** Also write the merged weights (W + s·B·A) as model.safetensors under <out>/merged. */
+  merge?: boolean;
+}
+
+/** Everything a run was asked for; saved in every checkpoint, restored on resume. */
+export interface RunSettings {
+  modelDir: string;
+  method: TrainMethod;
+  batchSize: number;
+  maxLength: number;
+  seed: number;
+  lora: LoraConfig;
+  optimizer: OptimizerConfig;
+  loss: LossConfig;
+  wOpd: number;
+  wRl: number;
+  initAdapter: string | null;
+  saveEvery: number;
+  device: Device;
+  /** ONNX Runtime intra-op threads; null: its own choice. */
+  threads: number | null;
+  merge: boolean;
+}
+
+export function positiveInt(name: string, v: number): number {
+  if (!Number.isInteger(v) || v < 1) throw new UserError(`${name} must be a whole number ≥ 1, got ${v}`);
+  return v;
+}
+
+function checkLr(lr: number): number {
+  if (!(lr >= 0) || !Number.isFinite(lr)) throw new UserError(`learning rate must be a finite number ≥ 0, got ${lr}`);
+  return lr;
+}
+
+/** The settings of a new run: each option given, else its default. */
+export function settingsFrom(o: TrainerOptions & { modelDir: string }, lora: LoraConfig, model: ModelConfig): RunSettings {
+  const d = TRAIN_DEFAULTS;
+  const method = o.method ?? d.method;
+  return {
+    modelDir: path.resolve(o.modelDir),
+    method,
+    batchSize: positiveInt('batch size', o.batchSize ?? d.batchSize),
+    maxLength: positiveInt('max length', o.maxLength ?? Math.min(d.maxLength, model.maxPositionEmbeddings)),
+    seed: o.seed ?? d.seed,
+    lora,
+    optimizer: {
+      kind: o.optimizer ?? d.optimizer, lr: checkLr(o.lr ?? d.lr), betas: [...d.betas], eps: d.adamEps, weightDecay: d.weightDecay,
+      maxGradNorm: o.maxGradNorm ?? d.maxGradNorm,
+    },
+    loss: { method, epsLow: o.epsLow ?? d.epsLow, epsHigh: o.epsHigh ?? defaultEpsHigh(method), klBeta: o.klBeta ?? d.klBeta },
+    wOpd: o.wOpd ?? d.wOpd,
+    wRl: o.wRl ?? d.wRl,
+    initAdapter: o.initAdapter ? path.resolve(o.initAdapter) : null,
+    saveEvery: o.saveEvery ?? d.saveEvery,
+    device: o.device ?? d.device,
+    threads: o.threads ?? null,
+    merge: o.merge ?? false,
+  };
+}
+
+/** LoRA shape from the options, or from --init-adapter (whose r, alpha and targets win; conflicts are errors). */
+export function loraFrom(o: TrainerOptions, model: ModelConfig): { lora: LoraConfig; initial?: LoraWeights } {
+  if (!o.initAdapter) {
+    const lora = { r: o.loraR ?? DEFAULT_LORA.r, alpha: o.loraAlpha ?? DEFAULT_LORA.alpha, targets: o.targets ?? DEFAULT_LORA.targets };
+    positiveInt('LoRA rank', lora.r);
+    if (!(lora.alpha > 0)) throw new UserError(`LoRA alpha must be > 0, got ${lora.alpha}`);
+    return { lora };
+  }
+  const adapter = readAdapter(o.initAdapter, model);
+  const conflict = (flag: string, given: unknown, found: unknown) => {
+    throw new UserError(`--init-adapter ${o.initAdapter} has ${flag} ${JSON.stringify(found)}, but ${JSON.stringify(given)} was asked for; drop the flag or use another adapter`);
+  };
+  if (o.loraR !== undefined && o.loraR !== adapter.lora.r) conflict('r', o.loraR, adapter.lora.r);
+  if (o.loraAlpha !== undefined && o.loraAlpha !== adapter.lora.alpha) conflict('lora_alpha', o.loraAlpha, adapter.lora.alpha);
+  if (o.targets !== undefined && o.targets.join() !== adapter.lora.targets.join()) conflict('targets', o.targets.join(','), adapter.lora.targets.join(','));
+  return { lora: adapter.lora, initial: adapter.weights };
+}
+
+/** Settings as a checkpoint holds them: those written before the run options were saved lack them. */
+type SavedSettings = Omit<RunSettings, 'saveEvery' | 'device' | 'threads' | 'merge'> & Partial<RunSettings>;
+
+/**
+ * A checkpoint's settings with the options given for the resume applied. Older checkpoints,
+ * which lack the run options, get the defaults.
+ */
+export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSettings {
+  const s: RunSettings = { saveEvery: TRAIN_DEFAULTS.saveEvery, device: TRAIN_DEFAULTS.device, threads: null, merge: false, ...saved };
+  const fixed = (name: string, given: unknown, has: unknown) => {
+    if (given !== undefined && JSON.stringify(given) !== JSON.stringify(has)) {
+      throw new UserError(`a resumed run keeps its ${name} (${JSON.stringify(has)}), so ${JSON.stringify(given)} cannot be asked for; drop the option, or start a new run`);
+    }
+  };
+  fixed('method', o.method, s.method);
+  fixed('batch size', o.batchSize, s.batchSize);
+  fixed('max length', o.maxLength, s.maxLength);
+  fixed('seed', o.seed, s.seed);
+  fixed('optimizer', o.optimizer, s.optimizer.kind);
+  fixed('LoRA rank', o.loraR, s.lora.r);
+  fixed('LoRA alpha', o.loraAlpha, s.lora.alpha);
+  fixed('LoRA targets', o.targets, s.lora.targets);
+  return {
+    ...s,
+    modelDir: o.modelDir ? path.resolve(o.modelDir) : s.modelDir,
+    optimizer: { ...s.optimizer, lr: checkLr(o.lr ?? s.optimizer.lr), maxGradNorm: o.maxGradNorm ?? s.optimizer.maxGradNorm },
+    loss: { ...s.loss, epsLow: o.epsLow ?? s.loss.epsLow, epsHigh: o.epsHigh ?? s.loss.epsHigh, klBeta: o.klBeta ?? s.loss.klBeta },
+    wOpd: o.wOpd ?? s.wOpd,
+    wRl: o.wRl ?? s.wRl,
+    saveEvery: o.saveEvery ?? s.saveEvery,
+    device: o.device ?? s.device,
+    threads: o.threads ?? s.threads,
+    merge: o.merge ?? s.merge,
+  };
+}
