@@ -107,7 +107,7 @@ export const command: Command = async (argv) => {
   if (!options.dataFile && !options.resume) {
     const db = v.db ?? defaultDbPath();
     if (!fs.existsSync(db)) throw new UserError(`no database at ${db}: import chats first, or give --data FILE`);
-    options.samples = await withWorkspace(db, (ws) => ws.trainingSamples());
+    options.samples = await withWorkspace(db, (ws) => ws.trainingSamples(), { access: 'read' });
   }
   const controller = new AbortController();
   const onSignal = () => {
