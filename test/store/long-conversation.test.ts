@@ -81,7 +81,7 @@ describe('migration 3: contexts become spans', () => {
     db.run("INSERT INTO settings (key, value) VALUES ('context_window', ?)", [JSON.stringify(window)]);
     db.run("INSERT INTO sources (id, path, format, sha256, imported_at, sessions, turns) VALUES (1, 'old.json', 'openai', 'abc', 1, 1, 8)");
     db.run("INSERT INTO sessions (id, source_id, format, external_id, title, content_hash, updated_at) VALUES ('openai:sorting', 1, 'openai', 'sorting', 'sorting', 'old', 1)");
-    const turns = SORTING.map(([role, text]) => ({ role, text })) as ClassifiableTurn[];
+    const turns: ClassifiableTurn[] = conv('sorting', SORTING).turns;
     const analysis = analyseSession(turns, window);
     turns.forEach((t, i) => {
       db.run('INSERT INTO turns (session_id, idx, role, text, classification) VALUES (?, ?, ?, ?, ?)', ['openai:sorting', i, t.role, t.text, analysis.turns[i].classification]);
