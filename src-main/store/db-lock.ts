@@ -91,7 +91,11 @@ function unreadableIsStale(lockPath: string): boolean {
 }
 
 function heldError(dbPath: string, rec: LockRecord | null): UserError {
-  const who = rec ? `${rec.holder} (pid ${rec.pid}${rec.host !== os.hostname() ? ` on ${rec.host}` : ''})` : 'another Hindsight process';
+  if (rec && rec.host !== os.hostname()) {
+    // Another machine's processes cannot be checked: only the user knows whether it is gone.
+    return new UserError(`${dbPath} is open in ${rec.holder} (pid ${rec.pid} on ${rec.host}); stop it there, or delete ${lockPathFor(dbPath)} if it is no longer running`);
+  }
+  const who = rec ? `${rec.holder} (pid ${rec.pid})` : 'another Hindsight process';
   return new UserError(`${dbPath} is open in ${who}; stop it, or make this change through the app`);
 }
 
