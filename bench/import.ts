@@ -1,6 +1,7 @@
 /**
  * Import benchmark (`npm run bench:import [-- --mb 200 --keep]`).
  *
+ * (`npm run bench:import -- --long-only` for the long-conversation table alone.)
  * 1. Generates a synthetic ChatGPT `conversations.json` of at least `--mb` MB (default 200) in
  *    a temp directory, with varied content: regenerated and edited branches, hidden and custom-
  *    instruction messages, code tool calls and outputs, browsing quotes, images, reasoning,
@@ -9,10 +10,15 @@
  *    - stream: `openExport` + iterating every conversation (sha256, detection, parsing and
  *      conversion into turns), as `hindsight import` does before the store;
  *    - JSON.parse: `readFileSync` + `JSON.parse` of the same file, the naive reference.
- * 3. Prints both and the ratios. Not part of `npm test`.
+ * 3. Prints both and the ratios.
+ * 4. One long conversation of 1k, 8k, 16k and 32k turns, imported into a fresh database, each
+ *    size in its own child: time, peak RSS and database size, which must all grow linearly
+ *    with the turns (a sample keeps a span over its turns, never a copy of its context).
+ *    `--long-only` runs just this table.
+ * Not part of `npm test`.
  */
 import { spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,7 +36,23 @@ const thisFile = fileURLToPath(import.meta.url);
 
 // ---- the child side ----------------------------------------------------------------------
 
+/** Imports `file` into a new database beside it, as `hindsight import` does; prints time, peak RSS and size. */
+async function importChild(file: string): Promise<void> {
+  const { Workspace } = await import('../src-main/workspace/workspace.js');
+  const dbPath = `${file}.db`;
+  const start = performance.now();
+  const ws = await Workspace.open(dbPath);
+  const summary = await ws.importFiles([file]);
+  ws.close();
+  const ms = performance.now() - start;
+  const usage = process.resourceUsage();
+  const cpuMs = (usage.userCPUTime + usage.systemCPUTime) / 1000;
+  const measure = { ms, cpuMs, maxRssMiB: usage.maxRSS / 1024, dbBytes: statSync(dbPath).size, turns: summary.turns, samples: summary.samples };
+  process.stdout.write(JSON.stringify(measure) + '\n');
+}
+
 async function child(mode: string, file: string): Promise<void> {
+  if (mode === 'import') return importChild(file);
   const start = performance.now();
   let result: Omit<Measure, 'ms' | 'maxRssMiB'>;
   if (mode === 'stream') {
@@ -207,6 +229,51 @@ function conversation(g: Generator, index: number): string {
   });
 }
 
+/** One ChatGPT conversation of `turns` alternating user and assistant messages (~200 bytes each). */
+function longConversation(turns: number): string {
+  const g = new Generator();
+  const mapping: Record<string, unknown> = {};
+  let parent: string | null = null;
+  for (let i = 0; i <= turns; i++) {
+    const id = `m${i}`;
+    const role = i % 2 === 1 ? 'user' : 'assistant';
+    mapping[id] = {
+      id,
+      message: i === 0 ? null : { id, author: { role, metadata: {} }, create_time: 1_700_000_000 + i, content: { content_type: 'text', parts: [g.words(25)] }, status: 'finished_successfully', metadata: {}, recipient: 'all' },
+      parent,
+      children: i < turns ? [`m${i + 1}`] : [],
+    };
+    parent = id;
+  }
+  return JSON.stringify([{ title: 'one long conversation', create_time: 1_700_000_000, mapping, current_node: parent, conversation_id: `long-${turns}`, id: `long-${turns}` }]);
+}
+
+interface ImportMeasure {
+  ms: number;
+  /** CPU time of the whole child (start-up included): steadier than wall time on a busy machine. */
+  cpuMs: number;
+  maxRssMiB: number;
+  dbBytes: number;
+  turns: number;
+  samples: number;
+}
+
+/** The long-conversation table: each size imported in its own child process. */
+function longConversationTable(dir: string): void {
+  console.log('\none long conversation (ChatGPT export) imported into a new database:');
+  console.log('| turns | file | time | CPU time | peak RSS | database |');
+  console.log('|---:|---:|---:|---:|---:|---:|');
+  for (const turns of [1_000, 8_000, 16_000, 32_000]) {
+    const file = path.join(dir, `long-${turns}.json`);
+    writeFileSync(file, longConversation(turns));
+    const m = measure('import', file);
+    if (typeof m === 'string') throw new Error(m);
+    const { ms, cpuMs, maxRssMiB, dbBytes } = m as unknown as ImportMeasure;
+    const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+    console.log(`| ${turns.toLocaleString('en')} | ${mib(statSync(file).size)} | ${(ms / 1000).toFixed(2)} s | ${(cpuMs / 1000).toFixed(2)} s | ${maxRssMiB.toFixed(0)} MiB | ${mib(dbBytes)} |`);
+  }
+}
+
 function generate(file: string, targetBytes: number): { bytes: number; conversations: number } {
   const g = new Generator();
   const fd = openSync(file, 'w');
@@ -249,6 +316,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'hindsight-bench-import-'));
   const file = path.join(dir, 'conversations.json');
   try {
+    if (args.includes('--long-only')) return longConversationTable(dir);
     const t = performance.now();
     const generated = generate(file, targetMb * 1024 * 1024);
     const mib = statSync(file).size / 1024 / 1024;
@@ -264,6 +332,7 @@ async function main(): Promise<void> {
     );
     if (typeof parse === 'string') {
       console.log(`JSON.parse (readFileSync)    ${parse}`);
+      longConversationTable(dir);
       return;
     }
     console.log(row('JSON.parse (readFileSync)', parse));
@@ -272,6 +341,7 @@ async function main(): Promise<void> {
     }
     console.log(`time ratio stream / JSON.parse: ${(stream.ms / parse.ms).toFixed(2)}x`);
     console.log(`peak RSS ratio stream / JSON.parse: ${(stream.maxRssMiB / parse.maxRssMiB).toFixed(2)}x`);
+    longConversationTable(dir);
   } finally {
     if (keep) console.log(`kept ${file}`);
     else rmSync(dir, { recursive: true, force: true });

@@ -4,6 +4,7 @@
 // Exit status: 0 on success, 1 on a user error (one-line message), 2 on bad usage.
 import { UserError } from '../src-shared/types.js';
 import { UsageError, type Command } from './cli/args.js';
+import { setLockHolderName } from './store/db-lock.js';
 
 const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   import: () => import('./cli/import.js'),
@@ -35,6 +36,8 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`hindsight: unknown command '${name}'\n${usage()}\n`);
     return 2;
   }
+  // A database this command writes is locked in its name (see store/db-lock.ts).
+  setLockHolderName(name === 'serve' ? 'Hindsight serve' : `hindsight ${name}`);
   let command: Command;
   try {
     ({ command } = await load());

@@ -16,7 +16,7 @@ export const command: Command = async (argv) => {
   if (!format || !EXPORT_FORMATS.includes(format)) throw new UsageError(`--format must be one of ${EXPORT_FORMATS.join(', ')}\n${USAGE}`);
   if (!values.out) throw new UsageError(`--out FILE is required\n${USAGE}`);
   const out = values.out;
-  const result = await withWorkspace(values.db ?? defaultDbPath(), (ws) => ws.exportJsonl(format, out));
+  const result = await withWorkspace(values.db ?? defaultDbPath(), (ws) => ws.exportJsonl(format, out), { access: 'read' });
   if (values.json) printJson({ format, ...result });
   else process.stdout.write(`wrote ${result.lines} ${format} line(s) to ${result.path}\n`);
   return 0;

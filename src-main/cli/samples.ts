@@ -10,7 +10,7 @@ export const command: Command = async (argv) => {
     process.stdout.write('usage: hindsight samples [--session ID] [--db PATH] [--json]\n');
     return 0;
   }
-  const samples = await withWorkspace(values.db ?? defaultDbPath(), (ws) => ws.listSamples(values.session));
+  const samples = await withWorkspace(values.db ?? defaultDbPath(), (ws) => ws.listSamples(values.session), { access: 'read' });
   let out = '';
   for (const s of samples) {
     out +=

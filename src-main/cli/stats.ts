@@ -9,7 +9,7 @@ export const command: Command = async (argv) => {
     process.stdout.write('usage: hindsight stats [--db PATH] [--json]\n');
     return 0;
   }
-  const report = await withWorkspace(values.db ?? defaultDbPath(), (ws) => ws.checks());
+  const report = await withWorkspace(values.db ?? defaultDbPath(), (ws) => ws.checks(), { access: 'read' });
   const s = report.stats;
   if (values.json) {
     printJson(s);

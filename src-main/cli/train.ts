@@ -67,7 +67,7 @@ async function databaseSamples(db: string, method: TrainMethod): Promise<Trainin
     const nothing = ws.nothingToTrain(method);
     if (nothing) throw new UserError(nothing);
     return ws.trainingSamples({ method });
-  });
+  }, { access: 'read' });
 }
 
 export const command: Command = async (argv) => {

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { EXPORT_FORMATS, type ExportFormat } from '../../src-shared/views.js';
 import type { Store } from '../store/database.js';
+import { databaseFileRole } from '../store/db-files.js';
 import { iterateBundles } from '../store/session-reads.js';
 import { sessionLines } from './formats.js';
 import { writeJsonl } from './writer.js';
@@ -13,10 +14,11 @@ function* exportLines(store: Store, format: ExportFormat): Generator<string> {
   for (const bundle of iterateBundles(store)) yield* sessionLines(format, bundle);
 }
 
-/** Writes the export to `outPath` atomically; refuses to overwrite the database itself. */
+/** Writes the export to `outPath` atomically; refuses to overwrite the database or a file it keeps. */
 export function exportToFile(store: Store, format: ExportFormat, outPath: string): { lines: number; path: string } {
   const resolved = path.resolve(outPath);
-  if (resolved === store.path) throw new UserError(`${outPath}: that is the database itself; choose another output file`);
+  const role = databaseFileRole(store.path, resolved);
+  if (role) throw new UserError(`${outPath}: that is ${role}; choose another output file`);
   const lines = writeJsonl(resolved, exportLines(store, format));
   return { lines, path: resolved };
 }

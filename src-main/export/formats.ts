@@ -18,7 +18,7 @@ import type { ExportFormat } from '../../src-shared/views.js';
 import { fullContext } from '../pipeline/classify.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
 import { renderChatMl, toChatToolCalls, toMessage, type ChatMessage } from '../pipeline/chat-messages.js';
-import type { SampleRecord, SessionBundle, TurnRecord } from '../store/session-reads.js';
+import { sampleContextTurns, type SampleRecord, type SessionBundle, type TurnRecord } from '../store/session-reads.js';
 
 function messageOf(turn: TurnRecord): ChatMessage {
   return toMessage(turn);
@@ -26,7 +26,7 @@ function messageOf(turn: TurnRecord): ChatMessage {
 
 /** The sample's (windowed) context as chat messages. */
 export function contextMessages(bundle: SessionBundle, sample: SampleRecord): ChatMessage[] {
-  return sample.contextTurns.map((i) => messageOf(bundle.turns[i]));
+  return sampleContextTurns(bundle.turns, sample).map((i) => messageOf(bundle.turns[i]));
 }
 
 export function responseMessage(bundle: SessionBundle, sample: SampleRecord): ChatMessage {
@@ -103,7 +103,7 @@ function* dpoLines(bundle: SessionBundle): Generator<object> {
   const sampleAt = new Map(bundle.samples.map((s) => [s.responseTurn, s]));
   const promptFor = (turn: number): ChatMessage[] => {
     const sample = sampleAt.get(turn);
-    const indices = sample ? sample.contextTurns : fullContext(bundle.turns, turn);
+    const indices = sample ? sampleContextTurns(bundle.turns, sample) : fullContext(bundle.turns, turn);
     return indices.map((i) => messageOf(bundle.turns[i]));
   };
   const turnsWithPairs = new Set<number>([...bundle.alternatives.map((a) => a.atTurn), ...bundle.samples.filter((s) => s.label.repair).map((s) => s.responseTurn)]);

@@ -23,6 +23,8 @@
 //   most recent turns that fit an approximate token budget (4 characters ≈ 1 token).
 import type { NoSampleReason } from '../../src-shared/views.js';
 import type { Role, TurnClass } from '../../src-shared/types.js';
+import { contextTurnIndices, type ContextSpan } from '../../src-shared/context-span.js';
+import { approxTokens, ContextWindower, type ContextWindow } from './context-windower.js';
 
 /** The fields of a turn that classification looks at. */
 export interface ClassifiableTurn {
@@ -38,25 +40,37 @@ export interface TurnClassification {
   sideReason: string | null;
 }
 
-export interface ContextWindow {
-  /** Keep at most this many turns besides the leading system turns. */
-  lastTurns?: number;
-  /** Keep the most recent turns whose approximate token count fits this budget. */
-  tokenBudget?: number;
-}
+export type { ContextWindow };
 
-export interface SampleDraft {
-  responseTurn: number;
-  feedbackTurn: number;
-  nextStateRole: 'user' | 'tool';
+/**
+ * One sample. Its context is a span over the session's turns (src-shared/context-span.ts),
+ * so a session's samples take space linear in its turns; the index lists are computed on
+ * demand.
+ */
+export class SampleDraft {
+  constructor(
+    readonly responseTurn: number,
+    readonly feedbackTurn: number,
+    readonly nextStateRole: 'user' | 'tool',
+    readonly context: ContextSpan,
+    private readonly inContext: readonly boolean[],
+  ) {}
+
   /** Indices of the turns in the (windowed) context, in order. */
-  contextTurns: number[];
-  /** Indices of the whole, unwindowed context: what label matching compares. */
-  fullContextTurns: number[];
+  get contextTurns(): number[] {
+    return contextTurnIndices((i) => this.inContext[i], this.context, this.responseTurn);
+  }
+
+  /** Indices of the whole, unwindowed context: what label matching covers. */
+  get fullContextTurns(): number[] {
+    return contextTurnIndices((i) => this.inContext[i], { headEnd: 0, tailStart: 0 }, this.responseTurn);
+  }
 }
 
 export interface SessionAnalysis {
   turns: TurnClassification[];
+  /** Per turn: whether it may be part of a context (it is neither metadata nor empty). */
+  inContext: boolean[];
   samples: SampleDraft[];
   noSampleReason: NoSampleReason | null;
 }
@@ -137,23 +151,24 @@ function nextConversational(turns: readonly ClassifiableTurn[], conversational: 
   return null;
 }
 
-/** Rough token count for windowing: ~4 characters per token, at least 1 per turn. */
-export function approxTokens(text: string): number {
-  return Math.max(1, Math.ceil(text.length / 4));
+export { approxTokens };
+
+/** Whether a turn may be part of a context: bookkeeping the model never saw (metadata, empty turns) is not. */
+export function isContextTurn(turn: ClassifiableTurn): boolean {
+  return !isMetadataText(turn.text) && !isEmptyTurn(turn);
 }
 
 /** The turns before `responseTurn` that belong in its context, unwindowed. */
 export function fullContext(turns: readonly ClassifiableTurn[], responseTurn: number): number[] {
   const out: number[] = [];
-  for (let i = 0; i < responseTurn; i++) {
-    const t = turns[i];
-    if (isMetadataText(t.text) || isEmptyTurn(t)) continue;
-    out.push(i);
-  }
+  for (let i = 0; i < responseTurn; i++) if (isContextTurn(turns[i])) out.push(i);
   return out;
 }
 
-/** Applies the window to a context: leading system turns always stay. */
+/**
+ * Applies the window to a context: leading system turns always stay. The reference rule;
+ * analyseSession computes the same contexts in linear time (context-windower.ts).
+ */
 export function windowContext(turns: readonly ClassifiableTurn[], context: number[], window?: ContextWindow): number[] {
   if (!window || (window.lastTurns === undefined && window.tokenBudget === undefined)) return context;
   let lead = 0;
@@ -185,21 +200,16 @@ export function noSampleReasonFor(turns: readonly ClassifiableTurn[]): NoSampleR
   return 'everything side';
 }
 
-/** Classifies a session's turns and derives its samples. */
+/** Classifies a session's turns and derives its samples. Linear in the turns (docs/design.md §Samples and next states). */
 export function analyseSession(turns: readonly ClassifiableTurn[], window?: ContextWindow): SessionAnalysis {
   const { classes, nextState } = classifyTurns(turns);
+  const inContext = turns.map(isContextTurn);
+  const windower = new ContextWindower(turns, inContext, window);
   const samples: SampleDraft[] = [];
   for (let i = 0; i < turns.length; i++) {
     const j = nextState[i];
     if (classes[i].classification !== 'main' || turns[i].role !== 'assistant' || j === null) continue;
-    const full = fullContext(turns, i);
-    samples.push({
-      responseTurn: i,
-      feedbackTurn: j,
-      nextStateRole: turns[j].role as 'user' | 'tool',
-      contextTurns: windowContext(turns, full, window),
-      fullContextTurns: full,
-    });
+    samples.push(new SampleDraft(i, j, turns[j].role as 'user' | 'tool', windower.spanBefore(i), inContext));
   }
-  return { turns: classes, samples, noSampleReason: samples.length ? null : noSampleReasonFor(turns) };
+  return { turns: classes, inContext, samples, noSampleReason: samples.length ? null : noSampleReasonFor(turns) };
 }

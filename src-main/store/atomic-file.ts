@@ -8,6 +8,18 @@ import path from 'node:path';
 
 let tempCounter = 0;
 
+/** Databases, capture logs and settings hold private chats: only their owner may read them. */
+export const PRIVATE_FILE_MODE = 0o600;
+
+/** The permission bits of the file a save replaces, or null when there is none yet. */
+function existingMode(target: string): number | null {
+  try {
+    return fs.statSync(target).mode & 0o7777;
+  } catch {
+    return null;
+  }
+}
+
 /** A temp name beside `target` that names its writer's pid, so stale ones can be swept. */
 function tempPathFor(target: string): string {
   tempCounter += 1;
@@ -28,9 +40,9 @@ function fsyncDir(dir: string): void {
   }
 }
 
-/** Replaces `target` with `data` atomically and durably. */
-export function writeFileAtomicSync(target: string, data: Uint8Array): void {
-  const writer = new AtomicFileWriter(target);
+/** Replaces `target` with `data` atomically and durably, keeping its permission bits. */
+export function writeFileAtomicSync(target: string, data: Uint8Array, newFileMode = 0o644): void {
+  const writer = new AtomicFileWriter(target, newFileMode);
   try {
     writer.write(data);
     writer.commit();
@@ -51,10 +63,19 @@ export class AtomicFileWriter {
   private pendingBytes = 0;
   private static readonly CHUNK = 1 << 20;
 
-  constructor(readonly target: string) {
+  constructor(readonly target: string, newFileMode = 0o644) {
     fs.mkdirSync(path.dirname(path.resolve(target)), { recursive: true });
     this.tempPath = tempPathFor(target);
-    this.fd = fs.openSync(this.tempPath, 'wx', 0o644);
+    // A replacement keeps the replaced file's permission bits (a database the user made 0600
+    // stays 0600): created owner-only, then set exactly, since open() applies the umask. A
+    // new file gets `newFileMode` under the umask.
+    const keep = existingMode(target);
+    this.fd = fs.openSync(this.tempPath, 'wx', keep === null ? newFileMode : 0o600);
+    if (keep !== null) {
+      try {
+        fs.fchmodSync(this.fd, keep);
+      } catch { /* Windows: no POSIX modes */ }
+    }
   }
 
   write(data: string | Uint8Array): void {

@@ -12,7 +12,8 @@ import { createRequire } from 'node:module';
 import initSqlJs, { type Database, type SqlJsStatic, type SqlValue, type Statement } from 'sql.js';
 import { UserError } from '../../src-shared/types.js';
 import { MIGRATIONS } from './migrations.js';
-import { sweepStaleTempFiles, writeFileAtomicSync } from './atomic-file.js';
+import { PRIVATE_FILE_MODE, sweepStaleTempFiles, writeFileAtomicSync } from './atomic-file.js';
+import { openForWriting, readDatabaseBytes, removeCreatedDirs, type WriterFootprint } from './db-files.js';
 
 let sqlJsPromise: Promise<SqlJsStatic> | null = null;
 
@@ -49,6 +50,13 @@ export interface PersistStats {
 
 const SQLITE_MAGIC = 'SQLite format 3\0';
 
+/**
+ * 'write': this process may save the database; it holds the database's lock (db-lock.ts)
+ * until `close()`. 'read': the database must exist; nothing is ever written, no lock is
+ * taken, and migrations run in memory only.
+ */
+export type StoreAccess = 'write' | 'read';
+
 export class Store {
   private dirty = false;
   private timer: NodeJS.Timeout | null = null;
@@ -63,38 +71,56 @@ export class Store {
     readonly path: string,
     readonly db: Database,
     private readonly persist: PersistOptions,
+    private readonly writer: WriterFootprint | null,
   ) {}
 
   /**
-   * Opens (or creates) the database at `dbPath` and brings its schema up to date.
-   * A file that is not an SQLite database gives a UserError naming it.
+   * Opens the database at `dbPath` and brings its schema up to date; for writing, creates it
+   * when missing (the file appears at the first save). A file that is not an SQLite
+   * database gives a UserError naming it; so does a missing one opened for reading.
    */
-  static async open(dbPath: string, persist: PersistOptions = DEFAULT_PERSIST): Promise<Store> {
+  static async open(dbPath: string, persist: PersistOptions = DEFAULT_PERSIST, access: StoreAccess = 'write'): Promise<Store> {
     const SQL = await loadSqlJs();
     const resolved = path.resolve(dbPath);
-    sweepStaleTempFiles(resolved);
-    let bytes: Buffer | null = null;
-    try {
-      bytes = fs.readFileSync(resolved);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'EISDIR') throw new UserError(`${dbPath}: is a directory, not a database file`);
-      if (code !== 'ENOENT') throw new UserError(`${dbPath}: cannot read the database (${(err as Error).message})`);
+    if (access === 'read') {
+      const bytes = readDatabaseBytes(resolved, dbPath);
+      if (bytes === null) throw new UserError(`no database at ${dbPath}`);
+      return Store.fromBytes(SQL, resolved, dbPath, bytes, persist, null);
     }
+    const writer = openForWriting(resolved, dbPath);
+    try {
+      sweepStaleTempFiles(resolved);
+      const bytes = readDatabaseBytes(resolved, dbPath);
+      return Store.fromBytes(SQL, resolved, dbPath, bytes, persist, writer);
+    } catch (err) {
+      writer.lock.release();
+      if (writer.fileIsNew) removeCreatedDirs(resolved, writer.createdDir);
+      throw err;
+    }
+  }
+
+  private static fromBytes(
+    SQL: SqlJsStatic, resolved: string, displayPath: string, bytes: Buffer | null, persist: PersistOptions, writer: WriterFootprint | null,
+  ): Store {
     if (bytes && bytes.length > 0 && bytes.subarray(0, 16).toString('latin1') !== SQLITE_MAGIC) {
-      throw new UserError(`${dbPath}: not a Hindsight database (not an SQLite file)`);
+      throw new UserError(`${displayPath}: not a Hindsight database (not an SQLite file)`);
     }
     let db: Database;
     try {
       db = bytes && bytes.length > 0 ? new SQL.Database(bytes) : new SQL.Database();
       db.exec('PRAGMA foreign_keys = ON');
     } catch (err) {
-      throw new UserError(`${dbPath}: the database is damaged (${(err as Error).message})`);
+      throw new UserError(`${displayPath}: the database is damaged (${(err as Error).message})`);
     }
-    const store = new Store(resolved, db, persist);
-    const migrated = store.migrate(dbPath);
-    if (migrated || !bytes || bytes.length === 0) store.flush();
+    const store = new Store(resolved, db, persist, writer);
+    const migrated = store.migrate(displayPath);
+    // A new database is written at its first save, so a command that fails creates nothing.
+    if (migrated && writer && !writer.fileIsNew) store.flush(true);
     return store;
+  }
+
+  get readOnly(): boolean {
+    return this.writer === null;
   }
 
   /** Runs the migrations this database has not seen yet. Returns whether any ran. */
@@ -231,6 +257,7 @@ export class Store {
   /** Records an unsaved change and schedules a coalesced save. */
   markDirty(): void {
     if (this.closed) return;
+    if (!this.writer) throw new Error(`${this.path} is open for reading only`);
     const now = Date.now();
     if (!this.dirty) this.firstDirtyAt = now;
     this.dirty = true;
@@ -256,7 +283,7 @@ export class Store {
 
   /** Saves now if anything changed (or if `force`). Atomic: see atomic-file.ts. */
   flush(force = false): void {
-    if (this.closed) return;
+    if (this.closed || !this.writer) return;
     if (this.inTransaction) throw new Error('flush() inside a transaction would persist uncommitted data');
     if (this.timer) {
       clearTimeout(this.timer);
@@ -265,7 +292,7 @@ export class Store {
     if (!this.dirty && !force && fs.existsSync(this.path)) return;
     const start = performance.now();
     const bytes = this.db.export();
-    writeFileAtomicSync(this.path, bytes);
+    writeFileAtomicSync(this.path, bytes, PRIVATE_FILE_MODE);
     const ms = performance.now() - start;
     this.dirty = false;
     this.persistStats.saves += 1;
@@ -274,14 +301,45 @@ export class Store {
     this.persistStats.bytes = bytes.length;
   }
 
-  /** Flushes unsaved changes and frees the in-memory database. */
+  /** Rewrites the database without its free pages (after a migration dropped data), then saves. */
+  compact(): void {
+    if (this.inTransaction) throw new Error('compact() inside a transaction');
+    this.db.exec('VACUUM');
+    if (this.writer) {
+      this.markDirty();
+      this.flush();
+    }
+  }
+
+  /** Flushes unsaved changes, frees the in-memory database and releases the lock. */
   close(): void {
     if (this.closed) return;
     if (this.inTransaction) this.rollback();
     this.flush();
+    this.free();
+  }
+
+  /**
+   * Closes after a failed command: a database that did not exist before is not created
+   * (nor its folders); an existing one is saved as `close()` does.
+   */
+  closeAfterFailure(): void {
+    if (this.closed) return;
+    const writer = this.writer;
+    if (!writer?.fileIsNew || fs.existsSync(this.path)) {
+      this.close();
+      return;
+    }
+    if (this.timer) clearTimeout(this.timer);
+    this.free();
+    removeCreatedDirs(this.path, writer.createdDir);
+  }
+
+  private free(): void {
     this.closed = true;
     for (const stmt of this.statements.values()) stmt.free();
     this.statements.clear();
     this.db.close();
+    this.writer?.lock.release();
   }
 }

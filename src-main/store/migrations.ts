@@ -122,4 +122,18 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX capture_exchanges_session ON capture_exchanges(session_id, seq);
   `,
+  // 3: each turn is stored once. A sample no longer copies the indices of its context (n
+  // samples × up to n turns made one long conversation quadratic in size and time): it keeps
+  // a span over its session's turns (src-shared/context-span.ts), and each turn says whether
+  // it may be part of a context. Spans and the new match hashes need the classifier, which
+  // the store does not have: the flag below makes the workspace recompute every session's
+  // samples, labels kept, when it opens the upgraded database.
+  `
+  ALTER TABLE turns ADD COLUMN in_context INTEGER NOT NULL DEFAULT 1;
+  ALTER TABLE samples ADD COLUMN context_head_end INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE samples ADD COLUMN context_tail_start INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE samples DROP COLUMN context_turns;
+  ALTER TABLE samples DROP COLUMN context_full;
+  INSERT OR REPLACE INTO settings (key, value) SELECT 'samples_need_rebuild', '1' WHERE EXISTS (SELECT 1 FROM sessions);
+  `,
 ];

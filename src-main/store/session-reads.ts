@@ -1,6 +1,7 @@
 // Reading sessions back out of the store as plain records: one session with its turns,
 // samples (with labels) and alternatives at a time, so exports and the training-set
 // builder can walk a large database without loading it all.
+import { contextTurnIndices, type ContextSpan } from '../../src-shared/context-span.js';
 import type { Attachment, Citation, LabelSource, Reward, Role, SessionFormat, ToolCall, TurnClass, Vote } from '../../src-shared/types.js';
 import type { LabelView, NoSampleReason } from '../../src-shared/views.js';
 import type { Store } from './database.js';
@@ -19,6 +20,8 @@ export interface TurnRecord {
   hidden: boolean;
   classification: TurnClass;
   sideReason: string | null;
+  /** Whether the turn may be part of a context (neither metadata nor empty). */
+  inContext: boolean;
 }
 
 export interface StoredLabel extends LabelView {
@@ -31,7 +34,8 @@ export interface SampleRecord {
   responseTurn: number;
   feedbackTurn: number | null;
   nextStateRole: 'user' | 'tool' | null;
-  contextTurns: number[];
+  /** Which turns the context is (sampleContextTurns lists them). */
+  context: ContextSpan;
   label: StoredLabel;
 }
 
@@ -67,11 +71,12 @@ export const EMPTY_LABEL: StoredLabel = {
 interface TurnRow {
   idx: number; role: Role; text: string; reasoning: string | null; tool_calls: string; tool_call_id: string | null;
   tool_name: string | null; attachments: string; citations: string; timestamp: number | null; hidden: number;
-  classification: TurnClass; side_reason: string | null;
+  classification: TurnClass; side_reason: string | null; in_context: number;
 }
 
 interface SampleRow {
-  response_turn: number; feedback_turn: number | null; next_state_role: 'user' | 'tool' | null; context_turns: string;
+  response_turn: number; feedback_turn: number | null; next_state_role: 'user' | 'tool' | null;
+  context_head_end: number; context_tail_start: number;
   reward: number | null; hint: string | null; source: string | null; votes: string | null; repair: string | null;
   notes: string | null; updated_at: number | null; judge_backend: string | null; judge_model: string | null; prompt_version: string | null;
 }
@@ -86,7 +91,7 @@ function sessionRecord(row: { id: string; title: string; format: string; created
   };
 }
 
-export function labelFromRow(row: Omit<SampleRow, 'response_turn' | 'feedback_turn' | 'next_state_role' | 'context_turns'>): StoredLabel {
+export function labelFromRow(row: Omit<SampleRow, 'response_turn' | 'feedback_turn' | 'next_state_role' | 'context_head_end' | 'context_tail_start'>): StoredLabel {
   if (row.source === null) return { ...EMPTY_LABEL };
   return {
     reward: row.reward as Reward | null,
@@ -107,13 +112,14 @@ export function readTurns(store: Store, sessionId: string): TurnRecord[] {
     index: r.idx, role: r.role, text: r.text, reasoning: r.reasoning, toolCalls: JSON.parse(r.tool_calls),
     toolCallId: r.tool_call_id, toolName: r.tool_name, attachments: JSON.parse(r.attachments), citations: JSON.parse(r.citations),
     timestamp: r.timestamp, hidden: !!r.hidden, classification: r.classification, sideReason: r.side_reason,
+    inContext: !!r.in_context,
   }));
 }
 
 export function readSamples(store: Store, sessionId: string): SampleRecord[] {
   return store
     .all<SampleRow>(
-      `SELECT s.response_turn, s.feedback_turn, s.next_state_role, s.context_turns, l.reward, l.hint, l.source, l.votes,
+      `SELECT s.response_turn, s.feedback_turn, s.next_state_role, s.context_head_end, s.context_tail_start, l.reward, l.hint, l.source, l.votes,
               l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version
        FROM samples s LEFT JOIN labels l USING (session_id, response_turn)
        WHERE s.session_id = ? ORDER BY s.response_turn`,
@@ -121,8 +127,13 @@ export function readSamples(store: Store, sessionId: string): SampleRecord[] {
     )
     .map((r) => ({
       responseTurn: r.response_turn, feedbackTurn: r.feedback_turn, nextStateRole: r.next_state_role,
-      contextTurns: JSON.parse(r.context_turns) as number[], label: labelFromRow(r),
+      context: { headEnd: r.context_head_end, tailStart: r.context_tail_start }, label: labelFromRow(r),
     }));
+}
+
+/** The indices of a sample's context turns, in order (computed from its span: O(turns)). */
+export function sampleContextTurns(turns: readonly TurnRecord[], sample: SampleRecord): number[] {
+  return contextTurnIndices((i) => turns[i].inContext, sample.context, sample.responseTurn);
 }
 
 export function readAlternatives(store: Store, sessionId: string): AlternativeRecord[] {

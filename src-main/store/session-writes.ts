@@ -14,6 +14,7 @@
 // hands it each session's classification and samples, so the store depends on nothing
 // above it.
 import { createHash } from 'node:crypto';
+import type { ContextSpan } from '../../src-shared/context-span.js';
 import type { ImportedConversation, ImportedTurn, SessionFormat, TurnClass } from '../../src-shared/types.js';
 import type { NoSampleReason } from '../../src-shared/views.js';
 import type { Store } from './database.js';
@@ -21,14 +22,14 @@ import type { Store } from './database.js';
 /** What classification decided for one session: each turn's class, the samples, or why there is none. */
 export interface SessionSamples {
   turns: readonly { classification: TurnClass; sideReason: string | null }[];
+  /** Per turn: whether it may be part of a context (neither metadata nor empty). */
+  inContext: readonly boolean[];
   samples: readonly {
     responseTurn: number;
     feedbackTurn: number;
     nextStateRole: 'user' | 'tool';
-    /** The (windowed) context the sample keeps. */
-    contextTurns: readonly number[];
-    /** The whole context: what a label is matched by across re-imports. */
-    fullContextTurns: readonly number[];
+    /** Which turns the (windowed) context is: a rule, never a copy (src-shared/context-span.ts). */
+    context: ContextSpan;
   }[];
   noSampleReason: NoSampleReason | null;
 }
@@ -59,10 +60,21 @@ export function contentHash(conv: ImportedConversation): string {
   return sha256(JSON.stringify([conv.title ?? null, conv.createdAt ?? null, conv.turns, conv.alternatives, conv.metadata]));
 }
 
-/** What the sample's label is tied to: the reply text and every earlier turn's role and text. */
-export function matchHash(turns: readonly { role: string; text: string }[], contextTurns: readonly number[], responseTurn: number): string {
-  const context = contextTurns.map((i) => [turns[i].role, turns[i].text]);
-  return sha256(JSON.stringify([context, turns[responseTurn].text]));
+/**
+ * What each sample's label is tied to: its reply text and the role and text of every context
+ * turn before it (the whole, unwindowed context). A hash chain over the context turns makes
+ * this one pass over the session, where hashing each context afresh was quadratic.
+ * Returns the hashes by reply turn.
+ */
+export function matchHashes(turns: readonly { role: string; text: string }[], inContext: readonly boolean[], responseTurns: readonly number[]): Map<number, string> {
+  const out = new Map<number, string>();
+  let chain = '';
+  let next = 0;
+  for (const r of [...responseTurns].sort((a, b) => a - b)) {
+    for (; next < r; next++) if (inContext[next]) chain = sha256(chain + JSON.stringify([turns[next].role, turns[next].text]));
+    out.set(r, sha256(JSON.stringify([chain, turns[r].text])));
+  }
+  return out;
 }
 
 const json = (value: unknown) => JSON.stringify(value ?? []);
@@ -72,12 +84,12 @@ function insertTurns(store: Store, sessionId: string, turns: readonly ImportedTu
     const cls = analysis.turns[i];
     store.run(
       `INSERT INTO turns (session_id, idx, role, text, reasoning, tool_calls, tool_call_id, tool_name, attachments, citations,
-         timestamp, hidden, external_id, classification, side_reason)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         timestamp, hidden, external_id, classification, side_reason, in_context)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       [
         sessionId, i, t.role, t.text, t.reasoning ?? null, json(t.toolCalls), t.toolCallId ?? null, t.toolName ?? null,
         json(t.attachments), json(t.citations), t.timestamp ?? null, t.hidden ? 1 : 0, t.externalId ?? null,
-        cls.classification, cls.sideReason,
+        cls.classification, cls.sideReason, analysis.inContext[i] ? 1 : 0,
       ],
     );
   });
@@ -86,14 +98,12 @@ function insertTurns(store: Store, sessionId: string, turns: readonly ImportedTu
 
 /** Writes a session's samples and its no-sample reason; returns the sample count. */
 function writeSamples(store: Store, sessionId: string, turns: readonly { role: string; text: string }[], analysis: SessionSamples): number {
+  const hashes = matchHashes(turns, analysis.inContext, analysis.samples.map((s) => s.responseTurn));
   for (const s of analysis.samples) {
     store.run(
-      `INSERT INTO samples (session_id, response_turn, feedback_turn, next_state_role, context_turns, context_full, match_hash)
+      `INSERT INTO samples (session_id, response_turn, feedback_turn, next_state_role, context_head_end, context_tail_start, match_hash)
        VALUES (?, ?, ?, ?, ?, ?, ?)`,
-      [
-        sessionId, s.responseTurn, s.feedbackTurn, s.nextStateRole, JSON.stringify(s.contextTurns),
-        s.contextTurns.length === s.fullContextTurns.length ? 1 : 0, matchHash(turns, s.fullContextTurns, s.responseTurn),
-      ],
+      [sessionId, s.responseTurn, s.feedbackTurn, s.nextStateRole, s.context.headEnd, s.context.tailStart, hashes.get(s.responseTurn)!],
     );
   }
   store.run('UPDATE sessions SET no_sample_reason = ? WHERE id = ?', [analysis.noSampleReason, sessionId]);
@@ -197,25 +207,38 @@ function restoreLabels(store: Store, id: string, saved: readonly SavedLabel[]): 
 }
 
 /**
- * Recomputes every session's samples (after the context window changed). Labels stay:
- * the reply turns of a session do not depend on the window.
+ * Recomputes every session's samples (after the context window changed, or after a schema
+ * upgrade: see samplesNeedRebuild). Labels stay: the reply turns of a session do not depend
+ * on the window. A label whose reply is no longer a sample (the classification rules
+ * changed since the import) is dropped.
  */
 export function rebuildAllSamples(store: Store, classify: ClassifySession): void {
   const labels = store.all('SELECT * FROM labels');
   store.run('DELETE FROM samples');
   const sessionIds = store.all<{ id: string }>('SELECT id FROM sessions').map((r) => r.id);
   for (const id of sessionIds) {
-    const turns = store.all<{ role: ImportedTurn['role']; text: string; hidden: number; tool_calls: string; attachments: string }>(
-      'SELECT role, text, hidden, tool_calls, attachments FROM turns WHERE session_id = ? ORDER BY idx',
+    const turns = store.all<{ role: ImportedTurn['role']; text: string; hidden: number; tool_calls: string; attachments: string; in_context: number }>(
+      'SELECT role, text, hidden, tool_calls, attachments, in_context FROM turns WHERE session_id = ? ORDER BY idx',
       [id],
     );
     const analysed = turns.map((t) => ({ role: t.role, text: t.text, hidden: !!t.hidden, toolCalls: JSON.parse(t.tool_calls), attachments: JSON.parse(t.attachments) }));
-    writeSamples(store, id, analysed, classify(analysed));
+    const analysis = classify(analysed);
+    analysis.inContext.forEach((inContext, idx) => {
+      if (!!turns[idx].in_context !== inContext) store.run('UPDATE turns SET in_context = ? WHERE session_id = ? AND idx = ?', [inContext ? 1 : 0, id, idx]);
+    });
+    writeSamples(store, id, analysed, analysis);
   }
   for (const l of labels) {
+    if (!store.get('SELECT 1 FROM samples WHERE session_id = ? AND response_turn = ?', [l.session_id, l.response_turn])) continue;
     const cols = Object.keys(l);
     store.run(`INSERT INTO labels (${cols.join(',')}) VALUES (${cols.map(() => '?').join(',')})`, cols.map((c) => l[c]));
   }
+  store.run("DELETE FROM settings WHERE key = 'samples_need_rebuild'");
+}
+
+/** Whether a schema upgrade left the samples to be recomputed by the classifier (migration 3). */
+export function samplesNeedRebuild(store: Store): boolean {
+  return !!store.get("SELECT 1 FROM settings WHERE key = 'samples_need_rebuild'");
 }
 
 /** Removes a session with its turns, samples, labels and captured exchanges. */

@@ -19,10 +19,10 @@ import { exportToFile, previewLines } from '../export/database-export.js';
 import { analyseSession } from '../pipeline/classify.js';
 import { hasCaptureExchanges, readCaptureCounts, readCaptureExchanges, type CaptureExchangeRow } from '../store/capture-exchanges.js';
 import { readContextWindow, writeContextWindow } from '../store/context-window.js';
-import { DEFAULT_PERSIST, Store, type Params, type PersistOptions } from '../store/database.js';
+import { DEFAULT_PERSIST, Store, type Params, type PersistOptions, type StoreAccess } from '../store/database.js';
 import { listSessionSummaries, readStats } from '../store/overview-reads.js';
 import { readSessionRecord } from '../store/session-reads.js';
-import { deleteSessionRows, rebuildAllSamples } from '../store/session-writes.js';
+import { deleteSessionRows, rebuildAllSamples, samplesNeedRebuild } from '../store/session-writes.js';
 import { applyCapture } from './capture-writes.js';
 import { defaultOpenExport, emptySummary, importError, importOpened, type OpenedExportLike, type OpenExportFn } from './import-into-store.js';
 import { judgeCandidates, recordVerdict, setManualLabel } from './labels.js';
@@ -37,6 +37,11 @@ export interface WorkspaceOptions {
   persist?: PersistOptions;
   /** The importer entry point; defaults to src-main/import's `openExport`. */
   openExport?: OpenExportFn;
+  /**
+   * 'write' (the default) holds the database's lock while open: one writer at a time
+   * (store/db-lock.ts). 'read' needs an existing database, takes no lock, never saves.
+   */
+  access?: StoreAccess;
 }
 
 export class Workspace implements WorkspaceApi {
@@ -46,7 +51,13 @@ export class Workspace implements WorkspaceApi {
   ) {}
 
   static async open(dbPath: string, options: WorkspaceOptions = {}): Promise<Workspace> {
-    const store = await Store.open(dbPath, options.persist ?? DEFAULT_PERSIST);
+    const store = await Store.open(dbPath, options.persist ?? DEFAULT_PERSIST, options.access ?? 'write');
+    try {
+      upgradeSamples(store);
+    } catch (err) {
+      store.closeAfterFailure();
+      throw err;
+    }
     return new Workspace(store, options.openExport ?? defaultOpenExport);
   }
 
@@ -222,14 +233,38 @@ export class Workspace implements WorkspaceApi {
   close(): void {
     this.store.close();
   }
+
+  /** Closes after a failed command: see Store.closeAfterFailure. */
+  closeAfterFailure(): void {
+    this.store.closeAfterFailure();
+  }
 }
 
-/** Opens the workspace at `dbPath`, runs `fn`, and always closes (and so saves) it. */
-export async function withWorkspace<T>(dbPath: string, fn: (ws: Workspace) => Promise<T> | T): Promise<T> {
-  const ws = await Workspace.open(dbPath);
+/**
+ * Recomputes the samples of a database whose schema upgrade asked for it (migration 3:
+ * contexts became spans), with the database's own context window, and drops the space the
+ * old context lists took. A reader does it in memory only.
+ */
+function upgradeSamples(store: Store): void {
+  if (!samplesNeedRebuild(store)) return;
+  const window = readContextWindow(store);
+  store.transaction(() => rebuildAllSamples(store, (turns) => analyseSession(turns, window)));
+  if (!store.readOnly) store.compact();
+}
+
+/**
+ * Opens the workspace at `dbPath`, runs `fn`, and closes (and so saves) it. When `fn`
+ * fails, a database this call would have created is not created.
+ */
+export async function withWorkspace<T>(dbPath: string, fn: (ws: Workspace) => Promise<T> | T, options: { access?: StoreAccess } = {}): Promise<T> {
+  const ws = await Workspace.open(dbPath, options);
+  let result: T;
   try {
-    return await fn(ws);
-  } finally {
-    ws.close();
+    result = await fn(ws);
+  } catch (err) {
+    ws.closeAfterFailure();
+    throw err;
   }
+  ws.close();
+  return result;
 }

@@ -1,0 +1,107 @@
+// The files of a database on disk: reading it, the folder and lock that opening it for
+// writing creates (so a failed command can remove them again), and the companion files
+// that an export must never overwrite.
+import fs from 'node:fs';
+import path from 'node:path';
+import { UserError } from '../../src-shared/types.js';
+import { DbLock, lockPathFor } from './db-lock.js';
+import { settingsPathFor } from './settings-file.js';
+
+/** What opening for writing created on disk, so a failed command can leave nothing behind. */
+export interface WriterFootprint {
+  lock: DbLock;
+  /** The database file did not exist when opened. */
+  fileIsNew: boolean;
+  /** The outermost folder that opening created, or null. */
+  createdDir: string | null;
+}
+
+/** Reads the database file; null when there is none. Errors name the path as the user gave it. */
+export function readDatabaseBytes(resolved: string, displayPath: string): Buffer | null {
+  try {
+    return fs.readFileSync(resolved);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EISDIR') throw new UserError(`${displayPath}: is a directory, not a database file`);
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw new UserError(`${displayPath}: cannot read the database (${(err as Error).message})`);
+    return null;
+  }
+}
+
+/** Creates the database's folder if needed and takes its lock. */
+export function openForWriting(resolved: string, displayPath: string): WriterFootprint {
+  let createdDir: string | null = null;
+  try {
+    createdDir = fs.mkdirSync(path.dirname(resolved), { recursive: true }) ?? null;
+  } catch (err) {
+    throw new UserError(`${displayPath}: cannot create its folder (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  try {
+    const lock = DbLock.acquire(resolved, displayPath);
+    return { lock, fileIsNew: !fs.existsSync(resolved), createdDir };
+  } catch (err) {
+    removeCreatedDirs(resolved, createdDir);
+    throw err;
+  }
+}
+
+/** Removes the (empty) folders opening created, innermost first. */
+export function removeCreatedDirs(resolved: string, createdDir: string | null): void {
+  if (!createdDir) return;
+  for (let dir = path.dirname(resolved); dir.length >= createdDir.length; dir = path.dirname(dir)) {
+    try {
+      fs.rmdirSync(dir);
+    } catch {
+      return; // not empty: something else lives there now
+    }
+    if (dir === createdDir) return;
+  }
+}
+
+
+/** The capture log's name beside its database (as src-main/capture/capture-log.ts names it). */
+const CAPTURE_LOG_FILE = 'capture-log.jsonl';
+
+/**
+ * The real path of `file`: symbolic links resolved in the file itself when it exists, else
+ * in its folder (the nearest existing one), so two spellings of one file compare equal.
+ */
+export function realPathOf(file: string): string {
+  const resolved = path.resolve(file);
+  try {
+    return fs.realpathSync(resolved);
+  } catch {
+    const parent = path.dirname(resolved);
+    return parent === resolved ? resolved : path.join(realPathOf(parent), path.basename(resolved));
+  }
+}
+
+function sameInode(a: string, b: string): boolean {
+  try {
+    const sa = fs.statSync(a);
+    const sb = fs.statSync(b);
+    return sa.ino === sb.ino && sa.dev === sb.dev;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * What `candidate` is to the database at `dbPath` when it is one of the files the store
+ * keeps (the database, its temporary files, its lock, its settings, its capture log), or
+ * null. Paths are compared after resolving symbolic links, and by inode (hard links).
+ */
+export function databaseFileRole(dbPath: string, candidate: string): string | null {
+  const db = realPathOf(dbPath);
+  const target = realPathOf(candidate);
+  const dir = path.dirname(db);
+  const roles: [string, string][] = [
+    [db, 'the database itself'],
+    [lockPathFor(db), "the database's lock file"],
+    [settingsPathFor(db), "the database's settings file"],
+    [path.join(dir, CAPTURE_LOG_FILE), "the database's capture log"],
+  ];
+  for (const [file, role] of roles) if (target === file || sameInode(target, file)) return role;
+  if (target.startsWith(`${db}.tmp-`)) return "the database's temporary file";
+  return null;
+}
