@@ -2,7 +2,8 @@
 //
 // Each command declares its options once, in a CommandSpec: the parser reads the types and
 // defaults from it, and `--help` is rendered from the same declaration (name, value,
-// description, default), so the help cannot drift from what the parser accepts.
+// description, default), so the help cannot drift from what the parser accepts
+// (docs/design.md §Command line).
 import { parseArgs } from 'node:util';
 import { defaultDbPath } from '../store/db-location.js';
 

@@ -1,7 +1,7 @@
 // Why CUDA cannot run, said once, and what to do about it said per surface: the command line
 // names its `--device` flag, the app names its Device field. The error carries the problem,
 // not the advice, so it survives the trip out of a worker thread (worker-serve.ts) and the
-// app can word it for its own page (api/training-service.ts).
+// app can word it for its own page (api/training-service.ts). See docs/design.md §Surfaces.
 //
 // Node-free and free of ONNX Runtime on purpose: the app's services import it at start-up.
 import { UserError } from '../../src-shared/types.js';
