@@ -3,48 +3,65 @@
 //
 // Exit status: 0 on success, 1 on a user error (one-line message), 2 on bad usage.
 import { UserError } from '../src-shared/types.js';
-import { UsageError, type Command } from './cli/args.js';
+import { formatHelp, UsageError, wantsHelp, type Command, type CommandSpec } from './cli/args.js';
 import { setLockHolderName } from './store/db-lock.js';
 
-const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
-  import: () => import('./cli/import.js'),
-  stats: () => import('./cli/stats.js'),
-  samples: () => import('./cli/samples.js'),
-  label: () => import('./cli/label.js'),
-  judge: () => import('./cli/judge.js'),
-  export: () => import('./cli/export.js'),
-  score: () => import('./cli/score.js'),
-  generate: () => import('./cli/generate.js'),
-  train: () => import('./cli/train.js'),
-  serve: () => import('./cli/serve.js'),
-  demo: () => import('./cli/demo.js'),
+interface CommandModule {
+  command: Command;
+  spec: CommandSpec;
+}
+
+export const COMMANDS: Record<string, { summary: string; load: () => Promise<CommandModule> }> = {
+  import: { summary: 'import chat exports (files, folders, zips) into the database', load: () => import('./cli/import.js') },
+  stats: { summary: 'count sessions, turns, samples and labels', load: () => import('./cli/stats.js') },
+  samples: { summary: 'print the samples as JSON lines', load: () => import('./cli/samples.js') },
+  label: { summary: 'set a manual label, hint, repair or note on one reply', load: () => import('./cli/label.js') },
+  judge: { summary: 'label the samples with a judge (heuristic, local model or OpenAI-compatible)', load: () => import('./cli/judge.js') },
+  export: { summary: 'write a JSONL dataset (samples, openclaw, kto, sft, dpo, sdft)', load: () => import('./cli/export.js') },
+  score: { summary: "log-probs of each line's response under a model", load: () => import('./cli/score.js') },
+  generate: { summary: 'generate a reply with a local model', load: () => import('./cli/generate.js') },
+  train: { summary: 'fine-tune a LoRA adapter (Binary RL, On-Policy Distillation or both)', load: () => import('./cli/train.js') },
+  serve: { summary: 'serve the app and the OpenAI-compatible API to a browser', load: () => import('./cli/serve.js') },
+  demo: { summary: "run the app's core path on the bundled sample export", load: () => import('./cli/demo.js') },
 };
 
 function usage(): string {
-  return `usage: hindsight <command> [options]\ncommands: ${Object.keys(COMMANDS).join(', ')}\n` +
-    `every command takes --db PATH and --json; run 'hindsight <command> --help' for its options`;
+  const width = Math.max(...Object.keys(COMMANDS).map((n) => n.length)) + 2;
+  const commands = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(width)}${c.summary}`);
+  return ['usage: hindsight <command> [options]', '', 'commands:', ...commands, '', "run 'hindsight <command> --help' for a command's options and their defaults"].join('\n');
 }
 
 export async function main(argv: string[]): Promise<number> {
-  const [name, ...rest] = argv;
-  if (!name || name === '--help' || name === '-h') {
+  let [name, ...rest] = argv;
+  // `hindsight help train` is `hindsight train --help`.
+  if (name === 'help' && rest[0] !== undefined && Object.hasOwn(COMMANDS, rest[0])) [name, rest] = [rest[0], ['--help']];
+  if (!name) {
     process.stderr.write(usage() + '\n');
-    return name ? 0 : 2;
+    return 2;
   }
-  const load = COMMANDS[name];
-  if (!load) {
+  if (name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(usage() + '\n');
+    return 0;
+  }
+  const entry = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (!entry) {
     process.stderr.write(`hindsight: unknown command '${name}'\n${usage()}\n`);
     return 2;
   }
   // A database this command writes is locked in its name (see store/db-lock.ts).
   setLockHolderName(name === 'serve' ? 'Hindsight serve' : `hindsight ${name}`);
-  let command: Command;
+  let loaded: CommandModule;
   try {
-    ({ command } = await load());
+    loaded = await entry.load();
   } catch (err) {
     process.stderr.write(`hindsight: command '${name}' is not available in this build: ${(err as Error).message}\n`);
     return 1;
   }
+  if (wantsHelp(rest)) {
+    process.stdout.write(formatHelp(loaded.spec));
+    return 0;
+  }
+  const { command } = loaded;
   try {
     return (await command(rest)) ?? 0;
   } catch (err) {

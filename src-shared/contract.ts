@@ -269,7 +269,11 @@ export const CALLS = {
   ),
   judgeCancel: call('Stops the running judge run; the samples it judged keep their labels.', NO_INPUT, returns<{ cancelled: boolean }>()),
   checks: call('The at-least-one report, the label distribution and imbalance warnings.', NO_INPUT, returns<CheckReport>()),
-  previewExport: call('The first lines an export would write.', object({ format: exportFormat, lines: integer({ min: 1, max: 100 }) }), returns<{ lines: string[] }>()),
+  previewExport: call(
+    'The first lines an export would write; with none, `needs` says what the format needs.',
+    object({ format: exportFormat, lines: integer({ min: 1, max: 100 }) }),
+    returns<{ lines: string[]; needs: string | null }>(),
+  ),
   writeExport: call('Writes one JSONL export atomically.', object({ format: exportFormat, outPath: path }), returns<{ lines: number; path: string }>()),
   defaultModelDir: call('The model folder preselected for training (the demo model).', NO_INPUT, returns<{ path: string; exists: boolean }>()),
   trainStatus: call('Whether the trainer is available, and the runs of this launch.', NO_INPUT, returns<TrainingState>()),

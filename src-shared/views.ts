@@ -7,6 +7,19 @@ import type { TrainMethod } from './training.js';
 export type ExportFormat = 'samples' | 'openclaw' | 'kto' | 'sft' | 'dpo' | 'sdft';
 export const EXPORT_FORMATS: readonly ExportFormat[] = ['samples', 'openclaw', 'kto', 'sft', 'dpo', 'sdft'];
 
+/**
+ * What each format needs before it writes a line, in the app's words: shown where an export
+ * preview is empty. (The rules themselves are src-main/export/formats.ts's.)
+ */
+export const EXPORT_FORMAT_NEEDS: Readonly<Record<ExportFormat, string>> = {
+  samples: 'The samples format writes every sample, a reply with the user or tool message that followed it: import some chats first.',
+  openclaw: 'The openclaw format writes every sample, a reply with the user or tool message that followed it: import some chats first.',
+  kto: 'KTO needs samples labelled +1 or −1: label some replies, or run a judge.',
+  sft: 'SFT needs replies labelled +1, or replies with a repair: label or repair some replies.',
+  dpo: 'DPO needs pairs: a regenerated reply whose text differs from the reply kept, or a repair written for a reply.',
+  sdft: 'SDFT needs samples with a hint: run a judge with hints, or write a hint for a reply.',
+};
+
 export interface ImportSummary {
   sessions_added: number;
   sessions_updated: number;

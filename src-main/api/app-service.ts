@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { SESSION_FORMATS, UserError, type SessionFormat } from '../../src-shared/types.js';
-import type { WorkspaceApi } from '../../src-shared/views.js';
+import { EXPORT_FORMAT_NEEDS, type WorkspaceApi } from '../../src-shared/views.js';
 import { MAX_UPLOAD_BYTES, type ApiHandlers, type AppInfo, type CallInput, type CaptureStatus, type ChangeReason, type ImportSummary } from '../../src-shared/contract.js';
 import { demoExportFiles } from '../import/demo-data.js';
 import type { EventHub } from '../workspace/event-hub.js';
@@ -215,7 +215,8 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   }
 
   async previewExport({ format, lines }: CallInput<'previewExport'>) {
-    return { lines: this.workspace.previewExport(format, lines) };
+    const preview = this.workspace.previewExport(format, lines);
+    return { lines: preview, needs: preview.length ? null : EXPORT_FORMAT_NEEDS[format] };
   }
 
   async writeExport({ format, outPath }: CallInput<'writeExport'>) {

@@ -30,12 +30,14 @@ export class JudgeService {
   async availability(): Promise<Record<JudgeBackend, Availability>> {
     const s = this.settings().raw;
     const hasModel = fs.existsSync(path.join(s.localModelDir, 'config.json'));
+    // Shown beside each backend on the Settings page, where its fields are: say what is
+    // missing, not where to go.
     return {
       heuristic: { available: true, reason: null },
-      local: hasModel ? { available: true, reason: null } : { available: false, reason: `No model folder at ${s.localModelDir}: choose the judge model in Settings.` },
+      local: hasModel ? { available: true, reason: null } : { available: false, reason: `Needs a model folder: there is none at ${s.localModelDir}.` },
       openai: s.openaiModel.trim()
         ? { available: true, reason: null }
-        : { available: false, reason: 'Set the endpoint’s base URL and model name in Settings (e.g. http://127.0.0.1:11434/v1 and qwen2.5:7b-instruct for Ollama).' },
+        : { available: false, reason: 'Needs the endpoint’s base URL and model name, e.g. http://127.0.0.1:11434/v1 and qwen2.5:7b-instruct for Ollama.' },
     };
   }
 
@@ -43,7 +45,7 @@ export class JudgeService {
     const s = this.settings().raw;
     if (backend === 'heuristic') return { backend };
     if (backend === 'local') return { backend, modelDir: s.localModelDir };
-    if (!s.openaiModel.trim()) throw new UserError('Set the OpenAI-compatible endpoint’s model name in Settings first.');
+    if (!s.openaiModel.trim()) throw new UserError('The OpenAI-compatible endpoint has no model name yet: fill in its Model field and save the settings.');
     return { backend, baseUrl: s.openaiBaseUrl, model: s.openaiModel, apiKey: s.openaiApiKey };
   }
 

@@ -1,8 +1,14 @@
-// Shared argument parsing for the CLI commands, on node:util's parseArgs.
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+// Shared argument parsing and help for the CLI commands, on node:util's parseArgs.
+//
+// Each command declares its options once, in a CommandSpec: the parser reads the types and
+// defaults from it, and `--help` is rendered from the same declaration (name, value,
+// description, default), so the help cannot drift from what the parser accepts
+// (docs/design.md §Command line).
+import { parseArgs } from 'node:util';
+import { defaultDbPath } from '../store/db-location.js';
 
 /** Every command's `--db` defaults to the app's own database. */
-export { defaultDbPath } from '../store/db-location.js';
+export { defaultDbPath };
 
 /** A command takes its argv (after the command name) and returns its exit status. */
 export type Command = (argv: string[]) => Promise<number | void>;
@@ -12,20 +18,124 @@ export class UsageError extends Error {
   override name = 'UsageError';
 }
 
-export const COMMON_OPTIONS = {
-  db: { type: 'string' },
-  json: { type: 'boolean', default: false },
-  help: { type: 'boolean', short: 'h', default: false },
+/** One flag: what parseArgs needs, plus what its help line says. */
+export interface OptionSpec {
+  readonly type: 'string' | 'boolean';
+  readonly short?: string;
+  readonly multiple?: boolean;
+  /** The parser's default: the value the command sees when the flag is absent. */
+  readonly default?: string | boolean;
+  /** The value's placeholder in the help: DIR, N, cpu|cuda. */
+  readonly value?: string;
+  /** What the flag does, one short line. */
+  readonly help: string;
+  /** What happens without the flag, where the parser has no default ("one epoch"). */
+  readonly otherwise?: string | (() => string);
+  /** The command refuses to run without it; a string says when ("with --backend local"). */
+  readonly required?: boolean | string;
+  /** A heading the flag is listed under, for flags that apply to one mode only. */
+  readonly group?: string;
+}
+
+export type OptionSpecs = Readonly<Record<string, OptionSpec>>;
+
+export interface CommandSpec<O extends OptionSpecs = OptionSpecs> {
+  readonly name: string;
+  /** What follows `hindsight <name>` in the usage line: positionals and required flags. */
+  readonly synopsis: string;
+  /** What the command does, a few lines. */
+  readonly about: string;
+  readonly options: O;
+  readonly positionals?: boolean;
+}
+
+/** `--help`, accepted by every command; the CLI entry answers it before the command runs. */
+export const HELP_OPTION = { help: { type: 'boolean', short: 'h', default: false, help: 'print this help and exit' } } as const;
+
+/** `--db PATH`, for the commands that open a database. */
+export const DB_OPTION = {
+  db: { type: 'string', value: 'PATH', help: 'the database file', otherwise: () => `the app's own database, ${defaultDbPath()}` },
 } as const;
 
-type Options = NonNullable<ParseArgsConfig['options']>;
+/** `--json`, with what it prints for this command. */
+export function jsonOption<H extends string>(help: H) {
+  return { json: { type: 'boolean', default: false, help } } as const;
+}
 
-export function parseCommandArgs<O extends Options>(argv: string[], options: O, allowPositionals = false) {
+/** Every flag a command's parser accepts: its own, then --help. */
+export function allOptions<O extends OptionSpecs>(spec: CommandSpec<O>): O & typeof HELP_OPTION {
+  return { ...spec.options, ...HELP_OPTION };
+}
+
+export function parseCommandArgs<O extends OptionSpecs>(argv: string[], spec: CommandSpec<O>) {
   try {
-    return parseArgs({ args: argv, options: { ...COMMON_OPTIONS, ...options }, allowPositionals, strict: true });
+    return parseArgs({ args: argv, options: allOptions(spec), allowPositionals: spec.positionals ?? false, strict: true });
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+}
+
+/** True when `--help` or `-h` comes before any `--` (after which arguments are positionals). */
+export function wantsHelp(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end < 0 ? argv : argv.slice(0, end)).some((a) => a === '--help' || a === '-h');
+}
+
+export function usageLine(spec: CommandSpec): string {
+  return `usage: hindsight ${spec.name} ${spec.synopsis}`.trimEnd();
+}
+
+/** The default part of a help line: "(required)", "(default: X)", or nothing for a switch. */
+export function defaultNote(option: OptionSpec): string {
+  if (option.required) return typeof option.required === 'string' ? `(required ${option.required})` : '(required)';
+  if (option.type === 'string' && option.default !== undefined) return `(default: ${option.default})`;
+  if (option.type === 'boolean' && option.default === true) return '(default: on)';
+  const otherwise = typeof option.otherwise === 'function' ? option.otherwise() : option.otherwise;
+  return otherwise === undefined ? '' : `(default: ${otherwise})`;
+}
+
+function flagColumn(name: string, option: OptionSpec): string {
+  const short = option.short ? `-${option.short}, ` : '';
+  const value = option.type === 'string' ? ` ${option.value ?? 'VALUE'}` : '';
+  return `${short}--${name}${value}${option.multiple ? ' …' : ''}`;
+}
+
+const FLAG_WIDTH = 22;
+const LINE_WIDTH = 100;
+
+/** Splits text into lines of at most `width` characters, at spaces (a longer word stays whole). */
+function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  return [...lines, line];
+}
+
+function optionLine(name: string, option: OptionSpec): string {
+  const flag = flagColumn(name, option);
+  const text = [option.help, defaultNote(option), option.multiple ? '(repeatable)' : ''].filter(Boolean).join(' ');
+  const indent = ' '.repeat(2 + FLAG_WIDTH);
+  const body = wrap(text, LINE_WIDTH - indent.length).map((l) => indent + l);
+  // A flag wider than its column puts its description on the next line.
+  if (flag.length < FLAG_WIDTH) body[0] = `  ${flag.padEnd(FLAG_WIDTH)}${body[0]!.trimStart()}`;
+  else body.unshift(`  ${flag}`);
+  return body.join('\n');
+}
+
+/** The whole `--help` text of a command: usage, what it does, and every flag it accepts. */
+export function formatHelp(spec: CommandSpec): string {
+  const groups = new Map<string, string[]>();
+  for (const [name, option] of Object.entries<OptionSpec>(allOptions(spec))) {
+    const heading = option.group ?? '';
+    groups.set(heading, [...(groups.get(heading) ?? []), optionLine(name, option)]);
+  }
+  const sections = [...groups].map(([heading, lines]) => (heading ? `${heading}:\n` : 'options:\n') + lines.join('\n'));
+  return [usageLine(spec), '', spec.about.trim(), '', sections.join('\n\n'), ''].join('\n');
 }
 
 /** Parses a number flag, or throws a UsageError naming the flag. */

@@ -12,16 +12,24 @@ import { withWorkspace } from '../workspace/workspace.js';
 import { runJudge } from '../judge/runner.js';
 import { HeuristicJudge } from '../judge/verdicts.js';
 import { demoExportFiles } from '../import/demo-data.js';
-import { parseCommandArgs, printJson, type Command } from './args.js';
+import { DB_OPTION, jsonOption, parseCommandArgs, printJson, type Command } from './args.js';
+
+export const spec = {
+  name: 'demo',
+  synopsis: '[options]',
+  about: 'Runs the app\'s core path on the bundled demo exports: import, the heuristic judge with hints,\n' +
+    'stats, the first samples, and a KTO export, printing each step.',
+  options: {
+    db: { ...DB_OPTION.db, otherwise: 'a new temporary database' },
+    out: { type: 'string', value: 'FILE', help: 'where to write the KTO export', otherwise: 'demo-kto.jsonl beside the database' },
+    ...jsonOption('print the whole report as one JSON object instead of the steps'),
+  },
+} as const;
 
 const SAMPLES_DIR = fileURLToPath(new URL('../../resources/samples/', import.meta.url));
 
 export const command: Command = async (argv) => {
-  const { values } = parseCommandArgs(argv, { out: { type: 'string' } });
-  if (values.help) {
-    process.stdout.write('usage: hindsight demo [--db PATH] [--out FILE] [--json]\n');
-    return 0;
-  }
+  const { values } = parseCommandArgs(argv, spec);
   const demoFiles = demoExportFiles(SAMPLES_DIR);
   if (demoFiles.length === 0) throw new UserError(`${SAMPLES_DIR}: the bundled demo exports are missing from this install`);
   const dbPath = values.db ?? path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-demo-')), 'demo.db');

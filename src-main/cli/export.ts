@@ -2,16 +2,25 @@
 // written atomically, byte-identical for the same database (see src-main/export/formats.ts).
 import { EXPORT_FORMATS, type ExportFormat } from '../../src-shared/views.js';
 import { withWorkspace } from '../workspace/workspace.js';
-import { defaultDbPath, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
+import { DB_OPTION, defaultDbPath, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 
-const USAGE = `usage: hindsight export --format ${EXPORT_FORMATS.join('|')} --out FILE [--db PATH] [--json]`;
+export const spec = {
+  name: 'export',
+  synopsis: '--format FORMAT --out FILE [options]',
+  about: 'Writes one JSONL dataset, atomically; the same database always gives the same bytes.\n' +
+    'samples and openclaw write every sample; kto the samples labelled ±1; sft the replies labelled +1\n' +
+    'or repaired; dpo regenerations with a different text and repairs; sdft the samples with a hint.',
+  options: {
+    format: { type: 'string', value: EXPORT_FORMATS.join('|'), help: 'the dataset format', required: true },
+    out: { type: 'string', value: 'FILE', help: 'the JSONL file to write', required: true },
+    ...DB_OPTION,
+    ...jsonOption('print {format, lines, path} as one JSON object'),
+  },
+} as const;
+const USAGE = usageLine(spec);
 
 export const command: Command = async (argv) => {
-  const { values } = parseCommandArgs(argv, { format: { type: 'string' }, out: { type: 'string' } });
-  if (values.help) {
-    process.stdout.write(USAGE + '\n');
-    return 0;
-  }
+  const { values } = parseCommandArgs(argv, spec);
   const format = values.format as ExportFormat | undefined;
   if (!format || !EXPORT_FORMATS.includes(format)) throw new UsageError(`--format must be one of ${EXPORT_FORMATS.join(', ')}\n${USAGE}`);
   if (!values.out) throw new UsageError(`--out FILE is required\n${USAGE}`);

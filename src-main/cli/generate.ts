@@ -6,11 +6,31 @@
 // calls, tokens, their log-probs and the execution provider that ran.
 import type { Device } from '../model/ort-session.js';
 import { LocalModel } from '../model/local-model.js';
-import { intFlag, numberFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
+import { intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 
-const USAGE =
-  'usage: hindsight generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]\n' +
-  '                          [--stop STR]… [--device cpu|cuda] [--threads N] [--no-chat-template] [--json]';
+/** `--device`, shared by the commands that run a model. */
+export const DEVICE_OPTION = { device: { type: 'string', default: 'cpu', value: 'cpu|cuda', help: 'where the model runs (cuda: after npm run setup:gpu)' } } as const;
+
+export const spec = {
+  name: 'generate',
+  synopsis: '--model DIR --prompt TEXT [options]',
+  about: 'Generates a reply with a local model (a Hugging Face checkpoint folder) and prints it on stdout;\n' +
+    'the token count and speed go to stderr. The prompt is one user message through the chat template.',
+  options: {
+    model: { type: 'string', value: 'DIR', help: 'the model folder', required: true },
+    prompt: { type: 'string', value: 'TEXT', help: 'the user message', required: true },
+    'max-new-tokens': { type: 'string', default: '256', value: 'N', help: 'the most tokens to generate' },
+    temperature: { type: 'string', default: '0', value: 'T', help: 'sampling temperature; 0 is greedy' },
+    'top-p': { type: 'string', default: '1', value: 'P', help: 'nucleus sampling mass, in (0, 1]' },
+    seed: { type: 'string', value: 'S', help: 'the sampling seed', otherwise: 'a random one' },
+    stop: { type: 'string', multiple: true, value: 'STR', help: 'stop when the reply contains this text', otherwise: "the model's end tokens only" },
+    ...DEVICE_OPTION,
+    threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
+    'no-chat-template': { type: 'boolean', default: false, help: 'send the prompt as raw text (BOS added where the tokenizer adds one)' },
+    ...jsonOption('print the reply, reasoning, tool calls, tokens and log-probs as one JSON object'),
+  },
+} as const;
+const USAGE = usageLine(spec);
 
 export function deviceFlag(value: string | undefined): Device {
   if (value === undefined || value === 'cpu' || value === 'cuda') return value ?? 'cpu';
@@ -18,22 +38,7 @@ export function deviceFlag(value: string | undefined): Device {
 }
 
 export const command: Command = async (argv) => {
-  const { values } = parseCommandArgs(argv, {
-    model: { type: 'string' },
-    prompt: { type: 'string' },
-    'max-new-tokens': { type: 'string' },
-    temperature: { type: 'string' },
-    'top-p': { type: 'string' },
-    seed: { type: 'string' },
-    stop: { type: 'string', multiple: true },
-    device: { type: 'string', default: 'cpu' },
-    threads: { type: 'string' },
-    'no-chat-template': { type: 'boolean', default: false },
-  });
-  if (values.help) {
-    process.stdout.write(USAGE + '\n');
-    return 0;
-  }
+  const { values } = parseCommandArgs(argv, spec);
   if (!values.model || values.prompt === undefined) throw new UsageError(`--model and --prompt are required\n${USAGE}`);
   const device = deviceFlag(values.device);
   const maxNewTokens = intFlag('max-new-tokens', values['max-new-tokens'], 256, 1);

@@ -3,17 +3,24 @@
 // byte-for-byte as it was and exits 1 naming the file.
 import { SOURCE_FORMATS, type SourceFormat } from '../../src-shared/types.js';
 import { withWorkspace } from '../workspace/workspace.js';
-import { defaultDbPath, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
+import { DB_OPTION, defaultDbPath, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 
-const USAGE = `usage: hindsight import <file|dir|zip>… [--format auto|${SOURCE_FORMATS.join('|')}] [--db PATH] [--json]`;
+export const spec = {
+  name: 'import',
+  synopsis: '<file|dir|zip>… [options]',
+  about: 'Imports chat exports into the database, all inputs in one transaction: a file that cannot be\n' +
+    'read leaves the database as it was. Importing the same export again adds nothing.',
+  positionals: true,
+  options: {
+    format: { type: 'string', default: 'auto', value: `auto|${SOURCE_FORMATS.join('|')}`, help: 'the export format; auto detects it per file' },
+    ...DB_OPTION,
+    ...jsonOption('print the import summary as one JSON object'),
+  },
+} as const;
 
 export const command: Command = async (argv) => {
-  const { values, positionals } = parseCommandArgs(argv, { format: { type: 'string', default: 'auto' } }, true);
-  if (values.help) {
-    process.stdout.write(USAGE + '\n');
-    return 0;
-  }
-  if (positionals.length === 0) throw new UsageError(`give at least one file, folder or zip to import\n${USAGE}`);
+  const { values, positionals } = parseCommandArgs(argv, spec);
+  if (positionals.length === 0) throw new UsageError(`give at least one file, folder or zip to import\n${usageLine(spec)}`);
   const format = values.format as SourceFormat | 'auto';
   if (format !== 'auto' && !SOURCE_FORMATS.includes(format)) {
     throw new UsageError(`--format must be auto or one of ${SOURCE_FORMATS.join(', ')}, got '${format}'`);

@@ -7,29 +7,42 @@ import { withWorkspace } from '../workspace/workspace.js';
 import { openJudgeBackend, type JudgeBackendSpec } from '../judge/backends.js';
 import { runJudge, type JudgeProgress } from '../judge/runner.js';
 import { DEFAULT_TIMEOUT_MS } from '../judge/openai-client.js';
-import { defaultDbPath, intFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
+import { DEFAULT_JUDGE_MAX_TOKENS } from '../judge/llm-judge.js';
+import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
+const DEFAULT_ENDPOINT = 'http://127.0.0.1:11434/v1';
 const BACKENDS = ['heuristic', 'local', 'openai'] as const;
 type BackendName = (typeof BACKENDS)[number];
+const LOCAL = '--backend local';
+const OPENAI = '--backend openai (any OpenAI-compatible server: Ollama, llama.cpp, vLLM, hindsight serve)';
 
-const USAGE = `usage: hindsight judge --backend heuristic|local|openai [options] [--db PATH] [--json]
-  --hints              also ask for hindsight hints (OPD)
-  --votes N            votes per sample for LLM judges (default 3; majority, tie → 0)
-  --force              re-judge samples already judged by this backend, model and prompt
-  --concurrency N      samples judged at once (default 1 local, 4 openai)
-  --max-tokens N       token limit of each judge answer (default 512)
- local:
-  --model DIR          the model folder (Hugging Face checkpoint) that judges
-  --device cpu|cuda    where it runs (default cpu)
- openai (any OpenAI-compatible server: Ollama, llama.cpp, vLLM, hindsight serve):
-  --endpoint URL       base URL up to /v1 (default http://127.0.0.1:11434/v1, Ollama)
-  --judge-model NAME   the model name the server knows, e.g. qwen2.5:7b-instruct
-  --api-key K          bearer key (or env HINDSIGHT_JUDGE_API_KEY)
-  --timeout-ms N       per-request limit (default ${DEFAULT_TIMEOUT_MS})`;
+export const spec = {
+  name: 'judge',
+  synopsis: '[--backend heuristic|local|openai] [options]',
+  about: 'Labels the samples +1/−1/0 from the reaction each reply got, and with --hints extracts hints.\n' +
+    'Incremental: only unlabelled or stale samples are judged; manual labels are never touched.\n' +
+    'Ctrl+C cancels and keeps what was judged.',
+  options: {
+    backend: { type: 'string', default: 'heuristic', value: BACKENDS.join('|'), help: 'which judge' },
+    hints: { type: 'boolean', default: false, help: 'also extract hindsight hints (for OPD)' },
+    votes: { type: 'string', value: 'N', help: 'votes per sample for LLM judges (majority, tie → 0)', otherwise: '3' },
+    force: { type: 'boolean', default: false, help: 're-judge samples already judged by this backend, model and prompt' },
+    concurrency: { type: 'string', value: 'N', help: 'samples judged at once', otherwise: '1 local, 4 openai' },
+    'max-tokens': { type: 'string', value: 'N', help: 'token limit of each judge answer', otherwise: String(DEFAULT_JUDGE_MAX_TOKENS) },
+    model: { type: 'string', value: 'DIR', help: 'the model folder (Hugging Face checkpoint) that judges', group: LOCAL, required: 'with --backend local' },
+    device: { type: 'string', value: 'cpu|cuda', help: 'where it runs', group: LOCAL, otherwise: 'cpu' },
+    endpoint: { type: 'string', value: 'URL', help: "base URL up to /v1; the default is Ollama's", group: OPENAI, otherwise: DEFAULT_ENDPOINT },
+    'judge-model': { type: 'string', value: 'NAME', help: 'the model name the server knows, e.g. qwen2.5:7b-instruct', group: OPENAI, required: 'with --backend openai' },
+    'api-key': { type: 'string', value: 'K', help: 'bearer key', group: OPENAI, otherwise: 'env HINDSIGHT_JUDGE_API_KEY, else none' },
+    'timeout-ms': { type: 'string', value: 'N', help: 'per-request limit in milliseconds', group: OPENAI, otherwise: String(DEFAULT_TIMEOUT_MS) },
+    ...DB_OPTION,
+    ...jsonOption('print the run summary as one JSON object'),
+  },
+} as const;
 
 function backendSpec(name: BackendName, values: Record<string, string | boolean | undefined>): JudgeBackendSpec {
   const str = (k: string) => values[k] as string | undefined;
-  const maxTokens = str('max-tokens') === undefined ? undefined : intFlag('max-tokens', str('max-tokens'), 512, 1);
+  const maxTokens = str('max-tokens') === undefined ? undefined : intFlag('max-tokens', str('max-tokens'), DEFAULT_JUDGE_MAX_TOKENS, 1);
   if (name === 'heuristic') return { backend: 'heuristic' };
   if (name === 'local') {
     const model = str('model');
@@ -42,7 +55,7 @@ function backendSpec(name: BackendName, values: Record<string, string | boolean 
   if (!judgeModel) throw new UsageError('--backend openai needs --judge-model NAME (the model name the server serves)');
   return {
     backend: 'openai',
-    baseUrl: str('endpoint') ?? 'http://127.0.0.1:11434/v1',
+    baseUrl: str('endpoint') ?? DEFAULT_ENDPOINT,
     model: judgeModel,
     apiKey: str('api-key') ?? process.env.HINDSIGHT_JUDGE_API_KEY,
     timeoutMs: intFlag('timeout-ms', str('timeout-ms'), DEFAULT_TIMEOUT_MS, 1),
@@ -62,28 +75,11 @@ function progressBar(p: JudgeProgress): string {
 }
 
 export const command: Command = async (argv) => {
-  const { values } = parseCommandArgs(argv, {
-    backend: { type: 'string', default: 'heuristic' },
-    model: { type: 'string' },
-    endpoint: { type: 'string' },
-    'api-key': { type: 'string' },
-    'judge-model': { type: 'string' },
-    votes: { type: 'string' },
-    hints: { type: 'boolean', default: false },
-    force: { type: 'boolean', default: false },
-    device: { type: 'string' },
-    concurrency: { type: 'string' },
-    'timeout-ms': { type: 'string' },
-    'max-tokens': { type: 'string' },
-  });
-  if (values.help) {
-    process.stdout.write(USAGE + '\n');
-    return 0;
-  }
+  const { values } = parseCommandArgs(argv, spec);
   const name = values.backend as BackendName;
   if (!BACKENDS.includes(name)) throw new UsageError(`--backend must be one of ${BACKENDS.join(', ')}, got '${values.backend}'`);
   const votes = intFlag('votes', values.votes, 3, 1);
-  const spec = backendSpec(name, values);
+  const backend = backendSpec(name, values);
   const concurrency = intFlag('concurrency', values.concurrency, name === 'openai' ? 4 : 1, 1);
 
   const tty = process.stderr.isTTY && !values.json;
@@ -95,7 +91,7 @@ export const command: Command = async (argv) => {
   };
   process.on('SIGINT', onSigint);
   let lastLine = -1;
-  const opened = await openJudgeBackend(spec);
+  const opened = await openJudgeBackend(backend);
   try {
     const summary = await withWorkspace(values.db ?? defaultDbPath(), (ws) =>
       runJudge(ws, opened.judge, {

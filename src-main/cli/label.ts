@@ -3,9 +3,24 @@
 // and re-importing. `--hint ''` clears the hint.
 import type { LabelPatch } from '../../src-shared/views.js';
 import { withWorkspace } from '../workspace/workspace.js';
-import { defaultDbPath, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
+import { DB_OPTION, defaultDbPath, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 
-const USAGE = 'usage: hindsight label <session_id> <response_turn> --reward 1|-1|0 [--hint TEXT] [--repair TEXT] [--notes TEXT] [--db PATH] [--json]';
+export const spec = {
+  name: 'label',
+  synopsis: '<session_id> <response_turn> [--reward 1|-1|0] [--hint TEXT] [--repair TEXT] [--notes TEXT] [options]',
+  about: 'Sets a manual label on one reply (at least one of --reward, --hint, --repair, --notes). A manual\n' +
+    'label always wins over judge labels and survives re-judging and re-importing.',
+  positionals: true,
+  options: {
+    reward: { type: 'string', value: '1|-1|0', help: 'the reward', otherwise: 'unchanged' },
+    hint: { type: 'string', value: 'TEXT', help: "what the reply should have done (OPD's hint); '' clears it", otherwise: 'unchanged' },
+    repair: { type: 'string', value: 'TEXT', help: 'a better reply (sft and dpo exports use it)', otherwise: 'unchanged' },
+    notes: { type: 'string', value: 'TEXT', help: 'a free-text note', otherwise: 'unchanged' },
+    ...DB_OPTION,
+    ...jsonOption('print the label as one JSON object'),
+  },
+} as const;
+const USAGE = usageLine(spec);
 
 /** Lets `--reward -1` through: node's parseArgs would read `-1` as an unknown flag. */
 function joinNegativeValues(argv: string[]): string[] {
@@ -20,15 +35,7 @@ function joinNegativeValues(argv: string[]): string[] {
 }
 
 export const command: Command = async (argv) => {
-  const { values, positionals } = parseCommandArgs(
-    joinNegativeValues(argv),
-    { reward: { type: 'string' }, hint: { type: 'string' }, repair: { type: 'string' }, notes: { type: 'string' } },
-    true,
-  );
-  if (values.help) {
-    process.stdout.write(USAGE + '\n');
-    return 0;
-  }
+  const { values, positionals } = parseCommandArgs(joinNegativeValues(argv), spec);
   if (positionals.length !== 2) throw new UsageError(`expected <session_id> <response_turn>\n${USAGE}`);
   const [sessionId, turnText] = positionals;
   const responseTurn = Number(turnText);

@@ -2,14 +2,22 @@
 // without --json): {session_id, response_turn, feedback_turn, response, feedback, reward,
 // hint, label_source}.
 import { withWorkspace } from '../workspace/workspace.js';
-import { defaultDbPath, parseCommandArgs, type Command } from './args.js';
+import { DB_OPTION, defaultDbPath, jsonOption, parseCommandArgs, type Command } from './args.js';
+
+export const spec = {
+  name: 'samples',
+  synopsis: '[options]',
+  about: 'Prints one JSON line per sample: session_id, response_turn, feedback_turn, response, feedback,\n' +
+    'reward, hint and label_source. (`export --format samples` writes the full records, context included.)',
+  options: {
+    session: { type: 'string', value: 'ID', help: 'only the samples of this session', otherwise: 'every session' },
+    ...DB_OPTION,
+    ...jsonOption('accepted for symmetry: the output is JSON lines either way'),
+  },
+} as const;
 
 export const command: Command = async (argv) => {
-  const { values } = parseCommandArgs(argv, { session: { type: 'string' } });
-  if (values.help) {
-    process.stdout.write('usage: hindsight samples [--session ID] [--db PATH] [--json]\n');
-    return 0;
-  }
+  const { values } = parseCommandArgs(argv, spec);
   const samples = await withWorkspace(values.db ?? defaultDbPath(), (ws) => ws.listSamples(values.session), { access: 'read' });
   let out = '';
   for (const s of samples) {

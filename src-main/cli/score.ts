@@ -1,6 +1,7 @@
 // `hindsight score --model DIR --input IN.jsonl --out OUT.jsonl [--adapter DIR] [--device cpu|cuda]`
-// (docs/design.md §Command line): the log-probs of each line's response span. Input lines are either
-// {"messages":[…], "response":"…"} (rendered through the model's chat template) or
+// (docs/design.md §Command line): the log-probs of each line's response span. Input lines are
+// {"context":[…], "response":"…"} (a `samples` export line, as it is), or the same with the
+// context named "messages" (both rendered through the model's chat template), or
 // {"input_ids":[…], "response_start":k}. Each output line is {"logprobs":[…]}, one fp32
 // natural log-prob per response token, in input order. The output is written atomically.
 //
@@ -17,10 +18,33 @@ import type { Device } from '../model/ort-session.js';
 import type { ScoreRow } from '../model/inference-engine.js';
 import { ChatTokenizer, type ChatMessage } from '../model/tokenizer.js';
 import { scoreWithAdapter } from '../train/merge.js';
-import { intFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
-import { deviceFlag } from './generate.js';
+import { intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
+import { DEVICE_OPTION, deviceFlag } from './generate.js';
 
-const USAGE = 'usage: hindsight score --model DIR --input IN.jsonl --out OUT.jsonl [--adapter DIR] [--device cpu|cuda] [--batch-size N] [--threads N] [--json]';
+/** Rows scored at once; no parser default, so that --adapter can tell the flag was given. */
+const BATCH_SIZE = 8;
+
+export const spec = {
+  name: 'score',
+  synopsis: '--model DIR --input IN.jsonl --out OUT.jsonl [options]',
+  about: "Writes the log-probs of each input line's response tokens: one {\"logprobs\":[…]} line per input line,\n" +
+    'in order. An input line is one of\n' +
+    '  {"context":[messages…], "response":"…"}   a line of `export --format samples`, as it is\n' +
+    '  {"messages":[messages…], "response":"…"}  the same, with the context named messages\n' +
+    '  {"input_ids":[…], "response_start":k}      tokens already made; the response is ids k…end\n' +
+    'Messages are {"role","content"} objects, rendered through the model\'s chat template.',
+  options: {
+    model: { type: 'string', value: 'DIR', help: 'the model folder (a Hugging Face checkpoint)', required: true },
+    input: { type: 'string', value: 'IN.jsonl', help: 'the lines to score', required: true },
+    out: { type: 'string', value: 'OUT.jsonl', help: 'where to write the log-probs', required: true },
+    adapter: { type: 'string', value: 'DIR', help: 'apply this PEFT LoRA adapter (a train --out folder)', otherwise: 'the base model' },
+    ...DEVICE_OPTION,
+    'batch-size': { type: 'string', value: 'N', help: 'rows scored at once (not with --adapter)', otherwise: String(BATCH_SIZE) },
+    threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads (not with --adapter)', otherwise: "ONNX Runtime's own choice" },
+    ...jsonOption('print {rows, tokens, out, execution_provider, seconds} as one JSON object'),
+  },
+} as const;
+const USAGE = usageLine(spec);
 
 /** Reads and validates the input file into rows, naming the line of any problem. */
 export function readScoreInput(file: string, tokenizer: ChatTokenizer): ScoreRow[] {
@@ -45,14 +69,14 @@ export function readScoreInput(file: string, tokenizer: ChatTokenizer): ScoreRow
       if (!ids.every((x) => Number.isInteger(x))) throw new UserError(`${where}: input_ids must be integers`);
       if (!Number.isInteger(obj.response_start)) throw new UserError(`${where}: response_start must be an integer`);
       rows.push({ inputIds: ids as number[], responseStart: obj.response_start as number });
-    } else if (Array.isArray(obj.messages) && typeof obj.response === 'string') {
-      const messages = obj.messages as ChatMessage[];
+    } else if (Array.isArray(obj.context ?? obj.messages) && typeof obj.response === 'string') {
+      const messages = (obj.context ?? obj.messages) as ChatMessage[];
       if (!messages.every((m) => m && typeof m.role === 'string' && typeof m.content === 'string')) {
         throw new UserError(`${where}: each message needs a string role and content`);
       }
       rows.push(tokenizer.encodeResponse(messages, obj.response));
     } else {
-      throw new UserError(`${where}: expected {"messages":[…],"response":"…"} or {"input_ids":[…],"response_start":k}`);
+      throw new UserError(`${where}: expected {"context":[…],"response":"…"} (a samples export line), {"messages":[…],"response":"…"} or {"input_ids":[…],"response_start":k}`);
     }
   });
   return rows;
@@ -95,25 +119,13 @@ async function scoreAdapter(values: { model: string; input: string; adapter: str
 }
 
 export const command: Command = async (argv) => {
-  const { values } = parseCommandArgs(argv, {
-    model: { type: 'string' },
-    input: { type: 'string' },
-    out: { type: 'string' },
-    device: { type: 'string', default: 'cpu' },
-    'batch-size': { type: 'string' },
-    threads: { type: 'string' },
-    adapter: { type: 'string' },
-  });
-  if (values.help) {
-    process.stdout.write(USAGE + '\n');
-    return 0;
-  }
+  const { values } = parseCommandArgs(argv, spec);
   if (!values.model || !values.input || !values.out) throw new UsageError(`--model, --input and --out are required\n${USAGE}`);
   if (values.adapter && (values['batch-size'] !== undefined || values.threads !== undefined)) {
     throw new UsageError(`--batch-size and --threads do not apply with --adapter (its rows are scored one at a time)\n${USAGE}`);
   }
   const device = deviceFlag(values.device);
-  const batchSize = intFlag('batch-size', values['batch-size'], 8, 1);
+  const batchSize = intFlag('batch-size', values['batch-size'], BATCH_SIZE, 1);
   const threads = intFlag('threads', values.threads, 0, 0);
   const started = Date.now();
   const { model, input, out, adapter } = values;

@@ -7,41 +7,34 @@ import { assertLoopbackHost } from '../http/access.js';
 import { defaultDbPath } from '../store/db-location.js';
 import { serveApp } from '../api/serve-app.js';
 import { UserError } from '../../src-shared/types.js';
-import { intFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
+import { DB_OPTION, intFlag, jsonOption, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
 export const DEFAULT_PORT = 8787;
 
-const HELP = `usage: hindsight serve [--port P] [--db PATH] [--host 127.0.0.1] [--capture] [--upstream URL] [--model DIR] [--adapter DIR] [--json]
-Serves the Hindsight UI and API on a loopback address for a browser, and the
-OpenAI-compatible API under /v1 (API key: the launch token).
-  --port P             port to listen on (default ${DEFAULT_PORT}; 0 picks a free one)
-  --db PATH            database file (default: the app's own database)
-  --host H             127.0.0.1 (default), ::1 or localhost; other addresses are refused
-  --capture            turn live capture on (saved in Settings): every chat through /v1 is recorded
-  --upstream URL       proxy /v1/chat/completions to this OpenAI-compatible server (e.g.
-                       http://127.0.0.1:11434/v1) instead of the local model; its key from
-                       HINDSIGHT_UPSTREAM_API_KEY
-  --upstream-model M   the model name to ask the upstream for (default: the client's)
-  --model DIR          the model /v1 serves (default: the model chosen in Settings)
-  --adapter DIR        a PEFT LoRA adapter to serve applied (until the background loop trains one)
-  --api-only           do not build the UI (a headless capture proxy; the UI is served only if already built)
-  --json               print {"url","loginUrl","port","db"} as one JSON line once listening`;
+export const spec = {
+  name: 'serve',
+  synopsis: '[options]',
+  about: 'Serves the Hindsight UI and API on a loopback address for a browser, and the OpenAI-compatible\n' +
+    'API under /v1 (API key: the launch token). Prints the URL to open; runs until Ctrl+C.',
+  options: {
+    port: { type: 'string', value: 'P', help: 'port to listen on; 0 picks a free one', otherwise: String(DEFAULT_PORT) },
+    host: { type: 'string', value: 'H', help: '127.0.0.1, ::1 or localhost; other addresses are refused', otherwise: '127.0.0.1' },
+    capture: { type: 'boolean', help: 'turn live capture on (saved in Settings): every chat through /v1 is recorded' },
+    upstream: {
+      type: 'string', value: 'URL', otherwise: 'the local model',
+      help: 'proxy /v1/chat/completions to this OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1 (its key: env HINDSIGHT_UPSTREAM_API_KEY)',
+    },
+    'upstream-model': { type: 'string', value: 'M', help: 'the model name to ask the upstream for', otherwise: "the client's" },
+    model: { type: 'string', value: 'DIR', help: 'the model /v1 serves', otherwise: 'the model chosen in Settings' },
+    adapter: { type: 'string', value: 'DIR', help: 'a PEFT LoRA adapter to serve applied (until the background loop trains one)', otherwise: 'none' },
+    'api-only': { type: 'boolean', help: 'do not build the UI (a headless capture proxy; the UI is served only if already built)' },
+    ...DB_OPTION,
+    ...jsonOption('print {"url","loginUrl","port","db"} as one JSON line once listening'),
+  },
+} as const;
 
 export const command: Command = async (argv) => {
-  const { values } = parseCommandArgs(argv, {
-    port: { type: 'string' },
-    host: { type: 'string' },
-    capture: { type: 'boolean' },
-    upstream: { type: 'string' },
-    'upstream-model': { type: 'string' },
-    model: { type: 'string' },
-    adapter: { type: 'string' },
-    'api-only': { type: 'boolean' },
-  });
-  if (values.help) {
-    process.stdout.write(HELP + '\n');
-    return 0;
-  }
+  const { values } = parseCommandArgs(argv, spec);
   const host = values.host ?? '127.0.0.1';
   assertLoopbackHost(host); // before any work, so a bad --host fails fast
   const port = intFlag('port', values.port, DEFAULT_PORT, 0);

@@ -1,14 +1,17 @@
 // `hindsight stats` — counts of sessions, turns, samples and labels, and the sessions that
 // yield no sample (each with its reason).
 import { withWorkspace } from '../workspace/workspace.js';
-import { defaultDbPath, parseCommandArgs, printJson, type Command } from './args.js';
+import { DB_OPTION, defaultDbPath, jsonOption, parseCommandArgs, printJson, type Command } from './args.js';
+
+export const spec = {
+  name: 'stats',
+  synopsis: '[options]',
+  about: 'Counts the sessions, turns, samples and labels, and lists the sessions that yield no sample, each with its reason.',
+  options: { ...DB_OPTION, ...jsonOption('print the counts as one JSON object') },
+} as const;
 
 export const command: Command = async (argv) => {
-  const { values } = parseCommandArgs(argv, {});
-  if (values.help) {
-    process.stdout.write('usage: hindsight stats [--db PATH] [--json]\n');
-    return 0;
-  }
+  const { values } = parseCommandArgs(argv, spec);
   const report = await withWorkspace(values.db ?? defaultDbPath(), (ws) => ws.checks(), { access: 'read' });
   const s = report.stats;
   if (values.json) {

@@ -10,38 +10,54 @@ import { parseTargets } from '../train/lora.js';
 import { startTraining } from '../train/run-in-worker.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import { defaultEpsHigh, OPTIMIZER_KINDS, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type TrainMethod } from '../../src-shared/training.js';
-import { defaultDbPath, intFlag, numberFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
-import { deviceFlag } from './generate.js';
+import { DB_OPTION, defaultDbPath, intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
+import { DEVICE_OPTION, deviceFlag } from './generate.js';
 
-const USAGE = `usage: hindsight train --model DIR --out ADAPTER_DIR [--data IN.jsonl] [options] [--db PATH] [--json]
-       hindsight train --resume RUN_DIR [options to change] [--json]
-  --method M           ${TRAIN_METHODS.join('|')}: Binary RL, On-Policy Distillation or both (default ${D.method})
-  --data IN.jsonl      pre-tokenised rows; without it, the database's labelled samples
-  --steps N            optimizer updates (default one epoch: ⌈rows / batch size⌉)
-  --batch-size B       samples per update (default ${D.batchSize})
-  --lr X               learning rate, constant (default ${D.lr.toExponential()})
-  --optimizer O        ${OPTIMIZER_KINDS.join('|')} (default ${D.optimizer}; AdamW betas ${D.betas.join('/')}, eps ${D.adamEps})
-  --max-grad-norm X    global gradient-norm clip, 0 off (default ${D.maxGradNorm})
-  --lora-r R           LoRA rank (default ${D.loraR})
-  --lora-alpha A       LoRA alpha; scaling alpha / r (default ${D.loraAlpha})
-  --targets LIST       adapted linears (default ${D.targets.join(',')}; or all)
-  --init-adapter DIR   start from this PEFT adapter (its r, alpha and targets)
-  --eps-low X          PPO-clip lower epsilon (default ${D.epsLow})
-  --eps-high X         PPO-clip upper epsilon (default ${defaultEpsHigh('rl')}; ${defaultEpsHigh('opd')} with --method opd)
-  --kl-beta X          k3 KL penalty against the base model (default ${D.klBeta})
-  --w-opd X, --w-rl X  combine's weights of the teacher gap and the reward (default ${D.wOpd}, ${D.wRl})
-  --max-length N       tokens per row (default ${D.maxLength}, at most the model's own)
-  --seed S             data order and LoRA initialisation (default ${D.seed})
-  --device cpu|cuda    where the step runs (default ${D.device})
-  --threads N          ONNX Runtime intra-op threads (default: its own choice)
-  --save-every N       checkpoint every N steps and at the end, 0 only at the end (default ${D.saveEvery})
-  --resume DIR         continue the run in DIR from its last checkpoint, with every option it was
-                       started with except those given again (--out defaults to DIR, --model to its model)
-  --overwrite          start over in an --out folder that holds a run (the old run is removed)
-  --merge              also write the merged weights under ADAPTER_DIR/merged
+const num = (x: number) => String(x);
 
-An --out folder that already holds a run is never written over silently: continue it with
---resume, or start over with --overwrite.`;
+export const spec = {
+  name: 'train',
+  synopsis: '--model DIR --out ADAPTER_DIR [options] | --resume RUN_DIR [options to change]',
+  about: 'Trains a LoRA adapter with Binary RL, On-Policy Distillation or both, through ONNX Runtime.\n' +
+    "Without --data it trains on the database's labelled samples. ADAPTER_DIR receives the PEFT adapter,\n" +
+    'trainer_log.jsonl, dataset.jsonl and checkpoints/. Progress goes to stderr; Ctrl+C stops after the\n' +
+    'current step and keeps a checkpoint. An --out folder that already holds a run is never written over\n' +
+    'silently: continue it with --resume, or start over with --overwrite.',
+  options: {
+    model: { type: 'string', value: 'DIR', help: 'the base model (a Hugging Face checkpoint folder)', required: 'unless --resume' },
+    out: { type: 'string', value: 'ADAPTER_DIR', help: 'the folder that receives the run', required: 'unless --resume' },
+    method: { type: 'string', value: TRAIN_METHODS.join('|'), help: 'Binary RL, On-Policy Distillation or both', otherwise: D.method },
+    data: { type: 'string', value: 'IN.jsonl', help: 'pre-tokenised rows to train on', otherwise: "the database's labelled samples" },
+    steps: { type: 'string', value: 'N', help: 'optimizer updates', otherwise: 'one epoch, ⌈rows / batch size⌉' },
+    'batch-size': { type: 'string', value: 'B', help: 'samples per update', otherwise: num(D.batchSize) },
+    lr: { type: 'string', value: 'X', help: 'learning rate, constant', otherwise: D.lr.toExponential() },
+    optimizer: { type: 'string', value: OPTIMIZER_KINDS.join('|'), help: `the optimizer (AdamW betas ${D.betas.join('/')}, eps ${D.adamEps})`, otherwise: D.optimizer },
+    'max-grad-norm': { type: 'string', value: 'X', help: 'global gradient-norm clip, 0 off', otherwise: num(D.maxGradNorm) },
+    'lora-r': { type: 'string', value: 'R', help: 'LoRA rank', otherwise: num(D.loraR) },
+    'lora-alpha': { type: 'string', value: 'A', help: 'LoRA alpha; scaling alpha / r', otherwise: num(D.loraAlpha) },
+    targets: { type: 'string', value: 'LIST', help: 'adapted linears, comma-separated, or all', otherwise: D.targets.join(',') },
+    'init-adapter': { type: 'string', value: 'DIR', help: 'start from this PEFT adapter (its r, alpha and targets)', otherwise: 'a new adapter' },
+    'eps-low': { type: 'string', value: 'X', help: 'PPO-clip lower epsilon', otherwise: num(D.epsLow) },
+    'eps-high': { type: 'string', value: 'X', help: 'PPO-clip upper epsilon', otherwise: `${defaultEpsHigh('rl')}; ${defaultEpsHigh('opd')} with --method opd` },
+    'kl-beta': { type: 'string', value: 'X', help: 'k3 KL penalty against the base model', otherwise: num(D.klBeta) },
+    'w-opd': { type: 'string', value: 'X', help: "combine's weight of the teacher gap", otherwise: num(D.wOpd) },
+    'w-rl': { type: 'string', value: 'X', help: "combine's weight of the reward", otherwise: num(D.wRl) },
+    'max-length': { type: 'string', value: 'N', help: "tokens per row, at most the model's own", otherwise: num(D.maxLength) },
+    seed: { type: 'string', value: 'S', help: 'data order and LoRA initialisation', otherwise: num(D.seed) },
+    device: { ...DEVICE_OPTION.device, help: 'where the step runs (cuda: after npm run setup:gpu)', otherwise: D.device },
+    threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
+    'save-every': { type: 'string', value: 'N', help: 'checkpoint every N steps and at the end, 0 only at the end', otherwise: num(D.saveEvery) },
+    resume: {
+      type: 'string', value: 'DIR', otherwise: 'a new run',
+      help: 'continue the run in DIR from its last checkpoint, with every option it was started with except those given again (--out defaults to DIR, --model to its model)',
+    },
+    overwrite: { type: 'boolean', default: false, help: 'start over in an --out folder that holds a run (the old run is removed)' },
+    merge: { type: 'boolean', default: false, help: 'also write the merged weights under ADAPTER_DIR/merged' },
+    ...DB_OPTION,
+    ...jsonOption('print the result as one JSON object'),
+  },
+} as const;
+const USAGE = usageLine(spec);
 
 function optionalNumber(name: string, value: string | undefined): number | undefined {
   return value === undefined ? undefined : numberFlag(name, value, 0);
@@ -71,19 +87,7 @@ async function databaseSamples(db: string, method: TrainMethod): Promise<Trainin
 }
 
 export const command: Command = async (argv) => {
-  const { values: v } = parseCommandArgs(argv, {
-    model: { type: 'string' }, out: { type: 'string' }, data: { type: 'string' }, method: { type: 'string' },
-    steps: { type: 'string' }, 'batch-size': { type: 'string' }, lr: { type: 'string' }, optimizer: { type: 'string' },
-    'lora-r': { type: 'string' }, 'lora-alpha': { type: 'string' }, targets: { type: 'string' }, 'init-adapter': { type: 'string' },
-    seed: { type: 'string' }, device: { type: 'string' }, 'save-every': { type: 'string' }, resume: { type: 'string' },
-    'max-grad-norm': { type: 'string' }, 'kl-beta': { type: 'string' }, 'max-length': { type: 'string' }, 'w-opd': { type: 'string' },
-    'w-rl': { type: 'string' }, 'eps-low': { type: 'string' }, 'eps-high': { type: 'string' }, threads: { type: 'string' },
-    merge: { type: 'boolean' }, overwrite: { type: 'boolean' },
-  });
-  if (v.help) {
-    process.stdout.write(USAGE + '\n');
-    return 0;
-  }
+  const { values: v } = parseCommandArgs(argv, spec);
   // Unset options stay undefined: a new run takes the defaults, a resumed run its own.
   if (!v.resume && (!v.model || !v.out)) throw new UsageError(`--model and --out are required (or --resume DIR)\n${USAGE}`);
   if (v.method !== undefined && !TRAIN_METHODS.includes(v.method as TrainMethod)) throw new UsageError(`--method must be rl, opd or combine, got '${v.method}'`);

@@ -5,7 +5,8 @@
  * - `cpu`: the CPU EP.
  * - `cuda`: the CUDA EP only. Its provider library is not in the npm package (it is too
  *   large for the registry), so `npm run setup:gpu` installs it. If it is missing, or the
- *   session cannot be created on CUDA, this throws a UserError that says so; it never falls
+ *   session cannot be created on CUDA, this throws a CudaUnavailableError (./cuda-errors.ts,
+ *   a UserError) that says so; it never falls
  *   back to the CPU silently.
  *
  * Small graphs are handed to ONNX Runtime as one buffer. Graphs whose weights exceed
@@ -19,7 +20,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import ort from 'onnxruntime-node';
-import { UserError } from '../../src-shared/types.js';
+import { CudaUnavailableError } from './cuda-errors.js';
 import type { Graph } from '../graph/ir.js';
 import { needsExternalData, saveModel, serializeModel } from '../graph/onnx.js';
 
@@ -51,18 +52,14 @@ export function ortBinaryDir(): string {
 
 export const CUDA_PROVIDER_LIBS = ['libonnxruntime_providers_cuda.so', 'libonnxruntime_providers_shared.so'];
 
-const SETUP_HINT = 'run `npm run setup:gpu` (or `npm run setup:gpu -- --from <Microsoft.ML.OnnxRuntime.Gpu.Linux 1.23.2 nupkg or folder>` offline), or use --device cpu';
-
-/** Throws a UserError unless the CUDA provider can be loaded on this machine. */
+/** Throws a CudaUnavailableError unless the CUDA provider can be loaded on this machine. */
 export function assertCudaAvailable(): void {
   if (process.platform !== 'linux' || process.arch !== 'x64') {
-    throw new UserError(`--device cuda needs Linux x64 (this is ${process.platform}/${process.arch}); use --device cpu`);
+    throw new CudaUnavailableError({ kind: 'platform', platform: `${process.platform}/${process.arch}` });
   }
   const dir = ortBinaryDir();
   const missing = CUDA_PROVIDER_LIBS.filter((f) => !fs.existsSync(path.join(dir, f)));
-  if (missing.length) {
-    throw new UserError(`--device cuda: the ONNX Runtime CUDA provider is not installed (${missing.join(', ')} missing in ${dir}); ${SETUP_HINT}`);
-  }
+  if (missing.length) throw new CudaUnavailableError({ kind: 'not-installed', missing, dir });
 }
 
 function sessionOptions(config: SessionConfig): ort.InferenceSession.SessionOptions {
@@ -99,7 +96,7 @@ export async function createSession(graph: Graph, config: SessionConfig): Promis
     return { session, executionProvider: config.device };
   } catch (err) {
     if (config.device === 'cuda') {
-      throw new UserError(`--device cuda: ONNX Runtime could not create a CUDA session (${(err as Error).message.split('\n')[0]}); check the NVIDIA driver and CUDA 12 / cuDNN 9 libraries, or ${SETUP_HINT}`);
+      throw new CudaUnavailableError({ kind: 'no-session', reason: (err as Error).message.split('\n')[0] ?? '' });
     }
     throw err;
   } finally {

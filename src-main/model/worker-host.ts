@@ -13,6 +13,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { UserError } from '../../src-shared/types.js';
 import type { ErrorPayload } from './worker-serve.js';
+import { CudaUnavailableError } from './cuda-errors.js';
 
 /**
  * A worker's two forms, as URLs made in the module that starts it
@@ -25,6 +26,7 @@ export interface WorkerFiles {
 
 /** An error from a worker, as an Error again: a UserError stays one (and keeps no stack). */
 export function reviveError(e: ErrorPayload): Error {
+  if (e.cuda) return new CudaUnavailableError(e.cuda);
   const err = e.name === 'UserError' ? new UserError(e.message) : new Error(e.message);
   if (e.name !== 'UserError' && e.stack) err.stack = e.stack;
   return err;

@@ -5,14 +5,17 @@
  *   parent → worker  { id, method, args }
  *   worker → parent  { id, result } | { id, error: ErrorPayload } | { id, event, … }
  * Errors travel as plain objects (a structured clone drops an Error's class); the parent
- * turns them back into Errors, a UserError staying a UserError.
+ * turns them back into Errors, a UserError staying a UserError (and a CudaUnavailableError
+ * keeping its problem, so the app can word it for its own page).
  */
 import type { MessagePort } from 'node:worker_threads';
+import { CudaUnavailableError, type CudaProblem } from './cuda-errors.js';
 
 export interface ErrorPayload {
   name: string;
   message: string;
   stack?: string;
+  cuda?: CudaProblem;
 }
 
 export interface Request {
@@ -24,7 +27,9 @@ export interface Request {
 /** Anything thrown, as a message can carry it. */
 export function errorPayload(err: unknown): ErrorPayload {
   const e = err as Error;
-  return { name: e?.name ?? 'Error', message: e?.message ?? String(err), stack: e?.stack };
+  const payload: ErrorPayload = { name: e?.name ?? 'Error', message: e?.message ?? String(err), stack: e?.stack };
+  if (err instanceof CudaUnavailableError) payload.cuda = err.problem;
+  return payload;
 }
 
 /**

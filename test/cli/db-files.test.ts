@@ -11,8 +11,8 @@ import { SettingsStore, settingsPathFor } from '../../src-main/store/settings-fi
 import { runCli } from '../helpers/cli.js';
 import { tempDir } from '../store/helpers.js';
 
-const CHATGPT = fileURLToPath(new URL('../../resources/samples/chatgpt-tree-branches.json', import.meta.url));
-const SESSION = 'chatgpt:d5dc5307-6807-41a0-8b04-4acee626eeb7';
+const CHATGPT = fileURLToPath(new URL('../fixtures/chatgpt-branches.json', import.meta.url));
+const SESSION = 'chatgpt:6a1f0c2e-fixture-chatgpt-branches';
 const isPosix = process.platform !== 'win32';
 
 async function importedDb(): Promise<{ dir: string; db: string }> {

@@ -175,6 +175,17 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     await page.locator('[data-nav=settings]').click();
     await page.locator('[data-testid=db-path]').waitFor();
     expect(await page.locator('[data-testid=db-path]').textContent()).toContain('e2e.db');
+    // Only the chosen judge backend's fields show, and no reason sends the user to Settings from Settings.
+    const backend = (name: string) => page.locator(`input[name=backend][value=${name}]`).check();
+    const endpointFields = page.locator('[data-testid=judge-endpoint-fields]');
+    const localFields = page.locator('[data-testid=judge-local-fields]');
+    await backend('openai');
+    await endpointFields.waitFor();
+    expect(await localFields.count()).toBe(0);
+    expect(await page.locator('.backend-list').textContent()).not.toMatch(/in Settings/);
+    await backend('heuristic');
+    await endpointFields.waitFor({ state: 'detached' });
+    expect(await localFields.count()).toBe(0);
     await shot('settings');
   });
 

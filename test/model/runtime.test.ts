@@ -92,7 +92,7 @@ describe('score and generate commands', () => {
     fs.writeFileSync(input, '{"input_ids":[1,2],"response_start":1}\n{"messages":"nope"}\n');
     const r = await cli('score', '--model', tiny, '--input', input, '--out', path.join(root, 'o.jsonl'));
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain(`${input}:2: expected {"messages":[…],"response":"…"} or {"input_ids":[…],"response_start":k}`);
+    expect(r.stderr).toContain(`${input}:2: expected {"context":[…],"response":"…"} (a samples export line), {"messages":[…],"response":"…"} or {"input_ids":[…],"response_start":k}`);
   });
 
   it('generate --json through the real binary reports the EP and the story', () => {

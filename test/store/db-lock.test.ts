@@ -15,7 +15,7 @@ import { conv, fakeExport, tempDir } from './helpers.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const BIN = path.join(ROOT, 'bin/hindsight.mjs');
-const CHATGPT = path.join(ROOT, 'resources/samples/chatgpt-tree-branches.json');
+const CHATGPT = path.join(ROOT, 'test/fixtures/chatgpt-branches.json');
 const runFile = promisify(execFile);
 
 const children: ChildProcess[] = [];
