@@ -22,7 +22,8 @@ import type {
 } from './views.js';
 import { EXPORT_FORMATS } from './views.js';
 import { SESSION_FORMATS, SOURCE_FORMATS, type SessionFormat } from './types.js';
-import type { StepLog } from './trainer-log-line.js';
+import type { EvalLogLine, StepLog } from './trainer-log-line.js';
+import type { SplitView } from './views.js';
 import { LORA_TARGETS, OPTIMIZER_KINDS, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type OptimizerKind, type TrainDevice, type TrainMethod } from './training.js';
 import {
   array,
@@ -43,7 +44,7 @@ export { ValidationError };
 // Training's vocabulary is defined in ./training.ts; the contract's users get it here too.
 export { LORA_TARGETS, TRAIN_DEVICES, TRAIN_METHODS };
 export type { LoraTarget, TrainDevice, TrainMethod };
-export type { CheckReport, ExportFormat, ImportSummary, JudgeSummary, LabelView, SampleView, SessionDetail, SessionSummary, Stats, TurnView };
+export type { CheckReport, ExportFormat, ImportSummary, JudgeSummary, LabelView, SampleView, SessionDetail, SessionSummary, SplitView, Stats, TurnView };
 
 // ---------------------------------------------------------------------------------------
 // Shared value types
@@ -155,6 +156,9 @@ export interface TrainProgress extends Omit<StepLog, 'epoch' | 'tokens' | 'execu
   runId: string;
 }
 
+/** A held-out evaluation during a run (the trainer's `"type":"eval"` log line), as the `train.eval` event. */
+export type TrainEval = EvalLogLine & { runId: string };
+
 export type TrainStatus = 'running' | 'cancelling' | 'cancelled' | 'finished' | 'failed';
 
 export interface TrainRunInfo {
@@ -176,7 +180,7 @@ export interface TrainingState {
   runs: TrainRunInfo[];
 }
 
-export type ChangeReason = 'import' | 'label' | 'judge' | 'database' | 'settings' | 'capture' | 'delete';
+export type ChangeReason = 'import' | 'label' | 'judge' | 'database' | 'settings' | 'capture' | 'delete' | 'split';
 
 // ---------------------------------------------------------------------------------------
 // Calls
@@ -280,7 +284,17 @@ export const CALLS = {
   trainStart: call('Starts a fine-tune; progress arrives as train.progress events.', trainConfig, returns<{ runId: string }>()),
   trainCancel: call('Asks a running fine-tune to stop after its current step (a checkpoint is kept).', object({ runId: string({ min: 1, max: 100 }) }), returns<{ cancelled: boolean }>()),
   trainResume: call('Resumes a cancelled or failed run from its last checkpoint.', object({ runId: string({ min: 1, max: 100 }) }), returns<{ runId: string }>()),
-  trainMetrics: call('Every step recorded so far for a run (to redraw charts after a reload).', object({ runId: string({ min: 1, max: 100 }) }), returns<{ progress: TrainProgress[] }>()),
+  trainMetrics: call(
+    'Every step and held-out evaluation recorded so far for a run (to redraw charts after a reload).',
+    object({ runId: string({ min: 1, max: 100 }) }),
+    returns<{ progress: TrainProgress[]; evals: TrainEval[] }>(),
+  ),
+  split: call('The held-out split: which sessions are kept for evaluation, never trained on.', NO_INPUT, returns<SplitView>()),
+  setHeldOut: call(
+    'Holds sessions out for evaluation (true), trains on them (false), or leaves them to the rule again (null).',
+    object({ sessionIds: array(sessionId, { min: 1, max: 10_000 }), heldOut: nullable(boolean()) }),
+    returns<SplitView>(),
+  ),
   captureStatus: call('Live capture: on or off, the endpoint, counts, the background loop and the served adapter.', NO_INPUT, returns<CaptureStatus>()),
   captureRollback: call('Serves the adapter that was served before the last swap again (the base model when there was none).', NO_INPUT, returns<CaptureStatus>()),
   getSettings: call('Judge backends and the default model.', NO_INPUT, returns<Settings>()),
@@ -348,6 +362,8 @@ export interface ApiEvents {
   'workspace.changed': { reason: ChangeReason };
   'judge.progress': { done: number; total: number };
   'train.progress': TrainProgress;
+  /** A held-out evaluation of a running fine-tune (docs/design.md §Evaluation). */
+  'train.eval': TrainEval;
   /** A run changed status (started, cancelled, finished with its adapter folder, failed). */
   'train.status': TrainRunInfo;
   /** Live capture made samples: a reply got its next state (the views refresh). */
@@ -358,7 +374,7 @@ export interface ApiEvents {
   'app.command': { command: 'import' | 'export' | 'openDatabase' | 'settings' };
 }
 export type EventName = keyof ApiEvents;
-export const EVENT_NAMES: readonly EventName[] = ['workspace.changed', 'judge.progress', 'train.progress', 'train.status', 'capture.sample', 'capture.status', 'app.command'];
+export const EVENT_NAMES: readonly EventName[] = ['workspace.changed', 'judge.progress', 'train.progress', 'train.eval', 'train.status', 'capture.sample', 'capture.status', 'app.command'];
 
 export function isEventName(name: unknown): name is EventName {
   return typeof name === 'string' && (EVENT_NAMES as readonly string[]).includes(name);

@@ -3,6 +3,8 @@
  * because the API contract, which the sandboxed preload and the browser bundle load, builds its
  * `train.progress` event from it and must not reach Node modules, even for type checking.
  */
+import type { DeltaEstimate, HintMetrics, LikelihoodMetrics } from './eval-report.js';
+
 export interface StepLog {
   step: number;
   total_steps: number;
@@ -22,3 +24,32 @@ export interface StepLog {
   eta_s: number;
   execution_provider: string;
 }
+
+/**
+ * The other lines of `trainer_log.jsonl` carry a `type` (a line without one is a StepLog, as
+ * logs were before these existed). `held_out` comes first in a run: how many held-out sessions
+ * and samples the database had, none of which the run trains on. `eval` lines measure the
+ * held-out samples under the adapter of `step` (step 0: before any update) against the base
+ * model (docs/design.md §Evaluation).
+ */
+export interface HeldOutLogLine {
+  type: 'held_out';
+  sessions: number;
+  samples: number;
+}
+
+export interface EvalLogLine {
+  type: 'eval';
+  step: number;
+  total_steps: number;
+  split: { sessions: number; samples: number };
+  likelihood: LikelihoodMetrics;
+  hints: HintMetrics;
+  /** margin(adapter at this step) − margin(base), paired over the held-out samples. */
+  margin_delta: DeltaEstimate;
+  /** hint gap(adapter at this step) − gap(base). */
+  gap_delta: DeltaEstimate;
+  seconds: number;
+}
+
+export type TrainerLogLine = StepLog | HeldOutLogLine | EvalLogLine;

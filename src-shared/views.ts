@@ -49,6 +49,28 @@ export interface SessionSummary {
   labeledCount: number;
   /** Why the session yields no sample, when it yields none. */
   noSampleReason: NoSampleReason | null;
+  /** Whether the session is held out from training for evaluation, and why (docs/design.md §Evaluation). */
+  split: SessionSplit;
+}
+
+/** Why a session is where it is in the held-out split: the hash rule, the at-least-one pick, or the user's choice. */
+export type SplitReason = 'rule' | 'at-least-one' | 'user';
+
+export interface SessionSplit {
+  heldOut: boolean;
+  why: SplitReason;
+}
+
+/** The held-out split of a database (`hindsight split`, the Sessions page). */
+export interface SplitView {
+  /** Sessions whose split value is below this are held out by the rule. */
+  percent: number;
+  /** Sessions with samples, and their samples. */
+  sessions: number;
+  samples: number;
+  heldOut: { sessions: number; samples: number };
+  /** The held-out sessions with samples, and every session the user placed, in id order. */
+  listed: { id: string; title: string; samples: number; heldOut: boolean; why: SplitReason }[];
 }
 
 export interface SessionFilter {
@@ -207,10 +229,20 @@ export interface WorkspaceApi {
    * signal for the method (±1 for rl, a hint for opd, either for combine); a session with
    * samples but none with signal keeps its first sample, flagged (docs/design.md
    * §At-least-one). A hint counts when the user typed it, or when a judge's passes the filter.
+   * Samples of held-out sessions are never among them (see split()).
    */
   trainingSamples(options?: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat }): TrainingSample[];
   /** Why a run of `method` on this database would learn nothing (what it needs, what there is), or null. */
   nothingToTrain(method: TrainMethod): string | null;
+  /** The held-out split (docs/design.md §Evaluation): held-out samples never reach trainingSamples. */
+  split(): SplitView;
+  /** Holds sessions out (true), trains on them (false), or leaves them to the rule again (null). */
+  setHeldOut(sessionIds: string[], heldOut: boolean | null): SplitView;
+  /**
+   * Every sample of the held-out sessions ('heldout') or of all sessions ('all'), whatever its
+   * label, for evaluation; keptByAtLeastOne is false on each.
+   */
+  evaluationSamples(split: 'heldout' | 'all'): TrainingSample[];
   /** Removes a session with its turns, samples and labels (and captured exchanges); false when there was none. */
   deleteSession(id: string): boolean;
   contextWindow(): ContextWindowSetting;

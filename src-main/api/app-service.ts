@@ -250,7 +250,17 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   }
 
   async trainMetrics({ runId }: CallInput<'trainMetrics'>) {
-    return { progress: this.training.metrics(runId) };
+    return { progress: this.training.metrics(runId), evals: this.training.evaluations(runId) };
+  }
+
+  async split() {
+    return this.workspace.split();
+  }
+
+  async setHeldOut({ sessionIds, heldOut }: CallInput<'setHeldOut'>) {
+    const split = this.workspace.setHeldOut(sessionIds, heldOut);
+    this.changed('split');
+    return split;
   }
 
   async getSettings() {

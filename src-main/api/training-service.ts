@@ -12,10 +12,10 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
 import { CudaUnavailableError } from '../model/cuda-errors.js';
-import { LOG_FILE, readLog } from '../train/trainer-log.js';
+import { LOG_FILE, readEvalLog, readLog, type EvalLogLine } from '../train/trainer-log.js';
 import { holdsRun } from '../train/run-folder.js';
 import type { WorkspaceApi } from '../../src-shared/views.js';
-import type { Availability, TrainConfig, TrainProgress, TrainRunInfo, TrainingState } from '../../src-shared/contract.js';
+import type { Availability, TrainConfig, TrainEval, TrainProgress, TrainRunInfo, TrainingState } from '../../src-shared/contract.js';
 import type { EventHub } from '../workspace/event-hub.js';
 
 /** One fine-tune as the engine sees it. */
@@ -34,6 +34,8 @@ export interface TrainJob {
   onExecutionProvider(name: string): void;
   /** What the trainer is doing before and between steps ("compiling the training graph…"). */
   onPhase(message: string): void;
+  /** A held-out evaluation (at the start, every few steps, at the end). */
+  onEval(line: EvalLogLine): void;
 }
 
 export interface TrainingEngine {
@@ -61,8 +63,10 @@ export const trainerEngine: TrainingEngine = {
         seed: config.seed,
         device: config.device,
         saveEvery: config.checkpointEvery,
-        // A resumed run reads its rows and settings back from its own folder.
+        // A resumed run reads its rows and settings back from its own folder; both check them
+        // against, and evaluate, the held-out split (docs/design.md §Evaluation).
         ...(job.resume ? { resume: config.outDir } : { samples: job.workspace.trainingSamples({ method: config.method }) }),
+        heldOut: { sessionIds: job.workspace.split().listed.filter((s) => s.heldOut).map((s) => s.id), samples: job.workspace.evaluationSamples('heldout') },
       },
       {
         signal: job.signal,
@@ -70,7 +74,8 @@ export const trainerEngine: TrainingEngine = {
           if (event.type === 'step') {
             const { execution_provider: _ep, epoch: _epoch, tokens: _tokens, ...log } = event.log;
             job.onProgress(log);
-          } else if (event.type === 'executionProvider') job.onExecutionProvider(event.name);
+          } else if (event.type === 'eval') job.onEval(event.log);
+          else if (event.type === 'executionProvider') job.onExecutionProvider(event.name);
           else job.onPhase(event.message);
         },
       },
@@ -146,6 +151,12 @@ export class TrainingService {
 
   metrics(runId: string): TrainProgress[] {
     return this.historyOf(this.getRun(runId));
+  }
+
+  /** The held-out evaluations of a run so far, from its trainer_log.jsonl. */
+  evaluations(runId: string): TrainEval[] {
+    const { info } = this.getRun(runId);
+    return readEvalLog(path.join(info.config.outDir, LOG_FILE)).map((line) => ({ ...line, runId }));
   }
 
   private historyOf(run: Run): TrainProgress[] {
@@ -271,6 +282,7 @@ export class TrainingService {
       },
       onExecutionProvider: (name) => this.update(run, { executionProvider: name }),
       onPhase: (message) => this.update(run, { phase: message }),
+      onEval: (line) => this.events.emit('train.eval', { ...line, runId }),
     };
     engine.run(job).then(
       ({ adapterDir, status }) => this.update(run, { status, adapterDir, phase: null }),

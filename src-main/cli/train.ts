@@ -5,7 +5,10 @@
 import fs from 'node:fs';
 import { UserError } from '../../src-shared/types.js';
 import type { TrainingSample } from '../../src-shared/views.js';
-import { withWorkspace } from '../workspace/workspace.js';
+import { withWorkspace, type Workspace } from '../workspace/workspace.js';
+import type { HeldOutSet } from '../train/train-eval.js';
+import { signed } from '../../src-shared/eval-report.js';
+import type { EvalLogLine } from '../../src-shared/trainer-log-line.js';
 import { parseTargets } from '../train/lora.js';
 import { startTraining } from '../train/run-in-worker.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
@@ -47,6 +50,10 @@ export const spec = {
     device: { ...DEVICE_OPTION.device, help: 'where the step runs (cuda: after npm run setup:gpu)', otherwise: D.device },
     threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
     'save-every': { type: 'string', value: 'N', help: 'checkpoint every N steps and at the end, 0 only at the end', otherwise: num(D.saveEvery) },
+    'eval-every': {
+      type: 'string', value: 'N', otherwise: 'about ten times a run, ⌈steps / 10⌉',
+      help: "evaluate the database's held-out samples every N steps, at the start and at the end; 0 only at the start and end",
+    },
     resume: {
       type: 'string', value: 'DIR', otherwise: 'a new run',
       help: 'continue the run in DIR from its last checkpoint, with every option it was started with except those given again (--out defaults to DIR, --model to its model)',
@@ -67,23 +74,47 @@ function optionalInt(name: string, value: string | undefined, min: number): numb
   return value === undefined ? undefined : intFlag(name, value, 0, min);
 }
 
+function describeEval(l: EvalLogLine): string {
+  const m = l.likelihood.margin;
+  const margin = m.mean === null ? 'no margin (needs +1 and −1 samples)' : `margin ${signed(m.mean, 3)}${ci(m.ci)}`;
+  const delta = l.margin_delta.mean === null ? '' : `, vs base ${signed(l.margin_delta.mean, 3)}${ci(l.margin_delta.ci)}`;
+  const gap = l.hints.gap.mean === null ? '' : `; hint gap ${l.hints.gap.mean.toFixed(3)} (${l.hints.n} hinted)`;
+  return `held-out eval at step ${l.step}: ${margin}${delta}${gap}`;
+}
+
+const ci = (c: [number, number] | null) => (c ? ` [${c[0].toFixed(3)}, ${c[1].toFixed(3)}]` : '');
+
 function describe(event: TrainerEvent): string | null {
   if (event.type === 'status') return event.message;
   if (event.type === 'executionProvider') return `execution provider: ${event.name}`;
+  if (event.type === 'eval') return describeEval(event.log);
   const l = event.log;
   const gap = l.teacher_student_gap === null ? '' : ` gap ${l.teacher_student_gap.toFixed(4)}`;
   return `step ${l.step}/${l.total_steps} loss ${l.loss.toFixed(4)} reward ${l.reward_mean.toFixed(2)} adv ${l.adv_mean.toFixed(4)}${gap} ` +
     `kl ${l.approx_kl.toExponential(2)} clip ${l.clipfrac.toFixed(3)} |g| ${l.grad_norm.toFixed(4)} ${l.tokens_per_s.toFixed(0)} tok/s eta ${l.eta_s.toFixed(0)} s`;
 }
 
-/** The database's samples for `method`; refuses, naming what is missing, when it gives nothing to learn from. */
-async function databaseSamples(db: string, method: TrainMethod): Promise<TrainingSample[]> {
+/**
+ * The database's samples for `method` (none from a held-out session), and the held-out split;
+ * refuses, naming what is missing, when it gives nothing to learn from.
+ */
+async function databaseSamples(db: string, method: TrainMethod): Promise<{ samples: TrainingSample[]; heldOut: HeldOutSet }> {
   if (!fs.existsSync(db)) throw new UserError(`no database at ${db}: import chats first, or give --data FILE`);
   return withWorkspace(db, (ws) => {
     const nothing = ws.nothingToTrain(method);
     if (nothing) throw new UserError(nothing);
-    return ws.trainingSamples({ method });
+    return { samples: ws.trainingSamples({ method }), heldOut: heldOutSet(ws) };
   }, { access: 'read' });
+}
+
+function heldOutSet(ws: Workspace): HeldOutSet {
+  return { sessionIds: ws.heldOutSessionIds(), samples: ws.evaluationSamples('heldout') };
+}
+
+/** A resumed run checks its rows against, and evaluates, the database's split as it is now (when there is a database). */
+async function databaseHeldOut(db: string): Promise<HeldOutSet | undefined> {
+  if (!fs.existsSync(db)) return undefined;
+  return withWorkspace(db, heldOutSet, { access: 'read' });
 }
 
 export const command: Command = async (argv) => {
@@ -125,9 +156,11 @@ export const command: Command = async (argv) => {
     epsLow: optionalNumber('eps-low', v['eps-low']),
     epsHigh: optionalNumber('eps-high', v['eps-high']),
     merge: v.merge,
+    evalEvery: optionalInt('eval-every', v['eval-every'], 0),
   };
   if (options.resume && (options.initAdapter || options.dataFile)) throw new UsageError('--resume continues a run as it was: it takes no --init-adapter or --data');
-  if (!options.dataFile && !options.resume) options.samples = await databaseSamples(v.db ?? defaultDbPath(), options.method ?? D.method);
+  if (!options.dataFile && !options.resume) Object.assign(options, await databaseSamples(v.db ?? defaultDbPath(), options.method ?? D.method));
+  else if (options.resume) options.heldOut = await databaseHeldOut(v.db ?? defaultDbPath());
   const controller = new AbortController();
   const onSignal = () => {
     process.stderr.write('stopping after the current step (a checkpoint is kept)…\n');
@@ -148,6 +181,7 @@ export const command: Command = async (argv) => {
         status: result.status, steps: result.steps, total_steps: result.totalSteps, execution_provider: result.executionProvider,
         adapter_dir: result.adapterDir, checkpoint_dir: result.checkpointDir, log: result.logFile, rows: result.rows,
         skipped: result.skipped, truncated: result.truncated, last: result.last, merged_dir: result.mergedDir ?? null,
+        held_out: result.heldOut, last_eval: result.lastEval, eval_file: result.evalFile,
       });
     }
     return result.status === 'finished' ? 0 : 1;

@@ -136,4 +136,16 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE samples DROP COLUMN context_full;
   INSERT OR REPLACE INTO settings (key, value) SELECT 'samples_need_rebuild', '1' WHERE EXISTS (SELECT 1 FROM sessions);
   `,
+  // 4: the held-out split (docs/design.md §Evaluation). The rule part of the split is a pure
+  // function of the session ids (src-main/pipeline/held-out-split.ts); what is stored is the
+  // user's choice per session (1: held out, 0: trained on), which wins over the rule, and the
+  // percentage, in settings as 'held_out_percent'. No foreign key: a re-import replaces a
+  // session's rows but must keep the user's choice; deleting a session removes it.
+  `
+  CREATE TABLE split_overrides (
+    session_id TEXT PRIMARY KEY,
+    held_out INTEGER NOT NULL CHECK (held_out IN (0, 1)),
+    updated_at INTEGER NOT NULL
+  );
+  `,
 ];

@@ -46,8 +46,11 @@ function filterClause(filter: SessionFilter): { where: string; params: (string |
   return { where: where.length ? 'WHERE ' + where.join(' AND ') : '', params };
 }
 
+/** A session summary as the store knows it; the workspace adds its place in the held-out split. */
+export type StoredSessionSummary = Omit<SessionSummary, 'split'>;
+
 /** One page of the sessions a filter matches (newest first), with the total count. */
-export function listSessionSummaries(store: Store, filter: SessionFilter): { total: number; sessions: SessionSummary[] } {
+export function listSessionSummaries(store: Store, filter: SessionFilter): { total: number; sessions: StoredSessionSummary[] } {
   const { where, params } = filterClause(filter);
   const base = `
       FROM sessions s JOIN (

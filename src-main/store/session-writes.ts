@@ -247,5 +247,6 @@ export function deleteSessionRows(store: Store, id: string): void {
     store.run('DELETE FROM labels WHERE session_id = ?', [id]);
     store.run('DELETE FROM sessions WHERE id = ?', [id]);
     store.run('DELETE FROM capture_exchanges WHERE session_id = ?', [id]);
+    store.run('DELETE FROM split_overrides WHERE session_id = ?', [id]);
   });
 }

@@ -45,6 +45,11 @@ export interface TrainRow extends TokenSpan {
   kept?: boolean;
   /** Where the row came from, for messages: `file:line` or `session/turn`. */
   origin: string;
+  /**
+   * The session of a row from the database, written to dataset.jsonl as `session_id`, so a
+   * run (and a resume) can check that no row comes from a held-out session.
+   */
+  sessionId?: string;
 }
 
 export interface RowSet {
@@ -107,7 +112,7 @@ export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: C
       skip(set, 'the chat template does not place the reply after its prompt');
       continue;
     }
-    const row: TrainRow = { ...student, reward: s.reward, origin, ...(s.keptByAtLeastOne ? { kept: true } : {}) };
+    const row: TrainRow = { ...student, reward: s.reward, origin, sessionId: s.sessionId, ...(s.keptByAtLeastOne ? { kept: true } : {}) };
     if (rollout) {
       row.oldLogprobs = rollout.logprobs;
       set.fromRollout = (set.fromRollout ?? 0) + 1;
@@ -167,7 +172,8 @@ function responseStart(value: unknown, key: string, ids: number[], where: string
  * Parses one `--data` line. Formats (docs/design.md §Command line): rl needs `reward`; opd needs
  * `teacher_input_ids` + `teacher_response_start` whose response tokens equal the student's;
  * combine takes both (either may be absent on a line: no teacher means teacher = old, no
- * reward means r = 0). `old_logprobs` (one per response token) is optional everywhere.
+ * reward means r = 0). `old_logprobs` (one per response token) is optional everywhere, and
+ * so is `session_id` (the database session a row came from; a held-out one is refused).
  */
 export function parseDataLine(obj: unknown, where: string, method: TrainMethod, vocabSize: number): Omit<TrainRow, 'origin'> {
   if (!obj || typeof obj !== 'object' || Array.isArray(obj)) lineError(where, 'expected a JSON object');
@@ -206,6 +212,7 @@ export function parseDataLine(obj: unknown, where: string, method: TrainMethod, 
     row.oldLogprobs = lp as number[];
   }
   if (o.kept === true) row.kept = true;
+  if (typeof o.session_id === 'string') row.sessionId = o.session_id;
   return row;
 }
 
@@ -247,6 +254,7 @@ export function rowToLine(row: TrainRow): Record<string, unknown> {
   }
   if (row.oldLogprobs) line.old_logprobs = row.oldLogprobs;
   if (row.kept) line.kept = true;
+  if (row.sessionId !== undefined) line.session_id = row.sessionId;
   return line;
 }
 

@@ -14,6 +14,7 @@ import type { Device } from '../model/ort-session.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import { DEFAULT_LORA } from './lora.js';
 import { readAdapter } from './peft.js';
+import type { HeldOutSet } from './train-eval.js';
 import type { LossConfig, LoraConfig, LoraWeights, OptimizerConfig, OptimizerKind, TrainMethod } from './training-step.js';
 
 /** What a run is asked to do (CLI flags, the app's TrainConfig). Unset: the default, or on resume the run's own. */
@@ -53,6 +54,14 @@ export interface TrainerOptions {
   maxLength?: number;
   /** Also write the merged weights (W + s·B·A) as model.safetensors under <out>/merged. */
   merge?: boolean;
+  /**
+   * The held-out split (docs/design.md §Evaluation): rows of these sessions are refused, and
+   * their samples are evaluated during the run. Not saved with the run: a resume takes the
+   * split the caller has now.
+   */
+  heldOut?: HeldOutSet;
+  /** Evaluate the held-out samples every N steps (and at the start and end); default about ten times a run; 0: start and end only. */
+  evalEvery?: number;
 }
 
 /** Everything a run was asked for; saved in every checkpoint, restored on resume. */

@@ -13,6 +13,10 @@
  * Steps: `steps` (default one epoch, ⌈rows / batch⌉). Step k trains on batch k mod
  * ⌈rows / batch⌉ of epoch ⌊k / ⌈rows / batch⌉⌋, each epoch in its own seeded order, one
  * optimizer update per batch ("1 epoch per batch"). The learning rate is constant.
+ *
+ * Held-out samples (docs/design.md §Evaluation): a row from a held-out session is refused,
+ * the log says how many held-out samples there are, and with `heldOut` given the run
+ * evaluates them at the start, every `evalEvery` steps and at the end (./train-eval.ts).
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -28,7 +32,8 @@ import { checkOutFolder, DATASET_FILE, holdsRun, prepareOutFolder } from './run-
 import { loraFrom, positiveInt, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from './run-settings.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
 import { initLora, loraSpecs } from './lora.js';
-import { LOG_FILE, readLog, TrainerLog, type StepLog } from './trainer-log.js';
+import { LOG_FILE, readEvalLog, readLog, TrainerLog, type EvalLogLine, type StepLog } from './trainer-log.js';
+import { assertNoHeldOutRows, defaultEvalEvery, evaluatesAt, RunEvaluator } from './train-eval.js';
 import { writeMergedModel } from './merge.js';
 import { writeAdapter } from './peft.js';
 import { createTrainStep, type LoraWeights, type OptimizerKind, type OptimizerState, type TrainMethod, type TrainStep } from './training-step.js';
@@ -37,9 +42,10 @@ export { DATASET_FILE } from './run-folder.js';
 export type { RunSettings, TrainerOptions } from './run-settings.js';
 
 export type TrainerEvent =
-  | { type: 'status'; phase: 'loading' | 'preparing' | 'compiling' | 'training' | 'saving' | 'exporting'; message: string }
+  | { type: 'status'; phase: 'loading' | 'preparing' | 'compiling' | 'training' | 'evaluating' | 'saving' | 'exporting'; message: string }
   | { type: 'executionProvider'; name: string }
-  | { type: 'step'; log: StepLog };
+  | { type: 'step'; log: StepLog }
+  | { type: 'eval'; log: EvalLogLine };
 
 export interface TrainResult {
   status: 'finished' | 'cancelled';
@@ -54,6 +60,11 @@ export interface TrainResult {
   truncated: number;
   last: StepLog | null;
   mergedDir?: string;
+  /** The held-out sessions and samples the caller named (none trained on). */
+  heldOut: { sessions: number; samples: number };
+  /** The last held-out evaluation, and eval.json, when there were held-out samples to measure. */
+  lastEval: EvalLogLine | null;
+  evalFile: string | null;
 }
 
 export interface TrainerHooks {
@@ -204,7 +215,11 @@ export async function train(options: TrainerOptions, hooks: TrainerHooks = {}): 
   const log = new TrainerLog(o.outDir);
   emit({ type: 'status', phase: 'preparing', message: 'tokenising the training rows' });
   const p = prepare(o, checkpoint, tokenizer);
+  const heldOut = o.heldOut ?? { sessionIds: [], samples: [] };
+  assertNoHeldOutRows(p.rows, new Set(heldOut.sessionIds));
+  const evaluator = RunEvaluator.create(heldOut, tokenizer, { maxLength: p.settings.maxLength, seed: p.settings.seed, batchSize: p.settings.batchSize });
   claimOutFolder(o, p, log);
+  if (o.heldOut) log.append({ type: 'held_out', sessions: heldOut.sessionIds.length, samples: heldOut.samples.length });
   const { settings } = p;
   const specs = loraSpecs(checkpoint.config, settings.lora.targets);
 
@@ -217,16 +232,52 @@ export async function train(options: TrainerOptions, hooks: TrainerHooks = {}): 
       throw new Error('the training step adapts other modules than the trainer expects');
     }
     emit({ type: 'executionProvider', name: step.executionProvider });
-    return await loop(o.outDir, p, step, checkpoint, log, emit, hooks.shouldStop ?? (() => false));
+    const evals = evaluator && new RunEvaluations(evaluator, step, log, emit, p.totalSteps, o.evalEvery ?? defaultEvalEvery(p.totalSteps));
+    const result = await loop(o.outDir, p, step, checkpoint, log, emit, hooks.shouldStop ?? (() => false), evals);
+    return { ...result, heldOut: { sessions: heldOut.sessionIds.length, samples: heldOut.samples.length } };
   } finally {
     await step.close();
   }
 }
 
+/** The evaluations of one run: when to measure, and where each measurement goes. */
+class RunEvaluations {
+  last: EvalLogLine | null = null;
+
+  constructor(
+    private readonly evaluator: RunEvaluator, private readonly step: TrainStep, private readonly log: TrainerLog,
+    private readonly emit: (e: TrainerEvent) => void, private readonly totalSteps: number, private readonly every: number,
+  ) {}
+
+  /** The base and teacher once, then the adapter at the start unless the resumed log has it. */
+  async start(done: number, weights: LoraWeights): Promise<void> {
+    this.emit({ type: 'status', phase: 'evaluating', message: `measuring ${this.evaluator.split.samples} held-out samples under the base model` });
+    await this.evaluator.begin(this.step);
+    this.last = readEvalLog(this.log.file).find((l) => l.step === done) ?? null;
+    if (!this.last) await this.measure(done, weights);
+  }
+
+  async after(done: number, weights: LoraWeights, force = false): Promise<void> {
+    if (this.last?.step === done || !(force || evaluatesAt(done, this.totalSteps, this.every))) return;
+    await this.measure(done, weights);
+  }
+
+  private async measure(done: number, weights: LoraWeights): Promise<void> {
+    this.emit({ type: 'status', phase: 'evaluating', message: `evaluating the held-out samples at step ${done}` });
+    this.last = await this.evaluator.measure(this.step, weights, done, this.totalSteps);
+    this.log.append(this.last);
+    this.emit({ type: 'eval', log: this.last });
+  }
+
+  writeReport(outDir: string): string | null {
+    return this.evaluator.writeReport(outDir);
+  }
+}
+
 async function loop(
   outDir: string, p: Prepared, step: TrainStep, checkpoint: Checkpoint, log: TrainerLog,
-  emit: (e: TrainerEvent) => void, shouldStop: () => boolean,
-): Promise<TrainResult> {
+  emit: (e: TrainerEvent) => void, shouldStop: () => boolean, evals: RunEvaluations | null,
+): Promise<Omit<TrainResult, 'heldOut'>> {
   const { settings, rows, totalSteps } = p;
   const specs = step.specs;
   let weights = p.weights;
@@ -246,6 +297,7 @@ async function loop(
   // resume; a resumed run in its own folder already has it (and must not rewrite it in place).
   let savedStep = p.resumedIn === outDir ? p.startStep : -1;
   let checkpointDir = savedStep === done ? findCheckpoint(outDir) : save();
+  await evals?.start(done, weights);
   emit({ type: 'status', phase: 'training', message: `${rows.length} rows, ${totalSteps - done} steps to go` });
   let status: TrainResult['status'] = 'finished';
 
@@ -288,15 +340,18 @@ async function loop(
     log.append(last);
     emit({ type: 'step', log: last });
     if (saveEvery > 0 && done % saveEvery === 0 && done < totalSteps) checkpointDir = save();
+    await evals?.after(done, weights);
   }
+  await evals?.after(done, weights, true); // a cancelled run is measured where it stopped
   if (savedStep !== done) checkpointDir = save();
   emit({ type: 'status', phase: 'exporting', message: `writing the adapter to ${outDir}` });
   writeAdapter(outDir, { lora: settings.lora, specs, weights, baseModel });
   let mergedDir: string | undefined;
   if (settings.merge) mergedDir = writeMergedModel(checkpoint, path.join(outDir, 'merged'), settings.lora, specs, weights);
+  const evalFile = evals?.writeReport(outDir) ?? null;
   return {
     status, steps: done, totalSteps, adapterDir: outDir, checkpointDir, logFile: log.file, executionProvider: step.executionProvider,
-    rows: rows.length, skipped: p.rowSet.skipped, truncated: p.rowSet.truncated, last, mergedDir,
+    rows: rows.length, skipped: p.rowSet.skipped, truncated: p.rowSet.truncated, last, mergedDir, lastEval: evals?.last ?? null, evalFile,
   };
 }
 

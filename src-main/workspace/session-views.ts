@@ -12,7 +12,7 @@ function sampleView(sessionId: string, turns: { text: string }[], s: SampleRecor
   };
 }
 
-export function sessionDetail(store: Store, id: string): SessionDetail {
+export function sessionDetail(store: Store, id: string): Omit<SessionDetail, 'split'> {
   const record = readSessionRecord(store, id);
   if (!record) throw noSession(store, id);
   const turns = readTurns(store, id);

@@ -26,10 +26,13 @@ function signalOf(s: SampleRecord): SampleRecord & { reward: Reward; hint: strin
  * TrainingSample.rollout); without it none does, so a run on another model never mistakes a
  * rollout's log-probs for its own.
  */
-export function trainingSamples(store: Store, options: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat } = {}): TrainingSample[] {
+export function trainingSamples(
+  store: Store, heldOut: ReadonlySet<string>, options: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat } = {},
+): TrainingSample[] {
   const out: TrainingSample[] = [];
   const rolloutModel = options.rolloutsFor ? path.resolve(options.rolloutsFor) : null;
   for (const bundle of iterateBundles(store, undefined, options.format)) {
+    if (heldOut.has(bundle.id)) continue; // held out for evaluation: never trained on
     for (const { sample: s, kept } of sessionSamplesFor(options.method ?? 'combine', bundle.samples.map(signalOf))) {
       out.push({
         sessionId: bundle.id,
@@ -47,11 +50,33 @@ export function trainingSamples(store: Store, options: { method?: TrainMethod; r
   return out;
 }
 
+/**
+ * Every sample of the sessions `include` accepts, labelled or not, as evaluation reads them
+ * (docs/design.md §Evaluation): the reward (0 when unlabelled), the hint training would use,
+ * and the repair.
+ */
+export function evaluationSamples(store: Store, include: (sessionId: string) => boolean): TrainingSample[] {
+  const out: TrainingSample[] = [];
+  for (const bundle of iterateBundles(store)) {
+    if (!include(bundle.id)) continue;
+    for (const s of bundle.samples.map(signalOf)) {
+      out.push({
+        sessionId: bundle.id, responseTurn: s.responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s),
+        reward: s.reward, hint: s.hint, repair: s.label.repair, keptByAtLeastOne: false,
+      });
+    }
+  }
+  return out;
+}
+
 /** Why a run of `method` on this database would learn nothing (what it needs, what there is), or null. */
-export function nothingToTrain(store: Store, method: TrainMethod): string | null {
-  const all: SampleSignal[] = [];
-  for (const bundle of iterateBundles(store)) all.push(...bundle.samples.map(signalOf));
-  return whyNothingToTrain(method, all);
+export function nothingToTrain(store: Store, method: TrainMethod, heldOut: ReadonlySet<string>): string | null {
+  const trainable: SampleSignal[] = [];
+  const held: SampleSignal[] = [];
+  for (const bundle of iterateBundles(store)) (heldOut.has(bundle.id) ? held : trainable).push(...bundle.samples.map(signalOf));
+  const why = whyNothingToTrain(method, trainable);
+  if (why === null || whyNothingToTrain(method, held) !== null) return why;
+  return `${why} (held-out sessions are not counted: they are kept for evaluation; move one to training on the Sessions page or with 'hindsight split --train ID')`;
 }
 
 /** The latest rollout of the local model `modelDir` for this reply, when its text is the reply's. */

@@ -12,7 +12,7 @@
 import { UserError, type ImportedConversation, type SessionFormat, type SourceFormat } from '../../src-shared/types.js';
 import type {
   CheckReport, ContextWindowSetting, ExportFormat, ImportSummary, JudgeCandidate, LabelPatch, LabelView,
-  SampleView, SessionDetail, SessionFilter, SessionSummary, Stats, TrainingSample, VerdictProvenance, WorkspaceApi,
+  SampleView, SessionDetail, SessionFilter, SessionSplit, SessionSummary, SplitView, Stats, TrainingSample, VerdictProvenance, WorkspaceApi,
 } from '../../src-shared/views.js';
 import type { JudgeVerdict } from '../judge/verdicts.js';
 import { exportToFile, previewLines } from '../export/database-export.js';
@@ -27,7 +27,9 @@ import { applyCapture } from './capture-writes.js';
 import { defaultOpenExport, emptySummary, importError, importOpened, type OpenedExportLike, type OpenExportFn } from './import-into-store.js';
 import { judgeCandidates, recordVerdict, setManualLabel } from './labels.js';
 import { sampleViews, sessionDetail } from './session-views.js';
-import { checkReport, nothingToTrain, trainingSamples } from './training-set.js';
+import { checkReport, evaluationSamples, nothingToTrain, trainingSamples } from './training-set.js';
+import { clearSplitOverrides } from '../store/split-overrides.js';
+import { computeSplit, placeSessions, setPercent, splitView, type ComputedSplit } from './held-out.js';
 import type { TrainMethod } from '../../src-shared/training.js';
 
 export type { CaptureExchangeRow } from '../store/capture-exchanges.js';
@@ -45,6 +47,9 @@ export interface WorkspaceOptions {
 }
 
 export class Workspace implements WorkspaceApi {
+  /** The held-out split, recomputed after any change to the sessions or the user's choices. */
+  private splitCache: ComputedSplit | null = null;
+
   private constructor(
     private readonly store: Store,
     private readonly openExportFn: OpenExportFn,
@@ -123,11 +128,12 @@ export class Workspace implements WorkspaceApi {
   }
 
   listSessions(filter: SessionFilter = {}): { total: number; sessions: SessionSummary[] } {
-    return listSessionSummaries(this.store, filter);
+    const { total, sessions } = listSessionSummaries(this.store, filter);
+    return { total, sessions: sessions.map((s) => ({ ...s, split: this.sessionSplit(s.id) })) };
   }
 
   getSession(id: string): SessionDetail {
-    return sessionDetail(this.store, id);
+    return { ...sessionDetail(this.store, id), split: this.sessionSplit(id) };
   }
 
   listSamples(sessionId?: string): SampleView[] {
@@ -156,11 +162,59 @@ export class Workspace implements WorkspaceApi {
   }
 
   trainingSamples(options: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat } = {}): TrainingSample[] {
-    return trainingSamples(this.store, options);
+    return trainingSamples(this.store, this.computedSplit().heldOut, options);
   }
 
   nothingToTrain(method: TrainMethod): string | null {
-    return nothingToTrain(this.store, method);
+    return nothingToTrain(this.store, method, this.computedSplit().heldOut);
+  }
+
+  // ── the held-out split (docs/design.md §Evaluation) ───────────────────────────────
+
+  split(): SplitView {
+    return splitView(this.computedSplit());
+  }
+
+  /** The ids of the held-out sessions (with or without samples). */
+  heldOutSessionIds(): string[] {
+    return [...this.computedSplit().heldOut].sort();
+  }
+
+  setHeldOut(sessionIds: string[], heldOut: boolean | null): SplitView {
+    placeSessions(this.store, this.computedSplit(), sessionIds, heldOut);
+    return this.splitChanged();
+  }
+
+  /** Forgets every choice the user made: the rule decides again. Returns how many there were. */
+  resetSplit(): number {
+    const n = clearSplitOverrides(this.store);
+    this.splitChanged();
+    return n;
+  }
+
+  setHeldOutPercent(percent: number): SplitView {
+    setPercent(this.store, percent);
+    return this.splitChanged();
+  }
+
+  evaluationSamples(split: 'heldout' | 'all'): TrainingSample[] {
+    const heldOut = this.computedSplit().heldOut;
+    return evaluationSamples(this.store, (id) => split === 'all' || heldOut.has(id));
+  }
+
+  private computedSplit(): ComputedSplit {
+    this.splitCache ??= computeSplit(this.store);
+    return this.splitCache;
+  }
+
+  private sessionSplit(id: string): SessionSplit {
+    return this.computedSplit().bySession.get(id) ?? { heldOut: false, why: 'rule' };
+  }
+
+  private splitChanged(): SplitView {
+    if (this.store.readOnly) this.splitCache = null;
+    else this.saveNow();
+    return this.split();
   }
 
   contextWindow(): ContextWindowSetting {
@@ -185,6 +239,7 @@ export class Workspace implements WorkspaceApi {
 
   /** See capture-writes.ts: returns, per session, the response turns of new samples. */
   applyCapture(exchanges: readonly CaptureExchangeRow[], conversations: readonly ImportedConversation[], logPath: string): Map<string, number[]> {
+    this.splitCache = null;
     return applyCapture(this.store, exchanges, conversations, logPath, this.contextWindow());
   }
 
@@ -222,6 +277,7 @@ export class Workspace implements WorkspaceApi {
   }
 
   private saveNow(): void {
+    this.splitCache = null; // every caller changed sessions or samples
     this.store.markDirty();
     this.store.flush();
   }

@@ -1,0 +1,136 @@
+/**
+ * Held-out samples as evaluation measures them (docs/design.md §Evaluation), shared by the
+ * trainer's in-run evaluation (./train-eval.ts) and `hindsight eval` (src-main/eval/).
+ *
+ * A sample becomes an EvalRow the way ./batches.ts makes a training row: the context and
+ * reply through the model's chat template (the student), the hint-enhanced context followed
+ * by the SAME reply tokens (the teacher, when the sample has a hint), and the user's repair
+ * on the plain context (when there is one); the same truncation. Then any scorer of token
+ * spans (the training step's forward pass, or ./lora-scorer.ts) gives each row's reply-token
+ * log-probs, and `sampleScores` reduces them to the per-sample numbers src-shared/eval-report.ts
+ * turns into a report.
+ */
+import { UserError } from '../../src-shared/types.js';
+import type { SampleScore } from '../../src-shared/eval-report.js';
+import type { TrainingSample } from '../../src-shared/views.js';
+import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
+import { enhancedContext } from '../pipeline/hint-context.js';
+import { padBatch, responseValues, truncateRow, type TokenSpan, type TrainRow } from './batches.js';
+import type { StepBatch } from './training-step.js';
+
+export interface EvalRow {
+  /** `<session id>/<response turn>`. */
+  key: string;
+  sessionId: string;
+  reward: number;
+  student: TokenSpan;
+  teacher?: TokenSpan;
+  repair?: TokenSpan;
+}
+
+export interface EvalRowSet {
+  rows: EvalRow[];
+  /** Samples not measured, by reason. */
+  skipped: Record<string, number>;
+}
+
+/** Reply-token log-probs of each span, in order, under one model. */
+export type SpanScorer = (spans: readonly TokenSpan[]) => Promise<Float32Array[]>;
+
+const plain = (messages: readonly ChatMessage[]): ChatMessage[] => messages.map((m) => ({ ...m }));
+
+/** Student and teacher of one sample, truncated together as training truncates them. */
+function studentAndTeacher(s: TrainingSample, tokenizer: ChatTokenizer, maxLength: number): Pick<EvalRow, 'student' | 'teacher'> {
+  const student = tokenizer.encodeResponse(plain(s.messages), s.response.content);
+  const row: TrainRow = { ...student, reward: s.reward, origin: '' };
+  if (s.hint !== null) {
+    const t = tokenizer.encodeResponse(plain(enhancedContext(s.messages, s.hint)), s.response.content);
+    row.teacher = { inputIds: [...t.inputIds.slice(0, t.responseStart), ...student.inputIds.slice(student.responseStart)], responseStart: t.responseStart };
+  }
+  truncateRow(row, maxLength);
+  return { student: { inputIds: row.inputIds, responseStart: row.responseStart }, ...(row.teacher ? { teacher: row.teacher } : {}) };
+}
+
+function repairSpan(s: TrainingSample, tokenizer: ChatTokenizer, maxLength: number): TokenSpan {
+  const span = tokenizer.encodeResponse(plain(s.messages), s.repair!);
+  const row: TrainRow = { ...span, reward: 0, origin: '' };
+  truncateRow(row, maxLength);
+  return { inputIds: row.inputIds, responseStart: row.responseStart };
+}
+
+/**
+ * The rows of the samples some metric can use: labelled ±1, hinted, or repaired. The rest
+ * are counted in `skipped` with the reason, as are replies a template cannot place.
+ */
+export function evalRowsFromSamples(samples: readonly TrainingSample[], tokenizer: ChatTokenizer, maxLength: number): EvalRowSet {
+  const set: EvalRowSet = { rows: [], skipped: {} };
+  const skip = (why: string) => (set.skipped[why] = (set.skipped[why] ?? 0) + 1);
+  for (const s of samples) {
+    const repaired = s.repair !== null && s.repair.trim() !== '';
+    if (s.reward !== 1 && s.reward !== -1 && s.hint === null && !repaired) {
+      skip('neither labelled ±1, hinted nor repaired');
+      continue;
+    }
+    if (!s.response.content.trim()) {
+      skip('empty reply text (tool call only)');
+      continue;
+    }
+    try {
+      set.rows.push({
+        key: `${s.sessionId}/${s.responseTurn}`, sessionId: s.sessionId, reward: s.reward,
+        ...studentAndTeacher(s, tokenizer, maxLength),
+        ...(repaired ? { repair: repairSpan(s, tokenizer, maxLength) } : {}),
+      });
+    } catch (err) {
+      if (!(err instanceof UserError)) throw err;
+      skip('the chat template does not place the reply after its prompt');
+    }
+  }
+  return set;
+}
+
+/** Scores spans in padded batches of `batchSize` through `run` (a [B, T] log-prob grid per batch). */
+export async function scoreInBatches(spans: readonly TokenSpan[], batchSize: number, run: (batch: StepBatch) => Promise<Float32Array>): Promise<Float32Array[]> {
+  const out: Float32Array[] = [];
+  for (let i = 0; i < spans.length; i += batchSize) {
+    const chunk = spans.slice(i, i + batchSize);
+    const batch = padBatch(chunk);
+    const grid = await run(batch);
+    chunk.forEach((span, b) => out.push(responseValues(grid, batch.seqLen, b, span).slice()));
+  }
+  return out;
+}
+
+const meanOf = (values: Float32Array) => values.reduce((a, x) => a + x, 0) / values.length;
+
+/** The teacher's reply log-probs (the base model on the hint-enhanced context), per row; undefined without a hint. */
+export async function teacherLogprobs(rows: readonly EvalRow[], base: SpanScorer): Promise<(Float32Array | undefined)[]> {
+  const hinted = rows.filter((r) => r.teacher);
+  const scored = await base(hinted.map((r) => r.teacher!));
+  const byRow = new Map(hinted.map((r, i) => [r, scored[i]!]));
+  return rows.map((r) => byRow.get(r));
+}
+
+/**
+ * One model's SampleScore per row: the mean reply log-prob, the repair's, and the mean
+ * teacher − student gap where the row has a teacher. `teacher` is teacherLogprobs' answer.
+ */
+export async function sampleScores(rows: readonly EvalRow[], model: SpanScorer, teacher: readonly (Float32Array | undefined)[]): Promise<SampleScore[]> {
+  const originals = await model(rows.map((r) => r.student));
+  const withRepair = rows.filter((r) => r.repair);
+  const repairs = new Map(withRepair.map((r, i) => [r, i]));
+  const repairLp = await model(withRepair.map((r) => r.repair!));
+  return rows.map((r, i) => {
+    const lp = originals[i]!;
+    const score: SampleScore = { key: r.key, reward: r.reward, original: meanOf(lp) };
+    const j = repairs.get(r);
+    if (j !== undefined) score.repair = meanOf(repairLp[j]!);
+    const t = teacher[i];
+    if (t) {
+      let gap = 0;
+      for (let k = 0; k < lp.length; k++) gap += t[k]! - lp[k]!;
+      score.hintGap = gap / lp.length;
+    }
+    return score;
+  });
+}

@@ -1,0 +1,91 @@
+/**
+ * Scoring token spans under the base model and under LoRA adapters, forward only: the
+ * training step's forward graph (./step-graph.ts `buildForwardGraph`, LoRA tensors as graph
+ * inputs) in its own ONNX Runtime session, without the training graph. One session serves the
+ * base (every LoRA tensor zero) and every adapter of the same shape (r, alpha, targets), so
+ * an adapter whose B is zero scores exactly as the base does, bit for bit, and the numbers
+ * are the ones the trainer's own forward pass gives (docs/design.md §Evaluation).
+ *
+ * ONNX Runtime blocks the calling thread while it runs: callers that must stay responsive
+ * run this in a worker (src-main/eval/run-in-worker.ts).
+ */
+import type { Checkpoint } from '../model/hf-checkpoint.js';
+import { checkpointWeights } from '../model/decoder.js';
+import { createSession, ort, type Device } from '../model/ort-session.js';
+import type { TokenSpan } from './batches.js';
+import { scoreInBatches } from './held-out-rows.js';
+import { loraSpecs } from './lora.js';
+import { buildForwardGraph, loraKeys } from './step-graph.js';
+import type { LoraConfig, LoraTensorSpec, LoraWeights, StepBatch } from './training-step.js';
+
+export interface ScorerOptions {
+  device: Device;
+  threads?: number;
+  /** Rows per forward pass. */
+  batchSize: number;
+}
+
+/** Whether two adapters can share one scoring session. */
+export function sameShape(a: LoraConfig, b: LoraConfig): boolean {
+  return a.r === b.r && a.alpha === b.alpha && a.targets.join() === b.targets.join();
+}
+
+export class LoraScorer {
+  private zero?: LoraWeights;
+
+  private constructor(
+    readonly lora: LoraConfig,
+    readonly specs: LoraTensorSpec[],
+    private readonly session: ort.InferenceSession,
+    readonly executionProvider: Device,
+    private readonly options: ScorerOptions,
+  ) {}
+
+  static async create(checkpoint: Checkpoint, lora: LoraConfig, options: ScorerOptions): Promise<LoraScorer> {
+    const { graph } = buildForwardGraph(checkpointWeights(checkpoint), lora);
+    const { session, executionProvider } = await createSession(graph, { device: options.device, threads: options.threads });
+    return new LoraScorer(lora, loraSpecs(checkpoint.config, lora.targets), session, executionProvider, options);
+  }
+
+  /** Reply-token log-probs of each span under the base plus `weights` (null: the base model alone). */
+  score(spans: readonly TokenSpan[], weights: LoraWeights | null): Promise<Float32Array[]> {
+    const lora = weights ?? this.zeroWeights();
+    return scoreInBatches(spans, this.options.batchSize, (batch) => this.run(batch, lora));
+  }
+
+  close(): Promise<void> {
+    return this.session.release();
+  }
+
+  private zeroWeights(): LoraWeights {
+    const r = this.lora.r;
+    this.zero ??= new Map(this.specs.flatMap((s) => {
+      const k = loraKeys(s);
+      return [[k.a, new Float32Array(r * s.inFeatures)], [k.b, new Float32Array(s.outFeatures * r)]];
+    }));
+    return this.zero;
+  }
+
+  /** The [B, T] token grid of log-probs: position t holds log p(token t | tokens < t); position 0 is 0. */
+  private async run(batch: StepBatch, weights: LoraWeights): Promise<Float32Array> {
+    const { batch: B, seqLen: T } = batch;
+    const targets = new BigInt64Array(B * T);
+    for (let row = 0; row < B; row++) targets.set(batch.inputIds.subarray(row * T + 1, (row + 1) * T), row * T);
+    const feeds: Record<string, ort.Tensor> = {
+      input_ids: new ort.Tensor('int64', batch.inputIds, [B, T]),
+      attention_mask: new ort.Tensor('int64', batch.attentionMask, [B, T]),
+      position_ids: new ort.Tensor('int64', batch.positionIds, [B, T]),
+      target_ids: new ort.Tensor('int64', targets, [B, T]),
+    };
+    const r = this.lora.r;
+    for (const spec of this.specs) {
+      const k = loraKeys(spec);
+      feeds[k.a] = new ort.Tensor('float32', weights.get(k.a)!, [r, spec.inFeatures]);
+      feeds[k.b] = new ort.Tensor('float32', weights.get(k.b)!, [spec.outFeatures, r]);
+    }
+    const graphGrid = (await this.session.run(feeds)).logprobs!.data as Float32Array;
+    const grid = new Float32Array(B * T);
+    for (let row = 0; row < B; row++) grid.set(graphGrid.subarray(row * T, (row + 1) * T - 1), row * T + 1);
+    return grid;
+  }
+}
