@@ -3,9 +3,10 @@
 // The prompt goes through the model's chat template as one user message unless
 // --no-chat-template (then it is raw text, BOS added where the tokenizer adds one).
 // Prints the reply on stdout; with --json, one object with the reply, its reasoning, tool
-// calls, tokens, their log-probs and the execution provider that ran.
+// calls, tokens, their log-probs and the execution provider that ran. --adapter DIR generates
+// with a PEFT LoRA adapter merged in (../train/adapted-model.ts; cached after the first time).
 import type { Device } from '../model/ort-session.js';
-import { LocalModel } from '../model/local-model.js';
+import { loadAdaptedModel } from '../train/adapted-model.js';
 import { intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 
 /** `--device`, shared by the commands that run a model. */
@@ -18,6 +19,7 @@ export const spec = {
     'the token count and speed go to stderr. The prompt is one user message through the chat template.',
   options: {
     model: { type: 'string', value: 'DIR', help: 'the model folder', required: true },
+    adapter: { type: 'string', value: 'DIR', help: 'generate with this PEFT LoRA adapter (a train --out folder), merged in', otherwise: 'the base model' },
     prompt: { type: 'string', value: 'TEXT', help: 'the user message', required: true },
     'max-new-tokens': { type: 'string', default: '256', value: 'N', help: 'the most tokens to generate' },
     temperature: { type: 'string', default: '0', value: 'T', help: 'sampling temperature; 0 is greedy' },
@@ -49,7 +51,7 @@ export const command: Command = async (argv) => {
   const seed = values.seed === undefined ? undefined : intFlag('seed', values.seed, 0, 0);
   const threads = intFlag('threads', values.threads, 0, 0);
 
-  const model = await LocalModel.load(values.model, { device, threads: threads || undefined });
+  const model = await loadAdaptedModel(values.model, values.adapter ?? null, { device, threads: threads || undefined });
   try {
     const started = Date.now();
     const out = await model.generate(values.prompt, {
@@ -77,6 +79,7 @@ export const command: Command = async (argv) => {
         execution_provider: out.executionProvider,
         chat_template: values['no-chat-template'] ? 'none' : model.tokenizer.chatTemplateSource,
         seconds,
+        ...(values.adapter ? { adapter: values.adapter } : {}),
       });
     } else {
       if (out.reasoning) process.stderr.write(`[reasoning] ${out.reasoning}\n`);

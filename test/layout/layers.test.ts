@@ -21,6 +21,7 @@ const LAYER_RANK: Record<string, number> = {
   export: 3,
   train: 3,
   workspace: 4,
+  eval: 4,
   openai: 5,
   capture: 6,
   api: 7,

@@ -1,0 +1,122 @@
+// `hindsight eval --model DIR [--adapter DIR]… [--split heldout|all] [--metrics …] [--seed S]
+// [--json] [--out FILE] [--device cpu|cuda]` (docs/design.md §Evaluation): measures the base
+// model and each adapter on the database's held-out samples, side by side, with bootstrap
+// intervals. Progress on stderr; Ctrl+C stops and prints what was measured.
+import fs from 'node:fs';
+import { EVAL_METRICS, EVAL_SPLITS, describeMarginDelta, signed, type EvalMetric, type EvalReport, type EvalSplit, type ModelEval } from '../../src-shared/eval-report.js';
+import type { Estimate } from '../../src-shared/eval-stats.js';
+import { UserError } from '../../src-shared/types.js';
+import { DEFAULT_EVAL_METRICS } from '../eval/evaluate.js';
+import { startEvaluation } from '../eval/run-in-worker.js';
+import { writeFileAtomicSync } from '../store/atomic-file.js';
+import { withWorkspace } from '../workspace/workspace.js';
+import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
+import { DEVICE_OPTION, deviceFlag } from './generate.js';
+
+export const spec = {
+  name: 'eval',
+  synopsis: '--model DIR [--adapter DIR]… [options]',
+  about: "Measures the base model and each adapter on the database's held-out samples (sessions kept out of\n" +
+    "training; see 'hindsight split'), side by side: the mean per-token log-prob of replies labelled +1 and\n" +
+    '−1 and their margin, how often a repair is likelier than the original, and the hint gap (teacher −\n' +
+    'student, the teacher being the base model shown the hint). Every number has a 95% bootstrap interval\n' +
+    'over samples. Progress goes to stderr; Ctrl+C stops and reports what was measured.',
+  options: {
+    model: { type: 'string', value: 'DIR', help: 'the base model (a Hugging Face checkpoint folder)', required: true },
+    adapter: { type: 'string', multiple: true, value: 'DIR', help: 'a PEFT LoRA adapter to compare with the base (a train --out folder)', otherwise: 'the base model alone' },
+    split: { type: 'string', default: 'heldout', value: EVAL_SPLITS.join('|'), help: "the held-out sessions' samples, or every sample" },
+    metrics: {
+      type: 'string', value: 'LIST', otherwise: DEFAULT_EVAL_METRICS.join(','),
+      help: `what to measure, comma-separated, from ${EVAL_METRICS.join(',')} (replay and stats need a replay judge: skipped for now)`,
+    },
+    seed: { type: 'string', default: '0', value: 'S', help: 'seeds the bootstrap intervals' },
+    out: { type: 'string', value: 'FILE', help: 'also write the JSON report to FILE', otherwise: 'stdout only' },
+    ...DEVICE_OPTION,
+    'batch-size': { type: 'string', default: '8', value: 'N', help: 'rows per forward pass' },
+    'max-length': { type: 'string', value: 'N', help: 'tokens per row, truncated as in training', otherwise: "512, or the model's maximum if smaller" },
+    threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
+    ...DB_OPTION,
+    ...jsonOption('print the report as one JSON object (split, models, comparisons)'),
+  },
+} as const;
+const USAGE = usageLine(spec);
+
+export function parseMetrics(text: string | undefined): EvalMetric[] {
+  if (text === undefined) return [...DEFAULT_EVAL_METRICS];
+  const metrics = text.split(',').map((m) => m.trim()).filter(Boolean);
+  const bad = metrics.find((m) => !EVAL_METRICS.includes(m as EvalMetric));
+  if (bad !== undefined || metrics.length === 0) throw new UsageError(`--metrics takes ${EVAL_METRICS.join(',')}, got '${text}'`);
+  return EVAL_METRICS.filter((m) => metrics.includes(m));
+}
+
+const fmt = (x: number | null, digits = 3) => (x === null ? '—' : x.toFixed(digits));
+const ci = (c: [number, number] | null) => (c ? `[${c[0].toFixed(3)}, ${c[1].toFixed(3)}]` : '');
+const estimate = (e: Estimate | undefined) => (e ? `${fmt(e.mean)} ${ci(e.ci)} n=${e.n}` : '—');
+
+function modelLines(m: ModelEval): string[] {
+  const lines = [`${m.name}${m.adapter ? ` (${m.adapter})` : ''}`];
+  if (m.likelihood) {
+    const l = m.likelihood;
+    lines.push(`  +1 replies  ${estimate(l.pos)}`, `  −1 replies  ${estimate(l.neg)}`);
+    lines.push(`  margin      ${l.margin.mean === null ? '— (needs +1 and −1 samples)' : `${signed(l.margin.mean, 3)} ${ci(l.margin.ci)}`}`);
+    if (l.repair.n > 0) lines.push(`  repair likelier than original  ${estimate(l.repair)}`);
+  }
+  if (m.hints) lines.push(`  hint gap    ${m.hints.n ? estimate(m.hints.gap) : '— (no hinted sample)'}`);
+  return lines;
+}
+
+/** The report for a person: one block per model, then each comparison in words. */
+export function reportText(r: EvalReport): string {
+  const head = `${r.split.name === 'heldout' ? 'held-out split' : 'all sessions'}: ${r.split.sessions} sessions, ${r.split.samples} samples (mean per-token log-prob, nats; 95% bootstrap CI)`;
+  const comparisons = r.comparisons.filter((c) => c.margin_delta).map((c) => describeMarginDelta(c));
+  const gaps = r.comparisons.filter((c) => c.gap_delta?.mean != null).map((c) => `${c.a} vs ${c.b}: hint gap ${signed(c.gap_delta!.mean!, 3)} ${ci(c.gap_delta!.ci)} (below 0: hints absorbed)`);
+  return [head, '', ...r.models.flatMap(modelLines), ...(comparisons.length + gaps.length ? ['', ...comparisons, ...gaps] : []), ...r.notes.map((n) => `note: ${n}`), ''].join('\n');
+}
+
+/** The samples to measure and the split's size, from the database. */
+async function readSplit(db: string, split: EvalSplit) {
+  if (!fs.existsSync(db)) throw new UserError(`no database at ${db}: import chats first`);
+  return withWorkspace(db, (ws) => {
+    const view = ws.split();
+    const samples = ws.evaluationSamples(split);
+    const sessions = split === 'all' ? view.sessions : view.heldOut.sessions;
+    return { samples, counts: { name: split, sessions, samples: samples.length } };
+  }, { access: 'read' });
+}
+
+export const command: Command = async (argv) => {
+  const { values: v } = parseCommandArgs(argv, spec);
+  if (!v.model) throw new UsageError(`--model is required\n${USAGE}`);
+  if (!EVAL_SPLITS.includes(v.split as EvalSplit)) throw new UsageError(`--split must be heldout or all, got '${v.split}'`);
+  const metrics = parseMetrics(v.metrics);
+  const seed = intFlag('seed', v.seed, 0, 0);
+  const device = deviceFlag(v.device);
+  const { samples, counts } = await readSplit(v.db ?? defaultDbPath(), v.split as EvalSplit);
+  if (counts.samples === 0 && v.split === 'heldout') {
+    process.stderr.write("no held-out samples: a database needs two sessions with samples before one is held out ('hindsight split --hold-out ID' holds one out by hand)\n");
+  }
+  const controller = new AbortController();
+  const onSignal = () => {
+    process.stderr.write('stopping: the report keeps what was measured…\n');
+    controller.abort();
+  };
+  process.once('SIGINT', onSignal);
+  let report: EvalReport;
+  try {
+    report = await startEvaluation(
+      {
+        modelDir: v.model, adapters: v.adapter ?? [], samples, split: counts, metrics, seed, device,
+        batchSize: intFlag('batch-size', v['batch-size'], 8, 1),
+        maxLength: v['max-length'] === undefined ? undefined : intFlag('max-length', v['max-length'], 0, 2),
+        threads: v.threads === undefined ? undefined : intFlag('threads', v.threads, 0, 1),
+      },
+      { signal: controller.signal, onProgress: (p) => process.stderr.write(`${p.message}\n`) },
+    );
+  } finally {
+    process.off('SIGINT', onSignal);
+  }
+  if (v.out) writeFileAtomicSync(v.out, Buffer.from(JSON.stringify(report, null, 2) + '\n', 'utf8'));
+  if (v.json) printJson(report);
+  else process.stdout.write(reportText(report));
+  return report.cancelled ? 1 : 0;
+};

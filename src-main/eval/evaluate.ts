@@ -1,0 +1,205 @@
+/**
+ * Evaluation of a base model and adapters on held-out samples (docs/design.md §Evaluation):
+ * the engine behind `hindsight eval` (and the app's Evaluate page, through
+ * ./run-in-worker.ts). The caller reads the samples from the database (Workspace
+ * .evaluationSamples) and hands them over with the model folders; `evaluate` returns one
+ * EvalReport (src-shared/eval-report.ts), the object `eval --json` prints.
+ *
+ *     const report = await evaluate({ modelDir, adapters: ['runs/a'], samples, split, metrics: ['likelihood', 'hints'], seed: 0, device: 'cpu' },
+ *       { onProgress: (p) => console.error(p.message), shouldStop: () => stopped });
+ *
+ * Likelihood and hint gap are measured here, with the trainer's forward pass
+ * (src-main/train/lora-scorer.ts): the base is the same graph with the adapter's tensors at
+ * zero, so an adapter whose B is zero compares with the base at exactly zero. Adapters of
+ * another shape (r, alpha, targets) get their own session, and are compared with the base
+ * measured in that same session.
+ *
+ * Replay and generation statistics are reported as skipped until a replay judge is plugged in
+ * (`skippedGeneration` below is where they go). Stopping (shouldStop) keeps what was measured:
+ * the model being measured reports the samples done so far, and the report says `cancelled`.
+ */
+import path from 'node:path';
+import {
+  BASE_MODEL_NAME, gapDelta, hintMetrics, likelihoodMetrics, marginDelta,
+  type Comparison, type EvalMetric, type EvalReport, type EvalSplit, type ModelEval, type SampleScore, type Skipped,
+} from '../../src-shared/eval-report.js';
+import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
+import { UserError } from '../../src-shared/types.js';
+import type { TrainingSample } from '../../src-shared/views.js';
+import { Checkpoint } from '../model/hf-checkpoint.js';
+import type { Device } from '../model/ort-session.js';
+import { ChatTokenizer } from '../model/tokenizer.js';
+import { evalRowsFromSamples, sampleScores, teacherLogprobs, type EvalRow, type SpanScorer } from '../train/held-out-rows.js';
+import { LoraScorer, sameShape } from '../train/lora-scorer.js';
+import { readAdapter, type LoadedAdapter } from '../train/peft.js';
+
+export interface EvalOptions {
+  modelDir: string;
+  /** Adapter folders (PEFT LoRA), as the user named them: each name in the report is the folder as given. */
+  adapters: string[];
+  /** The samples to measure, in a stable order (Workspace.evaluationSamples). */
+  samples: TrainingSample[];
+  split: { name: EvalSplit; sessions: number; samples: number };
+  metrics: EvalMetric[];
+  /** Seeds every bootstrap interval. */
+  seed: number;
+  device: Device;
+  threads?: number;
+  /** Rows per forward pass (default 8). */
+  batchSize?: number;
+  /** Tokens per row, as in training (default the trainer's, capped by the model's). */
+  maxLength?: number;
+}
+
+export interface EvalProgress {
+  /** The model being measured ("base" or an adapter's name). */
+  model: string;
+  done: number;
+  total: number;
+  message: string;
+}
+
+export interface EvalHooks {
+  onProgress?: (p: EvalProgress) => void;
+  /** Polled between batches; true stops, keeping what was measured. */
+  shouldStop?: () => boolean;
+}
+
+export const DEFAULT_EVAL_METRICS: readonly EvalMetric[] = ['likelihood', 'hints'];
+const DEFAULT_BATCH = 8;
+/** Any shape serves the base alone: its tensors are all zero. The smallest is the cheapest. */
+const BASE_ONLY_SHAPE = { r: 1, alpha: 1, targets: ['q' as const] };
+
+interface Measured {
+  name: string;
+  adapter?: string;
+  scores: SampleScore[];
+  /** The base measured in the same session, for the comparison (adapters only). */
+  base?: SampleScore[];
+}
+
+/** Lets the event loop run (a Ctrl-C handler, progress messages) between batches on this thread. */
+const breathe = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+class Stopped extends Error {}
+
+export async function evaluate(options: EvalOptions, hooks: EvalHooks = {}): Promise<EvalReport> {
+  const checkpoint = Checkpoint.open(options.modelDir);
+  const tokenizer = ChatTokenizer.load(options.modelDir);
+  const adapters = loadAdapters(options.adapters, checkpoint);
+  const maxLength = options.maxLength ?? Math.min(TRAIN_DEFAULTS.maxLength, checkpoint.config.maxPositionEmbeddings);
+  const { rows, skipped } = evalRowsFromSamples(options.samples, tokenizer, maxLength);
+  const notes = Object.entries(skipped).map(([why, n]) => `${n} sample${n === 1 ? '' : 's'} not measured: ${why}`);
+  const scoring = options.metrics.includes('likelihood') || options.metrics.includes('hints');
+  const measured: Measured[] = [];
+  let cancelled = false;
+  if (scoring && rows.length > 0) {
+    try {
+      await measureAll(rows, checkpoint, adapters, options, hooks, measured);
+    } catch (err) {
+      if (!(err instanceof Stopped)) throw err;
+      cancelled = true;
+      notes.push('stopped before the end: the numbers cover what was measured');
+    }
+  } else if (scoring) notes.push(`no sample to measure in the ${options.split.name === 'heldout' ? 'held-out split' : 'database'}: label some held-out replies ±1, or give them hints or repairs`);
+  return assemble(options, adapters, measured, notes, cancelled);
+}
+
+function loadAdapters(dirs: readonly string[], checkpoint: Checkpoint): { name: string; dir: string; adapter: LoadedAdapter }[] {
+  const seen = new Set<string>();
+  return dirs.map((name) => {
+    const dir = path.resolve(name);
+    if (seen.has(dir)) throw new UserError(`adapter ${name} is named twice`);
+    seen.add(dir);
+    return { name, dir, adapter: readAdapter(dir, checkpoint.config) };
+  });
+}
+
+/** Measures the base, then every adapter, one scoring session per adapter shape. */
+async function measureAll(
+  rows: EvalRow[], checkpoint: Checkpoint, adapters: ReturnType<typeof loadAdapters>, o: EvalOptions, hooks: EvalHooks, out: Measured[],
+): Promise<void> {
+  const groups: (typeof adapters)[] = [];
+  for (const a of adapters) {
+    const group = groups.find((g) => sameShape(g[0]!.adapter.lora, a.adapter.lora));
+    if (group) group.push(a);
+    else groups.push([a]);
+  }
+  if (groups.length === 0) groups.push([]);
+  for (const [i, group] of groups.entries()) {
+    const batchSize = o.batchSize ?? DEFAULT_BATCH;
+    const scorer = await LoraScorer.create(checkpoint, group[0]?.adapter.lora ?? BASE_ONLY_SHAPE, { device: o.device, threads: o.threads, batchSize });
+    const measure = (weights: LoadedAdapter['weights'] | null, name: string, scores: SampleScore[], teacher: (Float32Array | undefined)[]) =>
+      measureModel(rows, (spans) => scorer.score(spans, weights), weights === null, { name, batchSize, hooks }, scores, teacher);
+    try {
+      const teacher: (Float32Array | undefined)[] = [];
+      const base: SampleScore[] = [];
+      if (i === 0) out.push({ name: BASE_MODEL_NAME, scores: base });
+      await measure(null, BASE_MODEL_NAME, base, teacher);
+      for (const a of group) {
+        const scores: SampleScore[] = [];
+        out.push({ name: a.name, adapter: a.dir, scores, base });
+        await measure(a.adapter.weights, a.name, scores, teacher);
+      }
+    } finally {
+      await scorer.close();
+    }
+  }
+}
+
+/**
+ * One model's scores, a batch of rows at a time, appended to `scores`. The base (`isBase`)
+ * also measures the teacher into `teacher`, which the adapters after it reuse.
+ */
+async function measureModel(
+  rows: EvalRow[], model: SpanScorer, isBase: boolean, run: { name: string; batchSize: number; hooks: EvalHooks },
+  scores: SampleScore[], teacher: (Float32Array | undefined)[],
+): Promise<void> {
+  const { name, batchSize, hooks } = run;
+  for (let i = 0; i < rows.length; i += batchSize) {
+    await breathe();
+    if (hooks.shouldStop?.()) throw new Stopped();
+    const part = rows.slice(i, i + batchSize);
+    if (isBase) teacher.push(...(await teacherLogprobs(part, model)));
+    scores.push(...(await sampleScores(part, model, teacher.slice(i, i + part.length))));
+    hooks.onProgress?.({ model: name, done: scores.length, total: rows.length, message: `${name}: ${scores.length}/${rows.length} samples` });
+  }
+}
+
+/** Replay and generation statistics, until the replay judge measures them. */
+function skippedGeneration(metrics: readonly EvalMetric[]): { replay?: Skipped; stats?: Skipped } {
+  const out: { replay?: Skipped; stats?: Skipped } = {};
+  if (metrics.includes('replay')) out.replay = { skipped: 'replay needs a replay judge (an LLM judge, local or OpenAI-compatible) to label the generated replies; not measured' };
+  if (metrics.includes('stats')) out.stats = { skipped: 'generation statistics are computed over replayed replies; not measured without replay' };
+  return out;
+}
+
+function assemble(o: EvalOptions, adapters: ReturnType<typeof loadAdapters>, measured: Measured[], notes: string[], cancelled: boolean): EvalReport {
+  const generation = skippedGeneration(o.metrics);
+  for (const [metric, part] of Object.entries(generation)) notes.push(`${metric}: ${part.skipped}`);
+  const byName = new Map(measured.map((m) => [m.name, m]));
+  const modelEval = (name: string, adapter?: string): ModelEval => {
+    const scores = byName.get(name)?.scores ?? [];
+    return {
+      name, ...(adapter ? { adapter } : {}),
+      ...(o.metrics.includes('likelihood') ? { likelihood: likelihoodMetrics(scores, o.seed) } : {}),
+      ...(o.metrics.includes('hints') ? { hints: hintMetrics(scores, o.seed) } : {}),
+      ...generation,
+    };
+  };
+  const comparisons: Comparison[] = adapters.map(({ name }) => {
+    const m = byName.get(name);
+    const [a, b] = [m?.scores ?? [], m?.base ?? []];
+    return {
+      a: name, b: BASE_MODEL_NAME,
+      ...(o.metrics.includes('likelihood') ? { margin_delta: marginDelta(a, b, o.seed) } : {}),
+      ...(o.metrics.includes('hints') ? { gap_delta: gapDelta(a, b, o.seed) } : {}),
+      ...(generation.replay ? { replay: generation.replay } : {}),
+    };
+  });
+  return {
+    split: o.split, seed: o.seed, metrics: [...o.metrics],
+    models: [modelEval(BASE_MODEL_NAME), ...adapters.map((a) => modelEval(a.name, a.dir))],
+    comparisons, notes, cancelled,
+  };
+}
