@@ -1,0 +1,102 @@
+// The held-out split (docs/design.md §Evaluation): the rule (deterministic, about 10%, at
+// least one), the user's choices winning and stored in the database, and held-out samples
+// kept out of every training set.
+import crypto from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { decideSplit, splitValue } from '../../src-main/pipeline/held-out-split.js';
+import { Workspace } from '../../src-main/workspace/workspace.js';
+import { runCli } from '../helpers/cli.js';
+import { conv, fakeExport, tempWorkspace } from '../store/helpers.js';
+
+const sessions = (ids: string[]) => ids.map((id) => ({ id, hasSamples: true }));
+const heldOut = (m: Map<string, { heldOut: boolean }>) => [...m].filter(([, d]) => d.heldOut).map(([id]) => id).sort();
+
+describe('the split rule', () => {
+  it('reads the first 8 hex digits of sha256(id) as an unsigned integer, mod 100', () => {
+    const hex = crypto.createHash('sha256').update('openai:n2').digest('hex');
+    expect(splitValue('openai:n2')).toBe(parseInt(hex.slice(0, 8), 16) % 100);
+    // Fixed values, so a change of the rule cannot go unnoticed.
+    expect(['openai:p1', 'openai:n2', 'capture:rated'].map(splitValue)).toEqual([95, 25, 14]);
+  });
+
+  it('is deterministic and holds out about 10% of many sessions', () => {
+    const ids = Array.from({ length: 2000 }, (_, i) => `chatgpt:session-${i}`);
+    const a = heldOut(decideSplit(sessions(ids), 10, new Map()));
+    expect(heldOut(decideSplit(sessions([...ids].reverse()), 10, new Map()))).toEqual(a);
+    expect(a.length / ids.length).toBeGreaterThan(0.08);
+    expect(a.length / ids.length).toBeLessThan(0.12);
+    expect(a.every((id) => splitValue(id) < 10)).toBe(true);
+    expect(heldOut(decideSplit(sessions(ids), 25, new Map())).length / ids.length).toBeGreaterThan(0.22);
+  });
+
+  it('holds out at least one session once two have samples: the smallest value', () => {
+    // None of these falls below 10 (values 95, 38, 33, 25).
+    const ids = ['openai:p1', 'openai:p2', 'openai:n1', 'openai:n2'];
+    const d = decideSplit(sessions(ids), 10, new Map());
+    expect(heldOut(d)).toEqual(['openai:n2']);
+    expect(d.get('openai:n2')).toEqual({ heldOut: true, why: 'at-least-one' });
+    // One session with samples: nothing is held out; sessions without samples do not count.
+    expect(heldOut(decideSplit(sessions(['openai:p1']), 10, new Map()))).toEqual([]);
+    expect(heldOut(decideSplit([{ id: 'openai:p1', hasSamples: true }, { id: 'openai:n2', hasSamples: false }], 10, new Map()))).toEqual([]);
+  });
+
+  it("lets the user's choices win, and picks another session when the user trains on the pick", () => {
+    const ids = ['openai:p1', 'openai:p2', 'openai:n1', 'openai:n2'];
+    const trainN2 = decideSplit(sessions(ids), 10, new Map([['openai:n2', false]]));
+    expect(heldOut(trainN2)).toEqual(['openai:n1']);
+    expect(trainN2.get('openai:n2')).toEqual({ heldOut: false, why: 'user' });
+    expect(heldOut(decideSplit(sessions(ids), 10, new Map([['openai:p1', true]])))).toEqual(['openai:p1']);
+    const all = new Map(ids.map((id) => [id, false]));
+    expect(heldOut(decideSplit(sessions(ids), 10, all))).toEqual([]);
+    expect(() => decideSplit(sessions(ids), 101, new Map())).toThrow(/between 0 and 100/);
+  });
+});
+
+const talk = (id: string, reply: string) => conv(id, [['user', 'Tell me about cats.'], ['assistant', reply], ['user', 'Thanks!']]);
+
+describe('the split in a database', () => {
+  it('keeps held-out samples out of training, stores the choices, and shows them', async () => {
+    const { ws, dbPath } = await tempWorkspace();
+    await ws.importExport(fakeExport('s.jsonl', ['p1', 'p2', 'n1', 'n2'].map((id) => talk(id, `A cat story ${id}.`))));
+    for (const id of ['p1', 'p2', 'n1', 'n2']) ws.setLabel(`openai:${id}`, 1, { reward: 1 });
+    expect(ws.split()).toMatchObject({ percent: 10, sessions: 4, samples: 4, heldOut: { sessions: 1, samples: 1 } });
+    expect(ws.split().listed).toEqual([{ id: 'openai:n2', title: 'n2', samples: 1, heldOut: true, why: 'at-least-one' }]);
+    const trained = () => ws.trainingSamples({ method: 'rl' }).map((s) => s.sessionId).sort();
+    expect(trained()).toEqual(['openai:n1', 'openai:p1', 'openai:p2']);
+    expect(ws.evaluationSamples('heldout').map((s) => s.sessionId)).toEqual(['openai:n2']);
+    expect(ws.evaluationSamples('all')).toHaveLength(4);
+    expect(ws.listSessions().sessions.find((s) => s.id === 'openai:n2')!.split).toEqual({ heldOut: true, why: 'at-least-one' });
+    expect(ws.getSession('openai:p1').split).toEqual({ heldOut: false, why: 'rule' });
+
+    ws.setHeldOut(['openai:n2'], false);
+    ws.setHeldOut(['openai:p1'], true);
+    expect(trained()).toEqual(['openai:n1', 'openai:n2', 'openai:p2']);
+    expect(() => ws.setHeldOut(['openai:nope'], true)).toThrow(/no session 'openai:nope'/);
+    ws.close();
+
+    const again = await Workspace.open(dbPath, { access: 'read' });
+    expect(again.heldOutSessionIds()).toEqual(['openai:p1']);
+    expect(again.split().listed.map((s) => [s.id, s.heldOut, s.why])).toEqual([['openai:n2', false, 'user'], ['openai:p1', true, 'user']]);
+    again.close();
+
+    let r = await runCli('split', '--db', dbPath, '--reset', '--hold-out', 'openai:p2', '--json');
+    expect(r.code).toBe(0);
+    expect(r.json().listed.map((s: { id: string; heldOut: boolean }) => [s.id, s.heldOut])).toEqual([['openai:p2', true]]);
+    r = await runCli('split', '--db', dbPath, '--show');
+    expect(r.stdout).toMatch(/held out: 1 of 4 sessions with samples, 1 of 4 samples/);
+    expect(r.stdout).toMatch(/held out {2}openai:p2 {2}1 samples {2}\(your choice\)/);
+    r = await runCli('split', '--db', dbPath, '--hold-out', 'openai:p1', '--train', 'openai:p1');
+    expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/both --hold-out and --train/)]);
+  });
+
+  it('says so when the only signal is in held-out sessions', async () => {
+    const { ws } = await tempWorkspace();
+    await ws.importExport(fakeExport('s.jsonl', [talk('p1', 'A cat.'), talk('p2', 'Two cats.')]));
+    ws.setHeldOut(['openai:p1'], true);
+    ws.setLabel('openai:p1', 1, { reward: 1 });
+    expect(ws.nothingToTrain('rl')).toMatch(/0 of 1 are.*held-out sessions are not counted/);
+    ws.setLabel('openai:p2', 1, { reward: -1 });
+    expect(ws.nothingToTrain('rl')).toBeNull();
+    ws.close();
+  });
+});
