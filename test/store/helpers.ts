@@ -87,3 +87,11 @@ export const SESSION_003: TurnSpec[] = [
   ['assistant', 'Then Django: its ORM, admin and auth scale with a growing project.'],
   ['user', "Perfect, I'll go with Django."],
 ];
+
+/**
+ * Trains on every session: no session is held out for evaluation (docs/design.md §Evaluation).
+ * For tests of what training takes, which would otherwise lose the session the split holds out.
+ */
+export function trainOnEverySession(ws: Workspace): void {
+  ws.setHeldOut(ws.listSessions().sessions.map((s) => s.id), false);
+}

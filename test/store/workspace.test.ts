@@ -5,7 +5,7 @@ import { UserError } from '../../src-shared/types.js';
 import { Workspace } from '../../src-main/workspace/workspace.js';
 import { runJudge } from '../../src-main/judge/runner.js';
 import { HeuristicJudge } from '../../src-main/judge/verdicts.js';
-import { SESSION_001, SESSION_002, SESSION_003, SORTING, conv, fakeExport, tempWorkspace } from './helpers.js';
+import { SESSION_001, SESSION_002, SESSION_003, SORTING, conv, fakeExport, tempWorkspace, trainOnEverySession } from './helpers.js';
 
 /** The heuristic judge over every sample, re-scoring what it judged before. */
 const judgeHeuristic = (ws: Workspace) => runJudge(ws, new HeuristicJudge(), { hints: true, force: true });
@@ -217,6 +217,7 @@ describe('sessions, checks and the training set', () => {
   it('trainingSamples keeps ±1 and hinted samples, and one reward-0 sample for a session that has none', async () => {
     const { ws } = await tempWorkspace();
     await ws.importExport(fakeExport('x.jsonl', [conv('sort', SORTING, { createdAt: 1 }), conv('s1', SESSION_001, { createdAt: 2 })]));
+    trainOnEverySession(ws);
     ws.setLabel('openai:sort', 2, { reward: -1 });
     ws.setLabel('openai:sort', 4, { reward: 0, hint: 'Name the parameter reverse, like sorted() does.' });
     ws.setLabel('openai:sort', 6, { reward: 0 });

@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { ApiEvents, TrainConfig, TrainRunInfo } from '../../src-shared/contract.js';
 import { EventHub } from '../../src-main/workspace/event-hub.js';
 import { TrainingService } from '../../src-main/api/training-service.js';
-import { conv, fakeExport, tempWorkspace } from '../store/helpers.js';
+import { conv, fakeExport, tempWorkspace, trainOnEverySession } from '../store/helpers.js';
 
 const MODEL = path.resolve('resources/models/stories260K');
 
@@ -70,6 +70,7 @@ describe('the app training service on the real trainer', () => {
     const { ws, dir } = await tempWorkspace();
     const story = (id: string, reply: string, feedback: string) => conv(id, [['user', 'Tell me a story.'], ['assistant', reply], ['user', feedback]]);
     await ws.importExport(fakeExport('s.jsonl', [story('a', 'Tom had a red car.', 'Hmm.'), story('b', 'The dog ran to the park.', 'Ok.')]));
+    trainOnEverySession(ws);
     const service = new TrainingService(new EventHub(), () => ws);
     const config: TrainConfig = {
       modelDir: MODEL, outDir: path.join(dir, 'adapter'), method: 'rl', steps: 1, batchSize: 2, lr: 1e-3, optimizer: 'adamw', loraR: 2, loraAlpha: 4,

@@ -13,7 +13,7 @@ import { hintForTraining } from '../../src-main/judge/hint-rules.js';
 import { rowsFromSamples } from '../../src-main/train/batches.js';
 import { shortHintNote } from '../../src-shared/training.js';
 import type { TrainingSample } from '../../src-shared/views.js';
-import { conv, fakeExport, tempWorkspace } from '../store/helpers.js';
+import { conv, fakeExport, tempWorkspace, trainOnEverySession } from '../store/helpers.js';
 
 const MODEL = path.resolve('resources/models/stories260K');
 const story = (id: string, reply: string, feedback: string) => conv(id, [['user', 'Tell me a story.'], ['assistant', reply], ['user', feedback]]);
@@ -25,6 +25,7 @@ describe('the at-least-one rule, per session and method', () => {
   it('rl keeps a sample of a session whose only signal is a hint; opd one of a session with only a reward', async () => {
     const { ws } = await tempWorkspace();
     await ws.importExport(fakeExport('s.jsonl', [HINTED, RATED]));
+    trainOnEverySession(ws);
     ws.setLabel('openai:hinted', 1, { hint: 'Write about a cat.' });
     ws.setLabel('openai:rated', 1, { reward: 1 });
     const rl = ws.trainingSamples({ method: 'rl' });
@@ -39,6 +40,7 @@ describe('the at-least-one rule, per session and method', () => {
   it('live capture trains on the samples training from the database takes, kept ones included', async () => {
     const { ws, dir } = await tempWorkspace();
     ws.applyCapture([], [HINTED, RATED], path.join(dir, 'capture-log.jsonl'));
+    trainOnEverySession(ws);
     ws.setLabel('capture:hinted', 1, { hint: 'Write about a cat.' });
     ws.setLabel('capture:rated', 1, { reward: -1 });
     for (const method of ['rl', 'opd', 'combine'] as const) {
@@ -86,6 +88,7 @@ describe('nothing to train on', () => {
   it('names what the method needs and what the database has', async () => {
     const { ws } = await tempWorkspace();
     await ws.importExport(fakeExport('s.jsonl', [HINTED, RATED, story('quiet', 'Tom had a red car.', 'Ok.')]));
+    trainOnEverySession(ws);
     expect(ws.nothingToTrain('combine')).toBe('combine needs samples labelled ±1 or with a hint: 0 of 3 have either; label some in the annotator or run the judge');
     ws.setLabel('openai:hinted', 1, { reward: 0, hint: 'Write about a cat.' });
     expect(ws.nothingToTrain('rl')).toBe('rl needs samples labelled ±1: 0 of 3 are; label some in the annotator, or use opd/combine with the 1 hinted sample');

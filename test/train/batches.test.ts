@@ -15,7 +15,7 @@ import { findCheckpoint, loadCheckpoint, saveCheckpoint } from '../../src-main/t
 import { initLora, loraSpecs } from '../../src-main/train/lora.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import { writeTinyModel } from '../model/tiny-models.js';
-import { SESSION_001, SORTING, conv, fakeExport, tempWorkspace } from '../store/helpers.js';
+import { SESSION_001, SORTING, conv, fakeExport, tempWorkspace, trainOnEverySession } from '../store/helpers.js';
 
 let tmp: string;
 let modelDir: string;
@@ -28,6 +28,7 @@ beforeAll(async () => {
   tokenizer = ChatTokenizer.load(modelDir);
   const { ws } = await tempWorkspace();
   await ws.importExport(fakeExport('x.jsonl', [conv('sort', SORTING, { createdAt: 1 }), conv('s1', SESSION_001, { createdAt: 2 })]));
+  trainOnEverySession(ws);
   ws.setLabel('openai:sort', 2, { reward: -1, hint: 'Write it in Python, as the user asked.' }); // ±1 and a hint
   ws.setLabel('openai:sort', 4, { reward: 0, hint: 'Name the parameter reverse, like sorted() does.' }); // hint, no ±1
   ws.setLabel('openai:sort', 6, { reward: 1 }); // ±1, no hint

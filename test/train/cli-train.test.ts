@@ -10,7 +10,7 @@ import { runCli as cli } from '../helpers/cli.js';
 import { readLog } from '../../src-main/train/trainer-log.js';
 import { readAdapter } from '../../src-main/train/peft.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
-import { conv, fakeExport, tempDir, tempWorkspace } from '../store/helpers.js';
+import { conv, fakeExport, tempDir, tempWorkspace, trainOnEverySession } from '../store/helpers.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const MODEL = path.join(ROOT, 'resources/models/stories260K');
@@ -25,6 +25,7 @@ describe('hindsight train', () => {
       story('b', 'The dog ran to the park.', 'No, write about a cat.'),
       story('c', 'Tom had a red car.', 'Hmm.'),
     ]));
+    trainOnEverySession(ws);
     ws.setLabel('openai:a', 1, { reward: 1 });
     ws.setLabel('openai:b', 1, { reward: -1, hint: 'Write about a cat, not a dog.' });
     ws.setLabel('openai:c', 1, { reward: 0 }); // all-zero session: kept by the at-least-one rule
@@ -71,6 +72,7 @@ describe('hindsight train', () => {
       story('b', 'The dog ran to the park.', 'No, write about a cat.'),
       story('c', 'Tom had a red car.', 'Hmm.'),
     ]));
+    trainOnEverySession(ws);
     ws.setLabel('openai:b', 1, { hint: 'Write about a cat, not a dog.' });
     ws.close();
     const out = path.join(dir, 'adapter');

@@ -15,7 +15,7 @@ import { enhancedContext } from '../../src-main/pipeline/hint-context.js';
 import { scoreWithAdapter } from '../../src-main/train/merge.js';
 import { train, type TrainResult } from '../../src-main/train/trainer.js';
 import { readLog } from '../../src-main/train/trainer-log.js';
-import { conv, fakeExport, tempWorkspace } from '../store/helpers.js';
+import { conv, fakeExport, tempWorkspace, trainOnEverySession } from '../store/helpers.js';
 
 const MODEL = path.resolve('resources/models/stories260K');
 let tmp: string;
@@ -40,6 +40,7 @@ beforeAll(async () => {
     story('h2', 'The frog jumped into the pond.', 'Write about a frog in the pond.'),
     story('h3', 'Sue had a red ball.', 'The girl is called Sue and she has a red ball.'),
   ]));
+  trainOnEverySession(ws);
   for (const id of ['p1', 'p2']) ws.setLabel(`openai:${id}`, 1, { reward: 1 });
   for (const id of ['n1', 'n2']) ws.setLabel(`openai:${id}`, 1, { reward: -1 });
   ws.setLabel('openai:h1', 1, { hint: 'Use the name Ben.' });
