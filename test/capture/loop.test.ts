@@ -63,6 +63,9 @@ describe('auto-judge → auto-train after N samples → hot swap under load → 
     };
     const clients = [0, 1, 2].map(client);
 
+    // Held out of training by the split rule (sha256 gives it the value 8, below 10): judged,
+    // never trained on, so the run below trains on exactly the other two (docs/design.md §Evaluation).
+    await talk('heldout', 'Tell me a story about a bird.', 'Perfect, thanks!');
     await talk('happy', 'Tell me a story about a dog.', 'Perfect, thanks! That was great.');
     expect((await api(server, 'captureStatus')).loop.state).not.toBe('off');
     await talk('unhappy', 'Tell me a story about a cat.', 'No, that is wrong. I asked for a short one.');
