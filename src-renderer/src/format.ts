@@ -1,6 +1,6 @@
 // Small display helpers shared by the views.
 import type { LabelSource, Reward, SessionFormat } from '../../src-shared/types.js';
-import type { JudgeSummary } from '../../src-shared/views.js';
+import type { JudgeSummary, SessionSplit } from '../../src-shared/views.js';
 
 // Typed over every session format, so a new importer or source cannot go unlabelled.
 const SOURCE_LABELS: Record<SessionFormat, string> = {
@@ -62,4 +62,16 @@ export function judgeSummaryText(r: JudgeSummary): string {
       ? `Judge cancelled after ${judged}; ${r.judged === 1 ? 'its label is' : 'their labels are'} kept`
       : 'Judge cancelled before it labelled any sample';
   return left.length ? `${head} (${left.join(', ')}).` : `${head}.`;
+}
+
+const SPLIT_REASONS: Record<SessionSplit['why'], string> = {
+  user: 'you chose it',
+  'at-least-one': 'there is always at least one once two sessions have samples',
+  rule: 'picked by a hash of its id, about 1 session in 10',
+};
+
+/** What the "held out" badge and its toggle mean (docs/design.md §Evaluation). */
+export function splitTitle(split: SessionSplit): string {
+  if (split.heldOut) return `Held out: kept for evaluation and never trained on (${SPLIT_REASONS[split.why]}).`;
+  return split.why === 'user' ? 'Trained on: you took it out of the held-out sessions.' : 'Trained on. Hold it out to keep it for evaluation instead.';
 }

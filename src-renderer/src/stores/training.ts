@@ -1,7 +1,8 @@
 // The Training screen's state: availability, the runs, and the shown run's step history for
-// the charts, fed live by `train.progress` events and re-read after a reload.
+// the charts, fed live by `train.progress` events and re-read after a reload, with the run's
+// held-out evaluations (`train.eval` events) for the held-out curve.
 import { defineStore } from 'pinia';
-import type { TrainConfig, TrainProgress, TrainRunInfo, TrainingState } from '../../../src-shared/contract.js';
+import type { TrainConfig, TrainEval, TrainProgress, TrainRunInfo, TrainingState } from '../../../src-shared/contract.js';
 import { APP_TRAIN_DEFAULTS, TRAIN_DEFAULTS } from '../../../src-shared/training.js';
 import { api, errorMessage } from '../api/client';
 
@@ -41,6 +42,8 @@ export const useTrainingStore = defineStore('training', {
     state: null as TrainingState | null,
     runId: null as string | null,
     history: [] as TrainProgress[],
+    /** Held-out evaluations of the shown run, by step (step 0: before the first update). */
+    evals: [] as TrainEval[],
     error: null as string | null,
     starting: false,
     listening: false,
@@ -68,16 +71,21 @@ export const useTrainingStore = defineStore('training', {
     async reloadHistory() {
       if (!this.runId) return;
       const runId = this.runId;
-      const { progress } = await api.trainMetrics({ runId });
+      const { progress, evals } = await api.trainMetrics({ runId });
       if (this.runId !== runId) return;
       const live = this.history.filter((p) => p.runId === runId && p.step > (progress.at(-1)?.step ?? 0));
       this.history = [...progress, ...live];
+      const liveEvals = this.evals.filter((e) => e.runId === runId && e.step > (evals.at(-1)?.step ?? -1));
+      this.evals = [...evals, ...liveEvals];
     },
     listen() {
       if (this.listening) return;
       this.listening = true;
       api.on('train.progress', (p) => {
         if (p.runId === this.runId) this.history = withStep(this.history, p);
+      });
+      api.on('train.eval', (e) => {
+        if (e.runId === this.runId) this.evals = [...this.evals.filter((x) => x.step < e.step), e];
       });
       api.on('train.status', (info) => {
         if (!this.state) return;
@@ -94,6 +102,7 @@ export const useTrainingStore = defineStore('training', {
         // A new run starts with empty charts, whatever the last one drew.
         this.runId = runId;
         this.history = [];
+        this.evals = [];
         await this.load();
       } catch (err) {
         this.error = errorMessage(err);
