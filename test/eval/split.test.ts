@@ -3,6 +3,7 @@
 // kept out of every training set.
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { validateCall } from '../../src-shared/contract.js';
 import { decideSplit, splitValue } from '../../src-main/pipeline/held-out-split.js';
 import { Workspace } from '../../src-main/workspace/workspace.js';
 import { runCli } from '../helpers/cli.js';
@@ -98,5 +99,14 @@ describe('the split in a database', () => {
     ws.setLabel('openai:p2', 1, { reward: -1 });
     expect(ws.nothingToTrain('rl')).toBeNull();
     ws.close();
+  });
+});
+
+describe('the split in the API contract', () => {
+  it('validates setHeldOut: some sessions, and true, false or null', () => {
+    expect(validateCall('setHeldOut', { sessionIds: ['openai:a'], heldOut: null })).toEqual({ sessionIds: ['openai:a'], heldOut: null });
+    expect(() => validateCall('setHeldOut', { sessionIds: [], heldOut: true })).toThrow(/sessionIds/);
+    expect(() => validateCall('setHeldOut', { sessionIds: ['openai:a'], heldOut: 'yes' })).toThrow(/heldOut/);
+    expect(validateCall('split', undefined)).toEqual({});
   });
 });

@@ -24,6 +24,7 @@ describe('the app training service on the real trainer', () => {
     const events = new EventHub();
     const statuses: TrainRunInfo[] = [];
     const progress: ApiEvents['train.progress'][] = [];
+    const evals: ApiEvents['train.eval'][] = [];
     let cancelAfterFirst: (() => void) | undefined;
     let settle: ((info: TrainRunInfo) => void) | undefined;
     events.subscribe((name, payload) => {
@@ -32,6 +33,7 @@ describe('the app training service on the real trainer', () => {
         cancelAfterFirst?.();
         cancelAfterFirst = undefined;
       }
+      if (name === 'train.eval') evals.push(payload as ApiEvents['train.eval']);
       if (name === 'train.status') {
         const info = payload as TrainRunInfo;
         statuses.push(info);
@@ -63,6 +65,12 @@ describe('the app training service on the real trainer', () => {
     expect(service.metrics(runId).map((p) => p.step)).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
     expect(progress.at(-1)).toMatchObject({ runId, step: 12, total_steps: 12, teacher_student_gap: null });
     expect(fs.existsSync(path.join(outDir, 'adapter_model.safetensors'))).toBe(true);
+    // One of the two sessions is held out (docs/design.md §Evaluation): it is evaluated, at the
+    // start, as the run goes and at the end, and never trained on.
+    expect(evals.length).toBeGreaterThan(2);
+    expect(evals[0]).toMatchObject({ runId, step: 0, split: { sessions: 1, samples: 1 }, margin_delta: { mean: null } });
+    expect(service.evaluations(runId).map((e) => e.step)).toEqual([...new Set(evals.map((e) => e.step))]);
+    expect(fs.existsSync(path.join(outDir, 'eval.json'))).toBe(true);
     ws.close();
   });
 
