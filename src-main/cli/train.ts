@@ -111,10 +111,25 @@ function heldOutSet(ws: Workspace): HeldOutSet {
   return { sessionIds: ws.heldOutSessionIds(), samples: ws.evaluationSamples('heldout') };
 }
 
-/** A resumed run checks its rows against, and evaluates, the database's split as it is now (when there is a database). */
-async function databaseHeldOut(db: string): Promise<HeldOutSet | undefined> {
-  if (!fs.existsSync(db)) return undefined;
-  return withWorkspace(db, heldOutSet, { access: 'read' });
+/**
+ * A resumed run of database rows checks them against, and evaluates, the database's split as
+ * it is now. A run of --data rows has no session to check, and the database may be unrelated
+ * to it: it gets a split only from a --db given explicitly.
+ */
+async function databaseHeldOut(db: string | undefined, resumeDir: string): Promise<HeldOutSet | undefined> {
+  const path = db ?? (trainedFromDatabase(resumeDir) ? defaultDbPath() : undefined);
+  if (path === undefined || !fs.existsSync(path)) return undefined;
+  return withWorkspace(path, heldOutSet, { access: 'read' });
+}
+
+/** Whether the run in `dir` trained on database rows (its dataset.jsonl lines name their session). */
+function trainedFromDatabase(dir: string): boolean {
+  try {
+    const first = fs.readFileSync(`${dir}/dataset.jsonl`, 'utf8').split('\n', 1)[0]!;
+    return typeof JSON.parse(first).session_id === 'string';
+  } catch {
+    return false;
+  }
 }
 
 export const command: Command = async (argv) => {
@@ -160,7 +175,7 @@ export const command: Command = async (argv) => {
   };
   if (options.resume && (options.initAdapter || options.dataFile)) throw new UsageError('--resume continues a run as it was: it takes no --init-adapter or --data');
   if (!options.dataFile && !options.resume) Object.assign(options, await databaseSamples(v.db ?? defaultDbPath(), options.method ?? D.method));
-  else if (options.resume) options.heldOut = await databaseHeldOut(v.db ?? defaultDbPath());
+  else if (options.resume) options.heldOut = await databaseHeldOut(v.db, options.resume);
   const controller = new AbortController();
   const onSignal = () => {
     process.stderr.write('stopping after the current step (a checkpoint is kept)…\n');
