@@ -15,7 +15,7 @@ export const ENGLISH: CueSet = {
     { re: words('perfect', 'perfcet', 'exactly', 'awesome', 'excellent', 'brilliant', 'amazing', 'fantastic', 'wonderful', 'great', 'cool', 'nice', 'neat', 'superb', 'lovely', 'love it', 'loved it', 'fascinating', 'beautiful'), weight: 1, negatable: true },
     { re: words('good', 'correct', 'helpful', 'useful', 'clear', 'clearer', 'works', 'worked', 'working', 'fixed', 'solved', 'unclogged', 'sorted it', 'much better', 'much cleaner'), weight: 1, negatable: true },
     { re: words("that's right", 'that is right', "you're right", 'you are right', 'right on', 'spot on', 'makes sense', 'got it', "that's it", 'that was it', "that's the one", 'that helps', 'nailed it', 'well done', 'good catch', 'good tip', 'good to know', 'all green', 'all good'), weight: 1 },
-    { re: words('did the trick', 'does the trick', 'like a charm', 'works now', 'works perfectly', 'exactly what I (?:needed|wanted|was looking for)', 'what I was hoping for', 'life ?saver', 'legend', 'you rock', 'that fixed', 'fixed it'), weight: 2 },
+    { re: words('did the trick', 'does the trick', 'like a charm', 'works now', 'works perfectly', 'exactly what I (?:needed|wanted|was looking for)', 'what I was hoping for', 'life ?saver', 'legend', 'you rock', 'that fixed', 'fixed it'), weight: 2, negatable: true },
     { re: /(?:^|[.!?]\s*)(?:sorted|solved|fixed|yes|yep|yup|finally|correct|bingo)(?![\p{L}\p{N}_])/giu, weight: 1 },
     { re: words('I (?:really )?(?:like|love)'), weight: 1, negatable: true },
     { re: words('matches (?:my|what I)', 'just what I (?:needed|wanted)', 'confirmed', 'for confirming'), weight: 1 },

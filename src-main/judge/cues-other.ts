@@ -27,7 +27,7 @@ export const SPANISH: CueSet = {
   cues: [
     { re: words('gracias', 'mil gracias', 'muchas gracias', 'te lo agradezco'), weight: 1 },
     { re: words('perfecto', 'genial', 'excelente', 'estupendo', 'correcto', 'exacto', 'exactamente', 'útil', 'muy claro', 'claro', 'funciona', 'funcionó', 'sirve', 'sirvió', 'convence', 'me encanta', 'me gusta', 'qué bien', 'muy bien', 'bien hecho', 'entendido', 'resuelto', 'solucionado'), weight: 1, negatable: true },
-    { re: words('ya funciona', 'funciona de maravilla', 'de maravilla', 'eso era', 'justo lo que (?:buscaba|quería|necesitaba)', 'me salvaste'), weight: 2 },
+    { re: words('ya funciona', 'funciona de maravilla', 'de maravilla', 'eso era', 'justo lo que (?:buscaba|quería|necesitaba)', 'me salvaste'), weight: 2, negatable: true },
     { re: words('mal', 'incorrecto', 'equivocado', 'errónea?', 'error(?:es)?', 'falla', 'falló', 'denegado', 'inútil', 'confuso'), weight: -1, negatable: true },
     { re: words('(?:el )?mismo (?:error|resultado|problema)', 'sigue (?:sin|dando|igual|fallando)', 'sigo sin', 'al revés', 'ninguna', 'ninguno', 'no es (?:lo que|eso)', 'te pedí', 'pedí', 'te dije', 'yo quería', 'otra vez'), weight: -2 },
     { re: words('demasiado', 'muy (?:largo|larga|formal|corto|corta|complicado|complicada)'), weight: -2 },
@@ -46,7 +46,7 @@ export const GERMAN: CueSet = {
   cues: [
     { re: words('danke', 'danke dir', 'danke schön', 'dankeschön', 'vielen dank', 'besten dank'), weight: 1 },
     { re: words('super', 'perfekt', 'genau', 'stimmt', 'richtig', 'passt', 'klappt', 'funktioniert', 'läuft', 'hilfreich', 'klasse', 'prima', 'toll', 'wunderschön', 'verstanden', 'verständlich', 'gut', 'sehr gut', 'überzeugt', 'gelöst'), weight: 1, negatable: true },
-    { re: words('hat geklappt', 'das war\'s', 'das wars', 'einwandfrei', 'genau so', 'jetzt hab ich\'s', 'läuft jetzt', 'funktioniert jetzt'), weight: 2 },
+    { re: words('hat geklappt', 'das war\'s', 'das wars', 'einwandfrei', 'genau so', 'jetzt hab ich\'s', 'läuft jetzt', 'funktioniert jetzt'), weight: 2, negatable: true },
     { re: /(?:^|[.!?]\s*|\n)\s*(?:nein|nö)(?![\p{L}])/giu, weight: -2 },
     { re: words('falsch', 'fehlerhaft', 'unbrauchbar', 'kaputt', 'verweigert', 'verwirrend', '\\p{L}*fehler\\p{L}*', 'schlecht'), weight: -1, negatable: true },
     { re: words('(?:gleicher|gleiche|derselbe|selbe|gleichen) (?:fehler|ergebnis|problem)', 'immer noch', 'noch immer', 'nicht ganz', 'keiner', 'keine der', 'falsch herum', 'ich wollte', 'ich meinte', 'ich sagte', 'ich hatte gesagt', 'hab(?:e)? ich (?:doch )?gesagt', 'vergessen', 'na toll', 'schon wieder'), weight: -2 },
@@ -65,7 +65,7 @@ export const FRENCH: CueSet = {
   cues: [
     { re: words('merci', 'merci beaucoup', 'merci bien', 'mille mercis'), weight: 1 },
     { re: words('parfait', 'génial', 'super', 'excellent', 'exact', 'exactement', 'clair', 'très clair', 'marche', 'fonctionne', 'utile', 'convaincu', 'top', 'magnifique', 'impeccable', 'adore', 'adoré', 'j\'adore', 'compris', 'résolu', 'très bien'), weight: 1, negatable: true },
-    { re: words('ça marche', 'nickel', 'c\'était ça', 'c\'est ça', 'c\'est juste', 'c\'est parfait', 'pile ce que', 'ça tourne'), weight: 2 },
+    { re: words('ça marche', 'nickel', 'c\'était ça', 'c\'est ça', 'c\'est juste', 'c\'est parfait', 'pile ce que', 'ça tourne'), weight: 2, negatable: true },
     { re: /(?:^|[.!?]\s*|\n)\s*(?:non|nan)(?![\p{L}])/giu, weight: -2 },
     { re: words('faux', 'fausse', 'erreurs?', 'incorrecte?', 'mauvaise?', 'mal', 'refusée?', 'ça plante', 'inutile', 'bof'), weight: -1, negatable: true },
     { re: words('(?:la )?même erreur', 'toujours (?:la même|le même|pas|rien)', 'pas tout à fait', 'aucune?', 'l\'inverse', 'à l\'envers', 'je voulais', 'je veux', 'j\'ai demandé', 'je t\'ai dit', 'oublié', 'encore une erreur'), weight: -2 },

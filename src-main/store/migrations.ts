@@ -122,4 +122,11 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX capture_exchanges_session ON capture_exchanges(session_id, seq);
   `,
+  // 3: a judge's confidence (0–1) and evidence (a JSON list of strings) beside its label
+  // (docs/design.md §Judges). Columns rather than part of the votes JSON, so that a review
+  // can order labels by confidence; NULL and '[]' for labels judged before.
+  `
+  ALTER TABLE labels ADD COLUMN confidence REAL;
+  ALTER TABLE labels ADD COLUMN evidence TEXT NOT NULL DEFAULT '[]';
+  `,
 ];
