@@ -4,7 +4,10 @@
 import { describe, expect, it } from 'vitest';
 import { readCorpus, scoreSplit, splitOf } from '../../bench/judge-metrics.js';
 import { heuristicReward } from '../../src-main/judge/heuristic.js';
+import { runJudge } from '../../src-main/judge/runner.js';
 import { HeuristicJudge } from '../../src-main/judge/verdicts.js';
+import { confidenceFromVotes } from '../../src-main/judge/votes.js';
+import { sortingWorkspace } from './helpers.js';
 
 const corpus = readCorpus();
 const user = (text: string) => ({ role: 'user' as const, text });
@@ -43,6 +46,13 @@ describe('feedback corpus', () => {
 describe('heuristic rules the corpus relies on', () => {
   const reward = (text: string) => heuristicReward('Here you go.', user(text)).reward;
 
+  it('reads plain reactions that an English-only, word-list judge missed or got backwards', () => {
+    for (const text of ['Tried that, same result.', 'Now it says permission denied.', "Hmm, that's the opposite of what I wanted.", 'This is way off.', 'Neither option works for me.', '不对，我要的是Python']) {
+      expect(reward(text), text).toBe(-1);
+    }
+    for (const text of ['Sorted, cheers mate.', 'Ok that did the trick', 'Genau, danke!', "C'est parfait, merci !"]) expect(reward(text), text).toBe(1);
+  });
+
   it('reads negation before a cue in every language, and after it in German and French', () => {
     expect(reward('none of the options works')).toBe(-1);
     expect(reward('no funciona')).toBe(-1);
@@ -78,5 +88,27 @@ describe('heuristic rules the corpus relies on', () => {
     expect(verdict.reward).toBe(1);
     expect(verdict.confidence).toBeGreaterThan(0.5);
     expect(verdict.evidence!.join(' ')).toMatch(/Genau/);
+  });
+});
+
+describe('confidence and evidence stored with the label', () => {
+  it('a heuristic run writes them to the store and LabelView reads them back', async () => {
+    const ws = await sortingWorkspace();
+    await runJudge(ws, new HeuristicJudge(), { hints: false });
+    const labels = ws.listSamples().map((s) => s.label);
+    expect(labels.length).toBeGreaterThan(0);
+    for (const l of labels) {
+      expect(l.evidence.length).toBeGreaterThan(0);
+      expect(l.confidence).not.toBeNull();
+      if (l.reward !== 0) expect(l.confidence).toBeGreaterThan(0);
+    }
+    ws.close();
+  });
+
+  it("an LLM judge's confidence is its vote agreement", () => {
+    expect(confidenceFromVotes([{ reward: 1, raw: '' }, { reward: 1, raw: '' }, { reward: -1, raw: '' }], 1)).toBe(0.67);
+    expect(confidenceFromVotes([{ reward: -1, raw: '' }, { reward: -1, raw: '' }, { reward: -1, raw: '' }], -1)).toBe(1);
+    expect(confidenceFromVotes([{ reward: 1, raw: '' }, { reward: -1, raw: '' }, { raw: 'garbage' }], 0)).toBe(0);
+    expect(confidenceFromVotes([], 0)).toBe(0);
   });
 });
