@@ -139,4 +139,11 @@ export interface JudgeVerdict {
   reward: Reward;
   hint: string | null;
   votes: Vote[];
+  /**
+   * How sure the judge is of the reward, 0–1 (docs/design.md §Judges): the heuristic's cue
+   * strength and agreement; an LLM judge's vote agreement (the share of votes for the reward).
+   */
+  confidence?: number;
+  /** Why: the heuristic's matched cues, or an LLM judge's vote count. */
+  evidence?: string[];
 }

@@ -78,6 +78,10 @@ export interface LabelView {
   hint: string | null;
   source: LabelSource | null;
   votes: Vote[];
+  /** The judge's confidence in its reward, 0–1; null for labels judged before it was kept. */
+  confidence: number | null;
+  /** The judge's evidence (matched cues or a vote count); a manual edit keeps the judge's. */
+  evidence: string[];
   repair: string | null;
   notes: string | null;
   updatedAt: number | null;

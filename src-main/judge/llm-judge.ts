@@ -12,7 +12,7 @@ import type { LabelSource, Vote } from '../../src-shared/types.js';
 import type { JudgeBackend, JudgeInput, JudgeOptions, JudgeProvenance, JudgeVerdict } from './verdicts.js';
 import { parseHintAnswer, parseRewardAnswer } from './parse.js';
 import { hintPrompt, promptVersionFor, REWARD_PROMPT_VERSION, rewardPrompt, type PromptMessage } from './prompts.js';
-import { hintFromVotes, rewardFromVotes } from './votes.js';
+import { confidenceFromVotes, hintFromVotes, rewardFromVotes, voteEvidence } from './votes.js';
 
 export interface CompletionOptions {
   temperature: number;
@@ -98,7 +98,8 @@ export class LlmJudge implements JudgeBackend {
       }
       return vote;
     });
-    return { reward: rewardFromVotes(votes), hint: hintRaws ? hintFromVotes(votes) : null, votes };
+    const reward = rewardFromVotes(votes);
+    return { reward, hint: hintRaws ? hintFromVotes(votes) : null, votes, confidence: confidenceFromVotes(votes, reward), evidence: voteEvidence(votes) };
   }
 
   close(): Promise<void> {

@@ -136,4 +136,11 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE samples DROP COLUMN context_full;
   INSERT OR REPLACE INTO settings (key, value) SELECT 'samples_need_rebuild', '1' WHERE EXISTS (SELECT 1 FROM sessions);
   `,
+  // 4: a judge's confidence (0–1) and evidence (a JSON list of strings) beside its label
+  // (docs/design.md §Judges). Columns rather than part of the votes JSON, so that a review
+  // can order labels by confidence; NULL and '[]' for labels judged before.
+  `
+  ALTER TABLE labels ADD COLUMN confidence REAL;
+  ALTER TABLE labels ADD COLUMN evidence TEXT NOT NULL DEFAULT '[]';
+  `,
 ];

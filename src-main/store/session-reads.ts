@@ -64,7 +64,7 @@ export interface SessionBundle extends SessionRecord {
 }
 
 export const EMPTY_LABEL: StoredLabel = {
-  reward: null, hint: null, source: null, votes: [], repair: null, notes: null, updatedAt: null,
+  reward: null, hint: null, source: null, votes: [], confidence: null, evidence: [], repair: null, notes: null, updatedAt: null,
   judgeBackend: null, judgeModel: null, promptVersion: null,
 };
 
@@ -77,7 +77,7 @@ interface TurnRow {
 interface SampleRow {
   response_turn: number; feedback_turn: number | null; next_state_role: 'user' | 'tool' | null;
   context_head_end: number; context_tail_start: number;
-  reward: number | null; hint: string | null; source: string | null; votes: string | null; repair: string | null;
+  reward: number | null; hint: string | null; source: string | null; votes: string | null; confidence: number | null; evidence: string | null; repair: string | null;
   notes: string | null; updated_at: number | null; judge_backend: string | null; judge_model: string | null; prompt_version: string | null;
 }
 
@@ -98,6 +98,8 @@ export function labelFromRow(row: Omit<SampleRow, 'response_turn' | 'feedback_tu
     hint: row.hint,
     source: row.source as LabelSource,
     votes: JSON.parse(row.votes ?? '[]') as Vote[],
+    confidence: row.confidence,
+    evidence: JSON.parse(row.evidence ?? '[]') as string[],
     repair: row.repair,
     notes: row.notes,
     updatedAt: row.updated_at,
@@ -120,7 +122,7 @@ export function readSamples(store: Store, sessionId: string): SampleRecord[] {
   return store
     .all<SampleRow>(
       `SELECT s.response_turn, s.feedback_turn, s.next_state_role, s.context_head_end, s.context_tail_start, l.reward, l.hint, l.source, l.votes,
-              l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version
+              l.confidence, l.evidence, l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version
        FROM samples s LEFT JOIN labels l USING (session_id, response_turn)
        WHERE s.session_id = ? ORDER BY s.response_turn`,
       [sessionId],

@@ -129,6 +129,8 @@ interface SavedLabel {
   hint: string | null;
   source: string;
   votes: string;
+  confidence: number | null;
+  evidence: string;
   repair: string | null;
   notes: string | null;
   updated_at: number;
@@ -172,7 +174,7 @@ export function writeConversation(store: Store, conv: ImportedConversation, writ
   let saved: SavedLabel[] = [];
   if (existed) {
     saved = store.all<SavedLabel>(
-      `SELECT s.match_hash, l.reward, l.hint, l.source, l.votes, l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version
+      `SELECT s.match_hash, l.reward, l.hint, l.source, l.votes, l.confidence, l.evidence, l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version
        FROM labels l JOIN samples s USING (session_id, response_turn) WHERE l.session_id = ?`,
       [id],
     );
@@ -197,9 +199,9 @@ function restoreLabels(store: Store, id: string, saved: readonly SavedLabel[]): 
     const turn = byHash.get(l.match_hash);
     if (turn === undefined) continue;
     store.run(
-      `INSERT INTO labels (session_id, response_turn, reward, hint, source, votes, repair, notes, updated_at, judge_backend, judge_model, prompt_version)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      [id, turn, l.reward, l.hint, l.source, l.votes, l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version],
+      `INSERT INTO labels (session_id, response_turn, reward, hint, source, votes, confidence, evidence, repair, notes, updated_at, judge_backend, judge_model, prompt_version)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [id, turn, l.reward, l.hint, l.source, l.votes, l.confidence, l.evidence, l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version],
     );
     kept++;
   }

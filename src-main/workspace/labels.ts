@@ -10,7 +10,10 @@ import { hasSample, iterateBundles, readSampleTurns, readSessionRecord, type Sam
 import { nowSeconds } from './clock.js';
 
 export function publicLabel(l: StoredLabel): LabelView {
-  return { reward: l.reward, hint: l.hint, source: l.source as LabelSource | null, votes: l.votes, repair: l.repair, notes: l.notes, updatedAt: l.updatedAt };
+  return {
+    reward: l.reward, hint: l.hint, source: l.source as LabelSource | null, votes: l.votes, confidence: l.confidence, evidence: l.evidence,
+    repair: l.repair, notes: l.notes, updatedAt: l.updatedAt,
+  };
 }
 
 function validReward(value: unknown): value is Reward | null {
@@ -60,6 +63,8 @@ export function recordVerdict(store: Store, sample: { sessionId: string; respons
     hint: verdict.hint?.trim() || null,
     source: provenance.labelSource,
     votes: verdict.votes,
+    confidence: verdict.confidence ?? null,
+    evidence: verdict.evidence ?? [],
     repair: null,
     notes: null,
     updatedAt: now,
