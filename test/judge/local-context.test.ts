@@ -27,7 +27,7 @@ afterAll(() => model?.close());
 describe('a judge prompt longer than the local model’s context', () => {
   it('is cut from the left: prompt and vote fit the 512 positions, and the vote says what was cut', async () => {
     const messages = rewardPrompt(input);
-    const full = model.promptIds(messages);
+    const full = model.promptIds(messages.map((m) => ({ role: m.role, content: m.content })));
     expect(full.length).toBeGreaterThan(model.maxPositions);
     const generate = vi.spyOn(model, 'generate');
     try {
