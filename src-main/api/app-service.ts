@@ -12,7 +12,7 @@ import { demoExportFiles } from '../import/demo-data.js';
 import type { EventHub } from '../workspace/event-hub.js';
 import type { HostBridge } from './host.js';
 import { JudgeService } from './judge-service.js';
-import { SettingsStore, settingsPathFor } from '../store/settings-file.js';
+import { SettingsStore } from '../store/settings-file.js';
 import { TrainingService } from './training-service.js';
 
 /** Opens a database; `serve` asks for a workspace that also has what live capture needs. */
@@ -50,7 +50,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     private readonly options: ServiceOptions<W>,
     private workspace: W,
   ) {
-    this.settingsStore = new SettingsStore(settingsPathFor(workspace.dbPath), this.demoModelDir);
+    this.settingsStore = SettingsStore.forDatabase(workspace.dbPath, this.demoModelDir);
     this.training = new TrainingService(options.events, () => this.workspace);
     this.judges = new JudgeService(options.events, () => this.settingsStore);
   }
@@ -272,7 +272,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     const next = await this.options.openWorkspace(resolved);
     this.workspace.close();
     this.workspace = next;
-    this.settingsStore = new SettingsStore(settingsPathFor(resolved), this.demoModelDir);
+    this.settingsStore = SettingsStore.forDatabase(resolved, this.demoModelDir);
     this.changed('database');
     return this.appInfo();
   }

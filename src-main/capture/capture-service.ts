@@ -13,10 +13,13 @@
  *
  * - Off until the user turns it on (Settings, or `serve --capture`). Proxying to an upstream
  *   works with capture off too; nothing is recorded then.
- * - The log lives beside the database (capture-log.jsonl). On start (and when the app
- *   switches databases) it is replayed into that database: exchanges by id, sessions by
- *   content, so replaying twice changes nothing; captured sessions the log no longer has
- *   (deleted) are removed. The served adapter and the loop's queue come back from it too.
+ * - The log lives beside the database under its name (`<db>.capture-log.jsonl`; a folder's
+ *   shared `capture-log.jsonl` from earlier versions is adopted by the database it came from,
+ *   ./capture-log.ts). On start (and when the app switches databases) it is replayed into
+ *   that database: exchanges by id, sessions by content, so replaying twice changes nothing;
+ *   captured sessions the log no longer has (deleted) are removed, unless the log was only
+ *   just created (then the database is all there is of them, and they stay). The served
+ *   adapter and the loop's queue come back from it too.
  * - Per-session delete compacts the log (the session's records are rewritten away), then
  *   deletes from the database: the log is rewritten first, so a crash in between is healed
  *   by the next replay.
@@ -34,7 +37,7 @@ import type { SettingsStore } from '../store/settings-file.js';
 import type { CapturedReplyIn, CaptureHook, CaptureTicket } from '../openai/capture-hook.js';
 import { RequestError, type ChatRequest } from '../openai/protocol.js';
 import type { UpstreamTarget } from '../openai/upstream.js';
-import { CaptureLog, captureLogPathFor } from './capture-log.js';
+import { adoptFolderCaptureLog, CaptureLog, captureLogPathFor } from './capture-log.js';
 import { CaptureLoop, untrainedSamples, countWithSignal } from './loop.js';
 import { recordSession, type CapturedMessage, type CaptureRecord, type ReplyRecord, type RequestRecord } from './capture-records.js';
 import { LiveSessions } from './capture-sessions.js';
@@ -123,10 +126,13 @@ export class CaptureService {
     const ws = this.workspace();
     if (this.state?.dbPath === ws.dbPath) return this.state;
     this.state?.log.close();
-    const log = CaptureLog.open(captureLogPathFor(ws.dbPath));
+    const logPath = captureLogPathFor(ws.dbPath);
+    if (adoptFolderCaptureLog(ws.dbPath, ws.captureCounts().sessionIds)) this.options.log(`capture: the folder's capture log is now this database's: ${logPath}`);
+    const created = !fs.existsSync(logPath);
+    const log = CaptureLog.open(logPath);
     const st: DbState = { dbPath: ws.dbPath, log, sessions: new LiveSessions(), adapters: [], trained: new Set(), deleted: new Set() };
     this.state = st;
-    this.replay(st, ws);
+    this.replay(st, ws, created);
     this.loop.kick();
     return st;
   }
@@ -135,7 +141,7 @@ export class CaptureService {
     return this.options.workspace();
   }
 
-  private replay(st: DbState, ws: CaptureWorkspace): void {
+  private replay(st: DbState, ws: CaptureWorkspace, logCreated: boolean): void {
     const { records, skipped } = st.log.read();
     for (const line of skipped) this.options.log(`capture log: skipped ${line}`);
     const rows = [];
@@ -154,8 +160,11 @@ export class CaptureService {
     }
     const conversations = st.sessions.conversationIds().map((id) => st.sessions.conversation(id)!);
     ws.applyCapture(rows, conversations, st.log.filePath);
-    // The log is the truth: captured sessions it no longer has were deleted.
-    for (const id of ws.captureCounts().sessionIds) if (!st.sessions.has(id)) ws.deleteSession(id);
+    // The log is the truth: captured sessions it no longer has were deleted. A log created just
+    // now never had them (e.g. a neighbour adopted the folder's old shared log): they stay.
+    const missing = ws.captureCounts().sessionIds.filter((id) => !st.sessions.has(id));
+    if (logCreated && missing.length) this.options.log(`capture: ${missing.length} captured sessions of this database are not in its new log ${st.log.filePath}; kept`);
+    else for (const id of missing) ws.deleteSession(id);
     ws.flush();
     if (records.length) this.options.events.emit('workspace.changed', { reason: 'capture' });
   }

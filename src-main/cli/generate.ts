@@ -4,6 +4,9 @@
 // --no-chat-template (then it is raw text, BOS added where the tokenizer adds one).
 // Prints the reply on stdout; with --json, one object with the reply, its reasoning, tool
 // calls, tokens, their log-probs and the execution provider that ran.
+// The model's context bounds it (src-main/model/context-limit.ts): a prompt that leaves no
+// room for a reply is a one-line error (exit 1), and --max-new-tokens is capped to the
+// positions the prompt leaves, with a note on stderr.
 import type { Device } from '../model/ort-session.js';
 import { LocalModel } from '../model/local-model.js';
 import { intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
@@ -60,6 +63,9 @@ export const command: Command = async (argv) => {
       seed,
       stopStrings: values.stop,
     });
+    if (out.maxNewTokens < maxNewTokens) {
+      process.stderr.write(`note: --max-new-tokens ${maxNewTokens} capped to ${out.maxNewTokens}: the model has ${model.maxPositions} positions and the prompt takes ${out.promptTokens}\n`);
+    }
     const seconds = (Date.now() - started) / 1000;
     const rate = out.tokens.length / Math.max(seconds, 1e-9);
     process.stderr.write(`${out.tokens.length} tokens in ${seconds.toFixed(2)} s (${rate.toFixed(1)} tokens/s) on ${out.executionProvider}, finish: ${out.finishReason}\n`);

@@ -19,8 +19,12 @@
  * With `adapterDir`, the model is served with that PEFT LoRA adapter applied (merged into a
  * cached copy of the weights: ./served-model.ts); its id is `<model>+<adapter>`.
  *
+ * The model's context bounds every answer (../model/context-limit.ts): a prompt with no room
+ * left for a reply gets 400 `context_length_exceeded` (as OpenAI answers), and max_tokens is
+ * capped to the positions the prompt leaves.
+ *
  * A client that disconnects mid-stream stops receiving; the worker still finishes that
- * generation (it cannot be interrupted), bounded by max_tokens.
+ * generation (it cannot be interrupted), bounded by that capped max_tokens.
  *
  * Proxy mode and live capture (issue 7, src-main/capture/): with `upstream()` set, requests
  * are forwarded to that OpenAI-compatible server instead (./upstream.ts); with `capture`,
@@ -44,7 +48,7 @@ import { hasBearerToken } from '../http/access.js';
 import { BodyTooLargeError, mediaType, readBody, refuseOversizedBody, sendJson } from '../http/json.js';
 import type { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
-import { completeChat, tokenLogprobs, type ChatResult } from './local-chat.js';
+import { chatPrompt, completeChat, tokenLogprobs, type ChatPrompt, type ChatResult } from './local-chat.js';
 import { loadServedModel, servedModelId } from './served-model.js';
 import type { CaptureHook } from './capture-hook.js';
 import { chunkBody, completionBody, errorBody, parseChatRequest, RequestError, type ChatRequest } from './protocol.js';
@@ -212,15 +216,16 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
           })
       : null;
     try {
-      if (request.stream) await streamAnswer(model, id, request, req, res, commit);
-      else await jsonAnswer(model, id, request, res, commit);
+      const prompt = chatPrompt(model, request); // a prompt too long for the model: 400 before any byte is sent
+      if (request.stream) await streamAnswer(model, id, request, prompt, req, res, commit);
+      else await jsonAnswer(model, id, request, prompt, res, commit);
     } finally {
       release();
     }
   }
 
-  async function jsonAnswer(model: LocalModel, id: string, request: ChatRequest, res: http.ServerResponse, commit: ((r: ChatResult) => void) | null): Promise<void> {
-    const result = await completeChat(model, request);
+  async function jsonAnswer(model: LocalModel, id: string, request: ChatRequest, prompt: ChatPrompt, res: http.ServerResponse, commit: ((r: ChatResult) => void) | null): Promise<void> {
+    const result = await completeChat(model, request, prompt);
     commit?.(result);
     sendJson(
       res,
@@ -243,6 +248,7 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
     model: LocalModel,
     id: string,
     request: ChatRequest,
+    prompt: ChatPrompt,
     req: http.IncomingMessage,
     res: http.ServerResponse,
     commit: ((r: ChatResult) => void) | null,
@@ -259,7 +265,7 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
     res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-store', Connection: 'keep-alive' });
     send(chunkBody(meta, { role: 'assistant', content: '' }, null, usageField));
     try {
-      const result = await completeChat(model, request, (delta) =>
+      const result = await completeChat(model, request, prompt, (delta) =>
         send(chunkBody(meta, { ...(delta.reasoning ? { reasoning_content: delta.reasoning } : {}), ...(delta.content ? { content: delta.content } : {}) }, null, usageField)),
       );
       if (result.toolCalls.length) send(chunkBody(meta, { tool_calls: result.toolCalls.map((c, index) => ({ index, ...c })) }, null, usageField));

@@ -1,12 +1,15 @@
-// User settings (judge backends, default model), kept as JSON in `settings.json` beside the
-// database, so a database folder carries its own setup and tests stay isolated. Written
-// atomically (temporary file, then rename). The OpenAI-compatible API key is stored there in
-// plain text, like any local tool's config file, and never sent back to the UI.
+// User settings (judge backends, default model, live capture), kept as JSON beside the
+// database under its name (`<db>.settings.json`, ./db-companions.ts), so each database
+// carries its own setup: turning capture on for one never turns it on for its neighbours.
+// Written atomically (temporary file, then rename), readable by the owner only (0600). The
+// OpenAI-compatible API key is stored there in plain text, like any local tool's config file,
+// and never sent back to the UI.
 import fs from 'node:fs';
 import path from 'node:path';
 import type { CallInput, JudgeBackend, Settings, TrainMethod } from '../../src-shared/contract.js';
 import { JUDGE_BACKENDS, TRAIN_METHODS } from '../../src-shared/contract.js';
 import { CAPTURE_SETTING_DEFAULTS, type CaptureSettingFields } from '../../src-shared/capture-defaults.js';
+import { adoptFolderFile, folderFilePath, FOLDER_SETTINGS_FILE, otherDatabasesBeside, PRIVATE_FILE_MODE } from './db-companions.js';
 
 interface StoredSettings extends CaptureSettingFields {
   judgeBackend: JudgeBackend;
@@ -20,7 +23,7 @@ interface StoredSettings extends CaptureSettingFields {
 }
 
 export function settingsPathFor(dbPath: string): string {
-  return path.join(path.dirname(dbPath), 'settings.json');
+  return `${path.resolve(dbPath)}.settings.json`;
 }
 
 export class SettingsStore {
@@ -42,6 +45,17 @@ export class SettingsStore {
       ...CAPTURE_SETTING_DEFAULTS,
     };
     this.stored = { ...defaults, ...this.readFile(defaults) };
+  }
+
+  /**
+   * The settings of the database at `dbPath`. A folder-level `settings.json` from an earlier
+   * version becomes this database's when no other database sits in its folder; beside
+   * several databases nobody can tell whose it was, so it stays where it is.
+   */
+  static forDatabase(dbPath: string, demoModelDir: string): SettingsStore {
+    const file = settingsPathFor(dbPath);
+    adoptFolderFile(folderFilePath(dbPath, FOLDER_SETTINGS_FILE), file, () => otherDatabasesBeside(dbPath).length === 0);
+    return new SettingsStore(file, demoModelDir);
   }
 
   /** Reads the file, keeping only well-typed known keys: a hand-edited mistake falls back to the default. */
@@ -104,7 +118,7 @@ export class SettingsStore {
     }
     fs.mkdirSync(path.dirname(this.filePath), { recursive: true });
     const tmp = `${this.filePath}.${process.pid}.tmp`;
-    fs.writeFileSync(tmp, JSON.stringify(next, null, 2) + '\n', { mode: 0o600 });
+    fs.writeFileSync(tmp, JSON.stringify(next, null, 2) + '\n', { mode: PRIVATE_FILE_MODE });
     fs.renameSync(tmp, this.filePath);
     this.stored = next;
     return this.view();

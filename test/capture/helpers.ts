@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { serveApp, type ServeHandle, type ServeOptions } from '../../src-main/api/serve-app.js';
 import type { ApiEvents, EventName } from '../../src-shared/contract.js';
+import { settingsPathFor } from '../../src-main/store/settings-file.js';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
 export const DEMO_MODEL = path.join(ROOT, 'resources/models/stories260K');
@@ -16,7 +17,7 @@ export function tempDir(): string {
 /** `serve` with capture on, on a fresh folder (or `dir` again: a restart on the same database). */
 export async function startCapture(options: Partial<ServeOptions> = {}, settings: Record<string, unknown> = {}, dir = tempDir()): Promise<ServeHandle & { dir: string; dbPath: string }> {
   const dbPath = path.join(dir, 'test.db');
-  if (Object.keys(settings).length) fs.writeFileSync(path.join(dir, 'settings.json'), JSON.stringify(settings));
+  if (Object.keys(settings).length) fs.writeFileSync(settingsPathFor(dbPath), JSON.stringify(settings));
   const server = await serveApp({ dbPath, port: 0, buildRenderer: false, capture: true, openaiModelDir: DEMO_MODEL, ...options });
   return Object.assign(server, { dir, dbPath });
 }

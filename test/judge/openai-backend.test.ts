@@ -10,7 +10,7 @@ import { OpenAiClient } from '../../src-main/judge/openai-client.js';
 import { parseRewardAnswer } from '../../src-main/judge/parse.js';
 import { runJudge } from '../../src-main/judge/runner.js';
 import { startOpenAiServer, type OpenAiServer } from '../../src-main/openai/server.js';
-import { closedPort, DEMO_MODEL, scriptedServer, sortingWorkspace, type ScriptedServer } from './helpers.js';
+import { closedPort, DEMO_MODEL, demoModelWithPositions, scriptedServer, sortingWorkspace, type ScriptedServer } from './helpers.js';
 
 const sample = {
   sessionId: 'openai:sort',
@@ -171,7 +171,8 @@ describe('openai backend: an endpoint that is down', () => {
 describe('openai backend against Hindsight’s own endpoint serving the demo model', () => {
   let endpoint: OpenAiServer;
   beforeAll(async () => {
-    endpoint = await startOpenAiServer({ modelDir: DEMO_MODEL, token: 'launch-token', port: 0 });
+    // The judge's prompts need more than the demo model's 512 positions: see the last test.
+    endpoint = await startOpenAiServer({ modelDir: demoModelWithPositions(2048), token: 'launch-token', port: 0 });
   });
   afterAll(async () => {
     await endpoint?.close();
@@ -226,6 +227,21 @@ describe('openai backend against Hindsight’s own endpoint serving the demo mod
     const second = await runJudge(ws, judge, { hints: false, votes: 1 });
     expect(second).toMatchObject({ judged: 2, skippedUnchanged: 1, cancelled: false });
     ws.close();
+  });
+
+  it('a judge prompt longer than the served model’s context stops the run with the endpoint’s 400, on one line', async () => {
+    const real = await startOpenAiServer({ modelDir: DEMO_MODEL, token: 'launch-token', port: 0 });
+    const ws = await sortingWorkspace();
+    try {
+      const judge = new LlmJudge(new OpenAiClient({ baseUrl: real.baseUrl, model: 'stories260K', apiKey: real.token }), { maxTokens: 8 });
+      const err = (await runJudge(ws, judge, { hints: false, votes: 1 }).catch((e: unknown) => e)) as Error;
+      expect(err.message).toMatch(/answered HTTP 400: This model's maximum context length is 512 tokens\. However, your messages resulted in \d+ tokens/);
+      expect(err.message.split('\n')).toHaveLength(1);
+      expect(ws.listSamples().every((s) => s.label.source === null)).toBe(true);
+    } finally {
+      ws.close();
+      await real.close();
+    }
   });
 });
 
