@@ -1,16 +1,19 @@
 // `hindsight generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T]
-// [--top-p P] [--seed S] [--stop STR]… [--device cpu|cuda] [--no-chat-template] [--json]`.
+// [--top-p P] [--seed S] [--stop STR]… [--device cpu|cuda] [--adapter DIR] [--no-chat-template] [--json]`.
+// --adapter applies a PEFT LoRA adapter (Hindsight's or one trained elsewhere), merged once
+// into a cached folder as `serve --adapter` does (src-main/openai/served-model.ts).
 // The prompt goes through the model's chat template as one user message unless
 // --no-chat-template (then it is raw text, BOS added where the tokenizer adds one).
 // Prints the reply on stdout; with --json, one object with the reply, its reasoning, tool
 // calls, tokens, their log-probs and the execution provider that ran.
 import type { Device } from '../model/ort-session.js';
 import { LocalModel } from '../model/local-model.js';
+import { mergedModelDir } from '../openai/served-model.js';
 import { intFlag, numberFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
 const USAGE =
   'usage: hindsight generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]\n' +
-  '                          [--stop STR]… [--device cpu|cuda] [--threads N] [--no-chat-template] [--json]';
+  '                          [--stop STR]… [--device cpu|cuda] [--threads N] [--adapter DIR] [--no-chat-template] [--json]';
 
 export function deviceFlag(value: string | undefined): Device {
   if (value === undefined || value === 'cpu' || value === 'cuda') return value ?? 'cpu';
@@ -28,6 +31,7 @@ export const command: Command = async (argv) => {
     stop: { type: 'string', multiple: true },
     device: { type: 'string', default: 'cpu' },
     threads: { type: 'string' },
+    adapter: { type: 'string' },
     'no-chat-template': { type: 'boolean', default: false },
   });
   if (values.help) {
@@ -44,7 +48,8 @@ export const command: Command = async (argv) => {
   const seed = values.seed === undefined ? undefined : intFlag('seed', values.seed, 0, 0);
   const threads = intFlag('threads', values.threads, 0, 0);
 
-  const model = await LocalModel.load(values.model, { device, threads: threads || undefined });
+  const modelDir = values.adapter ? mergedModelDir(values.model, values.adapter) : values.model;
+  const model = await LocalModel.load(modelDir, { device, threads: threads || undefined });
   try {
     const started = Date.now();
     const out = await model.generate(values.prompt, {
