@@ -17,6 +17,7 @@ const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   train: () => import('./cli/train.js'),
   serve: () => import('./cli/serve.js'),
   demo: () => import('./cli/demo.js'),
+  handoff: () => import('./cli/handoff.js'),
 };
 
 function usage(): string {
