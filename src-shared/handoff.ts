@@ -34,6 +34,8 @@ export interface ReplayOptions {
   outDir: string;
   /** The model name sent in each request (the server may ignore it). */
   model?: string;
+  /** max_tokens of each request; the server's own default when absent. */
+  maxTokens?: number;
   /** Sessions replayed at once. */
   concurrency: number;
   /** Least time between two requests, in milliseconds. */

@@ -11,7 +11,7 @@ import { defaultDbPath, intFlag, parseCommandArgs, printJson, UsageError, type C
 const USAGE = `usage: hindsight handoff --to trl --base-model HF_ID_OR_PATH --out DIR [--method ${TRL_METHODS.join('|')}] [--init-adapter DIR] [--gpus N]
                          [--judge-url URL] [--judge-model NAME] [--db PATH] [--json]
        hindsight handoff --to openclaw-rl --endpoint URL --out DIR [--api-key K] [--model NAME] [--concurrency N] [--pace-ms MS]
-                         [--base-model PATH] [--method ${OPENCLAW_METHODS.join('|')}] [--judge-url URL] [--db PATH] [--json]
+                         [--max-tokens N] [--base-model PATH] [--method ${OPENCLAW_METHODS.join('|')}] [--judge-url URL] [--db PATH] [--json]
   trl          writes the datasets, train.py, accelerate configs (1 GPU, N GPUs FSDP / ZeRO-3), requirements.txt and README.md
   openclaw-rl  replays the recorded sessions turn by turn into the OpenClaw-RL server at --endpoint (run again to resume),
                and writes openclaw.env, README.md and the openclaw export lines of what was sent`;
@@ -30,6 +30,7 @@ const OPTIONS = {
   model: { type: 'string' },
   concurrency: { type: 'string' },
   'pace-ms': { type: 'string' },
+  'max-tokens': { type: 'string' },
 } as const;
 
 function oneOf<T extends string>(flag: string, value: string | undefined, allowed: readonly T[], fallback: T): T {
@@ -90,6 +91,7 @@ export const command: Command = async (argv) => {
             paceMs: intFlag('pace-ms', v['pace-ms'], 0, 0),
             ...(v['api-key'] ? { apiKey: v['api-key'] } : {}),
             ...(v.model ? { model: v.model } : {}),
+            ...(v['max-tokens'] ? { maxTokens: intFlag('max-tokens', v['max-tokens'], 0, 1) } : {}),
             ...(v['base-model'] ? { baseModel: v['base-model'] } : {}),
             ...(v['judge-url'] ? { judgeUrl: v['judge-url'] } : {}),
           },

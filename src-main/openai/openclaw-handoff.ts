@@ -19,7 +19,18 @@ import { runReplay, type ReplayCounts, type ReplaySummary } from './replay-clien
 
 export const PROGRESS_FILE = 'progress.jsonl';
 
-function envFile(o: ReplayOptions, counts: { sessions: number; requests: number }): string {
+/** KEY=VALUE lines of an earlier run's env file, so a resume without the flags keeps them. */
+function previousEnv(file: string): Map<string, string> {
+  const out = new Map<string, string>();
+  if (!fs.existsSync(file)) return out;
+  for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+    const m = /^([A-Z_]+)=(.*)$/.exec(line);
+    if (m && m[2]) out.set(m[1]!, m[2]);
+  }
+  return out;
+}
+
+function envFile(o: ReplayOptions, counts: { sessions: number; requests: number }, previous: Map<string, string>): string {
   const r = o.loraR ?? TRAIN_DEFAULTS.loraR;
   const lines = [
     '# OpenClaw-RL launch settings, written by `hindsight handoff --to openclaw-rl`.',
@@ -35,7 +46,10 @@ function envFile(o: ReplayOptions, counts: { sessions: number; requests: number 
     `SERVE_URL=${o.endpoint}`,
     `REPLAY_SESSIONS=${counts.sessions}`,
     `REPLAY_REQUESTS=${counts.requests}`,
-  ];
+  ].map((line) => {
+    const m = /^([A-Z_]+)=$/.exec(line); // a setting not given this time keeps its earlier value
+    return m && previous.has(m[1]!) ? `${m[1]}=${previous.get(m[1]!)}` : line;
+  });
   return lines.join('\n') + '\n';
 }
 
@@ -84,13 +98,15 @@ export async function openclawHandoff(ws: Workspace, options: ReplayOptions, hoo
   fs.mkdirSync(outDir, { recursive: true });
   const plan = ws.replayPlan();
   const requests = plan.reduce((n, s) => n + s.requests.length, 0);
-  writeFileAtomicSync(path.join(outDir, 'openclaw.env'), Buffer.from(envFile(options, { sessions: plan.length, requests })));
+  const envPath = path.join(outDir, 'openclaw.env');
+  writeFileAtomicSync(envPath, Buffer.from(envFile(options, { sessions: plan.length, requests }, previousEnv(envPath))));
   writeFileAtomicSync(path.join(outDir, 'README.md'), Buffer.from(readme({ ...options, outDir })));
   await ws.exportJsonl('openclaw', path.join(outDir, 'sent.openclaw.jsonl'));
   const summary = await runReplay(plan, {
     endpoint: options.endpoint,
     ...(options.apiKey ? { apiKey: options.apiKey } : {}),
     ...(options.model ? { model: options.model } : {}),
+    ...(options.maxTokens ? { maxTokens: options.maxTokens } : {}),
     concurrency: options.concurrency,
     paceMs: options.paceMs,
     progressFile: path.join(outDir, PROGRESS_FILE),

@@ -29,6 +29,7 @@ export interface ReplayClientOptions {
   endpoint: string;
   apiKey?: string;
   model?: string;
+  maxTokens?: number;
   concurrency: number;
   paceMs: number;
   progressFile: string;
@@ -135,7 +136,7 @@ export async function runReplay(plan: ReplaySession[], options: ReplayClientOpti
     const headers: Record<string, string> = { 'Content-Type': 'application/json', 'X-Session-Id': session.sessionId, 'X-Turn-Type': req.turnType };
     if (req.last) headers['X-Session-Done'] = 'true';
     if (options.apiKey) headers.Authorization = `Bearer ${options.apiKey}`;
-    const body = { ...(options.model ? { model: options.model } : {}), messages: [...historyOf(session, done, index), ...req.messages], stream: false };
+    const body = { ...(options.model ? { model: options.model } : {}), ...(options.maxTokens ? { max_tokens: options.maxTokens } : {}), messages: [...historyOf(session, done, index), ...req.messages], stream: false };
     const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.timeout(options.timeoutMs ?? 600_000) });
     const text = await res.text();
     if (!res.ok) throw new Error(`HTTP ${res.status}: ${text.slice(0, 200)}`);
