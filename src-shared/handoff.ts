@@ -1,5 +1,6 @@
 // Handing the data to a GPU cluster's trainer (docs/design.md §Hand-off): the vocabulary and the
 // shapes that the CLI (`hindsight handoff`), the API and the Export page share.
+import type { ChatMessage } from './types.js';
 
 /** What `--to trl` writes a train.py for. */
 export const TRL_METHODS = ['kto', 'dpo', 'sft', 'sdft', 'grpo'] as const;
@@ -60,4 +61,21 @@ export interface ReplayProgress {
   /** Sessions left unfinished because a turn was in flight when an earlier run was killed. */
   abandoned: number;
   error: string | null;
+}
+
+/** One request of a replay (built by src-main/export/replay-plan.ts). */
+export interface ReplayRequest {
+  /** Position in the session's request list (what the progress file records). */
+  index: number;
+  turnType: 'main' | 'side';
+  /** The recorded messages this request adds after the conversation so far. */
+  messages: ChatMessage[];
+  /** The recorded assistant turn the server's reply stands in for; null for a trailing next state. */
+  replyTurn: number | null;
+  last: boolean;
+}
+
+export interface ReplaySession {
+  sessionId: string;
+  requests: ReplayRequest[];
 }

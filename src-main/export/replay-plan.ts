@@ -10,26 +10,10 @@
 //     so the server sees the user's real follow-up.
 //   - Consecutive recorded replies with nothing between them are one slot.
 //   - The last request carries X-Session-Done.
-import type { ChatMessage } from '../pipeline/chat-messages.js';
+import type { ReplayRequest, ReplaySession } from '../../src-shared/handoff.js';
 import { toMessage } from '../pipeline/chat-messages.js';
 import type { Store } from '../store/database.js';
 import { iterateBundles, type SessionBundle, type TurnRecord } from '../store/session-reads.js';
-
-export interface ReplayRequest {
-  /** Position in the session's request list (what the progress file records). */
-  index: number;
-  turnType: 'main' | 'side';
-  /** The recorded messages this request adds after the conversation so far. */
-  messages: ChatMessage[];
-  /** The recorded assistant turn the server's reply stands in for; null for a trailing next state. */
-  replyTurn: number | null;
-  last: boolean;
-}
-
-export interface ReplaySession {
-  sessionId: string;
-  requests: ReplayRequest[];
-}
 
 function isMainAddition(turn: TurnRecord): boolean {
   return turn.role === 'tool' ? !turn.hidden && turn.text.trim() !== '' : turn.classification === 'main';
@@ -61,3 +45,5 @@ export function replayPlan(store: Store): ReplaySession[] {
   }
   return out;
 }
+
+export type { ReplayRequest, ReplaySession };

@@ -14,7 +14,7 @@ import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
 import type { ReplayOptions } from '../../src-shared/handoff.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
 import { PEFT_MODULE_NAMES } from '../train/lora.js';
-import type { Workspace } from '../workspace/workspace.js';
+import type { WorkspaceApi } from '../../src-shared/views.js';
 import { runReplay, type ReplayCounts, type ReplaySummary } from './replay-client.js';
 
 export const PROGRESS_FILE = 'progress.jsonl';
@@ -85,7 +85,7 @@ export interface OpenclawHandoffRun {
 }
 
 /** Writes the launch settings and the record, then replays (resuming from --out's progress file). */
-export async function openclawHandoff(ws: Workspace, options: ReplayOptions, hooks: { onProgress?: (c: ReplayCounts) => void; signal?: AbortSignal } = {}): Promise<OpenclawHandoffRun> {
+export async function openclawHandoff(ws: WorkspaceApi, options: ReplayOptions, hooks: { onProgress?: (c: ReplayCounts) => void; signal?: AbortSignal } = {}): Promise<OpenclawHandoffRun> {
   let endpoint: URL;
   try {
     endpoint = new URL(options.endpoint);
