@@ -134,7 +134,7 @@ describe('a PEFT adapter trained elsewhere', () => {
     }
   });
 
-  it('serves and generates with it applied (merged), and starts training from it', async () => {
+  it('generates with it applied (merged, as serve does), and starts training from it', async () => {
     const gen = await runCli('generate', '--model', MODEL, '--prompt', 'Once upon a time', '--no-chat-template', '--max-new-tokens', '6', '--adapter', path.join(FIXTURE, 'adapter'), '--json');
     expect(gen.code).toBe(0);
     const base = await runCli('generate', '--model', MODEL, '--prompt', 'Once upon a time', '--no-chat-template', '--max-new-tokens', '6', '--json');
