@@ -22,7 +22,8 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Com
   generate: { summary: 'generate a reply with a local model', load: () => import('./cli/generate.js') },
   train: { summary: 'fine-tune a LoRA adapter (Binary RL, On-Policy Distillation or both)', load: () => import('./cli/train.js') },
   serve: { summary: 'serve the app and the OpenAI-compatible API to a browser', load: () => import('./cli/serve.js') },
-  demo: { summary: "run the app's core path on the bundled sample export", load: () => import('./cli/demo.js') },
+  demo: { summary: "run the app's core path on the bundled demo exports", load: () => import('./cli/demo.js') },
+  handoff: { summary: "hand the data to a GPU cluster's trainer (TRL files, or a replay into OpenClaw-RL)", load: () => import('./cli/handoff.js') },
 };
 
 function usage(): string {

@@ -22,8 +22,9 @@ import type {
 } from './views.js';
 import { EXPORT_FORMATS } from './views.js';
 import { SESSION_FORMATS, SOURCE_FORMATS, type SessionFormat } from './types.js';
-import type { StepLog } from './trainer-log-line.js';
-import { LORA_TARGETS, OPTIMIZER_KINDS, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type OptimizerKind, type TrainDevice, type TrainMethod } from './training.js';
+import { OPENCLAW_METHODS, TRL_METHODS, type ReplayProgress, type TrlHandoffResult } from './handoff.js';
+import type { Availability, TrainingState, TrainProgress, TrainRunInfo } from './training-api.js';
+import { LORA_TARGETS, OPTIMIZER_KINDS, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type TrainDevice, type TrainMethod } from './training.js';
 import {
   array,
   boolean,
@@ -40,6 +41,8 @@ import {
 } from './validate.js';
 
 export { ValidationError };
+export * from './api-errors.js';
+export type * from './training-api.js';
 // Training's vocabulary is defined in ./training.ts; the contract's users get it here too.
 export { LORA_TARGETS, TRAIN_DEVICES, TRAIN_METHODS };
 export type { LoraTarget, TrainDevice, TrainMethod };
@@ -51,12 +54,6 @@ export type { CheckReport, ExportFormat, ImportSummary, JudgeSummary, LabelView,
 
 export type JudgeBackend = 'heuristic' | 'local' | 'openai';
 export const JUDGE_BACKENDS: readonly JudgeBackend[] = ['heuristic', 'local', 'openai'];
-
-/** Whether an optional part (the trainer, an LLM judge) is present in this build, and why not. */
-export interface Availability {
-  available: boolean;
-  reason: string | null;
-}
 
 export interface AppInfo {
   version: string;
@@ -131,51 +128,6 @@ export interface CaptureStatus {
   adapter: { active: string | null; previous: string | null; history: string[] };
 }
 
-export interface TrainConfig {
-  modelDir: string;
-  outDir: string;
-  method: TrainMethod;
-  steps: number;
-  batchSize: number;
-  lr: number;
-  optimizer: OptimizerKind;
-  loraR: number;
-  loraAlpha: number;
-  targets: LoraTarget[];
-  device: TrainDevice;
-  seed: number;
-  checkpointEvery: number;
-}
-
-/**
- * One trainer step as the `train.progress` event: the trainer's `trainer_log.jsonl` line (its
- * fields are defined there) less what the charts do not draw, with the run it belongs to.
- */
-export interface TrainProgress extends Omit<StepLog, 'epoch' | 'tokens' | 'execution_provider'> {
-  runId: string;
-}
-
-export type TrainStatus = 'running' | 'cancelling' | 'cancelled' | 'finished' | 'failed';
-
-export interface TrainRunInfo {
-  runId: string;
-  status: TrainStatus;
-  config: TrainConfig;
-  startedAt: number;
-  /** The execution provider that actually runs (never a silent fallback). */
-  executionProvider: string | null;
-  /** What the trainer is doing before and between steps, e.g. "compiling the training graph". */
-  phase: string | null;
-  lastProgress: TrainProgress | null;
-  adapterDir: string | null;
-  error: string | null;
-}
-
-export interface TrainingState {
-  engine: Availability;
-  runs: TrainRunInfo[];
-}
-
 export type ChangeReason = 'import' | 'label' | 'judge' | 'database' | 'settings' | 'capture' | 'delete';
 
 // ---------------------------------------------------------------------------------------
@@ -221,6 +173,29 @@ const labelPatch = object({
   hint: optional(nullable(string({ max: 20_000 }))),
   repair: optional(nullable(string({ max: 200_000 }))),
   notes: optional(nullable(string({ max: 20_000 }))),
+});
+
+const optionalText = (max: number) => optional(string({ max }));
+const trlHandoff = object({
+  baseModel: string({ min: 1, max: 1000 }),
+  outDir: path,
+  method: oneOf(TRL_METHODS),
+  initAdapter: optional(path),
+  gpus: integer({ min: 1, max: 4096 }),
+  judgeUrl: optionalText(2000),
+  judgeModel: optionalText(500),
+});
+const replayStart = object({
+  endpoint: string({ min: 1, max: 2000 }),
+  apiKey: optionalText(2000),
+  outDir: path,
+  model: optionalText(500),
+  maxTokens: optional(integer({ min: 1, max: 1_000_000 })),
+  concurrency: integer({ min: 1, max: 256 }),
+  paceMs: integer({ min: 0, max: 3_600_000 }),
+  baseModel: optionalText(1000),
+  method: oneOf(OPENCLAW_METHODS),
+  judgeUrl: optionalText(2000),
 });
 
 const trainConfig = object({
@@ -275,6 +250,10 @@ export const CALLS = {
     returns<{ lines: string[]; needs: string | null }>(),
   ),
   writeExport: call('Writes one JSONL export atomically.', object({ format: exportFormat, outPath: path }), returns<{ lines: number; path: string }>()),
+  handoffTrl: call('Writes a TRL hand-off folder: datasets, train.py, accelerate configs, README (docs/design.md §Hand-off).', trlHandoff, returns<TrlHandoffResult>()),
+  handoffReplayStart: call('Starts replaying the recorded sessions into an OpenClaw-RL server; the same folder resumes.', replayStart, returns<ReplayProgress>()),
+  handoffReplayStatus: call('The running or last replay: turns answered, sessions done, its state.', NO_INPUT, returns<ReplayProgress>()),
+  handoffReplayStop: call('Stops the replay after the turns in flight; starting it again resumes.', NO_INPUT, returns<ReplayProgress>()),
   defaultModelDir: call('The model folder preselected for training (the demo model).', NO_INPUT, returns<{ path: string; exists: boolean }>()),
   trainStatus: call('Whether the trainer is available, and the runs of this launch.', NO_INPUT, returns<TrainingState>()),
   trainStart: call('Starts a fine-tune; progress arrives as train.progress events.', trainConfig, returns<{ runId: string }>()),
@@ -370,30 +349,3 @@ export type EventListener<E extends EventName> = (payload: ApiEvents[E]) => void
 export type HindsightApi = ApiMethods & {
   on<E extends EventName>(event: E, listener: EventListener<E>): () => void;
 };
-
-// ---------------------------------------------------------------------------------------
-// Errors, the same over both transports
-// ---------------------------------------------------------------------------------------
-
-export type ApiErrorKind = 'validation' | 'user' | 'unavailable' | 'unknown_call' | 'unauthorized' | 'internal';
-
-export interface ApiErrorBody {
-  kind: ApiErrorKind;
-  message: string;
-  /** For validation errors: the dotted path of the bad field. */
-  field?: string;
-}
-
-/** What a transport answers: the output, or an error the UI can show as it is. */
-export type CallResult<O> = { ok: true; value: O } | { ok: false; error: ApiErrorBody };
-
-/** An error the back end meant for the user: the UI shows its message. */
-export class ApiError extends Error {
-  override name = 'ApiError';
-  constructor(readonly body: ApiErrorBody) {
-    super(body.message);
-  }
-  get kind(): ApiErrorKind {
-    return this.body.kind;
-  }
-}

@@ -1,6 +1,7 @@
 // The data-side facade that the CLI, the app's API service and `serve` all call.
 // src-main/workspace/workspace.ts implements it over the store, the importers, the pipeline and
 // the exporters; this file fixes its shape so the UI and the CLI can be built against it.
+import type { ReplaySession, TrlHandoffOptions, TrlHandoffResult } from './handoff.js';
 import type { JudgeInput, JudgeVerdict, LabelSource, Reward, Role, SessionFormat, SourceFormat, ToolCall, TurnClass, Vote } from './types.js';
 import type { TrainMethod } from './training.js';
 
@@ -222,6 +223,10 @@ export interface WorkspaceApi {
   setContextWindow(window: ContextWindowSetting): void;
   exportJsonl(format: ExportFormat, outPath: string): Promise<{ lines: number; path: string }>;
   previewExport(format: ExportFormat, lines: number): string[];
+  /** Writes a TRL hand-off folder (docs/design.md §Hand-off). */
+  handoffTrl(options: TrlHandoffOptions): TrlHandoffResult;
+  /** The requests a replay to OpenClaw-RL sends, session by session. */
+  replayPlan(): ReplaySession[];
   /** Saves pending changes now (they are otherwise saved shortly after each change). */
   flush(): void;
   close(): void;

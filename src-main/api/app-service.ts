@@ -11,6 +11,7 @@ import { MAX_UPLOAD_BYTES, type ApiHandlers, type AppInfo, type CallInput, type 
 import { demoExportFiles } from '../import/demo-data.js';
 import type { EventHub } from '../workspace/event-hub.js';
 import type { HostBridge } from './host.js';
+import { HandoffService } from './handoff-service.js';
 import { JudgeService } from './judge-service.js';
 import { SettingsStore } from '../store/settings-file.js';
 import { TrainingService } from './training-service.js';
@@ -44,6 +45,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   private settingsStore: SettingsStore;
   private readonly training: TrainingService;
   private readonly judges: JudgeService;
+  private readonly handoff: HandoffService;
   private capture: CaptureController | null = null;
 
   private constructor(
@@ -53,6 +55,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     this.settingsStore = SettingsStore.forDatabase(workspace.dbPath, this.demoModelDir);
     this.training = new TrainingService(options.events, () => this.workspace);
     this.judges = new JudgeService(options.events, () => this.settingsStore);
+    this.handoff = new HandoffService(() => this.workspace);
   }
 
   static async create<W extends WorkspaceApi>(options: ServiceOptions<W>): Promise<HindsightService<W>> {
@@ -77,6 +80,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
 
   close(): void {
     void this.judges.close(); // stops a run and frees the local judge model's worker
+    this.handoff.replayStop(); // the turns in flight finish and are recorded; the next start resumes
     this.training.close(); // a running fine-tune stops at a checkpoint, resumable next launch
     this.workspace.close();
   }
@@ -226,6 +230,23 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     }
     fs.mkdirSync(path.dirname(resolved), { recursive: true });
     return this.workspace.exportJsonl(format, resolved);
+  }
+
+  async handoffTrl(input: CallInput<'handoffTrl'>) {
+    const initAdapter = input.initAdapter ? expandHome(input.initAdapter) : undefined;
+    return this.handoff.trl({ ...input, outDir: path.resolve(expandHome(input.outDir)), ...(initAdapter ? { initAdapter } : {}) });
+  }
+
+  async handoffReplayStart(input: CallInput<'handoffReplayStart'>) {
+    return this.handoff.replayStart({ ...input, outDir: path.resolve(expandHome(input.outDir)) });
+  }
+
+  async handoffReplayStatus() {
+    return this.handoff.status();
+  }
+
+  async handoffReplayStop() {
+    return this.handoff.replayStop();
   }
 
   async defaultModelDir() {

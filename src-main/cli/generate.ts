@@ -1,5 +1,7 @@
 // `hindsight generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T]
-// [--top-p P] [--seed S] [--stop STR]… [--device cpu|cuda] [--no-chat-template] [--json]`.
+// [--top-p P] [--seed S] [--stop STR]… [--device cpu|cuda] [--adapter DIR] [--no-chat-template] [--json]`.
+// --adapter applies a PEFT LoRA adapter (Hindsight's or one trained elsewhere), merged once
+// into a cached folder as `serve --adapter` does (src-main/openai/served-model.ts).
 // The prompt goes through the model's chat template as one user message unless
 // --no-chat-template (then it is raw text, BOS added where the tokenizer adds one).
 // Prints the reply on stdout; with --json, one object with the reply, its reasoning, tool
@@ -9,6 +11,7 @@
 // positions the prompt leaves, with a note on stderr.
 import type { Device } from '../model/ort-session.js';
 import { LocalModel } from '../model/local-model.js';
+import { mergedModelDir } from '../openai/served-model.js';
 import { intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 
 /** `--device`, shared by the commands that run a model. */
@@ -29,6 +32,7 @@ export const spec = {
     stop: { type: 'string', multiple: true, value: 'STR', help: 'stop when the reply contains this text', otherwise: "the model's end tokens only" },
     ...DEVICE_OPTION,
     threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
+    adapter: { type: 'string', value: 'DIR', help: 'a PEFT LoRA adapter to apply (merged into the weights first)', otherwise: 'the base model alone' },
     'no-chat-template': { type: 'boolean', default: false, help: 'send the prompt as raw text (BOS added where the tokenizer adds one)' },
     ...jsonOption('print the reply, reasoning, tool calls, tokens and log-probs as one JSON object'),
   },
@@ -52,7 +56,8 @@ export const command: Command = async (argv) => {
   const seed = values.seed === undefined ? undefined : intFlag('seed', values.seed, 0, 0);
   const threads = intFlag('threads', values.threads, 0, 0);
 
-  const model = await LocalModel.load(values.model, { device, threads: threads || undefined });
+  const modelDir = values.adapter ? mergedModelDir(values.model, values.adapter) : values.model;
+  const model = await LocalModel.load(modelDir, { device, threads: threads || undefined });
   try {
     const started = Date.now();
     const out = await model.generate(values.prompt, {

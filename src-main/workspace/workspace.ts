@@ -16,6 +16,9 @@ import type {
 } from '../../src-shared/views.js';
 import type { JudgeVerdict } from '../judge/verdicts.js';
 import { exportToFile, previewLines } from '../export/database-export.js';
+import { replayPlan, type ReplaySession } from '../export/replay-plan.js';
+import type { TrlHandoffOptions, TrlHandoffResult } from '../../src-shared/handoff.js';
+import { writeTrlHandoff } from './handoff-trl.js';
 import { analyseSession } from '../pipeline/classify.js';
 import { hasCaptureExchanges, readCaptureCounts, readCaptureExchanges, type CaptureExchangeRow } from '../store/capture-exchanges.js';
 import { readContextWindow, writeContextWindow } from '../store/context-window.js';
@@ -214,6 +217,16 @@ export class Workspace implements WorkspaceApi {
 
   previewExport(format: ExportFormat, lines: number): string[] {
     return previewLines(this.store, format, lines);
+  }
+
+  /** `hindsight handoff --to trl`: datasets, train.py and configs for a GPU cluster (./handoff-trl.ts). */
+  handoffTrl(options: TrlHandoffOptions): TrlHandoffResult {
+    return writeTrlHandoff(this.store, options);
+  }
+
+  /** The requests a replay to OpenClaw-RL sends (src-main/export/replay-plan.ts). */
+  replayPlan(): ReplaySession[] {
+    return replayPlan(this.store);
   }
 
   /** Runs a raw query: for tests and diagnostics only. */

@@ -162,6 +162,21 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     expect(lines.some((l) => l.label === false)).toBe(true); // the −1 set with the keyboard
   });
 
+  it('writes a TRL hand-off folder from "For a GPU cluster"', async () => {
+    const section = page.locator('[data-testid=cluster-handoff]');
+    await section.scrollIntoViewIfNeeded();
+    const out = path.join(dir, 'handoff-trl');
+    await page.fill('[data-testid=handoff-base-model]', 'Qwen/Qwen3-14B');
+    await page.fill('[data-testid=handoff-out]', out);
+    await page.locator('[data-testid=handoff-method]').selectOption('sft');
+    await page.locator('[data-action=write-handoff]').click();
+    await page.locator('[data-testid=handoff-result]').waitFor();
+    expect(fs.readFileSync(path.join(out, 'train.py'), 'utf8')).toContain('METHOD = "sft"');
+    expect(fs.readFileSync(path.join(out, 'data/kto.jsonl'), 'utf8').trim().split('\n').length).toBeGreaterThanOrEqual(1);
+    await page.locator('[data-target=openclaw-rl]').check();
+    await page.locator('[data-testid=handoff-endpoint]').waitFor();
+  });
+
   it('shows the training page with the demo model preselected', async () => {
     await page.locator('[data-nav=training]').click();
     await page.locator('[data-action=fine-tune]').waitFor();
