@@ -13,6 +13,7 @@ import type { EventHub } from '../workspace/event-hub.js';
 import type { HostBridge } from './host.js';
 import { JudgeService } from './judge-service.js';
 import { SettingsStore, settingsPathFor } from '../store/settings-file.js';
+import { TokenViewService } from './token-view-service.js';
 import { TrainingService } from './training-service.js';
 
 /** Opens a database; `serve` asks for a workspace that also has what live capture needs. */
@@ -44,6 +45,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   private settingsStore: SettingsStore;
   private readonly training: TrainingService;
   private readonly judges: JudgeService;
+  private readonly tokenViews: TokenViewService;
   private capture: CaptureController | null = null;
 
   private constructor(
@@ -53,6 +55,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     this.settingsStore = new SettingsStore(settingsPathFor(workspace.dbPath), this.demoModelDir);
     this.training = new TrainingService(options.events, () => this.workspace);
     this.judges = new JudgeService(options.events, () => this.settingsStore);
+    this.tokenViews = new TokenViewService(options.events, () => this.settingsStore);
   }
 
   static async create<W extends WorkspaceApi>(options: ServiceOptions<W>): Promise<HindsightService<W>> {
@@ -77,6 +80,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
 
   close(): void {
     void this.judges.close(); // stops a run and frees the local judge model's worker
+    void this.tokenViews.close(); // and the token view's model workers
     this.training.close(); // a running fine-tune stops at a checkpoint, resumable next launch
     this.workspace.close();
   }
@@ -208,6 +212,14 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
 
   async judgeCancel() {
     return this.judges.cancel();
+  }
+
+  async tokenView(input: CallInput<'tokenView'>) {
+    return this.tokenViews.compute(this.workspace, { ...input, modelDir: input.modelDir && expandHome(input.modelDir), adapterDir: input.adapterDir && expandHome(input.adapterDir) });
+  }
+
+  async tokenViewCancel() {
+    return this.tokenViews.cancel();
   }
 
   async checks() {
