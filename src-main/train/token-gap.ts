@@ -66,7 +66,7 @@ export function adapterChange(base: ArrayLike<number>, adapted: ArrayLike<number
  * the turn) are shown as they are: they are trained like any other.
  */
 export function tokenTexts(tokenizer: Pick<ChatTokenizer, 'decode'>, ids: readonly number[], window = 8): string[] {
-  const settled = (from: number, to: number) => tokenizer.decode(ids.slice(from, to) as number[], false).replace(/\uFFFD+$/, '');
+  const settled = (from: number, to: number) => (to > from ? tokenizer.decode(ids.slice(from, to) as number[], false).replace(/\uFFFD+$/, '') : '');
   return ids.map((id, i) => {
     const from = Math.max(0, i - window);
     const before = settled(from, i);
