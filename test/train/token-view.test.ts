@@ -67,7 +67,7 @@ afterAll(async () => {
 
 describe('the token view', () => {
   it("gives the trainer's own OPD advantages per token, and trainer_log's teacher–student gap as their mean", async () => {
-    const views = [];
+    const views: TokenView[] = [];
     for (const s of hinted) views.push(view(await service.compute(ws, { sessionId: s.sessionId, responseTurn: s.responseTurn, mode: 'hint' })));
 
     // The trainer's step 1 on the same samples: rows, teacher = base log-probs on the teacher
