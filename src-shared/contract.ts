@@ -23,6 +23,7 @@ import type {
 import { EXPORT_FORMATS } from './views.js';
 import { SESSION_FORMATS, SOURCE_FORMATS, type SessionFormat } from './types.js';
 import { OPENCLAW_METHODS, TRL_METHODS, type ReplayProgress, type TrlHandoffResult } from './handoff.js';
+import { tokenViewInput, type TokenViewProgress, type TokenViewResult } from './token-view.js';
 import type { Availability, TrainingState, TrainProgress, TrainRunInfo } from './training-api.js';
 import { LORA_TARGETS, OPTIMIZER_KINDS, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type TrainDevice, type TrainMethod } from './training.js';
 import {
@@ -46,6 +47,7 @@ export type * from './training-api.js';
 // Training's vocabulary is defined in ./training.ts; the contract's users get it here too.
 export { LORA_TARGETS, TRAIN_DEVICES, TRAIN_METHODS };
 export type { LoraTarget, TrainDevice, TrainMethod };
+export type { TokenView, TokenViewMode, TokenViewProgress, TokenViewResult, TokenViewToken } from './token-view.js';
 export type { CheckReport, ExportFormat, ImportSummary, JudgeSummary, LabelView, SampleView, SessionDetail, SessionSummary, Stats, TurnView };
 
 // ---------------------------------------------------------------------------------------
@@ -243,6 +245,12 @@ export const CALLS = {
     returns<JudgeSummary>(),
   ),
   judgeCancel: call('Stops the running judge run; the samples it judged keep their labels.', NO_INPUT, returns<{ cancelled: boolean }>()),
+  tokenView: call(
+    "A reply's tokens coloured by the hint's OPD advantage (teacher − student) or an adapter's change (adapter − base); progress as tokenview.progress.",
+    tokenViewInput,
+    returns<TokenViewResult>(),
+  ),
+  tokenViewCancel: call('Stops the running token view computation.', NO_INPUT, returns<{ cancelled: boolean }>()),
   checks: call('The at-least-one report, the label distribution and imbalance warnings.', NO_INPUT, returns<CheckReport>()),
   previewExport: call(
     'The first lines an export would write; with none, `needs` says what the format needs.',
@@ -326,6 +334,7 @@ export interface ApiEvents {
   /** The data changed; views re-read what they show. */
   'workspace.changed': { reason: ChangeReason };
   'judge.progress': { done: number; total: number };
+  'tokenview.progress': TokenViewProgress;
   'train.progress': TrainProgress;
   /** A run changed status (started, cancelled, finished with its adapter folder, failed). */
   'train.status': TrainRunInfo;
@@ -337,7 +346,7 @@ export interface ApiEvents {
   'app.command': { command: 'import' | 'export' | 'openDatabase' | 'settings' };
 }
 export type EventName = keyof ApiEvents;
-export const EVENT_NAMES: readonly EventName[] = ['workspace.changed', 'judge.progress', 'train.progress', 'train.status', 'capture.sample', 'capture.status', 'app.command'];
+export const EVENT_NAMES: readonly EventName[] = ['workspace.changed', 'judge.progress', 'tokenview.progress', 'train.progress', 'train.status', 'capture.sample', 'capture.status', 'app.command'];
 
 export function isEventName(name: unknown): name is EventName {
   return typeof name === 'string' && (EVENT_NAMES as readonly string[]).includes(name);

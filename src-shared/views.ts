@@ -214,6 +214,8 @@ export interface WorkspaceApi {
    * §At-least-one). A hint counts when the user typed it, or when a judge's passes the filter.
    */
   trainingSamples(options?: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat }): TrainingSample[];
+  /** One sample as training would see it (context, reply, the hint training uses), selected by a run or not; null when there is none. */
+  trainingSampleAt(sessionId: string, responseTurn: number): TrainingSample | null;
   /** Why a run of `method` on this database would learn nothing (what it needs, what there is), or null. */
   nothingToTrain(method: TrainMethod): string | null;
   /** Removes a session with its turns, samples and labels (and captured exchanges); false when there was none. */

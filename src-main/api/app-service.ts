@@ -14,6 +14,7 @@ import type { HostBridge } from './host.js';
 import { HandoffService } from './handoff-service.js';
 import { JudgeService } from './judge-service.js';
 import { SettingsStore } from '../store/settings-file.js';
+import { TokenViewService } from './token-view-service.js';
 import { TrainingService } from './training-service.js';
 
 /** Opens a database; `serve` asks for a workspace that also has what live capture needs. */
@@ -46,6 +47,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   private readonly training: TrainingService;
   private readonly judges: JudgeService;
   private readonly handoff: HandoffService;
+  private readonly tokenViews: TokenViewService;
   private capture: CaptureController | null = null;
 
   private constructor(
@@ -56,6 +58,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     this.training = new TrainingService(options.events, () => this.workspace);
     this.judges = new JudgeService(options.events, () => this.settingsStore);
     this.handoff = new HandoffService(() => this.workspace);
+    this.tokenViews = new TokenViewService(options.events, () => this.settingsStore);
   }
 
   static async create<W extends WorkspaceApi>(options: ServiceOptions<W>): Promise<HindsightService<W>> {
@@ -81,6 +84,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   close(): void {
     void this.judges.close(); // stops a run and frees the local judge model's worker
     this.handoff.replayStop(); // the turns in flight finish and are recorded; the next start resumes
+    void this.tokenViews.close(); // and the token view's model workers
     this.training.close(); // a running fine-tune stops at a checkpoint, resumable next launch
     this.workspace.close();
   }
@@ -212,6 +216,14 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
 
   async judgeCancel() {
     return this.judges.cancel();
+  }
+
+  async tokenView(input: CallInput<'tokenView'>) {
+    return this.tokenViews.compute(this.workspace, { ...input, modelDir: input.modelDir && expandHome(input.modelDir), adapterDir: input.adapterDir && expandHome(input.adapterDir) });
+  }
+
+  async tokenViewCancel() {
+    return this.tokenViews.cancel();
   }
 
   async checks() {

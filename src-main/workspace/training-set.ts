@@ -47,6 +47,24 @@ export function trainingSamples(store: Store, options: { method?: TrainMethod; r
   return out;
 }
 
+/**
+ * One sample as training would see it (its context, its reply, the hint training uses), whether
+ * or not a run would select it; null when the session has no sample at that reply. For the
+ * token view (docs/design.md §Token view), which scores a single reply.
+ */
+export function trainingSampleAt(store: Store, sessionId: string, responseTurn: number): TrainingSample | null {
+  for (const bundle of iterateBundles(store, sessionId)) {
+    const s = bundle.samples.find((x) => x.responseTurn === responseTurn);
+    if (!s) return null;
+    const { reward, hint } = signalOf(s);
+    return {
+      sessionId: bundle.id, responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s),
+      reward, hint, repair: s.label.repair, keptByAtLeastOne: false,
+    };
+  }
+  return null;
+}
+
 /** Why a run of `method` on this database would learn nothing (what it needs, what there is), or null. */
 export function nothingToTrain(store: Store, method: TrainMethod): string | null {
   const all: SampleSignal[] = [];

@@ -30,7 +30,7 @@ import { applyCapture } from './capture-writes.js';
 import { defaultOpenExport, emptySummary, importError, importOpened, type OpenedExportLike, type OpenExportFn } from './import-into-store.js';
 import { judgeCandidates, recordVerdict, setManualLabel } from './labels.js';
 import { sampleViews, sessionDetail } from './session-views.js';
-import { checkReport, nothingToTrain, trainingSamples } from './training-set.js';
+import { checkReport, nothingToTrain, trainingSampleAt, trainingSamples } from './training-set.js';
 import type { TrainMethod } from '../../src-shared/training.js';
 
 export type { CaptureExchangeRow } from '../store/capture-exchanges.js';
@@ -160,6 +160,10 @@ export class Workspace implements WorkspaceApi {
 
   trainingSamples(options: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat } = {}): TrainingSample[] {
     return trainingSamples(this.store, options);
+  }
+
+  trainingSampleAt(sessionId: string, responseTurn: number): TrainingSample | null {
+    return trainingSampleAt(this.store, sessionId, responseTurn);
   }
 
   nothingToTrain(method: TrainMethod): string | null {
