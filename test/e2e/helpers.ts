@@ -10,32 +10,21 @@
 // the app sets when the work is done, an API answer, a process's output or exit), never for
 // a length of time. How long a state takes to come depends on the machine's load: on 2
 // shared cores with busy loops beside them, an import or a page load can take many times
-// its usual time. So the deadlines below only catch hangs (see STATE_TIMEOUT_MS).
+// its usual time. So the deadlines below only catch hangs (test/helpers/deadlines.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { chromium, type Browser, type BrowserContextOptions, type Page } from 'playwright-core';
+import { STATE_TIMEOUT_MS } from '../helpers/deadlines.js';
+
+export { STATE_TIMEOUT_MS, TEST_TIMEOUT_MS } from '../helpers/deadlines.js';
 
 export const ROOT = path.resolve(import.meta.dirname, '..', '..');
 export const CHROMIUM = process.env.HINDSIGHT_CHROMIUM ?? '/usr/bin/chromium';
 export const SHOTS = path.resolve(ROOT, process.env.HINDSIGHT_SCREENSHOTS ?? path.join('test-output', 'screenshots'));
 export const haveChromium = fs.existsSync(CHROMIUM);
 
-/**
- * How long any one wait may take before it counts as a hang: Playwright's action, wait and
- * navigation timeouts, and the start and stop of `serve`. Playwright's own default (30 s) is
- * a guess at "slow", and it fired under load (an import of a 5,000-turn session took longer
- * than that on 2 cores with a load average of 4–7) although nothing was wrong. Five minutes
- * is far beyond any state these tests wait for on a loaded machine, and short enough for a
- * real hang to fail the run with Playwright's message naming what it waited for.
- */
-export const STATE_TIMEOUT_MS = 5 * 60_000;
-/**
- * Vitest's per-test and per-hook limit in the browser suites: above STATE_TIMEOUT_MS, so
- * that a hang reports Playwright's message (what was awaited) rather than a bare "timed out".
- */
-export const TEST_TIMEOUT_MS = 2 * STATE_TIMEOUT_MS;
 
 /** Says once, on stderr, why a browser suite is skipped. */
 export function reportMissingChromium(suite: string): void {
@@ -115,8 +104,12 @@ export async function launchBrowser(): Promise<Browser> {
 }
 
 /**
- * A page in a fresh browser context whose Playwright timeouts are STATE_TIMEOUT_MS (see
- * there). Every browser test opens its pages here, so no wait falls back to the 30 s default.
+ * A page in a fresh browser context whose Playwright timeouts (actions, waits, navigation)
+ * are STATE_TIMEOUT_MS, five minutes. Every browser test opens its pages here, so no wait
+ * falls back to Playwright's default of 30 s: that default is a guess at "slow", and it fired
+ * under load (an import of a 5,000-turn session took 44 s on 2 cores with two busy loops
+ * beside it) although nothing was wrong. Five minutes only catches a hang, and then fails with
+ * Playwright's message naming what it waited for.
  */
 export async function openPage(browser: Browser, options: BrowserContextOptions = {}): Promise<Page> {
   const context = await browser.newContext(options);
