@@ -274,9 +274,14 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     );
     expect(frames.lastTurn).toBe('4999');
     expect(frames.nodes).toBeLessThan(80);
-    expect(frames.median).toBeLessThan(frames.baseline + 100);
+    // Few nodes (above) is what keeps the list smooth; the time bound only catches a jump that
+    // re-renders far more than the window. It is relative to the same page's idle frames, and
+    // loose: on 2 loaded cores the median jump was 37–70 ms against a 33 ms baseline, while a
+    // non-virtual render of 5,000 turns takes seconds.
+    expect(frames.median).toBeLessThan(frames.baseline + 250);
     // From the end of the list, j must bring the selected reply (near the top) back into view,
-    // although most heights on the way are estimates.
+    // although most heights on the way are estimates, and the turns above it left the DOM long
+    // ago (they keep their measured heights: VirtualList.vue).
     await page.keyboard.press('j');
     await selectedTurnIs(83);
     // The jump is over when the selected turn and the scroll position stop moving.
