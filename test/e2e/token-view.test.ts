@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { collectPageErrors, haveChromium, launchBrowser, reportMissingChromium, shot, startServe, type ServeHandle } from './helpers.js';
+import { collectPageErrors, haveChromium, launchBrowser, openPage, reportMissingChromium, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle } from './helpers.js';
 
 reportMissingChromium('token-view.test.ts');
 
@@ -21,7 +21,7 @@ let page: Page;
 let pageErrors: string[] = [];
 let sessionId: string;
 
-describe.skipIf(!haveChromium)('the token view, in a browser', () => {
+describe.skipIf(!haveChromium)('the token view, in a browser', { timeout: TEST_TIMEOUT_MS }, () => {
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-e2e-tokens-'));
     const line = { messages: [{ role: 'user', content: 'Tell me a story about a cat.' }, { role: 'assistant', content: REPLY }, { role: 'user', content: 'No, I asked for a cat, not a dog.' }] };
@@ -31,10 +31,10 @@ describe.skipIf(!haveChromium)('the token view, in a browser', () => {
     sessionId = (await serve.api<{ sessions: { id: string }[] }>('listSessions', {})).sessions[0]!.id;
     await serve.api('setLabel', { sessionId, responseTurn: 1, patch: { reward: -1, hint: HINT } });
     browser = await launchBrowser();
-    page = await browser.newPage({ viewport: { width: 1360, height: 900 } });
+    page = await openPage(browser, { viewport: { width: 1360, height: 900 } });
     pageErrors = collectPageErrors(page);
     await page.goto(serve.loginUrl);
-  });
+  }, TEST_TIMEOUT_MS);
 
   afterAll(async () => {
     await browser?.close();
@@ -69,7 +69,7 @@ describe.skipIf(!haveChromium)('the token view, in a browser', () => {
     expect(await page.locator('[data-testid=token-view] .tok').count()).toBe(0);
 
     await page.locator('[data-action=show-token-view]', { hasText: 'Recompute' }).click();
-    await page.locator('[data-testid=token-view] .tok').first().waitFor({ timeout: 60_000 });
+    await page.locator('[data-testid=token-view] .tok').first().waitFor();
     await page.locator('[data-testid=token-view-legend]').waitFor();
     const shown = await page.locator('[data-testid=token-view] .tok').evaluateAll((spans) => spans.map((s) => Number((s as HTMLElement).dataset.value)));
     const text = await page.locator('[data-testid=token-view]').textContent();
@@ -89,7 +89,7 @@ describe.skipIf(!haveChromium)('the token view, in a browser', () => {
     const readout = await page.locator('[data-testid=token-view-readout]').textContent();
     expect(readout).toMatch(/^".*" {2}[+−]\d\.\d{4} · log p student -?\d\.\d{4} → teacher -?\d\.\d{4}$/);
     await shot(page, 'token-view');
-  }, 120_000);
+  }, TEST_TIMEOUT_MS);
 
   it('asks for an adapter in adapter mode when no run has made one', async () => {
     await page.locator('[data-mode=adapter]').click();
