@@ -127,7 +127,8 @@ describe('openai backend: an endpoint that is down', () => {
     const err = await judgeOn(server, { timeoutMs: 300 }).judge(sample, { hints: false, votes: 1 }).catch((e) => e);
     expect(err).toBeInstanceOf(UserError);
     expect(err.message).toBe(`the OpenAI-compatible endpoint ${server.baseUrl}/chat/completions did not answer within 300 ms (raise --timeout-ms for a slow model)`);
-    expect(Date.now() - started).toBeLessThan(3000);
+    // Far below the default timeout (minutes), with room for a loaded machine: the 300 ms limit acted.
+    expect(Date.now() - started).toBeLessThan(30_000);
     expect(server.requests).toHaveLength(1); // a timeout is not retried
   });
 
@@ -164,7 +165,9 @@ describe('openai backend: an endpoint that is down', () => {
     const started = Date.now();
     const err = await pending.catch((e) => e);
     expect(err.name).toBe('AbortError');
-    expect(Date.now() - started).toBeLessThan(2000);
+    // The server never answers, so only the abort can have ended it; the bound only catches a
+    // wait for the default timeout (minutes), with room for a loaded machine.
+    expect(Date.now() - started).toBeLessThan(30_000);
   });
 });
 
