@@ -73,7 +73,7 @@ function cutLatestTurn(tokenizer: ChatTokenizer, system: readonly ChatMessage[],
       // Re-encoding the shorter text may not save exactly the tokens dropped: drop at least
       // one more each round, so the loop ends.
       from = Math.min(ids.length, from + Math.max(1, span.inputIds.length - maxLength));
-      message.content = tokenizer.decode(ids.slice(from), false);
+      message.content = from < ids.length ? tokenizer.decode(ids.slice(from), false) : '';
       span = tokenizer.encodeResponse([...system, ...kept], reply);
     }
     if (span.inputIds.length <= maxLength) return { fits: true, span, messages: [...system, ...kept], cut: true };
