@@ -44,6 +44,8 @@ export interface TrainRunInfo {
   executionProvider: string | null;
   /** What the trainer is doing before and between steps, e.g. "compiling the training graph". */
   phase: string | null;
+  /** What the run left out, e.g. "3 samples over 2,048 tokens skipped; …" (absent when nothing). */
+  notice?: string;
   lastProgress: TrainProgress | null;
   adapterDir: string | null;
   error: string | null;
