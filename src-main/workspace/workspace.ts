@@ -11,7 +11,7 @@
 // input fails, everything it did is rolled back and the database file is not touched.
 import { UserError, type ImportedConversation, type SessionFormat, type SourceFormat } from '../../src-shared/types.js';
 import type {
-  CheckReport, ContextWindowSetting, ExportFormat, ImportSummary, JudgeCandidate, LabelPatch, LabelView,
+  CheckReport, ContextWindowSetting, ExportFormat, ImportSummary, JudgeCandidate, LabelPatch, LabelView, ReviewItem,
   SampleView, SessionDetail, SessionFilter, SessionSummary, Stats, TrainingSample, VerdictProvenance, WorkspaceApi,
 } from '../../src-shared/views.js';
 import type { JudgeVerdict } from '../judge/verdicts.js';
@@ -26,6 +26,7 @@ import { deleteSessionRows, rebuildAllSamples, samplesNeedRebuild } from '../sto
 import { applyCapture } from './capture-writes.js';
 import { defaultOpenExport, emptySummary, importError, importOpened, type OpenedExportLike, type OpenExportFn } from './import-into-store.js';
 import { judgeCandidates, recordVerdict, setManualLabel } from './labels.js';
+import { reviewQueue } from './review.js';
 import { sampleViews, sessionDetail } from './session-views.js';
 import { checkReport, nothingToTrain, trainingSamples } from './training-set.js';
 import type { TrainMethod } from '../../src-shared/training.js';
@@ -153,6 +154,10 @@ export class Workspace implements WorkspaceApi {
 
   checks(): CheckReport {
     return checkReport(this.store);
+  }
+
+  reviewQueue(limit?: number): { total: number; items: ReviewItem[] } {
+    return reviewQueue(this.store, limit);
   }
 
   trainingSamples(options: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat } = {}): TrainingSample[] {
