@@ -17,7 +17,9 @@ import type {
 import type { JudgeVerdict } from '../judge/verdicts.js';
 import { exportToFile, previewLines } from '../export/database-export.js';
 import { analyseSession } from '../pipeline/classify.js';
-import { hasCaptureExchanges, readCaptureCounts, readCaptureExchanges, type CaptureExchangeRow } from '../store/capture-exchanges.js';
+import {
+  findCapturedReply, hasCaptureExchanges, readCaptureCounts, readCaptureExchanges, type CapturedReplyAt, type CapturedReplyRef, type CaptureExchangeRow,
+} from '../store/capture-exchanges.js';
 import { readContextWindow, writeContextWindow } from '../store/context-window.js';
 import { DEFAULT_PERSIST, Store, type Params, type PersistOptions, type StoreAccess } from '../store/database.js';
 import { listSessionSummaries, readStats } from '../store/overview-reads.js';
@@ -31,7 +33,7 @@ import { sampleViews, sessionDetail } from './session-views.js';
 import { checkReport, nothingToTrain, trainingSamples } from './training-set.js';
 import type { TrainMethod } from '../../src-shared/training.js';
 
-export type { CaptureExchangeRow } from '../store/capture-exchanges.js';
+export type { CapturedReplyAt, CapturedReplyRef, CaptureExchangeRow } from '../store/capture-exchanges.js';
 export type { OpenedExportLike, OpenExportFn } from './import-into-store.js';
 
 export interface WorkspaceOptions {
@@ -201,6 +203,11 @@ export class Workspace implements WorkspaceApi {
   /** Counts for the capture status: exchanges recorded, and captured samples with a next state but no label. */
   captureCounts(): { exchanges: number; pendingJudge: number; sessionIds: string[] } {
     return readCaptureCounts(this.store);
+  }
+
+  /** The captured reply that feedback names (docs/design.md §Feedback endpoint), or undefined. */
+  findCapturedReply(ref: CapturedReplyRef): CapturedReplyAt | undefined {
+    return findCapturedReply(this.store, ref);
   }
 
   /** Removes a session with its turns, samples, labels and captured exchanges; false when there was none. */
