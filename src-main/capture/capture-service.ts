@@ -222,8 +222,8 @@ export class CaptureService {
     return {
       commit: (reply: CapturedReplyIn) => {
         if (st.deleted.has(sessionId) || this.state !== st) return; // deleted (or database switched) meanwhile
-        const { servedBy, model, modelDir, rollout, ...text } = reply;
-        const replyRecord: ReplyRecord = { v: 1, t: 'reply', id: record.id, session: sessionId, at: Date.now(), reply: text, servedBy, model, modelDir, rollout };
+        const { servedBy, model, modelDir, rollout, completionId, ...text } = reply;
+        const replyRecord: ReplyRecord = { v: 1, t: 'reply', id: record.id, session: sessionId, at: Date.now(), reply: text, servedBy, model, modelDir, rollout, completionId };
         this.append(st, replyRecord); // fsync: from here on the exchange survives a crash
         if (done) this.append(st, { v: 1, t: 'close', session: sessionId, at: Date.now() });
         const row = st.sessions.exchangeRow(replyRecord);
