@@ -11,8 +11,9 @@
  *   - split:       its votes were not unanimous (or some could not be read);
  *   - weak:        its confidence is below WEAK_CONFIDENCE (or unknown).
  * Uncertainty = 1 − confidence (no evidence or unknown confidence: 1), plus 1 when the judges
- * disagree, so a disagreement always comes first. Ties go to ±1 labels before 0 ones (a wrong
- * sign trains the wrong thing; a wrong 0 only loses a sample), then to the input order.
+ * disagree, so a disagreement comes first (on a tie too). Other ties go to ±1 labels before 0
+ * ones (a wrong sign trains the wrong thing; a wrong 0 only loses a sample), then to the input
+ * order.
  */
 import type { LabelSource, Reward, Vote } from './types.js';
 
@@ -64,13 +65,14 @@ export function reviewRank(f: ReviewFacts): ReviewRank | null {
 
 /** The labels that need review, most uncertain first (stable for equal ranks). */
 export function reviewOrder<T>(items: readonly T[], facts: (item: T) => ReviewFacts): { item: T; rank: ReviewRank }[] {
-  const ranked: { item: T; rank: ReviewRank; signed: boolean; at: number }[] = [];
+  const ranked: { item: T; rank: ReviewRank; disagree: boolean; signed: boolean; at: number }[] = [];
   items.forEach((item, at) => {
     const f = facts(item);
     const rank = reviewRank(f);
-    if (rank) ranked.push({ item, rank, signed: f.reward !== 0, at });
+    if (rank) ranked.push({ item, rank, disagree: rank.reasons.includes('disagree'), signed: f.reward !== 0, at });
   });
-  ranked.sort((a, b) => b.rank.uncertainty - a.rank.uncertainty || Number(b.signed) - Number(a.signed) || a.at - b.at);
+  const first = (a: boolean, b: boolean) => Number(b) - Number(a);
+  ranked.sort((a, b) => b.rank.uncertainty - a.rank.uncertainty || first(a.disagree, b.disagree) || first(a.signed, b.signed) || a.at - b.at);
   return ranked.map(({ item, rank }) => ({ item, rank }));
 }
 
