@@ -68,9 +68,10 @@ describe.skipIf(!haveChromium)('Review mode, in a browser', () => {
   });
 
   it('orders the queue: the heuristic disagreeing first, then split votes; sure labels stay out', () => {
-    expect(queue.map((i) => i.sample.feedback)).toEqual(['No, I said a cat, not a dog.', 'Perfect, thanks!', 'Thanks, that is exactly right.']);
-    expect(queue[0]).toMatchObject({ reasons: ['disagree'], heuristicReward: -1, sample: { label: { reward: 1, composite: { score: 78 } } } });
-    expect(queue[1]!.reasons).toEqual(['split']);
+    expect(queue[0]).toMatchObject({ reasons: ['disagree'], heuristicReward: -1, sample: { feedback: 'No, I said a cat, not a dog.', label: { reward: 1, composite: { score: 78 } } } });
+    // Two 2-to-1 splits of equal uncertainty follow in the database's session order.
+    expect(queue.slice(1).map((i) => i.sample.feedback).sort()).toEqual(['Perfect, thanks!', 'Thanks, that is exactly right.']);
+    for (const item of queue.slice(1)) expect(item.reasons).toEqual(['split']);
   });
 
   it('shows the most uncertain label with its reasons and composite score', async () => {
