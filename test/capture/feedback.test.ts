@@ -4,6 +4,7 @@
 // next message makes it one; the log keeps it across a restart; errors in OpenAI's shape.
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Workspace } from '../../src-main/workspace/workspace.js';
 import { api, chat, chatStream, startCapture, type Message } from './helpers.js';
 
 let server: Awaited<ReturnType<typeof startCapture>>;
@@ -35,8 +36,8 @@ describe('POST /v1/feedback', () => {
     const r1 = await chat(base, server.token, first, h);
     expect(r1.body.id).toMatch(/^chatcmpl-/);
     await chat(base, server.token, [...first, { role: 'assistant', content: r1.content }, { role: 'user', content: 'Now a cat, please.' }], h);
-    const ex = (server.capture as any) && (server.service.currentWorkspace as any).captureExchanges('capture:fb-1');
-    expect(ex.map((x: { completionId: string }) => x.completionId)).toContain(r1.body.id);
+    const exchanges = (server.service.currentWorkspace as Workspace).captureExchanges('capture:fb-1');
+    expect(exchanges.map((x) => x.completionId)).toContain(r1.body.id);
 
     const answer = await feedback({ id: r1.body.id, reward: -1, hint: 'Ask which animal first.' });
     expect(answer.status).toBe(200);
