@@ -14,6 +14,7 @@ import type {
   ImportSummary,
   JudgeSummary,
   LabelView,
+  ReviewItem,
   SessionDetail,
   SampleView,
   SessionSummary,
@@ -48,7 +49,7 @@ export type * from './training-api.js';
 export { LORA_TARGETS, TRAIN_DEVICES, TRAIN_METHODS };
 export type { LoraTarget, TrainDevice, TrainMethod };
 export type { TokenView, TokenViewMode, TokenViewProgress, TokenViewResult, TokenViewToken } from './token-view.js';
-export type { CheckReport, ExportFormat, ImportSummary, JudgeSummary, LabelView, SampleView, SessionDetail, SessionSummary, Stats, TurnView };
+export type { CheckReport, ExportFormat, ImportSummary, JudgeSummary, LabelView, ReviewItem, SampleView, SessionDetail, SessionSummary, Stats, TurnView };
 
 // ---------------------------------------------------------------------------------------
 // Shared value types
@@ -82,6 +83,10 @@ export interface Settings {
     openaiModel: string;
     /** Never sent back to the UI: only whether one is stored. */
     openaiApiKeySet: boolean;
+    /** LLM judges score 0–100 with reasons; ≥ compositePos → +1, ≤ compositeNeg → −1. */
+    composite: boolean;
+    compositePos: number;
+    compositeNeg: number;
   };
   defaultModelDir: string;
   /** Live capture and its background loop (src-main/capture/). */
@@ -252,6 +257,11 @@ export const CALLS = {
   ),
   tokenViewCancel: call('Stops the running token view computation.', NO_INPUT, returns<{ cancelled: boolean }>()),
   checks: call('The at-least-one report, the label distribution and imbalance warnings.', NO_INPUT, returns<CheckReport>()),
+  reviewQueue: call(
+    'The review queue: unreviewed judge labels, most uncertain first (split votes, weak evidence, judges disagreeing, no evidence).',
+    object({ limit: optional(integer({ min: 1, max: 5000 })) }),
+    returns<{ total: number; items: ReviewItem[] }>(),
+  ),
   previewExport: call(
     'The first lines an export would write; with none, `needs` says what the format needs.',
     object({ format: exportFormat, lines: integer({ min: 1, max: 100 }) }),
@@ -281,6 +291,9 @@ export const CALLS = {
       openaiBaseUrl: optional(string({ max: 2000 })),
       openaiModel: optional(string({ max: 500 })),
       openaiApiKey: optional(string({ max: 2000 })),
+      judgeComposite: optional(boolean()),
+      compositePos: optional(integer({ min: 0, max: 100 })),
+      compositeNeg: optional(integer({ min: 0, max: 100 })),
       defaultModelDir: optional(string({ max: 4096 })),
       captureEnabled: optional(boolean()),
       captureUpstreamUrl: optional(string({ max: 2000 })),

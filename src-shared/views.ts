@@ -4,6 +4,8 @@
 import type { ReplaySession, TrlHandoffOptions, TrlHandoffResult } from './handoff.js';
 import type { JudgeInput, JudgeVerdict, LabelSource, Reward, Role, SessionFormat, SourceFormat, ToolCall, TurnClass, Vote } from './types.js';
 import type { TrainMethod } from './training.js';
+import type { CompositeScore } from './composite.js';
+import type { ReviewReason } from './review.js';
 
 export type ExportFormat = 'samples' | 'openclaw' | 'kto' | 'sft' | 'dpo' | 'sdft';
 export const EXPORT_FORMATS: readonly ExportFormat[] = ['samples', 'openclaw', 'kto', 'sft', 'dpo', 'sdft'];
@@ -86,6 +88,10 @@ export interface LabelView {
   repair: string | null;
   notes: string | null;
   updatedAt: number | null;
+  /** When a person reviewed it (a manual label is reviewed when written); null = not yet. */
+  reviewedAt: number | null;
+  /** The composite judge's 0–100 score with its reasons (docs/design.md §Composite score); null otherwise. */
+  composite: CompositeScore | null;
 }
 
 export interface SampleView {
@@ -112,8 +118,24 @@ export interface LabelPatch {
   notes?: string | null;
 }
 
+/** One label of the review queue (docs/design.md §Review), most uncertain first. */
+export interface ReviewItem {
+  sample: SampleView;
+  sessionTitle: string;
+  /** The last user message before the reply, for context. */
+  prompt: string | null;
+  uncertainty: number;
+  reasons: ReviewReason[];
+  /** The reasons in words ("split votes (+1 −1 +1)"). */
+  reasonTexts: string[];
+  /** What the heuristic says of this sample, when an LLM judge made the label. */
+  heuristicReward: Reward | null;
+}
+
 export interface CheckReport {
   stats: Stats;
+  /** Judge labels nobody reviewed that the review queue holds (docs/design.md §Review). */
+  unreviewedUncertain: number;
   sessionsWithoutSamples: { id: string; title: string; reason: NoSampleReason }[];
   warnings: string[]; // imbalance warnings that matter for training
 }
@@ -193,6 +215,8 @@ export interface WorkspaceApi {
   /** A manual label: always wins over judge and heuristic labels. */
   setLabel(sessionId: string, responseTurn: number, patch: LabelPatch): LabelView;
   checks(): CheckReport;
+  /** The review queue: unreviewed, uncertain judge labels, most uncertain first (at most `limit`). */
+  reviewQueue(limit?: number): { total: number; items: ReviewItem[] };
   /**
    * What the judge runner (src-main/judge/runner.ts, for every backend) works with: every sample
    * that has a next state, in stable order, with its label's provenance ...

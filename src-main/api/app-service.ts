@@ -230,6 +230,10 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     return this.workspace.checks();
   }
 
+  async reviewQueue({ limit }: CallInput<'reviewQueue'>) {
+    return this.workspace.reviewQueue(limit);
+  }
+
   async previewExport({ format, lines }: CallInput<'previewExport'>) {
     const preview = this.workspace.previewExport(format, lines);
     return { lines: preview, needs: preview.length ? null : EXPORT_FORMAT_NEEDS[format] };

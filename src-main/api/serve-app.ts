@@ -77,6 +77,7 @@ export async function serveApp(options: ServeOptions): Promise<ServeHandle> {
     adapterDir: () => capture.activeAdapter(),
     upstream: () => capture.upstream(),
     capture: capture.hook,
+    feedback: (body) => capture.feedback(body),
     loadWaitMs: options.loadWaitMs,
     log,
   });

@@ -31,7 +31,7 @@ import path from 'node:path';
 import { UserError, type ImportedConversation } from '../../src-shared/types.js';
 import type { WorkspaceApi } from '../../src-shared/views.js';
 import type { CaptureStatus } from '../../src-shared/contract.js';
-import type { CaptureExchangeRow } from '../workspace/workspace.js';
+import type { CapturedReplyAt, CapturedReplyRef, CaptureExchangeRow } from '../workspace/workspace.js';
 import type { EventHub } from '../workspace/event-hub.js';
 import type { SettingsStore } from '../store/settings-file.js';
 import type { CapturedReplyIn, CaptureHook, CaptureTicket } from '../openai/capture-hook.js';
@@ -39,7 +39,8 @@ import { RequestError, type ChatRequest } from '../openai/protocol.js';
 import type { UpstreamTarget } from '../openai/upstream.js';
 import { adoptFolderCaptureLog, CaptureLog, captureLogPathFor } from './capture-log.js';
 import { CaptureLoop, untrainedSamples, countWithSignal } from './loop.js';
-import { recordSession, type CapturedMessage, type CaptureRecord, type ReplyRecord, type RequestRecord } from './capture-records.js';
+import { recordSession, type CapturedMessage, type CaptureRecord, type FeedbackRecord, type ReplyRecord, type RequestRecord } from './capture-records.js';
+import { applyFeedback, feedbackTarget, parseFeedback } from './feedback.js';
 import { LiveSessions } from './capture-sessions.js';
 
 /** What capture needs of the open workspace: the data facade, and mirroring the capture log into it. */
@@ -47,6 +48,7 @@ export interface CaptureWorkspace extends WorkspaceApi {
   /** Stores exchanges and captured conversations; returns the samples each session gained. */
   applyCapture(exchanges: readonly CaptureExchangeRow[], conversations: readonly ImportedConversation[], logPath: string): Map<string, number[]>;
   captureCounts(): { exchanges: number; pendingJudge: number; sessionIds: string[] };
+  findCapturedReply(ref: CapturedReplyRef): CapturedReplyAt | undefined;
 }
 
 export interface CaptureServiceOptions {
@@ -72,6 +74,8 @@ interface DbState {
   adapters: string[];
   trained: Set<string>;
   deleted: Set<string>;
+  /** Feedback on replies that are not samples yet (no next message so far). */
+  pendingFeedback: FeedbackRecord[];
 }
 
 const MAX_SESSION_ID = 200;
@@ -130,7 +134,7 @@ export class CaptureService {
     if (adoptFolderCaptureLog(ws.dbPath, ws.captureCounts().sessionIds)) this.options.log(`capture: the folder's capture log is now this database's: ${logPath}`);
     const created = !fs.existsSync(logPath);
     const log = CaptureLog.open(logPath);
-    const st: DbState = { dbPath: ws.dbPath, log, sessions: new LiveSessions(), adapters: [], trained: new Set(), deleted: new Set() };
+    const st: DbState = { dbPath: ws.dbPath, log, sessions: new LiveSessions(), adapters: [], trained: new Set(), deleted: new Set(), pendingFeedback: [] };
     this.state = st;
     this.replay(st, ws, created);
     this.loop.kick();
@@ -147,6 +151,7 @@ export class CaptureService {
     const rows = [];
     for (const r of records) {
       st.sessions.apply(r);
+      if (r.t === 'feedback') st.pendingFeedback.push(r);
       if (r.t === 'trained') for (const k of r.samples) st.trained.add(k);
       if (r.t === 'adapter') {
         if (r.reason === 'trained' && r.dir) st.adapters.push(r.dir);
@@ -165,6 +170,7 @@ export class CaptureService {
     const missing = ws.captureCounts().sessionIds.filter((id) => !st.sessions.has(id));
     if (logCreated && missing.length) this.options.log(`capture: ${missing.length} captured sessions of this database are not in its new log ${st.log.filePath}; kept`);
     else for (const id of missing) ws.deleteSession(id);
+    this.applyPendingFeedback(st, ws);
     ws.flush();
     if (records.length) this.options.events.emit('workspace.changed', { reason: 'capture' });
   }
@@ -216,8 +222,8 @@ export class CaptureService {
     return {
       commit: (reply: CapturedReplyIn) => {
         if (st.deleted.has(sessionId) || this.state !== st) return; // deleted (or database switched) meanwhile
-        const { servedBy, model, modelDir, rollout, ...text } = reply;
-        const replyRecord: ReplyRecord = { v: 1, t: 'reply', id: record.id, session: sessionId, at: Date.now(), reply: text, servedBy, model, modelDir, rollout };
+        const { servedBy, model, modelDir, rollout, completionId, ...text } = reply;
+        const replyRecord: ReplyRecord = { v: 1, t: 'reply', id: record.id, session: sessionId, at: Date.now(), reply: text, servedBy, model, modelDir, rollout, completionId };
         this.append(st, replyRecord); // fsync: from here on the exchange survives a crash
         if (done) this.append(st, { v: 1, t: 'close', session: sessionId, at: Date.now() });
         const row = st.sessions.exchangeRow(replyRecord);
@@ -232,11 +238,41 @@ export class CaptureService {
       const conv = sessionId ? st.sessions.conversation(sessionId) : null;
       const fresh = ws.applyCapture(rows, conv ? [conv] : [], st.log.filePath);
       for (const [id, responseTurns] of fresh) this.options.events.emit('capture.sample', { sessionId: id, responseTurns });
+      if (fresh.size) this.applyPendingFeedback(st, ws);
       this.options.events.emit('workspace.changed', { reason: 'capture' });
       if (fresh.size) this.loop.kick();
     } catch (err) {
       this.options.log(`capture: could not update the database (the log has it; the next start replays it): ${(err as Error).message}`);
     }
+  }
+
+  /**
+   * `POST /v1/feedback` (./feedback.ts): logged first (fsync), then a manual label on the reply,
+   * at once when it is a sample (200), else as soon as the next message makes it one (202).
+   */
+  feedback(body: unknown): { status: number; body: object } {
+    const request = parseFeedback(body);
+    const st = this.ensure();
+    const ws = this.workspace();
+    const target = feedbackTarget(ws, request.ref);
+    const record: FeedbackRecord = {
+      v: 1, t: 'feedback', at: Date.now(), session: target.sessionId, exchange: target.id, turn: target.replyTurn, reward: request.reward,
+      ...(request.hint !== undefined ? { hint: request.hint } : {}),
+    };
+    this.append(st, record);
+    const outcome = applyFeedback(ws, record);
+    if (outcome.status === 'pending') st.pendingFeedback.push(record);
+    else this.options.events.emit('workspace.changed', { reason: 'label' });
+    const reply = { id: target.completionId, session: target.sessionId, turn: target.replyTurn, reward: request.reward };
+    return outcome.status === 'applied' ? { status: 200, body: { ...reply, status: 'applied', label: outcome.label } } : { status: 202, body: { ...reply, status: 'pending', label: null } };
+  }
+
+  /** Applies the waiting feedback whose replies have become samples. */
+  private applyPendingFeedback(st: DbState, ws: CaptureWorkspace): void {
+    if (!st.pendingFeedback.length) return;
+    const waiting = st.pendingFeedback;
+    st.pendingFeedback = waiting.filter((f) => applyFeedback(ws, f).status === 'pending');
+    if (st.pendingFeedback.length < waiting.length) this.options.events.emit('workspace.changed', { reason: 'label' });
   }
 
   /** Deletes a session everywhere; a captured one first leaves the log (compaction). */
@@ -248,6 +284,7 @@ export class CaptureService {
       st.log.compact((r) => recordSession(r) !== id);
       st.sessions.forget(id);
       st.deleted.add(id);
+      st.pendingFeedback = st.pendingFeedback.filter((f) => f.session !== id);
       inLog = true;
     }
     const inDb = ws.deleteSession(id);

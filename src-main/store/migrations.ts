@@ -143,4 +143,16 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE labels ADD COLUMN confidence REAL;
   ALTER TABLE labels ADD COLUMN evidence TEXT NOT NULL DEFAULT '[]';
   `,
+  // 5: review and explicit feedback (docs/design.md §Review, §Composite score, §Feedback
+  // endpoint). When a person reviewed a label (manual labels written before count as reviewed
+  // then); the composite judge's score with its reasons (JSON, NULL for other labels); and the
+  // id of the chat completion a captured reply was sent under, so a client's thumbs-up can
+  // name it (NULL for exchanges recorded before).
+  `
+  ALTER TABLE labels ADD COLUMN reviewed_at INTEGER;
+  ALTER TABLE labels ADD COLUMN composite TEXT;
+  UPDATE labels SET reviewed_at = updated_at WHERE source = 'manual';
+  ALTER TABLE capture_exchanges ADD COLUMN completion_id TEXT;
+  CREATE INDEX capture_exchanges_completion ON capture_exchanges(completion_id);
+  `,
 ];

@@ -8,6 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { CallInput, JudgeBackend, Settings, TrainMethod } from '../../src-shared/contract.js';
 import { JUDGE_BACKENDS, TRAIN_METHODS } from '../../src-shared/contract.js';
+import { DEFAULT_COMPOSITE_THRESHOLDS, thresholdProblem, type CompositeThresholds } from '../../src-shared/composite.js';
+import { UserError } from '../../src-shared/types.js';
 import { CAPTURE_SETTING_DEFAULTS, type CaptureSettingFields } from '../../src-shared/capture-defaults.js';
 import { adoptFolderFile, folderFilePath, FOLDER_SETTINGS_FILE, otherDatabasesBeside, PRIVATE_FILE_MODE } from './db-companions.js';
 
@@ -19,6 +21,10 @@ interface StoredSettings extends CaptureSettingFields {
   openaiBaseUrl: string;
   openaiModel: string;
   openaiApiKey: string;
+  /** The composite reward mode of LLM judges and its thresholds (docs/design.md §Composite score). */
+  judgeComposite: boolean;
+  compositePos: number;
+  compositeNeg: number;
   defaultModelDir: string;
 }
 
@@ -41,6 +47,9 @@ export class SettingsStore {
       openaiBaseUrl: 'http://127.0.0.1:11434/v1',
       openaiModel: '',
       openaiApiKey: '',
+      judgeComposite: false,
+      compositePos: DEFAULT_COMPOSITE_THRESHOLDS.pos,
+      compositeNeg: DEFAULT_COMPOSITE_THRESHOLDS.neg,
       defaultModelDir: demoModelDir,
       ...CAPTURE_SETTING_DEFAULTS,
     };
@@ -76,12 +85,22 @@ export class SettingsStore {
     }
     if (out.judgeBackend !== undefined && !JUDGE_BACKENDS.includes(out.judgeBackend as JudgeBackend)) delete out.judgeBackend;
     if (out.captureTrainMethod !== undefined && !TRAIN_METHODS.includes(out.captureTrainMethod as TrainMethod)) delete out.captureTrainMethod;
+    if (thresholdProblem({ pos: (out.compositePos ?? defaults.compositePos) as number, neg: (out.compositeNeg ?? defaults.compositeNeg) as number })) {
+      delete out.compositePos;
+      delete out.compositeNeg;
+    }
     if (out.captureTrainEvery !== undefined && !(Number.isInteger(out.captureTrainEvery) && (out.captureTrainEvery as number) >= 1)) delete out.captureTrainEvery;
     return out as Partial<StoredSettings>;
   }
 
   get raw(): Readonly<StoredSettings> {
     return this.stored;
+  }
+
+  /** The thresholds LLM judges score with when the composite mode is on, else undefined. */
+  compositeThresholds(): CompositeThresholds | undefined {
+    const s = this.stored;
+    return s.judgeComposite ? { pos: s.compositePos, neg: s.compositeNeg } : undefined;
   }
 
   view(): Settings {
@@ -95,6 +114,9 @@ export class SettingsStore {
         openaiBaseUrl: s.openaiBaseUrl,
         openaiModel: s.openaiModel,
         openaiApiKeySet: s.openaiApiKey.length > 0,
+        composite: s.judgeComposite,
+        compositePos: s.compositePos,
+        compositeNeg: s.compositeNeg,
       },
       defaultModelDir: s.defaultModelDir,
       capture: {
@@ -116,6 +138,8 @@ export class SettingsStore {
     for (const [key, value] of Object.entries(patch)) {
       if (value !== undefined) (next as Record<string, unknown>)[key] = value;
     }
+    const problem = thresholdProblem({ pos: next.compositePos, neg: next.compositeNeg });
+    if (problem) throw new UserError(`Composite score: ${problem}.`);
     fs.mkdirSync(path.dirname(this.filePath), { recursive: true });
     const tmp = `${this.filePath}.${process.pid}.tmp`;
     fs.writeFileSync(tmp, JSON.stringify(next, null, 2) + '\n', { mode: PRIVATE_FILE_MODE });

@@ -12,6 +12,7 @@ import type { Store } from '../store/database.js';
 import { countHintRunLabels, countHints } from '../store/labels.js';
 import { readStats, sessionsWithoutSamples } from '../store/overview-reads.js';
 import { iterateBundles, type SampleRecord } from '../store/session-reads.js';
+import { countUnreviewedUncertain } from './review.js';
 
 /** A stored sample with what training sees of it: its reward and the hint training uses. */
 function signalOf(s: SampleRecord): SampleRecord & { reward: Reward; hint: string | null; hinted: boolean } {
@@ -99,5 +100,7 @@ export function checkReport(store: Store): CheckReport {
   }
   if (stats.samples > 0 && hints === 0) warnings.push(noHintWarning(store));
   if (stats.sessions_without_samples > 0) warnings.push(`${stats.sessions_without_samples} session(s) yield no sample; see the list for why.`);
-  return { stats, sessionsWithoutSamples: sessionsWithoutSamples(store), warnings };
+  const unreviewedUncertain = countUnreviewedUncertain(store);
+  if (unreviewedUncertain > 0) warnings.push(`${unreviewedUncertain} label${unreviewedUncertain === 1 ? '' : 's'} still unreviewed and uncertain: open Review to check them.`);
+  return { stats, unreviewedUncertain, sessionsWithoutSamples: sessionsWithoutSamples(store), warnings };
 }

@@ -11,7 +11,7 @@
 // input fails, everything it did is rolled back and the database file is not touched.
 import { UserError, type ImportedConversation, type SessionFormat, type SourceFormat } from '../../src-shared/types.js';
 import type {
-  CheckReport, ContextWindowSetting, ExportFormat, ImportSummary, JudgeCandidate, LabelPatch, LabelView,
+  CheckReport, ContextWindowSetting, ExportFormat, ImportSummary, JudgeCandidate, LabelPatch, LabelView, ReviewItem,
   SampleView, SessionDetail, SessionFilter, SessionSummary, Stats, TrainingSample, VerdictProvenance, WorkspaceApi,
 } from '../../src-shared/views.js';
 import type { JudgeVerdict } from '../judge/verdicts.js';
@@ -20,7 +20,9 @@ import { replayPlan, type ReplaySession } from '../export/replay-plan.js';
 import type { TrlHandoffOptions, TrlHandoffResult } from '../../src-shared/handoff.js';
 import { writeTrlHandoff } from './handoff-trl.js';
 import { analyseSession } from '../pipeline/classify.js';
-import { hasCaptureExchanges, readCaptureCounts, readCaptureExchanges, type CaptureExchangeRow } from '../store/capture-exchanges.js';
+import {
+  findCapturedReply, hasCaptureExchanges, readCaptureCounts, readCaptureExchanges, type CapturedReplyAt, type CapturedReplyRef, type CaptureExchangeRow,
+} from '../store/capture-exchanges.js';
 import { readContextWindow, writeContextWindow } from '../store/context-window.js';
 import { DEFAULT_PERSIST, Store, type Params, type PersistOptions, type StoreAccess } from '../store/database.js';
 import { listSessionSummaries, readStats } from '../store/overview-reads.js';
@@ -29,11 +31,12 @@ import { deleteSessionRows, rebuildAllSamples, samplesNeedRebuild } from '../sto
 import { applyCapture } from './capture-writes.js';
 import { defaultOpenExport, emptySummary, importError, importOpened, type OpenedExportLike, type OpenExportFn } from './import-into-store.js';
 import { judgeCandidates, recordVerdict, setManualLabel } from './labels.js';
+import { reviewQueue } from './review.js';
 import { sampleViews, sessionDetail } from './session-views.js';
 import { checkReport, nothingToTrain, trainingSampleAt, trainingSamples } from './training-set.js';
 import type { TrainMethod } from '../../src-shared/training.js';
 
-export type { CaptureExchangeRow } from '../store/capture-exchanges.js';
+export type { CapturedReplyAt, CapturedReplyRef, CaptureExchangeRow } from '../store/capture-exchanges.js';
 export type { OpenedExportLike, OpenExportFn } from './import-into-store.js';
 
 export interface WorkspaceOptions {
@@ -158,6 +161,10 @@ export class Workspace implements WorkspaceApi {
     return checkReport(this.store);
   }
 
+  reviewQueue(limit?: number): { total: number; items: ReviewItem[] } {
+    return reviewQueue(this.store, limit);
+  }
+
   trainingSamples(options: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat } = {}): TrainingSample[] {
     return trainingSamples(this.store, options);
   }
@@ -203,6 +210,11 @@ export class Workspace implements WorkspaceApi {
   /** Counts for the capture status: exchanges recorded, and captured samples with a next state but no label. */
   captureCounts(): { exchanges: number; pendingJudge: number; sessionIds: string[] } {
     return readCaptureCounts(this.store);
+  }
+
+  /** The captured reply that feedback names (docs/design.md §Feedback endpoint), or undefined. */
+  findCapturedReply(ref: CapturedReplyRef): CapturedReplyAt | undefined {
+    return findCapturedReply(this.store, ref);
   }
 
   /** Removes a session with its turns, samples, labels and captured exchanges; false when there was none. */
