@@ -24,7 +24,8 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Com
   split: { summary: 'show or change which sessions are held out of training for evaluation', load: () => import('./cli/split.js') },
   eval: { summary: 'measure the base model and adapters on the held-out samples, side by side', load: () => import('./cli/eval.js') },
   serve: { summary: 'serve the app and the OpenAI-compatible API to a browser', load: () => import('./cli/serve.js') },
-  demo: { summary: "run the app's core path on the bundled sample export", load: () => import('./cli/demo.js') },
+  demo: { summary: "run the app's core path on the bundled demo exports", load: () => import('./cli/demo.js') },
+  handoff: { summary: "hand the data to a GPU cluster's trainer (TRL files, or a replay into OpenClaw-RL)", load: () => import('./cli/handoff.js') },
 };
 
 function usage(): string {

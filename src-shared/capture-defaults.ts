@@ -1,5 +1,5 @@
 /**
- * The live-capture settings (src-main/capture/) as settings.json stores them, with their
+ * The live-capture settings (src-main/capture/) as the settings file stores them, with their
  * defaults. The server's settings store starts from these defaults, and the Settings page's
  * capture form shows them until the server's values arrive, so both import them from here.
  * Node-free on purpose: the browser bundle loads this file.

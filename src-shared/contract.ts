@@ -14,17 +14,20 @@ import type {
   ImportSummary,
   JudgeSummary,
   LabelView,
+  ReviewItem,
   SessionDetail,
   SampleView,
   SessionSummary,
+  SplitView,
   Stats,
   TurnView,
 } from './views.js';
 import { EXPORT_FORMATS } from './views.js';
 import { SESSION_FORMATS, SOURCE_FORMATS, type SessionFormat } from './types.js';
-import type { EvalLogLine, StepLog } from './trainer-log-line.js';
-import type { SplitView } from './views.js';
-import { LORA_TARGETS, OPTIMIZER_KINDS, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type OptimizerKind, type TrainDevice, type TrainMethod } from './training.js';
+import { OPENCLAW_METHODS, TRL_METHODS, type ReplayProgress, type TrlHandoffResult } from './handoff.js';
+import { tokenViewInput, type TokenViewProgress, type TokenViewResult } from './token-view.js';
+import type { Availability, TrainEval, TrainingState, TrainProgress, TrainRunInfo } from './training-api.js';
+import { LORA_TARGETS, OPTIMIZER_KINDS, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type TrainDevice, type TrainMethod } from './training.js';
 import {
   array,
   boolean,
@@ -41,10 +44,13 @@ import {
 } from './validate.js';
 
 export { ValidationError };
+export * from './api-errors.js';
+export type * from './training-api.js';
 // Training's vocabulary is defined in ./training.ts; the contract's users get it here too.
 export { LORA_TARGETS, TRAIN_DEVICES, TRAIN_METHODS };
 export type { LoraTarget, TrainDevice, TrainMethod };
-export type { CheckReport, ExportFormat, ImportSummary, JudgeSummary, LabelView, SampleView, SessionDetail, SessionSummary, SplitView, Stats, TurnView };
+export type { TokenView, TokenViewMode, TokenViewProgress, TokenViewResult, TokenViewToken } from './token-view.js';
+export type { CheckReport, ExportFormat, ImportSummary, JudgeSummary, LabelView, ReviewItem, SampleView, SessionDetail, SessionSummary, SplitView, Stats, TurnView };
 
 // ---------------------------------------------------------------------------------------
 // Shared value types
@@ -52,12 +58,6 @@ export type { CheckReport, ExportFormat, ImportSummary, JudgeSummary, LabelView,
 
 export type JudgeBackend = 'heuristic' | 'local' | 'openai';
 export const JUDGE_BACKENDS: readonly JudgeBackend[] = ['heuristic', 'local', 'openai'];
-
-/** Whether an optional part (the trainer, an LLM judge) is present in this build, and why not. */
-export interface Availability {
-  available: boolean;
-  reason: string | null;
-}
 
 export interface AppInfo {
   version: string;
@@ -84,6 +84,10 @@ export interface Settings {
     openaiModel: string;
     /** Never sent back to the UI: only whether one is stored. */
     openaiApiKeySet: boolean;
+    /** LLM judges score 0–100 with reasons; ≥ compositePos → +1, ≤ compositeNeg → −1. */
+    composite: boolean;
+    compositePos: number;
+    compositeNeg: number;
   };
   defaultModelDir: string;
   /** Live capture and its background loop (src-main/capture/). */
@@ -130,54 +134,6 @@ export interface CaptureStatus {
   };
   /** The adapter the endpoint serves (null = the base model), and the one a rollback returns to. */
   adapter: { active: string | null; previous: string | null; history: string[] };
-}
-
-export interface TrainConfig {
-  modelDir: string;
-  outDir: string;
-  method: TrainMethod;
-  steps: number;
-  batchSize: number;
-  lr: number;
-  optimizer: OptimizerKind;
-  loraR: number;
-  loraAlpha: number;
-  targets: LoraTarget[];
-  device: TrainDevice;
-  seed: number;
-  checkpointEvery: number;
-}
-
-/**
- * One trainer step as the `train.progress` event: the trainer's `trainer_log.jsonl` line (its
- * fields are defined there) less what the charts do not draw, with the run it belongs to.
- */
-export interface TrainProgress extends Omit<StepLog, 'epoch' | 'tokens' | 'execution_provider'> {
-  runId: string;
-}
-
-/** A held-out evaluation during a run (the trainer's `"type":"eval"` log line), as the `train.eval` event. */
-export type TrainEval = EvalLogLine & { runId: string };
-
-export type TrainStatus = 'running' | 'cancelling' | 'cancelled' | 'finished' | 'failed';
-
-export interface TrainRunInfo {
-  runId: string;
-  status: TrainStatus;
-  config: TrainConfig;
-  startedAt: number;
-  /** The execution provider that actually runs (never a silent fallback). */
-  executionProvider: string | null;
-  /** What the trainer is doing before and between steps, e.g. "compiling the training graph". */
-  phase: string | null;
-  lastProgress: TrainProgress | null;
-  adapterDir: string | null;
-  error: string | null;
-}
-
-export interface TrainingState {
-  engine: Availability;
-  runs: TrainRunInfo[];
 }
 
 export type ChangeReason = 'import' | 'label' | 'judge' | 'database' | 'settings' | 'capture' | 'delete' | 'split';
@@ -227,6 +183,29 @@ const labelPatch = object({
   notes: optional(nullable(string({ max: 20_000 }))),
 });
 
+const optionalText = (max: number) => optional(string({ max }));
+const trlHandoff = object({
+  baseModel: string({ min: 1, max: 1000 }),
+  outDir: path,
+  method: oneOf(TRL_METHODS),
+  initAdapter: optional(path),
+  gpus: integer({ min: 1, max: 4096 }),
+  judgeUrl: optionalText(2000),
+  judgeModel: optionalText(500),
+});
+const replayStart = object({
+  endpoint: string({ min: 1, max: 2000 }),
+  apiKey: optionalText(2000),
+  outDir: path,
+  model: optionalText(500),
+  maxTokens: optional(integer({ min: 1, max: 1_000_000 })),
+  concurrency: integer({ min: 1, max: 256 }),
+  paceMs: integer({ min: 0, max: 3_600_000 }),
+  baseModel: optionalText(1000),
+  method: oneOf(OPENCLAW_METHODS),
+  judgeUrl: optionalText(2000),
+});
+
 const trainConfig = object({
   modelDir: path,
   outDir: path,
@@ -272,13 +251,28 @@ export const CALLS = {
     returns<JudgeSummary>(),
   ),
   judgeCancel: call('Stops the running judge run; the samples it judged keep their labels.', NO_INPUT, returns<{ cancelled: boolean }>()),
+  tokenView: call(
+    "A reply's tokens coloured by the hint's OPD advantage (teacher − student) or an adapter's change (adapter − base); progress as tokenview.progress.",
+    tokenViewInput,
+    returns<TokenViewResult>(),
+  ),
+  tokenViewCancel: call('Stops the running token view computation.', NO_INPUT, returns<{ cancelled: boolean }>()),
   checks: call('The at-least-one report, the label distribution and imbalance warnings.', NO_INPUT, returns<CheckReport>()),
+  reviewQueue: call(
+    'The review queue: unreviewed judge labels, most uncertain first (split votes, weak evidence, judges disagreeing, no evidence).',
+    object({ limit: optional(integer({ min: 1, max: 5000 })) }),
+    returns<{ total: number; items: ReviewItem[] }>(),
+  ),
   previewExport: call(
     'The first lines an export would write; with none, `needs` says what the format needs.',
     object({ format: exportFormat, lines: integer({ min: 1, max: 100 }) }),
     returns<{ lines: string[]; needs: string | null }>(),
   ),
   writeExport: call('Writes one JSONL export atomically.', object({ format: exportFormat, outPath: path }), returns<{ lines: number; path: string }>()),
+  handoffTrl: call('Writes a TRL hand-off folder: datasets, train.py, accelerate configs, README (docs/design.md §Hand-off).', trlHandoff, returns<TrlHandoffResult>()),
+  handoffReplayStart: call('Starts replaying the recorded sessions into an OpenClaw-RL server; the same folder resumes.', replayStart, returns<ReplayProgress>()),
+  handoffReplayStatus: call('The running or last replay: turns answered, sessions done, its state.', NO_INPUT, returns<ReplayProgress>()),
+  handoffReplayStop: call('Stops the replay after the turns in flight; starting it again resumes.', NO_INPUT, returns<ReplayProgress>()),
   defaultModelDir: call('The model folder preselected for training (the demo model).', NO_INPUT, returns<{ path: string; exists: boolean }>()),
   trainStatus: call('Whether the trainer is available, and the runs of this launch.', NO_INPUT, returns<TrainingState>()),
   trainStart: call('Starts a fine-tune; progress arrives as train.progress events.', trainConfig, returns<{ runId: string }>()),
@@ -308,6 +302,9 @@ export const CALLS = {
       openaiBaseUrl: optional(string({ max: 2000 })),
       openaiModel: optional(string({ max: 500 })),
       openaiApiKey: optional(string({ max: 2000 })),
+      judgeComposite: optional(boolean()),
+      compositePos: optional(integer({ min: 0, max: 100 })),
+      compositeNeg: optional(integer({ min: 0, max: 100 })),
       defaultModelDir: optional(string({ max: 4096 })),
       captureEnabled: optional(boolean()),
       captureUpstreamUrl: optional(string({ max: 2000 })),
@@ -361,6 +358,7 @@ export interface ApiEvents {
   /** The data changed; views re-read what they show. */
   'workspace.changed': { reason: ChangeReason };
   'judge.progress': { done: number; total: number };
+  'tokenview.progress': TokenViewProgress;
   'train.progress': TrainProgress;
   /** A held-out evaluation of a running fine-tune (docs/design.md §Evaluation). */
   'train.eval': TrainEval;
@@ -374,7 +372,9 @@ export interface ApiEvents {
   'app.command': { command: 'import' | 'export' | 'openDatabase' | 'settings' };
 }
 export type EventName = keyof ApiEvents;
-export const EVENT_NAMES: readonly EventName[] = ['workspace.changed', 'judge.progress', 'train.progress', 'train.eval', 'train.status', 'capture.sample', 'capture.status', 'app.command'];
+export const EVENT_NAMES: readonly EventName[] = [
+  'workspace.changed', 'judge.progress', 'tokenview.progress', 'train.progress', 'train.eval', 'train.status', 'capture.sample', 'capture.status', 'app.command',
+];
 
 export function isEventName(name: unknown): name is EventName {
   return typeof name === 'string' && (EVENT_NAMES as readonly string[]).includes(name);
@@ -386,30 +386,3 @@ export type EventListener<E extends EventName> = (payload: ApiEvents[E]) => void
 export type HindsightApi = ApiMethods & {
   on<E extends EventName>(event: E, listener: EventListener<E>): () => void;
 };
-
-// ---------------------------------------------------------------------------------------
-// Errors, the same over both transports
-// ---------------------------------------------------------------------------------------
-
-export type ApiErrorKind = 'validation' | 'user' | 'unavailable' | 'unknown_call' | 'unauthorized' | 'internal';
-
-export interface ApiErrorBody {
-  kind: ApiErrorKind;
-  message: string;
-  /** For validation errors: the dotted path of the bad field. */
-  field?: string;
-}
-
-/** What a transport answers: the output, or an error the UI can show as it is. */
-export type CallResult<O> = { ok: true; value: O } | { ok: false; error: ApiErrorBody };
-
-/** An error the back end meant for the user: the UI shows its message. */
-export class ApiError extends Error {
-  override name = 'ApiError';
-  constructor(readonly body: ApiErrorBody) {
-    super(body.message);
-  }
-  get kind(): ApiErrorKind {
-    return this.body.kind;
-  }
-}

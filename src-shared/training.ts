@@ -26,8 +26,11 @@ export const TRAIN_DEFAULTS = {
   /** The CLI's method when --method is left out. */
   method: 'rl' as TrainMethod,
   batchSize: 16,
-  /** Tokens per row (prompt + reply); capped by the model's own maximum. */
-  maxLength: 512,
+  /**
+   * Tokens per row (prompt + reply); capped by the model's own maximum. Longer chats keep
+   * their system turn and latest turns; a longer reply is skipped (overLengthNote).
+   */
+  maxLength: 2048,
   seed: 0,
   device: 'cpu' as TrainDevice,
   /** A checkpoint every N steps and at the end; 0: only at the end. */
@@ -84,4 +87,17 @@ export function shortHintNote(hint: string | null | undefined): string | null {
   const length = hint?.trim().length ?? 0;
   if (length === 0 || length > SHORT_HINT_CHARS) return null;
   return `${length} character${length === 1 ? '' : 's'}: a judge's hint needs more than ${SHORT_HINT_CHARS}, but a hint you type is always used for training.`;
+}
+
+/** The reason, in a run's `skipped` counts, of samples that do not fit `maxLength` tokens. */
+export function overLengthReason(maxLength: number): string {
+  return `over ${maxLength.toLocaleString('en-US')} tokens`;
+}
+
+/**
+ * The line that says samples were left out for their length: "3 samples over 2,048 tokens
+ * skipped; raise --max-length". `remedy` is how the reader can train them.
+ */
+export function overLengthNote(count: number, maxLength: number, remedy = 'raise --max-length'): string {
+  return `${count.toLocaleString('en-US')} sample${count === 1 ? '' : 's'} ${overLengthReason(maxLength)} skipped; ${remedy}`;
 }

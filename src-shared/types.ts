@@ -2,6 +2,8 @@
 // persists them as sessions and turns; the pipeline derives samples; labels sit on samples.
 // Every layer speaks these types, so a change here is a change to the whole app.
 
+import type { CompositeScore } from './composite.js';
+
 export type Role = 'system' | 'user' | 'assistant' | 'tool';
 
 export type SourceFormat = 'chatgpt' | 'claude' | 'sharegpt' | 'openai' | 'messages' | 'openwebui';
@@ -87,6 +89,8 @@ export type Reward = 1 | -1 | 0;
 
 export interface Vote {
   reward?: Reward;
+  /** A composite judge's vote: its overall 0–100 score (its reward is that score mapped). */
+  score?: number;
   hint?: string;
   raw: string;
   /**
@@ -139,4 +143,13 @@ export interface JudgeVerdict {
   reward: Reward;
   hint: string | null;
   votes: Vote[];
+  /**
+   * How sure the judge is of the reward, 0–1 (docs/design.md §Judges): the heuristic's cue
+   * strength and agreement; an LLM judge's vote agreement (the share of votes for the reward).
+   */
+  confidence?: number;
+  /** Why: the heuristic's matched cues, or an LLM judge's vote count. */
+  evidence?: string[];
+  /** The composite judge's score and reasons (docs/design.md §Composite score). */
+  composite?: CompositeScore;
 }

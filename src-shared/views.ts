@@ -1,8 +1,11 @@
 // The data-side facade that the CLI, the app's API service and `serve` all call.
 // src-main/workspace/workspace.ts implements it over the store, the importers, the pipeline and
 // the exporters; this file fixes its shape so the UI and the CLI can be built against it.
+import type { ReplaySession, TrlHandoffOptions, TrlHandoffResult } from './handoff.js';
 import type { JudgeInput, JudgeVerdict, LabelSource, Reward, Role, SessionFormat, SourceFormat, ToolCall, TurnClass, Vote } from './types.js';
 import type { TrainMethod } from './training.js';
+import type { CompositeScore } from './composite.js';
+import type { ReviewReason } from './review.js';
 
 export type ExportFormat = 'samples' | 'openclaw' | 'kto' | 'sft' | 'dpo' | 'sdft';
 export const EXPORT_FORMATS: readonly ExportFormat[] = ['samples', 'openclaw', 'kto', 'sft', 'dpo', 'sdft'];
@@ -100,9 +103,17 @@ export interface LabelView {
   hint: string | null;
   source: LabelSource | null;
   votes: Vote[];
+  /** The judge's confidence in its reward, 0–1; null for labels judged before it was kept. */
+  confidence: number | null;
+  /** The judge's evidence (matched cues or a vote count); a manual edit keeps the judge's. */
+  evidence: string[];
   repair: string | null;
   notes: string | null;
   updatedAt: number | null;
+  /** When a person reviewed it (a manual label is reviewed when written); null = not yet. */
+  reviewedAt: number | null;
+  /** The composite judge's 0–100 score with its reasons (docs/design.md §Composite score); null otherwise. */
+  composite: CompositeScore | null;
 }
 
 export interface SampleView {
@@ -129,8 +140,24 @@ export interface LabelPatch {
   notes?: string | null;
 }
 
+/** One label of the review queue (docs/design.md §Review), most uncertain first. */
+export interface ReviewItem {
+  sample: SampleView;
+  sessionTitle: string;
+  /** The last user message before the reply, for context. */
+  prompt: string | null;
+  uncertainty: number;
+  reasons: ReviewReason[];
+  /** The reasons in words ("split votes (+1 −1 +1)"). */
+  reasonTexts: string[];
+  /** What the heuristic says of this sample, when an LLM judge made the label. */
+  heuristicReward: Reward | null;
+}
+
 export interface CheckReport {
   stats: Stats;
+  /** Judge labels nobody reviewed that the review queue holds (docs/design.md §Review). */
+  unreviewedUncertain: number;
   sessionsWithoutSamples: { id: string; title: string; reason: NoSampleReason }[];
   warnings: string[]; // imbalance warnings that matter for training
 }
@@ -210,6 +237,8 @@ export interface WorkspaceApi {
   /** A manual label: always wins over judge and heuristic labels. */
   setLabel(sessionId: string, responseTurn: number, patch: LabelPatch): LabelView;
   checks(): CheckReport;
+  /** The review queue: unreviewed, uncertain judge labels, most uncertain first (at most `limit`). */
+  reviewQueue(limit?: number): { total: number; items: ReviewItem[] };
   /**
    * What the judge runner (src-main/judge/runner.ts, for every backend) works with: every sample
    * that has a next state, in stable order, with its label's provenance ...
@@ -232,6 +261,8 @@ export interface WorkspaceApi {
    * Samples of held-out sessions are never among them (see split()).
    */
   trainingSamples(options?: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat }): TrainingSample[];
+  /** One sample as training would see it (context, reply, the hint training uses), selected by a run or not; null when there is none. */
+  trainingSampleAt(sessionId: string, responseTurn: number): TrainingSample | null;
   /** Why a run of `method` on this database would learn nothing (what it needs, what there is), or null. */
   nothingToTrain(method: TrainMethod): string | null;
   /** The held-out split (docs/design.md §Evaluation): held-out samples never reach trainingSamples. */
@@ -250,6 +281,10 @@ export interface WorkspaceApi {
   setContextWindow(window: ContextWindowSetting): void;
   exportJsonl(format: ExportFormat, outPath: string): Promise<{ lines: number; path: string }>;
   previewExport(format: ExportFormat, lines: number): string[];
+  /** Writes a TRL hand-off folder (docs/design.md §Hand-off). */
+  handoffTrl(options: TrlHandoffOptions): TrlHandoffResult;
+  /** The requests a replay to OpenClaw-RL sends, session by session. */
+  replayPlan(): ReplaySession[];
   /** Saves pending changes now (they are otherwise saved shortly after each change). */
   flush(): void;
   close(): void;

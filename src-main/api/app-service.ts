@@ -11,8 +11,10 @@ import { MAX_UPLOAD_BYTES, type ApiHandlers, type AppInfo, type CallInput, type 
 import { demoExportFiles } from '../import/demo-data.js';
 import type { EventHub } from '../workspace/event-hub.js';
 import type { HostBridge } from './host.js';
+import { HandoffService } from './handoff-service.js';
 import { JudgeService } from './judge-service.js';
-import { SettingsStore, settingsPathFor } from '../store/settings-file.js';
+import { SettingsStore } from '../store/settings-file.js';
+import { TokenViewService } from './token-view-service.js';
 import { TrainingService } from './training-service.js';
 
 /** Opens a database; `serve` asks for a workspace that also has what live capture needs. */
@@ -44,15 +46,19 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   private settingsStore: SettingsStore;
   private readonly training: TrainingService;
   private readonly judges: JudgeService;
+  private readonly handoff: HandoffService;
+  private readonly tokenViews: TokenViewService;
   private capture: CaptureController | null = null;
 
   private constructor(
     private readonly options: ServiceOptions<W>,
     private workspace: W,
   ) {
-    this.settingsStore = new SettingsStore(settingsPathFor(workspace.dbPath), this.demoModelDir);
+    this.settingsStore = SettingsStore.forDatabase(workspace.dbPath, this.demoModelDir);
     this.training = new TrainingService(options.events, () => this.workspace);
     this.judges = new JudgeService(options.events, () => this.settingsStore);
+    this.handoff = new HandoffService(() => this.workspace);
+    this.tokenViews = new TokenViewService(options.events, () => this.settingsStore);
   }
 
   static async create<W extends WorkspaceApi>(options: ServiceOptions<W>): Promise<HindsightService<W>> {
@@ -77,6 +83,8 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
 
   close(): void {
     void this.judges.close(); // stops a run and frees the local judge model's worker
+    this.handoff.replayStop(); // the turns in flight finish and are recorded; the next start resumes
+    void this.tokenViews.close(); // and the token view's model workers
     this.training.close(); // a running fine-tune stops at a checkpoint, resumable next launch
     this.workspace.close();
   }
@@ -210,8 +218,20 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     return this.judges.cancel();
   }
 
+  async tokenView(input: CallInput<'tokenView'>) {
+    return this.tokenViews.compute(this.workspace, { ...input, modelDir: input.modelDir && expandHome(input.modelDir), adapterDir: input.adapterDir && expandHome(input.adapterDir) });
+  }
+
+  async tokenViewCancel() {
+    return this.tokenViews.cancel();
+  }
+
   async checks() {
     return this.workspace.checks();
+  }
+
+  async reviewQueue({ limit }: CallInput<'reviewQueue'>) {
+    return this.workspace.reviewQueue(limit);
   }
 
   async previewExport({ format, lines }: CallInput<'previewExport'>) {
@@ -226,6 +246,23 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     }
     fs.mkdirSync(path.dirname(resolved), { recursive: true });
     return this.workspace.exportJsonl(format, resolved);
+  }
+
+  async handoffTrl(input: CallInput<'handoffTrl'>) {
+    const initAdapter = input.initAdapter ? expandHome(input.initAdapter) : undefined;
+    return this.handoff.trl({ ...input, outDir: path.resolve(expandHome(input.outDir)), ...(initAdapter ? { initAdapter } : {}) });
+  }
+
+  async handoffReplayStart(input: CallInput<'handoffReplayStart'>) {
+    return this.handoff.replayStart({ ...input, outDir: path.resolve(expandHome(input.outDir)) });
+  }
+
+  async handoffReplayStatus() {
+    return this.handoff.status();
+  }
+
+  async handoffReplayStop() {
+    return this.handoff.replayStop();
   }
 
   async defaultModelDir() {
@@ -282,7 +319,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     const next = await this.options.openWorkspace(resolved);
     this.workspace.close();
     this.workspace = next;
-    this.settingsStore = new SettingsStore(settingsPathFor(resolved), this.demoModelDir);
+    this.settingsStore = SettingsStore.forDatabase(resolved, this.demoModelDir);
     this.changed('database');
     return this.appInfo();
   }

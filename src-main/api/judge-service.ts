@@ -44,9 +44,10 @@ export class JudgeService {
   private spec(backend: JudgeBackend): JudgeBackendSpec {
     const s = this.settings().raw;
     if (backend === 'heuristic') return { backend };
-    if (backend === 'local') return { backend, modelDir: s.localModelDir };
+    const composite = this.settings().compositeThresholds();
+    if (backend === 'local') return { backend, modelDir: s.localModelDir, composite };
     if (!s.openaiModel.trim()) throw new UserError('The OpenAI-compatible endpoint has no model name yet: fill in its Model field and save the settings.');
-    return { backend, baseUrl: s.openaiBaseUrl, model: s.openaiModel, apiKey: s.openaiApiKey };
+    return { backend, baseUrl: s.openaiBaseUrl, model: s.openaiModel, apiKey: s.openaiApiKey, composite };
   }
 
   /** The backend for a run; the local model is kept loaded for the next run. */

@@ -50,11 +50,11 @@ function newestMtime(target: string): number {
   return newest;
 }
 
-/** The renderer imports the contract and the shared types, so their changes count too. */
+/** The renderer imports only src-shared/ and itself (test/layout/layers.test.ts), so those are its sources. */
 function sourcesNewerThanBuild(): boolean {
   const built = path.join(RENDERER_OUT, 'index.html');
   if (!fs.existsSync(built)) return true;
-  const sources = [RENDERER_SRC, path.join(PROJECT_ROOT, 'src-main', 'api'), path.join(PROJECT_ROOT, 'src-main', 'core')];
+  const sources = [RENDERER_SRC, path.join(PROJECT_ROOT, 'src-shared')];
   return Math.max(...sources.map(newestMtime)) > fs.statSync(built).mtimeMs;
 }
 

@@ -8,7 +8,6 @@ import { startHttpServer, type RunningServer } from './http-server.js';
 import { openWorkspace as defaultOpenWorkspace } from './open-workspace.js';
 import { ensureRendererBuilt, PROJECT_ROOT } from './renderer-build.js';
 import { HindsightService, type OpenWorkspace } from './app-service.js';
-import { SettingsStore, settingsPathFor } from '../store/settings-file.js';
 import { createOpenAiHandler } from '../openai/handler.js';
 import type { UpstreamTarget } from '../openai/upstream.js';
 import { CaptureService, type CaptureWorkspace } from '../capture/capture-service.js';
@@ -58,9 +57,8 @@ export async function serveApp(options: ServeOptions): Promise<ServeHandle> {
     events,
     openWorkspace,
   });
-  // /v1: the settings are read per request, so a model folder changed in Settings is served next.
-  const demoModelDir = path.join(PROJECT_ROOT, 'resources', 'models', 'stories260K');
-  const modelDir = () => options.openaiModelDir ?? new SettingsStore(settingsPathFor(service.currentDbPath), demoModelDir).raw.defaultModelDir;
+  // /v1: the open database's settings are asked per request, so a model folder changed in Settings is served next.
+  const modelDir = () => options.openaiModelDir ?? service.settings.raw.defaultModelDir;
   if (options.capture && !service.settings.raw.captureEnabled) service.settings.update({ captureEnabled: true });
   let endpoint: string | null = null;
   const capture = new CaptureService({
@@ -79,6 +77,7 @@ export async function serveApp(options: ServeOptions): Promise<ServeHandle> {
     adapterDir: () => capture.activeAdapter(),
     upstream: () => capture.upstream(),
     capture: capture.hook,
+    feedback: (body) => capture.feedback(body),
     loadWaitMs: options.loadWaitMs,
     log,
   });

@@ -17,6 +17,7 @@ import { holdsRun } from '../train/run-folder.js';
 import type { WorkspaceApi } from '../../src-shared/views.js';
 import type { Availability, TrainConfig, TrainEval, TrainProgress, TrainRunInfo, TrainingState } from '../../src-shared/contract.js';
 import type { EventHub } from '../workspace/event-hub.js';
+import { overLengthNote } from '../../src-shared/training.js';
 
 /** One fine-tune as the engine sees it. */
 export interface TrainJob {
@@ -36,12 +37,17 @@ export interface TrainJob {
   onPhase(message: string): void;
   /** A held-out evaluation (at the start, every few steps, at the end). */
   onEval(line: EvalLogLine): void;
+  /** What the run leaves out ("3 samples over 2,048 tokens skipped; …"), shown for the whole run. */
+  onNotice?(message: string): void;
 }
 
 export interface TrainingEngine {
   /** Runs to the end (or to the abort) and resolves with the PEFT adapter folder. */
   run(job: TrainJob): Promise<{ adapterDir: string; status: 'finished' | 'cancelled' }>;
 }
+
+/** The page has no max-length field: longer samples train from the command line. */
+const APP_REMEDY = 'train them with hindsight train --max-length';
 
 /** The trainer behind the TrainingEngine seam. run-in-worker.ts is loaded on the first fine-tune only. */
 export const trainerEngine: TrainingEngine = {
@@ -76,6 +82,7 @@ export const trainerEngine: TrainingEngine = {
             job.onProgress(log);
           } else if (event.type === 'eval') job.onEval(event.log);
           else if (event.type === 'executionProvider') job.onExecutionProvider(event.name);
+          else if (event.type === 'overLength') job.onNotice?.(overLengthNote(event.count, event.maxLength, APP_REMEDY));
           else job.onPhase(event.message);
         },
       },
@@ -283,6 +290,7 @@ export class TrainingService {
       onExecutionProvider: (name) => this.update(run, { executionProvider: name }),
       onPhase: (message) => this.update(run, { phase: message }),
       onEval: (line) => this.events.emit('train.eval', { ...line, runId }),
+      onNotice: (message) => this.update(run, { notice: message }),
     };
     engine.run(job).then(
       ({ adapterDir, status }) => this.update(run, { status, adapterDir, phase: null }),

@@ -1,6 +1,7 @@
 /**
- * The capture log: an append-only JSONL file beside the database (`capture-log.jsonl`), the
- * source of truth of live capture. The database is rebuilt from it (replay is idempotent),
+ * The capture log: an append-only JSONL file beside the database, under its name
+ * (`<db>.capture-log.jsonl`, ../store/db-companions.ts), readable by the owner only (0600):
+ * the source of truth of live capture. The database is rebuilt from it (replay is idempotent),
  * so whatever the log holds survives a crash of the process or a lost database save.
  *
  * Durability: `append` writes one line and fsyncs before it returns, and the endpoint calls
@@ -15,13 +16,25 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
+import { adoptFolderFile, captureLogPathFor, folderFilePath, FOLDER_CAPTURE_LOG_FILE, otherDatabasesBeside } from '../store/db-companions.js';
 import type { CaptureRecord } from './capture-records.js';
-import { parseRecord } from './capture-records.js';
+import { parseRecord, recordSession } from './capture-records.js';
 
-export const CAPTURE_LOG_FILE = 'capture-log.jsonl';
+export { captureLogPathFor };
 
-export function captureLogPathFor(dbPath: string): string {
-  return path.join(path.dirname(path.resolve(dbPath)), CAPTURE_LOG_FILE);
+/**
+ * Moves a folder-level `capture-log.jsonl` (earlier versions kept one per folder) to the
+ * database at `dbPath`, when it is that database's: the database holds sessions the log
+ * recorded, or, holding none of them, it is the only database in the folder. Otherwise the
+ * log is a neighbour's and stays. Returns whether it moved.
+ */
+export function adoptFolderCaptureLog(dbPath: string, capturedSessionIds: readonly string[]): boolean {
+  const from = folderFilePath(dbPath, FOLDER_CAPTURE_LOG_FILE);
+  return adoptFolderFile(from, captureLogPathFor(dbPath), () => {
+    const held = new Set(capturedSessionIds);
+    if (readCaptureLog(from).records.some((r) => held.has(recordSession(r) ?? ''))) return true;
+    return otherDatabasesBeside(dbPath).length === 0;
+  });
 }
 
 export interface ReadResult {
@@ -61,24 +74,7 @@ export class CaptureLog {
 
   /** Every well-formed record in order; a bad line is skipped and reported, never fatal. */
   read(): ReadResult {
-    let text: string;
-    try {
-      text = fs.readFileSync(this.filePath, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { records: [], skipped: [] };
-      throw new UserError(`cannot read the capture log ${this.filePath}: ${(err as Error).message}`);
-    }
-    const records: CaptureRecord[] = [];
-    const skipped: string[] = [];
-    text.split('\n').forEach((line, i) => {
-      if (!line.trim()) return;
-      try {
-        records.push(parseRecord(JSON.parse(line)));
-      } catch (err) {
-        skipped.push(`${this.filePath}:${i + 1}: ${(err as Error).message.split('\n')[0]}`);
-      }
-    });
-    return { records, skipped };
+    return readCaptureLog(this.filePath);
   }
 
   /** Appends one record and fsyncs: when this returns, the record survives a crash. */
@@ -116,6 +112,28 @@ export class CaptureLog {
       // already closed
     }
   }
+}
+
+/** The records of a capture log file, without opening it for writing (a missing file has none). */
+export function readCaptureLog(filePath: string): ReadResult {
+  let text: string;
+  try {
+    text = fs.readFileSync(filePath, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { records: [], skipped: [] };
+    throw new UserError(`cannot read the capture log ${filePath}: ${(err as Error).message}`);
+  }
+  const records: CaptureRecord[] = [];
+  const skipped: string[] = [];
+  text.split('\n').forEach((line, i) => {
+    if (!line.trim()) return;
+    try {
+      records.push(parseRecord(JSON.parse(line)));
+    } catch (err) {
+      skipped.push(`${filePath}:${i + 1}: ${(err as Error).message.split('\n')[0]}`);
+    }
+  });
+  return { records, skipped };
 }
 
 /** fsync a folder so a rename in it is durable (a no-op where the platform cannot). */

@@ -7,10 +7,13 @@
  *   close    `X-Session-Done`: the session takes no more turns
  *   trained  the background loop trained on these samples (`session/turn` keys)
  *   adapter  the served adapter changed (after a run, or a rollback): the new one, or null
+ *   feedback a chat client's thumbs-up or -down on a reply (`POST /v1/feedback`): it becomes a
+ *            manual label once the reply is a sample (docs/design.md §Feedback endpoint)
  *
  * A request whose reply never came (the client or the server went away) still counts: the
  * user did say it, so its last message is the next state of the previous reply.
  */
+import type { Reward } from '../../src-shared/types.js';
 import type { CaptureExchangeRow } from '../workspace/workspace.js';
 
 export interface CapturedMessage {
@@ -47,6 +50,21 @@ export interface ReplyRecord {
   model: string | null;
   modelDir: string | null;
   rollout: Rollout | null;
+  /** The chat completion id the client got (absent in records written before it was kept). */
+  completionId?: string | null;
+}
+
+export interface FeedbackRecord {
+  v: 1;
+  t: 'feedback';
+  at: number;
+  session: string;
+  /** The exchange (request record id) whose reply it rates. */
+  exchange: string;
+  /** The reply's turn in the session. */
+  turn: number;
+  reward: Reward;
+  hint?: string | null;
 }
 
 export interface CloseRecord {
@@ -73,7 +91,7 @@ export interface AdapterRecord {
   reason: 'trained' | 'rollback';
 }
 
-export type CaptureRecord = RequestRecord | ReplyRecord | CloseRecord | TrainedRecord | AdapterRecord;
+export type CaptureRecord = RequestRecord | ReplyRecord | CloseRecord | TrainedRecord | AdapterRecord | FeedbackRecord;
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -104,6 +122,11 @@ export function parseRecord(value: unknown): CaptureRecord {
     case 'trained':
       need(typeof r.runId === 'string' && Array.isArray(r.samples) && typeof r.adapterDir === 'string', 'trained record malformed');
       return r as unknown as TrainedRecord;
+    case 'feedback':
+      need(typeof r.session === 'string' && typeof r.exchange === 'string' && Number.isInteger(r.turn), 'feedback without session, exchange or turn');
+      need(r.reward === 1 || r.reward === -1 || r.reward === 0, 'feedback reward must be 1, -1 or 0');
+      need(r.hint === undefined || r.hint === null || typeof r.hint === 'string', 'feedback hint must be text');
+      return r as unknown as FeedbackRecord;
     case 'adapter':
       need(r.dir === null || typeof r.dir === 'string', 'adapter record malformed');
       return r as unknown as AdapterRecord;
@@ -114,5 +137,5 @@ export function parseRecord(value: unknown): CaptureRecord {
 
 /** The session a record belongs to, if any (what per-session delete removes). */
 export function recordSession(r: CaptureRecord): string | null {
-  return r.t === 'request' || r.t === 'reply' || r.t === 'close' ? r.session : null;
+  return r.t === 'request' || r.t === 'reply' || r.t === 'close' || r.t === 'feedback' ? r.session : null;
 }

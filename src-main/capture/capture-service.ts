@@ -13,10 +13,13 @@
  *
  * - Off until the user turns it on (Settings, or `serve --capture`). Proxying to an upstream
  *   works with capture off too; nothing is recorded then.
- * - The log lives beside the database (capture-log.jsonl). On start (and when the app
- *   switches databases) it is replayed into that database: exchanges by id, sessions by
- *   content, so replaying twice changes nothing; captured sessions the log no longer has
- *   (deleted) are removed. The served adapter and the loop's queue come back from it too.
+ * - The log lives beside the database under its name (`<db>.capture-log.jsonl`; a folder's
+ *   shared `capture-log.jsonl` from earlier versions is adopted by the database it came from,
+ *   ./capture-log.ts). On start (and when the app switches databases) it is replayed into
+ *   that database: exchanges by id, sessions by content, so replaying twice changes nothing;
+ *   captured sessions the log no longer has (deleted) are removed, unless the log was only
+ *   just created (then the database is all there is of them, and they stay). The served
+ *   adapter and the loop's queue come back from it too.
  * - Per-session delete compacts the log (the session's records are rewritten away), then
  *   deletes from the database: the log is rewritten first, so a crash in between is healed
  *   by the next replay.
@@ -28,15 +31,16 @@ import path from 'node:path';
 import { UserError, type ImportedConversation } from '../../src-shared/types.js';
 import type { WorkspaceApi } from '../../src-shared/views.js';
 import type { CaptureStatus } from '../../src-shared/contract.js';
-import type { CaptureExchangeRow } from '../workspace/workspace.js';
+import type { CapturedReplyAt, CapturedReplyRef, CaptureExchangeRow } from '../workspace/workspace.js';
 import type { EventHub } from '../workspace/event-hub.js';
 import type { SettingsStore } from '../store/settings-file.js';
 import type { CapturedReplyIn, CaptureHook, CaptureTicket } from '../openai/capture-hook.js';
 import { RequestError, type ChatRequest } from '../openai/protocol.js';
 import type { UpstreamTarget } from '../openai/upstream.js';
-import { CaptureLog, captureLogPathFor } from './capture-log.js';
+import { adoptFolderCaptureLog, CaptureLog, captureLogPathFor } from './capture-log.js';
 import { CaptureLoop, untrainedSamples, countWithSignal } from './loop.js';
-import { recordSession, type CapturedMessage, type CaptureRecord, type ReplyRecord, type RequestRecord } from './capture-records.js';
+import { recordSession, type CapturedMessage, type CaptureRecord, type FeedbackRecord, type ReplyRecord, type RequestRecord } from './capture-records.js';
+import { applyFeedback, feedbackTarget, parseFeedback } from './feedback.js';
 import { LiveSessions } from './capture-sessions.js';
 
 /** What capture needs of the open workspace: the data facade, and mirroring the capture log into it. */
@@ -44,6 +48,7 @@ export interface CaptureWorkspace extends WorkspaceApi {
   /** Stores exchanges and captured conversations; returns the samples each session gained. */
   applyCapture(exchanges: readonly CaptureExchangeRow[], conversations: readonly ImportedConversation[], logPath: string): Map<string, number[]>;
   captureCounts(): { exchanges: number; pendingJudge: number; sessionIds: string[] };
+  findCapturedReply(ref: CapturedReplyRef): CapturedReplyAt | undefined;
 }
 
 export interface CaptureServiceOptions {
@@ -69,6 +74,8 @@ interface DbState {
   adapters: string[];
   trained: Set<string>;
   deleted: Set<string>;
+  /** Feedback on replies that are not samples yet (no next message so far). */
+  pendingFeedback: FeedbackRecord[];
 }
 
 const MAX_SESSION_ID = 200;
@@ -123,10 +130,13 @@ export class CaptureService {
     const ws = this.workspace();
     if (this.state?.dbPath === ws.dbPath) return this.state;
     this.state?.log.close();
-    const log = CaptureLog.open(captureLogPathFor(ws.dbPath));
-    const st: DbState = { dbPath: ws.dbPath, log, sessions: new LiveSessions(), adapters: [], trained: new Set(), deleted: new Set() };
+    const logPath = captureLogPathFor(ws.dbPath);
+    if (adoptFolderCaptureLog(ws.dbPath, ws.captureCounts().sessionIds)) this.options.log(`capture: the folder's capture log is now this database's: ${logPath}`);
+    const created = !fs.existsSync(logPath);
+    const log = CaptureLog.open(logPath);
+    const st: DbState = { dbPath: ws.dbPath, log, sessions: new LiveSessions(), adapters: [], trained: new Set(), deleted: new Set(), pendingFeedback: [] };
     this.state = st;
-    this.replay(st, ws);
+    this.replay(st, ws, created);
     this.loop.kick();
     return st;
   }
@@ -135,12 +145,13 @@ export class CaptureService {
     return this.options.workspace();
   }
 
-  private replay(st: DbState, ws: CaptureWorkspace): void {
+  private replay(st: DbState, ws: CaptureWorkspace, logCreated: boolean): void {
     const { records, skipped } = st.log.read();
     for (const line of skipped) this.options.log(`capture log: skipped ${line}`);
     const rows = [];
     for (const r of records) {
       st.sessions.apply(r);
+      if (r.t === 'feedback') st.pendingFeedback.push(r);
       if (r.t === 'trained') for (const k of r.samples) st.trained.add(k);
       if (r.t === 'adapter') {
         if (r.reason === 'trained' && r.dir) st.adapters.push(r.dir);
@@ -154,8 +165,12 @@ export class CaptureService {
     }
     const conversations = st.sessions.conversationIds().map((id) => st.sessions.conversation(id)!);
     ws.applyCapture(rows, conversations, st.log.filePath);
-    // The log is the truth: captured sessions it no longer has were deleted.
-    for (const id of ws.captureCounts().sessionIds) if (!st.sessions.has(id)) ws.deleteSession(id);
+    // The log is the truth: captured sessions it no longer has were deleted. A log created just
+    // now never had them (e.g. a neighbour adopted the folder's old shared log): they stay.
+    const missing = ws.captureCounts().sessionIds.filter((id) => !st.sessions.has(id));
+    if (logCreated && missing.length) this.options.log(`capture: ${missing.length} captured sessions of this database are not in its new log ${st.log.filePath}; kept`);
+    else for (const id of missing) ws.deleteSession(id);
+    this.applyPendingFeedback(st, ws);
     ws.flush();
     if (records.length) this.options.events.emit('workspace.changed', { reason: 'capture' });
   }
@@ -207,8 +222,8 @@ export class CaptureService {
     return {
       commit: (reply: CapturedReplyIn) => {
         if (st.deleted.has(sessionId) || this.state !== st) return; // deleted (or database switched) meanwhile
-        const { servedBy, model, modelDir, rollout, ...text } = reply;
-        const replyRecord: ReplyRecord = { v: 1, t: 'reply', id: record.id, session: sessionId, at: Date.now(), reply: text, servedBy, model, modelDir, rollout };
+        const { servedBy, model, modelDir, rollout, completionId, ...text } = reply;
+        const replyRecord: ReplyRecord = { v: 1, t: 'reply', id: record.id, session: sessionId, at: Date.now(), reply: text, servedBy, model, modelDir, rollout, completionId };
         this.append(st, replyRecord); // fsync: from here on the exchange survives a crash
         if (done) this.append(st, { v: 1, t: 'close', session: sessionId, at: Date.now() });
         const row = st.sessions.exchangeRow(replyRecord);
@@ -223,11 +238,41 @@ export class CaptureService {
       const conv = sessionId ? st.sessions.conversation(sessionId) : null;
       const fresh = ws.applyCapture(rows, conv ? [conv] : [], st.log.filePath);
       for (const [id, responseTurns] of fresh) this.options.events.emit('capture.sample', { sessionId: id, responseTurns });
+      if (fresh.size) this.applyPendingFeedback(st, ws);
       this.options.events.emit('workspace.changed', { reason: 'capture' });
       if (fresh.size) this.loop.kick();
     } catch (err) {
       this.options.log(`capture: could not update the database (the log has it; the next start replays it): ${(err as Error).message}`);
     }
+  }
+
+  /**
+   * `POST /v1/feedback` (./feedback.ts): logged first (fsync), then a manual label on the reply,
+   * at once when it is a sample (200), else as soon as the next message makes it one (202).
+   */
+  feedback(body: unknown): { status: number; body: object } {
+    const request = parseFeedback(body);
+    const st = this.ensure();
+    const ws = this.workspace();
+    const target = feedbackTarget(ws, request.ref);
+    const record: FeedbackRecord = {
+      v: 1, t: 'feedback', at: Date.now(), session: target.sessionId, exchange: target.id, turn: target.replyTurn, reward: request.reward,
+      ...(request.hint !== undefined ? { hint: request.hint } : {}),
+    };
+    this.append(st, record);
+    const outcome = applyFeedback(ws, record);
+    if (outcome.status === 'pending') st.pendingFeedback.push(record);
+    else this.options.events.emit('workspace.changed', { reason: 'label' });
+    const reply = { id: target.completionId, session: target.sessionId, turn: target.replyTurn, reward: request.reward };
+    return outcome.status === 'applied' ? { status: 200, body: { ...reply, status: 'applied', label: outcome.label } } : { status: 202, body: { ...reply, status: 'pending', label: null } };
+  }
+
+  /** Applies the waiting feedback whose replies have become samples. */
+  private applyPendingFeedback(st: DbState, ws: CaptureWorkspace): void {
+    if (!st.pendingFeedback.length) return;
+    const waiting = st.pendingFeedback;
+    st.pendingFeedback = waiting.filter((f) => applyFeedback(ws, f).status === 'pending');
+    if (st.pendingFeedback.length < waiting.length) this.options.events.emit('workspace.changed', { reason: 'label' });
   }
 
   /** Deletes a session everywhere; a captured one first leaves the log (compaction). */
@@ -239,6 +284,7 @@ export class CaptureService {
       st.log.compact((r) => recordSession(r) !== id);
       st.sessions.forget(id);
       st.deleted.add(id);
+      st.pendingFeedback = st.pendingFeedback.filter((f) => f.session !== id);
       inLog = true;
     }
     const inDb = ws.deleteSession(id);

@@ -201,6 +201,7 @@ export class LiveSessions {
       model: reply.model,
       modelDir: reply.modelDir,
       rollout: reply.rollout,
+      completionId: reply.completionId ?? null,
     };
   }
 

@@ -121,8 +121,9 @@ export class CaptureLoop {
 
   private judgeSpec(): JudgeBackendSpec {
     const s = this.ctx.settings().raw;
-    if (s.judgeBackend === 'local') return { backend: 'local', modelDir: s.localModelDir };
-    if (s.judgeBackend === 'openai') return { backend: 'openai', baseUrl: s.openaiBaseUrl, model: s.openaiModel, apiKey: s.openaiApiKey };
+    const composite = this.ctx.settings().compositeThresholds();
+    if (s.judgeBackend === 'local') return { backend: 'local', modelDir: s.localModelDir, composite };
+    if (s.judgeBackend === 'openai') return { backend: 'openai', baseUrl: s.openaiBaseUrl, model: s.openaiModel, apiKey: s.openaiApiKey, composite };
     return { backend: 'heuristic' };
   }
 

@@ -33,7 +33,7 @@ export const spec = {
     out: { type: 'string', value: 'FILE', help: 'also write the JSON report to FILE', otherwise: 'stdout only' },
     ...DEVICE_OPTION,
     'batch-size': { type: 'string', default: '8', value: 'N', help: 'rows per forward pass' },
-    'max-length': { type: 'string', value: 'N', help: 'tokens per row, truncated as in training', otherwise: "512, or the model's maximum if smaller" },
+    'max-length': { type: 'string', value: 'N', help: 'tokens per row, windowed as in training (a longer reply is left out)', otherwise: "2048, or the model's maximum if smaller" },
     threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
     ...DB_OPTION,
     ...jsonOption('print the report as one JSON object (split, models, comparisons)'),

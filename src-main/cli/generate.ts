@@ -1,10 +1,14 @@
 // `hindsight generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T]
-// [--top-p P] [--seed S] [--stop STR]… [--device cpu|cuda] [--no-chat-template] [--json]`.
+// [--top-p P] [--seed S] [--stop STR]… [--device cpu|cuda] [--adapter DIR] [--no-chat-template] [--json]`.
+// --adapter applies a PEFT LoRA adapter (Hindsight's or one trained elsewhere), merged once
+// into a cached folder as `serve --adapter` does (src-main/train/adapted-model.ts).
 // The prompt goes through the model's chat template as one user message unless
 // --no-chat-template (then it is raw text, BOS added where the tokenizer adds one).
 // Prints the reply on stdout; with --json, one object with the reply, its reasoning, tool
-// calls, tokens, their log-probs and the execution provider that ran. --adapter DIR generates
-// with a PEFT LoRA adapter merged in (../train/adapted-model.ts; cached after the first time).
+// calls, tokens, their log-probs and the execution provider that ran.
+// The model's context bounds it (src-main/model/context-limit.ts): a prompt that leaves no
+// room for a reply is a one-line error (exit 1), and --max-new-tokens is capped to the
+// positions the prompt leaves, with a note on stderr.
 import type { Device } from '../model/ort-session.js';
 import { loadAdaptedModel } from '../train/adapted-model.js';
 import { intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
@@ -19,7 +23,6 @@ export const spec = {
     'the token count and speed go to stderr. The prompt is one user message through the chat template.',
   options: {
     model: { type: 'string', value: 'DIR', help: 'the model folder', required: true },
-    adapter: { type: 'string', value: 'DIR', help: 'generate with this PEFT LoRA adapter (a train --out folder), merged in', otherwise: 'the base model' },
     prompt: { type: 'string', value: 'TEXT', help: 'the user message', required: true },
     'max-new-tokens': { type: 'string', default: '256', value: 'N', help: 'the most tokens to generate' },
     temperature: { type: 'string', default: '0', value: 'T', help: 'sampling temperature; 0 is greedy' },
@@ -28,6 +31,7 @@ export const spec = {
     stop: { type: 'string', multiple: true, value: 'STR', help: 'stop when the reply contains this text', otherwise: "the model's end tokens only" },
     ...DEVICE_OPTION,
     threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
+    adapter: { type: 'string', value: 'DIR', help: 'a PEFT LoRA adapter to apply (merged into the weights first)', otherwise: 'the base model alone' },
     'no-chat-template': { type: 'boolean', default: false, help: 'send the prompt as raw text (BOS added where the tokenizer adds one)' },
     ...jsonOption('print the reply, reasoning, tool calls, tokens and log-probs as one JSON object'),
   },
@@ -62,6 +66,9 @@ export const command: Command = async (argv) => {
       seed,
       stopStrings: values.stop,
     });
+    if (out.maxNewTokens < maxNewTokens) {
+      process.stderr.write(`note: --max-new-tokens ${maxNewTokens} capped to ${out.maxNewTokens}: the model has ${model.maxPositions} positions and the prompt takes ${out.promptTokens}\n`);
+    }
     const seconds = (Date.now() - started) / 1000;
     const rate = out.tokens.length / Math.max(seconds, 1e-9);
     process.stderr.write(`${out.tokens.length} tokens in ${seconds.toFixed(2)} s (${rate.toFixed(1)} tokens/s) on ${out.executionProvider}, finish: ${out.finishReason}\n`);

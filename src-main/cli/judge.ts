@@ -8,6 +8,7 @@ import { openJudgeBackend, type JudgeBackendSpec } from '../judge/backends.js';
 import { runJudge, type JudgeProgress } from '../judge/runner.js';
 import { DEFAULT_TIMEOUT_MS } from '../judge/openai-client.js';
 import { DEFAULT_JUDGE_MAX_TOKENS } from '../judge/llm-judge.js';
+import { DEFAULT_COMPOSITE_THRESHOLDS, thresholdProblem, type CompositeThresholds } from '../../src-shared/composite.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
 const DEFAULT_ENDPOINT = 'http://127.0.0.1:11434/v1';
@@ -29,6 +30,9 @@ export const spec = {
     force: { type: 'boolean', default: false, help: 're-judge samples already judged by this backend, model and prompt' },
     concurrency: { type: 'string', value: 'N', help: 'samples judged at once', otherwise: '1 local, 4 openai' },
     'max-tokens': { type: 'string', value: 'N', help: 'token limit of each judge answer', otherwise: String(DEFAULT_JUDGE_MAX_TOKENS) },
+    composite: { type: 'boolean', default: false, help: 'LLM judges: score 0–100 on correctness, instruction, tone and length, with reasons' },
+    'composite-pos': { type: 'string', value: 'N', help: 'with --composite: a score ≥ N is +1', otherwise: String(DEFAULT_COMPOSITE_THRESHOLDS.pos) },
+    'composite-neg': { type: 'string', value: 'N', help: 'with --composite: a score ≤ N is −1', otherwise: String(DEFAULT_COMPOSITE_THRESHOLDS.neg) },
     model: { type: 'string', value: 'DIR', help: 'the model folder (Hugging Face checkpoint) that judges', group: LOCAL, required: 'with --backend local' },
     device: { type: 'string', value: 'cpu|cuda', help: 'where it runs', group: LOCAL, otherwise: 'cpu' },
     endpoint: { type: 'string', value: 'URL', help: "base URL up to /v1; the default is Ollama's", group: OPENAI, otherwise: DEFAULT_ENDPOINT },
@@ -40,16 +44,34 @@ export const spec = {
   },
 } as const;
 
+/** --composite with its thresholds, or undefined without it (docs/design.md §Composite score). */
+function compositeThresholds(name: BackendName, values: Record<string, string | boolean | undefined>): CompositeThresholds | undefined {
+  const str = (k: string) => values[k] as string | undefined;
+  if (!values.composite) {
+    if (str('composite-pos') !== undefined || str('composite-neg') !== undefined) throw new UsageError('--composite-pos and --composite-neg need --composite');
+    return undefined;
+  }
+  if (name === 'heuristic') throw new UsageError('--composite needs an LLM judge: --backend local or --backend openai');
+  const t = {
+    pos: intFlag('composite-pos', str('composite-pos'), DEFAULT_COMPOSITE_THRESHOLDS.pos),
+    neg: intFlag('composite-neg', str('composite-neg'), DEFAULT_COMPOSITE_THRESHOLDS.neg),
+  };
+  const problem = thresholdProblem(t);
+  if (problem) throw new UsageError(problem);
+  return t;
+}
+
 function backendSpec(name: BackendName, values: Record<string, string | boolean | undefined>): JudgeBackendSpec {
   const str = (k: string) => values[k] as string | undefined;
   const maxTokens = str('max-tokens') === undefined ? undefined : intFlag('max-tokens', str('max-tokens'), DEFAULT_JUDGE_MAX_TOKENS, 1);
+  const composite = compositeThresholds(name, values);
   if (name === 'heuristic') return { backend: 'heuristic' };
   if (name === 'local') {
     const model = str('model');
     if (!model) throw new UsageError('--backend local needs --model DIR (the model folder that judges)');
     const device = str('device') ?? 'cpu';
     if (device !== 'cpu' && device !== 'cuda') throw new UsageError(`--device must be cpu or cuda, got '${device}'`);
-    return { backend: 'local', modelDir: path.resolve(model), device, maxTokens };
+    return { backend: 'local', modelDir: path.resolve(model), device, maxTokens, composite };
   }
   const judgeModel = str('judge-model');
   if (!judgeModel) throw new UsageError('--backend openai needs --judge-model NAME (the model name the server serves)');
@@ -61,6 +83,7 @@ function backendSpec(name: BackendName, values: Record<string, string | boolean 
     timeoutMs: intFlag('timeout-ms', str('timeout-ms'), DEFAULT_TIMEOUT_MS, 1),
     concurrency: intFlag('concurrency', str('concurrency'), 4, 1),
     maxTokens,
+    composite,
   };
 }
 

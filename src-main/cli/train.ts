@@ -12,7 +12,7 @@ import type { EvalLogLine } from '../../src-shared/trainer-log-line.js';
 import { parseTargets } from '../train/lora.js';
 import { startTraining } from '../train/run-in-worker.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
-import { defaultEpsHigh, OPTIMIZER_KINDS, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type TrainMethod } from '../../src-shared/training.js';
+import { defaultEpsHigh, OPTIMIZER_KINDS, overLengthNote, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type TrainMethod } from '../../src-shared/training.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 import { DEVICE_OPTION, deviceFlag } from './generate.js';
 
@@ -45,7 +45,10 @@ export const spec = {
     'kl-beta': { type: 'string', value: 'X', help: 'k3 KL penalty against the base model', otherwise: num(D.klBeta) },
     'w-opd': { type: 'string', value: 'X', help: "combine's weight of the teacher gap", otherwise: num(D.wOpd) },
     'w-rl': { type: 'string', value: 'X', help: "combine's weight of the reward", otherwise: num(D.wRl) },
-    'max-length': { type: 'string', value: 'N', help: "tokens per row, at most the model's own", otherwise: num(D.maxLength) },
+    'max-length': {
+      type: 'string', value: 'N', otherwise: `${num(D.maxLength)}, or the model's own maximum if less`,
+      help: "tokens per row, at most the model's own; a longer chat keeps its system turn and latest turns, a longer reply is skipped and counted",
+    },
     seed: { type: 'string', value: 'S', help: 'data order and LoRA initialisation', otherwise: num(D.seed) },
     device: { ...DEVICE_OPTION.device, help: 'where the step runs (cuda: after npm run setup:gpu)', otherwise: D.device },
     threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
@@ -88,6 +91,7 @@ function describe(event: TrainerEvent): string | null {
   if (event.type === 'status') return event.message;
   if (event.type === 'executionProvider') return `execution provider: ${event.name}`;
   if (event.type === 'eval') return describeEval(event.log);
+  if (event.type === 'overLength') return overLengthNote(event.count, event.maxLength);
   const l = event.log;
   const gap = l.teacher_student_gap === null ? '' : ` gap ${l.teacher_student_gap.toFixed(4)}`;
   return `step ${l.step}/${l.total_steps} loss ${l.loss.toFixed(4)} reward ${l.reward_mean.toFixed(2)} adv ${l.adv_mean.toFixed(4)}${gap} ` +

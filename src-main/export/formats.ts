@@ -5,6 +5,7 @@
 //
 //   samples   every sample: context, reply, next state, label
 //   openclaw  every sample, in OpenClaw-RL's record shape (prompt_text is ChatML)
+//             (both add `composite` — score, thresholds, reasons — to composite judges' labels)
 //   kto       samples labelled ±1: TRL unpaired preference {prompt, completion, label}
 //   sft       replies labelled +1, or repaired replies (the repair replaces the reply): {messages}
 //   dpo       preference pairs {prompt, chosen, rejected}: a ChatGPT regeneration
@@ -41,6 +42,18 @@ function feedbackTurn(bundle: SessionBundle, sample: SampleRecord): TurnRecord |
   return sample.feedbackTurn === null ? null : bundle.turns[sample.feedbackTurn];
 }
 
+/**
+ * A composite judge's score as exports carry it (docs/design.md §Composite score): the score,
+ * the thresholds that mapped it, and each dimension's score and reason. Absent from other
+ * labels' lines, so their lines are as before.
+ */
+function compositeField(s: SampleRecord): { composite?: object } {
+  const c = s.label.composite;
+  if (!c) return {};
+  const dimensions = Object.fromEntries(c.dimensions.map((d) => [d.name, { score: d.score, reason: d.reason }]));
+  return { composite: { score: c.score, thresholds: { pos: c.thresholds.pos, neg: c.thresholds.neg }, dimensions } };
+}
+
 function samplesLine(bundle: SessionBundle, s: SampleRecord): object {
   const reply = bundle.turns[s.responseTurn];
   return {
@@ -56,6 +69,7 @@ function samplesLine(bundle: SessionBundle, s: SampleRecord): object {
     label_source: s.label.source,
     next_state_role: s.nextStateRole,
     repair: s.label.repair,
+    ...compositeField(s),
   };
 }
 
@@ -75,6 +89,7 @@ function openclawLine(bundle: SessionBundle, s: SampleRecord): object {
     score: s.label.reward,
     votes: s.label.votes.map((v) => v.reward ?? null),
     hint: s.label.hint,
+    ...compositeField(s),
   };
 }
 

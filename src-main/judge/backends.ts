@@ -5,6 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
+import { thresholdProblem, type CompositeThresholds } from '../../src-shared/composite.js';
 import type { Device } from '../model/ort-session.js';
 import { HeuristicJudge, type JudgeBackend } from './verdicts.js';
 import { LlmJudge } from './llm-judge.js';
@@ -13,9 +14,11 @@ import { OpenAiClient } from './openai-client.js';
 
 export type JudgeBackendSpec =
   | { backend: 'heuristic' }
-  | { backend: 'local'; modelDir: string; device?: Device; maxTokens?: number }
+  | { backend: 'local'; modelDir: string; device?: Device; maxTokens?: number; composite?: CompositeThresholds }
   | {
       backend: 'openai';
+      /** The composite reward mode with its thresholds (docs/design.md §Composite score). */
+      composite?: CompositeThresholds;
       baseUrl: string;
       model: string;
       apiKey?: string;
@@ -31,6 +34,9 @@ export interface OpenedJudge {
 }
 
 export async function openJudgeBackend(spec: JudgeBackendSpec): Promise<OpenedJudge> {
+  const composite = spec.backend === 'heuristic' ? undefined : spec.composite;
+  const problem = composite ? thresholdProblem(composite) : null;
+  if (problem) throw new UserError(problem);
   switch (spec.backend) {
     case 'heuristic':
       return { judge: new HeuristicJudge(), close: async () => {} };
@@ -39,7 +45,7 @@ export async function openJudgeBackend(spec: JudgeBackendSpec): Promise<OpenedJu
       if (!fs.existsSync(path.join(dir, 'config.json'))) {
         throw new UserError(`${spec.modelDir}: not a model folder (no config.json); give a Hugging Face checkpoint folder with --model`);
       }
-      const judge = new LlmJudge(await LocalCompleter.load(dir, { device: spec.device }), { maxTokens: spec.maxTokens });
+      const judge = new LlmJudge(await LocalCompleter.load(dir, { device: spec.device }), { maxTokens: spec.maxTokens, composite });
       return { judge, close: () => judge.close() };
     }
     case 'openai': {
@@ -52,7 +58,7 @@ export async function openJudgeBackend(spec: JudgeBackendSpec): Promise<OpenedJu
           retries: spec.retries,
           concurrency: spec.concurrency,
         }),
-        { maxTokens: spec.maxTokens },
+        { maxTokens: spec.maxTokens, composite },
       );
       return { judge, close: () => judge.close() };
     }

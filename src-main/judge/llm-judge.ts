@@ -10,9 +10,11 @@
  */
 import type { LabelSource, Vote } from '../../src-shared/types.js';
 import type { JudgeBackend, JudgeInput, JudgeOptions, JudgeProvenance, JudgeVerdict } from './verdicts.js';
+import type { CompositeThresholds } from '../../src-shared/composite.js';
+import { compositeFromVotes, compositeVote } from './composite.js';
 import { parseHintAnswer, parseRewardAnswer } from './parse.js';
-import { hintPrompt, promptVersionFor, REWARD_PROMPT_VERSION, rewardPrompt, type PromptMessage } from './prompts.js';
-import { hintFromVotes, rewardFromVotes } from './votes.js';
+import { compositePrompt, compositeVersion, hintPrompt, promptVersionFor, REWARD_PROMPT_VERSION, rewardPrompt, type PromptMessage } from './prompts.js';
+import { confidenceFromVotes, hintFromVotes, rewardFromVotes, voteEvidence } from './votes.js';
 
 export interface CompletionOptions {
   temperature: number;
@@ -37,6 +39,8 @@ export const DEFAULT_JUDGE_MAX_TOKENS = 512;
 export interface LlmJudgeOptions {
   temperature?: number;
   maxTokens?: number;
+  /** The composite reward mode (docs/design.md §Composite score), with its thresholds. */
+  composite?: CompositeThresholds;
 }
 
 /** FNV-1a: a stable seed per (sample, judge, vote). */
@@ -54,20 +58,26 @@ export class LlmJudge implements JudgeBackend {
   readonly labelSource: LabelSource;
   private readonly temperature: number;
   private readonly maxTokens: number;
+  private readonly composite: CompositeThresholds | null;
 
   constructor(
     readonly completer: ChatCompleter,
     options: LlmJudgeOptions = {},
   ) {
-    this.provenance = { backend: completer.backend, model: completer.model, promptVersion: REWARD_PROMPT_VERSION };
+    this.composite = options.composite ? { ...options.composite } : null;
+    this.provenance = { backend: completer.backend, model: completer.model, promptVersion: this.rewardVersion() };
     this.labelSource = `judge:${completer.model}`;
     this.temperature = options.temperature ?? JUDGE_TEMPERATURE;
     this.maxTokens = options.maxTokens ?? DEFAULT_JUDGE_MAX_TOKENS;
   }
 
+  private rewardVersion(): string {
+    return this.composite ? compositeVersion(this.composite) : REWARD_PROMPT_VERSION;
+  }
+
   /** The version stored with labels: the reward prompt's, plus the hint prompt's with hints. */
   promptVersionFor(hints: boolean): string {
-    return promptVersionFor(hints);
+    return promptVersionFor(hints, this.rewardVersion());
   }
 
   async judge(input: JudgeInput, options: JudgeOptions): Promise<JudgeVerdict> {
@@ -79,17 +89,24 @@ export class LlmJudge implements JudgeBackend {
         seed: voteSeed(input.sessionId, input.responseTurn, judge, i),
         signal: options.signal,
       });
-    const rewardMessages = rewardPrompt(input);
+    const rewardMessages = this.composite ? compositePrompt(input) : rewardPrompt(input);
     const hintMessages = options.hints ? hintPrompt(input) : null;
     // All votes at once: the completer bounds how many requests really run together.
     const [rewardRaws, hintRaws] = await Promise.all([
       Promise.all(Array.from({ length: m }, (_, i) => ask(rewardMessages, 'reward', i))),
       hintMessages ? Promise.all(Array.from({ length: m }, (_, i) => ask(hintMessages, 'hint', i))) : Promise.resolve(null),
     ]);
+    const composite = this.composite;
+    const compositeVotes = composite ? rewardRaws.map((raw) => compositeVote(raw, composite)) : null;
     const votes: Vote[] = rewardRaws.map((raw, i) => {
       const vote: Vote = { raw };
-      const reward = parseRewardAnswer(raw);
-      if (reward !== undefined) vote.reward = reward;
+      if (compositeVotes) {
+        const { score, reward } = compositeVotes[i]!;
+        if (score !== undefined) Object.assign(vote, { score, reward });
+      } else {
+        const reward = parseRewardAnswer(raw);
+        if (reward !== undefined) vote.reward = reward;
+      }
       if (hintRaws) {
         const parsed = parseHintAnswer(hintRaws[i]!);
         vote.hintRaw = hintRaws[i]!;
@@ -98,7 +115,13 @@ export class LlmJudge implements JudgeBackend {
       }
       return vote;
     });
-    return { reward: rewardFromVotes(votes), hint: hintRaws ? hintFromVotes(votes) : null, votes };
+    const hint = hintRaws ? hintFromVotes(votes) : null;
+    if (composite && compositeVotes) {
+      const part = compositeFromVotes(compositeVotes, composite);
+      return { reward: part.reward, hint, votes, confidence: part.confidence, evidence: part.evidence, ...(part.composite ? { composite: part.composite } : {}) };
+    }
+    const reward = rewardFromVotes(votes);
+    return { reward, hint, votes, confidence: confidenceFromVotes(votes, reward), evidence: voteEvidence(votes) };
   }
 
   close(): Promise<void> {

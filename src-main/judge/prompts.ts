@@ -11,13 +11,18 @@
  *   have made the reply better? \boxed{1} with a hint in [HINT_START]…[HINT_END], or
  *   \boxed{-1}.
  *
- * Both end with the boxed answer so thinking models can reason first: the parser
+ * - Composite reward judge (optional, docs/design.md §Composite score): rates the reply 0–100
+ *   on correctness, instruction, tone and length with a reason each, then \boxed{overall}.
+ *
+ * All end with the boxed answer so thinking models can reason first: the parser
  * (./parse.ts) reads the last \boxed{} after any reasoning.
  */
 import type { JudgeInput } from './verdicts.js';
 
 export const REWARD_PROMPT_VERSION = 'reward-v1';
 export const HINT_PROMPT_VERSION = 'hint-v1';
+/** The composite reward prompt (docs/design.md §Composite score); labels add its thresholds: 'composite-v1@70/30'. */
+export const COMPOSITE_PROMPT_VERSION = 'composite-v1';
 
 export interface PromptMessage {
   role: 'system' | 'user';
@@ -51,6 +56,24 @@ You may think first. Then give your answer in this form:
 [HINT_START]<your hint>[HINT_END]
 or just \\boxed{-1}.`;
 
+const COMPOSITE_SYSTEM = `You rate one reply of an AI assistant, using what happened next as evidence.
+You are shown the assistant's reply and the next state: the user's next message, or the output of a tool the reply called.
+
+Rate the reply from 0 to 100 on each of these dimensions, each with a reason of one short sentence:
+- correctness: are its facts, code or results right? An error from the tool, or a user pointing out a mistake, counts against it.
+- instruction: did it do what the user asked, the way they asked? A correction, a repeated or rephrased request counts against it.
+- tone: is it suitably polite and direct, without needless hedging or preaching?
+- length: is it as long as the request needs, with no padding and nothing missing?
+
+Then give one overall score from 0 to 100: how well the reply served the user, judged above all by the next state. 100 means the user got what they wanted; 0 means the reply failed them. When the next state shows neither, stay near 50.
+
+You may think first. Then answer in exactly this form, one dimension a line:
+correctness: <0-100> | <reason>
+instruction: <0-100> | <reason>
+tone: <0-100> | <reason>
+length: <0-100> | <reason>
+\\boxed{<overall score, 0-100>}`;
+
 /** Keeps the head and the tail of an overly long text, saying how much was cut. */
 export function clip(text: string, max = MAX_SECTION_CHARS): string {
   if (text.length <= max) return text;
@@ -82,6 +105,16 @@ export function rewardPrompt(input: JudgeInput): PromptMessage[] {
   ];
 }
 
+export function compositePrompt(input: JudgeInput): PromptMessage[] {
+  return [
+    { role: 'system', content: COMPOSITE_SYSTEM },
+    {
+      role: 'user',
+      content: `## Assistant reply\n${replySection(input)}\n\n${nextStateSection(input)}\n\nRate the reply on correctness, instruction, tone and length, then end with the overall score as \\boxed{0-100}.`,
+    },
+  ];
+}
+
 export function hintPrompt(input: JudgeInput): PromptMessage[] {
   return [
     { role: 'system', content: HINT_SYSTEM },
@@ -93,6 +126,11 @@ export function hintPrompt(input: JudgeInput): PromptMessage[] {
 }
 
 /** The prompt version a label gets: the reward prompt's, plus the hint prompt's when hints were asked for. */
-export function promptVersionFor(hints: boolean): string {
-  return hints ? `${REWARD_PROMPT_VERSION}+${HINT_PROMPT_VERSION}` : REWARD_PROMPT_VERSION;
+export function promptVersionFor(hints: boolean, rewardVersion = REWARD_PROMPT_VERSION): string {
+  return hints ? `${rewardVersion}+${HINT_PROMPT_VERSION}` : rewardVersion;
+}
+
+/** A composite label's reward version names its thresholds: changing them re-judges on the next run. */
+export function compositeVersion(t: { pos: number; neg: number }): string {
+  return `${COMPOSITE_PROMPT_VERSION}@${t.pos}/${t.neg}`;
 }

@@ -51,7 +51,8 @@ export function majorityVote(votes: readonly Vote[]): Reward {
   return bestCount === 0 || tied ? 0 : best;
 }
 
-export const HEURISTIC_PROMPT_VERSION = 'heuristic-v1';
+// v2: multilingual cues, contrast, topic changes, conservative on conflict (docs/design.md §Judges).
+export const HEURISTIC_PROMPT_VERSION = 'heuristic-v2';
 
 /** The built-in rule-based judge: deterministic, so it casts a single vote. */
 export class HeuristicJudge implements JudgeBackend {
@@ -64,6 +65,9 @@ export class HeuristicJudge implements JudgeBackend {
       ? extractHint(input.nextState, input.nextState.role === 'tool' && looksLikeToolError(input.nextState.text))
       : null;
     const raw = `heuristic: ${verdict.evidence.join(', ')} → ${verdict.reward > 0 ? '+1' : verdict.reward}`;
-    return { reward: verdict.reward, hint, votes: [{ reward: verdict.reward, ...(hint ? { hint } : {}), raw }] };
+    return {
+      reward: verdict.reward, hint, votes: [{ reward: verdict.reward, ...(hint ? { hint } : {}), raw }],
+      confidence: verdict.confidence, evidence: verdict.evidence,
+    };
   }
 }

@@ -19,6 +19,22 @@ export function rewardFromVotes(votes: readonly Vote[]): Reward {
   return majorityVote(votes);
 }
 
+/**
+ * An LLM judge's confidence: its vote agreement, the share of all votes cast (unparseable ones
+ * included) that gave the winning reward. A tie gives reward 0, usually with few votes for 0.
+ */
+export function confidenceFromVotes(votes: readonly Vote[], reward: Reward): number {
+  if (!votes.length) return 0;
+  return Math.round((votes.filter((v) => v.reward === reward).length / votes.length) * 100) / 100;
+}
+
+/** The vote count behind an LLM judge's reward, as evidence for the annotator. */
+export function voteEvidence(votes: readonly Vote[]): string[] {
+  const count = (r: Reward) => votes.filter((v) => v.reward === r).length;
+  const unparsed = votes.filter((v) => v.reward === undefined).length;
+  return [`votes: ${count(1)}× +1, ${count(0)}× 0, ${count(-1)}× −1${unparsed ? `, ${unparsed} unparseable` : ''}`];
+}
+
 export function hintFromVotes(votes: readonly Vote[]): string | null {
   let best: string | null = null;
   for (const v of votes) {

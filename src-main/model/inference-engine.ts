@@ -21,6 +21,7 @@ import { checkpointWeights, decoderGraph, type WeightSource } from './decoder.js
 import { ort, createSession, assertCudaAvailable, int64Tensor, type Device, type SessionConfig } from './ort-session.js';
 import { ChatTokenizer } from './tokenizer.js';
 import { sampleToken, seededRandom } from './sampling.js';
+import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 
 /** One sequence to score: log-probs of `inputIds[responseStart..]` given what precedes. */
 export interface ScoreRow {
@@ -36,7 +37,7 @@ export interface ScoreOptions {
 }
 
 export interface GenerateOptions {
-  /** Default 256. */
+  /** Default 256; capped to the positions the prompt leaves (./context-limit.ts). */
   maxNewTokens?: number;
   /** 0 (the default) is greedy decoding. */
   temperature?: number;
@@ -229,7 +230,8 @@ export class ModelEngine {
   async generate(promptIds: number[], options: GenerateOptions = {}, onToken?: (token: number, logprob: number) => void): Promise<GeneratedTokens> {
     if (promptIds.length === 0) throw new UserError('generate: the prompt is empty (no tokens)');
     this.checkIds(promptIds, 'prompt');
-    const maxNew = options.maxNewTokens ?? 256;
+    // The same rule LocalModel applies before it calls the worker; here too, for direct users.
+    const maxNew = replyBudget(promptIds.length, options.maxNewTokens ?? DEFAULT_MAX_NEW_TOKENS, this.config.maxPositionEmbeddings);
     const temperature = options.temperature ?? 0;
     const topP = options.topP ?? 1;
     if (!(temperature >= 0)) throw new UserError(`temperature must be ≥ 0, got ${temperature}`);

@@ -17,6 +17,7 @@ import type { EngineOptions, GenerateOptions, GeneratedTokens, ScoreOptions, Sco
 import type { Device } from './ort-session.js';
 import { ChatTokenizer, type ChatMessage, type TemplateOptions } from './tokenizer.js';
 import { parseReply, type ParsedReply } from './chat-output.js';
+import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { startWorker, waitUntilReady, WorkerClient, type WorkerEvent } from './worker-host.js';
 
 export interface LoadOptions extends EngineOptions {
@@ -35,6 +36,8 @@ export interface GenerateRequest extends GenerateOptions {
 
 export interface GenerateResult extends GeneratedTokens, ParsedReply {
   promptTokens: number;
+  /** The budget generation ran with: the one asked for, capped to the positions the prompt left. */
+  maxNewTokens: number;
   executionProvider: Device;
 }
 
@@ -76,6 +79,11 @@ export class LocalModel {
     return this.ep;
   }
 
+  /** Positions the model has (config.json's max_position_embeddings): prompt and reply together fit in them. */
+  get maxPositions(): number {
+    return this.config.maxPositionEmbeddings;
+  }
+
   /** Log-probs of each row's response tokens (fp32), in input order. */
   async score(rows: ScoreRow[], options: ScoreOptions = {}): Promise<number[][]> {
     const out = await this.worker.call<{ logprobs: number[][]; executionProvider: Device }>('score', [rows, options]);
@@ -101,8 +109,10 @@ export class LocalModel {
   async generate(prompt: string | ChatMessage[] | number[], request: GenerateRequest = {}): Promise<GenerateResult> {
     const { chatTemplate, template, onToken, ...options } = request;
     const ids = this.promptIds(prompt, { chatTemplate, template });
+    // Throws ContextLengthError (a UserError) when the prompt leaves no room: ./context-limit.ts.
+    const maxNewTokens = replyBudget(ids.length, options.maxNewTokens ?? DEFAULT_MAX_NEW_TOKENS, this.maxPositions);
     const onEvent = onToken && ((m: WorkerEvent) => onToken(m.token as number, m.logprob as number));
-    const out = await this.worker.call<GeneratedTokens & { executionProvider: Device }>('generate', [ids, options, !!onToken], onEvent);
+    const out = await this.worker.call<GeneratedTokens & { executionProvider: Device }>('generate', [ids, { ...options, maxNewTokens }, !!onToken], onEvent);
     this.ep = out.executionProvider;
     const reply = parseReply(out.tokens.filter((t) => !this.tokenizer.eosTokenIds.includes(t)), {
       thinkStartId: this.tokenizer.thinkStartId,
@@ -111,7 +121,7 @@ export class LocalModel {
     });
     // A stop string cut the text: parse what was kept, not the tokens beyond it.
     const parsed = out.finishReason === 'stop' ? parseReply([], { decode: () => out.text }) : reply;
-    return { ...out, ...parsed, promptTokens: ids.length, executionProvider: out.executionProvider };
+    return { ...out, ...parsed, promptTokens: ids.length, maxNewTokens, executionProvider: out.executionProvider };
   }
 
   close(): Promise<void> {

@@ -19,8 +19,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
-import { Environment, Interpreter, Template } from '@huggingface/jinja';
+import { Environment, Template } from '@huggingface/jinja';
 import { UserError } from '../../src-shared/types.js';
+import { TemplateInterpreter } from './template-interpreter.js';
 
 export const FALLBACK_CHAT_TEMPLATE =
   "{{ bos_token }}{% for message in messages %}{{ message['role'] | capitalize }}: {{ message['content'] }}\n\n{% endfor %}" +
@@ -149,7 +150,7 @@ export class ChatTokenizer {
     };
     try {
       for (const [name, value] of Object.entries(context)) env.set(name, value);
-      return new Interpreter(env).run(this.template.parsed).value as string;
+      return new TemplateInterpreter(env).run(this.template.parsed).value as string;
     } catch (err) {
       throw new UserError(`chat template failed to render: ${(err as Error).message}`);
     }
@@ -162,16 +163,22 @@ export class ChatTokenizer {
 
   /**
    * The conversation followed by `response` as the assistant's reply, as token ids with the
-   * index of the first response token. The response span covers what the template writes
-   * for that reply after the generation prompt, end-of-turn tokens included, so the model
-   * learns to stop.
+   * index of the first response token. The response span covers what the model writes after
+   * the template's generation prompt for that reply, end-of-turn tokens included, so the
+   * model learns to stop.
    *
-   * The rendered prompt (with its generation prompt) must be a text prefix of the rendered
-   * conversation: templates that rewrite history by position (Qwen3 keeps reasoning only
-   * after the last user query) still do this, since the reply is the last turn either way.
-   * When a template breaks it (e.g. Qwen3 with `enable_thinking: false`, whose generation
-   * prompt is an empty think block, and a reply that carries reasoning) the reply's tokens
-   * cannot be told apart, and this throws a UserError rather than train on a misaligned span.
+   * Usually the rendered prompt (with its generation prompt) is a text prefix of the rendered
+   * conversation, and the span is the rest: templates that rewrite history by position (Qwen3
+   * keeps reasoning only after the last user query) still do this, since the reply is the
+   * last turn either way.
+   *
+   * A generation prompt that opens a think block the rendered reply does not start with
+   * (DeepSeek-R1 and its distills write `<think>\n` there, and drop the reasoning from a
+   * rendered reply) is continued instead: see {@link continueOpenedThink}.
+   *
+   * Any other mismatch (Qwen3 with `enable_thinking: false`, whose generation prompt is an
+   * empty think block, and a reply that carries reasoning) leaves the reply's tokens without
+   * a place, and this throws a UserError rather than train on a misaligned span.
    *
    * When the prompt's tokens are a prefix of the whole conversation's tokens (the usual
    * case), the whole conversation is encoded as one text. Otherwise (a BPE merge across the
@@ -179,18 +186,51 @@ export class ChatTokenizer {
    * generation from that prompt would have produced.
    */
   encodeResponse(messages: ChatMessage[], response: string, options: Omit<TemplateOptions, 'addGenerationPrompt'> = {}): ResponseSpan {
-    const now = new Date(); // both renders see the same date (Llama 3.2 writes today's date)
+    const now = new Date(); // every render sees the same date (Llama 3.2 writes today's date)
     const prompt = this.render(messages, { ...options, addGenerationPrompt: true }, now);
     const full = this.render([...messages, { role: 'assistant', content: response }], { ...options, addGenerationPrompt: false }, now);
-    if (!full.startsWith(prompt)) throw new UserError(notAPrefixMessage(prompt, full));
+    const reply = full.startsWith(prompt) ? full.slice(prompt.length) : this.continueOpenedThink(messages, response, options, now, prompt, full);
     const promptIds = this.encode(prompt);
-    const fullIds = this.encode(full);
+    const fullIds = this.encode(prompt + reply);
     if (promptIds.every((id, i) => fullIds[i] === id) && fullIds.length > promptIds.length) {
       return { inputIds: fullIds, responseStart: promptIds.length };
     }
-    const tail = this.encode(full.slice(prompt.length));
+    const tail = this.encode(reply);
     if (tail.length === 0) throw new UserError('the chat template renders the response as nothing: cannot find its tokens');
     return { inputIds: [...promptIds, ...tail], responseStart: promptIds.length };
+  }
+
+  /**
+   * The reply text after a generation prompt that opens a think block (`<think>` and
+   * whitespace, where the rendered conversation has something else): what the model would
+   * write from there, then the end of turn the template writes after a reply's content.
+   *   - a reply that starts with the opened text (`<think>\nreasoning</think>answer`)
+   *     continues it: the opened text is not repeated;
+   *   - a reply with reasoning but no opening tag (`reasoning</think>answer`, as such models
+   *     write it after the prompt) is taken as it is;
+   *   - a reply without reasoning closes an empty think block first (`\n</think>\n\n`,
+   *     as Qwen3 writes an empty one), then the reply.
+   * Anything else throws the UserError of a reply that does not follow its prompt.
+   */
+  private continueOpenedThink(messages: ChatMessage[], response: string, options: TemplateOptions, now: Date, prompt: string, full: string): string {
+    let shared = 0;
+    while (shared < prompt.length && prompt[shared] === full[shared]) shared++;
+    const opened = prompt.slice(shared);
+    if (!/^<think>\s*$/.test(opened)) throw new UserError(notAPrefixMessage(prompt, full));
+    const endOfTurn = this.endOfTurn(messages, options, now);
+    if (response.startsWith(opened)) return response.slice(opened.length) + endOfTurn;
+    if (response.trimStart().startsWith('<think>')) throw new UserError(notAPrefixMessage(prompt, full));
+    if (response.includes('</think>')) return response + endOfTurn;
+    return `${opened.endsWith('\n') ? '' : '\n'}\n</think>\n\n${response}${endOfTurn}`;
+  }
+
+  /** What the template writes after an assistant reply's content (its end-of-turn tokens). */
+  private endOfTurn(messages: ChatMessage[], options: TemplateOptions, now: Date): string {
+    const marker = 'HindsightReplyMarker';
+    const rendered = this.render([...messages, { role: 'assistant', content: marker }], { ...options, addGenerationPrompt: false }, now);
+    const at = rendered.lastIndexOf(marker);
+    if (at < 0) throw new UserError('the chat template does not write an assistant reply\'s content: cannot find where a reply ends');
+    return rendered.slice(at + marker.length);
   }
 }
 

@@ -16,10 +16,15 @@ export interface CapturedReplyIn {
   /** The local model folder that generated it (null upstream). */
   modelDir: string | null;
   rollout: { promptIds: number[]; tokens: number[]; logprobs: number[] } | null;
+  /** The chat completion's id as the client received it (`chatcmpl-…`), so feedback can name the reply. */
+  completionId: string | null;
 }
 
 /** What an answer says about its reply, before the endpoint adds how it was served. */
 export type ReplyText = Omit<CapturedReplyIn, 'servedBy' | 'modelDir' | 'rollout'>;
+
+/** `POST /v1/feedback` (docs/design.md §Feedback endpoint): the answer's status and JSON body. */
+export type FeedbackHandler = (body: unknown) => { status: number; body: object };
 
 /** One captured request: commit its reply (durably) before the response finishes. */
 export interface CaptureTicket {

@@ -5,6 +5,8 @@
  *   GET  /v1/models             the served model
  *   POST /v1/chat/completions   non-streaming JSON, or (stream: true) server-sent events in
  *                               OpenAI's chunk format ending with `data: [DONE]`
+ *   POST /v1/feedback           (serve, with `feedback`) a thumbs-up or -down on a captured reply,
+ *                               named by its completion id (docs/design.md §Feedback endpoint)
  *
  * Auth: `Authorization: Bearer <token>`, the token of this launch (`hindsight serve`
  * prints it; it is the same one the UI uses). Errors use OpenAI's body
@@ -19,8 +21,12 @@
  * With `adapterDir`, the model is served with that PEFT LoRA adapter applied (merged into a
  * cached copy of the weights: ./served-model.ts); its id is `<model>+<adapter>`.
  *
+ * The model's context bounds every answer (../model/context-limit.ts): a prompt with no room
+ * left for a reply gets 400 `context_length_exceeded` (as OpenAI answers), and max_tokens is
+ * capped to the positions the prompt leaves.
+ *
  * A client that disconnects mid-stream stops receiving; the worker still finishes that
- * generation (it cannot be interrupted), bounded by max_tokens.
+ * generation (it cannot be interrupted), bounded by that capped max_tokens.
  *
  * Proxy mode and live capture (issue 7, src-main/capture/): with `upstream()` set, requests
  * are forwarded to that OpenAI-compatible server instead (./upstream.ts); with `capture`,
@@ -44,9 +50,9 @@ import { hasBearerToken } from '../http/access.js';
 import { BodyTooLargeError, mediaType, readBody, refuseOversizedBody, sendJson } from '../http/json.js';
 import type { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
-import { completeChat, tokenLogprobs, type ChatResult } from './local-chat.js';
+import { chatPrompt, completeChat, tokenLogprobs, type ChatPrompt, type ChatResult } from './local-chat.js';
 import { loadServedModel, servedModelId } from './served-model.js';
-import type { CaptureHook } from './capture-hook.js';
+import type { CaptureHook, FeedbackHandler } from './capture-hook.js';
 import { chunkBody, completionBody, errorBody, parseChatRequest, RequestError, type ChatRequest } from './protocol.js';
 import { forwardChat, type UpstreamTarget } from './upstream.js';
 
@@ -62,6 +68,8 @@ export interface OpenAiHandlerOptions {
   upstream?: () => UpstreamTarget | null;
   /** Live capture of every exchange. */
   capture?: CaptureHook;
+  /** `POST /v1/feedback`: a chat client's thumbs-up or -down on a captured reply (serve only). */
+  feedback?: FeedbackHandler;
   /** How long a request waits for a model that is still loading before a 503 (default 60 s). */
   loadWaitMs?: number;
 }
@@ -157,6 +165,25 @@ class ModelSlot {
   }
 }
 
+/** What every answer of one completion carries: its id, time and model. */
+interface AnswerMeta {
+  id: string;
+  created: number;
+  model: string;
+}
+
+/** A JSON request body, or a RequestError (415 for another media type, 400 for bad JSON). */
+async function readJsonBody(req: http.IncomingMessage): Promise<unknown> {
+  const type = mediaType(req);
+  if (type !== 'application/json') throw new RequestError(`send the request as 'Content-Type: application/json' (got '${type || 'none'}')`, null, 415);
+  const text = await readBody(req, MAX_BODY);
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new RequestError(`the request body is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
 function slotKey(dir: string, adapter: string | null): string {
   return `${path.resolve(dir)}\0${adapter ? path.resolve(adapter) : ''}`;
 }
@@ -175,15 +202,7 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
   const modelId = () => servedModelId(options.modelDir(), adapterDir());
 
   async function chatCompletions(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const type = mediaType(req);
-    if (type !== 'application/json') throw new RequestError(`send the request as 'Content-Type: application/json' (got '${type || 'none'}')`, null, 415);
-    const text = await readBody(req, MAX_BODY);
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch (err) {
-      throw new RequestError(`the request body is not valid JSON: ${(err as Error).message}`);
-    }
+    const json = await readJsonBody(req);
     const request = parseChatRequest(json);
     const ticket = options.capture?.begin(req.headers, json as Record<string, unknown>, request) ?? null;
     const upstream = options.upstream?.() ?? null;
@@ -198,9 +217,11 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
       const message = err instanceof UserError ? err.message : `cannot load the model: ${(err as Error).message}`;
       throw new RequestError(message, null, 503, 'server_error', 'model_not_loaded');
     });
+    const completionId = `chatcmpl-${crypto.randomUUID()}`;
     const commit = ticket
       ? (result: ChatResult) =>
           ticket.commit({
+            completionId,
             content: result.content,
             ...(result.reasoning ? { reasoning: result.reasoning } : {}),
             toolCalls: result.toolCalls,
@@ -212,23 +233,23 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
           })
       : null;
     try {
-      if (request.stream) await streamAnswer(model, id, request, req, res, commit);
-      else await jsonAnswer(model, id, request, res, commit);
+      const prompt = chatPrompt(model, request); // a prompt too long for the model: 400 before any byte is sent
+      const meta = { id: completionId, created: Math.floor(Date.now() / 1000), model: id };
+      if (request.stream) await streamAnswer(model, meta, request, prompt, req, res, commit);
+      else await jsonAnswer(model, meta, request, prompt, res, commit);
     } finally {
       release();
     }
   }
 
-  async function jsonAnswer(model: LocalModel, id: string, request: ChatRequest, res: http.ServerResponse, commit: ((r: ChatResult) => void) | null): Promise<void> {
-    const result = await completeChat(model, request);
+  async function jsonAnswer(model: LocalModel, meta: AnswerMeta, request: ChatRequest, prompt: ChatPrompt, res: http.ServerResponse, commit: ((r: ChatResult) => void) | null): Promise<void> {
+    const result = await completeChat(model, request, prompt);
     commit?.(result);
     sendJson(
       res,
       200,
       completionBody({
-        id: `chatcmpl-${crypto.randomUUID()}`,
-        created: Math.floor(Date.now() / 1000),
-        model: id,
+        ...meta,
         content: result.content,
         reasoning: result.reasoning,
         toolCalls: result.toolCalls,
@@ -241,13 +262,13 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
 
   async function streamAnswer(
     model: LocalModel,
-    id: string,
+    meta: AnswerMeta,
     request: ChatRequest,
+    prompt: ChatPrompt,
     req: http.IncomingMessage,
     res: http.ServerResponse,
     commit: ((r: ChatResult) => void) | null,
   ): Promise<void> {
-    const meta = { id: `chatcmpl-${crypto.randomUUID()}`, created: Math.floor(Date.now() / 1000), model: id };
     const usageField = request.includeUsage ? null : undefined;
     let open = true;
     // Removed at the end: a keep-alive socket carries many requests.
@@ -259,7 +280,7 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
     res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-store', Connection: 'keep-alive' });
     send(chunkBody(meta, { role: 'assistant', content: '' }, null, usageField));
     try {
-      const result = await completeChat(model, request, (delta) =>
+      const result = await completeChat(model, request, prompt, (delta) =>
         send(chunkBody(meta, { ...(delta.reasoning ? { reasoning_content: delta.reasoning } : {}), ...(delta.content ? { content: delta.content } : {}) }, null, usageField)),
       );
       if (result.toolCalls.length) send(chunkBody(meta, { tool_calls: result.toolCalls.map((c, index) => ({ index, ...c })) }, null, usageField));
@@ -301,7 +322,13 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
         if (req.method !== 'POST') throw new RequestError('use POST for /v1/chat/completions', null, 405);
         return await chatCompletions(req, res);
       }
-      throw new RequestError(`unknown endpoint ${req.method} ${pathname}: this server has GET /v1/models and POST /v1/chat/completions`, null, 404, 'invalid_request_error', 'unknown_url');
+      if (pathname === '/v1/feedback' && options.feedback) {
+        if (req.method !== 'POST') throw new RequestError('use POST for /v1/feedback', null, 405);
+        const answer = options.feedback(await readJsonBody(req));
+        return sendJson(res, answer.status, answer.body);
+      }
+      const feedback = options.feedback ? ', POST /v1/feedback' : '';
+      throw new RequestError(`unknown endpoint ${req.method} ${pathname}: this server has GET /v1/models, POST /v1/chat/completions${feedback}`, null, 404, 'invalid_request_error', 'unknown_url');
     } catch (err) {
       if (res.headersSent) return void res.end();
       if (err instanceof BodyTooLargeError) return refuseOversizedBody(res, errorBody(err.message, 'invalid_request_error'));

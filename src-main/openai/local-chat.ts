@@ -14,7 +14,8 @@
  */
 import type { LocalModel } from '../model/local-model.js';
 import { splitReasoningText } from '../model/chat-output.js';
-import type { ChatRequest, FinishReason, TokenLogprob, ToolCallOut } from './protocol.js';
+import { ContextLengthError, replyBudget } from '../model/context-limit.js';
+import { RequestError, type ChatRequest, type FinishReason, type TokenLogprob, type ToolCallOut } from './protocol.js';
 
 export interface ChatResult {
   content: string;
@@ -108,9 +109,37 @@ function promptOpensThinking(model: LocalModel, ids: number[]): boolean {
   return tail.includes(open) && (close === undefined || tail.lastIndexOf(close) < tail.lastIndexOf(open));
 }
 
-export async function completeChat(model: LocalModel, request: ChatRequest, onDelta?: (delta: StreamDelta) => void): Promise<ChatResult> {
+/** A request's prompt, rendered, and the reply budget it leaves (max_tokens capped to the context). */
+export interface ChatPrompt {
+  ids: number[];
+  maxTokens: number;
+}
+
+/**
+ * Renders the messages and fits max_tokens into the model's context (../model/context-limit.ts).
+ * A prompt that does not fit is a 400 in OpenAI's `context_length_exceeded` shape, raised
+ * here, before a stream has sent its headers.
+ */
+export function chatPrompt(model: LocalModel, request: ChatRequest): ChatPrompt {
   const template = request.tools ? { tools: request.tools } : undefined;
   const ids = model.promptIds(request.messages, { chatTemplate: true, template });
+  try {
+    return { ids, maxTokens: replyBudget(ids.length, request.maxTokens, model.maxPositions) };
+  } catch (err) {
+    if (!(err instanceof ContextLengthError)) throw err;
+    throw new RequestError(
+      `This model's maximum context length is ${err.maxPositions} tokens. However, your messages resulted in ${err.promptTokens} tokens, ` +
+        'which leaves no room for a reply. Please reduce the length of the messages.',
+      'messages',
+      400,
+      'invalid_request_error',
+      'context_length_exceeded',
+    );
+  }
+}
+
+export async function completeChat(model: LocalModel, request: ChatRequest, prompt: ChatPrompt, onDelta?: (delta: StreamDelta) => void): Promise<ChatResult> {
+  const { ids } = prompt;
   const eos = model.tokenizer.eosTokenIds;
   const stream = onDelta ? new StreamText((t) => model.tokenizer.decode(t), promptOpensThinking(model, ids), request.stop, eos) : null;
   const emit = (d: StreamDelta) => {
@@ -119,7 +148,7 @@ export async function completeChat(model: LocalModel, request: ChatRequest, onDe
   const out = await model.generate(ids, {
     temperature: request.temperature,
     topP: request.topP,
-    maxNewTokens: request.maxTokens,
+    maxNewTokens: prompt.maxTokens,
     ...(request.seed !== undefined ? { seed: request.seed } : {}),
     ...(request.stop.length ? { stopStrings: request.stop } : {}),
     ...(stream ? { onToken: (token: number) => emit(stream.push(token)) } : {}),

@@ -8,6 +8,8 @@
  * max_completion_tokens, seed, stop, stream (+ stream_options.include_usage), logprobs
  * (non-streaming), tools (rendered by the model's chat template), n = 1. Unknown fields are
  * ignored, as OpenAI-compatible servers do; unsupported values of known ones are refused.
+ * max_tokens is checked here against MAX_MAX_TOKENS only: the served model's context caps it
+ * further once the prompt is rendered (./local-chat.ts).
  */
 import type { ChatMessage } from '../model/tokenizer.js';
 

@@ -47,11 +47,13 @@ export class ReplyAccumulator {
   reasoning = '';
   finishReason: FinishReason = 'stop';
   model: string | null = null;
+  completionId: string | null = null;
   private readonly calls = new Map<number, ToolCallOut>();
 
   addChunk(chunk: unknown): void {
-    const c = chunk as { model?: unknown; choices?: { delta?: Record<string, unknown>; finish_reason?: unknown }[] };
+    const c = chunk as { id?: unknown; model?: unknown; choices?: { delta?: Record<string, unknown>; finish_reason?: unknown }[] };
     if (typeof c.model === 'string') this.model = c.model;
+    if (typeof c.id === 'string' && this.completionId === null) this.completionId = c.id;
     const choice = c.choices?.[0];
     if (!choice) return;
     const d = choice.delta ?? {};
@@ -78,13 +80,14 @@ export class ReplyAccumulator {
       toolCalls: [...this.calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => c),
       finishReason: this.finishReason,
       model: this.model,
+      completionId: this.completionId,
     };
   }
 }
 
 /** The reply of a non-streaming answer body. */
 function replyOfBody(body: unknown): ReplyText {
-  const b = body as { model?: unknown; choices?: { message?: Record<string, unknown>; finish_reason?: unknown }[] };
+  const b = body as { id?: unknown; model?: unknown; choices?: { message?: Record<string, unknown>; finish_reason?: unknown }[] };
   const message = b.choices?.[0]?.message;
   if (!message) throw new RequestError('the upstream server answered without choices[0].message', null, 502, 'server_error', 'upstream_garbage');
   const reasoning = message.reasoning_content ?? message.reasoning;
@@ -95,6 +98,7 @@ function replyOfBody(body: unknown): ReplyText {
     toolCalls: Array.isArray(message.tool_calls) ? (message.tool_calls as ToolCallOut[]) : [],
     finishReason: finish === 'length' || finish === 'tool_calls' ? finish : 'stop',
     model: typeof b.model === 'string' ? b.model : null,
+    completionId: typeof b.id === 'string' ? b.id : null,
   };
 }
 

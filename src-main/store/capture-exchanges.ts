@@ -19,6 +19,8 @@ export interface CaptureExchangeRow {
   /** The local model folder that generated the reply (null when an upstream server did). */
   modelDir: string | null;
   rollout: { promptIds: number[]; tokens: number[]; logprobs: number[] } | null;
+  /** The chat completion id the client got for this reply (null when not recorded). */
+  completionId?: string | null;
 }
 
 export type Rollout = NonNullable<CaptureExchangeRow['rollout']>;
@@ -26,12 +28,13 @@ export type Rollout = NonNullable<CaptureExchangeRow['rollout']>;
 /** Inserts an exchange by id; one already there (a replayed record) is left as it is. */
 export function insertCaptureExchange(store: Store, x: CaptureExchangeRow): void {
   store.run(
-    `INSERT OR IGNORE INTO capture_exchanges (id, session_id, seq, kind, at, reply_turn, messages, reply, served_by, model, model_dir, prompt_ids, token_ids, logprobs)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT OR IGNORE INTO capture_exchanges (id, session_id, seq, kind, at, reply_turn, messages, reply, served_by, model, model_dir, prompt_ids, token_ids, logprobs,
+       completion_id)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     [
       x.id, x.sessionId, x.seq, x.kind, x.at, x.replyTurn, JSON.stringify(x.messages), JSON.stringify(x.reply), x.servedBy, x.model,
       x.modelDir, x.rollout ? JSON.stringify(x.rollout.promptIds) : null, x.rollout ? JSON.stringify(x.rollout.tokens) : null,
-      x.rollout ? JSON.stringify(x.rollout.logprobs) : null,
+      x.rollout ? JSON.stringify(x.rollout.logprobs) : null, x.completionId ?? null,
     ],
   );
 }
@@ -41,12 +44,46 @@ export function readCaptureExchanges(store: Store, sessionId?: string): CaptureE
   const rows = store.all<{
     id: string; session_id: string; seq: number; kind: 'main' | 'side'; at: number; reply_turn: number | null; messages: string; reply: string;
     served_by: 'local' | 'upstream'; model: string | null; model_dir: string | null; prompt_ids: string | null; token_ids: string | null; logprobs: string | null;
+    completion_id: string | null;
   }>(`SELECT * FROM capture_exchanges ${sessionId !== undefined ? 'WHERE session_id = ?' : ''} ORDER BY at, session_id, seq`, sessionId !== undefined ? [sessionId] : []);
   return rows.map((r) => ({
     id: r.id, sessionId: r.session_id, seq: r.seq, kind: r.kind, at: r.at, replyTurn: r.reply_turn, messages: JSON.parse(r.messages),
     reply: JSON.parse(r.reply), servedBy: r.served_by, model: r.model, modelDir: r.model_dir,
     rollout: r.token_ids ? { promptIds: JSON.parse(r.prompt_ids!), tokens: JSON.parse(r.token_ids), logprobs: JSON.parse(r.logprobs!) } : null,
+    completionId: r.completion_id,
   }));
+}
+
+/** A captured reply as feedback names it: by its completion id, or by session and reply turn. */
+export type CapturedReplyRef = { completionId: string } | { session: string; turn: number };
+
+export interface CapturedReplyAt {
+  /** The exchange (capture log request id). */
+  id: string;
+  sessionId: string;
+  kind: 'main' | 'side';
+  replyTurn: number | null;
+  completionId: string | null;
+}
+
+/**
+ * The captured reply a reference names, or undefined. A session is the database's id
+ * (`capture:<key>` or `capture:<key>#<n>`) or the client's own key (its X-Session-Id), which
+ * stands for the latest of its segments that has a reply at that turn.
+ */
+export function findCapturedReply(store: Store, ref: CapturedReplyRef): CapturedReplyAt | undefined {
+  type Row = { id: string; session_id: string; kind: 'main' | 'side'; reply_turn: number | null; completion_id: string | null };
+  const row =
+    'completionId' in ref
+      ? store.get<Row>('SELECT id, session_id, kind, reply_turn, completion_id FROM capture_exchanges WHERE completion_id = ? ORDER BY at DESC LIMIT 1', [ref.completionId])
+      : store.get<Row>(
+          `SELECT id, session_id, kind, reply_turn, completion_id FROM capture_exchanges
+            WHERE kind = 'main' AND reply_turn = ?
+              AND (session_id = ? OR session_id = ? OR substr(session_id, 1, length(?)) = ?)
+            ORDER BY at DESC, seq DESC LIMIT 1`,
+          [ref.turn, ref.session, `capture:${ref.session}`, `capture:${ref.session}#`, `capture:${ref.session}#`],
+        );
+  return row ? { id: row.id, sessionId: row.session_id, kind: row.kind, replyTurn: row.reply_turn, completionId: row.completion_id } : undefined;
 }
 
 /** Exchanges recorded, captured samples with a next state but no label, and the captured session ids. */

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { DbLock, lockPathFor } from './db-lock.js';
 import { settingsPathFor } from './settings-file.js';
+import { captureLogPathFor, folderFilePath, FOLDER_CAPTURE_LOG_FILE, FOLDER_SETTINGS_FILE } from './db-companions.js';
 
 /** What opening for writing created on disk, so a failed command can leave nothing behind. */
 export interface WriterFootprint {
@@ -58,10 +59,6 @@ export function removeCreatedDirs(resolved: string, createdDir: string | null): 
   }
 }
 
-
-/** The capture log's name beside its database (as src-main/capture/capture-log.ts names it). */
-const CAPTURE_LOG_FILE = 'capture-log.jsonl';
-
 /**
  * The real path of `file`: symbolic links resolved in the file itself when it exists, else
  * in its folder (the nearest existing one), so two spellings of one file compare equal.
@@ -94,12 +91,14 @@ function sameInode(a: string, b: string): boolean {
 export function databaseFileRole(dbPath: string, candidate: string): string | null {
   const db = realPathOf(dbPath);
   const target = realPathOf(candidate);
-  const dir = path.dirname(db);
   const roles: [string, string][] = [
     [db, 'the database itself'],
     [lockPathFor(db), "the database's lock file"],
     [settingsPathFor(db), "the database's settings file"],
-    [path.join(dir, CAPTURE_LOG_FILE), "the database's capture log"],
+    [captureLogPathFor(db), "the database's capture log"],
+    // An earlier version's folder-level files, which the database may still adopt on open.
+    [folderFilePath(db, FOLDER_CAPTURE_LOG_FILE), "the folder's capture log"],
+    [folderFilePath(db, FOLDER_SETTINGS_FILE), "the folder's settings file"],
   ];
   for (const [file, role] of roles) if (target === file || sameInode(target, file)) return role;
   if (target.startsWith(`${db}.tmp-`)) return "the database's temporary file";

@@ -10,11 +10,12 @@ export function readLabel(store: Store, sessionId: string, responseTurn: number)
 /** Replaces the sample's label; `updatedAt` defaults to `now`. */
 export function writeLabel(store: Store, sessionId: string, responseTurn: number, label: StoredLabel, now: number): void {
   store.run(
-    `INSERT OR REPLACE INTO labels (session_id, response_turn, reward, hint, source, votes, repair, notes, updated_at, judge_backend, judge_model, prompt_version)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT OR REPLACE INTO labels (session_id, response_turn, reward, hint, source, votes, confidence, evidence, repair, notes, updated_at, judge_backend, judge_model, prompt_version,
+       reviewed_at, composite)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     [
-      sessionId, responseTurn, label.reward, label.hint, label.source, JSON.stringify(label.votes), label.repair, label.notes,
-      label.updatedAt ?? now, label.judgeBackend, label.judgeModel, label.promptVersion,
+      sessionId, responseTurn, label.reward, label.hint, label.source, JSON.stringify(label.votes), label.confidence, JSON.stringify(label.evidence), label.repair, label.notes,
+      label.updatedAt ?? now, label.judgeBackend, label.judgeModel, label.promptVersion, label.reviewedAt, label.composite ? JSON.stringify(label.composite) : null,
     ],
   );
 }

@@ -136,7 +136,26 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE samples DROP COLUMN context_full;
   INSERT OR REPLACE INTO settings (key, value) SELECT 'samples_need_rebuild', '1' WHERE EXISTS (SELECT 1 FROM sessions);
   `,
-  // 4: the held-out split (docs/design.md §Evaluation). The rule part of the split is a pure
+  // 4: a judge's confidence (0–1) and evidence (a JSON list of strings) beside its label
+  // (docs/design.md §Judges). Columns rather than part of the votes JSON, so that a review
+  // can order labels by confidence; NULL and '[]' for labels judged before.
+  `
+  ALTER TABLE labels ADD COLUMN confidence REAL;
+  ALTER TABLE labels ADD COLUMN evidence TEXT NOT NULL DEFAULT '[]';
+  `,
+  // 5: review and explicit feedback (docs/design.md §Review, §Composite score, §Feedback
+  // endpoint). When a person reviewed a label (manual labels written before count as reviewed
+  // then); the composite judge's score with its reasons (JSON, NULL for other labels); and the
+  // id of the chat completion a captured reply was sent under, so a client's thumbs-up can
+  // name it (NULL for exchanges recorded before).
+  `
+  ALTER TABLE labels ADD COLUMN reviewed_at INTEGER;
+  ALTER TABLE labels ADD COLUMN composite TEXT;
+  UPDATE labels SET reviewed_at = updated_at WHERE source = 'manual';
+  ALTER TABLE capture_exchanges ADD COLUMN completion_id TEXT;
+  CREATE INDEX capture_exchanges_completion ON capture_exchanges(completion_id);
+  `,
+  // 6: the held-out split (docs/design.md §Evaluation). The rule part of the split is a pure
   // function of the session ids (src-main/pipeline/held-out-split.ts); what is stored is the
   // user's choice per session (1: held out, 0: trained on), which wins over the rule, and the
   // percentage, in settings as 'held_out_percent'. No foreign key: a re-import replaces a

@@ -3,6 +3,7 @@
 // builder can walk a large database without loading it all.
 import { contextTurnIndices, type ContextSpan } from '../../src-shared/context-span.js';
 import type { Attachment, Citation, LabelSource, Reward, Role, SessionFormat, ToolCall, TurnClass, Vote } from '../../src-shared/types.js';
+import type { CompositeScore } from '../../src-shared/composite.js';
 import type { LabelView, NoSampleReason } from '../../src-shared/views.js';
 import type { Store } from './database.js';
 
@@ -64,8 +65,8 @@ export interface SessionBundle extends SessionRecord {
 }
 
 export const EMPTY_LABEL: StoredLabel = {
-  reward: null, hint: null, source: null, votes: [], repair: null, notes: null, updatedAt: null,
-  judgeBackend: null, judgeModel: null, promptVersion: null,
+  reward: null, hint: null, source: null, votes: [], confidence: null, evidence: [], repair: null, notes: null, updatedAt: null,
+  reviewedAt: null, composite: null, judgeBackend: null, judgeModel: null, promptVersion: null,
 };
 
 interface TurnRow {
@@ -77,8 +78,9 @@ interface TurnRow {
 interface SampleRow {
   response_turn: number; feedback_turn: number | null; next_state_role: 'user' | 'tool' | null;
   context_head_end: number; context_tail_start: number;
-  reward: number | null; hint: string | null; source: string | null; votes: string | null; repair: string | null;
+  reward: number | null; hint: string | null; source: string | null; votes: string | null; confidence: number | null; evidence: string | null; repair: string | null;
   notes: string | null; updated_at: number | null; judge_backend: string | null; judge_model: string | null; prompt_version: string | null;
+  reviewed_at: number | null; composite: string | null;
 }
 
 /** Stable order for everything that walks sessions (exports must be byte-identical). */
@@ -98,9 +100,13 @@ export function labelFromRow(row: Omit<SampleRow, 'response_turn' | 'feedback_tu
     hint: row.hint,
     source: row.source as LabelSource,
     votes: JSON.parse(row.votes ?? '[]') as Vote[],
+    confidence: row.confidence,
+    evidence: JSON.parse(row.evidence ?? '[]') as string[],
     repair: row.repair,
     notes: row.notes,
     updatedAt: row.updated_at,
+    reviewedAt: row.reviewed_at,
+    composite: row.composite ? (JSON.parse(row.composite) as CompositeScore) : null,
     judgeBackend: row.judge_backend,
     judgeModel: row.judge_model,
     promptVersion: row.prompt_version,
@@ -120,7 +126,7 @@ export function readSamples(store: Store, sessionId: string): SampleRecord[] {
   return store
     .all<SampleRow>(
       `SELECT s.response_turn, s.feedback_turn, s.next_state_role, s.context_head_end, s.context_tail_start, l.reward, l.hint, l.source, l.votes,
-              l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version
+              l.confidence, l.evidence, l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version, l.reviewed_at, l.composite
        FROM samples s LEFT JOIN labels l USING (session_id, response_turn)
        WHERE s.session_id = ? ORDER BY s.response_turn`,
       [sessionId],

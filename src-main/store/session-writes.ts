@@ -129,12 +129,16 @@ interface SavedLabel {
   hint: string | null;
   source: string;
   votes: string;
+  confidence: number | null;
+  evidence: string;
   repair: string | null;
   notes: string | null;
   updated_at: number;
   judge_backend: string | null;
   judge_model: string | null;
   prompt_version: string | null;
+  reviewed_at: number | null;
+  composite: string | null;
 }
 
 export type UpsertOutcome = 'added' | 'updated' | 'unchanged';
@@ -172,7 +176,8 @@ export function writeConversation(store: Store, conv: ImportedConversation, writ
   let saved: SavedLabel[] = [];
   if (existed) {
     saved = store.all<SavedLabel>(
-      `SELECT s.match_hash, l.reward, l.hint, l.source, l.votes, l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version
+      `SELECT s.match_hash, l.reward, l.hint, l.source, l.votes, l.confidence, l.evidence, l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version,
+              l.reviewed_at, l.composite
        FROM labels l JOIN samples s USING (session_id, response_turn) WHERE l.session_id = ?`,
       [id],
     );
@@ -197,9 +202,10 @@ function restoreLabels(store: Store, id: string, saved: readonly SavedLabel[]): 
     const turn = byHash.get(l.match_hash);
     if (turn === undefined) continue;
     store.run(
-      `INSERT INTO labels (session_id, response_turn, reward, hint, source, votes, repair, notes, updated_at, judge_backend, judge_model, prompt_version)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      [id, turn, l.reward, l.hint, l.source, l.votes, l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version],
+      `INSERT INTO labels (session_id, response_turn, reward, hint, source, votes, confidence, evidence, repair, notes, updated_at, judge_backend, judge_model, prompt_version,
+         reviewed_at, composite)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [id, turn, l.reward, l.hint, l.source, l.votes, l.confidence, l.evidence, l.repair, l.notes, l.updated_at, l.judge_backend, l.judge_model, l.prompt_version, l.reviewed_at, l.composite],
     );
     kept++;
   }

@@ -1,12 +1,17 @@
-// User settings (judge backends, default model), kept as JSON in `settings.json` beside the
-// database, so a database folder carries its own setup and tests stay isolated. Written
-// atomically (temporary file, then rename). The OpenAI-compatible API key is stored there in
-// plain text, like any local tool's config file, and never sent back to the UI.
+// User settings (judge backends, default model, live capture), kept as JSON beside the
+// database under its name (`<db>.settings.json`, ./db-companions.ts), so each database
+// carries its own setup: turning capture on for one never turns it on for its neighbours.
+// Written atomically (temporary file, then rename), readable by the owner only (0600). The
+// OpenAI-compatible API key is stored there in plain text, like any local tool's config file,
+// and never sent back to the UI.
 import fs from 'node:fs';
 import path from 'node:path';
 import type { CallInput, JudgeBackend, Settings, TrainMethod } from '../../src-shared/contract.js';
 import { JUDGE_BACKENDS, TRAIN_METHODS } from '../../src-shared/contract.js';
+import { DEFAULT_COMPOSITE_THRESHOLDS, thresholdProblem, type CompositeThresholds } from '../../src-shared/composite.js';
+import { UserError } from '../../src-shared/types.js';
 import { CAPTURE_SETTING_DEFAULTS, type CaptureSettingFields } from '../../src-shared/capture-defaults.js';
+import { adoptFolderFile, folderFilePath, FOLDER_SETTINGS_FILE, otherDatabasesBeside, PRIVATE_FILE_MODE } from './db-companions.js';
 
 interface StoredSettings extends CaptureSettingFields {
   judgeBackend: JudgeBackend;
@@ -16,11 +21,15 @@ interface StoredSettings extends CaptureSettingFields {
   openaiBaseUrl: string;
   openaiModel: string;
   openaiApiKey: string;
+  /** The composite reward mode of LLM judges and its thresholds (docs/design.md §Composite score). */
+  judgeComposite: boolean;
+  compositePos: number;
+  compositeNeg: number;
   defaultModelDir: string;
 }
 
 export function settingsPathFor(dbPath: string): string {
-  return path.join(path.dirname(dbPath), 'settings.json');
+  return `${path.resolve(dbPath)}.settings.json`;
 }
 
 export class SettingsStore {
@@ -38,10 +47,24 @@ export class SettingsStore {
       openaiBaseUrl: 'http://127.0.0.1:11434/v1',
       openaiModel: '',
       openaiApiKey: '',
+      judgeComposite: false,
+      compositePos: DEFAULT_COMPOSITE_THRESHOLDS.pos,
+      compositeNeg: DEFAULT_COMPOSITE_THRESHOLDS.neg,
       defaultModelDir: demoModelDir,
       ...CAPTURE_SETTING_DEFAULTS,
     };
     this.stored = { ...defaults, ...this.readFile(defaults) };
+  }
+
+  /**
+   * The settings of the database at `dbPath`. A folder-level `settings.json` from an earlier
+   * version becomes this database's when no other database sits in its folder; beside
+   * several databases nobody can tell whose it was, so it stays where it is.
+   */
+  static forDatabase(dbPath: string, demoModelDir: string): SettingsStore {
+    const file = settingsPathFor(dbPath);
+    adoptFolderFile(folderFilePath(dbPath, FOLDER_SETTINGS_FILE), file, () => otherDatabasesBeside(dbPath).length === 0);
+    return new SettingsStore(file, demoModelDir);
   }
 
   /** Reads the file, keeping only well-typed known keys: a hand-edited mistake falls back to the default. */
@@ -62,12 +85,22 @@ export class SettingsStore {
     }
     if (out.judgeBackend !== undefined && !JUDGE_BACKENDS.includes(out.judgeBackend as JudgeBackend)) delete out.judgeBackend;
     if (out.captureTrainMethod !== undefined && !TRAIN_METHODS.includes(out.captureTrainMethod as TrainMethod)) delete out.captureTrainMethod;
+    if (thresholdProblem({ pos: (out.compositePos ?? defaults.compositePos) as number, neg: (out.compositeNeg ?? defaults.compositeNeg) as number })) {
+      delete out.compositePos;
+      delete out.compositeNeg;
+    }
     if (out.captureTrainEvery !== undefined && !(Number.isInteger(out.captureTrainEvery) && (out.captureTrainEvery as number) >= 1)) delete out.captureTrainEvery;
     return out as Partial<StoredSettings>;
   }
 
   get raw(): Readonly<StoredSettings> {
     return this.stored;
+  }
+
+  /** The thresholds LLM judges score with when the composite mode is on, else undefined. */
+  compositeThresholds(): CompositeThresholds | undefined {
+    const s = this.stored;
+    return s.judgeComposite ? { pos: s.compositePos, neg: s.compositeNeg } : undefined;
   }
 
   view(): Settings {
@@ -81,6 +114,9 @@ export class SettingsStore {
         openaiBaseUrl: s.openaiBaseUrl,
         openaiModel: s.openaiModel,
         openaiApiKeySet: s.openaiApiKey.length > 0,
+        composite: s.judgeComposite,
+        compositePos: s.compositePos,
+        compositeNeg: s.compositeNeg,
       },
       defaultModelDir: s.defaultModelDir,
       capture: {
@@ -102,9 +138,11 @@ export class SettingsStore {
     for (const [key, value] of Object.entries(patch)) {
       if (value !== undefined) (next as Record<string, unknown>)[key] = value;
     }
+    const problem = thresholdProblem({ pos: next.compositePos, neg: next.compositeNeg });
+    if (problem) throw new UserError(`Composite score: ${problem}.`);
     fs.mkdirSync(path.dirname(this.filePath), { recursive: true });
     const tmp = `${this.filePath}.${process.pid}.tmp`;
-    fs.writeFileSync(tmp, JSON.stringify(next, null, 2) + '\n', { mode: 0o600 });
+    fs.writeFileSync(tmp, JSON.stringify(next, null, 2) + '\n', { mode: PRIVATE_FILE_MODE });
     fs.renameSync(tmp, this.filePath);
     this.stored = next;
     return this.view();

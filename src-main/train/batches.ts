@@ -16,18 +16,22 @@
  *   combine  reward ±1 or a teacher; a hint without ±1 uses r = 0, ±1 without a hint uses
  *            teacher = old (no OPD term)
  *
- * Truncation: a sequence longer than `maxLength` tokens loses context from the left (the
- * first token, usually BOS, is kept); if the reply alone needs more than maxLength − 1
- * tokens its end is cut. Student and teacher keep the same number of reply tokens.
+ * Length (docs/design.md §Training runs): a row from the database keeps its system turn and
+ * as many latest turns as fit `maxLength` tokens (./context-window.ts). A `--data` row, which
+ * has no turns, loses context tokens from the left (the first token, usually BOS, is kept).
+ * A reply is never cut: a sample whose reply does not fit is skipped and counted under
+ * overLengthReason, which the trainer reports. Student and teacher keep the same reply tokens.
  *
  * Padding is on the right; position ids count each row's real tokens from 0.
  */
 import fs from 'node:fs';
+import { overLengthReason } from '../../src-shared/training.js';
 import { UserError } from '../../src-shared/types.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
 import { hasSignalFor } from '../pipeline/training-signal.js';
+import { windowedResponse } from './context-window.js';
 import type { StepBatch, TrainMethod } from './training-step.js';
 
 export interface TokenSpan {
@@ -56,6 +60,7 @@ export interface RowSet {
   rows: TrainRow[];
   /** Why rows were left out, with counts. */
   skipped: Record<string, number>;
+  /** Rows whose context was cut to fit (turns dropped, or tokens cut from the left). */
   truncated: number;
   /** Rows trained on their live-capture rollout, with its log-probs as `old` (see rolloutSpan). */
   fromRollout?: number;
@@ -99,19 +104,23 @@ export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: C
     }
     // Spread into plain objects: templates read extra keys (tool_calls, name) from them.
     const messages: ChatMessage[] = s.messages.map((m) => ({ ...m }));
-    const rollout = rolloutSpan(s, tokenizer, messages);
+    const rollout = rolloutSpan(s, tokenizer, messages, maxLength);
     // A template may render a reply that does not continue its own generation prompt (Qwen3
     // without thinking, given a reply that contains <think>): that one sample cannot be
     // trained, the rest of the run can.
-    let student: TokenSpan, teacher: TokenSpan | undefined;
+    let spans: ReturnType<typeof windowedSpans>;
     try {
-      student = rollout ?? tokenizer.encodeResponse(messages, reply);
-      if (wantTeacher) teacher = tokenizer.encodeResponse(enhancedContext(s.messages, s.hint!).map((m) => ({ ...m })), reply);
+      spans = windowedSpans(s, tokenizer, messages, rollout, wantTeacher, maxLength);
     } catch (err) {
       if (!(err instanceof UserError)) throw err;
       skip(set, 'the chat template does not place the reply after its prompt');
       continue;
     }
+    if (!spans) {
+      skip(set, overLengthReason(maxLength));
+      continue;
+    }
+    const { student, teacher } = spans;
     const row: TrainRow = { ...student, reward: s.reward, origin, sessionId: s.sessionId, ...(s.keptByAtLeastOne ? { kept: true } : {}) };
     if (rollout) {
       row.oldLogprobs = rollout.logprobs;
@@ -120,10 +129,27 @@ export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: C
     if (teacher) {
       row.teacher = { inputIds: [...teacher.inputIds.slice(0, teacher.responseStart), ...student.inputIds.slice(student.responseStart)], responseStart: teacher.responseStart };
     }
-    if (truncateRow(row, maxLength)) set.truncated++;
+    // The teacher carries the student's reply tokens, which may differ from its own by a
+    // token at the boundary: the token-wise cut is the last resort for that one token.
+    if (fitRow(row, maxLength) !== 'fits' || spans.cut) set.truncated++;
     set.rows.push(row);
   }
   return set;
+}
+
+/**
+ * The student's and the teacher's spans of a sample within the window (./context-window.ts),
+ * or null when either does not fit (its reply is too long, or its system turn).
+ */
+function windowedSpans(
+  s: TrainingSample, tokenizer: ChatTokenizer, messages: ChatMessage[], rollout: TokenSpan | null, wantTeacher: boolean, maxLength: number,
+): { student: TokenSpan; teacher?: TokenSpan; cut: boolean } | null {
+  const own = rollout ? { fits: true as const, span: rollout, cut: false } : windowedResponse(tokenizer, messages, s.response.content, maxLength);
+  if (!own.fits) return null;
+  if (!wantTeacher) return { student: own.span, cut: own.cut };
+  const hinted = windowedResponse(tokenizer, enhancedContext(s.messages, s.hint!).map((m) => ({ ...m })), s.response.content, maxLength);
+  if (!hinted.fits) return null;
+  return { student: own.span, teacher: hinted.span, cut: own.cut || hinted.cut };
 }
 
 /**
@@ -137,9 +163,10 @@ export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: C
  * comes from the policy. The workspace attaches a rollout only for the model being trained
  * (TrainingSample.rollout), and only while the stored reply text is the generated one.
  */
-export function rolloutSpan(s: TrainingSample, tokenizer: ChatTokenizer, messages: ChatMessage[]): (TokenSpan & { logprobs: number[] }) | null {
+export function rolloutSpan(s: TrainingSample, tokenizer: ChatTokenizer, messages: ChatMessage[], maxLength = Infinity): (TokenSpan & { logprobs: number[] }) | null {
   const r = s.rollout;
-  if (!r || r.tokens.length === 0 || r.tokens.length !== r.logprobs.length || !r.logprobs.every((x) => Number.isFinite(x) && x <= 0)) return null;
+  // A rollout longer than the window cannot be cut by turns: the reply's text is windowed instead.
+  if (!r || r.tokens.length === 0 || r.promptIds.length + r.tokens.length > maxLength || r.tokens.length !== r.logprobs.length || !r.logprobs.every((x) => Number.isFinite(x) && x <= 0)) return null;
   const prompt = tokenizer.encodeChat(messages, { addGenerationPrompt: true });
   if (!sameTokens(prompt, r.promptIds)) return null;
   return { inputIds: [...r.promptIds, ...r.tokens], responseStart: r.promptIds.length, logprobs: [...r.logprobs] };
@@ -239,7 +266,9 @@ export function rowsFromJsonl(file: string, method: TrainMethod, vocabSize: numb
       skip(set, method === 'rl' ? 'reward 0' : 'no signal');
       return;
     }
-    if (truncateRow(row, maxLength)) set.truncated++;
+    const fit = fitRow(row, maxLength);
+    if (fit === 'over') return skip(set, overLengthReason(maxLength));
+    if (fit === 'cut') set.truncated++;
     set.rows.push(row);
   });
   return set;
@@ -260,24 +289,27 @@ export function rowToLine(row: TrainRow): Record<string, unknown> {
 
 // ── truncation ─────────────────────────────────────────────────────────────────────────
 
-function truncateSpan(span: TokenSpan, keepResponse: number, maxLength: number): TokenSpan {
+function cutContext(span: TokenSpan, maxLength: number): TokenSpan {
   const prompt = span.inputIds.slice(0, span.responseStart);
-  const response = span.inputIds.slice(span.responseStart, span.responseStart + keepResponse);
+  const response = span.inputIds.slice(span.responseStart);
   const budget = maxLength - response.length;
   const head = prompt.length <= budget ? prompt : [prompt[0]!, ...prompt.slice(prompt.length - (budget - 1))];
   return { inputIds: [...head, ...response], responseStart: head.length };
 }
 
-/** Truncates a row in place (see the module comment); returns whether it changed. */
-export function truncateRow(row: TrainRow, maxLength: number): boolean {
+/**
+ * Fits a row into `maxLength` tokens in place by cutting context from the left (see the
+ * module comment): 'fits' as it was, 'cut', or 'over' (left unchanged) when its reply
+ * needs `maxLength` tokens or more, since a reply is never cut.
+ */
+export function fitRow(row: TrainRow, maxLength: number): 'fits' | 'cut' | 'over' {
   if (maxLength < 2) throw new UserError(`max length must be at least 2 tokens, got ${maxLength}`);
   const tooLong = row.inputIds.length > maxLength || (row.teacher !== undefined && row.teacher.inputIds.length > maxLength);
-  if (!tooLong) return false;
-  const keepResponse = Math.min(responseLength(row), maxLength - 1);
-  Object.assign(row, truncateSpan(row, keepResponse, maxLength));
-  if (row.teacher) row.teacher = truncateSpan(row.teacher, keepResponse, maxLength);
-  if (row.oldLogprobs) row.oldLogprobs = row.oldLogprobs.slice(0, keepResponse);
-  return true;
+  if (!tooLong) return 'fits';
+  if (responseLength(row) >= maxLength) return 'over';
+  Object.assign(row, cutContext(row, maxLength));
+  if (row.teacher) row.teacher = cutContext(row.teacher, maxLength);
+  return 'cut';
 }
 
 // ── batches ────────────────────────────────────────────────────────────────────────────

@@ -5,17 +5,20 @@
  * A sample becomes an EvalRow the way ./batches.ts makes a training row: the context and
  * reply through the model's chat template (the student), the hint-enhanced context followed
  * by the SAME reply tokens (the teacher, when the sample has a hint), and the user's repair
- * on the plain context (when there is one); the same truncation. Then any scorer of token
+ * on the plain context (when there is one); the same context window (./context-window.ts),
+ * and a sample whose reply does not fit is left out, counted. Then any scorer of token
  * spans (the training step's forward pass, or ./lora-scorer.ts) gives each row's reply-token
  * log-probs, and `sampleScores` reduces them to the per-sample numbers src-shared/eval-report.ts
  * turns into a report.
  */
+import { overLengthReason } from '../../src-shared/training.js';
 import { UserError } from '../../src-shared/types.js';
 import type { SampleScore } from '../../src-shared/eval-report.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
-import { padBatch, responseValues, truncateRow, type TokenSpan, type TrainRow } from './batches.js';
+import { fitRow, padBatch, responseValues, type TokenSpan, type TrainRow } from './batches.js';
+import { windowedResponse } from './context-window.js';
 import type { StepBatch } from './training-step.js';
 
 export interface EvalRow {
@@ -39,23 +42,35 @@ export type SpanScorer = (spans: readonly TokenSpan[]) => Promise<Float32Array[]
 
 const plain = (messages: readonly ChatMessage[]): ChatMessage[] => messages.map((m) => ({ ...m }));
 
-/** Student and teacher of one sample, truncated together as training truncates them. */
-function studentAndTeacher(s: TrainingSample, tokenizer: ChatTokenizer, maxLength: number): Pick<EvalRow, 'student' | 'teacher'> {
-  const student = tokenizer.encodeResponse(plain(s.messages), s.response.content);
-  const row: TrainRow = { ...student, reward: s.reward, origin: '' };
-  if (s.hint !== null) {
-    const t = tokenizer.encodeResponse(plain(enhancedContext(s.messages, s.hint)), s.response.content);
-    row.teacher = { inputIds: [...t.inputIds.slice(0, t.responseStart), ...student.inputIds.slice(student.responseStart)], responseStart: t.responseStart };
-  }
-  truncateRow(row, maxLength);
-  return { student: { inputIds: row.inputIds, responseStart: row.responseStart }, ...(row.teacher ? { teacher: row.teacher } : {}) };
+/** The token ids and reply start of a span (a rendered span carries more). */
+const idsOf = (span: TokenSpan): TokenSpan => ({ inputIds: span.inputIds, responseStart: span.responseStart });
+
+/**
+ * Student and teacher of one sample, windowed as training windows them (./context-window.ts,
+ * ./batches.ts rowsFromSamples); null when either does not fit `maxLength` (a reply is never cut).
+ */
+function studentAndTeacher(s: TrainingSample, tokenizer: ChatTokenizer, maxLength: number): Pick<EvalRow, 'student' | 'teacher'> | null {
+  const own = windowedResponse(tokenizer, plain(s.messages), s.response.content, maxLength);
+  if (!own.fits) return null;
+  const student = idsOf(own.span);
+  if (s.hint === null) return { student };
+  const hinted = windowedResponse(tokenizer, plain(enhancedContext(s.messages, s.hint)), s.response.content, maxLength);
+  if (!hinted.fits) return null;
+  const t = hinted.span;
+  const row: TrainRow = {
+    ...student, reward: s.reward, origin: '',
+    teacher: { inputIds: [...t.inputIds.slice(0, t.responseStart), ...student.inputIds.slice(student.responseStart)], responseStart: t.responseStart },
+  };
+  // As in training: the teacher carries the student's reply tokens, so a token at the
+  // boundary may still need the token-wise cut.
+  if (fitRow(row, maxLength) === 'over') return null;
+  return { student: idsOf(row), teacher: row.teacher! };
 }
 
-function repairSpan(s: TrainingSample, tokenizer: ChatTokenizer, maxLength: number): TokenSpan {
-  const span = tokenizer.encodeResponse(plain(s.messages), s.repair!);
-  const row: TrainRow = { ...span, reward: 0, origin: '' };
-  truncateRow(row, maxLength);
-  return { inputIds: row.inputIds, responseStart: row.responseStart };
+/** The repair on the sample's plain context, windowed the same way; null when it does not fit. */
+function repairSpan(s: TrainingSample, tokenizer: ChatTokenizer, maxLength: number): TokenSpan | null {
+  const windowed = windowedResponse(tokenizer, plain(s.messages), s.repair!, maxLength);
+  return windowed.fits ? idsOf(windowed.span) : null;
 }
 
 /**
@@ -76,11 +91,13 @@ export function evalRowsFromSamples(samples: readonly TrainingSample[], tokenize
       continue;
     }
     try {
-      set.rows.push({
-        key: `${s.sessionId}/${s.responseTurn}`, sessionId: s.sessionId, reward: s.reward,
-        ...studentAndTeacher(s, tokenizer, maxLength),
-        ...(repaired ? { repair: repairSpan(s, tokenizer, maxLength) } : {}),
-      });
+      const spans = studentAndTeacher(s, tokenizer, maxLength);
+      if (!spans) {
+        skip(overLengthReason(maxLength));
+        continue;
+      }
+      const repair = repaired ? repairSpan(s, tokenizer, maxLength) : null;
+      set.rows.push({ key: `${s.sessionId}/${s.responseTurn}`, sessionId: s.sessionId, reward: s.reward, ...spans, ...(repair ? { repair } : {}) });
     } catch (err) {
       if (!(err instanceof UserError)) throw err;
       skip('the chat template does not place the reply after its prompt');

@@ -21,6 +21,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { overLengthNote, overLengthReason } from '../../src-shared/training.js';
 import { UserError } from '../../src-shared/types.js';
 import { Checkpoint, type ModelConfig } from '../model/hf-checkpoint.js';
 import { seededRandom } from '../model/sampling.js';
@@ -44,6 +45,8 @@ export type { RunSettings, TrainerOptions } from './run-settings.js';
 export type TrainerEvent =
   | { type: 'status'; phase: 'loading' | 'preparing' | 'compiling' | 'training' | 'evaluating' | 'saving' | 'exporting'; message: string }
   | { type: 'executionProvider'; name: string }
+  /** Samples left out because they do not fit the run's max length (src-shared/training.ts overLengthNote). */
+  | { type: 'overLength'; count: number; maxLength: number }
   | { type: 'step'; log: StepLog }
   | { type: 'eval'; log: EvalLogLine };
 
@@ -167,8 +170,18 @@ function prepare(o: ResolvedOptions, checkpoint: Checkpoint, tokenizer: ChatToke
 function claimOutFolder(o: ResolvedOptions, p: Prepared, log: TrainerLog): void {
   prepareOutFolder(o.outDir, { resumeRoot: p.resumedIn, overwrite: o.overwrite });
   if (p.resumedIn !== o.outDir) writeFileAtomicSync(path.join(o.outDir, DATASET_FILE), Buffer.from(p.datasetText, 'utf8'));
-  if (p.resumedIn) log.truncateTo(p.startStep, path.join(p.resumedIn, LOG_FILE));
-  else log.reset();
+  if (p.resumedIn) {
+    log.truncateTo(p.startStep, path.join(p.resumedIn, LOG_FILE));
+    return;
+  }
+  log.reset();
+  const over = overLengthCount(p);
+  if (over > 0) log.append({ note: overLengthNote(over, p.settings.maxLength), skipped_over_length: over, max_length: p.settings.maxLength });
+}
+
+/** How many samples the run left out for their length (docs/design.md §Training runs). */
+function overLengthCount(p: Prepared): number {
+  return p.rowSet.skipped[overLengthReason(p.settings.maxLength)] ?? 0;
 }
 
 /**
@@ -221,6 +234,7 @@ export async function train(options: TrainerOptions, hooks: TrainerHooks = {}): 
   claimOutFolder(o, p, log);
   if (o.heldOut) log.append({ type: 'held_out', sessions: heldOut.sessionIds.length, samples: heldOut.samples.length });
   const { settings } = p;
+  if (overLengthCount(p) > 0) emit({ type: 'overLength', count: overLengthCount(p), maxLength: settings.maxLength });
   const specs = loraSpecs(checkpoint.config, settings.lora.targets);
 
   emit({ type: 'status', phase: 'compiling', message: 'building the training graph' });

@@ -10,7 +10,10 @@ import { hasSample, iterateBundles, readSampleTurns, readSessionRecord, type Sam
 import { nowSeconds } from './clock.js';
 
 export function publicLabel(l: StoredLabel): LabelView {
-  return { reward: l.reward, hint: l.hint, source: l.source as LabelSource | null, votes: l.votes, repair: l.repair, notes: l.notes, updatedAt: l.updatedAt };
+  return {
+    reward: l.reward, hint: l.hint, source: l.source as LabelSource | null, votes: l.votes, confidence: l.confidence, evidence: l.evidence,
+    repair: l.repair, notes: l.notes, updatedAt: l.updatedAt, reviewedAt: l.reviewedAt, composite: l.composite,
+  };
 }
 
 function validReward(value: unknown): value is Reward | null {
@@ -44,6 +47,8 @@ export function setManualLabel(store: Store, sessionId: string, responseTurn: nu
     notes: clean(patch.notes, old.notes),
     source: 'manual',
     updatedAt: now,
+    // A person wrote it: it is reviewed (docs/design.md §Review).
+    reviewedAt: now,
   };
   writeLabel(store, sessionId, responseTurn, next, now);
   store.markDirty();
@@ -60,9 +65,13 @@ export function recordVerdict(store: Store, sample: { sessionId: string; respons
     hint: verdict.hint?.trim() || null,
     source: provenance.labelSource,
     votes: verdict.votes,
+    confidence: verdict.confidence ?? null,
+    evidence: verdict.evidence ?? [],
     repair: null,
     notes: null,
     updatedAt: now,
+    reviewedAt: null,
+    composite: verdict.composite ?? null,
     judgeBackend: provenance.backend,
     judgeModel: provenance.model,
     promptVersion: provenance.promptVersion,

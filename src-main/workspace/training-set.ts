@@ -12,6 +12,7 @@ import type { Store } from '../store/database.js';
 import { countHintRunLabels, countHints } from '../store/labels.js';
 import { readStats, sessionsWithoutSamples } from '../store/overview-reads.js';
 import { iterateBundles, type SampleRecord } from '../store/session-reads.js';
+import { countUnreviewedUncertain } from './review.js';
 
 /** A stored sample with what training sees of it: its reward and the hint training uses. */
 function signalOf(s: SampleRecord): SampleRecord & { reward: Reward; hint: string | null; hinted: boolean } {
@@ -69,6 +70,24 @@ export function evaluationSamples(store: Store, include: (sessionId: string) => 
   return out;
 }
 
+/**
+ * One sample as training would see it (its context, its reply, the hint training uses), whether
+ * or not a run would select it; null when the session has no sample at that reply. For the
+ * token view (docs/design.md §Token view), which scores a single reply.
+ */
+export function trainingSampleAt(store: Store, sessionId: string, responseTurn: number): TrainingSample | null {
+  for (const bundle of iterateBundles(store, sessionId)) {
+    const s = bundle.samples.find((x) => x.responseTurn === responseTurn);
+    if (!s) return null;
+    const { reward, hint } = signalOf(s);
+    return {
+      sessionId: bundle.id, responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s),
+      reward, hint, repair: s.label.repair, keptByAtLeastOne: false,
+    };
+  }
+  return null;
+}
+
 /** Why a run of `method` on this database would learn nothing (what it needs, what there is), or null. */
 export function nothingToTrain(store: Store, method: TrainMethod, heldOut: ReadonlySet<string>): string | null {
   const trainable: SampleSignal[] = [];
@@ -85,7 +104,7 @@ function rolloutOf(store: Store, sessionId: string, responseTurn: number, text: 
   return found && found.replyText === text ? { rollout: found.rollout } : {};
 }
 
-/** A judge run with hints stores a prompt version with a '+' part ('heuristic-v1+hints', 'reward-v1+hint-v1'). */
+/** A judge run with hints stores a prompt version with a '+' part ('heuristic-v2+hints', 'reward-v1+hint-v1'). */
 function noHintWarning(store: Store): string {
   return countHintRunLabels(store) > 0
     ? 'No sample has a hint: the judge ran with hints and found none in the reactions; On-Policy Distillation has nothing to learn from (write hints in the annotator).'
@@ -106,5 +125,7 @@ export function checkReport(store: Store): CheckReport {
   }
   if (stats.samples > 0 && hints === 0) warnings.push(noHintWarning(store));
   if (stats.sessions_without_samples > 0) warnings.push(`${stats.sessions_without_samples} session(s) yield no sample; see the list for why.`);
-  return { stats, sessionsWithoutSamples: sessionsWithoutSamples(store), warnings };
+  const unreviewedUncertain = countUnreviewedUncertain(store);
+  if (unreviewedUncertain > 0) warnings.push(`${unreviewedUncertain} label${unreviewedUncertain === 1 ? '' : 's'} still unreviewed and uncertain: open Review to check them.`);
+  return { stats, unreviewedUncertain, sessionsWithoutSamples: sessionsWithoutSamples(store), warnings };
 }

@@ -11,13 +11,18 @@
 // input fails, everything it did is rolled back and the database file is not touched.
 import { UserError, type ImportedConversation, type SessionFormat, type SourceFormat } from '../../src-shared/types.js';
 import type {
-  CheckReport, ContextWindowSetting, ExportFormat, ImportSummary, JudgeCandidate, LabelPatch, LabelView,
+  CheckReport, ContextWindowSetting, ExportFormat, ImportSummary, JudgeCandidate, LabelPatch, LabelView, ReviewItem,
   SampleView, SessionDetail, SessionFilter, SessionSplit, SessionSummary, SplitView, Stats, TrainingSample, VerdictProvenance, WorkspaceApi,
 } from '../../src-shared/views.js';
 import type { JudgeVerdict } from '../judge/verdicts.js';
 import { exportToFile, previewLines } from '../export/database-export.js';
+import { replayPlan, type ReplaySession } from '../export/replay-plan.js';
+import type { TrlHandoffOptions, TrlHandoffResult } from '../../src-shared/handoff.js';
+import { writeTrlHandoff } from './handoff-trl.js';
 import { analyseSession } from '../pipeline/classify.js';
-import { hasCaptureExchanges, readCaptureCounts, readCaptureExchanges, type CaptureExchangeRow } from '../store/capture-exchanges.js';
+import {
+  findCapturedReply, hasCaptureExchanges, readCaptureCounts, readCaptureExchanges, type CapturedReplyAt, type CapturedReplyRef, type CaptureExchangeRow,
+} from '../store/capture-exchanges.js';
 import { readContextWindow, writeContextWindow } from '../store/context-window.js';
 import { DEFAULT_PERSIST, Store, type Params, type PersistOptions, type StoreAccess } from '../store/database.js';
 import { listSessionSummaries, readStats } from '../store/overview-reads.js';
@@ -26,13 +31,14 @@ import { deleteSessionRows, rebuildAllSamples, samplesNeedRebuild } from '../sto
 import { applyCapture } from './capture-writes.js';
 import { defaultOpenExport, emptySummary, importError, importOpened, type OpenedExportLike, type OpenExportFn } from './import-into-store.js';
 import { judgeCandidates, recordVerdict, setManualLabel } from './labels.js';
+import { reviewQueue } from './review.js';
 import { sampleViews, sessionDetail } from './session-views.js';
-import { checkReport, evaluationSamples, nothingToTrain, trainingSamples } from './training-set.js';
+import { checkReport, evaluationSamples, nothingToTrain, trainingSampleAt, trainingSamples } from './training-set.js';
 import { clearSplitOverrides } from '../store/split-overrides.js';
 import { computeSplit, placeSessions, setPercent, splitView, type ComputedSplit } from './held-out.js';
 import type { TrainMethod } from '../../src-shared/training.js';
 
-export type { CaptureExchangeRow } from '../store/capture-exchanges.js';
+export type { CapturedReplyAt, CapturedReplyRef, CaptureExchangeRow } from '../store/capture-exchanges.js';
 export type { OpenedExportLike, OpenExportFn } from './import-into-store.js';
 
 export interface WorkspaceOptions {
@@ -161,8 +167,16 @@ export class Workspace implements WorkspaceApi {
     return checkReport(this.store);
   }
 
+  reviewQueue(limit?: number): { total: number; items: ReviewItem[] } {
+    return reviewQueue(this.store, limit);
+  }
+
   trainingSamples(options: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat } = {}): TrainingSample[] {
     return trainingSamples(this.store, this.computedSplit().heldOut, options);
+  }
+
+  trainingSampleAt(sessionId: string, responseTurn: number): TrainingSample | null {
+    return trainingSampleAt(this.store, sessionId, responseTurn);
   }
 
   nothingToTrain(method: TrainMethod): string | null {
@@ -253,6 +267,11 @@ export class Workspace implements WorkspaceApi {
     return readCaptureCounts(this.store);
   }
 
+  /** The captured reply that feedback names (docs/design.md §Feedback endpoint), or undefined. */
+  findCapturedReply(ref: CapturedReplyRef): CapturedReplyAt | undefined {
+    return findCapturedReply(this.store, ref);
+  }
+
   /** Removes a session with its turns, samples, labels and captured exchanges; false when there was none. */
   deleteSession(id: string): boolean {
     const existed = !!readSessionRecord(this.store, id) || hasCaptureExchanges(this.store, id);
@@ -269,6 +288,16 @@ export class Workspace implements WorkspaceApi {
 
   previewExport(format: ExportFormat, lines: number): string[] {
     return previewLines(this.store, format, lines);
+  }
+
+  /** `hindsight handoff --to trl`: datasets, train.py and configs for a GPU cluster (./handoff-trl.ts). */
+  handoffTrl(options: TrlHandoffOptions): TrlHandoffResult {
+    return writeTrlHandoff(this.store, options);
+  }
+
+  /** The requests a replay to OpenClaw-RL sends (src-main/export/replay-plan.ts). */
+  replayPlan(): ReplaySession[] {
+    return replayPlan(this.store);
   }
 
   /** Runs a raw query: for tests and diagnostics only. */

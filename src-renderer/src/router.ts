@@ -1,10 +1,11 @@
-// A tiny hash router: the app has six screens and one parameter (the session id), and hash
+// A tiny hash router: the app has seven screens and one parameter (the session id), and hash
 // URLs survive a reload in both app:// and http:// without any server-side routing.
 import { reactive } from 'vue';
 
 export type Route =
   | { name: 'sessions' }
   | { name: 'session'; id: string }
+  | { name: 'review' }
   | { name: 'checks' }
   | { name: 'training' }
   | { name: 'export' }
@@ -15,6 +16,7 @@ function parse(hash: string): Route {
   switch (first) {
     case 'session':
       return rest.length ? { name: 'session', id: decodeURIComponent(rest.join('/')) } : { name: 'sessions' };
+    case 'review':
     case 'checks':
     case 'training':
     case 'export':

@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serveApp, type ServeHandle } from '../../src-main/api/serve-app.js';
+import { STATE_TIMEOUT_MS, TEST_TIMEOUT_MS } from '../helpers/deadlines.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 let dir: string;
@@ -91,12 +92,12 @@ describe('serve: access control', () => {
     await expect(serveApp({ dbPath: path.join(dir, 'other.db'), host: '0.0.0.0', port: 0, buildRenderer: false })).rejects.toThrow(/loopback only/);
     const cli = spawnSync(process.execPath, [path.join(ROOT, 'bin', 'hindsight.mjs'), 'serve', '--host', '0.0.0.0', '--db', path.join(dir, 'cli.db')], {
       encoding: 'utf8',
-      timeout: 60_000,
+      timeout: STATE_TIMEOUT_MS, // only a hang: the process refuses and exits, however slowly it starts
     });
     expect(cli.status).toBe(1);
     expect(cli.stderr).toMatch(/refusing to listen on '0\.0\.0\.0'.*loopback only/);
     expect(fs.existsSync(path.join(dir, 'cli.db'))).toBe(false);
-  });
+  }, TEST_TIMEOUT_MS);
 });
 
 describe('serve: the API contract over HTTP', () => {

@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { CaptureLog } from '../../src-main/capture/capture-log.js';
 import type { CaptureRecord } from '../../src-main/capture/capture-records.js';
 import type { Workspace } from '../../src-main/workspace/workspace.js';
-import { chat, DEMO_MODEL, ROOT, startCapture, tempDir, waitFor, type Message } from './helpers.js';
+import { chat, DEMO_MODEL, ROOT, startCapture, tempDir, TEST_TIMEOUT_MS, waitFor, type Message } from './helpers.js';
 
 const children: ChildProcess[] = [];
 const exited = (c: ChildProcess) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : c.once('exit', r)));
@@ -69,7 +69,7 @@ describe('a SIGKILL during capture', () => {
       }
     };
     const running = [client('a'), client('b')];
-    while ((acknowledged.get('a')?.length ?? 0) < 6 || (acknowledged.get('b')?.length ?? 0) < 6) await new Promise((r) => setTimeout(r, 20));
+    await waitFor('three acknowledged replies in each conversation', () => (acknowledged.get('a')?.length ?? 0) >= 6 && (acknowledged.get('b')?.length ?? 0) >= 6);
     killed = true;
     first.child.kill('SIGKILL'); // mid-request: both clients are always waiting on one
     await Promise.all(running);
@@ -91,7 +91,7 @@ describe('a SIGKILL during capture', () => {
     // Replaying again (a third start) is idempotent.
     const third = await serveChild(dbPath);
     for (const [id, turns] of replayed) expect((await getSession(third.url, third.token, `capture:${id}`)).value.turns).toEqual(turns);
-  });
+  }, TEST_TIMEOUT_MS);
 });
 
 describe('the capture log', () => {
@@ -131,16 +131,17 @@ describe('a model that is still loading', () => {
       expect(res.status).toBe(503);
       expect(res.headers.get('retry-after')).toBe('1');
       expect(res.body.error).toMatchObject({ code: 'model_loading', message: expect.stringMatching(/still loading; retry in 1 s/) });
-      let ok;
-      for (let i = 0; i < 100 && ok?.status !== 200; i++) {
-        await new Promise((r) => setTimeout(r, 100));
-        ok = await chat(`${server.url}v1`, server.token, [{ role: 'user', content: 'Hello.' }]);
-      }
-      expect(ok!.status).toBe(200);
+      // Retry, as a client told to would, until the model has loaded (however long that takes on this machine).
+      const ok = await waitFor('a 200 once the model has loaded', async () => {
+        const again = await chat(`${server.url}v1`, server.token, [{ role: 'user', content: 'Hello.' }]);
+        if (again.status !== 200) expect(again.status).toBe(503);
+        return again.status === 200 ? again : null;
+      });
+      expect(ok.body.choices[0].message.role).toBe('assistant');
     } finally {
       await server.close();
     }
-  });
+  }, TEST_TIMEOUT_MS);
 });
 
 describe('the queue after a restart', () => {
@@ -156,12 +157,12 @@ describe('the queue after a restart', () => {
     const again = await startCapture({}, { captureAutoJudge: true, judgeBackend: 'heuristic', judgeHints: false }, first.dir);
     try {
       const ws = again.service.currentWorkspace as Workspace;
-      const label = await waitFor('the resumed judge', () => ws.listSamples('capture:cow')[0]?.label.source, 20_000);
+      const label = await waitFor('the resumed judge', () => ws.listSamples('capture:cow')[0]?.label.source);
       expect(label).toBe('heuristic');
       expect(ws.listSamples('capture:cow')[0]!.label.reward).toBe(1);
       expect(again.capture.status().pendingJudge).toBe(0);
     } finally {
       await again.close();
     }
-  });
+  }, TEST_TIMEOUT_MS);
 });

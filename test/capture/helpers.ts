@@ -5,6 +5,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { serveApp, type ServeHandle, type ServeOptions } from '../../src-main/api/serve-app.js';
 import type { ApiEvents, EventName } from '../../src-shared/contract.js';
+import { settingsPathFor } from '../../src-main/store/settings-file.js';
+import { waitUntil } from '../helpers/deadlines.js';
+
+export { TEST_TIMEOUT_MS } from '../helpers/deadlines.js';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
 export const DEMO_MODEL = path.join(ROOT, 'resources/models/stories260K');
@@ -16,7 +20,7 @@ export function tempDir(): string {
 /** `serve` with capture on, on a fresh folder (or `dir` again: a restart on the same database). */
 export async function startCapture(options: Partial<ServeOptions> = {}, settings: Record<string, unknown> = {}, dir = tempDir()): Promise<ServeHandle & { dir: string; dbPath: string }> {
   const dbPath = path.join(dir, 'test.db');
-  if (Object.keys(settings).length) fs.writeFileSync(path.join(dir, 'settings.json'), JSON.stringify(settings));
+  if (Object.keys(settings).length) fs.writeFileSync(settingsPathFor(dbPath), JSON.stringify(settings));
   const server = await serveApp({ dbPath, port: 0, buildRenderer: false, capture: true, openaiModelDir: DEMO_MODEL, ...options });
   return Object.assign(server, { dir, dbPath });
 }
@@ -80,15 +84,8 @@ export function collect<E extends EventName>(server: ServeHandle, name: E): ApiE
   return out;
 }
 
-export async function waitFor<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 60_000): Promise<NonNullable<T>> {
-  const start = Date.now();
-  for (;;) {
-    const v = await fn();
-    if (v) return v as NonNullable<T>;
-    if (Date.now() - start > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+/** Polls `fn` until it is truthy: a wait on a state, whose deadline only catches a hang (test/helpers/deadlines.ts). */
+export const waitFor = <T>(what: string, fn: () => T | Promise<T>): Promise<NonNullable<T>> => waitUntil(what, fn);
 
 /** A loopback port nothing listens on (bound, then released). */
 export async function refusedPort(): Promise<number> {

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { Workspace } from '../../src-main/workspace/workspace.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { scoreWithAdapter } from '../../src-main/train/merge.js';
-import { api, chat, DEMO_MODEL, startCapture, waitFor, type Message } from './helpers.js';
+import { api, chat, DEMO_MODEL, startCapture, TEST_TIMEOUT_MS, waitFor, type Message } from './helpers.js';
 
 const SETTINGS = {
   captureAutoJudge: true,
@@ -70,7 +70,7 @@ describe('auto-judge → auto-train after N samples → hot swap under load → 
     expect((await api(server, 'captureStatus')).loop.state).not.toBe('off');
     await talk('unhappy', 'Tell me a story about a cat.', 'No, that is wrong. I asked for a short one.');
 
-    const swapped = await waitFor('the adapter swap', async () => (await api(server!, 'captureStatus')).adapter.active as string | null, 90_000);
+    const swapped = await waitFor('the adapter swap', async () => (await api(server!, 'captureStatus')).adapter.active as string | null);
     // A few more answers from the new adapter, then stop the clients.
     const seen = answers.length;
     await waitFor('answers after the swap', () => answers.length >= seen + 6);
@@ -132,5 +132,5 @@ describe('auto-judge → auto-train after N samples → hot swap under load → 
     expect(rolled.adapter).toEqual({ active: null, previous: null, history: [] });
     expect((await chat(base, server.token, [{ role: 'user', content: 'Hello.' }], { headers: { 'X-Turn-Type': 'side' } })).body.model).toBe('stories260K');
     await expect(api(server, 'captureRollback')).rejects.toThrow(/no earlier adapter/);
-  });
+  }, TEST_TIMEOUT_MS);
 });

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { runCli as cli } from '../helpers/cli.js';
+import { TEST_TIMEOUT_MS } from '../helpers/deadlines.js';
 import { tempDir } from '../store/helpers.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -38,7 +39,7 @@ describe('npm run cli (a real process)', () => {
         label: false, // the manual −1
       },
     ]);
-  }, 60_000);
+  }, TEST_TIMEOUT_MS); // several processes, each slow to start on a loaded machine
 
   it('a truncated file exits 1 with one line naming the file and leaves the database bytes as they were', async () => {
     const dir = tempDir();
@@ -56,7 +57,7 @@ describe('npm run cli (a real process)', () => {
     expect(err?.stderr.trim().split('\n')).toHaveLength(1);
     expect(err?.stderr).toContain(truncated);
     expect(fs.readFileSync(db).equals(before)).toBe(true);
-  }, 60_000);
+  }, TEST_TIMEOUT_MS); // several processes, each slow to start on a loaded machine
 });
 
 describe('every fixture export imports (db-level counts)', () => {

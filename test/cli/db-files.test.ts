@@ -44,7 +44,8 @@ describe('export never writes over the database or its files', () => {
     const { dir, db } = await importedDb();
     fs.writeFileSync(captureLogPathFor(db), '{"keep":"me"}\n');
     const cases: [string, RegExp][] = [
-      [path.join(dir, 'capture-log.jsonl'), /that is the database's capture log/],
+      [captureLogPathFor(db), /that is the database's capture log/],
+      [path.join(dir, 'capture-log.jsonl'), /that is the folder's capture log/],
       [settingsPathFor(db), /that is the database's settings file/],
       [lockPathFor(db), /that is the database's lock file/],
       [`${db}.tmp-4242-1`, /that is the database's temporary file/],

@@ -9,7 +9,21 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { collectPageErrors, haveChromium, launchBrowser, reportMissingChromium, ROOT, shot as takeShot, startServe, type ServeHandle } from './helpers.js';
+import {
+  collectPageErrors,
+  haveChromium,
+  launchBrowser,
+  openPage,
+  recordToasts,
+  reportMissingChromium,
+  ROOT,
+  shot as takeShot,
+  startServe,
+  TEST_TIMEOUT_MS,
+  waitForStillLayout,
+  type ServeHandle,
+  type ToastRecord,
+} from './helpers.js';
 
 // A small ChatGPT export (1 session, 2 samples); the bundled demo data is covered by test/cli/demo-data.test.ts.
 const SAMPLE = path.join(ROOT, 'test', 'fixtures', 'chatgpt-branches.json');
@@ -22,10 +36,16 @@ let loginUrl: string;
 let browser: Browser;
 let page: Page;
 let pageErrors: string[] = [];
+let toasts: ToastRecord;
 
 /** Calls the API from the test (as a script would), to check what the UI claims. */
 const api = <T>(name: string, input: unknown = {}): Promise<T> => serve.api<T>(name, input);
 const shot = (name: string) => takeShot(page, name);
+/** The import panel once it has finished importing `fileName` (the summary, or the error, is shown). */
+const importDone = (fileName: string, state: 'imported' | 'failed' = 'imported') =>
+  page.locator(`.import-panel[data-state=${state}][data-source="${path.basename(fileName)}"]`).waitFor();
+/** Waits until the selected turn is `turn` (keyboard moves re-render on the page's own schedule). */
+const selectedTurnIs = (turn: number) => page.waitForFunction((t) => document.querySelector('.turn.selected')?.getAttribute('data-turn') === String(t), turn);
 
 function writeFixtures(): { noSamples: string; truncated: string; long: string } {
   // One conversation with no assistant turn: it yields no sample, and Checks must say why.
@@ -45,7 +65,7 @@ function writeFixtures(): { noSamples: string; truncated: string; long: string }
   return { noSamples, truncated, long };
 }
 
-describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', () => {
+describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', { timeout: TEST_TIMEOUT_MS }, () => {
   let fixtures: ReturnType<typeof writeFixtures>;
 
   beforeAll(async () => {
@@ -54,15 +74,16 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     serve = await startServe(path.join(dir, 'e2e.db'));
     ({ url: serverUrl, loginUrl } = serve);
     browser = await launchBrowser();
-    page = await browser.newPage({ viewport: { width: 1360, height: 860 } });
+    page = await openPage(browser, { viewport: { width: 1360, height: 860 } });
     pageErrors = collectPageErrors(page);
-  });
+    toasts = await recordToasts(page);
+  }, TEST_TIMEOUT_MS);
 
   afterAll(async () => {
     await browser?.close();
     await serve?.stop();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
-  });
+  }, TEST_TIMEOUT_MS);
 
   it('shows the first-run screen on an empty database and imports a sample through the upload', async () => {
     await page.goto(loginUrl);
@@ -82,7 +103,7 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
   it('imports a session without samples and filters the list', async () => {
     await page.locator('.import-drawer > summary').click();
     await page.setInputFiles('[data-testid=import-file]', fixtures.noSamples);
-    await page.locator('.import-summary').waitFor();
+    await importDone(fixtures.noSamples);
     await page.locator('.session-row').nth(1).waitFor();
     await page.selectOption('[data-testid=filter-samples]', 'no');
     await page.waitForFunction(() => document.querySelectorAll('.session-row').length === 1);
@@ -100,18 +121,20 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     const firstReply = Number(await selected.getAttribute('data-turn'));
 
     await page.keyboard.press('j'); // to the second sample
+    await page.waitForFunction((t) => document.querySelector('.turn.selected')?.getAttribute('data-turn') !== String(t), firstReply);
     await page.keyboard.press('k'); // and back to the first
-    expect(Number(await selected.getAttribute('data-turn'))).toBe(firstReply);
+    await selectedTurnIs(firstReply);
     await page.keyboard.press('2'); // −1
     await selected.locator('[data-testid=reward-chip]', { hasText: '−1' }).waitFor();
     expect(await selected.locator('[data-testid=reward-chip]').textContent()).toContain('manual');
 
     await page.keyboard.press('h');
     const hint = page.locator('[data-testid=hint-input]');
-    expect(await hint.evaluate((el) => el === document.activeElement)).toBe(true);
+    // h focuses the hint field after the inspector's next render.
+    await page.waitForFunction(() => document.activeElement?.getAttribute('data-testid') === 'hint-input');
     await hint.fill('Summarise in three bullet points, as the user asked.');
     await page.keyboard.press('Control+Enter'); // leave the field: it saves
-    await page.locator('.toast', { hasText: 'Hint saved' }).waitFor();
+    await toasts.next('Hint saved');
     await page.keyboard.press('?');
     await page.locator('[data-testid=key-help]').waitFor();
     await shot('annotator');
@@ -122,10 +145,12 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     await page.waitForFunction(() => (document.querySelector('[data-testid=hint-input]') as HTMLTextAreaElement).value === '');
     await hint.fill('Summarise in three bullet points, as the user asked.');
     await page.keyboard.press('Tab');
-    await page.locator('.toast', { hasText: 'Hint saved' }).last().waitFor();
+    // This save's own toast: the first one may still be on screen.
+    await toasts.next('Hint saved');
 
     await page.reload();
-    await page.locator('.turn.selected').waitFor();
+    toasts.reset();
+    await page.locator('.annotator[data-state=ready] .turn.selected').waitFor();
     expect(Number(await page.locator('.turn.selected').getAttribute('data-turn'))).toBe(firstReply);
     expect(await page.locator('.turn.selected [data-testid=reward-chip]').textContent()).toMatch(/−1\s*manual/);
     expect(await page.locator('[data-testid=hint-input]').inputValue()).toBe('Summarise in three bullet points, as the user asked.');
@@ -162,6 +187,21 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     expect(lines.some((l) => l.label === false)).toBe(true); // the −1 set with the keyboard
   });
 
+  it('writes a TRL hand-off folder from "For a GPU cluster"', async () => {
+    const section = page.locator('[data-testid=cluster-handoff]');
+    await section.scrollIntoViewIfNeeded();
+    const out = path.join(dir, 'handoff-trl');
+    await page.fill('[data-testid=handoff-base-model]', 'Qwen/Qwen3-14B');
+    await page.fill('[data-testid=handoff-out]', out);
+    await page.locator('[data-testid=handoff-method]').selectOption('sft');
+    await page.locator('[data-action=write-handoff]').click();
+    await page.locator('[data-testid=handoff-result]').waitFor();
+    expect(fs.readFileSync(path.join(out, 'train.py'), 'utf8')).toContain('METHOD = "sft"');
+    expect(fs.readFileSync(path.join(out, 'data/kto.jsonl'), 'utf8').trim().split('\n').length).toBeGreaterThanOrEqual(1);
+    await page.locator('[data-target=openclaw-rl]').check();
+    await page.locator('[data-testid=handoff-endpoint]').waitFor();
+  });
+
   it('shows the training page with the demo model preselected', async () => {
     await page.locator('[data-nav=training]').click();
     await page.locator('[data-action=fine-tune]').waitFor();
@@ -194,8 +234,8 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     await page.locator('[data-nav=sessions]').click();
     await page.locator('.import-drawer > summary').click();
     await page.setInputFiles('[data-testid=import-file]', fixtures.truncated);
+    await importDone(fixtures.truncated, 'failed');
     const error = page.locator('.import-error');
-    await error.waitFor();
     const text = (await error.textContent())!;
     expect(text).toContain('Nothing was imported');
     expect(text).toContain('conversations-truncated.json');
@@ -207,7 +247,7 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
   it('keeps a 5,000-turn session smooth: few DOM nodes, fast keyboard moves and scrolling', async () => {
     const t0 = Date.now();
     await page.setInputFiles('[data-testid=import-file]', fixtures.long);
-    await page.locator('.import-summary').waitFor();
+    await importDone(fixtures.long);
     const importMs = Date.now() - t0;
     const { sessions } = await api<{ sessions: { id: string; turnCount: number }[] }>('listSessions', { search: 'Question 0' });
     const long = sessions.find((s) => s.turnCount === 5000)!;
@@ -222,7 +262,7 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     // 40 sample moves with j: each must select, scroll and re-render the window.
     const started = Date.now();
     for (let i = 0; i < 40; i++) await page.keyboard.press('j');
-    await page.waitForFunction(() => document.querySelector('.turn.selected')?.getAttribute('data-turn') === '81');
+    await selectedTurnIs(81);
     const perMove = (Date.now() - started) / 40;
 
     // Scroll through the whole session in 60 jumps and time each jump until two frames have
@@ -261,12 +301,18 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     );
     expect(frames.lastTurn).toBe('4999');
     expect(frames.nodes).toBeLessThan(80);
-    expect(frames.median).toBeLessThan(frames.baseline + 100);
+    // Few nodes (above) is what keeps the list smooth; the time bound only catches a jump that
+    // re-renders far more than the window. It is relative to the same page's idle frames, and
+    // loose: on 2 loaded cores the median jump was 37–70 ms against a 33 ms baseline, while a
+    // non-virtual render of 5,000 turns takes seconds.
+    expect(frames.median).toBeLessThan(frames.baseline + 250);
     // From the end of the list, j must bring the selected reply (near the top) back into view,
-    // although most heights on the way are estimates.
+    // although most heights on the way are estimates, and the turns above it left the DOM long
+    // ago (they keep their measured heights: VirtualList.vue).
     await page.keyboard.press('j');
-    await page.waitForFunction(() => document.querySelector('.turn.selected')?.getAttribute('data-turn') === '83');
-    await page.waitForTimeout(200);
+    await selectedTurnIs(83);
+    // The jump is over when the selected turn and the scroll position stop moving.
+    await waitForStillLayout(page, '.turn.selected', '.vlist');
     const inView = await page.evaluate(() => {
       const item = document.querySelector('.turn.selected')!.getBoundingClientRect();
       const view = document.querySelector('.vlist')!.getBoundingClientRect();

@@ -5,16 +5,26 @@
 // Screenshots go to test-output/screenshots on ordinary runs, so CI never touches tracked
 // files; `HINDSIGHT_SCREENSHOTS=docs/screenshots` refreshes the committed ones that the
 // README shows.
+//
+// Waiting: every wait in the browser tests is for a state (an element, an attribute, a text
+// the app sets when the work is done, an API answer, a process's output or exit), never for
+// a length of time. How long a state takes to come depends on the machine's load: on 2
+// shared cores with busy loops beside them, an import or a page load can take many times
+// its usual time. So the deadlines below only catch hangs (test/helpers/deadlines.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContextOptions, type Page } from 'playwright-core';
+import { STATE_TIMEOUT_MS } from '../helpers/deadlines.js';
+
+export { STATE_TIMEOUT_MS, TEST_TIMEOUT_MS } from '../helpers/deadlines.js';
 
 export const ROOT = path.resolve(import.meta.dirname, '..', '..');
 export const CHROMIUM = process.env.HINDSIGHT_CHROMIUM ?? '/usr/bin/chromium';
 export const SHOTS = path.resolve(ROOT, process.env.HINDSIGHT_SCREENSHOTS ?? path.join('test-output', 'screenshots'));
 export const haveChromium = fs.existsSync(CHROMIUM);
+
 
 /** Says once, on stderr, why a browser suite is skipped. */
 export function reportMissingChromium(suite: string): void {
@@ -48,7 +58,8 @@ export async function startServe(dbPath: string): Promise<ServeHandle> {
   child.stderr!.on('data', (d) => (stderr += d));
   const lines = readline.createInterface({ input: child.stdout! });
   const started = await new Promise<{ url: string; loginUrl: string }>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve did not start in time:\n${stderr}`)), 90_000);
+    // serve either prints its URL or exits; the timer only catches a hang.
+    const timer = setTimeout(() => reject(new Error(`serve printed no URL in ${STATE_TIMEOUT_MS / 1000} s (a hang):\n${stderr}`)), STATE_TIMEOUT_MS);
     child.once('exit', (code) => reject(new Error(`serve exited with ${code}:\n${stderr}`)));
     lines.once('line', (line) => {
       clearTimeout(timer);
@@ -72,7 +83,9 @@ export async function startServe(dbPath: string): Promise<ServeHandle> {
     stop: (signal = 'SIGTERM') =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        // A SIGTERM'd serve saves and stops a training run at a checkpoint first, which takes
+        // as long as the load makes it; SIGKILL only if it hangs.
+        const timer = setTimeout(() => child.kill('SIGKILL'), STATE_TIMEOUT_MS);
         child.once('exit', () => {
           clearTimeout(timer);
           resolve();
@@ -90,6 +103,104 @@ export async function launchBrowser(): Promise<Browser> {
   });
 }
 
+/**
+ * A page in a fresh browser context whose Playwright timeouts (actions, waits, navigation)
+ * are STATE_TIMEOUT_MS, five minutes. Every browser test opens its pages here, so no wait
+ * falls back to Playwright's default of 30 s: that default is a guess at "slow", and it fired
+ * under load (an import of a 5,000-turn session took 44 s on 2 cores with two busy loops
+ * beside it) although nothing was wrong. Five minutes only catches a hang, and then fails with
+ * Playwright's message naming what it waited for.
+ */
+export async function openPage(browser: Browser, options: BrowserContextOptions = {}): Promise<Page> {
+  const context = await browser.newContext(options);
+  context.setDefaultTimeout(STATE_TIMEOUT_MS);
+  context.setDefaultNavigationTimeout(STATE_TIMEOUT_MS);
+  return context.newPage();
+}
+
+/**
+ * Resolves once layout and paint have caught up with the DOM: web fonts loaded and two
+ * animation frames drawn (Chart.js and the virtual list resize on a frame). It counts frames,
+ * not milliseconds, so a slow machine just takes longer.
+ */
+export async function settle(page: Page): Promise<void> {
+  await page.evaluate(async () => {
+    await document.fonts.ready;
+    await new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
+  });
+}
+
+/**
+ * Resolves once `selector`'s box and the scroll position of `scroller` stayed the same for
+ * `frames` animation frames in a row: a jump in the virtual list has finished placing its
+ * target as estimated heights became measurements. Frames, not milliseconds, again.
+ */
+export async function waitForStillLayout(page: Page, selector: string, scroller: string, frames = 10): Promise<void> {
+  await page.evaluate(
+    ({ selector, scroller, frames }) =>
+      new Promise<void>((resolve) => {
+        let last = '';
+        let still = 0;
+        const check = () => {
+          const box = document.querySelector(selector)?.getBoundingClientRect();
+          const now = `${box?.top}:${box?.bottom}:${document.querySelector(scroller)?.scrollTop}`;
+          still = box && now === last ? still + 1 : 0;
+          last = now;
+          if (still >= frames) resolve();
+          else requestAnimationFrame(check);
+        };
+        requestAnimationFrame(check);
+      }),
+    { selector, scroller, frames },
+  );
+}
+
+/**
+ * Records the text of every toast the page shows, from page load on, so a test can wait for
+ * "this toast appeared" after an action. A toast leaves by itself after a few seconds; on a
+ * loaded machine a polling wait could miss it, or find the toast of an earlier action still
+ * standing. The record is kept by a MutationObserver in the page (it sees every added toast)
+ * and survives reloads (an init script).
+ */
+export interface ToastRecord {
+  /** Waits for the first toast containing `text` after the last one this returned; returns its text. */
+  next(text: string): Promise<string>;
+  /** After a reload the page's record starts again. */
+  reset(): void;
+}
+
+export async function recordToasts(page: Page): Promise<ToastRecord> {
+  await page.addInitScript(() => {
+    const seen: string[] = [];
+    (window as unknown as { __toasts: string[] }).__toasts = seen;
+    new MutationObserver((records) => {
+      for (const r of records)
+        r.addedNodes.forEach((node) => {
+          if (node instanceof HTMLElement && node.classList.contains('toast')) seen.push(node.textContent?.trim() ?? '');
+        });
+    }).observe(document, { childList: true, subtree: true });
+  });
+  let consumed = 0;
+  return {
+    async next(text: string): Promise<string> {
+      const handle = await page.waitForFunction(
+        ({ text, from }) => {
+          const seen = (window as unknown as { __toasts?: string[] }).__toasts ?? [];
+          const i = seen.findIndex((t, k) => k >= from && t.includes(text));
+          return i < 0 ? null : { index: i, text: seen[i]! };
+        },
+        { text, from: consumed },
+      );
+      const found = (await handle.jsonValue())!;
+      consumed = found.index + 1;
+      return found.text;
+    },
+    reset() {
+      consumed = 0;
+    },
+  };
+}
+
 /** Collects the page's console errors and uncaught exceptions, for a final "no errors" check. */
 export function collectPageErrors(page: Page): string[] {
   const errors: string[] = [];
@@ -104,6 +215,6 @@ export async function shot(page: Page, name: string): Promise<void> {
   fs.mkdirSync(SHOTS, { recursive: true });
   // Toasts are dismissed on click; clear them so they do not cover the screen.
   await page.evaluate(() => document.querySelectorAll<HTMLElement>('.toast').forEach((t) => t.click()));
-  await page.waitForTimeout(150); // let charts and layout settle
+  await settle(page); // charts and layout catch up with the DOM
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
 }

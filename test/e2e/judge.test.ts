@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { collectPageErrors, haveChromium, launchBrowser, reportMissingChromium, startServe, type ServeHandle } from './helpers.js';
+import { collectPageErrors, haveChromium, launchBrowser, openPage, recordToasts, reportMissingChromium, startServe, TEST_TIMEOUT_MS, type ServeHandle, type ToastRecord } from './helpers.js';
 
 reportMissingChromium('judge.test.ts');
 
@@ -24,6 +24,7 @@ let serve: ServeHandle;
 let browser: Browser;
 let page: Page;
 let pageErrors: string[] = [];
+let toasts: ToastRecord;
 
 async function allSamples(): Promise<SampleView[]> {
   const { sessions } = await serve.api<{ sessions: { id: string }[] }>('listSessions', {});
@@ -31,7 +32,7 @@ async function allSamples(): Promise<SampleView[]> {
   return details.flatMap((d) => d.samples);
 }
 
-describe.skipIf(!haveChromium)('the judge actions, in a browser', () => {
+describe.skipIf(!haveChromium)('the judge actions, in a browser', { timeout: TEST_TIMEOUT_MS }, () => {
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-e2e-judge-'));
     const reactions = ['No, I said a cat, not a dog.', 'Perfect, thanks!', 'Great, thank you!', 'That is wrong, use a bird instead.', 'Thanks, that is exactly right.'];
@@ -41,18 +42,19 @@ describe.skipIf(!haveChromium)('the judge actions, in a browser', () => {
     fs.writeFileSync(path.join(dir, 'stories.jsonl'), lines.join('\n') + '\n');
     serve = await startServe(path.join(dir, 'judge.db'));
     browser = await launchBrowser();
-    page = await browser.newPage({ viewport: { width: 1360, height: 860 } });
+    page = await openPage(browser, { viewport: { width: 1360, height: 860 } });
     pageErrors = collectPageErrors(page);
+    toasts = await recordToasts(page);
     await page.goto(serve.loginUrl);
     await page.setInputFiles('[data-testid=import-file]', path.join(dir, 'stories.jsonl'));
     await page.locator('.session-row').nth(4).waitFor();
-  });
+  }, TEST_TIMEOUT_MS);
 
   afterAll(async () => {
     await browser?.close();
     await serve?.stop();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
-  });
+  }, TEST_TIMEOUT_MS);
 
   it('runs the local-model judge from Settings with progress, and cancels it', async () => {
     await page.locator('[data-nav=settings]').click();
@@ -60,8 +62,9 @@ describe.skipIf(!haveChromium)('the judge actions, in a browser', () => {
     await page.fill('label:has-text("Votes") input', '1');
     await page.locator('[data-action=run-judge]').click();
     await page.locator('[data-action=run-judge]', { hasText: 'Judging…' }).waitFor();
+    // The progress bar shows while the run goes (the demo model loads first: no fixed limit).
     const progress = page.locator('[data-testid=judge-progress]');
-    await progress.waitFor({ timeout: 60_000 });
+    await progress.waitFor();
     expect(await progress.textContent()).toMatch(/\d+ \/ 5 samples/);
     // Cancel once the first sample is judged, from inside the page (no driver round trip).
     await page.waitForFunction(
@@ -72,13 +75,12 @@ describe.skipIf(!haveChromium)('the judge actions, in a browser', () => {
         return true;
       },
       undefined,
-      { timeout: 90_000, polling: 100 },
+      { polling: 100 },
     );
-    const toast = page.locator('.toast', { hasText: 'Judge cancelled' });
-    await toast.waitFor({ timeout: 60_000 });
+    const cancelled = await toasts.next('Judge cancelled');
     await page.locator('[data-action=run-judge]', { hasText: 'Run this judge now' }).waitFor();
-    const judgedBeforeCancel = Number(/after (\d+) sample/.exec((await toast.textContent())!)?.[1] ?? 0);
-    process.stderr.write(`[e2e] local judge cancelled from the UI: "${await toast.textContent()}"\n`);
+    const judgedBeforeCancel = Number(/after (\d+) sample/.exec(cancelled)?.[1] ?? 0);
+    process.stderr.write(`[e2e] local judge cancelled from the UI: "${cancelled}"\n`);
     expect(judgedBeforeCancel).toBeGreaterThanOrEqual(1);
     expect(judgedBeforeCancel).toBeLessThan(5);
     const labelled = (await allSamples()).filter((s) => s.label?.source === 'judge:stories260K');
@@ -94,9 +96,7 @@ describe.skipIf(!haveChromium)('the judge actions, in a browser', () => {
 
     await page.locator('[data-nav=sessions]').click();
     await page.locator('[data-action=judge-heuristic]').click();
-    const toast = page.locator('.toast', { hasText: 'Heuristic judge: Judged' });
-    await toast.waitFor();
-    const text = (await toast.textContent())!;
+    const text = await toasts.next('Heuristic judge: Judged');
     expect(text).toContain('1 manual label kept');
     expect(text).toContain(`Judged ${5 - 1 - llmLabelled} sample`);
     const after = await allSamples();

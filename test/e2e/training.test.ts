@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { collectPageErrors, haveChromium, launchBrowser, reportMissingChromium, shot, startServe, type ServeHandle } from './helpers.js';
+import { collectPageErrors, haveChromium, launchBrowser, openPage, recordToasts, reportMissingChromium, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle, type ToastRecord } from './helpers.js';
 
 reportMissingChromium('training.test.ts');
 
@@ -57,11 +57,25 @@ let serve: ServeHandle;
 let browser: Browser;
 let page: Page;
 let pageErrors: string[] = [];
+let toasts: ToastRecord;
 
-const stepShown = () => page.locator('[data-testid=train-step] b').textContent().then(Number);
 const chartPoints = (key: string) => page.locator(`[data-chart=${key}]`).getAttribute('data-points').then(Number);
-const waitForStatus = (status: string, timeout = 90_000) =>
-  page.locator(`[data-testid=train-status]`, { hasText: status }).waitFor({ timeout });
+const waitForStatus = (status: string) => page.locator(`[data-testid=train-status]`, { hasText: status }).waitFor();
+/**
+ * Waits until the page draws the shown run up to `step`: the step counter and the loss chart.
+ * The status chip can change before the charts do (a reload or a resume reads the run's
+ * status first, then its history), so a test that reads the charts waits for this first.
+ */
+const waitForDrawnTo = (step: number) =>
+  page.waitForFunction(
+    (n) => document.querySelector('[data-testid=train-step] b')?.textContent === String(n) && document.querySelector('[data-chart=loss]')?.getAttribute('data-points') === String(n),
+    step,
+  );
+/** The lines of a run's trainer_log.jsonl: steps, and the held-out split and evaluations (with a `type`). */
+const logLines = (outDir: string) =>
+  fs.readFileSync(path.join(outDir, 'trainer_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Progress & { type?: string });
+const stepLines = (outDir: string) => logLines(outDir).filter((l) => l.type === undefined);
+const checkpointStep = (outDir: string) => JSON.parse(fs.readFileSync(path.join(outDir, 'checkpoints', 'latest.json'), 'utf8')).step as number;
 
 async function allSamples(): Promise<SampleView[]> {
   const { sessions } = await serve.api<{ sessions: { id: string }[] }>('listSessions', {});
@@ -69,7 +83,7 @@ async function allSamples(): Promise<SampleView[]> {
   return details.flatMap((d) => d.samples);
 }
 
-describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser', () => {
+describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser', { timeout: TEST_TIMEOUT_MS }, () => {
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-e2e-train-'));
     const lines = CONVERSATIONS.map(([ask, reply, reaction]) =>
@@ -78,17 +92,17 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     fs.writeFileSync(path.join(dir, 'stories.jsonl'), lines.join('\n') + '\n');
     serve = await startServe(path.join(dir, 'train.db'));
     browser = await launchBrowser();
-    const context = await browser.newContext({ viewport: { width: 1360, height: 900 } });
-    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(serve.url).origin });
-    page = await context.newPage();
+    page = await openPage(browser, { viewport: { width: 1360, height: 900 } });
+    await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(serve.url).origin });
     pageErrors = collectPageErrors(page);
-  });
+    toasts = await recordToasts(page);
+  }, TEST_TIMEOUT_MS);
 
   afterAll(async () => {
     await browser?.close();
     await serve?.stop();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
-  });
+  }, TEST_TIMEOUT_MS);
 
   it('imports an export, labels it with the heuristic judge from Settings and one key press', async () => {
     await page.goto(serve.loginUrl);
@@ -99,7 +113,7 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     await page.locator('[data-nav=settings]').click();
     await page.locator('input[name=backend][value=heuristic]').check();
     await page.locator('[data-action=run-judge]').click();
-    await page.locator('.toast', { hasText: 'Judged 4 samples' }).waitFor();
+    await toasts.next('Judged 4 samples');
     const judged = await allSamples();
     expect(judged.map((s) => s.label?.reward).sort()).toEqual([-1, -1, 1, 1]);
     expect(judged.filter((s) => s.label?.hint).length).toBe(2);
@@ -128,7 +142,7 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     await page.locator('[data-action=fine-tune]').click();
 
     // The trainer reports the execution provider it really runs on.
-    await page.locator('[data-testid=train-device]', { hasText: /^\s*CPU\s*$/ }).waitFor({ timeout: 60_000 });
+    await page.locator('[data-testid=train-device]', { hasText: /^\s*CPU\s*$/ }).waitFor();
     // Cancel from inside the page as soon as step 3 is drawn: a driver round trip would let
     // the fast demo model run on.
     const etaBeforeCancel = await page.waitForFunction(
@@ -140,30 +154,30 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
         return eta;
       },
       undefined,
-      { timeout: 60_000, polling: 'raf' },
+      { polling: 'raf' },
     );
     expect(await etaBeforeCancel.jsonValue()).toMatch(/ETA\s*(<1s|\d+s|\d+m \d+s)/);
     await waitForStatus('cancelled');
-    const stoppedAt = await stepShown();
+    // The checkpoint kept on cancel, and the log so far, are on disk; the page draws that step.
+    const stoppedAt = checkpointStep(outDir);
+    await waitForDrawnTo(stoppedAt);
     expect(stoppedAt).toBeGreaterThanOrEqual(3);
     expect(stoppedAt).toBeLessThan(STEPS);
     expect(await page.locator('[data-testid=train-eta]').textContent()).toMatch(/ETA\s*—/);
     expect(Number(await page.locator('[data-testid=train-progress]').getAttribute('aria-valuenow'))).toBe(Math.round((100 * stoppedAt) / STEPS));
-    expect(await chartPoints('loss')).toBe(stoppedAt);
     expect(await page.locator('[data-testid=adapter-folder]').textContent()).toContain(`Adapter saved at step ${stoppedAt} of ${STEPS}`);
-    // The checkpoint kept on cancel, and the log so far, are on disk.
-    expect(fs.readFileSync(path.join(outDir, 'trainer_log.jsonl'), 'utf8').trim().split('\n')).toHaveLength(stoppedAt);
+    expect(stepLines(outDir)).toHaveLength(stoppedAt);
     expect(fs.existsSync(path.join(outDir, 'checkpoints', `step-${String(stoppedAt).padStart(6, '0')}`))).toBe(true);
 
     await shot(page, 'training-cancelled');
 
     await page.locator('[data-action=resume-train]', { hasText: `Resume from step ${stoppedAt}` }).click();
-    await page.waitForFunction((from) => Number(document.querySelector('[data-testid=train-step] b')?.textContent ?? 0) >= from + 3, stoppedAt, { timeout: 60_000 });
+    await page.waitForFunction((from) => Number(document.querySelector('[data-testid=train-step] b')?.textContent ?? 0) >= from + 3, stoppedAt);
     await shot(page, 'training-running');
     await waitForStatus('finished');
 
     // The whole run is drawn, the steps before the cancel included, each once.
-    expect(await stepShown()).toBe(STEPS);
+    await waitForDrawnTo(STEPS);
     expect(await page.locator('[data-testid=train-progress]').getAttribute('aria-valuenow')).toBe('100');
     expect(await page.locator('[data-testid=train-eta]').textContent()).toMatch(/ETA\s*done/);
     for (const key of ['loss', 'reward', 'kl', 'clip', 'throughput']) expect(await chartPoints(key), key).toBe(STEPS);
@@ -181,8 +195,12 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     const config = JSON.parse(fs.readFileSync(path.join(outDir, 'adapter_config.json'), 'utf8'));
     expect(config).toMatchObject({ peft_type: 'LORA', task_type: 'CAUSAL_LM', r: 16, lora_alpha: 32 });
     expect(fs.statSync(path.join(outDir, 'adapter_model.safetensors')).size).toBeGreaterThan(1000);
-    const log = fs.readFileSync(path.join(outDir, 'trainer_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Progress);
-    expect(log.map((l) => l.step)).toEqual(progress.map((p) => p.step));
+    expect(stepLines(outDir).map((l) => l.step)).toEqual(progress.map((p) => p.step));
+    // Four sessions with samples: one is held out, never trained on, and evaluated at the start,
+    // every few steps and at the end (docs/design.md §Evaluation).
+    const split = logLines(outDir).filter((l) => l.type === 'held_out');
+    expect(split).toEqual([{ type: 'held_out', sessions: 1, samples: 1 }]);
+    expect(logLines(outDir).filter((l) => l.type === 'eval').map((l) => l.step)).toContain(STEPS);
 
     // In a browser the folder cannot be opened: the path, a Copy button, and why.
     const box = page.locator('[data-testid=adapter-folder]');
@@ -199,9 +217,9 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
 
     // A reload redraws the finished run from the server's record.
     await page.reload();
+    toasts.reset();
     await waitForStatus('finished');
-    await page.waitForFunction((n) => document.querySelector('[data-chart=loss]')?.getAttribute('data-points') === String(n), STEPS);
-    expect(await stepShown()).toBe(STEPS);
+    await waitForDrawnTo(STEPS);
   });
 
   it('starts a second run with empty charts, and says why Binary RL has no teacher gap', async () => {
@@ -215,7 +233,7 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     // The first run's 16 steps are gone from every chart.
     expect(await chartPoints('loss')).toBeLessThan(STEPS);
     await waitForStatus('finished');
-    expect(await chartPoints('loss')).toBe(4);
+    await waitForDrawnTo(4);
     expect(await chartPoints('gap')).toBe(0);
     expect(await page.locator('[data-chart=gap] .chart-empty').textContent()).toContain('no teacher');
     expect(fs.existsSync(path.join(outDir, 'adapter_model.safetensors'))).toBe(true);
@@ -228,7 +246,7 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     await page.locator('[data-action=fine-tune]').click();
     await page.waitForFunction((id) => document.querySelector('.run-line')?.getAttribute('data-run-id') !== id, before);
     const status = page.locator('[data-testid=train-status]', { hasText: /^(failed|finished)$/ });
-    await status.waitFor({ timeout: 90_000 });
+    await status.waitFor();
     if ((await status.textContent()) === 'failed') {
       // Never a silent fall-back to the CPU: the run stops and says what is missing.
       expect(await page.locator('[data-testid=train-run-error]').textContent()).toMatch(/CUDA provider is not installed.*setup:gpu/);
@@ -256,7 +274,7 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     const before = await page.locator('.run-line').getAttribute('data-run-id');
     await page.locator('[data-action=fine-tune]').click();
     await page.waitForFunction((id) => document.querySelector('.run-line')?.getAttribute('data-run-id') !== id, before);
-    await page.waitForFunction((n) => Number(document.querySelector('[data-testid=train-step] b')?.textContent ?? 0) >= n, atStep, { timeout: 60_000 });
+    await page.waitForFunction((n) => Number(document.querySelector('[data-testid=train-step] b')?.textContent ?? 0) >= n, atStep);
     return outDir;
   }
 
@@ -272,7 +290,7 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     await page.waitForFunction((n) => document.querySelector('[data-chart=loss]')?.getAttribute('data-points') === String(n), from);
     await page.locator('[data-action=resume-train]', { hasText: `Resume from step ${from}` }).click();
     await waitForStatus('finished');
-    expect(await chartPoints('loss')).toBe(steps);
+    await waitForDrawnTo(steps);
     const run = (await serve.api<{ runs: RunInfo[] }>('trainStatus')).runs.at(-1)!;
     const { progress } = await serve.api<{ progress: Progress[] }>('trainMetrics', { runId: run.runId });
     expect(progress.map((p) => p.step)).toEqual(Array.from({ length: steps }, (_, i) => i + 1));
@@ -283,9 +301,10 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     const outDir = await startRunUntil(40, 3);
     await restartServe('SIGTERM');
     await waitForStatus('cancelled');
-    const stoppedAt = await stepShown();
+    // The cancel on close kept a checkpoint at the last step, and the page shows that step.
+    const stoppedAt = checkpointStep(outDir);
+    await waitForDrawnTo(stoppedAt);
     expect(stoppedAt).toBeLessThan(40);
-    expect(JSON.parse(fs.readFileSync(path.join(outDir, 'checkpoints', 'latest.json'), 'utf8')).step).toBe(stoppedAt);
     await resumeToTheEnd(stoppedAt, 40, outDir);
   });
 
@@ -293,7 +312,7 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     const outDir = await startRunUntil(40, 5);
     await restartServe('SIGKILL');
     await waitForStatus('cancelled');
-    const checkpoint = JSON.parse(fs.readFileSync(path.join(outDir, 'checkpoints', 'latest.json'), 'utf8')).step as number;
+    const checkpoint = checkpointStep(outDir);
     expect(checkpoint).toBeGreaterThanOrEqual(4);
     expect(await page.locator('[data-testid=train-run-error]').textContent()).toContain(`resume continues from the checkpoint at step ${checkpoint}`);
     await resumeToTheEnd(checkpoint, 40, outDir);

@@ -16,6 +16,19 @@ export function tempDir(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-judge-'));
 }
 
+/**
+ * A copy of the demo model (same folder name, so the same model id) whose config.json claims
+ * `positions` positions: the judge's prompts (about 700 tokens) outgrow its real 512, which the
+ * endpoint rightly refuses. RoPE computes past 512 all the same; the votes are garbage either way.
+ */
+export function demoModelWithPositions(positions: number): string {
+  const dir = path.join(tempDir(), 'stories260K');
+  fs.cpSync(DEMO_MODEL, dir, { recursive: true });
+  const config = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
+  fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ ...config, max_position_embeddings: positions }));
+  return dir;
+}
+
 function conversation(id: string, turns: [Role, string][]): ImportedConversation {
   return { externalId: id, title: id, turns: turns.map(([role, text]) => ({ role, text })), alternatives: [], metadata: {}, warnings: [] };
 }

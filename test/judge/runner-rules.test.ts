@@ -36,7 +36,7 @@ describe('judge runner: when a label is current', () => {
     expect(runPromptVersion(judge, true)).toBe(promptVersionFor(true));
     expect(runPromptVersion(judge, true)).toBe('reward-v1+hint-v1');
     expect(runPromptVersion(judge, false)).toBe('reward-v1');
-    expect(runPromptVersion(new HeuristicJudge(), true)).toBe('heuristic-v1+hints');
+    expect(runPromptVersion(new HeuristicJudge(), true)).toBe('heuristic-v2+hints');
   });
 
   it('decide: a +hints label is current for runs with and without hints; an older prompt version is judged again', () => {
@@ -51,10 +51,10 @@ describe('judge runner: when a label is current', () => {
     expect(decide(label({ ...mine, promptVersion: 'reward-v1' }), judge, 'reward-v1+hint-v1', true, false)).toBe('judge');
 
     const heuristic = new HeuristicJudge();
-    const heuristicWithHints = label({ source: 'heuristic', judgeBackend: 'heuristic', promptVersion: 'heuristic-v1+hints' });
-    expect(decide(heuristicWithHints, heuristic, 'heuristic-v1', false, false)).toBe('unchanged');
-    expect(decide(heuristicWithHints, heuristic, 'heuristic-v1+hints', true, false)).toBe('unchanged');
-    expect(decide(heuristicWithHints, heuristic, 'heuristic-v1+hints', true, true)).toBe('judge');
+    const heuristicWithHints = label({ source: 'heuristic', judgeBackend: 'heuristic', promptVersion: 'heuristic-v2+hints' });
+    expect(decide(heuristicWithHints, heuristic, 'heuristic-v2', false, false)).toBe('unchanged');
+    expect(decide(heuristicWithHints, heuristic, 'heuristic-v2+hints', true, false)).toBe('unchanged');
+    expect(decide(heuristicWithHints, heuristic, 'heuristic-v2+hints', true, true)).toBe('judge');
   });
 
   it('labels judged with hints are not judged again, by a run with hints or without', async () => {

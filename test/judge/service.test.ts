@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { serveApp, type ServeHandle } from '../../src-main/api/serve-app.js';
 import { closedPort, manyChats, scriptedServer, tempDir, workspaceWith, type ScriptedServer } from './helpers.js';
+import { waitUntil } from '../helpers/deadlines.js';
 
 const cleanup: (ServeHandle | ScriptedServer)[] = [];
 afterAll(async () => {
@@ -31,8 +32,12 @@ async function appWithSamples(chats: number): Promise<{ app: ServeHandle; call: 
 function listen(app: ServeHandle, name: string) {
   const seen: any[] = [];
   const abort = new AbortController();
+  let markOpen: () => void = () => {};
+  /** Resolves once the server has answered the event stream's request: events flow from then on. */
+  const open = new Promise<void>((resolve) => (markOpen = resolve));
   const done = fetch(`http://127.0.0.1:${app.port}/api/events`, { headers: { Authorization: `Bearer ${app.token}` }, signal: abort.signal })
     .then(async (res) => {
+      markOpen();
       const decoder = new TextDecoder();
       let buffer = '';
       const reader = res.body!.getReader();
@@ -50,7 +55,7 @@ function listen(app: ServeHandle, name: string) {
       }
     })
     .catch(() => {});
-  return { seen, stop: () => (abort.abort(), done) };
+  return { seen, open, stop: () => (abort.abort(), done) };
 }
 
 describe('the app’s Judge action', () => {
@@ -63,7 +68,7 @@ describe('the app’s Judge action', () => {
     await call('updateSettings', { judgeBackend: 'openai', openaiBaseUrl: judgeServer.baseUrl, openaiModel: 'judge-x', openaiApiKey: 'k' });
     expect((await call('appInfo')).value.judges.openai).toEqual({ available: true, reason: null });
     const events = listen(app, 'judge.progress');
-    await new Promise((r) => setTimeout(r, 100)); // the event stream is open
+    await events.open;
     const result = await call('judgeRun', { backend: 'openai', hints: false, votes: 1 });
     expect(result).toMatchObject({ ok: true, value: { judged: 6, cancelled: false, model: 'judge-x' } });
     expect(judgeServer.requests[0]!.headers.authorization).toBe('Bearer k');
@@ -72,7 +77,7 @@ describe('the app’s Judge action', () => {
       [-1, 'judge:judge-x'],
       [-1, 'judge:judge-x'],
     ]);
-    await new Promise((r) => setTimeout(r, 100));
+    await waitUntil('the last judge.progress event', () => events.seen.at(-1)?.done === 6);
     await events.stop();
     expect(events.seen.at(-1)).toEqual({ done: 6, total: 6 });
   });
@@ -80,10 +85,13 @@ describe('the app’s Judge action', () => {
   it('judgeCancel stops a run; an endpoint that is down is a user error naming it', async () => {
     const slow = await scriptedServer(() => ({ content: '\\boxed{1}', delayMs: 200 }));
     cleanup.push(slow);
-    const { call } = await appWithSamples(5);
+    const { app, call } = await appWithSamples(5);
     await call('updateSettings', { openaiBaseUrl: slow.baseUrl, openaiModel: 'judge-x' });
+    const events = listen(app, 'judge.progress');
+    await events.open;
     const run = call('judgeRun', { backend: 'openai', hints: false, votes: 1 });
-    await new Promise((r) => setTimeout(r, 500));
+    await waitUntil('a first sample judged', () => events.seen.some((e) => e.done >= 1));
+    await events.stop();
     expect(await call('judgeRun', { backend: 'openai', hints: false, votes: 1 })).toMatchObject({ ok: false, error: { kind: 'user', message: expect.stringMatching(/already under way/) } });
     expect(await call('judgeCancel')).toEqual({ ok: true, value: { cancelled: true } });
     const summary = (await run).value;

@@ -112,8 +112,8 @@ describe('layers', () => {
     expect(violations).toEqual([]);
   });
 
-  it(`keeps every source file in src-main and src-renderer within ${MAX_SOURCE_LINES} lines`, () => {
-    const long = [...sourceFiles(path.join(ROOT, 'src-main')), ...rendererFiles]
+  it(`keeps every source file in src-main, src-shared and src-renderer within ${MAX_SOURCE_LINES} lines`, () => {
+    const long = [...mainFiles, ...rendererFiles]
       .map((file) => ({ file: path.relative(ROOT, file), lines: readFileSync(file, 'utf8').split('\n').length }))
       .filter(({ lines }) => lines > MAX_SOURCE_LINES)
       .map(({ file, lines }) => `${file}: ${lines} lines`);

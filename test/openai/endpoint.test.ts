@@ -180,6 +180,39 @@ describe('POST /v1/chat/completions', () => {
   });
 });
 
+describe('the model’s context (stories260K: 512 positions)', () => {
+  /** A user message of about `tokens` prompt tokens on the demo model. */
+  const story = (repeats: number) => [{ role: 'user', content: 'Once upon a time there was a cat. '.repeat(repeats) }];
+
+  it('a prompt that does not fit gets 400 context_length_exceeded, in OpenAI’s shape, streaming or not', async () => {
+    const long = story(1200); // about 12,000 tokens
+    for (const stream of [false, true]) {
+      const res = await post({ messages: long, max_tokens: 16, stream });
+      expect(res.status).toBe(400);
+      expect(res.headers.get('content-type')).toMatch(/application\/json/);
+      const { error } = await res.json();
+      expect(error).toMatchObject({ type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' });
+      expect(error.message).toMatch(/^This model's maximum context length is 512 tokens\. However, your messages resulted in \d{5} tokens/);
+    }
+  });
+
+  it('max_tokens is capped to what the prompt leaves: prompt and reply stay within 512 tokens', async () => {
+    const prompt = model.promptIds(story(48), { chatTemplate: true });
+    expect(prompt.length).toBeGreaterThan(400);
+    expect(prompt.length).toBeLessThan(512);
+    const started = Date.now();
+    const body = await (await post({ messages: story(48), temperature: 0, max_tokens: 8192 })).json();
+    expect(body.usage.prompt_tokens).toBe(prompt.length);
+    expect(body.usage.total_tokens).toBeLessThanOrEqual(512);
+    expect(body.choices[0].finish_reason).toBe('length');
+    expect(Date.now() - started).toBeLessThan(30_000);
+    const streamed = await post({ messages: story(48), temperature: 0, max_tokens: 8192, stream: true, stream_options: { include_usage: true } });
+    const chunks = events(await streamed.text());
+    const usage = JSON.parse(chunks.at(-2)!).usage;
+    expect(usage.total_tokens).toBeLessThanOrEqual(512);
+  }, 60_000);
+});
+
 describe('stream text: only prefixes of the final answer are sent', () => {
   // A crafted decoder: token i decodes to pieces[i].
   const pieces = ['Hel', 'lo', ' wor', 'ld', '</', 'think', '>', 'Ans', 'wer'];

@@ -109,7 +109,7 @@ describe('labels and judging', () => {
     const row = ws.query<{ judge_backend: string; judge_model: string | null; prompt_version: string }>(
       "SELECT judge_backend, judge_model, prompt_version FROM labels WHERE session_id = 'openai:sort' AND response_turn = 2",
     )[0];
-    expect(row).toEqual({ judge_backend: 'heuristic', judge_model: null, prompt_version: 'heuristic-v1+hints' });
+    expect(row).toEqual({ judge_backend: 'heuristic', judge_model: null, prompt_version: 'heuristic-v2+hints' });
     // "I don't know much about either…" is a new question (0: "know" is not "no"); "No, I meant…" corrects.
     expect(ws.listSamples('openai:s3').map((s) => s.label.reward)).toEqual([0, -1, 1]);
     ws.close();

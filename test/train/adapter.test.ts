@@ -117,9 +117,10 @@ describe('PEFT adapter folders', () => {
     expect(() => readAdapter(variant((c) => (c.target_modules = ['q_proj'])), config)).toThrow(/v_proj.lora_A.weight' does not belong to this model's LoRA/);
     expect(() => readAdapter(variant((c) => (c.target_modules = ['q_proj', 'v_proj', 'k_proj'])), config)).toThrow(/missing 2 LoRA tensor\(s\), e.g. '.*k_proj/);
     expect(() => readAdapter(variant((c) => (c.target_modules = ['q_proj', 'lm_head'])), config)).toThrow(/adapter_config.json: target module 'lm_head' is not supported/);
-    expect(() => readAdapter(variant((c) => (c.use_rslora = true)), config)).toThrow(/use_rslora/);
+    expect(() => readAdapter(variant((c) => (c.use_dora = true)), config)).toThrow(/use_dora \(DoRA\) is not supported/);
+    expect(() => readAdapter(variant((c) => (c.target_modules = ['embed_tokens'])), config)).toThrow(/embedding LoRA is not supported/);
     expect(() => readAdapter(variant((c) => (c.peft_type = 'IA3')), config)).toThrow(/peft_type must be "LORA"/);
-    expect(() => readAdapter(variant((c) => (c.target_modules = 'q_proj|v_proj')), config)).toThrow(/target_modules must be a list/);
+    expect(() => readAdapter(variant((c) => (c.target_modules = 42)), config)).toThrow(/target_modules must be a list/);
     const otherModel = Checkpoint.open(writeTinyModel(fresh('m2'), { family: 'llama', numLayers: 1, hiddenSize: 48 }).dir).config;
     expect(() => readAdapter(good, otherModel)).toThrow(/has shape \[2,\d+\], expected \[2,48\]/);
   });

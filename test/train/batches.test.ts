@@ -10,7 +10,7 @@ import { seededRandom } from '../../src-main/model/sampling.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { HINT_PREFIX } from '../../src-main/pipeline/hint-context.js';
 import { fillAdvantages } from '../../src-main/train/advantages.js';
-import { padBatch, rowsForStep, rowsFromJsonl, rowsFromSamples, truncateRow, type TrainRow } from '../../src-main/train/batches.js';
+import { fitRow, padBatch, rowsForStep, rowsFromJsonl, rowsFromSamples, type TrainRow } from '../../src-main/train/batches.js';
 import { findCheckpoint, loadCheckpoint, saveCheckpoint } from '../../src-main/train/run-checkpoint.js';
 import { initLora, loraSpecs } from '../../src-main/train/lora.js';
 import type { TrainingSample } from '../../src-shared/views.js';
@@ -49,19 +49,34 @@ describe('rows from the database', () => {
     expect(set.skipped).toEqual({ 'no ±1 reward': 1 });
   });
 
-  it('a sample the chat template cannot place after its prompt is skipped and counted, not fatal', () => {
-    // DeepSeek-R1-distill style: the generation prompt opens <think>, a rendered reply does not,
-    // so no reply continues the prompt and encodeResponse refuses every one of them.
-    const dir = writeTinyModel(path.join(tmp, 'think-model'), { family: 'qwen3', numLayers: 1 }).dir;
+  const withTemplate = (name: string, template: string) => {
+    const dir = writeTinyModel(path.join(tmp, name), { family: 'qwen3', numLayers: 1 }).dir;
     const configPath = path.join(dir, 'tokenizer_config.json');
-    const config = JSON.parse(fs.readFileSync(configPath, 'utf8'));
-    config.chat_template =
+    fs.writeFileSync(configPath, JSON.stringify({ ...JSON.parse(fs.readFileSync(configPath, 'utf8')), chat_template: template }));
+    return ChatTokenizer.load(dir);
+  };
+
+  it('a sample the chat template cannot place after its prompt is skipped and counted, not fatal', () => {
+    // The generation prompt names another role than the rendered reply: no reply continues it.
+    const tok = withTemplate('other-role-model',
       "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}" +
-      "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}";
-    fs.writeFileSync(configPath, JSON.stringify(config));
-    const set = rowsFromSamples(samples, ChatTokenizer.load(dir), 'rl', 512);
+      "{% if add_generation_prompt %}<|im_start|>bot\n{% endif %}");
+    const set = rowsFromSamples(samples, tok, 'rl', 512);
     expect(set.rows).toEqual([]);
     expect(set.skipped).toEqual({ 'no ±1 reward': 1, 'the chat template does not place the reply after its prompt': 3 });
+  });
+
+  it('DeepSeek-R1 style (the generation prompt opens <think>): the reply span starts where the prompt ends', () => {
+    const tok = withTemplate('think-model',
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}" +
+      "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}");
+    const set = rowsFromSamples(samples, tok, 'rl', 512);
+    expect(set.skipped).toEqual({ 'no ±1 reward': 1 });
+    expect(set.rows).toHaveLength(3);
+    const row = set.rows[0]!;
+    expect(tok.decode(row.inputIds.slice(0, row.responseStart), false).endsWith('<|im_start|>assistant\n<think>\n')).toBe(true);
+    // A reply without reasoning closes an empty think block, then ends its turn.
+    expect(tok.decode(row.inputIds.slice(row.responseStart), false)).toBe(`\n</think>\n\n${samples[0]!.response.content}<|im_end|>\n`);
   });
 
   it('opd keeps hinted samples and the at-least-one sample; combine keeps all of them', () => {
@@ -142,17 +157,28 @@ describe('--data files', () => {
 });
 
 describe('truncation, padding and step order', () => {
-  it('cuts context from the left (keeping the first token) and the reply end only when it alone is too long', () => {
+  it('--data rows: context is cut from the left (keeping the first token); a reply that does not fit is never cut', () => {
     const row: TrainRow = { inputIds: [1, 10, 11, 12, 13, 20, 21], responseStart: 5, reward: 1, origin: 'x', oldLogprobs: [-1, -2],
       teacher: { inputIds: [1, 30, 31, 10, 11, 12, 13, 20, 21], responseStart: 7 } };
-    expect(truncateRow(row, 5)).toBe(true);
-    expect(row).toMatchObject({ inputIds: [1, 12, 13, 20, 21], responseStart: 3 });
+    expect(fitRow(row, 5)).toBe('cut');
+    expect(row).toMatchObject({ inputIds: [1, 12, 13, 20, 21], responseStart: 3, oldLogprobs: [-1, -2] });
     expect(row.teacher).toEqual({ inputIds: [1, 12, 13, 20, 21], responseStart: 3 });
-    const long: TrainRow = { inputIds: [1, 2, 20, 21, 22, 23], responseStart: 2, reward: 1, origin: 'y', oldLogprobs: [-1, -2, -3, -4] };
-    truncateRow(long, 3);
-    expect(long).toMatchObject({ inputIds: [1, 20, 21], responseStart: 1, oldLogprobs: [-1, -2] });
+    const long: TrainRow = { inputIds: [1, 2, 20, 21, 22], responseStart: 2, reward: 1, origin: 'y' };
+    expect(fitRow(long, 3)).toBe('over');
+    expect(long.inputIds).toEqual([1, 2, 20, 21, 22]);
     const short: TrainRow = { inputIds: [1, 2, 3], responseStart: 1, reward: 1, origin: 'z' };
-    expect(truncateRow(short, 3)).toBe(false);
+    expect(fitRow(short, 3)).toBe('fits');
+  });
+
+  it('--data rows whose reply does not fit are skipped and counted as over the window', () => {
+    const file = path.join(tmp, 'long.jsonl');
+    fs.writeFileSync(file, [
+      { input_ids: [1, 2, 3, 4, 5, 6], response_start: 1, reward: 1 },
+      { input_ids: [1, 2, 3, 4, 5, 6], response_start: 4, reward: 1 },
+    ].map((l) => JSON.stringify(l)).join('\n'));
+    const set = rowsFromJsonl(file, 'rl', 100, 4);
+    expect(set.rows.map((r) => r.inputIds)).toEqual([[1, 4, 5, 6]]);
+    expect([set.skipped, set.truncated]).toEqual([{ 'over 4 tokens': 1 }, 1]);
   });
 
   it('pads on the right with masks and positions, response mask on reply tokens only', () => {

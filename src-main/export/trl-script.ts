@@ -1,0 +1,256 @@
+// The Python a TRL hand-off runs on the cluster (docs/design.md §Hand-off): train.py (the
+// chosen TRL trainer with a PEFT LoRA mirroring Hindsight's adapter shape, bf16, gradient
+// checkpointing) and, for GRPO, reward.py (a reward that asks an OpenAI-compatible judge with
+// Hindsight's own reward prompt, judge_prompts.json). Only the settings at the top of
+// train.py vary between hand-offs; everything else is fixed text.
+import type { TrlMethod } from '../../src-shared/handoff.js';
+import { TRL_METHODS } from '../../src-shared/handoff.js';
+
+export interface TrainScriptSettings {
+  baseModel: string;
+  initAdapter: string | null;
+  method: TrlMethod;
+  loraR: number;
+  loraAlpha: number;
+  loraDropout: number;
+  /** PEFT module names (q_proj, …). */
+  loraTargets: string[];
+}
+
+/** A Python string literal (JSON's escapes are valid Python). */
+const py = (value: string | null): string => (value === null ? 'None' : JSON.stringify(value));
+
+export function trainScript(s: TrainScriptSettings): string {
+  return `#!/usr/bin/env python3
+"""Fine-tunes a LoRA adapter with TRL on the data Hindsight handed off.
+
+Written by \`hindsight handoff --to trl\`; see README.md beside it for the commands.
+The settings below mirror the adapter Hindsight trains locally; change them here or with the flags.
+"""
+import argparse
+import os
+
+import torch
+from datasets import load_dataset
+from peft import LoraConfig, PeftModel
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+BASE_MODEL = ${py(s.baseModel)}
+INIT_ADAPTER = ${py(s.initAdapter)}
+METHOD = ${py(s.method)}
+LORA_R = ${s.loraR}
+LORA_ALPHA = ${s.loraAlpha}
+LORA_DROPOUT = ${s.loraDropout}
+LORA_TARGETS = ${JSON.stringify(s.loraTargets)}
+LEARNING_RATES = {"kto": 5e-5, "dpo": 5e-5, "sft": 1e-4, "sdft": 2e-5, "grpo": 1e-5}
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--method", choices=${JSON.stringify([...TRL_METHODS])}, default=METHOD)
+    p.add_argument("--base-model", default=BASE_MODEL)
+    p.add_argument("--init-adapter", default=INIT_ADAPTER, help="continue training this PEFT adapter folder")
+    p.add_argument("--output-dir", default=os.path.join(HERE, "output"))
+    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--batch-size", type=int, default=2, help="per GPU")
+    p.add_argument("--grad-accum", type=int, default=8)
+    p.add_argument("--max-length", type=int, default=2048)
+    p.add_argument("--num-generations", type=int, default=4, help="grpo: completions per prompt")
+    return p.parse_args()
+
+
+def dataset(name):
+    return load_dataset("json", data_files=os.path.join(HERE, "data", name), split="train")
+
+
+def load_model(args):
+    """The base model in bf16, and either a fresh LoRA config or the --init-adapter loaded trainable."""
+    model = AutoModelForCausalLM.from_pretrained(args.base_model, dtype=torch.bfloat16)
+    model.config.use_cache = False  # gradient checkpointing recomputes activations instead
+    if args.init_adapter:
+        return PeftModel.from_pretrained(model, args.init_adapter, is_trainable=True), None
+    lora = LoraConfig(
+        r=LORA_R,
+        lora_alpha=LORA_ALPHA,
+        lora_dropout=LORA_DROPOUT,
+        target_modules=LORA_TARGETS,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    return model, lora
+
+
+def training_args(args):
+    return dict(
+        output_dir=args.output_dir,
+        num_train_epochs=args.epochs,
+        learning_rate=args.lr or LEARNING_RATES[args.method],
+        per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.grad_accum,
+        bf16=True,
+        gradient_checkpointing=True,
+        gradient_checkpointing_kwargs={"use_reentrant": False},
+        logging_steps=1,
+        save_strategy="epoch",
+        report_to="none",
+    )
+
+
+def build_trainer(args, model, tokenizer, peft_config):
+    common = dict(model=model, processing_class=tokenizer, peft_config=peft_config)
+    if args.method == "kto":
+        from trl import KTOConfig, KTOTrainer
+
+        config = KTOConfig(beta=0.1, max_length=args.max_length, **training_args(args))
+        return KTOTrainer(args=config, train_dataset=dataset("kto.jsonl"), **common)
+    if args.method == "dpo":
+        from trl import DPOConfig, DPOTrainer
+
+        config = DPOConfig(beta=0.1, max_length=args.max_length, **training_args(args))
+        return DPOTrainer(args=config, train_dataset=dataset("dpo.jsonl"), **common)
+    if args.method == "sft":
+        from trl import SFTConfig, SFTTrainer
+
+        config = SFTConfig(max_length=args.max_length, **training_args(args))
+        return SFTTrainer(args=config, train_dataset=dataset("sft.jsonl"), **common)
+    if args.method == "sdft":
+        from trl.experimental.sdft import SDFTConfig, SDFTTrainer
+
+        config = SDFTConfig(max_prompt_length=args.max_length // 2, max_completion_length=args.max_length // 2, **training_args(args))
+        # With LoRA the teacher is the base model itself, shown the hint (privileged_context).
+        return SDFTTrainer(ref_model=None, args=config, train_dataset=dataset("sdft.jsonl"), **common)
+    from trl import GRPOConfig, GRPOTrainer
+
+    from reward import judge_reward
+
+    config = GRPOConfig(num_generations=args.num_generations, max_completion_length=args.max_length // 4, **training_args(args))
+    return GRPOTrainer(reward_funcs=[judge_reward], args=config, train_dataset=dataset("grpo.jsonl"), **common)
+
+
+def main():
+    args = parse_args()
+    tokenizer = AutoTokenizer.from_pretrained(args.base_model)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model, peft_config = load_model(args)
+    trainer = build_trainer(args, model, tokenizer, peft_config)
+    trainer.train()
+    if trainer.is_fsdp_enabled:
+        # Sharded checkpoints during the run; one whole adapter file at the end.
+        trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
+    trainer.save_model(args.output_dir)  # adapter_config.json + adapter_model.safetensors
+    if trainer.accelerator.is_main_process:
+        print(f"adapter written to {args.output_dir}; bring it back with: hindsight score|generate|serve --adapter {args.output_dir}")
+
+
+if __name__ == "__main__":
+    main()
+`;
+}
+
+/** reward.py: Hindsight's reward judge over HTTP, as a GRPO reward function. */
+export function rewardScript(judgeUrl: string, judgeModel: string): string {
+  return `"""GRPO reward: asks an OpenAI-compatible judge with Hindsight's own reward prompt.
+
+Each completion is judged against the next state that followed the recorded reply: the user's
+next message (or the tool's output) is evidence of what the user wanted. The judge answers
+\\\\boxed{1}, \\\\boxed{-1} or \\\\boxed{0}, which is the reward; an unreadable answer or a failed
+request counts 0. Settings: HINDSIGHT_JUDGE_URL, HINDSIGHT_JUDGE_MODEL, HINDSIGHT_JUDGE_API_KEY.
+"""
+import json
+import os
+import sys
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(HERE, "judge_prompts.json"), encoding="utf-8") as f:
+    PROMPTS = json.load(f)
+JUDGE_URL = os.environ.get("HINDSIGHT_JUDGE_URL", ${py(judgeUrl)})
+JUDGE_MODEL = os.environ.get("HINDSIGHT_JUDGE_MODEL", ${py(judgeModel)})
+JUDGE_API_KEY = os.environ.get("HINDSIGHT_JUDGE_API_KEY", "")
+PARALLEL = int(os.environ.get("HINDSIGHT_JUDGE_PARALLEL", "8"))
+
+
+def clip(text, limit=PROMPTS["max_section_chars"]):
+    """Keeps the head and the tail of a long text, as Hindsight's judge does."""
+    if len(text) <= limit:
+        return text
+    head = -(-limit * 6 // 10)
+    tail = limit - head
+    return f"{text[:head]}\\n[… {len(text) - limit} characters omitted …]\\n{text[len(text) - tail:]}"
+
+
+def strip_reasoning(text):
+    close = text.rfind("</think>")
+    if close >= 0:
+        return text[close + len("</think>"):]
+    start = text.find("<think>")
+    return text[:start] if start >= 0 else text
+
+
+def last_boxed(text):
+    start = -1
+    i = text.find("\\\\boxed")
+    while i >= 0:
+        brace = text.find("{", i)
+        if brace >= 0 and text[i + len("\\\\boxed"):brace].strip() == "":
+            start = brace + 1
+        i = text.find("\\\\boxed", i + 1)
+    if start < 0:
+        return None
+    depth = 1
+    for j in range(start, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:j]
+    return None
+
+
+def reward_of(answer):
+    boxed = last_boxed(strip_reasoning(answer or ""))
+    if boxed is None:
+        return 0.0
+    value = boxed.replace("$", "").replace("\\\\text{", "").replace("}", "").replace("−", "-").strip()
+    return {"1": 1.0, "+1": 1.0, "-1": -1.0, "0": 0.0}.get(value, 0.0)
+
+
+def ask_judge(reply, next_state, role):
+    templates = PROMPTS["reward"]["user_templates"]
+    user = templates["tool" if role == "tool" else "user"]
+    user = user.replace("<<<REPLY>>>", clip(reply.strip() or "(empty reply)")).replace("<<<NEXT_STATE>>>", clip(next_state.strip() or "(empty)"))
+    body = {
+        "model": JUDGE_MODEL,
+        "messages": [{"role": "system", "content": PROMPTS["reward"]["system"]}, {"role": "user", "content": user}],
+        "temperature": 0,
+    }
+    headers = {"Content-Type": "application/json"}
+    if JUDGE_API_KEY:
+        headers["Authorization"] = f"Bearer {JUDGE_API_KEY}"
+    request = urllib.request.Request(JUDGE_URL.rstrip("/") + "/chat/completions", data=json.dumps(body).encode(), headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=300) as response:
+            answer = json.load(response)["choices"][0]["message"].get("content") or ""
+    except Exception as err:  # a judge outage must not stop the run: the sample counts 0
+        print(f"reward: judge request failed: {err}", file=sys.stderr)
+        return 0.0
+    return reward_of(answer)
+
+
+def completion_text(completion):
+    return completion[-1]["content"] if isinstance(completion, list) else completion
+
+
+def judge_reward(prompts, completions, next_state, next_state_role, **kwargs):
+    """TRL calls this with the dataset's extra columns as keyword arguments."""
+    jobs = list(zip([completion_text(c) for c in completions], next_state, next_state_role))
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        return list(pool.map(lambda job: ask_judge(*job), jobs))
+`;
+}

@@ -1,0 +1,72 @@
+/**
+ * Files that belong to one database sit beside it under its own name, as its training runs do
+ * (`<db>.training-runs.json`): `<db>.settings.json` and `<db>.capture-log.jsonl`. Two
+ * databases in one folder then never share settings or captured chats.
+ *
+ * Earlier versions kept `settings.json` and `capture-log.jsonl` once per folder, shared by
+ * every database in it. `adoptFolderFile` moves such a file to the database it came from, the
+ * first time that database is opened; the caller says how it knows the file is this
+ * database's (README, Persistence and Live capture). A file it cannot place is left alone.
+ * See docs/design.md §Files beside the database.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+
+export const FOLDER_SETTINGS_FILE = 'settings.json';
+export const FOLDER_CAPTURE_LOG_FILE = 'capture-log.jsonl';
+
+/** Private data (chats, API keys): readable by the owner only. */
+export const PRIVATE_FILE_MODE = 0o600;
+
+export function captureLogPathFor(dbPath: string): string {
+  return `${path.resolve(dbPath)}.capture-log.jsonl`;
+}
+
+/** Where an earlier version kept `name` for every database in the folder of `dbPath`. */
+export function folderFilePath(dbPath: string, name: string): string {
+  return path.join(path.dirname(path.resolve(dbPath)), name);
+}
+
+const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
+
+function isSqliteFile(file: string): boolean {
+  let fd: number | undefined;
+  try {
+    if (!fs.lstatSync(file).isFile()) return false;
+    fd = fs.openSync(file, 'r');
+    const head = Buffer.alloc(SQLITE_HEADER.length);
+    return fs.readSync(fd, head, 0, head.length, 0) === head.length && head.equals(SQLITE_HEADER);
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
+}
+
+/** The other SQLite databases in the folder of `dbPath` (an atomic save's temporary files aside). */
+export function otherDatabasesBeside(dbPath: string): string[] {
+  const self = path.resolve(dbPath);
+  const dir = path.dirname(self);
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+  return names
+    .filter((name) => !/\.tmp(-\d+-\d+)?$/.test(name))
+    .map((name) => path.join(dir, name))
+    .filter((file) => file !== self && isSqliteFile(file));
+}
+
+/**
+ * Moves the folder-level file `from` to the database's own `to` when `to` does not exist yet,
+ * `from` does, and `belongs()` says it is this database's; the moved file is made private.
+ * Returns whether it moved.
+ */
+export function adoptFolderFile(from: string, to: string, belongs: () => boolean): boolean {
+  if (fs.existsSync(to) || !fs.existsSync(from) || !belongs()) return false;
+  fs.renameSync(from, to);
+  fs.chmodSync(to, PRIVATE_FILE_MODE);
+  return true;
+}

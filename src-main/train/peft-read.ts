@@ -1,0 +1,268 @@
+/**
+ * Reading a PEFT LoRA adapter folder, Hindsight's own or one trained elsewhere (TRL on a
+ * cluster, say), into the one shape the rest of Hindsight uses: a single r and alpha for
+ * every adapted linear (docs/design.md §Hand-off).
+ *
+ * What PEFT allows and Hindsight honours:
+ *   - keys with or without the `base_model.model.` prefix, with or without the adapter name
+ *     (`lora_A.default.weight`);
+ *   - fp32, fp16, bf16 (and fp64) tensors;
+ *   - `lora_alpha` with `r`, per-module `rank_pattern` / `alpha_pattern`, `use_rslora`
+ *     (scaling alpha/√r instead of alpha/r);
+ *   - `target_modules` as short names, full module paths, a regular expression or
+ *     "all-linear", and `layers_to_transform`: the tensors in the file say which modules
+ *     are adapted, and a module without tensors is simply not adapted.
+ *
+ * Per-module ranks and scalings are folded into one exact equivalent: every pair is padded
+ * with zeros to the largest rank R (zero rows of A and columns of B add nothing) and B is
+ * multiplied by s_module / s_uniform, so s_uniform·B'·A' = s_module·B·A for every module.
+ * An adapter without patterns or rsLoRA passes through bit for bit.
+ *
+ * What Hindsight cannot apply gets a one-line error naming it: DoRA, embedding LoRA, a
+ * module the decoder does not have, biases, modules_to_save, fan_in_fan_out.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { UserError } from '../../src-shared/types.js';
+import type { ModelConfig } from '../model/hf-checkpoint.js';
+import { LINEAR_TARGETS, type LinearTarget } from '../model/decoder.js';
+import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } from '../model/safetensors.js';
+import { PEFT_MODULE_NAMES, PEFT_PREFIX, linearShape, loraAKey, loraBKey, loraSpecs, targetFromModuleName } from './lora.js';
+import type { LoraConfig, LoraTensorSpec, LoraWeights } from './training-step.js';
+
+export const ADAPTER_CONFIG = 'adapter_config.json';
+export const ADAPTER_WEIGHTS = 'adapter_model.safetensors';
+
+export interface LoadedAdapter {
+  lora: LoraConfig;
+  specs: LoraTensorSpec[];
+  weights: LoraWeights;
+  baseModel: string | null;
+}
+
+/** PEFT's LoraConfig default when a config leaves lora_alpha out. */
+const PEFT_DEFAULT_ALPHA = 8;
+const EMBEDDING_MODULES = /(^|\.)(embed_tokens|wte|word_embeddings|embed_in)$/;
+const MODULE_PATH = /^model\.layers\.(\d+)\.(self_attn|mlp)\.([a-z_]+)$/;
+
+interface AdapterSettings {
+  r: number;
+  alpha: number;
+  rslora: boolean;
+  rankPattern: Record<string, number>;
+  alphaPattern: Record<string, number>;
+  /** True when target_modules names projections only (so every layer must have them). */
+  everyLayer: boolean;
+  /** target_modules when it is a list: every tensor's module must be one of them. */
+  targetNames: string[] | null;
+}
+
+/** Reads and validates a PEFT LoRA folder against a model's config. */
+export function readAdapter(dir: string, model: ModelConfig): LoadedAdapter {
+  const configFile = path.join(dir, ADAPTER_CONFIG);
+  const weightsFile = path.join(dir, ADAPTER_WEIGHTS);
+  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new UserError(`adapter folder not found: ${dir}`);
+  if (!fs.existsSync(configFile)) throw new UserError(`${dir}: not a PEFT adapter folder (missing ${ADAPTER_CONFIG})`);
+  if (!fs.existsSync(weightsFile)) {
+    const hint = fs.existsSync(path.join(dir, 'adapter_model.bin')) ? ' (adapter_model.bin is not supported: save with safe_serialization=True)' : '';
+    throw new UserError(`${dir}: missing ${ADAPTER_WEIGHTS}${hint}`);
+  }
+  let raw: Record<string, unknown>;
+  try {
+    raw = JSON.parse(fs.readFileSync(configFile, 'utf8'));
+  } catch (err) {
+    throw new UserError(`${configFile}: invalid JSON (${(err as Error).message})`);
+  }
+  const settings = parseAdapterConfig(raw, configFile);
+  const pairs = readPairs(weightsFile, model, settings);
+  return { ...uniformAdapter(pairs, model, settings, weightsFile), baseModel: typeof raw.base_model_name_or_path === 'string' ? raw.base_model_name_or_path : null };
+}
+
+function numberRecord(value: unknown, field: string, fail: (m: string) => never): Record<string, number> {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) fail(`${field} must be an object of module pattern → number`);
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(value as object)) {
+    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) fail(`${field}['${k}'] must be a positive number, found ${JSON.stringify(v)}`);
+    out[k] = v as number;
+  }
+  return out;
+}
+
+function parseAdapterConfig(raw: Record<string, unknown>, file: string): AdapterSettings {
+  const fail = (msg: string): never => {
+    throw new UserError(`${file}: ${msg}`);
+  };
+  if (raw.peft_type !== 'LORA') fail(`peft_type must be "LORA", found ${JSON.stringify(raw.peft_type)}`);
+  const r = raw.r;
+  if (typeof r !== 'number' || !Number.isInteger(r) || r < 1) fail(`r must be a whole number ≥ 1, found ${JSON.stringify(r)}`);
+  const alpha = raw.lora_alpha ?? PEFT_DEFAULT_ALPHA;
+  if (typeof alpha !== 'number' || !Number.isFinite(alpha)) fail(`lora_alpha must be a number, found ${JSON.stringify(raw.lora_alpha)}`);
+  if (raw.use_dora === true) fail('use_dora (DoRA) is not supported');
+  if (raw.fan_in_fan_out === true) fail('fan_in_fan_out is not supported (Llama/Qwen linears are not Conv1D)');
+  if (raw.bias !== undefined && raw.bias !== 'none') fail(`bias ${JSON.stringify(raw.bias)} is not supported (only "none")`);
+  if (Array.isArray(raw.modules_to_save) && raw.modules_to_save.length) fail('modules_to_save is not supported (only LoRA weights)');
+  if (Array.isArray(raw.trainable_token_indices) || (raw.trainable_token_indices && typeof raw.trainable_token_indices === 'object')) {
+    fail('trainable_token_indices (embedding training) is not supported');
+  }
+  const everyLayer = checkTargetModules(raw.target_modules, fail) && raw.layers_to_transform == null;
+  return {
+    r: r as number,
+    alpha: alpha as number,
+    rslora: raw.use_rslora === true,
+    rankPattern: numberRecord(raw.rank_pattern, 'rank_pattern', fail),
+    alphaPattern: numberRecord(raw.alpha_pattern, 'alpha_pattern', fail),
+    everyLayer,
+    targetNames: Array.isArray(raw.target_modules) ? (raw.target_modules as string[]) : null,
+  };
+}
+
+/** Checks target_modules; true when it is a list of plain projection names. */
+function checkTargetModules(modules: unknown, fail: (m: string) => never): boolean {
+  if (typeof modules === 'string' && modules.trim()) return false; // a regular expression or "all-linear": the tensors decide
+  if (!Array.isArray(modules) || modules.length === 0 || !modules.every((m) => typeof m === 'string')) {
+    fail(`target_modules must be a list of module names such as ["q_proj","v_proj"] or a pattern, found ${JSON.stringify(modules)}`);
+  }
+  let plain = true;
+  for (const m of modules as string[]) {
+    if (EMBEDDING_MODULES.test(m)) fail(`target module '${m}' is an embedding: embedding LoRA is not supported`);
+    const last = m.split('.').at(-1)!;
+    if (!targetFromModuleName(last)) fail(`target module '${m}' is not supported; supported: ${Object.values(PEFT_MODULE_NAMES).join(', ')}`);
+    if (m.includes('.')) plain = false;
+  }
+  return plain;
+}
+
+/** PEFT's pattern lookup: a key matches a module path equal to it or ending in `.<key>` (keys are regular expressions). */
+function patternValue(patterns: Record<string, number>, modulePath: string): number | undefined {
+  for (const [key, value] of Object.entries(patterns)) {
+    if (key === modulePath) return value;
+    try {
+      if (new RegExp(`^(?:.*\\.)?(?:${key})$`).test(modulePath)) return value;
+    } catch {
+      if (modulePath.endsWith(`.${key}`)) return value;
+    }
+  }
+  return undefined;
+}
+
+interface LoraPair {
+  spec: LoraTensorSpec;
+  rank: number;
+  scaling: number;
+  a: Float32Array;
+  b: Float32Array;
+}
+
+interface ParsedKey {
+  modulePath: string;
+  part: 'A' | 'B';
+}
+
+/** `base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight` → the module path and A/B, or an error naming what is unsupported. */
+function parseKey(name: string, file: string): ParsedKey {
+  const fail = (msg: string): never => {
+    throw new UserError(`${file}: tensor '${name}': ${msg}`);
+  };
+  const bare = name.startsWith(PEFT_PREFIX) ? name.slice(PEFT_PREFIX.length) : name;
+  if (/\.lora_magnitude_vector\b/.test(bare)) fail('DoRA (lora_magnitude_vector) is not supported');
+  if (/\.lora_embedding_[AB]\b/.test(bare)) fail('embedding LoRA is not supported');
+  const m = /^(.+)\.lora_([AB])(?:\.[^.]+)?\.(weight|bias)$/.exec(bare);
+  if (!m) fail('not a LoRA weight Hindsight can apply (only lora_A/lora_B weights are)');
+  if (m![3] === 'bias') fail('LoRA biases are not supported');
+  return { modulePath: m![1]!, part: m![2] as 'A' | 'B' };
+}
+
+function specFor(modulePath: string, model: ModelConfig, file: string, tensor: string): LoraTensorSpec {
+  const fail = (msg: string): never => {
+    throw new UserError(`${file}: tensor '${tensor}': ${msg}`);
+  };
+  if (EMBEDDING_MODULES.test(modulePath)) fail(`module '${modulePath}' is an embedding: embedding LoRA is not supported`);
+  const m = MODULE_PATH.exec(modulePath);
+  const target = m ? targetFromModuleName(m[3]!) : undefined;
+  if (!m || !target) fail(`module '${modulePath}' is not supported; Hindsight adapts model.layers.N.(self_attn|mlp).(${Object.values(PEFT_MODULE_NAMES).join('|')})`);
+  const layer = Number(m![1]);
+  if (layer >= model.numLayers) fail(`module '${modulePath}' does not exist: this model has ${model.numLayers} layers (0–${model.numLayers - 1}); is the adapter for another model?`);
+  return { module: PEFT_PREFIX + modulePath, layer, target: target!, ...linearShape(model, target!) };
+}
+
+function readPairs(file: string, model: ModelConfig, settings: AdapterSettings): LoraPair[] {
+  const { tensors } = readSafetensorsHeader(file);
+  const byModule = new Map<string, { spec: LoraTensorSpec; a?: TensorEntry; b?: TensorEntry }>();
+  for (const entry of tensors) {
+    const { modulePath, part } = parseKey(entry.name, file);
+    if (settings.targetNames && !settings.targetNames.some((t) => modulePath === t || modulePath.endsWith(`.${t}`))) {
+      throw new UserError(`${file}: tensor '${entry.name}' does not belong to this model's LoRA: its module is not among target_modules ${JSON.stringify(settings.targetNames)}`);
+    }
+    const slot = byModule.get(modulePath) ?? { spec: specFor(modulePath, model, file, entry.name) };
+    if (part === 'A') slot.a = entry;
+    else slot.b = entry;
+    byModule.set(modulePath, slot);
+  }
+  const pairs: LoraPair[] = [];
+  for (const [modulePath, { spec, a, b }] of byModule) {
+    if (!a || !b) throw new UserError(`${file}: module '${modulePath}' has lora_${a ? 'A' : 'B'} but no lora_${a ? 'B' : 'A'}`);
+    const rank = patternValue(settings.rankPattern, modulePath) ?? settings.r;
+    const alpha = patternValue(settings.alphaPattern, modulePath) ?? settings.alpha;
+    checkShape(a, [rank, spec.inFeatures], file);
+    checkShape(b, [spec.outFeatures, rank], file);
+    pairs.push({ spec, rank, scaling: alpha / (settings.rslora ? Math.sqrt(rank) : rank), a: floats(a, file), b: floats(b, file) });
+  }
+  if (!pairs.length) throw new UserError(`${file}: holds no LoRA tensors`);
+  return pairs;
+}
+
+function checkShape(entry: TensorEntry, expected: [number, number], file: string): void {
+  if (entry.shape.length !== 2 || entry.shape[0] !== expected[0] || entry.shape[1] !== expected[1]) {
+    throw new UserError(`${file}: tensor '${entry.name}' has shape [${entry.shape}], expected [${expected}] (the rank from adapter_config.json and the model's sizes)`);
+  }
+}
+
+function floats(entry: TensorEntry, file: string): Float32Array {
+  const data = toFloat32(readTensorBytes(entry), entry.dtype, `${file}: tensor '${entry.name}'`);
+  if (!data.every(Number.isFinite)) throw new UserError(`${file}: tensor '${entry.name}' holds non-finite values`);
+  return data.slice();
+}
+
+/** Folds per-module ranks and scalings into one r and alpha (see the module comment). */
+function uniformAdapter(pairs: LoraPair[], model: ModelConfig, settings: AdapterSettings, file: string): { lora: LoraConfig; specs: LoraTensorSpec[]; weights: LoraWeights } {
+  const present = new Set(pairs.map((p) => p.spec.target));
+  // A list of plain names promises those projections in every layer: what is absent is missing.
+  if (settings.everyLayer) for (const name of settings.targetNames ?? []) present.add(targetFromModuleName(name)!);
+  const targets = LINEAR_TARGETS.filter((t: LinearTarget) => present.has(t));
+  const specs = loraSpecs(model, targets);
+  const uniform = !settings.rslora && pairs.every((p) => p.rank === settings.r && p.scaling === settings.alpha / settings.r);
+  const r = uniform ? settings.r : Math.max(...pairs.map((p) => p.rank));
+  const reference = pairs.find((p) => p.rank === r)!;
+  const alpha = uniform ? settings.alpha : reference.scaling * r;
+  const scaling = alpha / r;
+  const byModule = new Map(pairs.map((p) => [p.spec.module, p]));
+  const weights: LoraWeights = new Map();
+  const missing: string[] = [];
+  for (const spec of specs) {
+    const pair = byModule.get(spec.module);
+    if (!pair) missing.push(spec.module);
+    weights.set(loraAKey(spec), padRows(pair?.a, pair?.rank ?? 0, r, spec.inFeatures));
+    weights.set(loraBKey(spec), padColumns(pair?.b, pair?.rank ?? 0, r, spec.outFeatures, pair ? pair.scaling / scaling : 1));
+  }
+  if (missing.length && settings.everyLayer) {
+    throw new UserError(`${file}: missing ${missing.length * 2} LoRA tensor(s), e.g. '${missing[0]}.lora_A.weight'`);
+  }
+  return { lora: { r, alpha, targets }, specs, weights };
+}
+
+/** A [rank, in] → [r, in]: the extra rows are zero. */
+function padRows(a: Float32Array | undefined, rank: number, r: number, inF: number): Float32Array {
+  const out = new Float32Array(r * inF);
+  if (a) out.set(a.subarray(0, rank * inF));
+  return out;
+}
+
+/** B [out, rank] → [out, r], scaled by `factor`: the extra columns are zero. */
+function padColumns(b: Float32Array | undefined, rank: number, r: number, outF: number, factor: number): Float32Array {
+  if (b && rank === r && factor === 1) return b;
+  const out = new Float32Array(outF * r);
+  if (!b) return out;
+  for (let o = 0; o < outF; o++) for (let k = 0; k < rank; k++) out[o * r + k] = b[o * rank + k]! * factor;
+  return out;
+}

@@ -1,0 +1,81 @@
+// Handing the data to a GPU cluster's trainer (docs/design.md §Hand-off): the vocabulary and the
+// shapes that the CLI (`hindsight handoff`), the API and the Export page share.
+import type { ChatMessage } from './types.js';
+
+/** What `--to trl` writes a train.py for. */
+export const TRL_METHODS = ['kto', 'dpo', 'sft', 'sdft', 'grpo'] as const;
+export type TrlMethod = (typeof TRL_METHODS)[number];
+
+/** OpenClaw-RL's training modes: Binary RL, On-Policy Distillation, or both. */
+export const OPENCLAW_METHODS = ['rl', 'opd', 'combine'] as const;
+export type OpenclawMethod = (typeof OPENCLAW_METHODS)[number];
+
+export interface TrlHandoffOptions {
+  baseModel: string;
+  outDir: string;
+  method: TrlMethod;
+  initAdapter?: string;
+  gpus: number;
+  /** For grpo: the judge's OpenAI-compatible base URL and model (written as defaults, changeable by env). */
+  judgeUrl?: string;
+  judgeModel?: string;
+}
+
+export interface TrlHandoffResult {
+  outDir: string;
+  method: TrlMethod;
+  /** Each dataset file with its line count. */
+  datasets: { file: string; lines: number }[];
+  files: string[];
+}
+
+export interface ReplayOptions {
+  endpoint: string;
+  apiKey?: string;
+  outDir: string;
+  /** The model name sent in each request (the server may ignore it). */
+  model?: string;
+  /** max_tokens of each request; the server's own default when absent. */
+  maxTokens?: number;
+  /** Sessions replayed at once. */
+  concurrency: number;
+  /** Least time between two requests, in milliseconds. */
+  paceMs: number;
+  /** Written to the launch settings for the cluster side. */
+  baseModel?: string;
+  method: OpenclawMethod;
+  judgeUrl?: string;
+  loraR?: number;
+}
+
+export type ReplayState = 'idle' | 'running' | 'stopping' | 'stopped' | 'finished' | 'failed';
+
+export interface ReplayProgress {
+  state: ReplayState;
+  outDir: string | null;
+  /** Requests answered, in this run and earlier ones (the progress file). */
+  sent: number;
+  total: number;
+  sessionsDone: number;
+  sessions: number;
+  /** Sessions left unfinished because a turn was in flight when an earlier run was killed. */
+  abandoned: number;
+  error: string | null;
+}
+
+/** One request of a replay (built by src-main/export/replay-plan.ts). */
+export interface ReplayRequest {
+  /** Position in the session's request list (what the progress file records). */
+  index: number;
+  turnType: 'main' | 'side';
+  /** The recorded messages this request adds after the conversation so far. */
+  messages: ChatMessage[];
+  /** The recorded assistant turn the server's reply stands in for; null for a trailing next state. */
+  replyTurn: number | null;
+  last: boolean;
+}
+
+export interface ReplaySession {
+  sessionId: string;
+  requests: ReplayRequest[];
+}

@@ -1,0 +1,60 @@
+// The training calls' types (the Training page, the training service): a run's settings,
+// its progress events and its state. Node-free, like everything in src-shared/.
+import type { EvalLogLine, StepLog } from './trainer-log-line.js';
+import type { LoraTarget, OptimizerKind, TrainDevice, TrainMethod } from './training.js';
+
+/** Whether an optional part (the trainer, an LLM judge) is present in this build, and why not. */
+export interface Availability {
+  available: boolean;
+  reason: string | null;
+}
+
+export interface TrainConfig {
+  modelDir: string;
+  outDir: string;
+  method: TrainMethod;
+  steps: number;
+  batchSize: number;
+  lr: number;
+  optimizer: OptimizerKind;
+  loraR: number;
+  loraAlpha: number;
+  targets: LoraTarget[];
+  device: TrainDevice;
+  seed: number;
+  checkpointEvery: number;
+}
+
+/**
+ * One trainer step as the `train.progress` event: the trainer's `trainer_log.jsonl` line (its
+ * fields are defined there) less what the charts do not draw, with the run it belongs to.
+ */
+export interface TrainProgress extends Omit<StepLog, 'epoch' | 'tokens' | 'execution_provider'> {
+  runId: string;
+}
+
+/** A held-out evaluation during a run (the trainer's `"type":"eval"` log line), as the `train.eval` event. */
+export type TrainEval = EvalLogLine & { runId: string };
+
+export type TrainStatus = 'running' | 'cancelling' | 'cancelled' | 'finished' | 'failed';
+
+export interface TrainRunInfo {
+  runId: string;
+  status: TrainStatus;
+  config: TrainConfig;
+  startedAt: number;
+  /** The execution provider that actually runs (never a silent fallback). */
+  executionProvider: string | null;
+  /** What the trainer is doing before and between steps, e.g. "compiling the training graph". */
+  phase: string | null;
+  /** What the run left out, e.g. "3 samples over 2,048 tokens skipped; …" (absent when nothing). */
+  notice?: string;
+  lastProgress: TrainProgress | null;
+  adapterDir: string | null;
+  error: string | null;
+}
+
+export interface TrainingState {
+  engine: Availability;
+  runs: TrainRunInfo[];
+}
