@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import type { Device } from '../model/ort-session.js';
+import type { Quantize } from '../model/quantize.js';
 import { HeuristicJudge, type JudgeBackend } from './verdicts.js';
 import { LlmJudge } from './llm-judge.js';
 import { LocalCompleter } from './local-completer.js';
@@ -13,7 +14,7 @@ import { OpenAiClient } from './openai-client.js';
 
 export type JudgeBackendSpec =
   | { backend: 'heuristic' }
-  | { backend: 'local'; modelDir: string; device?: Device; maxTokens?: number }
+  | { backend: 'local'; modelDir: string; device?: Device; maxTokens?: number; quantize?: Quantize }
   | {
       backend: 'openai';
       baseUrl: string;
@@ -39,7 +40,7 @@ export async function openJudgeBackend(spec: JudgeBackendSpec): Promise<OpenedJu
       if (!fs.existsSync(path.join(dir, 'config.json'))) {
         throw new UserError(`${spec.modelDir}: not a model folder (no config.json); give a Hugging Face checkpoint folder with --model`);
       }
-      const judge = new LlmJudge(await LocalCompleter.load(dir, { device: spec.device }), { maxTokens: spec.maxTokens });
+      const judge = new LlmJudge(await LocalCompleter.load(dir, { device: spec.device, quantize: spec.quantize }), { maxTokens: spec.maxTokens });
       return { judge, close: () => judge.close() };
     }
     case 'openai': {
