@@ -9,6 +9,10 @@
  *             fp32), so only [B, T] floats cross the Node binding, never [B, T, V] logits.
  * - generate: with KV cache, output `last_logits` [B, V]; also used without the cache
  *             (empty past, the whole sequence each step) as a check of the incremental path.
+ *             Every generation is a batch (./batch-decode.ts, docs/design.md §Batched
+ *             generation); `generate` is a batch of one.
+ * With `quantize` int8/int4 both graphs use weight-only quantised projections (MatMulNBits,
+ * docs/design.md §Quantisation); `quantizationDrift` measures what that costs in log-probs.
  * Each session holds its own copy of the weights (the Node binding cannot share
  * initializers between sessions), so a process that only scores never builds the other.
  *
