@@ -5,8 +5,9 @@
  * 1. Decode speed for --quantize none / int8 / int4: greedy, 128 new tokens after a 32-token
  *    prompt, KV cache. Also the load time (graphs + session, quantisation included), and each
  *    choice's log-prob drift from fp32 on the fixed text (what `score` reports).
- * 2. The local judge's shape: 3 votes of 128 tokens on one ~600-token prompt, sampled at
- *    temperature 0.6 with 3 seeds — one batched call against 3 sequential ones (fp32 and int4).
+ * 2. The local judge's shape: 3 votes of 128 tokens on one prompt (600 tokens, or what the
+ *    model's positions leave: 383 on the 512-position 125M model), sampled at temperature 0.6
+ *    with 3 seeds — one batched call against 3 sequential ones (fp32 and int4).
  *
  * Every figure is the median of BENCH_REPEATS runs (default 3), with the process's CPU seconds
  * (all threads: the model worker and ONNX Runtime's pool) beside the wall seconds.
@@ -100,11 +101,14 @@ async function decodeSpeeds(dir: string, prompt: number[]): Promise<void> {
   }
 }
 
+/** The judge's prompt length: 600 tokens, or what the model's positions leave beside the votes. */
+const judgePromptLength = (maxPositions: number) => Math.min(600, maxPositions - NEW_TOKENS - 1);
+
 async function judgeVotes(dir: string, quantize: Quantize): Promise<void> {
   const model = await LocalModel.load(dir, { threads: THREADS, quantize, prepare: ['generate'] });
   try {
     const rand = seededRandom(5);
-    const prompt = Array.from({ length: Math.min(600, model.maxPositions - NEW_TOKENS - 1) }, () => 3 + Math.floor(rand() * (model.config.vocabSize - 10)));
+    const prompt = Array.from({ length: judgePromptLength(model.maxPositions) }, () => 3 + Math.floor(rand() * (model.config.vocabSize - 10)));
     const seeds = [101, 102, 103];
     const request = { temperature: 0.6, maxNewTokens: NEW_TOKENS, stopTokenIds: [] };
     await model.generate(prompt.slice(0, 16), { maxNewTokens: 2, stopTokenIds: [] });
@@ -136,7 +140,8 @@ async function main(): Promise<void> {
     const rand = seededRandom(11);
     const prompt = Array.from({ length: 32 }, () => 3 + Math.floor(rand() * 30000));
     await decodeSpeeds(dir, prompt);
-    console.log(`\n### Judge: 3 votes × ${NEW_TOKENS} tokens on one 600-token prompt (t = 0.6, 3 seeds)`);
+    const positions = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8')).max_position_embeddings as number;
+    console.log(`\n### Judge: 3 votes × ${NEW_TOKENS} tokens on one ${judgePromptLength(positions)}-token prompt (t = 0.6, 3 seeds)`);
     console.log('| --quantize | 3 sequential | 1 batch of 3 | speed-up | same tokens |');
     console.log('|---|---|---|---|---|');
     for (const q of ['none', 'int4'] as Quantize[]) await judgeVotes(dir, q);

@@ -185,7 +185,8 @@ export async function generateSequences(
       onToken?.(i, token, seqs[i]!.out.logprobs.at(-1)!);
       return token;
     });
-    const keep = active.map((i, j) => j).filter((j) => !seqs[active[j]!]!.done);
+    // Positions (in `active`) of the sequences that go on.
+    const keep = active.map((_, j) => j).filter((j) => !seqs[active[j]!]!.done);
     if (!keep.length) break;
     if (cache) {
       cache = cache.select(keep.map((j) => rows[j]!));
@@ -193,7 +194,11 @@ export async function generateSequences(
       out = await run(step.feeds);
       cache = RowCache.fromOutputs(out, config.numLayers, step.mask);
     } else {
-      out = await run(paddedFeeds(config, keep.map((j) => [...prompts[seqs[active[j]!]!.request.prompt]!, ...seqs[active[j]!]!.out.tokens])).feeds);
+      const whole = keep.map((j) => {
+        const s = seqs[active[j]!]!;
+        return [...prompts[s.request.prompt]!, ...s.out.tokens];
+      });
+      out = await run(paddedFeeds(config, whole).feeds);
     }
     active = keep.map((j) => active[j]!);
     rows = keep.map((_, j) => j);
