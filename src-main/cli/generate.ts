@@ -1,5 +1,6 @@
 // `hindsight generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T]
-// [--top-p P] [--seed S] [--stop STR]… [--device cpu|cuda] [--adapter DIR] [--no-chat-template] [--json]`.
+// [--top-p P] [--seed S] [--stop STR]… [--n N] [--quantize none|int8|int4] [--device cpu|cuda]
+// [--adapter DIR] [--no-chat-template] [--json]`.
 // --adapter applies a PEFT LoRA adapter (Hindsight's or one trained elsewhere), merged once
 // into a cached folder as `serve --adapter` does (src-main/train/adapted-model.ts).
 // The prompt goes through the model's chat template as one user message unless
@@ -9,12 +10,31 @@
 // The model's context bounds it (src-main/model/context-limit.ts): a prompt that leaves no
 // room for a reply is a one-line error (exit 1), and --max-new-tokens is capped to the
 // positions the prompt leaves, with a note on stderr.
+// --n N generates N replies to the prompt in one batch that shares the prompt's prefill
+// (docs/design.md §Batched generation); reply j is the one --seed S+j alone gives. They print
+// one after another, each after a `--- reply j ---` line (--json: a `replies` array).
 import type { Device } from '../model/ort-session.js';
+import type { GenerateResult } from '../model/local-model.js';
+import { parseQuantize, QUANTIZE_CHOICES, type Quantize } from '../model/quantize.js';
+import { sequenceSeeds } from '../model/sampling.js';
 import { loadAdaptedModel } from '../train/adapted-model.js';
 import { intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 
 /** `--device`, shared by the commands that run a model. */
 export const DEVICE_OPTION = { device: { type: 'string', default: 'cpu', value: 'cpu|cuda', help: 'where the model runs (cuda: after npm run setup:gpu)' } } as const;
+
+/** `--quantize`, shared by the commands that run a model for inference (docs/design.md §Quantisation). */
+export const QUANTIZE_OPTION = {
+  quantize: { type: 'string', default: 'none', value: QUANTIZE_CHOICES.join('|'), help: 'weight-only quantised linear layers (int8, int4: faster, less exact)' },
+} as const;
+
+export function quantizeFlag(value: string | undefined): Quantize {
+  try {
+    return parseQuantize(value);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
 
 export const spec = {
   name: 'generate',
@@ -29,6 +49,8 @@ export const spec = {
     'top-p': { type: 'string', default: '1', value: 'P', help: 'nucleus sampling mass, in (0, 1]' },
     seed: { type: 'string', value: 'S', help: 'the sampling seed', otherwise: 'a random one' },
     stop: { type: 'string', multiple: true, value: 'STR', help: 'stop when the reply contains this text', otherwise: "the model's end tokens only" },
+    n: { type: 'string', default: '1', value: 'N', help: 'replies to generate in one batch (reply j uses seed S+j)' },
+    ...QUANTIZE_OPTION,
     ...DEVICE_OPTION,
     threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
     adapter: { type: 'string', value: 'DIR', help: 'a PEFT LoRA adapter to apply (merged into the weights first)', otherwise: 'the base model alone' },
@@ -54,48 +76,61 @@ export const command: Command = async (argv) => {
   if (!(topP > 0 && topP <= 1)) throw new UsageError(`--top-p must be in (0, 1], got ${topP}`);
   const seed = values.seed === undefined ? undefined : intFlag('seed', values.seed, 0, 0);
   const threads = intFlag('threads', values.threads, 0, 0);
+  const n = intFlag('n', values.n, 1, 1);
+  const quantize = quantizeFlag(values.quantize);
 
-  const model = await loadAdaptedModel(values.model, values.adapter ?? null, { device, threads: threads || undefined });
+  const model = await loadAdaptedModel(values.model, values.adapter ?? null, { device, threads: threads || undefined, quantize });
   try {
     const started = Date.now();
-    const out = await model.generate(values.prompt, {
-      chatTemplate: !values['no-chat-template'],
-      maxNewTokens,
-      temperature,
-      topP,
-      seed,
-      stopStrings: values.stop,
-    });
-    if (out.maxNewTokens < maxNewTokens) {
-      process.stderr.write(`note: --max-new-tokens ${maxNewTokens} capped to ${out.maxNewTokens}: the model has ${model.maxPositions} positions and the prompt takes ${out.promptTokens}\n`);
+    const request = { chatTemplate: !values['no-chat-template'], maxNewTokens, temperature, topP, stopStrings: values.stop };
+    const outs = n === 1
+      ? [await model.generate(values.prompt, { ...request, seed })]
+      : (await model.generateBatch([{ prompt: values.prompt, seeds: sequenceSeeds(seed, n) }], request))[0]!;
+    const first = outs[0]!;
+    if (first.maxNewTokens < maxNewTokens) {
+      process.stderr.write(`note: --max-new-tokens ${maxNewTokens} capped to ${first.maxNewTokens}: the model has ${model.maxPositions} positions and the prompt takes ${first.promptTokens}\n`);
     }
     const seconds = (Date.now() - started) / 1000;
-    const rate = out.tokens.length / Math.max(seconds, 1e-9);
-    process.stderr.write(`${out.tokens.length} tokens in ${seconds.toFixed(2)} s (${rate.toFixed(1)} tokens/s) on ${out.executionProvider}, finish: ${out.finishReason}\n`);
+    const tokens = outs.reduce((a, o) => a + o.tokens.length, 0);
+    const rate = tokens / Math.max(seconds, 1e-9);
+    const finishes = outs.map((o) => o.finishReason).join(', ');
+    const what = n === 1 ? `${tokens} tokens` : `${n} replies, ${tokens} tokens`;
+    const quantNote = quantize === 'none' ? '' : `, ${quantize} weights`;
+    process.stderr.write(`${what} in ${seconds.toFixed(2)} s (${rate.toFixed(1)} tokens/s) on ${first.executionProvider}${quantNote}, finish: ${finishes}\n`);
     if (values.json) {
-      printJson({
-        text: out.text,
-        content: out.content,
-        reasoning: out.reasoning ?? null,
-        tool_calls: out.toolCalls,
-        tool_call_errors: out.toolCallErrors,
-        finish_reason: out.finishReason,
-        prompt_tokens: out.promptTokens,
-        tokens: out.tokens,
-        logprobs: out.logprobs,
-        execution_provider: out.executionProvider,
+      const common = {
+        prompt_tokens: first.promptTokens,
+        execution_provider: first.executionProvider,
+        quantize,
         chat_template: values['no-chat-template'] ? 'none' : model.tokenizer.chatTemplateSource,
         seconds,
         ...(values.adapter ? { adapter: values.adapter } : {}),
-      });
+      };
+      printJson(n === 1 ? { ...replyJson(first), ...common } : { replies: outs.map(replyJson), ...common });
     } else {
-      if (out.reasoning) process.stderr.write(`[reasoning] ${out.reasoning}\n`);
-      for (const call of out.toolCalls) process.stderr.write(`[tool call] ${call.function.name}(${call.function.arguments})\n`);
-      for (const e of out.toolCallErrors) process.stderr.write(`[tool call error] ${e.error}\n`);
-      process.stdout.write(out.content + '\n');
+      outs.forEach((out, j) => {
+        if (n > 1) process.stdout.write(`--- reply ${j + 1} ---\n`);
+        if (out.reasoning) process.stderr.write(`[reasoning] ${out.reasoning}\n`);
+        for (const call of out.toolCalls) process.stderr.write(`[tool call] ${call.function.name}(${call.function.arguments})\n`);
+        for (const e of out.toolCallErrors) process.stderr.write(`[tool call error] ${e.error}\n`);
+        process.stdout.write(out.content + '\n');
+      });
     }
     return 0;
   } finally {
     await model.close();
   }
 };
+
+function replyJson(out: GenerateResult) {
+  return {
+    text: out.text,
+    content: out.content,
+    reasoning: out.reasoning ?? null,
+    tool_calls: out.toolCalls,
+    tool_call_errors: out.toolCallErrors,
+    finish_reason: out.finishReason,
+    tokens: out.tokens,
+    logprobs: out.logprobs,
+  };
+}

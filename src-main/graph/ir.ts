@@ -134,6 +134,16 @@ export class GraphBuilder {
   }
 
   /**
+   * Adds one of ONNX Runtime's contrib ops (domain 'com.microsoft'), with the output infos
+   * the caller knows. Inference only: autodiff has no rules for them.
+   */
+  contribOp(op: string, inputs: string[], attrs: Record<string, Attr>, infer: Omit<Value, 'name'>): string {
+    const [out] = this.op(op, inputs, attrs, 1, [infer]);
+    this.graph.nodes[this.graph.nodes.length - 1]!.domain = 'com.microsoft';
+    return out!;
+  }
+
+  /**
    * Adds a node for an op record: its shape rule describes the outputs first (so a fresh
    * symbolic dim is named before the node's constants), then every literal int64 list among
    * the inputs becomes a constant. `shape` gives output 0's shape where only the caller knows

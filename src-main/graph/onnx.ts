@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import type { onnx as Onnx } from 'onnx-proto';
-import { OPSET, ONNX_DTYPE, bytesPerElement, numel, tensorValues, type Attr, type Graph, type Tensor, type Value } from './ir-data.js';
+import { CONTRIB_OPSET, OPSET, ONNX_DTYPE, bytesPerElement, numel, tensorValues, type Attr, type Graph, type Tensor, type Value } from './ir-data.js';
 
 // onnx-proto is CommonJS with a single `module.exports`, so Node ESM sees only a default export.
 const { onnx } = onnxProto;
@@ -89,12 +89,17 @@ function modelProto(graph: Graph, initializers: Onnx.ITensorProto[]): Onnx.IMode
   return {
     irVersion: IR_VERSION,
     producerName: 'hindsight',
-    opsetImport: [{ domain: '', version: OPSET }],
+    opsetImport: [
+      { domain: '', version: OPSET },
+      // Only where a node uses one of ONNX Runtime's contrib ops (quantised MatMul: docs/design.md §Quantisation).
+      ...(graph.nodes.some((n) => n.domain === 'com.microsoft') ? [{ domain: 'com.microsoft', version: CONTRIB_OPSET }] : []),
+    ],
     graph: {
       name: graph.name,
       node: graph.nodes.map((n) => ({
         name: n.name,
         opType: n.op,
+        ...(n.domain ? { domain: n.domain } : {}),
         input: n.inputs,
         output: n.outputs,
         attribute: Object.entries(n.attrs).map(([k, a]) => attributeProto(k, a)),

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { thresholdProblem, type CompositeThresholds } from '../../src-shared/composite.js';
 import type { Device } from '../model/ort-session.js';
+import type { Quantize } from '../model/quantize.js';
 import { HeuristicJudge, type JudgeBackend } from './verdicts.js';
 import { LlmJudge } from './llm-judge.js';
 import { LocalCompleter } from './local-completer.js';
@@ -14,7 +15,7 @@ import { OpenAiClient } from './openai-client.js';
 
 export type JudgeBackendSpec =
   | { backend: 'heuristic' }
-  | { backend: 'local'; modelDir: string; device?: Device; maxTokens?: number; composite?: CompositeThresholds }
+  | { backend: 'local'; modelDir: string; device?: Device; maxTokens?: number; composite?: CompositeThresholds; quantize?: Quantize }
   | {
       backend: 'openai';
       /** The composite reward mode with its thresholds (docs/design.md §Composite score). */
@@ -45,7 +46,7 @@ export async function openJudgeBackend(spec: JudgeBackendSpec): Promise<OpenedJu
       if (!fs.existsSync(path.join(dir, 'config.json'))) {
         throw new UserError(`${spec.modelDir}: not a model folder (no config.json); give a Hugging Face checkpoint folder with --model`);
       }
-      const judge = new LlmJudge(await LocalCompleter.load(dir, { device: spec.device }), { maxTokens: spec.maxTokens, composite });
+      const judge = new LlmJudge(await LocalCompleter.load(dir, { device: spec.device, quantize: spec.quantize }), { maxTokens: spec.maxTokens, composite });
       return { judge, close: () => judge.close() };
     }
     case 'openai': {

@@ -2,8 +2,14 @@
  * The `local` judge backend: the user's own model (src-main/model/), generating in its
  * worker thread through ONNX Runtime, prompted through its chat template.
  *
- * Cancelling: the worker generates one completion at a time and cannot be interrupted
- * mid-generation, so an abort takes effect when the current completion ends (bounded by
+ * Batching (docs/design.md §Batched generation): the judge asks for all of a sample's votes
+ * at once, each with its own seed. Requests made in the same turn of the event loop are
+ * gathered into one batched generation: votes on the same prompt share its prefill, and
+ * different prompts (the reward and the hint prompt, other samples judged concurrently)
+ * decode side by side. Each vote still gets exactly the completion its seed alone would give.
+ *
+ * Cancelling: the worker generates one batch at a time and cannot be interrupted
+ * mid-generation, so an abort takes effect when the current batch ends (bounded by
  * the judge's max_tokens); queued votes are dropped at once.
  *
  * A prompt too long for the model's context (a small model, a long reply or next state) is
@@ -17,6 +23,7 @@ import { UserError } from '../../src-shared/types.js';
 import { keepPromptTail } from '../model/context-limit.js';
 import { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
+import type { Quantize } from '../model/quantize.js';
 import type { ChatCompleter, CompletionOptions } from './llm-judge.js';
 import type { PromptMessage } from './prompts.js';
 
@@ -29,19 +36,31 @@ export function cutNote(dropped: number, promptTokens: number, maxPositions: num
   return `[judge prompt cut: ${dropped} of its ${promptTokens} tokens were dropped from the start to fit the model's ${maxPositions} positions]`;
 }
 
+/** Sequences generated in one batch at most; more requests wait for the next batch. */
+export const MAX_BATCH_SEQUENCES = 16;
+
+interface PendingVote {
+  ids: number[];
+  options: CompletionOptions;
+  resolve: (raw: string) => void;
+  reject: (err: unknown) => void;
+}
+
 export class LocalCompleter implements ChatCompleter {
   readonly backend = 'local' as const;
   readonly model: string;
+  private pending: PendingVote[] = [];
+  private flushScheduled = false;
 
   private constructor(readonly localModel: LocalModel, private readonly ownsModel: boolean) {
     this.model = path.basename(path.resolve(localModel.dir));
   }
 
   /** Loads the model folder in a new worker; a bad folder is a UserError naming it. */
-  static async load(dir: string, options: { device?: Device } = {}): Promise<LocalCompleter> {
+  static async load(dir: string, options: { device?: Device; quantize?: Quantize } = {}): Promise<LocalCompleter> {
     let model: LocalModel;
     try {
-      model = await LocalModel.load(dir, { device: options.device ?? 'cpu', prepare: ['generate'] });
+      model = await LocalModel.load(dir, { device: options.device ?? 'cpu', quantize: options.quantize, prepare: ['generate'] });
     } catch (err) {
       if (err instanceof UserError) throw err;
       throw new UserError(`cannot load the local judge model from ${dir}: ${(err as Error).message}`);
@@ -60,15 +79,59 @@ export class LocalCompleter implements ChatCompleter {
     const rendered = model.promptIds(messages.map((m) => ({ role: m.role, content: m.content })));
     const replyRoom = Math.min(options.maxTokens, Math.max(1, Math.floor(model.maxPositions / 4)));
     const prompt = keepPromptTail(rendered, model.maxPositions, replyRoom, model.tokenizer.bosTokenId);
-    const out = await model.generate(prompt.ids, {
-      temperature: options.temperature,
-      maxNewTokens: options.maxTokens,
-      seed: options.seed,
+    const raw = await new Promise<string>((resolve, reject) => {
+      this.pending.push({ ids: prompt.ids, options, resolve, reject });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flush());
+      }
     });
     if (options.signal?.aborted) throw abortError(options.signal);
-    // Keep reasoning in the raw vote, marked, so the parser can skip it as it would for a server.
-    const raw = out.reasoning ? `<think>${out.reasoning}</think>${out.content}` : out.text;
     return prompt.dropped ? `${cutNote(prompt.dropped, rendered.length, model.maxPositions)}\n${raw}` : raw;
+  }
+
+  /** Generates the votes gathered so far, in batches of votes that share their sampling settings. */
+  private flush(): void {
+    this.flushScheduled = false;
+    const waiting = this.pending.splice(0);
+    const live = waiting.filter((v) => {
+      if (!v.options.signal?.aborted) return true;
+      v.reject(abortError(v.options.signal));
+      return false;
+    });
+    const groups = new Map<string, PendingVote[]>();
+    for (const v of live) {
+      const key = `${v.options.temperature}|${v.options.maxTokens}`;
+      groups.set(key, [...(groups.get(key) ?? []), v]);
+    }
+    // The worker runs one request at a time: the batches queue there, in this order.
+    for (const group of groups.values()) {
+      for (let i = 0; i < group.length; i += MAX_BATCH_SEQUENCES) void this.generate(group.slice(i, i + MAX_BATCH_SEQUENCES));
+    }
+  }
+
+  private async generate(votes: PendingVote[]): Promise<void> {
+    // Votes on the same prompt become one prompt with several seeds (one prefill).
+    const byPrompt = new Map<string, PendingVote[]>();
+    for (const v of votes) {
+      const key = v.ids.join(',');
+      byPrompt.set(key, [...(byPrompt.get(key) ?? []), v]);
+    }
+    const prompts = [...byPrompt.values()];
+    try {
+      const { temperature, maxTokens } = votes[0]!.options;
+      const out = await this.localModel.generateBatch(
+        prompts.map((same) => ({ prompt: same[0]!.ids, seeds: same.map((v) => v.options.seed) })),
+        { temperature, maxNewTokens: maxTokens },
+      );
+      prompts.forEach((same, i) => same.forEach((v, j) => {
+        const reply = out[i]![j]!;
+        // Keep reasoning in the raw vote, marked, so the parser can skip it as it would for a server.
+        v.resolve(reply.reasoning ? `<think>${reply.reasoning}</think>${reply.content}` : reply.text);
+      }));
+    } catch (err) {
+      for (const v of votes) v.reject(err);
+    }
   }
 
   async close(): Promise<void> {

@@ -29,8 +29,9 @@
  * receives the site (layer, target, HF module path, input value, sizes) and the base
  * output value (x·Wᵀ + b) and returns the value to use instead, e.g. base + x·Aᵀ·Bᵀ·s.
  */
-import { GraphBuilder, f32Tensor, type Graph, type Tensor } from '../graph/ir.js';
+import { GraphBuilder, f32Tensor, int, tensorValues, type Graph, type Tensor } from '../graph/ir.js';
 import { ropeInverseFrequencies, type Checkpoint, type ModelConfig } from './hf-checkpoint.js';
+import { quantizedDims, quantizeBlockwise, type QuantizedWeight, type QuantScheme } from './quantize.js';
 
 export type LinearTarget = 'q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down';
 export const LINEAR_TARGETS: readonly LinearTarget[] = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'];
@@ -55,6 +56,12 @@ export interface DecoderOptions {
   output: DecoderOutput;
   kvCache?: boolean;
   linear?: LinearHook;
+  /**
+   * Weight-only quantised projections (inference only, docs/design.md §Quantisation): each
+   * q/k/v/o/gate/up/down weight becomes a MatMulNBits node. Embeddings, norms and the LM head
+   * stay fp32. Not with `linear` (LoRA trains against the fp32 weights).
+   */
+  quantize?: QuantScheme;
 }
 
 /** Where the builder gets its weights: a checkpoint, or anything shaped like one. */
@@ -138,8 +145,12 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const inv = b.reciprocal(b.sqrt(b.add(variance, b.scalar(c.rmsNormEps))));
     return b.mul(b.mul(x, inv), weight(weightName, [dim]));
   };
+  if (options.quantize && options.linear) throw new Error('decoder: quantised weights cannot take a LoRA hook');
+  const project = (x: string, module: string, inF: number, outF: number) => options.quantize
+    ? quantizedMatmul(b, x, weights, `${module}.weight`, outF, inF, options.quantize)
+    : b.matmul(x, weight(`${module}.weight`, [outF, inF], true));
   const linear = (x: string, layer: number, target: LinearTarget, module: string, inF: number, outF: number, bias: boolean) => {
-    let y = b.matmul(x, weight(`${module}.weight`, [outF, inF], true));
+    let y = project(x, module, inF, outF);
     if (bias) y = b.add(y, weight(`${module}.bias`, [outF]));
     return options.linear ? options.linear(b, { layer, target, module, input: x, inFeatures: inF, outFeatures: outF }, y) : y;
   };
@@ -218,6 +229,31 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     output = b.squeeze(b.gatherElements(logprobs, b.unsqueeze(targetIds!, [-1]), -1), [-1]);
   }
   return { inputIds, attentionMask, positionIds, targetIds, output, pastKeys, pastValues, presentKeys, presentValues };
+}
+
+/**
+ * x · Wᵀ through com.microsoft.MatMulNBits, with W ([n, k], Hugging Face layout, so no
+ * transpose) quantised blockwise when the graph is serialised: the three initializers share
+ * one lazy quantisation, dropped once all three have been read.
+ */
+function quantizedMatmul(b: GraphBuilder, x: string, weights: WeightSource, name: string, n: number, k: number, scheme: QuantScheme): string {
+  const source = weights.lazyFloat32(name, [n, k]);
+  let cached: QuantizedWeight | undefined;
+  let reads = 0;
+  const part = (pick: (q: QuantizedWeight) => Tensor) => () => {
+    cached ??= quantizeBlockwise(tensorValues(source) as Float32Array, n, k, scheme);
+    const data = tensorValues(pick(cached));
+    if (++reads % 3 === 0) cached = undefined;
+    return data;
+  };
+  const dims = quantizedDims(n, k, scheme);
+  const codes = b.initializer(`${name}.q${scheme.bits}`, { dtype: 'uint8', dims: dims.codes, data: part((q) => q.codes) });
+  const scales = b.initializer(`${name}.scales`, { dtype: 'float32', dims: dims.scales, data: part((q) => q.scales) });
+  const zeros = b.initializer(`${name}.zero_points`, { dtype: 'uint8', dims: dims.zeroPoints, data: part((q) => q.zeroPoints) });
+  const xShape = b.shapeOf(x);
+  return b.contribOp('MatMulNBits', [x, codes, scales, zeros], {
+    K: int(k), N: int(n), bits: int(scheme.bits), block_size: int(scheme.blockSize), accuracy_level: int(scheme.accuracyLevel),
+  }, { dtype: 'float32', shape: xShape ? [...xShape.slice(0, -1), n] : undefined });
 }
 
 /** The LM head from the embedding matrix: a Transpose ONNX Runtime folds at load time. */

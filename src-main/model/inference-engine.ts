@@ -9,6 +9,10 @@
  *             fp32), so only [B, T] floats cross the Node binding, never [B, T, V] logits.
  * - generate: with KV cache, output `last_logits` [B, V]; also used without the cache
  *             (empty past, the whole sequence each step) as a check of the incremental path.
+ *             Every generation is a batch (./batch-decode.ts, docs/design.md §Batched
+ *             generation); `generate` is a batch of one.
+ * With `quantize` int8/int4 both graphs use weight-only quantised projections (MatMulNBits,
+ * docs/design.md §Quantisation); `quantizationDrift` measures what that costs in log-probs.
  * Each session holds its own copy of the weights (the Node binding cannot share
  * initializers between sessions), so a process that only scores never builds the other.
  *
@@ -20,8 +24,10 @@ import { Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 import { checkpointWeights, decoderGraph, type WeightSource } from './decoder.js';
 import { ort, createSession, assertCudaAvailable, int64Tensor, type Device, type SessionConfig } from './ort-session.js';
 import { ChatTokenizer } from './tokenizer.js';
-import { sampleToken, seededRandom } from './sampling.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
+import { generateSequences, type GeneratedTokens } from './batch-decode.js';
+import { quantScheme, type Quantize } from './quantize.js';
+import { measureDrift, type QuantDrift } from './quant-drift.js';
 
 /** One sequence to score: log-probs of `inputIds[responseStart..]` given what precedes. */
 export interface ScoreRow {
@@ -53,16 +59,14 @@ export interface GenerateOptions {
   useKvCache?: boolean;
 }
 
-export type FinishReason = 'eos' | 'stop' | 'length';
+export type { FinishReason, GeneratedTokens } from './batch-decode.js';
 
-export interface GeneratedTokens {
-  /** Generated ids, the stop token included when generation ended on one. */
-  tokens: number[];
-  /** log p(token) under the model (temperature 1, before top-p), one per token, fp64 from fp32 logits. */
-  logprobs: number[];
-  /** Decoded text of the generated tokens, special tokens skipped, cut at a stop string. */
-  text: string;
-  finishReason: FinishReason;
+/** One prompt of a batch and the seeds of its sequences: one sequence per seed. */
+export interface BatchPrompt {
+  promptIds: number[];
+  seeds: number[];
+  /** This prompt's budget, when it differs from the options' (capped to its positions left). */
+  maxNewTokens?: number;
 }
 
 export interface EngineOptions {
@@ -71,6 +75,8 @@ export interface EngineOptions {
   cacheDir?: string;
   /** Force the external-data path (used for models over 2 GiB anyway); for tests. */
   externalData?: boolean;
+  /** Weight-only quantised projections for score and generate (docs/design.md §Quantisation). Default 'none'. */
+  quantize?: Quantize;
 }
 
 type Graphs = 'score' | 'generate';
@@ -83,12 +89,15 @@ export class ModelEngine {
   private readonly sessions = new Map<Graphs, Promise<ort.InferenceSession>>();
   /** The EP sessions were created on; undefined until the first session exists. */
   executionProvider?: Device;
+  /** The --quantize choice the sessions are built with. */
+  readonly quantize: Quantize;
 
   private constructor(readonly dir: string, checkpoint: Checkpoint, tokenizer: ChatTokenizer, options: EngineOptions) {
     this.config = checkpoint.config;
     this.tokenizer = tokenizer;
     this.weights = checkpointWeights(checkpoint);
     this.sessionConfig = { device: options.device ?? 'cpu', threads: options.threads, cacheDir: options.cacheDir, externalData: options.externalData };
+    this.quantize = options.quantize ?? 'none';
   }
 
   /** Opens the checkpoint and tokenizer; checks the device now, builds sessions on first use. */
@@ -106,9 +115,10 @@ export class ModelEngine {
   private session(which: Graphs): Promise<ort.InferenceSession> {
     let s = this.sessions.get(which);
     if (!s) {
+      const quantize = quantScheme(this.quantize);
       const { graph } = which === 'score'
-        ? decoderGraph(this.weights, { output: 'target_logprobs' }, 'score')
-        : decoderGraph(this.weights, { output: 'last_logits', kvCache: true }, 'generate');
+        ? decoderGraph(this.weights, { output: 'target_logprobs', quantize }, 'score')
+        : decoderGraph(this.weights, { output: 'last_logits', kvCache: true, quantize }, 'generate');
       s = createSession(graph, this.sessionConfig).then(({ session, executionProvider }) => {
         this.executionProvider = executionProvider;
         return session;
@@ -179,6 +189,21 @@ export class ModelEngine {
   }
 
   /**
+   * How far this engine's quantised log-probs lie from fp32 ones on a fixed text (./quant-drift.ts);
+   * undefined without quantisation. Builds an fp32 score session for the measure and releases it.
+   */
+  async quantizationDrift(): Promise<QuantDrift | undefined> {
+    if (this.quantize === 'none') return undefined;
+    const quantised = await this.session('score');
+    const { session: fp32 } = await createSession(decoderGraph(this.weights, { output: 'target_logprobs' }, 'score_fp32').graph, this.sessionConfig);
+    try {
+      return await measureDrift(this.tokenizer, this.config.maxPositionEmbeddings, (row, s) => this.scoreBatch(s, [row], 'right').then((r) => r[0]!), quantised, fp32);
+    } finally {
+      await fp32.release();
+    }
+  }
+
+  /**
    * The same log-probs as {@link score}, through the KV-cache decode path: the prefix up to
    * `prefill` tokens in one step, then one token per step. A reference for tests; slow.
    */
@@ -228,56 +253,40 @@ export class ModelEngine {
 
   /** Generates from `promptIds` (batch 1). `onToken` sees each token as it is chosen. */
   async generate(promptIds: number[], options: GenerateOptions = {}, onToken?: (token: number, logprob: number) => void): Promise<GeneratedTokens> {
-    if (promptIds.length === 0) throw new UserError('generate: the prompt is empty (no tokens)');
-    this.checkIds(promptIds, 'prompt');
-    // The same rule LocalModel applies before it calls the worker; here too, for direct users.
-    const maxNew = replyBudget(promptIds.length, options.maxNewTokens ?? DEFAULT_MAX_NEW_TOKENS, this.config.maxPositionEmbeddings);
+    const seed = options.seed ?? Math.floor(Math.random() * 2 ** 32);
+    const [[out]] = await this.generateBatch([{ promptIds, seeds: [seed] }], options, onToken && ((_, token, logprob) => onToken(token, logprob)));
+    return out!;
+  }
+
+  /**
+   * Generates every prompt's sequences in one batch (./batch-decode.ts): one prefill for all
+   * prompts, shared by each prompt's sequences. Sequence j of a prompt samples with
+   * `seeds[j]` and gives the tokens `generate` gives with that seed. Results per prompt, per seed.
+   */
+  async generateBatch(prompts: BatchPrompt[], options: Omit<GenerateOptions, 'seed'> = {}, onToken?: (sequence: number, token: number, logprob: number) => void): Promise<GeneratedTokens[][]> {
     const temperature = options.temperature ?? 0;
     const topP = options.topP ?? 1;
     if (!(temperature >= 0)) throw new UserError(`temperature must be ≥ 0, got ${temperature}`);
     if (!(topP > 0 && topP <= 1)) throw new UserError(`top-p must be in (0, 1], got ${topP}`);
-    const rand = seededRandom(options.seed ?? Math.floor(Math.random() * 2 ** 32));
-    const stopIds = new Set(options.stopTokenIds ?? this.tokenizer.eosTokenIds);
-    const stopStrings = (options.stopStrings ?? []).filter((s) => s.length > 0);
-    const useCache = options.useKvCache ?? true;
+    const requests = prompts.flatMap((p, i) => {
+      if (p.promptIds.length === 0) throw new UserError('generate: the prompt is empty (no tokens)');
+      this.checkIds(p.promptIds, 'prompt');
+      // The same rule LocalModel applies before it calls the worker; here too, for direct users.
+      const maxNew = replyBudget(p.promptIds.length, p.maxNewTokens ?? options.maxNewTokens ?? DEFAULT_MAX_NEW_TOKENS, this.config.maxPositionEmbeddings);
+      return p.seeds.map((seed) => ({ prompt: i, seed, maxNew }));
+    });
+    if (!requests.length) return prompts.map(() => []);
     const session = await this.session('generate');
-
-    const tokens: number[] = [];
-    const logprobs: number[] = [];
-    let cache = this.emptyCache(1);
-    let pastLen = 0;
-    let feed = promptIds;
-    let finishReason: FinishReason = 'length';
-    let text = '';
-    while (tokens.length < maxNew) {
-      const logits = await this.step(session, cache, feed, pastLen);
-      const { token, logprob } = sampleToken(logits, temperature, topP, rand);
-      tokens.push(token);
-      logprobs.push(logprob);
-      onToken?.(token, logprob);
-      if (stopIds.has(token)) {
-        finishReason = 'eos';
-        break;
-      }
-      if (stopStrings.length) {
-        text = this.tokenizer.decode(tokens);
-        const cut = firstStop(text, stopStrings);
-        if (cut >= 0) {
-          text = text.slice(0, cut);
-          finishReason = 'stop';
-          break;
-        }
-      }
-      if (useCache) {
-        pastLen += feed.length;
-        feed = [token];
-      } else {
-        cache = this.emptyCache(1);
-        feed = [...promptIds, ...tokens];
-      }
-    }
-    if (finishReason !== 'stop') text = this.tokenizer.decode(tokens);
-    return { tokens, logprobs, text, finishReason };
+    const outs = await generateSequences(this.config, (feeds) => session.run(feeds), prompts.map((p) => p.promptIds), requests, {
+      temperature,
+      topP,
+      stopIds: new Set(options.stopTokenIds ?? this.tokenizer.eosTokenIds),
+      stopStrings: (options.stopStrings ?? []).filter((x) => x.length > 0),
+      useKvCache: options.useKvCache ?? true,
+      decode: (ids) => this.tokenizer.decode(ids),
+    }, onToken);
+    let k = 0;
+    return prompts.map((p) => p.seeds.map(() => outs[k++]!));
   }
 
   async close(): Promise<void> {
@@ -285,15 +294,6 @@ export class ModelEngine {
     this.sessions.clear();
     for (const s of sessions) await (await s.catch(() => undefined))?.release();
   }
-}
-
-function firstStop(text: string, stops: string[]): number {
-  let best = -1;
-  for (const s of stops) {
-    const i = text.indexOf(s);
-    if (i >= 0 && (best < 0 || i < best)) best = i;
-  }
-  return best;
 }
 
 /** log_softmax(logits)[index] in float64. */

@@ -14,6 +14,8 @@
  */
 import type { ModelConfig } from './hf-checkpoint.js';
 import type { EngineOptions, GenerateOptions, GeneratedTokens, ScoreOptions, ScoreRow } from './inference-engine.js';
+import type { Quantize } from './quantize.js';
+import type { QuantDrift } from './quant-drift.js';
 import type { Device } from './ort-session.js';
 import { ChatTokenizer, type ChatMessage, type TemplateOptions } from './tokenizer.js';
 import { parseReply, type ParsedReply } from './chat-output.js';
@@ -41,6 +43,12 @@ export interface GenerateResult extends GeneratedTokens, ParsedReply {
   executionProvider: Device;
 }
 
+/** One prompt of a batch, with one seed per sequence to generate from it. */
+export interface BatchRequestPrompt {
+  prompt: string | ChatMessage[] | number[];
+  seeds: number[];
+}
+
 export class LocalModel {
   private ep?: Device;
 
@@ -50,6 +58,8 @@ export class LocalModel {
     readonly tokenizer: ChatTokenizer,
     private readonly worker: WorkerClient,
     readonly device: Device,
+    /** Whether score and generate run on quantised weights (docs/design.md §Quantisation). */
+    readonly quantize: Quantize,
   ) {}
 
   /** Opens the checkpoint in a new worker; rejects with a UserError on bad input. */
@@ -62,7 +72,7 @@ export class LocalModel {
     );
     const ready = await waitUntilReady<{ config: ModelConfig }>(worker);
     const client = new WorkerClient(worker, { subject: 'the model', worker: 'the model worker' });
-    const model = new LocalModel(dir, ready.config, tokenizer, client, options.device ?? 'cpu');
+    const model = new LocalModel(dir, ready.config, tokenizer, client, options.device ?? 'cpu', options.quantize ?? 'none');
     if (prepare?.length) {
       try {
         model.ep = await model.worker.call<Device>('prepare', [prepare]);
@@ -91,6 +101,12 @@ export class LocalModel {
     return out.logprobs;
   }
 
+  /** max/mean |Δ log-prob| from fp32 on a fixed text with this model's quantisation; undefined without. */
+  async quantizationDrift(): Promise<QuantDrift | undefined> {
+    if (this.quantize === 'none') return undefined;
+    return (await this.worker.call<QuantDrift | null>('quantizationDrift', [])) ?? undefined;
+  }
+
   /** The same log-probs through the KV-cache path, one token per step (a reference; slow). */
   async scoreIncremental(row: ScoreRow, prefill?: number): Promise<number[]> {
     return this.worker.call<number[]>('scoreIncremental', [row, prefill]);
@@ -114,6 +130,27 @@ export class LocalModel {
     const onEvent = onToken && ((m: WorkerEvent) => onToken(m.token as number, m.logprob as number));
     const out = await this.worker.call<GeneratedTokens & { executionProvider: Device }>('generate', [ids, { ...options, maxNewTokens }, !!onToken], onEvent);
     this.ep = out.executionProvider;
+    return this.result(out, ids.length, maxNewTokens, out.executionProvider);
+  }
+
+  /**
+   * Several prompts, several sequences each, generated as one batch (docs/design.md §Batched
+   * generation): sequence j of a prompt gives what `generate` gives with `seed: seeds[j]`.
+   * Results per prompt, in seed order. Prompts that leave no room throw as in `generate`.
+   */
+  async generateBatch(prompts: BatchRequestPrompt[], request: Omit<GenerateRequest, 'seed' | 'onToken'> = {}): Promise<GenerateResult[][]> {
+    const { chatTemplate, template, ...options } = request;
+    const requested = options.maxNewTokens ?? DEFAULT_MAX_NEW_TOKENS;
+    const batch = prompts.map((p) => {
+      const promptIds = this.promptIds(p.prompt, { chatTemplate, template });
+      return { promptIds, seeds: p.seeds, maxNewTokens: replyBudget(promptIds.length, requested, this.maxPositions) };
+    });
+    const out = await this.worker.call<{ outputs: GeneratedTokens[][]; executionProvider: Device }>('generateBatch', [batch, { ...options, maxNewTokens: requested }]);
+    this.ep = out.executionProvider;
+    return out.outputs.map((seqs, i) => seqs.map((s) => this.result(s, batch[i]!.promptIds.length, batch[i]!.maxNewTokens, out.executionProvider)));
+  }
+
+  private result(out: GeneratedTokens, promptTokens: number, maxNewTokens: number, executionProvider: Device): GenerateResult {
     const reply = parseReply(out.tokens.filter((t) => !this.tokenizer.eosTokenIds.includes(t)), {
       thinkStartId: this.tokenizer.thinkStartId,
       thinkEndId: this.tokenizer.thinkEndId,
@@ -121,7 +158,7 @@ export class LocalModel {
     });
     // A stop string cut the text: parse what was kept, not the tokens beyond it.
     const parsed = out.finishReason === 'stop' ? parseReply([], { decode: () => out.text }) : reply;
-    return { ...out, ...parsed, promptTokens: ids.length, maxNewTokens, executionProvider: out.executionProvider };
+    return { tokens: out.tokens, logprobs: out.logprobs, text: out.text, finishReason: out.finishReason, ...parsed, promptTokens, maxNewTokens, executionProvider };
   }
 
   close(): Promise<void> {

@@ -1,7 +1,7 @@
 /**
  * The model worker thread: owns a ModelEngine (and so ONNX Runtime, which blocks the thread
  * that calls it) and answers LocalModel's requests. Protocol, all structured-clone messages:
- *   parent → worker  { id, method: 'score' | 'scoreIncremental' | 'generate' | 'prepare' | 'close', args }
+ *   parent → worker  { id, method: 'score' | 'scoreIncremental' | 'generate' | 'generateBatch' | 'quantizationDrift' | 'prepare' | 'close', args }
  *   worker → parent  { id, result } | { id, error: { name, message } } | { id, event: 'token', token, logprob }
  * The engine itself is opened from workerData before any request: { dir, options }, and the
  * worker posts { ready: summary } or { fatal: error }.
@@ -43,6 +43,10 @@ async function handle({ id, method, args }: Request): Promise<unknown> {
       const out = await engine.generate(args[0] as never, args[1] as never, stream ? (token, logprob) => port.postMessage({ id, event: 'token', token, logprob }) : undefined);
       return { ...out, executionProvider: engine.executionProvider };
     }
+    case 'generateBatch':
+      return { outputs: await engine.generateBatch(args[0] as never, args[1] as never), executionProvider: engine.executionProvider };
+    case 'quantizationDrift':
+      return engine.quantizationDrift();
     case 'close':
       await engine.close();
       return true;

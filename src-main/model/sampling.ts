@@ -62,3 +62,12 @@ export function sampleToken(logits: Float32Array, temperature: number, topP: num
   }
   return { token, logprob: logits[token]! - logZ };
 }
+
+/**
+ * The seeds of n sequences asked for with one seed (generate --n, /v1's n): seed, seed + 1, …
+ * (mod 2³²), so sequence j is what a single run with seed + j gives. No seed: a random start.
+ */
+export function sequenceSeeds(seed: number | undefined, n: number): number[] {
+  const start = seed ?? Math.floor(Math.random() * 2 ** 32);
+  return Array.from({ length: n }, (_, j) => (start + j) >>> 0);
+}

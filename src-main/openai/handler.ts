@@ -50,7 +50,7 @@ import { hasBearerToken } from '../http/access.js';
 import { BodyTooLargeError, mediaType, readBody, refuseOversizedBody, sendJson } from '../http/json.js';
 import type { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
-import { chatPrompt, completeChat, tokenLogprobs, type ChatPrompt, type ChatResult } from './local-chat.js';
+import { chatPrompt, completeChat, completeChats, tokenLogprobs, type ChatPrompt, type ChatResult } from './local-chat.js';
 import { loadServedModel, servedModelId } from './served-model.js';
 import type { CaptureHook, FeedbackHandler } from './capture-hook.js';
 import { chunkBody, completionBody, errorBody, parseChatRequest, RequestError, type ChatRequest } from './protocol.js';
@@ -243,19 +243,23 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
   }
 
   async function jsonAnswer(model: LocalModel, meta: AnswerMeta, request: ChatRequest, prompt: ChatPrompt, res: http.ServerResponse, commit: ((r: ChatResult) => void) | null): Promise<void> {
-    const result = await completeChat(model, request, prompt);
-    commit?.(result);
+    const results = request.n > 1 ? await completeChats(model, request, prompt) : [await completeChat(model, request, prompt)];
+    // Live capture records one reply per exchange: the first choice.
+    commit?.(results[0]!);
+    const completionTokens = results.reduce((a, r) => a + r.completionTokens, 0);
     sendJson(
       res,
       200,
       completionBody({
         ...meta,
-        content: result.content,
-        reasoning: result.reasoning,
-        toolCalls: result.toolCalls,
-        finishReason: result.finishReason,
-        usage: { prompt_tokens: result.promptTokens, completion_tokens: result.completionTokens, total_tokens: result.promptTokens + result.completionTokens },
-        logprobs: request.logprobs ? tokenLogprobs(model, result) : null,
+        choices: results.map((r) => ({
+          content: r.content,
+          reasoning: r.reasoning,
+          toolCalls: r.toolCalls,
+          finishReason: r.finishReason,
+          logprobs: request.logprobs ? tokenLogprobs(model, r) : null,
+        })),
+        usage: { prompt_tokens: prompt.ids.length, completion_tokens: completionTokens, total_tokens: prompt.ids.length + completionTokens },
       }),
     );
   }

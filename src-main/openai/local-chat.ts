@@ -12,7 +12,8 @@
  * The result keeps every generated token id and its log-prob (fp32 from the model at
  * temperature 1), which live capture (issue 7) stores as the rollout's old log-probs.
  */
-import type { LocalModel } from '../model/local-model.js';
+import type { GenerateResult, LocalModel } from '../model/local-model.js';
+import { sequenceSeeds } from '../model/sampling.js';
 import { splitReasoningText } from '../model/chat-output.js';
 import { ContextLengthError, replyBudget } from '../model/context-limit.js';
 import { RequestError, type ChatRequest, type FinishReason, type TokenLogprob, type ToolCallOut } from './protocol.js';
@@ -154,6 +155,26 @@ export async function completeChat(model: LocalModel, request: ChatRequest, prom
     ...(stream ? { onToken: (token: number) => emit(stream.push(token)) } : {}),
   });
   if (stream) emit(stream.finish(out.content, out.reasoning));
+  return chatResult(model, ids, out);
+}
+
+/**
+ * OpenAI's `n` > 1: the choices as one batched generation sharing the prompt's prefill
+ * (docs/design.md §Batched generation). Choice j is the reply `seed + j` alone gives.
+ */
+export async function completeChats(model: LocalModel, request: ChatRequest, prompt: ChatPrompt): Promise<ChatResult[]> {
+  const { ids } = prompt;
+  const [outs] = await model.generateBatch([{ prompt: ids, seeds: sequenceSeeds(request.seed, request.n) }], {
+    temperature: request.temperature,
+    topP: request.topP,
+    maxNewTokens: prompt.maxTokens,
+    ...(request.stop.length ? { stopStrings: request.stop } : {}),
+  });
+  return outs!.map((out) => chatResult(model, ids, out));
+}
+
+function chatResult(model: LocalModel, ids: number[], out: GenerateResult): ChatResult {
+  const eos = model.tokenizer.eosTokenIds;
   const kept = out.tokens.map((t, i) => [t, out.logprobs[i]!] as const).filter(([t]) => !eos.includes(t));
   return {
     content: out.content,

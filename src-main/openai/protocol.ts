@@ -6,7 +6,8 @@
  * Supported: messages (text content; string or [{type:"text"}] parts; assistant
  * tool_calls and tool results), model, temperature, top_p, max_tokens /
  * max_completion_tokens, seed, stop, stream (+ stream_options.include_usage), logprobs
- * (non-streaming), tools (rendered by the model's chat template), n = 1. Unknown fields are
+ * (non-streaming), tools (rendered by the model's chat template), n (up to {@link MAX_N}, without
+ * streaming: the choices are one batched generation, choice j seeded with seed + j). Unknown fields are
  * ignored, as OpenAI-compatible servers do; unsupported values of known ones are refused.
  * max_tokens is checked here against MAX_MAX_TOKENS only: the served model's context caps it
  * further once the prompt is rendered (./local-chat.ts).
@@ -15,6 +16,8 @@ import type { ChatMessage } from '../model/tokenizer.js';
 
 export const DEFAULT_MAX_TOKENS = 512;
 export const MAX_MAX_TOKENS = 8192;
+/** The most choices one request may ask for (they generate as one batch). */
+export const MAX_N = 16;
 
 export interface ChatRequest {
   model: string | null;
@@ -23,6 +26,8 @@ export interface ChatRequest {
   topP: number;
   maxTokens: number;
   seed?: number;
+  /** Choices to generate (OpenAI's `n`). */
+  n: number;
   stop: string[];
   stream: boolean;
   includeUsage: boolean;
@@ -108,8 +113,7 @@ export function parseChatRequest(body: unknown): ChatRequest {
   if (!Array.isArray(body.messages) || body.messages.length === 0) throw new RequestError('messages must be a non-empty array', 'messages');
   const messages = body.messages.map(message);
   if (body.model !== undefined && body.model !== null && typeof body.model !== 'string') throw new RequestError('model must be a string', 'model');
-  const n = integerField(body, 'n', 1, 1_000_000);
-  if (n !== undefined && n !== 1) throw new RequestError('only n = 1 is supported', 'n');
+  const n = integerField(body, 'n', 1, MAX_N) ?? 1;
   let stop: string[] = [];
   if (typeof body.stop === 'string') stop = [body.stop];
   else if (Array.isArray(body.stop)) stop = body.stop;
@@ -119,6 +123,7 @@ export function parseChatRequest(body: unknown): ChatRequest {
   if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') throw new RequestError('stream must be true or false', 'stream');
   const logprobs = body.logprobs === true;
   if (logprobs && stream) throw new RequestError('logprobs are only returned by non-streaming requests here', 'logprobs');
+  if (n > 1 && stream) throw new RequestError('n > 1 is only supported by non-streaming requests here', 'n');
   if ((integerField(body, 'top_logprobs', 0, 20) ?? 0) > 0) throw new RequestError('top_logprobs is not supported (only each chosen token’s logprob)', 'top_logprobs');
   const maxTokens = integerField(body, 'max_completion_tokens', 1, MAX_MAX_TOKENS) ?? integerField(body, 'max_tokens', 1, MAX_MAX_TOKENS) ?? DEFAULT_MAX_TOKENS;
   if (body.tools !== undefined && body.tools !== null && !Array.isArray(body.tools)) throw new RequestError('tools must be an array', 'tools');
@@ -130,6 +135,7 @@ export function parseChatRequest(body: unknown): ChatRequest {
     topP: numberField(body, 'top_p', 1, 0, 1, true),
     maxTokens,
     seed: integerField(body, 'seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER),
+    n,
     stop,
     stream,
     includeUsage: streamOptions.include_usage === true,
@@ -159,35 +165,32 @@ export interface TokenLogprob {
   top_logprobs: [];
 }
 
-export function completionBody(args: {
-  id: string;
-  created: number;
-  model: string;
+/** One choice of a non-streaming answer. */
+export interface ChoiceIn {
   content: string;
   reasoning?: string;
   toolCalls: ToolCallOut[];
   finishReason: FinishReason;
-  usage: Usage;
   logprobs: TokenLogprob[] | null;
-}) {
+}
+
+export function completionBody(args: { id: string; created: number; model: string; choices: ChoiceIn[]; usage: Usage }) {
   return {
     id: args.id,
     object: 'chat.completion' as const,
     created: args.created,
     model: args.model,
-    choices: [
-      {
-        index: 0,
-        message: {
-          role: 'assistant' as const,
-          content: args.toolCalls.length && !args.content ? null : args.content,
-          ...(args.reasoning ? { reasoning_content: args.reasoning } : {}),
-          ...(args.toolCalls.length ? { tool_calls: args.toolCalls } : {}),
-        },
-        logprobs: args.logprobs ? { content: args.logprobs } : null,
-        finish_reason: args.finishReason,
+    choices: args.choices.map((c, index) => ({
+      index,
+      message: {
+        role: 'assistant' as const,
+        content: c.toolCalls.length && !c.content ? null : c.content,
+        ...(c.reasoning ? { reasoning_content: c.reasoning } : {}),
+        ...(c.toolCalls.length ? { tool_calls: c.toolCalls } : {}),
       },
-    ],
+      logprobs: c.logprobs ? { content: c.logprobs } : null,
+      finish_reason: c.finishReason,
+    })),
     usage: args.usage,
   };
 }

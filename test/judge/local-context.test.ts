@@ -29,16 +29,16 @@ describe('a judge prompt longer than the local model’s context', () => {
     const messages = rewardPrompt(input);
     const full = model.promptIds(messages.map((m) => ({ role: m.role, content: m.content })));
     expect(full.length).toBeGreaterThan(model.maxPositions);
-    const generate = vi.spyOn(model, 'generate');
+    const generate = vi.spyOn(model, 'generateBatch');
     try {
       const judge = LocalCompleter.wrap(model);
       const raw = await judge.complete(messages, { temperature: 0.6, maxTokens: 512, seed: 1 });
-      const out = (await generate.mock.results[0]!.value) as GenerateResult;
+      const out = ((await generate.mock.results[0]!.value) as GenerateResult[][])[0]![0]!;
       expect(out.promptTokens + out.tokens.length).toBeLessThanOrEqual(model.maxPositions);
       // The reply keeps a quarter of the context: 128 of 512.
       expect(out.promptTokens).toBe(model.maxPositions - 128);
       // What is kept is the end of the prompt (the reply, the next state and the question), after BOS.
-      const kept = generate.mock.calls[0]![0] as number[];
+      const kept = generate.mock.calls[0]![0][0]!.prompt as number[];
       expect(kept[0]).toBe(model.tokenizer.bosTokenId);
       expect(kept.slice(1)).toEqual(full.slice(full.length - (kept.length - 1)));
       const dropped = full.length - kept.length;

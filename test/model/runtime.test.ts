@@ -105,6 +105,38 @@ describe('score and generate commands', () => {
     expect(j.logprobs).toHaveLength(20);
   });
 
+  it('score --quantize int8 notes its drift from fp32 on stderr and in --json', async () => {
+    const tiny = path.join(root, 'cli');
+    const input = path.join(root, 'q.jsonl');
+    fs.writeFileSync(input, JSON.stringify({ input_ids: [5, 6, 7, 8, 9], response_start: 2 }) + '\n');
+    const r = await cli('score', '--model', tiny, '--input', input, '--out', path.join(root, 'q-out.jsonl'), '--quantize', 'int8', '--json');
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/note: --quantize int8: log-probs drift from fp32 by max \d+\.\d{4}, mean \d+\.\d{4} nats per token \(measured on a fixed \d+-token text\)/);
+    const j = r.json();
+    expect(j.quantize).toBe('int8');
+    expect(j.drift.max_abs).toBeGreaterThanOrEqual(j.drift.mean_abs);
+    const plain = await cli('score', '--model', tiny, '--input', input, '--out', path.join(root, 'q-out2.jsonl'));
+    expect(plain.stderr).not.toContain('drift');
+    expect((await cli('score', '--model', tiny, '--input', input, '--out', path.join(root, 'x.jsonl'), '--quantize', 'int3')).code).toBe(2);
+  });
+
+  it('generate --n 3 prints three replies, reply j the one --seed S+j gives alone; --quantize none is the golden story', async () => {
+    const args = ['generate', '--model', STORIES, '--prompt', 'Once upon a time', '--no-chat-template', '--max-new-tokens', '12', '--temperature', '0.9'];
+    const batch = await cli(...args, '--n', '3', '--seed', '40', '--json');
+    expect(batch.code).toBe(0);
+    const replies = batch.json().replies as { tokens: number[] }[];
+    expect(replies).toHaveLength(3);
+    for (let j = 0; j < 3; j++) {
+      const alone = await cli(...args, '--seed', String(40 + j), '--json');
+      expect(replies[j]!.tokens).toEqual(alone.json().tokens);
+    }
+    expect(batch.stderr).toMatch(/3 replies, \d+ tokens in/);
+    const text = await cli(...args, '--n', '2', '--seed', '1');
+    expect(text.stdout.split('\n').filter((l) => l.startsWith('--- reply '))).toEqual(['--- reply 1 ---', '--- reply 2 ---']);
+    const golden = await cli('generate', '--model', STORIES, '--prompt', 'Once upon a time', '--no-chat-template', '--max-new-tokens', '20', '--quantize', 'none', '--json');
+    expect(golden.json().tokens).toEqual(reference.bos_greedy_200_ids.slice(5, 25));
+  });
+
   it('usage errors exit 2, user errors exit 1 with one line', async () => {
     expect((await cli('generate', '--model', STORIES, '--prompt', 'x', '--device', 'tpu')).code).toBe(2);
     expect((await cli('generate', '--model', STORIES, '--prompt', 'x', '--top-p', '0')).code).toBe(2);

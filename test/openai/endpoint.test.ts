@@ -75,6 +75,24 @@ describe('POST /v1/chat/completions', () => {
     expect(body.choices[0].finish_reason).toBe(direct.finishReason === 'length' ? 'length' : 'stop');
   });
 
+  it('n = 3: three choices from one batch, choice j the reply seed + j alone gives; usage sums them', async () => {
+    const res = await post({ messages, temperature: 0.9, seed: 7, max_tokens: 30, n: 3, logprobs: true });
+    expect(res.status).toBe(200);
+    const body = await res.json();
+    expect(body.choices).toHaveLength(3);
+    let completion = 0;
+    for (let j = 0; j < 3; j++) {
+      const direct = await model.generate(messages, { temperature: 0.9, seed: 7 + j, maxNewTokens: 30 });
+      expect(body.choices[j]).toMatchObject({ index: j, message: { role: 'assistant', content: direct.content } });
+      const kept = direct.tokens.filter((t) => !model.tokenizer.eosTokenIds.includes(t)).length;
+      expect(body.choices[j].logprobs.content).toHaveLength(kept);
+      completion += kept;
+      if (j === 0) expect(body.usage.prompt_tokens).toBe(direct.promptTokens);
+    }
+    expect(body.usage.completion_tokens).toBe(completion);
+    expect(new Set(body.choices.map((c: { message: { content: string } }) => c.message.content)).size).toBeGreaterThan(1);
+  });
+
   it('max_tokens caps the reply (finish_reason length); greedy without a seed is deterministic', async () => {
     const a = await (await post({ messages, temperature: 0, max_tokens: 5 })).json();
     const b = await (await post({ messages, temperature: 0, max_tokens: 5 })).json();
@@ -147,7 +165,8 @@ describe('POST /v1/chat/completions', () => {
     expect(await bad({ messages: [] })).toMatchObject({ param: 'messages' });
     expect(await bad({ messages, temperature: 5 })).toMatchObject({ param: 'temperature', message: 'temperature must be a number in [0, 2] (got 5)' });
     expect(await bad({ messages, max_tokens: 0 })).toMatchObject({ param: 'max_tokens' });
-    expect(await bad({ messages, n: 2 })).toMatchObject({ param: 'n' });
+    expect(await bad({ messages, n: 17 })).toMatchObject({ param: 'n' });
+    expect(await bad({ messages, n: 2, stream: true })).toMatchObject({ param: 'n' });
     expect(await bad({ messages: [{ role: 'robot', content: 'x' }] })).toMatchObject({ param: 'messages[0].role' });
     expect(await bad({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] })).toMatchObject({
       param: 'messages[0].content[0]',

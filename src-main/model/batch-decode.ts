@@ -1,0 +1,210 @@
+/**
+ * Batched generation (docs/design.md §Batched generation): several prompts, each with any
+ * number of sequences, decoded together through the generate graph's KV cache.
+ *
+ * - One prefill for all prompts: left-padded to the longest, with an attention mask, so every
+ *   row's last position is a real token and `last_logits` reads it.
+ * - A prompt's n sequences share its prefill: its KV rows are copied n ways afterwards.
+ * - Every sequence samples with its own PRNG stream, seeded by its own seed, and has its own
+ *   budget and stop conditions, so sequence i gives the tokens a single run with seed i gives.
+ * - A finished sequence leaves the batch (its KV rows are dropped), so the rest run on a
+ *   smaller batch.
+ */
+import { positionIdsFromMask } from './decoder.js';
+import type { ModelConfig } from './hf-checkpoint.js';
+import { int64Tensor, ort } from './ort-session.js';
+import { sampleToken, seededRandom } from './sampling.js';
+
+/** One sequence to generate: the prompt it continues (an index), its seed and its token budget. */
+export interface SequenceRequest {
+  prompt: number;
+  seed: number;
+  maxNew: number;
+}
+
+export type FinishReason = 'eos' | 'stop' | 'length';
+
+export interface GeneratedTokens {
+  /** Generated ids, the stop token included when generation ended on one. */
+  tokens: number[];
+  /** log p(token) under the model (temperature 1, before top-p), one per token, fp64 from fp32 logits. */
+  logprobs: number[];
+  /** Decoded text of the generated tokens, special tokens skipped, cut at a stop string. */
+  text: string;
+  finishReason: FinishReason;
+}
+
+export interface DecodeSettings {
+  temperature: number;
+  topP: number;
+  stopIds: Set<number>;
+  stopStrings: string[];
+  /** false recomputes every sequence whole at each step (slow; a check of the cache). */
+  useKvCache: boolean;
+  decode: (ids: number[]) => string;
+}
+
+type Feeds = Record<string, ort.Tensor>;
+type Outputs = ort.InferenceSession.OnnxValueMapType;
+
+/** The past of every row in the batch: its attention mask and, per layer, its keys and values. */
+class RowCache {
+  constructor(
+    readonly mask: number[][],
+    readonly keys: ort.Tensor[],
+    readonly values: ort.Tensor[],
+  ) {}
+
+  static fromOutputs(out: Outputs, layers: number, mask: number[][]): RowCache {
+    const pick = (kind: string) => Array.from({ length: layers }, (_, i) => out[`present_${kind}_${i}`] as ort.Tensor);
+    return new RowCache(mask, pick('key'), pick('value'));
+  }
+
+  /** A cache of the given rows, in that order (a row may repeat: a prompt's n sequences). */
+  select(rows: number[]): RowCache {
+    const same = rows.length === this.mask.length && rows.every((r, i) => r === i);
+    if (same) return this;
+    const take = (t: ort.Tensor) => {
+      const [, heads, len, dim] = t.dims as number[];
+      const rowSize = heads! * len! * dim!;
+      const src = t.data as Float32Array;
+      const dst = new Float32Array(rows.length * rowSize);
+      rows.forEach((r, i) => dst.set(src.subarray(r * rowSize, (r + 1) * rowSize), i * rowSize));
+      return new ort.Tensor('float32', dst, [rows.length, heads!, len!, dim!]);
+    };
+    return new RowCache(rows.map((r) => this.mask[r]!), this.keys.map(take), this.values.map(take));
+  }
+}
+
+/** Feeds for whole sequences on an empty cache, left-padded to the longest. */
+function paddedFeeds(config: ModelConfig, seqs: number[][]): { feeds: Feeds; mask: number[][] } {
+  const T = Math.max(...seqs.map((s) => s.length));
+  const ids = seqs.map((s) => [...new Array<number>(T - s.length).fill(0), ...s]);
+  const mask = seqs.map((s) => [...new Array<number>(T - s.length).fill(0), ...new Array<number>(s.length).fill(1)]);
+  const feeds: Feeds = {
+    input_ids: int64Tensor(ids.flat(), [seqs.length, T]),
+    attention_mask: int64Tensor(mask.flat(), [seqs.length, T]),
+    position_ids: int64Tensor(positionIdsFromMask(mask).flat(), [seqs.length, T]),
+  };
+  const empty = [seqs.length, config.numKvHeads, 0, config.headDim];
+  for (let i = 0; i < config.numLayers; i++) {
+    feeds[`past_key_${i}`] = new ort.Tensor('float32', new Float32Array(0), empty);
+    feeds[`past_value_${i}`] = new ort.Tensor('float32', new Float32Array(0), empty);
+  }
+  return { feeds, mask };
+}
+
+/** Feeds for one new token per row after `cache`; returns the grown mask too. */
+function stepFeeds(config: ModelConfig, cache: RowCache, tokens: number[]): { feeds: Feeds; mask: number[][] } {
+  const R = tokens.length;
+  const mask = cache.mask.map((row) => [...row, 1]);
+  const positions = cache.mask.map((row) => row.reduce((a, m) => a + m, 0));
+  const feeds: Feeds = {
+    input_ids: int64Tensor(tokens, [R, 1]),
+    attention_mask: int64Tensor(mask.flat(), [R, mask[0]!.length]),
+    position_ids: int64Tensor(positions, [R, 1]),
+  };
+  for (let i = 0; i < config.numLayers; i++) {
+    feeds[`past_key_${i}`] = cache.keys[i]!;
+    feeds[`past_value_${i}`] = cache.values[i]!;
+  }
+  return { feeds, mask };
+}
+
+function firstStop(text: string, stops: string[]): number {
+  let best = -1;
+  for (const s of stops) {
+    const i = text.indexOf(s);
+    if (i >= 0 && (best < 0 || i < best)) best = i;
+  }
+  return best;
+}
+
+/** A sequence in flight: what it has generated and whether it is done. */
+class Sequence {
+  readonly out: GeneratedTokens = { tokens: [], logprobs: [], text: '', finishReason: 'length' };
+  done = false;
+  private readonly rand: () => number;
+
+  constructor(readonly request: SequenceRequest) {
+    this.rand = seededRandom(request.seed);
+  }
+
+  /** Samples the next token from `logits`; records it and whether it ends the sequence. */
+  take(logits: Float32Array, s: DecodeSettings): number {
+    const { token, logprob } = sampleToken(logits, s.temperature, s.topP, this.rand);
+    const out = this.out;
+    out.tokens.push(token);
+    out.logprobs.push(logprob);
+    if (s.stopIds.has(token)) return this.finish('eos', token);
+    if (s.stopStrings.length) {
+      const text = s.decode(out.tokens);
+      const cut = firstStop(text, s.stopStrings);
+      if (cut >= 0) {
+        out.text = text.slice(0, cut);
+        return this.finish('stop', token);
+      }
+    }
+    if (out.tokens.length >= this.request.maxNew) this.finish('length', token);
+    return token;
+  }
+
+  private finish(reason: FinishReason, token: number): number {
+    this.out.finishReason = reason;
+    this.done = true;
+    return token;
+  }
+}
+
+/**
+ * Generates every sequence of `requests` over `prompts`; results in request order.
+ * `run` runs the generate graph (last_logits + present KV). `onToken(i, token, logprob)`
+ * sees each token of sequence i as it is chosen.
+ */
+export async function generateSequences(
+  config: ModelConfig,
+  run: (feeds: Feeds) => Promise<Outputs>,
+  prompts: number[][],
+  requests: SequenceRequest[],
+  settings: DecodeSettings,
+  onToken?: (sequence: number, token: number, logprob: number) => void,
+): Promise<GeneratedTokens[]> {
+  const seqs = requests.map((r) => new Sequence(r));
+  const used = [...new Set(requests.map((r) => r.prompt))];
+  const prefill = paddedFeeds(config, used.map((p) => prompts[p]!));
+  let out = await run(prefill.feeds);
+  // Row of the current logits and cache for each sequence still running.
+  let rows = requests.map((r) => used.indexOf(r.prompt));
+  let active = seqs.map((_, i) => i);
+  let cache = settings.useKvCache ? RowCache.fromOutputs(out, config.numLayers, prefill.mask) : undefined;
+  const V = config.vocabSize;
+  for (;;) {
+    const logits = out.logits!.data as Float32Array;
+    const last = active.map((i, j) => {
+      const token = seqs[i]!.take(logits.subarray(rows[j]! * V, (rows[j]! + 1) * V), settings);
+      onToken?.(i, token, seqs[i]!.out.logprobs.at(-1)!);
+      return token;
+    });
+    // Positions (in `active`) of the sequences that go on.
+    const keep = active.map((_, j) => j).filter((j) => !seqs[active[j]!]!.done);
+    if (!keep.length) break;
+    if (cache) {
+      cache = cache.select(keep.map((j) => rows[j]!));
+      const step = stepFeeds(config, cache, keep.map((j) => last[j]!));
+      out = await run(step.feeds);
+      cache = RowCache.fromOutputs(out, config.numLayers, step.mask);
+    } else {
+      const whole = keep.map((j) => {
+        const s = seqs[active[j]!]!;
+        return [...prompts[s.request.prompt]!, ...s.out.tokens];
+      });
+      out = await run(paddedFeeds(config, whole).feeds);
+    }
+    active = keep.map((j) => active[j]!);
+    rows = keep.map((_, j) => j);
+  }
+  return seqs.map((s) => {
+    if (s.out.finishReason !== 'stop') s.out.text = settings.decode(s.out.tokens);
+    return s.out;
+  });
+}
