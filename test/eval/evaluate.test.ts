@@ -6,6 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { overLengthReason } from '../../src-shared/training.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import { evaluate, type EvalOptions } from '../../src-main/eval/evaluate.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
@@ -13,6 +14,7 @@ import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { initLora, loraSpecs } from '../../src-main/train/lora.js';
 import { writeAdapter } from '../../src-main/train/peft.js';
 import { train, type TrainResult } from '../../src-main/train/trainer.js';
+import { evalRowsFromSamples } from '../../src-main/train/held-out-rows.js';
 import { readEvalLog, readLogLines } from '../../src-main/train/trainer-log.js';
 import { runCli } from '../helpers/cli.js';
 import { conv, fakeExport, tempDir, tempWorkspace } from '../store/helpers.js';
@@ -85,6 +87,25 @@ describe('held-out samples during training', () => {
     const tokenizer = ChatTokenizer.load(MODEL);
     const heldOutIds = new Set(heldOutSamples.map((s) => tokenizer.encodeResponse(s.messages.map((m) => ({ ...m })), s.response.content).inputIds.join()));
     expect(lines.filter((l) => heldOutIds.has(l.input_ids.join()))).toEqual([]);
+  });
+
+  it('are windowed as training windows its rows: a reply that does not fit is left out and counted', () => {
+    const tokenizer = ChatTokenizer.load(MODEL);
+    const sample = heldOutSamples.find((s) => s.sessionId === 'openai:cat1')!; // +1, with a hint
+    const whole = evalRowsFromSamples([sample], tokenizer, 512).rows[0]!;
+    const reply = whole.student.inputIds.length - whole.student.responseStart;
+    // The hint makes the teacher's context longer: at the student's length, the teacher's
+    // context is cut (its oldest tokens first), both replies stay whole.
+    const studentLength = whole.student.inputIds.length;
+    expect(whole.teacher!.inputIds.length).toBeGreaterThan(studentLength);
+    const tight = evalRowsFromSamples([sample], tokenizer, studentLength);
+    expect(tight.rows).toHaveLength(1);
+    expect(tight.rows[0]!.student).toEqual(whole.student);
+    const teacher = tight.rows[0]!.teacher!;
+    expect(teacher.inputIds.length).toBeLessThanOrEqual(studentLength);
+    expect(teacher.inputIds.slice(teacher.responseStart)).toEqual(whole.student.inputIds.slice(whole.student.responseStart));
+    // No room for the reply: the sample is not measured, and the reason says why.
+    expect(evalRowsFromSamples([sample], tokenizer, reply)).toEqual({ rows: [], skipped: { [overLengthReason(reply)]: 1 } });
   });
 
   it('are refused when a caller hands one to the trainer', async () => {
