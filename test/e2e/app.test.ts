@@ -19,6 +19,7 @@ import {
   ROOT,
   shot as takeShot,
   startServe,
+  STATE_TIMEOUT_MS,
   TEST_TIMEOUT_MS,
   waitForStillLayout,
   type ServeHandle,
@@ -143,7 +144,9 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     // u undoes the last change (the hint), then the hint is written again for the reload check.
     await page.keyboard.press('u');
     await page.waitForFunction(() => (document.querySelector('[data-testid=hint-input]') as HTMLTextAreaElement).value === '');
+    await page.locator('.annotator[data-state=ready]').waitFor(); // the undo's write has settled
     await hint.fill('Summarise in three bullet points, as the user asked.');
+    await expect.poll(() => hint.inputValue(), { timeout: STATE_TIMEOUT_MS }).toBe('Summarise in three bullet points, as the user asked.');
     await page.keyboard.press('Tab');
     // This save's own toast: the first one may still be on screen.
     await toasts.next('Hint saved');
