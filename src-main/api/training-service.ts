@@ -1,5 +1,5 @@
 // The app's side of fine-tuning: run bookkeeping, events, and the adapter from the API's
-// TrainConfig to the trainer (src-main/train/run-in-worker.ts, which hosts it in a worker thread). The
+// TrainConfig to the trainer (src-main/train/trainer-thread.ts, which hosts it in a worker thread). The
 // page draws `train.progress` events and reacts to `train.status`.
 //
 // RUNS OUTLIVE THE APP: each database's runs are listed in `<db>.training-runs.json` beside
@@ -49,10 +49,10 @@ export interface TrainingEngine {
 /** The page has no max-length field: longer samples train from the command line. */
 const APP_REMEDY = 'train them with hindsight train --max-length';
 
-/** The trainer behind the TrainingEngine seam. run-in-worker.ts is loaded on the first fine-tune only. */
+/** The trainer behind the TrainingEngine seam. trainer-thread.ts is loaded on the first fine-tune only. */
 export const trainerEngine: TrainingEngine = {
   async run(job) {
-    const { startTraining } = await import('../train/run-in-worker.js');
+    const { startTraining } = await import('../train/trainer-thread.js');
     const { config } = job;
     const result = await startTraining(
       {

@@ -6,7 +6,7 @@
  *    Settings (the same runner as the Judge action: src-main/judge/runner.ts), limited to
  *    captured sessions. Manual labels are never touched.
  * 2. Auto-train: once N (default 16) captured samples have signal for the method (±1, a hint)
- *    and no background run has trained on them yet, a run starts (src-main/train/run-in-worker.ts,
+ *    and no background run has trained on them yet, a run starts (src-main/train/trainer-thread.ts,
  *    in its worker) on exactly those samples plus the ones the at-least-one rule keeps, from
  *    the adapter being served (a continuation, like OpenClaw-RL's policy updates), with their
  *    rollout log-probs as `old` where they match. Only samples with signal count as trained:
@@ -152,7 +152,7 @@ export class CaptureLoop {
     fs.mkdirSync(this.ctx.adapterRoot(), { recursive: true });
     this.setState('training');
     this.ctx.log(`capture loop: training ${runId} on ${samples.length} new sample(s)${initAdapter ? ` from ${initAdapter}` : ''}`);
-    const { startTraining } = await import('../train/run-in-worker.js');
+    const { startTraining } = await import('../train/trainer-thread.js');
     let result;
     try {
       result = await startTraining(

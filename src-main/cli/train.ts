@@ -10,7 +10,7 @@ import type { HeldOutSet } from '../train/train-eval.js';
 import { signed } from '../../src-shared/eval-report.js';
 import type { EvalLogLine } from '../../src-shared/trainer-log-line.js';
 import { parseTargets } from '../train/lora.js';
-import { startTraining } from '../train/run-in-worker.js';
+import { startTraining } from '../train/trainer-thread.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import { defaultEpsHigh, OPTIMIZER_KINDS, overLengthNote, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type TrainMethod } from '../../src-shared/training.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';

@@ -11,7 +11,7 @@
 import type { LabelSource, Vote } from '../../src-shared/types.js';
 import type { JudgeBackend, JudgeInput, JudgeOptions, JudgeProvenance, JudgeVerdict } from './verdicts.js';
 import type { CompositeThresholds } from '../../src-shared/composite.js';
-import { compositeFromVotes, compositeVote } from './composite.js';
+import { compositeFromVotes, compositeVote } from './composite-votes.js';
 import { parseHintAnswer, parseRewardAnswer } from './parse.js';
 import { compositePrompt, compositeVersion, hintPrompt, promptVersionFor, REWARD_PROMPT_VERSION, rewardPrompt, type PromptMessage } from './prompts.js';
 import { confidenceFromVotes, hintFromVotes, rewardFromVotes, voteEvidence } from './votes.js';

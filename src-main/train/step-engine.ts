@@ -2,7 +2,7 @@
  * The in-thread training step: ONNX Runtime sessions for the forward and training graphs
  * (./step-graph.ts) of one model + LoRA + loss + optimizer configuration, built through
  * `createTrainStep` (./training-step.ts). ONNX Runtime blocks the thread that calls it, so
- * the app and the CLI run it in the trainer's worker thread (./run-in-worker.ts).
+ * the app and the CLI run it in the trainer's worker thread (./trainer-thread.ts).
  *
  * Where the optimizer runs. The Node binding copies every input and output through host
  * memory, so the in-graph update (./step-optimizer.ts `appendUpdate`) pays for sending the AdamW

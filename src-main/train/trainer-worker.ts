@@ -1,10 +1,10 @@
 /**
- * The trainer's worker thread (started by ./run-in-worker.ts): runs `train` with the options from
+ * The trainer's worker thread (started by ./trainer-thread.ts): runs `train` with the options from
  * workerData and posts events, then `done` or `error`. Structured-clone messages only.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { train, type TrainerOptions } from './trainer.js';
-import type { WorkerMessage } from './run-in-worker.js';
+import type { WorkerMessage } from './trainer-thread.js';
 import { errorPayload } from '../model/worker-serve.js';
 
 const port = parentPort!;

@@ -5,7 +5,7 @@
  * cancel, the non-finite stop and the PEFT export.
  *
  * This module runs wherever it is called; ONNX Runtime blocks the calling thread, so the
- * app and the CLI call it through ./run-in-worker.ts, which hosts it in a worker thread.
+ * app and the CLI call it through ./trainer-thread.ts, which hosts it in a worker thread.
  * Every setting left out takes its default from src-shared/training.ts, or on resume the
  * run's own (./run-settings.ts); a folder holding another run is refused unless the run is
  * resumed or overwritten (./run-folder.ts).

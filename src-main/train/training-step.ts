@@ -15,7 +15,7 @@
  *     await step.close();
  *
  * ONNX Runtime blocks the thread that calls it, so the step runs in the thread that asks for
- * it: the trainer's worker thread (./run-in-worker.ts starts it) in the app and the CLI.
+ * it: the trainer's worker thread (./trainer-thread.ts starts it) in the app and the CLI.
  * The defaults of every setting are in src-shared/training.ts.
  */
 import type { Checkpoint } from '../model/hf-checkpoint.js';

@@ -6,7 +6,7 @@ import { insertCaptureExchange, type CaptureExchangeRow } from '../store/capture
 import type { Store } from '../store/database.js';
 import { readSampleTurns } from '../store/session-reads.js';
 import { sessionIdFor } from '../store/session-writes.js';
-import { captureSourceId } from '../store/sources.js';
+import { captureSourceId } from '../store/source-rows.js';
 import { nowSeconds } from './clock.js';
 import { upsertConversation } from './import-into-store.js';
 

@@ -8,7 +8,7 @@ import { analyseSession } from '../pipeline/classify.js';
 import type { Store } from '../store/database.js';
 import { countTurnsAndSamples } from '../store/session-reads.js';
 import { contentHash, sessionIdFor, storedContentHash, writeConversation, type UpsertResult } from '../store/session-writes.js';
-import { findSourceId, insertSource, recordSourceTotals } from '../store/sources.js';
+import { findSourceId, insertSource, recordSourceTotals } from '../store/source-rows.js';
 import { nowSeconds } from './clock.js';
 
 /** What an importer hands over for one input (src-main/import/importer.ts: OpenedExport). */

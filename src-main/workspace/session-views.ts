@@ -2,7 +2,7 @@
 import type { SampleView, SessionDetail } from '../../src-shared/views.js';
 import type { Store } from '../store/database.js';
 import { iterateBundles, readAlternatives, readSamples, readSessionRecord, readTurns, type SampleRecord } from '../store/session-reads.js';
-import { noSession, publicLabel } from './labels.js';
+import { noSession, publicLabel } from './label-edits.js';
 
 function sampleView(sessionId: string, turns: { text: string }[], s: SampleRecord): SampleView {
   return {

@@ -9,10 +9,10 @@ import { sessionSamplesFor, whyNothingToTrain, type SampleSignal } from '../pipe
 import { contextMessages, responseMessage } from '../export/formats.js';
 import { latestRollout } from '../store/capture-exchanges.js';
 import type { Store } from '../store/database.js';
-import { countHintRunLabels, countHints } from '../store/labels.js';
+import { countHintRunLabels, countHints } from '../store/label-rows.js';
 import { readStats, sessionsWithoutSamples } from '../store/overview-reads.js';
 import { iterateBundles, type SampleRecord } from '../store/session-reads.js';
-import { countUnreviewedUncertain } from './review.js';
+import { countUnreviewedUncertain } from './review-queue.js';
 
 /** A stored sample with what training sees of it: its reward and the hint training uses. */
 function signalOf(s: SampleRecord): SampleRecord & { reward: Reward; hint: string | null; hinted: boolean } {

@@ -23,15 +23,15 @@ import { analyseSession } from '../pipeline/classify.js';
 import {
   findCapturedReply, hasCaptureExchanges, readCaptureCounts, readCaptureExchanges, type CapturedReplyAt, type CapturedReplyRef, type CaptureExchangeRow,
 } from '../store/capture-exchanges.js';
-import { readContextWindow, writeContextWindow } from '../store/context-window.js';
+import { readContextWindow, writeContextWindow } from '../store/context-window-setting.js';
 import { DEFAULT_PERSIST, Store, type Params, type PersistOptions, type StoreAccess } from '../store/database.js';
 import { listSessionSummaries, readStats } from '../store/overview-reads.js';
 import { readSessionRecord } from '../store/session-reads.js';
 import { deleteSessionRows, rebuildAllSamples, samplesNeedRebuild } from '../store/session-writes.js';
 import { applyCapture } from './capture-writes.js';
 import { defaultOpenExport, emptySummary, importError, importOpened, type OpenedExportLike, type OpenExportFn } from './import-into-store.js';
-import { judgeCandidates, recordVerdict, setManualLabel } from './labels.js';
-import { reviewQueue } from './review.js';
+import { judgeCandidates, recordVerdict, setManualLabel } from './label-edits.js';
+import { reviewQueue } from './review-queue.js';
 import { sampleViews, sessionDetail } from './session-views.js';
 import { checkReport, evaluationSamples, nothingToTrain, trainingSampleAt, trainingSamples } from './training-set.js';
 import { clearSplitOverrides } from '../store/split-overrides.js';

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { rewardFromScore, thresholdProblem } from '../../src-shared/composite.js';
-import { compositeFromVotes, compositeVote, parseCompositeAnswer } from '../../src-main/judge/composite.js';
+import { compositeFromVotes, compositeVote, parseCompositeAnswer } from '../../src-main/judge/composite-votes.js';
 import { LlmJudge } from '../../src-main/judge/llm-judge.js';
 import { OpenAiClient } from '../../src-main/judge/openai-client.js';
 import { runJudge } from '../../src-main/judge/runner.js';

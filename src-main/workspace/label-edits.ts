@@ -5,7 +5,7 @@ import type { JudgeCandidate, LabelPatch, LabelView, VerdictProvenance } from '.
 import type { JudgeInput, JudgeVerdict } from '../judge/verdicts.js';
 import { contextMessages, responseMessage } from '../export/formats.js';
 import type { Store } from '../store/database.js';
-import { readLabel, writeLabel } from '../store/labels.js';
+import { readLabel, writeLabel } from '../store/label-rows.js';
 import { hasSample, iterateBundles, readSampleTurns, readSessionRecord, type SampleRecord, type SessionBundle, type StoredLabel } from '../store/session-reads.js';
 import { nowSeconds } from './clock.js';
 

@@ -8,7 +8,7 @@ import type { ReviewItem } from '../../src-shared/views.js';
 import { heuristicReward } from '../judge/heuristic.js';
 import type { Store } from '../store/database.js';
 import { readPromptBefore, readReviewCandidates, type ReviewCandidate } from '../store/review-reads.js';
-import { publicLabel } from './labels.js';
+import { publicLabel } from './label-edits.js';
 
 /** At most this many items go to the UI at once; the total says how many more wait. */
 export const DEFAULT_REVIEW_LIMIT = 200;
