@@ -26,6 +26,7 @@ import { EXPORT_FORMATS } from './views.js';
 import { SESSION_FORMATS, SOURCE_FORMATS, type SessionFormat } from './types.js';
 import { OPENCLAW_METHODS, TRL_METHODS, type ReplayProgress, type TrlHandoffResult } from './handoff.js';
 import { tokenViewInput, type TokenViewProgress, type TokenViewResult } from './token-view.js';
+import { evalStartInput, type EvalState } from './eval-api.js';
 import type { Availability, TrainEval, TrainingState, TrainProgress, TrainRunInfo } from './training-api.js';
 import { LORA_TARGETS, OPTIMIZER_KINDS, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type TrainDevice, type TrainMethod } from './training.js';
 import {
@@ -289,6 +290,9 @@ export const CALLS = {
     object({ sessionIds: array(sessionId, { min: 1, max: 10_000 }), heldOut: nullable(boolean()) }),
     returns<SplitView>(),
   ),
+  evalStart: call('Evaluates the base model and adapters on the held-out split; progress as eval.progress (docs/design.md §Evaluation).', evalStartInput, returns<EvalState>()),
+  evalStatus: call('The running or last evaluation, with its report.', NO_INPUT, returns<EvalState>()),
+  evalCancel: call('Stops the evaluation, keeping what was measured.', NO_INPUT, returns<EvalState>()),
   captureStatus: call('Live capture: on or off, the endpoint, counts, the background loop and the served adapter.', NO_INPUT, returns<CaptureStatus>()),
   captureRollback: call('Serves the adapter that was served before the last swap again (the base model when there was none).', NO_INPUT, returns<CaptureStatus>()),
   getSettings: call('Judge backends and the default model.', NO_INPUT, returns<Settings>()),
@@ -364,6 +368,7 @@ export interface ApiEvents {
   'train.eval': TrainEval;
   /** A run changed status (started, cancelled, finished with its adapter folder, failed). */
   'train.status': TrainRunInfo;
+  'eval.progress': EvalState;
   /** Live capture made samples: a reply got its next state (the views refresh). */
   'capture.sample': { sessionId: string; responseTurns: number[] };
   /** Live capture's status changed (on/off, loop state, adapter swap). */
@@ -373,7 +378,7 @@ export interface ApiEvents {
 }
 export type EventName = keyof ApiEvents;
 export const EVENT_NAMES: readonly EventName[] = [
-  'workspace.changed', 'judge.progress', 'tokenview.progress', 'train.progress', 'train.eval', 'train.status', 'capture.sample', 'capture.status', 'app.command',
+  'workspace.changed', 'judge.progress', 'tokenview.progress', 'train.progress', 'train.eval', 'train.status', 'eval.progress', 'capture.sample', 'capture.status', 'app.command',
 ];
 
 export function isEventName(name: unknown): name is EventName {

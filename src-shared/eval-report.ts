@@ -8,6 +8,7 @@
  * src-main; it hands over one SampleScore per held-out sample and model, in the same sample
  * order for every model, and everything below is arithmetic on those.
  */
+import type { ReplayContext, ReplayMetrics, WinTieLoss } from './eval-replay.js';
 import { estimateMargin, estimateMean, estimatePairedDelta, estimatePairedMarginDelta, type DeltaEstimate, type Estimate } from './eval-stats.js';
 
 export type { DeltaEstimate, Estimate };
@@ -66,8 +67,7 @@ export interface GenerationStats {
   valid_tool_call_rate: Estimate;
 }
 
-/** Replay results; their exact fields belong to the replay judge (docs/design.md §Evaluation). */
-export type ReplayMetrics = Record<string, unknown>;
+export type { ReplayContext, ReplayMetrics, WinTieLoss } from './eval-replay.js';
 
 export interface ModelEval {
   /** "base", or the adapter folder's name. */
@@ -87,7 +87,8 @@ export interface Comparison {
   margin_delta?: DeltaEstimate;
   /** gap(a) − gap(b), paired; below 0 when a absorbed the hints better than b. */
   gap_delta?: DeltaEstimate;
-  replay?: ReplayMetrics | Skipped;
+  /** Win/tie/loss of a against b per replayed context. */
+  replay?: WinTieLoss | Skipped;
 }
 
 export interface EvalReport {
@@ -96,6 +97,8 @@ export interface EvalReport {
   metrics: EvalMetric[];
   models: ModelEval[];
   comparisons: Comparison[];
+  /** The replayed contexts (with replay), for the per-sample drill-down. */
+  replay_contexts?: ReplayContext[];
   /** Things the user should know: skipped metrics, samples left out and why. */
   notes: string[];
   /** True when the run was stopped early; what was measured is kept. */

@@ -212,6 +212,8 @@ export interface TrainingSample {
   /** The user's ideal reply, when they wrote one in the annotator. */
   repair: string | null;
   keptByAtLeastOne: boolean;
+  /** Evaluation only: what came next (the user's reaction or a tool's output), which the replay judge reads. */
+  reaction?: { role: 'user' | 'tool'; text: string };
   /**
    * Live capture: the rollout the local model produced for this reply (prompt token ids,
    * generated token ids and their log-probs), attached only when asked for with the model

@@ -16,6 +16,7 @@ import { JudgeService } from './judge-service.js';
 import { SettingsStore } from '../store/settings-file.js';
 import { TokenViewService } from './token-view-service.js';
 import { TrainingService } from './training-service.js';
+import { EvalService } from './eval-service.js';
 
 /** Opens a database; `serve` asks for a workspace that also has what live capture needs. */
 export type OpenWorkspace<W extends WorkspaceApi = WorkspaceApi> = (dbPath: string) => Promise<W>;
@@ -48,6 +49,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   private readonly judges: JudgeService;
   private readonly handoff: HandoffService;
   private readonly tokenViews: TokenViewService;
+  private readonly evals: EvalService;
   private capture: CaptureController | null = null;
 
   private constructor(
@@ -59,6 +61,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     this.judges = new JudgeService(options.events, () => this.settingsStore);
     this.handoff = new HandoffService(() => this.workspace);
     this.tokenViews = new TokenViewService(options.events, () => this.settingsStore);
+    this.evals = new EvalService(options.events, { workspace: () => this.workspace, replayJudge: () => this.judges.replayJudge() });
   }
 
   static async create<W extends WorkspaceApi>(options: ServiceOptions<W>): Promise<HindsightService<W>> {
@@ -85,6 +88,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     void this.judges.close(); // stops a run and frees the local judge model's worker
     this.handoff.replayStop(); // the turns in flight finish and are recorded; the next start resumes
     void this.tokenViews.close(); // and the token view's model workers
+    this.evals.close(); // a running evaluation stops between batches
     this.training.close(); // a running fine-tune stops at a checkpoint, resumable next launch
     this.workspace.close();
   }
@@ -220,6 +224,18 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
 
   async tokenView(input: CallInput<'tokenView'>) {
     return this.tokenViews.compute(this.workspace, { ...input, modelDir: input.modelDir && expandHome(input.modelDir), adapterDir: input.adapterDir && expandHome(input.adapterDir) });
+  }
+
+  async evalStart(input: CallInput<'evalStart'>) {
+    return this.evals.start({ ...input, modelDir: expandHome(input.modelDir), adapters: input.adapters.map(expandHome) });
+  }
+
+  async evalStatus() {
+    return this.evals.status();
+  }
+
+  async evalCancel() {
+    return this.evals.cancel();
   }
 
   async tokenViewCancel() {

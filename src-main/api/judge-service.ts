@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import type { JudgeSummary, WorkspaceApi } from '../../src-shared/views.js';
-import { openJudgeBackend, type JudgeBackendSpec, type OpenedJudge } from '../judge/backends.js';
+import { openJudgeBackend, type JudgeBackendSpec, type LlmJudgeSpec, type OpenedJudge } from '../judge/backends.js';
 import { runJudge } from '../judge/runner.js';
 import type { Availability, JudgeBackend } from '../../src-shared/contract.js';
 import type { EventHub } from '../workspace/event-hub.js';
@@ -39,6 +39,19 @@ export class JudgeService {
         ? { available: true, reason: null }
         : { available: false, reason: 'Needs the endpoint’s base URL and model name, e.g. http://127.0.0.1:11434/v1 and qwen2.5:7b-instruct for Ollama.' },
     };
+  }
+
+  /** The replay judge for evaluation: the chosen backend when it is an LLM judge (the heuristic cannot judge a replay). */
+  replayJudge(): { judge: LlmJudgeSpec | null; votes: number } {
+    const s = this.settings().raw;
+    if (s.judgeBackend === 'heuristic' || !this.availabilitySync(s.judgeBackend)) return { judge: null, votes: s.judgeVotes };
+    const { composite: _, ...spec } = this.spec(s.judgeBackend) as LlmJudgeSpec;
+    return { judge: spec as LlmJudgeSpec, votes: s.judgeVotes };
+  }
+
+  private availabilitySync(backend: 'local' | 'openai'): boolean {
+    const s = this.settings().raw;
+    return backend === 'local' ? fs.existsSync(path.join(s.localModelDir, 'config.json')) : s.openaiModel.trim() !== '';
   }
 
   private spec(backend: JudgeBackend): JudgeBackendSpec {

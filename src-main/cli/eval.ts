@@ -1,12 +1,16 @@
 // `hindsight eval --model DIR [--adapter DIR]… [--split heldout|all] [--metrics …] [--seed S]
-// [--json] [--out FILE] [--device cpu|cuda]` (docs/design.md §Evaluation): measures the base
-// model and each adapter on the database's held-out samples, side by side, with bootstrap
-// intervals. Progress on stderr; Ctrl+C stops and prints what was measured.
+// [--rollouts K] [--judge-backend local|openai …] [--json] [--out FILE] [--device cpu|cuda]`
+// (docs/design.md §Evaluation): measures the base model and each adapter on the database's
+// held-out samples, side by side, with bootstrap intervals; with a replay judge, also replays
+// each held-out context. Progress on stderr; Ctrl+C stops and prints what was measured.
 import fs from 'node:fs';
 import { EVAL_METRICS, EVAL_SPLITS, describeMarginDelta, signed, type EvalMetric, type EvalReport, type EvalSplit, type ModelEval } from '../../src-shared/eval-report.js';
 import type { Estimate } from '../../src-shared/eval-stats.js';
 import { UserError } from '../../src-shared/types.js';
+import { describeReplay, isReplayMetrics, isWinTieLoss } from '../../src-shared/eval-replay.js';
 import { DEFAULT_EVAL_METRICS } from '../eval/evaluate.js';
+import { REPLAY_DEFAULTS, type ReplaySettings } from '../eval/replay.js';
+import type { LlmJudgeSpec } from '../judge/backends.js';
 import { startEvaluation } from '../eval/run-in-worker.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
 import { withWorkspace } from '../workspace/workspace.js';
@@ -27,8 +31,16 @@ export const spec = {
     split: { type: 'string', default: 'heldout', value: EVAL_SPLITS.join('|'), help: "the held-out sessions' samples, or every sample" },
     metrics: {
       type: 'string', value: 'LIST', otherwise: DEFAULT_EVAL_METRICS.join(','),
-      help: `what to measure, comma-separated, from ${EVAL_METRICS.join(',')} (replay and stats need a replay judge: skipped for now)`,
+      help: `what to measure, comma-separated, from ${EVAL_METRICS.join(',')} (replay needs --judge-backend)`,
     },
+    rollouts: { type: 'string', default: String(REPLAY_DEFAULTS.rollouts), value: 'K', help: 'replay: replies generated per held-out context and model (same seeds for every model)' },
+    temperature: { type: 'string', default: String(REPLAY_DEFAULTS.temperature), value: 'T', help: 'replay: sampling temperature of the generated replies' },
+    'max-new-tokens': { type: 'string', default: String(REPLAY_DEFAULTS.maxNewTokens), value: 'N', help: 'replay: longest generated reply, in tokens' },
+    'judge-backend': { type: 'string', value: 'local|openai', help: 'the replay judge (the heuristic cannot judge a replay)', otherwise: 'none: replay is skipped' },
+    'judge-model': { type: 'string', value: 'DIR|NAME', help: 'the judge model: a model folder (local), or the name the server serves (openai)', required: 'with --judge-backend' },
+    'judge-url': { type: 'string', value: 'URL', help: "the OpenAI-compatible server's base URL, up to /v1", otherwise: 'http://127.0.0.1:11434/v1 (Ollama)' },
+    'judge-api-key': { type: 'string', value: 'K', help: 'bearer key for the judge server', otherwise: 'env HINDSIGHT_JUDGE_API_KEY, else none' },
+    votes: { type: 'string', default: String(REPLAY_DEFAULTS.votes), value: 'N', help: 'replay judge votes per reply (majority, tie → 0)' },
     seed: { type: 'string', default: '0', value: 'S', help: 'seeds the bootstrap intervals' },
     out: { type: 'string', value: 'FILE', help: 'also write the JSON report to FILE', otherwise: 'stdout only' },
     ...DEVICE_OPTION,
@@ -41,8 +53,9 @@ export const spec = {
 } as const;
 const USAGE = usageLine(spec);
 
-export function parseMetrics(text: string | undefined): EvalMetric[] {
-  if (text === undefined) return [...DEFAULT_EVAL_METRICS];
+/** Without --metrics: likelihood and hints, plus replay and stats when a replay judge is given. */
+export function parseMetrics(text: string | undefined, withJudge = false): EvalMetric[] {
+  if (text === undefined) return withJudge ? [...DEFAULT_EVAL_METRICS, 'replay', 'stats'] : [...DEFAULT_EVAL_METRICS];
   const metrics = text.split(',').map((m) => m.trim()).filter(Boolean);
   const bad = metrics.find((m) => !EVAL_METRICS.includes(m as EvalMetric));
   if (bad !== undefined || metrics.length === 0) throw new UsageError(`--metrics takes ${EVAL_METRICS.join(',')}, got '${text}'`);
@@ -62,6 +75,11 @@ function modelLines(m: ModelEval): string[] {
     if (l.repair.n > 0) lines.push(`  repair likelier than original  ${estimate(l.repair)}`);
   }
   if (m.hints) lines.push(`  hint gap    ${m.hints.n ? estimate(m.hints.gap) : '— (no hinted sample)'}`);
+  if (isReplayMetrics(m.replay)) lines.push(`  replay      ${estimate(m.replay.reward)} (mean judged reward of ${m.replay.rollouts} replies per context)`);
+  if (m.stats && 'replies' in m.stats) {
+    const s = m.stats;
+    lines.push(`  generated   ${s.replies} replies: ${fmt(s.reply_tokens.mean, 1)} tokens, refusals ${fmt(s.refusal_rate.mean, 2)}, reasoning ${fmt(s.reasoning_chars.mean, 0)} chars, valid tool calls ${s.valid_tool_call_rate.n ? fmt(s.valid_tool_call_rate.mean, 2) : '—'}`);
+  }
   return lines;
 }
 
@@ -69,8 +87,38 @@ function modelLines(m: ModelEval): string[] {
 export function reportText(r: EvalReport): string {
   const head = `${r.split.name === 'heldout' ? 'held-out split' : 'all sessions'}: ${r.split.sessions} sessions, ${r.split.samples} samples (mean per-token log-prob, nats; 95% bootstrap CI)`;
   const comparisons = r.comparisons.filter((c) => c.margin_delta).map((c) => describeMarginDelta(c));
+  comparisons.push(...r.comparisons.filter((c) => isWinTieLoss(c.replay)).map((c) => describeReplay(c)!));
   const gaps = r.comparisons.filter((c) => c.gap_delta?.mean != null).map((c) => `${c.a} vs ${c.b}: hint gap ${signed(c.gap_delta!.mean!, 3)} ${ci(c.gap_delta!.ci)} (below 0: hints absorbed)`);
   return [head, '', ...r.models.flatMap(modelLines), ...(comparisons.length + gaps.length ? ['', ...comparisons, ...gaps] : []), ...r.notes.map((n) => `note: ${n}`), ''].join('\n');
+}
+
+const DEFAULT_JUDGE_URL = 'http://127.0.0.1:11434/v1';
+
+/** The replay judge from the flags; null without --judge-backend. */
+export function judgeFlags(v: Record<string, string | boolean | string[] | undefined>, device: 'cpu' | 'cuda'): LlmJudgeSpec | null {
+  const str = (k: string) => v[k] as string | undefined;
+  const backend = str('judge-backend');
+  if (backend === undefined) {
+    for (const k of ['judge-model', 'judge-url', 'judge-api-key']) if (str(k) !== undefined) throw new UsageError(`--${k} needs --judge-backend local|openai`);
+    return null;
+  }
+  const model = str('judge-model');
+  if (backend !== 'local' && backend !== 'openai') throw new UsageError(`--judge-backend must be local or openai (the heuristic cannot judge a replay), got '${backend}'`);
+  if (!model) throw new UsageError(`--judge-backend ${backend} needs --judge-model ${backend === 'local' ? 'DIR (the model folder that judges)' : 'NAME (the model name the server serves)'}`);
+  if (backend === 'local') return { backend, modelDir: model, device };
+  return { backend, model, baseUrl: str('judge-url') ?? DEFAULT_JUDGE_URL, apiKey: str('judge-api-key') ?? process.env.HINDSIGHT_JUDGE_API_KEY };
+}
+
+function replayFlags(v: Record<string, string | boolean | string[] | undefined>, judge: LlmJudgeSpec | null): ReplaySettings {
+  const str = (k: string) => v[k] as string | undefined;
+  const temperature = Number(str('temperature'));
+  if (!Number.isFinite(temperature) || temperature < 0) throw new UsageError(`--temperature must be a number ≥ 0, got '${str('temperature')}'`);
+  return {
+    rollouts: intFlag('rollouts', str('rollouts'), REPLAY_DEFAULTS.rollouts, 1),
+    votes: intFlag('votes', str('votes'), REPLAY_DEFAULTS.votes, 1),
+    maxNewTokens: intFlag('max-new-tokens', str('max-new-tokens'), REPLAY_DEFAULTS.maxNewTokens, 1),
+    temperature, judge,
+  };
 }
 
 /** The samples to measure and the split's size, from the database. */
@@ -88,9 +136,11 @@ export const command: Command = async (argv) => {
   const { values: v } = parseCommandArgs(argv, spec);
   if (!v.model) throw new UsageError(`--model is required\n${USAGE}`);
   if (!EVAL_SPLITS.includes(v.split as EvalSplit)) throw new UsageError(`--split must be heldout or all, got '${v.split}'`);
-  const metrics = parseMetrics(v.metrics);
-  const seed = intFlag('seed', v.seed, 0, 0);
   const device = deviceFlag(v.device);
+  const judge = judgeFlags(v, device);
+  const metrics = parseMetrics(v.metrics, judge !== null);
+  const replay = replayFlags(v, judge);
+  const seed = intFlag('seed', v.seed, 0, 0);
   const { samples, counts } = await readSplit(v.db ?? defaultDbPath(), v.split as EvalSplit);
   if (counts.samples === 0 && v.split === 'heldout') {
     process.stderr.write("no held-out samples: a database needs two sessions with samples before one is held out ('hindsight split --hold-out ID' holds one out by hand)\n");
@@ -105,7 +155,7 @@ export const command: Command = async (argv) => {
   try {
     report = await startEvaluation(
       {
-        modelDir: v.model, adapters: v.adapter ?? [], samples, split: counts, metrics, seed, device,
+        modelDir: v.model, adapters: v.adapter ?? [], samples, split: counts, metrics, seed, device, replay,
         batchSize: intFlag('batch-size', v['batch-size'], 8, 1),
         maxLength: v['max-length'] === undefined ? undefined : intFlag('max-length', v['max-length'], 0, 2),
         threads: v.threads === undefined ? undefined : intFlag('threads', v.threads, 0, 1),

@@ -14,8 +14,8 @@
  * another shape (r, alpha, targets) get their own session, and are compared with the base
  * measured in that same session.
  *
- * Replay and generation statistics are reported as skipped until a replay judge is plugged in
- * (`skippedGeneration` below is where they go). Stopping (shouldStop) keeps what was measured:
+ * Replay and generation statistics (./replay.ts) run after the scoring, when asked for: replay
+ * needs an LLM judge in `replay.judge`, statistics only the generated replies. Stopping (shouldStop) keeps what was measured:
  * the model being measured reports the samples done so far, and the report says `cancelled`.
  */
 import path from 'node:path';
@@ -32,6 +32,8 @@ import { ChatTokenizer } from '../model/tokenizer.js';
 import { evalRowsFromSamples, sampleScores, teacherLogprobs, type EvalRow, type SpanScorer } from '../train/held-out-rows.js';
 import { LoraScorer, sameShape } from '../train/lora-scorer.js';
 import { readAdapter, type LoadedAdapter } from '../train/peft.js';
+import { generationParts } from './replay-report.js';
+import { replay, replayContexts, REPLAY_DEFAULTS, type Replayed, type ReplaySettings } from './replay.js';
 
 export interface EvalOptions {
   modelDir: string;
@@ -49,6 +51,8 @@ export interface EvalOptions {
   batchSize?: number;
   /** Tokens per row, as in training (default the trainer's, capped by the model's). */
   maxLength?: number;
+  /** Replay's settings (K, sampling, the judge and its votes); defaults REPLAY_DEFAULTS, no judge. */
+  replay?: Partial<ReplaySettings>;
 }
 
 export interface EvalProgress {
@@ -102,7 +106,29 @@ export async function evaluate(options: EvalOptions, hooks: EvalHooks = {}): Pro
       notes.push('stopped before the end: the numbers cover what was measured');
     }
   } else if (scoring) notes.push(`no sample to measure in the ${options.split.name === 'heldout' ? 'held-out split' : 'database'}: label some held-out replies ±1, or give them hints or repairs`);
-  return assemble(options, adapters, measured, notes, cancelled);
+  const generation = cancelled ? { replayed: null, why: 'the run stopped before replay' } : await runReplay(options, adapters, hooks);
+  if (generation.replayed?.stopped) {
+    cancelled = true;
+    notes.push('stopped during replay: replay covers the contexts generated and judged under every model');
+  }
+  return assemble(options, adapters, measured, notes, cancelled, generation);
+}
+
+const replaySettings = (o: EvalOptions): ReplaySettings => ({ ...REPLAY_DEFAULTS, judge: null, ...o.replay });
+
+/** Generates (and judges, with a judge) the replays when replay or statistics are asked for. */
+async function runReplay(o: EvalOptions, adapters: ReturnType<typeof loadAdapters>, hooks: EvalHooks): Promise<{ replayed: Replayed | null; why: string | null }> {
+  const settings = replaySettings(o);
+  const wanted = o.metrics.includes('stats') || (o.metrics.includes('replay') && settings.judge !== null);
+  if (!wanted) return { replayed: null, why: null };
+  const contexts = replayContexts(o.samples);
+  if (contexts.length === 0) return { replayed: null, why: 'no held-out context to replay' };
+  const models = [{ name: BASE_MODEL_NAME, adapterDir: null }, ...adapters.map((a) => ({ name: a.name, adapterDir: a.dir }))];
+  const replayed = await replay(contexts, models, {
+    modelDir: o.modelDir, device: o.device, seed: o.seed, settings, shouldStop: hooks.shouldStop,
+    onProgress: (model, done, total, message) => hooks.onProgress?.({ model, done, total, message }),
+  });
+  return { replayed, why: null };
 }
 
 function loadAdapters(dirs: readonly string[], checkpoint: Checkpoint): { name: string; dir: string; adapter: LoadedAdapter }[] {
@@ -166,17 +192,12 @@ async function measureModel(
   }
 }
 
-/** Replay and generation statistics, until the replay judge measures them. */
-function skippedGeneration(metrics: readonly EvalMetric[]): { replay?: Skipped; stats?: Skipped } {
-  const out: { replay?: Skipped; stats?: Skipped } = {};
-  if (metrics.includes('replay')) out.replay = { skipped: 'replay needs a replay judge (an LLM judge, local or OpenAI-compatible) to label the generated replies; not measured' };
-  if (metrics.includes('stats')) out.stats = { skipped: 'generation statistics are computed over replayed replies; not measured without replay' };
-  return out;
-}
-
-function assemble(o: EvalOptions, adapters: ReturnType<typeof loadAdapters>, measured: Measured[], notes: string[], cancelled: boolean): EvalReport {
-  const generation = skippedGeneration(o.metrics);
-  for (const [metric, part] of Object.entries(generation)) notes.push(`${metric}: ${part.skipped}`);
+function assemble(
+  o: EvalOptions, adapters: ReturnType<typeof loadAdapters>, measured: Measured[], notes: string[], cancelled: boolean,
+  { replayed, why }: { replayed: Replayed | null; why: string | null },
+): EvalReport {
+  const generation = generationParts(o.metrics, replaySettings(o), replayed, o.seed, why);
+  notes.push(...generation.notes);
   const byName = new Map(measured.map((m) => [m.name, m]));
   const modelEval = (name: string, adapter?: string): ModelEval => {
     const scores = byName.get(name)?.scores ?? [];
@@ -184,22 +205,24 @@ function assemble(o: EvalOptions, adapters: ReturnType<typeof loadAdapters>, mea
       name, ...(adapter ? { adapter } : {}),
       ...(o.metrics.includes('likelihood') ? { likelihood: likelihoodMetrics(scores, o.seed) } : {}),
       ...(o.metrics.includes('hints') ? { hints: hintMetrics(scores, o.seed) } : {}),
-      ...generation,
+      ...generation.model(name),
     };
   };
   const comparisons: Comparison[] = adapters.map(({ name }) => {
     const m = byName.get(name);
     const [a, b] = [m?.scores ?? [], m?.base ?? []];
+    const replayed = generation.comparison(name, BASE_MODEL_NAME);
     return {
       a: name, b: BASE_MODEL_NAME,
       ...(o.metrics.includes('likelihood') ? { margin_delta: marginDelta(a, b, o.seed) } : {}),
       ...(o.metrics.includes('hints') ? { gap_delta: gapDelta(a, b, o.seed) } : {}),
-      ...(generation.replay ? { replay: generation.replay } : {}),
+      ...(replayed ? { replay: replayed } : {}),
     };
   });
   return {
     split: o.split, seed: o.seed, metrics: [...o.metrics],
     models: [modelEval(BASE_MODEL_NAME), ...adapters.map((a) => modelEval(a.name, a.dir))],
     comparisons, notes, cancelled,
+    ...(replayed?.judged ? { replay_contexts: replayContexts(o.samples) } : {}),
   };
 }

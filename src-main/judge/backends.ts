@@ -9,7 +9,7 @@ import { thresholdProblem, type CompositeThresholds } from '../../src-shared/com
 import type { Device } from '../model/ort-session.js';
 import type { Quantize } from '../model/quantize.js';
 import { HeuristicJudge, type JudgeBackend } from './verdicts.js';
-import { LlmJudge } from './llm-judge.js';
+import { LlmJudge, type ChatCompleter } from './llm-judge.js';
 import { LocalCompleter } from './local-completer.js';
 import { OpenAiClient } from './openai-client.js';
 
@@ -28,6 +28,23 @@ export type JudgeBackendSpec =
       concurrency?: number;
       maxTokens?: number;
     };
+
+/** An LLM judge's spec (the heuristic generates no text). */
+export type LlmJudgeSpec = Exclude<JudgeBackendSpec, { backend: 'heuristic' }>;
+
+/** The chat completer behind an LLM judge spec, for judges other than the reward judge (replay). */
+export async function openCompleter(spec: LlmJudgeSpec): Promise<ChatCompleter> {
+  if (spec.backend === 'local') {
+    const dir = path.resolve(spec.modelDir);
+    if (!fs.existsSync(path.join(dir, 'config.json'))) {
+      throw new UserError(`${spec.modelDir}: not a model folder (no config.json); give a Hugging Face checkpoint folder as the judge model`);
+    }
+    return LocalCompleter.load(dir, { device: spec.device, quantize: spec.quantize });
+  }
+  return new OpenAiClient({
+    baseUrl: spec.baseUrl, model: spec.model, apiKey: spec.apiKey, timeoutMs: spec.timeoutMs, retries: spec.retries, concurrency: spec.concurrency,
+  });
+}
 
 export interface OpenedJudge {
   judge: JudgeBackend;

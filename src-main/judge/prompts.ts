@@ -134,3 +134,51 @@ export function promptVersionFor(hints: boolean, rewardVersion = REWARD_PROMPT_V
 export function compositeVersion(t: { pos: number; neg: number }): string {
   return `${COMPOSITE_PROMPT_VERSION}@${t.pos}/${t.neg}`;
 }
+
+/** The replay judge's prompt (docs/design.md §Evaluation): bump on any change of wording. */
+export const REPLAY_PROMPT_VERSION = 'replay-v1';
+
+const REPLAY_SYSTEM = `You judge a new reply of an AI assistant against what really happened.
+You are shown the conversation so far, the reply the assistant actually gave, how the user (or a tool) actually reacted to it, and sometimes a hint saying what would have made the reply better. Then you are shown a NEW reply, written for the same conversation in place of the original.
+
+Use the real reaction as evidence of what the user wanted. Decide how the user would have reacted had they received the new reply instead.
+Answer \\boxed{1} when the new reply would have satisfied the user: it gives what the reaction shows they wanted, or avoids what they complained about.
+Answer \\boxed{-1} when it would draw the same complaint, or another one (it is wrong, off topic, or ignores the hint).
+Answer \\boxed{0} when you cannot tell.
+
+You may think first. End your answer with exactly one of \\boxed{1}, \\boxed{-1} or \\boxed{0}.`;
+
+/** What the replay judge sees of one held-out context and one new reply. */
+export interface ReplayJudgeInput {
+  context: { role: string; content: string }[];
+  original: string;
+  reaction: { role: 'user' | 'tool'; text: string } | null;
+  hint: string | null;
+  reply: string;
+}
+
+/** The last turns of the conversation, the newest kept whole first, within one section's length. */
+function conversationSection(context: ReplayJudgeInput['context']): string {
+  const lines: string[] = [];
+  let room = MAX_SECTION_CHARS;
+  for (let i = context.length - 1; i >= 0 && room > 0; i--) {
+    const line = `[${context[i]!.role}] ${clip(context[i]!.content.trim(), Math.max(200, room))}`;
+    lines.unshift(line);
+    room -= line.length;
+  }
+  return lines.join('\n') || '(no earlier turns)';
+}
+
+export function replayPrompt(input: ReplayJudgeInput): PromptMessage[] {
+  const reaction = input.reaction
+    ? `## What happened next (${input.reaction.role === 'tool' ? 'output of the tool the reply called' : "the user's next message"})\n${clip(input.reaction.text.trim() || '(empty)')}`
+    : '## What happened next\n(unknown)';
+  const hint = input.hint ? `\n\n## Hint (what would have made the reply better)\n${clip(input.hint.trim())}` : '';
+  return [
+    { role: 'system', content: REPLAY_SYSTEM },
+    {
+      role: 'user',
+      content: `## Conversation so far\n${conversationSection(input.context)}\n\n## Original reply\n${clip(input.original.trim() || '(empty reply)')}\n\n${reaction}${hint}\n\n## New reply\n${clip(input.reply.trim() || '(empty reply)')}\n\nWould the new reply have satisfied the user? End with \\boxed{1}, \\boxed{-1} or \\boxed{0}.`,
+    },
+  ];
+}

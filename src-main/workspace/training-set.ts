@@ -64,6 +64,7 @@ export function evaluationSamples(store: Store, include: (sessionId: string) => 
       out.push({
         sessionId: bundle.id, responseTurn: s.responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s),
         reward: s.reward, hint: s.hint, repair: s.label.repair, keptByAtLeastOne: false,
+        ...(s.feedbackTurn !== null && s.nextStateRole !== null ? { reaction: { role: s.nextStateRole, text: bundle.turns[s.feedbackTurn]?.text ?? '' } } : {}),
       });
     }
   }

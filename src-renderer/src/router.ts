@@ -8,6 +8,7 @@ export type Route =
   | { name: 'review' }
   | { name: 'checks' }
   | { name: 'training' }
+  | { name: 'evaluate' }
   | { name: 'export' }
   | { name: 'settings' };
 
@@ -19,6 +20,7 @@ function parse(hash: string): Route {
     case 'review':
     case 'checks':
     case 'training':
+    case 'evaluate':
     case 'export':
     case 'settings':
       return { name: first };
