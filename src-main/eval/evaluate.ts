@@ -21,7 +21,7 @@
 import path from 'node:path';
 import {
   BASE_MODEL_NAME, gapDelta, hintMetrics, likelihoodMetrics, marginDelta,
-  type Comparison, type EvalMetric, type EvalReport, type EvalSplit, type ModelEval, type SampleScore, type Skipped,
+  type Comparison, type EvalMetric, type EvalReport, type EvalSplit, type ModelEval, type SampleScore,
 } from '../../src-shared/eval-report.js';
 import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
 import { UserError } from '../../src-shared/types.js';
