@@ -20,6 +20,9 @@
  *   'logits'           logits float32 [B, T, V]
  *   'last_logits'      logits float32 [B, V], for the last position only (generation; pad left)
  *   'target_logprobs'  logprobs float32 [B, T] = log_softmax(logits)[target], in fp32
+ *   'hidden'           the final norm's output float32 [B, T, H], before the LM head (the
+ *                      training step applies the head itself, in vocabulary chunks: see
+ *                      {@link headRows} and ./chunked-head.ts)
  *   present_key_<i>, present_value_<i> float32 [B, kvHeads, S, headDim]  (kvCache only)
  *
  * Weights are initializers named after the Hugging Face tensors. Linear weights are stored
@@ -49,7 +52,7 @@ export interface LinearSite {
 /** Returns the value that replaces the projection's output `base` ([B, T, outFeatures]). */
 export type LinearHook = (b: GraphBuilder, site: LinearSite, base: string) => string;
 
-export type DecoderOutput = 'logits' | 'last_logits' | 'target_logprobs';
+export type DecoderOutput = 'logits' | 'last_logits' | 'target_logprobs' | 'hidden';
 
 export interface DecoderOptions {
   output: DecoderOutput;
@@ -104,6 +107,8 @@ export interface DecoderValues {
   pastValues: string[];
   presentKeys: string[];
   presentValues: string[];
+  /** Each layer's nodes as [start, end) indices into graph.nodes: what per-layer recomputation (../graph/autodiff.ts) clones. */
+  layerSpans: { start: number; end: number }[];
 }
 
 /** Masking bias: finite, so a fully masked (padding) row softmaxes to a harmless uniform row, not NaN. */
@@ -170,7 +175,9 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   let h = b.gather(embed, inputIds, 0); // [B, T, H]
   const scale = b.scalar(1 / Math.sqrt(headDim));
 
+  const layerSpans: { start: number; end: number }[] = [];
   for (let i = 0; i < c.numLayers; i++) {
+    const start = b.graph.nodes.length;
     const p = `model.layers.${i}`;
     const x = rmsNorm(h, `${p}.input_layernorm.weight`, H);
     let q = b.reshape(linear(x, i, 'q', `${p}.self_attn.q_proj`, H, numHeads * headDim, c.qkvBias), [0, 0, numHeads, headDim]);
@@ -204,8 +211,11 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const up = linear(y, i, 'up', `${p}.mlp.up_proj`, H, c.intermediateSize, c.mlpBias);
     const act = b.mul(b.mul(gate, b.sigmoid(gate)), up);
     h = b.add(h, linear(act, i, 'down', `${p}.mlp.down_proj`, c.intermediateSize, H, c.mlpBias));
+    layerSpans.push({ start, end: b.graph.nodes.length });
   }
   let final = rmsNorm(h, 'model.norm.weight', H);
+  const values = { inputIds, attentionMask, positionIds, targetIds, pastKeys, pastValues, presentKeys, presentValues, layerSpans };
+  if (options.output === 'hidden') return { ...values, output: final };
   if (options.output === 'last_logits') final = b.gather(final, b.sub(seqLen, one), 1); // [B, H]
 
   const head = c.tieWordEmbeddings || !weights.has('lm_head.weight')
@@ -217,7 +227,20 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const logprobs = b.logSoftmax(logits, -1);
     output = b.squeeze(b.gatherElements(logprobs, b.unsqueeze(targetIds!, [-1]), -1), [-1]);
   }
-  return { inputIds, attentionMask, positionIds, targetIds, output, pastKeys, pastValues, presentKeys, presentValues };
+  return { ...values, output };
+}
+
+/**
+ * The LM head as a [V, H] matrix, one row per token, added to `b` if it is not there yet: the
+ * embedding matrix itself when the head is tied (so the lookup and the head share one copy),
+ * else `lm_head.weight` as stored (not transposed, unlike the head of {@link buildDecoder}).
+ */
+export function headRows(b: GraphBuilder, weights: WeightSource): string {
+  const c = weights.config;
+  const tied = c.tieWordEmbeddings || !weights.has('lm_head.weight');
+  if (tied && !c.tieWordEmbeddings) weights.lazyFloat32('lm_head.weight', [c.vocabSize, c.hiddenSize]); // throws: names the tensor
+  const name = tied ? 'model.embed_tokens.weight' : 'lm_head.weight';
+  return b.graph.initializers.has(name) ? name : b.initializer(name, weights.lazyFloat32(name, [c.vocabSize, c.hiddenSize]));
 }
 
 /** The LM head from the embedding matrix: a Transpose ONNX Runtime folds at load time. */
