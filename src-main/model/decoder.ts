@@ -26,13 +26,14 @@
  *   present_key_<i>, present_value_<i> float32 [B, kvHeads, S, headDim]  (kvCache only)
  *
  * Weights are initializers named after the Hugging Face tensors. Linear weights are stored
- * transposed, as `<hf name>.T` with shape [in, out], so each linear is one MatMul.
+ * transposed, as `<hf name>.T` with shape [in, out], so each linear is one MatMul. The LM head
+ * is read as stored, [V, H] rows (the embedding when tied), by a Gemm with transB.
  *
  * LoRA hook: every q/k/v/o/gate/up/down projection goes through `options.linear`, which
  * receives the site (layer, target, HF module path, input value, sizes) and the base
  * output value (x·Wᵀ + b) and returns the value to use instead, e.g. base + x·Aᵀ·Bᵀ·s.
  */
-import { GraphBuilder, f32Tensor, type Graph, type Tensor } from '../graph/ir.js';
+import { GraphBuilder, f32Tensor, int, type Graph, type Tensor } from '../graph/ir.js';
 import { ropeInverseFrequencies, type Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 
 export type LinearTarget = 'q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down';
@@ -218,10 +219,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   if (options.output === 'hidden') return { ...values, output: final };
   if (options.output === 'last_logits') final = b.gather(final, b.sub(seqLen, one), 1); // [B, H]
 
-  const head = c.tieWordEmbeddings || !weights.has('lm_head.weight')
-    ? tiedHead(b, weights, embed)
-    : weight('lm_head.weight', [c.vocabSize, H], true);
-  const logits = b.matmul(final, head);
+  const logits = applyHead(b, final, headRows(b, weights), c.vocabSize);
   let output = logits;
   if (options.output === 'target_logprobs') {
     const logprobs = b.logSoftmax(logits, -1);
@@ -243,12 +241,19 @@ export function headRows(b: GraphBuilder, weights: WeightSource): string {
   return b.graph.initializers.has(name) ? name : b.initializer(name, weights.lazyFloat32(name, [c.vocabSize, c.hiddenSize]));
 }
 
-/** The LM head from the embedding matrix: a Transpose ONNX Runtime folds at load time. */
-function tiedHead(b: GraphBuilder, weights: WeightSource, embed: string): string {
-  if (!weights.config.tieWordEmbeddings && !weights.has('lm_head.weight')) {
-    weights.lazyFloat32('lm_head.weight', [weights.config.vocabSize, weights.config.hiddenSize]); // throws: names the tensor
-  }
-  return b.transpose(embed, [1, 0]);
+/**
+ * x·Wᵀ for the head's rows W [V, H], as Gemm with transB on 2-D rows (x is [B, H] or [B, T, H]):
+ * no transposed copy of the head is made (ONNX Runtime would fold a Transpose of the
+ * embedding into a second copy), so every session reads the one stored matrix (docs/design.md §Memory).
+ */
+function applyHead(b: GraphBuilder, x: string, rows: string, vocabSize: number): string {
+  const shape = b.shapeOf(x)!;
+  const f32 = (s: (string | number)[]) => [{ dtype: 'float32' as const, shape: s }];
+  if (shape.length === 2) return b.op('Gemm', [x, rows], { transB: int(1) }, 1, f32([shape[0]!, vocabSize]))[0]!;
+  const flat = b.reshape(x, [-1, shape.at(-1) as number]);
+  const logits = b.op('Gemm', [flat, rows], { transB: int(1) }, 1, f32([b.shapeOf(flat)![0]!, vocabSize]))[0]!;
+  const target = b.concat([b.slice(b.shape(x), [0], [shape.length - 1], [0]), b.int64s([vocabSize])], 0);
+  return b.reshapeTo(logits, target, [...shape.slice(0, -1), vocabSize]);
 }
 
 /** A complete decoder graph with its outputs marked. */
