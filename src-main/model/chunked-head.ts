@@ -17,9 +17,9 @@
  * values at a time instead of O(N·V), and the formulas of the loss do not change.
  *
  * Order: ONNX has no control edges, so each chunk's slice of the head takes its start from
- * the previous chunk's running max (`after`, an exact 0 that depends on it). That puts the
- * chunks one after another in ONNX Runtime's schedule, and keeps it from folding the slices
- * into a second copy of the head at load time.
+ * the previous chunk's last result (`after`, an exact 0 that depends on it). That puts the
+ * chunks one after another in ONNX Runtime's schedule, each chunk's tensors freed before the
+ * next is made, and keeps it from folding the slices into a second copy of the head at load time.
  *
  * `chunk: 0` builds the unchunked reference instead: h·Wᵀ → LogSoftmax → the target's entry,
  * with autodiff's own backward (what the chunked form is tested against).
@@ -83,7 +83,8 @@ function logSumExp(b: GraphBuilder, x: HeadInputs, options: HeadOptions): string
       q = qChunk;
     }
     m = mNext;
-    anchor = mNext;
+    anchor = q ?? s!; // the chunk's last result: the next chunk starts once this one is done
+
   }
   const lse = b.squeeze(b.add(m!, b.log(s!)), [1]);
   if (!options.withGradient) return lse;

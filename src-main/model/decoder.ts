@@ -64,6 +64,8 @@ export interface DecoderOptions {
 /** Where the builder gets its weights: a checkpoint, or anything shaped like one. */
 export interface WeightSource {
   config: ModelConfig;
+  /** Names the content of the weights (../model/weight-file.ts shares one copy per process by it); absent: not shared. */
+  identity?: string;
   has(name: string): boolean;
   /** Checks `name` has `shape` now (throwing a clear error), returns fp32 data lazily. */
   lazyFloat32(name: string, shape: number[], transpose2d?: boolean): Tensor;
@@ -72,6 +74,7 @@ export interface WeightSource {
 export function checkpointWeights(ckpt: Checkpoint): WeightSource {
   return {
     config: ckpt.config,
+    identity: ckpt.identity(),
     has: (name) => ckpt.has(name),
     lazyFloat32(name, shape, transpose2d = false) {
       ckpt.checkShape(name, shape);

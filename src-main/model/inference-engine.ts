@@ -9,8 +9,9 @@
  *             fp32), so only [B, T] floats cross the Node binding, never [B, T, V] logits.
  * - generate: with KV cache, output `last_logits` [B, V]; also used without the cache
  *             (empty past, the whole sequence each step) as a check of the incremental path.
- * Each session holds its own copy of the weights (the Node binding cannot share
- * initializers between sessions), so a process that only scores never builds the other.
+ * On the CPU both read the weights from the process's one memory-mapped copy
+ * (./weight-file.ts); a session still keeps its own prepacked copy of the matmul weights
+ * unless `prepack` is false, so a process that only scores never builds the other.
  *
  * The KV cache goes in and out of each step through host memory (the Node binding has no
  * device-resident outputs); per token that costs 2 × layers × kvHeads × seq × headDim floats.
@@ -71,6 +72,10 @@ export interface EngineOptions {
   cacheDir?: string;
   /** Force the external-data path (used for models over 2 GiB anyway); for tests. */
   externalData?: boolean;
+  /** Read the weights from the process's one shared file (./weight-file.ts); default true. */
+  shareWeights?: boolean;
+  /** Let ONNX Runtime repack matmul weights (a private copy, faster decoding); default true. */
+  prepack?: boolean;
 }
 
 type Graphs = 'score' | 'generate';
@@ -88,7 +93,10 @@ export class ModelEngine {
     this.config = checkpoint.config;
     this.tokenizer = tokenizer;
     this.weights = checkpointWeights(checkpoint);
-    this.sessionConfig = { device: options.device ?? 'cpu', threads: options.threads, cacheDir: options.cacheDir, externalData: options.externalData };
+    this.sessionConfig = {
+      device: options.device ?? 'cpu', threads: options.threads, cacheDir: options.cacheDir, externalData: options.externalData,
+      sharedWeights: options.shareWeights === false ? undefined : this.weights.identity, prepack: options.prepack,
+    };
   }
 
   /** Opens the checkpoint and tokenizer; checks the device now, builds sessions on first use. */

@@ -36,7 +36,7 @@
 import { UserError } from '../../src-shared/types.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
 import { checkpointWeights, type WeightSource } from '../model/decoder.js';
-import { ort, createSession, type Device } from '../model/ort-session.js';
+import { ort, createSession, type Device, type SessionConfig } from '../model/ort-session.js';
 import type {
   LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TrainStep,
 } from './training-step.js';
@@ -61,6 +61,10 @@ export interface TrainStepOptions {
   vocabChunk?: number;
   /** Recompute layer activations in the backward pass (docs/design.md §Memory); default off. */
   recompute?: boolean;
+  /** Read the weights from the process's one shared file (../model/weight-file.ts); default true. */
+  shareWeights?: boolean;
+  /** Let ONNX Runtime repack matmul weights at load (a private copy per session); default {@link DEFAULT_PREPACK}. */
+  prepack?: boolean;
 }
 
 /**
@@ -69,6 +73,13 @@ export interface TrainStepOptions {
  * enough to run at full speed: bench/train-memory.ts measures the choice (docs/design.md §Memory).
  */
 export const DEFAULT_VOCAB_CHUNK = 8192;
+
+/**
+ * The step's sessions read the matmul weights from the shared mapping as they are: with
+ * hundreds of rows per matmul the repacking buys nothing measurable, and it would cost each
+ * session a private copy (bench/train-memory.ts, docs/design.md §Memory).
+ */
+export const DEFAULT_PREPACK = false;
 
 /** The faster of the two in the measurements above. */
 export const DEFAULT_PLACEMENT: OptimizerPlacement = 'host';
@@ -112,14 +123,14 @@ export class TrainStepEngine implements TrainStep {
       loss: options.loss,
       optimizerInGraph: placement === 'graph' ? options.optimizer : undefined,
     });
-    const { session, executionProvider } = await createSession(graph, { device: options.device, threads: options.threads, cacheDir: options.cacheDir });
+    const { session, executionProvider } = await createSession(graph, sessionConfig(options, weights));
     return new TrainStepEngine(weights, options, session, specs, executionProvider, placement);
   }
 
   private forward(): Promise<ort.InferenceSession> {
     if (!this.forwardSession) {
       const { graph } = buildForwardGraph(this.weights, this.options.lora, memoryOptions(this.options));
-      this.forwardSession = createSession(graph, { device: this.options.device, threads: this.options.threads, cacheDir: this.options.cacheDir }).then((s) => s.session);
+      this.forwardSession = createSession(graph, sessionConfig(this.options, this.weights)).then((s) => s.session);
       this.forwardSession.catch(() => (this.forwardSession = undefined));
     }
     return this.forwardSession;
@@ -265,6 +276,13 @@ function loraTensor(weights: LoraWeights, key: string, dims: number[]): ort.Tens
   if (!w) throw new UserError(`LoRA weights: missing '${key}'`);
   if (w.length !== dims[0]! * dims[1]!) throw new UserError(`LoRA weights: '${key}' has ${w.length} values, expected [${dims}] = ${dims[0]! * dims[1]!}`);
   return new ort.Tensor('float32', w, dims);
+}
+
+function sessionConfig(o: TrainStepOptions, weights: WeightSource): SessionConfig {
+  return {
+    device: o.device, threads: o.threads, cacheDir: o.cacheDir,
+    sharedWeights: o.shareWeights === false ? undefined : weights.identity, prepack: o.prepack ?? DEFAULT_PREPACK,
+  };
 }
 
 function memoryOptions(o: TrainStepOptions): MemoryOptions {
