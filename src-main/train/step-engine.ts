@@ -88,7 +88,7 @@ export const DEFAULT_PLACEMENT: OptimizerPlacement = 'host';
 export interface Gradients {
   loss: number;
   grads: LoraWeights;
-  /** Policy log-probs on the batch's [B, T] grid (position 0 is 0). */
+  /** Policy log-probs on the batch's [B, T] grid, at the trained tokens only (0 elsewhere). */
   logprobs: Float32Array;
   clipfrac: number;
   approxKl: number;
