@@ -11,7 +11,7 @@ import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
 import { createTrainStep, type OptimizerConfig, type OptimizerState, type StepBatch } from '../src-main/train/training-step.js';
 
 export interface ChildRequest {
-  kind: 'step' | 'sessions';
+  kind: 'step' | 'sessions' | 'prepack';
   model: string;
   threads: number;
   repeats: number;
@@ -31,6 +31,8 @@ export interface ChildResult {
   pssMb?: number;
   decodeMs?: number;
   decodeCpuMs?: number;
+  /** kind 'prepack': CPU seconds per step and ms per decoded token, [prepacked, not prepacked]. */
+  prepack?: { stepCpuS: [number, number]; decodeCpuMs: [number, number] };
 }
 
 const LOSS = { method: 'rl' as const, epsLow: 0.2, epsHigh: 0.28, klBeta: 0 };
@@ -61,6 +63,7 @@ function batchOf(vocab: number, T: number, everyPosition: boolean): StepBatch {
 }
 
 export async function runChild(q: ChildRequest): Promise<ChildResult> {
+  if (q.kind === 'prepack') return comparePrepacking(q);
   const ckpt = Checkpoint.open(q.model);
   const share = q.sessions?.share ?? true;
   const step = await createTrainStep(ckpt, {
@@ -89,4 +92,32 @@ export async function runChild(q: ChildRequest): Promise<ChildResult> {
   await step.close();
   result.peakMb = process.resourceUsage().maxRSS / 1024;
   return result;
+}
+
+/**
+ * Prepacking on and off, alternated step by step in one process so that load from other jobs
+ * falls on both alike: CPU seconds per training step and per decoded token.
+ */
+async function comparePrepacking(q: ChildRequest): Promise<ChildResult> {
+  const ckpt = Checkpoint.open(q.model);
+  const steps = await Promise.all([true, false].map((prepack) => createTrainStep(ckpt, { lora: DEFAULT_LORA, loss: LOSS, optimizer: OPTIMIZER, device: 'cpu', threads: q.threads, prepack })));
+  const engines = [true, false].map((prepack) => ModelEngine.open(q.model, { threads: q.threads, prepack }));
+  const batch = batchOf(ckpt.config.vocabSize, q.seqLen, false);
+  const weights = initLora(loraSpecs(ckpt.config, DEFAULT_LORA.targets), DEFAULT_LORA.r, 1);
+  const state: OptimizerState = { step: 0, m: new Map(), v: new Map() };
+  const prompt = Array.from(batch.inputIds.subarray(0, 16), Number);
+  const stepCpu: number[][] = [[], []], decodeCpu: number[][] = [[], []];
+  for (let i = 0; i <= q.repeats; i++) {
+    for (const k of [0, 1]) {
+      const [, , c] = await timed(() => steps[k]!.step(batch, weights, state));
+      const [out, , d] = await timed(() => engines[k]!.generate(prompt, { maxNewTokens: 32, stopTokenIds: [] }));
+      if (i > 0) (stepCpu[k]!.push(c), decodeCpu[k]!.push((1000 * d) / out.tokens.length)); // the first round warms up
+    }
+  }
+  for (const s of steps) await s.close();
+  for (const e of engines) await e.close();
+  return {
+    peakMb: process.resourceUsage().maxRSS / 1024, wallS: 0, cpuS: 0,
+    prepack: { stepCpuS: [median(stepCpu[0]!), median(stepCpu[1]!)], decodeCpuMs: [median(decodeCpu[0]!), median(decodeCpu[1]!)] },
+  };
 }

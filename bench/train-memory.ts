@@ -16,8 +16,10 @@
  *   sessions the training step, the teacher (base forward) session and a generate session all
  *            alive: each with its own weights, and reading one shared mapped file; RSS and
  *            PSS (the mapped pages split between the sessions mapping them), decode speed
+ *   prepack  ONNX Runtime's prepacking of matmul weights on and off, alternated in one process:
+ *            CPU time of a step and of decoding
  *
- * Options (env): BENCH_THREADS (2), BENCH_REPEATS (3), BENCH_PARTS (loss,recompute,sessions),
+ * Options (env): BENCH_THREADS (2), BENCH_REPEATS (3), BENCH_PARTS (loss,recompute,sessions,prepack),
  * BENCH_LENGTHS (512,1024,2048). Writes to bench/output/ (git-ignored); the model is reused.
  */
 import fs from 'node:fs';
@@ -33,7 +35,7 @@ const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 const PARTS = (process.env.BENCH_PARTS ?? 'loss,recompute,sessions').split(',');
 const LENGTHS = (process.env.BENCH_LENGTHS ?? '512,1024,2048').split(',').map(Number);
 
-function child(request: Omit<ChildRequest, 'model' | 'threads' | 'repeats'>): ChildResult {
+function child(request: Omit<ChildRequest, 'model' | 'threads' | 'repeats'> & { repeats?: number }): ChildResult {
   const full: ChildRequest = { model: MODEL, threads: THREADS, repeats: REPEATS, ...request };
   const r = spawnSync(process.execPath, [...process.execArgv, path.resolve('bench/train-memory.ts'), '--child', JSON.stringify(full)], { encoding: 'utf8', maxBuffer: 1 << 24 });
   const line = r.stdout.split('\n').find((l) => l.startsWith('{'));
@@ -83,6 +85,14 @@ function sessionsPart(): void {
   for (const [label, r] of results.slice(1)) console.log(`  ${label}: PSS ${(r.pssMb! / base.pssMb!).toFixed(2)}× before, step CPU ${(r.cpuS / base.cpuS).toFixed(2)}×, decode CPU ${(r.decodeCpuMs! / base.decodeCpuMs!).toFixed(2)}×`);
 }
 
+function prepackPart(): void {
+  const T = 1024;
+  const r = child({ kind: 'prepack', seqLen: T, repeats: Math.max(REPEATS, 5) }).prepack!;
+  console.log(`\n## Prepacking on / off, alternated in one process (1 × ${T} step, 32 decoded tokens), CPU medians`);
+  console.log(`step ${r.stepCpuS[0].toFixed(2)} / ${r.stepCpuS[1].toFixed(2)} s (off ÷ on ${(r.stepCpuS[1] / r.stepCpuS[0]).toFixed(2)}); ` +
+    `decode ${r.decodeCpuMs[0].toFixed(1)} / ${r.decodeCpuMs[1].toFixed(1)} ms per token (off ÷ on ${(r.decodeCpuMs[1] / r.decodeCpuMs[0]).toFixed(2)})`);
+}
+
 async function main(): Promise<void> {
   const childAt = process.argv.indexOf('--child');
   if (childAt >= 0) {
@@ -98,6 +108,7 @@ async function main(): Promise<void> {
   if (PARTS.includes('loss')) lossPart();
   if (PARTS.includes('recompute')) recomputePart();
   if (PARTS.includes('sessions')) sessionsPart();
+  if (PARTS.includes('prepack')) prepackPart();
 }
 
 await main();
