@@ -100,7 +100,11 @@ export async function createSession(graph: Graph, config: SessionConfig): Promis
       const dir = weightFolder(config.sharedWeights, config.cacheDir);
       const onnxPath = path.join(dir, `${graph.name}-${process.pid}-${threadId}-${sessionCount++}.onnx`);
       cleanup = () => {
-        for (const f of [onnxPath, onnxPath + '.data']) fs.rmSync(f, { force: true });
+        try {
+          for (const f of [onnxPath, onnxPath + '.data']) fs.rmSync(f, { force: true });
+        } catch {
+          // Windows keeps memory-mapped files locked; the folder goes when the process exits.
+        }
       };
       saveModel(graph, onnxPath, placeWeights(dir, graph));
       session = await ort.InferenceSession.create(onnxPath, options);
