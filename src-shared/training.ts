@@ -14,6 +14,26 @@ export const TRAIN_DEVICES: readonly TrainDevice[] = ['cpu', 'cuda'];
 export type OptimizerKind = 'adamw' | 'sgd';
 export const OPTIMIZER_KINDS: readonly OptimizerKind[] = ['adamw', 'sgd'];
 
+/**
+ * Activation recomputation in the training step (docs/design.md §Memory): `on` recomputes
+ * each layer's activations in the backward pass instead of keeping them, `auto` does so for
+ * runs whose rows may reach {@link RECOMPUTE_AUTO_FROM} tokens.
+ */
+export type RecomputeMode = 'auto' | 'on' | 'off';
+export const RECOMPUTE_MODES: readonly RecomputeMode[] = ['auto', 'on', 'off'];
+
+/**
+ * Where `auto` turns recomputation on: --max-length at or above this. Measured with
+ * bench/train-memory.ts (README, Benchmarks): from here on the activations it frees are a
+ * large share of the step's peak memory, for about a third more CPU time per step.
+ */
+export const RECOMPUTE_AUTO_FROM = 1024;
+
+/** Whether a run with this mode and --max-length recomputes. */
+export function recomputeOn(mode: RecomputeMode, maxLength: number): boolean {
+  return mode === 'on' || (mode === 'auto' && maxLength >= RECOMPUTE_AUTO_FROM);
+}
+
 /** The decoder linears a LoRA adapter can target, in canonical (PEFT module) order. */
 export const LORA_TARGETS = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
 export type LoraTarget = (typeof LORA_TARGETS)[number];
@@ -35,6 +55,8 @@ export const TRAIN_DEFAULTS = {
   device: 'cpu' as TrainDevice,
   /** A checkpoint every N steps and at the end; 0: only at the end. */
   saveEvery: 10,
+  /** Activation recomputation: on for long rows (recomputeOn). */
+  recompute: 'auto' as RecomputeMode,
 
   // LoRA: scaling alpha / r; PEFT's lora_dropout is written as 0 (no dropout is applied).
   loraR: 16,

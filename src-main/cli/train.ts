@@ -12,7 +12,7 @@ import type { EvalLogLine } from '../../src-shared/trainer-log-line.js';
 import { parseTargets } from '../train/lora.js';
 import { startTraining } from '../train/trainer-thread.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
-import { defaultEpsHigh, OPTIMIZER_KINDS, overLengthNote, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type TrainMethod } from '../../src-shared/training.js';
+import { defaultEpsHigh, OPTIMIZER_KINDS, overLengthNote, RECOMPUTE_AUTO_FROM, RECOMPUTE_MODES, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type RecomputeMode, type TrainMethod } from '../../src-shared/training.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 import { DEVICE_OPTION, deviceFlag } from './generate.js';
 
@@ -52,6 +52,10 @@ export const spec = {
     seed: { type: 'string', value: 'S', help: 'data order and LoRA initialisation', otherwise: num(D.seed) },
     device: { ...DEVICE_OPTION.device, help: 'where the step runs (cuda: after npm run setup:gpu)', otherwise: D.device },
     threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
+    recompute: {
+      type: 'string', value: RECOMPUTE_MODES.join('|'), otherwise: `${D.recompute}: on from --max-length ${RECOMPUTE_AUTO_FROM}`,
+      help: "recompute each layer's activations in the backward pass: less memory, more time per step",
+    },
     'save-every': { type: 'string', value: 'N', help: 'checkpoint every N steps and at the end, 0 only at the end', otherwise: num(D.saveEvery) },
     'eval-every': {
       type: 'string', value: 'N', otherwise: 'about ten times a run, ⌈steps / 10⌉',
@@ -142,6 +146,7 @@ export const command: Command = async (argv) => {
   if (!v.resume && (!v.model || !v.out)) throw new UsageError(`--model and --out are required (or --resume DIR)\n${USAGE}`);
   if (v.method !== undefined && !TRAIN_METHODS.includes(v.method as TrainMethod)) throw new UsageError(`--method must be rl, opd or combine, got '${v.method}'`);
   if (v.optimizer !== undefined && !OPTIMIZER_KINDS.includes(v.optimizer as OptimizerKind)) throw new UsageError(`--optimizer must be adamw or sgd, got '${v.optimizer}'`);
+  if (v.recompute !== undefined && !RECOMPUTE_MODES.includes(v.recompute as RecomputeMode)) throw new UsageError(`--recompute must be auto, on or off, got '${v.recompute}'`);
   let targets;
   try {
     targets = v.targets === undefined ? undefined : parseTargets(v.targets);
@@ -164,6 +169,7 @@ export const command: Command = async (argv) => {
     seed: optionalInt('seed', v.seed, 0),
     device: v.device === undefined ? undefined : deviceFlag(v.device),
     threads: optionalInt('threads', v.threads, 1),
+    recompute: v.recompute as RecomputeMode | undefined,
     saveEvery: optionalInt('save-every', v['save-every'], 0),
     resume: v.resume,
     overwrite: v.overwrite,

@@ -14,6 +14,9 @@
  *    tables, frozen weights — is pruned: no backward node is ever written for it.
  * 4. A value used by several nodes gets the sum of their contributions.
  *
+ * With `recompute` segments (./recompute.ts), the gradient rules of a segment's nodes read
+ * a copy of the segment computed again in the backward pass, not the forward values.
+ *
  * The loss must be a scalar (its seed gradient is 1). A `wrt` value the loss does not depend
  * on gets a zero gradient, so callers can always fetch every gradient they asked for.
  *
@@ -31,6 +34,7 @@ import type { DType, Node } from './ir-data.js';
 import type { GradContext } from './op-record.js';
 import { gradientRule, isNonDifferentiable } from './op-table.js';
 import { describeAs, sumToShape, zerosLike } from './gradient-shapes.js';
+import { Recomputer, type Segment } from './recompute.js';
 
 /** Node-name prefix of a stop-gradient Identity (see the module comment). */
 export const STOP_GRADIENT = 'StopGradient';
@@ -68,7 +72,12 @@ function lossDependsOn(nodes: Node[], loss: string): Set<string> {
 }
 
 /** Appends d(loss)/d(v) for each v in `wrt`; returns wrt name → gradient value name. */
-export function appendGradients(b: GraphBuilder, loss: string, wrt: string[]): Map<string, string> {
+export interface GradientOptions {
+  /** Segments of the forward nodes to recompute in the backward pass (./recompute.ts). */
+  recompute?: Segment[];
+}
+
+export function appendGradients(b: GraphBuilder, loss: string, wrt: string[], options: GradientOptions = {}): Map<string, string> {
   const lossShape = b.shapeOf(loss);
   if (lossShape && lossShape.length !== 0) throw new Error(`autodiff: the loss '${loss}' must be a scalar, its shape is [${lossShape}]`);
   for (const w of wrt) if (!b.valueInfo(w)) throw new Error(`autodiff: unknown value '${w}' to differentiate with respect to`);
@@ -77,6 +86,7 @@ export function appendGradients(b: GraphBuilder, loss: string, wrt: string[]): M
   const active = dependsOnWrt(forward, b, wrt);
   const needed = lossDependsOn(forward, loss);
   const onPath = (v: string) => active.has(v) && needed.has(v);
+  const recomputer = new Recomputer(b, forward, options.recompute ?? [], (v) => active.has(v));
 
   // Gradient contributions per value, summed when the value is first read.
   const contributions = new Map<string, string[]>([[loss, [b.scalar(1)]]]);
@@ -96,14 +106,15 @@ export function appendGradients(b: GraphBuilder, loss: string, wrt: string[]): M
     const rule = gradientRule(node.op);
     if (!rule) throw new Error(`autodiff: no gradient rule for op ${node.op} (node ${node.name}), which lies between the trained values and the loss`);
     const outShape = b.shapeOf(node.outputs[0]!);
+    const seen = recomputer.view(i, node, dy.find((g) => g !== undefined)!);
     const ctx: GradContext = {
       b,
-      node,
-      x: node.inputs,
-      y: node.outputs,
+      node: seen,
+      x: seen.inputs,
+      y: seen.outputs,
       dy,
       needs: (k) => !!node.inputs[k] && onPath(node.inputs[k]!),
-      reduce: (g, k, gShape) => sumToShape(b, g, gShape ?? outShape, node.inputs[k]!),
+      reduce: (g, k, gShape) => sumToShape(b, g, gShape ?? outShape, seen.inputs[k]!),
     };
     const dx = rule(ctx);
     node.inputs.forEach((input, k) => {

@@ -120,11 +120,20 @@ export function serializeModel(graph: Graph): Uint8Array {
   return onnx.ModelProto.encode(modelProto(graph, inits)).finish();
 }
 
+/** Where an initializer's bytes already lie: a file next to the .onnx, at an offset. */
+export interface ExternalRef {
+  location: string;
+  offset: number;
+  length: number;
+}
+
 /**
  * Writes `onnxPath` and, for initializers of 1 KiB or more, `onnxPath + '.data'`.
  * Returns the paths written. Load the model with `InferenceSession.create(onnxPath)`.
+ * `placed` names initializers already written elsewhere (a data file shared by several
+ * graphs, see ../model/weight-file.ts): they are referenced there, not written again.
  */
-export function saveModel(graph: Graph, onnxPath: string): { onnxPath: string; dataPath: string } {
+export function saveModel(graph: Graph, onnxPath: string, placed?: (name: string, t: Tensor) => ExternalRef | undefined): { onnxPath: string; dataPath: string } {
   fs.mkdirSync(path.dirname(onnxPath), { recursive: true });
   const dataPath = onnxPath + '.data';
   const location = path.basename(dataPath);
@@ -133,6 +142,11 @@ export function saveModel(graph: Graph, onnxPath: string): { onnxPath: string; d
   try {
     let offset = 0;
     for (const [name, t] of graph.initializers) {
+      const shared = placed?.(name, t);
+      if (shared) {
+        inits.push(tensorProto(name, t, shared));
+        continue;
+      }
       const length = numel(t.dims) * bytesPerElement(t.dtype);
       if (length < EXTERNAL_MIN_BYTES) {
         inits.push(tensorProto(name, t));

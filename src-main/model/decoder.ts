@@ -20,10 +20,14 @@
  *   'logits'           logits float32 [B, T, V]
  *   'last_logits'      logits float32 [B, V], for the last position only (generation; pad left)
  *   'target_logprobs'  logprobs float32 [B, T] = log_softmax(logits)[target], in fp32
+ *   'hidden'           the final norm's output float32 [B, T, H], before the LM head (the
+ *                      training step applies the head itself, in vocabulary chunks: see
+ *                      {@link headRows} and ./chunked-head.ts)
  *   present_key_<i>, present_value_<i> float32 [B, kvHeads, S, headDim]  (kvCache only)
  *
  * Weights are initializers named after the Hugging Face tensors. Linear weights are stored
- * transposed, as `<hf name>.T` with shape [in, out], so each linear is one MatMul.
+ * transposed, as `<hf name>.T` with shape [in, out], so each linear is one MatMul. The LM head
+ * is read as stored, [V, H] rows (the embedding when tied), by a Gemm with transB.
  *
  * LoRA hook: every q/k/v/o/gate/up/down projection goes through `options.linear`, which
  * receives the site (layer, target, HF module path, input value, sizes) and the base
@@ -50,7 +54,7 @@ export interface LinearSite {
 /** Returns the value that replaces the projection's output `base` ([B, T, outFeatures]). */
 export type LinearHook = (b: GraphBuilder, site: LinearSite, base: string) => string;
 
-export type DecoderOutput = 'logits' | 'last_logits' | 'target_logprobs';
+export type DecoderOutput = 'logits' | 'last_logits' | 'target_logprobs' | 'hidden';
 
 export interface DecoderOptions {
   output: DecoderOutput;
@@ -67,6 +71,8 @@ export interface DecoderOptions {
 /** Where the builder gets its weights: a checkpoint, or anything shaped like one. */
 export interface WeightSource {
   config: ModelConfig;
+  /** Names the content of the weights (../model/weight-file.ts shares one copy per process by it); absent: not shared. */
+  identity?: string;
   has(name: string): boolean;
   /** Checks `name` has `shape` now (throwing a clear error), returns fp32 data lazily. */
   lazyFloat32(name: string, shape: number[], transpose2d?: boolean): Tensor;
@@ -75,6 +81,7 @@ export interface WeightSource {
 export function checkpointWeights(ckpt: Checkpoint): WeightSource {
   return {
     config: ckpt.config,
+    identity: ckpt.identity(),
     has: (name) => ckpt.has(name),
     lazyFloat32(name, shape, transpose2d = false) {
       ckpt.checkShape(name, shape);
@@ -111,6 +118,8 @@ export interface DecoderValues {
   pastValues: string[];
   presentKeys: string[];
   presentValues: string[];
+  /** Each layer's nodes as [start, end) indices into graph.nodes: what per-layer recomputation (../graph/autodiff.ts) clones. */
+  layerSpans: { start: number; end: number }[];
 }
 
 /** Masking bias: finite, so a fully masked (padding) row softmaxes to a harmless uniform row, not NaN. */
@@ -181,7 +190,9 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   let h = b.gather(embed, inputIds, 0); // [B, T, H]
   const scale = b.scalar(1 / Math.sqrt(headDim));
 
+  const layerSpans: { start: number; end: number }[] = [];
   for (let i = 0; i < c.numLayers; i++) {
+    const start = b.graph.nodes.length;
     const p = `model.layers.${i}`;
     const x = rmsNorm(h, `${p}.input_layernorm.weight`, H);
     let q = b.reshape(linear(x, i, 'q', `${p}.self_attn.q_proj`, H, numHeads * headDim, c.qkvBias), [0, 0, numHeads, headDim]);
@@ -215,20 +226,20 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const up = linear(y, i, 'up', `${p}.mlp.up_proj`, H, c.intermediateSize, c.mlpBias);
     const act = b.mul(b.mul(gate, b.sigmoid(gate)), up);
     h = b.add(h, linear(act, i, 'down', `${p}.mlp.down_proj`, c.intermediateSize, H, c.mlpBias));
+    layerSpans.push({ start, end: b.graph.nodes.length });
   }
   let final = rmsNorm(h, 'model.norm.weight', H);
+  const values = { inputIds, attentionMask, positionIds, targetIds, pastKeys, pastValues, presentKeys, presentValues, layerSpans };
+  if (options.output === 'hidden') return { ...values, output: final };
   if (options.output === 'last_logits') final = b.gather(final, b.sub(seqLen, one), 1); // [B, H]
 
-  const head = c.tieWordEmbeddings || !weights.has('lm_head.weight')
-    ? tiedHead(b, weights, embed)
-    : weight('lm_head.weight', [c.vocabSize, H], true);
-  const logits = b.matmul(final, head);
+  const logits = applyHead(b, final, headRows(b, weights), c.vocabSize);
   let output = logits;
   if (options.output === 'target_logprobs') {
     const logprobs = b.logSoftmax(logits, -1);
     output = b.squeeze(b.gatherElements(logprobs, b.unsqueeze(targetIds!, [-1]), -1), [-1]);
   }
-  return { inputIds, attentionMask, positionIds, targetIds, output, pastKeys, pastValues, presentKeys, presentValues };
+  return { ...values, output };
 }
 
 /**
@@ -256,12 +267,32 @@ function quantizedMatmul(b: GraphBuilder, x: string, weights: WeightSource, name
   }, { dtype: 'float32', shape: xShape ? [...xShape.slice(0, -1), n] : undefined });
 }
 
-/** The LM head from the embedding matrix: a Transpose ONNX Runtime folds at load time. */
-function tiedHead(b: GraphBuilder, weights: WeightSource, embed: string): string {
-  if (!weights.config.tieWordEmbeddings && !weights.has('lm_head.weight')) {
-    weights.lazyFloat32('lm_head.weight', [weights.config.vocabSize, weights.config.hiddenSize]); // throws: names the tensor
-  }
-  return b.transpose(embed, [1, 0]);
+/**
+ * The LM head as a [V, H] matrix, one row per token, added to `b` if it is not there yet: the
+ * embedding matrix itself when the head is tied (so the lookup and the head share one copy),
+ * else `lm_head.weight` as stored (not transposed, unlike the head of {@link buildDecoder}).
+ */
+export function headRows(b: GraphBuilder, weights: WeightSource): string {
+  const c = weights.config;
+  const tied = c.tieWordEmbeddings || !weights.has('lm_head.weight');
+  if (tied && !c.tieWordEmbeddings) weights.lazyFloat32('lm_head.weight', [c.vocabSize, c.hiddenSize]); // throws: names the tensor
+  const name = tied ? 'model.embed_tokens.weight' : 'lm_head.weight';
+  return b.graph.initializers.has(name) ? name : b.initializer(name, weights.lazyFloat32(name, [c.vocabSize, c.hiddenSize]));
+}
+
+/**
+ * x·Wᵀ for the head's rows W [V, H], as Gemm with transB on 2-D rows (x is [B, H] or [B, T, H]):
+ * no transposed copy of the head is made (ONNX Runtime would fold a Transpose of the
+ * embedding into a second copy), so every session reads the one stored matrix (docs/design.md §Memory).
+ */
+function applyHead(b: GraphBuilder, x: string, rows: string, vocabSize: number): string {
+  const shape = b.shapeOf(x)!;
+  const f32 = (s: (string | number)[]) => [{ dtype: 'float32' as const, shape: s }];
+  if (shape.length === 2) return b.op('Gemm', [x, rows], { transB: int(1) }, 1, f32([shape[0]!, vocabSize]))[0]!;
+  const flat = b.reshape(x, [-1, shape.at(-1) as number]);
+  const logits = b.op('Gemm', [flat, rows], { transB: int(1) }, 1, f32([b.shapeOf(flat)![0]!, vocabSize]))[0]!;
+  const target = b.concat([b.slice(b.shape(x), [0], [shape.length - 1], [0]), b.int64s([vocabSize])], 0);
+  return b.reshapeTo(logits, target, [...shape.slice(0, -1), vocabSize]);
 }
 
 /** A complete decoder graph with its outputs marked. */

@@ -179,6 +179,15 @@ export class Checkpoint {
     return this.entries.has(name);
   }
 
+  /** Names the weights' content: the folder and each weight file's size and modification time. */
+  identity(): string {
+    const files = this.files.map((f) => {
+      const st = fs.statSync(f);
+      return `${path.resolve(f)}:${st.size}:${st.mtimeMs}`;
+    });
+    return `${path.resolve(this.dir)}|${files.join('|')}`;
+  }
+
   get tensorNames(): string[] {
     return [...this.entries.keys()];
   }

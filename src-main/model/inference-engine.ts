@@ -13,8 +13,9 @@
  *             generation); `generate` is a batch of one.
  * With `quantize` int8/int4 both graphs use weight-only quantised projections (MatMulNBits,
  * docs/design.md §Quantisation); `quantizationDrift` measures what that costs in log-probs.
- * Each session holds its own copy of the weights (the Node binding cannot share
- * initializers between sessions), so a process that only scores never builds the other.
+ * On the CPU both read the weights from the process's one memory-mapped copy
+ * (./weight-file.ts); a session still keeps its own prepacked copy of the matmul weights
+ * unless `prepack` is false, so a process that only scores never builds the other.
  *
  * The KV cache goes in and out of each step through host memory (the Node binding has no
  * device-resident outputs); per token that costs 2 × layers × kvHeads × seq × headDim floats.
@@ -77,6 +78,10 @@ export interface EngineOptions {
   externalData?: boolean;
   /** Weight-only quantised projections for score and generate (docs/design.md §Quantisation). Default 'none'. */
   quantize?: Quantize;
+  /** Read the weights from the process's one shared file (./weight-file.ts); default true. */
+  shareWeights?: boolean;
+  /** Let ONNX Runtime repack matmul weights (a private copy, faster decoding); default true. */
+  prepack?: boolean;
 }
 
 type Graphs = 'score' | 'generate';
@@ -96,7 +101,10 @@ export class ModelEngine {
     this.config = checkpoint.config;
     this.tokenizer = tokenizer;
     this.weights = checkpointWeights(checkpoint);
-    this.sessionConfig = { device: options.device ?? 'cpu', threads: options.threads, cacheDir: options.cacheDir, externalData: options.externalData };
+    this.sessionConfig = {
+      device: options.device ?? 'cpu', threads: options.threads, cacheDir: options.cacheDir, externalData: options.externalData,
+      sharedWeights: options.shareWeights === false ? undefined : this.weights.identity, prepack: options.prepack,
+    };
     this.quantize = options.quantize ?? 'none';
   }
 

@@ -11,6 +11,8 @@
  *
  * Small graphs are handed to ONNX Runtime as one buffer. Graphs whose weights exceed
  * protobuf's 2 GiB cap are written with external data into a cache folder and loaded by path.
+ * With `sharedWeights` (CPU), every session of one checkpoint reads its weights from one
+ * memory-mapped file (./weight-file.ts, docs/design.md §Memory).
  *
  * These calls block the calling thread while ONNX Runtime works: call them from a worker
  * (./model-worker.ts does), never from the main thread.
@@ -19,10 +21,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import { threadId } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
 import { CudaUnavailableError } from './cuda-errors.js';
 import type { Graph } from '../graph/ir.js';
 import { needsExternalData, saveModel, serializeModel } from '../graph/onnx.js';
+import { placeWeights, weightFolder } from './weight-file.js';
 
 /**
  * ONNX Runtime itself (tensors, session types), for the modules that feed and read sessions.
@@ -41,6 +45,16 @@ export interface SessionConfig {
   cacheDir?: string;
   /** Always go through an .onnx + external data file (automatic above the 2 GiB protobuf cap). */
   externalData?: boolean;
+  /**
+   * The identity of the checkpoint whose weights the graph holds (WeightSource.identity):
+   * the session then reads them from the process's one shared file (./weight-file.ts).
+   */
+  sharedWeights?: string;
+  /**
+   * Let ONNX Runtime repack matmul weights into its own layout at load (a private copy per
+   * session, for speed). Default true; false reads them from the shared file as they are.
+   */
+  prepack?: boolean;
 }
 
 /** The folder holding onnxruntime-node's native libraries for this platform. */
@@ -69,8 +83,11 @@ function sessionOptions(config: SessionConfig): ort.InferenceSession.SessionOpti
     ...(config.threads ? { intraOpNumThreads: config.threads } : {}), // the binding rejects undefined
     interOpNumThreads: 1,
     logSeverityLevel: 3,
+    ...(config.prepack === false ? { extra: { session: { disable_prepacking: '1' } } } : {}),
   };
 }
+
+let sessionCount = 0;
 
 /** Creates a session for `graph` on `config.device`; reports the EP it runs on. */
 export async function createSession(graph: Graph, config: SessionConfig): Promise<{ session: ort.InferenceSession; executionProvider: Device }> {
@@ -79,7 +96,19 @@ export async function createSession(graph: Graph, config: SessionConfig): Promis
   let cleanup: (() => void) | undefined;
   try {
     let session: ort.InferenceSession;
-    if (config.externalData || needsExternalData(graph)) {
+    if (config.sharedWeights && config.device === 'cpu') {
+      const dir = weightFolder(config.sharedWeights, config.cacheDir);
+      const onnxPath = path.join(dir, `${graph.name}-${process.pid}-${threadId}-${sessionCount++}.onnx`);
+      cleanup = () => {
+        try {
+          for (const f of [onnxPath, onnxPath + '.data']) fs.rmSync(f, { force: true });
+        } catch {
+          // Windows keeps memory-mapped files locked; the folder goes when the process exits.
+        }
+      };
+      saveModel(graph, onnxPath, placeWeights(dir, graph));
+      session = await ort.InferenceSession.create(onnxPath, options);
+    } else if (config.externalData || needsExternalData(graph)) {
       const dir = fs.mkdtempSync(path.join(config.cacheDir ?? os.tmpdir(), 'hindsight-graph-'));
       cleanup = () => {
         try {

@@ -14,6 +14,7 @@ import { Worker } from 'node:worker_threads';
 import { UserError } from '../../src-shared/types.js';
 import type { ErrorPayload } from './worker-serve.js';
 import { CudaUnavailableError } from './cuda-errors.js';
+import { removeWeightFilesAtExit } from './weight-file.js';
 
 /**
  * A worker's two forms, as URLs made in the module that starts it
@@ -46,6 +47,7 @@ function pinNativeBinding(): Promise<unknown> {
 /** Starts the worker (its compiled file if the build has one, else its source through tsx). */
 export async function startWorker(files: WorkerFiles, workerData: Record<string, unknown>): Promise<Worker> {
   await pinNativeBinding();
+  removeWeightFilesAtExit(); // the worker's sessions share weight files that only this thread may remove (./weight-file.ts)
   if (fs.existsSync(fileURLToPath(files.compiled))) return new Worker(files.compiled, { workerData });
   const entry = pathToFileURL(fileURLToPath(files.source)).href;
   return new Worker(new URL('./worker-boot.mjs', import.meta.url), { workerData: { entry, ...workerData } });

@@ -16,6 +16,8 @@ import type { TokenSpan } from './batches.js';
 import { scoreInBatches } from './held-out-rows.js';
 import { loraSpecs } from './lora.js';
 import { buildForwardGraph, loraKeys } from './step-graph.js';
+import { DEFAULT_VOCAB_CHUNK } from './step-engine.js';
+import { modelFeeds, pickAll, toGrid } from './step-feeds.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights, StepBatch } from './training-step.js';
 
 export interface ScorerOptions {
@@ -39,12 +41,13 @@ export class LoraScorer {
     private readonly session: ort.InferenceSession,
     readonly executionProvider: Device,
     private readonly options: ScorerOptions,
+    private readonly vocabSize: number,
   ) {}
 
   static async create(checkpoint: Checkpoint, lora: LoraConfig, options: ScorerOptions): Promise<LoraScorer> {
-    const { graph } = buildForwardGraph(checkpointWeights(checkpoint), lora);
+    const { graph } = buildForwardGraph(checkpointWeights(checkpoint), lora, { vocabChunk: DEFAULT_VOCAB_CHUNK });
     const { session, executionProvider } = await createSession(graph, { device: options.device, threads: options.threads });
-    return new LoraScorer(lora, loraSpecs(checkpoint.config, lora.targets), session, executionProvider, options);
+    return new LoraScorer(lora, loraSpecs(checkpoint.config, lora.targets), session, executionProvider, options, checkpoint.config.vocabSize);
   }
 
   /** Reply-token log-probs of each span under the base plus `weights` (null: the base model alone). */
@@ -68,24 +71,17 @@ export class LoraScorer {
 
   /** The [B, T] token grid of log-probs: position t holds log p(token t | tokens < t); position 0 is 0. */
   private async run(batch: StepBatch, weights: LoraWeights): Promise<Float32Array> {
-    const { batch: B, seqLen: T } = batch;
-    const targets = new BigInt64Array(B * T);
-    for (let row = 0; row < B; row++) targets.set(batch.inputIds.subarray(row * T + 1, (row + 1) * T), row * T);
-    const feeds: Record<string, ort.Tensor> = {
-      input_ids: new ort.Tensor('int64', batch.inputIds, [B, T]),
-      attention_mask: new ort.Tensor('int64', batch.attentionMask, [B, T]),
-      position_ids: new ort.Tensor('int64', batch.positionIds, [B, T]),
-      target_ids: new ort.Tensor('int64', targets, [B, T]),
-    };
+    // Every token after each row's first goes through the (chunked) LM head, as in the training
+    // step's forward pass (./step-feeds.ts).
+    const picked = pickAll(batch);
+    const feeds: Record<string, ort.Tensor> = modelFeeds(batch, picked, this.vocabSize);
     const r = this.lora.r;
     for (const spec of this.specs) {
       const k = loraKeys(spec);
       feeds[k.a] = new ort.Tensor('float32', weights.get(k.a)!, [r, spec.inFeatures]);
       feeds[k.b] = new ort.Tensor('float32', weights.get(k.b)!, [spec.outFeatures, r]);
     }
-    const graphGrid = (await this.session.run(feeds)).logprobs!.data as Float32Array;
-    const grid = new Float32Array(B * T);
-    for (let row = 0; row < B; row++) grid.set(graphGrid.subarray(row * T, (row + 1) * T - 1), row * T + 1);
-    return grid;
+    const out = await this.session.run(feeds);
+    return toGrid(out.logprobs!.data as Float32Array, picked, batch);
   }
 }

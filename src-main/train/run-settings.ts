@@ -7,7 +7,7 @@
  */
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
-import { defaultEpsHigh, TRAIN_DEFAULTS } from '../../src-shared/training.js';
+import { defaultEpsHigh, TRAIN_DEFAULTS, type RecomputeMode } from '../../src-shared/training.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
 import type { LinearTarget } from '../model/decoder.js';
 import type { Device } from '../model/ort-session.js';
@@ -52,6 +52,7 @@ export interface TrainerOptions {
   /** Start over in an output folder that holds a run: the old run is removed first. */
   overwrite?: boolean;
   maxLength?: number;
+  recompute?: RecomputeMode;
   /** Also write the merged weights (W + s·B·A) as model.safetensors under <out>/merged. */
   merge?: boolean;
   /**
@@ -81,6 +82,8 @@ export interface RunSettings {
   device: Device;
   /** ONNX Runtime intra-op threads; null: its own choice. */
   threads: number | null;
+  /** Activation recomputation (src-shared/training.ts recomputeOn). */
+  recompute: RecomputeMode;
   merge: boolean;
 }
 
@@ -116,6 +119,7 @@ export function settingsFrom(o: TrainerOptions & { modelDir: string }, lora: Lor
     saveEvery: o.saveEvery ?? d.saveEvery,
     device: o.device ?? d.device,
     threads: o.threads ?? null,
+    recompute: o.recompute ?? d.recompute,
     merge: o.merge ?? false,
   };
 }
@@ -139,14 +143,14 @@ export function loraFrom(o: TrainerOptions, model: ModelConfig): { lora: LoraCon
 }
 
 /** Settings as a checkpoint holds them: those written before the run options were saved lack them. */
-type SavedSettings = Omit<RunSettings, 'saveEvery' | 'device' | 'threads' | 'merge'> & Partial<RunSettings>;
+type SavedSettings = Omit<RunSettings, 'saveEvery' | 'device' | 'threads' | 'recompute' | 'merge'> & Partial<RunSettings>;
 
 /**
  * A checkpoint's settings with the options given for the resume applied. Older checkpoints,
  * which lack the run options, get the defaults.
  */
 export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSettings {
-  const s: RunSettings = { saveEvery: TRAIN_DEFAULTS.saveEvery, device: TRAIN_DEFAULTS.device, threads: null, merge: false, ...saved };
+  const s: RunSettings = { saveEvery: TRAIN_DEFAULTS.saveEvery, device: TRAIN_DEFAULTS.device, threads: null, recompute: TRAIN_DEFAULTS.recompute, merge: false, ...saved };
   const fixed = (name: string, given: unknown, has: unknown) => {
     if (given !== undefined && JSON.stringify(given) !== JSON.stringify(has)) {
       throw new UserError(`a resumed run keeps its ${name} (${JSON.stringify(has)}), so ${JSON.stringify(given)} cannot be asked for; drop the option, or start a new run`);
@@ -170,6 +174,7 @@ export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSet
     saveEvery: o.saveEvery ?? s.saveEvery,
     device: o.device ?? s.device,
     threads: o.threads ?? s.threads,
+    recompute: o.recompute ?? s.recompute,
     merge: o.merge ?? s.merge,
   };
 }

@@ -36,11 +36,12 @@
 import { UserError } from '../../src-shared/types.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
 import { checkpointWeights, type WeightSource } from '../model/decoder.js';
-import { ort, createSession, type Device } from '../model/ort-session.js';
+import { ort, createSession, type Device, type SessionConfig } from '../model/ort-session.js';
 import type {
   LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TrainStep,
 } from './training-step.js';
-import { buildForwardGraph, buildTrainGraph, gradName, loraKeys } from './step-graph.js';
+import { buildForwardGraph, buildTrainGraph, gradName, loraKeys, type MemoryOptions } from './step-graph.js';
+import { lossFeeds, modelFeeds, pickAll, pickResponse, toGrid, type Picked } from './step-feeds.js';
 import { SCALAR_INPUTS, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from './step-optimizer.js';
 
 export type OptimizerPlacement = 'host' | 'graph';
@@ -56,7 +57,29 @@ export interface TrainStepOptions {
   placement?: OptimizerPlacement;
   /** Folder for graphs too big to hand over in memory; default the OS temp folder. */
   cacheDir?: string;
+  /** Vocabulary rows per chunk of the LM head; default {@link DEFAULT_VOCAB_CHUNK}; 0: unchunked. */
+  vocabChunk?: number;
+  /** Recompute layer activations in the backward pass (docs/design.md §Memory); default off. */
+  recompute?: boolean;
+  /** Read the weights from the process's one shared file (../model/weight-file.ts); default true. */
+  shareWeights?: boolean;
+  /** Let ONNX Runtime repack matmul weights at load (a private copy per session); default {@link DEFAULT_PREPACK}. */
+  prepack?: boolean;
 }
+
+/**
+ * Rows of the LM head per chunk of the log-sum-exp (../model/chunked-head.ts). The chunk's
+ * [N, C] logits and exponentials are the loss part's memory, and the matmuls must stay large
+ * enough to run at full speed: bench/train-memory.ts measures the choice (docs/design.md §Memory).
+ */
+export const DEFAULT_VOCAB_CHUNK = 8192;
+
+/**
+ * The step's sessions read the matmul weights from the shared mapping as they are: with
+ * hundreds of rows per matmul the repacking buys nothing measurable, and it would cost each
+ * session a private copy (bench/train-memory.ts, docs/design.md §Memory).
+ */
+export const DEFAULT_PREPACK = false;
 
 /** The faster of the two in the measurements above. */
 export const DEFAULT_PLACEMENT: OptimizerPlacement = 'host';
@@ -65,7 +88,7 @@ export const DEFAULT_PLACEMENT: OptimizerPlacement = 'host';
 export interface Gradients {
   loss: number;
   grads: LoraWeights;
-  /** Policy log-probs on the batch's [B, T] grid (position 0 is 0). */
+  /** Policy log-probs on the batch's [B, T] grid, at the trained tokens only (0 elsewhere). */
   logprobs: Float32Array;
   clipfrac: number;
   approxKl: number;
@@ -96,17 +119,18 @@ export class TrainStepEngine implements TrainStep {
     const placement = options.placement ?? DEFAULT_PLACEMENT;
     const { graph, specs } = buildTrainGraph(weights, {
       lora: options.lora,
+      memory: memoryOptions(options),
       loss: options.loss,
       optimizerInGraph: placement === 'graph' ? options.optimizer : undefined,
     });
-    const { session, executionProvider } = await createSession(graph, { device: options.device, threads: options.threads, cacheDir: options.cacheDir });
+    const { session, executionProvider } = await createSession(graph, sessionConfig(options, weights));
     return new TrainStepEngine(weights, options, session, specs, executionProvider, placement);
   }
 
   private forward(): Promise<ort.InferenceSession> {
     if (!this.forwardSession) {
-      const { graph } = buildForwardGraph(this.weights, this.options.lora);
-      this.forwardSession = createSession(graph, { device: this.options.device, threads: this.options.threads, cacheDir: this.options.cacheDir }).then((s) => s.session);
+      const { graph } = buildForwardGraph(this.weights, this.options.lora, memoryOptions(this.options));
+      this.forwardSession = createSession(graph, sessionConfig(this.options, this.weights)).then((s) => s.session);
       this.forwardSession.catch(() => (this.forwardSession = undefined));
     }
     return this.forwardSession;
@@ -114,9 +138,10 @@ export class TrainStepEngine implements TrainStep {
 
   async policyLogprobs(batch: StepBatch, weights: LoraWeights): Promise<Float32Array> {
     this.checkOpen();
-    const feeds = { ...this.modelFeeds(batch), ...this.loraFeeds(weights) };
+    const picked = pickAll(batch);
+    const feeds = { ...modelFeeds(batch, picked, this.weights.config.vocabSize), ...this.loraFeeds(weights) };
     const out = await (await this.forward()).run(feeds);
-    return toGrid(out.logprobs!.data as Float32Array, batch);
+    return toGrid(out.logprobs!.data as Float32Array, picked, batch);
   }
 
   async baseLogprobs(batch: StepBatch): Promise<Float32Array> {
@@ -130,11 +155,12 @@ export class TrainStepEngine implements TrainStep {
   /** Loss, metrics and gradients at `weights`, without an update (host placement's first half). */
   async gradients(batch: StepBatch, weights: LoraWeights): Promise<Gradients> {
     this.checkOpen();
-    const feeds = { ...this.modelFeeds(batch), ...this.lossFeeds(batch), ...this.loraFeeds(weights) };
+    const picked = pickResponse(batch);
+    const feeds = { ...this.feeds(batch, picked), ...this.loraFeeds(weights) };
     // The in-graph optimizer's inputs must be fed even though only the gradients are fetched.
     if (this.placement === 'graph') Object.assign(feeds, this.optimizerFeeds(weights, emptyState()));
     const out = await this.trainSession.run(feeds, this.trainFetches());
-    return this.readGradients(out, batch);
+    return this.readGradients(out, batch, picked);
   }
 
   async step(batch: StepBatch, weights: LoraWeights, state: OptimizerState): Promise<StepResult> {
@@ -153,9 +179,10 @@ export class TrainStepEngine implements TrainStep {
   private async stepInGraph(batch: StepBatch, weights: LoraWeights, state: OptimizerState): Promise<StepResult> {
     const cfg = this.options.optimizer;
     const step = state.step + 1;
-    const feeds = { ...this.modelFeeds(batch), ...this.lossFeeds(batch), ...this.loraFeeds(weights), ...this.optimizerFeeds(weights, state) };
+    const picked = pickResponse(batch);
+    const feeds = { ...this.feeds(batch, picked), ...this.loraFeeds(weights), ...this.optimizerFeeds(weights, state) };
     const out = await this.trainSession.run(feeds);
-    const g = this.readGradients(out, batch);
+    const g = this.readGradients(out, batch, picked);
     const gradNorm = scalarOf(out.grad_norm as ort.Tensor);
     const metrics = this.metrics(g, gradNorm);
     if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, grads: g.grads, logprobs: g.logprobs };
@@ -201,42 +228,8 @@ export class TrainStepEngine implements TrainStep {
     return feeds;
   }
 
-  private modelFeeds(batch: StepBatch): Record<string, ort.Tensor> {
-    checkTokens(batch, this.weights.config.vocabSize);
-    const { batch: B, seqLen: T } = batch;
-    const targets = new BigInt64Array(B * T);
-    for (let r = 0; r < B; r++) targets.set(batch.inputIds.subarray(r * T + 1, (r + 1) * T), r * T);
-    const dims = [B, T];
-    return {
-      input_ids: new ort.Tensor('int64', batch.inputIds, dims),
-      attention_mask: new ort.Tensor('int64', batch.attentionMask, dims),
-      position_ids: new ort.Tensor('int64', batch.positionIds, dims),
-      target_ids: new ort.Tensor('int64', targets, dims),
-    };
-  }
-
-  private lossFeeds(batch: StepBatch): Record<string, ort.Tensor> {
-    const needsRef = this.options.loss.klBeta > 0;
-    type Named = [string, Float32Array | undefined];
-    const optional: Named[] = [['oldFromPolicy', batch.oldFromPolicy], ['teacherLogprobs', batch.teacherLogprobs], ['opdWeights', batch.opdWeights]];
-    checkArrays(batch, [
-      ['responseMask', batch.responseMask], ['oldLogprobs', batch.oldLogprobs], ['advantages', batch.advantages],
-      ...(needsRef ? [['refLogprobs', batch.refLogprobs] as Named] : []),
-      ...optional.filter(([, a]) => a !== undefined),
-    ]);
-    const dims = [batch.batch, batch.seqLen];
-    const grid = (a: Float32Array | undefined) => new ort.Tensor('float32', a ? fromGrid(a, batch) : new Float32Array(batch.batch * batch.seqLen), dims);
-    const feeds: Record<string, ort.Tensor> = {
-      response_mask: grid(batch.responseMask),
-      old_logprobs: grid(batch.oldLogprobs),
-      advantages: grid(batch.advantages),
-      // Absent: zeros, so old and the advantages are exactly the ones given.
-      old_from_policy: grid(batch.oldFromPolicy),
-      teacher_logprobs: grid(batch.teacherLogprobs),
-      opd_weights: grid(batch.opdWeights),
-    };
-    if (needsRef) feeds.ref_logprobs = grid(batch.refLogprobs!);
-    return feeds;
+  private feeds(batch: StepBatch, picked: Picked): Record<string, ort.Tensor> {
+    return { ...modelFeeds(batch, picked, this.weights.config.vocabSize), ...lossFeeds(batch, picked, this.options.loss.klBeta > 0) };
   }
 
   private optimizerFeeds(weights: LoraWeights, state: OptimizerState): Record<string, ort.Tensor> {
@@ -258,7 +251,7 @@ export class TrainStepEngine implements TrainStep {
     return ['loss', 'logprobs', 'clipfrac', 'approx_kl', 'tokens', ...keys.map(gradName)];
   }
 
-  private readGradients(out: ort.InferenceSession.OnnxValueMapType, batch: StepBatch): Gradients {
+  private readGradients(out: ort.InferenceSession.OnnxValueMapType, batch: StepBatch, picked: Picked): Gradients {
     const grads: LoraWeights = new Map();
     for (const spec of this.specs) {
       for (const key of Object.values(loraKeys(spec))) grads.set(key, (out[gradName(key)] as ort.Tensor).data as Float32Array);
@@ -266,7 +259,7 @@ export class TrainStepEngine implements TrainStep {
     return {
       loss: scalarOf(out.loss as ort.Tensor),
       grads,
-      logprobs: toGrid((out.logprobs as ort.Tensor).data as Float32Array, batch),
+      logprobs: toGrid((out.logprobs as ort.Tensor).data as Float32Array, picked, batch),
       clipfrac: scalarOf(out.clipfrac as ort.Tensor),
       approxKl: scalarOf(out.approx_kl as ort.Tensor),
       tokens: scalarOf(out.tokens as ort.Tensor),
@@ -285,38 +278,15 @@ function loraTensor(weights: LoraWeights, key: string, dims: number[]): ort.Tens
   return new ort.Tensor('float32', w, dims);
 }
 
-/** Token grid (position t = token t; docs/design.md §Losses) → graph grid (position t = token t+1). */
-function fromGrid(grid: Float32Array, batch: StepBatch): Float32Array {
-  const { batch: B, seqLen: T } = batch;
-  const out = new Float32Array(B * T);
-  for (let r = 0; r < B; r++) out.set(grid.subarray(r * T + 1, (r + 1) * T), r * T);
-  return out;
+function sessionConfig(o: TrainStepOptions, weights: WeightSource): SessionConfig {
+  return {
+    device: o.device, threads: o.threads, cacheDir: o.cacheDir,
+    sharedWeights: o.shareWeights === false ? undefined : weights.identity, prepack: o.prepack ?? DEFAULT_PREPACK,
+  };
 }
 
-/** Graph grid → token grid; position 0 of each row (no preceding logits) is 0. */
-function toGrid(graphGrid: Float32Array, batch: StepBatch): Float32Array {
-  const { batch: B, seqLen: T } = batch;
-  const out = new Float32Array(B * T);
-  for (let r = 0; r < B; r++) out.set(graphGrid.subarray(r * T, (r + 1) * T - 1), r * T + 1);
-  return out;
-}
-
-function checkArrays(batch: StepBatch, arrays: [string, { length: number } | undefined][]): void {
-  const { batch: B, seqLen: T } = batch;
-  if (!Number.isInteger(B) || B < 1 || !Number.isInteger(T) || T < 2) throw new UserError(`step batch: needs at least 1 row of 2 tokens, got ${B} × ${T}`);
-  for (const [name, a] of arrays) {
-    if (!a) throw new UserError(`step batch: ${name} is missing${name === 'refLogprobs' ? ' (the KL penalty needs it)' : ''}`);
-    if (a.length !== B * T) throw new UserError(`step batch: ${name} has ${a.length} values, expected ${B} × ${T} = ${B * T}`);
-  }
-}
-
-function checkTokens(batch: StepBatch, vocabSize: number): void {
-  checkArrays(batch, [['inputIds', batch.inputIds], ['attentionMask', batch.attentionMask], ['positionIds', batch.positionIds]]);
-  const T = batch.seqLen;
-  for (let i = 0; i < batch.inputIds.length; i++) {
-    const id = batch.inputIds[i]!;
-    if (id < 0n || id >= BigInt(vocabSize)) throw new UserError(`step batch: token id ${id} at row ${Math.floor(i / T)}, position ${i % T} is outside the vocabulary [0, ${vocabSize})`);
-  }
+function memoryOptions(o: TrainStepOptions): MemoryOptions {
+  return { vocabChunk: o.vocabChunk ?? DEFAULT_VOCAB_CHUNK, recompute: o.recompute ?? false };
 }
 
 function checkOptions(o: TrainStepOptions): void {
@@ -326,5 +296,6 @@ function checkOptions(o: TrainStepOptions): void {
   if (!(o.optimizer.lr > 0)) throw new UserError(`learning rate must be > 0, got ${o.optimizer.lr}`);
   if (!(o.optimizer.maxGradNorm >= 0)) throw new UserError(`max grad norm must be ≥ 0 (0 disables clipping), got ${o.optimizer.maxGradNorm}`);
   if (!(o.loss.epsLow >= 0 && o.loss.epsLow < 1) || !(o.loss.epsHigh >= 0)) throw new UserError(`clip range must have 0 ≤ ε_low < 1 and ε_high ≥ 0, got ${o.loss.epsLow} / ${o.loss.epsHigh}`);
+  if (o.vocabChunk !== undefined && !(Number.isInteger(o.vocabChunk) && o.vocabChunk >= 0)) throw new UserError(`vocabulary chunk must be a whole number ≥ 0, got ${o.vocabChunk}`);
   if (!(o.loss.klBeta >= 0)) throw new UserError(`KL β must be ≥ 0, got ${o.loss.klBeta}`);
 }

@@ -1,7 +1,7 @@
 /**
  * The graphs of a training step, built from the decoder (../model/decoder.ts):
  *
- * - forward: decoder + LoRA → `logprobs` [B, T]. Used for the policy's log-probs, and with all
+ * - forward: decoder + LoRA → `logprobs` [N]. Used for the policy's log-probs, and with all
  *   LoRA tensors zero for the base model's (x·Aᵀ·Bᵀ with B = 0 adds exact zeros, so one session
  *   and one copy of the frozen weights serve both).
  * - train: decoder + LoRA → the policy loss (./step-loss.ts) → autodiff (../graph/autodiff.ts) → the gradient
@@ -11,21 +11,27 @@
  * B [out, r] as graph inputs named by their PEFT keys, s = alpha / r. The scaling is applied
  * on the narrow [B, T, r] tensor, where it costs least.
  *
- * Grid: the decoder's `logprobs[t]` is log p(target_ids[t] | tokens ≤ t). The step feeds
- * target_ids[t] = input_ids[t+1], so graph position t holds the log-prob of token t+1; the
- * engine shifts the [B, T] batch grids (the token grid's position t ↔ graph position t−1) on the host.
+ * Positions: only N picked positions go through the LM head (docs/design.md §Memory): the
+ * final hidden states [B, T, H] are gathered at `positions` (flat indices into the [B, T]
+ * grid) and ../model/chunked-head.ts gives the log-prob of `targets` there, over vocabulary
+ * chunks. Graph position t holds the log-prob of token t+1; ./step-feeds.ts picks the
+ * positions and maps them to and from the batch's token grid.
  *
- * Graph inputs: input_ids, attention_mask, position_ids, target_ids (int64 [B, T]), every
- * LoRA tensor, and for train: response_mask, old_logprobs, advantages, old_from_policy,
- * teacher_logprobs, opd_weights (+ ref_logprobs when klBeta > 0), float32 [B, T] on the
- * graph's grid. The last three make `old` := stopgrad(logprobs) where old_from_policy is 1 and
- * add opd_weights·(teacher − old) to the advantages (./step-loss.ts, in-step old); with them all
- * zero the loss trains on old_logprobs and advantages exactly as given.
- * Train outputs: loss, clipfrac, approx_kl, tokens (scalars), logprobs [B, T], `grad.<key>`
+ * Graph inputs: input_ids, attention_mask, position_ids (int64 [B, T]), positions, targets
+ * (int64 [N]), every LoRA tensor, and for train: response_mask, old_logprobs, advantages,
+ * old_from_policy, teacher_logprobs, opd_weights (+ ref_logprobs when klBeta > 0), float32
+ * [N] at the picked positions. The last three make `old` := stopgrad(logprobs) where
+ * old_from_policy is 1 and add opd_weights·(teacher − old) to the advantages (./step-loss.ts,
+ * in-step old); with them all zero the loss trains on old_logprobs and advantages exactly as given.
+ * Train outputs: loss, clipfrac, approx_kl, tokens (scalars), logprobs [N], `grad.<key>`
  * for every LoRA tensor, and with the in-graph optimizer its outputs (./step-optimizer.ts).
+ *
+ * Recomputation (`recompute`): every layer but the last is recomputed from its input during
+ * the backward pass instead of keeping its activations (../graph/autodiff.ts, docs/design.md §Memory).
  */
 import { GraphBuilder, type Graph } from '../graph/ir.js';
-import { buildDecoder, type LinearSite, type WeightSource } from '../model/decoder.js';
+import { buildDecoder, headRows, type LinearSite, type WeightSource } from '../model/decoder.js';
+import { appendTargetLogprobs } from '../model/chunked-head.js';
 import { appendGradients } from '../graph/autodiff.js';
 import type { LoraConfig, LoraTensorSpec, LossConfig, OptimizerConfig } from './training-step.js';
 import { appendInStepOld, appendPolicyLoss } from './step-loss.js';
@@ -38,15 +44,27 @@ export const gradName = (key: string) => `grad.${key}`;
 
 export const LOSS_INPUTS = ['response_mask', 'old_logprobs', 'advantages', 'old_from_policy', 'teacher_logprobs', 'opd_weights'] as const;
 
+/** How the head and the backward pass are built (docs/design.md §Memory). */
+export interface MemoryOptions {
+  /** Vocabulary rows per chunk of the LM head; 0: unchunked. */
+  vocabChunk: number;
+  /** Recompute each layer's activations in the backward pass (train graph only). */
+  recompute?: boolean;
+}
+
+/** One LogSoftmax over the vocabulary, no recomputation: the plain graph. */
+const DEFAULT_MEMORY: MemoryOptions = { vocabChunk: 0 };
+
 interface LoraDecoder {
   b: GraphBuilder;
   logprobs: string;
+  layerSpans: { start: number; end: number }[];
   specs: LoraTensorSpec[];
   /** LoRA key → graph input name (they are equal; kept explicit for readers). */
   params: Map<string, string>;
 }
 
-function loraDecoder(weights: WeightSource, lora: LoraConfig, name: string): LoraDecoder {
+function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOptions & { withGradient: boolean }, name: string): LoraDecoder {
   const b = new GraphBuilder(name);
   const targets = new Set(lora.targets);
   const scaling = lora.alpha / lora.r;
@@ -63,30 +81,37 @@ function loraDecoder(weights: WeightSource, lora: LoraConfig, name: string): Lor
     const down = g.mul(g.matmul(site.input, g.transpose(a, [1, 0])), g.scalar(scaling));
     return g.add(base, g.matmul(down, g.transpose(bb, [1, 0])));
   };
-  const values = buildDecoder(b, weights, { output: 'target_logprobs', linear });
+  const values = buildDecoder(b, weights, { output: 'hidden', linear });
   sameDim(b.graph, 'S', 'T');
-  const logprobs = b.identityAs(values.output, 'logprobs');
-  return { b, logprobs, specs, params };
+  const H = weights.config.hiddenSize;
+  const positions = b.input('positions', 'int64', ['N']);
+  const targetIds = b.input('targets', 'int64', ['N']);
+  const hidden = b.gather(b.reshape(values.output, [-1, H]), positions, 0);
+  const head = { hidden, rows: headRows(b, weights), targets: targetIds, vocabSize: weights.config.vocabSize };
+  const logprobs = b.identityAs(appendTargetLogprobs(b, head, { chunk: memory.vocabChunk, withGradient: memory.withGradient }), 'logprobs');
+  return { b, logprobs, specs, params, layerSpans: values.layerSpans };
 }
 
-export function buildForwardGraph(weights: WeightSource, lora: LoraConfig): { graph: Graph; specs: LoraTensorSpec[] } {
-  const d = loraDecoder(weights, lora, 'lora_forward');
+export function buildForwardGraph(weights: WeightSource, lora: LoraConfig, memory: MemoryOptions): { graph: Graph; specs: LoraTensorSpec[] } {
+  const d = loraDecoder(weights, lora, { ...memory, withGradient: false }, 'lora_forward');
   d.b.output(d.logprobs);
   return { graph: d.b.graph, specs: d.specs };
 }
 
 export interface TrainGraphOptions {
   lora: LoraConfig;
+  /** Default: unchunked head, no recomputation (the engine passes its own defaults). */
+  memory?: MemoryOptions;
   loss: LossConfig;
   /** Append the optimizer update (else the graph ends at the gradients). */
   optimizerInGraph?: OptimizerConfig;
 }
 
 export function buildTrainGraph(weights: WeightSource, options: TrainGraphOptions): { graph: Graph; specs: LoraTensorSpec[] } {
-  const d = loraDecoder(weights, options.lora, 'lora_train');
+  const d = loraDecoder(weights, options.lora, { ...(options.memory ?? DEFAULT_MEMORY), withGradient: true }, 'lora_train');
   const { b } = d;
-  const [mask, oldIn, advantagesIn, oldFromPolicy, teacher, opdWeights] = LOSS_INPUTS.map((n) => b.input(n, 'float32', ['B', 'T']));
-  const ref = options.loss.klBeta > 0 ? b.input('ref_logprobs', 'float32', ['B', 'T']) : undefined;
+  const [mask, oldIn, advantagesIn, oldFromPolicy, teacher, opdWeights] = LOSS_INPUTS.map((n) => b.input(n, 'float32', ['N']));
+  const ref = options.loss.klBeta > 0 ? b.input('ref_logprobs', 'float32', ['N']) : undefined;
   const { old, advantages } = appendInStepOld(b, {
     logprobs: d.logprobs, old: oldIn!, oldFromPolicy: oldFromPolicy!, advantages: advantagesIn!, teacher: teacher!, opdWeights: opdWeights!,
   });
@@ -96,7 +121,9 @@ export function buildTrainGraph(weights: WeightSource, options: TrainGraphOption
   b.output(b.identityAs(loss.clipfrac, 'clipfrac'));
   b.output(b.identityAs(loss.approxKl, 'approx_kl'));
   b.output(b.identityAs(loss.tokens, 'tokens'));
-  const grads = appendGradients(b, loss.loss, [...d.params.values()]);
+  // The last layer's backward runs first, right after its forward: nothing to save there.
+  const recompute = options.memory?.recompute ? d.layerSpans.slice(0, -1) : [];
+  const grads = appendGradients(b, loss.loss, [...d.params.values()], { recompute });
   for (const [key, value] of d.params) b.output(b.identityAs(grads.get(value)!, gradName(key)));
   if (options.optimizerInGraph) appendUpdate(b, options.optimizerInGraph, d.params, grads);
   return { graph: b.graph, specs: d.specs };

@@ -23,6 +23,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { overLengthNote, overLengthReason } from '../../src-shared/training.js';
 import { UserError } from '../../src-shared/types.js';
+import { recomputeOn } from '../../src-shared/training.js';
 import { Checkpoint, type ModelConfig } from '../model/hf-checkpoint.js';
 import { seededRandom } from '../model/sampling.js';
 import { ChatTokenizer } from '../model/tokenizer.js';
@@ -240,6 +241,7 @@ export async function train(options: TrainerOptions, hooks: TrainerHooks = {}): 
   emit({ type: 'status', phase: 'compiling', message: 'building the training graph' });
   const step = await createTrainStep(checkpoint, {
     lora: settings.lora, optimizer: settings.optimizer, loss: settings.loss, device: settings.device, threads: settings.threads ?? undefined,
+    recompute: recomputeOn(settings.recompute, settings.maxLength),
   });
   try {
     if (step.specs.map((s) => s.module).join() !== specs.map((s) => s.module).join()) {

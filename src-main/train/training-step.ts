@@ -115,7 +115,10 @@ export interface StepResult {
   metrics: StepMetrics;
   /** Gradients before clipping, for tests and diagnostics. */
   grads: LoraWeights;
-  /** Policy log-probs at the weights fed in (before the update), on the [B, T] grid: the in-step old. */
+  /**
+   * Policy log-probs at the weights fed in (before the update), on the [B, T] grid: the
+   * in-step old. Only the trained tokens (responseMask ≠ 0) are scored; every other position is 0.
+   */
   logprobs: Float32Array;
 }
 
@@ -123,7 +126,7 @@ export interface StepResult {
 export interface TrainStep {
   readonly specs: LoraTensorSpec[];
   readonly executionProvider: string;
-  /** Policy (base + LoRA) log-probs on the [B, T] grid, no gradient (scoring; the old of a step without in-step old). */
+  /** Policy (base + LoRA) log-probs of every token on the [B, T] grid, no gradient (scoring; the old of a step without in-step old). */
   policyLogprobs(batch: StepBatch, weights: LoraWeights): Promise<Float32Array>;
   /** Base-model (adapter off) log-probs: the OPD teacher and the KL reference. */
   baseLogprobs(batch: StepBatch): Promise<Float32Array>;

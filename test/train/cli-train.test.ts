@@ -32,7 +32,7 @@ describe('hindsight train', () => {
     ws.close();
     const out = path.join(dir, 'adapter');
     const r = await cli('train', '--db', dbPath, '--model', MODEL, '--out', out, '--method', 'combine', '--steps', '2', '--lora-r', '4',
-      '--targets', 'q,v,down', '--lr', '1e-3', '--json');
+      '--targets', 'q,v,down', '--lr', '1e-3', '--recompute', 'on', '--json');
     expect(r.stderr).toMatch(/execution provider: cpu/);
     expect(r.stderr).toMatch(/step 2\/2 loss/);
     expect(r.code).toBe(0);
@@ -56,6 +56,8 @@ describe('hindsight train', () => {
     expect(r.stderr.trim().split('\n')).toHaveLength(3); // loading, tokenising, then the one-line error
     r = await cli('train', '--model', MODEL, '--out', path.join(dir, 'o'), '--data', bad, '--method', 'ppo');
     expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/--method must be rl, opd or combine/)]);
+    r = await cli('train', '--model', MODEL, '--out', path.join(dir, 'o'), '--data', bad, '--recompute', 'sometimes');
+    expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/--recompute must be auto, on or off/)]);
     r = await cli('train', '--model', MODEL, '--out', path.join(dir, 'o'), '--targets', 'q,lm_head');
     expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/unknown LoRA target 'lm_head'/)]);
     r = await cli('train', '--model', MODEL);

@@ -13,7 +13,8 @@ import { LORA, axpy, dot, lossConfig, randomDirection, randomLora, scaled, sgd, 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-step-grad-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 
-const CASES: { family: TinyFamily; method: TrainMethod; klBeta?: number }[] = [
+// One case runs the memory-saving forms (small vocabulary chunks, recomputed layers); the others the defaults.
+const CASES: { family: TinyFamily; method: TrainMethod; klBeta?: number; memory?: { vocabChunk: number; recompute: boolean } }[] = [
   { family: 'qwen3', method: 'rl' },
   { family: 'qwen3', method: 'opd' },
   { family: 'qwen3', method: 'combine', klBeta: 0.5 },
@@ -23,6 +24,7 @@ const CASES: { family: TinyFamily; method: TrainMethod; klBeta?: number }[] = [
   { family: 'llama', method: 'rl' },
   { family: 'llama', method: 'opd' },
   { family: 'llama', method: 'combine' },
+  { family: 'qwen3', method: 'combine', klBeta: 0.5, memory: { vocabChunk: 37, recompute: true } },
 ];
 
 /** old = the policy's own log-probs moved by up to ±0.05, so ρ stays well inside the clip range. */
@@ -31,12 +33,12 @@ function nudged(lp: Float32Array, mask: Float32Array, seed: number): Float32Arra
   return Float32Array.from(lp, (v, i) => (mask[i] ? v + 0.1 * (rand() - 0.5) : 0));
 }
 
-describe.each(CASES)('$family $method (β=$klBeta)', ({ family, method, klBeta = 0 }) => {
+describe.each(CASES)('$family $method (β=$klBeta, $memory)', ({ family, method, klBeta = 0, memory }) => {
   it('gradients match finite differences of the loss', async () => {
     const seed = { qwen3: 11, qwen2: 12, llama: 13 }[family];
     const dir = path.join(root, family);
     if (!fs.existsSync(dir)) writeTinyModel(dir, { family, seed, hiddenSize: 16, intermediateSize: 24, headDim: 8, numHeads: 4, numKvHeads: 2 });
-    const engine = await TrainStepEngine.create(dir, { lora: LORA, loss: lossConfig(method, klBeta), optimizer: sgd(0.1), device: 'cpu' });
+    const engine = await TrainStepEngine.create(dir, { lora: LORA, loss: lossConfig(method, klBeta), optimizer: sgd(0.1), device: 'cpu', ...memory });
     try {
       const vocab = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8')).vocab_size as number;
       const batch: StepBatch = tinyBatch(method, vocab, seed);

@@ -1,0 +1,123 @@
+/**
+ * One configuration of bench/train-memory.ts, run in a process of its own so that its peak
+ * RSS is its own.
+ */
+import fs from 'node:fs';
+import { ModelEngine } from '../src-main/model/inference-engine.js';
+import { seededRandom } from '../src-main/model/sampling.js';
+import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
+import { padBatch } from '../src-main/train/batches.js';
+import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
+import { createTrainStep, type OptimizerConfig, type OptimizerState, type StepBatch } from '../src-main/train/training-step.js';
+
+export interface ChildRequest {
+  kind: 'step' | 'sessions' | 'prepack';
+  model: string;
+  threads: number;
+  repeats: number;
+  seqLen: number;
+  vocabChunk?: number;
+  recompute?: boolean;
+  /** Train on every position (what the loss part cost when every position went through the head). */
+  everyPosition?: boolean;
+  sessions?: { share: boolean; stepPrepack: boolean; generatePrepack: boolean };
+}
+
+export interface ChildResult {
+  peakMb: number;
+  wallS: number;
+  cpuS: number;
+  rssMb?: number;
+  pssMb?: number;
+  decodeMs?: number;
+  decodeCpuMs?: number;
+  /** kind 'prepack': CPU seconds per step and ms per decoded token, [prepacked, not prepacked]. */
+  prepack?: { stepCpuS: [number, number]; decodeCpuMs: [number, number] };
+}
+
+const LOSS = { method: 'rl' as const, epsLow: 0.2, epsHigh: 0.28, klBeta: 0 };
+const OPTIMIZER: OptimizerConfig = { kind: 'adamw', lr: 1e-4, betas: [0.9, 0.98], eps: 1e-8, weightDecay: 0, maxGradNorm: 1 };
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** Wall seconds and this process's CPU seconds. */
+async function timed<R>(f: () => Promise<R>): Promise<[R, number, number]> {
+  const t0 = performance.now(), c0 = process.cpuUsage();
+  const r = await f();
+  const c = process.cpuUsage(c0);
+  return [r, (performance.now() - t0) / 1000, (c.user + c.system) / 1e6];
+}
+
+function memoryNow(): { rssMb: number; pssMb: number } {
+  const kb = (text: string, key: string) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(text)?.[1] ?? NaN);
+  return {
+    rssMb: kb(fs.readFileSync('/proc/self/status', 'utf8'), 'VmRSS') / 1024,
+    pssMb: kb(fs.readFileSync('/proc/self/smaps_rollup', 'utf8'), 'Pss') / 1024,
+  };
+}
+
+function batchOf(vocab: number, T: number, everyPosition: boolean): StepBatch {
+  const rand = seededRandom(11);
+  const ids = Array.from({ length: T }, () => Math.floor(rand() * vocab));
+  const batch = padBatch([{ inputIds: ids, responseStart: everyPosition ? 1 : T / 2 }]);
+  return { ...batch, oldFromPolicy: batch.responseMask, advantages: Float32Array.from(batch.responseMask) };
+}
+
+export async function runChild(q: ChildRequest): Promise<ChildResult> {
+  if (q.kind === 'prepack') return comparePrepacking(q);
+  const ckpt = Checkpoint.open(q.model);
+  const share = q.sessions?.share ?? true;
+  const step = await createTrainStep(ckpt, {
+    lora: DEFAULT_LORA, loss: LOSS, optimizer: OPTIMIZER, device: 'cpu', threads: q.threads,
+    vocabChunk: q.vocabChunk, recompute: q.recompute, shareWeights: share, prepack: q.sessions?.stepPrepack,
+  });
+  const batch = batchOf(ckpt.config.vocabSize, q.seqLen, q.everyPosition ?? false);
+  let weights = initLora(loraSpecs(ckpt.config, DEFAULT_LORA.targets), DEFAULT_LORA.r, 1);
+  let state: OptimizerState = { step: 0, m: new Map(), v: new Map() };
+  const wall: number[] = [], cpu: number[] = [];
+  for (let i = 0; i <= q.repeats; i++) {
+    const [r, s, c] = await timed(() => step.step(batch, weights, state));
+    ({ weights, state } = r);
+    if (i > 0) (wall.push(s), cpu.push(c)); // the first is the warm-up
+  }
+  const result: ChildResult = { peakMb: 0, wallS: median(wall), cpuS: median(cpu) };
+  if (q.kind === 'sessions') {
+    await step.baseLogprobs(batch); // the teacher / reference session
+    const engine = ModelEngine.open(q.model, { threads: q.threads, shareWeights: share, prepack: q.sessions?.generatePrepack });
+    const prompt = Array.from(batch.inputIds.subarray(0, 16), Number);
+    await engine.generate(prompt, { maxNewTokens: 4, stopTokenIds: [] }); // warm-up
+    const [out, s, c] = await timed(() => engine.generate(prompt, { maxNewTokens: 32, stopTokenIds: [] }));
+    Object.assign(result, memoryNow(), { decodeMs: (1000 * s) / out.tokens.length, decodeCpuMs: (1000 * c) / out.tokens.length });
+    await engine.close();
+  }
+  await step.close();
+  result.peakMb = process.resourceUsage().maxRSS / 1024;
+  return result;
+}
+
+/**
+ * Prepacking on and off, alternated step by step in one process so that load from other jobs
+ * falls on both alike: CPU seconds per training step and per decoded token.
+ */
+async function comparePrepacking(q: ChildRequest): Promise<ChildResult> {
+  const ckpt = Checkpoint.open(q.model);
+  const steps = await Promise.all([true, false].map((prepack) => createTrainStep(ckpt, { lora: DEFAULT_LORA, loss: LOSS, optimizer: OPTIMIZER, device: 'cpu', threads: q.threads, prepack })));
+  const engines = [true, false].map((prepack) => ModelEngine.open(q.model, { threads: q.threads, prepack }));
+  const batch = batchOf(ckpt.config.vocabSize, q.seqLen, false);
+  const weights = initLora(loraSpecs(ckpt.config, DEFAULT_LORA.targets), DEFAULT_LORA.r, 1);
+  const state: OptimizerState = { step: 0, m: new Map(), v: new Map() };
+  const prompt = Array.from(batch.inputIds.subarray(0, 16), Number);
+  const stepCpu: number[][] = [[], []], decodeCpu: number[][] = [[], []];
+  for (let i = 0; i <= q.repeats; i++) {
+    for (const k of [0, 1]) {
+      const [, , c] = await timed(() => steps[k]!.step(batch, weights, state));
+      const [out, , d] = await timed(() => engines[k]!.generate(prompt, { maxNewTokens: 32, stopTokenIds: [] }));
+      if (i > 0) (stepCpu[k]!.push(c), decodeCpu[k]!.push((1000 * d) / out.tokens.length)); // the first round warms up
+    }
+  }
+  for (const s of steps) await s.close();
+  for (const e of engines) await e.close();
+  return {
+    peakMb: process.resourceUsage().maxRSS / 1024, wallS: 0, cpuS: 0,
+    prepack: { stepCpuS: [median(stepCpu[0]!), median(stepCpu[1]!)], decodeCpuMs: [median(decodeCpu[0]!), median(decodeCpu[1]!)] },
+  };
+}

@@ -1,0 +1,80 @@
+/**
+ * Activation recomputation for reverse mode (./autodiff.ts), per segment of forward nodes
+ * (a decoder layer). Without it, every value a gradient rule reads (a layer's attention
+ * probabilities, its MLP activations …) stays alive from the forward pass to the backward
+ * pass. With it, the gradient rules of a segment's nodes read a copy of the segment, computed
+ * again from the segment's inputs when its backward pass starts: the forward originals are
+ * freed as soon as the forward pass is done with them, and only one segment's activations
+ * are alive at a time in the backward pass (docs/design.md §Memory).
+ *
+ * When the copy runs. ONNX has no control edges, and a copy whose inputs are all ready after
+ * the forward pass could be scheduled right then, keeping everything alive again. So every
+ * input of the copy that depends on the trained values (the residual stream entering the
+ * layer) is gated: x + 0, where the 0 is computed from a gradient of the segment's backward
+ * pass (Size(dy) − Size(dy), an exact 0). The copy then cannot start before that gradient
+ * exists. Adding an exact 0 leaves every value as it was, so gradients are unchanged.
+ * Inputs that do not depend on the trained values (weights, the RoPE tables, the attention
+ * mask) are read as they are.
+ */
+import type { GraphBuilder } from './ir.js';
+import type { Node } from './ir-data.js';
+
+/** A run of forward nodes, [start, end) in graph.nodes. */
+export interface Segment {
+  start: number;
+  end: number;
+}
+
+/** Original value → its recomputed copy, per segment, made on first use. */
+export class Recomputer {
+  private readonly copies = new Map<Segment, Map<string, string>>();
+
+  constructor(
+    private readonly b: GraphBuilder,
+    private readonly forward: Node[],
+    private readonly segments: Segment[],
+    /** Whether a value depends on the trained values. */
+    private readonly active: (v: string) => boolean,
+  ) {}
+
+  /**
+   * The node as its gradient rule should see it: inputs and outputs renamed to the
+   * recomputed copies when the node lies in a segment. `dy` is a gradient that exists now.
+   */
+  view(index: number, node: Node, dy: string): Node {
+    const segment = this.segments.find((s) => index >= s.start && index < s.end);
+    if (!segment) return node;
+    let copy = this.copies.get(segment);
+    if (!copy) {
+      copy = this.recompute(segment, dy);
+      this.copies.set(segment, copy);
+    }
+    const rename = (v: string) => copy.get(v) ?? v;
+    return { ...node, inputs: node.inputs.map(rename), outputs: node.outputs.map(rename) };
+  }
+
+  private recompute(segment: Segment, dy: string): Map<string, string> {
+    const { b } = this;
+    const size = b.op('Size', [dy], {}, 1, [{ dtype: 'int64', shape: [] }])[0]!;
+    const zero = b.cast(b.sub(size, size), 'float32');
+    const copy = new Map<string, string>();
+    const produced = new Set(this.forward.slice(segment.start, segment.end).flatMap((n) => n.outputs));
+    const input = (v: string): string => {
+      if (!v || copy.has(v) || produced.has(v) || !this.active(v)) return copy.get(v) ?? v;
+      const gated = b.add(v, zero);
+      copy.set(v, gated);
+      return gated;
+    };
+    for (const node of this.forward.slice(segment.start, segment.end)) {
+      const inputs = node.inputs.map(input);
+      const outputs = node.outputs.map((o) => {
+        const name = b.fresh(`${o}_re`);
+        b.graph.values.set(name, { ...b.graph.values.get(o), name });
+        copy.set(o, name);
+        return name;
+      });
+      b.graph.nodes.push({ ...node, name: b.fresh(`${node.name}_re`), inputs, outputs });
+    }
+    return copy;
+  }
+}

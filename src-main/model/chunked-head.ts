@@ -1,0 +1,100 @@
+/**
+ * The LM head and the log-prob of each target token, without a [tokens, vocabulary] tensor
+ * (docs/design.md §Memory). For N hidden states h (the rows the caller gathered, e.g. the
+ * response positions) and the head's rows w_v (./decoder.ts `headRows`):
+ *
+ *   logp_n = h_n·w_{t_n} − lse_n,   lse_n = log Σ_v exp(h_n·w_v)
+ *
+ * The target logit is one gathered row per token. The log-sum-exp runs over vocabulary chunks
+ * of C rows with the running max m and sum s of an online softmax:
+ *
+ *   l = h·W_cᵀ  [N, C];  m' = max(m, max_v l);  s' = s·e^(m−m') + Σ_v e^(l−m')
+ *
+ * Its gradient, d lse_n / d h_n = Σ_v p_{n,v} w_v = E_p[w], accumulates in the same pass
+ * (q' = q·e^(m−m') + e^(l−m')·W_c, then q / s). The pass runs on h with its gradient
+ * stopped, and the gradient enters through lse + (h·q − stopgrad(h·q)): zero in value, q in
+ * gradient. So autodiff keeps no chunk for the backward pass, the loss part holds O(N·C)
+ * values at a time instead of O(N·V), and the formulas of the loss do not change.
+ *
+ * Order: ONNX has no control edges, so each chunk's slice of the head takes its start from
+ * the previous chunk's last result (`after`, an exact 0 that depends on it). That puts the
+ * chunks one after another in ONNX Runtime's schedule, each chunk's tensors freed before the
+ * next is made, and keeps it from folding the slices into a second copy of the head at load time.
+ *
+ * `chunk: 0` builds the unchunked reference instead: h·Wᵀ → LogSoftmax → the target's entry,
+ * with autodiff's own backward (what the chunked form is tested against).
+ */
+import { int, type GraphBuilder, type Shape } from '../graph/ir.js';
+import { stopGradient } from '../graph/autodiff.js';
+
+export interface HeadInputs {
+  /** float32 [N, H]. */
+  hidden: string;
+  /** The head's rows, float32 [V, H]. */
+  rows: string;
+  /** int64 [N]. */
+  targets: string;
+  vocabSize: number;
+}
+
+export interface HeadOptions {
+  /** Vocabulary rows per chunk; 0: one LogSoftmax over the whole vocabulary. */
+  chunk: number;
+  /** Build the gradient path (training); without it the pass is the forward log-sum-exp only. */
+  withGradient: boolean;
+}
+
+/** float32 [N]: the log-prob of each target. */
+export function appendTargetLogprobs(b: GraphBuilder, x: HeadInputs, options: HeadOptions): string {
+  if (options.chunk <= 0) return unchunked(b, x);
+  const targetLogit = b.reduceSum(b.mul(x.hidden, b.gather(x.rows, x.targets, 0)), [-1], false);
+  const lse = logSumExp(b, x, options);
+  return b.sub(targetLogit, lse);
+}
+
+function unchunked(b: GraphBuilder, x: HeadInputs): string {
+  const logits = b.matmul(x.hidden, b.transpose(x.rows, [1, 0]));
+  const logprobs = b.logSoftmax(logits, -1);
+  return b.squeeze(b.gatherElements(logprobs, b.unsqueeze(x.targets, [-1]), -1), [-1]);
+}
+
+/** [N]: lse_n, with the gradient E_p[w] when options.withGradient. */
+function logSumExp(b: GraphBuilder, x: HeadInputs, options: HeadOptions): string {
+  const h = stopGradient(b, x.hidden);
+  const [n, width] = b.shapeOf(x.hidden) ?? ['N', 'H'];
+  const f32 = (shape: Shape) => [{ dtype: 'float32' as const, shape }];
+  let m: string | undefined, s: string | undefined, q: string | undefined;
+  let anchor = h;
+  for (let start = 0; start < x.vocabSize; start += options.chunk) {
+    const end = Math.min(x.vocabSize, start + options.chunk);
+    const rows = b.op('Slice', [x.rows, b.add(b.int64s([start]), after(b, anchor)), b.int64s([end]), b.int64s([0])], {}, 1, f32([end - start, width!]))[0]!;
+    const logits = b.op('Gemm', [h, rows], { transB: int(1) }, 1, f32([n!, end - start]))[0]!;
+    const chunkMax = b.op('ReduceMax', [logits, b.int64s([1])], { keepdims: int(1) }, 1, f32([n!, 1]))[0]!;
+    const mNext = m ? b.max(m, chunkMax) : chunkMax;
+    const e = b.exp(b.sub(logits, mNext));
+    const sChunk = b.reduceSum(e, [1], true);
+    const qChunk = options.withGradient ? b.matmul(e, rows) : undefined;
+    if (m) {
+      const rescale = b.exp(b.sub(m, mNext));
+      s = b.add(b.mul(s!, rescale), sChunk);
+      q = qChunk && b.add(b.mul(q!, rescale), qChunk);
+    } else {
+      s = sChunk;
+      q = qChunk;
+    }
+    m = mNext;
+    anchor = q ?? s!; // the chunk's last result: the next chunk starts once this one is done
+
+  }
+  const lse = b.squeeze(b.add(m!, b.log(s!)), [1]);
+  if (!options.withGradient) return lse;
+  const expected = b.div(q!, s!); // E_p[w], [N, H]
+  const hq = b.reduceSum(b.mul(x.hidden, expected), [-1], false);
+  return b.add(lse, b.sub(hq, stopGradient(b, hq)));
+}
+
+/** int64 [1] holding 0, computed from `value` so that whatever uses it runs after `value`. */
+function after(b: GraphBuilder, value: string): string {
+  const size = b.op('Size', [value], {}, 1, [{ dtype: 'int64', shape: [] }])[0]!;
+  return b.unsqueeze(b.sub(size, size), [0]);
+}

@@ -1,0 +1,148 @@
+/**
+ * One copy of a checkpoint's weights per process (docs/design.md §Memory): one ONNX
+ * external-data file that every session of the checkpoint reads.
+ *
+ * ONNX Runtime maps external data into memory instead of copying it, so sessions loaded
+ * from graphs that point at the same file share its pages (the OS page cache holds them
+ * once). Without it each session (the training step, the teacher/reference pass, score,
+ * generate) held its own fp32 copy. The weights a graph reads as they are (the embedding
+ * and LM head rows, norms, and the linears when prepacking is off, ./ort-session.ts) stay
+ * in the mapping; a session that prepacks its matmul weights for speed keeps a packed copy of
+ * those instead.
+ *
+ * The file: `<tmp>/hindsight-weights-<pid>/<hash of the checkpoint's identity>/weights.data`,
+ * with `index.json` (name → offset, length) beside it; each graph's .onnx is written into
+ * the same folder, loaded and deleted. The first graph of a checkpoint writes every weight
+ * it holds from the checkpoint (the initializers whose data is loaded lazily); later graphs,
+ * in this thread or another worker of the process, reuse what the index lists and write
+ * anything else into their own data file. The file is written under a temporary name and
+ * renamed, so a reader never sees half a file; two threads racing to write it first each get
+ * a whole file (two copies, that once). The folder is removed when the process exits (the
+ * main thread's exit handler: a worker that opens the model is started through
+ * {@link removeWeightFilesAtExit}); folders of processes that no longer run are removed when
+ * a new one is made.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { isMainThread, threadId } from 'node:worker_threads';
+import { bytesPerElement, numel, tensorValues, type Graph, type Tensor } from '../graph/ir.js';
+import type { ExternalRef } from '../graph/onnx.js';
+
+const DATA = 'weights.data';
+const INDEX = 'index.json';
+const ALIGN = 4096;
+const PREFIX = 'hindsight-weights-';
+
+type Index = Record<string, { offset: number; length: number }>;
+
+const folders = new Map<string, string>();
+const cleanedAtExit = new Set<string>();
+
+/** The shared folder of a checkpoint's weights in this process. */
+export function weightFolder(identity: string, root = os.tmpdir()): string {
+  const key = `${root}|${identity}`;
+  let dir = folders.get(key);
+  if (!dir) {
+    const processDir = path.join(root, `${PREFIX}${process.pid}`);
+    if (!fs.existsSync(processDir)) removeStaleFolders(root);
+    dir = path.join(processDir, crypto.createHash('sha256').update(identity).digest('hex').slice(0, 16));
+    fs.mkdirSync(dir, { recursive: true });
+    folders.set(key, dir);
+    if (isMainThread) removeWeightFilesAtExit(root);
+  }
+  fs.mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+/**
+ * Where each lazily loaded weight of `graph` lies in the shared file, writing the file first
+ * if no graph of this checkpoint has yet. Returns saveModel's `placed` callback.
+ */
+export function placeWeights(dir: string, graph: Graph): (name: string, t: Tensor) => ExternalRef | undefined {
+  const index = readIndex(dir) ?? writeWeights(dir, graph);
+  return (name, t) => {
+    const at = index[name];
+    if (!at || typeof t.data !== 'function' || at.length !== numel(t.dims) * bytesPerElement(t.dtype)) return undefined;
+    return { location: DATA, offset: at.offset, length: at.length };
+  };
+}
+
+function readIndex(dir: string): Index | undefined {
+  try {
+    return JSON.parse(fs.readFileSync(path.join(dir, INDEX), 'utf8')) as Index;
+  } catch {
+    return undefined;
+  }
+}
+
+function writeWeights(dir: string, graph: Graph): Index {
+  const suffix = `.${process.pid}-${threadId}.tmp`;
+  const dataTmp = path.join(dir, DATA + suffix);
+  const index: Index = {};
+  const fd = fs.openSync(dataTmp, 'w');
+  try {
+    let offset = 0;
+    for (const [name, t] of graph.initializers) {
+      if (typeof t.data !== 'function') continue; // constants of this graph, not checkpoint weights
+      const v = tensorValues(t);
+      const bytes = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+      fs.writeSync(fd, bytes, 0, bytes.byteLength, offset);
+      index[name] = { offset, length: bytes.byteLength };
+      offset = Math.ceil((offset + bytes.byteLength) / ALIGN) * ALIGN;
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.renameSync(dataTmp, path.join(dir, DATA));
+  fs.writeFileSync(path.join(dir, INDEX + suffix), JSON.stringify(index));
+  fs.renameSync(path.join(dir, INDEX + suffix), path.join(dir, INDEX));
+  return index;
+}
+
+/**
+ * Removes this process's weight folders when it exits. Call it from the main thread of a
+ * process whose workers open models: a worker's own exit must not remove files that other
+ * threads still read.
+ */
+export function removeWeightFilesAtExit(root = os.tmpdir()): void {
+  if (cleanedAtExit.has(root) || !isMainThread) return;
+  cleanedAtExit.add(root);
+  const processDir = path.join(root, `${PREFIX}${process.pid}`);
+  process.on('exit', () => {
+    try {
+      fs.rmSync(processDir, { recursive: true, force: true });
+    } catch {
+      // Windows keeps mapped files locked; the next process removes the folder.
+    }
+  });
+}
+
+/** Folders left by processes that are gone (killed before their exit handler ran). */
+function removeStaleFolders(root: string): void {
+  let names: string[] = [];
+  try {
+    names = fs.readdirSync(root).filter((n) => n.startsWith(PREFIX));
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const pid = Number(name.slice(PREFIX.length));
+    if (!Number.isInteger(pid) || pid === process.pid || isRunning(pid)) continue;
+    try {
+      fs.rmSync(path.join(root, name), { recursive: true, force: true });
+    } catch {
+      // In use or not ours: leave it.
+    }
+  }
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

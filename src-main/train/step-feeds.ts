@@ -1,0 +1,108 @@
+/**
+ * What the training step's sessions are fed, and how their answers go back to the batch's
+ * [B, T] token grid (./step-graph.ts describes the graph side).
+ *
+ * Only some positions go through the LM head: the response tokens for the training graph
+ * (every other position has mask 0, so the loss does not read it), every token after the
+ * first for the forward graph. The host picks them: `positions` are flat indices into the
+ * graph's [B, T] grid, whose position t holds the log-prob of token t+1 (so token k of the
+ * flat token grid is graph position k − 1, in the same row since k is never a row's first
+ * token), `targets` the tokens to score there. The loss inputs are gathered at the same
+ * positions, and the [N] log-probs that come back are scattered onto the token grid (0 at
+ * every position not picked).
+ */
+import { UserError } from '../../src-shared/types.js';
+import { ort } from '../model/ort-session.js';
+import type { StepBatch } from './training-step.js';
+
+/** Token-grid indices whose log-probs a pass computes. */
+export interface Picked {
+  tokens: Int32Array;
+  /** True when nothing was to be picked and `tokens` holds one stand-in (mask 0, result unused). */
+  standIn: boolean;
+}
+
+/** Response tokens (mask ≠ 0): what the loss reads. */
+export function pickResponse(batch: StepBatch): Picked {
+  checkArrays(batch, [['responseMask', batch.responseMask]]);
+  const picked: number[] = [];
+  batch.responseMask.forEach((m, k) => {
+    if (m !== 0 && k % batch.seqLen !== 0) picked.push(k);
+  });
+  // ONNX Runtime handles empty tensors unevenly across ops; one masked stand-in keeps N ≥ 1.
+  return picked.length ? { tokens: Int32Array.from(picked), standIn: false } : { tokens: Int32Array.of(1), standIn: true };
+}
+
+/** Every token after each row's first: the whole grid, as the forward pass returns it. */
+export function pickAll(batch: StepBatch): Picked {
+  const { batch: B, seqLen: T } = batch;
+  const tokens = new Int32Array(B * (T - 1));
+  for (let r = 0, i = 0; r < B; r++) for (let t = 1; t < T; t++) tokens[i++] = r * T + t;
+  return { tokens, standIn: false };
+}
+
+export function modelFeeds(batch: StepBatch, picked: Picked, vocabSize: number): Record<string, ort.Tensor> {
+  checkTokens(batch, vocabSize);
+  const n = picked.tokens.length;
+  const positions = new BigInt64Array(n), targets = new BigInt64Array(n);
+  picked.tokens.forEach((k, i) => {
+    positions[i] = BigInt(k - 1);
+    targets[i] = batch.inputIds[k]!;
+  });
+  const dims = [batch.batch, batch.seqLen];
+  return {
+    input_ids: new ort.Tensor('int64', batch.inputIds, dims),
+    attention_mask: new ort.Tensor('int64', batch.attentionMask, dims),
+    position_ids: new ort.Tensor('int64', batch.positionIds, dims),
+    positions: new ort.Tensor('int64', positions, [n]),
+    targets: new ort.Tensor('int64', targets, [n]),
+  };
+}
+
+export function lossFeeds(batch: StepBatch, picked: Picked, needsRef: boolean): Record<string, ort.Tensor> {
+  type Named = [string, Float32Array | undefined];
+  const optional: Named[] = [['oldFromPolicy', batch.oldFromPolicy], ['teacherLogprobs', batch.teacherLogprobs], ['opdWeights', batch.opdWeights]];
+  checkArrays(batch, [
+    ['responseMask', batch.responseMask], ['oldLogprobs', batch.oldLogprobs], ['advantages', batch.advantages],
+    ...(needsRef ? [['refLogprobs', batch.refLogprobs] as Named] : []),
+    ...optional.filter(([, a]) => a !== undefined),
+  ]);
+  const n = picked.tokens.length;
+  // Absent: zeros, so old and the advantages are exactly the ones given.
+  const gathered = (a: Float32Array | undefined) => new ort.Tensor('float32', a ? Float32Array.from(picked.tokens, (k) => a[k]!) : new Float32Array(n), [n]);
+  const feeds: Record<string, ort.Tensor> = {
+    response_mask: picked.standIn ? new ort.Tensor('float32', new Float32Array(n), [n]) : gathered(batch.responseMask),
+    old_logprobs: gathered(batch.oldLogprobs),
+    advantages: gathered(batch.advantages),
+    old_from_policy: gathered(batch.oldFromPolicy),
+    teacher_logprobs: gathered(batch.teacherLogprobs),
+    opd_weights: gathered(batch.opdWeights),
+  };
+  if (needsRef) feeds.ref_logprobs = gathered(batch.refLogprobs!);
+  return feeds;
+}
+
+/** The [N] log-probs of the picked tokens on the token grid, 0 elsewhere (and at position 0 of each row). */
+export function toGrid(values: Float32Array, picked: Picked, batch: StepBatch): Float32Array {
+  const out = new Float32Array(batch.batch * batch.seqLen);
+  if (!picked.standIn) picked.tokens.forEach((k, i) => (out[k] = values[i]!));
+  return out;
+}
+
+export function checkArrays(batch: StepBatch, arrays: [string, { length: number } | undefined][]): void {
+  const { batch: B, seqLen: T } = batch;
+  if (!Number.isInteger(B) || B < 1 || !Number.isInteger(T) || T < 2) throw new UserError(`step batch: needs at least 1 row of 2 tokens, got ${B} × ${T}`);
+  for (const [name, a] of arrays) {
+    if (!a) throw new UserError(`step batch: ${name} is missing${name === 'refLogprobs' ? ' (the KL penalty needs it)' : ''}`);
+    if (a.length !== B * T) throw new UserError(`step batch: ${name} has ${a.length} values, expected ${B} × ${T} = ${B * T}`);
+  }
+}
+
+function checkTokens(batch: StepBatch, vocabSize: number): void {
+  checkArrays(batch, [['inputIds', batch.inputIds], ['attentionMask', batch.attentionMask], ['positionIds', batch.positionIds]]);
+  const T = batch.seqLen;
+  for (let i = 0; i < batch.inputIds.length; i++) {
+    const id = batch.inputIds[i]!;
+    if (id < 0n || id >= BigInt(vocabSize)) throw new UserError(`step batch: token id ${id} at row ${Math.floor(i / T)}, position ${i % T} is outside the vocabulary [0, ${vocabSize})`);
+  }
+}

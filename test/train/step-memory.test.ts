@@ -1,0 +1,145 @@
+// The memory-saving forms of the training step compute the same thing as the plain one
+// (docs/design.md §Memory), on tiny Qwen3, Qwen2 and Llama checkpoints (tied and untied heads):
+// - the chunked LM head (online log-sum-exp over vocabulary chunks, explicit gradient) against
+//   one LogSoftmax over the whole vocabulary with autodiff's gradient: log-probs, loss and LoRA
+//   gradients within 1e-5;
+// - per-layer recomputation against keeping the activations: the same gradients.
+import { afterAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { TrainStepEngine, type TrainStepOptions } from '../../src-main/train/step-engine.js';
+import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
+import { buildDecoder, checkpointWeights, type LinearSite } from '../../src-main/model/decoder.js';
+import { GraphBuilder } from '../../src-main/graph/ir.js';
+import { appendGradients } from '../../src-main/graph/autodiff.js';
+import type { LoraWeights, StepBatch } from '../../src-main/train/training-step.js';
+import { writeTinyModel, type TinyFamily } from '../model/tiny-models.js';
+import { LORA, lossConfig, randomLora, sgd, tinyBatch } from './step-helpers.js';
+
+const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-step-memory-'));
+afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
+
+const CASES: { family: TinyFamily; tie: boolean }[] = [
+  { family: 'qwen3', tie: true },
+  { family: 'qwen2', tie: false },
+  { family: 'llama', tie: false },
+  { family: 'llama', tie: true },
+];
+
+const maxAbsDiff = (a: ArrayLike<number>, b: ArrayLike<number>) => {
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
+  return m;
+};
+
+function gradDiff(a: LoraWeights, b: LoraWeights): number {
+  let m = 0;
+  for (const [key, g] of a) m = Math.max(m, maxAbsDiff(g, b.get(key)!));
+  return m;
+}
+
+async function withEngine<T>(dir: string, options: Partial<TrainStepOptions>, use: (e: TrainStepEngine) => Promise<T>): Promise<T> {
+  const e = await TrainStepEngine.create(dir, { lora: LORA, loss: lossConfig('combine', 0.2), optimizer: sgd(0.1), device: 'cpu', ...options });
+  try {
+    return await use(e);
+  } finally {
+    await e.close();
+  }
+}
+
+interface Pass {
+  forward: Float32Array;
+  base: Float32Array;
+  loss: number;
+  logprobs: Float32Array;
+  grads: LoraWeights;
+}
+
+/** The forward log-probs, the base log-probs and one gradient pass on a combine batch with the KL term. */
+async function pass(dir: string, options: Partial<TrainStepOptions>, batch: StepBatch): Promise<Pass> {
+  return withEngine(dir, options, async (e) => {
+    const weights = randomLora(e.specs, LORA.r, 5);
+    const forward = await e.policyLogprobs(batch, weights);
+    const base = await e.baseLogprobs(batch);
+    const g = await e.gradients({ ...batch, refLogprobs: base }, weights);
+    return { forward, base, loss: g.loss, logprobs: g.logprobs, grads: g.grads };
+  });
+}
+
+function combineBatch(vocab: number, seed: number): StepBatch {
+  const batch = tinyBatch('combine', vocab, seed, 12);
+  const n = batch.batch * batch.seqLen;
+  batch.oldFromPolicy = Float32Array.from(batch.responseMask);
+  batch.teacherLogprobs = Float32Array.from({ length: n }, (_, i) => (batch.responseMask[i] ? -2 - (i % 5) / 4 : 0));
+  batch.opdWeights = Float32Array.from(batch.responseMask, (m) => m * 0.5);
+  return batch;
+}
+
+describe.each(CASES)('$family (tied: $tie)', ({ family, tie }) => {
+  const dir = path.join(root, `${family}-${tie}`);
+  const model = () => {
+    if (!fs.existsSync(dir)) writeTinyModel(dir, { family, tie, seed: 21, hiddenSize: 16, intermediateSize: 24, headDim: 8, numHeads: 4, numKvHeads: 2, numLayers: 3 });
+    const vocab = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8')).vocab_size as number;
+    return { vocab, batch: combineBatch(vocab, 31) };
+  };
+
+  it('the chunked head gives the unchunked log-probs, loss and LoRA gradients within 1e-5', async () => {
+    const { vocab, batch } = model();
+    const plain = await pass(dir, { vocabChunk: 0 }, batch);
+    // Uneven chunks (the last one short), and one chunk as large as the vocabulary.
+    for (const vocabChunk of [37, vocab]) {
+      const chunked = await pass(dir, { vocabChunk }, batch);
+      expect(maxAbsDiff(chunked.forward, plain.forward), 'forward').toBeLessThan(1e-5);
+      expect(maxAbsDiff(chunked.base, plain.base), 'base').toBeLessThan(1e-5);
+      expect(maxAbsDiff(chunked.logprobs, plain.logprobs), 'train logprobs').toBeLessThan(1e-5);
+      expect(Math.abs(chunked.loss - plain.loss), 'loss').toBeLessThan(1e-5);
+      expect(gradDiff(chunked.grads, plain.grads), 'grads').toBeLessThan(1e-5);
+    }
+    // The forward pass scores every token; the training pass only the response tokens.
+    for (let i = 0; i < batch.responseMask.length; i++) {
+      if (batch.responseMask[i]) expect(Math.abs(plain.logprobs[i]! - plain.forward[i]!)).toBeLessThan(1e-5);
+      else expect(plain.logprobs[i]).toBe(0);
+    }
+    expect(Math.max(...[...plain.grads.values()].map((g) => Math.max(...g.map(Math.abs))))).toBeGreaterThan(1e-3);
+  });
+
+  it('recomputing the layers gives the same gradients as keeping their activations', async () => {
+    const { batch } = model();
+    const kept = await pass(dir, { recompute: false }, batch);
+    const recomputed = await pass(dir, { recompute: true }, batch);
+    expect(recomputed.loss).toBe(kept.loss);
+    expect(maxAbsDiff(recomputed.logprobs, kept.logprobs)).toBe(0);
+    expect(gradDiff(recomputed.grads, kept.grads)).toBeLessThan(1e-6);
+  });
+});
+
+describe('the recomputing graph', () => {
+  it('reads no activation of a recomputed layer in the backward pass, only the gated layer input', () => {
+    const dir = path.join(root, 'graph');
+    writeTinyModel(dir, { family: 'qwen3', seed: 3, hiddenSize: 16, intermediateSize: 24, headDim: 8, numHeads: 4, numKvHeads: 2, numLayers: 3 });
+    const b = new GraphBuilder('recompute');
+    const params: string[] = [];
+    const linear = (g: GraphBuilder, site: LinearSite, base: string) => {
+      const w = g.input(`w.${site.module}`, 'float32', [site.inFeatures, site.outFeatures]);
+      params.push(w);
+      return g.add(base, g.matmul(site.input, w));
+    };
+    const values = buildDecoder(b, checkpointWeights(Checkpoint.open(dir)), { output: 'hidden', linear });
+    const loss = b.reduceSum(b.mul(values.output, values.output), [0, 1, 2], false);
+    const forwardEnd = b.graph.nodes.length;
+    const recomputed = values.layerSpans.slice(0, -1);
+    appendGradients(b, loss, params, { recompute: recomputed });
+    // A layer's activations: what its nodes make and only its own nodes read (not the residual stream it hands on).
+    const activations = new Set<string>();
+    for (const span of recomputed) {
+      const made = new Set(b.graph.nodes.slice(span.start, span.end).flatMap((n) => n.outputs));
+      const handedOn = new Set(b.graph.nodes.slice(span.end, forwardEnd).flatMap((n) => n.inputs).filter((i) => made.has(i)));
+      for (const v of made) if (!handedOn.has(v)) activations.add(v);
+    }
+    expect(activations.size).toBeGreaterThan(2 * 40);
+    const backward = b.graph.nodes.slice(forwardEnd);
+    expect(backward.filter((n) => n.inputs.some((i) => activations.has(i))).map((n) => n.op)).toEqual([]);
+    expect(backward.filter((n) => n.name.includes('_re_')).length).toBeGreaterThan(2 * 30);
+  });
+});
