@@ -9,7 +9,7 @@ import { REPLAY_PROMPT_VERSION } from '../judge/prompts.js';
 import { generationStats } from './generation-stats.js';
 import type { Replayed, ReplaySettings } from './replay.js';
 
-export const NO_JUDGE = 'replay needs a replay judge (an LLM judge, local or OpenAI-compatible: --judge-backend) to label the generated replies, and none is configured; the heuristic cannot judge a replay; not measured';
+export const NO_JUDGE = 'replay needs a replay judge (an LLM judge, local or OpenAI-compatible: --judge-backend on the command line, the judge on the Settings page in the app) to label the generated replies, and none is configured; the heuristic cannot judge a replay; not measured';
 
 export interface GenerationParts {
   model(name: string): { replay?: ReplayMetrics | Skipped; stats?: GenerationStats | Skipped };

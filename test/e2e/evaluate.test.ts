@@ -1,0 +1,99 @@
+// The Evaluate page in a browser (Debian's Chromium, playwright-core) against a real
+// `hindsight serve` with the demo model: labelled sessions, half of them held out through the
+// API (setHeldOut), a short training run started through the API (trainStart), then the page
+// evaluates the base and that adapter and shows the before/after table with n and an interval
+// in each measured cell. Screenshot: evaluate.png.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { collectPageErrors, haveChromium, launchBrowser, openPage, reportMissingChromium, ROOT, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle } from './helpers.js';
+
+reportMissingChromium('evaluate.test.ts');
+
+const MODEL = path.join(ROOT, 'resources', 'models', 'stories260K');
+const NAMES = ['Tom', 'Lily', 'Max', 'Sue', 'Ben', 'Mia', 'Sam', 'Zoe'];
+const catReply = (k: number) => `${NAMES[k]} had a little cat. The cat played with a red ball and was happy.`;
+const gibberish = (k: number) => `qxzv kwjb fpqx ${'zvkw'.slice(k % 4)} jbfp qxzv.`;
+
+let dir: string;
+let serve: ServeHandle;
+let browser: Browser;
+let page: Page;
+let pageErrors: string[] = [];
+let adapterDir: string;
+
+describe.skipIf(!haveChromium)('the Evaluate page, in a browser', { timeout: TEST_TIMEOUT_MS }, () => {
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-e2e-eval-'));
+    const lines = NAMES.flatMap((_, k) => [
+      { messages: [{ role: 'user', content: `Tell me a story, number ${k}.` }, { role: 'assistant', content: catReply(k) }, { role: 'user', content: 'Lovely, thank you!' }] },
+      { messages: [{ role: 'user', content: `Tell me a tale, number ${k}.` }, { role: 'assistant', content: gibberish(k) }, { role: 'user', content: 'That makes no sense.' }] },
+    ]);
+    fs.writeFileSync(path.join(dir, 'stories.jsonl'), lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+    serve = await startServe(path.join(dir, 'eval.db'));
+    await serve.api('importFiles', { paths: [path.join(dir, 'stories.jsonl')] });
+    const { sessions } = await serve.api<{ sessions: { id: string; title: string }[] }>('listSessions', {});
+    expect(sessions).toHaveLength(16);
+    const good = new Map<string, boolean>();
+    for (const s of sessions) {
+      const { turns } = await serve.api<{ turns: { role: string; text: string }[] }>('getSession', { id: s.id });
+      good.set(s.id, turns.some((t) => t.role === 'user' && t.text.startsWith('Lovely')));
+      await serve.api('setLabel', { sessionId: s.id, responseTurn: 1, patch: { reward: good.get(s.id) ? 1 : -1 } });
+    }
+    // Held out: 4 good and 4 bad sessions; the other 8 are trained on.
+    const ids = sessions.map((s) => s.id);
+    const heldOut = [...ids.filter((id) => good.get(id)).slice(0, 4), ...ids.filter((id) => !good.get(id)).slice(0, 4)];
+    await serve.api('setHeldOut', { sessionIds: heldOut, heldOut: true });
+    await serve.api('setHeldOut', { sessionIds: ids.filter((id) => !heldOut.includes(id)), heldOut: false });
+    adapterDir = path.join(dir, 'run');
+    await serve.api('trainStart', {
+      modelDir: MODEL, outDir: adapterDir, method: 'rl', steps: 2, batchSize: 4, lr: 5e-3, optimizer: 'adamw',
+      loraR: 4, loraAlpha: 8, targets: ['q', 'v'], device: 'cpu', seed: 1, checkpointEvery: 0,
+    });
+    browser = await launchBrowser();
+    page = await openPage(browser, { viewport: { width: 1360, height: 900 } });
+    pageErrors = collectPageErrors(page);
+    await page.goto(serve.loginUrl);
+  }, TEST_TIMEOUT_MS);
+
+  afterAll(async () => {
+    await browser?.close();
+    await serve?.stop();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('evaluates the base and the adapter on the held-out split and shows n and an interval', async () => {
+    // The run started through the API: the Training page shows it finishing.
+    await page.locator('[data-nav=training]').click();
+    await page.locator('[data-testid=train-status]', { hasText: /^(finished|failed)$/ }).waitFor();
+    expect(await page.locator('[data-testid=train-status]').textContent()).toBe('finished');
+
+    await page.locator('[data-nav=evaluate]').click();
+    await page.locator(`input[type=checkbox][value="${adapterDir}"]`).waitFor();
+    expect(await page.locator(`input[type=checkbox][value="${adapterDir}"]`).isChecked()).toBe(true);
+    expect(await page.locator('[data-testid=eval-model]').inputValue()).not.toBe('');
+    await page.locator('[data-testid=eval-run]').click();
+    await page.locator('[data-testid=eval-table]').waitFor();
+
+    const split = await page.locator('[data-testid=eval-split]').textContent();
+    expect(split).toMatch(/Held-out split: 8 sessions, 8 samples/);
+    const rows = page.locator('[data-testid=eval-table] tbody tr');
+    expect(await rows.count()).toBe(2);
+    for (let i = 0; i < 2; i++) {
+      const cells = await rows.nth(i).locator('td').allTextContents();
+      // +1 replies, −1 replies, margin: a mean, a 95 % interval and n.
+      expect(cells[1]).toMatch(/^-?\d+\.\d{3} \[-?\d+\.\d\d, -?\d+\.\d\d\] n=4$/);
+      expect(cells[2]).toMatch(/^-?\d+\.\d{3} \[-?\d+\.\d\d, -?\d+\.\d\d\] n=4$/);
+      expect(cells[3]).toMatch(/\[-?\d+\.\d\d, -?\d+\.\d\d\] n=\d+$/);
+    }
+    const status = await serve.api<{ state: string; report: { models: { name: string }[] } }>('evalStatus');
+    expect(status.state).toBe('done');
+    await shot(page, 'evaluate');
+  }, TEST_TIMEOUT_MS);
+
+  it('logged no errors in the page', () => {
+    expect(pageErrors).toEqual([]);
+  });
+});
