@@ -34,7 +34,9 @@ export async function listenOnLoopback(server: http.Server, host: string, port: 
 
 /** A fresh secret for one launch. */
 export function newAccessToken(): string {
-  return crypto.randomBytes(24).toString('base64url');
+  // Hex, not base64url: a token that starts with '-' reads as a flag when pasted after
+  // `--api-key` on a command line (found by a test, one launch in 64).
+  return crypto.randomBytes(24).toString('hex');
 }
 
 /** Constant-time comparison, so the token cannot be guessed byte by byte from timings. */

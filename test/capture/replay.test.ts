@@ -84,7 +84,7 @@ describe('replaying into serve --capture', () => {
     expect(first.summary).toMatchObject({ stopped: true, sent: 2, total: 11, abandoned: 1, failures: [] });
     expect(captured().captureExchanges().length).toBe(2);
 
-    const second = await runCli('handoff', '--db', dbPath, '--to', 'openclaw-rl', '--endpoint', endpoint, '--api-key', server.token, '--out', out, '--concurrency', '2', '--max-tokens', '8', '--json');
+    const second = await runCli('handoff', '--db', dbPath, '--to', 'openclaw-rl', '--endpoint', endpoint, `--api-key=${server.token}`, '--out', out, '--concurrency', '2', '--max-tokens', '8', '--json');
     expect(second.code, second.stderr).toBe(0);
     expect(second.json()).toMatchObject({ sent: 10, total: 11, sessionsDone: 3, sessions: 4, abandoned: 1, stopped: false });
     expect(second.stderr).toMatch(/10\/11 turns · 3\/4 sessions · 1 abandoned/);
@@ -115,7 +115,7 @@ describe('replaying into serve --capture', () => {
     expect(fs.readFileSync(path.join(out, 'sent.openclaw.jsonl'), 'utf8').split('\n').filter(Boolean).length).toBeGreaterThan(0);
 
     // A third run has nothing left to send.
-    const third = await runCli('handoff', '--db', dbPath, '--to', 'openclaw-rl', '--endpoint', endpoint, '--api-key', server.token, '--out', out, '--json');
+    const third = await runCli('handoff', '--db', dbPath, '--to', 'openclaw-rl', '--endpoint', endpoint, `--api-key=${server.token}`, '--out', out, '--json');
     expect(third.json()).toMatchObject({ sent: 10, sessionsDone: 3 });
     expect(captured().captureExchanges().length).toBe(10);
   }, 120_000);
