@@ -13,10 +13,10 @@ const post = (msg: EvalWorkerMessage) => port.postMessage(msg);
 
 try {
   const report = await evaluate(options, {
-    onProgress: (progress) => post({ type: 'progress', progress }),
+    onProgress: (progress) => post({ type: 'event', event: progress }),
     shouldStop: () => Atomics.load(stopFlag, 0) === 1,
   });
-  post({ type: 'done', report });
+  post({ type: 'done', result: report });
 } catch (err) {
   post({ type: 'error', error: errorPayload(err) });
 }

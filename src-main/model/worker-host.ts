@@ -141,3 +141,50 @@ export class WorkerClient {
     await this.worker.terminate();
   }
 }
+
+/** What a stoppable job's worker posts: events while it runs, then `done` or `error`. */
+export type StoppableJobMessage<Event, Result> =
+  | { type: 'event'; event: Event }
+  | { type: 'done'; result: Result }
+  | { type: 'error'; error: ErrorPayload };
+
+/**
+ * Runs one long job (a training run, an evaluation) in its own worker thread and resolves with
+ * its result. The worker gets `{ options, stopFlag }` as workerData. Stopping goes through the
+ * SharedArrayBuffer flag rather than a message, so the job sees it between two units of work
+ * even while its event loop is busy inside ONNX Runtime calls. `what` names the worker in the
+ * error for an unexpected exit.
+ */
+export async function runStoppableJob<Event, Result>(
+  files: WorkerFiles,
+  options: unknown,
+  what: string,
+  { onEvent, signal }: { onEvent?: (event: Event) => void; signal?: AbortSignal } = {},
+): Promise<Result> {
+  const stopFlag = new Int32Array(new SharedArrayBuffer(4));
+  const worker = await startWorker(files, { options, stopFlag });
+  const onAbort = () => Atomics.store(stopFlag, 0, 1);
+  if (signal?.aborted) onAbort();
+  signal?.addEventListener('abort', onAbort);
+  try {
+    return await new Promise<Result>((resolve, reject) => {
+      let settled = false;
+      worker.on('message', (msg: StoppableJobMessage<Event, Result>) => {
+        if (msg.type === 'event') return onEvent?.(msg.event);
+        settled = true;
+        if (msg.type === 'done') resolve(msg.result);
+        else reject(reviveError(msg.error));
+      });
+      worker.on('error', (err) => {
+        settled = true;
+        reject(err);
+      });
+      worker.on('exit', (code) => {
+        if (!settled) reject(new Error(`the ${what} worker exited unexpectedly (code ${code})`));
+      });
+    });
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+    await worker.terminate();
+  }
+}
