@@ -115,7 +115,8 @@ export class AtomicFileWriter {
   }
 }
 
-function pidIsAlive(pid: number): boolean {
+/** Whether a process with this pid exists (EPERM: it does, owned by someone else). */
+export function pidIsAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -14,6 +14,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import { UserError } from '../../src-shared/types.js';
+import { pidIsAlive } from './atomic-file.js';
 
 interface LockRecord {
   pid: number;
@@ -47,15 +48,6 @@ export function processStartTime(pid: number): string | null {
     return fields[19] ?? null;
   } catch {
     return null;
-  }
-}
-
-function pidIsAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
