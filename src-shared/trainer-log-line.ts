@@ -23,6 +23,17 @@ export interface StepLog {
   elapsed_s: number;
   eta_s: number;
   execution_provider: string;
+  /**
+   * PPO over several epochs or on rollouts (docs/design.md §Advantage estimators): the first
+   * epoch's mean |logp − old| before any update (≈ 0 when the same engine generated the
+   * rollouts), and with `gae` the value loss and the explained variance 1 − Var(R − V)/Var(R).
+   */
+  drift?: number;
+  value_loss?: number;
+  explained_variance?: number;
+  /** On-policy steps: the rollouts generated for this step and their mean reward. */
+  episodes?: number;
+  episode_reward_mean?: number | null;
 }
 
 /**
