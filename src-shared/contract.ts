@@ -27,6 +27,7 @@ import { SESSION_FORMATS, SOURCE_FORMATS, type SessionFormat } from './types.js'
 import { OPENCLAW_METHODS, TRL_METHODS, type ReplayProgress, type TrlHandoffResult } from './handoff.js';
 import { tokenViewInput, type TokenViewProgress, type TokenViewResult } from './token-view.js';
 import { evalStartInput, type EvalState } from './eval-api.js';
+import { CHAT_CALLS, type ChatState } from './chat-api.js';
 import type { Availability, TrainEval, TrainingState, TrainProgress, TrainRunInfo } from './training-api.js';
 import { LORA_TARGETS, OPTIMIZER_KINDS, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type TrainDevice, type TrainMethod } from './training.js';
 import {
@@ -293,6 +294,7 @@ export const CALLS = {
   evalStart: call('Evaluates the base model and adapters on the held-out split; progress as eval.progress (docs/design.md §Evaluation).', evalStartInput, returns<EvalState>()),
   evalStatus: call('The running or last evaluation, with its report.', NO_INPUT, returns<EvalState>()),
   evalCancel: call('Stops the evaluation, keeping what was measured.', NO_INPUT, returns<EvalState>()),
+  ...CHAT_CALLS,
   captureStatus: call('Live capture: on or off, the endpoint, counts, the background loop and the served adapter.', NO_INPUT, returns<CaptureStatus>()),
   captureRollback: call('Serves the adapter that was served before the last swap again (the base model when there was none).', NO_INPUT, returns<CaptureStatus>()),
   getSettings: call('Judge backends and the default model.', NO_INPUT, returns<Settings>()),
@@ -369,6 +371,8 @@ export interface ApiEvents {
   /** A run changed status (started, cancelled, finished with its adapter folder, failed). */
   'train.status': TrainRunInfo;
   'eval.progress': EvalState;
+  /** The Chat page's turn: both replies as written so far. */
+  'chat.progress': ChatState;
   /** Live capture made samples: a reply got its next state (the views refresh). */
   'capture.sample': { sessionId: string; responseTurns: number[] };
   /** Live capture's status changed (on/off, loop state, adapter swap). */
@@ -378,7 +382,7 @@ export interface ApiEvents {
 }
 export type EventName = keyof ApiEvents;
 export const EVENT_NAMES: readonly EventName[] = [
-  'workspace.changed', 'judge.progress', 'tokenview.progress', 'train.progress', 'train.eval', 'train.status', 'eval.progress', 'capture.sample', 'capture.status', 'app.command',
+  'workspace.changed', 'judge.progress', 'tokenview.progress', 'train.progress', 'train.eval', 'train.status', 'eval.progress', 'chat.progress', 'capture.sample', 'capture.status', 'app.command',
 ];
 
 export function isEventName(name: unknown): name is EventName {

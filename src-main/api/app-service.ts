@@ -17,6 +17,8 @@ import { SettingsStore } from '../store/settings-file.js';
 import { TokenViewService } from './token-view-service.js';
 import { TrainingService } from './training-service.js';
 import { EvalService } from './eval-service.js';
+import { ChatService } from './chat-service.js';
+import type { CaptureHook } from '../openai/capture-hook.js';
 
 /** Opens a database; `serve` asks for a workspace that also has what live capture needs. */
 export type OpenWorkspace<W extends WorkspaceApi = WorkspaceApi> = (dbPath: string) => Promise<W>;
@@ -27,6 +29,8 @@ export interface CaptureController {
   rollback(): Promise<CaptureStatus>;
   deleteSession(id: string): { deleted: boolean };
   settingsChanged(): void;
+  /** The /v1 endpoint's capture hook: the Chat page records through it too. */
+  readonly hook: CaptureHook;
 }
 
 const CAPTURE_UNAVAILABLE =
@@ -50,6 +54,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   private readonly handoff: HandoffService;
   private readonly tokenViews: TokenViewService;
   private readonly evals: EvalService;
+  private readonly chats: ChatService;
   private capture: CaptureController | null = null;
 
   private constructor(
@@ -62,6 +67,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     this.handoff = new HandoffService(() => this.workspace);
     this.tokenViews = new TokenViewService(options.events, () => this.settingsStore);
     this.evals = new EvalService(options.events, { workspace: () => this.workspace, replayJudge: () => this.judges.replayJudge() });
+    this.chats = new ChatService(options.events, { capture: () => this.capture?.hook ?? null });
   }
 
   static async create<W extends WorkspaceApi>(options: ServiceOptions<W>): Promise<HindsightService<W>> {
@@ -89,6 +95,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     this.handoff.replayStop(); // the turns in flight finish and are recorded; the next start resumes
     void this.tokenViews.close(); // and the token view's model workers
     this.evals.close(); // a running evaluation stops between batches
+    void this.chats.close(); // the Chat page's replies stop and its models' workers close
     this.training.close(); // a running fine-tune stops at a checkpoint, resumable next launch
     this.workspace.close();
   }
@@ -236,6 +243,22 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
 
   async evalCancel() {
     return this.evals.cancel();
+  }
+
+  async chatStart(input: CallInput<'chatStart'>) {
+    return this.chats.start({ ...input, modelDir: expandHome(input.modelDir), adapterDir: input.adapterDir && expandHome(input.adapterDir) });
+  }
+
+  async chatStatus() {
+    return this.chats.status();
+  }
+
+  async chatStop() {
+    return this.chats.stop();
+  }
+
+  async chatEnd() {
+    return this.chats.end();
   }
 
   async tokenViewCancel() {

@@ -22,7 +22,8 @@ export interface SequenceRequest {
   maxNew: number;
 }
 
-export type FinishReason = 'eos' | 'stop' | 'length';
+/** 'cancelled': the caller's stop flag was raised (docs/design.md §Batched generation). */
+export type FinishReason = 'eos' | 'stop' | 'length' | 'cancelled';
 
 export interface GeneratedTokens {
   /** Generated ids, the stop token included when generation ended on one. */
@@ -42,6 +43,12 @@ export interface DecodeSettings {
   /** false recomputes every sequence whole at each step (slow; a check of the cache). */
   useKvCache: boolean;
   decode: (ids: number[]) => string;
+  /**
+   * A flag over a SharedArrayBuffer that another thread sets to 1 to stop every sequence after
+   * the token it is on (the app's Stop button). Shared memory rather than a message: the
+   * worker's event loop does not run while it generates.
+   */
+  stopFlag?: Int32Array;
 }
 
 type Feeds = Record<string, ort.Tensor>;
@@ -149,6 +156,11 @@ class Sequence {
     return token;
   }
 
+  /** Stopped from outside: what was generated so far is the result. */
+  cancel(): void {
+    this.finish('cancelled', -1);
+  }
+
   private finish(reason: FinishReason, token: number): number {
     this.out.finishReason = reason;
     this.done = true;
@@ -188,6 +200,10 @@ export async function generateSequences(
     // Positions (in `active`) of the sequences that go on.
     const keep = active.map((_, j) => j).filter((j) => !seqs[active[j]!]!.done);
     if (!keep.length) break;
+    if (settings.stopFlag && Atomics.load(settings.stopFlag, 0) !== 0) {
+      for (const j of keep) seqs[active[j]!]!.cancel();
+      break;
+    }
     if (cache) {
       cache = cache.select(keep.map((j) => rows[j]!));
       const step = stepFeeds(config, cache, keep.map((j) => last[j]!));

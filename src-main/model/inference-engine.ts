@@ -58,6 +58,8 @@ export interface GenerateOptions {
   stopTokenIds?: number[];
   /** Default true. false recomputes the whole sequence every step (slow; a check). */
   useKvCache?: boolean;
+  /** Set to 1 (from any thread) to stop after the current token, finish reason 'cancelled' (./batch-decode.ts). */
+  stopFlag?: Int32Array;
 }
 
 export type { FinishReason, GeneratedTokens } from './batch-decode.js';
@@ -292,6 +294,7 @@ export class ModelEngine {
       stopStrings: (options.stopStrings ?? []).filter((x) => x.length > 0),
       useKvCache: options.useKvCache ?? true,
       decode: (ids) => this.tokenizer.decode(ids),
+      ...(options.stopFlag ? { stopFlag: options.stopFlag } : {}),
     }, onToken);
     let k = 0;
     return prompts.map((p) => p.seeds.map(() => outs[k++]!));

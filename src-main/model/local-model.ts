@@ -34,6 +34,8 @@ export interface GenerateRequest extends GenerateOptions {
   template?: Omit<TemplateOptions, 'addGenerationPrompt'>;
   /** Called for each token as it is generated. */
   onToken?: (token: number, logprob: number) => void;
+  /** Aborting stops generation after the token in progress; the result so far comes back with finish reason 'cancelled'. */
+  signal?: AbortSignal;
 }
 
 export interface GenerateResult extends GeneratedTokens, ParsedReply {
@@ -47,6 +49,18 @@ export interface GenerateResult extends GeneratedTokens, ParsedReply {
 export interface BatchRequestPrompt {
   prompt: string | ChatMessage[] | number[];
   seeds: number[];
+}
+
+/**
+ * A stop flag the worker reads between tokens (a SharedArrayBuffer is shared, not copied, when
+ * posted), raised when `signal` aborts.
+ */
+function stopFlagFor(signal: AbortSignal): { flag: Int32Array; dispose: () => void } {
+  const flag = new Int32Array(new SharedArrayBuffer(4));
+  const raise = () => Atomics.store(flag, 0, 1);
+  if (signal.aborted) raise();
+  signal.addEventListener('abort', raise);
+  return { flag, dispose: () => signal.removeEventListener('abort', raise) };
 }
 
 export class LocalModel {
@@ -123,14 +137,19 @@ export class LocalModel {
   }
 
   async generate(prompt: string | ChatMessage[] | number[], request: GenerateRequest = {}): Promise<GenerateResult> {
-    const { chatTemplate, template, onToken, ...options } = request;
+    const { chatTemplate, template, onToken, signal, ...options } = request;
     const ids = this.promptIds(prompt, { chatTemplate, template });
     // Throws ContextLengthError (a UserError) when the prompt leaves no room: ./context-limit.ts.
     const maxNewTokens = replyBudget(ids.length, options.maxNewTokens ?? DEFAULT_MAX_NEW_TOKENS, this.maxPositions);
     const onEvent = onToken && ((m: WorkerEvent) => onToken(m.token as number, m.logprob as number));
-    const out = await this.worker.call<GeneratedTokens & { executionProvider: Device }>('generate', [ids, { ...options, maxNewTokens }, !!onToken], onEvent);
-    this.ep = out.executionProvider;
-    return this.result(out, ids.length, maxNewTokens, out.executionProvider);
+    const stop = signal && stopFlagFor(signal);
+    try {
+      const out = await this.worker.call<GeneratedTokens & { executionProvider: Device }>('generate', [ids, { ...options, maxNewTokens, ...(stop ? { stopFlag: stop.flag } : {}) }, !!onToken], onEvent);
+      this.ep = out.executionProvider;
+      return this.result(out, ids.length, maxNewTokens, out.executionProvider);
+    } finally {
+      stop?.dispose();
+    }
   }
 
   /**
@@ -138,7 +157,7 @@ export class LocalModel {
    * generation): sequence j of a prompt gives what `generate` gives with `seed: seeds[j]`.
    * Results per prompt, in seed order. Prompts that leave no room throw as in `generate`.
    */
-  async generateBatch(prompts: BatchRequestPrompt[], request: Omit<GenerateRequest, 'seed' | 'onToken'> = {}): Promise<GenerateResult[][]> {
+  async generateBatch(prompts: BatchRequestPrompt[], request: Omit<GenerateRequest, 'seed' | 'onToken' | 'signal'> = {}): Promise<GenerateResult[][]> {
     const { chatTemplate, template, ...options } = request;
     const requested = options.maxNewTokens ?? DEFAULT_MAX_NEW_TOKENS;
     const batch = prompts.map((p) => {

@@ -36,6 +36,8 @@ export interface ChatResult {
    * the text, since the tokens then say more than the reply.
    */
   rollout: { tokens: number[]; logprobs: number[] } | null;
+  /** Present when an abort signal ended the reply early (the Chat page's Stop). */
+  cancelled?: true;
 }
 
 export interface StreamDelta {
@@ -139,7 +141,8 @@ export function chatPrompt(model: LocalModel, request: ChatRequest): ChatPrompt 
   }
 }
 
-export async function completeChat(model: LocalModel, request: ChatRequest, prompt: ChatPrompt, onDelta?: (delta: StreamDelta) => void): Promise<ChatResult> {
+/** One reply, streamed through `onDelta` when given; aborting `signal` ends it after the current token (the app's Chat page). */
+export async function completeChat(model: LocalModel, request: ChatRequest, prompt: ChatPrompt, onDelta?: (delta: StreamDelta) => void, signal?: AbortSignal): Promise<ChatResult> {
   const { ids } = prompt;
   const eos = model.tokenizer.eosTokenIds;
   const stream = onDelta ? new StreamText((t) => model.tokenizer.decode(t), promptOpensThinking(model, ids), request.stop, eos) : null;
@@ -153,6 +156,7 @@ export async function completeChat(model: LocalModel, request: ChatRequest, prom
     ...(request.seed !== undefined ? { seed: request.seed } : {}),
     ...(request.stop.length ? { stopStrings: request.stop } : {}),
     ...(stream ? { onToken: (token: number) => emit(stream.push(token)) } : {}),
+    ...(signal ? { signal } : {}),
   });
   if (stream) emit(stream.finish(out.content, out.reasoning));
   return chatResult(model, ids, out);
@@ -187,6 +191,7 @@ function chatResult(model: LocalModel, ids: number[], out: GenerateResult): Chat
     logprobs: kept.map(([, lp]) => lp),
     promptIds: ids,
     rollout: out.finishReason === 'stop' ? null : { tokens: out.tokens, logprobs: out.logprobs },
+    ...(out.finishReason === 'cancelled' ? { cancelled: true as const } : {}),
   };
 }
 

@@ -1,0 +1,266 @@
+/**
+ * The Chat page (docs/design.md §Chat page): the user's message goes to the base model and to
+ * a fine-tuned adapter at once, each side continuing its own transcript, with the same
+ * sampling settings and seed. Both replies stream as `chat.progress` events, so the desktop
+ * app (IPC) and the browser (serve's SSE) see the same thing; Stop ends both after their
+ * current token.
+ *
+ * Models stay loaded between turns, one per (model folder, adapter and its weights, device):
+ * the second message does not reload. A turn with another model or adapter closes the ones it
+ * no longer needs; ending the chat (Clear) or closing the app closes them all. Each model runs
+ * in its own worker thread (src-main/model/local-model.ts), so the two sides generate in
+ * parallel; an adapter is merged into a cached copy first (src-main/train/adapted-model.ts).
+ *
+ * Capture: a turn is recorded only where live capture runs (`serve`) and is on, through the
+ * very hook the /v1 endpoint uses, each side as its own captured session
+ * (`capture:chat:<chat id>:base` and `…:adapter`). Otherwise nothing is written anywhere.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { CallInput } from '../../src-shared/contract.js';
+import type { ChatSide, ChatSideState, ChatState } from '../../src-shared/chat-api.js';
+import { UserError } from '../../src-shared/types.js';
+import type { LocalModel } from '../model/local-model.js';
+import type { Device } from '../model/ort-session.js';
+import type { CaptureHook, CaptureTicket } from '../openai/capture-hook.js';
+import { chatPrompt, completeChat, type ChatPrompt, type ChatResult } from '../openai/local-chat.js';
+import { RequestError, type ChatRequest } from '../openai/protocol.js';
+import { servedModelId } from '../openai/served-model.js';
+import { loadAdaptedModel } from '../train/adapted-model.js';
+import { ADAPTER_CONFIG, ADAPTER_WEIGHTS } from '../train/peft.js';
+import type { EventHub } from '../workspace/event-hub.js';
+
+export type ChatModelLoader = (modelDir: string, adapterDir: string | null, device: Device) => Promise<LocalModel>;
+
+export interface ChatServiceHooks {
+  /** Live capture's hook where `serve` hosts it (it answers null while capture is off); null in the desktop app. */
+  capture: () => CaptureHook | null;
+  /** Loads base + adapter; the default merges the adapter (tests count loads through it). */
+  load?: ChatModelLoader;
+}
+
+/** Partial replies go out at most this often; a side's start and end go out at once. */
+const PROGRESS_INTERVAL_MS = 50;
+
+const IDLE: ChatState = { chatId: null, turn: 0, state: 'idle', sides: [], captured: false, seed: null };
+
+interface CachedModel {
+  model: Promise<LocalModel>;
+}
+
+/** One side of a turn: which model answers, and the transcript it continues. */
+interface SidePlan {
+  side: ChatSide;
+  key: string;
+  adapterDir: string | null;
+  messages: ChatRequest['messages'];
+}
+
+export class ChatService {
+  private state: ChatState = IDLE;
+  private readonly models = new Map<string, CachedModel>();
+  private controller: AbortController | null = null;
+  private running: Promise<void> | null = null;
+  private progressTimer: NodeJS.Timeout | null = null;
+  private turns = 0;
+
+  constructor(
+    private readonly events: EventHub,
+    private readonly hooks: ChatServiceHooks,
+  ) {}
+
+  status(): ChatState {
+    return this.state;
+  }
+
+  /** Starts a turn and answers at once; the replies arrive as `chat.progress`. */
+  start(input: CallInput<'chatStart'>): ChatState {
+    if (this.state.state === 'running') throw new UserError('The replies to the last message are still being written: press Stop first.');
+    const modelDir = path.resolve(input.modelDir);
+    const adapterDir = input.adapterDir === null ? null : path.resolve(input.adapterDir);
+    const device: Device = input.device ?? 'cpu';
+    checkModelFolder(modelDir);
+    if (adapterDir) checkAdapterFolder(adapterDir);
+    if (adapterDir && !input.adapter) throw new UserError('A chat with an adapter needs the adapter side\'s messages too.');
+    const plans: SidePlan[] = [{ side: 'base', key: modelKey(modelDir, null, device), adapterDir: null, messages: input.base }];
+    if (adapterDir) plans.push({ side: 'adapter', key: modelKey(modelDir, adapterDir, device), adapterDir, messages: input.adapter! });
+    for (const plan of plans) {
+      if (plan.messages.at(-1)?.role !== 'user') throw new UserError(`The ${plan.side} side's messages must end with the user's new message.`);
+    }
+    this.closeModelsExcept(new Set(plans.map((p) => p.key)));
+
+    const chatId = input.chatId ?? crypto.randomUUID().slice(0, 8);
+    const seed = input.sampling.seed ?? crypto.randomInt(0, 2 ** 32 - 1);
+    const requests = plans.map((plan) => chatRequest(plan.messages, input.sampling, seed));
+    const tickets = this.beginCapture(chatId, plans, requests);
+    const controller = new AbortController();
+    this.controller = controller;
+    this.state = {
+      chatId,
+      turn: ++this.turns,
+      state: 'running',
+      captured: tickets.some((t) => t !== null),
+      seed,
+      sides: plans.map((p) => ({ side: p.side, name: p.adapterDir ? path.basename(p.adapterDir) : 'base', text: '', reasoning: '', status: 'loading', tokens: null, error: null })),
+    };
+    this.emitNow();
+    const sides = plans.map((plan, i) =>
+      this.runSide(i, plan, requests[i]!, tickets[i] ?? null, { modelDir, device }, controller.signal).catch((err: unknown) =>
+        this.updateSide(i, { status: 'failed', error: sideError(err) }),
+      ),
+    );
+    this.running = Promise.all(sides).then(() => {
+      if (this.controller === controller) this.controller = null;
+      this.state = { ...this.state, state: controller.signal.aborted ? 'stopped' : 'done' };
+      this.emitNow();
+    });
+    return this.state;
+  }
+
+  /** Stops both replies after their current token; what was written stays (and is recorded when capture is on). */
+  stop(): ChatState {
+    this.controller?.abort();
+    return this.state;
+  }
+
+  /** The chat is over: stop, wait for the sides to settle, close every model. */
+  async end(): Promise<ChatState> {
+    this.controller?.abort();
+    await this.running;
+    this.closeModelsExcept(new Set());
+    this.state = { ...IDLE, turn: this.turns };
+    this.emitNow();
+    return this.state;
+  }
+
+  /** The app is closing. */
+  async close(): Promise<void> {
+    await this.end();
+  }
+
+  /** How many models are loaded or loading (for the tests of the cache). */
+  get loadedModels(): number {
+    return this.models.size;
+  }
+
+  private beginCapture(chatId: string, plans: SidePlan[], requests: ChatRequest[]): (CaptureTicket | null)[] {
+    const hook = this.hooks.capture();
+    if (!hook) return plans.map(() => null);
+    try {
+      return plans.map((plan, i) => hook.begin({ 'x-session-id': `chat:${chatId}:${plan.side}` }, {}, requests[i]!));
+    } catch (err) {
+      throw new UserError(`Live capture could not record this message, so it was not sent: ${(err as Error).message}`);
+    }
+  }
+
+  private async runSide(index: number, plan: SidePlan, request: ChatRequest, ticket: CaptureTicket | null, at: { modelDir: string; device: Device }, signal: AbortSignal): Promise<void> {
+    const model = await this.model(plan.key, at.modelDir, plan.adapterDir, at.device);
+    if (signal.aborted) return this.updateSide(index, { status: 'stopped' });
+    const prompt = fitPrompt(model, request);
+    this.updateSide(index, { status: 'generating' });
+    const result = await completeChat(
+      model,
+      request,
+      prompt,
+      (delta) => {
+        const side = this.state.sides[index]!;
+        this.updateSide(index, { text: side.text + (delta.content ?? ''), reasoning: side.reasoning + (delta.reasoning ?? '') }, false);
+      },
+      signal,
+    );
+    ticket?.commit(capturedReply(result, at.modelDir, plan.adapterDir));
+    this.updateSide(index, { text: result.content, reasoning: result.reasoning ?? '', tokens: result.completionTokens, status: result.cancelled ? 'stopped' : 'done' });
+  }
+
+  /** The cached model for `key`, loading it on first use; a failed load is forgotten, so the next turn retries. */
+  private model(key: string, modelDir: string, adapterDir: string | null, device: Device): Promise<LocalModel> {
+    const cached = this.models.get(key);
+    if (cached) return cached.model;
+    const load = this.hooks.load ?? ((dir, adapter, dev) => loadAdaptedModel(dir, adapter, { device: dev }));
+    // Started from a microtask, so a merge that throws becomes a rejected load.
+    const entry: CachedModel = { model: Promise.resolve().then(() => load(modelDir, adapterDir, device)) };
+    entry.model.catch(() => {
+      if (this.models.get(key) === entry) this.models.delete(key);
+    });
+    this.models.set(key, entry);
+    return entry.model;
+  }
+
+  private closeModelsExcept(keep: Set<string>): void {
+    for (const [key, entry] of this.models) {
+      if (keep.has(key)) continue;
+      this.models.delete(key);
+      void entry.model.then((m) => m.close(), () => {});
+    }
+  }
+
+  private updateSide(index: number, patch: Partial<ChatSideState>, now = true): void {
+    const sides = this.state.sides.map((s, i) => (i === index ? { ...s, ...patch } : s));
+    this.state = { ...this.state, sides };
+    if (now) this.emitNow();
+    else this.progressTimer ??= setTimeout(() => this.emitNow(), PROGRESS_INTERVAL_MS);
+  }
+
+  private emitNow(): void {
+    if (this.progressTimer) clearTimeout(this.progressTimer);
+    this.progressTimer = null;
+    this.events.emit('chat.progress', this.state);
+  }
+}
+
+function checkModelFolder(dir: string): void {
+  if (!fs.existsSync(path.join(dir, 'config.json'))) {
+    throw new UserError(fs.existsSync(dir) ? `${dir} is not a model folder: it has no config.json.` : `The model folder ${dir} does not exist.`);
+  }
+}
+
+function checkAdapterFolder(dir: string): void {
+  if (!fs.existsSync(dir)) throw new UserError(`The adapter folder ${dir} does not exist (moved or deleted?); choose another adapter or none.`);
+  for (const file of [ADAPTER_CONFIG, ADAPTER_WEIGHTS]) {
+    if (!fs.existsSync(path.join(dir, file))) throw new UserError(`${dir} is not a LoRA adapter folder: it has no ${file}.`);
+  }
+}
+
+/** A model's cache key: an adapter retrained in the same folder has new weights, so it is another model. */
+function modelKey(modelDir: string, adapterDir: string | null, device: Device): string {
+  if (!adapterDir) return `${modelDir}\0\0${device}`;
+  const weights = fs.statSync(path.join(adapterDir, ADAPTER_WEIGHTS));
+  return `${modelDir}\0${adapterDir}@${weights.size}:${weights.mtimeMs}\0${device}`;
+}
+
+function chatRequest(messages: ChatRequest['messages'], sampling: CallInput<'chatStart'>['sampling'], seed: number): ChatRequest {
+  return {
+    model: null, messages, temperature: sampling.temperature, topP: sampling.topP, maxTokens: sampling.maxTokens, seed,
+    n: 1, stop: [], stream: true, includeUsage: false, logprobs: false,
+  };
+}
+
+/** A side's reply as live capture records it: the same shape as a /v1 reply of the local model. */
+function capturedReply(result: ChatResult, modelDir: string, adapterDir: string | null) {
+  return {
+    completionId: null,
+    content: result.content,
+    ...(result.reasoning ? { reasoning: result.reasoning } : {}),
+    toolCalls: result.toolCalls,
+    finishReason: result.finishReason,
+    servedBy: 'local' as const,
+    model: servedModelId(modelDir, adapterDir),
+    modelDir,
+    rollout: result.rollout ? { promptIds: result.promptIds, ...result.rollout } : null,
+  };
+}
+
+/** The rendered prompt; a conversation too long for the model says so in the page's words. */
+function fitPrompt(model: LocalModel, request: ChatRequest): ChatPrompt {
+  try {
+    return chatPrompt(model, request);
+  } catch (err) {
+    if (!(err instanceof RequestError && err.code === 'context_length_exceeded')) throw err;
+    throw new UserError(`This conversation no longer fits the model's ${model.maxPositions} positions: press Clear to start a new chat.`);
+  }
+}
+
+function sideError(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
