@@ -1,4 +1,4 @@
-// A tiny hash router: the app has seven screens and one parameter (the session id), and hash
+// A tiny hash router: the app has a handful of screens and one parameter (the session id), and hash
 // URLs survive a reload in both app:// and http:// without any server-side routing.
 import { reactive } from 'vue';
 
@@ -9,6 +9,7 @@ export type Route =
   | { name: 'checks' }
   | { name: 'training' }
   | { name: 'evaluate' }
+  | { name: 'chat' }
   | { name: 'export' }
   | { name: 'settings' };
 
@@ -21,6 +22,7 @@ function parse(hash: string): Route {
     case 'checks':
     case 'training':
     case 'evaluate':
+    case 'chat':
     case 'export':
     case 'settings':
       return { name: first };
