@@ -164,7 +164,7 @@ describe.skipIf(!haveChromium)('the Chat page, in a browser', { timeout: TEST_TI
   });
 
   it('holds a short conversation in both columns (screenshot)', async () => {
-    await setField('chat-max-tokens', '48');
+    await setField('chat-max-tokens', '64');
     await setField('chat-seed', '3');
     await say('Tell me a story about a cat.');
     await bothEnd('done');
