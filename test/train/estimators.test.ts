@@ -15,7 +15,6 @@ import { padBatch, responseValues, type TrainRow } from '../../src-main/train/ba
 import { trainBatch } from '../../src-main/train/ppo-batch.js';
 import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import { emptyState } from '../../src-main/train/step-optimizer.js';
-import type { LoraWeights } from '../../src-main/train/training-step.js';
 import { splitValueHead, withValueHead, VALUE_HEAD_BIAS, VALUE_HEAD_WEIGHT, type ValueHead } from '../../src-main/train/value-head.js';
 import { seededRandom, writeTinyModel } from '../model/tiny-models.js';
 import { LORA, lossConfig, randomLora, sgd } from './step-helpers.js';
