@@ -30,6 +30,19 @@ export const PPO_DEFAULTS = {
   valueCoef: 0.5,
 } as const;
 
+/** A run's PPO settings (src-main/train/ppo-batch.ts), saved with the run; defaults {@link PPO_DEFAULTS}. */
+export interface PpoSettings {
+  advantage: AdvantageEstimator;
+  grpoStd: boolean;
+  normalizeAdvantages: boolean;
+  ppoEpochs: number;
+  minibatch: number;
+  gamma: number;
+  lambda: number;
+  valueClip: number;
+  valueCoef: number;
+}
+
 /** The defaults of `train --on-policy` (and the Training page's On-policy section). */
 export const ON_POLICY_DEFAULTS = {
   /** K rollouts per context. */

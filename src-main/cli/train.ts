@@ -15,8 +15,10 @@ import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import { defaultEpsHigh, OPTIMIZER_KINDS, overLengthNote, RECOMPUTE_AUTO_FROM, RECOMPUTE_MODES, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type RecomputeMode, type TrainMethod } from '../../src-shared/training.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 import { DEVICE_OPTION, deviceFlag } from './generate.js';
+import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS as P, type AdvantageEstimator } from '../../src-shared/rollout.js';
 
 const num = (x: number) => String(x);
+const PPO = 'advantages and PPO epochs (docs/design.md §Advantage estimators)';
 
 export const spec = {
   name: 'train',
@@ -67,6 +69,18 @@ export const spec = {
     },
     overwrite: { type: 'boolean', default: false, help: 'start over in an --out folder that holds a run (the old run is removed)' },
     merge: { type: 'boolean', default: false, help: 'also write the merged weights under ADAPTER_DIR/merged' },
+    advantage: {
+      type: 'string', value: ADVANTAGE_ESTIMATORS.join('|'), group: PPO, otherwise: P.advantage,
+      help: 'reward: A = r; grpo: r − the mean of the rows of its "group"; gae: a value head and GAE over token "rewards"',
+    },
+    'grpo-std': { type: 'boolean', group: PPO, help: "grpo: also divide by the group's standard deviation (+1e-6)" },
+    'normalize-advantages': { type: 'boolean', group: PPO, help: "standardise the advantages over the batch's response tokens" },
+    'ppo-epochs': { type: 'string', value: 'E', group: PPO, help: 'passes over each batch, each minibatch one update against the same old', otherwise: num(P.ppoEpochs) },
+    minibatch: { type: 'string', value: 'M', group: PPO, help: 'rows per update within a batch, 0 the whole batch', otherwise: num(P.minibatch) },
+    gamma: { type: 'string', value: 'X', group: PPO, help: "gae's discount γ", otherwise: num(P.gamma) },
+    lambda: { type: 'string', value: 'X', group: PPO, help: "gae's trace λ", otherwise: num(P.lambda) },
+    'value-clip': { type: 'string', value: 'X', group: PPO, help: "gae: how far a value may move from its start-of-batch value before the value loss's clip binds", otherwise: num(P.valueClip) },
+    'value-coef': { type: 'string', value: 'X', group: PPO, help: "gae: the value loss's weight in the total loss", otherwise: num(P.valueCoef) },
     ...DB_OPTION,
     ...jsonOption('print the result as one JSON object'),
   },
@@ -98,8 +112,10 @@ function describe(event: TrainerEvent): string | null {
   if (event.type === 'overLength') return overLengthNote(event.count, event.maxLength);
   const l = event.log;
   const gap = l.teacher_student_gap === null ? '' : ` gap ${l.teacher_student_gap.toFixed(4)}`;
+  const ppo = (l.drift === undefined ? '' : ` drift ${l.drift.toExponential(2)}`) +
+    (l.value_loss === undefined ? '' : ` vloss ${l.value_loss.toFixed(4)}`) + (l.explained_variance === undefined ? '' : ` ev ${l.explained_variance.toFixed(3)}`);
   return `step ${l.step}/${l.total_steps} loss ${l.loss.toFixed(4)} reward ${l.reward_mean.toFixed(2)} adv ${l.adv_mean.toFixed(4)}${gap} ` +
-    `kl ${l.approx_kl.toExponential(2)} clip ${l.clipfrac.toFixed(3)} |g| ${l.grad_norm.toFixed(4)} ${l.tokens_per_s.toFixed(0)} tok/s eta ${l.eta_s.toFixed(0)} s`;
+    `kl ${l.approx_kl.toExponential(2)} clip ${l.clipfrac.toFixed(3)}${ppo} |g| ${l.grad_norm.toFixed(4)} ${l.tokens_per_s.toFixed(0)} tok/s eta ${l.eta_s.toFixed(0)} s`;
 }
 
 /**
@@ -147,6 +163,7 @@ export const command: Command = async (argv) => {
   if (v.method !== undefined && !TRAIN_METHODS.includes(v.method as TrainMethod)) throw new UsageError(`--method must be rl, opd or combine, got '${v.method}'`);
   if (v.optimizer !== undefined && !OPTIMIZER_KINDS.includes(v.optimizer as OptimizerKind)) throw new UsageError(`--optimizer must be adamw or sgd, got '${v.optimizer}'`);
   if (v.recompute !== undefined && !RECOMPUTE_MODES.includes(v.recompute as RecomputeMode)) throw new UsageError(`--recompute must be auto, on or off, got '${v.recompute}'`);
+  if (v.advantage !== undefined && !ADVANTAGE_ESTIMATORS.includes(v.advantage as AdvantageEstimator)) throw new UsageError(`--advantage must be ${ADVANTAGE_ESTIMATORS.join(', ')}, got '${v.advantage}'`);
   let targets;
   try {
     targets = v.targets === undefined ? undefined : parseTargets(v.targets);
@@ -182,6 +199,15 @@ export const command: Command = async (argv) => {
     epsHigh: optionalNumber('eps-high', v['eps-high']),
     merge: v.merge,
     evalEvery: optionalInt('eval-every', v['eval-every'], 0),
+    advantage: v.advantage as AdvantageEstimator | undefined,
+    grpoStd: v['grpo-std'],
+    normalizeAdvantages: v['normalize-advantages'],
+    ppoEpochs: optionalInt('ppo-epochs', v['ppo-epochs'], 1),
+    minibatch: optionalInt('minibatch', v.minibatch, 0),
+    gamma: optionalNumber('gamma', v.gamma),
+    lambda: optionalNumber('lambda', v.lambda),
+    valueClip: optionalNumber('value-clip', v['value-clip']),
+    valueCoef: optionalNumber('value-coef', v['value-coef']),
   };
   if (options.resume && (options.initAdapter || options.dataFile)) throw new UsageError('--resume continues a run as it was: it takes no --init-adapter or --data');
   if (!options.dataFile && !options.resume) Object.assign(options, await databaseSamples(v.db ?? defaultDbPath(), options.method ?? D.method));

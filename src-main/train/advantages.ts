@@ -1,6 +1,7 @@
 /**
  * Per-token advantages of docs/design.md §Advantages on the student's [B, T] grid, and the batch metrics that
- * come from them (reward mean, advantage mean, teacher–student gap).
+ * come from them (reward mean, advantage mean, teacher–student gap). With the `grpo` and `gae`
+ * estimators the reward part r is replaced by their advantage (`rewardTerm`, ./estimators.ts).
  *
  *   rl       A_t = r
  *   opd      A_t = teacher_t − old_t   (a row without a teacher: teacher = old, so A = 0)
@@ -35,6 +36,11 @@ export interface AdvantageInputs {
   policyOld?: Float32Array;
   /** Base log-probs of each row's response tokens on its teacher sequence (undefined: no teacher). */
   teacher: (Float32Array | undefined)[];
+  /**
+   * Per row, the reward part's value on each response token, in place of r: the `grpo` and
+   * `gae` estimators' advantages (docs/design.md §Advantage estimators). Absent: r everywhere.
+   */
+  rewardTerm?: readonly ArrayLike<number>[];
 }
 
 export interface AdvantageMetrics {
@@ -44,9 +50,12 @@ export interface AdvantageMetrics {
   teacherStudentGap: number | null;
 }
 
-/** Fills batch.oldLogprobs and batch.advantages; returns the metrics. */
+/**
+ * Fills batch.oldLogprobs and batch.advantages; returns the metrics. Tokens the response
+ * mask leaves out get A = 0 and no part in the metrics.
+ */
 export function fillAdvantages(input: AdvantageInputs): AdvantageMetrics {
-  const { method, rows, batch, policyOld, teacher } = input;
+  const { method, rows, batch, policyOld, teacher, rewardTerm } = input;
   const T = batch.seqLen;
   const useOpd = method !== 'rl';
   const useRl = method !== 'opd';
@@ -60,15 +69,21 @@ export function fillAdvantages(input: AdvantageInputs): AdvantageMetrics {
     else if (policyOld) old.set(responseValues(policyOld, T, b, row));
     else throw new Error(`row ${row.origin}: no old log-probs (neither rollout nor policy)`);
     const adv = responseValues(batch.advantages, T, b, row);
+    const mask = responseValues(batch.responseMask, T, b, row);
     const t = useOpd ? teacher[b] : undefined;
+    const r = rewardTerm?.[b];
     for (let i = 0; i < adv.length; i++) {
+      if (mask[i] === 0) {
+        adv[i] = 0;
+        continue;
+      }
       const gap = t ? t[i]! - old[i]! : 0;
       if (t) {
         gapSum += gap;
         gapTokens++;
       }
       // Math.fround: the grid is fp32, and the metric should be the mean of what is trained on.
-      const a = Math.fround((useOpd ? wOpd * gap : 0) + (useRl ? wRl * row.reward : 0));
+      const a = Math.fround((useOpd ? wOpd * gap : 0) + (useRl ? wRl * (r ? r[i]! : row.reward) : 0));
       adv[i] = a;
       advSum += a;
       tokens++;

@@ -5,7 +5,7 @@
  * reply begins, its reward, optionally the teacher sequence (the hint-enhanced context
  * followed by the SAME reply tokens) and optionally the reply's rollout log-probs. Rows come
  * from the database (the Workspace's training samples through the chat template) or from a
- * `--data` JSONL file in exactly the line format of docs/design.md §Command line; the trainer writes the rows it
+ * `--data` JSONL file in exactly the line format of docs/design.md §Command line (./data-lines.ts); the trainer writes the rows it
  * uses as `dataset.jsonl` in that format, so a run can be repeated or resumed from the file.
  *
  * Which rows a method trains on (the "masked out" samples of docs/design.md §At-least-one are simply left out,
@@ -24,7 +24,6 @@
  *
  * Padding is on the right; position ids count each row's real tokens from 0.
  */
-import fs from 'node:fs';
 import { overLengthReason } from '../../src-shared/training.js';
 import { UserError } from '../../src-shared/types.js';
 import type { TrainingSample } from '../../src-shared/views.js';
@@ -40,8 +39,23 @@ export interface TokenSpan {
 }
 
 export interface TrainRow extends TokenSpan {
-  /** +1, −1 or 0 (no reward / neutral). */
+  /**
+   * +1, −1 or 0 (no reward / neutral) for the `reward` estimator; any finite number for `grpo`
+   * and `gae`, where a row given only token `rewards` has their sum here.
+   */
   reward: number;
+  /**
+   * Rewards on tokens (docs/design.md §Advantage estimators): `at` is a position of inputIds in
+   * the trained response. Absent: the `gae` estimator puts `reward` on the last trained token.
+   */
+  rewards?: { at: number; r: number }[];
+  /**
+   * 0/1 per response token (from responseStart): 0 marks a token that does not train, as the
+   * tool-turn tokens inside a multi-turn rollout. Absent: every response token trains.
+   */
+  responseMask?: number[];
+  /** The rows of one context (a rollout's K samples): GRPO compares a row with its group. */
+  group?: string;
   teacher?: TokenSpan;
   /** Rollout log-probs of the reply tokens (one per token), used as `old` when present. */
   oldLogprobs?: number[];
@@ -68,7 +82,7 @@ export interface RowSet {
 
 const responseLength = (s: TokenSpan) => s.inputIds.length - s.responseStart;
 
-function sameTokens(a: number[], b: number[]): boolean {
+export function sameTokens(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
@@ -77,7 +91,7 @@ export function rowSelected(method: TrainMethod, reward: number, hasTeacher: boo
   return kept || hasSignalFor(method, reward, hasTeacher);
 }
 
-function skip(set: RowSet, reason: string): void {
+export function skip(set: RowSet, reason: string): void {
   set.skipped[reason] = (set.skipped[reason] ?? 0) + 1;
 }
 
@@ -172,121 +186,6 @@ export function rolloutSpan(s: TrainingSample, tokenizer: ChatTokenizer, message
   return { inputIds: [...r.promptIds, ...r.tokens], responseStart: r.promptIds.length, logprobs: [...r.logprobs] };
 }
 
-// ── rows from --data JSONL ─────────────────────────────────────────────────────────────
-
-function lineError(where: string, msg: string): never {
-  throw new UserError(`${where}: ${msg}`);
-}
-
-function tokenIds(value: unknown, key: string, where: string, vocabSize: number): number[] {
-  if (!Array.isArray(value) || value.length === 0) lineError(where, `${key} must be a non-empty array of token ids`);
-  for (const id of value as unknown[]) {
-    if (!Number.isInteger(id) || (id as number) < 0 || (id as number) >= vocabSize) {
-      lineError(where, `${key} holds ${JSON.stringify(id)}, not a token id in [0, ${vocabSize})`);
-    }
-  }
-  return value as number[];
-}
-
-function responseStart(value: unknown, key: string, ids: number[], where: string): number {
-  if (!Number.isInteger(value) || (value as number) < 1 || (value as number) >= ids.length) {
-    lineError(where, `${key} must be an integer in [1, ${ids.length - 1}] (the response needs at least one token and one token before it), got ${JSON.stringify(value)}`);
-  }
-  return value as number;
-}
-
-/**
- * Parses one `--data` line. Formats (docs/design.md §Command line): rl needs `reward`; opd needs
- * `teacher_input_ids` + `teacher_response_start` whose response tokens equal the student's;
- * combine takes both (either may be absent on a line: no teacher means teacher = old, no
- * reward means r = 0). `old_logprobs` (one per response token) is optional everywhere, and
- * so is `session_id` (the database session a row came from; a held-out one is refused).
- */
-export function parseDataLine(obj: unknown, where: string, method: TrainMethod, vocabSize: number): Omit<TrainRow, 'origin'> {
-  if (!obj || typeof obj !== 'object' || Array.isArray(obj)) lineError(where, 'expected a JSON object');
-  const o = obj as Record<string, unknown>;
-  const inputIds = tokenIds(o.input_ids, 'input_ids', where, vocabSize);
-  const start = responseStart(o.response_start, 'response_start', inputIds, where);
-  const row: Omit<TrainRow, 'origin'> = { inputIds, responseStart: start, reward: 0 };
-  if (o.reward !== undefined && o.reward !== null) {
-    if (o.reward !== 1 && o.reward !== -1 && o.reward !== 0) lineError(where, `reward must be 1, -1 or 0, got ${JSON.stringify(o.reward)}`);
-    row.reward = o.reward as number;
-  } else if (method === 'rl') {
-    lineError(where, 'rl needs "reward" (1, -1 or 0) on every line');
-  }
-  const hasTeacher = o.teacher_input_ids !== undefined && o.teacher_input_ids !== null;
-  if (hasTeacher) {
-    const tIds = tokenIds(o.teacher_input_ids, 'teacher_input_ids', where, vocabSize);
-    const tStart = responseStart(o.teacher_response_start, 'teacher_response_start', tIds, where);
-    if (!sameTokens(tIds.slice(tStart), inputIds.slice(start))) {
-      lineError(where, `the teacher's response tokens (teacher_input_ids from teacher_response_start, ${tIds.length - tStart} tokens) differ from the student's (${inputIds.length - start} tokens); they must be the same tokens`);
-    }
-    row.teacher = { inputIds: tIds, responseStart: tStart };
-  } else if (o.teacher_response_start !== undefined) {
-    lineError(where, 'teacher_response_start without teacher_input_ids');
-  } else if (method === 'opd') {
-    lineError(where, 'opd needs "teacher_input_ids" and "teacher_response_start" on every line');
-  }
-  if (method === 'combine' && !hasTeacher && (o.reward === undefined || o.reward === null)) {
-    lineError(where, 'combine needs "reward", or "teacher_input_ids" + "teacher_response_start", or both');
-  }
-  if (o.old_logprobs !== undefined && o.old_logprobs !== null) {
-    const lp = o.old_logprobs;
-    const n = inputIds.length - start;
-    if (!Array.isArray(lp) || lp.length !== n || !lp.every((x) => typeof x === 'number' && Number.isFinite(x) && x <= 0)) {
-      lineError(where, `old_logprobs must be ${n} finite log-probs ≤ 0 (one per response token)`);
-    }
-    row.oldLogprobs = lp as number[];
-  }
-  if (o.kept === true) row.kept = true;
-  if (typeof o.session_id === 'string') row.sessionId = o.session_id;
-  return row;
-}
-
-/** Reads a `--data` file; every problem names the file and line. */
-export function rowsFromJsonl(file: string, method: TrainMethod, vocabSize: number, maxLength: number): RowSet {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new UserError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
-  const set: RowSet = { rows: [], skipped: {}, truncated: 0 };
-  text.split('\n').forEach((line, i) => {
-    if (!line.trim()) return;
-    const where = `${file}:${i + 1}`;
-    let obj: unknown;
-    try {
-      obj = JSON.parse(line);
-    } catch (err) {
-      lineError(where, `invalid JSON (${(err as Error).message})`);
-    }
-    const row: TrainRow = { ...parseDataLine(obj, where, method, vocabSize), origin: where };
-    if (!rowSelected(method, row.reward, row.teacher !== undefined, row.kept)) {
-      skip(set, method === 'rl' ? 'reward 0' : 'no signal');
-      return;
-    }
-    const fit = fitRow(row, maxLength);
-    if (fit === 'over') return skip(set, overLengthReason(maxLength));
-    if (fit === 'cut') set.truncated++;
-    set.rows.push(row);
-  });
-  return set;
-}
-
-/** A row as a `--data` line (what dataset.jsonl holds). */
-export function rowToLine(row: TrainRow): Record<string, unknown> {
-  const line: Record<string, unknown> = { input_ids: row.inputIds, response_start: row.responseStart, reward: row.reward };
-  if (row.teacher) {
-    line.teacher_input_ids = row.teacher.inputIds;
-    line.teacher_response_start = row.teacher.responseStart;
-  }
-  if (row.oldLogprobs) line.old_logprobs = row.oldLogprobs;
-  if (row.kept) line.kept = true;
-  if (row.sessionId !== undefined) line.session_id = row.sessionId;
-  return line;
-}
-
 // ── truncation ─────────────────────────────────────────────────────────────────────────
 
 function cutContext(span: TokenSpan, maxLength: number): TokenSpan {
@@ -307,15 +206,22 @@ export function fitRow(row: TrainRow, maxLength: number): 'fits' | 'cut' | 'over
   const tooLong = row.inputIds.length > maxLength || (row.teacher !== undefined && row.teacher.inputIds.length > maxLength);
   if (!tooLong) return 'fits';
   if (responseLength(row) >= maxLength) return 'over';
+  const before = row.responseStart;
   Object.assign(row, cutContext(row, maxLength));
+  const shift = row.responseStart - before;
+  if (row.rewards) row.rewards = row.rewards.map((x) => ({ at: x.at + shift, r: x.r }));
   if (row.teacher) row.teacher = cutContext(row.teacher, maxLength);
   return 'cut';
 }
 
 // ── batches ────────────────────────────────────────────────────────────────────────────
 
-/** Right-padded [B, T] batch of spans; log-prob, advantage and old grids start at zero. */
-export function padBatch(spans: readonly TokenSpan[]): StepBatch {
+/**
+ * Right-padded [B, T] batch of spans; log-prob, advantage and old grids start at zero. The
+ * response mask is 1 on the response tokens a span trains (all of them unless it has its own
+ * `responseMask`).
+ */
+export function padBatch(spans: readonly (TokenSpan & { responseMask?: readonly number[] })[]): StepBatch {
   const B = spans.length;
   const T = Math.max(...spans.map((s) => s.inputIds.length));
   const batch: StepBatch = {
@@ -333,7 +239,7 @@ export function padBatch(spans: readonly TokenSpan[]): StepBatch {
       batch.inputIds[b * T + t] = BigInt(id);
       batch.attentionMask[b * T + t] = 1n;
       batch.positionIds[b * T + t] = BigInt(t);
-      if (t >= s.responseStart) batch.responseMask[b * T + t] = 1;
+      if (t >= s.responseStart && (!s.responseMask || s.responseMask[t - s.responseStart])) batch.responseMask[b * T + t] = 1;
     });
   });
   return batch;

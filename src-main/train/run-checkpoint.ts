@@ -3,7 +3,9 @@
  *
  *   <out>/checkpoints/step-000012/adapter_model.safetensors   LoRA A/B (a PEFT adapter folder)
  *                                 adapter_config.json
- *                                 optimizer.safetensors       AdamW moments m.<key>, v.<key> (fp32)
+ *                                 value_head.safetensors      the value head (`gae` runs only)
+ *                                 optimizer.safetensors       AdamW moments m.<key>, v.<key> (fp32),
+ *                                                             the value head's keys included
  *                                 trainer_state.json          steps done, optimizer step, the run's
  *                                                             settings, the dataset's sha256
  *   <out>/checkpoints/latest.json                             {"step":12,"dir":"step-000012"}
@@ -24,6 +26,7 @@ import { f32Tensors, fsyncDir, writeJsonAtomic, writeSafetensorsAtomic } from '.
 import { loraShapes } from './lora.js';
 import { readAdapter, writeAdapter } from './peft.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights, OptimizerState } from './training-step.js';
+import { readValueHead, valueHeadShapes, VALUE_HEAD_WEIGHT, writeValueHead, type ValueHead } from './value-head.js';
 
 export const CHECKPOINTS_DIR = 'checkpoints';
 const LATEST = 'latest.json';
@@ -46,6 +49,8 @@ export interface SavedCheckpoint<Settings = unknown> {
   lora: LoraConfig;
   weights: LoraWeights;
   optimizer: OptimizerState;
+  /** The value head of a `gae` run; undefined for the other estimators. */
+  valueHead?: ValueHead;
 }
 
 export function checkpointsRoot(outDir: string): string {
@@ -54,6 +59,7 @@ export function checkpointsRoot(outDir: string): string {
 
 export function saveCheckpoint<S>(outDir: string, data: {
   state: TrainerState<S>; lora: LoraConfig; specs: readonly LoraTensorSpec[]; weights: LoraWeights; optimizer: OptimizerState; baseModel: string;
+  valueHead?: ValueHead;
 }): string {
   const root = checkpointsRoot(outDir);
   const name = `step-${String(data.state.step).padStart(6, '0')}`;
@@ -64,7 +70,8 @@ export function saveCheckpoint<S>(outDir: string, data: {
   fs.rmSync(dir, { recursive: true, force: true }); // a leftover from a run killed mid-save
   fs.mkdirSync(dir, { recursive: true });
   writeAdapter(dir, { lora: data.lora, specs: data.specs, weights: data.weights, baseModel: data.baseModel });
-  const shapes = loraShapes(data.specs, data.lora.r);
+  if (data.valueHead) writeValueHead(dir, data.valueHead);
+  const shapes = withValueHeadShapes(loraShapes(data.specs, data.lora.r), data.valueHead?.get(VALUE_HEAD_WEIGHT)!.length);
   const tensors = { ...f32Tensors(data.optimizer.m, shapes, 'm.'), ...f32Tensors(data.optimizer.v, shapes, 'v.') };
   writeSafetensorsAtomic(path.join(dir, OPTIMIZER_FILE), tensors, { optimizer_step: String(data.optimizer.step) });
   writeJsonAtomic(path.join(dir, STATE_FILE), data.state);
@@ -111,7 +118,8 @@ export function readCheckpointState<S>(dir: string): { dir: string; state: Train
 export function loadCheckpoint<S>(dir: string, model: ModelConfig): SavedCheckpoint<S> {
   const { dir: found, state } = readCheckpointState<S>(dir);
   const adapter = readAdapter(found, model);
-  const shapes = loraShapes(adapter.specs, adapter.lora.r);
+  const valueHead = readValueHead(found, model.hiddenSize) ?? undefined;
+  const shapes = withValueHeadShapes(loraShapes(adapter.specs, adapter.lora.r), valueHead && model.hiddenSize);
   const optFile = path.join(found, OPTIMIZER_FILE);
   const { tensors, metadata } = readSafetensorsHeader(optFile);
   const m = new Map<string, Float32Array>();
@@ -127,5 +135,10 @@ export function loadCheckpoint<S>(dir: string, model: ModelConfig): SavedCheckpo
   }
   const optimizerStep = Number(metadata.optimizer_step);
   if (!Number.isInteger(optimizerStep)) throw new UserError(`${optFile}: missing optimizer_step metadata`);
-  return { dir: found, state, lora: adapter.lora, weights: adapter.weights, optimizer: { step: optimizerStep, m, v } };
+  return { dir: found, state, lora: adapter.lora, weights: adapter.weights, optimizer: { step: optimizerStep, m, v }, valueHead };
+}
+
+/** The LoRA shapes, and the value head's when a run has one (of this hidden size). */
+function withValueHeadShapes(shapes: Map<string, number[]>, hiddenSize: number | undefined): Map<string, number[]> {
+  return hiddenSize === undefined ? shapes : new Map([...shapes, ...valueHeadShapes(hiddenSize)]);
 }

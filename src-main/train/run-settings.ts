@@ -6,6 +6,7 @@
  * for another value is an error, asking for the same one is fine.
  */
 import path from 'node:path';
+import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS, type AdvantageEstimator, type PpoSettings } from '../../src-shared/rollout.js';
 import { UserError } from '../../src-shared/types.js';
 import { defaultEpsHigh, TRAIN_DEFAULTS, type RecomputeMode } from '../../src-shared/training.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
@@ -63,6 +64,17 @@ export interface TrainerOptions {
   heldOut?: HeldOutSet;
   /** Evaluate the held-out samples every N steps (and at the start and end); default about ten times a run; 0: start and end only. */
   evalEvery?: number;
+  /** PPO over each batch (docs/design.md §Advantage estimators); defaults in src-shared/rollout.ts PPO_DEFAULTS. */
+  advantage?: AdvantageEstimator;
+  grpoStd?: boolean;
+  normalizeAdvantages?: boolean;
+  ppoEpochs?: number;
+  /** Rows per minibatch; 0: the whole batch. */
+  minibatch?: number;
+  gamma?: number;
+  lambda?: number;
+  valueClip?: number;
+  valueCoef?: number;
 }
 
 /** Everything a run was asked for; saved in every checkpoint, restored on resume. */
@@ -85,6 +97,8 @@ export interface RunSettings {
   /** Activation recomputation (src-shared/training.ts recomputeOn). */
   recompute: RecomputeMode;
   merge: boolean;
+  /** The estimator and PPO epochs of every batch (./ppo-batch.ts). */
+  ppo: PpoSettings;
 }
 
 export function positiveInt(name: string, v: number): number {
@@ -121,7 +135,29 @@ export function settingsFrom(o: TrainerOptions & { modelDir: string }, lora: Lor
     threads: o.threads ?? null,
     recompute: o.recompute ?? d.recompute,
     merge: o.merge ?? false,
+    ppo: ppoSettings(o, { ...PPO_DEFAULTS }, method),
   };
+}
+
+/**
+ * The PPO settings: each option given, else `base` (the defaults, or a resumed run's own).
+ * `grpo` and `gae` replace the reward r, so they need a method that has one.
+ */
+function ppoSettings(o: TrainerOptions, base: PpoSettings, method: TrainMethod): PpoSettings {
+  const s: PpoSettings = {
+    advantage: o.advantage ?? base.advantage, grpoStd: o.grpoStd ?? base.grpoStd, normalizeAdvantages: o.normalizeAdvantages ?? base.normalizeAdvantages,
+    ppoEpochs: o.ppoEpochs ?? base.ppoEpochs, minibatch: o.minibatch ?? base.minibatch, gamma: o.gamma ?? base.gamma, lambda: o.lambda ?? base.lambda,
+    valueClip: o.valueClip ?? base.valueClip, valueCoef: o.valueCoef ?? base.valueCoef,
+  };
+  if (!ADVANTAGE_ESTIMATORS.includes(s.advantage)) throw new UserError(`the advantage estimator must be ${ADVANTAGE_ESTIMATORS.join(', ')}, got ${JSON.stringify(s.advantage)}`);
+  if (s.advantage !== 'reward' && method === 'opd') throw new UserError(`--advantage ${s.advantage} replaces the reward, which opd does not use; use --method rl or combine`);
+  positiveInt('PPO epochs', s.ppoEpochs);
+  if (!Number.isInteger(s.minibatch) || s.minibatch < 0) throw new UserError(`minibatch must be a whole number ≥ 0 (0: the whole batch), got ${s.minibatch}`);
+  if (!(s.gamma >= 0 && s.gamma <= 1)) throw new UserError(`γ must be in [0, 1], got ${s.gamma}`);
+  if (!(s.lambda >= 0 && s.lambda <= 1)) throw new UserError(`λ must be in [0, 1], got ${s.lambda}`);
+  if (!(s.valueClip > 0) || !Number.isFinite(s.valueClip)) throw new UserError(`value clip must be a finite number > 0, got ${s.valueClip}`);
+  if (!(s.valueCoef >= 0) || !Number.isFinite(s.valueCoef)) throw new UserError(`value loss weight must be a finite number ≥ 0, got ${s.valueCoef}`);
+  return s;
 }
 
 /** LoRA shape from the options, or from --init-adapter (whose r, alpha and targets win; conflicts are errors). */
@@ -143,14 +179,14 @@ export function loraFrom(o: TrainerOptions, model: ModelConfig): { lora: LoraCon
 }
 
 /** Settings as a checkpoint holds them: those written before the run options were saved lack them. */
-type SavedSettings = Omit<RunSettings, 'saveEvery' | 'device' | 'threads' | 'recompute' | 'merge'> & Partial<RunSettings>;
+type SavedSettings = Omit<RunSettings, 'saveEvery' | 'device' | 'threads' | 'recompute' | 'merge' | 'ppo'> & Partial<RunSettings>;
 
 /**
  * A checkpoint's settings with the options given for the resume applied. Older checkpoints,
  * which lack the run options, get the defaults.
  */
 export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSettings {
-  const s: RunSettings = { saveEvery: TRAIN_DEFAULTS.saveEvery, device: TRAIN_DEFAULTS.device, threads: null, recompute: TRAIN_DEFAULTS.recompute, merge: false, ...saved };
+  const s: RunSettings = { saveEvery: TRAIN_DEFAULTS.saveEvery, device: TRAIN_DEFAULTS.device, threads: null, recompute: TRAIN_DEFAULTS.recompute, merge: false, ppo: { ...PPO_DEFAULTS }, ...saved };
   const fixed = (name: string, given: unknown, has: unknown) => {
     if (given !== undefined && JSON.stringify(given) !== JSON.stringify(has)) {
       throw new UserError(`a resumed run keeps its ${name} (${JSON.stringify(has)}), so ${JSON.stringify(given)} cannot be asked for; drop the option, or start a new run`);
@@ -164,6 +200,8 @@ export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSet
   fixed('LoRA rank', o.loraR, s.lora.r);
   fixed('LoRA alpha', o.loraAlpha, s.lora.alpha);
   fixed('LoRA targets', o.targets, s.lora.targets);
+  // The estimator decides whether the run has a value head.
+  fixed('advantage estimator', o.advantage, s.ppo.advantage);
   return {
     ...s,
     modelDir: o.modelDir ? path.resolve(o.modelDir) : s.modelDir,
@@ -176,5 +214,6 @@ export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSet
     threads: o.threads ?? s.threads,
     recompute: o.recompute ?? s.recompute,
     merge: o.merge ?? s.merge,
+    ppo: ppoSettings(o, s.ppo, s.method),
   };
 }

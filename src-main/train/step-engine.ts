@@ -42,6 +42,8 @@ import type {
 } from './training-step.js';
 import { buildForwardGraph, buildTrainGraph, gradName, loraKeys, type MemoryOptions } from './step-graph.js';
 import { lossFeeds, modelFeeds, pickAll, pickResponse, toGrid, type Picked } from './step-feeds.js';
+import type { ValueHeadConfig } from './step-loss.js';
+import { isValueHeadKey, valueHeadShapes } from './value-head.js';
 import { SCALAR_INPUTS, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from './step-optimizer.js';
 
 export type OptimizerPlacement = 'host' | 'graph';
@@ -65,6 +67,8 @@ export interface TrainStepOptions {
   shareWeights?: boolean;
   /** Let ONNX Runtime repack matmul weights at load (a private copy per session); default {@link DEFAULT_PREPACK}. */
   prepack?: boolean;
+  /** Train a value head with this loss (the `gae` estimator, docs/design.md §Advantage estimators); default none. */
+  value?: ValueHeadConfig;
 }
 
 /**
@@ -93,6 +97,9 @@ export interface Gradients {
   clipfrac: number;
   approxKl: number;
   tokens: number;
+  /** With a value head: the values on the same grid, and the value loss. */
+  values?: Float32Array;
+  valueLoss?: number;
 }
 
 const scalarOf = (t: ort.Tensor | undefined) => (t!.data as Float32Array)[0]!;
@@ -101,6 +108,8 @@ export class TrainStepEngine implements TrainStep {
   private forwardSession?: Promise<ort.InferenceSession>;
   private zeroLora?: LoraWeights;
   private closed = false;
+  /** Every trained tensor's dims by key: the LoRA pairs, then the value head's two. */
+  private readonly paramDims: Map<string, number[]>;
 
   private constructor(
     private readonly weights: WeightSource,
@@ -109,7 +118,18 @@ export class TrainStepEngine implements TrainStep {
     readonly specs: LoraTensorSpec[],
     readonly executionProvider: Device,
     readonly placement: OptimizerPlacement,
-  ) {}
+  ) {
+    const r = options.lora.r;
+    this.paramDims = new Map(specs.flatMap((spec) => {
+      const k = loraKeys(spec);
+      return [[k.a, [r, spec.inFeatures]], [k.b, [spec.outFeatures, r]]];
+    }));
+    if (options.value) for (const [k, dims] of valueHeadShapes(weights.config.hiddenSize)) this.paramDims.set(k, dims);
+  }
+
+  get valueHead(): boolean {
+    return this.options.value !== undefined;
+  }
 
   /** Builds the training graph and its session now (so a bad model or device fails here). */
   static async create(model: string | Checkpoint, options: TrainStepOptions): Promise<TrainStepEngine> {
@@ -122,6 +142,7 @@ export class TrainStepEngine implements TrainStep {
       memory: memoryOptions(options),
       loss: options.loss,
       optimizerInGraph: placement === 'graph' ? options.optimizer : undefined,
+      value: options.value,
     });
     const { session, executionProvider } = await createSession(graph, sessionConfig(options, weights));
     return new TrainStepEngine(weights, options, session, specs, executionProvider, placement);
@@ -129,7 +150,7 @@ export class TrainStepEngine implements TrainStep {
 
   private forward(): Promise<ort.InferenceSession> {
     if (!this.forwardSession) {
-      const { graph } = buildForwardGraph(this.weights, this.options.lora, memoryOptions(this.options));
+      const { graph } = buildForwardGraph(this.weights, this.options.lora, memoryOptions(this.options), { valueHead: this.valueHead });
       this.forwardSession = createSession(graph, sessionConfig(this.options, this.weights)).then((s) => s.session);
       this.forwardSession.catch(() => (this.forwardSession = undefined));
     }
@@ -139,9 +160,19 @@ export class TrainStepEngine implements TrainStep {
   async policyLogprobs(batch: StepBatch, weights: LoraWeights): Promise<Float32Array> {
     this.checkOpen();
     const picked = pickAll(batch);
-    const feeds = { ...modelFeeds(batch, picked, this.weights.config.vocabSize), ...this.loraFeeds(weights) };
-    const out = await (await this.forward()).run(feeds);
+    // Scoring needs no value head: one left out is fed as zeros.
+    const feeds = { ...modelFeeds(batch, picked, this.weights.config.vocabSize), ...this.paramFeeds(weights, true) };
+    const out = await (await this.forward()).run(feeds, ['logprobs']);
     return toGrid(out.logprobs!.data as Float32Array, picked, batch);
+  }
+
+  async policyValues(batch: StepBatch, weights: LoraWeights): Promise<{ logprobs: Float32Array; values: Float32Array }> {
+    this.checkOpen();
+    if (!this.valueHead) throw new Error('policyValues: this training step has no value head');
+    const picked = pickAll(batch);
+    const feeds = { ...modelFeeds(batch, picked, this.weights.config.vocabSize), ...this.paramFeeds(weights) };
+    const out = await (await this.forward()).run(feeds, ['logprobs', 'values']);
+    return { logprobs: toGrid(out.logprobs!.data as Float32Array, picked, batch), values: toGrid(out.values!.data as Float32Array, picked, batch) };
   }
 
   async baseLogprobs(batch: StepBatch): Promise<Float32Array> {
@@ -156,7 +187,7 @@ export class TrainStepEngine implements TrainStep {
   async gradients(batch: StepBatch, weights: LoraWeights): Promise<Gradients> {
     this.checkOpen();
     const picked = pickResponse(batch);
-    const feeds = { ...this.feeds(batch, picked), ...this.loraFeeds(weights) };
+    const feeds = { ...this.feeds(batch, picked), ...this.paramFeeds(weights) };
     // The in-graph optimizer's inputs must be fed even though only the gradients are fetched.
     if (this.placement === 'graph') Object.assign(feeds, this.optimizerFeeds(weights, emptyState()));
     const out = await this.trainSession.run(feeds, this.trainFetches());
@@ -169,9 +200,9 @@ export class TrainStepEngine implements TrainStep {
       const g = await this.gradients(batch, weights);
       const gradNorm = globalGradNorm(g.grads);
       const metrics = this.metrics(g, gradNorm);
-      if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, grads: g.grads, logprobs: g.logprobs };
+      if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
       const next = applyUpdate(this.options.optimizer, weights, g.grads, state, clipScale(gradNorm, this.options.optimizer.maxGradNorm));
-      return { ...next, metrics, grads: g.grads, logprobs: g.logprobs };
+      return { ...next, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
     }
     return this.stepInGraph(batch, weights, state);
   }
@@ -180,12 +211,12 @@ export class TrainStepEngine implements TrainStep {
     const cfg = this.options.optimizer;
     const step = state.step + 1;
     const picked = pickResponse(batch);
-    const feeds = { ...this.feeds(batch, picked), ...this.loraFeeds(weights), ...this.optimizerFeeds(weights, state) };
+    const feeds = { ...this.feeds(batch, picked), ...this.paramFeeds(weights), ...this.optimizerFeeds(weights, state) };
     const out = await this.trainSession.run(feeds);
     const g = this.readGradients(out, batch, picked);
     const gradNorm = scalarOf(out.grad_norm as ort.Tensor);
     const metrics = this.metrics(g, gradNorm);
-    if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, grads: g.grads, logprobs: g.logprobs };
+    if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
     const next: LoraWeights = new Map(), m = new Map<string, Float32Array>(), v = new Map<string, Float32Array>();
     for (const key of weights.keys()) {
       const n = stateNames(key);
@@ -195,7 +226,7 @@ export class TrainStepEngine implements TrainStep {
         v.set(key, (out[n.newV] as ort.Tensor).data as Float32Array);
       }
     }
-    return { weights: next, state: { step, m, v }, metrics, grads: g.grads, logprobs: g.logprobs };
+    return { weights: next, state: { step, m, v }, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
   }
 
   async close(): Promise<void> {
@@ -213,23 +244,23 @@ export class TrainStepEngine implements TrainStep {
   }
 
   private dims(key: string): number[] {
-    const spec = this.specs.find((s) => key.startsWith(s.module + '.'))!;
-    return key.endsWith('lora_A.weight') ? [this.options.lora.r, spec.inFeatures] : [spec.outFeatures, this.options.lora.r];
+    const dims = this.paramDims.get(key);
+    if (!dims) throw new Error(`training step: '${key}' is not one of its parameters`);
+    return dims;
   }
 
-  private loraFeeds(weights: LoraWeights): Record<string, ort.Tensor> {
+  /** Every trained tensor, checked; `zeroValueHead`: a value head left out is fed as zeros. */
+  private paramFeeds(weights: LoraWeights, zeroValueHead = false): Record<string, ort.Tensor> {
     const feeds: Record<string, ort.Tensor> = {};
-    const r = this.options.lora.r;
-    for (const spec of this.specs) {
-      const k = loraKeys(spec);
-      feeds[k.a] = loraTensor(weights, k.a, [r, spec.inFeatures]);
-      feeds[k.b] = loraTensor(weights, k.b, [spec.outFeatures, r]);
+    for (const [key, dims] of this.paramDims) {
+      const size = dims.reduce((a, d) => a * d, 1);
+      feeds[key] = zeroValueHead && isValueHeadKey(key) && !weights.has(key) ? new ort.Tensor('float32', new Float32Array(size), dims) : paramTensor(weights, key, dims);
     }
     return feeds;
   }
 
   private feeds(batch: StepBatch, picked: Picked): Record<string, ort.Tensor> {
-    return { ...modelFeeds(batch, picked, this.weights.config.vocabSize), ...lossFeeds(batch, picked, this.options.loss.klBeta > 0) };
+    return { ...modelFeeds(batch, picked, this.weights.config.vocabSize), ...lossFeeds(batch, picked, { ref: this.options.loss.klBeta > 0, value: this.valueHead }) };
   }
 
   private optimizerFeeds(weights: LoraWeights, state: OptimizerState): Record<string, ort.Tensor> {
@@ -247,16 +278,18 @@ export class TrainStepEngine implements TrainStep {
   }
 
   private trainFetches(): string[] {
-    const keys = this.specs.flatMap((s) => Object.values(loraKeys(s)));
-    return ['loss', 'logprobs', 'clipfrac', 'approx_kl', 'tokens', ...keys.map(gradName)];
+    const value = this.valueHead ? ['values', 'value_loss'] : [];
+    return ['loss', 'logprobs', 'clipfrac', 'approx_kl', 'tokens', ...value, ...[...this.paramDims.keys()].map(gradName)];
   }
 
   private readGradients(out: ort.InferenceSession.OnnxValueMapType, batch: StepBatch, picked: Picked): Gradients {
     const grads: LoraWeights = new Map();
-    for (const spec of this.specs) {
-      for (const key of Object.values(loraKeys(spec))) grads.set(key, (out[gradName(key)] as ort.Tensor).data as Float32Array);
-    }
+    for (const key of this.paramDims.keys()) grads.set(key, (out[gradName(key)] as ort.Tensor).data as Float32Array);
+    const value = this.valueHead
+      ? { values: toGrid((out.values as ort.Tensor).data as Float32Array, picked, batch), valueLoss: scalarOf(out.value_loss as ort.Tensor) }
+      : {};
     return {
+      ...value,
       loss: scalarOf(out.loss as ort.Tensor),
       grads,
       logprobs: toGrid((out.logprobs as ort.Tensor).data as Float32Array, picked, batch),
@@ -267,14 +300,16 @@ export class TrainStepEngine implements TrainStep {
   }
 
   private metrics(g: Gradients, gradNorm: number): StepMetrics {
-    return { loss: g.loss, gradNorm, clipfrac: g.clipfrac, approxKl: g.approxKl, tokens: g.tokens };
+    return { loss: g.loss, gradNorm, clipfrac: g.clipfrac, approxKl: g.approxKl, tokens: g.tokens, ...(g.valueLoss !== undefined ? { valueLoss: g.valueLoss } : {}) };
   }
 }
 
-function loraTensor(weights: LoraWeights, key: string, dims: number[]): ort.Tensor {
+function paramTensor(weights: LoraWeights, key: string, dims: number[]): ort.Tensor {
+  const what = isValueHeadKey(key) ? 'value head' : 'LoRA weights';
   const w = weights.get(key);
-  if (!w) throw new UserError(`LoRA weights: missing '${key}'`);
-  if (w.length !== dims[0]! * dims[1]!) throw new UserError(`LoRA weights: '${key}' has ${w.length} values, expected [${dims}] = ${dims[0]! * dims[1]!}`);
+  if (!w) throw new UserError(`${what}: missing '${key}'`);
+  const size = dims.reduce((a, d) => a * d, 1);
+  if (w.length !== size) throw new UserError(`${what}: '${key}' has ${w.length} values, expected [${dims}] = ${size}`);
   return new ort.Tensor('float32', w, dims);
 }
 
@@ -298,4 +333,6 @@ function checkOptions(o: TrainStepOptions): void {
   if (!(o.loss.epsLow >= 0 && o.loss.epsLow < 1) || !(o.loss.epsHigh >= 0)) throw new UserError(`clip range must have 0 ≤ ε_low < 1 and ε_high ≥ 0, got ${o.loss.epsLow} / ${o.loss.epsHigh}`);
   if (o.vocabChunk !== undefined && !(Number.isInteger(o.vocabChunk) && o.vocabChunk >= 0)) throw new UserError(`vocabulary chunk must be a whole number ≥ 0, got ${o.vocabChunk}`);
   if (!(o.loss.klBeta >= 0)) throw new UserError(`KL β must be ≥ 0, got ${o.loss.klBeta}`);
+  if (o.value && !(o.value.clip > 0)) throw new UserError(`value clip must be > 0, got ${o.value.clip}`);
+  if (o.value && !(o.value.coef >= 0)) throw new UserError(`value loss weight must be ≥ 0, got ${o.value.coef}`);
 }

@@ -59,12 +59,14 @@ export function modelFeeds(batch: StepBatch, picked: Picked, vocabSize: number):
   };
 }
 
-export function lossFeeds(batch: StepBatch, picked: Picked, needsRef: boolean): Record<string, ort.Tensor> {
+/** The loss inputs at the picked positions; `needs.ref`: the KL reference, `needs.value`: the value head's returns and old values. */
+export function lossFeeds(batch: StepBatch, picked: Picked, needs: { ref: boolean; value?: boolean }): Record<string, ort.Tensor> {
   type Named = [string, Float32Array | undefined];
   const optional: Named[] = [['oldFromPolicy', batch.oldFromPolicy], ['teacherLogprobs', batch.teacherLogprobs], ['opdWeights', batch.opdWeights]];
   checkArrays(batch, [
     ['responseMask', batch.responseMask], ['oldLogprobs', batch.oldLogprobs], ['advantages', batch.advantages],
-    ...(needsRef ? [['refLogprobs', batch.refLogprobs] as Named] : []),
+    ...(needs.ref ? [['refLogprobs', batch.refLogprobs] as Named] : []),
+    ...(needs.value ? [['returns', batch.returns], ['valuesOld', batch.valuesOld]] as Named[] : []),
     ...optional.filter(([, a]) => a !== undefined),
   ]);
   const n = picked.tokens.length;
@@ -78,7 +80,11 @@ export function lossFeeds(batch: StepBatch, picked: Picked, needsRef: boolean): 
     teacher_logprobs: gathered(batch.teacherLogprobs),
     opd_weights: gathered(batch.opdWeights),
   };
-  if (needsRef) feeds.ref_logprobs = gathered(batch.refLogprobs!);
+  if (needs.ref) feeds.ref_logprobs = gathered(batch.refLogprobs!);
+  if (needs.value) {
+    feeds.returns = gathered(batch.returns!);
+    feeds.values_old = gathered(batch.valuesOld!);
+  }
   return feeds;
 }
 
@@ -93,7 +99,7 @@ export function checkArrays(batch: StepBatch, arrays: [string, { length: number 
   const { batch: B, seqLen: T } = batch;
   if (!Number.isInteger(B) || B < 1 || !Number.isInteger(T) || T < 2) throw new UserError(`step batch: needs at least 1 row of 2 tokens, got ${B} × ${T}`);
   for (const [name, a] of arrays) {
-    if (!a) throw new UserError(`step batch: ${name} is missing${name === 'refLogprobs' ? ' (the KL penalty needs it)' : ''}`);
+    if (!a) throw new UserError(`step batch: ${name} is missing${name === 'refLogprobs' ? ' (the KL penalty needs it)' : name === 'returns' || name === 'valuesOld' ? ' (the value head needs it)' : ''}`);
     if (a.length !== B * T) throw new UserError(`step batch: ${name} has ${a.length} values, expected ${B} × ${T} = ${B * T}`);
   }
 }

@@ -26,6 +26,13 @@
  * Train outputs: loss, clipfrac, approx_kl, tokens (scalars), logprobs [N], `grad.<key>`
  * for every LoRA tensor, and with the in-graph optimizer its outputs (./step-optimizer.ts).
  *
+ * Value head (the `gae` estimator, docs/design.md §Advantage estimators): with it, both graphs
+ * also take `value_head.weight` [1, H] and `value_head.bias` [1] and output `values` [N], the
+ * head applied to the same gathered hidden states that feed the LM head (so position t's
+ * value goes with the log-prob of token t+1, as the log-probs do). The training graph then
+ * takes `returns` and `values_old` [N] too, adds c_v · the clipped value loss to the loss
+ * (./step-loss.ts), outputs `value_loss`, and its gradients include the value head's.
+ *
  * Recomputation (`recompute`): every layer but the last is recomputed from its input during
  * the backward pass instead of keeping its activations (../graph/autodiff.ts, docs/design.md §Memory).
  */
@@ -34,8 +41,9 @@ import { buildDecoder, headRows, type LinearSite, type WeightSource } from '../m
 import { appendTargetLogprobs } from '../model/chunked-head.js';
 import { appendGradients } from '../graph/autodiff.js';
 import type { LoraConfig, LoraTensorSpec, LossConfig, OptimizerConfig } from './training-step.js';
-import { appendInStepOld, appendPolicyLoss } from './step-loss.js';
+import { appendInStepOld, appendPolicyLoss, appendValueLoss, type ValueHeadConfig } from './step-loss.js';
 import { appendUpdate } from './step-optimizer.js';
+import { VALUE_HEAD_BIAS, VALUE_HEAD_WEIGHT } from './value-head.js';
 
 /** PeftModel wraps the HF model as `base_model.model.`. */
 const PEFT_PREFIX = 'base_model.model.';
@@ -43,6 +51,8 @@ export const loraKeys = (spec: LoraTensorSpec) => ({ a: `${spec.module}.lora_A.w
 export const gradName = (key: string) => `grad.${key}`;
 
 export const LOSS_INPUTS = ['response_mask', 'old_logprobs', 'advantages', 'old_from_policy', 'teacher_logprobs', 'opd_weights'] as const;
+/** The value loss's inputs, with a value head: GAE's returns R and the values at the start of the step. */
+export const VALUE_INPUTS = ['returns', 'values_old'] as const;
 
 /** How the head and the backward pass are built (docs/design.md §Memory). */
 export interface MemoryOptions {
@@ -60,11 +70,13 @@ interface LoraDecoder {
   logprobs: string;
   layerSpans: { start: number; end: number }[];
   specs: LoraTensorSpec[];
-  /** LoRA key → graph input name (they are equal; kept explicit for readers). */
+  /** Trained tensor key (LoRA, then the value head's) → graph input name (they are equal; kept explicit for readers). */
   params: Map<string, string>;
+  /** The value head's output [N], when the graph has one. */
+  values?: string;
 }
 
-function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOptions & { withGradient: boolean }, name: string): LoraDecoder {
+function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOptions & { withGradient: boolean; valueHead?: boolean }, name: string): LoraDecoder {
   const b = new GraphBuilder(name);
   const targets = new Set(lora.targets);
   const scaling = lora.alpha / lora.r;
@@ -89,12 +101,22 @@ function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOpti
   const hidden = b.gather(b.reshape(values.output, [-1, H]), positions, 0);
   const head = { hidden, rows: headRows(b, weights), targets: targetIds, vocabSize: weights.config.vocabSize };
   const logprobs = b.identityAs(appendTargetLogprobs(b, head, { chunk: memory.vocabChunk, withGradient: memory.withGradient }), 'logprobs');
-  return { b, logprobs, specs, params, layerSpans: values.layerSpans };
+  const valueHead = memory.valueHead ? appendValueHead(b, hidden, H, params) : undefined;
+  return { b, logprobs, specs, params, layerSpans: values.layerSpans, values: valueHead };
 }
 
-export function buildForwardGraph(weights: WeightSource, lora: LoraConfig, memory: MemoryOptions): { graph: Graph; specs: LoraTensorSpec[] } {
-  const d = loraDecoder(weights, lora, { ...memory, withGradient: false }, 'lora_forward');
+/** values [N] = hidden [N, H] · weightᵀ + bias. */
+function appendValueHead(b: GraphBuilder, hidden: string, H: number, params: Map<string, string>): string {
+  const w = b.input(VALUE_HEAD_WEIGHT, 'float32', [1, H]);
+  const bias = b.input(VALUE_HEAD_BIAS, 'float32', [1]);
+  params.set(VALUE_HEAD_WEIGHT, w).set(VALUE_HEAD_BIAS, bias);
+  return b.identityAs(b.reshape(b.add(b.matmul(hidden, b.transpose(w, [1, 0])), bias), [-1]), 'values');
+}
+
+export function buildForwardGraph(weights: WeightSource, lora: LoraConfig, memory: MemoryOptions, options: { valueHead?: boolean } = {}): { graph: Graph; specs: LoraTensorSpec[] } {
+  const d = loraDecoder(weights, lora, { ...memory, withGradient: false, valueHead: options.valueHead }, 'lora_forward');
   d.b.output(d.logprobs);
+  if (d.values) d.b.output(d.values);
   return { graph: d.b.graph, specs: d.specs };
 }
 
@@ -105,10 +127,12 @@ export interface TrainGraphOptions {
   loss: LossConfig;
   /** Append the optimizer update (else the graph ends at the gradients). */
   optimizerInGraph?: OptimizerConfig;
+  /** Add the value head and its loss (the `gae` estimator). */
+  value?: ValueHeadConfig;
 }
 
 export function buildTrainGraph(weights: WeightSource, options: TrainGraphOptions): { graph: Graph; specs: LoraTensorSpec[] } {
-  const d = loraDecoder(weights, options.lora, { ...(options.memory ?? DEFAULT_MEMORY), withGradient: true }, 'lora_train');
+  const d = loraDecoder(weights, options.lora, { ...(options.memory ?? DEFAULT_MEMORY), withGradient: true, valueHead: options.value !== undefined }, 'lora_train');
   const { b } = d;
   const [mask, oldIn, advantagesIn, oldFromPolicy, teacher, opdWeights] = LOSS_INPUTS.map((n) => b.input(n, 'float32', ['N']));
   const ref = options.loss.klBeta > 0 ? b.input('ref_logprobs', 'float32', ['N']) : undefined;
@@ -117,6 +141,13 @@ export function buildTrainGraph(weights: WeightSource, options: TrainGraphOption
   });
   const loss = appendPolicyLoss(b, { logprobs: d.logprobs, mask: mask!, old, advantages, ref }, options.loss);
   b.output(d.logprobs);
+  if (options.value) {
+    const [returns, valuesOld] = VALUE_INPUTS.map((n) => b.input(n, 'float32', ['N']));
+    const valueLoss = appendValueLoss(b, { values: d.values!, valuesOld: valuesOld!, returns: returns!, mask: mask! }, options.value);
+    loss.loss = b.add(loss.loss, b.mul(b.scalar(options.value.coef), valueLoss));
+    b.output(d.values!);
+    b.output(b.identityAs(valueLoss, 'value_loss'));
+  }
   b.output(b.identityAs(loss.loss, 'loss'));
   b.output(b.identityAs(loss.clipfrac, 'clipfrac'));
   b.output(b.identityAs(loss.approxKl, 'approx_kl'));

@@ -7,12 +7,14 @@
  *        + β · Σ mask·k3 / Σ mask,  k3 = exp(ref − logp) − (ref − logp) − 1   (when β > 0)
  *
  * rl, opd and combine differ only in their advantages (built by the trainer) and default
- * ε_high, so the graph is the same for all three.
+ * ε_high, so the graph is the same for all three. With a value head (the `gae` estimator) the
+ * loss adds c_v · the clipped value loss ({@link appendValueLoss}, docs/design.md §Advantage estimators).
  *
  * Metrics, computed alongside (no gradient flows through them):
  *   clipfrac   the fraction of masked tokens whose clipped term won the min strictly, i.e.
  *              where the token's gradient is zero (ρ > 1+ε_high with A > 0, ρ < 1−ε_low with A < 0)
- *   approx_kl  the token mean of k3 of old vs new: exp(old − logp) − (old − logp) − 1
+ *   approx_kl  the token mean of (ρ − 1) − log ρ = exp(logp − old) − (logp − old) − 1: the k3
+ *              estimate of KL(old ‖ new) on tokens drawn from old
  *   tokens     Σ mask
  * Σ mask is floored at 1 so an all-masked batch gives loss 0, not NaN.
  *
@@ -91,6 +93,36 @@ export function appendPolicyLoss(b: GraphBuilder, x: LossInputs, cfg: LossConfig
     loss = b.add(loss, b.mul(b.scalar(cfg.klBeta), maskedMean(k3(b, x.ref, x.logprobs))));
   }
   const clipfrac = maskedMean(b.cast(b.less(clippedObj, unclippedObj), 'float32'));
-  const approxKl = maskedMean(k3(b, x.old, x.logprobs));
+  // k3(logp ‖ old) = (ρ − 1) − log ρ.
+  const approxKl = maskedMean(k3(b, x.logprobs, x.old));
   return { loss, clipfrac, approxKl, tokens };
+}
+
+/** The value head's loss settings (docs/design.md §Advantage estimators). */
+export interface ValueHeadConfig {
+  /** ε_v: how far a value may move from its start-of-step value before the clipped term binds. */
+  clip: number;
+  /** c_v: the value loss's weight in the total loss. */
+  coef: number;
+}
+
+export interface ValueLossInputs {
+  values: string;
+  /** The values at the start of the step (no gradient). */
+  valuesOld: string;
+  returns: string;
+  mask: string;
+}
+
+/**
+ * ½ · Σ mask · max((V − R)², (V_old + clip(V − V_old, −ε_v, ε_v) − R)²) / Σ mask, with
+ * Σ mask floored at 1 as for the policy loss.
+ */
+export function appendValueLoss(b: GraphBuilder, x: ValueLossInputs, cfg: ValueHeadConfig): string {
+  const square = (v: string) => b.mul(v, v);
+  const moved = b.clip(b.sub(x.values, x.valuesOld), b.scalar(-cfg.clip), b.scalar(cfg.clip));
+  const unclipped = square(b.sub(x.values, x.returns));
+  const clipped = square(b.sub(b.add(x.valuesOld, moved), x.returns));
+  const denom = b.max(sumAll(b, x.mask), b.scalar(1));
+  return b.mul(b.scalar(0.5), b.div(sumAll(b, b.mul(x.mask, b.max(unclipped, clipped))), denom));
 }

@@ -1,8 +1,9 @@
 /**
- * The training loop: rows → batches → teacher / reference log-probs → advantage
- * pieces → one TrainStep update per batch (which computes old = stopgrad(logp) and the
- * advantages in its own forward pass; ./advantages.ts), with the log, checkpoints, resume,
- * cancel, the non-finite stop and the PEFT export.
+ * The training loop: rows → batches → the updates of each batch (./ppo-batch.ts: by default
+ * one TrainStep update, which computes old = stopgrad(logp) and the advantages in its own
+ * forward pass; with PPO epochs, minibatches or the grpo / gae estimators, several updates
+ * against an old fixed for the batch), with the log, checkpoints, resume, cancel, the
+ * non-finite stop and the PEFT export (plus the value head of a `gae` run).
  *
  * This module runs wherever it is called; ONNX Runtime blocks the calling thread, so the
  * app and the CLI call it through ./trainer-thread.ts, which hosts it in a worker thread.
@@ -12,7 +13,8 @@
  *
  * Steps: `steps` (default one epoch, ⌈rows / batch⌉). Step k trains on batch k mod
  * ⌈rows / batch⌉ of epoch ⌊k / ⌈rows / batch⌉⌋, each epoch in its own seeded order, one
- * optimizer update per batch ("1 epoch per batch"). The learning rate is constant.
+ * optimizer update per batch ("1 epoch per batch") unless PPO epochs or minibatches ask for
+ * more; the minibatch order of step k is seeded from (seed, k). The learning rate is constant.
  *
  * Held-out samples (docs/design.md §Evaluation): a row from a held-out session is refused,
  * the log says how many held-out samples there are, and with `heldOut` given the run
@@ -27,8 +29,11 @@ import { recomputeOn } from '../../src-shared/training.js';
 import { Checkpoint, type ModelConfig } from '../model/hf-checkpoint.js';
 import { seededRandom } from '../model/sampling.js';
 import { ChatTokenizer } from '../model/tokenizer.js';
-import { fillInStepAdvantages, inStepAdvantageMetrics } from './advantages.js';
-import { padBatch, responseValues, rowSelected, rowToLine, rowsForStep, rowsFromJsonl, rowsFromSamples, type RowSet, type TrainRow } from './batches.js';
+import { rowSelected, rowsForStep, rowsFromSamples, type RowSet, type TrainRow } from './batches.js';
+import { rowToLine, rowsFromJsonl } from './data-lines.js';
+import { missingGroup } from './estimators.js';
+import { minibatchRandom, trainBatch } from './ppo-batch.js';
+import { writeValueHead, zeroValueHead, type ValueHead } from './value-head.js';
 import { findCheckpoint, loadCheckpoint, readCheckpointState, saveCheckpoint, type TrainerState } from './run-checkpoint.js';
 import { checkOutFolder, DATASET_FILE, holdsRun, prepareOutFolder } from './run-folder.js';
 import { loraFrom, positiveInt, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from './run-settings.js';
@@ -38,7 +43,7 @@ import { LOG_FILE, readEvalLog, readLog, TrainerLog, type EvalLogLine, type Step
 import { assertNoHeldOutRows, defaultEvalEvery, evaluatesAt, RunEvaluator } from './train-eval.js';
 import { writeMergedModel } from './merge.js';
 import { writeAdapter } from './peft.js';
-import { createTrainStep, type LoraWeights, type OptimizerKind, type OptimizerState, type TrainMethod, type TrainStep } from './training-step.js';
+import { createTrainStep, type LoraWeights, type OptimizerKind, type OptimizerState, type TrainStep } from './training-step.js';
 
 export { DATASET_FILE } from './run-folder.js';
 export type { RunSettings, TrainerOptions } from './run-settings.js';
@@ -86,7 +91,7 @@ function sha256(text: string): string {
   return crypto.createHash('sha256').update(text).digest('hex');
 }
 
-function allFinite(weights: LoraWeights): string | null {
+function firstNonFinite(weights: LoraWeights): string | null {
   for (const [k, v] of weights) for (let i = 0; i < v.length; i++) if (!Number.isFinite(v[i]!)) return k;
   return null;
 }
@@ -97,6 +102,8 @@ interface Prepared {
   rowSet: Pick<RowSet, 'skipped' | 'truncated'>;
   weights: LoraWeights;
   optimizer: OptimizerState;
+  /** The value head of a `gae` run. */
+  valueHead?: ValueHead;
   startStep: number;
   totalSteps: number;
   elapsedBefore: number;
@@ -113,7 +120,7 @@ type ResolvedOptions = TrainerOptions & { outDir: string; modelDir: string };
 /** Reads the rows for a new run, as <out>/dataset.jsonl will hold them. */
 function prepareRows(o: ResolvedOptions, settings: RunSettings, tokenizer: ChatTokenizer, model: ModelConfig): { set: RowSet; text: string } {
   let set: RowSet;
-  if (o.dataFile) set = rowsFromJsonl(o.dataFile, settings.method, model.vocabSize, settings.maxLength);
+  if (o.dataFile) set = rowsFromJsonl(o.dataFile, settings.method, model.vocabSize, settings.maxLength, settings.ppo.advantage);
   else if (o.samples) set = rowsFromSamples(o.samples, tokenizer, settings.method, settings.maxLength);
   else throw new UserError('nothing to train on: give --data FILE or a database with labelled samples');
   const source = o.dataFile ?? 'the database';
@@ -121,9 +128,11 @@ function prepareRows(o: ResolvedOptions, settings: RunSettings, tokenizer: ChatT
     const why = Object.entries(set.skipped).map(([k, n]) => `${n} × ${k}`).join(', ');
     throw new UserError(`nothing to train on with method ${settings.method} in ${source}${why ? ` (left out: ${why})` : ''}; label samples ±1${settings.method === 'rl' ? '' : ' or add hints'} first`);
   }
+  const missing = settings.ppo.advantage === 'grpo' ? missingGroup(set.rows) : null;
+  if (missing) throw new UserError(`${source}: ${missing}`);
   // Rows kept by the at-least-one rule train with advantage 0: alone they would "finish" a
-  // run that learnt nothing (docs/design.md §At-least-one).
-  if (!set.rows.some((r) => rowSelected(settings.method, r.reward, r.teacher !== undefined))) {
+  // run that learnt nothing (docs/design.md §At-least-one). grpo and gae keep every row.
+  if (settings.ppo.advantage === 'reward' && !set.rows.some((r) => rowSelected(settings.method, r.reward, r.teacher !== undefined))) {
     throw new UserError(`nothing to train on with method ${settings.method} in ${source}: all ${set.rows.length} rows are kept without signal (${settings.method === 'rl' ? 'no ±1 reward' : settings.method === 'opd' ? 'no hint' : 'neither ±1 reward nor hint'})`);
   }
   return { set, text: set.rows.map((r) => JSON.stringify(rowToLine(r)) + '\n').join('') };
@@ -137,12 +146,14 @@ function prepareResume(o: ResolvedOptions & { resume: string }, model: ModelConf
   if (!fs.existsSync(datasetFile)) throw new UserError(`${resumeRoot}: missing ${DATASET_FILE}, which the checkpoint was trained on`);
   const text = fs.readFileSync(datasetFile, 'utf8');
   if (sha256(text) !== saved.state.datasetSha256) throw new UserError(`${datasetFile} changed since the checkpoint was written; cannot resume bit-for-bit`);
-  const set = rowsFromJsonl(datasetFile, settings.method, model.vocabSize, settings.maxLength);
+  const set = rowsFromJsonl(datasetFile, settings.method, model.vocabSize, settings.maxLength, settings.ppo.advantage);
   const kept = readLog(path.join(resumeRoot, LOG_FILE)).filter((l) => l.step <= saved.state.step);
   const totalSteps = o.steps ?? saved.state.totalSteps;
   if (totalSteps <= saved.state.step) throw new UserError(`the checkpoint in ${saved.dir} has done ${saved.state.step} steps already; ask for more with --steps (now ${totalSteps})`);
+  const gae = settings.ppo.advantage === 'gae';
+  if (gae !== (saved.valueHead !== undefined)) throw new UserError(`${saved.dir}: a ${settings.ppo.advantage} run ${gae ? 'needs the value head it trains, which the checkpoint lacks' : 'has no value head, but the checkpoint holds one'}`);
   return {
-    settings, rows: set.rows, rowSet: set, weights: saved.weights, optimizer: saved.optimizer,
+    settings, rows: set.rows, rowSet: set, weights: saved.weights, optimizer: saved.optimizer, valueHead: saved.valueHead,
     startStep: saved.state.step, totalSteps, elapsedBefore: kept.at(-1)?.elapsed_s ?? 0, datasetSha: saved.state.datasetSha256,
     datasetText: text, resumedIn: resumeRoot,
   };
@@ -157,8 +168,9 @@ function prepare(o: ResolvedOptions, checkpoint: Checkpoint, tokenizer: ChatToke
   const { set, text } = prepareRows(o, settings, tokenizer, model);
   const weights = initial ?? initLora(loraSpecs(model, lora.targets), lora.r, settings.seed);
   const perEpoch = Math.ceil(set.rows.length / settings.batchSize);
+  const valueHead = settings.ppo.advantage === 'gae' ? zeroValueHead(model.hiddenSize) : undefined;
   return {
-    settings, rows: set.rows, rowSet: set, weights, optimizer: emptyOptimizerState(weights, settings.optimizer.kind),
+    settings, rows: set.rows, rowSet: set, weights, valueHead, optimizer: emptyOptimizerState(valueHead ? new Map([...weights, ...valueHead]) : weights, settings.optimizer.kind),
     startStep: 0, totalSteps: positiveInt('steps', o.steps ?? perEpoch), elapsedBefore: 0, datasetSha: sha256(text), datasetText: text,
   };
 }
@@ -242,6 +254,7 @@ export async function train(options: TrainerOptions, hooks: TrainerHooks = {}): 
   const step = await createTrainStep(checkpoint, {
     lora: settings.lora, optimizer: settings.optimizer, loss: settings.loss, device: settings.device, threads: settings.threads ?? undefined,
     recompute: recomputeOn(settings.recompute, settings.maxLength),
+    value: settings.ppo.advantage === 'gae' ? { clip: settings.ppo.valueClip, coef: settings.ppo.valueCoef } : undefined,
   });
   try {
     if (step.specs.map((s) => s.module).join() !== specs.map((s) => s.module).join()) {
@@ -298,6 +311,7 @@ async function loop(
   const specs = step.specs;
   let weights = p.weights;
   let optimizer = p.optimizer;
+  let valueHead = p.valueHead;
   let done = p.startStep;
   let last: StepLog | null = null;
   const { saveEvery } = settings;
@@ -307,7 +321,7 @@ async function loop(
     savedStep = done;
     emit({ type: 'status', phase: 'saving', message: `checkpoint at step ${done}` });
     const state: TrainerState<RunSettings> = { format: 1, step: done, totalSteps, settings, datasetSha256: p.datasetSha, savedAt: new Date().toISOString() };
-    return saveCheckpoint(outDir, { state, lora: settings.lora, specs, weights, optimizer, baseModel });
+    return saveCheckpoint(outDir, { state, lora: settings.lora, specs, weights, optimizer, baseModel, valueHead });
   };
   // A checkpoint exists from the start, so a stop or failure at step 1 still leaves one to
   // resume; a resumed run in its own folder already has it (and must not rewrite it in place).
@@ -324,34 +338,32 @@ async function loop(
     }
     const t0 = Date.now();
     const { rows: batchRows, epoch } = rowsForStep(rows, settings.batchSize, done, settings.seed, seededRandom);
-    const batch = padBatch(batchRows);
-    const teacher = await teacherLogprobs(step, settings.method, batchRows);
-    if (settings.loss.klBeta > 0) batch.refLogprobs = await step.baseLogprobs(batch);
-    // old := the policy's log-probs with the gradient stopped, inside the step's own forward
-    // pass (one update per batch), so no separate forward pass computes it first.
-    const advantageInputs = { method: settings.method, weights: { wOpd: settings.wOpd, wRl: settings.wRl }, rows: batchRows, batch, teacher };
-    fillInStepAdvantages(advantageInputs);
-    const result = await step.step(batch, weights, optimizer);
-    const adv = inStepAdvantageMetrics({ ...advantageInputs, policyOld: result.logprobs });
+    const result = await trainBatch({
+      step, rows: batchRows, weights, optimizer, valueHead, random: minibatchRandom(settings.seed, done), groupPool: rows,
+      settings: { method: settings.method, wOpd: settings.wOpd, wRl: settings.wRl, klBeta: settings.loss.klBeta, ppo: settings.ppo },
+    });
     const stepNo = done + 1;
-    const { loss, gradNorm } = result.metrics;
-    const badWeight = allFinite(result.weights);
-    if (!Number.isFinite(loss) || !Number.isFinite(gradNorm) || badWeight) {
-      const what = !Number.isFinite(loss) ? `the loss is ${loss}` : !Number.isFinite(gradNorm) ? `the gradient norm is ${gradNorm}` : `the update made ${badWeight} non-finite`;
+    const m = result.metrics;
+    const badWeight = firstNonFinite(result.weights) ?? (result.valueHead && firstNonFinite(result.valueHead));
+    if (!Number.isFinite(m.loss) || !Number.isFinite(m.gradNorm) || badWeight) {
+      const what = !Number.isFinite(m.loss) ? `the loss is ${m.loss}` : !Number.isFinite(m.gradNorm) ? `the gradient norm is ${m.gradNorm}` : `the update made ${badWeight} non-finite`;
       throw new UserError(`training stopped at step ${stepNo}: ${what} (lr ${settings.optimizer.lr}); the last good checkpoint (step ${done}) is kept in ${checkpointDir}`);
     }
     weights = result.weights;
-    optimizer = result.state;
+    optimizer = result.optimizer;
+    valueHead = result.valueHead;
     done = stepNo;
     const seconds = (Date.now() - t0) / 1000;
     const elapsed = p.elapsedBefore + (Date.now() - started) / 1000;
     const perStep = (Date.now() - started) / 1000 / (done - p.startStep);
-    const realTokens = batch.attentionMask.reduce((a, m) => a + Number(m), 0);
     last = {
-      step: done, total_steps: totalSteps, epoch, loss, reward_mean: adv.rewardMean, adv_mean: adv.advMean,
-      teacher_student_gap: adv.teacherStudentGap, approx_kl: result.metrics.approxKl, clipfrac: result.metrics.clipfrac,
-      grad_norm: gradNorm, lr: settings.optimizer.lr, tokens: result.metrics.tokens, tokens_per_s: seconds > 0 ? realTokens / seconds : 0,
+      step: done, total_steps: totalSteps, epoch, loss: m.loss, reward_mean: m.rewardMean, adv_mean: m.advMean,
+      teacher_student_gap: m.teacherStudentGap, approx_kl: m.approxKl, clipfrac: m.clipfrac,
+      grad_norm: m.gradNorm, lr: settings.optimizer.lr, tokens: m.tokens, tokens_per_s: seconds > 0 ? m.inputTokens / seconds : 0,
       elapsed_s: elapsed, eta_s: perStep * (totalSteps - done), execution_provider: step.executionProvider,
+      ...(m.drift !== undefined ? { drift: m.drift } : {}),
+      ...(m.valueLoss !== undefined ? { value_loss: m.valueLoss } : {}),
+      ...(m.explainedVariance !== undefined ? { explained_variance: m.explainedVariance } : {}),
     };
     log.append(last);
     emit({ type: 'step', log: last });
@@ -362,6 +374,7 @@ async function loop(
   if (savedStep !== done) checkpointDir = save();
   emit({ type: 'status', phase: 'exporting', message: `writing the adapter to ${outDir}` });
   writeAdapter(outDir, { lora: settings.lora, specs, weights, baseModel });
+  if (valueHead) writeValueHead(outDir, valueHead);
   let mergedDir: string | undefined;
   if (settings.merge) mergedDir = writeMergedModel(checkpoint, path.join(outDir, 'merged'), settings.lora, specs, weights);
   const evalFile = evals?.writeReport(outDir) ?? null;
@@ -369,17 +382,4 @@ async function loop(
     status, steps: done, totalSteps, adapterDir: outDir, checkpointDir, logFile: log.file, executionProvider: step.executionProvider,
     rows: rows.length, skipped: p.rowSet.skipped, truncated: p.rowSet.truncated, last, mergedDir, lastEval: evals?.last ?? null, evalFile,
   };
-}
-
-/** Base-model log-probs of each row's reply on its teacher sequence (OPD); undefined where a row has none. */
-async function teacherLogprobs(step: TrainStep, method: TrainMethod, rows: readonly TrainRow[]): Promise<(Float32Array | undefined)[]> {
-  const out: (Float32Array | undefined)[] = rows.map(() => undefined);
-  if (method === 'rl') return out;
-  const withTeacher = rows.map((r, i) => [r, i] as const).filter(([r]) => r.teacher);
-  if (!withTeacher.length) return out;
-  const spans = withTeacher.map(([r]) => r.teacher!);
-  const tb = padBatch(spans);
-  const base = await step.baseLogprobs(tb);
-  withTeacher.forEach(([, i], j) => (out[i] = responseValues(base, tb.seqLen, j, spans[j]!).slice()));
-  return out;
 }

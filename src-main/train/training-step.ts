@@ -99,14 +99,19 @@ export interface StepBatch {
   /** OPD: the step adds opdWeights·(teacherLogprobs − old) to advantages. Absent: zeros. */
   teacherLogprobs?: Float32Array; // [B*T]
   opdWeights?: Float32Array; // [B*T]
+  /** With a value head (docs/design.md §Advantage estimators): GAE's returns R and the values at the start of the step, V_old. */
+  returns?: Float32Array; // [B*T]
+  valuesOld?: Float32Array; // [B*T]
 }
 
 export interface StepMetrics {
   loss: number;
   gradNorm: number; // before clipping
   clipfrac: number; // fraction of masked tokens where the clip was active
-  approxKl: number; // token-mean k3 of old vs new
+  approxKl: number; // token mean of (ρ − 1) − log ρ: k3 of KL(old ‖ new)
   tokens: number; // Σ mask
+  /** With a value head: the value loss (already in `loss`, weighted by c_v). */
+  valueLoss?: number;
 }
 
 export interface StepResult {
@@ -120,17 +125,28 @@ export interface StepResult {
    * in-step old. Only the trained tokens (responseMask ≠ 0) are scored; every other position is 0.
    */
   logprobs: Float32Array;
+  /** With a value head: the values at the weights fed in, on the same grid. */
+  values?: Float32Array;
 }
 
-/** A compiled training step for one model + LoRA + loss + optimizer configuration. */
+/**
+ * A compiled training step for one model + LoRA + loss + optimizer configuration. A step with
+ * a value head (`valueHead`) trains it as two more parameters: its `weights` maps then also
+ * hold `value_head.weight` and `value_head.bias` (./value-head.ts), the optimizer state and
+ * gradients too, and its batches carry returns and valuesOld.
+ */
 export interface TrainStep {
   readonly specs: LoraTensorSpec[];
   readonly executionProvider: string;
+  readonly valueHead: boolean;
   /** Policy (base + LoRA) log-probs of every token on the [B, T] grid, no gradient (scoring; the old of a step without in-step old). */
   policyLogprobs(batch: StepBatch, weights: LoraWeights): Promise<Float32Array>;
+  /** Log-probs and values of every token (a step with a value head; `weights` holds it), no gradient. */
+  policyValues(batch: StepBatch, weights: LoraWeights): Promise<{ logprobs: Float32Array; values: Float32Array }>;
   /** Base-model (adapter off) log-probs: the OPD teacher and the KL reference. */
   baseLogprobs(batch: StepBatch): Promise<Float32Array>;
   /** Loss, gradients, clipping and one optimizer update. Pure: inputs are not mutated. */
   step(batch: StepBatch, weights: LoraWeights, state: OptimizerState): Promise<StepResult>;
   close(): Promise<void>;
 }
+

@@ -74,7 +74,7 @@ describe('loss and metrics', () => {
       const clip = Math.min(Math.max(rho, 0.8), 1.28);
       obj += Math.min(rho * A, clip * A);
       kl += k3(batch.refLogprobs[i]!, lp);
-      approx += k3(old, lp);
+      approx += rho - 1 - Math.log(rho); // k3 of KL(old ‖ new)
       if (clip * A < rho * A) clipped++;
       n++;
     }
