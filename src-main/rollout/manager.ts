@@ -246,7 +246,6 @@ class RolloutRun {
     const last = r.ids[r.generated.at(-1)!.end - 1]!;
     r.ids.push(...toolTurnIds(this.policy.tokenizer, {
       history,
-      reply: reply.content,
       stopToken: this.policy.tokenizer.eosTokenIds.includes(last) ? last : undefined,
       toolMessages: templateView(toolMessages),
       template: this.templateOptions(r.tools),

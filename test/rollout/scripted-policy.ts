@@ -15,8 +15,8 @@ export class ScriptedPolicy implements Policy {
   readonly batches: PolicyPrompt[][] = [];
   readonly endOfTurn: number;
 
-  constructor(readonly tokenizer: ChatTokenizer, private readonly script: Script, readonly maxPositions = 512) {
-    this.endOfTurn = tokenizer.tokenToId('<|im_end|>')!;
+  constructor(readonly tokenizer: ChatTokenizer, private readonly script: Script, readonly maxPositions = 512, endToken = '<|im_end|>') {
+    this.endOfTurn = tokenizer.tokenToId(endToken)!;
   }
 
   /** The log-prob the policy gives token i of a reply generated with `seed`. */
