@@ -17,6 +17,12 @@
  * (./weight-file.ts); a session still keeps its own prepacked copy of the matmul weights
  * unless `prepack` is false, so a process that only scores never builds the other.
  *
+ * With `lora` both graphs take the adapter's A/B tensors as inputs (./lora-inputs.ts), fed on
+ * every run from the weights `setLora` was last given (zeros, the base model, until then): the
+ * policy of on-policy training changes every step, and one built graph serves every step
+ * (docs/design.md §Rollouts). LoRA trains against fp32 weights, so it does not combine with
+ * `quantize`.
+ *
  * The KV cache goes in and out of each step through host memory (the Node binding has no
  * device-resident outputs); per token that costs 2 × layers × kvHeads × seq × headDim floats.
  */
@@ -29,6 +35,7 @@ import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { generateSequences, type GeneratedTokens } from './batch-decode.js';
 import { quantScheme, type Quantize } from './quantize.js';
 import { measureDrift, type QuantDrift } from './quant-drift.js';
+import { checkLoraShape, checkLoraWeights, loraAKey, loraBKey, loraInputHook, loraSpecs, type LoraShape, type LoraSpec } from './lora-inputs.js';
 
 /** One sequence to score: log-probs of `inputIds[responseStart..]` given what precedes. */
 export interface ScoreRow {
@@ -84,7 +91,12 @@ export interface EngineOptions {
   shareWeights?: boolean;
   /** Let ONNX Runtime repack matmul weights (a private copy, faster decoding); default true. */
   prepack?: boolean;
+  /** Build score and generate with this adapter shape's A/B tensors as inputs; weights from `setLora`. */
+  lora?: LoraShape;
 }
+
+type Feeds = Record<string, ort.Tensor>;
+type Runner = (feeds: Feeds) => Promise<ort.InferenceSession.OnnxValueMapType>;
 
 type Graphs = 'score' | 'generate';
 
@@ -98,6 +110,12 @@ export class ModelEngine {
   executionProvider?: Device;
   /** The --quantize choice the sessions are built with. */
   readonly quantize: Quantize;
+  /** The adapter shape the graphs take as inputs, when built with `lora`. */
+  readonly lora?: LoraShape;
+  /** Every LoRA pair of the graphs (empty without `lora`). */
+  readonly loraSpecs: readonly LoraSpec[];
+  /** The LoRA inputs fed on every run: the last `setLora` weights, zeros before. */
+  private loraFeeds: Feeds = {};
 
   private constructor(readonly dir: string, checkpoint: Checkpoint, tokenizer: ChatTokenizer, options: EngineOptions) {
     this.config = checkpoint.config;
@@ -108,11 +126,18 @@ export class ModelEngine {
       sharedWeights: options.shareWeights === false ? undefined : this.weights.identity, prepack: options.prepack,
     };
     this.quantize = options.quantize ?? 'none';
+    this.lora = options.lora && { ...options.lora, targets: [...options.lora.targets] };
+    this.loraSpecs = this.lora ? loraSpecs(this.config, this.lora.targets) : [];
+    if (this.lora) this.setLora(null);
   }
 
   /** Opens the checkpoint and tokenizer; checks the device now, builds sessions on first use. */
   static open(dir: string, options: EngineOptions = {}): ModelEngine {
     if (options.device === 'cuda') assertCudaAvailable();
+    if (options.lora) {
+      checkLoraShape(options.lora);
+      if (options.quantize && options.quantize !== 'none') throw new UserError(`LoRA inputs need the fp32 weights: they do not combine with quantize ${options.quantize}`);
+    }
     const checkpoint = Checkpoint.open(dir);
     return new ModelEngine(dir, checkpoint, ChatTokenizer.load(dir), options);
   }
@@ -126,9 +151,11 @@ export class ModelEngine {
     let s = this.sessions.get(which);
     if (!s) {
       const quantize = quantScheme(this.quantize);
+      const linear = this.lora && loraInputHook(this.lora);
+      const suffix = this.lora ? '_lora' : '';
       const { graph } = which === 'score'
-        ? decoderGraph(this.weights, { output: 'target_logprobs', quantize }, 'score')
-        : decoderGraph(this.weights, { output: 'last_logits', kvCache: true, quantize }, 'generate');
+        ? decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear }, `score${suffix}`)
+        : decoderGraph(this.weights, { output: 'last_logits', kvCache: true, quantize, linear }, `generate${suffix}`);
       s = createSession(graph, this.sessionConfig).then(({ session, executionProvider }) => {
         this.executionProvider = executionProvider;
         return session;
@@ -137,6 +164,31 @@ export class ModelEngine {
       this.sessions.set(which, s);
     }
     return s;
+  }
+
+  /**
+   * The adapter weights every later score and generate runs with (keys and sizes as
+   * `loraSpecs`, rank `lora.r`); null: zeros, the base model. A call already running keeps the
+   * weights it started with. The arrays are used as they are, not copied: pass new arrays
+   * rather than writing into ones a running call may still read.
+   */
+  setLora(weights: ReadonlyMap<string, Float32Array> | null): void {
+    const lora = this.lora;
+    if (!lora) throw new UserError('setLora: this engine was opened without the lora option');
+    if (weights) checkLoraWeights(this.loraSpecs, lora.r, weights);
+    const feeds: Feeds = {};
+    for (const spec of this.loraSpecs) {
+      const a = loraAKey(spec), b = loraBKey(spec);
+      feeds[a] = new ort.Tensor('float32', weights?.get(a) ?? new Float32Array(lora.r * spec.inFeatures), [lora.r, spec.inFeatures]);
+      feeds[b] = new ort.Tensor('float32', weights?.get(b) ?? new Float32Array(spec.outFeatures * lora.r), [spec.outFeatures, lora.r]);
+    }
+    this.loraFeeds = feeds;
+  }
+
+  /** Runs `session` with the LoRA inputs current now added to each run's feeds (one call, one set of weights). */
+  private runner(session: ort.InferenceSession): Runner {
+    const lora = this.lora ? this.loraFeeds : undefined;
+    return (feeds) => session.run(lora ? { ...feeds, ...lora } : feeds);
   }
 
   private checkIds(ids: number[], where: string): void {
@@ -156,19 +208,19 @@ export class ModelEngine {
         throw new UserError(`row ${i + 1}: response_start ${r.responseStart} must be between 1 and the length ${r.inputIds.length}`);
       }
     });
-    const session = await this.session('score');
+    const run = this.runner(await this.session('score'));
     // Longest first, so each batch pads little; results go back in input order.
     const order = rows.map((_, i) => i).sort((a, b) => rows[b]!.inputIds.length - rows[a]!.inputIds.length || a - b);
     const results: number[][] = new Array(rows.length);
     for (let k = 0; k < order.length; k += batchSize) {
       const batch = order.slice(k, k + batchSize);
-      const lp = await this.scoreBatch(session, batch.map((i) => rows[i]!), options.padding ?? 'right');
+      const lp = await this.scoreBatch(run, batch.map((i) => rows[i]!), options.padding ?? 'right');
       batch.forEach((i, j) => (results[i] = lp[j]!));
     }
     return results;
   }
 
-  private async scoreBatch(session: ort.InferenceSession, rows: ScoreRow[], padding: 'left' | 'right'): Promise<number[][]> {
+  private async scoreBatch(run: Runner, rows: ScoreRow[], padding: 'left' | 'right'): Promise<number[][]> {
     const B = rows.length;
     const T = Math.max(...rows.map((r) => r.inputIds.length));
     const ids = new Array<number>(B * T).fill(0);
@@ -185,7 +237,7 @@ export class ModelEngine {
         if (t + 1 < r.inputIds.length) targets[b * T + o + t] = r.inputIds[t + 1]!;
       });
     });
-    const out = await session.run({
+    const out = await run({
       input_ids: int64Tensor(ids, [B, T]),
       attention_mask: int64Tensor(mask, [B, T]),
       position_ids: int64Tensor(pos, [B, T]),
@@ -207,7 +259,7 @@ export class ModelEngine {
     const quantised = await this.session('score');
     const { session: fp32 } = await createSession(decoderGraph(this.weights, { output: 'target_logprobs' }, 'score_fp32').graph, this.sessionConfig);
     try {
-      return await measureDrift(this.tokenizer, this.config.maxPositionEmbeddings, (row, s) => this.scoreBatch(s, [row], 'right').then((r) => r[0]!), quantised, fp32);
+      return await measureDrift(this.tokenizer, this.config.maxPositionEmbeddings, (row, s) => this.scoreBatch(this.runner(s), [row], 'right').then((r) => r[0]!), quantised, fp32);
     } finally {
       await fp32.release();
     }
@@ -221,13 +273,13 @@ export class ModelEngine {
     this.checkIds(row.inputIds, 'row');
     if (prefill < 1 || prefill > row.responseStart) throw new UserError(`prefill ${prefill} must be in [1, response_start]`);
     if (row.responseStart >= row.inputIds.length) return [];
-    const session = await this.session('generate');
+    const run = this.runner(await this.session('generate'));
     const cache = this.emptyCache(1);
     const logprobs: number[] = [];
     let fed = 0;
     while (fed < row.inputIds.length - 1) {
       const chunk = row.inputIds.slice(fed, fed === 0 ? prefill : fed + 1);
-      const logits = await this.step(session, cache, chunk, fed);
+      const logits = await this.step(run, cache, chunk, fed);
       fed += chunk.length;
       if (fed >= row.responseStart) logprobs.push(logSoftmaxAt(logits, row.inputIds[fed]!));
     }
@@ -245,15 +297,15 @@ export class ModelEngine {
   }
 
   /** Feeds `tokens` after `pastLen` cached ones (batch 1); updates `cache`; returns the last logits. */
-  private async step(session: ort.InferenceSession, cache: Map<string, ort.Tensor>, tokens: number[], pastLen: number): Promise<Float32Array> {
+  private async step(run: Runner, cache: Map<string, ort.Tensor>, tokens: number[], pastLen: number): Promise<Float32Array> {
     const total = pastLen + tokens.length;
-    const feeds: Record<string, ort.Tensor> = {
+    const feeds: Feeds = {
       input_ids: int64Tensor(tokens, [1, tokens.length]),
       attention_mask: int64Tensor(new Array(total).fill(1), [1, total]),
       position_ids: int64Tensor(tokens.map((_, i) => pastLen + i), [1, tokens.length]),
     };
     for (const [k, v] of cache) feeds[k] = v;
-    const out = await session.run(feeds);
+    const out = await run(feeds);
     for (let i = 0; i < this.config.numLayers; i++) {
       cache.set(`past_key_${i}`, out[`present_key_${i}`] as ort.Tensor);
       cache.set(`past_value_${i}`, out[`present_value_${i}`] as ort.Tensor);
@@ -287,7 +339,7 @@ export class ModelEngine {
     });
     if (!requests.length) return prompts.map(() => []);
     const session = await this.session('generate');
-    const outs = await generateSequences(this.config, (feeds) => session.run(feeds), prompts.map((p) => p.promptIds), requests, {
+    const outs = await generateSequences(this.config, this.runner(session), prompts.map((p) => p.promptIds), requests, {
       temperature,
       topP,
       stopIds: new Set(options.stopTokenIds ?? this.tokenizer.eosTokenIds),

@@ -180,6 +180,14 @@ export class LocalModel {
     return { tokens: out.tokens, logprobs: out.logprobs, text: out.text, finishReason: out.finishReason, ...parsed, promptTokens, maxNewTokens, executionProvider };
   }
 
+  /**
+   * The adapter weights later calls run with, for a model loaded with the `lora` option
+   * (./inference-engine.ts `setLora`); null: the base model. The arrays are copied to the worker.
+   */
+  async setLora(weights: ReadonlyMap<string, Float32Array> | null): Promise<void> {
+    await this.worker.call('setLora', [weights]);
+  }
+
   close(): Promise<void> {
     return this.worker.close();
   }

@@ -1,7 +1,7 @@
 /**
  * The model worker thread: owns a ModelEngine (and so ONNX Runtime, which blocks the thread
  * that calls it) and answers LocalModel's requests. Protocol, all structured-clone messages:
- *   parent → worker  { id, method: 'score' | 'scoreIncremental' | 'generate' | 'generateBatch' | 'quantizationDrift' | 'prepare' | 'close', args }
+ *   parent → worker  { id, method: 'score' | 'scoreIncremental' | 'generate' | 'generateBatch' | 'quantizationDrift' | 'prepare' | 'setLora' | 'close', args }
  *   worker → parent  { id, result } | { id, error: { name, message } } | { id, event: 'token', token, logprob }
  * The engine itself is opened from workerData before any request: { dir, options }, and the
  * worker posts { ready: summary } or { fatal: error }.
@@ -45,6 +45,9 @@ async function handle({ id, method, args }: Request): Promise<unknown> {
     }
     case 'generateBatch':
       return { outputs: await engine.generateBatch(args[0] as never, args[1] as never), executionProvider: engine.executionProvider };
+    case 'setLora':
+      engine.setLora(args[0] as never);
+      return true;
     case 'quantizationDrift':
       return engine.quantizationDrift();
     case 'close':

@@ -11,21 +11,16 @@
  */
 import { UserError } from '../../src-shared/types.js';
 import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
-import type { ModelConfig } from '../model/hf-checkpoint.js';
 import { LINEAR_TARGETS, type LinearTarget } from '../model/decoder.js';
+import { PEFT_MODULE_NAMES, loraAKey, loraBKey } from '../model/lora-inputs.js';
 import { seededRandom } from '../model/sampling.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights } from './training-step.js';
 
+// The pairs, their PEFT names and shapes live beside the graph hook that feeds them (../model/lora-inputs.ts).
+export { PEFT_MODULE_NAMES, PEFT_PREFIX, hfModulePath, linearShape, loraAKey, loraBKey, loraSpecs } from '../model/lora-inputs.js';
+
 /** The adapter shape a run gets unless asked for another (src-shared/training.ts). */
 export const DEFAULT_LORA: LoraConfig = { r: TRAIN_DEFAULTS.loraR, alpha: TRAIN_DEFAULTS.loraAlpha, targets: [...TRAIN_DEFAULTS.targets] };
-
-/** PEFT's name for each target (the HF module's last path element). */
-export const PEFT_MODULE_NAMES: Record<LinearTarget, string> = {
-  q: 'q_proj', k: 'k_proj', v: 'v_proj', o: 'o_proj', gate: 'gate_proj', up: 'up_proj', down: 'down_proj',
-};
-
-/** The PEFT key prefix of a module: PeftModel wraps the HF model twice (`base_model.model.`). */
-export const PEFT_PREFIX = 'base_model.model.';
 
 /** Parses `q,k,v` (or `q_proj,k_proj` or `all`) into targets in canonical order. */
 export function parseTargets(text: string): LinearTarget[] {
@@ -46,41 +41,6 @@ export function parseTargets(text: string): LinearTarget[] {
 export function targetFromModuleName(name: string): LinearTarget | undefined {
   return (Object.entries(PEFT_MODULE_NAMES) as [LinearTarget, string][]).find(([, n]) => n === name)?.[0];
 }
-
-/** The HF module path of one projection (as the decoder builder names it). */
-export function hfModulePath(layer: number, target: LinearTarget): string {
-  const block = target === 'gate' || target === 'up' || target === 'down' ? 'mlp' : 'self_attn';
-  return `model.layers.${layer}.${block}.${PEFT_MODULE_NAMES[target]}`;
-}
-
-/** [in, out] of each target's projection for this model. */
-export function linearShape(config: ModelConfig, target: LinearTarget): { inFeatures: number; outFeatures: number } {
-  const { hiddenSize: H, numHeads, numKvHeads, headDim, intermediateSize: I } = config;
-  switch (target) {
-    case 'q': return { inFeatures: H, outFeatures: numHeads * headDim };
-    case 'k':
-    case 'v': return { inFeatures: H, outFeatures: numKvHeads * headDim };
-    case 'o': return { inFeatures: numHeads * headDim, outFeatures: H };
-    case 'gate':
-    case 'up': return { inFeatures: H, outFeatures: I };
-    case 'down': return { inFeatures: I, outFeatures: H };
-  }
-}
-
-/** Every LoRA pair for a model, layer by layer, targets in canonical order. */
-export function loraSpecs(config: ModelConfig, targets: readonly LinearTarget[]): LoraTensorSpec[] {
-  const ordered = LINEAR_TARGETS.filter((t) => targets.includes(t));
-  const specs: LoraTensorSpec[] = [];
-  for (let layer = 0; layer < config.numLayers; layer++) {
-    for (const target of ordered) {
-      specs.push({ module: PEFT_PREFIX + hfModulePath(layer, target), layer, target, ...linearShape(config, target) });
-    }
-  }
-  return specs;
-}
-
-export const loraAKey = (spec: LoraTensorSpec) => `${spec.module}.lora_A.weight`;
-export const loraBKey = (spec: LoraTensorSpec) => `${spec.module}.lora_B.weight`;
 
 /** Shape of every LoRA tensor by key, for validation and export. */
 export function loraShapes(specs: readonly LoraTensorSpec[], r: number): Map<string, [number, number]> {

@@ -8,8 +8,8 @@
  *   of every LoRA tensor, plus the metrics; optionally the optimizer update too (./step-optimizer.ts).
  *
  * LoRA: each targeted projection y = x·Wᵀ (+ b) becomes y + ((x·Aᵀ)·s)·Bᵀ with A [r, in] and
- * B [out, r] as graph inputs named by their PEFT keys, s = alpha / r. The scaling is applied
- * on the narrow [B, T, r] tensor, where it costs least.
+ * B [out, r] as graph inputs named by their PEFT keys, s = alpha / r: the hook of
+ * ../model/lora-inputs.ts, which generation with live adapter weights uses too.
  *
  * Positions: only N picked positions go through the LM head (docs/design.md §Memory): the
  * final hidden states [B, T, H] are gathered at `positions` (flat indices into the [B, T]
@@ -37,7 +37,8 @@
  * the backward pass instead of keeping its activations (../graph/autodiff.ts, docs/design.md §Memory).
  */
 import { GraphBuilder, type Graph } from '../graph/ir.js';
-import { buildDecoder, headRows, type LinearSite, type WeightSource } from '../model/decoder.js';
+import { buildDecoder, headRows, type WeightSource } from '../model/decoder.js';
+import { loraAKey, loraBKey, loraInputHook } from '../model/lora-inputs.js';
 import { appendTargetLogprobs } from '../model/chunked-head.js';
 import { appendGradients } from '../graph/autodiff.js';
 import type { LoraConfig, LoraTensorSpec, LossConfig, OptimizerConfig } from './training-step.js';
@@ -45,9 +46,7 @@ import { appendInStepOld, appendPolicyLoss, appendValueLoss, type ValueHeadConfi
 import { appendUpdate } from './step-optimizer.js';
 import { VALUE_HEAD_BIAS, VALUE_HEAD_WEIGHT } from './value-head.js';
 
-/** PeftModel wraps the HF model as `base_model.model.`. */
-const PEFT_PREFIX = 'base_model.model.';
-export const loraKeys = (spec: LoraTensorSpec) => ({ a: `${spec.module}.lora_A.weight`, b: `${spec.module}.lora_B.weight` });
+export const loraKeys = (spec: LoraTensorSpec) => ({ a: loraAKey(spec), b: loraBKey(spec) });
 export const gradName = (key: string) => `grad.${key}`;
 
 export const LOSS_INPUTS = ['response_mask', 'old_logprobs', 'advantages', 'old_from_policy', 'teacher_logprobs', 'opd_weights'] as const;
@@ -78,21 +77,13 @@ interface LoraDecoder {
 
 function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOptions & { withGradient: boolean; valueHead?: boolean }, name: string): LoraDecoder {
   const b = new GraphBuilder(name);
-  const targets = new Set(lora.targets);
-  const scaling = lora.alpha / lora.r;
   const specs: LoraTensorSpec[] = [];
   const params = new Map<string, string>();
-  const linear = (g: GraphBuilder, site: LinearSite, base: string) => {
-    if (!targets.has(site.target)) return base;
-    const spec: LoraTensorSpec = { module: PEFT_PREFIX + site.module, layer: site.layer, target: site.target, inFeatures: site.inFeatures, outFeatures: site.outFeatures };
+  const linear = loraInputHook(lora, (spec, a, bb) => {
     specs.push(spec);
     const keys = loraKeys(spec);
-    const a = g.input(keys.a, 'float32', [lora.r, site.inFeatures]);
-    const bb = g.input(keys.b, 'float32', [site.outFeatures, lora.r]);
     params.set(keys.a, a).set(keys.b, bb);
-    const down = g.mul(g.matmul(site.input, g.transpose(a, [1, 0])), g.scalar(scaling));
-    return g.add(base, g.matmul(down, g.transpose(bb, [1, 0])));
-  };
+  });
   const values = buildDecoder(b, weights, { output: 'hidden', linear });
   sameDim(b.graph, 'S', 'T');
   const H = weights.config.hiddenSize;

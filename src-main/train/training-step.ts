@@ -20,6 +20,7 @@
  */
 import type { Checkpoint } from '../model/hf-checkpoint.js';
 import type { LinearTarget } from '../model/decoder.js';
+import type { LoraSpec } from '../model/lora-inputs.js';
 import type { OptimizerKind, TrainMethod } from '../../src-shared/training.js';
 import { TrainStepEngine, type TrainStepOptions } from './step-engine.js';
 
@@ -53,17 +54,8 @@ export interface LossConfig {
   klBeta: number; // k3 penalty against the base (adapter off)
 }
 
-/**
- * One LoRA pair for one linear, named by its PEFT module path
- * (`base_model.model.model.layers.0.self_attn.q_proj`). A is [r, in], B is [out, r], row-major.
- */
-export interface LoraTensorSpec {
-  module: string;
-  layer: number;
-  target: LinearTarget;
-  inFeatures: number;
-  outFeatures: number;
-}
+/** One LoRA pair for one linear, named by its PEFT module path (../model/lora-inputs.ts). */
+export type LoraTensorSpec = LoraSpec;
 
 /** LoRA weights keyed by PEFT key (`<module>.lora_A.weight`, `<module>.lora_B.weight`). */
 export type LoraWeights = Map<string, Float32Array>;

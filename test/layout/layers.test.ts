@@ -20,6 +20,7 @@ const LAYER_RANK: Record<string, number> = {
   judge: 3,
   export: 3,
   train: 3,
+  rollout: 3,
   workspace: 4,
   eval: 4,
   openai: 5,

@@ -1,0 +1,291 @@
+/**
+ * The rollout manager (docs/design.md §Rollouts): K episodes per context, generated turn by
+ * turn through one batch per turn (every running episode of every context in one
+ * `policy.generate` call; a context's K first replies share its prompt), with tool calls
+ * executed between turns.
+ *
+ * An episode ends with the first of:
+ *   - `answer`: a reply without tool calls, ended by the model itself;
+ *   - `max_tokens`: its generated tokens reach `maxTokens`, or the model's positions run out;
+ *   - `max_turns`: a reply with tool calls after `maxTurns` replies (its calls are not run);
+ *   - `tool_errors`: its failed tool calls (bad JSON, unknown tool, timeout, error) reach
+ *     `toolErrorLimit` (the failing turn's calls are recorded, nothing is generated after).
+ * Sample k of context c (c in the order given) has seed `seedBase + c·K + k`; later turns use
+ * {@link turnSeed}. Episodes whose id is in `skip` are not generated: a resumed run gives the
+ * others exactly the tokens a fresh run would (each sequence's tokens depend on its seed alone).
+ */
+import type { Episode, EpisodeFinish, EpisodeMessage, RolloutRewardSource, ToolCallRecord } from '../../src-shared/rollout.js';
+import { ON_POLICY_DEFAULTS } from '../../src-shared/rollout.js';
+import { UserError } from '../../src-shared/types.js';
+import { parseReply } from '../model/chat-output.js';
+import type { ChatMessage } from '../model/tokenizer.js';
+import { turnSeed, type Policy, type PolicyOutput, type PolicyPrompt } from './policy.js';
+import type { ToolRegistry, ToolSchema } from './tools.js';
+import { toolTurnIds } from './turn-tokens.js';
+
+/** A prompt message of a context (a tool message names its tool). */
+export type PromptMessage = { role: 'system' | 'user' | 'assistant'; content: string } | { role: 'tool'; name: string; content: string };
+
+/** How an episode's final answer is scored: +1 / −1 from the answer text. */
+export interface RewardCheck {
+  source: RolloutRewardSource;
+  score(answer: string): number;
+}
+
+export interface RolloutContext {
+  /** Names the context in episode ids: `file:line` for a task, `session/turn` for a sample. */
+  id: string;
+  messages: PromptMessage[];
+  /** The tools shown to the model and allowed to run; default: every tool of the registry. */
+  tools?: ToolSchema[];
+  reward?: RewardCheck;
+}
+
+export interface RolloutSettings {
+  /** K: episodes per context. */
+  rollouts: number;
+  maxTurns: number;
+  maxTokens: number;
+  toolErrorLimit: number;
+  seedBase: number;
+  /** The training step (0 for a standalone run): part of every episode id. */
+  step: number;
+  /** Extra chat-template variables (e.g. `enable_thinking`). */
+  templateExtra?: Record<string, unknown>;
+}
+
+export interface RunOptions extends Partial<RolloutSettings> {
+  tools: ToolRegistry;
+  /** Ids of episodes already done (a resumed run): not generated again. */
+  skip?: ReadonlySet<string>;
+  /** Hears each episode as it ends, in a fixed order; awaited before the run goes on. */
+  onEpisode?: (episode: Episode) => void | Promise<void>;
+}
+
+export const episodeId = (contextId: string, sample: number, step: number) => `${contextId}#${sample}@${step}`;
+
+function settingsOf(options: RunOptions): RolloutSettings {
+  const s: RolloutSettings = {
+    rollouts: options.rollouts ?? ON_POLICY_DEFAULTS.rollouts,
+    maxTurns: options.maxTurns ?? ON_POLICY_DEFAULTS.maxTurns,
+    maxTokens: options.maxTokens ?? ON_POLICY_DEFAULTS.maxTokens,
+    toolErrorLimit: options.toolErrorLimit ?? ON_POLICY_DEFAULTS.toolErrorLimit,
+    seedBase: options.seedBase ?? 0,
+    step: options.step ?? 0,
+    templateExtra: options.templateExtra,
+  };
+  for (const key of ['rollouts', 'maxTurns', 'maxTokens', 'toolErrorLimit'] as const) {
+    if (!Number.isInteger(s[key]) || s[key] < 1) throw new UserError(`rollouts: ${key} must be a whole number ≥ 1, got ${s[key]}`);
+  }
+  if (!Number.isInteger(s.seedBase) || !Number.isInteger(s.step) || s.step < 0) throw new UserError('rollouts: the seed and step must be whole numbers');
+  return s;
+}
+
+/** One episode in flight. */
+class Running {
+  readonly messages: EpisodeMessage[];
+  readonly ids: number[];
+  readonly promptLength: number;
+  readonly generated: { start: number; end: number }[] = [];
+  readonly logprobs: number[] = [];
+  turns = 0;
+  toolCalls = 0;
+  invalidToolCalls = 0;
+  toolErrors = 0;
+  /** The last reply's answer: reasoning and tool-call blocks removed. */
+  answer = '';
+  finish?: EpisodeFinish;
+  emitted = false;
+  finishedAt = 0;
+
+  constructor(
+    readonly context: RolloutContext,
+    readonly contextIndex: number,
+    readonly sample: number,
+    readonly seed: number,
+    readonly id: string,
+    promptIds: number[],
+    readonly tools: ToolSchema[],
+  ) {
+    this.messages = context.messages.map((m) => ({ ...m }));
+    this.ids = [...promptIds];
+    this.promptLength = promptIds.length;
+  }
+}
+
+/** The episode messages as the chat template reads them. */
+function templateView(messages: readonly EpisodeMessage[]): ChatMessage[] {
+  return messages.map((m) => (m.role === 'tool' ? { role: 'tool', name: m.name, content: m.content } : { role: m.role, content: m.content }));
+}
+
+export async function runRollouts(policy: Policy, contexts: readonly RolloutContext[], options: RunOptions): Promise<Episode[]> {
+  const settings = settingsOf(options);
+  return new RolloutRun(policy, settings, options).run(contexts);
+}
+
+class RolloutRun {
+  private readonly started = performance.now();
+
+  constructor(private readonly policy: Policy, private readonly settings: RolloutSettings, private readonly options: RunOptions) {}
+
+  private templateOptions(tools: ToolSchema[]) {
+    return { tools: tools.length ? tools : undefined, extra: this.settings.templateExtra };
+  }
+
+  private start(contexts: readonly RolloutContext[]): Running[] {
+    const { rollouts: K, seedBase, step } = this.settings;
+    const all: Running[] = [];
+    contexts.forEach((context, c) => {
+      const ids = Array.from({ length: K }, (_, k) => episodeId(context.id, k, step));
+      if (ids.every((id) => this.options.skip?.has(id))) return;
+      const tools = context.tools ?? this.options.tools.schemas();
+      const tok = this.policy.tokenizer;
+      const promptIds = tok.encode(tok.applyChatTemplate(templateView(context.messages), { ...this.templateOptions(tools), addGenerationPrompt: true }));
+      ids.forEach((id, k) => {
+        if (!this.options.skip?.has(id)) all.push(new Running(context, c, k, (seedBase + c * K + k) >>> 0, id, promptIds, tools));
+      });
+    });
+    return all;
+  }
+
+  async run(contexts: readonly RolloutContext[]): Promise<Episode[]> {
+    const all = this.start(contexts);
+    for (;;) {
+      const ready = all.filter((r) => !r.finish && this.hasRoom(r));
+      await this.emitFinished(all);
+      if (!ready.length) break;
+      const groups = this.batchGroups(ready);
+      const outputs = await this.policy.generate(groups.map((g) => this.prompt(g)));
+      const withCalls: { r: Running; calls: ReturnType<typeof parseReply> }[] = [];
+      groups.forEach((g, i) => g.forEach((r, j) => {
+        const calls = this.absorb(r, outputs[i]![j]!);
+        if (calls) withCalls.push({ r, calls });
+      }));
+      await Promise.all(withCalls.map(({ r, calls }) => this.runTools(r, calls)));
+    }
+    return all.map((r) => this.episode(r));
+  }
+
+  /** Ends an episode that can generate no more (budget or positions spent); true if it can go on. */
+  private hasRoom(r: Running): boolean {
+    if (this.budget(r) > 0) return true;
+    this.end(r, 'max_tokens');
+    return false;
+  }
+
+  private budget(r: Running): number {
+    return Math.min(this.settings.maxTokens - r.logprobs.length, this.policy.maxPositions - r.ids.length);
+  }
+
+  private end(r: Running, finish: EpisodeFinish): void {
+    r.finish = finish;
+    r.finishedAt = performance.now();
+  }
+
+  /** First replies of one context share a prompt; every later turn is its own prompt. */
+  private batchGroups(ready: Running[]): Running[][] {
+    const groups = new Map<string, Running[]>();
+    ready.forEach((r, i) => {
+      const key = r.turns === 0 ? `context ${r.contextIndex}` : `episode ${i}`;
+      groups.set(key, [...(groups.get(key) ?? []), r]);
+    });
+    return [...groups.values()];
+  }
+
+  private prompt(group: Running[]): PolicyPrompt {
+    const first = group[0]!;
+    return { promptIds: first.ids, seeds: group.map((r) => turnSeed(r.seed, r.turns)), maxNewTokens: this.budget(first) };
+  }
+
+  /** Records a reply; returns its parsed calls when tools must run before the next turn. */
+  private absorb(r: Running, out: PolicyOutput): ReturnType<typeof parseReply> | undefined {
+    if (out.tokens.length !== out.logprobs.length || !out.tokens.length) throw new Error('the policy returned a reply without tokens, or without one log-prob per token');
+    const tok = this.policy.tokenizer;
+    const start = r.ids.length;
+    r.ids.push(...out.tokens);
+    r.logprobs.push(...out.logprobs);
+    r.generated.push({ start, end: r.ids.length });
+    r.turns++;
+    const last = out.tokens.at(-1)!;
+    const body = tok.eosTokenIds.includes(last) ? out.tokens.slice(0, -1) : out.tokens;
+    const parsed = parseReply(body, { thinkStartId: tok.thinkStartId, thinkEndId: tok.thinkEndId, decode: (ids) => tok.decode(ids) });
+    r.messages.push({ role: 'assistant', content: tok.decode(body), finish: out.finishReason });
+    r.answer = parsed.content;
+    if (out.finishReason === 'length') this.end(r, 'max_tokens');
+    else if (!parsed.toolCalls.length && !parsed.toolCallErrors.length) this.end(r, 'answer');
+    else if (r.turns >= this.settings.maxTurns) this.end(r, 'max_turns');
+    else return parsed;
+    return undefined;
+  }
+
+  /** Runs a reply's calls in order, records them as tool turns, and appends their tokens (or ends the episode). */
+  private async runTools(r: Running, parsed: ReturnType<typeof parseReply>): Promise<void> {
+    const offered = new Set(r.tools.map((t) => t.function.name));
+    const records: ToolCallRecord[] = [];
+    for (const call of parsed.toolCalls) {
+      const name = call.function.name;
+      if (!offered.has(name)) {
+        records.push({ name, arguments: call.function.arguments, ok: false, result: `error: unknown tool '${name}' (available: ${[...offered].join(', ') || 'none'})`, ms: 0 });
+        r.invalidToolCalls++;
+      } else {
+        records.push(await this.options.tools.execute(name, call.function.arguments));
+      }
+    }
+    for (const bad of parsed.toolCallErrors) {
+      records.push({ name: '', arguments: bad.raw, ok: false, result: `error: ${bad.error}`, ms: 0 });
+      r.invalidToolCalls++;
+    }
+    r.toolCalls += records.length;
+    r.toolErrors += records.filter((c) => !c.ok).length;
+    const reply = r.messages.at(-1) as Extract<EpisodeMessage, { role: 'assistant' }>;
+    reply.toolCalls = records;
+    const history = templateView(r.messages.slice(0, -1));
+    const toolMessages: EpisodeMessage[] = records.map((c) => ({ role: 'tool', name: c.name, content: c.result, ...(c.ok ? {} : { error: true }) }));
+    r.messages.push(...toolMessages);
+    if (r.toolErrors >= this.settings.toolErrorLimit) return this.end(r, 'tool_errors');
+    const last = r.ids[r.generated.at(-1)!.end - 1]!;
+    r.ids.push(...toolTurnIds(this.policy.tokenizer, {
+      history,
+      stopToken: this.policy.tokenizer.eosTokenIds.includes(last) ? last : undefined,
+      toolMessages: templateView(toolMessages),
+      template: this.templateOptions(r.tools),
+    }));
+  }
+
+  /** Hands each newly finished episode to `onEpisode`, in the order episodes were started. */
+  private async emitFinished(all: Running[]): Promise<void> {
+    for (const r of all) {
+      if (!r.finish || r.emitted) continue;
+      r.emitted = true;
+      await this.options.onEpisode?.(this.episode(r));
+    }
+  }
+
+  private episode(r: Running): Episode {
+    const lastSpan = r.generated.at(-1);
+    // An episode that generated nothing (its prompt filled the positions) has no answer to score.
+    const reward = r.context.reward && lastSpan ? r.context.reward.score(r.answer) : null;
+    return {
+      id: r.id,
+      contextId: r.context.id,
+      sample: r.sample,
+      seed: r.seed,
+      step: this.settings.step,
+      messages: r.messages,
+      promptMessages: r.context.messages.length,
+      tokens: { inputIds: r.ids, promptLength: r.promptLength, generated: r.generated, logprobs: r.logprobs },
+      finish: r.finish!,
+      rewards: reward === null ? [] : [{ at: lastSpan!.end - 1, r: reward }],
+      reward,
+      rewardSource: reward === null ? 'none' : r.context.reward!.source,
+      summary: {
+        turns: r.turns,
+        toolCalls: r.toolCalls,
+        invalidToolCalls: r.invalidToolCalls,
+        tokens: r.logprobs.length,
+        reward,
+        seconds: Math.round((r.finishedAt - this.started) / 10) / 100,
+      },
+    };
+  }
+}
