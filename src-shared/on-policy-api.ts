@@ -58,9 +58,9 @@ export function defaultOnPolicySettings(): OnPolicySettings {
 
 /** One line per advantage estimator, for the page and help texts (docs/design.md §Advantage estimators). */
 export const ADVANTAGE_ESTIMATOR_HELP: Record<AdvantageEstimator, string> = {
-  reward: 'Every generated token of an episode takes the episode’s reward as its advantage.',
-  grpo: 'The reward minus the mean reward of the K rollouts of the same context: better or worse than its siblings.',
-  gae: 'A value head predicts each token’s return; advantages come from its TD errors (γ, λ), with a value loss.',
+  reward: 'Each generated token takes its episode’s reward.',
+  grpo: 'The reward minus the mean of its context’s K rollouts.',
+  gae: 'A value head’s TD errors (γ, λ), plus a value loss.',
 };
 
 /** The note beside the task file field. */

@@ -1,4 +1,4 @@
-// A tiny hash router: the app has seven screens and one parameter (the session id), and hash
+// A tiny hash router: the app has nine screens and one parameter (the session id), and hash
 // URLs survive a reload in both app:// and http:// without any server-side routing.
 import { reactive } from 'vue';
 
@@ -8,6 +8,7 @@ export type Route =
   | { name: 'review' }
   | { name: 'checks' }
   | { name: 'training' }
+  | { name: 'rollouts' }
   | { name: 'evaluate' }
   | { name: 'export' }
   | { name: 'settings' };
@@ -20,6 +21,7 @@ function parse(hash: string): Route {
     case 'review':
     case 'checks':
     case 'training':
+    case 'rollouts':
     case 'evaluate':
     case 'export':
     case 'settings':
