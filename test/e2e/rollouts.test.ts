@@ -24,6 +24,8 @@ import { collectPageErrors, haveChromium, launchBrowser, openPage, recordToasts,
 reportMissingChromium('rollouts.test.ts');
 
 const STEPS = 6;
+/** Episodes of the older run: more than one page of the list (500). */
+const MANY = 620;
 
 let dir: string;
 let serve: ServeHandle;
@@ -55,7 +57,10 @@ describe.skipIf(!haveChromium)('the Rollouts view and the On-policy section, in 
     const runDir = path.join(dir, 'adapters', 'onpolicy-run');
     writeEpisodes(runDir, episodesFileText(episodes, { ...episodes[0]!, id: 'tasks.jsonl:9#0@7' }));
     fs.writeFileSync(path.join(runDir, 'trainer_log.jsonl'), stepLines().map((l) => JSON.stringify(l)).join('\n') + '\n');
-    writeRunsFile(dbPath, [runInfo('a1b2c3d4e5f6', runDir)]);
+    // An older run with many episodes: the list loads them a page at a time.
+    const many = Array.from({ length: MANY }, (_, i) => JSON.stringify({ ...episodes[i % 5]!, id: `many#${i}`, step: 1 + Math.floor(i / 16) }));
+    writeEpisodes(path.join(dir, 'adapters', 'big-run'), many.join('\n') + '\n');
+    writeRunsFile(dbPath, [runInfo('0f0f0f0f0f0f', path.join(dir, 'adapters', 'big-run'), undefined, Date.now() - 3_600_000), runInfo('a1b2c3d4e5f6', runDir)]);
     fs.writeFileSync(path.join(dir, 'tasks.jsonl'), JSON.stringify({ messages: [{ role: 'user', content: 'What is 6 times 7?' }], answer: '42' }) + '\n');
     serve = await startServe(dbPath);
     browser = await launchBrowser();
@@ -74,7 +79,10 @@ describe.skipIf(!haveChromium)('the Rollouts view and the On-policy section, in 
   it('lists the run’s episodes, with a note for each line it skipped', async () => {
     await page.locator('[data-nav=rollouts]').click();
     await row(episodes[4]!).waitFor();
-    expect(await page.locator('[data-testid=rollout-run] option').allTextContents()).toEqual([expect.stringMatching(/^a1b2c3d4e5f6 · combine · .* · finished · \d+ KB$/)]);
+    expect(await page.locator('[data-testid=rollout-run] option').allTextContents()).toEqual([
+      expect.stringMatching(/^a1b2c3d4e5f6 · combine · .* · finished · \d+ KB$/),
+      expect.stringMatching(/^0f0f0f0f0f0f · combine · .* · finished · \d{3} KB$/),
+    ]);
     expect(await page.locator('.episode-row').count()).toBe(5);
     expect(await page.locator('[data-testid=rollouts-count]').textContent()).toBe('5 of 5 episodes');
     const notes = await page.locator('[data-testid=rollouts-notes] li').allTextContents();
@@ -145,6 +153,33 @@ describe.skipIf(!haveChromium)('the Rollouts view and the On-policy section, in 
     await page.selectOption('[data-testid=filter-finish]', 'answer');
     await page.locator('.empty', { hasText: 'No episode matches.' }).waitFor();
     expect(await page.locator('[data-testid=episode-detail]').textContent()).not.toContain('tasks.jsonl');
+  });
+
+  it('re-reads a run’s file on Reload, and pages a long list into a virtual list', async () => {
+    await page.selectOption('[data-testid=filter-finish]', '');
+    await page.selectOption('[data-testid=filter-reward]', '');
+    await page.waitForFunction(() => document.querySelector('[data-testid=rollouts-count]')?.textContent === '5 of 5 episodes');
+    // The run appends an episode (completing its torn line first): Reload shows it.
+    const extra = { ...episodes[3]!, id: 'tasks.jsonl:2#1@8', step: 8 };
+    fs.appendFileSync(path.join(dir, 'adapters', 'onpolicy-run', 'episodes.jsonl'), `\n${JSON.stringify(extra)}\n`);
+    await page.locator('[data-action=reload-rollouts]').click();
+    await row(extra).waitFor();
+    expect(await page.locator('[data-testid=rollouts-count]').textContent()).toBe('6 of 6 episodes');
+
+    await page.selectOption('[data-testid=rollout-run]', '0f0f0f0f0f0f');
+    await page.locator('[data-testid=rollouts-count]', { hasText: `${MANY} of ${MANY} episodes` }).waitFor();
+    const more = page.locator('[data-action=load-more-rollouts]');
+    expect(await more.textContent()).toBe(`500 of ${MANY} · load ${MANY - 500} more`);
+    // Only the rows in and near view exist in the page.
+    expect(await page.locator('.episode-row').count()).toBeLessThan(60);
+    await more.click();
+    await more.waitFor({ state: 'detached' });
+    await page.locator('.episode-vlist').evaluate((el) => el.scrollTo(0, el.scrollHeight));
+    await page.locator(`.episode-row[data-episode="many#${MANY - 1}"]`).click();
+    await shownEpisode({ id: `many#${MANY - 1}` } as Episode).waitFor();
+    expect(await page.locator('.episode-row').count()).toBeLessThan(60);
+    await page.selectOption('[data-testid=rollout-run]', 'a1b2c3d4e5f6');
+    await row(extra).waitFor();
   });
 
   it('charts the PPO metrics beside the loss for a run whose steps carry them', async () => {
