@@ -28,6 +28,9 @@ import { OPENCLAW_METHODS, TRL_METHODS, type ReplayProgress, type TrlHandoffResu
 import { tokenViewInput, type TokenViewProgress, type TokenViewResult } from './token-view.js';
 import { evalStartInput, type EvalState } from './eval-api.js';
 import { CHAT_CALLS, type ChatState } from './chat-api.js';
+import { call, returns, type Returns } from './call-spec.js';
+import { onPolicyInput } from './on-policy-api.js';
+import { ROLLOUT_CALLS } from './rollouts-api.js';
 import type { Availability, TrainEval, TrainingState, TrainProgress, TrainRunInfo } from './training-api.js';
 import { LORA_TARGETS, OPTIMIZER_KINDS, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type TrainDevice, type TrainMethod } from './training.js';
 import {
@@ -42,10 +45,10 @@ import {
   string,
   ValidationError,
   type Infer,
-  type Schema,
 } from './validate.js';
 
 export { ValidationError };
+export type { CallSpec, Returns } from './call-spec.js';
 export * from './api-errors.js';
 export type * from './training-api.js';
 // Training's vocabulary is defined in ./training.ts; the contract's users get it here too.
@@ -144,23 +147,6 @@ export type ChangeReason = 'import' | 'label' | 'judge' | 'database' | 'settings
 // Calls
 // ---------------------------------------------------------------------------------------
 
-declare const outputBrand: unique symbol;
-/** Carries a call's output type without a runtime value. */
-export interface Returns<O> {
-  readonly [outputBrand]?: O;
-}
-const returns = <O>(): Returns<O> => ({});
-
-export interface CallSpec<I, O> {
-  input: Schema<I>;
-  output: Returns<O>;
-  /** One line for the docs and the HTTP index. */
-  doc: string;
-}
-function call<I, O>(doc: string, input: Schema<I>, output: Returns<O>): CallSpec<I, O> {
-  return { doc, input, output };
-}
-
 const NO_INPUT = object({});
 const sessionId = string({ min: 1, max: 500 });
 const path = string({ min: 1, max: 4096 });
@@ -222,6 +208,7 @@ const trainConfig = object({
   device: oneOf(TRAIN_DEVICES),
   seed: integer({ min: 0 }),
   checkpointEvery: integer({ min: 0 }),
+  onPolicy: optional(onPolicyInput),
 });
 
 export const CALLS = {
@@ -285,6 +272,8 @@ export const CALLS = {
     object({ runId: string({ min: 1, max: 100 }) }),
     returns<{ progress: TrainProgress[]; evals: TrainEval[] }>(),
   ),
+  // The Rollouts view: the episodes of on-policy runs (src-shared/rollouts-api.ts).
+  ...ROLLOUT_CALLS,
   split: call('The held-out split: which sessions are kept for evaluation, never trained on.', NO_INPUT, returns<SplitView>()),
   setHeldOut: call(
     'Holds sessions out for evaluation (true), trains on them (false), or leaves them to the rule again (null).',

@@ -1,6 +1,7 @@
 // The training calls' types (the Training page, the training service): a run's settings,
 // its progress events and its state. Node-free, like everything in src-shared/.
 import type { EvalLogLine, StepLog } from './trainer-log-line.js';
+import type { OnPolicySettings } from './on-policy-api.js';
 import type { LoraTarget, OptimizerKind, TrainDevice, TrainMethod } from './training.js';
 
 /** Whether an optional part (the trainer, an LLM judge) is present in this build, and why not. */
@@ -23,6 +24,8 @@ export interface TrainConfig {
   device: TrainDevice;
   seed: number;
   checkpointEvery: number;
+  /** Train on the model's own samples (docs/design.md §On-policy settings); absent: on the labelled samples as they are. */
+  onPolicy?: OnPolicySettings;
 }
 
 /**

@@ -19,6 +19,7 @@ import { TrainingService } from './training-service.js';
 import { EvalService } from './eval-service.js';
 import { ChatService } from './chat-service.js';
 import type { CaptureHook } from '../openai/capture-hook.js';
+import { RolloutsService } from './rollouts-service.js';
 
 /** Opens a database; `serve` asks for a workspace that also has what live capture needs. */
 export type OpenWorkspace<W extends WorkspaceApi = WorkspaceApi> = (dbPath: string) => Promise<W>;
@@ -55,6 +56,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   private readonly tokenViews: TokenViewService;
   private readonly evals: EvalService;
   private readonly chats: ChatService;
+  private readonly rollouts: RolloutsService;
   private capture: CaptureController | null = null;
 
   private constructor(
@@ -68,6 +70,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     this.tokenViews = new TokenViewService(options.events, () => this.settingsStore);
     this.evals = new EvalService(options.events, { workspace: () => this.workspace, replayJudge: () => this.judges.replayJudge() });
     this.chats = new ChatService(options.events, { capture: () => this.capture?.hook ?? null });
+    this.rollouts = new RolloutsService(async () => (await this.training.state()).runs);
   }
 
   static async create<W extends WorkspaceApi>(options: ServiceOptions<W>): Promise<HindsightService<W>> {
@@ -314,7 +317,8 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   }
 
   async trainStart(config: CallInput<'trainStart'>) {
-    return this.training.start({ ...config, modelDir: expandHome(config.modelDir), outDir: expandHome(config.outDir) });
+    const onPolicy = config.onPolicy && { ...config.onPolicy, ...(config.onPolicy.taskFile !== undefined ? { taskFile: path.resolve(expandHome(config.onPolicy.taskFile)) } : {}) };
+    return this.training.start({ ...config, modelDir: expandHome(config.modelDir), outDir: expandHome(config.outDir), ...(onPolicy ? { onPolicy } : {}) });
   }
 
   async trainCancel({ runId }: CallInput<'trainCancel'>) {
@@ -327,6 +331,18 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
 
   async trainMetrics({ runId }: CallInput<'trainMetrics'>) {
     return { progress: this.training.metrics(runId), evals: this.training.evaluations(runId) };
+  }
+
+  async rolloutRuns() {
+    return this.rollouts.runs();
+  }
+
+  async rolloutsList(input: CallInput<'rolloutsList'>) {
+    return this.rollouts.list({ ...input, runDir: input.runDir && expandHome(input.runDir) });
+  }
+
+  async rolloutsGet(input: CallInput<'rolloutsGet'>) {
+    return this.rollouts.get({ ...input, runDir: input.runDir && expandHome(input.runDir) });
   }
 
   async split() {

@@ -69,6 +69,7 @@ export const trainerEngine: TrainingEngine = {
         seed: config.seed,
         device: config.device,
         saveEvery: config.checkpointEvery,
+        ...(config.onPolicy ? { onPolicy: { ...config.onPolicy } } : {}),
         // A resumed run reads its rows and settings back from its own folder; both check them
         // against, and evaluate, the held-out split (docs/design.md §Evaluation).
         ...(job.resume ? { resume: config.outDir } : { samples: job.workspace.trainingSamples({ method: config.method }) }),
@@ -202,9 +203,11 @@ export class TrainingService {
     }
     checkModelDir(config.modelDir);
     checkOutDir(config.outDir);
+    if (config.onPolicy?.taskFile !== undefined) checkTaskFile(config.onPolicy.taskFile);
     // Refused here, before any run is listed, so the page shows why instead of a run that
-    // "finishes" having learnt nothing (docs/design.md §At-least-one).
-    const nothing = this.workspace().nothingToTrain(config.method);
+    // "finishes" having learnt nothing (docs/design.md §At-least-one). A task file brings its
+    // own contexts and rewards, so an on-policy run with one needs no labelled sample.
+    const nothing = config.onPolicy?.taskFile === undefined ? this.workspace().nothingToTrain(config.method) : null;
     if (nothing) throw new UserError(nothing);
     const runId = crypto.randomBytes(6).toString('hex');
     this.launch(this.engine, runId, config, false);
@@ -328,6 +331,13 @@ function checkOutDir(dir: string): void {
   if (holdsRun(dir)) {
     throw new UserError(`The output folder ${dir} already holds a training run; choose another folder (a run listed here continues with its Resume button).`);
   }
+}
+
+/** An on-policy task file must be a file the back end can read; say which path when it is not. */
+function checkTaskFile(file: string): void {
+  const stat = fs.statSync(file, { throwIfNoEntry: false });
+  if (!stat) throw new UserError(`The task file ${file} does not exist (the path is on the machine that runs the trainer).`);
+  if (!stat.isFile()) throw new UserError(`The task file ${file} is not a file; give a JSONL file with one task per line.`);
 }
 
 /** A model folder must at least have config.json; say which folder when it does not. */

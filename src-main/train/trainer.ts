@@ -203,6 +203,7 @@ function overLengthCount(p: Prepared): number {
  * unless one is given.
  */
 function resolveOptions(options: TrainerOptions): ResolvedOptions {
+  if (options.onPolicy) throw new UserError('on-policy training is not available in this build');
   if (!options.outDir && !options.resume) throw new UserError('a new run needs an output folder (--out)');
   const resumed = options.resume ? resumePoint(options.resume) : undefined;
   // Refuses a change the resume cannot make before any work starts.

@@ -8,6 +8,7 @@ export type Route =
   | { name: 'review' }
   | { name: 'checks' }
   | { name: 'training' }
+  | { name: 'rollouts' }
   | { name: 'evaluate' }
   | { name: 'chat' }
   | { name: 'export' }
@@ -21,6 +22,7 @@ function parse(hash: string): Route {
     case 'review':
     case 'checks':
     case 'training':
+    case 'rollouts':
     case 'evaluate':
     case 'chat':
     case 'export':

@@ -5,6 +5,7 @@ import { defineStore } from 'pinia';
 import type { TrainConfig, TrainEval, TrainProgress, TrainRunInfo, TrainingState } from '../../../src-shared/contract.js';
 import { APP_TRAIN_DEFAULTS, TRAIN_DEFAULTS } from '../../../src-shared/training.js';
 import { api, errorMessage } from '../api/client';
+import { useAppStore } from './app';
 
 /** A new run's settings as the form first shows them: the trainer's defaults, the app's method and steps. */
 export function defaultTrainConfig(modelDir: string, outDir: string): TrainConfig {
@@ -89,9 +90,12 @@ export const useTrainingStore = defineStore('training', {
       });
       api.on('train.status', (info) => {
         if (!this.state) return;
+        const before = this.state.runs.find((r) => r.runId === info.runId);
         const runs = this.state.runs.filter((r) => r.runId !== info.runId);
-        // A run's own failure is shown in its progress panel (info.error), not as a start error.
+        // A run's own failure is shown in its progress panel (info.error), not as a start error,
+        // and as a toast when it happens, on whichever page the user is.
         this.state = { ...this.state, runs: [...runs, info] };
+        if (info.status === 'failed' && before?.status !== 'failed' && info.error) useAppStore().toast('error', `Fine-tune failed: ${info.error}`);
       });
     },
     async start(config: TrainConfig) {
