@@ -240,29 +240,16 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     return this.evals.start({ ...input, modelDir: expandHome(input.modelDir), adapters: input.adapters.map(expandHome) });
   }
 
-  async evalStatus() {
-    return this.evals.status();
-  }
-
-  async evalCancel() {
-    return this.evals.cancel();
-  }
+  async evalStatus() { return this.evals.status(); }
+  async evalCancel() { return this.evals.cancel(); }
 
   async chatStart(input: CallInput<'chatStart'>) {
     return this.chats.start({ ...input, modelDir: expandHome(input.modelDir), adapterDir: input.adapterDir && expandHome(input.adapterDir) });
   }
 
-  async chatStatus() {
-    return this.chats.status();
-  }
-
-  async chatStop() {
-    return this.chats.stop();
-  }
-
-  async chatEnd() {
-    return this.chats.end();
-  }
+  async chatStatus() { return this.chats.status(); }
+  async chatStop() { return this.chats.stop(); }
+  async chatEnd() { return this.chats.end(); }
 
   async tokenViewCancel() {
     return this.tokenViews.cancel();
@@ -333,10 +320,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     return { progress: this.training.metrics(runId), evals: this.training.evaluations(runId) };
   }
 
-  async rolloutRuns() {
-    return this.rollouts.runs();
-  }
-
+  async rolloutRuns() { return this.rollouts.runs(); }
   async rolloutsList(input: CallInput<'rolloutsList'>) {
     return this.rollouts.list({ ...input, runDir: input.runDir && expandHome(input.runDir) });
   }
