@@ -134,3 +134,13 @@ export function claimOutFolder(o: ResolvedOptions, p: Prepared, log: TrainerLog)
   fs.rmSync(episodes, { force: true });
   log.reset();
 }
+
+/** Where the contexts of the run `--resume dir` continues come from, or null when it is not an on-policy run (or none). */
+export function onPolicyRunSource(dir: string): 'tasks' | 'database' | null {
+  try {
+    const { settings } = resumePoint(dir);
+    return isOnPolicySettings(settings) ? settings.onPolicy.source : null;
+  } catch {
+    return null;
+  }
+}
