@@ -40,7 +40,7 @@ export interface Loop {
   shouldStop: () => boolean;
   evals: RunEvaluations | null;
   writer: EpisodeWriter;
-  /** Episodes already in the file from steps after the checkpoint (a resumed run). */
+  /** Episodes already in the file from the steps after the checkpoint (a resumed run); an episode's step counts from 0. */
   written: Episode[];
   scorer: Scorer;
   checkpoint: Checkpoint;

@@ -113,7 +113,7 @@ export async function trainOnPolicy(options: OnPolicyTrainerOptions, hooks: OnPo
     const evals = evaluator && new RunEvaluations(evaluator, step, log, emit, p.totalSteps, o.evalEvery ?? defaultEvalEvery(p.totalSteps));
     const loop: Loop = {
       outDir: o.outDir, prepared: p, step, engine, policy, tools: registry, contexts, log, emit, shouldStop, evals, writer,
-      written: previous.episodes.filter((e) => e.step > p.startStep), scorer: scorer(settings, step, judge, tokenizer), checkpoint,
+      written: previous.episodes.filter((e) => e.step >= p.startStep), scorer: scorer(settings, step, judge, tokenizer), checkpoint,
     };
     const result = await runSteps(loop);
     return {
