@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { ON_POLICY_DEFAULTS as D } from '../../src-shared/rollout.js';
 import { UserError } from '../../src-shared/types.js';
 import { TRAIN_DEFAULTS, type TrainMethod } from '../../src-shared/training.js';
-import { DEFAULT_ON_POLICY_STEPS, DEFAULT_VOTES, type OnPolicyOptions, type OnPolicyTrainerOptions } from '../onpolicy/options.js';
+import { checkOptionsSignal, DEFAULT_ON_POLICY_STEPS, DEFAULT_VOTES, type OnPolicyOptions, type OnPolicyTrainerOptions } from '../onpolicy/options.js';
 import { onPolicyRunSource } from '../onpolicy/prepare.js';
 import { startOnPolicyTraining } from '../onpolicy/onpolicy-thread.js';
 import type { OnPolicyResult } from '../onpolicy/onpolicy-trainer.js';
@@ -108,6 +108,7 @@ export async function runOnPolicy(v: Values, base: TrainerOptions, signal: Abort
   if (base.dataFile) throw new UsageError('--data trains on rows as they are; --on-policy generates its own rollouts: give one or the other');
   const { dataFile: _data, ...rest } = base;
   const onPolicy = onPolicyFlags(v, base.device ?? 'cpu');
+  if (!base.resume) checkOptionsSignal(base.method ?? TRAIN_DEFAULTS.method, onPolicy);
   const source = base.resume ? onPolicyRunSource(base.resume)! : onPolicy.taskFile ? 'tasks' : 'database';
   const options: OnPolicyTrainerOptions = {
     ...rest, onPolicy, ...(await fromDatabase(str(v, 'db'), base.method ?? TRAIN_DEFAULTS.method, base.modelDir, source, base.resume !== undefined)),

@@ -130,7 +130,12 @@ export function onPolicySettingsFrom(o: OnPolicyTrainerOptions & { modelDir: str
   return { ...base, onPolicy: s };
 }
 
-function checkSignal(method: RunSettings['method'], s: OnPolicyRunSettings): void {
+/** {@link checkSignal} on a new run's options, before anything is read. */
+export function checkOptionsSignal(method: RunSettings['method'], o: OnPolicyOptions): void {
+  checkSignal(method, { source: o.taskFile ? 'tasks' : 'database', judge: o.judge ?? null });
+}
+
+function checkSignal(method: RunSettings['method'], s: Pick<OnPolicyRunSettings, 'source' | 'judge'>): void {
   if (s.source === 'tasks' && s.judge) throw new UserError('a task file checks its own answers: give --tasks or a replay judge (--judge-backend), not both');
   if (s.source === 'tasks' && method === 'opd') {
     throw new UserError('on-policy opd learns from hints, and a task file has none: use --method rl (or combine) with --tasks, or opd on the database\'s hinted samples');

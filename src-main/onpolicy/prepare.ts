@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { EPISODES_FILE } from '../../src-shared/rollout.js';
+import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
 import { UserError } from '../../src-shared/types.js';
 import type { Checkpoint, ModelConfig } from '../model/hf-checkpoint.js';
 import type { ChatTokenizer } from '../model/tokenizer.js';
@@ -21,7 +22,7 @@ import type { LoraWeights, OptimizerState } from '../train/training-step.js';
 import { zeroValueHead, type ValueHead } from '../train/value-head.js';
 import { CONTEXTS_FILE, contextsText, readContextLines, sampleContextLines, taskContextLines, type ContextLine } from './contexts.js';
 import {
-  DEFAULT_ON_POLICY_STEPS, isOnPolicySettings, onPolicySettingsFrom, resumedOnPolicySettings, type OnPolicySettings, type OnPolicyTrainerOptions,
+  checkOptionsSignal, DEFAULT_ON_POLICY_STEPS, isOnPolicySettings, onPolicySettingsFrom, resumedOnPolicySettings, type OnPolicySettings, type OnPolicyTrainerOptions,
 } from './options.js';
 
 /** Options with the output folder resolved and the model known (given, or the resumed run's). */
@@ -53,6 +54,7 @@ export function resolveOptions(options: OnPolicyTrainerOptions): ResolvedOptions
     throw new UserError(`${resumed.root} holds an offline run, not an on-policy one: resume it without --on-policy`);
   }
   if (resumed) resumedOnPolicySettings(resumed.settings as OnPolicySettings, options);
+  else checkOptionsSignal(options.method ?? TRAIN_DEFAULTS.method, options.onPolicy);
   const modelDir = options.modelDir ?? resumed?.settings.modelDir;
   if (!modelDir) throw new UserError('a new run needs a model folder (--model)');
   const outDir = path.resolve(options.outDir ?? resumed!.root);
