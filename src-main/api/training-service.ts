@@ -235,15 +235,15 @@ export class TrainingService {
     checkModelDir(config.modelDir);
     checkOutDir(config.outDir);
     if (config.onPolicy?.taskFile !== undefined) checkTaskFile(config.onPolicy.taskFile);
+    // The page has no replay judge for rollouts: an on-policy Binary RL run gets its rewards from a task file.
+    if (config.onPolicy && config.onPolicy.taskFile === undefined && config.method === 'rl') {
+      throw new UserError('On-policy Binary RL needs rewards for the rollouts: give a task file (answers to check), or choose OPD or Combine to learn from the hints.');
+    }
     // Refused here, before any run is listed, so the page shows why instead of a run that
     // "finishes" having learnt nothing (docs/design.md §At-least-one). A task file brings its
     // own contexts and rewards, so an on-policy run with one needs no labelled sample.
     const nothing = config.onPolicy?.taskFile === undefined ? this.workspace().nothingToTrain(config.method) : null;
     if (nothing) throw new UserError(nothing);
-    // The page has no replay judge for rollouts: an on-policy Binary RL run gets its rewards from a task file.
-    if (config.onPolicy && config.onPolicy.taskFile === undefined && config.method === 'rl') {
-      throw new UserError('On-policy Binary RL needs rewards for the rollouts: give a task file (answers to check), or choose OPD or Combine to learn from the hints.');
-    }
     const runId = crypto.randomBytes(6).toString('hex');
     this.launch(this.engine, runId, config, false);
     return { runId };
