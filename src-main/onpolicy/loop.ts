@@ -22,7 +22,7 @@ import { firstNonFinite, type TrainerEvent, type TrainResult } from '../train/tr
 import type { LoraWeights, TrainStep } from '../train/training-step.js';
 import { writeValueHead } from '../train/value-head.js';
 import { contextsForStep, type StepContext } from './contexts.js';
-import { savedForm, type OnPolicySettings } from './options.js';
+import { savedForm, type OnPolicyTrainSettings } from './options.js';
 import type { Prepared } from './prepare.js';
 import { stepRow, type Scorer, type StepRow } from './scoring.js';
 import { episodesByStep, stepEpisodes } from './step-rollouts.js';
@@ -60,7 +60,7 @@ export async function runSteps(l: Loop): Promise<LoopResult> {
   const save = (): string => {
     savedStep = done;
     l.emit({ type: 'status', phase: 'saving', message: `checkpoint at step ${done}` });
-    const trainerState: TrainerState<OnPolicySettings> = {
+    const trainerState: TrainerState<OnPolicyTrainSettings> = {
       format: 1, step: done, totalSteps, settings: savedForm(settings), datasetSha256: p.contextsSha, savedAt: new Date().toISOString(),
     };
     return saveCheckpoint(l.outDir, { state: trainerState, lora: settings.lora, specs: l.step.specs, ...state, baseModel: settings.modelDir });
@@ -124,7 +124,7 @@ export async function runSteps(l: Loop): Promise<LoopResult> {
 type State = { weights: LoraWeights; optimizer: Prepared['optimizer']; valueHead?: Prepared['valueHead'] };
 
 /** The step's PPO updates on its rows; a non-finite result stops the run, naming the step. */
-async function update(l: Loop, settings: OnPolicySettings, rows: StepRow[], state: State, done: number, checkpointDir: string) {
+async function update(l: Loop, settings: OnPolicyTrainSettings, rows: StepRow[], state: State, done: number, checkpointDir: string) {
   const result = await trainBatch({
     step: l.step, rows: rows.map((r) => r.row), ...state, random: minibatchRandom(settings.seed, done), groupPool: rows.map((r) => r.row),
     teacher: settings.method === 'rl' ? undefined : rows.map((r) => r.teacher),

@@ -40,7 +40,7 @@ import type { TrainerHooks, TrainResult } from '../train/trainer.js';
 import { createTrainStep } from '../train/training-step.js';
 import { CONTEXTS_FILE, stepContexts, teacherPromptIds, type StepContext } from './contexts.js';
 import { runSteps, type Loop } from './loop.js';
-import type { OnPolicySettings, OnPolicyTrainerOptions } from './options.js';
+import type { OnPolicyTrainSettings, OnPolicyTrainerOptions } from './options.js';
 import { claimOutFolder, prepare, resolveOptions } from './prepare.js';
 import type { Scorer } from './scoring.js';
 
@@ -59,7 +59,7 @@ export interface OnPolicyResult extends TrainResult {
 }
 
 /** The registry of a run's tools: the built-in ones (search_history over the database, when there is one) and the user's. */
-async function openTools(settings: OnPolicySettings, dbPath: string | undefined): Promise<{ registry: ToolRegistry; store?: Store }> {
+async function openTools(settings: OnPolicyTrainSettings, dbPath: string | undefined): Promise<{ registry: ToolRegistry; store?: Store }> {
   const s = settings.onPolicy;
   // Database contexts offer no tools, so only a task file's run reads the database.
   const store = s.source === 'tasks' && dbPath && fs.existsSync(dbPath) ? await Store.open(dbPath, DEFAULT_PERSIST, 'read') : undefined;
@@ -78,6 +78,8 @@ export async function trainOnPolicy(options: OnPolicyTrainerOptions, hooks: OnPo
   emit({ type: 'status', phase: 'preparing', message: 'reading the contexts' });
   const p = prepare(o, checkpoint, tokenizer);
   const { settings } = p;
+  const left = Object.entries(p.skipped).map(([why, n]) => `${n} × ${why}`).join(', ');
+  if (left) emit({ type: 'status', phase: 'preparing', message: `${p.contexts.length} sample(s) as contexts; left out: ${left}` });
   const heldOut = o.heldOut ?? { sessionIds: [], samples: [] };
   const contextOrigins = p.contexts.map((c) => ('sample' in c ? { sessionId: c.sample.sessionId, origin: c.id } : { origin: c.id }));
   assertNoHeldOutRows(contextOrigins, new Set(heldOut.sessionIds));
@@ -125,14 +127,14 @@ export async function trainOnPolicy(options: OnPolicyTrainerOptions, hooks: OnPo
   }
 }
 
-async function openJudge(settings: OnPolicySettings, emit: NonNullable<TrainerHooks['onEvent']>): Promise<ChatCompleter | null> {
+async function openJudge(settings: OnPolicyTrainSettings, emit: NonNullable<TrainerHooks['onEvent']>): Promise<ChatCompleter | null> {
   const spec = settings.onPolicy.judge;
   if (!spec) return null;
   emit({ type: 'status', phase: 'loading', message: `opening the replay judge (${spec.backend === 'local' ? spec.modelDir : spec.model})` });
   return openCompleter(spec);
 }
 
-function scorer(settings: OnPolicySettings, step: Scorer['step'], judge: ChatCompleter | null, tokenizer: ChatTokenizer): Scorer {
+function scorer(settings: OnPolicyTrainSettings, step: Scorer['step'], judge: ChatCompleter | null, tokenizer: ChatTokenizer): Scorer {
   const teacherPrompts = new Map<string, number[]>();
   return {
     method: settings.method, step, maxLength: settings.maxLength, judge, votes: settings.onPolicy.votes,

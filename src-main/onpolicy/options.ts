@@ -67,7 +67,7 @@ export interface OnPolicyRunSettings {
 }
 
 /** An on-policy run's settings: the offline trainer's and the rollouts'. */
-export interface OnPolicySettings extends RunSettings {
+export interface OnPolicyTrainSettings extends RunSettings {
   onPolicy: OnPolicyRunSettings;
 }
 
@@ -106,7 +106,7 @@ function userToolSettings(o: OnPolicyOptions): Pick<OnPolicyRunSettings, 'userTo
  * without a task file or a judge (the rollouts would have no reward), opd on a task file (tasks
  * carry no hint), a judge beside a task file (the tasks check their own answers).
  */
-export function onPolicySettingsFrom(o: OnPolicyTrainerOptions & { modelDir: string }, lora: LoraConfig, model: ModelConfig): OnPolicySettings {
+export function onPolicySettingsFrom(o: OnPolicyTrainerOptions & { modelDir: string }, lora: LoraConfig, model: ModelConfig): OnPolicyTrainSettings {
   const d = ON_POLICY_DEFAULTS;
   const p = o.onPolicy;
   const base = settingsFrom({ ...o, ppoEpochs: o.ppoEpochs ?? d.ppoEpochs }, lora, model);
@@ -149,7 +149,7 @@ function checkSignal(method: RunSettings['method'], s: Pick<OnPolicyRunSettings,
  * A resumed run's settings: the saved ones with the options given again applied. Those that
  * decide the episodes cannot change: another value is refused, the same one is fine.
  */
-export function resumedOnPolicySettings(saved: OnPolicySettings, o: OnPolicyTrainerOptions): OnPolicySettings {
+export function resumedOnPolicySettings(saved: OnPolicyTrainSettings, o: OnPolicyTrainerOptions): OnPolicyTrainSettings {
   const base = resumedSettings(saved, o);
   const s = saved.onPolicy;
   const p = o.onPolicy;
@@ -183,11 +183,11 @@ function keyFromEnvironment(judge: LlmJudgeSpec | null): LlmJudgeSpec | null {
 }
 
 /** What a checkpoint saves of the settings: the judge without its key. */
-export function savedForm(settings: OnPolicySettings): OnPolicySettings {
+export function savedForm(settings: OnPolicyTrainSettings): OnPolicyTrainSettings {
   return { ...settings, onPolicy: { ...settings.onPolicy, judge: withoutKey(settings.onPolicy.judge) } };
 }
 
 /** Whether saved trainer settings are an on-policy run's. */
-export function isOnPolicySettings(settings: unknown): settings is OnPolicySettings {
+export function isOnPolicySettings(settings: unknown): settings is OnPolicyTrainSettings {
   return typeof settings === 'object' && settings !== null && typeof (settings as { onPolicy?: unknown }).onPolicy === 'object' && (settings as { onPolicy?: unknown }).onPolicy !== null;
 }

@@ -22,14 +22,14 @@ import type { LoraWeights, OptimizerState } from '../train/training-step.js';
 import { zeroValueHead, type ValueHead } from '../train/value-head.js';
 import { CONTEXTS_FILE, contextsText, readContextLines, sampleContextLines, taskContextLines, type ContextLine } from './contexts.js';
 import {
-  checkOptionsSignal, DEFAULT_ON_POLICY_STEPS, isOnPolicySettings, onPolicySettingsFrom, resumedOnPolicySettings, type OnPolicySettings, type OnPolicyTrainerOptions,
+  checkOptionsSignal, DEFAULT_ON_POLICY_STEPS, isOnPolicySettings, onPolicySettingsFrom, resumedOnPolicySettings, type OnPolicyTrainSettings, type OnPolicyTrainerOptions,
 } from './options.js';
 
 /** Options with the output folder resolved and the model known (given, or the resumed run's). */
 export type ResolvedOptions = OnPolicyTrainerOptions & { outDir: string; modelDir: string };
 
 export interface Prepared {
-  settings: OnPolicySettings;
+  settings: OnPolicyTrainSettings;
   contexts: ContextLine[];
   /** Samples left out as contexts, by reason. */
   skipped: Record<string, number>;
@@ -53,7 +53,7 @@ export function resolveOptions(options: OnPolicyTrainerOptions): ResolvedOptions
   if (resumed && !isOnPolicySettings(resumed.settings)) {
     throw new UserError(`${resumed.root} holds an offline run, not an on-policy one: resume it without --on-policy`);
   }
-  if (resumed) resumedOnPolicySettings(resumed.settings as OnPolicySettings, options);
+  if (resumed) resumedOnPolicySettings(resumed.settings as OnPolicyTrainSettings, options);
   else checkOptionsSignal(options.method ?? TRAIN_DEFAULTS.method, options.onPolicy);
   const modelDir = options.modelDir ?? resumed?.settings.modelDir;
   if (!modelDir) throw new UserError('a new run needs a model folder (--model)');
@@ -63,7 +63,7 @@ export function resolveOptions(options: OnPolicyTrainerOptions): ResolvedOptions
 }
 
 /** The contexts of a new run: the task file's, or the database samples' that give a signal. */
-function newContexts(o: ResolvedOptions, settings: OnPolicySettings, tokenizer: ChatTokenizer): { lines: ContextLine[]; skipped: Record<string, number> } {
+function newContexts(o: ResolvedOptions, settings: OnPolicyTrainSettings, tokenizer: ChatTokenizer): { lines: ContextLine[]; skipped: Record<string, number> } {
   const s = settings.onPolicy;
   if (s.taskFile) return { lines: taskContextLines(s.taskFile), skipped: {} };
   if (!o.samples) throw new UserError('nothing to train on: give --tasks FILE or a database with samples');
@@ -90,7 +90,7 @@ function prepareNew(o: ResolvedOptions, model: ModelConfig, tokenizer: ChatToken
 }
 
 function prepareResume(o: ResolvedOptions & { resume: string }, model: ModelConfig): Prepared {
-  const saved = loadCheckpoint<OnPolicySettings>(o.resume, model);
+  const saved = loadCheckpoint<OnPolicyTrainSettings>(o.resume, model);
   const settings = resumedOnPolicySettings(saved.state.settings, o);
   const root = path.resolve(saved.dir, '..', '..');
   const file = path.join(root, CONTEXTS_FILE);
