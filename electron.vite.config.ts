@@ -22,14 +22,15 @@ export default defineConfig({
       rollupOptions: {
         // Input keys name the outputs: out/main/index.js is package.json's "main". The worker
         // threads are entries of their own, and every chunk sits flat in out/main, so the
-        // `new URL('./model-worker.js' | './trainer-worker.js' | './eval-worker.js', import.meta.url)`
-        // lookups in model/local-model.ts, train/ and eval/run-in-worker.ts find them next to the code that
-        // starts them.
+        // `new URL('./model-worker.js' | './trainer-worker.js' | './eval-worker.js' | './onpolicy-worker.js',
+        // import.meta.url)` lookups in model/local-model.ts, train/, eval/run-in-worker.ts and
+        // onpolicy/onpolicy-thread.ts find them next to the code that starts them.
         input: mainEntries({
           index: 'src-main/app/main.ts',
           'model-worker': 'src-main/model/model-worker.ts',
           'trainer-worker': 'src-main/train/trainer-worker.ts',
           'eval-worker': 'src-main/eval/eval-worker.ts',
+          'onpolicy-worker': 'src-main/onpolicy/onpolicy-worker.ts',
         }),
         output: { format: 'es', entryFileNames: '[name].js', chunkFileNames: '[name]-[hash].js' },
       },

@@ -212,7 +212,7 @@ export interface TrainingSample {
   /** The user's ideal reply, when they wrote one in the annotator. */
   repair: string | null;
   keptByAtLeastOne: boolean;
-  /** Evaluation only: what came next (the user's reaction or a tool's output), which the replay judge reads. */
+  /** What came next (the user's reaction or a tool's output), which the replay judge reads: evaluation, and on-policy training when asked for. */
   reaction?: { role: 'user' | 'tool'; text: string };
   /**
    * Live capture: the rollout the local model produced for this reply (prompt token ids,
@@ -262,7 +262,7 @@ export interface WorkspaceApi {
    * §At-least-one). A hint counts when the user typed it, or when a judge's passes the filter.
    * Samples of held-out sessions are never among them (see split()).
    */
-  trainingSamples(options?: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat }): TrainingSample[];
+  trainingSamples(options?: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat; reactions?: boolean }): TrainingSample[];
   /** One sample as training would see it (context, reply, the hint training uses), selected by a run or not; null when there is none. */
   trainingSampleAt(sessionId: string, responseTurn: number): TrainingSample | null;
   /** Why a run of `method` on this database would learn nothing (what it needs, what there is), or null. */

@@ -18,6 +18,9 @@ import type { WorkspaceApi } from '../../src-shared/views.js';
 import type { Availability, TrainConfig, TrainEval, TrainProgress, TrainRunInfo, TrainingState } from '../../src-shared/contract.js';
 import type { EventHub } from '../workspace/event-hub.js';
 import { overLengthNote } from '../../src-shared/training.js';
+import type { OnPolicySettings } from '../../src-shared/on-policy-api.js';
+import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
+import type { OnPolicyTrainerOptions } from '../onpolicy/options.js';
 
 /** One fine-tune as the engine sees it. */
 export interface TrainJob {
@@ -49,45 +52,73 @@ export interface TrainingEngine {
 /** The page has no max-length field: longer samples train from the command line. */
 const APP_REMEDY = 'train them with hindsight train --max-length';
 
-/** The trainer behind the TrainingEngine seam. trainer-thread.ts is loaded on the first fine-tune only. */
+/** The trainer's events as the job's callbacks (the offline and the on-policy trainer send the same ones). */
+function forward(job: TrainJob): (event: TrainerEvent) => void {
+  return (event) => {
+    if (event.type === 'step') {
+      const { execution_provider: _ep, epoch: _epoch, tokens: _tokens, ...log } = event.log;
+      job.onProgress(log);
+    } else if (event.type === 'eval') job.onEval(event.log);
+    else if (event.type === 'executionProvider') job.onExecutionProvider(event.name);
+    else if (event.type === 'overLength') job.onNotice?.(overLengthNote(event.count, event.maxLength, APP_REMEDY));
+    else job.onPhase(event.message);
+  };
+}
+
+/** The options every run takes from the page's settings. */
+function commonOptions(job: TrainJob): TrainerOptions {
+  const { config } = job;
+  return {
+    modelDir: config.modelDir,
+    outDir: config.outDir,
+    method: config.method,
+    steps: config.steps,
+    batchSize: config.batchSize,
+    lr: config.lr,
+    optimizer: config.optimizer,
+    loraR: config.loraR,
+    loraAlpha: config.loraAlpha,
+    targets: config.targets,
+    seed: config.seed,
+    device: config.device,
+    saveEvery: config.checkpointEvery,
+    // A resumed run reads its rows (or contexts) and settings back from its own folder; both
+    // check them against, and evaluate, the held-out split (docs/design.md §Evaluation).
+    ...(job.resume ? { resume: config.outDir } : {}),
+    heldOut: { sessionIds: job.workspace.split().listed.filter((s) => s.heldOut).map((s) => s.id), samples: job.workspace.evaluationSamples('heldout') },
+  };
+}
+
+/**
+ * An on-policy run's options from the page's On-policy settings (docs/design.md §On-policy
+ * training): the PPO settings apply to the run's batches, the rest to its rollouts. Without a
+ * task file the contexts are the database's samples, with what came next after each (for the
+ * replay judge) and the rollouts captured live from this model.
+ */
+function onPolicyOptions(job: TrainJob, s: OnPolicySettings): OnPolicyTrainerOptions {
+  const { config } = job;
+  const fromDatabase = !job.resume && s.taskFile === undefined;
+  return {
+    ...commonOptions(job),
+    advantage: s.advantage, grpoStd: s.grpoStd, normalizeAdvantages: s.normalizeAdvantages, ppoEpochs: s.ppoEpochs,
+    onPolicy: { rollouts: s.rollouts, contextsPerStep: s.contextsPerStep, maxTurns: s.maxTurns, maxTokens: s.maxTokens, ...(s.taskFile !== undefined ? { taskFile: s.taskFile } : {}) },
+    dbPath: job.dbPath,
+    ...(fromDatabase ? { samples: job.workspace.trainingSamples({ method: config.method, rolloutsFor: config.modelDir, reactions: true }) } : {}),
+  };
+}
+
+/** The trainers behind the TrainingEngine seam, each loaded on the first fine-tune that needs it. */
 export const trainerEngine: TrainingEngine = {
   async run(job) {
-    const { startTraining } = await import('../train/trainer-thread.js');
     const { config } = job;
-    const result = await startTraining(
-      {
-        modelDir: config.modelDir,
-        outDir: config.outDir,
-        method: config.method,
-        steps: config.steps,
-        batchSize: config.batchSize,
-        lr: config.lr,
-        optimizer: config.optimizer,
-        loraR: config.loraR,
-        loraAlpha: config.loraAlpha,
-        targets: config.targets,
-        seed: config.seed,
-        device: config.device,
-        saveEvery: config.checkpointEvery,
-        ...(config.onPolicy ? { onPolicy: { ...config.onPolicy } } : {}),
-        // A resumed run reads its rows and settings back from its own folder; both check them
-        // against, and evaluate, the held-out split (docs/design.md §Evaluation).
-        ...(job.resume ? { resume: config.outDir } : { samples: job.workspace.trainingSamples({ method: config.method }) }),
-        heldOut: { sessionIds: job.workspace.split().listed.filter((s) => s.heldOut).map((s) => s.id), samples: job.workspace.evaluationSamples('heldout') },
-      },
-      {
-        signal: job.signal,
-        onEvent: (event) => {
-          if (event.type === 'step') {
-            const { execution_provider: _ep, epoch: _epoch, tokens: _tokens, ...log } = event.log;
-            job.onProgress(log);
-          } else if (event.type === 'eval') job.onEval(event.log);
-          else if (event.type === 'executionProvider') job.onExecutionProvider(event.name);
-          else if (event.type === 'overLength') job.onNotice?.(overLengthNote(event.count, event.maxLength, APP_REMEDY));
-          else job.onPhase(event.message);
-        },
-      },
-    );
+    if (config.onPolicy) {
+      const { startOnPolicyTraining } = await import('../onpolicy/onpolicy-thread.js');
+      const result = await startOnPolicyTraining(onPolicyOptions(job, config.onPolicy), { signal: job.signal, onEvent: forward(job) });
+      return { adapterDir: result.adapterDir, status: result.status };
+    }
+    const { startTraining } = await import('../train/trainer-thread.js');
+    const options = { ...commonOptions(job), ...(job.resume ? {} : { samples: job.workspace.trainingSamples({ method: config.method }) }) };
+    const result = await startTraining(options, { signal: job.signal, onEvent: forward(job) });
     return { adapterDir: result.adapterDir, status: result.status };
   },
 };
@@ -204,6 +235,10 @@ export class TrainingService {
     checkModelDir(config.modelDir);
     checkOutDir(config.outDir);
     if (config.onPolicy?.taskFile !== undefined) checkTaskFile(config.onPolicy.taskFile);
+    // The page has no replay judge for rollouts: an on-policy Binary RL run gets its rewards from a task file.
+    if (config.onPolicy && config.onPolicy.taskFile === undefined && config.method === 'rl') {
+      throw new UserError('On-policy Binary RL needs rewards for the rollouts: give a task file (answers to check), or choose OPD or Combine to learn from the hints.');
+    }
     // Refused here, before any run is listed, so the page shows why instead of a run that
     // "finishes" having learnt nothing (docs/design.md §At-least-one). A task file brings its
     // own contexts and rewards, so an on-policy run with one needs no labelled sample.

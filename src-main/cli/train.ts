@@ -16,6 +16,7 @@ import { defaultEpsHigh, OPTIMIZER_KINDS, overLengthNote, RECOMPUTE_AUTO_FROM, R
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 import { DEVICE_OPTION, deviceFlag } from './generate.js';
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS as P, type AdvantageEstimator } from '../../src-shared/rollout.js';
+import { isOnPolicyCommand, ON_POLICY_EPOCHS_NOTE, ON_POLICY_OPTIONS, ON_POLICY_STEPS_NOTE, runOnPolicy } from './train-on-policy.js';
 
 const num = (x: number) => String(x);
 const PPO = 'advantages and PPO epochs (docs/design.md §Advantage estimators)';
@@ -27,13 +28,15 @@ export const spec = {
     "Without --data it trains on the database's labelled samples. ADAPTER_DIR receives the PEFT adapter,\n" +
     'trainer_log.jsonl, dataset.jsonl and checkpoints/. Progress goes to stderr; Ctrl+C stops after the\n' +
     'current step and keeps a checkpoint. An --out folder that already holds a run is never written over\n' +
-    'silently: continue it with --resume, or start over with --overwrite.',
+    "silently: continue it with --resume, or start over with --overwrite. With --on-policy it trains on the\n" +
+    "model's own rollouts instead (of a task file's contexts, or the database's samples) and also writes\n" +
+    'episodes.jsonl and contexts.jsonl.',
   options: {
     model: { type: 'string', value: 'DIR', help: 'the base model (a Hugging Face checkpoint folder)', required: 'unless --resume' },
     out: { type: 'string', value: 'ADAPTER_DIR', help: 'the folder that receives the run', required: 'unless --resume' },
     method: { type: 'string', value: TRAIN_METHODS.join('|'), help: 'Binary RL, On-Policy Distillation or both', otherwise: D.method },
     data: { type: 'string', value: 'IN.jsonl', help: 'pre-tokenised rows to train on', otherwise: "the database's labelled samples" },
-    steps: { type: 'string', value: 'N', help: 'optimizer updates', otherwise: 'one epoch, ⌈rows / batch size⌉' },
+    steps: { type: 'string', value: 'N', help: 'training steps (a batch each; on-policy: a round of rollouts each)', otherwise: `one epoch, ⌈rows / batch size⌉; ${ON_POLICY_STEPS_NOTE}` },
     'batch-size': { type: 'string', value: 'B', help: 'samples per update', otherwise: num(D.batchSize) },
     lr: { type: 'string', value: 'X', help: 'learning rate, constant', otherwise: D.lr.toExponential() },
     optimizer: { type: 'string', value: OPTIMIZER_KINDS.join('|'), help: `the optimizer (AdamW betas ${D.betas.join('/')}, eps ${D.adamEps})`, otherwise: D.optimizer },
@@ -75,12 +78,13 @@ export const spec = {
     },
     'grpo-std': { type: 'boolean', group: PPO, help: "grpo: also divide by the group's standard deviation (+1e-6)" },
     'normalize-advantages': { type: 'boolean', group: PPO, help: "standardise the advantages over the batch's response tokens" },
-    'ppo-epochs': { type: 'string', value: 'E', group: PPO, help: 'passes over each batch, each minibatch one update against the same old', otherwise: num(P.ppoEpochs) },
+    'ppo-epochs': { type: 'string', value: 'E', group: PPO, help: 'passes over each batch, each minibatch one update against the same old', otherwise: `${num(P.ppoEpochs)}; ${ON_POLICY_EPOCHS_NOTE}` },
     minibatch: { type: 'string', value: 'M', group: PPO, help: 'rows per update within a batch, 0 the whole batch', otherwise: num(P.minibatch) },
     gamma: { type: 'string', value: 'X', group: PPO, help: "gae's discount γ", otherwise: num(P.gamma) },
     lambda: { type: 'string', value: 'X', group: PPO, help: "gae's trace λ", otherwise: num(P.lambda) },
     'value-clip': { type: 'string', value: 'X', group: PPO, help: "gae: how far a value may move from its start-of-batch value before the value loss's clip binds", otherwise: num(P.valueClip) },
     'value-coef': { type: 'string', value: 'X', group: PPO, help: "gae: the value loss's weight in the total loss", otherwise: num(P.valueCoef) },
+    ...ON_POLICY_OPTIONS,
     ...DB_OPTION,
     ...jsonOption('print the result as one JSON object'),
   },
@@ -113,7 +117,8 @@ function describe(event: TrainerEvent): string | null {
   const l = event.log;
   const gap = l.teacher_student_gap === null ? '' : ` gap ${l.teacher_student_gap.toFixed(4)}`;
   const ppo = (l.drift === undefined ? '' : ` drift ${l.drift.toExponential(2)}`) +
-    (l.value_loss === undefined ? '' : ` vloss ${l.value_loss.toFixed(4)}`) + (l.explained_variance === undefined ? '' : ` ev ${l.explained_variance.toFixed(3)}`);
+    (l.value_loss === undefined ? '' : ` vloss ${l.value_loss.toFixed(4)}`) + (l.explained_variance === undefined ? '' : ` ev ${l.explained_variance.toFixed(3)}`) +
+    (l.episodes === undefined ? '' : ` episodes ${l.episodes} reward ${l.episode_reward_mean === null || l.episode_reward_mean === undefined ? '–' : l.episode_reward_mean.toFixed(2)}`);
   return `step ${l.step}/${l.total_steps} loss ${l.loss.toFixed(4)} reward ${l.reward_mean.toFixed(2)} adv ${l.adv_mean.toFixed(4)}${gap} ` +
     `kl ${l.approx_kl.toExponential(2)} clip ${l.clipfrac.toFixed(3)}${ppo} |g| ${l.grad_norm.toFixed(4)} ${l.tokens_per_s.toFixed(0)} tok/s eta ${l.eta_s.toFixed(0)} s`;
 }
@@ -210,8 +215,10 @@ export const command: Command = async (argv) => {
     valueCoef: optionalNumber('value-coef', v['value-coef']),
   };
   if (options.resume && (options.initAdapter || options.dataFile)) throw new UsageError('--resume continues a run as it was: it takes no --init-adapter or --data');
-  if (!options.dataFile && !options.resume) Object.assign(options, await databaseSamples(v.db ?? defaultDbPath(), options.method ?? D.method));
-  else if (options.resume) options.heldOut = await databaseHeldOut(v.db, options.resume);
+  const onPolicy = isOnPolicyCommand(v);
+  // An on-policy run reads the database its own way (./train-on-policy.ts).
+  if (!onPolicy && !options.dataFile && !options.resume) Object.assign(options, await databaseSamples(v.db ?? defaultDbPath(), options.method ?? D.method));
+  else if (!onPolicy && options.resume) options.heldOut = await databaseHeldOut(v.db, options.resume);
   const controller = new AbortController();
   const onSignal = () => {
     process.stderr.write('stopping after the current step (a checkpoint is kept)…\n');
@@ -219,20 +226,21 @@ export const command: Command = async (argv) => {
   };
   process.once('SIGINT', onSignal);
   try {
-    const result = await startTraining(options, {
-      signal: controller.signal,
-      onEvent: (e) => {
-        const line = describe(e);
-        if (line) process.stderr.write(line + '\n');
-      },
-    });
+    const onEvent = (e: TrainerEvent) => {
+      const line = describe(e);
+      if (line) process.stderr.write(line + '\n');
+    };
+    const rollouts = onPolicy ? await runOnPolicy(v, options, controller.signal, onEvent) : null;
+    const result = rollouts ?? await startTraining(options, { signal: controller.signal, onEvent });
+    const episodes = rollouts ? { episodes: rollouts.episodes, episodes_file: rollouts.episodesFile } : {};
+    if (rollouts) process.stderr.write(`${rollouts.episodes} episode(s) in ${rollouts.episodesFile}\n`);
     process.stderr.write(`${result.status}: ${result.steps}/${result.totalSteps} steps on ${result.executionProvider}; adapter in ${result.adapterDir}\n`);
     if (v.json) {
       printJson({
         status: result.status, steps: result.steps, total_steps: result.totalSteps, execution_provider: result.executionProvider,
         adapter_dir: result.adapterDir, checkpoint_dir: result.checkpointDir, log: result.logFile, rows: result.rows,
         skipped: result.skipped, truncated: result.truncated, last: result.last, merged_dir: result.mergedDir ?? null,
-        held_out: result.heldOut, last_eval: result.lastEval, eval_file: result.evalFile,
+        held_out: result.heldOut, last_eval: result.lastEval, eval_file: result.evalFile, ...episodes,
       });
     }
     return result.status === 'finished' ? 0 : 1;

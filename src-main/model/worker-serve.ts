@@ -33,6 +33,19 @@ export function errorPayload(err: unknown): ErrorPayload {
 }
 
 /**
+ * {@link errorPayload}, except that a failed file operation (no space, no permission, a path
+ * that is a file) is the user's situation, not a bug: it travels as a UserError, reported in
+ * one line with no stack trace. Node's message names the operation and the path. For the
+ * long jobs (training) whose files are the user's.
+ */
+export function userFacingPayload(err: unknown): ErrorPayload {
+  const payload = errorPayload(err);
+  const e = err as NodeJS.ErrnoException;
+  if (typeof e?.code === 'string' && typeof e.syscall === 'string') return { ...payload, name: 'UserError', stack: undefined };
+  return payload;
+}
+
+/**
  * Answers the parent's requests with `handle`'s result or error. Requests run one at a time,
  * in order: ONNX Runtime sessions are not re-entrant here, and the caller's promises resolve
  * in the order they were made.

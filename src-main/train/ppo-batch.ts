@@ -82,6 +82,12 @@ export interface TrainBatchInput extends BatchState {
    * its rows, so a group's baseline does not depend on how the batches cut it.
    */
   groupPool?: readonly TrainRow[];
+  /**
+   * The teacher's log-probs of each row's response tokens, when the caller has them already
+   * (the on-policy trainer scores each episode's teacher as the episode finishes); absent:
+   * computed here from each row's `teacher` span ({@link teacherLogprobs}).
+   */
+  teacher?: readonly (Float32Array | undefined)[];
 }
 
 /** The minibatch order's randomness for step `step` of a run: a pure function of (seed, step), so a resumed run shuffles as the straight one did. */
@@ -98,13 +104,14 @@ export async function trainBatch(input: TrainBatchInput): Promise<BatchState & {
   checkInput(input);
   const { step, rows, settings } = input;
   const batch = padBatch(rows);
-  const teacher = await teacherLogprobs(step, settings.method, rows);
+  const teacher = input.teacher ? [...input.teacher] : await teacherLogprobs(step, settings.method, rows);
   if (settings.klBeta > 0) batch.refLogprobs = await step.baseLogprobs(batch);
   return isSingleUpdate(settings.ppo, rows.length) ? singleUpdate(input, batch, teacher) : ppoUpdates(input, batch, teacher);
 }
 
-function checkInput({ step, rows, settings, valueHead }: TrainBatchInput): void {
+function checkInput({ step, rows, settings, valueHead, teacher }: TrainBatchInput): void {
   if (rows.length === 0) throw new Error('trainBatch: no rows');
+  if (teacher && teacher.length !== rows.length) throw new Error('trainBatch: one teacher entry per row');
   const gae = settings.ppo.advantage === 'gae';
   if (gae !== step.valueHead) throw new Error(`trainBatch: the ${settings.ppo.advantage} estimator needs a training step ${gae ? 'with' : 'without'} a value head`);
   if (gae !== (valueHead !== undefined)) throw new Error(`trainBatch: a value head goes with the gae estimator only`);

@@ -13,7 +13,6 @@ import type { ModelConfig } from '../model/hf-checkpoint.js';
 import type { LinearTarget } from '../model/decoder.js';
 import type { Device } from '../model/ort-session.js';
 import type { TrainingSample } from '../../src-shared/views.js';
-import type { OnPolicySettings } from '../../src-shared/on-policy-api.js';
 import { DEFAULT_LORA } from './lora.js';
 import { readAdapter } from './peft.js';
 import type { HeldOutSet } from './train-eval.js';
@@ -76,8 +75,6 @@ export interface TrainerOptions {
   lambda?: number;
   valueClip?: number;
   valueCoef?: number;
-  /** Train on the model's own rollouts (docs/design.md §On-policy settings) instead of the rows as they are. */
-  onPolicy?: OnPolicySettings;
 }
 
 /** Everything a run was asked for; saved in every checkpoint, restored on resume. */

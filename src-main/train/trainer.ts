@@ -39,8 +39,9 @@ import { checkOutFolder, DATASET_FILE, holdsRun, prepareOutFolder } from './run-
 import { loraFrom, positiveInt, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from './run-settings.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
 import { initLora, loraSpecs } from './lora.js';
-import { LOG_FILE, readEvalLog, readLog, TrainerLog, type EvalLogLine, type StepLog } from './trainer-log.js';
-import { assertNoHeldOutRows, defaultEvalEvery, evaluatesAt, RunEvaluator } from './train-eval.js';
+import { LOG_FILE, readLog, TrainerLog, type EvalLogLine, type StepLog } from './trainer-log.js';
+import { assertNoHeldOutRows, defaultEvalEvery, RunEvaluator } from './train-eval.js';
+import { RunEvaluations } from './run-evaluations.js';
 import { writeMergedModel } from './merge.js';
 import { writeAdapter } from './peft.js';
 import { createTrainStep, type LoraWeights, type OptimizerKind, type OptimizerState, type TrainStep } from './training-step.js';
@@ -49,7 +50,7 @@ export { DATASET_FILE } from './run-folder.js';
 export type { RunSettings, TrainerOptions } from './run-settings.js';
 
 export type TrainerEvent =
-  | { type: 'status'; phase: 'loading' | 'preparing' | 'compiling' | 'training' | 'evaluating' | 'saving' | 'exporting'; message: string }
+  | { type: 'status'; phase: 'loading' | 'preparing' | 'compiling' | 'generating' | 'training' | 'evaluating' | 'saving' | 'exporting'; message: string }
   | { type: 'executionProvider'; name: string }
   /** Samples left out because they do not fit the run's max length (src-shared/training.ts overLengthNote). */
   | { type: 'overLength'; count: number; maxLength: number }
@@ -82,16 +83,18 @@ export interface TrainerHooks {
   shouldStop?: () => boolean;
 }
 
-function emptyOptimizerState(weights: LoraWeights, kind: OptimizerKind): OptimizerState {
+/** A new run's optimizer state: step 0, zero moments for AdamW. */
+export function emptyOptimizerState(weights: LoraWeights, kind: OptimizerKind): OptimizerState {
   const zeros = () => new Map([...weights].map(([k, v]) => [k, new Float32Array(v.length)]));
   return { step: 0, m: kind === 'adamw' ? zeros() : new Map(), v: kind === 'adamw' ? zeros() : new Map() };
 }
 
-function sha256(text: string): string {
+export function sha256(text: string): string {
   return crypto.createHash('sha256').update(text).digest('hex');
 }
 
-function firstNonFinite(weights: LoraWeights): string | null {
+/** The first tensor holding a NaN or ±Infinity, or null. */
+export function firstNonFinite(weights: LoraWeights): string | null {
   for (const [k, v] of weights) for (let i = 0; i < v.length; i++) if (!Number.isFinite(v[i]!)) return k;
   return null;
 }
@@ -203,9 +206,10 @@ function overLengthCount(p: Prepared): number {
  * unless one is given.
  */
 function resolveOptions(options: TrainerOptions): ResolvedOptions {
-  if (options.onPolicy) throw new UserError('on-policy training is not available in this build');
   if (!options.outDir && !options.resume) throw new UserError('a new run needs an output folder (--out)');
   const resumed = options.resume ? resumePoint(options.resume) : undefined;
+  // An on-policy run (src-main/onpolicy/) saves its rollout settings beside these; its own loop resumes it.
+  if (resumed && 'onPolicy' in resumed.settings) throw new UserError(`${resumed.root} holds an on-policy run: resume it as one (hindsight train --resume ${resumed.root} does)`);
   // Refuses a change the resume cannot make before any work starts.
   if (resumed) resumedSettings(resumed.settings, options);
   const modelDir = options.modelDir ?? resumed?.settings.modelDir;
@@ -216,7 +220,7 @@ function resolveOptions(options: TrainerOptions): ResolvedOptions {
 }
 
 /** The folder and saved settings of the run `--resume dir` continues. */
-function resumePoint(dir: string): { root: string; settings: RunSettings } {
+export function resumePoint(dir: string): { root: string; settings: RunSettings } {
   if (!fs.existsSync(dir)) throw new UserError(`--resume ${dir}: no such folder`);
   let found: string;
   try {
@@ -267,40 +271,6 @@ export async function train(options: TrainerOptions, hooks: TrainerHooks = {}): 
     return { ...result, heldOut: { sessions: heldOut.sessionIds.length, samples: heldOut.samples.length } };
   } finally {
     await step.close();
-  }
-}
-
-/** The evaluations of one run: when to measure, and where each measurement goes. */
-class RunEvaluations {
-  last: EvalLogLine | null = null;
-
-  constructor(
-    private readonly evaluator: RunEvaluator, private readonly step: TrainStep, private readonly log: TrainerLog,
-    private readonly emit: (e: TrainerEvent) => void, private readonly totalSteps: number, private readonly every: number,
-  ) {}
-
-  /** The base and teacher once, then the adapter at the start unless the resumed log has it. */
-  async start(done: number, weights: LoraWeights): Promise<void> {
-    this.emit({ type: 'status', phase: 'evaluating', message: `measuring ${this.evaluator.split.samples} held-out samples under the base model` });
-    await this.evaluator.begin(this.step);
-    this.last = readEvalLog(this.log.file).find((l) => l.step === done) ?? null;
-    if (!this.last) await this.measure(done, weights);
-  }
-
-  async after(done: number, weights: LoraWeights, force = false): Promise<void> {
-    if (this.last?.step === done || !(force || evaluatesAt(done, this.totalSteps, this.every))) return;
-    await this.measure(done, weights);
-  }
-
-  private async measure(done: number, weights: LoraWeights): Promise<void> {
-    this.emit({ type: 'status', phase: 'evaluating', message: `evaluating the held-out samples at step ${done}` });
-    this.last = await this.evaluator.measure(this.step, weights, done, this.totalSteps);
-    this.log.append(this.last);
-    this.emit({ type: 'eval', log: this.last });
-  }
-
-  writeReport(outDir: string): string | null {
-    return this.evaluator.writeReport(outDir);
   }
 }
 

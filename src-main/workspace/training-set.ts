@@ -14,6 +14,15 @@ import { readStats, sessionsWithoutSamples } from '../store/overview-reads.js';
 import { iterateBundles, type SampleRecord } from '../store/session-reads.js';
 import { countUnreviewedUncertain } from './review-queue.js';
 
+export interface TrainingSampleOptions {
+  method?: TrainMethod;
+  /** Attach the rollout of samples captured live from this model folder. */
+  rolloutsFor?: string;
+  format?: SessionFormat;
+  /** Attach what came next (`reaction`), which the on-policy replay judge reads. */
+  reactions?: boolean;
+}
+
 /** A stored sample with what training sees of it: its reward and the hint training uses. */
 function signalOf(s: SampleRecord): SampleRecord & { reward: Reward; hint: string | null; hinted: boolean } {
   const hint = hintForTraining(s.label);
@@ -28,7 +37,7 @@ function signalOf(s: SampleRecord): SampleRecord & { reward: Reward; hint: strin
  * rollout's log-probs for its own.
  */
 export function trainingSamples(
-  store: Store, heldOut: ReadonlySet<string>, options: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat } = {},
+  store: Store, heldOut: ReadonlySet<string>, options: TrainingSampleOptions = {},
 ): TrainingSample[] {
   const out: TrainingSample[] = [];
   const rolloutModel = options.rolloutsFor ? path.resolve(options.rolloutsFor) : null;
@@ -44,11 +53,17 @@ export function trainingSamples(
         hint: s.hint,
         repair: s.label.repair,
         keptByAtLeastOne: kept,
+        ...(options.reactions ? reactionOf(bundle, s) : {}),
         ...(rolloutModel && bundle.format === 'capture' ? rolloutOf(store, bundle.id, s.responseTurn, bundle.turns[s.responseTurn].text, rolloutModel) : {}),
       });
     }
   }
   return out;
+}
+
+/** What came next after a sample's reply (the user's reaction or a tool's output), when something did. */
+function reactionOf(bundle: { turns: readonly { text: string }[] }, s: SampleRecord): Pick<TrainingSample, 'reaction'> {
+  return s.feedbackTurn !== null && s.nextStateRole !== null ? { reaction: { role: s.nextStateRole, text: bundle.turns[s.feedbackTurn]?.text ?? '' } } : {};
 }
 
 /**
@@ -64,7 +79,7 @@ export function evaluationSamples(store: Store, include: (sessionId: string) => 
       out.push({
         sessionId: bundle.id, responseTurn: s.responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s),
         reward: s.reward, hint: s.hint, repair: s.label.repair, keptByAtLeastOne: false,
-        ...(s.feedbackTurn !== null && s.nextStateRole !== null ? { reaction: { role: s.nextStateRole, text: bundle.turns[s.feedbackTurn]?.text ?? '' } } : {}),
+        ...reactionOf(bundle, s),
       });
     }
   }

@@ -9,7 +9,7 @@
 // imports, judge runs and context-window changes save at once when they finish. Every
 // save is atomic (store/atomic-file.ts). An import runs in one SQL transaction: if any
 // input fails, everything it did is rolled back and the database file is not touched.
-import { UserError, type ImportedConversation, type SessionFormat, type SourceFormat } from '../../src-shared/types.js';
+import { UserError, type ImportedConversation, type SourceFormat } from '../../src-shared/types.js';
 import type {
   CheckReport, ContextWindowSetting, ExportFormat, ImportSummary, JudgeCandidate, LabelPatch, LabelView, ReviewItem,
   SampleView, SessionDetail, SessionFilter, SessionSplit, SessionSummary, SplitView, Stats, TrainingSample, VerdictProvenance, WorkspaceApi,
@@ -33,7 +33,7 @@ import { defaultOpenExport, emptySummary, importError, importOpened, type Opened
 import { judgeCandidates, recordVerdict, setManualLabel } from './label-edits.js';
 import { reviewQueue } from './review-queue.js';
 import { sampleViews, sessionDetail } from './session-views.js';
-import { checkReport, evaluationSamples, nothingToTrain, trainingSampleAt, trainingSamples } from './training-set.js';
+import { checkReport, evaluationSamples, nothingToTrain, trainingSampleAt, trainingSamples, type TrainingSampleOptions } from './training-set.js';
 import { clearSplitOverrides } from '../store/split-overrides.js';
 import { computeSplit, placeSessions, setPercent, splitView, type ComputedSplit } from './held-out.js';
 import type { TrainMethod } from '../../src-shared/training.js';
@@ -171,7 +171,7 @@ export class Workspace implements WorkspaceApi {
     return reviewQueue(this.store, limit);
   }
 
-  trainingSamples(options: { method?: TrainMethod; rolloutsFor?: string; format?: SessionFormat } = {}): TrainingSample[] {
+  trainingSamples(options: TrainingSampleOptions = {}): TrainingSample[] {
     return trainingSamples(this.store, this.computedSplit().heldOut, options);
   }
 

@@ -1,14 +1,15 @@
 // trainStart's optional `onPolicy` settings over the HTTP API (docs/design.md §On-policy
 // settings): every field validated and named when wrong, a task file that must exist, and the
-// settings reaching the trainer, which in this build refuses them in one line (the run is
-// listed as failed with that reason, as the Training page shows it).
+// settings reaching the on-policy trainer, whose run finishes with its episodes and its steps'
+// rollout metrics; Binary RL without a task file is refused (the page has no replay judge).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serveApp, type ServeHandle } from '../../src-main/api/serve-app.js';
 import { defaultOnPolicySettings } from '../../src-shared/on-policy-api.js';
-import type { TrainConfig, TrainRunInfo } from '../../src-shared/contract.js';
+import type { TrainConfig, TrainProgress, TrainRunInfo } from '../../src-shared/contract.js';
+import { EPISODES_FILE } from '../../src-shared/rollout.js';
 import { waitUntil } from '../helpers/deadlines.js';
 import { DEMO_MODEL, runInfo } from '../helpers/episodes.js';
 
@@ -65,21 +66,55 @@ describe('trainStart with onPolicy', () => {
     await expect(call('trainStart', config({ ...defaultOnPolicySettings(), taskFile: dir }))).rejects.toThrow(/is not a file/);
   });
 
-  it('hands the settings to the trainer, which says in one line that this build has no on-policy training', async () => {
+  it('runs an on-policy fine-tune from a task file: its episodes in the run folder, its steps with the rollout metrics', async () => {
     // An empty database: a task file brings its own contexts, so nothing-to-train does not apply.
     const taskFile = path.join(dir, 'tasks.jsonl');
     fs.writeFileSync(taskFile, JSON.stringify({ messages: [{ role: 'user', content: 'What is 2+2?' }], answer: '4' }) + '\n');
-    const onPolicy = { ...defaultOnPolicySettings(), advantage: 'grpo', grpoStd: true, rollouts: 3, taskFile };
+    const onPolicy = { ...defaultOnPolicySettings(), advantage: 'grpo', grpoStd: true, rollouts: 3, maxTokens: 24, taskFile };
     const { runId } = await call<{ runId: string }>('trainStart', config(onPolicy, 'onpolicy-run'));
-    const run = await waitUntil('the on-policy run to fail', async () => {
+    const run = await waitUntil('the on-policy run to end', async () => {
       const { runs } = await call<{ runs: TrainRunInfo[] }>('trainStatus');
-      return runs.find((r) => r.runId === runId && r.status === 'failed');
+      return runs.find((r) => r.runId === runId && r.status !== 'running');
     });
-    expect(run.error).toBe('on-policy training is not available in this build');
+    expect(run.error).toBeNull();
+    expect(run.status).toBe('finished');
     expect(run.config.onPolicy).toEqual(onPolicy);
+    const lines = fs.readFileSync(path.join(dir, 'onpolicy-run', EPISODES_FILE), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.map((e) => e.id)).toEqual(['tasks.jsonl:1#0@0', 'tasks.jsonl:1#1@0', 'tasks.jsonl:1#2@0', 'tasks.jsonl:1#0@1', 'tasks.jsonl:1#1@1', 'tasks.jsonl:1#2@1']);
+    expect(lines.every((e) => e.rewardSource === 'task')).toBe(true);
+    const { progress } = await call<{ progress: TrainProgress[] }>('trainMetrics', { runId });
+    expect(progress.map((p) => p.step)).toEqual([1, 2]);
+    for (const p of progress) {
+      expect(p).toMatchObject({ episodes: 3, episode_reward_mean: expect.any(Number) });
+      expect(p.drift).toBeLessThan(1e-3);
+    }
+  });
+
+  it('refuses on-policy Binary RL without a task file: the page has no replay judge', async () => {
+    await expect(call('trainStart', { ...config(defaultOnPolicySettings(), 'rl-run'), method: 'rl' })).rejects.toThrow(/On-policy Binary RL needs rewards for the rollouts: give a task file/);
   });
 
   it('without a task file, trains on the database, so an empty one is refused as before', async () => {
     await expect(call('trainStart', config(defaultOnPolicySettings(), 'no-data'))).rejects.toThrow(/nothing to train on: the database has no samples yet/);
+  });
+
+  it('without a task file, an OPD run generates from the hinted samples (none held out) and scores each rollout by the teacher', async () => {
+    await call('loadSampleData');
+    await call('judgeRun', { backend: 'heuristic', hints: true });
+    const onPolicy = { ...defaultOnPolicySettings(), rollouts: 2, contextsPerStep: 3, maxTokens: 16 };
+    const { runId } = await call<{ runId: string }>('trainStart', { ...config(onPolicy, 'opd-run'), method: 'opd', steps: 2 });
+    const run = await waitUntil('the OPD run to end', async () => {
+      const { runs } = await call<{ runs: TrainRunInfo[] }>('trainStatus');
+      return runs.find((r) => r.runId === runId && r.status !== 'running');
+    });
+    expect(run.error).toBeNull();
+    const episodes = fs.readFileSync(path.join(dir, 'opd-run', EPISODES_FILE), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    expect(episodes).toHaveLength(2 * 3 * 2);
+    const heldOut = new Set((await call<{ listed: { id: string; heldOut: boolean }[] }>('split')).listed.filter((s) => s.heldOut).map((s) => s.id));
+    expect(heldOut.size).toBeGreaterThan(0);
+    for (const e of episodes) {
+      expect(heldOut.has(e.contextId.split('/')[0])).toBe(false);
+      if (e.tokens.logprobs.length) expect(e).toMatchObject({ rewardSource: 'opd', teacherGap: expect.any(Array) });
+    }
   });
 });

@@ -9,7 +9,7 @@
 //     the OPD token gap show; the filters narrow the list.
 //   - Training: the PPO charts appear beside the loss for that run and not for a run without
 //     them; the On-policy section reveals its fields with their defaults, and a run started
-//     with it is refused by this build's trainer in a toast.
+//     with it from a task file trains on-policy to the end, its rollout metrics charted.
 // Screenshots: rollouts.png, training-on-policy.png.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StepLog } from '../../src-shared/trainer-log-line.js';
 import type { Episode } from '../../src-shared/rollout.js';
 import { episodesFileText, gapOf, runInfo, sampleEpisodes, writeEpisodes, writeRunsFile } from '../helpers/episodes.js';
-import { collectPageErrors, haveChromium, launchBrowser, openPage, recordToasts, reportMissingChromium, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle, type ToastRecord } from './helpers.js';
+import { collectPageErrors, haveChromium, launchBrowser, openPage, reportMissingChromium, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle } from './helpers.js';
 
 reportMissingChromium('rollouts.test.ts');
 
@@ -32,7 +32,6 @@ let serve: ServeHandle;
 let browser: Browser;
 let page: Page;
 let pageErrors: string[] = [];
-let toasts: ToastRecord;
 let episodes: Episode[];
 
 /** The steps of an on-policy run with `gae`: each carries drift, the value loss, the explained variance and the rollouts' reward. */
@@ -66,7 +65,6 @@ describe.skipIf(!haveChromium)('the Rollouts view and the On-policy section, in 
     browser = await launchBrowser();
     page = await openPage(browser, { viewport: { width: 1360, height: 900 } });
     pageErrors = collectPageErrors(page);
-    toasts = await recordToasts(page);
     await page.goto(serve.loginUrl);
   }, TEST_TIMEOUT_MS);
 
@@ -192,7 +190,7 @@ describe.skipIf(!haveChromium)('the Rollouts view and the On-policy section, in 
     expect(await page.locator('[data-testid=train-run-summary]').textContent()).toMatch(/on-policy, K 4, reward/);
   });
 
-  it('reveals the On-policy fields with their defaults, and shows the trainer’s refusal as a toast', async () => {
+  it('reveals the On-policy fields with their defaults, and trains on-policy from a task file', async () => {
     expect(await page.locator('[data-testid=op-rollouts]').count()).toBe(0);
     await page.locator('[data-testid=on-policy-toggle]').check();
     const value = (id: string) => page.locator(`[data-testid=${id}]`).inputValue();
@@ -218,18 +216,19 @@ describe.skipIf(!haveChromium)('the Rollouts view and the On-policy section, in 
     await page.setViewportSize({ width: 1360, height: 900 });
 
     await page.locator('[data-action=fine-tune]').click();
-    expect(await toasts.next('on-policy training is not available in this build')).toBe('Fine-tune failed: on-policy training is not available in this build');
-    await page.locator('[data-testid=train-status]', { hasText: 'failed' }).waitFor();
-    expect(await page.locator('[data-testid=train-run-error]').textContent()).toBe('on-policy training is not available in this build');
-    const { runs } = await serve.api<{ runs: { config: { steps: number; onPolicy?: unknown } }[] }>('trainStatus');
+    await page.locator('[data-testid=train-status]', { hasText: 'finished' }).waitFor();
+    const { runs } = await serve.api<{ runs: { config: { steps: number; onPolicy?: unknown; outDir: string } }[] }>('trainStatus');
     expect(runs.at(-1)!.config).toMatchObject({
       steps: 5,
       onPolicy: { rollouts: 3, ppoEpochs: 2, advantage: 'grpo', grpoStd: true, normalizeAdvantages: false, contextsPerStep: 4, maxTurns: 4, maxTokens: 256, taskFile: path.join(dir, 'tasks.jsonl') },
     });
-    // The refused run has no steps: its charts are the usual ones, without the PPO metrics.
-    await page.waitForFunction(() => document.querySelector('[data-chart=loss]')?.getAttribute('data-points') === '0');
-    expect(await page.locator('[data-chart=drift]').count()).toBe(0);
-    expect(await page.locator('[data-chart=episode_reward]').count()).toBe(0);
+    // The run's steps carry the rollout metrics, charted beside the loss.
+    await page.waitForFunction(() => document.querySelector('[data-chart=loss]')?.getAttribute('data-points') === '5');
+    for (const key of ['drift', 'episode_reward']) expect(await chartPoints(key), key).toBe(5);
+    expect(await page.locator('[data-chart=value_loss]').count()).toBe(0); // grpo: no value head
+    // Its episodes are on disk for the Rollouts view: one task, three rollouts a step.
+    const lines = fs.readFileSync(path.join(runs.at(-1)!.config.outDir, 'episodes.jsonl'), 'utf8').trim().split('\n');
+    expect(lines).toHaveLength(15);
   });
 
   it('logged no errors in the page', () => {

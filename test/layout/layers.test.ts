@@ -23,6 +23,7 @@ const LAYER_RANK: Record<string, number> = {
   rollout: 3,
   workspace: 4,
   eval: 4,
+  onpolicy: 4,
   openai: 5,
   capture: 6,
   api: 7,

@@ -1,0 +1,193 @@
+/**
+ * What an on-policy run is asked for and what it saves (docs/design.md §On-policy training):
+ * the offline trainer's options and settings (../train/run-settings.ts) plus the rollouts'
+ * own. Every setting is saved in every checkpoint, so a resume keeps it; those that decide
+ * which episodes a step generates (K, contexts per step, the limits, the sampling, where the
+ * contexts come from) cannot change on resume, the others (tool URL and timeout, the judge)
+ * can be given again.
+ */
+import path from 'node:path';
+import { ON_POLICY_DEFAULTS } from '../../src-shared/rollout.js';
+import { UserError } from '../../src-shared/types.js';
+import type { LlmJudgeSpec } from '../judge/backends.js';
+import type { ModelConfig } from '../model/hf-checkpoint.js';
+import type { ToolSchema } from '../rollout/tools.js';
+import { readToolSchemas } from '../rollout/user-tools.js';
+import { positiveInt, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from '../train/run-settings.js';
+import type { LoraConfig } from '../train/training-step.js';
+
+/** The on-policy part of a run's options; unset: the default (ON_POLICY_DEFAULTS), or on resume the run's own. */
+export interface OnPolicyOptions {
+  /** K: rollouts per context. */
+  rollouts?: number;
+  contextsPerStep?: number;
+  maxTurns?: number;
+  maxTokens?: number;
+  temperature?: number;
+  topP?: number;
+  toolErrorLimit?: number;
+  toolTimeoutMs?: number;
+  /** Contexts with checkable answers (`hindsight rollout`'s task file) instead of the database's samples. */
+  taskFile?: string;
+  /** Your own tools: a JSON array of OpenAI-style schemas, run at `toolUrl`. */
+  toolsFile?: string;
+  toolUrl?: string;
+  /** The replay judge that scores rollouts of database samples (rl, combine). */
+  judge?: LlmJudgeSpec;
+  /** Replay judge votes per rollout. */
+  votes?: number;
+}
+
+/** An on-policy run's options: the trainer's, less `--data`, plus the rollouts'. */
+export interface OnPolicyTrainerOptions extends Omit<TrainerOptions, 'onPolicy' | 'dataFile'> {
+  onPolicy: OnPolicyOptions;
+  /** The database search_history reads (read only); none: the tool is not offered. */
+  dbPath?: string;
+}
+
+/** The rollouts' settings, as every checkpoint of an on-policy run saves them. */
+export interface OnPolicyRunSettings {
+  rollouts: number;
+  contextsPerStep: number;
+  maxTurns: number;
+  maxTokens: number;
+  temperature: number;
+  topP: number;
+  toolErrorLimit: number;
+  toolTimeoutMs: number;
+  /** Where the contexts come from; they are kept in the run folder's contexts.jsonl either way. */
+  source: 'tasks' | 'database';
+  taskFile: string | null;
+  /** The user tools' schemas (read from the tools file when the run started) and where they run. */
+  userTools: ToolSchema[];
+  toolUrl: string | null;
+  /** The replay judge without its API key (which is never written to disk). */
+  judge: LlmJudgeSpec | null;
+  votes: number;
+}
+
+/** An on-policy run's settings: the offline trainer's and the rollouts'. */
+export interface OnPolicyTrainSettings extends RunSettings {
+  onPolicy: OnPolicyRunSettings;
+}
+
+/** How many judge votes each rollout gets by default. */
+export const DEFAULT_VOTES = 1;
+/** On-policy steps of a run when `steps` is not given. */
+export const DEFAULT_ON_POLICY_STEPS = 10;
+
+function checkSampling(s: Pick<OnPolicyRunSettings, 'temperature' | 'topP'>): void {
+  if (!(s.temperature >= 0) || !Number.isFinite(s.temperature)) throw new UserError(`temperature must be a finite number ≥ 0, got ${s.temperature}`);
+  if (!(s.topP > 0 && s.topP <= 1)) throw new UserError(`top-p must be in (0, 1], got ${s.topP}`);
+}
+
+/** A judge as the run keeps it: a local judge's folder resolved. */
+function resolvedJudge(judge: LlmJudgeSpec | undefined): LlmJudgeSpec | null {
+  if (!judge) return null;
+  return judge.backend === 'local' ? { ...judge, modelDir: path.resolve(judge.modelDir) } : judge;
+}
+
+/** A judge as a checkpoint saves it: without its API key. */
+function withoutKey(judge: LlmJudgeSpec | null): LlmJudgeSpec | null {
+  if (judge?.backend !== 'openai') return judge;
+  const { apiKey: _key, ...rest } = judge;
+  return rest;
+}
+
+/** The tools file's schemas and the URL they run at: both or neither. */
+function userToolSettings(o: OnPolicyOptions): Pick<OnPolicyRunSettings, 'userTools' | 'toolUrl'> {
+  if (!o.toolsFile && !o.toolUrl) return { userTools: [], toolUrl: null };
+  if (!o.toolsFile || !o.toolUrl) throw new UserError('--tools and --tool-url go together (the schemas, and where they run)');
+  return { userTools: readToolSchemas(o.toolsFile), toolUrl: o.toolUrl };
+}
+
+/**
+ * A new on-policy run's settings. Refuses, in one line, a run that would have no signal: rl
+ * without a task file or a judge (the rollouts would have no reward), opd on a task file (tasks
+ * carry no hint), a judge beside a task file (the tasks check their own answers).
+ */
+export function onPolicySettingsFrom(o: OnPolicyTrainerOptions & { modelDir: string }, lora: LoraConfig, model: ModelConfig): OnPolicyTrainSettings {
+  const d = ON_POLICY_DEFAULTS;
+  const p = o.onPolicy;
+  const base = settingsFrom({ ...o, ppoEpochs: o.ppoEpochs ?? d.ppoEpochs }, lora, model);
+  const s: OnPolicyRunSettings = {
+    rollouts: positiveInt('rollouts', p.rollouts ?? d.rollouts),
+    contextsPerStep: positiveInt('contexts per step', p.contextsPerStep ?? d.contextsPerStep),
+    maxTurns: positiveInt('max turns', p.maxTurns ?? d.maxTurns),
+    maxTokens: positiveInt('max tokens', p.maxTokens ?? d.maxTokens),
+    temperature: p.temperature ?? d.temperature,
+    topP: p.topP ?? d.topP,
+    toolErrorLimit: positiveInt('tool error limit', p.toolErrorLimit ?? d.toolErrorLimit),
+    toolTimeoutMs: positiveInt('tool timeout', p.toolTimeoutMs ?? d.toolTimeoutMs),
+    source: p.taskFile ? 'tasks' : 'database',
+    taskFile: p.taskFile ? path.resolve(p.taskFile) : null,
+    ...userToolSettings(p),
+    judge: resolvedJudge(p.judge),
+    votes: positiveInt('votes', p.votes ?? DEFAULT_VOTES),
+  };
+  checkSampling(s);
+  checkSignal(base.method, s);
+  return { ...base, onPolicy: s };
+}
+
+/** {@link checkSignal} on a new run's options, before anything is read. */
+export function checkOptionsSignal(method: RunSettings['method'], o: OnPolicyOptions): void {
+  checkSignal(method, { source: o.taskFile ? 'tasks' : 'database', judge: o.judge ?? null });
+}
+
+function checkSignal(method: RunSettings['method'], s: Pick<OnPolicyRunSettings, 'source' | 'judge'>): void {
+  if (s.source === 'tasks' && s.judge) throw new UserError('a task file checks its own answers: give --tasks or a replay judge (--judge-backend), not both');
+  if (s.source === 'tasks' && method === 'opd') {
+    throw new UserError('on-policy opd learns from hints, and a task file has none: use --method rl (or combine) with --tasks, or opd on the database\'s hinted samples');
+  }
+  if (method === 'rl' && s.source === 'database' && !s.judge) {
+    throw new UserError('on-policy rl needs a reward for each rollout: give --tasks FILE (answers to check) or a replay judge (--judge-backend local|openai), or train --method opd on hints');
+  }
+}
+
+/**
+ * A resumed run's settings: the saved ones with the options given again applied. Those that
+ * decide the episodes cannot change: another value is refused, the same one is fine.
+ */
+export function resumedOnPolicySettings(saved: OnPolicyTrainSettings, o: OnPolicyTrainerOptions): OnPolicyTrainSettings {
+  const base = resumedSettings(saved, o);
+  const s = saved.onPolicy;
+  const p = o.onPolicy;
+  const fixed = (name: string, given: unknown, has: unknown) => {
+    if (given !== undefined && JSON.stringify(given) !== JSON.stringify(has)) {
+      throw new UserError(`a resumed on-policy run keeps its ${name} (${JSON.stringify(has)}), so ${JSON.stringify(given)} cannot be asked for; drop the option, or start a new run`);
+    }
+  };
+  fixed('rollouts per context', p.rollouts, s.rollouts);
+  fixed('contexts per step', p.contextsPerStep, s.contextsPerStep);
+  fixed('max turns', p.maxTurns, s.maxTurns);
+  fixed('max tokens', p.maxTokens, s.maxTokens);
+  fixed('temperature', p.temperature, s.temperature);
+  fixed('top-p', p.topP, s.topP);
+  fixed('tool error limit', p.toolErrorLimit, s.toolErrorLimit);
+  fixed('task file', p.taskFile === undefined ? undefined : path.resolve(p.taskFile), s.taskFile);
+  const tools = p.toolsFile || p.toolUrl ? userToolSettings(p) : { userTools: s.userTools, toolUrl: s.toolUrl };
+  const judge = resolvedJudge(p.judge) ?? keyFromEnvironment(s.judge);
+  const next: OnPolicyRunSettings = {
+    ...s, ...tools, toolTimeoutMs: positiveInt('tool timeout', p.toolTimeoutMs ?? s.toolTimeoutMs), judge, votes: positiveInt('votes', p.votes ?? s.votes),
+  };
+  checkSignal(base.method, next);
+  return { ...base, onPolicy: next };
+}
+
+/** A saved openai judge gets its key back from the environment (it was not saved). */
+function keyFromEnvironment(judge: LlmJudgeSpec | null): LlmJudgeSpec | null {
+  if (judge?.backend !== 'openai') return judge;
+  const apiKey = process.env.HINDSIGHT_JUDGE_API_KEY;
+  return apiKey ? { ...judge, apiKey } : judge;
+}
+
+/** What a checkpoint saves of the settings: the judge without its key. */
+export function savedForm(settings: OnPolicyTrainSettings): OnPolicyTrainSettings {
+  return { ...settings, onPolicy: { ...settings.onPolicy, judge: withoutKey(settings.onPolicy.judge) } };
+}
+
+/** Whether saved trainer settings are an on-policy run's. */
+export function isOnPolicySettings(settings: unknown): settings is OnPolicyTrainSettings {
+  return typeof settings === 'object' && settings !== null && typeof (settings as { onPolicy?: unknown }).onPolicy === 'object' && (settings as { onPolicy?: unknown }).onPolicy !== null;
+}
