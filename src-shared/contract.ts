@@ -208,6 +208,7 @@ const trainConfig = object({
   device: oneOf(TRAIN_DEVICES),
   seed: integer({ min: 0 }),
   checkpointEvery: integer({ min: 0 }),
+  maxLength: optional(integer({ min: 16, max: 1_048_576 })),
   onPolicy: optional(onPolicyInput),
 });
 

@@ -24,6 +24,11 @@ export interface TrainConfig {
   device: TrainDevice;
   seed: number;
   checkpointEvery: number;
+  /**
+   * Tokens per sample (prompt + reply); absent: min(2,048, the model's positions). Longer chats
+   * keep their system turn and latest turns; a longer reply is skipped with a note.
+   */
+  maxLength?: number;
   /** Train on the model's own samples (docs/design.md §On-policy settings); absent: on the labelled samples as they are. */
   onPolicy?: OnPolicySettings;
 }

@@ -49,8 +49,8 @@ export interface TrainingEngine {
   run(job: TrainJob): Promise<{ adapterDir: string; status: 'finished' | 'cancelled' }>;
 }
 
-/** The page has no max-length field: longer samples train from the command line. */
-const APP_REMEDY = 'train them with hindsight train --max-length';
+/** What the page's reader can do about samples over the run's max length. */
+const APP_REMEDY = 'raise Max length (tokens) to train them';
 
 /** The trainer's events as the job's callbacks (the offline and the on-policy trainer send the same ones). */
 function forward(job: TrainJob): (event: TrainerEvent) => void {
@@ -82,6 +82,7 @@ function commonOptions(job: TrainJob): TrainerOptions {
     seed: config.seed,
     device: config.device,
     saveEvery: config.checkpointEvery,
+    ...(config.maxLength ? { maxLength: config.maxLength } : {}),
     // A resumed run reads its rows (or contexts) and settings back from its own folder; both
     // check them against, and evaluate, the held-out split (docs/design.md §Evaluation).
     ...(job.resume ? { resume: config.outDir } : {}),

@@ -111,6 +111,15 @@ function checkLr(lr: number): number {
   return lr;
 }
 
+/** The run's tokens per sample: the one asked for, which the model's positions must hold; else min(2,048, positions). */
+function maxLengthFor(asked: number | undefined, model: ModelConfig): number {
+  const positions = model.maxPositionEmbeddings;
+  if (asked === undefined) return Math.min(TRAIN_DEFAULTS.maxLength, positions);
+  const length = positiveInt('max length', asked);
+  if (length > positions) throw new UserError(`max length ${length} is more than the model's ${positions} positions (max_position_embeddings in config.json)`);
+  return length;
+}
+
 /** The settings of a new run: each option given, else its default. */
 export function settingsFrom(o: TrainerOptions & { modelDir: string }, lora: LoraConfig, model: ModelConfig): RunSettings {
   const d = TRAIN_DEFAULTS;
@@ -119,7 +128,7 @@ export function settingsFrom(o: TrainerOptions & { modelDir: string }, lora: Lor
     modelDir: path.resolve(o.modelDir),
     method,
     batchSize: positiveInt('batch size', o.batchSize ?? d.batchSize),
-    maxLength: positiveInt('max length', o.maxLength ?? Math.min(d.maxLength, model.maxPositionEmbeddings)),
+    maxLength: maxLengthFor(o.maxLength, model),
     seed: o.seed ?? d.seed,
     lora,
     optimizer: {

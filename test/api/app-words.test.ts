@@ -150,4 +150,26 @@ describe('a CUDA failure in the app', () => {
     expect(run!.error).toContain('npm run setup:gpu');
     expect(run!.error).not.toMatch(/--device/);
   });
+
+  it('the Max length field reaches the run: over the model\'s positions is refused in one line, a short one skips samples in the page\'s words', async () => {
+    const finished = async (runId: string): Promise<TrainRunInfo> => {
+      for (;;) {
+        const run = (await call<{ runs: TrainRunInfo[] }>('trainStatus')).runs.find((r) => r.runId === runId);
+        if (run && run.status !== 'running' && run.status !== 'cancelling') return run;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
+    const { sessions } = await call<{ sessions: { id: string }[] }>('listSessions', {});
+    for (const [i, s] of sessions.entries()) await call('setLabel', { sessionId: s.id, responseTurn: 1, patch: { reward: i === 0 ? 1 : -1 } });
+    const config = (outDir: string, maxLength: number): TrainConfig => ({
+      modelDir: MODEL, outDir: path.join(dir, outDir), method: 'rl', steps: 1, batchSize: 2, lr: 1e-3, optimizer: 'adamw',
+      loraR: 4, loraAlpha: 8, targets: ['q', 'v'], device: 'cpu', seed: 0, checkpointEvery: 0, maxLength,
+    });
+    const tooLong = await finished((await call<{ runId: string }>('trainStart', config('too-long', 4096))).runId);
+    expect(tooLong.status).toBe('failed');
+    expect(tooLong.error).toBe("max length 4096 is more than the model's 512 positions (max_position_embeddings in config.json)");
+    const short = await finished((await call<{ runId: string }>('trainStart', config('short', 16))).runId);
+    expect(`${short.error ?? ''} ${short.notice ?? ''}`).toContain('over 16 tokens');
+    await expect(call('trainStart', config('tiny', 4))).rejects.toThrow(/maxLength/);
+  });
 });
