@@ -60,7 +60,7 @@ describe.skipIf(!haveChromium)('the Rollouts view and the On-policy section, in 
     const many = Array.from({ length: MANY }, (_, i) => JSON.stringify({ ...episodes[i % 5]!, id: `many#${i}`, step: 1 + Math.floor(i / 16) }));
     writeEpisodes(path.join(dir, 'adapters', 'big-run'), many.join('\n') + '\n');
     writeRunsFile(dbPath, [runInfo('0f0f0f0f0f0f', path.join(dir, 'adapters', 'big-run'), undefined, Date.now() - 3_600_000), runInfo('a1b2c3d4e5f6', runDir)]);
-    fs.writeFileSync(path.join(dir, 'tasks.jsonl'), JSON.stringify({ messages: [{ role: 'user', content: 'What is 6 times 7?' }], answer: '42' }) + '\n');
+    fs.writeFileSync(path.join(dir, 'tasks.jsonl'), JSON.stringify({ messages: [{ role: 'user', content: 'Tell me a story.' }], answer_regex: '\\bLily\\b' }) + '\n');
     serve = await startServe(dbPath);
     browser = await launchBrowser();
     page = await openPage(browser, { viewport: { width: 1360, height: 900 } });
@@ -208,14 +208,10 @@ describe.skipIf(!haveChromium)('the Rollouts view and the On-policy section, in 
     await page.locator('[data-testid=op-task-file]').blur();
     await page.fill('[data-testid=train-steps]', '5');
     await page.locator('[data-testid=train-steps]').blur();
-    await page.mouse.move(0, 0);
-    // Tall enough for the whole form with the section open, beside the run's charts.
-    await page.setViewportSize({ width: 1360, height: 1400 });
-    await page.evaluate(() => document.querySelector('.content')!.scrollTo(0, 0));
-    await shot(page, 'training-on-policy');
-    await page.setViewportSize({ width: 1360, height: 900 });
 
     await page.locator('[data-action=fine-tune]').click();
+    // This run's own line (the page showed the earlier, finished run until now), then its end.
+    await page.locator('[data-testid=train-run-summary]', { hasText: 'on-policy, K 3, grpo' }).waitFor();
     await page.locator('[data-testid=train-status]', { hasText: 'finished' }).waitFor();
     const { runs } = await serve.api<{ runs: { config: { steps: number; onPolicy?: unknown; outDir: string } }[] }>('trainStatus');
     expect(runs.at(-1)!.config).toMatchObject({
@@ -229,6 +225,13 @@ describe.skipIf(!haveChromium)('the Rollouts view and the On-policy section, in 
     // Its episodes are on disk for the Rollouts view: one task, three rollouts a step.
     const lines = fs.readFileSync(path.join(runs.at(-1)!.config.outDir, 'episodes.jsonl'), 'utf8').trim().split('\n');
     expect(lines).toHaveLength(15);
+    // The screenshot shows this real run's charts beside the form that started it.
+    await page.mouse.move(0, 0);
+    // Tall enough for the whole form with the section open, beside the run's charts.
+    await page.setViewportSize({ width: 1360, height: 1400 });
+    await page.evaluate(() => document.querySelector('.content')!.scrollTo(0, 0));
+    await shot(page, 'training-on-policy');
+    await page.setViewportSize({ width: 1360, height: 900 });
   });
 
   it('logged no errors in the page', () => {
