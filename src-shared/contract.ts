@@ -180,6 +180,7 @@ const trlHandoff = object({
   gpus: integer({ min: 1, max: 4096 }),
   judgeUrl: optionalText(2000),
   judgeModel: optionalText(500),
+  includeHeldOut: optional(boolean()),
 });
 const replayStart = object({
   endpoint: string({ min: 1, max: 2000 }),
@@ -192,6 +193,7 @@ const replayStart = object({
   baseModel: optionalText(1000),
   method: oneOf(OPENCLAW_METHODS),
   judgeUrl: optionalText(2000),
+  includeHeldOut: optional(boolean()),
 });
 
 const trainConfig = object({

@@ -19,6 +19,21 @@ export interface TrlHandoffOptions {
   /** For grpo: the judge's OpenAI-compatible base URL and model (written as defaults, changeable by env). */
   judgeUrl?: string;
   judgeModel?: string;
+  /** Put the held-out sessions into the training datasets too (`--include-heldout`). */
+  includeHeldOut?: boolean;
+}
+
+/**
+ * The held-out sessions (docs/design.md §Evaluation) of a hand-off: left out of what the
+ * cluster trains on unless `included`.
+ */
+export interface HeldOutHandoff {
+  /** Held-out sessions that had something to hand off. */
+  sessions: number;
+  /** Their samples. */
+  samples: number;
+  /** True when `--include-heldout` put them into the training data. */
+  included: boolean;
 }
 
 export interface TrlHandoffResult {
@@ -27,6 +42,8 @@ export interface TrlHandoffResult {
   /** Each dataset file with its line count. */
   datasets: { file: string; lines: number }[];
   files: string[];
+  /** What became of the held-out sessions; `datasets` are their files under heldout/ (none when included). */
+  heldOut: HeldOutHandoff & { datasets: { file: string; lines: number }[] };
 }
 
 export interface ReplayOptions {
@@ -46,6 +63,8 @@ export interface ReplayOptions {
   method: OpenclawMethod;
   judgeUrl?: string;
   loraR?: number;
+  /** Replay the held-out sessions too (`--include-heldout`); they are skipped otherwise. */
+  includeHeldOut?: boolean;
 }
 
 export type ReplayState = 'idle' | 'running' | 'stopping' | 'stopped' | 'finished' | 'failed';
@@ -60,6 +79,8 @@ export interface ReplayProgress {
   sessions: number;
   /** Sessions left unfinished because a turn was in flight when an earlier run was killed. */
   abandoned: number;
+  /** The held-out sessions skipped (or, when included, replayed); null until the replay is planned. */
+  heldOut: HeldOutHandoff | null;
   error: string | null;
 }
 
@@ -78,4 +99,10 @@ export interface ReplayRequest {
 export interface ReplaySession {
   sessionId: string;
   requests: ReplayRequest[];
+}
+
+/** What a replay sends, and the held-out sessions it skipped (or, included, sends too). */
+export interface ReplayPlan {
+  sessions: ReplaySession[];
+  heldOut: HeldOutHandoff;
 }

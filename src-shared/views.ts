@@ -1,7 +1,7 @@
 // The data-side facade that the CLI, the app's API service and `serve` all call.
 // src-main/workspace/workspace.ts implements it over the store, the importers, the pipeline and
 // the exporters; this file fixes its shape so the UI and the CLI can be built against it.
-import type { ReplaySession, TrlHandoffOptions, TrlHandoffResult } from './handoff.js';
+import type { ReplayPlan, TrlHandoffOptions, TrlHandoffResult } from './handoff.js';
 import type { JudgeInput, JudgeVerdict, LabelSource, Reward, Role, SessionFormat, SourceFormat, ToolCall, TurnClass, Vote } from './types.js';
 import type { TrainMethod } from './training.js';
 import type { CompositeScore } from './composite.js';
@@ -281,12 +281,16 @@ export interface WorkspaceApi {
   contextWindow(): ContextWindowSetting;
   /** Changes the context window and recomputes every sample's context; labels stay. */
   setContextWindow(window: ContextWindowSetting): void;
-  exportJsonl(format: ExportFormat, outPath: string): Promise<{ lines: number; path: string }>;
+  /**
+   * Writes one export format: every session, held-out ones included (an export is a dataset, not
+   * a training run), unless `leaveOutHeldOut` (a replay's record of what it sent).
+   */
+  exportJsonl(format: ExportFormat, outPath: string, options?: { leaveOutHeldOut?: boolean }): Promise<{ lines: number; path: string }>;
   previewExport(format: ExportFormat, lines: number): string[];
   /** Writes a TRL hand-off folder (docs/design.md §Hand-off). */
   handoffTrl(options: TrlHandoffOptions): TrlHandoffResult;
-  /** The requests a replay to OpenClaw-RL sends, session by session. */
-  replayPlan(): ReplaySession[];
+  /** The requests a replay to OpenClaw-RL sends, session by session; held-out sessions only when included. */
+  replayPlan(options?: { includeHeldOut?: boolean }): ReplayPlan;
   /** Saves pending changes now (they are otherwise saved shortly after each change). */
   flush(): void;
   close(): void;

@@ -1,13 +1,14 @@
 // The Export page's "For a GPU cluster" calls (docs/design.md §Hand-off): writing a TRL hand-off
 // folder, and one OpenClaw-RL replay at a time in the background, whose progress the page
-// polls. Stopping a replay lets the turns in flight finish; starting it again with the same
+// polls. Held-out sessions stay out of both unless the page's checkbox puts them in, and the
+// result says how many were left out. Stopping a replay lets the turns in flight finish; starting it again with the same
 // folder resumes it (src-main/openai/replay-client.ts).
 import { UserError } from '../../src-shared/types.js';
 import type { ReplayOptions, ReplayProgress, TrlHandoffOptions, TrlHandoffResult } from '../../src-shared/handoff.js';
 import type { WorkspaceApi } from '../../src-shared/views.js';
 import { openclawHandoff } from '../openai/openclaw-handoff.js';
 
-const IDLE: ReplayProgress = { state: 'idle', outDir: null, sent: 0, total: 0, sessionsDone: 0, sessions: 0, abandoned: 0, error: null };
+const IDLE: ReplayProgress = { state: 'idle', outDir: null, sent: 0, total: 0, sessionsDone: 0, sessions: 0, abandoned: 0, heldOut: null, error: null };
 
 export class HandoffService {
   private progress: ReplayProgress = { ...IDLE };
@@ -25,7 +26,11 @@ export class HandoffService {
     const controller = new AbortController();
     this.controller = controller;
     this.progress = { ...IDLE, state: 'running', outDir: options.outDir };
-    this.running = openclawHandoff(this.workspace(), options, { signal: controller.signal, onProgress: (c) => (this.progress = { ...this.progress, ...c }) })
+    this.running = openclawHandoff(this.workspace(), options, {
+      signal: controller.signal,
+      onPlanned: (heldOut) => (this.progress = { ...this.progress, heldOut }),
+      onProgress: (c) => (this.progress = { ...this.progress, ...c }),
+    })
       .then(({ summary }) => {
         const error = summary.failures.length ? `${summary.failures.length} session(s) failed, e.g. ${summary.failures[0]!.sessionId}: ${summary.failures[0]!.error}` : null;
         this.progress = { ...this.progress, ...summary, state: summary.stopped ? 'stopped' : error ? 'failed' : 'finished', error };

@@ -9,7 +9,8 @@ export const spec = {
   synopsis: '--format FORMAT --out FILE [options]',
   about: 'Writes one JSONL dataset, atomically; the same database always gives the same bytes.\n' +
     'samples and openclaw write every sample; kto the samples labelled ±1; sft the replies labelled +1\n' +
-    'or repaired; dpo regenerations with a different text and repairs; sdft the samples with a hint.',
+    'or repaired; dpo regenerations with a different text and repairs; sdft the samples with a hint.\n' +
+    'Every session is exported, held-out ones included; `hindsight handoff` leaves them out of training.',
   options: {
     format: { type: 'string', value: EXPORT_FORMATS.join('|'), help: 'the dataset format', required: true },
     out: { type: 'string', value: 'FILE', help: 'the JSONL file to write', required: true },

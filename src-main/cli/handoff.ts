@@ -2,7 +2,7 @@
 // to a GPU cluster's trainer. trl writes a folder to run there (src-main/workspace/handoff-trl.ts);
 // openclaw-rl replays the recorded sessions into the cluster's server
 // (src-main/openai/openclaw-handoff.ts), with a progress bar on stderr, resuming from --out.
-import { OPENCLAW_METHODS, TRL_METHODS, type OpenclawMethod, type TrlMethod } from '../../src-shared/handoff.js';
+import { OPENCLAW_METHODS, TRL_METHODS, type HeldOutHandoff, type OpenclawMethod, type TrlMethod } from '../../src-shared/handoff.js';
 import { openclawHandoff } from '../openai/openclaw-handoff.js';
 import type { ReplayCounts } from '../openai/replay-client.js';
 import { withWorkspace } from '../workspace/workspace.js';
@@ -14,7 +14,9 @@ export const spec = {
   about: "Hands the database's data to a GPU cluster's trainer. For TRL it writes the datasets, train.py,\n" +
     'accelerate configs (1 GPU, N GPUs with FSDP or ZeRO-3), requirements.txt and README.md. For OpenClaw-RL\n' +
     'it replays the recorded sessions turn by turn into the server at --endpoint (run it again to resume),\n' +
-    'and writes openclaw.env, README.md and the openclaw export lines of what was sent.',
+    'and writes openclaw.env, README.md and the openclaw export lines of what was sent.\n' +
+    'Held-out sessions (see `hindsight split`) are never trained on: TRL gets them in heldout/ instead of\n' +
+    'data/, for evaluation, and OpenClaw-RL does not get them; stderr says how many were left out.',
   options: {
     to: { type: 'string', value: 'trl|openclaw-rl', help: 'the trainer to hand the data to', required: true },
     out: { type: 'string', value: 'DIR', help: 'the folder that receives the hand-off', required: true },
@@ -33,6 +35,7 @@ export const spec = {
     concurrency: { type: 'string', value: 'N', help: 'openclaw-rl: sessions replayed at once', otherwise: '4' },
     'pace-ms': { type: 'string', value: 'MS', help: 'openclaw-rl: pause between requests of one session', otherwise: '0' },
     'max-tokens': { type: 'string', value: 'N', help: "openclaw-rl: max_tokens of each request", otherwise: "the server's default" },
+    'include-heldout': { type: 'boolean', default: false, help: 'train on the held-out sessions too: trl puts them in data/ (no heldout/), openclaw-rl replays them' },
     ...DB_OPTION,
     ...jsonOption('print the result as one JSON object'),
   },
@@ -43,6 +46,14 @@ function oneOf<T extends string>(flag: string, value: string | undefined, allowe
   if (value === undefined) return fallback;
   if (!(allowed as readonly string[]).includes(value)) throw new UsageError(`--${flag} must be one of ${allowed.join(', ')}, got '${value}'`);
   return value as T;
+}
+
+/** One line on stderr saying what became of the held-out sessions. */
+export function heldOutNote(h: HeldOutHandoff, to: 'trl' | 'openclaw-rl'): string {
+  const what = `${h.sessions} held-out session(s) (${h.samples} sample(s))`;
+  if (h.included) return `included ${what} in the training data (--include-heldout)\n`;
+  const where = to === 'trl' ? 'out of data/; they are in heldout/ for evaluation' : 'out of the replay';
+  return `left ${what} ${where}; --include-heldout trains on them\n`;
 }
 
 /** `[#####.....] 12/40 turns · 3/10 sessions`, redrawn in place. */
@@ -66,8 +77,10 @@ export const command: Command = async (argv) => {
       ...(v['init-adapter'] ? { initAdapter: v['init-adapter'] } : {}),
       ...(v['judge-url'] ? { judgeUrl: v['judge-url'] } : {}),
       ...(v['judge-model'] ? { judgeModel: v['judge-model'] } : {}),
+      includeHeldOut: v['include-heldout'] === true,
     };
     const result = await withWorkspace(db, (ws) => ws.handoffTrl(options));
+    process.stderr.write(heldOutNote(result.heldOut, 'trl'));
     if (v.json) printJson(result);
     else {
       for (const d of result.datasets) process.stdout.write(`${d.file}: ${d.lines} line(s)\n`);
@@ -96,14 +109,19 @@ export const command: Command = async (argv) => {
             ...(v['max-tokens'] ? { maxTokens: intFlag('max-tokens', v['max-tokens'], 0, 1) } : {}),
             ...(v['base-model'] ? { baseModel: v['base-model'] } : {}),
             ...(v['judge-url'] ? { judgeUrl: v['judge-url'] } : {}),
+            includeHeldOut: v['include-heldout'] === true,
           },
-          { signal: controller.signal, onProgress: (c) => process.stderr.write(tty ? `\r${progressBar(c)}` : '') },
+          {
+            signal: controller.signal,
+            onPlanned: (heldOut) => process.stderr.write(heldOutNote(heldOut, 'openclaw-rl')),
+            onProgress: (c) => process.stderr.write(tty ? `\r${progressBar(c)}` : ''),
+          },
         ),
       );
       const s = run.summary;
       process.stderr.write(`${tty ? '\r' : ''}${progressBar(s)}\n`);
       for (const f of s.failures) process.stderr.write(`session ${f.sessionId}, request ${f.index}: ${f.error}\n`);
-      if (v.json) printJson({ outDir: run.outDir, ...s });
+      if (v.json) printJson({ outDir: run.outDir, ...s, heldOut: run.heldOut });
       else process.stdout.write(`${s.stopped ? 'stopped; run the same command again to resume' : 'replay finished'}: ${s.sent}/${s.total} turns answered, ${s.sessionsDone}/${s.sessions} sessions done; settings in ${run.outDir}/openclaw.env\n`);
       return s.failures.length ? 1 : 0;
     } finally {

@@ -9,17 +9,20 @@ import { iterateBundles } from '../store/session-reads.js';
 import { sessionLines } from './formats.js';
 import { writeJsonl } from './writer.js';
 
-function* exportLines(store: Store, format: ExportFormat): Generator<string> {
+function* exportLines(store: Store, format: ExportFormat, keep: (sessionId: string) => boolean = () => true): Generator<string> {
   if (!EXPORT_FORMATS.includes(format)) throw new UserError(`unknown export format '${format}'; choose one of ${EXPORT_FORMATS.join(', ')}`);
-  for (const bundle of iterateBundles(store)) yield* sessionLines(format, bundle);
+  for (const bundle of iterateBundles(store)) if (keep(bundle.id)) yield* sessionLines(format, bundle);
 }
 
-/** Writes the export to `outPath` atomically; refuses to overwrite the database or a file it keeps. */
-export function exportToFile(store: Store, format: ExportFormat, outPath: string): { lines: number; path: string } {
+/**
+ * Writes the export to `outPath` atomically; refuses to overwrite the database or a file it keeps.
+ * Every session by default (held-out ones too: docs/design.md §Exports); `keep` narrows it.
+ */
+export function exportToFile(store: Store, format: ExportFormat, outPath: string, keep?: (sessionId: string) => boolean): { lines: number; path: string } {
   const resolved = path.resolve(outPath);
   const role = databaseFileRole(store.path, resolved);
   if (role) throw new UserError(`${outPath}: that is ${role}; choose another output file`);
-  const lines = writeJsonl(resolved, exportLines(store, format));
+  const lines = writeJsonl(resolved, exportLines(store, format, keep));
   return { lines, path: resolved };
 }
 

@@ -1,7 +1,7 @@
 // The non-Python files of a TRL hand-off (docs/design.md §Hand-off): accelerate configs for one
 // GPU and for N GPUs (FSDP, DeepSpeed ZeRO-3), requirements.txt with the versions the files
 // were written for, and the README with the exact commands.
-import type { TrlMethod } from '../../src-shared/handoff.js';
+import type { HeldOutHandoff, TrlMethod } from '../../src-shared/handoff.js';
 
 /** The package versions train.py and the configs were written against. */
 export const TRL_REQUIREMENTS: readonly [string, string][] = [
@@ -66,6 +66,7 @@ export interface ReadmeFacts {
   gpus: number;
   initAdapter: string | null;
   datasets: { file: string; lines: number }[];
+  heldOut: HeldOutHandoff & { datasets: { file: string; lines: number }[] };
   lora: { r: number; alpha: number; targets: string[] };
 }
 
@@ -77,8 +78,16 @@ const TRAINER: Record<TrlMethod, string> = {
   grpo: 'GRPOTrainer on data/grpo.jsonl (prompt plus the recorded next state), rewarded by reward.py asking a judge endpoint',
 };
 
+/** What the README says of the held-out sessions: where they went, and that training must not see them. */
+function heldOutSection(h: ReadmeFacts['heldOut']): string {
+  const what = `${h.sessions} held-out session(s), ${h.samples} sample(s)`;
+  if (h.included) return `The ${what}, kept apart for evaluation at home, are in \`data/\` too (\`--include-heldout\`): evaluate elsewhere.`;
+  return `The ${what}, are left out of \`data/\`: Hindsight never trains on them (they measure whether a fine-tune helped).
+\`heldout/\` has their datasets in the same fields, to evaluate the adapter on; do not train on it.`;
+}
+
 export function trlReadme(f: ReadmeFacts): string {
-  const data = f.datasets.map((d) => `| \`${d.file}\` | ${d.lines} |`).join('\n');
+  const data = [...f.datasets, ...f.heldOut.datasets].map((d) => `| \`${d.file}\` | ${d.lines} |`).join('\n');
   return `# Hindsight hand-off: TRL
 
 Written by \`hindsight handoff --to trl\`. Base model: \`${f.baseModel}\`. Method: **${f.method}**: ${TRAINER[f.method]}.
@@ -87,6 +96,8 @@ LoRA as Hindsight trains it: r ${f.lora.r}, alpha ${f.lora.alpha}, targets ${f.l
 | dataset | lines |
 | --- | --- |
 ${data}
+
+${heldOutSection(f.heldOut)}
 
 ## On the cluster
 

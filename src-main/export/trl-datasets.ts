@@ -12,6 +12,11 @@
 //
 // The first three are the `hindsight export` lines themselves (./formats.ts); sdft drops the
 // export's `teacher_prompt`, which TRL's SDFT script refuses.
+//
+// A hand-off writes them twice over (docs/design.md §Hand-off): `data/` with the sessions the
+// cluster trains on, `heldout/` with the held-out sessions, for its evaluation only.
+import fs from 'node:fs';
+import path from 'node:path';
 import type { TrlMethod } from '../../src-shared/handoff.js';
 import type { Store } from '../store/database.js';
 import { iterateBundles, type SessionBundle } from '../store/session-reads.js';
@@ -50,18 +55,33 @@ function* sdftLines(bundle: SessionBundle): Generator<string> {
   }
 }
 
-export function* datasetLines(store: Store, method: TrlMethod): Generator<string> {
+/** Which sessions go into a set of datasets. */
+export type SessionFilter = (sessionId: string) => boolean;
+
+export function* datasetLines(store: Store, method: TrlMethod, keep: SessionFilter = () => true): Generator<string> {
   for (const bundle of iterateBundles(store)) {
+    if (!keep(bundle.id)) continue;
     if (method === 'grpo') yield* grpoLines(bundle);
     else if (method === 'sdft') yield* sdftLines(bundle);
     else yield* sessionLines(method, bundle);
   }
 }
 
-/** Writes every dataset under `dir`; returns each file with its line count. */
-export function writeTrlDatasets(store: Store, dir: string): { file: string; lines: number }[] {
+/** Writes every dataset of the sessions `keep` accepts to `folder` under `dir`; returns each file with its line count. */
+export function writeTrlDatasets(store: Store, dir: string, folder: string, keep: SessionFilter): { file: string; lines: number }[] {
+  fs.mkdirSync(path.join(dir, folder), { recursive: true });
   return (Object.keys(DATASET_FILES) as TrlMethod[]).map((method) => {
-    const file = `data/${DATASET_FILES[method]}`;
-    return { file, lines: writeJsonl(`${dir}/${file}`, datasetLines(store, method)) };
+    const file = `${folder}/${DATASET_FILES[method]}`;
+    return { file, lines: writeJsonl(path.join(dir, file), datasetLines(store, method, keep)) };
   });
+}
+
+/** Removes the dataset files an earlier hand-off wrote to `folder` (and the folder when that empties it). */
+export function removeTrlDatasets(dir: string, folder: string): void {
+  for (const name of Object.values(DATASET_FILES)) fs.rmSync(path.join(dir, folder, name), { force: true });
+  try {
+    fs.rmdirSync(path.join(dir, folder));
+  } catch {
+    // absent, or it holds files of the user's own: left as it is
+  }
 }

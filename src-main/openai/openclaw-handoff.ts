@@ -6,12 +6,15 @@
 //                         (rl | opd | combine), the judge/PRM endpoint, the served endpoint
 //   README.md             what runs where, the commands, what comes back
 //   sent.openclaw.jsonl   the `openclaw` export lines: the record of what was replayed
+//
+// Held-out sessions are skipped (the server trains on whatever it is sent), unless
+// `includeHeldOut`; either way the run says how many (docs/design.md §Hand-off).
 //   progress.jsonl        the replay's progress (resume reads it)
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
-import type { ReplayOptions } from '../../src-shared/handoff.js';
+import type { HeldOutHandoff, ReplayOptions } from '../../src-shared/handoff.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
 import { PEFT_MODULE_NAMES } from '../train/lora.js';
 import type { WorkspaceApi } from '../../src-shared/views.js';
@@ -63,7 +66,7 @@ recorded sessions by replaying them into that server, turn by turn.
 
 - **Cluster**: OpenClaw-RL (slime: Ray + Megatron) with its API server. Start it with the settings in \`openclaw.env\`
   (model \`MODEL_PATH\`, LoRA rank and alpha, \`TRAIN_METHOD\` rl | opd | combine, the judge/PRM at \`PRM_URL\`).
-- **This machine**: \`hindsight handoff --to openclaw-rl --endpoint ${o.endpoint} --out ${o.outDir}\` sends every recorded
+- **This machine**: \`hindsight handoff --to openclaw-rl --endpoint ${o.endpoint} --out ${o.outDir}${o.includeHeldOut ? ' --include-heldout' : ''}\` sends every recorded
   user or tool message with \`X-Session-Id\`, \`X-Turn-Type\` (main or side, Hindsight's classification) and
   \`X-Session-Done\` on a session's last turn. The server writes its own replies; the user's real follow-ups arrive as
   their next states.
@@ -71,6 +74,10 @@ recorded sessions by replaying them into that server, turn by turn.
 Run the same command again to resume: \`progress.jsonl\` says what was answered, and no turn is sent twice (a session
 whose turn was in flight when the replay was killed is left as it is and counted abandoned).
 \`sent.openclaw.jsonl\` holds the \`openclaw\` export lines of the sessions replayed, the record of what was sent.
+
+${o.includeHeldOut
+    ? 'The held-out sessions, which Hindsight keeps apart to measure whether a fine-tune helped, are replayed too (`--include-heldout`).'
+    : 'Held-out sessions, which Hindsight keeps apart to measure whether a fine-tune helped, are not replayed: the server trains on\nwhat it is sent. `--include-heldout` replays them too.'}
 
 ## What comes back
 
@@ -82,10 +89,18 @@ back and use it with \`hindsight score|generate|serve --adapter DIR\` or \`hinds
 export interface OpenclawHandoffRun {
   outDir: string;
   summary: ReplaySummary;
+  heldOut: HeldOutHandoff;
+}
+
+export interface OpenclawHandoffHooks {
+  onProgress?: (c: ReplayCounts) => void;
+  /** Once the plan is made, before the first request: the held-out sessions skipped or included. */
+  onPlanned?: (heldOut: HeldOutHandoff) => void;
+  signal?: AbortSignal;
 }
 
 /** Writes the launch settings and the record, then replays (resuming from --out's progress file). */
-export async function openclawHandoff(ws: WorkspaceApi, options: ReplayOptions, hooks: { onProgress?: (c: ReplayCounts) => void; signal?: AbortSignal } = {}): Promise<OpenclawHandoffRun> {
+export async function openclawHandoff(ws: WorkspaceApi, options: ReplayOptions, hooks: OpenclawHandoffHooks = {}): Promise<OpenclawHandoffRun> {
   let endpoint: URL;
   try {
     endpoint = new URL(options.endpoint);
@@ -96,12 +111,15 @@ export async function openclawHandoff(ws: WorkspaceApi, options: ReplayOptions, 
   if (!Number.isInteger(options.concurrency) || options.concurrency < 1) throw new UserError(`--concurrency must be a whole number ≥ 1`);
   const outDir = path.resolve(options.outDir);
   fs.mkdirSync(outDir, { recursive: true });
-  const plan = ws.replayPlan();
+  const includeHeldOut = options.includeHeldOut === true;
+  const { sessions: plan, heldOut } = ws.replayPlan({ includeHeldOut });
+  hooks.onPlanned?.(heldOut);
   const requests = plan.reduce((n, s) => n + s.requests.length, 0);
   const envPath = path.join(outDir, 'openclaw.env');
   writeFileAtomicSync(envPath, Buffer.from(envFile(options, { sessions: plan.length, requests }, previousEnv(envPath))));
   writeFileAtomicSync(path.join(outDir, 'README.md'), Buffer.from(readme({ ...options, outDir })));
-  await ws.exportJsonl('openclaw', path.join(outDir, 'sent.openclaw.jsonl'));
+  await ws.exportJsonl('openclaw', path.join(outDir, 'sent.openclaw.jsonl'), { leaveOutHeldOut: !includeHeldOut });
+  const { onPlanned: _, ...replayHooks } = hooks;
   const summary = await runReplay(plan, {
     endpoint: options.endpoint,
     ...(options.apiKey ? { apiKey: options.apiKey } : {}),
@@ -110,7 +128,7 @@ export async function openclawHandoff(ws: WorkspaceApi, options: ReplayOptions, 
     concurrency: options.concurrency,
     paceMs: options.paceMs,
     progressFile: path.join(outDir, PROGRESS_FILE),
-    ...hooks,
+    ...replayHooks,
   });
-  return { outDir, summary };
+  return { outDir, summary, heldOut };
 }

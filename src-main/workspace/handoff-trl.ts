@@ -1,6 +1,8 @@
 // `hindsight handoff --to trl` (docs/design.md §Hand-off): a folder a GPU cluster runs as it is.
 //
-//   data/*.jsonl          every dataset in TRL's fields (src-main/export/trl-datasets.ts)
+//   data/*.jsonl          every dataset in TRL's fields (src-main/export/trl-datasets.ts),
+//                         without the held-out sessions unless asked (--include-heldout)
+//   heldout/*.jsonl       the same datasets of the held-out sessions, for evaluation only
 //   train.py              the chosen trainer, LoRA mirroring Hindsight's (export/trl-script.ts)
 //   reward.py, judge_prompts.json   the GRPO reward: Hindsight's reward prompt over HTTP
 //   accelerate/*.yaml     one GPU, N GPUs with FSDP, N GPUs with DeepSpeed ZeRO-3
@@ -12,8 +14,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
-import type { TrlHandoffOptions, TrlHandoffResult } from '../../src-shared/handoff.js';
-import { writeTrlDatasets } from '../export/trl-datasets.js';
+import type { HeldOutHandoff, TrlHandoffOptions, TrlHandoffResult } from '../../src-shared/handoff.js';
+import { removeTrlDatasets, writeTrlDatasets } from '../export/trl-datasets.js';
 import { fsdpConfig, requirementsTxt, singleGpuConfig, trlReadme, zero3Config } from '../export/trl-configs.js';
 import { rewardScript, trainScript } from '../export/trl-script.js';
 import { MAX_SECTION_CHARS, REWARD_PROMPT_VERSION, rewardPrompt } from '../judge/prompts.js';
@@ -51,16 +53,36 @@ function write(outDir: string, file: string, text: string, written: string[]): v
   written.push(file);
 }
 
-export function writeTrlHandoff(store: Store, options: TrlHandoffOptions): TrlHandoffResult {
+/** The database's held-out sessions (docs/design.md §Evaluation): their ids, and how many have samples. */
+export interface HeldOutSessions {
+  ids: ReadonlySet<string>;
+  sessions: number;
+  samples: number;
+}
+
+/**
+ * data/ gets what the cluster trains on; held-out sessions go to heldout/ instead (never
+ * trained on, as at home), or into data/ with includeHeldOut, when no heldout/ is left behind.
+ */
+function writeDatasets(store: Store, outDir: string, heldOut: HeldOutSessions, include: boolean) {
+  const counts: HeldOutHandoff = { sessions: heldOut.sessions, samples: heldOut.samples, included: include };
+  if (include) {
+    removeTrlDatasets(outDir, 'heldout'); // an earlier hand-off's, which now would overlap the training data
+    return { datasets: writeTrlDatasets(store, outDir, 'data', () => true), heldOut: { ...counts, datasets: [] } };
+  }
+  const datasets = writeTrlDatasets(store, outDir, 'data', (id) => !heldOut.ids.has(id));
+  return { datasets, heldOut: { ...counts, datasets: writeTrlDatasets(store, outDir, 'heldout', (id) => heldOut.ids.has(id)) } };
+}
+
+export function writeTrlHandoff(store: Store, options: TrlHandoffOptions, heldOutSessions: HeldOutSessions): TrlHandoffResult {
   if (!options.baseModel.trim()) throw new UserError('--base-model is required: a Hugging Face model id or a path on the cluster');
   if (!Number.isInteger(options.gpus) || options.gpus < 1) throw new UserError(`--gpus must be a whole number ≥ 1, got ${options.gpus}`);
   const outDir = path.resolve(options.outDir);
   if (outDir === store.path || (fs.existsSync(outDir) && !fs.statSync(outDir).isDirectory())) throw new UserError(`${options.outDir}: not a folder`);
   const initAdapter = checkInitAdapter(options.initAdapter);
-  fs.mkdirSync(path.join(outDir, 'data'), { recursive: true });
-  const datasets = writeTrlDatasets(store, outDir);
+  const { datasets, heldOut } = writeDatasets(store, outDir, heldOutSessions, options.includeHeldOut === true);
   const lora = { r: TRAIN_DEFAULTS.loraR, alpha: TRAIN_DEFAULTS.loraAlpha, targets: TRAIN_DEFAULTS.targets.map((t) => PEFT_MODULE_NAMES[t]) };
-  const written: string[] = datasets.map((d) => d.file);
+  const written: string[] = [...datasets, ...heldOut.datasets].map((d) => d.file);
   const judgeUrl = options.judgeUrl?.trim() || DEFAULT_JUDGE_URL;
   write(outDir, 'train.py', trainScript({ baseModel: options.baseModel, initAdapter, method: options.method, loraR: lora.r, loraAlpha: lora.alpha, loraDropout: TRAIN_DEFAULTS.loraDropout, loraTargets: lora.targets }), written);
   write(outDir, 'reward.py', rewardScript(judgeUrl, options.judgeModel?.trim() || 'judge'), written);
@@ -69,8 +91,8 @@ export function writeTrlHandoff(store: Store, options: TrlHandoffOptions): TrlHa
   write(outDir, 'accelerate/fsdp.yaml', fsdpConfig(options.gpus), written);
   write(outDir, 'accelerate/zero3.yaml', zero3Config(options.gpus), written);
   write(outDir, 'requirements.txt', requirementsTxt(), written);
-  write(outDir, 'README.md', trlReadme({ baseModel: options.baseModel, method: options.method, gpus: options.gpus, initAdapter, datasets, lora }), written);
-  const record = { to: 'trl', method: options.method, base_model: options.baseModel, init_adapter: initAdapter, gpus: options.gpus, lora, datasets };
+  write(outDir, 'README.md', trlReadme({ baseModel: options.baseModel, method: options.method, gpus: options.gpus, initAdapter, datasets, heldOut, lora }), written);
+  const record = { to: 'trl', method: options.method, base_model: options.baseModel, init_adapter: initAdapter, gpus: options.gpus, lora, datasets, held_out: heldOut };
   write(outDir, 'handoff.json', JSON.stringify(record, null, 2) + '\n', written);
-  return { outDir, method: options.method, datasets, files: written };
+  return { outDir, method: options.method, datasets, files: written, heldOut };
 }

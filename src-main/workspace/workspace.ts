@@ -16,8 +16,8 @@ import type {
 } from '../../src-shared/views.js';
 import type { JudgeVerdict } from '../judge/verdicts.js';
 import { exportToFile, previewLines } from '../export/database-export.js';
-import { replayPlan, type ReplaySession } from '../export/replay-plan.js';
-import type { TrlHandoffOptions, TrlHandoffResult } from '../../src-shared/handoff.js';
+import { replayPlan } from '../export/replay-plan.js';
+import type { ReplayPlan, TrlHandoffOptions, TrlHandoffResult } from '../../src-shared/handoff.js';
 import { writeTrlHandoff } from './handoff-trl.js';
 import { analyseSession } from '../pipeline/classify.js';
 import {
@@ -282,8 +282,9 @@ export class Workspace implements WorkspaceApi {
 
   // ── exports ───────────────────────────────────────────────────────────────────────
 
-  async exportJsonl(format: ExportFormat, outPath: string): Promise<{ lines: number; path: string }> {
-    return exportToFile(this.store, format, outPath);
+  async exportJsonl(format: ExportFormat, outPath: string, options: { leaveOutHeldOut?: boolean } = {}): Promise<{ lines: number; path: string }> {
+    const heldOut = options.leaveOutHeldOut ? this.computedSplit().heldOut : null;
+    return exportToFile(this.store, format, outPath, heldOut ? (id) => !heldOut.has(id) : undefined);
   }
 
   previewExport(format: ExportFormat, lines: number): string[] {
@@ -292,12 +293,21 @@ export class Workspace implements WorkspaceApi {
 
   /** `hindsight handoff --to trl`: datasets, train.py and configs for a GPU cluster (./handoff-trl.ts). */
   handoffTrl(options: TrlHandoffOptions): TrlHandoffResult {
-    return writeTrlHandoff(this.store, options);
+    const split = this.computedSplit();
+    return writeTrlHandoff(this.store, options, { ids: split.heldOut, ...splitView(split).heldOut });
   }
 
-  /** The requests a replay to OpenClaw-RL sends (src-main/export/replay-plan.ts). */
-  replayPlan(): ReplaySession[] {
-    return replayPlan(this.store);
+  /**
+   * The requests a replay to OpenClaw-RL sends (src-main/export/replay-plan.ts). Held-out
+   * sessions are training data there too, so they are skipped unless included (docs/design.md §Hand-off).
+   */
+  replayPlan(options: { includeHeldOut?: boolean } = {}): ReplayPlan {
+    const split = this.computedSplit();
+    const all = replayPlan(this.store);
+    const included = options.includeHeldOut === true;
+    const sessions = included ? all : all.filter((s) => !split.heldOut.has(s.sessionId));
+    const heldOut = { sessions: all.filter((s) => split.heldOut.has(s.sessionId)).length, samples: splitView(split).heldOut.samples, included };
+    return { sessions, heldOut };
   }
 
   /** Runs a raw query: for tests and diagnostics only. */

@@ -8,12 +8,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ReplayProgress } from '../../src-shared/handoff.js';
 import { api, startCapture, waitFor } from '../capture/helpers.js';
 
-const FIXTURE = path.resolve('test/fixtures/chatgpt-branches.json');
+const FIXTURES = ['test/fixtures/chatgpt-branches.json', 'test/fixtures/openai-chat.jsonl'].map((f) => path.resolve(f));
 let server: Awaited<ReturnType<typeof startCapture>>;
 
 beforeAll(async () => {
   server = await startCapture();
-  await api(server, 'importFiles', { paths: [FIXTURE] });
+  await api(server, 'importFiles', { paths: FIXTURES }); // sessions with samples enough for one to be held out
 }, 60_000);
 afterAll(async () => {
   await server?.close();
@@ -30,6 +30,20 @@ describe('hand-off calls', () => {
     await expect(api(server, 'handoffTrl', { baseModel: 'x', outDir, method: 'ppo', gpus: 1 })).rejects.toThrow(/method/);
   });
 
+  it('handoffTrl leaves the held-out sessions out of data/ and says how many; includeHeldOut puts them back', async () => {
+    const split = await api<{ heldOut: { sessions: number; samples: number } }>(server, 'split');
+    expect(split.heldOut.sessions).toBeGreaterThan(0);
+    const outDir = path.join(server.dir, 'trl-split');
+    const left = await api(server, 'handoffTrl', { baseModel: 'x', outDir, method: 'kto', gpus: 1 });
+    expect(left.heldOut).toMatchObject({ ...split.heldOut, included: false });
+    expect(left.heldOut.datasets.map((d: { file: string }) => d.file)).toContain('heldout/kto.jsonl');
+    expect(fs.existsSync(path.join(outDir, 'heldout/kto.jsonl'))).toBe(true);
+    const all = await api(server, 'handoffTrl', { baseModel: 'x', outDir, method: 'kto', gpus: 1, includeHeldOut: true });
+    expect(all.heldOut).toEqual({ ...split.heldOut, included: true, datasets: [] });
+    const lines = (r: { datasets: { lines: number }[] }) => r.datasets.reduce((n, d) => n + d.lines, 0);
+    expect(lines(all)).toBe(lines(left) + lines(left.heldOut));
+  });
+
   it('handoffReplayStart replays in the background; status shows the progress until it finishes', async () => {
     const outDir = path.join(server.dir, 'replay');
     const started = await api<ReplayProgress>(server, 'handoffReplayStart', {
@@ -43,6 +57,8 @@ describe('hand-off calls', () => {
     });
     expect(done.total).toBeGreaterThan(0);
     expect(done).toMatchObject({ sent: done.total, sessionsDone: done.sessions, abandoned: 0, error: null });
+    expect(done.heldOut).toMatchObject({ included: false });
+    expect(done.heldOut!.sessions).toBeGreaterThan(0); // skipped: the server would train on them
     expect(fs.existsSync(path.join(outDir, 'openclaw.env'))).toBe(true);
     expect((await api<ReplayProgress>(server, 'handoffReplayStop')).state).toBe('finished'); // nothing to stop
   });

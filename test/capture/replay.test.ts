@@ -2,14 +2,15 @@
 // `serve --capture`, which speaks the same headers as OpenClaw-RL's server: recorded sessions
 // are replayed turn by turn, the server's replies become the history, the user's real
 // follow-ups arrive as next states, side turns stay side, and an interrupted replay resumes
-// without sending any turn twice (a turn in flight at a kill is never resent).
+// without sending any turn twice (a turn in flight at a kill is never resent). Held-out
+// sessions are skipped, and counted, unless --include-heldout.
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openclawHandoff, PROGRESS_FILE } from '../../src-main/openai/openclaw-handoff.js';
 import { Workspace } from '../../src-main/workspace/workspace.js';
 import { runCli } from '../helpers/cli.js';
-import { SESSION_002, SORTING, conv, fakeExport, tempDir } from '../store/helpers.js';
+import { SESSION_001, SESSION_002, SESSION_003, SORTING, conv, fakeExport, tempDir } from '../store/helpers.js';
 import { api, startCapture } from './helpers.js';
 
 const META = [
@@ -40,6 +41,9 @@ beforeAll(async () => {
       conv('killed', KILLED.map(([r, t]) => [r, t]), { createdAt: 40 }),
     ]),
   );
+  // This test is about the replay itself: every session is one the cluster may train on
+  // (held-out sessions are the next describe's).
+  ws.setHeldOut(['openai:sort', 'openai:rec', 'openai:meta', 'openai:killed'], false);
   ws.close();
   server = await startCapture();
   out = path.join(dir, 'handoff');
@@ -52,7 +56,7 @@ afterAll(async () => {
 describe('the replay plan', () => {
   it('one request per recorded reply, side when it adds only side turns, the trailing next state last', async () => {
     const ws = await Workspace.open(dbPath);
-    const plans = ws.replayPlan();
+    const plans = ws.replayPlan({ includeHeldOut: true }).sessions;
     ws.close();
     const sort = plans.find((p) => p.sessionId === 'openai:sort')!;
     expect(sort.requests.map((r) => [r.turnType, r.messages.map((m) => m.role), r.replyTurn, r.last])).toEqual([
@@ -124,5 +128,37 @@ describe('replaying into serve --capture', () => {
     const r = await runCli('handoff', '--db', dbPath, '--to', 'openclaw-rl', '--endpoint', `${server.url}v1`, '--api-key', 'wrong', '--out', path.join(dir, 'other'));
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/session openai:sort, request 0: HTTP 401/);
+  });
+});
+
+describe('held-out sessions', () => {
+  it('are not replayed unless --include-heldout, and the run says how many it skipped', async () => {
+    const db = path.join(dir, 'split.db');
+    const ws = await Workspace.open(db);
+    await ws.importExport(fakeExport('y.jsonl', [conv('trained', SESSION_001, { createdAt: 10 }), conv('held', SESSION_003, { createdAt: 20 })]));
+    ws.setHeldOut(['openai:trained'], false);
+    const heldSamples = ws.setHeldOut(['openai:held'], true).heldOut.samples;
+    ws.close();
+    const endpoint = `${server.url}v1`;
+    const replayed = (id: string) => captured().captureExchanges().filter((x) => x.sessionId.startsWith(`capture:${id}`)).length;
+
+    const skipping = path.join(dir, 'skip');
+    const r = await runCli('handoff', '--db', db, '--to', 'openclaw-rl', '--endpoint', endpoint, `--api-key=${server.token}`, '--out', skipping, '--max-tokens', '4', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain(`left 1 held-out session(s) (${heldSamples} sample(s)) out of the replay; --include-heldout trains on them`);
+    expect(r.json()).toMatchObject({ sessions: 1, sessionsDone: 1, heldOut: { sessions: 1, samples: heldSamples, included: false } });
+    expect(replayed('openai:trained')).toBeGreaterThan(0);
+    expect(replayed('openai:held')).toBe(0);
+    const sent = fs.readFileSync(path.join(skipping, 'sent.openclaw.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l).session_id);
+    expect(new Set(sent)).toEqual(new Set(['openai:trained']));
+    expect(fs.readFileSync(path.join(skipping, 'openclaw.env'), 'utf8')).toMatch(/^REPLAY_SESSIONS=1$/m);
+
+    const including = path.join(dir, 'include');
+    const all = await runCli('handoff', '--db', db, '--to', 'openclaw-rl', '--endpoint', endpoint, `--api-key=${server.token}`, '--out', including, '--max-tokens', '4', '--include-heldout', '--json');
+    expect(all.code, all.stderr).toBe(0);
+    expect(all.stderr).toContain(`included 1 held-out session(s) (${heldSamples} sample(s)) in the training data (--include-heldout)`);
+    expect(all.json()).toMatchObject({ sessions: 2, sessionsDone: 2, heldOut: { sessions: 1, included: true } });
+    expect(replayed('openai:held')).toBeGreaterThan(0);
+    expect(fs.readFileSync(path.join(including, 'README.md'), 'utf8')).toContain('--include-heldout');
   });
 });

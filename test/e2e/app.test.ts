@@ -199,6 +199,7 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     await page.locator('[data-testid=handoff-method]').selectOption('sft');
     await page.locator('[data-action=write-handoff]').click();
     await page.locator('[data-testid=handoff-result]').waitFor();
+    expect(await page.locator('[data-testid=handoff-heldout]').textContent()).toMatch(/^Left \d+ held-out sessions? \(\d+ samples?\) out of data\/; they are in heldout\/ for evaluation\.$/);
     expect(fs.readFileSync(path.join(out, 'train.py'), 'utf8')).toContain('METHOD = "sft"');
     expect(fs.readFileSync(path.join(out, 'data/kto.jsonl'), 'utf8').trim().split('\n').length).toBeGreaterThanOrEqual(1);
     await page.locator('[data-target=openclaw-rl]').check();
