@@ -108,6 +108,29 @@ export class UserError extends Error {
   override name = 'UserError';
 }
 
+/**
+ * A user error said twice (docs/design.md §Surfaces): its message is the command line's, which
+ * names flags; `forApp()` is the app's, which names the fields of its pages instead.
+ */
+export class SurfaceError extends UserError {
+  constructor(
+    cliMessage: string,
+    private readonly appMessage: string,
+  ) {
+    super(cliMessage);
+  }
+
+  forApp(): string {
+    return this.appMessage;
+  }
+}
+
+/** What a page of the app shows for an error: the app's wording where it has one. */
+export function appWording(err: unknown): string {
+  if (err instanceof SurfaceError) return err.forApp();
+  return err instanceof Error ? err.message : String(err);
+}
+
 // Turns as chat messages in the OpenAI / Hugging Face shape (built in
 // src-main/pipeline/chat-messages.ts): what chat templates, TRL and the trainer expect.
 export interface ChatToolCall {

@@ -20,8 +20,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { CallInput } from '../../src-shared/contract.js';
 import type { ChatSide, ChatSideState, ChatState } from '../../src-shared/chat-api.js';
-import { UserError } from '../../src-shared/types.js';
-import { CudaUnavailableError } from '../model/cuda-errors.js';
+import { appWording, UserError } from '../../src-shared/types.js';
 import type { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
 import type { CaptureHook, CaptureTicket } from '../openai/capture-hook.js';
@@ -264,6 +263,5 @@ function fitPrompt(model: LocalModel, request: ChatRequest): ChatPrompt {
 
 /** A side's failure in the page's words (a CUDA problem names the Device field, docs/design.md §Surfaces). */
 function sideError(err: unknown): string {
-  if (err instanceof CudaUnavailableError) return err.forApp();
-  return err instanceof Error ? err.message : String(err);
+  return appWording(err);
 }

@@ -1,7 +1,7 @@
 // Errors the API turns into answers the UI can show, and the one place that maps any thrown
 // value to the contract's error body. Both transports use `runCall`, so an error reads the
 // same in the desktop app and in the browser.
-import { UserError } from '../../src-shared/types.js';
+import { appWording, UserError } from '../../src-shared/types.js';
 import { CALLS, isCallName, validateCall, ValidationError, type ApiErrorBody, type ApiHandlers, type CallResult } from '../../src-shared/contract.js';
 
 /** Something this build or this transport cannot do (no native dialogs in a browser). */
@@ -12,7 +12,8 @@ export class UnavailableError extends Error {
 export function toErrorBody(err: unknown): ApiErrorBody {
   if (err instanceof ValidationError) return { kind: 'validation', message: err.message, field: err.field };
   if (err instanceof UnavailableError) return { kind: 'unavailable', message: err.message };
-  if (err instanceof UserError) return { kind: 'user', message: err.message };
+  // The app's wording where an error has one (a field, not a CLI flag: docs/design.md §Surfaces).
+  if (err instanceof UserError) return { kind: 'user', message: appWording(err) };
   // Anything else is a bug: log the stack for the developer, show the user one line.
   process.stderr.write(`hindsight: internal error: ${(err as Error)?.stack ?? String(err)}\n`);
   return { kind: 'internal', message: `Internal error: ${(err as Error)?.message ?? String(err)}` };

@@ -7,7 +7,7 @@
  */
 import type { CallInput } from '../../src-shared/contract.js';
 import type { EvalState } from '../../src-shared/eval-api.js';
-import { UserError } from '../../src-shared/types.js';
+import { appWording, UserError } from '../../src-shared/types.js';
 import type { WorkspaceApi } from '../../src-shared/views.js';
 import { REPLAY_DEFAULTS } from '../eval/replay.js';
 import { startEvaluation } from '../eval/run-in-worker.js';
@@ -48,7 +48,7 @@ export class EvalService {
       { signal: controller.signal, onProgress: (progress) => this.update({ ...this.state, progress }) },
     ).then(
       (report) => this.update({ ...this.state, state: report.cancelled ? 'cancelled' : 'done', report }),
-      (err: unknown) => this.update({ ...this.state, state: 'failed', error: err instanceof Error ? err.message : String(err) }),
+      (err: unknown) => this.update({ ...this.state, state: 'failed', error: appWording(err) }),
     ).finally(() => {
       if (this.controller === controller) this.controller = null;
     });

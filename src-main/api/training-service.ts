@@ -9,9 +9,8 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { UserError } from '../../src-shared/types.js';
+import { appWording, UserError } from '../../src-shared/types.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
-import { CudaUnavailableError } from '../model/cuda-errors.js';
 import { LOG_FILE, readEvalLog, readLog, type EvalLogLine } from '../train/trainer-log.js';
 import { holdsRun } from '../train/run-folder.js';
 import type { WorkspaceApi } from '../../src-shared/views.js';
@@ -341,8 +340,7 @@ export class TrainingService {
 /** A failed run's reason as the Training page shows it: one line, in the page's own terms. */
 function failureText(err: Error): string {
   // The trainer's CUDA error names the CLI's --device flag; the page has a Device field.
-  if (err instanceof CudaUnavailableError) return err.forApp();
-  return err.message.split('\n')[0] ?? String(err);
+  return appWording(err).split('\n')[0] ?? String(err);
 }
 
 /** The runs listed in a runs file; a missing or unreadable file lists none (the logs stay on disk). */

@@ -21,6 +21,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { appWording } from '../../src-shared/types.js';
 import type { TrainingSample, WorkspaceApi } from '../../src-shared/views.js';
 import { openJudgeBackend, type JudgeBackendSpec } from '../judge/backends.js';
 import { runJudge, type JudgeTarget } from '../judge/runner.js';
@@ -102,7 +103,8 @@ export class CaptureLoop {
       try {
         await this.pass();
       } catch (err) {
-        this.lastError = (err as Error).message.split('\n')[0] ?? String(err);
+        // Shown in the app's live-capture panel; the judge is the one chosen in Settings.
+        this.lastError = appWording(err).split('\n')[0] ?? String(err);
         this.ctx.log(`capture loop: ${this.lastError}`);
       } finally {
         if (!this.closed) this.setState('idle');

@@ -9,6 +9,7 @@ import { thresholdProblem, type CompositeThresholds } from '../../src-shared/com
 import type { Device } from '../model/ort-session.js';
 import type { Quantize } from '../model/quantize.js';
 import { HeuristicJudge, type JudgeBackend } from './verdicts.js';
+import { JudgeSetupError } from './judge-errors.js';
 import { LlmJudge, type ChatCompleter } from './llm-judge.js';
 import { LocalCompleter } from './local-completer.js';
 import { OpenAiClient } from './openai-client.js';
@@ -37,7 +38,7 @@ export async function openCompleter(spec: LlmJudgeSpec): Promise<ChatCompleter> 
   if (spec.backend === 'local') {
     const dir = path.resolve(spec.modelDir);
     if (!fs.existsSync(path.join(dir, 'config.json'))) {
-      throw new UserError(`${spec.modelDir}: not a model folder (no config.json); give a Hugging Face checkpoint folder as the judge model`);
+      throw new JudgeSetupError({ kind: 'not-a-model-folder', dir: spec.modelDir, flag: '--judge-model' });
     }
     return LocalCompleter.load(dir, { device: spec.device, quantize: spec.quantize });
   }
@@ -61,7 +62,7 @@ export async function openJudgeBackend(spec: JudgeBackendSpec): Promise<OpenedJu
     case 'local': {
       const dir = path.resolve(spec.modelDir);
       if (!fs.existsSync(path.join(dir, 'config.json'))) {
-        throw new UserError(`${spec.modelDir}: not a model folder (no config.json); give a Hugging Face checkpoint folder with --model`);
+        throw new JudgeSetupError({ kind: 'not-a-model-folder', dir: spec.modelDir, flag: '--model' });
       }
       const judge = new LlmJudge(await LocalCompleter.load(dir, { device: spec.device, quantize: spec.quantize }), { maxTokens: spec.maxTokens, composite });
       return { judge, close: () => judge.close() };

@@ -9,11 +9,14 @@
  * - refused/reset connections, HTTP 429 and 5xx are retried with exponential backoff
  *   (honouring a short Retry-After), then reported naming the URL;
  * - other HTTP errors (401, 404, 400 …) are reported at once with the server's message;
+ *   the ones the user fixes in the judge's settings are JudgeSetupErrors (./judge-errors.ts),
+ *   worded for the command line and for the app;
  * - a 200 whose body is not JSON, or has no choices, is "answered garbage", naming the URL;
  * - at most `concurrency` requests are in flight at once, across all samples and votes.
  * A cancelled run (AbortSignal) rejects with an AbortError at once.
  */
 import { UserError } from '../../src-shared/types.js';
+import { JudgeSetupError } from './judge-errors.js';
 import type { ChatCompleter, CompletionOptions } from './llm-judge.js';
 import type { PromptMessage } from './prompts.js';
 
@@ -143,7 +146,7 @@ export class OpenAiClient implements ChatCompleter {
   private readonly limiter: Semaphore;
 
   constructor(options: OpenAiClientOptions) {
-    if (!options.model.trim()) throw new UserError('the OpenAI-compatible judge needs a model name (e.g. --judge-model qwen2.5:7b-instruct)');
+    if (!options.model.trim()) throw new JudgeSetupError({ kind: 'no-model-name' });
     this.url = `${normaliseBaseUrl(options.baseUrl)}/chat/completions`;
     this.model = options.model.trim();
     this.apiKey = options.apiKey ?? '';
@@ -195,7 +198,7 @@ export class OpenAiClient implements ChatCompleter {
     } catch (err) {
       if (options.signal?.aborted) throw options.signal.reason ?? err;
       if (timeout.aborted) {
-        throw new UserError(`the OpenAI-compatible endpoint ${this.url} did not answer within ${this.timeoutMs} ms (raise --timeout-ms for a slow model)`);
+        throw new JudgeSetupError({ kind: 'timeout', url: this.url, timeoutMs: this.timeoutMs });
       }
       if ((err as { cause?: { message?: string } })?.cause?.message === 'bad port') {
         throw new UserError(`cannot use ${this.url}: Node's fetch refuses port ${new URL(this.url).port} (a port browsers block as unsafe); run the server on another port`);
@@ -210,12 +213,10 @@ export class OpenAiClient implements ChatCompleter {
       throw new RetryableError(`HTTP ${status}: ${serverMessage(text)}`, retryAfterMs);
     }
     if (status === 401 || status === 403) {
-      throw new UserError(`the OpenAI-compatible endpoint ${this.url} refused the API key (HTTP ${status}: ${serverMessage(text)}); set it with --api-key`);
+      throw new JudgeSetupError({ kind: 'key-refused', url: this.url, status, detail: serverMessage(text) });
     }
     if (status === 404) {
-      throw new UserError(
-        `the OpenAI-compatible endpoint ${this.url} answered 404 (${serverMessage(text)}): check that the base URL ends in /v1 and that model '${this.model}' exists there`,
-      );
+      throw new JudgeSetupError({ kind: 'not-found', url: this.url, model: this.model, detail: serverMessage(text) });
     }
     if (status < 200 || status >= 300) throw new UserError(`the OpenAI-compatible endpoint ${this.url} answered HTTP ${status}: ${serverMessage(text)}`);
     return this.contentOf(text);

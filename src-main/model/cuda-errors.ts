@@ -4,7 +4,7 @@
 // app can word it for its own page (api/training-service.ts). See docs/design.md §Surfaces.
 //
 // Node-free and free of ONNX Runtime on purpose: the app's services import it at start-up.
-import { UserError } from '../../src-shared/types.js';
+import { SurfaceError } from '../../src-shared/types.js';
 
 export type CudaProblem =
   /** CUDA provider builds exist for Linux x64 only. */
@@ -50,12 +50,8 @@ export function cudaMessage(problem: CudaProblem, surface: DeviceSurface): strin
 }
 
 /** CUDA was asked for and cannot run. Its message is the command line's; `forApp()` is the app's. */
-export class CudaUnavailableError extends UserError {
+export class CudaUnavailableError extends SurfaceError {
   constructor(readonly problem: CudaProblem) {
-    super(cudaMessage(problem, 'cli'));
-  }
-
-  forApp(): string {
-    return cudaMessage(this.problem, 'app');
+    super(cudaMessage(problem, 'cli'), cudaMessage(problem, 'app'));
   }
 }

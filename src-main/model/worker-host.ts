@@ -11,7 +11,7 @@
 import fs from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { UserError } from '../../src-shared/types.js';
+import { SurfaceError, UserError } from '../../src-shared/types.js';
 import type { ErrorPayload } from './worker-serve.js';
 import { CudaUnavailableError } from './cuda-errors.js';
 import { removeWeightFilesAtExit } from './weight-file.js';
@@ -25,9 +25,10 @@ export interface WorkerFiles {
   source: URL;
 }
 
-/** An error from a worker, as an Error again: a UserError stays one (and keeps no stack). */
+/** An error from a worker, as an Error again: a UserError stays one (and keeps no stack), with its app wording. */
 export function reviveError(e: ErrorPayload): Error {
   if (e.cuda) return new CudaUnavailableError(e.cuda);
+  if (e.app !== undefined) return new SurfaceError(e.message, e.app);
   const err = e.name === 'UserError' ? new UserError(e.message) : new Error(e.message);
   if (e.name !== 'UserError' && e.stack) err.stack = e.stack;
   return err;

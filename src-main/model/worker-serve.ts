@@ -5,10 +5,12 @@
  *   parent → worker  { id, method, args }
  *   worker → parent  { id, result } | { id, error: ErrorPayload } | { id, event, … }
  * Errors travel as plain objects (a structured clone drops an Error's class); the parent
- * turns them back into Errors, a UserError staying a UserError (and a CudaUnavailableError
- * keeping its problem, so the app can word it for its own page).
+ * turns them back into Errors, a UserError staying a UserError (a CudaUnavailableError
+ * keeping its problem, and any other SurfaceError its app wording, so the app can word it
+ * for its own page).
  */
 import type { MessagePort } from 'node:worker_threads';
+import { SurfaceError } from '../../src-shared/types.js';
 import { CudaUnavailableError, type CudaProblem } from './cuda-errors.js';
 
 export interface ErrorPayload {
@@ -16,6 +18,8 @@ export interface ErrorPayload {
   message: string;
   stack?: string;
   cuda?: CudaProblem;
+  /** A SurfaceError's wording for the app (the message is the command line's). */
+  app?: string;
 }
 
 export interface Request {
@@ -29,6 +33,7 @@ export function errorPayload(err: unknown): ErrorPayload {
   const e = err as Error;
   const payload: ErrorPayload = { name: e?.name ?? 'Error', message: e?.message ?? String(err), stack: e?.stack };
   if (err instanceof CudaUnavailableError) payload.cuda = err.problem;
+  else if (err instanceof SurfaceError) payload.app = err.forApp();
   return payload;
 }
 

@@ -1,8 +1,10 @@
 // The app speaks app, not CLI: through the API the pages call, a CUDA failure on the
 // Training page names the Device field and `npm run setup:gpu` (not --device), each export
-// preview that is empty says what its own format needs, and the judge backends' reasons
-// read right on the Settings page that shows them.
+// preview that is empty says what its own format needs, the judge backends' reasons
+// read right on the Settings page that shows them, and a judge that cannot run names the
+// judge's fields (not --api-key, --timeout-ms or --model, which the CLI keeps naming).
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXPORT_FORMATS, type ExportFormat } from '../../src-shared/views.js';
@@ -12,6 +14,9 @@ import { CUDA_PROVIDER_LIBS, ortBinaryDir } from '../../src-main/model/ort-sessi
 import { CudaUnavailableError, type CudaProblem } from '../../src-main/model/cuda-errors.js';
 import { errorPayload } from '../../src-main/model/worker-serve.js';
 import { reviveError } from '../../src-main/model/worker-host.js';
+import { JudgeSetupError, type JudgeProblem } from '../../src-main/judge/judge-errors.js';
+import { SurfaceError } from '../../src-shared/types.js';
+import { runCli } from '../helpers/cli.js';
 import { conv, fakeExport, tempDir, tempWorkspace } from '../store/helpers.js';
 
 const MODEL = path.resolve('resources/models/stories260K');
@@ -171,5 +176,64 @@ describe('a CUDA failure in the app', () => {
     const short = await finished((await call<{ runId: string }>('trainStart', config('short', 16))).runId);
     expect(`${short.error ?? ''} ${short.notice ?? ''}`).toContain('over 16 tokens');
     await expect(call('trainStart', config('tiny', 4))).rejects.toThrow(/maxLength/);
+  });
+});
+
+describe('a judge that cannot run, in the app', () => {
+  /** Each problem with the flag the CLI names and the field the app names instead. */
+  const cases: { problem: JudgeProblem; flag: string; field: RegExp }[] = [
+    { problem: { kind: 'timeout', url: 'http://h:1/v1/chat/completions', timeoutMs: 120_000 }, flag: '--timeout-ms', field: /judge's Model field/ },
+    { problem: { kind: 'key-refused', url: 'http://h:1/v1/chat/completions', status: 401, detail: 'bad key' }, flag: '--api-key', field: /judge's API key field/ },
+    { problem: { kind: 'no-model-name' }, flag: '--judge-model', field: /judge's Model field/ },
+    { problem: { kind: 'not-a-model-folder', dir: '/nope', flag: '--model' }, flag: '--model', field: /Local judge model folder field/ },
+    { problem: { kind: 'not-a-model-folder', dir: '/nope', flag: '--judge-model' }, flag: '--judge-model', field: /Local judge model folder field/ },
+    { problem: { kind: 'not-found', url: 'http://h:1/chat/completions', model: 'm', detail: 'no such model' }, flag: '', field: /Endpoint base URL.*Model field/ },
+  ];
+
+  it('the CLI wording names its flag; the app wording names the field, no flag, also after a worker boundary', () => {
+    for (const { problem, flag, field } of cases) {
+      const err = new JudgeSetupError(problem);
+      if (flag) expect(err.message, problem.kind).toContain(flag);
+      for (const revived of [err, reviveError(errorPayload(err))]) {
+        expect(revived, problem.kind).toBeInstanceOf(SurfaceError);
+        expect(revived.message, problem.kind).toBe(err.message);
+        const app = (revived as SurfaceError).forApp();
+        expect(app, problem.kind).not.toMatch(/--[a-z]/);
+        expect(app, problem.kind).toMatch(field);
+        expect(app, problem.kind).not.toMatch(/in Settings/i); // shown on the Settings page itself too
+      }
+    }
+    expect(new JudgeSetupError(cases[0]!.problem).forApp()).toContain('within 120 s');
+  });
+
+  it('"Run this judge now" with a refused key or a missing folder fails in the app\'s words; the CLI names --api-key', async () => {
+    const refusing = http.createServer((_req, res) => {
+      res.writeHead(401, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: 'invalid api key' } }));
+    });
+    await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', () => r()));
+    const baseUrl = `http://127.0.0.1:${(refusing.address() as { port: number }).port}/v1`;
+    try {
+      await call('importFiles', { paths: [path.resolve('test/fixtures/openai-chat.jsonl')] }); // samples no manual label covers
+      await call('updateSettings', { judgeBackend: 'openai', openaiBaseUrl: baseUrl, openaiModel: 'judge', openaiApiKey: 'wrong' });
+      const refused = await call('judgeRun', { backend: 'openai', hints: false }).catch((err: Error) => err.message);
+      expect(refused).toMatch(/refused the API key \(HTTP 401: invalid api key\)/);
+      expect(refused).toContain("judge's API key field");
+      expect(refused).not.toMatch(/--api-key/);
+
+      await call('updateSettings', { judgeBackend: 'local', localModelDir: path.join(dir, 'no-model') });
+      const missing = await call('judgeRun', { backend: 'local', hints: false }).catch((err: Error) => err.message);
+      expect(missing).toContain('Local judge model folder field');
+      expect(missing).not.toMatch(/--model/);
+
+      const cliDb = path.join(tempDir(), 'cli.db');
+      await runCli('import', path.resolve('test/fixtures/openai-chat.jsonl'), '--db', cliDb);
+      const cli = await runCli('judge', '--db', cliDb, '--backend', 'openai', '--endpoint', baseUrl, '--judge-model', 'judge', '--api-key', 'wrong');
+      expect(cli.code).toBe(1);
+      expect(cli.stderr).toContain('set it with --api-key');
+    } finally {
+      refusing.close();
+      await call('updateSettings', { judgeBackend: 'heuristic' });
+    }
   });
 });
