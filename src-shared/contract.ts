@@ -118,6 +118,8 @@ export interface CaptureStatus {
   enabled: boolean;
   /** The append-only capture log (the source of truth; see src-main/capture/capture-log.ts). */
   logPath: string | null;
+  /** Where the background loop writes its adapters (`<db>.capture-adapters/`). */
+  adaptersDir: string | null;
   /** The base URL to give chat clients (http://127.0.0.1:PORT/v1); the API key is the launch token. */
   endpoint: string | null;
   /** Where requests are forwarded, or null when the local model answers. */

@@ -164,7 +164,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     if (this.capture) return this.capture.status();
     const s = this.settingsStore.view().capture;
     return {
-      available: false, reason: CAPTURE_UNAVAILABLE, enabled: s.enabled, logPath: null, endpoint: null, upstream: s.upstreamBaseUrl || null,
+      available: false, reason: CAPTURE_UNAVAILABLE, enabled: s.enabled, logPath: null, adaptersDir: null, endpoint: null, upstream: s.upstreamBaseUrl || null,
       sessions: 0, openSessions: 0, exchanges: 0, pendingJudge: 0, pendingTrain: 0,
       loop: { autoJudge: s.autoJudge, autoTrain: s.autoTrain, trainEvery: s.trainEvery, state: 'off', lastError: null, lastRun: null },
       adapter: { active: null, previous: null, history: [] },

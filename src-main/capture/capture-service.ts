@@ -20,6 +20,9 @@
  *   captured sessions the log no longer has (deleted) are removed, unless the log was only
  *   just created (then the database is all there is of them, and they stay). The served
  *   adapter and the loop's queue come back from it too.
+ * - The loop's adapters go to `<db>.capture-adapters/<run>/`, the database's own folder; the log
+ *   names each by its full path, so those an earlier version wrote to the folder-wide
+ *   `capture-adapters/` are still served from there.
  * - Per-session delete compacts the log (the session's records are rewritten away), then
  *   deletes from the database: the log is rewritten first, so a crash in between is healed
  *   by the next replay.
@@ -27,7 +30,6 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type http from 'node:http';
-import path from 'node:path';
 import { UserError, type ImportedConversation } from '../../src-shared/types.js';
 import type { WorkspaceApi } from '../../src-shared/views.js';
 import type { CaptureStatus } from '../../src-shared/contract.js';
@@ -38,6 +40,7 @@ import type { CapturedReplyIn, CaptureHook, CaptureTicket } from '../openai/capt
 import { RequestError, type ChatRequest } from '../openai/protocol.js';
 import type { UpstreamTarget } from '../openai/upstream.js';
 import { adoptFolderCaptureLog, CaptureLog, captureLogPathFor } from './capture-log.js';
+import { captureAdaptersPathFor } from '../store/db-companions.js';
 import { CaptureLoop, untrainedSamples, countWithSignal } from './loop.js';
 import { recordSession, type CapturedMessage, type CaptureRecord, type FeedbackRecord, type ReplyRecord, type RequestRecord } from './capture-records.js';
 import { applyFeedback, feedbackTarget, parseFeedback } from './feedback.js';
@@ -108,7 +111,7 @@ export class CaptureService {
       modelDir: () => this.options.modelDir(),
       servedAdapter: () => this.activeAdapter(),
       trainedKeys: () => this.ensure().trained,
-      adapterRoot: () => path.join(path.dirname(this.ensure().dbPath), 'capture-adapters'),
+      adapterRoot: () => captureAdaptersPathFor(this.ensure().dbPath),
       recordTrained: (runId, keys, adapterDir) => {
         const st = this.ensure();
         this.append(st, { v: 1, t: 'trained', at: Date.now(), runId, samples: keys, adapterDir });
@@ -324,6 +327,7 @@ export class CaptureService {
       reason: null,
       enabled: s.captureEnabled,
       logPath: st.log.filePath,
+      adaptersDir: captureAdaptersPathFor(st.dbPath),
       endpoint: this.options.endpoint(),
       upstream: this.upstream()?.baseUrl ?? null,
       sessions: st.sessions.conversationIds().length,

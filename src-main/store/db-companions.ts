@@ -1,7 +1,8 @@
 /**
  * Files that belong to one database sit beside it under its own name, as its training runs do
- * (`<db>.training-runs.json`): `<db>.settings.json` and `<db>.capture-log.jsonl`. Two
- * databases in one folder then never share settings or captured chats.
+ * (`<db>.training-runs.json`): `<db>.settings.json`, `<db>.capture-log.jsonl` and the folder
+ * live capture's background runs write their adapters to, `<db>.capture-adapters/`. Two
+ * databases in one folder then never share settings, captured chats or trained adapters.
  *
  * Earlier versions kept `settings.json` and `capture-log.jsonl` once per folder, shared by
  * every database in it. `adoptFolderFile` moves such a file to the database it came from, the
@@ -20,6 +21,15 @@ export const PRIVATE_FILE_MODE = 0o600;
 
 export function captureLogPathFor(dbPath: string): string {
   return `${path.resolve(dbPath)}.capture-log.jsonl`;
+}
+
+/**
+ * Where live capture's background runs put their adapters, one folder per run. Earlier versions
+ * used one `capture-adapters/` per folder; its runs stay where they are, since the capture log
+ * names each adapter by its full path (docs/design.md §Files beside the database).
+ */
+export function captureAdaptersPathFor(dbPath: string): string {
+  return `${path.resolve(dbPath)}.capture-adapters`;
 }
 
 /** Where an earlier version kept `name` for every database in the folder of `dbPath`. */

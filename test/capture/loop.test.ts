@@ -4,6 +4,7 @@
 // scorer) or a 503 with Retry-After — the swap survives a restart, and rollback serves the
 // base model again.
 import fs from 'node:fs';
+import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Workspace } from '../../src-main/workspace/workspace.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
@@ -83,6 +84,7 @@ describe('auto-judge → auto-train after N samples → hot swap under load → 
     expect(labels).toEqual(expect.arrayContaining([['capture:happy', 1, 'heuristic'], ['capture:unhappy', -1, 'heuristic']]));
     const status = await api(server, 'captureStatus');
     expect(status.loop.lastRun).toMatchObject({ samples: 2, adapterDir: swapped });
+    expect(path.dirname(swapped)).toBe(`${server.dbPath}.capture-adapters`); // the database's own folder, not the folder's
     expect(status.pendingTrain).toBe(0);
     expect(fs.existsSync(`${swapped}/adapter_model.safetensors`)).toBe(true);
     const log = fs.readFileSync(status.logPath, 'utf8').trim().split('\n').map((l) => JSON.parse(l));

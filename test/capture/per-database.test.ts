@@ -1,7 +1,9 @@
 // Settings and the capture log belong to their database, not to its folder (issue 11,
-// item 14): `<db>.settings.json` and `<db>.capture-log.jsonl`, private (0600). Two databases
-// in one folder share nothing, and a folder in the earlier layout (one `settings.json` and
-// one `capture-log.jsonl` for the folder) is migrated to the database it came from.
+// item 14): `<db>.settings.json` and `<db>.capture-log.jsonl`, private (0600), and the
+// background loop's adapters go to `<db>.capture-adapters/`. Two databases in one folder
+// share nothing, and a folder in the earlier layout (one `settings.json` and one
+// `capture-log.jsonl` for the folder) is migrated to the database it came from; adapters in
+// the folder's old `capture-adapters/` stay there and are still served.
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -57,6 +59,7 @@ describe('two databases in one folder', () => {
       expect(other.lines.join('\n')).not.toMatch(/live capture is ON/);
       expect(other.counts()).toMatchObject({ exchanges: 0, sessionIds: [] });
       expect(other.capture.status().logPath).toBe(captureLogPathFor(b));
+      expect(other.capture.status().adaptersDir).toBe(`${b}.capture-adapters`);
     } finally {
       await other.close();
     }
@@ -67,6 +70,7 @@ describe('two databases in one folder', () => {
       expect(again.service.settings.raw.captureEnabled).toBe(true);
       expect(again.lines.join('\n')).toMatch(/live capture is ON/);
       expect(again.counts().sessionIds).toEqual(['capture:a-chat']);
+      expect(again.capture.status().adaptersDir).toBe(`${a}.capture-adapters`);
     } finally {
       await again.close();
     }
@@ -74,6 +78,33 @@ describe('two databases in one folder', () => {
 });
 
 describe('a folder in the earlier layout', () => {
+  it('an adapter the loop wrote to the folder-wide capture-adapters/ is still served; new runs go to the database’s own folder', async () => {
+    const dir = tempDir();
+    const a = path.join(dir, 'a.db');
+    await captureOneChat(a, 'old-run');
+    // What an earlier version left: a run in the folder's capture-adapters/, named by the log.
+    const old = path.join(dir, 'capture-adapters', 'run-old');
+    fs.cpSync(path.resolve('test/fixtures/peft-roundtrip/adapter'), old, { recursive: true });
+    const at = Date.now();
+    fs.appendFileSync(
+      captureLogPathFor(a),
+      JSON.stringify({ v: 1, t: 'trained', at, runId: 'run-old', samples: ['capture:old-run/1'], adapterDir: old }) + '\n' +
+        JSON.stringify({ v: 1, t: 'adapter', at, dir: old, reason: 'trained' }) + '\n',
+    );
+    const server = await serve(a, { capture: true });
+    try {
+      const status = server.capture.status();
+      expect(status.adapter.active).toBe(old);
+      expect(status.adaptersDir).toBe(`${a}.capture-adapters`);
+      const reply = await chat(`${server.url}v1`, server.token, [{ role: 'user', content: 'Hello.' }], { headers: { 'X-Turn-Type': 'side' } });
+      expect(reply.status).toBe(200);
+      expect(reply.body.model).toBe('stories260K+run-old');
+    } finally {
+      await server.close();
+    }
+    expect(fs.existsSync(path.join(old, 'adapter_model.safetensors'))).toBe(true); // left where the log says it is
+  }, 120_000);
+
   it('with one database: its settings and capture log become that database’s, made private', async () => {
     const dir = tempDir();
     const a = path.join(dir, 'a.db');
