@@ -23,9 +23,9 @@ export type JudgeSurface = 'cli' | 'app';
 function cliMessage(p: JudgeProblem): string {
   switch (p.kind) {
     case 'timeout':
-      return `the OpenAI-compatible endpoint ${p.url} did not answer within ${p.timeoutMs} ms (raise --timeout-ms for a slow model)`;
+      return `the OpenAI-compatible endpoint ${p.url} did not answer within ${p.timeoutMs} ms (raise hindsight judge's --timeout-ms for a slow model)`;
     case 'key-refused':
-      return `the OpenAI-compatible endpoint ${p.url} refused the API key (HTTP ${p.status}: ${p.detail}); set it with --api-key`;
+      return `the OpenAI-compatible endpoint ${p.url} refused the API key (HTTP ${p.status}: ${p.detail}); set it with --api-key (judge) or --judge-api-key (eval, train --on-policy)`;
     case 'not-found':
       return `the OpenAI-compatible endpoint ${p.url} answered 404 (${p.detail}): check that the base URL ends in /v1 and that model '${p.model}' exists there`;
     case 'no-model-name':

@@ -230,7 +230,7 @@ describe('a judge that cannot run, in the app', () => {
       await runCli('import', path.resolve('test/fixtures/openai-chat.jsonl'), '--db', cliDb);
       const cli = await runCli('judge', '--db', cliDb, '--backend', 'openai', '--endpoint', baseUrl, '--judge-model', 'judge', '--api-key', 'wrong');
       expect(cli.code).toBe(1);
-      expect(cli.stderr).toContain('set it with --api-key');
+      expect(cli.stderr).toContain('set it with --api-key (judge) or --judge-api-key (eval, train --on-policy)');
     } finally {
       refusing.close();
       await call('updateSettings', { judgeBackend: 'heuristic' });

@@ -126,7 +126,7 @@ describe('openai backend: an endpoint that is down', () => {
     const started = Date.now();
     const err = await judgeOn(server, { timeoutMs: 300 }).judge(sample, { hints: false, votes: 1 }).catch((e) => e);
     expect(err).toBeInstanceOf(UserError);
-    expect(err.message).toBe(`the OpenAI-compatible endpoint ${server.baseUrl}/chat/completions did not answer within 300 ms (raise --timeout-ms for a slow model)`);
+    expect(err.message).toBe(`the OpenAI-compatible endpoint ${server.baseUrl}/chat/completions did not answer within 300 ms (raise hindsight judge's --timeout-ms for a slow model)`);
     // Far below the default timeout (minutes), with room for a loaded machine: the 300 ms limit acted.
     expect(Date.now() - started).toBeLessThan(30_000);
     expect(server.requests).toHaveLength(1); // a timeout is not retried
