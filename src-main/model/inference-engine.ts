@@ -82,6 +82,11 @@ export interface EngineOptions {
   shareWeights?: boolean;
   /** Let ONNX Runtime repack matmul weights (a private copy, faster decoding); default true. */
   prepack?: boolean;
+  /**
+   * Where built graphs are kept for the next process (./graph-cache.ts, docs/design.md §Graph
+   * cache); false: not kept. Default: HINDSIGHT_GRAPH_CACHE, else the OS cache folder.
+   */
+  graphCache?: string | false;
 }
 
 type Graphs = 'score' | 'generate';
@@ -91,6 +96,8 @@ export class ModelEngine {
   readonly tokenizer: ChatTokenizer;
   private readonly weights: WeightSource;
   private readonly sessionConfig: SessionConfig;
+  /** The fp32 weights' identity, for the drift measure's fp32 graph beside quantised ones. */
+  private readonly fp32Identity?: string;
   private readonly sessions = new Map<Graphs, Promise<ort.InferenceSession>>();
   /** The EP sessions were created on; undefined until the first session exists. */
   executionProvider?: Device;
@@ -101,11 +108,15 @@ export class ModelEngine {
     this.config = checkpoint.config;
     this.tokenizer = tokenizer;
     this.weights = checkpointWeights(checkpoint);
+    this.quantize = options.quantize ?? 'none';
+    const share = options.shareWeights !== false;
+    this.fp32Identity = share ? checkpoint.identity() : undefined;
     this.sessionConfig = {
       device: options.device ?? 'cpu', threads: options.threads, cacheDir: options.cacheDir, externalData: options.externalData,
-      sharedWeights: options.shareWeights === false ? undefined : this.weights.identity, prepack: options.prepack,
+      // Quantised weights are another file than the fp32 ones (which the training step shares).
+      sharedWeights: share ? checkpoint.identity(this.quantize === 'none' ? undefined : this.quantize) : undefined,
+      prepack: options.prepack, graphCache: options.graphCache, keepGraph: true,
     };
-    this.quantize = options.quantize ?? 'none';
   }
 
   /** Opens the checkpoint and tokenizer; checks the device now, builds sessions on first use. */
@@ -203,7 +214,8 @@ export class ModelEngine {
   async quantizationDrift(): Promise<QuantDrift | undefined> {
     if (this.quantize === 'none') return undefined;
     const quantised = await this.session('score');
-    const { session: fp32 } = await createSession(decoderGraph(this.weights, { output: 'target_logprobs' }, 'score_fp32').graph, this.sessionConfig);
+    const fp32Config = { ...this.sessionConfig, sharedWeights: this.fp32Identity };
+    const { session: fp32 } = await createSession(decoderGraph(this.weights, { output: 'target_logprobs' }, 'score_fp32').graph, fp32Config);
     try {
       return await measureDrift(this.tokenizer, this.config.maxPositionEmbeddings, (row, s) => this.scoreBatch(s, [row], 'right').then((r) => r[0]!), quantised, fp32);
     } finally {
