@@ -1,3 +1,5 @@
+import os from 'node:os';
+import path from 'node:path';
 import { defineConfig } from 'vitest/config';
 
 // One test command for everything (`npm test`): unit, integration and the browser e2e tests.
@@ -9,6 +11,9 @@ export default defineConfig({
     globalSetup: ['test/global-setup.ts'],
     testTimeout: 600_000,
     hookTimeout: 600_000,
+    // The graph cache (docs/design.md §Graph cache) of every model a test loads goes to the
+    // temp folder, not the user's cache; folders of deleted test models are pruned as it goes.
+    env: { HINDSIGHT_GRAPH_CACHE: path.join(os.tmpdir(), 'hindsight-test-graph-cache') },
     pool: 'forks',
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
   },

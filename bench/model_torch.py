@@ -5,11 +5,13 @@ the same checkpoint and inputs, timed with the same thread count.
 
 usage: model_torch.py REQUEST.json   → prints one JSON object on stdout
 REQUEST: {"model": DIR, "threads": N, "rows": [{"input_ids": [...], "response_start": k}],
-          "score_repeats": R, "prompt": [...], "new_tokens": N}
+          "score_repeats": R, "prompt": [...], "new_tokens": N, "generate_repeats": R, "omit_logprobs": bool}
+Each run's wall and CPU seconds are reported, and the process's peak RSS.
 """
 import json
 import math
 import os
+import resource
 import struct
 import sys
 import time
@@ -91,34 +93,44 @@ class Decoder:
         emb = torch.cat((freqs, freqs), dim=-1)
         cos, sin = emb.cos()[:, None], emb.sin()[:, None]
         present = []
-        rep = self.nH // self.nKV
         for i in range(self.L):
-            p = f"model.layers.{i}"
-            x = self.rms(h, f"{p}.input_layernorm.weight")
-            q = self.lin(x, f"{p}.self_attn.q_proj").view(B, T, self.nH, self.d)
-            k = self.lin(x, f"{p}.self_attn.k_proj").view(B, T, self.nKV, self.d)
-            v = self.lin(x, f"{p}.self_attn.v_proj").view(B, T, self.nKV, self.d).transpose(1, 2)
-            if self.family == "qwen3":
-                q = self.rms(q, f"{p}.self_attn.q_norm.weight")
-                k = self.rms(k, f"{p}.self_attn.k_norm.weight")
-            q, k = q.transpose(1, 2), k.transpose(1, 2)
-            q = q * cos + self.rotate_half(q) * sin
-            k = k * cos + self.rotate_half(k) * sin
-            if past is not None:
-                k = torch.cat((past[i][0], k), dim=2)
-                v = torch.cat((past[i][1], v), dim=2)
-            present.append((k, v))
-            # transformers' repeat_kv: expand the KV heads over their query group
-            S = k.shape[2]
-            kr = k[:, :, None].expand(B, self.nKV, rep, S, self.d).reshape(B, self.nH, S, self.d)
-            vr = v[:, :, None].expand(B, self.nKV, rep, S, self.d).reshape(B, self.nH, S, self.d)
-            scores = (q @ kr.transpose(2, 3)) / math.sqrt(self.d) + mask_bias
-            attn = torch.softmax(scores, dim=-1) @ vr
-            h = h + self.lin(attn.transpose(1, 2).reshape(B, T, self.nH * self.d), f"{p}.self_attn.o_proj")
-            y = self.rms(h, f"{p}.post_attention_layernorm.weight")
-            gate = self.lin(y, f"{p}.mlp.gate_proj")
-            h = h + self.lin(torch.nn.functional.silu(gate) * self.lin(y, f"{p}.mlp.up_proj"), f"{p}.mlp.down_proj")
+            h, kv = self.run_layer(i, h, cos, sin, mask_bias, past[i] if past is not None else None)
+            present.append(kv)
         return self.rms(h, "model.norm.weight") @ self.head.T, present
+
+    def run_layer(self, i, h, cos, sin, mask_bias, past_kv):
+        """How forward runs a layer (train_torch.py's checkpointed decoder overrides it)."""
+        return self.layer(i, h, cos, sin, mask_bias, past_kv)
+
+    def layer(self, i, h, cos, sin, mask_bias, past_kv=None):
+        """One decoder layer: (new h, (k, v) with the past prepended)."""
+        B, T = h.shape[0], h.shape[1]
+        rep = self.nH // self.nKV
+        p = f"model.layers.{i}"
+        x = self.rms(h, f"{p}.input_layernorm.weight")
+        q = self.lin(x, f"{p}.self_attn.q_proj").view(B, T, self.nH, self.d)
+        k = self.lin(x, f"{p}.self_attn.k_proj").view(B, T, self.nKV, self.d)
+        v = self.lin(x, f"{p}.self_attn.v_proj").view(B, T, self.nKV, self.d).transpose(1, 2)
+        if self.family == "qwen3":
+            q = self.rms(q, f"{p}.self_attn.q_norm.weight")
+            k = self.rms(k, f"{p}.self_attn.k_norm.weight")
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+        q = q * cos + self.rotate_half(q) * sin
+        k = k * cos + self.rotate_half(k) * sin
+        if past_kv is not None:
+            k = torch.cat((past_kv[0], k), dim=2)
+            v = torch.cat((past_kv[1], v), dim=2)
+        # transformers' repeat_kv: expand the KV heads over their query group
+        S = k.shape[2]
+        kr = k[:, :, None].expand(B, self.nKV, rep, S, self.d).reshape(B, self.nH, S, self.d)
+        vr = v[:, :, None].expand(B, self.nKV, rep, S, self.d).reshape(B, self.nH, S, self.d)
+        scores = (q @ kr.transpose(2, 3)) / math.sqrt(self.d) + mask_bias
+        attn = torch.softmax(scores, dim=-1) @ vr
+        h = h + self.lin(attn.transpose(1, 2).reshape(B, T, self.nH * self.d), f"{p}.self_attn.o_proj")
+        y = self.rms(h, f"{p}.post_attention_layernorm.weight")
+        gate = self.lin(y, f"{p}.mlp.gate_proj")
+        h = h + self.lin(torch.nn.functional.silu(gate) * self.lin(y, f"{p}.mlp.up_proj"), f"{p}.mlp.down_proj")
+        return h, (k, v)
 
 
 def causal_bias(mask, T):
@@ -175,17 +187,26 @@ def main():
     result = {"torch": torch.__version__, "threads": torch.get_num_threads(), "load_s": time.time() - t0}
     if req.get("rows"):
         score(model, req["rows"][:1])  # warm-up
-        times = []
+        times, cpu = [], []
         for _ in range(req.get("score_repeats", 1)):
-            t = time.time()
+            t, c = time.time(), time.process_time()
             result["logprobs"] = score(model, req["rows"])
             times.append(time.time() - t)
+            cpu.append(time.process_time() - c)
         result["score_s"] = min(times)
+        result["score_runs"] = [{"wall_s": w, "cpu_s": c} for w, c in zip(times, cpu)]
     if req.get("prompt"):
         generate(model, req["prompt"], 2)  # warm-up
-        t = time.time()
-        result["generated"] = generate(model, req["prompt"], req["new_tokens"])
-        result["generate_s"] = time.time() - t
+        runs = []
+        for _ in range(req.get("generate_repeats", 1)):
+            t, c = time.time(), time.process_time()
+            result["generated"] = generate(model, req["prompt"], req["new_tokens"])
+            runs.append({"wall_s": time.time() - t, "cpu_s": time.process_time() - c})
+        result["generate_s"] = runs[0]["wall_s"]
+        result["generate_runs"] = runs
+    if req.get("omit_logprobs"):
+        result.pop("logprobs", None)
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
 
 

@@ -6,7 +6,8 @@ each targeted projection as y + ((x·Aᵀ)·s)·Bᵀ, as the ONNX training graph
 
 usage: train_torch.py REQUEST.json   → prints one JSON object on stdout
 REQUEST: {"model": DIR, "adapter": PEFT_DIR, "threads": N, "repeats": R, "lr": X, "max_grad_norm": X,
-          "eps_low": X, "eps_high": X, "batch": {"input_ids", "response_mask", "old", "advantages"} ([B][T], token grid: position t = token t)}
+          "eps_low": X, "eps_high": X, "batch": {"input_ids", "response_mask", "old", "advantages"} ([B][T], token grid: position t = token t),
+          "checkpoint": bool (torch.utils.checkpoint per layer), "old_from_policy": bool (old := stopgrad(logp), as the trainer)}
 """
 import json
 import os
@@ -15,6 +16,7 @@ import sys
 import time
 
 import torch
+import torch.utils.checkpoint
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_torch import Decoder, causal_bias, load_safetensors  # noqa: E402
@@ -23,8 +25,9 @@ PREFIX = "base_model.model."
 
 
 class LoraDecoder(Decoder):
-    def __init__(self, d, adapter):
+    def __init__(self, d, adapter, checkpoint=False):
         super().__init__(d)
+        self.checkpoint = checkpoint
         cfg = json.load(open(os.path.join(adapter, "adapter_config.json")))
         self.scaling = cfg["lora_alpha"] / cfg["r"]
         tensors = load_safetensors(os.path.join(adapter, "adapter_model.safetensors"))
@@ -32,6 +35,13 @@ class LoraDecoder(Decoder):
         for key, t in tensors.items():
             module = key[len(PREFIX):].rsplit(".lora_", 1)[0]
             self.lora.setdefault(module, {})[key.rsplit(".", 2)[1]] = t.clone().requires_grad_(True)
+
+    def run_layer(self, i, h, cos, sin, mask_bias, past_kv):
+        if not self.checkpoint:
+            return super().run_layer(i, h, cos, sin, mask_bias, past_kv)
+        # torch.utils.checkpoint: keep the layer's input only, run it again in the backward pass.
+        out = torch.utils.checkpoint.checkpoint(lambda x: self.layer(i, x, cos, sin, mask_bias)[0], h, use_reentrant=False)
+        return out, None
 
     def params(self):
         return [p for m in self.lora.values() for p in (m["lora_A"], m["lora_B"])]
@@ -51,6 +61,8 @@ def step(model, opt, batch, req):
     logits, _ = model.forward(ids, pos, causal_bias(torch.ones(B, T, dtype=torch.long), T))
     lp = torch.log_softmax(logits.float(), dim=-1)[:, :-1].gather(-1, ids[:, 1:, None])[..., 0]  # token t+1 at t
     mask, old, adv = batch["mask"][:, 1:], batch["old"][:, 1:], batch["adv"][:, 1:]
+    if req.get("old_from_policy"):
+        old = lp.detach()  # as the trainer's step does: old := stopgrad(logp), ratio 1
     ratio = torch.exp(lp - old)
     clipped = ratio.clamp(1 - req["eps_low"], 1 + req["eps_high"])
     obj = torch.minimum(ratio * adv, clipped * adv)
@@ -66,7 +78,7 @@ def main():
     req = json.load(open(sys.argv[1]))
     torch.set_num_threads(req["threads"])
     t0 = time.time()
-    model = LoraDecoder(req["model"], req["adapter"])
+    model = LoraDecoder(req["model"], req["adapter"], checkpoint=req.get("checkpoint", False))
     b = req["batch"]
     batch = {
         "ids": torch.tensor(b["input_ids"], dtype=torch.long),
@@ -77,14 +89,17 @@ def main():
     opt = torch.optim.AdamW(model.params(), lr=req["lr"], betas=(0.9, 0.98), eps=1e-8, weight_decay=0.0)
     load_s = time.time() - t0
     first_loss, first_norm = step(model, opt, batch, req)  # warm-up, from the initial weights
-    times = []
+    times, cpu = [], []
     for _ in range(req["repeats"]):
-        t = time.time()
+        t, c = time.time(), time.process_time()
         step(model, opt, batch, req)
         times.append(time.time() - t)
+        cpu.append(time.process_time() - c)
+    median = len(times) // 2
     print(json.dumps({
         "torch": torch.__version__, "threads": torch.get_num_threads(), "load_s": load_s,
-        "first_loss": first_loss, "first_grad_norm": first_norm, "step_s": sorted(times)[len(times) // 2],
+        "first_loss": first_loss, "first_grad_norm": first_norm, "step_s": sorted(times)[median],
+        "step_cpu_s": sorted(zip(times, cpu))[median][1],
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }))
 

@@ -128,16 +128,22 @@ export interface ExternalRef {
 }
 
 /**
- * Writes `onnxPath` and, for initializers of 1 KiB or more, `onnxPath + '.data'`.
+ * Writes `onnxPath` and, for initializers of 1 KiB or more, `dataPath` (default `onnxPath +
+ * '.data'`; it must be in the same folder, which the model names it relative to).
  * Returns the paths written. Load the model with `InferenceSession.create(onnxPath)`.
  * `placed` names initializers already written elsewhere (a data file shared by several
  * graphs, see ../model/weight-file.ts): they are referenced there, not written again.
  */
-export function saveModel(graph: Graph, onnxPath: string, placed?: (name: string, t: Tensor) => ExternalRef | undefined): { onnxPath: string; dataPath: string } {
+export function saveModel(
+  graph: Graph,
+  onnxPath: string,
+  placed?: (name: string, t: Tensor) => ExternalRef | undefined,
+  dataPath = onnxPath + '.data',
+): { onnxPath: string; dataPath: string } {
   fs.mkdirSync(path.dirname(onnxPath), { recursive: true });
-  const dataPath = onnxPath + '.data';
+  if (path.dirname(path.resolve(dataPath)) !== path.dirname(path.resolve(onnxPath))) throw new Error(`saveModel: ${dataPath} is not beside ${onnxPath}`);
   const location = path.basename(dataPath);
-  const fd = fs.openSync(dataPath, 'w');
+  const fd = fs.openSync(dataPath, 'w', 0o600);
   const inits: Onnx.ITensorProto[] = [];
   try {
     let offset = 0;
@@ -160,6 +166,6 @@ export function saveModel(graph: Graph, onnxPath: string, placed?: (name: string
   } finally {
     fs.closeSync(fd);
   }
-  fs.writeFileSync(onnxPath, onnx.ModelProto.encode(modelProto(graph, inits)).finish());
+  fs.writeFileSync(onnxPath, onnx.ModelProto.encode(modelProto(graph, inits)).finish(), { mode: 0o600 });
   return { onnxPath, dataPath };
 }

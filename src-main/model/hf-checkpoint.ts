@@ -10,6 +10,7 @@
  * Weights are read lazily by name, widened to fp32 (see ./safetensors.ts for why), and
  * checked against the shape the config implies.
  */
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
@@ -179,13 +180,18 @@ export class Checkpoint {
     return this.entries.has(name);
   }
 
-  /** Names the weights' content: the folder and each weight file's size and modification time. */
-  identity(): string {
+  /**
+   * Names the weights' content (a JSON text): the folder, the hash of config.json, and each
+   * weight file's size and modification time; `variant` names a form of them (a --quantize
+   * choice). Sessions share, and the graph cache keeps, one weights file per identity.
+   */
+  identity(variant?: string): string {
     const files = this.files.map((f) => {
       const st = fs.statSync(f);
-      return `${path.resolve(f)}:${st.size}:${st.mtimeMs}`;
+      return `${path.basename(f)}:${st.size}:${st.mtimeMs}`;
     });
-    return `${path.resolve(this.dir)}|${files.join('|')}`;
+    const config = crypto.createHash('sha256').update(fs.readFileSync(path.join(this.dir, 'config.json'))).digest('hex').slice(0, 16);
+    return JSON.stringify({ dir: path.resolve(this.dir), config, files, ...(variant ? { variant } : {}) });
   }
 
   get tensorNames(): string[] {

@@ -93,6 +93,11 @@ export interface EngineOptions {
   prepack?: boolean;
   /** Build score and generate with this adapter shape's A/B tensors as inputs; weights from `setLora`. */
   lora?: LoraShape;
+  /**
+   * Where built graphs are kept for the next process (./graph-cache.ts, docs/design.md §Graph
+   * cache); false: not kept. Default: HINDSIGHT_GRAPH_CACHE, else the OS cache folder.
+   */
+  graphCache?: string | false;
 }
 
 type Feeds = Record<string, ort.Tensor>;
@@ -105,6 +110,8 @@ export class ModelEngine {
   readonly tokenizer: ChatTokenizer;
   private readonly weights: WeightSource;
   private readonly sessionConfig: SessionConfig;
+  /** The fp32 weights' identity, for the drift measure's fp32 graph beside quantised ones. */
+  private readonly fp32Identity?: string;
   private readonly sessions = new Map<Graphs, Promise<ort.InferenceSession>>();
   /** The EP sessions were created on; undefined until the first session exists. */
   executionProvider?: Device;
@@ -121,11 +128,15 @@ export class ModelEngine {
     this.config = checkpoint.config;
     this.tokenizer = tokenizer;
     this.weights = checkpointWeights(checkpoint);
+    this.quantize = options.quantize ?? 'none';
+    const share = options.shareWeights !== false;
+    this.fp32Identity = share ? checkpoint.identity() : undefined;
     this.sessionConfig = {
       device: options.device ?? 'cpu', threads: options.threads, cacheDir: options.cacheDir, externalData: options.externalData,
-      sharedWeights: options.shareWeights === false ? undefined : this.weights.identity, prepack: options.prepack,
+      // Quantised weights are another file than the fp32 ones (which the training step shares).
+      sharedWeights: share ? checkpoint.identity(this.quantize === 'none' ? undefined : this.quantize) : undefined,
+      prepack: options.prepack, graphCache: options.graphCache, keepGraph: true,
     };
-    this.quantize = options.quantize ?? 'none';
     this.lora = options.lora && { ...options.lora, targets: [...options.lora.targets] };
     this.loraSpecs = this.lora ? loraSpecs(this.config, this.lora.targets) : [];
     if (this.lora) this.setLora(null);
@@ -257,7 +268,8 @@ export class ModelEngine {
   async quantizationDrift(): Promise<QuantDrift | undefined> {
     if (this.quantize === 'none') return undefined;
     const quantised = await this.session('score');
-    const { session: fp32 } = await createSession(decoderGraph(this.weights, { output: 'target_logprobs' }, 'score_fp32').graph, this.sessionConfig);
+    const fp32Config = { ...this.sessionConfig, sharedWeights: this.fp32Identity };
+    const { session: fp32 } = await createSession(decoderGraph(this.weights, { output: 'target_logprobs' }, 'score_fp32').graph, fp32Config);
     try {
       return await measureDrift(this.tokenizer, this.config.maxPositionEmbeddings, (row, s) => this.scoreBatch(this.runner(s), [row], 'right').then((r) => r[0]!), quantised, fp32);
     } finally {

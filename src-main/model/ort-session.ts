@@ -12,7 +12,9 @@
  * Small graphs are handed to ONNX Runtime as one buffer. Graphs whose weights exceed
  * protobuf's 2 GiB cap are written with external data into a cache folder and loaded by path.
  * With `sharedWeights` (CPU), every session of one checkpoint reads its weights from one
- * memory-mapped file (./weight-file.ts, docs/design.md §Memory).
+ * memory-mapped file (./weight-file.ts, docs/design.md §Memory), kept in the graph cache
+ * (./graph-cache.ts) unless that is off; a session with `keepGraph` loads its graph from the
+ * cache when an earlier process built it.
  *
  * These calls block the calling thread while ONNX Runtime works: call them from a worker
  * (./model-worker.ts does), never from the main thread.
@@ -27,6 +29,7 @@ import { CudaUnavailableError } from './cuda-errors.js';
 import type { Graph } from '../graph/ir.js';
 import { needsExternalData, saveModel, serializeModel } from '../graph/onnx.js';
 import { placeWeights, weightFolder } from './weight-file.js';
+import { cachedGraphFile, cachedWeightFolder, dropCachedGraph, graphCacheRoot } from './graph-cache.js';
 
 /**
  * ONNX Runtime itself (tensors, session types), for the modules that feed and read sessions.
@@ -55,6 +58,14 @@ export interface SessionConfig {
    * session, for speed). Default true; false reads them from the shared file as they are.
    */
   prepack?: boolean;
+  /**
+   * The graph cache's folder (./graph-cache.ts); false: none, so shared weights live in a
+   * per-process folder; default: HINDSIGHT_GRAPH_CACHE or the OS cache folder. CPU sessions
+   * with `sharedWeights` only.
+   */
+  graphCache?: string | false;
+  /** Keep this graph in the cache, to load it from there next time (inference graphs; the training step's are rebuilt). */
+  keepGraph?: boolean;
 }
 
 /** The folder holding onnxruntime-node's native libraries for this platform. */
@@ -96,8 +107,11 @@ export async function createSession(graph: Graph, config: SessionConfig): Promis
   let cleanup: (() => void) | undefined;
   try {
     let session: ort.InferenceSession;
-    if (config.sharedWeights && config.device === 'cpu') {
-      const dir = weightFolder(config.sharedWeights, config.cacheDir);
+    const cacheRoot = config.sharedWeights && config.device === 'cpu' ? graphCacheRoot(config.graphCache) : undefined;
+    if (cacheRoot && config.keepGraph) {
+      session = await cachedSession(graph, cachedWeightFolder(cacheRoot, config.sharedWeights!), options);
+    } else if (config.sharedWeights && config.device === 'cpu') {
+      const dir = cacheRoot ? cachedWeightFolder(cacheRoot, config.sharedWeights) : weightFolder(config.sharedWeights, config.cacheDir);
       const onnxPath = path.join(dir, `${graph.name}-${process.pid}-${threadId}-${sessionCount++}.onnx`);
       cleanup = () => {
         try {
@@ -131,6 +145,19 @@ export async function createSession(graph: Graph, config: SessionConfig): Promis
   } finally {
     // ONNX Runtime holds the weights by now (read, or mapped: unlinking a mapped file is safe on POSIX).
     cleanup?.();
+  }
+}
+
+/** A session of `graph` from its file in the graph cache, written first if it is not there. */
+async function cachedSession(graph: Graph, dir: string, options: ort.InferenceSession.SessionOptions): Promise<ort.InferenceSession> {
+  const { onnxPath, cached } = cachedGraphFile(dir, graph);
+  try {
+    return await ort.InferenceSession.create(onnxPath, options);
+  } catch (err) {
+    if (!cached) throw err;
+    // A cached file that no longer loads (its folder emptied or damaged under it): build it again, once.
+    dropCachedGraph(onnxPath);
+    return ort.InferenceSession.create(cachedGraphFile(dir, graph).onnxPath, options);
   }
 }
 

@@ -10,17 +10,21 @@
  * in the mapping; a session that prepacks its matmul weights for speed keeps a packed copy of
  * those instead.
  *
- * The file: `<tmp>/hindsight-weights-<pid>/<hash of the checkpoint's identity>/weights.data`,
- * with `index.json` (name → offset, length) beside it; each graph's .onnx is written into
- * the same folder, loaded and deleted. The first graph of a checkpoint writes every weight
- * it holds from the checkpoint (the initializers whose data is loaded lazily); later graphs,
- * in this thread or another worker of the process, reuse what the index lists and write
- * anything else into their own data file. The file is written under a temporary name and
- * renamed, so a reader never sees half a file; two threads racing to write it first each get
- * a whole file (two copies, that once). The folder is removed when the process exits (the
- * main thread's exit handler: a worker that opens the model is started through
- * {@link removeWeightFilesAtExit}); folders of processes that no longer run are removed when
- * a new one is made.
+ * The file: `<tmp>/hindsight-weights-<pid>/<hash of the checkpoint's identity>/weights-<layout>.data`,
+ * with `index.json` (the data file's name, and name → offset, length) beside it; each graph's
+ * .onnx is written into the same folder, loaded and deleted. The first graph of a checkpoint
+ * writes every weight it holds from the checkpoint (the initializers whose data is loaded
+ * lazily); later graphs, in this thread or another worker of the process, reuse what the index
+ * lists and write anything else into their own data file. The data file is named after its
+ * layout (the hash of its names, offsets and lengths) and written under a temporary name and
+ * renamed, then the index is: a reader never sees half a file, and the index always names a
+ * data file laid out as it says, even when two writers race (each then gets a whole file, two
+ * copies that once). The folder is removed when the process exits (the main thread's exit
+ * handler: a worker that opens the model is started through {@link removeWeightFilesAtExit});
+ * folders of processes that no longer run are removed when a new one is made.
+ *
+ * The graph cache (./graph-cache.ts) keeps the same layout in a folder that outlives the
+ * process, so {@link placeWeights} serves both.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -30,12 +34,15 @@ import { isMainThread, threadId } from 'node:worker_threads';
 import { bytesPerElement, numel, tensorValues, type Graph, type Tensor } from '../graph/ir.js';
 import type { ExternalRef } from '../graph/onnx.js';
 
-const DATA = 'weights.data';
 const INDEX = 'index.json';
 const ALIGN = 4096;
 const PREFIX = 'hindsight-weights-';
 
-type Index = Record<string, { offset: number; length: number }>;
+/** index.json: the data file (in the same folder) and where each weight lies in it. */
+interface Index {
+  file: string;
+  tensors: Record<string, { offset: number; length: number }>;
+}
 
 const folders = new Map<string, string>();
 const cleanedAtExit = new Set<string>();
@@ -63,40 +70,52 @@ export function weightFolder(identity: string, root = os.tmpdir()): string {
 export function placeWeights(dir: string, graph: Graph): (name: string, t: Tensor) => ExternalRef | undefined {
   const index = readIndex(dir) ?? writeWeights(dir, graph);
   return (name, t) => {
-    const at = index[name];
+    const at = index.tensors[name];
     if (!at || typeof t.data !== 'function' || at.length !== numel(t.dims) * bytesPerElement(t.dtype)) return undefined;
-    return { location: DATA, offset: at.offset, length: at.length };
+    return { location: index.file, offset: at.offset, length: at.length };
   };
 }
 
+/** Whether `dir` holds an index and the whole data file it names. */
+export function hasWholeWeights(dir: string): boolean {
+  return readIndex(dir) !== undefined;
+}
+
+/** The folder's index, if it is there and its data file is whole; else undefined (write it again). */
 function readIndex(dir: string): Index | undefined {
   try {
-    return JSON.parse(fs.readFileSync(path.join(dir, INDEX), 'utf8')) as Index;
+    const index = JSON.parse(fs.readFileSync(path.join(dir, INDEX), 'utf8')) as Index;
+    const end = Math.max(0, ...Object.values(index.tensors).map((t) => t.offset + t.length));
+    return typeof index.file === 'string' && fs.statSync(path.join(dir, index.file)).size >= end ? index : undefined;
   } catch {
     return undefined;
   }
 }
 
 function writeWeights(dir: string, graph: Graph): Index {
+  const tensors: Index['tensors'] = {};
+  let offset = 0;
+  for (const [name, t] of graph.initializers) {
+    if (typeof t.data !== 'function') continue; // constants of this graph, not checkpoint weights
+    const length = numel(t.dims) * bytesPerElement(t.dtype);
+    tensors[name] = { offset, length };
+    offset = Math.ceil((offset + length) / ALIGN) * ALIGN;
+  }
+  const layout = crypto.createHash('sha256').update(JSON.stringify(tensors)).digest('hex').slice(0, 16);
+  const index: Index = { file: `weights-${layout}.data`, tensors };
   const suffix = `.${process.pid}-${threadId}.tmp`;
-  const dataTmp = path.join(dir, DATA + suffix);
-  const index: Index = {};
-  const fd = fs.openSync(dataTmp, 'w');
+  const dataTmp = path.join(dir, index.file + suffix);
+  const fd = fs.openSync(dataTmp, 'w', 0o600);
   try {
-    let offset = 0;
-    for (const [name, t] of graph.initializers) {
-      if (typeof t.data !== 'function') continue; // constants of this graph, not checkpoint weights
-      const v = tensorValues(t);
-      const bytes = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
-      fs.writeSync(fd, bytes, 0, bytes.byteLength, offset);
-      index[name] = { offset, length: bytes.byteLength };
-      offset = Math.ceil((offset + bytes.byteLength) / ALIGN) * ALIGN;
+    for (const [name, at] of Object.entries(tensors)) {
+      const v = tensorValues(graph.initializers.get(name)!);
+      fs.writeSync(fd, new Uint8Array(v.buffer, v.byteOffset, v.byteLength), 0, v.byteLength, at.offset);
     }
   } finally {
     fs.closeSync(fd);
   }
-  fs.renameSync(dataTmp, path.join(dir, DATA));
-  fs.writeFileSync(path.join(dir, INDEX + suffix), JSON.stringify(index));
+  fs.renameSync(dataTmp, path.join(dir, index.file));
+  fs.writeFileSync(path.join(dir, INDEX + suffix), JSON.stringify(index), { mode: 0o600 });
   fs.renameSync(path.join(dir, INDEX + suffix), path.join(dir, INDEX));
   return index;
 }

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { ModelEngine } from '../../src-main/model/inference-engine.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { weightFolder } from '../../src-main/model/weight-file.js';
+import { cachedWeightFolder } from '../../src-main/model/graph-cache.js';
 import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import { LORA, lossConfig, randomLora, sgd, tinyBatch } from '../train/step-helpers.js';
 import { writeTinyModel } from './tiny-models.js';
@@ -15,14 +16,29 @@ import { writeTinyModel } from './tiny-models.js';
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-weight-file-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 
-const mappedWeightFiles = () => new Set(fs.readFileSync('/proc/self/maps', 'utf8').split('\n').filter((l) => l.endsWith('weights.data')).map((l) => l.split(/\s+/).slice(5).join(' ')));
+const mappedWeightFiles = () => new Set(fs.readFileSync('/proc/self/maps', 'utf8').split('\n').filter((l) => /weights-[0-9a-f]+\.data$/.test(l)).map((l) => l.split(/\s+/).slice(5).join(' ')));
+
+/** Runs `f` with HINDSIGHT_GRAPH_CACHE set to `value` (the training step takes the cache from it). */
+async function withGraphCache<T>(value: string, f: () => Promise<T>): Promise<T> {
+  const before = process.env.HINDSIGHT_GRAPH_CACHE;
+  process.env.HINDSIGHT_GRAPH_CACHE = value;
+  try {
+    return await f();
+  } finally {
+    if (before === undefined) delete process.env.HINDSIGHT_GRAPH_CACHE;
+    else process.env.HINDSIGHT_GRAPH_CACHE = before;
+  }
+}
 
 describe('the shared weight file', () => {
-  it('serves the training step, its base pass and the score and generate sessions, with the same results as private copies', async () => {
-    const dir = path.join(root, 'qwen3');
+  // Per process (the graph cache off: a folder removed at exit), and in the graph cache's folder.
+  it.each(['per process', 'graph cache'] as const)('serves the training step, its base pass and the score and generate sessions, with the same results as private copies (%s)', (mode) => withGraphCache(mode === 'per process' ? 'off' : path.join(root, 'graphs'), async () => {
+    const dir = path.join(root, `qwen3-${mode.replace(' ', '-')}`);
     writeTinyModel(dir, { family: 'qwen3', tie: true, seed: 4, hiddenSize: 16, intermediateSize: 24, headDim: 8, numHeads: 4, numKvHeads: 2 });
-    const cacheDir = path.join(root, 'cache');
+    const cacheDir = path.join(root, `cache-${mode.replace(' ', '-')}`);
     fs.mkdirSync(cacheDir);
+    const weightsRoot = mode === 'per process' ? cacheDir : path.join(root, 'graphs');
+    const folderOf = () => (mode === 'per process' ? weightFolder(Checkpoint.open(dir).identity(), cacheDir) : cachedWeightFolder(weightsRoot, Checkpoint.open(dir).identity()));
     const rows = [{ inputIds: [5, 9, 40, 41, 42, 7, 3], responseStart: 3 }];
     const results = [];
     for (const share of [false, true]) {
@@ -38,8 +54,9 @@ describe('the shared weight file', () => {
         const tokens = (await engine.generate(rows[0]!.inputIds, { maxNewTokens: 5, stopTokenIds: [] })).tokens;
         if (share && process.platform === 'linux') {
           // All four sessions map the one file of this checkpoint.
-          const mapped = mappedWeightFiles();
-          expect([...mapped].filter((f) => f.startsWith(cacheDir))).toEqual([path.join(weightFolder(Checkpoint.open(dir).identity(), cacheDir), 'weights.data')]);
+          const mapped = [...mappedWeightFiles()].filter((f) => f.startsWith(weightsRoot));
+          expect(mapped).toHaveLength(1);
+          expect(path.dirname(mapped[0]!)).toBe(folderOf());
         }
         results.push({ grads, base, scores, tokens });
       } finally {
@@ -52,10 +69,11 @@ describe('the shared weight file', () => {
     expect(Math.max(...own!.base.map((v, i) => Math.abs(v - shared!.base[i]!)))).toBeLessThan(1e-6);
     expect(shared!.scores[0]!.map((v, i) => Math.abs(v - own!.scores[0]![i]!)).every((d) => d < 1e-5)).toBe(true);
     expect(shared!.tokens).toEqual(own!.tokens);
-    // Only the shared file and its index stay in the folder; each graph's .onnx is removed once loaded.
-    const folder = weightFolder(Checkpoint.open(dir).identity(), cacheDir);
-    expect(fs.readdirSync(folder).sort()).toEqual(['index.json', 'weights.data']);
-  });
+    // Only the shared file and its index stay in the folder (and in the cache, the score and
+    // generate graphs); the training step's graphs are removed once loaded.
+    const left = fs.readdirSync(folderOf()).sort().map((f) => f.replace(/-[0-9a-f]{16,}\./, '-HASH.'));
+    expect(left).toEqual(mode === 'per process' ? ['index.json', 'weights-HASH.data'] : ['generate-HASH.onnx', 'index.json', 'score-HASH.onnx', 'source.json', 'weights-HASH.data']);
+  }));
 
   it('removes the folders of processes that are gone', () => {
     const cacheDir = path.join(root, 'stale');

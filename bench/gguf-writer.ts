@@ -1,0 +1,324 @@
+/**
+ * Writes a Hugging Face checkpoint folder (Llama, Qwen2 or Qwen3, as src-main/model reads
+ * them) as a GGUF v3 file that llama.cpp loads, so the benches can run llama.cpp on the very
+ * weights Hindsight runs (bench/llama-cpp.ts). Written here rather than through llama.cpp's
+ * Python converter, which this machine does not have.
+ *
+ * The file: the magic `GGUF`, version 3, the tensor and key counts (u64), the metadata
+ * key/value pairs, one info record per tensor (name, dims innermost first, ggml type, offset
+ * into the data section), padding to `general.alignment` (32), then the tensors, each at an
+ * aligned offset. Strings are a u64 length and UTF-8 bytes; every number is little-endian.
+ *
+ * - Metadata: the architecture's hyper-parameters under `<arch>.*` (llama, qwen2, qwen3 are
+ *   llama.cpp's names too), and a GPT-2-style byte-level BPE tokenizer from tokenizer.json
+ *   (`tokenizer.ggml.tokens / token_type / merges`, the pre-tokenizer's name, BOS/EOS). The
+ *   token list is padded with `[PADn]` tokens up to config.json's vocab_size, as checkpoints
+ *   pad their embedding.
+ * - Tensors: HF names map to llama.cpp's (`model.layers.3.self_attn.q_proj.weight` →
+ *   `blk.3.attn_q.weight`, …). Llama's q and k rows are permuted into the interleaved pair
+ *   order of llama.cpp's Llama RoPE; Qwen models use the split-half RoPE as HF does, so their
+ *   rows stay. A tied model writes no `output.weight`: llama.cpp then uses the embedding.
+ * - Types (`f32`, `q8_0`, `q4_0`, ./gguf-quant.ts): the layers' seven projections take the
+ *   chosen type; norms and biases stay f32; the embedding (and an untied LM head) stay f32 as
+ *   Hindsight's `--quantize` keeps them, unless `quantizeEmbeddings` asks for llama.cpp's usual
+ *   file, where they are quantised too.
+ *
+ * The file is written under a temporary name and renamed, so a half-written file is never
+ * taken for a finished one.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { Checkpoint, type ModelConfig } from '../src-main/model/hf-checkpoint.js';
+import { encode, encodedBytes, GGML_TYPE_ID, type GgmlType } from './gguf-quant.js';
+
+export type GgufFileType = 'f32' | 'q8_0' | 'q4_0';
+
+export interface GgufOptions {
+  type: GgufFileType;
+  /** Quantise the embedding and LM head too (llama.cpp's usual files); default false, as Hindsight's --quantize. */
+  quantizeEmbeddings?: boolean;
+}
+
+export const GGUF_ALIGNMENT = 32;
+const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
+/** general.file_type: LLAMA_FTYPE_ALL_F32, MOSTLY_Q8_0, MOSTLY_Q4_0. */
+const FILE_TYPE: Record<GgufFileType, number> = { f32: 0, q8_0: 7, q4_0: 2 };
+
+/** GGUF metadata value types. */
+export const GgufValue = { u8: 0, i8: 1, u16: 2, i16: 3, u32: 4, i32: 5, f32: 6, bool: 7, string: 8, array: 9, u64: 10, i64: 11, f64: 12 } as const;
+
+/** llama_token_type: how llama.cpp treats each vocabulary entry. */
+const TOKEN_NORMAL = 1, TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4, TOKEN_UNUSED = 5;
+
+type Meta =
+  | { kind: 'u32' | 'i32' | 'f32'; value: number }
+  | { kind: 'bool'; value: boolean }
+  | { kind: 'string'; value: string }
+  | { kind: 'strings'; value: string[] }
+  | { kind: 'i32s'; value: Int32Array };
+
+interface PlannedTensor {
+  name: string;
+  hfName: string;
+  /** HF shape, outermost first; GGUF stores it reversed. */
+  shape: number[];
+  type: GgmlType;
+  /** Rows to permute for llama.cpp's Llama RoPE (q and k of the llama family): the head count. */
+  permuteHeads?: number;
+  offset: number;
+  bytes: number;
+}
+
+/** A little-endian byte writer that grows as needed. */
+class Bytes {
+  private buf = Buffer.alloc(1 << 16);
+  length = 0;
+  private room(n: number): void {
+    if (this.length + n <= this.buf.length) return;
+    const next = Buffer.alloc(Math.max(this.buf.length * 2, this.length + n));
+    this.buf.copy(next, 0, 0, this.length);
+    this.buf = next;
+  }
+  u32(v: number): void {
+    this.room(4);
+    this.length = this.buf.writeUInt32LE(v, this.length);
+  }
+  i32(v: number): void {
+    this.room(4);
+    this.length = this.buf.writeInt32LE(v, this.length);
+  }
+  u64(v: number): void {
+    this.room(8);
+    this.length = this.buf.writeBigUInt64LE(BigInt(v), this.length);
+  }
+  f32(v: number): void {
+    this.room(4);
+    this.length = this.buf.writeFloatLE(v, this.length);
+  }
+  u8(v: number): void {
+    this.room(1);
+    this.length = this.buf.writeUInt8(v, this.length);
+  }
+  string(s: string): void {
+    const b = Buffer.from(s, 'utf8');
+    this.u64(b.length);
+    this.room(b.length);
+    this.length += b.copy(this.buf, this.length);
+  }
+  pad(alignment: number): void {
+    const n = (alignment - (this.length % alignment)) % alignment;
+    this.room(n);
+    this.buf.fill(0, this.length, this.length + n);
+    this.length += n;
+  }
+  done(): Buffer {
+    return this.buf.subarray(0, this.length);
+  }
+}
+
+function writeMeta(out: Bytes, key: string, m: Meta): void {
+  out.string(key);
+  switch (m.kind) {
+    case 'u32': out.u32(GgufValue.u32); out.u32(m.value); break;
+    case 'i32': out.u32(GgufValue.i32); out.i32(m.value); break;
+    case 'f32': out.u32(GgufValue.f32); out.f32(m.value); break;
+    case 'bool': out.u32(GgufValue.bool); out.u8(m.value ? 1 : 0); break;
+    case 'string': out.u32(GgufValue.string); out.string(m.value); break;
+    case 'strings':
+      out.u32(GgufValue.array); out.u32(GgufValue.string); out.u64(m.value.length);
+      for (const s of m.value) out.string(s);
+      break;
+    case 'i32s':
+      out.u32(GgufValue.array); out.u32(GgufValue.i32); out.u64(m.value.length);
+      for (const v of m.value) out.i32(v);
+      break;
+  }
+}
+
+// ---- the tokenizer ---------------------------------------------------------------------------
+
+interface TokenizerJson {
+  added_tokens?: { id: number; content: string; special?: boolean }[];
+  pre_tokenizer?: unknown;
+  model: { type: string; vocab: Record<string, number>; merges: (string | [string, string])[] };
+}
+
+/** llama.cpp's name for the pre-tokenizer's split rule, recognised from tokenizer.json. */
+function preTokenizerName(pre: unknown, file: string): string {
+  const text = JSON.stringify(pre ?? null);
+  if (text.includes('\\\\p{N}{1,3}')) return 'llama-bpe'; // Llama 3: digits in groups of up to three
+  if (text.includes('"Split"') && text.includes('\\\\p{N}|')) return 'qwen2'; // Qwen2/2.5/3: one digit at a time
+  const p = pre as { type?: string; use_regex?: boolean } | null;
+  if (p?.type === 'ByteLevel' && p.use_regex !== false) return 'gpt-2';
+  throw new Error(`${file}: pre-tokenizer ${text.slice(0, 120)}… is not one this writer knows (Llama 3, Qwen2, GPT-2 byte level)`);
+}
+
+function tokenizerMeta(dir: string, config: ModelConfig): [string, Meta][] {
+  const file = path.join(dir, 'tokenizer.json');
+  const tok = JSON.parse(fs.readFileSync(file, 'utf8')) as TokenizerJson;
+  if (tok.model.type !== 'BPE') throw new Error(`${file}: a ${tok.model.type} tokenizer; this writer handles byte-level BPE only`);
+  const tokens: string[] = new Array(config.vocabSize);
+  const types = new Int32Array(config.vocabSize);
+  const place = (id: number, text: string, type: number) => {
+    if (id >= config.vocabSize) throw new Error(`${file}: token id ${id} ('${text}') is past config.json's vocab_size ${config.vocabSize}`);
+    tokens[id] = text;
+    types[id] = type;
+  };
+  for (const [text, id] of Object.entries(tok.model.vocab)) place(id, text, TOKEN_NORMAL);
+  for (const a of tok.added_tokens ?? []) place(a.id, a.content, a.special ? TOKEN_CONTROL : TOKEN_USER_DEFINED);
+  for (let id = 0; id < config.vocabSize; id++) if (tokens[id] === undefined) place(id, `[PAD${id}]`, TOKEN_UNUSED);
+  const merges = tok.model.merges.map((m) => (Array.isArray(m) ? m.join(' ') : m));
+  const tokenizerConfig = readJsonIfAny(path.join(dir, 'tokenizer_config.json'));
+  const generation = readJsonIfAny(path.join(dir, 'generation_config.json'));
+  const genEos = generation.eos_token_id;
+  const eos = config.eosTokenIds[0] ?? (Array.isArray(genEos) ? genEos[0] : genEos);
+  const padText = typeof tokenizerConfig.pad_token === 'string' ? tokenizerConfig.pad_token : undefined;
+  const padId = padText !== undefined ? tokens.indexOf(padText) : -1;
+  const meta: [string, Meta][] = [
+    ['tokenizer.ggml.model', { kind: 'string', value: 'gpt2' }],
+    ['tokenizer.ggml.pre', { kind: 'string', value: preTokenizerName(tok.pre_tokenizer, file) }],
+    ['tokenizer.ggml.tokens', { kind: 'strings', value: tokens }],
+    ['tokenizer.ggml.token_type', { kind: 'i32s', value: types }],
+    ['tokenizer.ggml.merges', { kind: 'strings', value: merges }],
+    ['tokenizer.ggml.add_bos_token', { kind: 'bool', value: tokenizerConfig.add_bos_token === true }],
+  ];
+  if (config.bosTokenId !== undefined) meta.push(['tokenizer.ggml.bos_token_id', { kind: 'u32', value: config.bosTokenId }]);
+  if (typeof eos === 'number') meta.push(['tokenizer.ggml.eos_token_id', { kind: 'u32', value: eos }]);
+  if (padId >= 0) meta.push(['tokenizer.ggml.padding_token_id', { kind: 'u32', value: padId }]);
+  return meta;
+}
+
+function readJsonIfAny(file: string): Record<string, unknown> {
+  return fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
+}
+
+// ---- metadata and tensors ----------------------------------------------------------------------
+
+function modelMeta(config: ModelConfig, name: string, type: GgufFileType): [string, Meta][] {
+  if (config.ropeScaling) throw new Error(`rope_scaling ${config.ropeScaling.type} is not written by this GGUF writer (the benches' models have none)`);
+  const arch = config.family;
+  const u32 = (value: number): Meta => ({ kind: 'u32', value });
+  return [
+    ['general.architecture', { kind: 'string', value: arch }],
+    ['general.name', { kind: 'string', value: name }],
+    ['general.alignment', u32(GGUF_ALIGNMENT)],
+    ['general.file_type', u32(FILE_TYPE[type])],
+    [`${arch}.context_length`, u32(config.maxPositionEmbeddings)],
+    [`${arch}.embedding_length`, u32(config.hiddenSize)],
+    [`${arch}.block_count`, u32(config.numLayers)],
+    [`${arch}.feed_forward_length`, u32(config.intermediateSize)],
+    [`${arch}.attention.head_count`, u32(config.numHeads)],
+    [`${arch}.attention.head_count_kv`, u32(config.numKvHeads)],
+    [`${arch}.attention.key_length`, u32(config.headDim)],
+    [`${arch}.attention.value_length`, u32(config.headDim)],
+    [`${arch}.attention.layer_norm_rms_epsilon`, { kind: 'f32', value: config.rmsNormEps }],
+    [`${arch}.rope.freq_base`, { kind: 'f32', value: config.ropeTheta }],
+    [`${arch}.rope.dimension_count`, u32(config.headDim)],
+    [`${arch}.vocab_size`, u32(config.vocabSize)],
+  ];
+}
+
+const PROJECTIONS: [string, string][] = [
+  ['self_attn.q_proj', 'attn_q'], ['self_attn.k_proj', 'attn_k'], ['self_attn.v_proj', 'attn_v'], ['self_attn.o_proj', 'attn_output'],
+  ['mlp.gate_proj', 'ffn_gate'], ['mlp.up_proj', 'ffn_up'], ['mlp.down_proj', 'ffn_down'],
+];
+
+/** Every tensor to write, in file order, with its type; offsets are filled in later. */
+function planTensors(ckpt: Checkpoint, options: GgufOptions): PlannedTensor[] {
+  const c = ckpt.config;
+  const out: PlannedTensor[] = [];
+  const add = (name: string, hfName: string, type: GgmlType, permuteHeads?: number) => {
+    const shape = ckpt.entry(hfName).shape;
+    out.push({ name, hfName, shape, type, permuteHeads, offset: 0, bytes: 0 });
+  };
+  const embeddingType: GgmlType = options.quantizeEmbeddings ? options.type : 'f32';
+  add('token_embd.weight', 'model.embed_tokens.weight', embeddingType);
+  for (let i = 0; i < c.numLayers; i++) {
+    const p = `model.layers.${i}`;
+    add(`blk.${i}.attn_norm.weight`, `${p}.input_layernorm.weight`, 'f32');
+    for (const [hf, gguf] of PROJECTIONS) {
+      const heads = c.family === 'llama' ? { attn_q: c.numHeads, attn_k: c.numKvHeads }[gguf] : undefined;
+      add(`blk.${i}.${gguf}.weight`, `${p}.${hf}.weight`, options.type, heads);
+      if (ckpt.has(`${p}.${hf}.bias`)) {
+        if (heads) throw new Error(`${p}.${hf}.bias: a Llama q/k bias would need the RoPE permutation too; not written`);
+        add(`blk.${i}.${gguf}.bias`, `${p}.${hf}.bias`, 'f32');
+      }
+    }
+    if (c.qkNorm) {
+      add(`blk.${i}.attn_q_norm.weight`, `${p}.self_attn.q_norm.weight`, 'f32');
+      add(`blk.${i}.attn_k_norm.weight`, `${p}.self_attn.k_norm.weight`, 'f32');
+    }
+    add(`blk.${i}.ffn_norm.weight`, `${p}.post_attention_layernorm.weight`, 'f32');
+  }
+  add('output_norm.weight', 'model.norm.weight', 'f32');
+  if (!c.tieWordEmbeddings && ckpt.has('lm_head.weight')) add('output.weight', 'lm_head.weight', embeddingType);
+  let offset = 0;
+  for (const t of out) {
+    t.offset = offset;
+    t.bytes = encodedBytes(t.type, t.shape.reduce((a, d) => a * d, 1));
+    offset = align(offset + t.bytes, GGUF_ALIGNMENT);
+  }
+  return out;
+}
+
+const align = (n: number, a: number) => Math.ceil(n / a) * a;
+
+/** HF's split-half q/k rows → llama.cpp's interleaved pairs: row h·d + j·d/2 + i goes to h·d + 2i + j. */
+export function permuteForLlamaRope(w: Float32Array, heads: number, cols: number): Float32Array {
+  const rows = w.length / cols;
+  const d = rows / heads;
+  const out = new Float32Array(w.length);
+  for (let h = 0; h < heads; h++) {
+    for (let j = 0; j < 2; j++) {
+      for (let i = 0; i < d / 2; i++) {
+        const from = (h * d + j * (d / 2) + i) * cols;
+        out.set(w.subarray(from, from + cols), (h * d + 2 * i + j) * cols);
+      }
+    }
+  }
+  return out;
+}
+
+/** Writes `modelDir` as a GGUF file at `outFile`; returns its size and tensor count. */
+export function writeGguf(modelDir: string, outFile: string, options: GgufOptions): { bytes: number; tensors: number } {
+  const ckpt = Checkpoint.open(modelDir);
+  const tensors = planTensors(ckpt, options);
+  const meta = [...modelMeta(ckpt.config, path.basename(path.resolve(modelDir)), options.type), ...tokenizerMeta(modelDir, ckpt.config)];
+  const head = new Bytes();
+  head.u32(GGUF_MAGIC);
+  head.u32(3);
+  head.u64(tensors.length);
+  head.u64(meta.length);
+  for (const [key, m] of meta) writeMeta(head, key, m);
+  for (const t of tensors) {
+    head.string(t.name);
+    head.u32(t.shape.length);
+    for (const d of [...t.shape].reverse()) head.u64(d);
+    head.u32(GGML_TYPE_ID[t.type]);
+    head.u64(t.offset);
+  }
+  head.pad(GGUF_ALIGNMENT);
+  const header = head.done();
+  const tmp = `${outFile}.${process.pid}.tmp`;
+  fs.mkdirSync(path.dirname(outFile), { recursive: true });
+  const fd = fs.openSync(tmp, 'w');
+  let end = header.length;
+  try {
+    fs.writeSync(fd, header, 0, header.length, 0);
+    for (const t of tensors) {
+      let values = ckpt.readFloat32(t.hfName, t.shape);
+      if (t.permuteHeads) values = permuteForLlamaRope(values, t.permuteHeads, t.shape[1]!);
+      // f32 goes out as it is read: no second copy of a large embedding.
+      const bytes = t.type === 'f32' ? new Uint8Array(values.buffer, values.byteOffset, values.byteLength) : encode(t.type, values);
+      fs.writeSync(fd, bytes, 0, bytes.length, header.length + t.offset);
+      end = header.length + t.offset + bytes.length;
+    }
+    const padded = align(end, GGUF_ALIGNMENT);
+    if (padded > end) fs.writeSync(fd, Buffer.alloc(padded - end), 0, padded - end, end);
+    end = padded;
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.renameSync(tmp, outFile);
+  return { bytes: end, tensors: tensors.length };
+}

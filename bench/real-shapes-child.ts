@@ -1,0 +1,105 @@
+/**
+ * One Hindsight measurement of bench/real-shapes.ts, in a process of its own so that its
+ * peak RSS is its own and, for the first-token figure, its start is a new process's. The
+ * training step's measurement is bench/train-memory-child.ts's.
+ */
+import type { Quantize } from '../src-main/model/quantize.js';
+import type { ScoreRow } from '../src-main/model/inference-engine.js';
+
+export type RealChildRequest =
+  | { kind: 'generate'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number }
+  | { kind: 'first-token'; model: string; threads: number; prompt: number[] }
+  | { kind: 'score'; model: string; threads: number; rows: ScoreRow[]; repeats: number }
+  | { kind: 'judge'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number };
+
+export interface Timed {
+  wallS: number;
+  cpuS: number;
+}
+
+export interface RealChildResult {
+  peakMb: number;
+  /** generate, judge: load with its graphs (the cache's or built). */
+  loadS?: number;
+  /** generate, score: the median run; judge: the batched votes. */
+  run?: Timed;
+  /** judge: the votes one after another. */
+  sequential?: Timed;
+  sameTokens?: boolean;
+  tokens?: number[];
+  logprobs?: number[][];
+  /** first-token: ms since this process started (Node's time origin), at each step. */
+  importedMs?: number;
+  loadedMs?: number;
+  firstTokenMs?: number;
+}
+
+async function timed<R>(f: () => Promise<R>): Promise<[R, Timed]> {
+  const c0 = process.cpuUsage(), t0 = performance.now();
+  const r = await f();
+  const c = process.cpuUsage(c0);
+  return [r, { wallS: (performance.now() - t0) / 1000, cpuS: (c.user + c.system) / 1e6 }];
+}
+
+/** The run of median wall time among `repeats`, and the last result. */
+async function median<R>(repeats: number, f: () => Promise<R>): Promise<[R, Timed]> {
+  const runs: [R, Timed][] = [];
+  for (let i = 0; i < repeats; i++) runs.push(await timed(f));
+  const last = runs.at(-1)![0];
+  runs.sort((a, b) => a[1].wallS - b[1].wallS);
+  return [last, runs[Math.floor(runs.length / 2)]![1]];
+}
+
+const peakMb = () => process.resourceUsage().maxRSS / 1024;
+
+export async function runRealChild(q: RealChildRequest): Promise<RealChildResult> {
+  if (q.kind === 'first-token') return firstToken(q);
+  const { LocalModel } = await import('../src-main/model/local-model.js');
+  const quantize = q.kind === 'generate' || q.kind === 'judge' ? q.quantize : 'none';
+  const prepare = q.kind === 'score' ? ['score' as const] : ['generate' as const];
+  const [model, load] = await timed(() => LocalModel.load(q.model, { threads: q.threads, quantize, prepare }));
+  try {
+    if (q.kind === 'generate') {
+      await model.generate(q.prompt, { maxNewTokens: 4, stopTokenIds: [] }); // warm-up
+      const [out, run] = await median(q.repeats, () => model.generate(q.prompt, { maxNewTokens: q.newTokens, stopTokenIds: [] }));
+      return { peakMb: peakMb(), loadS: load.wallS, run, tokens: out.tokens };
+    }
+    if (q.kind === 'score') {
+      await model.score(q.rows.slice(0, 1)); // warm-up
+      const [logprobs, run] = await median(q.repeats, () => model.score(q.rows, { batchSize: q.rows.length }));
+      return { peakMb: peakMb(), loadS: load.wallS, run, logprobs };
+    }
+    // The local judge's shape: 3 votes sampled at t = 0.6 with 3 seeds, one batch vs one at a time.
+    const seeds = [101, 102, 103];
+    const request = { temperature: 0.6, maxNewTokens: q.newTokens, stopTokenIds: [] };
+    await model.generate(q.prompt.slice(0, 16), { maxNewTokens: 2, stopTokenIds: [] });
+    const [batched, run] = await median(q.repeats, async () => (await model.generateBatch([{ prompt: q.prompt, seeds }], request))[0]!.map((o) => o.tokens));
+    const [sequentialTokens, sequential] = await median(q.repeats, async () => {
+      const out: number[][] = [];
+      for (const seed of seeds) out.push((await model.generate(q.prompt, { ...request, seed })).tokens);
+      return out;
+    });
+    const sameTokens = batched.every((t, i) => t.join() === sequentialTokens[i]!.join());
+    return { peakMb: peakMb(), loadS: load.wallS, run, sequential, sameTokens };
+  } finally {
+    await model.close();
+  }
+}
+
+/** A new process's way to its first generated token: import, load (graphs from the cache or built), prefill and one token. */
+async function firstToken(q: Extract<RealChildRequest, { kind: 'first-token' }>): Promise<RealChildResult> {
+  const { LocalModel } = await import('../src-main/model/local-model.js');
+  const importedMs = performance.now();
+  const model = await LocalModel.load(q.model, { threads: q.threads, prepare: ['generate'] });
+  const loadedMs = performance.now();
+  const out = await model.generate(q.prompt, { maxNewTokens: 1, stopTokenIds: [] });
+  const firstTokenMs = performance.now();
+  await model.close();
+  return { peakMb: peakMb(), importedMs, loadedMs, firstTokenMs, tokens: out.tokens };
+}
+
+// Run as its own entry (`tsx bench/real-shapes-child.ts REQUEST_JSON`), so a first-token
+// process loads nothing but what the app would.
+if (process.argv[1]?.endsWith('real-shapes-child.ts') && process.argv[2]) {
+  console.log(JSON.stringify(await runRealChild(JSON.parse(process.argv[2]) as RealChildRequest)));
+}

@@ -1,0 +1,331 @@
+/**
+ * `npm run bench:real-shapes` — Hindsight on real models' shapes (random weights written by
+ * bench/random-model.ts), each figure beside a reference measured in the same run:
+ *
+ *   train       one LoRA step (r16, all seven targets, AdamW, rl loss) on the Qwen3-0.6B
+ *               shape, 1 × 2,048 with the reply the second half: recomputation off / on, vs
+ *               PyTorch's same step plain and with torch.utils.checkpoint per layer
+ *   long        the same step at 1 × 8,192 (recomputation on): peak RSS, stopped past
+ *               BENCH_RSS_LIMIT_GB
+ *   generate    greedy decode of 128 tokens after a 32-token prompt, on the 125M Llama and the
+ *               Qwen2.5-1.5B shape: --quantize none / int8 / int4, vs PyTorch fp32 (KV cache)
+ *               and llama.cpp on the same weights as GGUF f32 / q8_0 / q4_0 (bench/gguf-writer.ts,
+ *               bench/llama-cpp.ts), with each one's peak RSS
+ *   first-token a new process to its first token on the 125M Llama: the graph cache off, cold
+ *               and warm (docs/design.md §Graph cache), vs llama.cpp's load + first token
+ *   judge       the local judge's 3 votes × 128 tokens on one prompt, batched vs one at a time
+ *   score       scoring 4 × 512 tokens on the Qwen3-0.6B shape vs PyTorch
+ *
+ * Every measurement runs in a process of its own, one after another, so its peak RSS is its
+ * own; each figure is the median of BENCH_REPEATS runs (after a warm-up) with the process's CPU
+ * seconds beside the wall seconds, and the 1-minute load average before → after it.
+ *
+ * Options (env): BENCH_PARTS (train,long,generate,first-token,judge,score), BENCH_THREADS (2),
+ * BENCH_REPEATS (3), BENCH_NEW_TOKENS (128), BENCH_SHAPES (125m,1.5b: generate's models),
+ * BENCH_TRAIN_LEN (2048), BENCH_LONG_LEN (8192), BENCH_RSS_LIMIT_GB (14: the long step is
+ * stopped past it). Models, GGUF files and the graph cache go to bench/output/ (git-ignored).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
+import { seededRandom } from '../src-main/model/sampling.js';
+import { padBatch } from '../src-main/train/batches.js';
+import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
+import { writeAdapter } from '../src-main/train/peft.js';
+import { writeTinyModel } from '../test/model/tiny-models.js';
+import { writeGguf, type GgufFileType } from './gguf-writer.js';
+import { runLlamaCpp, type LlamaCppResult } from './llama-cpp.js';
+import { ensureRandomModel } from './random-model.js';
+import type { RealChildRequest, RealChildResult, Timed } from './real-shapes-child.js';
+import type { ChildRequest as StepRequest, ChildResult as StepResult } from './train-memory-child.js';
+import { findTorchPython, runWatched, type Watched } from './watched-process.js';
+
+const OUT = path.resolve('bench/output');
+const THREADS = Number(process.env.BENCH_THREADS ?? 2);
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
+const NEW_TOKENS = Number(process.env.BENCH_NEW_TOKENS ?? 128);
+const PARTS = (process.env.BENCH_PARTS ?? 'train,long,generate,first-token,judge,score').split(',');
+const SHAPES = (process.env.BENCH_SHAPES ?? '125m,1.5b').split(',');
+const TRAIN_LEN = Number(process.env.BENCH_TRAIN_LEN ?? 2048);
+const LONG_LEN = Number(process.env.BENCH_LONG_LEN ?? 8192);
+const RSS_LIMIT_MB = Number(process.env.BENCH_RSS_LIMIT_GB ?? 14) * 1024;
+/** No ordinary child may take the machine down either. */
+const ANY_LIMIT_MB = 18 * 1024;
+const GRAPH_CACHE = process.env.HINDSIGHT_GRAPH_CACHE ?? path.join(OUT, 'graph-cache');
+
+const MODELS = {
+  '125m': () => {
+    const dir = path.join(OUT, 'llama-125m');
+    if (!fs.existsSync(path.join(dir, 'model.safetensors'))) {
+      writeTinyModel(dir, { family: 'llama', hiddenSize: 768, numLayers: 12, numHeads: 12, numKvHeads: 4, headDim: 64, intermediateSize: 2048, vocabSize: 32000, std: 0.02, seed: 7 });
+    }
+    return dir;
+  },
+  '0.6b': () => ensureRandomModel(path.join(OUT, 'qwen3-0.6b'), 'qwen3-0.6b', 8),
+  '1.5b': () => ensureRandomModel(path.join(OUT, 'qwen2.5-1.5b'), 'qwen2.5-1.5b', 9),
+};
+const LABEL: Record<string, string> = { '125m': 'Llama 125M', '0.6b': 'Qwen3-0.6B shape', '1.5b': 'Qwen2.5-1.5B shape' };
+
+// ---- formatting and the summary ---------------------------------------------------------------
+
+const f = (x: number, d = 1) => x.toFixed(d);
+const gb = (mb: number) => `${f(mb / 1024, 2)} GB`;
+const secs = (t: Timed) => `${f(t.wallS, 2)} s / ${f(t.cpuS, 1)} s CPU`;
+const load = () => f(os.loadavg()[0]!);
+const summary: string[] = [];
+function verdict(row: string, figure: string, target: string, met: boolean | undefined): void {
+  summary.push(`| ${row} | ${figure} | ${target} | ${met === undefined ? 'n/a' : met ? 'met' : 'not met'} |`);
+}
+
+/** Runs `work` and returns its result with the load average before → after. */
+async function measured<R>(work: () => Promise<R>): Promise<[R, string]> {
+  const before = load();
+  const r = await work();
+  return [r, `${before}→${load()}`];
+}
+
+// ---- children -------------------------------------------------------------------------------
+
+const childEnv = () => ({ ...process.env, HINDSIGHT_GRAPH_CACHE: GRAPH_CACHE });
+
+function parseLast<T>(w: Watched, what: string): T {
+  const line = w.stdout.split('\n').reverse().find((l) => l.startsWith('{'));
+  if (w.status !== 0 || !line) throw new Error(`${what} failed (${w.status ?? w.signal}): ${w.stderr.slice(-3000)}`);
+  return JSON.parse(line) as T;
+}
+
+async function hindsight(request: RealChildRequest, env: NodeJS.ProcessEnv = childEnv()): Promise<RealChildResult> {
+  const w = await runWatched(process.execPath, [...process.execArgv, path.resolve('bench/real-shapes-child.ts'), JSON.stringify(request)], env, ANY_LIMIT_MB);
+  return parseLast<RealChildResult>(w, `hindsight ${request.kind}`);
+}
+
+async function hindsightStep(request: StepRequest, limitMb = ANY_LIMIT_MB): Promise<StepResult | { stoppedAtMb: number }> {
+  const w = await runWatched(process.execPath, [...process.execArgv, path.resolve('bench/train-memory.ts'), '--child', JSON.stringify(request)], childEnv(), limitMb);
+  if (w.stoppedAtMb) return { stoppedAtMb: w.stoppedAtMb };
+  return parseLast<StepResult>(w, 'training step');
+}
+
+/** PyTorch's JSON result, or `{ stoppedAtMb }` when it passed the memory limit. */
+async function torch(script: string, request: Record<string, unknown>, limitMb = ANY_LIMIT_MB): Promise<Record<string, any>> {
+  const python = findTorchPython();
+  if (!python) throw new Error('PyTorch is not importable by /usr/bin/python3 (apt-get install python3-torch)');
+  const file = path.join(OUT, `real-shapes-${script.replace('.py', '')}-request.json`);
+  fs.writeFileSync(file, JSON.stringify(request));
+  const env = { ...process.env, OMP_NUM_THREADS: String(THREADS), OPENBLAS_NUM_THREADS: String(THREADS) };
+  const w = await runWatched(python, [path.resolve('bench', script), file], env, limitMb);
+  if (w.stoppedAtMb) return { stoppedAtMb: w.stoppedAtMb };
+  return parseLast<Record<string, any>>(w, script);
+}
+
+const randomIds = (n: number, vocab: number, seed: number) => {
+  const rand = seededRandom(seed);
+  return Array.from({ length: n }, () => 3 + Math.floor(rand() * (vocab - 10)));
+};
+
+// ---- parts ----------------------------------------------------------------------------------
+
+async function trainPart(): Promise<void> {
+  const model = MODELS['0.6b']();
+  const T = TRAIN_LEN;
+  console.log(`\n## Training step: ${LABEL['0.6b']}, 1 × ${T} (reply ${T / 2}), LoRA r${DEFAULT_LORA.r} on ${DEFAULT_LORA.targets.length} targets, AdamW, ${THREADS} threads, median of ${REPEATS} after a warm-up`);
+  console.log('| | step (wall / CPU) | peak RSS | load |');
+  console.log('|---|---|---|---|');
+  const rows: Record<string, { wallS: number; cpuS: number; peakMb: number } | { stoppedAtMb: number }> = {};
+  for (const recompute of [false, true]) {
+    const [r, l] = await measured(() => hindsightStep({ kind: 'step', model, threads: THREADS, repeats: REPEATS, seqLen: T, recompute }));
+    rows[`hindsight-${recompute}`] = r;
+    console.log(`| Hindsight, recomputation ${recompute ? 'on (the trainer\'s default from 1,024 tokens)' : 'off'} | ${'stoppedAtMb' in r ? `stopped at ${gb(r.stoppedAtMb)}` : `${secs(r)}`} | ${'stoppedAtMb' in r ? '—' : gb(r.peakMb)} | ${l} |`);
+  }
+  const torchRequest = torchTrainRequest(model, T);
+  for (const checkpoint of [false, true]) {
+    const [r, l] = await measured(() => torch('train_torch.py', { ...torchRequest, checkpoint }));
+    const label = `PyTorch ${r.torch ?? ''}, ${checkpoint ? 'torch.utils.checkpoint per layer' : 'plain'}`;
+    if (r.stoppedAtMb !== undefined) {
+      rows[`torch-${checkpoint}`] = { stoppedAtMb: r.stoppedAtMb as number };
+      console.log(`| ${label} | stopped at ${gb(r.stoppedAtMb as number)} | — | ${l} |`);
+      continue;
+    }
+    const row = { wallS: r.step_s as number, cpuS: r.step_cpu_s as number, peakMb: r.peak_rss_mb as number };
+    rows[`torch-${checkpoint}`] = row;
+    console.log(`| ${label} | ${secs(row)} | ${gb(row.peakMb)} | ${l} |`);
+  }
+  const ok = (k: string) => (rows[k] && !('stoppedAtMb' in rows[k]!) ? (rows[k] as { wallS: number; cpuS: number; peakMb: number }) : undefined);
+  const plain = ok('torch-false'), ckpt = ok('torch-true');
+  for (const recompute of [false, true]) {
+    const h = ok(`hindsight-${recompute}`);
+    if (!h || !plain) continue;
+    const time = h.wallS / plain.wallS, rss = h.peakMb / plain.peakMb;
+    console.log(`ratio, recomputation ${recompute ? 'on' : 'off'}: time ×${f(time, 2)} of PyTorch plain (CPU ×${f(h.cpuS / plain.cpuS, 2)})` +
+      `${ckpt ? `, ×${f(h.wallS / ckpt.wallS, 2)} of checkpointed` : ''}; peak RSS ×${f(rss, 2)} of plain${ckpt ? `, ×${f(h.peakMb / ckpt.peakMb, 2)} of checkpointed` : ''}`);
+    if (recompute) verdict(`train step 0.6B, 1 × ${T}`, `×${f(time, 2)} time (CPU ×${f(h.cpuS / plain.cpuS, 2)}), ×${f(rss, 2)} peak RSS of PyTorch plain`, '≤ 0.8× time, ≤ 0.6× RSS', time <= 0.8 && rss <= 0.6);
+  }
+}
+
+function torchTrainRequest(model: string, T: number): Record<string, unknown> {
+  const ckpt = Checkpoint.open(model);
+  const specs = loraSpecs(ckpt.config, DEFAULT_LORA.targets);
+  const adapter = path.join(OUT, 'real-shapes-adapter');
+  writeAdapter(adapter, { lora: DEFAULT_LORA, specs, weights: initLora(specs, DEFAULT_LORA.r, 1), baseModel: model });
+  // The batch bench/train-memory-child.ts trains on: random ids (seed 11), the second half the reply.
+  const rand = seededRandom(11);
+  const ids = Array.from({ length: T }, () => Math.floor(rand() * ckpt.config.vocabSize));
+  const batch = padBatch([{ inputIds: ids, responseStart: T / 2 }]);
+  const row = (a: ArrayLike<number | bigint>) => [Array.from({ length: T }, (_, i) => Number(a[i]!))];
+  return {
+    model, adapter, threads: THREADS, repeats: REPEATS, lr: 1e-4, max_grad_norm: 1, eps_low: 0.2, eps_high: 0.28, old_from_policy: true,
+    batch: { input_ids: row(batch.inputIds), response_mask: row(batch.responseMask), old: row(batch.oldLogprobs), advantages: row(batch.responseMask) },
+  };
+}
+
+async function longPart(): Promise<void> {
+  const model = MODELS['0.6b']();
+  const fp32Mb = fs.readdirSync(model).filter((x) => x.endsWith('.safetensors')).reduce((n, x) => n + fs.statSync(path.join(model, x)).size, 0) / 1024 ** 2;
+  console.log(`\n## Training step at 1 × ${LONG_LEN} (reply ${LONG_LEN / 2}), recomputation on, one step after the warm-up (stopped past ${gb(RSS_LIMIT_MB)})`);
+  const [r, l] = await measured(() => hindsightStep({ kind: 'step', model, threads: THREADS, repeats: 1, seqLen: LONG_LEN, recompute: true }, RSS_LIMIT_MB));
+  if ('stoppedAtMb' in r) {
+    console.log(`stopped: RSS passed ${gb(r.stoppedAtMb)} (load ${l}); fp32 weights ${gb(fp32Mb)}`);
+    verdict(`train step 0.6B, 1 × ${LONG_LEN}`, `stopped above ${gb(r.stoppedAtMb)}`, 'fits in 16 GB', false);
+    return;
+  }
+  console.log(`peak RSS ${gb(r.peakMb)} (${f(r.peakMb / fp32Mb, 1)}× the ${gb(fp32Mb)} of fp32 weights); step ${secs(r)}; load ${l}`);
+  verdict(`train step 0.6B, 1 × ${LONG_LEN}`, `peak RSS ${gb(r.peakMb)} (1 run)`, 'fits in 16 GB', r.peakMb <= 16 * 1024);
+}
+
+const GGUF_OF: Record<string, GgufFileType> = { none: 'f32', int8: 'q8_0', int4: 'q4_0' };
+
+function gguf(shape: string, model: string, type: GgufFileType): string {
+  const file = path.join(OUT, 'gguf', `${path.basename(model)}-${type}.gguf`);
+  if (!fs.existsSync(file)) {
+    const t = Date.now();
+    const { bytes } = writeGguf(model, file, { type });
+    console.error(`wrote ${file} (${gb(bytes / 1024 ** 2)}) in ${f((Date.now() - t) / 1000)} s`);
+  }
+  return file;
+}
+
+async function generatePart(): Promise<void> {
+  for (const shape of SHAPES) {
+    const model = MODELS[shape as keyof typeof MODELS]();
+    const vocab = Checkpoint.open(model).config.vocabSize;
+    const prompt = randomIds(32, vocab, 11);
+    console.log(`\n## Decode: ${LABEL[shape]}, greedy, ${NEW_TOKENS} tokens after a 32-token prompt, ${THREADS} threads, median of ${REPEATS}`);
+    console.log('| | load | generate (wall / CPU) | tokens/s | peak RSS | llama.cpp, same weights | its tokens/s | its peak RSS | speed ÷ llama.cpp | RSS ÷ llama.cpp | load avg |');
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+    const rates: Record<string, number> = {};
+    const tokens: Record<string, number[]> = {};
+    for (const quantize of ['none', 'int8', 'int4'] as const) {
+      const [h, l1] = await measured(() => hindsight({ kind: 'generate', model, threads: THREADS, quantize, prompt, newTokens: NEW_TOKENS, repeats: REPEATS }));
+      const type = GGUF_OF[quantize]!;
+      const file = gguf(shape, model, type);
+      const [c, l2] = await measured(async () => runLlamaCpp({ model: file, threads: THREADS, prompt, newTokens: NEW_TOKENS, repeats: REPEATS, contextSize: 512 }));
+      const cRun = medianRun(c);
+      const rate = NEW_TOKENS / h.run!.wallS, cRate = NEW_TOKENS / cRun.wallS;
+      rates[quantize] = rate;
+      tokens[quantize] = h.tokens!;
+      tokens[`llama-${type}`] = cRun.tokens;
+      console.log(`| --quantize ${quantize} | ${f(h.loadS!, 1)} s | ${secs(h.run!)} | ${f(rate)} | ${gb(h.peakMb)} | GGUF ${type} | ${f(cRate)} (${secs(cRun)}) | ${gb(c.peakRssMb)} | ×${f(rate / cRate, 2)} | ×${f(h.peakMb / c.peakRssMb, 2)} | ${l1}, ${l2} |`);
+      verdict(`decode ${LABEL[shape]}, ${quantize} vs llama.cpp ${type}`, `${f(rate)} vs ${f(cRate)} tokens/s (×${f(rate / cRate, 2)}); RSS ${gb(h.peakMb)} vs ${gb(c.peakRssMb)} (×${f(h.peakMb / c.peakRssMb, 2)})`,
+        '≥ 1× speed, ≤ 1.2× RSS', rate >= cRate && h.peakMb <= 1.2 * c.peakRssMb);
+    }
+    const [t, l] = await measured(() => torch('model_torch.py', { model, threads: THREADS, prompt, new_tokens: NEW_TOKENS, generate_repeats: REPEATS }));
+    if (t.stoppedAtMb !== undefined) throw new Error(`PyTorch generate passed ${gb(t.stoppedAtMb)}`);
+    const tRun = medianOf((t.generate_runs as { wall_s: number; cpu_s: number }[]).map((r) => ({ wallS: r.wall_s, cpuS: r.cpu_s })));
+    const tRate = NEW_TOKENS / tRun.wallS;
+    console.log(`| PyTorch ${t.torch} fp32, KV cache | ${f(t.load_s as number, 1)} s | ${secs(tRun)} | ${f(tRate)} | ${gb(t.peak_rss_mb as number)} | | | | | | ${l} |`);
+    console.log(`Hindsight ÷ PyTorch fp32: none ×${f(rates.none! / tRate, 2)}, int8 ×${f(rates.int8! / tRate, 2)}, int4 ×${f(rates.int4! / tRate, 2)}; int4 ÷ Hindsight fp32 ×${f(rates.int4! / rates.none!, 2)}`);
+    const agree = (a: number[], b: number[]) => `${a.filter((x, i) => x === b[i]).length}/${a.length}`;
+    console.log(`greedy tokens, Hindsight fp32 vs PyTorch: ${agree(tokens.none!, t.generated as number[])}, vs llama.cpp f32: ${agree(tokens.none!, tokens['llama-f32']!)}; int8 vs q8_0: ${agree(tokens.int8!, tokens['llama-q8_0']!)}; int4 vs q4_0: ${agree(tokens.int4!, tokens['llama-q4_0']!)} (random weights: near-ties diverge)`);
+    if (shape === '1.5b') {
+      verdict('generate 128, 1.5B: int4 ÷ Hindsight fp32', `none ${f(rates.none!)}, int8 ${f(rates.int8!)}, int4 ${f(rates.int4!)} tokens/s (PyTorch fp32 ${f(tRate)}); int4 ×${f(rates.int4! / rates.none!, 2)}`, 'int4 ≥ 3× fp32', rates.int4! >= 3 * rates.none!);
+    }
+  }
+}
+
+function medianOf(runs: Timed[]): Timed {
+  return [...runs].sort((a, b) => a.wallS - b.wallS)[Math.floor(runs.length / 2)]!;
+}
+function medianRun(c: LlamaCppResult): LlamaCppResult['runs'][number] {
+  return [...c.runs].sort((a, b) => a.wallS - b.wallS)[Math.floor(c.runs.length / 2)]!;
+}
+
+async function firstTokenPart(): Promise<void> {
+  const model = MODELS['125m']();
+  const prompt = randomIds(32, 32000, 11);
+  const cacheRoot = path.join(OUT, 'graph-cache-first-token');
+  const env = (cache: string) => ({ ...process.env, HINDSIGHT_GRAPH_CACHE: cache });
+  console.log(`\n## A new process to its first token: ${LABEL['125m']}, a 32-token prompt, ${THREADS} threads, median of ${REPEATS} processes`);
+  console.log('| | import | load (graphs + session) | prefill + first token | load + first token | process start → first token | peak RSS | load avg |');
+  console.log('|---|---|---|---|---|---|---|---|');
+  const rows: [string, RealChildResult[]][] = [];
+  const run = async (label: string, cache: string, n: number) => {
+    const results: RealChildResult[] = [];
+    const before = load();
+    for (let i = 0; i < n; i++) results.push(await hindsight({ kind: 'first-token', model, threads: THREADS, prompt }, env(cache)));
+    rows.push([label, results]);
+    const m = [...results].sort((a, b) => a.firstTokenMs! - b.firstTokenMs!)[Math.floor(results.length / 2)]!;
+    console.log(`| Hindsight, ${label} | ${f(m.importedMs!)} ms | ${f(m.loadedMs! - m.importedMs!)} ms | ${f(m.firstTokenMs! - m.loadedMs!)} ms | ${f(m.firstTokenMs! - m.importedMs!)} ms | ${f(m.firstTokenMs!)} ms | ${gb(m.peakMb)} | ${before}→${load()} |`);
+    return m;
+  };
+  const off = await run('graph cache off (every process builds)', 'off', REPEATS);
+  fs.rmSync(cacheRoot, { recursive: true, force: true });
+  await run('graph cache cold (the first process builds and keeps)', cacheRoot, 1);
+  const warm = await run('graph cache warm', cacheRoot, REPEATS);
+  const file = gguf('125m', model, 'f32');
+  const before = load();
+  const cs: LlamaCppResult[] = [];
+  for (let i = 0; i < REPEATS; i++) cs.push(runLlamaCpp({ model: file, threads: THREADS, prompt, newTokens: 1, repeats: 0, contextSize: 512 }));
+  const c = [...cs].sort((a, b) => a.processStartToFirstTokenMs - b.processStartToFirstTokenMs)[Math.floor(cs.length / 2)]!;
+  console.log(`| llama.cpp (node-llama-cpp), GGUF f32 | — | ${f(c.importAndLoadMs)} ms (import + load) | ${f(c.firstTokenMs)} ms | ${f(c.importAndLoadMs + c.firstTokenMs)} ms | ${f(c.processStartToFirstTokenMs)} ms | ${gb(c.peakRssMb)} | ${before}→${load()} |`);
+  const ours = (m: RealChildResult) => m.firstTokenMs! - m.importedMs!;
+  const theirs = c.importAndLoadMs + c.firstTokenMs;
+  console.log(`load + first token ÷ llama.cpp's: cache off ×${f(ours(off) / theirs, 2)}, warm ×${f(ours(warm) / theirs, 2)}; process start → first token: off ×${f(off.firstTokenMs! / c.processStartToFirstTokenMs, 2)}, warm ×${f(warm.firstTokenMs! / c.processStartToFirstTokenMs, 2)}`);
+  verdict('first token, 125M, new process', `load + first token ${f(ours(warm))} ms (cache off ${f(ours(off))}) vs llama.cpp ${f(theirs)} ms: ×${f(ours(warm) / theirs, 2)}`, '≤ 1.5× llama.cpp', ours(warm) <= 1.5 * theirs);
+}
+
+async function judgePart(): Promise<void> {
+  const model = MODELS['125m']();
+  const promptLength = Math.min(600, 512 - NEW_TOKENS - 1); // what the 512-position model leaves beside the votes
+  const prompt = randomIds(promptLength, 32000, 5);
+  console.log(`\n## Judge: 3 votes × ${NEW_TOKENS} tokens on one ${promptLength}-token prompt (t = 0.6, 3 seeds), ${LABEL['125m']}, median of ${REPEATS}`);
+  console.log('| --quantize | 3 one at a time | 1 batch of 3 | speed-up (wall / CPU) | same tokens | load avg |');
+  console.log('|---|---|---|---|---|---|');
+  for (const quantize of ['none', 'int4'] as const) {
+    const [r, l] = await measured(() => hindsight({ kind: 'judge', model, threads: THREADS, quantize, prompt, newTokens: NEW_TOKENS, repeats: REPEATS }));
+    const up = r.sequential!.wallS / r.run!.wallS;
+    console.log(`| ${quantize} | ${secs(r.sequential!)} | ${secs(r.run!)} | ×${f(up, 2)} / ×${f(r.sequential!.cpuS / r.run!.cpuS, 2)} | ${r.sameTokens ? 'yes' : 'NO'} | ${l} |`);
+    if (quantize === 'none') verdict('judge: 3 votes × 128, batched vs sequential', `×${f(up, 2)} wall (×${f(r.sequential!.cpuS / r.run!.cpuS, 2)} CPU)`, '≥ 2×', up >= 2);
+  }
+}
+
+async function scorePart(): Promise<void> {
+  const model = MODELS['0.6b']();
+  const B = 4, T = 512;
+  const rand = seededRandom(13);
+  const rows = Array.from({ length: B }, () => ({ inputIds: Array.from({ length: T }, () => 3 + Math.floor(rand() * 151_000)), responseStart: T / 2 }));
+  console.log(`\n## Score: ${LABEL['0.6b']}, ${B} × ${T} tokens (log-probs of the second halves), ${THREADS} threads, median of ${REPEATS}`);
+  const [h, l1] = await measured(() => hindsight({ kind: 'score', model, threads: THREADS, rows, repeats: REPEATS }));
+  const [t, l2] = await measured(() => torch('model_torch.py', { model, threads: THREADS, score_repeats: REPEATS, rows: rows.map((r) => ({ input_ids: r.inputIds, response_start: r.responseStart })) }));
+  if (t.stoppedAtMb !== undefined) throw new Error(`PyTorch score passed ${gb(t.stoppedAtMb)}`);
+  const tRun = medianOf((t.score_runs as { wall_s: number; cpu_s: number }[]).map((r) => ({ wallS: r.wall_s, cpuS: r.cpu_s })));
+  const rate = (B * T) / h.run!.wallS, tRate = (B * T) / tRun.wallS;
+  const diff = Math.max(...h.logprobs!.flatMap((row, i) => row.map((v, j) => Math.abs(v - (t.logprobs as number[][])[i]![j]!))));
+  console.log(`Hindsight: ${secs(h.run!)} = ${f(rate)} tokens/s, peak RSS ${gb(h.peakMb)} (load ${l1}); PyTorch ${t.torch}: ${secs(tRun)} = ${f(tRate)} tokens/s, peak RSS ${gb(t.peak_rss_mb as number)} (load ${l2})`);
+  console.log(`ratio ×${f(rate / tRate, 2)} (CPU ×${f(tRun.cpuS / h.run!.cpuS, 2)}); max |Δ log-prob| ${diff.toExponential(2)}`);
+  verdict('score 4 × 512, 0.6B', `${f(rate)} vs PyTorch ${f(tRate)} tokens/s: ×${f(rate / tRate, 2)}`, '≥ 1.5×', rate >= 1.5 * tRate);
+}
+
+async function main(): Promise<void> {
+  fs.mkdirSync(OUT, { recursive: true });
+  console.log(`# bench:real-shapes — ${os.cpus()[0]?.model ?? 'cpu'}, ${os.cpus().length} cores, ${f(os.totalmem() / 1024 ** 3)} GB, ${THREADS} threads; load average at start ${os.loadavg().map((x) => f(x)).join(' ')}`);
+  const parts: Record<string, () => Promise<void>> = { train: trainPart, long: longPart, generate: generatePart, 'first-token': firstTokenPart, judge: judgePart, score: scorePart };
+  for (const part of PARTS) {
+    if (!parts[part]) throw new Error(`BENCH_PARTS: unknown part '${part}' (${Object.keys(parts).join(', ')})`);
+    await parts[part]!();
+  }
+  console.log('\n## Summary\n| bench | figure | target | |\n|---|---|---|---|');
+  for (const line of summary) console.log(line);
+  console.log(`\nload average at end ${os.loadavg().map((x) => f(x)).join(' ')}`);
+}
+
+await main();

@@ -1,0 +1,145 @@
+/**
+ * The graph cache (docs/design.md §Graph cache): the inference graphs a process builds, kept
+ * on disk so the next process loads them instead of building them again. Building is cheap;
+ * what a new process pays is reading, transposing (and with --quantize, quantising) every
+ * weight and writing them out for ONNX Runtime, a second or more for a 125M model.
+ *
+ * Layout, under the root (`HINDSIGHT_GRAPH_CACHE`, else `<OS cache folder>/hindsight/graphs`):
+ *
+ *   <hash of the weights' identity>/     one folder per checkpoint content and --quantize
+ *     source.json                        that identity: folder, config.json hash, weight files
+ *     index.json, weights-<layout>.data  the weights, laid out as ./weight-file.ts lays them
+ *     generate-<fingerprint>.onnx        each graph built, referring into the weights file
+ *
+ * A graph's file is named by a fingerprint of everything it holds but the weights (nodes,
+ * inputs, outputs, small constants, initializer names and shapes: ./graph-fingerprint.ts), so
+ * a different build (another Hindsight, other options) gets its own file and never a wrong
+ * one. The weights are named by the checkpoint's identity (Checkpoint.identity: its folder,
+ * the hash of config.json, each weight file's size and modification time, and the
+ * quantisation), so changed weights or a changed config.json get a new folder; the old
+ * folders of that checkpoint are removed then, and so are folders whose checkpoint is gone.
+ *
+ * Every file is written under a temporary name and renamed, so a reader never sees half a
+ * file and two processes building the same graph at once each end with a whole one. Folders
+ * are 0700 and files 0600: they hold the user's model. The training step's sessions use the
+ * fp32 folder of a checkpoint too (their graphs are written, loaded and removed), so one
+ * process that trains and generates maps one copy of the weights (docs/design.md §Memory).
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { threadId } from 'node:worker_threads';
+import type { Graph } from '../graph/ir.js';
+import { saveModel } from '../graph/onnx.js';
+import { graphFingerprint, GRAPH_CACHE_FORMAT } from './graph-fingerprint.js';
+import { hasWholeWeights, placeWeights } from './weight-file.js';
+
+const SOURCE = 'source.json';
+const OFF = new Set(['off', '0', 'false', 'no']);
+
+/** The per-user cache folder of the graph cache, by platform. */
+export function defaultGraphCacheRoot(): string {
+  const home = os.homedir();
+  const base = process.platform === 'win32'
+    ? process.env.LOCALAPPDATA ?? path.join(home, 'AppData', 'Local')
+    : process.platform === 'darwin' ? path.join(home, 'Library', 'Caches') : process.env.XDG_CACHE_HOME || path.join(home, '.cache');
+  return path.join(base, 'hindsight', 'graphs');
+}
+
+/**
+ * The root in use: `option` when given (false: no cache), else HINDSIGHT_GRAPH_CACHE ('off'
+ * turns it off, anything else is the folder), else {@link defaultGraphCacheRoot}.
+ */
+export function graphCacheRoot(option?: string | false): string | undefined {
+  if (option === false) return undefined;
+  if (option) return path.resolve(option);
+  const env = process.env.HINDSIGHT_GRAPH_CACHE;
+  if (env !== undefined && env !== '') return OFF.has(env.toLowerCase()) ? undefined : path.resolve(env);
+  return defaultGraphCacheRoot();
+}
+
+interface Source {
+  format: number;
+  identity: string;
+}
+
+/** Fields of a Checkpoint.identity string; undefined for identities of another form. */
+function parseIdentity(identity: string): { dir: string; weights: string } | undefined {
+  try {
+    const v = JSON.parse(identity) as { dir?: unknown; config?: unknown; files?: unknown };
+    return typeof v.dir === 'string' ? { dir: v.dir, weights: JSON.stringify([v.config, v.files]) } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The cache folder of the weights named `identity` (created, with its source.json); prunes stale folders when it is new. */
+export function cachedWeightFolder(root: string, identity: string): string {
+  const dir = path.join(root, crypto.createHash('sha256').update(`${GRAPH_CACHE_FORMAT}|${identity}`).digest('hex').slice(0, 24));
+  if (!fs.existsSync(path.join(dir, SOURCE))) {
+    removeStaleFolders(root, identity);
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    writeAtomically(path.join(dir, SOURCE), JSON.stringify({ format: GRAPH_CACHE_FORMAT, identity } satisfies Source));
+  }
+  return dir;
+}
+
+/**
+ * Folders of an older cache format, of a checkpoint folder that is gone, or of this same
+ * checkpoint folder with other weights or another config.json: nothing will read them again.
+ */
+function removeStaleFolders(root: string, identity: string): void {
+  const mine = parseIdentity(identity);
+  let names: string[] = [];
+  try {
+    names = fs.readdirSync(root);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const folder = path.join(root, name);
+    let source: Source;
+    try {
+      source = JSON.parse(fs.readFileSync(path.join(folder, SOURCE), 'utf8')) as Source;
+    } catch {
+      continue; // not ours, or being made right now
+    }
+    const theirs = parseIdentity(source.identity);
+    const stale = source.format !== GRAPH_CACHE_FORMAT
+      || (theirs !== undefined && !fs.existsSync(theirs.dir))
+      || (theirs !== undefined && mine !== undefined && theirs.dir === mine.dir && theirs.weights !== mine.weights);
+    if (!stale) continue;
+    try {
+      fs.rmSync(folder, { recursive: true, force: true });
+    } catch {
+      // Windows keeps mapped files locked while a process uses them: a later process removes it.
+    }
+  }
+}
+
+function writeAtomically(file: string, text: string): void {
+  const tmp = `${file}.${process.pid}-${threadId}.tmp`;
+  fs.writeFileSync(tmp, text, { mode: 0o600 });
+  fs.renameSync(tmp, file);
+}
+
+/** The cached file of `graph` in `dir` (a {@link cachedWeightFolder}), written first if it is not there. */
+export function cachedGraphFile(dir: string, graph: Graph): { onnxPath: string; cached: boolean } {
+  const base = `${graph.name}-${graphFingerprint(graph)}`;
+  const onnxPath = path.join(dir, `${base}.onnx`);
+  if (fs.existsSync(onnxPath) && hasWholeWeights(dir)) return { onnxPath, cached: true };
+  // Weights the folder's file lacks go to this graph's own data file, named for this writer
+  // so a racing writer's graph never points into it.
+  const unique = `${base}.${process.pid}-${threadId}`;
+  const tmp = path.join(dir, `${unique}.onnx.tmp`);
+  const { dataPath } = saveModel(graph, tmp, placeWeights(dir, graph), path.join(dir, `${unique}.data`));
+  if (fs.statSync(dataPath).size === 0) fs.rmSync(dataPath); // nothing refers to an empty one
+  fs.renameSync(tmp, onnxPath);
+  return { onnxPath, cached: false };
+}
+
+/** Forgets a cached graph file that would not load (a folder emptied under it, a damaged file). */
+export function dropCachedGraph(onnxPath: string): void {
+  fs.rmSync(onnxPath, { force: true });
+}
