@@ -40,7 +40,11 @@ export interface SampleContext {
   reaction: { role: 'user' | 'tool'; text: string } | null;
   /** The sample's label (0: none, or neutral). */
   label: number;
-  /** The reply as the model being trained generated it live, when the sample was captured from it. */
+  /**
+   * The reply as the model being trained generated it live, when the sample was captured from
+   * it and labelled ±1: without a label the reply has no reward to train with, and a 0 would
+   * count as one (GRPO would take it for a real 0 in its group).
+   */
   captured?: { promptIds: number[]; tokens: number[]; logprobs: number[] };
 }
 
@@ -74,18 +78,23 @@ export function taskContextLines(file: string): ContextLine[] {
 const asPrompt = (m: TrainingSample['messages'][number]): PromptMessage =>
   m.role === 'tool' ? { role: 'tool', name: m.name ?? 'tool', content: m.content } : { role: m.role, content: m.content };
 
+/** A label the captured reply can train with as its reward: +1 or −1 (0 is "no label"). */
+export function isTrainingLabel(label: number): boolean {
+  return label === 1 || label === -1;
+}
+
 /** Why a sample gives an on-policy run of `method` no signal, or null when it gives some. */
 function noSignal(s: TrainingSample, method: TrainMethod, judged: boolean, captured: boolean): string | null {
   const hint = s.hint !== null && method !== 'rl';
-  const label = captured && s.reward !== 0 && method !== 'opd';
+  const label = captured && method !== 'opd';
   if (hint || label || (judged && method !== 'opd')) return null;
   return method === 'opd' ? 'no hint' : 'no hint, no judge and no captured reply with a label';
 }
 
 /**
  * The database's samples as contexts, with the reason and count of those left out. A sample
- * keeps its captured rollout only when its context renders to the rollout's prompt ids
- * (../train/batches.ts rolloutSpan).
+ * keeps its captured rollout only when it has a ±1 label and its context renders to the
+ * rollout's prompt ids (../train/batches.ts rolloutSpan).
  */
 export function sampleContextLines(
   samples: readonly TrainingSample[], method: TrainMethod, judged: boolean, tokenizer: ChatTokenizer, maxLength: number,
@@ -93,7 +102,7 @@ export function sampleContextLines(
   const lines: ContextLine[] = [];
   const skipped: Record<string, number> = {};
   for (const s of samples) {
-    const rollout = rolloutSpan(s, tokenizer, s.messages.map((m) => ({ ...m })), maxLength);
+    const rollout = isTrainingLabel(s.reward) ? rolloutSpan(s, tokenizer, s.messages.map((m) => ({ ...m })), maxLength) : null;
     const why = noSignal(s, method, judged, rollout !== null);
     if (why) {
       skipped[why] = (skipped[why] ?? 0) + 1;

@@ -10,9 +10,9 @@
  *   with the hint in the prompt, scoring the episode's own tokens after that prompt; the
  *   episode records teacher − old for each generated token (`teacherGap`), and the step trains
  *   on A_t = teacher_t − old_t (tool-turn tokens stay masked). No judge is needed.
- * - **Label**: a sample captured live from the model being trained adds its captured reply as
- *   one more episode of its context (sample K), trained with its rollout log-probs as old and
- *   the user's label as its reward.
+ * - **Label**: a sample captured live from the model being trained and labelled ±1 adds its
+ *   captured reply as one more episode of its context (sample K), trained with its rollout
+ *   log-probs as old and the user's label as its reward. An unlabelled one adds nothing.
  *
  * The teacher of a row is old + gap read back from its episode, so a row's advantages are the
  * same whether its episode was generated in this process or read from episodes.jsonl on resume.
@@ -24,7 +24,7 @@ import { episodeId } from '../rollout/manager.js';
 import { episodeRow } from '../rollout/training-row.js';
 import { fitRow, padBatch, responseValues, type TrainRow } from '../train/batches.js';
 import type { TrainMethod, TrainStep } from '../train/training-step.js';
-import type { StepContext } from './contexts.js';
+import { isTrainingLabel, type StepContext } from './contexts.js';
 
 export interface Scorer {
   method: TrainMethod;
@@ -88,7 +88,8 @@ async function teacherGap(e: Episode, prompt: number[], s: Scorer): Promise<numb
  */
 export function capturedEpisode(context: StepContext, K: number, step: number): Episode | null {
   const c = context.captured;
-  if (!c || c.tokens.length === 0) return null;
+  // Without a ±1 label the reply has no reward: never train it as a reward of 0.
+  if (!c || c.tokens.length === 0 || !isTrainingLabel(context.label)) return null;
   const start = c.promptIds.length, end = start + c.tokens.length;
   const reward = context.label;
   return {
@@ -97,7 +98,7 @@ export function capturedEpisode(context: StepContext, K: number, step: number): 
     promptMessages: context.rollout.messages.length,
     tokens: { inputIds: [...c.promptIds, ...c.tokens], promptLength: start, generated: [{ start, end }], logprobs: [...c.logprobs] },
     finish: 'answer',
-    rewards: reward !== 0 ? [{ at: end - 1, r: reward }] : [],
+    rewards: [{ at: end - 1, r: reward }],
     reward, rewardSource: 'label',
     summary: { turns: 1, toolCalls: 0, invalidToolCalls: 0, tokens: c.tokens.length, reward, seconds: 0 },
   };
