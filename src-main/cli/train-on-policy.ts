@@ -95,7 +95,9 @@ async function fromDatabase(dbFlag: string | undefined, method: TrainMethod, mod
   const db = dbFlag ?? defaultDbPath();
   const split = dbFlag !== undefined || contexts === 'database';
   if (contexts === 'database' && !resume && !fs.existsSync(db)) throw new UserError(`no database at ${db}: import chats first, or give --tasks FILE`);
-  if (!split || !fs.existsSync(db)) return { dbPath: fs.existsSync(db) ? db : undefined };
+  if (!fs.existsSync(db)) return { dbPath: undefined };
+  // search_history still never shows a held-out session (docs/design.md §Evaluation).
+  if (!split) return withWorkspace(db, (ws) => ({ dbPath: db, hiddenFromSearch: ws.heldOutSessionIds() }), { access: 'read' });
   return withWorkspace(db, (ws) => ({
     dbPath: db,
     heldOut: heldOutOf(ws),

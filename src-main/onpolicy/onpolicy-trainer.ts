@@ -58,13 +58,16 @@ export interface OnPolicyResult extends TrainResult {
   episodesFile: string;
 }
 
-/** The registry of a run's tools: the built-in ones (search_history over the database, when there is one) and the user's. */
-async function openTools(settings: OnPolicyTrainSettings, dbPath: string | undefined): Promise<{ registry: ToolRegistry; store?: Store }> {
+/**
+ * The registry of a run's tools: the built-in ones (search_history over the database, when
+ * there is one, never showing a held-out session) and the user's.
+ */
+async function openTools(settings: OnPolicyTrainSettings, dbPath: string | undefined, hidden: string[]): Promise<{ registry: ToolRegistry; store?: Store }> {
   const s = settings.onPolicy;
   // Database contexts offer no tools, so only a task file's run reads the database.
   const store = s.source === 'tasks' && dbPath && fs.existsSync(dbPath) ? await Store.open(dbPath, DEFAULT_PERSIST, 'read') : undefined;
   const mine = s.toolUrl ? userTools(s.userTools, loopbackUrl(s.toolUrl)) : [];
-  return { registry: new ToolRegistry([...builtinTools({ store }), ...mine], { timeoutMs: s.toolTimeoutMs }), store };
+  return { registry: new ToolRegistry([...builtinTools({ store, hiddenSessions: hidden }), ...mine], { timeoutMs: s.toolTimeoutMs }), store };
 }
 
 /** Runs (or resumes) an on-policy run to the end or to a stop request. */
@@ -84,7 +87,7 @@ export async function trainOnPolicy(options: OnPolicyTrainerOptions, hooks: OnPo
   const contextOrigins = p.contexts.map((c) => ('sample' in c ? { sessionId: c.sample.sessionId, origin: c.id } : { origin: c.id }));
   assertNoHeldOutRows(contextOrigins, new Set(heldOut.sessionIds));
   const evaluator = RunEvaluator.create(heldOut, tokenizer, { maxLength: settings.maxLength, seed: settings.seed, batchSize: settings.batchSize });
-  const { registry, store } = await openTools(settings, o.dbPath);
+  const { registry, store } = await openTools(settings, o.dbPath, [...new Set([...heldOut.sessionIds, ...(o.hiddenFromSearch ?? [])])]);
   const log = new TrainerLog(o.outDir);
   const closers: (() => Promise<void> | void)[] = [() => store?.close()];
   try {

@@ -43,6 +43,12 @@ export interface OnPolicyTrainerOptions extends Omit<TrainerOptions, 'onPolicy' 
   onPolicy: OnPolicyOptions;
   /** The database search_history reads (read only); none: the tool is not offered. */
   dbPath?: string;
+  /**
+   * Sessions search_history never shows, besides `heldOut`'s: the database's held-out split
+   * when the run takes no split to evaluate (a task file's run without an explicit --db), so no
+   * held-out text becomes the context of a trained reply.
+   */
+  hiddenFromSearch?: string[];
 }
 
 /** The rollouts' settings, as every checkpoint of an on-policy run saves them. */

@@ -64,8 +64,8 @@ export function isoInZone(date: Date, timeZone: string): string {
 
 const MAX_HITS = 10;
 
-/** `search_history` over `store`'s sessions. */
-export function searchHistoryTool(store: Store): Tool {
+/** `search_history` over `store`'s sessions, less those in `hidden`. */
+export function searchHistoryTool(store: Store, hidden: readonly string[] = []): Tool {
   return {
     schema: {
       type: 'function',
@@ -84,7 +84,7 @@ export function searchHistoryTool(store: Store): Tool {
       const limit = args.limit === undefined ? 5 : args.limit;
       if (!Number.isInteger(limit) || (limit as number) < 1 || (limit as number) > MAX_HITS) throw new Error(`argument "limit" must be a whole number from 1 to ${MAX_HITS}`);
       if (!/[\p{L}\p{N}]/u.test(query)) throw new Error('the query has no words to search for');
-      const hits = searchHistory(store, query, limit as number);
+      const hits = searchHistory(store, query, limit as number, hidden);
       if (!hits.length) return `no conversation mentions ${JSON.stringify(query)}`;
       return hits.map((h, i) => `${i + 1}. "${h.title}" (${h.role}, turn ${h.turn}): ${h.snippet.replace(/\s+/g, ' ')}`).join('\n');
     },
@@ -94,12 +94,14 @@ export function searchHistoryTool(store: Store): Tool {
 export interface BuiltinOptions {
   /** The database `search_history` searches; without it that tool is left out. */
   store?: Store;
+  /** Sessions `search_history` never shows: a training run's held-out split. */
+  hiddenSessions?: readonly string[];
   clock?: () => Date;
 }
 
 /** The built-in tools available with these options. */
 export function builtinTools(options: BuiltinOptions = {}): Tool[] {
   const tools = [calculatorTool, currentTimeTool(options.clock)];
-  if (options.store) tools.push(searchHistoryTool(options.store));
+  if (options.store) tools.push(searchHistoryTool(options.store, options.hiddenSessions));
   return tools;
 }

@@ -60,8 +60,11 @@ export function ftsQuery(text: string): string | null {
   return words.slice(0, MAX_TERMS).map((w) => `"${w}"`).join(' ');
 }
 
-/** Turns that contain every word of `query`, best first; [] when nothing matches. */
-export function searchHistory(store: Store, query: string, limit = 5): HistoryHit[] {
+/**
+ * Turns that contain every word of `query`, best first; [] when nothing matches. Sessions in
+ * `hidden` are never found (a training run passes the held-out split, docs/design.md §Evaluation).
+ */
+export function searchHistory(store: Store, query: string, limit = 5, hidden: readonly string[] = []): HistoryHit[] {
   const match = ftsQuery(query);
   if (!match) return [];
   ensureIndex(store);
@@ -69,8 +72,8 @@ export function searchHistory(store: Store, query: string, limit = 5): HistoryHi
     `SELECT t.session_id, s.title, t.idx, t.role, s.created_at,
             snippet(turn_search, '[', ']', '…', 0, 24) AS snippet, offsets(turn_search) AS offsets
        FROM ${INDEX} JOIN turns t ON t.rowid = turn_search.docid JOIN sessions s ON s.id = t.session_id
-      WHERE turn_search MATCH ? LIMIT ${CANDIDATES}`,
-    [match],
+      WHERE turn_search MATCH ? AND t.session_id NOT IN (SELECT value FROM json_each(?)) LIMIT ${CANDIDATES}`,
+    [match, JSON.stringify(hidden)],
   );
   // offsets() lists four numbers per occurrence of a term.
   const occurrences = (offsets: string) => offsets.trim().split(/\s+/).length / 4;

@@ -15,6 +15,7 @@ import { readEpisodes } from '../../src-main/rollout/episodes-file.js';
 import { readLog } from '../../src-main/train/trainer-log.js';
 import { writeTinyModel } from '../model/tiny-models.js';
 import { ScriptedPolicy, type Script } from '../rollout/scripted-policy.js';
+import { conv, fakeExport, tempWorkspace } from '../store/helpers.js';
 import { MODEL, writeTasks } from './helpers.js';
 
 let tmp: string;
@@ -118,5 +119,41 @@ describe('the tool loop with the demo model generating', () => {
       expect(e.rewardSource).toBe('task');
     }
     expect(readLog(path.join(out, 'trainer_log.jsonl')).every((l) => Number.isFinite(l.loss) && l.drift! < 1e-3)).toBe(true);
+  });
+});
+
+describe('search_history in on-policy training', () => {
+  it('never shows a held-out session to a rollout (its text would become the context of a trained reply)', async () => {
+    const t = await tempWorkspace();
+    await t.ws.importExport(fakeExport('history.jsonl', [
+      conv('kept', [['user', 'Plan a trip to Lyon.'], ['assistant', 'Take the train to Lyon.']], { title: 'Kept trip' }),
+      conv('held', [['user', 'Lyon or Geneva?'], ['assistant', 'Lyon, for the food.']], { title: 'Held trip' }),
+    ]));
+    const idOf = (title: string) => t.ws.listSessions().sessions.find((x) => x.title === title)!.id;
+    const held = idOf('Held trip');
+    t.ws.setHeldOut([held], true);
+    t.ws.setHeldOut([idOf('Kept trip')], false);
+    t.ws.close();
+    const SEARCH = '<tool_call>{"name": "search_history", "arguments": {"query": "Lyon", "limit": 10}}</tool_call>';
+    const tasks = writeTasks(path.join(tmp, 'search-tasks.jsonl'), [
+      { messages: [{ role: 'user', content: 'Where did I plan to go?' }], tools: ['search_history'], answer: 'Lyon' },
+    ]);
+    const run = (outDir: string, hidden: { heldOut?: { sessionIds: string[]; samples: [] }; hiddenFromSearch?: string[] }) => trainOnPolicy({
+      modelDir: tiny, outDir, method: 'rl', steps: 1, lr: 1e-3, loraR: 2, loraAlpha: 4, seed: 5, dbPath: t.dbPath, ...hidden,
+      onPolicy: { taskFile: tasks, rollouts: 1, contextsPerStep: 1, maxTurns: 2, maxTokens: 400 },
+    }, { policy: (engine) => new ScriptedPolicy(engine.tokenizer, (prompt) => (prompt.includes('<|im_start|>tool') ? 'Lyon' : SEARCH)) });
+    try {
+      // The app passes the split as heldOut; the CLI without --db passes it as hiddenFromSearch.
+      const ways: [string, Parameters<typeof run>[1]][] = [['split', { heldOut: { sessionIds: [held], samples: [] } }], ['search', { hiddenFromSearch: [held] }]];
+      for (const [name, hidden] of ways) {
+        await run(path.join(tmp, `search-${name}`), hidden);
+        const [episode] = readEpisodes(path.join(tmp, `search-${name}`, 'episodes.jsonl')).episodes;
+        const found = episode!.messages.find((m) => m.role === 'tool')!.content;
+        expect(found).toContain('Kept trip');
+        expect(found).not.toContain('Held trip');
+      }
+    } finally {
+      fs.rmSync(t.dir, { recursive: true, force: true });
+    }
   });
 });

@@ -62,6 +62,19 @@ describe('search_history', () => {
     }
   });
 
+  it('never shows a hidden session (a training run hides the held-out split)', async () => {
+    const store = await Store.open(dbPath, DEFAULT_PERSIST, 'read');
+    try {
+      const swiss = store.get<{ id: string }>("SELECT id FROM sessions WHERE title = 'Swiss trains'")!.id;
+      expect(searchHistory(store, 'Lyon', 10, [swiss]).map((h) => h.title)).toEqual(['Lyon weekend', 'Lyon weekend']);
+      expect(searchHistory(store, 'Geneva', 10, [swiss])).toEqual([]);
+      const tools = new ToolRegistry([searchHistoryTool(store, [swiss])]);
+      expect(await tools.execute('search_history', { query: 'Geneva' })).toMatchObject({ ok: true, result: 'no conversation mentions "Geneva"' });
+    } finally {
+      store.close();
+    }
+  });
+
   it('a save drops the index with the TEMP schema; the next search rebuilds it, and the file never holds it', async () => {
     const copy = path.join(dir, 'copy.db');
     fs.copyFileSync(dbPath, copy);
