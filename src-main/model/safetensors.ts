@@ -157,9 +157,10 @@ export interface TensorToWrite {
 
 /**
  * Writes a safetensors file. Tensors are laid out in the order given, header padded to a
- * multiple of 8 bytes with spaces (as the reference implementation does).
+ * multiple of 8 bytes with spaces (as the reference implementation does). A new file is created
+ * with `mode` (before the umask).
  */
-export function writeSafetensors(file: string, tensors: Record<string, TensorToWrite>, metadata?: Record<string, string>): void {
+export function writeSafetensors(file: string, tensors: Record<string, TensorToWrite>, metadata?: Record<string, string>, mode = 0o666): void {
   const header: Record<string, unknown> = {};
   if (metadata) header.__metadata__ = metadata;
   let offset = 0;
@@ -176,7 +177,7 @@ export function writeSafetensors(file: string, tensors: Record<string, TensorToW
   json += ' '.repeat((8 - (Buffer.byteLength(json) % 8)) % 8);
   const len = Buffer.alloc(8);
   len.writeBigUInt64LE(BigInt(Buffer.byteLength(json)));
-  const fd = fs.openSync(file, 'w');
+  const fd = fs.openSync(file, 'w', mode);
   try {
     fs.writeSync(fd, len);
     fs.writeSync(fd, Buffer.from(json, 'utf8'));

@@ -11,7 +11,7 @@ import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
 import { UserError } from '../../src-shared/types.js';
 import type { Checkpoint, ModelConfig } from '../model/hf-checkpoint.js';
 import type { ChatTokenizer } from '../model/tokenizer.js';
-import { writeFileAtomicSync } from '../store/atomic-file.js';
+import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { initLora, loraSpecs } from '../train/lora.js';
 import { loadCheckpoint } from '../train/run-checkpoint.js';
 import { checkOutFolder, prepareOutFolder } from '../train/run-folder.js';
@@ -125,7 +125,7 @@ export function claimOutFolder(o: ResolvedOptions, p: Prepared, log: TrainerLog)
     log.truncateTo(p.startStep);
     return;
   }
-  writeFileAtomicSync(path.join(o.outDir, CONTEXTS_FILE), Buffer.from(p.contextsText, 'utf8'));
+  writeFileAtomicSync(path.join(o.outDir, CONTEXTS_FILE), Buffer.from(p.contextsText, 'utf8'), PRIVATE_FILE_MODE);
   if (p.resumedIn) {
     const from = path.join(p.resumedIn, EPISODES_FILE);
     if (fs.existsSync(from)) fs.copyFileSync(from, episodes);

@@ -1,17 +1,18 @@
 /**
  * Crash-safe writes of the trainer's outputs: every file goes to a temp name beside its
  * target, is fsynced, and is renamed into place, so a killed run leaves either the old file
- * or the new one (see store/atomic-file.ts, whose writer this reuses).
+ * or the new one (see store/atomic-file.ts, whose writer this reuses). They are created
+ * readable by their owner only (0600): a run's weights, rows and settings come from private chats.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { writeFileAtomicSync } from '../store/atomic-file.js';
+import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { writeSafetensors, type TensorToWrite } from '../model/safetensors.js';
 
 let counter = 0;
 
 export function writeJsonAtomic(file: string, value: unknown): void {
-  writeFileAtomicSync(file, Buffer.from(JSON.stringify(value, null, 2) + '\n', 'utf8'));
+  writeFileAtomicSync(file, Buffer.from(JSON.stringify(value, null, 2) + '\n', 'utf8'), PRIVATE_FILE_MODE);
 }
 
 /** fp32 tensors as a safetensors file, written atomically and durably. */
@@ -19,7 +20,7 @@ export function writeSafetensorsAtomic(file: string, tensors: Record<string, Ten
   fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
   const temp = `${file}.tmp-${process.pid}-${++counter}`;
   try {
-    writeSafetensors(temp, tensors, metadata);
+    writeSafetensors(temp, tensors, metadata, PRIVATE_FILE_MODE);
     const fd = fs.openSync(temp, 'r+');
     try {
       fs.fsyncSync(fd);

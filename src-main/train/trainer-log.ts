@@ -17,7 +17,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { writeFileAtomicSync } from '../store/atomic-file.js';
+import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import type { EvalLogLine, StepLog, TrainerLogLine } from '../../src-shared/trainer-log-line.js';
 
 export type { EvalLogLine, StepLog, TrainerLogLine };
@@ -33,7 +33,7 @@ export class TrainerLog {
 
   /** Starts a fresh log (a new run). */
   reset(): void {
-    writeFileAtomicSync(this.file, new Uint8Array());
+    writeFileAtomicSync(this.file, new Uint8Array(), PRIVATE_FILE_MODE);
   }
 
   /**
@@ -43,12 +43,12 @@ export class TrainerLog {
    */
   truncateTo(step: number, from = this.file): StepLog[] {
     const kept = readLogLines(from).filter((l) => ('step' in l ? l.step <= step : !('type' in l && l.type === 'held_out')));
-    writeFileAtomicSync(this.file, Buffer.from(kept.map((l) => JSON.stringify(l) + '\n').join(''), 'utf8'));
+    writeFileAtomicSync(this.file, Buffer.from(kept.map((l) => JSON.stringify(l) + '\n').join(''), 'utf8'), PRIVATE_FILE_MODE);
     return kept.filter(isStep);
   }
 
   append(line: LogLine): void {
-    const fd = fs.openSync(this.file, 'a');
+    const fd = fs.openSync(this.file, 'a', PRIVATE_FILE_MODE);
     try {
       fs.writeSync(fd, JSON.stringify(line) + '\n');
       fs.fsyncSync(fd);

@@ -37,7 +37,7 @@ import { writeValueHead, zeroValueHead, type ValueHead } from './value-head.js';
 import { findCheckpoint, loadCheckpoint, readCheckpointState, saveCheckpoint, type TrainerState } from './run-checkpoint.js';
 import { checkOutFolder, DATASET_FILE, holdsRun, prepareOutFolder } from './run-folder.js';
 import { loraFrom, positiveInt, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from './run-settings.js';
-import { writeFileAtomicSync } from '../store/atomic-file.js';
+import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { initLora, loraSpecs } from './lora.js';
 import { LOG_FILE, readLog, TrainerLog, type EvalLogLine, type StepLog } from './trainer-log.js';
 import { assertNoHeldOutRows, defaultEvalEvery, RunEvaluator } from './train-eval.js';
@@ -185,7 +185,7 @@ function prepare(o: ResolvedOptions, checkpoint: Checkpoint, tokenizer: ChatToke
  */
 function claimOutFolder(o: ResolvedOptions, p: Prepared, log: TrainerLog): void {
   prepareOutFolder(o.outDir, { resumeRoot: p.resumedIn, overwrite: o.overwrite });
-  if (p.resumedIn !== o.outDir) writeFileAtomicSync(path.join(o.outDir, DATASET_FILE), Buffer.from(p.datasetText, 'utf8'));
+  if (p.resumedIn !== o.outDir) writeFileAtomicSync(path.join(o.outDir, DATASET_FILE), Buffer.from(p.datasetText, 'utf8'), PRIVATE_FILE_MODE);
   if (p.resumedIn) {
     log.truncateTo(p.startStep, path.join(p.resumedIn, LOG_FILE));
     return;
