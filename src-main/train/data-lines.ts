@@ -4,8 +4,8 @@
  * field a line can carry survives the round trip a resumed run makes through that file.
  *
  * Which rows are kept follows the estimator (docs/design.md §Advantage estimators): the
- * `reward` estimator keeps today's rules (rewards ±1 or 0, rows without signal for the method
- * left out); `grpo` and `gae` take any finite reward and keep every row, since a row with
+ * `reward` estimator keeps today's rules (rewards ±1 or 0, token `rewards` summing to one of
+ * those when they stand in for it, rows without signal for the method left out); `grpo` and `gae` take any finite reward and keep every row, since a row with
  * reward 0 is part of its group's baseline and still trains the value head.
  */
 import fs from 'node:fs';
@@ -73,6 +73,10 @@ function parseReward(o: Record<string, unknown>, row: Omit<TrainRow, 'origin'>, 
     row.reward = o.reward;
   } else if (row.rewards) {
     row.reward = row.rewards.reduce((s, x) => s + x.r, 0);
+    // Their sum is the row's reward, so the estimator's rule on a reward applies to it.
+    if (estimator === 'reward' && row.reward !== 1 && row.reward !== -1 && row.reward !== 0) {
+      lineError(where, `with the reward estimator, rewards must sum to 1, -1 or 0 (the row's reward), got ${row.reward}`);
+    }
   } else if (method === 'rl') {
     lineError(where, estimator === 'reward' ? 'rl needs "reward" (1, -1 or 0) on every line' : 'rl needs "reward" or "rewards" on every line');
   }

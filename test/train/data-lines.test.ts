@@ -55,6 +55,22 @@ describe('estimator fields', () => {
     expect(() => rowsFromJsonl(f, 'rl', V, 512, 'reward')).toThrow(/mixed\.jsonl:2: reward must be 1, -1 or 0, got 0\.7/);
   });
 
+  it('with the reward estimator, token rewards standing in for the reward must sum to 1, -1 or 0', () => {
+    const line = (r: number[]) => ({ input_ids: [1, 2, 3, 4], response_start: 1, rewards: r.map((x, i) => ({ at: i + 1, r: x })) });
+    for (const method of ['rl', 'combine'] as const) {
+      expect(() => rowsFromJsonl(write('half.jsonl', [line([1]), line([0.25, 0.25])]), method, V, 512, 'reward'))
+        .toThrow(/half\.jsonl:2: with the reward estimator, rewards must sum to 1, -1 or 0 \(the row's reward\), got 0\.5$/);
+      expect(() => rowsFromJsonl(write('two.jsonl', [line([1, 1])]), method, V, 512, 'reward')).toThrow(/two\.jsonl:1: .*got 2$/);
+    }
+    // Summing to ±1 or 0 they are read, and written back as the reward a resume accepts.
+    const set = rowsFromJsonl(write('ok.jsonl', [line([0.5, 0.5]), line([-1]), line([1, -1])]), 'combine', V, 512, 'reward');
+    expect(set.rows.map((r) => r.reward)).toEqual([1, -1]);
+    expect(set.skipped).toEqual({ 'no signal': 1 });
+    expect(parseDataLine(rowToLine(set.rows[0]!), 'dataset.jsonl:1', 'combine', V, 'reward').reward).toBe(1);
+    // grpo and gae take any finite sum.
+    expect(rowsFromJsonl(write('any.jsonl', [line([0.25, 0.25])]), 'rl', V, 512, 'gae').rows[0]!.reward).toBe(0.5);
+  });
+
   const bad: [string, Record<string, unknown>, RegExp][] = [
     ['reward not finite', { reward: 'x' }, /reward must be a finite number, got "x"/],
     ['rl line with neither', {}, /rl needs "reward" or "rewards" on every line/],
