@@ -30,6 +30,10 @@ export interface OnPolicySettings {
   taskFile?: string;
 }
 
+/** The methods and advantage estimators as the Training page names them, for errors said in the app's words. */
+export const METHOD_NAMES = { rl: 'Binary RL', opd: 'On-policy distillation', combine: 'Combined' } as const;
+export const ADVANTAGE_NAMES: Record<AdvantageEstimator, string> = { reward: 'Reward', grpo: 'GRPO', gae: 'GAE' };
+
 export const onPolicyInput: Schema<OnPolicySettings> = object({
   rollouts: integer({ min: 1, max: 256 }),
   ppoEpochs: integer({ min: 1, max: 100 }),

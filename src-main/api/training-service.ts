@@ -235,9 +235,13 @@ export class TrainingService {
     checkModelDir(config.modelDir);
     checkOutDir(config.outDir);
     if (config.onPolicy?.taskFile !== undefined) checkTaskFile(config.onPolicy.taskFile);
-    // The page has no replay judge for rollouts: an on-policy Binary RL run gets its rewards from a task file.
-    if (config.onPolicy && config.onPolicy.taskFile === undefined && config.method === 'rl') {
-      throw new UserError('On-policy Binary RL needs rewards for the rollouts: give a task file (answers to check), or choose OPD or Combine to learn from the hints.');
+    // The trainer's own rules on the method, the estimator and the task file, checked before a
+    // run is listed (the page has no replay judge); a SurfaceError says them in the page's words.
+    if (config.onPolicy) {
+      // Loaded here, as the trainers are, so the app does not load the training code until asked to train.
+      const [{ checkAdvantageForMethod }, { checkOptionsSignal }] = await Promise.all([import('../train/run-settings.js'), import('../onpolicy/options.js')]);
+      checkAdvantageForMethod(config.onPolicy.advantage, config.method);
+      checkOptionsSignal(config.method, { taskFile: config.onPolicy.taskFile });
     }
     // Refused here, before any run is listed, so the page shows why instead of a run that
     // "finishes" having learnt nothing (docs/design.md §At-least-one). A task file brings its

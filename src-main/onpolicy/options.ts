@@ -8,7 +8,8 @@
  */
 import path from 'node:path';
 import { ON_POLICY_DEFAULTS } from '../../src-shared/rollout.js';
-import { UserError } from '../../src-shared/types.js';
+import { METHOD_NAMES } from '../../src-shared/on-policy-api.js';
+import { SurfaceError, UserError } from '../../src-shared/types.js';
 import type { LlmJudgeSpec } from '../judge/backends.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
 import type { ToolSchema } from '../rollout/tools.js';
@@ -141,13 +142,23 @@ export function checkOptionsSignal(method: RunSettings['method'], o: OnPolicyOpt
   checkSignal(method, { source: o.taskFile ? 'tasks' : 'database', judge: o.judge ?? null });
 }
 
+/**
+ * Whether the method has a signal from where the contexts come from. The app's Training page
+ * has no replay judge; its wording names the page's fields (Method, Task file).
+ */
 function checkSignal(method: RunSettings['method'], s: Pick<OnPolicyRunSettings, 'source' | 'judge'>): void {
   if (s.source === 'tasks' && s.judge) throw new UserError('a task file checks its own answers: give --tasks or a replay judge (--judge-backend), not both');
   if (s.source === 'tasks' && method === 'opd') {
-    throw new UserError('on-policy opd learns from hints, and a task file has none: use --method rl (or combine) with --tasks, or opd on the database\'s hinted samples');
+    throw new SurfaceError(
+      'on-policy opd learns from hints, and a task file has none: use --method rl (or combine) with --tasks, or opd on the database\'s hinted samples',
+      `${METHOD_NAMES.opd} learns from hints, and a task file has none: clear the Task file field to learn from the database's hinted samples, or choose ${METHOD_NAMES.rl} or ${METHOD_NAMES.combine} as the Method to train on the task file's answers.`,
+    );
   }
   if (method === 'rl' && s.source === 'database' && !s.judge) {
-    throw new UserError('on-policy rl needs a reward for each rollout: give --tasks FILE (answers to check) or a replay judge (--judge-backend local|openai), or train --method opd on hints');
+    throw new SurfaceError(
+      'on-policy rl needs a reward for each rollout: give --tasks FILE (answers to check) or a replay judge (--judge-backend local|openai), or train --method opd on hints',
+      `On-policy ${METHOD_NAMES.rl} needs rewards for the rollouts: give a Task file (answers to check), or choose ${METHOD_NAMES.opd} or ${METHOD_NAMES.combine} as the Method to learn from the hints.`,
+    );
   }
 }
 

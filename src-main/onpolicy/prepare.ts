@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { EPISODES_FILE } from '../../src-shared/rollout.js';
 import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
-import { UserError } from '../../src-shared/types.js';
+import { METHOD_NAMES } from '../../src-shared/on-policy-api.js';
+import { SurfaceError, UserError } from '../../src-shared/types.js';
 import type { Checkpoint, ModelConfig } from '../model/hf-checkpoint.js';
 import type { ChatTokenizer } from '../model/tokenizer.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
@@ -66,11 +67,15 @@ export function resolveOptions(options: OnPolicyTrainerOptions): ResolvedOptions
 function newContexts(o: ResolvedOptions, settings: OnPolicyTrainSettings, tokenizer: ChatTokenizer): { lines: ContextLine[]; skipped: Record<string, number> } {
   const s = settings.onPolicy;
   if (s.taskFile) return { lines: taskContextLines(s.taskFile), skipped: {} };
-  if (!o.samples) throw new UserError('nothing to train on: give --tasks FILE or a database with samples');
+  if (!o.samples) throw new SurfaceError('nothing to train on: give --tasks FILE or a database with samples', 'Nothing to train on: give a Task file, or import chats with samples.');
   const got = sampleContextLines(o.samples, settings.method, s.judge !== null, tokenizer, settings.maxLength);
   if (got.lines.length === 0) {
     const why = Object.entries(got.skipped).map(([k, n]) => `${n} × ${k}`).join(', ');
-    throw new UserError(`nothing to train on-policy with method ${settings.method}: the database gives no context${why ? ` (left out: ${why})` : ''}; add hints, a replay judge (--judge-backend) or --tasks FILE`);
+    const left = why ? ` (left out: ${why})` : '';
+    throw new SurfaceError(
+      `nothing to train on-policy with method ${settings.method}: the database gives no context${left}; add hints, a replay judge (--judge-backend) or --tasks FILE`,
+      `Nothing to train on-policy with ${METHOD_NAMES[settings.method]}: the database gives no context${left}. Add hints to samples, label the replies captured from this model, or give a Task file.`,
+    );
   }
   return got;
 }

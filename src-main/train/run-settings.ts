@@ -7,7 +7,8 @@
  */
 import path from 'node:path';
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS, type AdvantageEstimator, type PpoSettings } from '../../src-shared/rollout.js';
-import { UserError } from '../../src-shared/types.js';
+import { ADVANTAGE_NAMES } from '../../src-shared/on-policy-api.js';
+import { SurfaceError, UserError } from '../../src-shared/types.js';
 import { defaultEpsHigh, TRAIN_DEFAULTS, type RecomputeMode } from '../../src-shared/training.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
 import type { LinearTarget } from '../model/decoder.js';
@@ -148,6 +149,15 @@ export function settingsFrom(o: TrainerOptions & { modelDir: string }, lora: Lor
   };
 }
 
+/** `grpo` and `gae` replace the reward r, which opd does not have (said for the CLI and the app). */
+export function checkAdvantageForMethod(advantage: AdvantageEstimator, method: TrainMethod): void {
+  if (advantage === 'reward' || method !== 'opd') return;
+  throw new SurfaceError(
+    `--advantage ${advantage} replaces the reward, which opd does not use; use --method rl or combine`,
+    `The ${ADVANTAGE_NAMES[advantage]} advantage estimator replaces the reward, which On-policy distillation does not use: choose Reward as the Advantage estimator, or Binary RL or Combined as the Method.`,
+  );
+}
+
 /**
  * The PPO settings: each option given, else `base` (the defaults, or a resumed run's own).
  * `grpo` and `gae` replace the reward r, so they need a method that has one.
@@ -159,7 +169,7 @@ function ppoSettings(o: TrainerOptions, base: PpoSettings, method: TrainMethod):
     valueClip: o.valueClip ?? base.valueClip, valueCoef: o.valueCoef ?? base.valueCoef,
   };
   if (!ADVANTAGE_ESTIMATORS.includes(s.advantage)) throw new UserError(`the advantage estimator must be ${ADVANTAGE_ESTIMATORS.join(', ')}, got ${JSON.stringify(s.advantage)}`);
-  if (s.advantage !== 'reward' && method === 'opd') throw new UserError(`--advantage ${s.advantage} replaces the reward, which opd does not use; use --method rl or combine`);
+  checkAdvantageForMethod(s.advantage, method);
   positiveInt('PPO epochs', s.ppoEpochs);
   if (!Number.isInteger(s.minibatch) || s.minibatch < 0) throw new UserError(`minibatch must be a whole number ≥ 0 (0: the whole batch), got ${s.minibatch}`);
   if (!(s.gamma >= 0 && s.gamma <= 1)) throw new UserError(`γ must be in [0, 1], got ${s.gamma}`);

@@ -91,7 +91,24 @@ describe('trainStart with onPolicy', () => {
   });
 
   it('refuses on-policy Binary RL without a task file: the page has no replay judge', async () => {
-    await expect(call('trainStart', { ...config(defaultOnPolicySettings(), 'rl-run'), method: 'rl' })).rejects.toThrow(/On-policy Binary RL needs rewards for the rollouts: give a task file/);
+    await expect(call('trainStart', { ...config(defaultOnPolicySettings(), 'rl-run'), method: 'rl' })).rejects.toThrow(/On-policy Binary RL needs rewards for the rollouts: give a Task file/);
+  });
+
+  it('refuses the combinations the trainer refuses, in the page\'s words, before a run is listed', async () => {
+    const taskFile = path.join(dir, 'opd-tasks.jsonl');
+    fs.writeFileSync(taskFile, JSON.stringify({ messages: [{ role: 'user', content: 'What is 2+2?' }], answer: '4' }) + '\n');
+    const before = (await call<{ runs: TrainRunInfo[] }>('trainStatus')).runs.length;
+    const opd = (onPolicy: object, name: string) => call('trainStart', { ...config({ ...defaultOnPolicySettings(), ...onPolicy }, name), method: 'opd' });
+    for (const advantage of ['grpo', 'gae'] as const) {
+      const refused = opd({ advantage }, `opd-${advantage}`);
+      await expect(refused).rejects.toThrow(new RegExp(`^trainStart: The ${advantage.toUpperCase()} advantage estimator replaces the reward, which On-policy distillation does not use: choose Reward as the Advantage estimator, or Binary RL or Combined as the Method\\.$`));
+      await expect(refused).rejects.not.toThrow(/--/);
+    }
+    const withTasks = opd({ taskFile }, 'opd-tasks');
+    await expect(withTasks).rejects.toThrow(/^trainStart: On-policy distillation learns from hints, and a task file has none: clear the Task file field .* or choose Binary RL or Combined as the Method/);
+    await expect(withTasks).rejects.not.toThrow(/--/);
+    expect((await call<{ runs: TrainRunInfo[] }>('trainStatus')).runs).toHaveLength(before);
+    expect(fs.existsSync(path.join(dir, 'opd-tasks'))).toBe(false);
   });
 
   it('without a task file, trains on the database, so an empty one is refused as before', async () => {
