@@ -33,6 +33,8 @@ export interface StepLog {
   explained_variance?: number;
   /** On-policy steps: the rollouts generated for this step and their mean reward. */
   episodes?: number;
+  /** On-policy steps: episodes skipped because they do not fit the run's max length (never cut). */
+  skipped_over_length?: number;
   episode_reward_mean?: number | null;
 }
 

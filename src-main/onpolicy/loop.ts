@@ -11,6 +11,7 @@ import type { ModelEngine } from '../model/inference-engine.js';
 import type { EpisodeWriter } from '../rollout/episodes-file.js';
 import type { Policy } from '../rollout/policy.js';
 import type { ToolRegistry } from '../rollout/tools.js';
+import { overLengthNote } from '../../src-shared/training.js';
 import { UserError } from '../../src-shared/types.js';
 import { writeMergedModel } from '../train/merge.js';
 import { writeAdapter } from '../train/peft.js';
@@ -54,7 +55,6 @@ export async function runSteps(l: Loop): Promise<LoopResult> {
   let state = { weights: p.weights, optimizer: p.optimizer, valueHead: p.valueHead };
   let done = p.startStep;
   let last: StepLog | null = null;
-  let truncated = 0;
   const started = Date.now();
   const written = episodesByStep(l.written);
   const save = (): string => {
@@ -88,13 +88,9 @@ export async function runSteps(l: Loop): Promise<LoopResult> {
       status = 'cancelled';
       break;
     }
-    const byId = new Map(contexts.map((c) => [c.id, c]));
-    const rows = episodes.flatMap((e) => {
-      const r = stepRow(e, byId.get(e.contextId)!, settings.method, settings.maxLength);
-      if (r?.cut) truncated++;
-      return r ? [r] : [];
-    });
-    l.emit({ type: 'status', phase: 'training', message: `step ${done + 1}: training on ${rows.length} of ${episodes.length} episodes` });
+    const { rows, over } = stepRows(episodes, contexts, settings);
+    const overNote = over ? `; ${overLengthNote(over, settings.maxLength).replace(/samples?/, over === 1 ? 'episode' : 'episodes')}` : '';
+    l.emit({ type: 'status', phase: 'training', message: `step ${done + 1}: training on ${rows.length} of ${episodes.length} episodes${overNote}` });
     const metrics = rows.length ? await update(l, settings, rows, state, done, checkpointDir) : null;
     if (metrics) state = metrics.state;
     done++;
@@ -103,7 +99,7 @@ export async function runSteps(l: Loop): Promise<LoopResult> {
     last = stepLine(metrics?.metrics ?? null, episodes, {
       step: done, total_steps: totalSteps, epoch, lr: settings.optimizer.lr, seconds, elapsed_s: p.elapsedBefore + (Date.now() - started) / 1000,
       eta_s: perStep * (totalSteps - done), execution_provider: l.step.executionProvider,
-    });
+    }, over);
     l.log.append(last);
     l.emit({ type: 'step', log: last });
     if (settings.saveEvery > 0 && done % settings.saveEvery === 0 && done < totalSteps) checkpointDir = save();
@@ -117,8 +113,21 @@ export async function runSteps(l: Loop): Promise<LoopResult> {
   const mergedDir = settings.merge ? writeMergedModel(l.checkpoint, `${l.outDir}/merged`, settings.lora, l.step.specs, state.weights) : undefined;
   return {
     status, steps: done, totalSteps, adapterDir: l.outDir, checkpointDir, logFile: l.log.file, executionProvider: l.step.executionProvider,
-    rows: l.contexts.length, skipped: p.skipped, truncated, last, mergedDir, lastEval: l.evals?.last ?? null, evalFile: l.evals?.writeReport(l.outDir) ?? null,
+    rows: l.contexts.length, skipped: p.skipped, truncated: 0, last, mergedDir, lastEval: l.evals?.last ?? null, evalFile: l.evals?.writeReport(l.outDir) ?? null,
   };
+}
+
+/** The step's training rows, and how many episodes were skipped for not fitting the run's length. */
+function stepRows(episodes: readonly Episode[], contexts: readonly StepContext[], settings: OnPolicyTrainSettings): { rows: StepRow[]; over: number } {
+  const byId = new Map(contexts.map((c) => [c.id, c]));
+  const rows: StepRow[] = [];
+  let over = 0;
+  for (const e of episodes) {
+    const r = stepRow(e, byId.get(e.contextId)!, settings.method, settings.maxLength);
+    if (r === 'over') over++;
+    else if (r) rows.push(r);
+  }
+  return { rows, over };
 }
 
 type State = { weights: LoraWeights; optimizer: Prepared['optimizer']; valueHead?: Prepared['valueHead'] };
@@ -143,6 +152,7 @@ async function update(l: Loop, settings: OnPolicyTrainSettings, rows: StepRow[],
 function stepLine(
   m: BatchMetrics | null, episodes: readonly Episode[],
   base: Pick<StepLog, 'step' | 'total_steps' | 'epoch' | 'lr' | 'elapsed_s' | 'eta_s' | 'execution_provider'> & { seconds: number },
+  overLength: number,
 ): StepLog {
   const rewarded = episodes.filter((e) => e.reward !== null);
   const { seconds, ...rest } = base;
@@ -154,6 +164,7 @@ function stepLine(
     ...(m?.valueLoss !== undefined ? { value_loss: m.valueLoss } : {}),
     ...(m?.explainedVariance !== undefined ? { explained_variance: m.explainedVariance } : {}),
     episodes: episodes.length,
+    ...(overLength ? { skipped_over_length: overLength } : {}),
     episode_reward_mean: rewarded.length ? rewarded.reduce((s, e) => s + e.reward!, 0) / rewarded.length : null,
   };
 }

@@ -108,17 +108,17 @@ export function capturedEpisode(context: StepContext, K: number, step: number): 
 export interface StepRow {
   row: TrainRow;
   teacher?: Float32Array;
-  /** Its context was cut from the left to fit the run's length. */
-  cut: boolean;
 }
 
 /**
- * An episode as a training row (../rollout/training-row.ts), or null when it has nothing to
- * train: no generated token, no reward under rl, no reward and no teacher under combine, or a
- * reply longer than the run's length. A rollout without a reward (combine, no judge) trains
- * through its teacher only, in a group of its own, so GRPO never mixes it with scored ones.
+ * An episode as a training row (../rollout/training-row.ts), null when it has nothing to
+ * train (no generated token, no reward under rl, no reward and no teacher under combine), or
+ * 'over' when it does not fit the run's length. Such an episode is skipped, not cut from the
+ * left as an offline row is: its old log-probs are those of the whole context, so a cut row
+ * would start with ρ ≠ 1. A rollout without a reward (combine, no judge) trains through its
+ * teacher only, in a group of its own, so GRPO never mixes it with scored ones.
  */
-export function stepRow(e: Episode, context: StepContext, method: TrainMethod, maxLength: number): StepRow | null {
+export function stepRow(e: Episode, context: StepContext, method: TrainMethod, maxLength: number): StepRow | 'over' | null {
   const line = episodeRow(e);
   if (!line) return null;
   const teacherOn = method !== 'rl' && e.teacherGap !== undefined;
@@ -130,9 +130,8 @@ export function stepRow(e: Episode, context: StepContext, method: TrainMethod, m
     ...(rewarded && line.rewards.length ? { rewards: line.rewards } : {}),
     ...(context.sessionId !== undefined ? { sessionId: context.sessionId } : {}),
   };
-  const fit = fitRow(row, maxLength);
-  if (fit === 'over') return null;
-  return { row, cut: fit === 'cut', ...(teacherOn ? { teacher: teacherOnRow(e, line.response_start) } : {}) };
+  if (fitRow(row, maxLength) !== 'fits') return 'over';
+  return { row, ...(teacherOn ? { teacher: teacherOnRow(e, line.response_start) } : {}) };
 }
 
 /** old + gap at each generated token, laid onto the row's response (tool-turn tokens: 0, masked). */

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { Reward } from '../../src-shared/types.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { sampleContextLines, stepContexts } from '../../src-main/onpolicy/contexts.js';
-import { capturedEpisode } from '../../src-main/onpolicy/scoring.js';
+import { capturedEpisode, stepRow } from '../../src-main/onpolicy/scoring.js';
 import { ToolRegistry } from '../../src-main/rollout/tools.js';
 import { MODEL, STORY, storySample } from './helpers.js';
 
@@ -37,5 +37,16 @@ describe('a captured reply', () => {
     const { lines, skipped } = sampleContextLines([{ ...captured(0), hint: null }], 'combine', false, tokenizer, 512);
     expect(lines).toEqual([]);
     expect(skipped).toEqual({ 'no hint, no judge and no captured reply with a label': 1 });
+  });
+});
+
+describe('an episode longer than the run\'s length', () => {
+  it('is skipped, never cut from the left: its old log-probs are those of the whole context', () => {
+    const [plus] = contextsOf([1]);
+    const episode = capturedEpisode(plus!, 4, 0)!;
+    const length = episode.tokens.inputIds.length;
+    expect(stepRow(episode, plus!, 'combine', length)).toMatchObject({ row: { inputIds: episode.tokens.inputIds, oldLogprobs: [-1, -2, -0.5] } });
+    expect(stepRow(episode, plus!, 'combine', length - 1)).toBe('over');
+    expect(stepRow(episode, plus!, 'rl', 3)).toBe('over');
   });
 });
