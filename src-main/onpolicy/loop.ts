@@ -12,14 +12,14 @@ import type { EpisodeWriter } from '../rollout/episodes-file.js';
 import type { Policy } from '../rollout/policy.js';
 import type { ToolRegistry } from '../rollout/tools.js';
 import { overLengthNote } from '../../src-shared/training.js';
-import { UserError } from '../../src-shared/types.js';
 import { writeMergedModel } from '../train/merge.js';
 import { writeAdapter } from '../train/peft.js';
 import { minibatchRandom, trainBatch, type BatchMetrics } from '../train/ppo-batch.js';
 import { findCheckpoint, saveCheckpoint, type TrainerState } from '../train/run-checkpoint.js';
 import type { RunEvaluations } from '../train/run-evaluations.js';
 import type { StepLog, TrainerLog } from '../train/trainer-log.js';
-import { firstNonFinite, type TrainerEvent, type TrainResult } from '../train/trainer.js';
+import { checkFiniteBatch } from '../train/non-finite.js';
+import type { TrainerEvent, TrainResult } from '../train/trainer.js';
 import type { LoraWeights, TrainStep } from '../train/training-step.js';
 import { writeValueHead } from '../train/value-head.js';
 import { contextsForStep, type StepContext } from './contexts.js';
@@ -91,7 +91,7 @@ export async function runSteps(l: Loop): Promise<LoopResult> {
     const { rows, over } = stepRows(episodes, contexts, settings);
     const overNote = over ? `; ${overLengthNote(over, settings.maxLength).replace(/samples?/, over === 1 ? 'episode' : 'episodes')}` : '';
     l.emit({ type: 'status', phase: 'training', message: `step ${done + 1}: training on ${rows.length} of ${episodes.length} episodes${overNote}` });
-    const metrics = rows.length ? await update(l, settings, rows, state, done, checkpointDir) : null;
+    const metrics = rows.length ? await update(l, settings, rows, state, done, { savedStep, checkpointDir }) : null;
     if (metrics) state = metrics.state;
     done++;
     const seconds = (Date.now() - t0) / 1000;
@@ -132,20 +132,15 @@ function stepRows(episodes: readonly Episode[], contexts: readonly StepContext[]
 
 type State = { weights: LoraWeights; optimizer: Prepared['optimizer']; valueHead?: Prepared['valueHead'] };
 
-/** The step's PPO updates on its rows; a non-finite result stops the run, naming the step. */
-async function update(l: Loop, settings: OnPolicyTrainSettings, rows: StepRow[], state: State, done: number, checkpointDir: string) {
+/** The step's PPO updates on its rows; a non-finite result stops the run, naming the step and the checkpoint on disk. */
+async function update(l: Loop, settings: OnPolicyTrainSettings, rows: StepRow[], state: State, done: number, saved: { savedStep: number; checkpointDir: string }) {
   const result = await trainBatch({
     step: l.step, rows: rows.map((r) => r.row), ...state, random: minibatchRandom(settings.seed, done), groupPool: rows.map((r) => r.row),
     teacher: settings.method === 'rl' ? undefined : rows.map((r) => r.teacher),
     settings: { method: settings.method, wOpd: settings.wOpd, wRl: settings.wRl, klBeta: settings.loss.klBeta, ppo: settings.ppo },
   });
-  const m = result.metrics;
-  const badWeight = firstNonFinite(result.weights) ?? (result.valueHead && firstNonFinite(result.valueHead));
-  if (!Number.isFinite(m.loss) || !Number.isFinite(m.gradNorm) || badWeight) {
-    const what = !Number.isFinite(m.loss) ? `the loss is ${m.loss}` : !Number.isFinite(m.gradNorm) ? `the gradient norm is ${m.gradNorm}` : `the update made ${badWeight} non-finite`;
-    throw new UserError(`training stopped at step ${done + 1}: ${what} (lr ${settings.optimizer.lr}); the last good checkpoint (step ${done}) is kept in ${checkpointDir}`);
-  }
-  return { metrics: m, state: { weights: result.weights, optimizer: result.optimizer, valueHead: result.valueHead } };
+  checkFiniteBatch(result, { step: done + 1, lr: settings.optimizer.lr, ...saved });
+  return { metrics: result.metrics, state: { weights: result.weights, optimizer: result.optimizer, valueHead: result.valueHead } };
 }
 
 /** One step's log line: the batch's metrics (zeros for a step with nothing to train), its episodes and their mean reward. */

@@ -44,6 +44,7 @@ import { assertNoHeldOutRows, defaultEvalEvery, RunEvaluator } from './train-eva
 import { RunEvaluations } from './run-evaluations.js';
 import { writeMergedModel } from './merge.js';
 import { writeAdapter } from './peft.js';
+import { checkFiniteBatch } from './non-finite.js';
 import { createTrainStep, type LoraWeights, type OptimizerKind, type OptimizerState, type TrainStep } from './training-step.js';
 
 export { DATASET_FILE } from './run-folder.js';
@@ -91,12 +92,6 @@ export function emptyOptimizerState(weights: LoraWeights, kind: OptimizerKind): 
 
 export function sha256(text: string): string {
   return crypto.createHash('sha256').update(text).digest('hex');
-}
-
-/** The first tensor holding a NaN or ±Infinity, or null. */
-export function firstNonFinite(weights: LoraWeights): string | null {
-  for (const [k, v] of weights) for (let i = 0; i < v.length; i++) if (!Number.isFinite(v[i]!)) return k;
-  return null;
 }
 
 interface Prepared {
@@ -315,11 +310,7 @@ async function loop(
     });
     const stepNo = done + 1;
     const m = result.metrics;
-    const badWeight = firstNonFinite(result.weights) ?? (result.valueHead && firstNonFinite(result.valueHead));
-    if (!Number.isFinite(m.loss) || !Number.isFinite(m.gradNorm) || badWeight) {
-      const what = !Number.isFinite(m.loss) ? `the loss is ${m.loss}` : !Number.isFinite(m.gradNorm) ? `the gradient norm is ${m.gradNorm}` : `the update made ${badWeight} non-finite`;
-      throw new UserError(`training stopped at step ${stepNo}: ${what} (lr ${settings.optimizer.lr}); the last good checkpoint (step ${done}) is kept in ${checkpointDir}`);
-    }
+    checkFiniteBatch(result, { step: stepNo, lr: settings.optimizer.lr, savedStep, checkpointDir });
     weights = result.weights;
     optimizer = result.optimizer;
     valueHead = result.valueHead;

@@ -144,6 +144,18 @@ describe('trainer', () => {
     expect(fs.existsSync(path.join(out, 'adapter_config.json'))).toBe(false); // no final export of a broken run
   });
 
+  it('the non-finite stop names the checkpoint on disk, the last one saved, not the step before', async () => {
+    const out = path.join(tmp, 'blowup-sparse');
+    // lr 1e30 leaves step 1 finite (its weights start at B = 0) and breaks a later one; only step 0 is saved before the end.
+    const err = await train(base('blowup-sparse', { steps: 5, saveEvery: 0, lr: 1e30, optimizer: 'sgd', maxGradNorm: 0 })).catch((e: Error) => e);
+    const m = /^training stopped at step (\d): .*; the last good checkpoint \(step (\d)\) is kept in (\S+)$/.exec((err as Error).message);
+    expect(m, (err as Error).message).not.toBeNull();
+    expect(Number(m![1])).toBeGreaterThan(1);
+    expect(Number(m![2])).toBe(0);
+    expect(m![3]).toBe(findCheckpoint(out));
+    expect(loadCheckpoint(out, Checkpoint.open(MODEL).config).state.step).toBe(0);
+  });
+
   it('the k3 KL penalty against the base runs, and --merge writes a loadable merged model', async () => {
     const plain = await train(base('nokl', { steps: 2 }));
     const kl = await train(base('kl', { steps: 2, klBeta: 0.5, merge: true }));
