@@ -1,7 +1,11 @@
 /**
  * Reading rollout episodes back (docs/design.md §Rollouts view): whether a parsed line of
  * `episodes.jsonl` has the Episode shape of ./rollout.ts, and where an episode's rewards and
- * teacher–student gaps sit among its messages. Node-free and pure.
+ * teacher–student gaps sit among its messages. Node-free and pure. The one check of an
+ * episode: the Rollouts view skips a line it refuses, and a run that reuses episodes
+ * (src-main/rollout/episodes-file.ts) refuses the file, so nothing trains from an episode
+ * whose token bookkeeping does not add up (empty spans, log-probs above 0, a gap per token
+ * missing).
  */
 import { EPISODE_FINISHES, type Episode, type EpisodeFinish, type RolloutRewardSource } from './rollout.js';
 import type { TurnGap, TurnReward } from './rollouts-api.js';
@@ -90,11 +94,14 @@ function checkTokens(value: unknown): number {
     const { start, end } = record(span, field);
     // Spans are in order, inside the sequence, after the prompt, and never overlap.
     int(start, `${field}.start`, after, ids.length);
-    int(end, `${field}.end`, start as number, ids.length);
+    int(end, `${field}.end`, (start as number) + 1, ids.length);
     generated += (end as number) - (start as number);
     after = end as number;
   });
   numbers(tokens.logprobs, 'tokens.logprobs', generated);
+  (tokens.logprobs as number[]).forEach((lp, i) => {
+    if (lp > 0) fail(`tokens.logprobs[${i}]`, 'must be ≤ 0 (a log-probability)');
+  });
   return generated;
 }
 
@@ -108,9 +115,9 @@ function checkSummary(value: unknown): void {
 function checkEpisode(value: unknown): void {
   const e = record(value, 'the line');
   if (str(e.id, 'id') === '') fail('id', 'must not be empty');
-  str(e.contextId, 'contextId');
+  if (str(e.contextId, 'contextId') === '') fail('contextId', 'must not be empty');
   int(e.sample, 'sample');
-  num(e.seed, 'seed');
+  int(e.seed, 'seed');
   int(e.step, 'step');
   const messages = list(e.messages, 'messages');
   messages.forEach((m, i) => checkMessage(m, `messages[${i}]`));

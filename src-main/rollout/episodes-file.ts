@@ -8,11 +8,13 @@
  *   UserError naming the file and line.
  * - Opening for append first cuts such a torn end off (it holds no finished episode), so the
  *   next line starts on a line of its own.
- * - Resume: {@link readEpisodeIds} gives the ids already written; the manager skips them.
+ * - Resume: a run reads the episodes already written ({@link readEpisodes}) and the manager
+ *   skips their ids.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { EPISODE_FINISHES, type Episode } from '../../src-shared/rollout.js';
+import { episodeProblem } from '../../src-shared/episode-check.js';
+import type { Episode } from '../../src-shared/rollout.js';
 import { UserError } from '../../src-shared/types.js';
 
 export interface EpisodesRead {
@@ -25,42 +27,14 @@ function fail(where: string, message: string): never {
   throw new UserError(`${where}: ${message}`);
 }
 
-const isInt = (v: unknown, min = 0): v is number => Number.isInteger(v) && (v as number) >= min;
-const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object' && !Array.isArray(v);
-
-/** Checks that `obj` is an Episode whose token bookkeeping adds up; throws naming `where`. */
+/**
+ * Checks that `obj` is an Episode whose token bookkeeping adds up (src-shared/episode-check.ts,
+ * the same check the Rollouts view makes); throws naming `where` and the first wrong field.
+ */
 export function checkEpisode(obj: unknown, where: string): Episode {
-  if (!isObject(obj)) fail(where, 'expected an episode object');
-  const e = obj as Record<string, unknown>;
-  for (const key of ['id', 'contextId'] as const) if (typeof e[key] !== 'string' || !e[key]) fail(where, `"${key}" must be a non-empty string`);
-  for (const key of ['sample', 'seed', 'step', 'promptMessages'] as const) if (!isInt(e[key])) fail(where, `"${key}" must be a whole number ≥ 0`);
-  if (!Array.isArray(e.messages) || !e.messages.every((m) => isObject(m) && typeof m.role === 'string' && typeof m.content === 'string')) {
-    fail(where, '"messages" must be an array of {"role","content"}');
-  }
-  if (!(EPISODE_FINISHES as readonly unknown[]).includes(e.finish)) fail(where, `"finish" must be one of ${EPISODE_FINISHES.join(', ')}`);
-  const t = e.tokens;
-  if (!isObject(t) || !Array.isArray(t.inputIds) || !t.inputIds.every((x) => isInt(x)) || !isInt(t.promptLength) || !Array.isArray(t.generated) || !Array.isArray(t.logprobs)) {
-    fail(where, '"tokens" must hold inputIds, promptLength, generated and logprobs');
-  }
-  const n = (t.inputIds as number[]).length;
-  let previous = t.promptLength as number;
-  let generated = 0;
-  for (const span of t.generated as unknown[]) {
-    if (!isObject(span) || !isInt(span.start) || !isInt(span.end) || (span.start as number) < previous || (span.end as number) <= (span.start as number) || (span.end as number) > n) {
-      fail(where, '"tokens.generated" spans must be ordered, non-empty and inside inputIds, after the prompt');
-    }
-    generated += (span.end as number) - (span.start as number);
-    previous = span.end as number;
-  }
-  if ((t.logprobs as unknown[]).length !== generated || !(t.logprobs as unknown[]).every((x) => typeof x === 'number' && Number.isFinite(x) && x <= 0)) {
-    fail(where, `"tokens.logprobs" must hold ${generated} finite log-probs ≤ 0, one per generated token`);
-  }
-  if (!Array.isArray(e.rewards) || !e.rewards.every((r) => isObject(r) && isInt(r.at) && (r.at as number) < n && typeof r.r === 'number' && Number.isFinite(r.r))) {
-    fail(where, '"rewards" must be [{"at": token index, "r": number}]');
-  }
-  if (e.reward !== null && (typeof e.reward !== 'number' || !Number.isFinite(e.reward))) fail(where, '"reward" must be a number or null');
-  if (!isObject(e.summary)) fail(where, '"summary" must be an object');
-  return obj as unknown as Episode;
+  const problem = episodeProblem(obj);
+  if (problem) fail(where, `not an episode: ${problem}`);
+  return obj as Episode;
 }
 
 /** Reads an episodes file (a missing one is empty). */
@@ -92,11 +66,6 @@ export function readEpisodes(file: string): EpisodesRead {
     out.episodes.push(episode);
   });
   return out;
-}
-
-/** The ids of the episodes already in `file`, for a resumed run. */
-export function readEpisodeIds(file: string): Set<string> {
-  return new Set(readEpisodes(file).episodes.map((e) => e.id));
 }
 
 /** Appends episodes to a file, one fsynced line each. */

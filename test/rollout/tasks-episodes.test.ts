@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { Episode } from '../../src-shared/rollout.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { normalizeAnswer, readTasks, taskContext, taskReward } from '../../src-main/rollout/tasks.js';
-import { EpisodeWriter, readEpisodeIds, readEpisodes } from '../../src-main/rollout/episodes-file.js';
+import { EpisodeWriter, readEpisodes } from '../../src-main/rollout/episodes-file.js';
 import { runRollouts } from '../../src-main/rollout/manager.js';
 import { ToolRegistry } from '../../src-main/rollout/tools.js';
 import { builtinTools } from '../../src-main/rollout/builtin-tools.js';
@@ -97,7 +97,7 @@ describe('the episodes file', () => {
   const contexts = ['a', 'b', 'c', 'd'].map((id) => ({ id, messages: [{ role: 'user' as const, content: `task ${id}` }] }));
   const run = (file: string, writer: EpisodeWriter, only?: string[]) =>
     runRollouts(new ScriptedPolicy(tok, script), only ? contexts.filter((c) => only.includes(c.id)) : contexts, {
-      tools: registry, rollouts: 2, skip: readEpisodeIds(file), onEpisode: (e) => writer.append(e),
+      tools: registry, rollouts: 2, skip: new Set(readEpisodes(file).episodes.map((e) => e.id)), onEpisode: (e) => writer.append(e),
       // The seeds follow the context's place in the full list, as the CLI's batches do.
       seedBase: only ? contexts.findIndex((c) => c.id === only[0]) * 2 : 0,
     });
@@ -158,10 +158,16 @@ describe('the episodes file', () => {
     };
     check(['{"id":', JSON.stringify(good)], /bad\.jsonl:1: invalid JSON/);
     check([JSON.stringify(good), JSON.stringify(good)], /bad\.jsonl:2: episode a#0@0 appears twice/);
-    check([JSON.stringify({ ...good, finish: 'bored' })], /bad\.jsonl:1: "finish" must be one of/);
-    check([JSON.stringify({ ...good, tokens: { ...good!.tokens, logprobs: good!.tokens.logprobs.slice(1) } })], /"tokens.logprobs" must hold \d+ finite/);
-    check([JSON.stringify({ ...good, tokens: { ...good!.tokens, generated: [{ start: 0, end: 2 }] } })], /spans must be ordered/);
-    check([JSON.stringify({ ...good, rewards: [{ at: 1e6, r: 1 }] })], /"rewards" must be/);
+    check([JSON.stringify({ ...good, finish: 'bored' })], /bad\.jsonl:1: not an episode: finish must be one of/);
+    check([JSON.stringify({ ...good, tokens: { ...good!.tokens, logprobs: good!.tokens.logprobs.slice(1) } })], /tokens\.logprobs must have \d+ values \(one per generated token\)/);
+    check([JSON.stringify({ ...good, tokens: { ...good!.tokens, generated: [{ start: 0, end: 2 }] } })], /tokens\.generated\[0\]\.start must be a whole number in \d+…/);
+    check([JSON.stringify({ ...good, rewards: [{ at: 1e6, r: 1 }] })], /rewards\[0\]\.at must be a whole number in 0…/);
+    // The rules the Rollouts view applies, in one place: a gap per generated token, no empty span, log-probs ≤ 0.
+    const { start, end } = good!.tokens.generated[0]!;
+    check([JSON.stringify({ ...good, teacherGap: [0.5] })], new RegExp(`bad\\.jsonl:1: not an episode: teacherGap must have ${good!.tokens.logprobs.length} values`));
+    check([JSON.stringify({ ...good, tokens: { ...good!.tokens, generated: [{ start, end: start }], logprobs: [] } })], /tokens\.generated\[0\]\.end must be a whole number in/);
+    check([JSON.stringify({ ...good, tokens: { ...good!.tokens, logprobs: good!.tokens.logprobs.map((x, i) => (i === 0 ? 0.5 : x)) } })], /tokens\.logprobs\[0\] must be ≤ 0/);
+    expect(end).toBeGreaterThan(start);
     expect(readEpisodes(path.join(root, 'absent.jsonl'))).toEqual({ episodes: [], notes: [] });
   });
 });
