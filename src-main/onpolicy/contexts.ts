@@ -19,9 +19,9 @@ import { UserError } from '../../src-shared/types.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import type { ReplayJudgeInput } from '../judge/prompts.js';
 import { seededRandom } from '../model/sampling.js';
-import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
+import type { ChatTokenizer } from '../model/tokenizer.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
-import type { PromptMessage, RolloutContext } from '../rollout/manager.js';
+import { templateView, type PromptMessage, type RolloutContext } from '../rollout/manager.js';
 import { parseTask, readTasks, taskContext } from '../rollout/tasks.js';
 import type { ToolRegistry } from '../rollout/tools.js';
 import { epochOrder, rolloutSpan } from '../train/batches.js';
@@ -175,11 +175,6 @@ export function stepSeedBase(seed: number, step: number): number {
   let h = (Math.imul(seed >>> 0, 0x9e3779b1) ^ Math.imul(step + 1, 0x85ebca6b)) >>> 0;
   h = Math.imul(h ^ (h >>> 15), 0x2c1b3c6d) >>> 0;
   return (h ^ (h >>> 12)) >>> 0;
-}
-
-/** The messages as the chat template reads them (as the rollout manager renders a prompt). */
-function templateView(messages: readonly PromptMessage[]): ChatMessage[] {
-  return messages.map((m) => (m.role === 'tool' ? { role: 'tool', name: m.name, content: m.content } : { role: m.role, content: m.content }));
 }
 
 /**

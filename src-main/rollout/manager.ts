@@ -113,8 +113,8 @@ class Running {
   }
 }
 
-/** The episode messages as the chat template reads them. */
-function templateView(messages: readonly EpisodeMessage[]): ChatMessage[] {
+/** The episode messages as the chat template reads them (the on-policy teacher's prompt renders through it too). */
+export function templateView(messages: readonly (EpisodeMessage | PromptMessage)[]): ChatMessage[] {
   return messages.map((m) => (m.role === 'tool' ? { role: 'tool', name: m.name, content: m.content } : { role: m.role, content: m.content }));
 }
 

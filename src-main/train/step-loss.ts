@@ -52,9 +52,9 @@ export interface LossValues {
 
 const sumAll = (b: GraphBuilder, x: string) => b.op('ReduceSum', [x], { keepdims: int(0) }, 1, [{ dtype: 'float32', shape: [] }])[0]!;
 
-/** k3(a ‖ logp) = exp(a − logp) − (a − logp) − 1, element-wise. */
-function k3(b: GraphBuilder, a: string, logp: string): string {
-  const d = b.sub(a, logp);
+/** k3(p ‖ q) = exp(p − q) − (p − q) − 1, element-wise, for two log-prob tensors (the KL penalty passes ref and logp, approx KL logp and old). */
+function k3(b: GraphBuilder, p: string, q: string): string {
+  const d = b.sub(p, q);
   return b.sub(b.sub(b.exp(d), d), b.scalar(1));
 }
 
