@@ -23,7 +23,8 @@
  * Options (env): BENCH_PARTS (train,long,generate,first-token,judge,score), BENCH_THREADS (2),
  * BENCH_REPEATS (3), BENCH_NEW_TOKENS (128), BENCH_SHAPES (125m,1.5b: generate's models),
  * BENCH_TRAIN_LEN (2048), BENCH_LONG_LEN (8192), BENCH_RSS_LIMIT_GB (14: the long step is
- * stopped past it). Models, GGUF files and the graph cache go to bench/output/ (git-ignored).
+ * stopped past it; every other child past 18 GB), BENCH_GENERATE_TORCH (1; 0 leaves PyTorch
+ * out of the decode part). Models, GGUF files and the graph cache go to bench/output/ (git-ignored).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -53,6 +54,8 @@ const RSS_LIMIT_MB = Number(process.env.BENCH_RSS_LIMIT_GB ?? 14) * 1024;
 /** No ordinary child may take the machine down either. */
 const ANY_LIMIT_MB = 18 * 1024;
 const GRAPH_CACHE = process.env.HINDSIGHT_GRAPH_CACHE ?? path.join(OUT, 'graph-cache');
+/** BENCH_GENERATE_TORCH=0 leaves PyTorch out of the decode part (minutes per run at 1.5B). */
+const GENERATE_TORCH = process.env.BENCH_GENERATE_TORCH !== '0';
 
 const MODELS = {
   '125m': () => {
@@ -228,6 +231,13 @@ async function generatePart(): Promise<void> {
       verdict(`decode ${LABEL[shape]}, ${quantize} vs llama.cpp ${type}`, `${f(rate)} vs ${f(cRate)} tokens/s (×${f(rate / cRate, 2)}); RSS ${gb(h.peakMb)} vs ${gb(c.peakRssMb)} (×${f(h.peakMb / c.peakRssMb, 2)})`,
         '≥ 1× speed, ≤ 1.2× RSS', rate >= cRate && h.peakMb <= 1.2 * c.peakRssMb);
     }
+    const int4Verdict = (torchRate?: number) => shape === '1.5b' && verdict('generate 128, 1.5B: int4 ÷ Hindsight fp32',
+      `none ${f(rates.none!)}, int8 ${f(rates.int8!)}, int4 ${f(rates.int4!)} tokens/s${torchRate ? ` (PyTorch fp32 ${f(torchRate)})` : ''}; int4 ×${f(rates.int4! / rates.none!, 2)}`,
+      'int4 ≥ 3× fp32', rates.int4! >= 3 * rates.none!);
+    if (!GENERATE_TORCH) {
+      int4Verdict();
+      continue;
+    }
     const [t, l] = await measured(() => torch('model_torch.py', { model, threads: THREADS, prompt, new_tokens: NEW_TOKENS, generate_repeats: REPEATS }));
     if (t.stoppedAtMb !== undefined) throw new Error(`PyTorch generate passed ${gb(t.stoppedAtMb)}`);
     const tRun = medianOf((t.generate_runs as { wall_s: number; cpu_s: number }[]).map((r) => ({ wallS: r.wall_s, cpuS: r.cpu_s })));
@@ -236,9 +246,7 @@ async function generatePart(): Promise<void> {
     console.log(`Hindsight ÷ PyTorch fp32: none ×${f(rates.none! / tRate, 2)}, int8 ×${f(rates.int8! / tRate, 2)}, int4 ×${f(rates.int4! / tRate, 2)}; int4 ÷ Hindsight fp32 ×${f(rates.int4! / rates.none!, 2)}`);
     const agree = (a: number[], b: number[]) => `${a.filter((x, i) => x === b[i]).length}/${a.length}`;
     console.log(`greedy tokens, Hindsight fp32 vs PyTorch: ${agree(tokens.none!, t.generated as number[])}, vs llama.cpp f32: ${agree(tokens.none!, tokens['llama-f32']!)}; int8 vs q8_0: ${agree(tokens.int8!, tokens['llama-q8_0']!)}; int4 vs q4_0: ${agree(tokens.int4!, tokens['llama-q4_0']!)} (random weights: near-ties diverge)`);
-    if (shape === '1.5b') {
-      verdict('generate 128, 1.5B: int4 ÷ Hindsight fp32', `none ${f(rates.none!)}, int8 ${f(rates.int8!)}, int4 ${f(rates.int4!)} tokens/s (PyTorch fp32 ${f(tRate)}); int4 ×${f(rates.int4! / rates.none!, 2)}`, 'int4 ≥ 3× fp32', rates.int4! >= 3 * rates.none!);
-    }
+    int4Verdict(tRate);
   }
 }
 
