@@ -14,7 +14,8 @@
  *
  * Options (env): BENCH_THREADS (default: all cores), BENCH_REPEATS (3), BENCH_NEW_TOKENS (128),
  * BENCH_SHAPES (comma list of 125m, 0.6b, 1.5b; default 125m: the larger ones need 2.4 / 6.2 GB
- * of fp32 weights on disk, several times that while the bench builds graphs, and minutes per run).
+ * of fp32 weights on disk, and minutes per run; bench/real-shapes.ts measures them against
+ * PyTorch and llama.cpp).
  * Models go to bench/output/ (git-ignored) and are reused across runs.
  */
 import fs from 'node:fs';
@@ -22,7 +23,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { LocalModel } from '../src-main/model/local-model.js';
 import type { Quantize } from '../src-main/model/quantize.js';
-import { seededRandom, writeTinyModel, type TinyModelOptions } from '../test/model/tiny-models.js';
+import { seededRandom, writeTinyModel } from '../test/model/tiny-models.js';
+import { ensureRandomModel } from './random-model.js';
 
 const OUT = path.resolve('bench/output');
 const THREADS = Number(process.env.BENCH_THREADS ?? os.cpus().length);
@@ -30,18 +32,19 @@ const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 const NEW_TOKENS = Number(process.env.BENCH_NEW_TOKENS ?? 128);
 const SHAPES = (process.env.BENCH_SHAPES ?? '125m').split(',').map((s) => s.trim());
 
-const MODELS: Record<string, { label: string; options: TinyModelOptions }> = {
+const MODELS: Record<string, { label: string; write: (dir: string) => void }> = {
   '125m': {
     label: 'random Llama 125M (hidden 768, 12 layers, 12 / 4 heads, vocab 32000)',
-    options: { family: 'llama', hiddenSize: 768, numLayers: 12, numHeads: 12, numKvHeads: 4, headDim: 64, intermediateSize: 2048, vocabSize: 32000, std: 0.02, seed: 7 },
+    write: (dir) => writeTinyModel(dir, { family: 'llama', hiddenSize: 768, numLayers: 12, numHeads: 12, numKvHeads: 4, headDim: 64, intermediateSize: 2048, vocabSize: 32000, std: 0.02, seed: 7 }),
   },
+  // The real shapes are written tensor by tensor, with the real tokenizers (bench/random-model.ts).
   '0.6b': {
     label: 'random Qwen3-0.6B shape (28 layers, hidden 1024, 16 / 8 heads, head_dim 128, vocab 151936, tied)',
-    options: { family: 'qwen3', tie: true, hiddenSize: 1024, numLayers: 28, numHeads: 16, numKvHeads: 8, headDim: 128, intermediateSize: 3072, vocabSize: 151936, std: 0.02, seed: 8 },
+    write: (dir) => ensureRandomModel(dir, 'qwen3-0.6b', 8),
   },
   '1.5b': {
     label: 'random Qwen2.5-1.5B shape (28 layers, hidden 1536, 12 / 2 heads, vocab 151936, tied)',
-    options: { family: 'qwen2', tie: true, hiddenSize: 1536, numLayers: 28, numHeads: 12, numKvHeads: 2, headDim: 128, intermediateSize: 8960, vocabSize: 151936, std: 0.02, seed: 9 },
+    write: (dir) => ensureRandomModel(dir, 'qwen2.5-1.5b', 9),
   },
 };
 
@@ -69,10 +72,10 @@ const f = (x: number, d = 1) => x.toFixed(d);
 const secs = (t: Timed) => `${f(t.wall, 2)} s wall / ${f(t.cpu, 2)} s CPU`;
 
 function ensureModel(key: string): string {
-  const dir = path.join(OUT, key === '125m' ? 'llama-125m' : `random-${key}`);
+  const dir = path.join(OUT, { '125m': 'llama-125m', '0.6b': 'qwen3-0.6b', '1.5b': 'qwen2.5-1.5b' }[key]!);
   if (!fs.existsSync(path.join(dir, 'model.safetensors')) && !fs.existsSync(path.join(dir, 'model.safetensors.index.json'))) {
     const t = Date.now();
-    writeTinyModel(dir, MODELS[key]!.options);
+    MODELS[key]!.write(dir);
     console.log(`wrote ${dir} in ${f((Date.now() - t) / 1000)} s`);
   }
   return dir;

@@ -74,6 +74,21 @@ function parseIdentity(identity: string): { dir: string; weights: string } | und
   }
 }
 
+/**
+ * The cache folder for `identity` under the root `option` resolves to, or undefined when the
+ * cache is off or its folder cannot be made (a read-only or full disk): the cache only saves
+ * time, so the caller goes on without it.
+ */
+export function openCacheFolder(option: string | false | undefined, identity: string): string | undefined {
+  const root = graphCacheRoot(option);
+  if (!root) return undefined;
+  try {
+    return cachedWeightFolder(root, identity);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The cache folder of the weights named `identity` (created, with its source.json); prunes stale folders when it is new. */
 export function cachedWeightFolder(root: string, identity: string): string {
   const dir = path.join(root, crypto.createHash('sha256').update(`${GRAPH_CACHE_FORMAT}|${identity}`).digest('hex').slice(0, 24));

@@ -29,7 +29,7 @@ import { CudaUnavailableError } from './cuda-errors.js';
 import type { Graph } from '../graph/ir.js';
 import { needsExternalData, saveModel, serializeModel } from '../graph/onnx.js';
 import { placeWeights, weightFolder } from './weight-file.js';
-import { cachedGraphFile, cachedWeightFolder, dropCachedGraph, graphCacheRoot } from './graph-cache.js';
+import { cachedGraphFile, dropCachedGraph, openCacheFolder } from './graph-cache.js';
 
 /**
  * ONNX Runtime itself (tensors, session types), for the modules that feed and read sessions.
@@ -107,11 +107,11 @@ export async function createSession(graph: Graph, config: SessionConfig): Promis
   let cleanup: (() => void) | undefined;
   try {
     let session: ort.InferenceSession;
-    const cacheRoot = config.sharedWeights && config.device === 'cpu' ? graphCacheRoot(config.graphCache) : undefined;
-    if (cacheRoot && config.keepGraph) {
-      session = await cachedSession(graph, cachedWeightFolder(cacheRoot, config.sharedWeights!), options);
+    const cacheFolder = config.sharedWeights && config.device === 'cpu' ? openCacheFolder(config.graphCache, config.sharedWeights) : undefined;
+    if (cacheFolder && config.keepGraph) {
+      session = await cachedSession(graph, cacheFolder, options);
     } else if (config.sharedWeights && config.device === 'cpu') {
-      const dir = cacheRoot ? cachedWeightFolder(cacheRoot, config.sharedWeights) : weightFolder(config.sharedWeights, config.cacheDir);
+      const dir = cacheFolder ?? weightFolder(config.sharedWeights, config.cacheDir);
       const onnxPath = path.join(dir, `${graph.name}-${process.pid}-${threadId}-${sessionCount++}.onnx`);
       cleanup = () => {
         try {

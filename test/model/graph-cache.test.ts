@@ -101,6 +101,14 @@ describe('the graph cache', () => {
     expect(fs.existsSync(folder)).toBe(true);
   });
 
+  it('goes on without the cache when its folder cannot be made', async () => {
+    const dir = writeModel('unwritable', { family: 'llama', seed: 10 });
+    const notAFolder = path.join(root, 'a-file');
+    fs.writeFileSync(notAFolder, 'x');
+    const out = await run(dir, { graphCache: path.join(notAFolder, 'graphs') });
+    expect(out).toEqual(await run(dir, { graphCache: false }));
+  });
+
   it('takes its folder from the option, then HINDSIGHT_GRAPH_CACHE, then the OS cache folder', () => {
     const before = process.env.HINDSIGHT_GRAPH_CACHE;
     try {
