@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXPORT_FORMATS, type ExportFormat } from '../../src-shared/views.js';
 import type { TrainConfig, TrainRunInfo } from '../../src-shared/contract.js';
 import { serveApp, type ServeHandle } from '../../src-main/api/serve-app.js';
+import { api } from '../helpers/api.js';
 import { CUDA_PROVIDER_LIBS, ortBinaryDir } from '../../src-main/model/ort-session.js';
 import { CudaUnavailableError, type CudaProblem } from '../../src-main/model/cuda-errors.js';
 import { errorPayload } from '../../src-main/model/worker-serve.js';
@@ -25,16 +26,7 @@ const cudaInstalled = CUDA_PROVIDER_LIBS.every((f) => fs.existsSync(path.join(or
 let server: ServeHandle;
 let dir: string;
 
-async function call<T = any>(name: string, input: unknown = {}): Promise<T> {
-  const res = await fetch(`${server.url}api/${name}`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${server.token}` },
-    body: JSON.stringify(input),
-  });
-  const body = await res.json();
-  if (!body.ok) throw new Error(`${name}: ${body.error.message}`);
-  return body.value as T;
-}
+const call = <T = any>(name: string, input: unknown = {}): Promise<T> => api<T>(server, name, input);
 
 beforeAll(async () => {
   const made = await tempWorkspace();

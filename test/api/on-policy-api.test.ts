@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serveApp, type ServeHandle } from '../../src-main/api/serve-app.js';
+import { api } from '../helpers/api.js';
 import { defaultOnPolicySettings } from '../../src-shared/on-policy-api.js';
 import type { TrainConfig, TrainProgress, TrainRunInfo } from '../../src-shared/contract.js';
 import { EPISODES_FILE } from '../../src-shared/rollout.js';
@@ -16,16 +17,7 @@ import { DEMO_MODEL, runInfo } from '../helpers/episodes.js';
 let server: ServeHandle;
 let dir: string;
 
-async function call<T = any>(name: string, input: unknown = {}): Promise<T> {
-  const res = await fetch(`${server.url}api/${name}`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${server.token}` },
-    body: JSON.stringify(input),
-  });
-  const body = await res.json();
-  if (!body.ok) throw new Error(`${name}: ${body.error.message}`);
-  return body.value as T;
-}
+const call = <T = any>(name: string, input: unknown = {}): Promise<T> => api<T>(server, name, input);
 
 /** A new run's settings as the Training page sends them, with these on-policy settings. */
 const config = (onPolicy: unknown, name = 'run'): Omit<TrainConfig, 'onPolicy'> & { onPolicy: unknown } => ({ ...runInfo('-', path.join(dir, name), DEMO_MODEL).config, steps: 2, onPolicy });

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serveApp, type ServeHandle } from '../../src-main/api/serve-app.js';
+import { api } from '../helpers/api.js';
 import type { RolloutDetail, RolloutPage, RolloutRun } from '../../src-shared/rollouts-api.js';
 import type { Episode } from '../../src-shared/rollout.js';
 import { episodesFileText, gapOf, runInfo, sampleEpisodes, writeEpisodes, writeRunsFile } from '../helpers/episodes.js';
@@ -19,16 +20,7 @@ let runDir: string;
 let episodes: Episode[];
 let torn: Episode;
 
-async function call<T = any>(name: string, input: unknown = {}): Promise<T> {
-  const res = await fetch(`${server.url}api/${name}`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${server.token}` },
-    body: JSON.stringify(input),
-  });
-  const body = await res.json();
-  if (!body.ok) throw new Error(`${name}: ${body.error.message}`);
-  return body.value as T;
-}
+const call = <T = any>(name: string, input: unknown = {}): Promise<T> => api<T>(server, name, input);
 
 const list = (input: Record<string, unknown>) => call<RolloutPage>('rolloutsList', { runId: 'onpolicy', ...input });
 const get = (id: string, ref: Record<string, unknown> = { runId: 'onpolicy' }) => call<RolloutDetail>('rolloutsGet', { ...ref, id });

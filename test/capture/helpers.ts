@@ -63,19 +63,8 @@ export async function chatStream(base: string, token: string, messages: Message[
   return { content, events };
 }
 
-/** Calls the app's API (POST /api/<name>). */
-export async function api<T = any>(server: ServeHandle, name: string, input: unknown = {}): Promise<T> {
-  const res = await fetch(`${server.url}api/${name}`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${server.token}` },
-    body: JSON.stringify(input),
-  });
-  const result = await res.json();
-  if (!result.ok) throw new Error(`${name}: ${result.error.message}`);
-  return result.value as T;
-}
+export { api } from '../helpers/api.js';
 
-/** Collects the named events from the server's hub. */
 export function collect<E extends EventName>(server: ServeHandle, name: E): ApiEvents[E][] {
   const out: ApiEvents[E][] = [];
   server.events.subscribe((n: EventName, payload) => {
