@@ -14,7 +14,7 @@ import type { LlmJudgeSpec } from '../judge/backends.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
 import type { ToolSchema } from '../rollout/tools.js';
 import { readToolSchemas } from '../rollout/user-tools.js';
-import { positiveInt, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from '../train/run-settings.js';
+import { keptOnResume, positiveInt, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from '../train/run-settings.js';
 import type { LoraConfig } from '../train/training-step.js';
 
 /** The on-policy part of a run's options; unset: the default (ON_POLICY_DEFAULTS), or on resume the run's own. */
@@ -170,11 +170,7 @@ export function resumedOnPolicySettings(saved: OnPolicyTrainSettings, o: OnPolic
   const base = resumedSettings(saved, o);
   const s = saved.onPolicy;
   const p = o.onPolicy;
-  const fixed = (name: string, given: unknown, has: unknown) => {
-    if (given !== undefined && JSON.stringify(given) !== JSON.stringify(has)) {
-      throw new UserError(`a resumed on-policy run keeps its ${name} (${JSON.stringify(has)}), so ${JSON.stringify(given)} cannot be asked for; drop the option, or start a new run`);
-    }
-  };
+  const fixed = (name: string, given: unknown, has: unknown) => keptOnResume('on-policy run', name, given, has);
   fixed('rollouts per context', p.rollouts, s.rollouts);
   fixed('contexts per step', p.contextsPerStep, s.contextsPerStep);
   fixed('max turns', p.maxTurns, s.maxTurns);

@@ -201,16 +201,22 @@ export function loraFrom(o: TrainerOptions, model: ModelConfig): { lora: LoraCon
 type SavedSettings = Omit<RunSettings, 'saveEvery' | 'device' | 'threads' | 'recompute' | 'merge' | 'ppo'> & Partial<RunSettings>;
 
 /**
+ * Refuses an option given on resume with another value than the run has: `run` names the kind
+ * of run in the message ("run", "on-policy run"). Not given, or the same value, is fine.
+ */
+export function keptOnResume(run: string, name: string, given: unknown, has: unknown): void {
+  if (given !== undefined && JSON.stringify(given) !== JSON.stringify(has)) {
+    throw new UserError(`a resumed ${run} keeps its ${name} (${JSON.stringify(has)}), so ${JSON.stringify(given)} cannot be asked for; drop the option, or start a new run`);
+  }
+}
+
+/**
  * A checkpoint's settings with the options given for the resume applied. Older checkpoints,
  * which lack the run options, get the defaults.
  */
 export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSettings {
   const s: RunSettings = { saveEvery: TRAIN_DEFAULTS.saveEvery, device: TRAIN_DEFAULTS.device, threads: null, recompute: TRAIN_DEFAULTS.recompute, merge: false, ppo: { ...PPO_DEFAULTS }, ...saved };
-  const fixed = (name: string, given: unknown, has: unknown) => {
-    if (given !== undefined && JSON.stringify(given) !== JSON.stringify(has)) {
-      throw new UserError(`a resumed run keeps its ${name} (${JSON.stringify(has)}), so ${JSON.stringify(given)} cannot be asked for; drop the option, or start a new run`);
-    }
-  };
+  const fixed = (name: string, given: unknown, has: unknown) => keptOnResume('run', name, given, has);
   fixed('method', o.method, s.method);
   fixed('batch size', o.batchSize, s.batchSize);
   fixed('max length', o.maxLength, s.maxLength);
