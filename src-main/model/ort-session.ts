@@ -59,6 +59,13 @@ export interface SessionConfig {
    */
   prepack?: boolean;
   /**
+   * ONNX Runtime's memory-pattern planning (one block sized for the planned peak, reused
+   * across runs of the same shapes). Default true; false allocates each value when it is made.
+   */
+  memoryPattern?: boolean;
+  /** ONNX Runtime's CPU arena (freed blocks kept for reuse). Default true. */
+  cpuArena?: boolean;
+  /**
    * The graph cache's folder (./graph-cache.ts); false: none, so shared weights live in a
    * per-process folder; default: HINDSIGHT_GRAPH_CACHE or the OS cache folder. CPU sessions
    * with `sharedWeights` only.
@@ -94,6 +101,8 @@ function sessionOptions(config: SessionConfig): ort.InferenceSession.SessionOpti
     ...(config.threads ? { intraOpNumThreads: config.threads } : {}), // the binding rejects undefined
     interOpNumThreads: 1,
     logSeverityLevel: 3,
+    ...(config.memoryPattern === false ? { enableMemPattern: false } : {}),
+    ...(config.cpuArena === false ? { enableCpuMemArena: false } : {}),
     ...(config.prepack === false ? { extra: { session: { disable_prepacking: '1' } } } : {}),
   };
 }

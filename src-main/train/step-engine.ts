@@ -67,6 +67,10 @@ export interface TrainStepOptions {
   shareWeights?: boolean;
   /** Let ONNX Runtime repack matmul weights at load (a private copy per session); default {@link DEFAULT_PREPACK}. */
   prepack?: boolean;
+  /** ONNX Runtime's memory-pattern planning for the step's sessions; default {@link DEFAULT_MEMORY_PATTERN}. */
+  memoryPattern?: boolean;
+  /** ONNX Runtime's CPU arena for the step's sessions; default {@link DEFAULT_CPU_ARENA}. */
+  cpuArena?: boolean;
   /** Train a value head with this loss (the `gae` estimator, docs/design.md §Advantage estimators); default none. */
   value?: ValueHeadConfig;
 }
@@ -84,6 +88,10 @@ export const DEFAULT_VOCAB_CHUNK = 8192;
  * session a private copy (bench/train-memory.ts, docs/design.md §Memory).
  */
 export const DEFAULT_PREPACK = false;
+
+/** Placeholder: measured below. */
+export const DEFAULT_MEMORY_PATTERN = true;
+export const DEFAULT_CPU_ARENA = true;
 
 /** The faster of the two in the measurements above. */
 export const DEFAULT_PLACEMENT: OptimizerPlacement = 'host';
@@ -317,6 +325,7 @@ function sessionConfig(o: TrainStepOptions, weights: WeightSource): SessionConfi
   return {
     device: o.device, threads: o.threads, cacheDir: o.cacheDir,
     sharedWeights: o.shareWeights === false ? undefined : weights.identity, prepack: o.prepack ?? DEFAULT_PREPACK,
+    memoryPattern: o.memoryPattern ?? DEFAULT_MEMORY_PATTERN, cpuArena: o.cpuArena ?? DEFAULT_CPU_ARENA,
   };
 }
 

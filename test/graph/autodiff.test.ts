@@ -150,8 +150,10 @@ describe('the graph walk', () => {
     // No rule ran for Exp, Where or the frozen-only ReduceSum: the one Expand is the loss's ReduceSum.
     expect(backward.filter((n) => n.op === 'Exp')).toEqual([]);
     expect(backward.filter((n) => n.op === 'Expand')).toHaveLength(1);
-    // ReduceSum → MatMul(h, frozen) → Mul(·, mask) → MatMul(x, w): two MatMuls for dh and dw.
-    expect(backward.filter((n) => n.op === 'MatMul')).toHaveLength(2);
+    // ReduceSum → MatMul(h, frozen) → Mul(·, mask) → MatMul(x, w): dh = dy·frozenᵀ as one Gemm
+    // (transB, no transposed copy of the 2-D weight), dw = xᵀ·dh as one MatMul.
+    expect(backward.filter((n) => n.op === 'Gemm')).toHaveLength(1);
+    expect(backward.filter((n) => n.op === 'MatMul')).toHaveLength(1);
   });
 
   it('gives zeros for a value the loss does not depend on', () => {

@@ -3,7 +3,7 @@
  * record as explained in ../op-record.ts.
  */
 import type { GraphBuilder } from '../ir.js';
-import { broadcastShapes, type Shape } from '../ir-data.js';
+import { broadcastShapes, int, type Shape } from '../ir-data.js';
 import { rankOf, type OpRecord } from '../op-record.js';
 
 /** Swaps the last two axes. */
@@ -11,6 +11,20 @@ function transposeLast2(b: GraphBuilder, v: string, rank: number): string {
   const perm = Array.from({ length: rank }, (_, i) => i);
   [perm[rank - 2], perm[rank - 1]] = [perm[rank - 1]!, perm[rank - 2]!];
   return b.transpose(v, perm);
+}
+
+/**
+ * dA = dC·Wᵀ for a 2-D W (a weight shared by every row), as Gemm with transB over dC's rows.
+ * Written as MatMul(dC, Transpose(W)), ONNX Runtime folds the Transpose of a constant weight
+ * into a second, transposed copy of it: one more copy of every frozen linear in the training
+ * step (docs/design.md §Memory). Gemm reads W as it is.
+ */
+function productWithTransposedWeight(b: GraphBuilder, g: string, a: string, w: string): string {
+  const shapeA = b.shapeOf(a), [K, N] = b.shapeOf(w)! as [number | string, number];
+  const rows = b.reshape(g, [-1, N]);
+  const rowCount = b.shapeOf(rows)?.[0] ?? 'rows';
+  const product = b.op('Gemm', [rows, w], { transB: int(1) }, 1, [{ dtype: b.dtypeOf(a) ?? 'float32', shape: [rowCount, K] }])[0]!;
+  return b.reshapeTo(product, b.shape(a), shapeA);
 }
 
 export const MatMul = {
@@ -36,7 +50,9 @@ export const MatMul = {
       return { v, shape: b.shapeOf(v) };
     };
     let dA: string | undefined;
-    if (needs(0)) {
+    if (needs(0) && rb === 2 && typeof b.shapeOf(w!)?.[1] === 'number') {
+      dA = productWithTransposedWeight(b, g, a!, w!);
+    } else if (needs(0)) {
       const { v, shape } = product(g, transposeLast2(b, w!, rb));
       dA = reduce(v, 0, shape);
     }
