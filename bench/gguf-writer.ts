@@ -19,9 +19,9 @@
  *   order of llama.cpp's Llama RoPE; Qwen models use the split-half RoPE as HF does, so their
  *   rows stay. A tied model writes no `output.weight`: llama.cpp then uses the embedding.
  * - Types (`f32`, `q8_0`, `q4_0`, ./gguf-quant.ts): the layers' seven projections take the
- *   chosen type; norms and biases stay f32; the embedding (and an untied LM head) stay f32 as
- *   Hindsight's `--quantize` keeps them, unless `quantizeEmbeddings` asks for llama.cpp's usual
- *   file, where they are quantised too.
+ *   chosen type; norms and biases stay f32; the embedding (and an untied LM head) take
+ *   `embeddings`, by default what Hindsight's `--quantize` gives its LM head: f32 in an f32
+ *   file, q8_0 in a quantised one (a tied model's one matrix is both lookup and head).
  *
  * The file is written under a temporary name and renamed, so a half-written file is never
  * taken for a finished one.
@@ -35,8 +35,8 @@ export type GgufFileType = 'f32' | 'q8_0' | 'q4_0';
 
 export interface GgufOptions {
   type: GgufFileType;
-  /** Quantise the embedding and LM head too (llama.cpp's usual files); default false, as Hindsight's --quantize. */
-  quantizeEmbeddings?: boolean;
+  /** The embedding's and LM head's type; default f32 for f32 files, else q8_0, as Hindsight's --quantize. */
+  embeddings?: GgufFileType;
 }
 
 export const GGUF_ALIGNMENT = 32;
@@ -231,7 +231,7 @@ function planTensors(ckpt: Checkpoint, options: GgufOptions): PlannedTensor[] {
     const shape = ckpt.entry(hfName).shape;
     out.push({ name, hfName, shape, type, permuteHeads, offset: 0, bytes: 0 });
   };
-  const embeddingType: GgmlType = options.quantizeEmbeddings ? options.type : 'f32';
+  const embeddingType: GgmlType = options.embeddings ?? (options.type === 'f32' ? 'f32' : 'q8_0');
   add('token_embd.weight', 'model.embed_tokens.weight', embeddingType);
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;

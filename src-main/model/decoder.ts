@@ -35,7 +35,7 @@
  */
 import { GraphBuilder, f32Tensor, int, tensorValues, type Graph, type Tensor } from '../graph/ir.js';
 import { ropeInverseFrequencies, type Checkpoint, type ModelConfig } from './hf-checkpoint.js';
-import { quantizedDims, quantizeBlockwise, type QuantizedWeight, type QuantScheme } from './quantize.js';
+import { HEAD_SCHEME, quantizedDims, quantizeBlockwise, type QuantizedWeight, type QuantScheme } from './quantize.js';
 
 export type LinearTarget = 'q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down';
 export const LINEAR_TARGETS: readonly LinearTarget[] = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'];
@@ -62,8 +62,9 @@ export interface DecoderOptions {
   linear?: LinearHook;
   /**
    * Weight-only quantised projections (inference only, docs/design.md §Quantisation): each
-   * q/k/v/o/gate/up/down weight becomes a MatMulNBits node. Embeddings, norms and the LM head
-   * stay fp32. Not with `linear` (LoRA trains against the fp32 weights).
+   * q/k/v/o/gate/up/down weight becomes a MatMulNBits node, and so does the LM head, at
+   * {@link HEAD_SCHEME} (int8 whatever the layers use). The embedding lookup and the norms stay
+   * fp32. Not with `linear` (LoRA trains against the fp32 weights).
    */
   quantize?: QuantScheme;
 }
@@ -233,7 +234,9 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   if (options.output === 'hidden') return { ...values, output: final };
   if (options.output === 'last_logits') final = b.gather(final, b.sub(seqLen, one), 1); // [B, H]
 
-  const logits = applyHead(b, final, headRows(b, weights), c.vocabSize);
+  const logits = options.quantize
+    ? quantizedMatmul(b, final, weights, headName(weights), c.vocabSize, H, HEAD_SCHEME)
+    : applyHead(b, final, headRows(b, weights), c.vocabSize);
   let output = logits;
   if (options.output === 'target_logprobs') {
     const logprobs = b.logSoftmax(logits, -1);
@@ -274,10 +277,16 @@ function quantizedMatmul(b: GraphBuilder, x: string, weights: WeightSource, name
  */
 export function headRows(b: GraphBuilder, weights: WeightSource): string {
   const c = weights.config;
+  const name = headName(weights);
+  return b.graph.initializers.has(name) ? name : b.initializer(name, weights.lazyFloat32(name, [c.vocabSize, c.hiddenSize]));
+}
+
+/** The checkpoint tensor holding the LM head's [V, H] rows: the embedding when tied. */
+function headName(weights: WeightSource): string {
+  const c = weights.config;
   const tied = c.tieWordEmbeddings || !weights.has('lm_head.weight');
   if (tied && !c.tieWordEmbeddings) weights.lazyFloat32('lm_head.weight', [c.vocabSize, c.hiddenSize]); // throws: names the tensor
-  const name = tied ? 'model.embed_tokens.weight' : 'lm_head.weight';
-  return b.graph.initializers.has(name) ? name : b.initializer(name, weights.lazyFloat32(name, [c.vocabSize, c.hiddenSize]));
+  return tied ? 'model.embed_tokens.weight' : 'lm_head.weight';
 }
 
 /**

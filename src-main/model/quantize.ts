@@ -37,6 +37,14 @@ export function quantScheme(q: Quantize): QuantScheme | undefined {
   return undefined;
 }
 
+/**
+ * The LM head's scheme under int8 and int4 alike. At real vocabularies the head is the largest
+ * matrix (151,936 × 1,536 for Qwen2.5-1.5B): left fp32 it is read in full for every token and
+ * cost more than all the int4 layers together; at int8 it costs a quarter of that. It stays at
+ * 8 bits under int4 because its error lands directly on every logit (docs/design.md §Quantisation).
+ */
+export const HEAD_SCHEME: QuantScheme = { bits: 8, blockSize: 32, accuracyLevel: 4 };
+
 export function parseQuantize(value: string | undefined, where = '--quantize'): Quantize {
   const v = (value ?? 'none') as Quantize;
   if (!QUANTIZE_CHOICES.includes(v)) throw new Error(`${where} must be one of ${QUANTIZE_CHOICES.join(', ')}, got '${value}'`);

@@ -136,6 +136,8 @@ function readGguf(file: string): { version: number; meta: Map<string, unknown>; 
 }
 
 const TYPE_NAME: Record<number, GgmlType> = { 0: 'f32', 1: 'f16', 2: 'q4_0', 8: 'q8_0' };
+/** Bytes of `count` values of GGML type id `type`: 32-value blocks of 34 (q8_0) or 18 (q4_0) bytes. */
+const encodedSize = (type: number, count: number) => (TYPE_NAME[type] === 'f32' ? count * 4 : (count / 32) * (type === 8 ? 34 : 18));
 
 describe('writeGguf', () => {
   const llama = writeTinyModel(path.join(tmp, 'llama'), { family: 'llama', seed: 3, hiddenSize: 64, intermediateSize: 96, headDim: 16 });
@@ -179,9 +181,10 @@ describe('writeGguf', () => {
       const w = llama.weights.get(hf)!;
       expect([...t.dims].reverse()).toEqual(w.shape);
       const projection = /attn_[qkvo]|attn_output|ffn_(gate|up|down)/.test(t.name);
-      expect(TYPE_NAME[t.type]).toBe(projection ? type : 'f32');
+      const head = /token_embd|output\.weight/.test(t.name);
+      expect(TYPE_NAME[t.type]).toBe(projection ? type : head && type !== 'f32' ? 'q8_0' : 'f32');
       const count = w.data.length;
-      const size = TYPE_NAME[t.type] === 'f32' ? count * 4 : (count / 32) * (t.type === 8 ? 34 : 18);
+      const size = encodedSize(t.type, count);
       const values = decode(TYPE_NAME[t.type]!, g.buf.subarray(g.dataStart + t.offset, g.dataStart + t.offset + size));
       let expected = w.data;
       if (/attn_q\.weight/.test(t.name)) expected = permuteForLlamaRope(w.data, 4, 64);
@@ -192,10 +195,10 @@ describe('writeGguf', () => {
       expect(worst, t.name).toBeLessThanOrEqual(tolerance);
     }
     const last = g.tensors.at(-1)!;
-    expect(written.bytes).toBe(g.dataStart + Math.ceil((last.offset + llama.weights.get(hfNameOf(last.name))!.data.length * 4) / 32) * 32);
+    expect(written.bytes).toBe(g.dataStart + Math.ceil((last.offset + encodedSize(last.type, llama.weights.get(hfNameOf(last.name))!.data.length)) / 32) * 32);
   });
 
-  it('writes Qwen3 tied: q/k norms, no output tensor, no RoPE permutation; embeddings quantised only when asked', () => {
+  it('writes Qwen3 tied: q/k norms, no output tensor, no RoPE permutation; the embedding q8_0 unless asked otherwise', () => {
     const file = path.join(tmp, 'qwen3-q8.gguf');
     writeGguf(qwen3.dir, file, { type: 'q8_0' });
     const g = readGguf(file);
@@ -209,10 +212,12 @@ describe('writeGguf', () => {
     const values = decode('q8_0', g.buf.subarray(g.dataStart + q.offset, g.dataStart + q.offset + 34 * 2));
     const w = qwen3.weights.get('model.layers.0.self_attn.q_proj.weight')!.data;
     for (let i = 0; i < 64; i++) expect(Math.abs(values[i]! - w[i]!)).toBeLessThan(0.01); // rows as stored
-    expect(g.tensors.find((t) => t.name === 'token_embd.weight')!.type).toBe(0);
+    expect(g.tensors.find((t) => t.name === 'token_embd.weight')!.type).toBe(8);
 
-    writeGguf(qwen3.dir, file, { type: 'q4_0', quantizeEmbeddings: true });
+    writeGguf(qwen3.dir, file, { type: 'q4_0', embeddings: 'q4_0' });
     expect(readGguf(file).tensors.find((t) => t.name === 'token_embd.weight')!.type).toBe(2);
+    writeGguf(qwen3.dir, file, { type: 'q4_0', embeddings: 'f32' });
+    expect(readGguf(file).tensors.find((t) => t.name === 'token_embd.weight')!.type).toBe(0);
   });
 
   it('names the real Qwen pre-tokenizer and pads the token list to the model vocabulary', async () => {
