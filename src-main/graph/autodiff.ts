@@ -98,11 +98,24 @@ export function appendGradients(b: GraphBuilder, loss: string, wrt: string[], op
     return total;
   };
 
+  const trained = new Set(wrt);
+  // Gradients of trained values made since the last segment was entered (see ./recompute.ts).
+  let madeSinceBoundary: string[] = [];
   for (let i = forward.length - 1; i >= 0; i--) {
+    if (recomputer.endingAt(i) && madeSinceBoundary.length) {
+      // The gradient entering the segment waits for the trained values' gradients made above it.
+      const zero = recomputer.zeroAfter(madeSinceBoundary);
+      for (const v of forward[i]!.outputs) contributions.get(v)?.push(zero);
+      madeSinceBoundary = [];
+    }
+    walk(i);
+  }
+
+  function walk(i: number): void {
     const node = forward[i]!;
-    if (!node.outputs.some(onPath)) continue;
+    if (!node.outputs.some(onPath)) return;
     const dy = node.outputs.map((o) => (onPath(o) ? gradientOf(o) : undefined));
-    if (dy.every((g) => g === undefined)) continue; // on the path, but nothing flowed back to it
+    if (dy.every((g) => g === undefined)) return; // on the path, but nothing flowed back to it
     const rule = gradientRule(node.op);
     if (!rule) throw new Error(`autodiff: no gradient rule for op ${node.op} (node ${node.name}), which lies between the trained values and the loss`);
     const outShape = b.shapeOf(node.outputs[0]!);
@@ -124,6 +137,7 @@ export function appendGradients(b: GraphBuilder, loss: string, wrt: string[], op
       const list = contributions.get(input);
       if (list) list.push(g);
       else contributions.set(input, [g]);
+      if (trained.has(input)) madeSinceBoundary.push(g);
     });
   }
 

@@ -85,6 +85,24 @@ function valueInfoProto(v: Value): Onnx.IValueInfoProto {
   };
 }
 
+/**
+ * The nodes that lead to a graph output, in order. ONNX Runtime runs every node of a model,
+ * and runs one whose result nothing reads last of all, keeping its inputs alive until then: a
+ * gradient rule's unused by-product (the attention mask's gradient) kept every layer's
+ * [heads, T, T] attention gradient to the end of the training step (docs/design.md §Memory).
+ */
+export function liveNodes(graph: Graph): Graph['nodes'] {
+  const needed = new Set(graph.outputs.map((o) => o.name));
+  const live = graph.nodes.map(() => false);
+  for (let i = graph.nodes.length - 1; i >= 0; i--) {
+    const node = graph.nodes[i]!;
+    if (!node.outputs.some((o) => needed.has(o))) continue;
+    live[i] = true;
+    for (const input of node.inputs) if (input) needed.add(input);
+  }
+  return graph.nodes.filter((_, i) => live[i]);
+}
+
 function modelProto(graph: Graph, initializers: Onnx.ITensorProto[]): Onnx.IModelProto {
   return {
     irVersion: IR_VERSION,
@@ -96,7 +114,7 @@ function modelProto(graph: Graph, initializers: Onnx.ITensorProto[]): Onnx.IMode
     ],
     graph: {
       name: graph.name,
-      node: graph.nodes.map((n) => ({
+      node: liveNodes(graph).map((n) => ({
         name: n.name,
         opType: n.op,
         ...(n.domain ? { domain: n.domain } : {}),

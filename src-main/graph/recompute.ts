@@ -15,6 +15,12 @@
  * exists. Adding an exact 0 leaves every value as it was, so gradients are unchanged.
  * Inputs that do not depend on the trained values (weights, the RoPE tables, the attention
  * mask) are read as they are.
+ *
+ * The same kind of gate keeps the parameter gradients in step. A trained weight's gradient
+ * (LoRA's xᵀ·dy) feeds nothing but a graph output, so ONNX Runtime's order put every one of
+ * them at the end of the run, and kept each layer's inputs and output gradients alive until
+ * then (docs/design.md §Memory). So the gradient entering a segment's backward pass carries
+ * an exact 0 computed from the parameter gradients made above it (./autodiff.ts).
  */
 import type { GraphBuilder } from './ir.js';
 import type { Node } from './ir-data.js';
@@ -53,10 +59,22 @@ export class Recomputer {
     return { ...node, inputs: node.inputs.map(rename), outputs: node.outputs.map(rename) };
   }
 
+  /** The segment whose last forward node is `index`, if one is. */
+  endingAt(index: number): Segment | undefined {
+    return this.segments.find((s) => s.end - 1 === index);
+  }
+
+  /** An exact 0 (float scalar) that ONNX Runtime can only compute once every value of `after` exists. */
+  zeroAfter(after: string[]): string {
+    const { b } = this;
+    const sizes = after.map((v) => b.op('Size', [v], {}, 1, [{ dtype: 'int64', shape: [] }])[0]!);
+    const total = sizes.reduce((acc, s) => b.add(acc, s));
+    return b.cast(b.sub(total, total), 'float32');
+  }
+
   private recompute(segment: Segment, dy: string): Map<string, string> {
     const { b } = this;
-    const size = b.op('Size', [dy], {}, 1, [{ dtype: 'int64', shape: [] }])[0]!;
-    const zero = b.cast(b.sub(size, size), 'float32');
+    const zero = this.zeroAfter([dy]);
     const copy = new Map<string, string>();
     const produced = new Set(this.forward.slice(segment.start, segment.end).flatMap((n) => n.outputs));
     const input = (v: string): string => {

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import ort from 'onnxruntime-node';
 import { GraphBuilder, f32Tensor, broadcastShapes } from '../../src-main/graph/ir.js';
-import { saveModel, serializeModel } from '../../src-main/graph/onnx.js';
+import { liveNodes, saveModel, serializeModel } from '../../src-main/graph/onnx.js';
 
 function smallGraph() {
   const b = new GraphBuilder('t');
@@ -61,6 +61,21 @@ describe('graph IR', () => {
     expect(r[all]!.dims).toEqual([1, 2, 4]);
     const got = Array.from(r[total]!.data as Float32Array);
     expectedTotal(x).forEach((v, j) => expect(got[j]).toBeCloseTo(v, 5));
+  });
+
+  it('leaves out nodes whose results reach no output (ONNX Runtime would run them last, keeping their inputs alive)', async () => {
+    const { b, all, total } = smallGraph();
+    const before = b.graph.nodes.length;
+    const unused = b.reduceSum(b.exp(all), [2], false); // read by nothing
+    const chain = b.graph.nodes.slice(before).map((n) => n.name);
+    expect(chain.length).toBeGreaterThanOrEqual(2);
+    const kept = liveNodes(b.graph).map((n) => n.name);
+    expect(kept.length).toBe(before);
+    for (const name of chain) expect(kept).not.toContain(name);
+    const session = await ort.InferenceSession.create(serializeModel(b.graph));
+    expect(session.outputNames).not.toContain(unused);
+    const r = await session.run(feeds());
+    expectedTotal(x).forEach((v, j) => expect(Array.from(r[total]!.data as Float32Array)[j]).toBeCloseTo(v, 5));
   });
 
   it('writes external data that ONNX Runtime loads by path', async () => {

@@ -142,4 +142,43 @@ describe('the recomputing graph', () => {
     expect(backward.filter((n) => n.inputs.some((i) => activations.has(i))).map((n) => n.op)).toEqual([]);
     expect(backward.filter((n) => n.name.includes('_re_')).length).toBeGreaterThan(2 * 30);
   });
+
+  it('computes a recomputed layer\'s parameter gradients before the backward pass goes below it', () => {
+    const dir = path.join(root, 'graph-order');
+    writeTinyModel(dir, { family: 'qwen3', seed: 3, hiddenSize: 16, intermediateSize: 24, headDim: 8, numHeads: 4, numKvHeads: 2, numLayers: 4 });
+    const b = new GraphBuilder('recompute-order');
+    const paramsOf: string[][] = [[], [], [], []];
+    const linear = (g: GraphBuilder, site: LinearSite, base: string) => {
+      const w = g.input(`w.${site.module}`, 'float32', [site.inFeatures, site.outFeatures]);
+      paramsOf[site.layer]!.push(w);
+      return g.add(base, g.matmul(site.input, w));
+    };
+    const values = buildDecoder(b, checkpointWeights(Checkpoint.open(dir)), { output: 'hidden', linear });
+    const loss = b.reduceSum(b.mul(values.output, values.output), [0, 1, 2], false);
+    const forwardEnd = b.graph.nodes.length;
+    const grads = appendGradients(b, loss, paramsOf.flat(), { recompute: values.layerSpans.slice(0, -1) });
+    const producer = new Map(b.graph.nodes.map((n, i) => [n, i] as const).flatMap(([n, i]) => n.outputs.map((o) => [o, { node: n, index: i }] as const)));
+    const ancestors = (v: string, seen = new Set<string>()): Set<string> => {
+      for (const input of producer.get(v)?.node.inputs ?? []) if (input && !seen.has(input)) (seen.add(input), ancestors(input, seen));
+      return seen;
+    };
+    // The products that make a gradient: the backward MatMuls reached from it through sums and reshapes.
+    const products = (v: string): string[] => {
+      const p = producer.get(v);
+      if (!p || p.index < forwardEnd) return [];
+      return p.node.op === 'MatMul' ? [v] : p.node.inputs.flatMap((i) => (i ? products(i) : []));
+    };
+    // Layer k − 1's recomputed copy (its gated input, whose layer input depends on the trained
+    // values from layer 1 up) waits for the products of every parameter gradient of layer k.
+    for (const k of [2, 3]) {
+      const span = values.layerSpans[k - 1]!;
+      const copies = b.graph.nodes.filter((n) => b.graph.nodes.slice(span.start, span.end).some((f) => n.name.startsWith(`${f.name}_re`)));
+      const before = ancestors(copies[0]!.outputs[0]!);
+      for (const w of paramsOf[k]!) {
+        const made = products(grads.get(w)!);
+        expect(made.length, w).toBeGreaterThan(0);
+        for (const m of made) expect(before.has(m), `layer ${k}: ${w}`).toBe(true);
+      }
+    }
+  });
 });

@@ -13,7 +13,7 @@ export const Log = unaryOp('Log', ({ b, x, dy }) => [b.div(dy[0]!, x[0]!)]);
 export const Sqrt = unaryOp('Sqrt', ({ b, y, dy }) => [b.div(b.mul(dy[0]!, b.scalar(0.5)), y[0]!)]);
 export const Reciprocal = unaryOp('Reciprocal', ({ b, y, dy }) => [b.neg(b.mul(dy[0]!, b.mul(y[0]!, y[0]!)))]);
 
-export const Add = binaryOp('Add', ({ dy, reduce }) => [reduce(dy[0]!, 0), reduce(dy[0]!, 1)]);
+export const Add = binaryOp('Add', ({ dy, needs, reduce }) => [needs(0) ? reduce(dy[0]!, 0) : undefined, needs(1) ? reduce(dy[0]!, 1) : undefined]);
 export const Sub = binaryOp('Sub', ({ b, dy, needs, reduce }) => [reduce(dy[0]!, 0), needs(1) ? reduce(b.neg(dy[0]!), 1) : undefined]);
 export const Mul = binaryOp('Mul', ({ b, x, dy, needs, reduce }) => [
   needs(0) ? reduce(b.mul(dy[0]!, x[1]!), 0) : undefined,
