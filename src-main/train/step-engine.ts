@@ -89,18 +89,18 @@ export const DEFAULT_VOCAB_CHUNK = 8192;
  */
 export const DEFAULT_PREPACK = false;
 
+/** The faster of the two in the measurements above. */
+export const DEFAULT_PLACEMENT: OptimizerPlacement = 'host';
+
 /**
  * ONNX Runtime's memory-pattern planning off for the step's sessions: with it on, the step
  * kept one block sized for its planned peak, which at long rows is far above what is alive at
- * any moment (Qwen3-0.6B shape, 1 × 1,024 with recomputation: 11.9 GB on, 7.9 GB off, at the
- * same speed; docs/design.md §Memory). The CPU arena stays on: without it the C allocator's
- * fragmentation cost more (6.5 → 7.9 GB at 512 tokens).
+ * any moment (Qwen3-0.6B shape, 1 × 1,024 with recomputation, when it was measured: 11.9 GB
+ * on, 7.9 GB off, at the same speed; docs/design.md §Memory). The CPU arena stays on: without
+ * it the C allocator's fragmentation cost more (6.5 → 7.9 GB at 512 tokens).
  */
 export const DEFAULT_MEMORY_PATTERN = false;
 export const DEFAULT_CPU_ARENA = true;
-
-/** The faster of the two in the measurements above. */
-export const DEFAULT_PLACEMENT: OptimizerPlacement = 'host';
 
 /** What one pass of the training graph gives, before any update. */
 export interface Gradients {
