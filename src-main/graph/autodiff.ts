@@ -30,7 +30,7 @@
  * and the gradient A·∇logp without a second forward pass.
  */
 import type { GraphBuilder } from './ir.js';
-import type { DType, Node } from './ir-data.js';
+import { valuesNeededFor, type DType, type Node } from './ir-data.js';
 import type { GradContext } from './op-record.js';
 import { gradientRule, isNonDifferentiable } from './op-table.js';
 import { describeAs, sumToShape, zerosLike } from './gradient-shapes.js';
@@ -61,16 +61,6 @@ export function stopGradient(b: GraphBuilder, x: string): string {
   return y!;
 }
 
-/** Values the loss depends on. */
-function lossDependsOn(nodes: Node[], loss: string): Set<string> {
-  const needed = new Set([loss]);
-  for (let i = nodes.length - 1; i >= 0; i--) {
-    const node = nodes[i]!;
-    if (node.outputs.some((o) => needed.has(o))) for (const input of node.inputs) if (input) needed.add(input);
-  }
-  return needed;
-}
-
 /** Appends d(loss)/d(v) for each v in `wrt`; returns wrt name → gradient value name. */
 export interface GradientOptions {
   /** Segments of the forward nodes to recompute in the backward pass (./recompute.ts). */
@@ -84,7 +74,7 @@ export function appendGradients(b: GraphBuilder, loss: string, wrt: string[], op
 
   const forward = [...b.graph.nodes]; // the nodes appended below are not walked
   const active = dependsOnWrt(forward, b, wrt);
-  const needed = lossDependsOn(forward, loss);
+  const needed = valuesNeededFor(forward, [loss]); // values the loss depends on
   const onPath = (v: string) => active.has(v) && needed.has(v);
   const recomputer = new Recomputer(b, forward, options.recompute ?? [], (v) => active.has(v));
 

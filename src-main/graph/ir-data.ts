@@ -56,6 +56,19 @@ export interface Graph {
   values: Map<string, Value>;
 }
 
+/**
+ * The values that `targets` depend on, themselves included: a walk back over `nodes` (in
+ * topological order) from the targets through every node that makes one of them.
+ */
+export function valuesNeededFor(nodes: Node[], targets: Iterable<string>): Set<string> {
+  const needed = new Set(targets);
+  for (let i = nodes.length - 1; i >= 0; i--) {
+    const node = nodes[i]!;
+    if (node.outputs.some((o) => needed.has(o))) for (const input of node.inputs) if (input) needed.add(input);
+  }
+  return needed;
+}
+
 export const int = (value: number): Attr => ({ kind: 'int', value });
 export const float = (value: number): Attr => ({ kind: 'float', value });
 export const ints = (value: number[]): Attr => ({ kind: 'ints', value });

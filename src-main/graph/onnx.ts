@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import type { onnx as Onnx } from 'onnx-proto';
-import { CONTRIB_OPSET, OPSET, ONNX_DTYPE, bytesPerElement, numel, tensorValues, type Attr, type Graph, type Tensor, type Value } from './ir-data.js';
+import { CONTRIB_OPSET, OPSET, ONNX_DTYPE, bytesPerElement, numel, tensorValues, valuesNeededFor, type Attr, type Graph, type Tensor, type Value } from './ir-data.js';
 
 // onnx-proto is CommonJS with a single `module.exports`, so Node ESM sees only a default export.
 const { onnx } = onnxProto;
@@ -92,15 +92,8 @@ function valueInfoProto(v: Value): Onnx.IValueInfoProto {
  * [heads, T, T] attention gradient to the end of the training step (docs/design.md §Memory).
  */
 export function liveNodes(graph: Graph): Graph['nodes'] {
-  const needed = new Set(graph.outputs.map((o) => o.name));
-  const live = graph.nodes.map(() => false);
-  for (let i = graph.nodes.length - 1; i >= 0; i--) {
-    const node = graph.nodes[i]!;
-    if (!node.outputs.some((o) => needed.has(o))) continue;
-    live[i] = true;
-    for (const input of node.inputs) if (input) needed.add(input);
-  }
-  return graph.nodes.filter((_, i) => live[i]);
+  const needed = valuesNeededFor(graph.nodes, graph.outputs.map((o) => o.name));
+  return graph.nodes.filter((node) => node.outputs.some((o) => needed.has(o)));
 }
 
 function modelProto(graph: Graph, initializers: Onnx.ITensorProto[]): Onnx.IModelProto {
