@@ -20,8 +20,8 @@ export interface ChildRequest {
   recompute?: boolean;
   /** Train on every position (what the loss part cost when every position went through the head). */
   everyPosition?: boolean;
+  /** ONNX Runtime's memory-pattern planning for the step (what DEFAULT_MEMORY_PATTERN was chosen by). */
   memoryPattern?: boolean;
-  cpuArena?: boolean;
   sessions?: { share: boolean; stepPrepack: boolean; generatePrepack: boolean };
 }
 
@@ -71,7 +71,7 @@ export async function runChild(q: ChildRequest): Promise<ChildResult> {
   const step = await createTrainStep(ckpt, {
     lora: DEFAULT_LORA, loss: LOSS, optimizer: OPTIMIZER, device: 'cpu', threads: q.threads,
     vocabChunk: q.vocabChunk, recompute: q.recompute, shareWeights: share, prepack: q.sessions?.stepPrepack,
-    memoryPattern: q.memoryPattern, cpuArena: q.cpuArena,
+    memoryPattern: q.memoryPattern,
   });
   const batch = batchOf(ckpt.config.vocabSize, q.seqLen, q.everyPosition ?? false);
   let weights = initLora(loraSpecs(ckpt.config, DEFAULT_LORA.targets), DEFAULT_LORA.r, 1);

@@ -63,8 +63,6 @@ export interface SessionConfig {
    * across runs of the same shapes). Default true; false allocates each value when it is made.
    */
   memoryPattern?: boolean;
-  /** ONNX Runtime's CPU arena (freed blocks kept for reuse). Default true. */
-  cpuArena?: boolean;
   /**
    * The graph cache's folder (./graph-cache.ts); false: none, so shared weights live in a
    * per-process folder; default: HINDSIGHT_GRAPH_CACHE or the OS cache folder. CPU sessions
@@ -102,7 +100,6 @@ function sessionOptions(config: SessionConfig): ort.InferenceSession.SessionOpti
     interOpNumThreads: 1,
     logSeverityLevel: 3,
     ...(config.memoryPattern === false ? { enableMemPattern: false } : {}),
-    ...(config.cpuArena === false ? { enableCpuMemArena: false } : {}),
     ...(config.prepack === false ? { extra: { session: { disable_prepacking: '1' } } } : {}),
   };
 }

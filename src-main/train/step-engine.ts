@@ -69,8 +69,6 @@ export interface TrainStepOptions {
   prepack?: boolean;
   /** ONNX Runtime's memory-pattern planning for the step's sessions; default {@link DEFAULT_MEMORY_PATTERN}. */
   memoryPattern?: boolean;
-  /** ONNX Runtime's CPU arena for the step's sessions; default {@link DEFAULT_CPU_ARENA}. */
-  cpuArena?: boolean;
   /** Train a value head with this loss (the `gae` estimator, docs/design.md §Advantage estimators); default none. */
   value?: ValueHeadConfig;
 }
@@ -100,7 +98,6 @@ export const DEFAULT_PLACEMENT: OptimizerPlacement = 'host';
  * it the C allocator's fragmentation cost more (6.5 → 7.9 GB at 512 tokens).
  */
 export const DEFAULT_MEMORY_PATTERN = false;
-export const DEFAULT_CPU_ARENA = true;
 
 /** What one pass of the training graph gives, before any update. */
 export interface Gradients {
@@ -331,7 +328,7 @@ function sessionConfig(o: TrainStepOptions, weights: WeightSource): SessionConfi
   return {
     device: o.device, threads: o.threads, cacheDir: o.cacheDir,
     sharedWeights: o.shareWeights === false ? undefined : weights.identity, prepack: o.prepack ?? DEFAULT_PREPACK,
-    memoryPattern: o.memoryPattern ?? DEFAULT_MEMORY_PATTERN, cpuArena: o.cpuArena ?? DEFAULT_CPU_ARENA,
+    memoryPattern: o.memoryPattern ?? DEFAULT_MEMORY_PATTERN,
   };
 }
 
