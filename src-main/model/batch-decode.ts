@@ -10,9 +10,9 @@
  * - A finished sequence leaves the batch (its KV rows are dropped), so the rest run on a
  *   smaller batch.
  */
-import { positionIdsFromMask } from './decoder.js';
 import type { ModelConfig } from './hf-checkpoint.js';
-import { int64Tensor, ort } from './ort-session.js';
+import { KvCache } from './kv-cache.js';
+import type { ort } from './ort-session.js';
 import { sampleToken, seededRandom } from './sampling.js';
 
 /** One sequence to generate: the prompt it continues (an index), its seed and its token budget. */
@@ -54,68 +54,12 @@ export interface DecodeSettings {
 type Feeds = Record<string, ort.Tensor>;
 type Outputs = ort.InferenceSession.OnnxValueMapType;
 
-/** The past of every row in the batch: its attention mask and, per layer, its keys and values. */
-class RowCache {
-  constructor(
-    readonly mask: number[][],
-    readonly keys: ort.Tensor[],
-    readonly values: ort.Tensor[],
-  ) {}
-
-  static fromOutputs(out: Outputs, layers: number, mask: number[][]): RowCache {
-    const pick = (kind: string) => Array.from({ length: layers }, (_, i) => out[`present_${kind}_${i}`] as ort.Tensor);
-    return new RowCache(mask, pick('key'), pick('value'));
-  }
-
-  /** A cache of the given rows, in that order (a row may repeat: a prompt's n sequences). */
-  select(rows: number[]): RowCache {
-    const same = rows.length === this.mask.length && rows.every((r, i) => r === i);
-    if (same) return this;
-    const take = (t: ort.Tensor) => {
-      const [, heads, len, dim] = t.dims as number[];
-      const rowSize = heads! * len! * dim!;
-      const src = t.data as Float32Array;
-      const dst = new Float32Array(rows.length * rowSize);
-      rows.forEach((r, i) => dst.set(src.subarray(r * rowSize, (r + 1) * rowSize), i * rowSize));
-      return new ort.Tensor('float32', dst, [rows.length, heads!, len!, dim!]);
-    };
-    return new RowCache(rows.map((r) => this.mask[r]!), this.keys.map(take), this.values.map(take));
-  }
-}
-
-/** Feeds for whole sequences on an empty cache, left-padded to the longest. */
-function paddedFeeds(config: ModelConfig, seqs: number[][]): { feeds: Feeds; mask: number[][] } {
+/** Sequences left-padded to the longest: their ids and masks (1 = real token). */
+function leftPadded(seqs: number[][]): { ids: number[][]; mask: number[][] } {
   const T = Math.max(...seqs.map((s) => s.length));
   const ids = seqs.map((s) => [...new Array<number>(T - s.length).fill(0), ...s]);
   const mask = seqs.map((s) => [...new Array<number>(T - s.length).fill(0), ...new Array<number>(s.length).fill(1)]);
-  const feeds: Feeds = {
-    input_ids: int64Tensor(ids.flat(), [seqs.length, T]),
-    attention_mask: int64Tensor(mask.flat(), [seqs.length, T]),
-    position_ids: int64Tensor(positionIdsFromMask(mask).flat(), [seqs.length, T]),
-  };
-  const empty = [seqs.length, config.numKvHeads, 0, config.headDim];
-  for (let i = 0; i < config.numLayers; i++) {
-    feeds[`past_key_${i}`] = new ort.Tensor('float32', new Float32Array(0), empty);
-    feeds[`past_value_${i}`] = new ort.Tensor('float32', new Float32Array(0), empty);
-  }
-  return { feeds, mask };
-}
-
-/** Feeds for one new token per row after `cache`; returns the grown mask too. */
-function stepFeeds(config: ModelConfig, cache: RowCache, tokens: number[]): { feeds: Feeds; mask: number[][] } {
-  const R = tokens.length;
-  const mask = cache.mask.map((row) => [...row, 1]);
-  const positions = cache.mask.map((row) => row.reduce((a, m) => a + m, 0));
-  const feeds: Feeds = {
-    input_ids: int64Tensor(tokens, [R, 1]),
-    attention_mask: int64Tensor(mask.flat(), [R, mask[0]!.length]),
-    position_ids: int64Tensor(positions, [R, 1]),
-  };
-  for (let i = 0; i < config.numLayers; i++) {
-    feeds[`past_key_${i}`] = cache.keys[i]!;
-    feeds[`past_value_${i}`] = cache.values[i]!;
-  }
-  return { feeds, mask };
+  return { ids, mask };
 }
 
 function firstStop(text: string, stops: string[]): number {
@@ -170,7 +114,7 @@ class Sequence {
 
 /**
  * Generates every sequence of `requests` over `prompts`; results in request order.
- * `run` runs the generate graph (last_logits + present KV). `onToken(i, token, logprob)`
+ * `run` runs the generate graph (last_logits + the new tokens' keys and values). `onToken(i, token, logprob)`
  * sees each token of sequence i as it is chosen.
  */
 export async function generateSequences(
@@ -183,12 +127,13 @@ export async function generateSequences(
 ): Promise<GeneratedTokens[]> {
   const seqs = requests.map((r) => new Sequence(r));
   const used = [...new Set(requests.map((r) => r.prompt))];
-  const prefill = paddedFeeds(config, used.map((p) => prompts[p]!));
-  let out = await run(prefill.feeds);
+  const prefill = leftPadded(used.map((p) => prompts[p]!));
+  let cache = KvCache.empty(config, used.length);
+  let out = await run(cache.feeds(prefill.ids, prefill.mask));
+  if (settings.useKvCache) cache.append(out, prefill.mask);
   // Row of the current logits and cache for each sequence still running.
   let rows = requests.map((r) => used.indexOf(r.prompt));
   let active = seqs.map((_, i) => i);
-  let cache = settings.useKvCache ? RowCache.fromOutputs(out, config.numLayers, prefill.mask) : undefined;
   const V = config.vocabSize;
   for (;;) {
     const logits = out.logits!.data as Float32Array;
@@ -204,17 +149,17 @@ export async function generateSequences(
       for (const j of keep) seqs[active[j]!]!.cancel();
       break;
     }
-    if (cache) {
+    if (settings.useKvCache) {
       cache = cache.select(keep.map((j) => rows[j]!));
-      const step = stepFeeds(config, cache, keep.map((j) => last[j]!));
-      out = await run(step.feeds);
-      cache = RowCache.fromOutputs(out, config.numLayers, step.mask);
+      const mask = keep.map(() => [1]);
+      out = await run(cache.feeds(keep.map((j) => [last[j]!]), mask));
+      cache.append(out, mask);
     } else {
-      const whole = keep.map((j) => {
+      const whole = leftPadded(keep.map((j) => {
         const s = seqs[active[j]!]!;
         return [...prompts[s.request.prompt]!, ...s.out.tokens];
-      });
-      out = await run(paddedFeeds(config, whole).feeds);
+      }));
+      out = await run(KvCache.empty(config, keep.length).feeds(whole.ids, whole.mask));
     }
     active = keep.map((j) => active[j]!);
     rows = keep.map((_, j) => j);

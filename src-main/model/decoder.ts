@@ -13,7 +13,9 @@
  *                                 left or right padding both work
  *   position_ids    int64 [B, T]  positions of the current tokens (padding-aware: the caller
  *                                 counts real tokens, see positionIdsFromMask)
- *   past_key_<i>, past_value_<i>  float32 [B, kvHeads, P, headDim]  (kvCache only; P may be 0)
+ *   past_key_<i>, past_value_<i>  float32 [B, kvHeads, P, headDim]  (kvCache only; P ≥ 1: the
+ *                                 cache's slots, filled or not, as attention_mask says; see
+ *                                 ./kv-cache.ts)
  *   target_ids      int64 [B, T]  (output 'target_logprobs' only) the token whose log-prob
  *                                 to read at each position, usually input_ids shifted left
  * Graph outputs, by `output`
@@ -23,7 +25,8 @@
  *   'hidden'           the final norm's output float32 [B, T, H], before the LM head (the
  *                      training step applies the head itself, in vocabulary chunks: see
  *                      {@link headRows} and ./chunked-head.ts)
- *   present_key_<i>, present_value_<i> float32 [B, kvHeads, S, headDim]  (kvCache only)
+ *   new_key_<i>, new_value_<i> float32 [B, kvHeads, T, headDim]  (kvCache only) the current
+ *                      tokens' keys and values, which the caller writes into its cache
  *
  * Weights are initializers named after the Hugging Face tensors. Linear weights are stored
  * transposed, as `<hf name>.T` with shape [in, out], so each linear is one MatMul. The LM head
@@ -117,8 +120,9 @@ export interface DecoderValues {
   output: string;
   pastKeys: string[];
   pastValues: string[];
-  presentKeys: string[];
-  presentValues: string[];
+  /** kvCache: this step's keys and values, [B, kvHeads, T, headDim] per layer. */
+  newKeys: string[];
+  newValues: string[];
   /** Each layer's nodes as [start, end) indices into graph.nodes: what per-layer recomputation (../graph/autodiff.ts) clones. */
   layerSpans: { start: number; end: number }[];
 }
@@ -138,7 +142,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   const attentionMask = b.input('attention_mask', 'int64', ['B', 'S']);
   const positionIds = b.input('position_ids', 'int64', ['B', 'T']);
   const targetIds = options.output === 'target_logprobs' ? b.input('target_ids', 'int64', ['B', 'T']) : undefined;
-  const pastKeys: string[] = [], pastValues: string[] = [], presentKeys: string[] = [], presentValues: string[] = [];
+  const pastKeys: string[] = [], pastValues: string[] = [], newKeys: string[] = [], newValues: string[] = [];
   if (options.kvCache) {
     for (let i = 0; i < c.numLayers; i++) {
       pastKeys.push(b.input(`past_key_${i}`, 'float32', ['B', numKvHeads, 'P', headDim]));
@@ -208,17 +212,14 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     // Grouped-query attention without copying K/V: q heads are grouped [B, kv, rep, T, d]
     // and K/V [B, kv, 1, S, d] broadcast across the group in MatMul.
     const qGrouped = b.transpose(b.reshape(q, [0, 0, numKvHeads, rep, headDim]), [0, 2, 3, 1, 4]);
-    let kHeads = b.transpose(k, [0, 2, 1, 3]); // [B, kv, T, d]
-    let vHeads = b.transpose(v, [0, 2, 1, 3]);
-    if (options.kvCache) {
-      kHeads = b.concat([pastKeys[i]!, kHeads], 2);
-      vHeads = b.concat([pastValues[i]!, vHeads], 2);
-      presentKeys.push(kHeads);
-      presentValues.push(vHeads);
+    const kHeads = b.transpose(k, [0, 2, 1, 3]); // [B, kv, T, d]
+    const vHeads = b.transpose(v, [0, 2, 1, 3]);
+    const past = options.kvCache ? { keys: pastKeys[i]!, values: pastValues[i]! } : undefined;
+    if (past) {
+      newKeys.push(kHeads);
+      newValues.push(vHeads);
     }
-    const kT = b.transpose(b.unsqueeze(kHeads, [2]), [0, 1, 2, 4, 3]); // [B, kv, 1, d, S]
-    const scores = b.add(b.mul(b.matmul(qGrouped, kT), scale), maskBias); // [B, kv, rep, T, S]
-    const context = b.matmul(b.softmax(scores, -1), b.unsqueeze(vHeads, [2])); // [B, kv, rep, T, d]
+    const context = attend(b, qGrouped, kHeads, vHeads, { scale, maskBias }, past); // [B, kv, rep, T, d]
     const merged = b.reshape(b.transpose(context, [0, 3, 1, 2, 4]), [0, 0, numHeads * headDim]);
     h = b.add(h, linear(merged, i, 'o', `${p}.self_attn.o_proj`, numHeads * headDim, H, c.oBias));
 
@@ -230,7 +231,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     layerSpans.push({ start, end: b.graph.nodes.length });
   }
   let final = rmsNorm(h, 'model.norm.weight', H);
-  const values = { inputIds, attentionMask, positionIds, targetIds, pastKeys, pastValues, presentKeys, presentValues, layerSpans };
+  const values = { inputIds, attentionMask, positionIds, targetIds, pastKeys, pastValues, newKeys, newValues, layerSpans };
   if (options.output === 'hidden') return { ...values, output: final };
   if (options.output === 'last_logits') final = b.gather(final, b.sub(seqLen, one), 1); // [B, H]
 
@@ -243,6 +244,29 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     output = b.squeeze(b.gatherElements(logprobs, b.unsqueeze(targetIds!, [-1]), -1), [-1]);
   }
   return { ...values, output };
+}
+
+/**
+ * Softmax attention of grouped queries q [B, kv, rep, T, d] over keys and values [B, kv, S, d],
+ * which broadcast across each group in MatMul, so they are never copied per head.
+ *
+ * With a decode cache the keys are the cache's P slots, then the T new ones. The cache is read
+ * where it lies, never joined to the new keys (a copy of the whole cache per step and layer):
+ * the two parts' scores are joined instead (small), and the context is the sum of the two
+ * parts' products (docs/design.md §Batched generation).
+ */
+function attend(b: GraphBuilder, q: string, k: string, v: string, bias: { scale: string; maskBias: string }, past?: { keys: string; values: string }): string {
+  const keysT = (x: string) => b.transpose(b.unsqueeze(x, [2]), [0, 1, 2, 4, 3]); // [B, kv, 1, d, S]
+  const rows = (x: string) => b.unsqueeze(x, [2]); // [B, kv, 1, S, d]
+  const raw = past ? b.concat([b.matmul(q, keysT(past.keys)), b.matmul(q, keysT(k))], -1) : b.matmul(q, keysT(k));
+  const probs = b.softmax(b.add(b.mul(raw, bias.scale), bias.maskBias), -1); // [B, kv, rep, T, S]
+  if (!past) return b.matmul(probs, rows(v));
+  const slots = b.slice(b.shape(past.keys), [2], [3], [0]); // [P]
+  const sizes = b.concat([slots, b.slice(b.shape(k), [2], [3], [0])], 0); // [P, T]
+  const shape = b.shapeOf(probs);
+  const part = (last: string | number) => ({ dtype: 'float32' as const, shape: shape && [...shape.slice(0, -1), last] });
+  const [pastProbs, newProbs] = b.op('Split', [probs, sizes], { axis: int(-1) }, 2, [part('P'), part('T')]);
+  return b.add(b.matmul(pastProbs!, rows(past.values)), b.matmul(newProbs!, rows(v)));
 }
 
 /**
@@ -312,8 +336,8 @@ export function decoderGraph(weights: WeightSource, options: DecoderOptions, nam
   const out = b.identityAs(values.output, outName);
   b.output(out);
   values.output = out;
-  values.presentKeys = values.presentKeys.map((v, i) => b.output(b.identityAs(v, `present_key_${i}`)));
-  values.presentValues = values.presentValues.map((v, i) => b.output(b.identityAs(v, `present_value_${i}`)));
+  values.newKeys = values.newKeys.map((v, i) => b.output(b.identityAs(v, `new_key_${i}`)));
+  values.newValues = values.newValues.map((v, i) => b.output(b.identityAs(v, `new_value_${i}`)));
   return { graph: b.graph, values };
 }
 

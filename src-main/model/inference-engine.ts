@@ -33,6 +33,7 @@ import { ort, createSession, assertCudaAvailable, int64Tensor, type Device, type
 import { ChatTokenizer } from './tokenizer.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { generateSequences, type GeneratedTokens } from './batch-decode.js';
+import { KvCache } from './kv-cache.js';
 import { quantScheme, type Quantize } from './quantize.js';
 import { measureDrift, type QuantDrift } from './quant-drift.js';
 import { checkLoraShape, checkLoraWeights, loraAKey, loraBKey, loraInputHook, loraSpecs, type LoraShape, type LoraSpec } from './lora-inputs.js';
@@ -286,43 +287,18 @@ export class ModelEngine {
     if (prefill < 1 || prefill > row.responseStart) throw new UserError(`prefill ${prefill} must be in [1, response_start]`);
     if (row.responseStart >= row.inputIds.length) return [];
     const run = this.runner(await this.session('generate'));
-    const cache = this.emptyCache(1);
+    const cache = KvCache.empty(this.config, 1);
     const logprobs: number[] = [];
     let fed = 0;
     while (fed < row.inputIds.length - 1) {
       const chunk = row.inputIds.slice(fed, fed === 0 ? prefill : fed + 1);
-      const logits = await this.step(run, cache, chunk, fed);
+      const mask = [chunk.map(() => 1)];
+      const out = await run(cache.feeds([chunk], mask));
+      cache.append(out, mask);
       fed += chunk.length;
-      if (fed >= row.responseStart) logprobs.push(logSoftmaxAt(logits, row.inputIds[fed]!));
+      if (fed >= row.responseStart) logprobs.push(logSoftmaxAt(out.logits!.data as Float32Array, row.inputIds[fed]!));
     }
     return logprobs;
-  }
-
-  private emptyCache(batch: number): Map<string, ort.Tensor> {
-    const cache = new Map<string, ort.Tensor>();
-    const dims = [batch, this.config.numKvHeads, 0, this.config.headDim];
-    for (let i = 0; i < this.config.numLayers; i++) {
-      cache.set(`past_key_${i}`, new ort.Tensor('float32', new Float32Array(0), dims));
-      cache.set(`past_value_${i}`, new ort.Tensor('float32', new Float32Array(0), dims));
-    }
-    return cache;
-  }
-
-  /** Feeds `tokens` after `pastLen` cached ones (batch 1); updates `cache`; returns the last logits. */
-  private async step(run: Runner, cache: Map<string, ort.Tensor>, tokens: number[], pastLen: number): Promise<Float32Array> {
-    const total = pastLen + tokens.length;
-    const feeds: Feeds = {
-      input_ids: int64Tensor(tokens, [1, tokens.length]),
-      attention_mask: int64Tensor(new Array(total).fill(1), [1, total]),
-      position_ids: int64Tensor(tokens.map((_, i) => pastLen + i), [1, tokens.length]),
-    };
-    for (const [k, v] of cache) feeds[k] = v;
-    const out = await run(feeds);
-    for (let i = 0; i < this.config.numLayers; i++) {
-      cache.set(`past_key_${i}`, out[`present_key_${i}`] as ort.Tensor);
-      cache.set(`past_value_${i}`, out[`present_value_${i}`] as ort.Tensor);
-    }
-    return out.logits!.data as Float32Array;
   }
 
   /** Generates from `promptIds` (batch 1). `onToken` sees each token as it is chosen. */

@@ -29,38 +29,42 @@ export function sampleToken(logits: Float32Array, temperature: number, topP: num
   const logZ = max + Math.log(sum);
   if (temperature <= 0) return { token: argmax, logprob: max - logZ };
 
-  const probs = new Float64Array(V);
+  // Unnormalised weights at the temperature: the draw is scaled by their total instead.
+  const weights = new Float64Array(V);
   let total = 0;
-  for (let i = 0; i < V; i++) total += probs[i] = Math.exp((logits[i]! - max) / temperature);
-  for (let i = 0; i < V; i++) probs[i]! /= total;
-
-  let candidates: number[];
-  if (topP < 1) {
-    // Tokens below (1 - topP) / V carry at most 1 - topP of the mass together, so the
-    // nucleus lies within the rest: only those need sorting.
-    const floor = (1 - topP) / V;
-    candidates = [];
-    for (let i = 0; i < V; i++) if (probs[i]! >= floor) candidates.push(i);
-    candidates.sort((a, b) => probs[b]! - probs[a]! || a - b);
-    let mass = 0;
-    let keep = 0;
-    while (keep < candidates.length && mass < topP) mass += probs[candidates[keep++]!]!;
-    candidates = candidates.slice(0, Math.max(1, keep));
-  } else {
-    candidates = Array.from({ length: V }, (_, i) => i);
-  }
-  let mass = 0;
-  for (const i of candidates) mass += probs[i]!;
-  let r = rand() * mass;
-  let token = candidates[candidates.length - 1]!;
-  for (const i of candidates) {
-    r -= probs[i]!;
-    if (r < 0) {
-      token = i;
-      break;
-    }
-  }
+  for (let i = 0; i < V; i++) total += weights[i] = Math.exp((logits[i]! - max) / temperature);
+  const token = topP < 1 ? drawFromNucleus(weights, total, topP, rand) : drawFrom(weights, total, rand);
   return { token, logprob: logits[token]! - logZ };
+}
+
+/** A draw from every token in proportion to `weights` (summing to `total`); no candidate list (a large vocabulary makes one costly). */
+function drawFrom(weights: Float64Array, total: number, rand: () => number): number {
+  let r = rand() * total;
+  for (let i = 0; i < weights.length; i++) {
+    r -= weights[i]!;
+    if (r < 0) return i;
+  }
+  return weights.length - 1;
+}
+
+/** A draw from the smallest set of most likely tokens whose share of `total` reaches `topP`. */
+function drawFromNucleus(weights: Float64Array, total: number, topP: number, rand: () => number): number {
+  // Tokens below (1 - topP) / V of the total carry at most 1 - topP of the mass together, so
+  // the nucleus lies within the rest: only those need sorting.
+  const floor = ((1 - topP) / weights.length) * total;
+  const candidates: number[] = [];
+  for (let i = 0; i < weights.length; i++) if (weights[i]! >= floor) candidates.push(i);
+  candidates.sort((a, b) => weights[b]! - weights[a]! || a - b);
+  let mass = 0;
+  let keep = 0;
+  while (keep < candidates.length && mass < topP * total) mass += weights[candidates[keep++]!]!;
+  const nucleus = candidates.slice(0, Math.max(1, keep));
+  let r = rand() * mass;
+  for (const i of nucleus) {
+    r -= weights[i]!;
+    if (r < 0) return i;
+  }
+  return nucleus[nucleus.length - 1]!;
 }
 
 /**
