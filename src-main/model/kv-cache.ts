@@ -28,9 +28,10 @@ export class KvCache {
   private constructor(
     private readonly config: ModelConfig,
     /** Per row, per slot: 1 where the slot holds a real token. */
-    private readonly filled: Uint8Array[],
-    private readonly keys: Float32Array[],
-    private readonly values: Float32Array[],
+    private filled: Uint8Array[],
+    /** Per layer: [rows, kvHeads, capacity, headDim]. */
+    private keys: Float32Array[],
+    private values: Float32Array[],
     private capacity: number,
     /** Slots written so far (the same for every row). */
     private length: number,
@@ -38,8 +39,9 @@ export class KvCache {
 
   /** An empty cache for `rows` rows. */
   static empty(config: ModelConfig, rows: number): KvCache {
-    const cache = new KvCache(config, [], [], [], 0, 0);
-    return cache.resized(rows, SLOT_BLOCK, () => undefined);
+    const buffers = () => Array.from({ length: config.numLayers }, () => new Float32Array(rows * config.numKvHeads * SLOT_BLOCK * config.headDim));
+    const filled = Array.from({ length: rows }, () => new Uint8Array(SLOT_BLOCK));
+    return new KvCache(config, filled, buffers(), buffers(), SLOT_BLOCK, 0);
   }
 
   get rows(): number {
@@ -82,11 +84,8 @@ export class KvCache {
     if (this.length + T > this.capacity) this.grow(this.length + T);
     const { numKvHeads: heads, headDim: d } = this.config;
     const write = (dst: Float32Array, src: Float32Array) => {
-      for (let r = 0; r < this.rows; r++) {
-        for (let h = 0; h < heads; h++) {
-          const from = ((r * heads + h) * T) * d;
-          dst.set(src.subarray(from, from + T * d), ((r * heads + h) * this.capacity + this.length) * d);
-        }
+      for (let row = 0; row < this.rows * heads; row++) {
+        dst.set(src.subarray(row * T * d, (row + 1) * T * d), (row * this.capacity + this.length) * d);
       }
     };
     for (let i = 0; i < this.config.numLayers; i++) {
@@ -100,61 +99,36 @@ export class KvCache {
   /** A cache of the given rows, in that order (a row may repeat: a prompt's n sequences). */
   select(rows: number[]): KvCache {
     if (rows.length === this.rows && rows.every((r, i) => r === i)) return this;
-    const picked = new KvCache(this.config, [], [], [], 0, this.length);
-    return picked.resized(rows.length, this.capacity, (r) => this.rowSlices(rows[r]!), rows.map((r) => this.filled[r]!));
+    return new KvCache(this.config, rows.map((r) => this.filled[r]!.slice()), this.copyRows(rows, this.keys, this.capacity),
+      this.copyRows(rows, this.values, this.capacity), this.capacity, this.length);
   }
 
   /** Room for `slots` slots at least, in whole blocks; the rows keep what they hold. */
   private grow(slots: number): void {
     const capacity = Math.ceil(slots / SLOT_BLOCK) * SLOT_BLOCK;
-    const old = { keys: [...this.keys], values: [...this.values], capacity: this.capacity, filled: [...this.filled] };
-    const rowSlices = (r: number) => this.rowSlices(r, old);
-    this.resized(this.rows, capacity, rowSlices, old.filled);
-  }
-
-  /**
-   * Reallocates every buffer for `rows` rows of `capacity` slots; row r's heads are copied from
-   * `source(r)` (per layer, per head: its first `length` slots), where given.
-   */
-  private resized(rows: number, capacity: number, source: (r: number) => RowSlices | undefined, filled?: Uint8Array[]): KvCache {
-    const { numKvHeads: heads, headDim: d, numLayers } = this.config;
-    const fresh = () => new Float32Array(rows * heads * capacity * d);
-    const keys = Array.from({ length: numLayers }, fresh), values = Array.from({ length: numLayers }, fresh);
-    for (let r = 0; r < rows; r++) {
-      const from = source(r);
-      if (!from) continue;
-      for (let i = 0; i < numLayers; i++) {
-        for (let h = 0; h < heads; h++) {
-          const at = (r * heads + h) * capacity * d;
-          keys[i]!.set(from.keys[i]![h]!, at);
-          values[i]!.set(from.values[i]![h]!, at);
-        }
-      }
-    }
-    this.keys.splice(0, this.keys.length, ...keys);
-    this.values.splice(0, this.values.length, ...values);
-    this.filled.splice(0, this.filled.length, ...Array.from({ length: rows }, (_, r) => {
-      const row = new Uint8Array(capacity);
-      if (filled?.[r]) row.set(filled[r]!.subarray(0, this.length));
-      return row;
-    }));
-    this.capacity = capacity;
-    return this;
-  }
-
-  /** Row r's filled slots, per layer and head, as views into `from` (default: this cache). */
-  private rowSlices(r: number, from = { keys: this.keys, values: this.values, capacity: this.capacity }): RowSlices {
-    const { numKvHeads: heads, headDim: d } = this.config;
-    const view = (buffer: Float32Array) => Array.from({ length: heads }, (_, h) => {
-      const at = (r * heads + h) * from.capacity * d;
-      return buffer.subarray(at, at + this.length * d);
+    const all = this.filled.map((_, r) => r);
+    this.keys = this.copyRows(all, this.keys, capacity);
+    this.values = this.copyRows(all, this.values, capacity);
+    this.filled = this.filled.map((row) => {
+      const wider = new Uint8Array(capacity);
+      wider.set(row);
+      return wider;
     });
-    return { keys: from.keys.map(view), values: from.values.map(view) };
+    this.capacity = capacity;
   }
-}
 
-/** One row's filled slots: per layer, per head, [length, headDim]. */
-interface RowSlices {
-  keys: Float32Array[][];
-  values: Float32Array[][];
+  /** New per-layer buffers of `capacity` slots holding `rows` of `buffers` (their written slots). */
+  private copyRows(rows: number[], buffers: Float32Array[], capacity: number): Float32Array[] {
+    const { numKvHeads: heads, headDim: d } = this.config;
+    return buffers.map((src) => {
+      const dst = new Float32Array(rows.length * heads * capacity * d);
+      rows.forEach((r, to) => {
+        for (let h = 0; h < heads; h++) {
+          const from = (r * heads + h) * this.capacity * d;
+          dst.set(src.subarray(from, from + this.length * d), (to * heads + h) * capacity * d);
+        }
+      });
+      return dst;
+    });
+  }
 }

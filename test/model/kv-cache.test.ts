@@ -1,0 +1,80 @@
+// The decode cache's bookkeeping (docs/design.md §Batched generation): new keys land in the
+// next slots, capacity grows in blocks without losing what the rows hold, rows can be picked
+// (and repeated), and the mask and positions fed to the graph follow the filled slots.
+import { describe, expect, it } from 'vitest';
+import type { ModelConfig } from '../../src-main/model/hf-checkpoint.js';
+import { KvCache, SLOT_BLOCK } from '../../src-main/model/kv-cache.js';
+import { ort } from '../../src-main/model/ort-session.js';
+
+const config = { numLayers: 2, numKvHeads: 2, headDim: 3 } as ModelConfig;
+
+/** Fake graph outputs for `rows` rows of T tokens: value = 1000·layer + 100·row + 10·head + token (+0.5 for values). */
+function outputs(rows: number, T: number, tag: number): Record<string, ort.Tensor> {
+  const out: Record<string, ort.Tensor> = {};
+  for (let i = 0; i < config.numLayers; i++) {
+    for (const [kind, extra] of [['key', 0], ['value', 0.5]] as const) {
+      const data = new Float32Array(rows * 2 * T * 3);
+      for (let r = 0; r < rows; r++) for (let h = 0; h < 2; h++) for (let t = 0; t < T; t++) {
+        data.fill(1000 * i + 100 * r + 10 * h + tag + t + extra, ((r * 2 + h) * T + t) * 3, ((r * 2 + h) * T + t + 1) * 3);
+      }
+      out[`new_${kind}_${i}`] = new ort.Tensor('float32', data, [rows, 2, T, 3]);
+    }
+  }
+  return out;
+}
+
+/** Slot s of row r, head h, layer i, as fed to the graph (first element of the head vector). */
+function fedKey(feeds: Record<string, ort.Tensor>, i: number, r: number, h: number, s: number): number {
+  const t = feeds[`past_key_${i}`]!;
+  const slots = t.dims[2]!;
+  return (t.data as Float32Array)[((r * 2 + h) * slots + s) * 3]!;
+}
+
+describe('KvCache', () => {
+  it('starts with one block of masked slots, so the graph never sees an empty past', () => {
+    const cache = KvCache.empty(config, 2);
+    const feeds = cache.feeds([[5, 6], [7, 8]], [[0, 1], [1, 1]]);
+    expect(feeds.past_key_0!.dims).toEqual([2, 2, SLOT_BLOCK, 3]);
+    expect(feeds.attention_mask!.dims).toEqual([2, SLOT_BLOCK + 2]);
+    const mask = Array.from(feeds.attention_mask!.data as BigInt64Array, Number);
+    expect(mask.slice(0, SLOT_BLOCK).every((m) => m === 0)).toBe(true);
+    expect(mask.slice(SLOT_BLOCK, SLOT_BLOCK + 2)).toEqual([0, 1]);
+    expect(Array.from(feeds.position_ids!.data as BigInt64Array, Number)).toEqual([0, 0, 0, 1]);
+  });
+
+  it('writes each step into the next slots and keeps them when it grows past a block', () => {
+    const cache = KvCache.empty(config, 2);
+    const prefill = SLOT_BLOCK - 1;
+    cache.append(outputs(2, prefill, 0), [new Array(prefill).fill(1), [0, ...new Array(prefill - 1).fill(1)]]);
+    cache.append(outputs(2, 1, 500), [[1], [1]]);
+    cache.append(outputs(2, 1, 600), [[1], [1]]); // slot SLOT_BLOCK: a second block
+    expect(cache.realTokens()).toEqual([SLOT_BLOCK + 1, SLOT_BLOCK]);
+    const feeds = cache.feeds([[1], [2]], [[1], [1]]);
+    expect(feeds.past_key_1!.dims).toEqual([2, 2, 2 * SLOT_BLOCK, 3]);
+    expect(fedKey(feeds, 1, 1, 1, 4)).toBe(1000 + 100 + 10 + 4);
+    expect(fedKey(feeds, 1, 1, 1, prefill)).toBe(1000 + 100 + 10 + 500);
+    expect(fedKey(feeds, 0, 0, 0, SLOT_BLOCK)).toBe(600);
+    expect((feeds.past_value_0!.data as Float32Array)[SLOT_BLOCK * 3]).toBe(600.5);
+    const mask = Array.from(feeds.attention_mask!.data as BigInt64Array, Number);
+    const row1 = mask.slice(2 * SLOT_BLOCK + 1);
+    expect(row1.slice(0, SLOT_BLOCK + 1)).toEqual([0, ...new Array(SLOT_BLOCK).fill(1)]);
+    expect(row1.slice(SLOT_BLOCK + 1, 2 * SLOT_BLOCK).every((m) => m === 0)).toBe(true);
+    expect(row1.at(-1)).toBe(1);
+    expect(Array.from(feeds.position_ids!.data as BigInt64Array, Number)).toEqual([SLOT_BLOCK + 1, SLOT_BLOCK]);
+  });
+
+  it('select picks rows in order, repeating one for a prompt with several sequences', () => {
+    const cache = KvCache.empty(config, 2);
+    cache.append(outputs(2, 3, 0), [[1, 1, 1], [0, 1, 1]]);
+    const picked = cache.select([1, 1, 0]);
+    expect(picked.rows).toBe(3);
+    expect(picked.realTokens()).toEqual([2, 2, 3]);
+    picked.append(outputs(3, 1, 50), [[1], [1], [1]]);
+    const feeds = picked.feeds([[1], [1], [1]], [[1], [1], [1]]);
+    expect(fedKey(feeds, 0, 0, 1, 2)).toBe(100 + 10 + 2);
+    expect(fedKey(feeds, 0, 1, 1, 2)).toBe(100 + 10 + 2);
+    expect(fedKey(feeds, 0, 2, 0, 1)).toBe(1);
+    expect(fedKey(feeds, 0, 1, 0, 3)).toBe(100 + 50);
+    expect(cache.realTokens()).toEqual([3, 2]); // the original is untouched
+  });
+});
