@@ -63,6 +63,14 @@ export interface TrainStepOptions {
   vocabChunk?: number;
   /** Recompute layer activations in the backward pass (docs/design.md §Memory); default off. */
   recompute?: boolean;
+  /**
+   * The longest row the step will see (--max-length): past {@link ATTENTION_CHUNK_ROWS} the
+   * graph computes attention in ⌈maxLength / ATTENTION_CHUNK_ROWS⌉ chunks of query rows
+   * (docs/design.md §Memory); any row length computes right. Default: attention in one piece.
+   */
+  maxLength?: number;
+  /** Query rows per attention chunk; default {@link ATTENTION_CHUNK_ROWS}. */
+  attentionChunkRows?: number;
   /** Read the weights from the process's one shared file (../model/weight-file.ts); default true. */
   shareWeights?: boolean;
   /** Let ONNX Runtime repack matmul weights at load (a private copy per session); default {@link DEFAULT_PREPACK}. */
@@ -89,6 +97,13 @@ export const DEFAULT_PREPACK = false;
 
 /** The faster of the two in the measurements above. */
 export const DEFAULT_PLACEMENT: OptimizerPlacement = 'host';
+
+/**
+ * Query rows per attention chunk in the training graph. Past this length one layer's
+ * [heads, T, T] attention values, a few at a time in its backward pass, outgrew the rest of the
+ * step (Qwen3-0.6B shape at 8,192 tokens: 4.3 GB each); in chunks each is [heads, 1024, T].
+ */
+export const ATTENTION_CHUNK_ROWS = 1024;
 
 /**
  * ONNX Runtime's memory-pattern planning off for the step's sessions: with it on, the step
@@ -333,7 +348,12 @@ function sessionConfig(o: TrainStepOptions, weights: WeightSource): SessionConfi
 }
 
 function memoryOptions(o: TrainStepOptions): MemoryOptions {
-  return { vocabChunk: o.vocabChunk ?? DEFAULT_VOCAB_CHUNK, recompute: o.recompute ?? false };
+  const rows = o.attentionChunkRows ?? ATTENTION_CHUNK_ROWS;
+  const chunked = o.maxLength !== undefined && o.maxLength > rows;
+  return {
+    vocabChunk: o.vocabChunk ?? DEFAULT_VOCAB_CHUNK, recompute: o.recompute ?? false,
+    ...(chunked ? { attentionChunks: Math.ceil(o.maxLength! / rows) } : {}),
+  };
 }
 
 function checkOptions(o: TrainStepOptions): void {
