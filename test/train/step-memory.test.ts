@@ -120,7 +120,7 @@ describe.each(CASES)('$family (tied: $tie)', ({ family, tie }) => {
     // 12 tokens; chunks for a max length of 12 in rows of 5 (3 chunks), of 8 (2: the row is
     // longer than the max), of 60 (12 chunks: more than the row has tokens), and with recomputation.
     for (const options of [{ maxLength: 12 }, { maxLength: 8 }, { maxLength: 60 }, { maxLength: 12, recompute: true }]) {
-      const chunked = await pass(dir, { ...options, attentionChunkRows: 5 }, batch);
+      const chunked = await pass(dir, { ...options, attentionChunking: { rows: 5, above: 0 } }, batch);
       const what = JSON.stringify(options);
       expect(maxAbsDiff(chunked.forward, whole.forward), `${what} forward`).toBeLessThan(1e-5);
       expect(maxAbsDiff(chunked.logprobs, whole.logprobs), `${what} train logprobs`).toBeLessThan(1e-5);
