@@ -71,7 +71,7 @@ export async function runChild(q: ChildRequest): Promise<ChildResult> {
   const step = await createTrainStep(ckpt, {
     lora: DEFAULT_LORA, loss: LOSS, optimizer: OPTIMIZER, device: 'cpu', threads: q.threads,
     vocabChunk: q.vocabChunk, recompute: q.recompute, shareWeights: share, prepack: q.sessions?.stepPrepack,
-    memoryPattern: q.memoryPattern,
+    memoryPattern: q.memoryPattern, maxLength: q.seqLen,
   });
   const batch = batchOf(ckpt.config.vocabSize, q.seqLen, q.everyPosition ?? false);
   let weights = initLora(loraSpecs(ckpt.config, DEFAULT_LORA.targets), DEFAULT_LORA.r, 1);

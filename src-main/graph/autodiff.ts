@@ -89,14 +89,21 @@ export function appendGradients(b: GraphBuilder, loss: string, wrt: string[], op
   };
 
   const trained = new Set(wrt);
-  // Gradients of trained values made since the last segment was entered (see ./recompute.ts).
-  let madeSinceBoundary: string[] = [];
+  // What the gradient entering a segment waits for (see ./recompute.ts): for a layer, the
+  // trained values' gradients made since the last layer was entered; for a piece (an attention
+  // chunk), the gradients the piece walked before it made.
+  let trainedSinceBoundary: string[] = [];
+  let madeInPiece: string[] = [];
   for (let i = forward.length - 1; i >= 0; i--) {
-    if (recomputer.endingAt(i) && madeSinceBoundary.length) {
-      // The gradient entering the segment waits for the trained values' gradients made above it.
-      const zero = recomputer.zeroAfter(madeSinceBoundary);
-      for (const v of forward[i]!.outputs) contributions.get(v)?.push(zero);
-      madeSinceBoundary = [];
+    const segment = recomputer.endingAt(i);
+    if (segment) {
+      const waitFor = segment.piece ? madeInPiece : trainedSinceBoundary;
+      if (waitFor.length) {
+        const zero = recomputer.zeroAfter(waitFor);
+        for (const v of forward[i]!.outputs) contributions.get(v)?.push(zero);
+      }
+      if (segment.piece) madeInPiece = [];
+      else trainedSinceBoundary = [];
     }
     walk(i);
   }
@@ -127,7 +134,8 @@ export function appendGradients(b: GraphBuilder, loss: string, wrt: string[], op
       const list = contributions.get(input);
       if (list) list.push(g);
       else contributions.set(input, [g]);
-      if (trained.has(input)) madeSinceBoundary.push(g);
+      if (trained.has(input)) trainedSinceBoundary.push(g);
+      if (recomputer.inPiece(i)) madeInPiece.push(g);
     });
   }
 

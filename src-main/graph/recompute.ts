@@ -21,6 +21,12 @@
  * them at the end of the run, and kept each layer's inputs and output gradients alive until
  * then (docs/design.md §Memory). So the gradient entering a segment's backward pass carries
  * an exact 0 computed from the parameter gradients made above it (./autodiff.ts).
+ *
+ * Segments may nest: an attention chunk inside its layer (docs/design.md §Memory). A nested
+ * segment is recomputed from its enclosing segment's copy, again when its own backward pass
+ * starts. Pieces of one computation (the chunks) are kept in step by the same kind of gate: the
+ * gradient entering a piece's backward pass carries an exact 0 computed from the gradients the
+ * piece after it made (./autodiff.ts), so one chunk's attention probabilities are alive at a time.
  */
 import type { GraphBuilder } from './ir.js';
 import type { Node } from './ir-data.js';
@@ -29,7 +35,14 @@ import type { Node } from './ir-data.js';
 export interface Segment {
   start: number;
   end: number;
+  /**
+   * One of several pieces of one computation (an attention chunk): the backward passes of
+   * pieces are kept one after another (see above); a piece may lie inside another segment.
+   */
+  piece?: boolean;
 }
+
+const bySize = (a: Segment, b: Segment) => a.end - a.start - (b.end - b.start);
 
 /** Original value → its recomputed copy, per segment, made on first use. */
 export class Recomputer {
@@ -48,20 +61,38 @@ export class Recomputer {
    * recomputed copies when the node lies in a segment. `dy` is a gradient that exists now.
    */
   view(index: number, node: Node, dy: string): Node {
-    const segment = this.segments.find((s) => index >= s.start && index < s.end);
+    const segment = this.innermostAt(index);
     if (!segment) return node;
+    const copy = this.copyOf(segment, dy);
+    const rename = (v: string) => copy.get(v) ?? v;
+    return { ...node, inputs: node.inputs.map(rename), outputs: node.outputs.map(rename) };
+  }
+
+  /** The segment whose last forward node is `index`, if one is (the innermost, if nested). */
+  endingAt(index: number): Segment | undefined {
+    return this.segments.filter((s) => s.end - 1 === index).sort(bySize)[0];
+  }
+
+  /** Whether forward node `index` lies in a piece (see {@link Segment.piece}). */
+  inPiece(index: number): boolean {
+    return !!this.innermostAt(index)?.piece;
+  }
+
+  private innermostAt(index: number): Segment | undefined {
+    return this.segments.filter((s) => index >= s.start && index < s.end).sort(bySize)[0];
+  }
+
+  private enclosing(segment: Segment): Segment | undefined {
+    return this.segments.filter((s) => s !== segment && s.start <= segment.start && segment.end <= s.end).sort(bySize)[0];
+  }
+
+  private copyOf(segment: Segment, dy: string): Map<string, string> {
     let copy = this.copies.get(segment);
     if (!copy) {
       copy = this.recompute(segment, dy);
       this.copies.set(segment, copy);
     }
-    const rename = (v: string) => copy.get(v) ?? v;
-    return { ...node, inputs: node.inputs.map(rename), outputs: node.outputs.map(rename) };
-  }
-
-  /** The segment whose last forward node is `index`, if one is. */
-  endingAt(index: number): Segment | undefined {
-    return this.segments.find((s) => s.end - 1 === index);
+    return copy;
   }
 
   /** An exact 0 (float scalar) that ONNX Runtime can only compute once every value of `after` exists. */
@@ -77,9 +108,14 @@ export class Recomputer {
     const zero = this.zeroAfter([dy]);
     const copy = new Map<string, string>();
     const produced = new Set(this.forward.slice(segment.start, segment.end).flatMap((n) => n.outputs));
+    // A nested segment starts from its enclosing segment's copy, not from the forward originals.
+    const outer = this.enclosing(segment);
+    const outerCopy = outer ? this.copyOf(outer, dy) : undefined;
     const input = (v: string): string => {
-      if (!v || copy.has(v) || produced.has(v) || !this.active(v)) return copy.get(v) ?? v;
-      const gated = b.add(v, zero);
+      if (!v || copy.has(v) || produced.has(v)) return copy.get(v) ?? v;
+      const source = outerCopy?.get(v) ?? v;
+      if (!this.active(v)) return source;
+      const gated = b.add(source, zero);
       copy.set(v, gated);
       return gated;
     };

@@ -38,6 +38,7 @@
  */
 import { GraphBuilder, f32Tensor, int, tensorValues, type Graph, type Tensor } from '../graph/ir.js';
 import { ropeInverseFrequencies, type Checkpoint, type ModelConfig } from './hf-checkpoint.js';
+import { attend, queryChunks } from './attention.js';
 import { HEAD_SCHEME, quantizedDims, quantizeBlockwise, type QuantizedWeight, type QuantScheme } from './quantize.js';
 
 export type LinearTarget = 'q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down';
@@ -70,6 +71,11 @@ export interface DecoderOptions {
    * fp32. Not with `linear` (LoRA trains against the fp32 weights).
    */
   quantize?: QuantScheme;
+  /**
+   * Attention in this many chunks of query rows, so a [heads, T / count, S] block is the
+   * largest attention value instead of [heads, T, S] (docs/design.md §Memory).
+   */
+  attentionChunks?: number;
 }
 
 /** Where the builder gets its weights: a checkpoint, or anything shaped like one. */
@@ -125,6 +131,8 @@ export interface DecoderValues {
   newValues: string[];
   /** Each layer's nodes as [start, end) indices into graph.nodes: what per-layer recomputation (../graph/autodiff.ts) clones. */
   layerSpans: { start: number; end: number }[];
+  /** With attentionChunks: each query chunk's attention nodes, [start, end), inside its layer's span. */
+  attentionSpans: { start: number; end: number }[];
 }
 
 /** Masking bias: finite, so a fully masked (padding) row softmaxes to a harmless uniform row, not NaN. */
@@ -179,6 +187,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   const notPadding = b.unsqueeze(b.cast(attentionMask, 'bool'), [1]); // [B, 1, S]
   const allowed = b.and(b.unsqueeze(causal, [0]), notPadding); // [B, T, S]
   const maskBias = b.unsqueeze(b.where(allowed, b.scalar(0), b.scalar(MASKED)), [1, 2]); // [B, 1, 1, T, S]
+  const chunks = queryChunks(b, maskBias, options.attentionChunks);
 
   // RoPE tables [B, T, 1, headDim], shared by every layer.
   const invFreq = b.constant(f32Tensor([headDim / 2], ropeInverseFrequencies(c)), 'inv_freq');
@@ -196,6 +205,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   const scale = b.scalar(1 / Math.sqrt(headDim));
 
   const layerSpans: { start: number; end: number }[] = [];
+  const attentionSpans: { start: number; end: number }[] = [];
   for (let i = 0; i < c.numLayers; i++) {
     const start = b.graph.nodes.length;
     const p = `model.layers.${i}`;
@@ -219,7 +229,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
       newKeys.push(kHeads);
       newValues.push(vHeads);
     }
-    const context = attend(b, qGrouped, kHeads, vHeads, { scale, maskBias }, past); // [B, kv, rep, T, d]
+    const context = attend(b, { q: qGrouped, k: kHeads, v: vHeads, scale, maskBias }, { past, chunks, blockSpans: attentionSpans }); // [B, kv, rep, T, d]
     const merged = b.reshape(b.transpose(context, [0, 3, 1, 2, 4]), [0, 0, numHeads * headDim]);
     h = b.add(h, linear(merged, i, 'o', `${p}.self_attn.o_proj`, numHeads * headDim, H, c.oBias));
 
@@ -231,7 +241,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     layerSpans.push({ start, end: b.graph.nodes.length });
   }
   let final = rmsNorm(h, 'model.norm.weight', H);
-  const values = { inputIds, attentionMask, positionIds, targetIds, pastKeys, pastValues, newKeys, newValues, layerSpans };
+  const values = { inputIds, attentionMask, positionIds, targetIds, pastKeys, pastValues, newKeys, newValues, layerSpans, attentionSpans };
   if (options.output === 'hidden') return { ...values, output: final };
   if (options.output === 'last_logits') final = b.gather(final, b.sub(seqLen, one), 1); // [B, H]
 
@@ -244,29 +254,6 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     output = b.squeeze(b.gatherElements(logprobs, b.unsqueeze(targetIds!, [-1]), -1), [-1]);
   }
   return { ...values, output };
-}
-
-/**
- * Softmax attention of grouped queries q [B, kv, rep, T, d] over keys and values [B, kv, S, d],
- * which broadcast across each group in MatMul, so they are never copied per head.
- *
- * With a decode cache the keys are the cache's P slots, then the T new ones. The cache is read
- * where it lies, never joined to the new keys (a copy of the whole cache per step and layer):
- * the two parts' scores are joined instead (small), and the context is the sum of the two
- * parts' products (docs/design.md §Batched generation).
- */
-function attend(b: GraphBuilder, q: string, k: string, v: string, bias: { scale: string; maskBias: string }, past?: { keys: string; values: string }): string {
-  const keysT = (x: string) => b.transpose(b.unsqueeze(x, [2]), [0, 1, 2, 4, 3]); // [B, kv, 1, d, S]
-  const rows = (x: string) => b.unsqueeze(x, [2]); // [B, kv, 1, S, d]
-  const raw = past ? b.concat([b.matmul(q, keysT(past.keys)), b.matmul(q, keysT(k))], -1) : b.matmul(q, keysT(k));
-  const probs = b.softmax(b.add(b.mul(raw, bias.scale), bias.maskBias), -1); // [B, kv, rep, T, S]
-  if (!past) return b.matmul(probs, rows(v));
-  const slots = b.slice(b.shape(past.keys), [2], [3], [0]); // [P]
-  const sizes = b.concat([slots, b.slice(b.shape(k), [2], [3], [0])], 0); // [P, T]
-  const shape = b.shapeOf(probs);
-  const part = (last: string | number) => ({ dtype: 'float32' as const, shape: shape && [...shape.slice(0, -1), last] });
-  const [pastProbs, newProbs] = b.op('Split', [probs, sizes], { axis: int(-1) }, 2, [part('P'), part('T')]);
-  return b.add(b.matmul(pastProbs!, rows(past.values)), b.matmul(newProbs!, rows(v)));
 }
 
 /**

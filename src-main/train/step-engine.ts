@@ -63,6 +63,14 @@ export interface TrainStepOptions {
   vocabChunk?: number;
   /** Recompute layer activations in the backward pass (docs/design.md §Memory); default off. */
   recompute?: boolean;
+  /**
+   * The longest row the step will see (--max-length): past {@link ATTENTION_CHUNKING}'s
+   * `above` the graph computes attention in ⌈maxLength / rows⌉ chunks of query rows
+   * (docs/design.md §Memory); any row length computes right. Default: attention in one piece.
+   */
+  maxLength?: number;
+  /** When and how attention is chunked; default {@link ATTENTION_CHUNKING}. */
+  attentionChunking?: AttentionChunking;
   /** Read the weights from the process's one shared file (../model/weight-file.ts); default true. */
   shareWeights?: boolean;
   /** Let ONNX Runtime repack matmul weights at load (a private copy per session); default {@link DEFAULT_PREPACK}. */
@@ -89,6 +97,22 @@ export const DEFAULT_PREPACK = false;
 
 /** The faster of the two in the measurements above. */
 export const DEFAULT_PLACEMENT: OptimizerPlacement = 'host';
+
+export interface AttentionChunking {
+  /** Query rows per chunk. */
+  rows: number;
+  /** The --max-length up to which attention stays in one piece. */
+  above: number;
+}
+
+/**
+ * Attention in chunks of 1,024 query rows past a --max-length of 2,048 (docs/design.md §Memory).
+ * Past 2,048 tokens one layer's [heads, T, T] attention values, a few at a time in its backward
+ * pass, outgrew the rest of the step (Qwen3-0.6B shape at 8,192 tokens: 4.3 GB each); in chunks
+ * each is [heads, 1,024, T]. Up to 2,048 they are small beside the rest (0.27 GB), and chunks
+ * would cost a third pass through attention for nothing.
+ */
+export const ATTENTION_CHUNKING: AttentionChunking = { rows: 1024, above: 2048 };
 
 /**
  * ONNX Runtime's memory-pattern planning off for the step's sessions: with it on, the step
@@ -333,7 +357,12 @@ function sessionConfig(o: TrainStepOptions, weights: WeightSource): SessionConfi
 }
 
 function memoryOptions(o: TrainStepOptions): MemoryOptions {
-  return { vocabChunk: o.vocabChunk ?? DEFAULT_VOCAB_CHUNK, recompute: o.recompute ?? false };
+  const { rows, above } = o.attentionChunking ?? ATTENTION_CHUNKING;
+  const chunked = o.maxLength !== undefined && o.maxLength > Math.max(rows, above);
+  return {
+    vocabChunk: o.vocabChunk ?? DEFAULT_VOCAB_CHUNK, recompute: o.recompute ?? false,
+    ...(chunked ? { attentionChunks: Math.ceil(o.maxLength! / rows) } : {}),
+  };
 }
 
 function checkOptions(o: TrainStepOptions): void {

@@ -59,6 +59,8 @@ export interface MemoryOptions {
   vocabChunk: number;
   /** Recompute each layer's activations in the backward pass (train graph only). */
   recompute?: boolean;
+  /** Attention in this many chunks of query rows (../model/decoder.ts); default: one piece. */
+  attentionChunks?: number;
 }
 
 /** One LogSoftmax over the vocabulary, no recomputation: the plain graph. */
@@ -68,6 +70,7 @@ interface LoraDecoder {
   b: GraphBuilder;
   logprobs: string;
   layerSpans: { start: number; end: number }[];
+  attentionSpans: { start: number; end: number }[];
   specs: LoraTensorSpec[];
   /** Trained tensor key (LoRA, then the value head's) → graph input name (they are equal; kept explicit for readers). */
   params: Map<string, string>;
@@ -84,7 +87,7 @@ function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOpti
     const keys = loraKeys(spec);
     params.set(keys.a, a).set(keys.b, bb);
   });
-  const values = buildDecoder(b, weights, { output: 'hidden', linear });
+  const values = buildDecoder(b, weights, { output: 'hidden', linear, attentionChunks: memory.attentionChunks });
   sameDim(b.graph, 'S', 'T');
   const H = weights.config.hiddenSize;
   const positions = b.input('positions', 'int64', ['N']);
@@ -93,7 +96,7 @@ function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOpti
   const head = { hidden, rows: headRows(b, weights), targets: targetIds, vocabSize: weights.config.vocabSize };
   const logprobs = b.identityAs(appendTargetLogprobs(b, head, { chunk: memory.vocabChunk, withGradient: memory.withGradient }), 'logprobs');
   const valueHead = memory.valueHead ? appendValueHead(b, hidden, H, params) : undefined;
-  return { b, logprobs, specs, params, layerSpans: values.layerSpans, values: valueHead };
+  return { b, logprobs, specs, params, layerSpans: values.layerSpans, attentionSpans: values.attentionSpans, values: valueHead };
 }
 
 /** values [N] = hidden [N, H] · weightᵀ + bias. */
@@ -143,8 +146,10 @@ export function buildTrainGraph(weights: WeightSource, options: TrainGraphOption
   b.output(b.identityAs(loss.clipfrac, 'clipfrac'));
   b.output(b.identityAs(loss.approxKl, 'approx_kl'));
   b.output(b.identityAs(loss.tokens, 'tokens'));
-  // The last layer's backward runs first, right after its forward: nothing to save there.
-  const recompute = options.memory?.recompute ? d.layerSpans.slice(0, -1) : [];
+  // The last layer's backward runs first, right after its forward: nothing to save there. Every
+  // attention chunk is recomputed on its own, the last layer's too, so that one chunk's
+  // probabilities are alive at a time in the backward pass (docs/design.md §Memory).
+  const recompute = options.memory?.recompute ? [...d.layerSpans.slice(0, -1), ...d.attentionSpans.map((s) => ({ ...s, piece: true }))] : [];
   const grads = appendGradients(b, loss.loss, [...d.params.values()], { recompute });
   for (const [key, value] of d.params) b.output(b.identityAs(grads.get(value)!, gradName(key)));
   if (options.optimizerInGraph) appendUpdate(b, options.optimizerInGraph, d.params, grads);

@@ -3,7 +3,8 @@
 // - the chunked LM head (online log-sum-exp over vocabulary chunks, explicit gradient) against
 //   one LogSoftmax over the whole vocabulary with autodiff's gradient: log-probs, loss and LoRA
 //   gradients within 1e-5;
-// - per-layer recomputation against keeping the activations: the same gradients.
+// - per-layer recomputation against keeping the activations: the same gradients;
+// - attention in query chunks against attention in one piece: the same log-probs and gradients.
 import { afterAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -112,6 +113,21 @@ describe.each(CASES)('$family (tied: $tie)', ({ family, tie }) => {
     expect(maxAbsDiff(recomputed.logprobs, kept.logprobs)).toBe(0);
     expect(gradDiff(recomputed.grads, kept.grads)).toBeLessThan(1e-6);
   });
+
+  it('attention in query chunks gives the same log-probs and gradients, at any row length', async () => {
+    const { batch } = model();
+    const whole = await pass(dir, {}, batch);
+    // 12 tokens; chunks for a max length of 12 in rows of 5 (3 chunks), of 8 (2: the row is
+    // longer than the max), of 60 (12 chunks: more than the row has tokens), and with recomputation.
+    for (const options of [{ maxLength: 12 }, { maxLength: 8 }, { maxLength: 60 }, { maxLength: 12, recompute: true }]) {
+      const chunked = await pass(dir, { ...options, attentionChunking: { rows: 5, above: 0 } }, batch);
+      const what = JSON.stringify(options);
+      expect(maxAbsDiff(chunked.forward, whole.forward), `${what} forward`).toBeLessThan(1e-5);
+      expect(maxAbsDiff(chunked.logprobs, whole.logprobs), `${what} train logprobs`).toBeLessThan(1e-5);
+      expect(Math.abs(chunked.loss - whole.loss), `${what} loss`).toBeLessThan(1e-5);
+      expect(gradDiff(chunked.grads, whole.grads), `${what} grads`).toBeLessThan(1e-5);
+    }
+  });
 });
 
 describe('the recomputing graph', () => {
@@ -178,6 +194,45 @@ describe('the recomputing graph', () => {
         const made = products(grads.get(w)!);
         expect(made.length, w).toBeGreaterThan(0);
         for (const m of made) expect(before.has(m), `layer ${k}: ${w}`).toBe(true);
+      }
+    }
+  });
+
+  it('recomputes each attention chunk on its own, one after another, inside its recomputed layer', () => {
+    const dir = path.join(root, 'graph-chunks');
+    writeTinyModel(dir, { family: 'qwen3', seed: 3, hiddenSize: 16, intermediateSize: 24, headDim: 8, numHeads: 4, numKvHeads: 2, numLayers: 3 });
+    const b = new GraphBuilder('recompute-chunks');
+    const params: string[] = [];
+    const linear = (g: GraphBuilder, site: LinearSite, base: string) => {
+      const w = g.input(`w.${site.module}`, 'float32', [site.inFeatures, site.outFeatures]);
+      params.push(w);
+      return g.add(base, g.matmul(site.input, w));
+    };
+    const chunks = 3;
+    const values = buildDecoder(b, checkpointWeights(Checkpoint.open(dir)), { output: 'hidden', linear, attentionChunks: chunks });
+    expect(values.attentionSpans).toHaveLength(3 * chunks);
+    const loss = b.reduceSum(b.mul(values.output, values.output), [0, 1, 2], false);
+    const forwardEnd = b.graph.nodes.length;
+    const forward = b.graph.nodes.slice(0, forwardEnd);
+    appendGradients(b, loss, params, { recompute: [...values.layerSpans.slice(0, -1), ...values.attentionSpans.map((s) => ({ ...s, piece: true }))] });
+    const producer = new Map(b.graph.nodes.flatMap((n) => n.outputs.map((o) => [o, n] as const)));
+    const ancestors = (v: string, seen = new Set<string>()): Set<string> => {
+      for (const input of producer.get(v)?.inputs ?? []) if (input && !seen.has(input)) (seen.add(input), ancestors(input, seen));
+      return seen;
+    };
+    // A chunk's own copy of its softmax: the last copy made (a recomputed layer's copy comes first).
+    const chunkSoftmax = values.attentionSpans.map((span) => {
+      const softmax = forward.slice(span.start, span.end).find((n) => n.op === 'Softmax')!;
+      return b.graph.nodes.filter((n) => n.name.startsWith(`${softmax.name}_re`)).at(-1)!.outputs[0]!;
+    });
+    // No backward node reads a forward softmax: every chunk's gradient reads its own copy.
+    const forwardSoftmax = new Set(forward.filter((n) => n.op === 'Softmax').flatMap((n) => n.outputs));
+    expect(b.graph.nodes.slice(forwardEnd).filter((n) => n.inputs.some((i) => forwardSoftmax.has(i)) && n.op !== 'MatMul')).toEqual([]);
+    // Chunk c's copy is made only after chunk c + 1's (its backward pass has run), in every layer.
+    for (let layer = 0; layer < 3; layer++) {
+      for (let c = 0; c < chunks - 1; c++) {
+        const before = ancestors(chunkSoftmax[layer * chunks + c]!);
+        expect(before.has(chunkSoftmax[layer * chunks + c + 1]!), `layer ${layer}, chunk ${c}`).toBe(true);
       }
     }
   });

@@ -1,0 +1,134 @@
+/**
+ * The decoder's softmax attention, in the graph IR, in one of three shapes:
+ * - in one piece: softmax(q·kᵀ·scale + mask)·v;
+ * - after a decode cache (inference): the cache's slots, then the current tokens, without
+ *   joining them (docs/design.md §Batched generation);
+ * - in chunks of query rows (training at long rows): no [heads, T, T] value is made, and each
+ *   chunk's nodes are a span that the backward pass recomputes on its own (docs/design.md §Memory).
+ *
+ * Queries are grouped [B, kv, rep, T, d] and keys and values [B, kv, S, d] broadcast across
+ * each group in MatMul, so they are never copied per head.
+ */
+import { int, type GraphBuilder } from '../graph/ir.js';
+
+export interface AttentionInputs {
+  /** Grouped queries [B, kv, rep, T, d]. */
+  q: string;
+  /** The current tokens' keys and values [B, kv, T, d]. */
+  k: string;
+  v: string;
+  /** 1/√d, a float scalar. */
+  scale: string;
+  /** Additive mask [B, 1, 1, T, S]: 0 where a query may look, a large negative number elsewhere. */
+  maskBias: string;
+}
+
+export interface AttentionOptions {
+  /** A decode cache's keys and values [B, kv, P, d], before the current tokens. */
+  past?: { keys: string; values: string };
+  /** Query chunks (from {@link queryChunks}); not with `past`. */
+  chunks?: QueryChunks;
+  /** Receives each chunk's node span [start, end) in graph.nodes, for recomputation. */
+  blockSpans?: { start: number; end: number }[];
+}
+
+/** The attention context [B, kv, rep, T, d]. */
+export function attend(b: GraphBuilder, x: AttentionInputs, options: AttentionOptions = {}): string {
+  if (options.past) return attendAfterCache(b, x, options.past);
+  const kT = b.transpose(b.unsqueeze(x.k, [2]), [0, 1, 2, 4, 3]); // [B, kv, 1, d, S]
+  const v = b.unsqueeze(x.v, [2]); // [B, kv, 1, S, d]
+  const block = (rows: string, mask: string) => b.matmul(b.softmax(b.add(b.mul(b.matmul(rows, kT), x.scale), mask), -1), v);
+  const chunks = options.chunks;
+  if (!chunks) return block(x.q, x.maskBias);
+  // Keys, values and mask cover the same positions: saying so lets each chunk's gradients know
+  // their shapes while the graph is built, with no run-time sum-to-shape (see withDim).
+  const keys = b.shapeOf(x.maskBias)?.[4];
+  withDim(b, kT, 4, keys);
+  withDim(b, v, 3, keys);
+  const count = chunks.dims.length;
+  const qChunks = splitRows(b, withZeroRows(b, x.q, count, QUERY_AXIS), chunks.sizes, chunks.dims, QUERY_AXIS);
+  const contexts = qChunks.map((qc, c) => {
+    const start = b.graph.nodes.length;
+    const context = block(qc, chunks.masks[c]!);
+    options.blockSpans?.push({ start, end: b.graph.nodes.length });
+    return context;
+  });
+  const context = b.concat(contexts, QUERY_AXIS);
+  return splitRows(b, context, chunks.realRows, [b.shapeOf(x.q)?.[QUERY_AXIS] ?? 'T', count], QUERY_AXIS)[0]!;
+}
+
+/**
+ * Attention over a decode cache's P slots, then the T current tokens. The cache is read where it
+ * lies, never joined to the new keys (a copy of the whole cache per step and layer): the two
+ * parts' scores are joined instead (small), and the context is the sum of the two parts' products.
+ */
+function attendAfterCache(b: GraphBuilder, x: AttentionInputs, past: { keys: string; values: string }): string {
+  const keysT = (k: string) => b.transpose(b.unsqueeze(k, [2]), [0, 1, 2, 4, 3]); // [B, kv, 1, d, S]
+  const rows = (v: string) => b.unsqueeze(v, [2]); // [B, kv, 1, S, d]
+  const raw = b.concat([b.matmul(x.q, keysT(past.keys)), b.matmul(x.q, keysT(x.k))], -1);
+  const probs = b.softmax(b.add(b.mul(raw, x.scale), x.maskBias), -1); // [B, kv, rep, T, P + T]
+  const slots = b.slice(b.shape(past.keys), [2], [3], [0]); // [P]
+  const sizes = b.concat([slots, b.slice(b.shape(x.k), [2], [3], [0])], 0); // [P, T]
+  const shape = b.shapeOf(probs);
+  const part = (last: string | number) => ({ dtype: 'float32' as const, shape: shape && [...shape.slice(0, -1), last] });
+  const [pastProbs, newProbs] = b.op('Split', [probs, sizes], { axis: int(-1) }, 2, [part('P'), part('T')]);
+  return b.add(b.matmul(pastProbs!, rows(past.values)), b.matmul(newProbs!, rows(x.v)));
+}
+
+/**
+ * How attention's query rows are cut (docs/design.md §Memory): `count` chunks over T + count
+ * rows, chunk c starting at ⌊c·(T + count) / count⌋. The queries and the mask get `count` zero
+ * rows at the end, whose results are dropped, so that no chunk is ever empty whatever T is
+ * (ONNX Runtime computes a gradient through an empty chunk wrongly: a MatMul over zero rows
+ * leaves its output unset). Made once per graph: every layer shares the sizes and the mask's
+ * chunks (made per layer, a recomputed layer would remake its mask chunks at once, all of them).
+ */
+export interface QueryChunks {
+  sizes: string;
+  /** Each chunk's row count, named for shape inference. */
+  dims: string[];
+  masks: string[];
+  /** The sizes that drop the padding rows again: [T, count]. */
+  realRows: string;
+}
+
+export function queryChunks(b: GraphBuilder, maskBias: string, count: number | undefined): QueryChunks | undefined {
+  if (!count || count < 2) return undefined;
+  const rows = b.gather(b.shape(maskBias), b.scalar(QUERY_AXIS, 'int64'), 0);
+  const padded = b.add(rows, b.scalar(count, 'int64'));
+  const bounds = Array.from({ length: count + 1 }, (_, c) => b.div(b.mul(padded, b.scalar(c, 'int64')), b.scalar(count, 'int64')));
+  const sizes = b.concat(bounds.slice(1).map((end, c) => b.unsqueeze(b.sub(end, bounds[c]!), [0])), 0);
+  const dims = Array.from({ length: count }, () => b.fresh('chunk_rows'));
+  const masks = splitRows(b, withZeroRows(b, maskBias, count, QUERY_AXIS), sizes, dims, QUERY_AXIS);
+  return { sizes, dims, masks, realRows: b.concat([b.unsqueeze(rows, [0]), b.int64s([count])], 0) };
+}
+
+/** The query axis of grouped queries [B, kv, rep, T, d] and of the mask bias [B, 1, 1, T, S]. */
+const QUERY_AXIS = 3;
+
+/** x with `count` rows of zeros appended along `axis`. */
+function withZeroRows(b: GraphBuilder, x: string, count: number, axis: number): string {
+  const shape = b.shape(x);
+  const rank = b.shapeOf(x)!.length;
+  const zerosShape = b.concat([b.slice(shape, [0], [axis], [0]), b.int64s([count]), b.slice(shape, [axis + 1], [rank], [0])], 0);
+  const zeroValue = { kind: 'tensor' as const, value: { dtype: 'float32' as const, dims: [1], data: Float32Array.of(0) } };
+  const zeros = b.op('ConstantOfShape', [zerosShape], { value: zeroValue }, 1, [{ dtype: 'float32', shape: b.shapeOf(x)!.map((d, i) => (i === axis ? count : d)) }])[0]!;
+  return b.concat([x, zeros], axis);
+}
+
+/** x split along `axis` into pieces of the run-time `sizes`, each piece's size there named `dims`. */
+function splitRows(b: GraphBuilder, x: string, sizes: string, dims: (string | number)[], axis: number): string[] {
+  const shape = b.shapeOf(x)!;
+  const infos = dims.map((dim) => ({ dtype: b.dtypeOf(x) ?? ('float32' as const), shape: shape.map((d, i) => (i === axis ? dim : d)) }));
+  return b.op('Split', [x, sizes], { axis: int(axis) }, dims.length, infos);
+}
+
+/**
+ * Records that `x` has size `dim` (symbolic) along `axis`, where the builder's shape inference
+ * gave it a fresh name, so the gradients through it know their shapes while the graph is built.
+ */
+function withDim(b: GraphBuilder, x: string, axis: number, dim: string | number | undefined): string {
+  const info = b.graph.values.get(x);
+  if (info?.shape && dim !== undefined) info.shape = info.shape.map((d, i) => (i === axis ? dim : d));
+  return x;
+}
