@@ -15,6 +15,7 @@
  * - The graph always sees at least one slot, empty at first: ONNX Runtime's MatMul over a
  *   zero-length dimension is not to be trusted (docs/design.md §Batched generation).
  */
+import { positionIdsFromMask } from './decoder.js';
 import type { ModelConfig } from './hf-checkpoint.js';
 import { int64Tensor, ort } from './ort-session.js';
 
@@ -59,11 +60,7 @@ export class KvCache {
    */
   feeds(tokens: number[][], mask: number[][]): Feeds {
     const T = tokens[0]!.length, R = this.rows;
-    const start = this.realTokens();
-    const positions = mask.map((row, r) => {
-      let n = start[r]!;
-      return row.map((m) => (m ? n++ : 0));
-    });
+    const positions = positionIdsFromMask(mask, this.realTokens());
     const fullMask = this.filled.flatMap((row, r) => [...row, ...mask[r]!]);
     const feeds: Feeds = {
       input_ids: int64Tensor(tokens.flat(), [R, T]),

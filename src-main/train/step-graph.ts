@@ -59,7 +59,7 @@ export interface MemoryOptions {
   vocabChunk: number;
   /** Recompute each layer's activations in the backward pass (train graph only). */
   recompute?: boolean;
-  /** Attention in this many chunks of query rows (../model/decoder.ts); default: one piece. */
+  /** Attention in this many chunks of query rows (../model/attention.ts); default: one piece. */
   attentionChunks?: number;
 }
 
