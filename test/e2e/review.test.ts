@@ -2,8 +2,9 @@
 // (docs/design.md §Review, §Composite score): an LLM judge in composite mode (a scripted
 // OpenAI-compatible server in this process) labels five replies; the Review page lists the
 // uncertain ones, most uncertain first — the one the heuristic disagrees with, then the split
-// votes — and the keyboard alone confirms or corrects each (1/2/3) and moves on (j/k skip).
-// Every wait is on a state of the page, never on time.
+// votes — and the keyboard alone confirms or corrects each (1/2/3) and moves on (j/k skip),
+// even when a re-read of the queue answers after a correction. Every wait is on a state of the
+// page, never on time.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -83,10 +84,33 @@ describe.skipIf(!haveChromium)('Review mode, in a browser', () => {
     await shot(page, 'review');
   });
 
-  it('keyboard only: 2 corrects and moves on, j/k skip, 1 confirms, until nothing is left', async () => {
+  it('2 corrects and moves on; a re-read of the queue that answers late does not bring the label back', async () => {
+    // Any change re-reads the queue. This read is answered by the server at once, before the
+    // correction, but reaches the page only after it: what a loaded machine can do.
+    let deliver: (() => Promise<void>) | undefined;
+    let answered!: () => void;
+    const staleReadAnswered = new Promise<void>((resolve) => (answered = resolve));
+    await page.route('**/api/reviewQueue', async (route) => {
+      const response = await route.fetch();
+      deliver = () => route.fulfill({ response });
+      answered();
+    }, { times: 1 });
+    await serve.api('updateSettings', { compositePos: 70 });
+    await staleReadAnswered;
+    const freshRead = page.waitForResponse((r) => r.url().endsWith('/api/reviewQueue'));
     await page.keyboard.press('2');
     await page.locator(itemSelector(queue[1]!)).waitFor();
+    await freshRead; // the re-read the correction itself causes, done before the stale one lands
+    const delivered = page.waitForResponse((r) => r.url().endsWith('/api/reviewQueue'));
+    await deliver!();
+    await delivered;
+    await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
+    expect(await page.locator(itemSelector(queue[0]!)).count()).toBe(0);
+    await page.locator(itemSelector(queue[1]!)).waitFor();
     expect(await page.locator('[data-testid=review-position]').textContent()).toBe('1 of 2 to review');
+  });
+
+  it('keyboard only: j/k skip, 1 confirms, until nothing is left', async () => {
     await page.keyboard.press('j');
     await page.locator(itemSelector(queue[2]!)).waitFor();
     await page.keyboard.press('k');

@@ -3,11 +3,13 @@ import { defineStore } from 'pinia';
 import type { SessionSummary } from '../../../src-shared/contract.js';
 import type { SourceFormat } from '../../../src-shared/types.js';
 import { api, errorMessage } from '../api/client';
+import { newestCall } from '../api/newest-call';
 
 export type LabelStatus = '' | 'labeled' | 'unlabeled' | 'partial';
 export type HasSamples = '' | 'yes' | 'no';
 
 const PAGE = 200;
+const nextLoad = newestCall();
 
 export const useSessionsStore = defineStore('sessions', {
   state: () => ({
@@ -33,17 +35,19 @@ export const useSessionsStore = defineStore('sessions', {
       };
     },
     async load() {
+      const newest = nextLoad();
       this.loading = true;
       try {
         const [page, counts] = await Promise.all([api.listSessions(this.filter(0)), api.sourceCounts()]);
+        if (!newest()) return;
         this.sessions = page.sessions;
         this.total = page.total;
         this.sourceCounts = counts;
         this.error = null;
       } catch (err) {
-        this.error = errorMessage(err);
+        if (newest()) this.error = errorMessage(err);
       } finally {
-        this.loading = false;
+        if (newest()) this.loading = false;
       }
     },
     async loadMore() {
