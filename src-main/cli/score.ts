@@ -14,9 +14,9 @@
 // §Quantisation): faster, but the log-probs are no longer the fp32 ones training computes, so
 // a note on stderr says how far they drift (max and mean |Δ log-prob| on a fixed text, measured
 // against fp32 in the same run). Not with --adapter.
-import fs from 'node:fs';
 import { UserError } from '../../src-shared/types.js';
 import { AtomicFileWriter } from '../store/atomic-file.js';
+import { readJsonLines } from '../store/jsonl-file.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
 import { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
@@ -56,22 +56,9 @@ const USAGE = usageLine(spec);
 
 /** Reads and validates the input file into rows, naming the line of any problem. */
 export function readScoreInput(file: string, tokenizer: ChatTokenizer): ScoreRow[] {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new UserError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
   const rows: ScoreRow[] = [];
-  text.split('\n').forEach((line, i) => {
-    if (!line.trim()) return;
-    const where = `${file}:${i + 1}`;
-    let obj: Record<string, unknown>;
-    try {
-      obj = JSON.parse(line);
-    } catch (err) {
-      throw new UserError(`${where}: invalid JSON (${(err as Error).message})`);
-    }
+  for (const { value, where } of readJsonLines(file).lines) {
+    const obj = (value ?? {}) as Record<string, unknown>;
     if (Array.isArray(obj.input_ids)) {
       const ids = obj.input_ids as unknown[];
       if (!ids.every((x) => Number.isInteger(x))) throw new UserError(`${where}: input_ids must be integers`);
@@ -86,7 +73,7 @@ export function readScoreInput(file: string, tokenizer: ChatTokenizer): ScoreRow
     } else {
       throw new UserError(`${where}: expected {"context":[…],"response":"…"} (a samples export line), {"messages":[…],"response":"…"} or {"input_ids":[…],"response_start":k}`);
     }
-  });
+  }
   return rows;
 }
 

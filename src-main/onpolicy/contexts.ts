@@ -16,6 +16,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
+import { readJsonLines } from '../store/jsonl-file.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import type { ReplayJudgeInput } from '../judge/prompts.js';
 import { seededRandom } from '../model/sampling.js';
@@ -125,17 +126,10 @@ export function contextsText(lines: readonly ContextLine[]): string {
 /** Reads a run's contexts.jsonl back. */
 export function readContextLines(file: string): ContextLine[] {
   if (!fs.existsSync(file)) throw new UserError(`${path.dirname(file)}: missing ${CONTEXTS_FILE}, which the run generates from`);
-  return fs.readFileSync(file, 'utf8').split('\n').flatMap((line, i) => {
-    if (!line.trim()) return [];
-    const where = `${file}:${i + 1}`;
-    let obj: Record<string, unknown>;
-    try {
-      obj = JSON.parse(line);
-    } catch (err) {
-      throw new UserError(`${where}: invalid JSON (${(err as Error).message})`);
-    }
+  return readJsonLines(file).lines.map(({ value, where }) => {
+    const obj = value as Record<string, unknown> | null;
     if (typeof obj?.id !== 'string' || (obj.task === undefined) === (obj.sample === undefined)) throw new UserError(`${where}: not a context line (an id with a task or a sample)`);
-    return [obj as ContextLine];
+    return obj as unknown as ContextLine;
   });
 }
 

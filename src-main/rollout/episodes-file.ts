@@ -16,6 +16,7 @@ import path from 'node:path';
 import { episodeProblem } from '../../src-shared/episode-check.js';
 import type { Episode } from '../../src-shared/rollout.js';
 import { UserError } from '../../src-shared/types.js';
+import { readJsonLines } from '../store/jsonl-file.js';
 
 export interface EpisodesRead {
   episodes: Episode[];
@@ -40,31 +41,15 @@ export function checkEpisode(obj: unknown, where: string): Episode {
 /** Reads an episodes file (a missing one is empty). */
 export function readEpisodes(file: string): EpisodesRead {
   if (!fs.existsSync(file)) return { episodes: [], notes: [] };
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new UserError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
-  const lines = text.split('\n');
-  const torn = lines.at(-1) !== '' ? lines.length - 1 : -1;
-  const out: EpisodesRead = { episodes: [], notes: [] };
+  const { lines, torn } = readJsonLines(file, { allowTornLast: true });
+  const out: EpisodesRead = { episodes: [], notes: torn ? [torn] : [] };
   const seen = new Set<string>();
-  lines.forEach((line, i) => {
-    if (!line.trim()) return;
-    const where = `${file}:${i + 1}`;
-    let obj: unknown;
-    try {
-      obj = JSON.parse(line);
-    } catch (err) {
-      if (i === torn) return void out.notes.push(`${where}: ignored the torn last line (an interrupted write; ${line.length} bytes)`);
-      fail(where, `invalid JSON (${(err as Error).message})`);
-    }
-    const episode = checkEpisode(obj, where);
+  for (const { value, where } of lines) {
+    const episode = checkEpisode(value, where);
     if (seen.has(episode.id)) fail(where, `episode ${episode.id} appears twice`);
     seen.add(episode.id);
     out.episodes.push(episode);
-  });
+  }
   return out;
 }
 

@@ -16,9 +16,9 @@
  * Every problem is a one-line UserError naming the file and line. A context's id is
  * `<file name>:<line>`, so a resumed run recognises its episodes however the path is spelled.
  */
-import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
+import { readJsonLines } from '../store/jsonl-file.js';
 import type { PromptMessage, RewardCheck, RolloutContext } from './manager.js';
 import type { ToolRegistry, ToolSchema } from './tools.js';
 import { checkToolSchema } from './user-tools.js';
@@ -98,25 +98,8 @@ export function parseTask(obj: unknown, id: string, where: string): Task {
 
 /** Reads and checks a whole task file. */
 export function readTasks(file: string): Task[] {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new UserError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
-  const tasks: Task[] = [];
   const name = path.basename(file);
-  text.split('\n').forEach((line, i) => {
-    if (!line.trim()) return;
-    const where = `${file}:${i + 1}`;
-    let obj: unknown;
-    try {
-      obj = JSON.parse(line);
-    } catch (err) {
-      lineError(where, `invalid JSON (${(err as Error).message})`);
-    }
-    tasks.push(parseTask(obj, `${name}:${i + 1}`, where));
-  });
+  const tasks = readJsonLines(file).lines.map(({ value, where, line }) => parseTask(value, `${name}:${line}`, where));
   if (!tasks.length) throw new UserError(`${file}: no tasks (one JSON object per line)`);
   return tasks;
 }

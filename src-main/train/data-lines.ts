@@ -8,10 +8,10 @@
  * those when they stand in for it, rows without signal for the method left out); `grpo` and `gae` take any finite reward and keep every row, since a row with
  * reward 0 is part of its group's baseline and still trains the value head.
  */
-import fs from 'node:fs';
 import type { AdvantageEstimator } from '../../src-shared/rollout.js';
 import { overLengthReason } from '../../src-shared/training.js';
 import { UserError } from '../../src-shared/types.js';
+import { readJsonLines } from '../store/jsonl-file.js';
 import { fitRow, rowSelected, sameTokens, skip, type RowSet, type TrainRow } from './batches.js';
 import type { TrainMethod } from './training-step.js';
 
@@ -136,32 +136,21 @@ export function parseDataLine(obj: unknown, where: string, method: TrainMethod, 
 
 /** Reads a `--data` file; every problem names the file and line. */
 export function rowsFromJsonl(file: string, method: TrainMethod, vocabSize: number, maxLength: number, estimator: AdvantageEstimator = 'reward'): RowSet {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new UserError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
   const set: RowSet = { rows: [], skipped: {}, truncated: 0 };
-  text.split('\n').forEach((line, i) => {
-    if (!line.trim()) return;
-    const where = `${file}:${i + 1}`;
-    let obj: unknown;
-    try {
-      obj = JSON.parse(line);
-    } catch (err) {
-      lineError(where, `invalid JSON (${(err as Error).message})`);
-    }
+  for (const { value: obj, where } of readJsonLines(file).lines) {
     const row: TrainRow = { ...parseDataLine(obj, where, method, vocabSize, estimator), origin: where };
     if (estimator === 'reward' && !rowSelected(method, row.reward, row.teacher !== undefined, row.kept)) {
       skip(set, method === 'rl' ? 'reward 0' : 'no signal');
-      return;
+      continue;
     }
     const fit = fitRow(row, maxLength);
-    if (fit === 'over') return skip(set, overLengthReason(maxLength));
+    if (fit === 'over') {
+      skip(set, overLengthReason(maxLength));
+      continue;
+    }
     if (fit === 'cut') set.truncated++;
     set.rows.push(row);
-  });
+  }
   return set;
 }
 
