@@ -35,8 +35,8 @@ export interface AttentionOptions {
 /** The attention context [B, kv, rep, T, d]. */
 export function attend(b: GraphBuilder, x: AttentionInputs, options: AttentionOptions = {}): string {
   if (options.past) return attendAfterCache(b, x, options.past);
-  const kT = b.transpose(b.unsqueeze(x.k, [2]), [0, 1, 2, 4, 3]); // [B, kv, 1, d, S]
-  const v = b.unsqueeze(x.v, [2]); // [B, kv, 1, S, d]
+  const kT = keysTransposed(b, x.k);
+  const v = valueRows(b, x.v);
   const block = (rows: string, mask: string) => b.matmul(b.softmax(b.add(b.mul(b.matmul(rows, kT), x.scale), mask), -1), v);
   const chunks = options.chunks;
   if (!chunks) return block(x.q, x.maskBias);
@@ -63,16 +63,24 @@ export function attend(b: GraphBuilder, x: AttentionInputs, options: AttentionOp
  * parts' scores are joined instead (small), and the context is the sum of the two parts' products.
  */
 function attendAfterCache(b: GraphBuilder, x: AttentionInputs, past: { keys: string; values: string }): string {
-  const keysT = (k: string) => b.transpose(b.unsqueeze(k, [2]), [0, 1, 2, 4, 3]); // [B, kv, 1, d, S]
-  const rows = (v: string) => b.unsqueeze(v, [2]); // [B, kv, 1, S, d]
-  const raw = b.concat([b.matmul(x.q, keysT(past.keys)), b.matmul(x.q, keysT(x.k))], -1);
+  const raw = b.concat([b.matmul(x.q, keysTransposed(b, past.keys)), b.matmul(x.q, keysTransposed(b, x.k))], -1);
   const probs = b.softmax(b.add(b.mul(raw, x.scale), x.maskBias), -1); // [B, kv, rep, T, P + T]
   const slots = b.slice(b.shape(past.keys), [2], [3], [0]); // [P]
   const sizes = b.concat([slots, b.slice(b.shape(x.k), [2], [3], [0])], 0); // [P, T]
   const shape = b.shapeOf(probs);
   const part = (last: string | number) => ({ dtype: 'float32' as const, shape: shape && [...shape.slice(0, -1), last] });
   const [pastProbs, newProbs] = b.op('Split', [probs, sizes], { axis: int(-1) }, 2, [part('P'), part('T')]);
-  return b.add(b.matmul(pastProbs!, rows(past.values)), b.matmul(newProbs!, rows(x.v)));
+  return b.add(b.matmul(pastProbs!, valueRows(b, past.values)), b.matmul(newProbs!, valueRows(b, x.v)));
+}
+
+/** Keys [B, kv, S, d] as [B, kv, 1, d, S], for q·kᵀ (ONNX Runtime folds the transpose into its MatMul). */
+function keysTransposed(b: GraphBuilder, k: string): string {
+  return b.transpose(b.unsqueeze(k, [2]), [0, 1, 2, 4, 3]);
+}
+
+/** Values [B, kv, S, d] as [B, kv, 1, S, d], broadcast across each query group. */
+function valueRows(b: GraphBuilder, v: string): string {
+  return b.unsqueeze(v, [2]);
 }
 
 /**
