@@ -3,7 +3,7 @@
  * number of sequences, decoded together through the generate graph's KV cache.
  *
  * - One prefill for all prompts: left-padded to the longest, with an attention mask, so every
- *   row's last position is a real token and `last_logits` reads it.
+ *   row's last position is a real token and `last_logprobs` reads it.
  * - A prompt's n sequences share its prefill: its KV rows are copied n ways afterwards.
  * - Every sequence samples with its own PRNG stream, seeded by its own seed, and has its own
  *   budget and stop conditions, so sequence i gives the tokens a single run with seed i gives.
@@ -28,7 +28,7 @@ export type FinishReason = 'eos' | 'stop' | 'length' | 'cancelled';
 export interface GeneratedTokens {
   /** Generated ids, the stop token included when generation ended on one. */
   tokens: number[];
-  /** log p(token) under the model (temperature 1, before top-p), one per token, fp64 from fp32 logits. */
+  /** log p(token) under the model (temperature 1, before top-p), one per token, the graph's fp32 log-softmax. */
   logprobs: number[];
   /** Decoded text of the generated tokens, special tokens skipped, cut at a stop string. */
   text: string;
@@ -81,9 +81,9 @@ class Sequence {
     this.rand = seededRandom(request.seed);
   }
 
-  /** Samples the next token from `logits`; records it and whether it ends the sequence. */
-  take(logits: Float32Array, s: DecodeSettings): number {
-    const { token, logprob } = sampleToken(logits, s.temperature, s.topP, this.rand);
+  /** Samples the next token from its row of log-probs; records it and whether it ends the sequence. */
+  take(logprobs: Float32Array, s: DecodeSettings): number {
+    const { token, logprob } = sampleToken(logprobs, s.temperature, s.topP, this.rand);
     const out = this.out;
     out.tokens.push(token);
     out.logprobs.push(logprob);
@@ -114,7 +114,7 @@ class Sequence {
 
 /**
  * Generates every sequence of `requests` over `prompts`; results in request order.
- * `run` runs the generate graph (last_logits + the new tokens' keys and values). `onToken(i, token, logprob)`
+ * `run` runs the generate graph (last_logprobs + the new tokens' keys and values). `onToken(i, token, logprob)`
  * sees each token of sequence i as it is chosen.
  */
 export async function generateSequences(
@@ -131,14 +131,14 @@ export async function generateSequences(
   let cache = KvCache.empty(config, used.length);
   let out = await run(cache.feeds(prefill.ids, prefill.mask));
   if (settings.useKvCache) cache.append(out, prefill.mask);
-  // Row of the current logits and cache for each sequence still running.
+  // Row of the current log-probs and cache for each sequence still running.
   let rows = requests.map((r) => used.indexOf(r.prompt));
   let active = seqs.map((_, i) => i);
   const V = config.vocabSize;
   for (;;) {
-    const logits = out.logits!.data as Float32Array;
+    const logprobs = out.last_logprobs!.data as Float32Array;
     const last = active.map((i, j) => {
-      const token = seqs[i]!.take(logits.subarray(rows[j]! * V, (rows[j]! + 1) * V), settings);
+      const token = seqs[i]!.take(logprobs.subarray(rows[j]! * V, (rows[j]! + 1) * V), settings);
       onToken?.(i, token, seqs[i]!.out.logprobs.at(-1)!);
       return token;
     });

@@ -20,7 +20,8 @@
  *                                 to read at each position, usually input_ids shifted left
  * Graph outputs, by `output`
  *   'logits'           logits float32 [B, T, V]
- *   'last_logits'      logits float32 [B, V], for the last position only (generation; pad left)
+ *   'last_logprobs'    last_logprobs float32 [B, V] = log_softmax(logits) at the last position
+ *                      only (generation; pad left), computed here rather than by the caller
  *   'target_logprobs'  logprobs float32 [B, T] = log_softmax(logits)[target], in fp32
  *   'hidden'           the final norm's output float32 [B, T, H], before the LM head (the
  *                      training step applies the head itself, in vocabulary chunks: see
@@ -58,7 +59,7 @@ export interface LinearSite {
 /** Returns the value that replaces the projection's output `base` ([B, T, outFeatures]). */
 export type LinearHook = (b: GraphBuilder, site: LinearSite, base: string) => string;
 
-export type DecoderOutput = 'logits' | 'last_logits' | 'target_logprobs' | 'hidden';
+export type DecoderOutput = 'logits' | 'last_logprobs' | 'target_logprobs' | 'hidden';
 
 export interface DecoderOptions {
   output: DecoderOutput;
@@ -122,7 +123,7 @@ export interface DecoderValues {
   attentionMask: string;
   positionIds: string;
   targetIds?: string;
-  /** The requested output (logits, last_logits or logprobs). */
+  /** The requested output (logits, last_logprobs or logprobs). */
   output: string;
   pastKeys: string[];
   pastValues: string[];
@@ -243,7 +244,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   let final = rmsNorm(h, 'model.norm.weight', H);
   const values = { inputIds, attentionMask, positionIds, targetIds, pastKeys, pastValues, newKeys, newValues, layerSpans, attentionSpans };
   if (options.output === 'hidden') return { ...values, output: final };
-  if (options.output === 'last_logits') final = b.gather(final, b.sub(seqLen, one), 1); // [B, H]
+  if (options.output === 'last_logprobs') final = b.gather(final, b.sub(seqLen, one), 1); // [B, H]
 
   const logits = options.quantize
     ? quantizedMatmul(b, final, weights, headName(weights), c.vocabSize, H, HEAD_SCHEME)
@@ -253,6 +254,8 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const logprobs = b.logSoftmax(logits, -1);
     output = b.squeeze(b.gatherElements(logprobs, b.unsqueeze(targetIds!, [-1]), -1), [-1]);
   }
+  // Vectorised here, the log-softmax spares the sampler a pass of exp over the vocabulary per token.
+  if (options.output === 'last_logprobs') output = b.logSoftmax(logits, -1);
   return { ...values, output };
 }
 
@@ -319,7 +322,7 @@ function applyHead(b: GraphBuilder, x: string, rows: string, vocabSize: number):
 export function decoderGraph(weights: WeightSource, options: DecoderOptions, name = 'decoder'): { graph: Graph; values: DecoderValues } {
   const b = new GraphBuilder(name);
   const values = buildDecoder(b, weights, options);
-  const outName = options.output === 'target_logprobs' ? 'logprobs' : 'logits';
+  const outName = { target_logprobs: 'logprobs', last_logprobs: 'last_logprobs', logits: 'logits', hidden: 'hidden' }[options.output];
   const out = b.identityAs(values.output, outName);
   b.output(out);
   values.output = out;

@@ -7,7 +7,7 @@
  * Two graphs, built on first use:
  * - score:    no cache, output `target_logprobs` (log_softmax + GatherElements in the graph,
  *             fp32), so only [B, T] floats cross the Node binding, never [B, T, V] logits.
- * - generate: with KV cache, output `last_logits` [B, V]; also used without the cache
+ * - generate: with KV cache, output `last_logprobs` [B, V]; also used without the cache
  *             (empty past, the whole sequence each step) as a check of the incremental path.
  *             Every generation is a batch (./batch-decode.ts, docs/design.md §Batched
  *             generation); `generate` is a batch of one.
@@ -167,7 +167,7 @@ export class ModelEngine {
       const suffix = this.lora ? '_lora' : '';
       const { graph } = which === 'score'
         ? decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear }, `score${suffix}`)
-        : decoderGraph(this.weights, { output: 'last_logits', kvCache: true, quantize, linear }, `generate${suffix}`);
+        : decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear }, `generate${suffix}`);
       s = createSession(graph, this.sessionConfig).then(({ session, executionProvider }) => {
         this.executionProvider = executionProvider;
         return session;
@@ -296,7 +296,7 @@ export class ModelEngine {
       const out = await run(cache.feeds([chunk], mask));
       cache.append(out, mask);
       fed += chunk.length;
-      if (fed >= row.responseStart) logprobs.push(logSoftmaxAt(out.logits!.data as Float32Array, row.inputIds[fed]!));
+      if (fed >= row.responseStart) logprobs.push((out.last_logprobs!.data as Float32Array)[row.inputIds[fed]!]!);
     }
     return logprobs;
   }
@@ -345,13 +345,4 @@ export class ModelEngine {
     this.sessions.clear();
     for (const s of sessions) await (await s.catch(() => undefined))?.release();
   }
-}
-
-/** log_softmax(logits)[index] in float64. */
-export function logSoftmaxAt(logits: Float32Array, index: number): number {
-  let max = -Infinity;
-  for (let i = 0; i < logits.length; i++) if (logits[i]! > max) max = logits[i]!;
-  let sum = 0;
-  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i]! - max);
-  return logits[index]! - max - Math.log(sum);
 }

@@ -16,25 +16,23 @@ export function seededRandom(seed: number): () => number {
 }
 
 /**
- * Picks a token from `logits`. Returns it with its log-prob under the model itself
- * (log_softmax at temperature 1, before top-p): the policy's log-prob that training needs.
+ * Picks a token from `logprobs`, the model's log-softmax at temperature 1 (the generate graph
+ * computes it). Returns the token with its log-prob as given, before top-p: the policy's
+ * log-prob that training needs.
  */
-export function sampleToken(logits: Float32Array, temperature: number, topP: number, rand: () => number): { token: number; logprob: number } {
-  const V = logits.length;
+export function sampleToken(logprobs: Float32Array, temperature: number, topP: number, rand: () => number): { token: number; logprob: number } {
+  const V = logprobs.length;
   let argmax = 0;
-  for (let i = 1; i < V; i++) if (logits[i]! > logits[argmax]!) argmax = i;
-  const max = logits[argmax]!;
-  let sum = 0;
-  for (let i = 0; i < V; i++) sum += Math.exp(logits[i]! - max);
-  const logZ = max + Math.log(sum);
-  if (temperature <= 0) return { token: argmax, logprob: max - logZ };
+  for (let i = 1; i < V; i++) if (logprobs[i]! > logprobs[argmax]!) argmax = i;
+  if (temperature <= 0) return { token: argmax, logprob: logprobs[argmax]! };
 
   // Unnormalised weights at the temperature: the draw is scaled by their total instead.
+  const max = logprobs[argmax]!;
   const weights = new Float64Array(V);
   let total = 0;
-  for (let i = 0; i < V; i++) total += weights[i] = Math.exp((logits[i]! - max) / temperature);
+  for (let i = 0; i < V; i++) total += weights[i] = Math.exp((logprobs[i]! - max) / temperature);
   const token = topP < 1 ? drawFromNucleus(weights, total, topP, rand) : drawFrom(weights, total, rand);
-  return { token, logprob: logits[token]! - logZ };
+  return { token, logprob: logprobs[token]! };
 }
 
 /** A draw from every token in proportion to `weights` (summing to `total`); no candidate list (a large vocabulary makes one costly). */

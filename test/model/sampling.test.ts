@@ -1,11 +1,14 @@
-// Token sampling (docs/design.md §Batched generation): draws follow softmax(logits / t), top-p
-// keeps only the nucleus, and the log-prob reported is the model's own (t = 1, before top-p).
+// Token sampling (docs/design.md §Batched generation) from the model's log-probs: draws follow
+// softmax(logprobs / t), top-p keeps only the nucleus, and the log-prob reported is the model's
+// own (t = 1, before top-p).
 import { describe, expect, it } from 'vitest';
 import { sampleToken, seededRandom } from '../../src-main/model/sampling.js';
 
-const logits = new Float32Array([2, 1, 0.5, -1, 0]);
+const logits = [2, 1, 0.5, -1, 0];
+const logZ = Math.log(logits.reduce((a, x) => a + Math.exp(x), 0));
+const logprobs = Float32Array.from(logits, (x) => x - logZ);
 
-function softmax(xs: Float32Array, t: number): number[] {
+function softmax(xs: number[], t: number): number[] {
   const m = Math.max(...xs);
   const e = Array.from(xs, (x) => Math.exp((x - m) / t));
   const z = e.reduce((a, b) => a + b, 0);
@@ -15,7 +18,7 @@ function softmax(xs: Float32Array, t: number): number[] {
 function frequencies(t: number, topP: number, draws: number): number[] {
   const rand = seededRandom(7);
   const counts = new Array<number>(logits.length).fill(0);
-  for (let i = 0; i < draws; i++) counts[sampleToken(logits, t, topP, rand).token]!++;
+  for (let i = 0; i < draws; i++) counts[sampleToken(logprobs, t, topP, rand).token]!++;
   return counts.map((c) => c / draws);
 }
 
@@ -34,11 +37,11 @@ describe('sampleToken', () => {
     [0, 1, 2].forEach((i) => expect(Math.abs(f[i]! - p[i]! / nucleus)).toBeLessThan(0.01));
   });
 
-  it('reports log p at t = 1 whatever the temperature; greedy picks the argmax', () => {
+  it('reports the log-prob given (t = 1) whatever the temperature; greedy picks the argmax', () => {
     const logp = softmax(logits, 1).map(Math.log);
     const rand = seededRandom(3);
     for (const t of [0, 0.5, 2]) {
-      const { token, logprob } = sampleToken(logits, t, 0.9, rand);
+      const { token, logprob } = sampleToken(logprobs, t, 0.9, rand);
       expect(logprob).toBeCloseTo(logp[token]!, 6);
       if (t === 0) expect(token).toBe(0);
     }
