@@ -12,7 +12,7 @@ import { Checkpoint } from '../model/hf-checkpoint.js';
 import { DEFAULT_PERSIST, Store } from '../store/database.js';
 import { readAdapter } from '../train/peft.js';
 import { builtinTools } from '../rollout/builtin-tools.js';
-import { EpisodeWriter, readEpisodes } from '../rollout/episodes-file.js';
+import { checkResumedEpisodes, EpisodeWriter, readEpisodes } from '../rollout/episodes-file.js';
 import { runRollouts } from '../rollout/manager.js';
 import { enginePolicy } from '../rollout/policy.js';
 import { readTasks, taskContext } from '../rollout/tasks.js';
@@ -124,6 +124,7 @@ export const command: Command = async (argv) => {
     if (adapter) engine.setLora(adapter.weights);
     const registry = new ToolRegistry([...builtinTools({ store }), ...extraTools], { timeoutMs });
     const contexts = tasks.map((t) => taskContext(t, registry));
+    checkResumedEpisodes(values.out, previous.episodes, contexts);
     const { writer, notes } = EpisodeWriter.open(values.out);
     for (const note of notes) process.stderr.write(`note: ${note}\n`);
     if (done.size) process.stderr.write(`resuming: ${done.size} episode(s) already in ${values.out}\n`);

@@ -2,7 +2,8 @@
 // model writes, a tool call or not, becomes a consistent episode, and each reply's rollout
 // log-probs are the model's own (the engine scores the same tokens to within 1e-4). Then
 // `hindsight rollout` end to end: tasks, a user tool at a real loopback endpoint, a database
-// for search_history, the success rate, and a second run that resumes without repeating.
+// for search_history, the success rate, a second run that resumes without repeating, and a
+// resume refused when the task file changed under the episodes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -102,6 +103,15 @@ describe('hindsight rollout', () => {
 
     const more = await runCli(...args, '--rollouts', '3', '--json');
     expect(more.json()).toMatchObject({ episodes: 9, new_episodes: 3 });
+
+    // An edited task file: its line 2 now asks something else, so the file's episodes of
+    // tasks.jsonl:2 are not this task's. The run refuses, in one line, and leaves the file.
+    const before = fs.readFileSync(out, 'utf8');
+    fs.writeFileSync(tasks, fs.readFileSync(tasks, 'utf8').replace('Weather?', 'Weather tomorrow?'));
+    const edited = await runCli(...args);
+    expect(edited.code).toBe(1);
+    expect(edited.stderr).toMatch(/^hindsight rollout: .*episodes\.jsonl holds episodes of other tasks \(episode tasks\.jsonl:2#0@0 starts from another prompt than tasks\.jsonl:2 has now\); resume with the same task file, or write to a new --out$/m);
+    expect(fs.readFileSync(out, 'utf8')).toBe(before);
   });
 
   it('refuses bad input in one line before the model loads', async () => {
