@@ -15,9 +15,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { episodeProblem } from '../../src-shared/episode-check.js';
 import type { Episode } from '../../src-shared/rollout.js';
-import type { RolloutContext } from './manager.js';
 import { UserError } from '../../src-shared/types.js';
 import { readJsonLines } from '../store/jsonl-file.js';
+import type { RolloutContext } from './manager.js';
 
 export interface EpisodesRead {
   episodes: Episode[];
