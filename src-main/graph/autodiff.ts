@@ -127,6 +127,7 @@ export function appendGradients(b: GraphBuilder, loss: string, wrt: string[], op
       reduce: (g, k, gShape) => sumToShape(b, g, gShape ?? outShape, seen.inputs[k]!),
     };
     const dx = rule(ctx);
+    const inPiece = recomputer.inPiece(i);
     node.inputs.forEach((input, k) => {
       const g = dx[k];
       if (!g || !ctx.needs(k)) return;
@@ -135,7 +136,7 @@ export function appendGradients(b: GraphBuilder, loss: string, wrt: string[], op
       if (list) list.push(g);
       else contributions.set(input, [g]);
       if (trained.has(input)) trainedSinceBoundary.push(g);
-      if (recomputer.inPiece(i)) madeInPiece.push(g);
+      if (inPiece) madeInPiece.push(g);
     });
   }
 
