@@ -27,6 +27,13 @@
 import { int, type GraphBuilder, type Shape } from '../graph/ir.js';
 import { stopGradient } from '../graph/autodiff.js';
 
+/**
+ * Rows of the LM head per chunk of the log-sum-exp. The chunk's [N, C] logits and
+ * exponentials are the loss part's memory, and the matmuls must stay large enough to run at
+ * full speed: bench/train-memory.ts measures the choice (docs/design.md §Memory).
+ */
+export const DEFAULT_VOCAB_CHUNK = 8192;
+
 export interface HeadInputs {
   /** float32 [N, H]. */
   hidden: string;

@@ -16,13 +16,16 @@
  *   past_key_<i>, past_value_<i>  float32 [B, kvHeads, P, headDim]  (kvCache only; P ≥ 1: the
  *                                 cache's slots, filled or not, as attention_mask says; see
  *                                 ./kv-cache.ts)
- *   target_ids      int64 [B, T]  (output 'target_logprobs' only) the token whose log-prob
- *                                 to read at each position, usually input_ids shifted left
+ *   target_positions int64 [N]    (output 'target_logprobs' only) flat indices into [B·T] of
+ *                                 the positions to score: only these rows go through the LM head
+ *   target_ids      int64 [N]     (output 'target_logprobs' only) the token whose log-prob to
+ *                                 read at each of those positions (the next token)
  * Graph outputs, by `output`
  *   'logits'           logits float32 [B, T, V]
  *   'last_logprobs'    last_logprobs float32 [B, V] = log_softmax(logits) at the last position
  *                      only (generation; pad left), computed here rather than by the caller
- *   'target_logprobs'  logprobs float32 [B, T] = log_softmax(logits)[target], in fp32
+ *   'target_logprobs'  logprobs float32 [N] = log_softmax(logits)[target] at the target
+ *                      positions, in fp32 (./score-feeds.ts builds the inputs)
  *   'hidden'           the final norm's output float32 [B, T, H], before the LM head (the
  *                      training step applies the head itself, in vocabulary chunks: see
  *                      {@link headRows} and ./chunked-head.ts)
@@ -40,6 +43,7 @@
 import { GraphBuilder, f32Tensor, int, tensorValues, type Graph, type Tensor } from '../graph/ir.js';
 import { ropeInverseFrequencies, type Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 import { attend, queryChunks } from './attention.js';
+import { DEFAULT_VOCAB_CHUNK, appendTargetLogprobs } from './chunked-head.js';
 import { HEAD_SCHEME, quantizedDims, quantizeBlockwise, type QuantizedWeight, type QuantScheme } from './quantize.js';
 
 export type LinearTarget = 'q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down';
@@ -150,7 +154,9 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   const inputIds = b.input('input_ids', 'int64', ['B', 'T']);
   const attentionMask = b.input('attention_mask', 'int64', ['B', 'S']);
   const positionIds = b.input('position_ids', 'int64', ['B', 'T']);
-  const targetIds = options.output === 'target_logprobs' ? b.input('target_ids', 'int64', ['B', 'T']) : undefined;
+  const scoring = options.output === 'target_logprobs';
+  const targetPositions = scoring ? b.input('target_positions', 'int64', ['N']) : undefined;
+  const targetIds = scoring ? b.input('target_ids', 'int64', ['N']) : undefined;
   const pastKeys: string[] = [], pastValues: string[] = [], newKeys: string[] = [], newValues: string[] = [];
   if (options.kvCache) {
     for (let i = 0; i < c.numLayers; i++) {
@@ -245,6 +251,12 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   const values = { inputIds, attentionMask, positionIds, targetIds, pastKeys, pastValues, newKeys, newValues, layerSpans, attentionSpans };
   if (options.output === 'hidden') return { ...values, output: final };
   if (options.output === 'last_logprobs') final = b.gather(final, b.sub(seqLen, one), 1); // [B, H]
+  // Scoring: only the target positions' rows reach the head ([N, H]; docs/design.md §Scoring).
+  if (scoring) final = b.gather(b.reshape(final, [-1, H]), targetPositions!, 0);
+  if (scoring && !options.quantize) {
+    const head = { hidden: final, rows: headRows(b, weights), targets: targetIds!, vocabSize: c.vocabSize };
+    return { ...values, output: appendTargetLogprobs(b, head, { chunk: DEFAULT_VOCAB_CHUNK, withGradient: false }) };
+  }
 
   const logits = options.quantize
     ? quantizedMatmul(b, final, weights, headName(weights), c.vocabSize, H, HEAD_SCHEME)

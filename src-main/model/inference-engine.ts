@@ -5,8 +5,9 @@
  * already lives in a worker (the trainer) may use it directly.
  *
  * Two graphs, built on first use:
- * - score:    no cache, output `target_logprobs` (log_softmax + GatherElements in the graph,
- *             fp32), so only [B, T] floats cross the Node binding, never [B, T, V] logits.
+ * - score:    no cache, output `target_logprobs`: the LM head and log_softmax at the response
+ *             positions only (./score-feeds.ts), in fp32 in the graph, so only one float per
+ *             response token crosses the Node binding, never [B, T, V] logits.
  * - generate: with KV cache, output `last_logprobs` [B, V]; also used without the cache
  *             (empty past, the whole sequence each step) as a check of the incremental path.
  *             Every generation is a batch (./batch-decode.ts, docs/design.md §Batched
@@ -29,20 +30,17 @@
 import { UserError } from '../../src-shared/types.js';
 import { Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 import { checkpointWeights, decoderGraph, type WeightSource } from './decoder.js';
-import { ort, createSession, assertCudaAvailable, int64Tensor, type Device, type SessionConfig } from './ort-session.js';
+import { ort, createSession, assertCudaAvailable, type Device, type SessionConfig } from './ort-session.js';
 import { ChatTokenizer } from './tokenizer.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { generateSequences, type GeneratedTokens } from './batch-decode.js';
 import { KvCache } from './kv-cache.js';
 import { quantScheme, type Quantize } from './quantize.js';
+import { scoreRows, type ScoreRow } from './score-feeds.js';
 import { measureDrift, type QuantDrift } from './quant-drift.js';
 import { checkLoraShape, checkLoraWeights, loraAKey, loraBKey, loraInputHook, loraSpecs, type LoraShape, type LoraSpec } from './lora-inputs.js';
 
-/** One sequence to score: log-probs of `inputIds[responseStart..]` given what precedes. */
-export interface ScoreRow {
-  inputIds: number[];
-  responseStart: number;
-}
+export type { ScoreRow } from './score-feeds.js';
 
 export interface ScoreOptions {
   /** Rows per ONNX Runtime call (rows are grouped by length first). Default 8. */
@@ -226,40 +224,10 @@ export class ModelEngine {
     const results: number[][] = new Array(rows.length);
     for (let k = 0; k < order.length; k += batchSize) {
       const batch = order.slice(k, k + batchSize);
-      const lp = await this.scoreBatch(run, batch.map((i) => rows[i]!), options.padding ?? 'right');
+      const lp = await scoreRows(run, batch.map((i) => rows[i]!), options.padding ?? 'right');
       batch.forEach((i, j) => (results[i] = lp[j]!));
     }
     return results;
-  }
-
-  private async scoreBatch(run: Runner, rows: ScoreRow[], padding: 'left' | 'right'): Promise<number[][]> {
-    const B = rows.length;
-    const T = Math.max(...rows.map((r) => r.inputIds.length));
-    const ids = new Array<number>(B * T).fill(0);
-    const mask = new Array<number>(B * T).fill(0);
-    const pos = new Array<number>(B * T).fill(0);
-    const targets = new Array<number>(B * T).fill(0);
-    const offsets = rows.map((r) => (padding === 'left' ? T - r.inputIds.length : 0));
-    rows.forEach((r, b) => {
-      const o = offsets[b]!;
-      r.inputIds.forEach((id, t) => {
-        ids[b * T + o + t] = id;
-        mask[b * T + o + t] = 1;
-        pos[b * T + o + t] = t;
-        if (t + 1 < r.inputIds.length) targets[b * T + o + t] = r.inputIds[t + 1]!;
-      });
-    });
-    const out = await run({
-      input_ids: int64Tensor(ids, [B, T]),
-      attention_mask: int64Tensor(mask, [B, T]),
-      position_ids: int64Tensor(pos, [B, T]),
-      target_ids: int64Tensor(targets, [B, T]),
-    });
-    const lp = out.logprobs!.data as Float32Array;
-    return rows.map((r, b) => {
-      const from = b * T + offsets[b]! + r.responseStart - 1;
-      return Array.from(lp.subarray(from, from + r.inputIds.length - r.responseStart));
-    });
   }
 
   /**
@@ -272,7 +240,7 @@ export class ModelEngine {
     const fp32Config = { ...this.sessionConfig, sharedWeights: this.fp32Identity };
     const { session: fp32 } = await createSession(decoderGraph(this.weights, { output: 'target_logprobs' }, 'score_fp32').graph, fp32Config);
     try {
-      return await measureDrift(this.tokenizer, this.config.maxPositionEmbeddings, (row, s) => this.scoreBatch(this.runner(s), [row], 'right').then((r) => r[0]!), quantised, fp32);
+      return await measureDrift(this.tokenizer, this.config.maxPositionEmbeddings, (row, s) => scoreRows(this.runner(s), [row]).then((r) => r[0]!), quantised, fp32);
     } finally {
       await fp32.release();
     }

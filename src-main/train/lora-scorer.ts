@@ -16,7 +16,7 @@ import type { TokenSpan } from './batches.js';
 import { scoreInBatches } from './held-out-rows.js';
 import { loraSpecs } from './lora.js';
 import { buildForwardGraph, loraKeys } from './step-graph.js';
-import { DEFAULT_VOCAB_CHUNK } from './step-engine.js';
+import { DEFAULT_VOCAB_CHUNK } from '../model/chunked-head.js';
 import { modelFeeds, pickAll, toGrid } from './step-feeds.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights, StepBatch } from './training-step.js';
 

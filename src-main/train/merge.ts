@@ -16,8 +16,8 @@ import path from 'node:path';
 import { Checkpoint } from '../model/hf-checkpoint.js';
 import { checkpointWeights, decoderGraph, transpose2dF32, type LinearHook } from '../model/decoder.js';
 import { f32Tensor, type Graph } from '../graph/ir.js';
-import { createSession, int64Tensor, type Device } from '../model/ort-session.js';
-import type { ScoreRow } from '../model/inference-engine.js';
+import { createSession, type Device } from '../model/ort-session.js';
+import { scoreRows, type ScoreRow } from '../model/score-feeds.js';
 import { writeJsonAtomic, writeSafetensorsAtomic } from './files.js';
 import { loraAKey, loraBKey } from './lora.js';
 import { readAdapter } from './peft.js';
@@ -85,18 +85,7 @@ export async function scoreWithAdapter(modelDir: string, adapterDir: string, row
   const { session } = await createSession(adapterScoreGraph(ckpt, adapter.lora, adapter.specs, adapter.weights), { device });
   try {
     const out: number[][] = [];
-    for (const r of rows) {
-      const T = r.inputIds.length;
-      const targets = r.inputIds.map((_, t) => r.inputIds[t + 1] ?? 0);
-      const res = await session.run({
-        input_ids: int64Tensor(r.inputIds, [1, T]),
-        attention_mask: int64Tensor(new Array(T).fill(1), [1, T]),
-        position_ids: int64Tensor(r.inputIds.map((_, t) => t), [1, T]),
-        target_ids: int64Tensor(targets, [1, T]),
-      });
-      const lp = res.logprobs!.data as Float32Array;
-      out.push(Array.from(lp.subarray(r.responseStart - 1, T - 1)));
-    }
+    for (const r of rows) out.push((await scoreRows((feeds) => session.run(feeds), [r]))[0]!);
     return out;
   } finally {
     await session.release();

@@ -36,6 +36,7 @@
 import { UserError } from '../../src-shared/types.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
 import { checkpointWeights, type WeightSource } from '../model/decoder.js';
+import { DEFAULT_VOCAB_CHUNK } from '../model/chunked-head.js';
 import { ort, createSession, type Device, type SessionConfig } from '../model/ort-session.js';
 import type {
   LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TrainStep,
@@ -80,13 +81,6 @@ export interface TrainStepOptions {
   /** Train a value head with this loss (the `gae` estimator, docs/design.md §Advantage estimators); default none. */
   value?: ValueHeadConfig;
 }
-
-/**
- * Rows of the LM head per chunk of the log-sum-exp (../model/chunked-head.ts). The chunk's
- * [N, C] logits and exponentials are the loss part's memory, and the matmuls must stay large
- * enough to run at full speed: bench/train-memory.ts measures the choice (docs/design.md §Memory).
- */
-export const DEFAULT_VOCAB_CHUNK = 8192;
 
 /**
  * The step's sessions read the matmul weights from the shared mapping as they are: with

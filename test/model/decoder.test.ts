@@ -6,6 +6,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { LocalModel } from '../../src-main/model/local-model.js';
+import { checkpointWeights, decoderGraph } from '../../src-main/model/decoder.js';
+import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import type { ScoreRow } from '../../src-main/model/inference-engine.js';
 import { writeTinyModel, type TinyModel, type TinyModelOptions } from './tiny-models.js';
 import { logSoftmaxAt, referenceLogits } from './reference-forward.js';
@@ -78,6 +80,15 @@ describe.each(VARIANTS)('$label', (variant) => {
     expect(await model.score(rows, { batchSize: 3, padding: 'left' })).toEqual(left);
   });
 
+  it('a row with nothing to score gives an empty list, alone and beside others', async () => {
+    const empty = { inputIds: rows[0]!.inputIds, responseStart: rows[0]!.inputIds.length };
+    expect(await model.score([empty])).toEqual([[]]);
+    const [alone] = await model.score([rows[1]!]);
+    const mixed = await model.score([empty, rows[1]!], { batchSize: 2 });
+    expect(mixed[0]).toEqual([]);
+    expect(maxAbsDiff(mixed[1]!, alone!)).toBeLessThan(1e-5);
+  });
+
   it('seeded sampling is reproducible and reports the model\'s own log-probs', async () => {
     const prompt = rows[0]!.inputIds.slice(0, rows[0]!.responseStart);
     const opts = { maxNewTokens: 12, temperature: 1, topP: 0.9, seed: 42, stopTokenIds: [] };
@@ -88,5 +99,16 @@ describe.each(VARIANTS)('$label', (variant) => {
     // The reported log-probs are the model's own: scoring the sampled tokens gives them back.
     const [lp] = await model.score([{ inputIds: [...prompt, ...a.tokens], responseStart: prompt.length }]);
     expect(maxAbsDiff(lp!, a.logprobs)).toBeLessThan(1e-4);
+  });
+});
+
+describe('the score graph', () => {
+  it('sends only the scored positions through the LM head: no value is [B, T, vocab]', () => {
+    const tiny = writeTinyModel(path.join(root, 'score-graph'), { family: 'qwen3', tie: true });
+    const { graph } = decoderGraph(checkpointWeights(Checkpoint.open(tiny.dir)), { output: 'target_logprobs' });
+    const vocab = tiny.config.vocab_size as number;
+    const vocabWide = [...graph.values.values()].filter((v) => v.shape?.at(-1) === vocab).map((v) => v.shape);
+    expect(vocabWide.length).toBeGreaterThan(0);
+    for (const shape of vocabWide) expect(shape).toEqual(['N', vocab]);
   });
 });
