@@ -9,7 +9,7 @@ import type { ScoreRow } from '../src-main/model/inference-engine.js';
 export type RealChildRequest =
   | { kind: 'generate'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number }
   | { kind: 'first-token'; model: string; threads: number; prompt: number[] }
-  | { kind: 'score'; model: string; threads: number; rows: ScoreRow[]; repeats: number }
+  | { kind: 'score'; model: string; threads: number; quantize: Quantize; rows: ScoreRow[]; repeats: number }
   | { kind: 'judge'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number };
 
 export interface Timed {
@@ -55,9 +55,8 @@ const peakMb = () => process.resourceUsage().maxRSS / 1024;
 export async function runRealChild(q: RealChildRequest): Promise<RealChildResult> {
   if (q.kind === 'first-token') return firstToken(q);
   const { LocalModel } = await import('../src-main/model/local-model.js');
-  const quantize = q.kind === 'generate' || q.kind === 'judge' ? q.quantize : 'none';
   const prepare = q.kind === 'score' ? ['score' as const] : ['generate' as const];
-  const [model, load] = await timed(() => LocalModel.load(q.model, { threads: q.threads, quantize, prepare }));
+  const [model, load] = await timed(() => LocalModel.load(q.model, { threads: q.threads, quantize: q.quantize, prepare }));
   try {
     if (q.kind === 'generate') {
       await model.generate(q.prompt, { maxNewTokens: 4, stopTokenIds: [] }); // warm-up
