@@ -14,13 +14,12 @@ import type { Checkpoint, ModelConfig } from '../model/hf-checkpoint.js';
 import type { ChatTokenizer } from '../model/tokenizer.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { initLora, loraSpecs } from '../train/lora.js';
-import { loadCheckpoint } from '../train/run-checkpoint.js';
+import { loadCheckpoint, resumedProgress, type RunProgress } from '../train/run-checkpoint.js';
 import { checkOutFolder, prepareOutFolder } from '../train/run-folder.js';
 import { loraFrom, positiveInt } from '../train/run-settings.js';
-import { LOG_FILE, readLog, type TrainerLog } from '../train/trainer-log.js';
+import { LOG_FILE, type TrainerLog } from '../train/trainer-log.js';
 import { emptyOptimizerState, resumePoint, sha256 } from '../train/trainer.js';
-import type { LoraWeights, OptimizerState } from '../train/training-step.js';
-import { zeroValueHead, type ValueHead } from '../train/value-head.js';
+import { zeroValueHead } from '../train/value-head.js';
 import { CONTEXTS_FILE, contextsText, readContextLines, sampleContextLines, taskContextLines, type ContextLine } from './contexts.js';
 import {
   checkOptionsSignal, DEFAULT_ON_POLICY_STEPS, isOnPolicySettings, onPolicySettingsFrom, resumedOnPolicySettings, type OnPolicyTrainSettings, type OnPolicyTrainerOptions,
@@ -29,22 +28,14 @@ import {
 /** Options with the output folder resolved and the model known (given, or the resumed run's). */
 export type ResolvedOptions = OnPolicyTrainerOptions & { outDir: string; modelDir: string };
 
-export interface Prepared {
+export interface Prepared extends RunProgress {
   settings: OnPolicyTrainSettings;
   contexts: ContextLine[];
   /** Samples left out as contexts, by reason. */
   skipped: Record<string, number>;
-  weights: LoraWeights;
-  optimizer: OptimizerState;
-  valueHead?: ValueHead;
-  startStep: number;
-  totalSteps: number;
-  elapsedBefore: number;
   /** contexts.jsonl as the run keeps it, and its sha256 (saved in every checkpoint). */
   contextsText: string;
   contextsSha: string;
-  /** The folder of the run a resume continues. */
-  resumedIn?: string;
 }
 
 /** The output folder and model of a run; a resume's changes are checked before any work starts. */
@@ -102,14 +93,9 @@ function prepareResume(o: ResolvedOptions & { resume: string }, model: ModelConf
   const lines = readContextLines(file);
   const text = fs.readFileSync(file, 'utf8');
   if (sha256(text) !== saved.state.datasetSha256) throw new UserError(`${file} changed since the checkpoint was written; cannot resume the run as it was`);
-  const totalSteps = o.steps ?? saved.state.totalSteps;
-  if (totalSteps <= saved.state.step) throw new UserError(`the checkpoint in ${saved.dir} has done ${saved.state.step} steps already; ask for more with --steps (now ${totalSteps})`);
-  const gae = settings.ppo.advantage === 'gae';
-  if (gae !== (saved.valueHead !== undefined)) throw new UserError(`${saved.dir}: a ${settings.ppo.advantage} run ${gae ? 'needs the value head it trains, which the checkpoint lacks' : 'has no value head, but the checkpoint holds one'}`);
-  const kept = readLog(path.join(root, LOG_FILE)).filter((l) => l.step <= saved.state.step);
   return {
-    settings, contexts: lines, skipped: {}, weights: saved.weights, optimizer: saved.optimizer, valueHead: saved.valueHead,
-    startStep: saved.state.step, totalSteps, elapsedBefore: kept.at(-1)?.elapsed_s ?? 0, contextsText: text, contextsSha: saved.state.datasetSha256, resumedIn: root,
+    ...resumedProgress(saved, root, o.steps, settings.ppo.advantage),
+    settings, contexts: lines, skipped: {}, contextsText: text, contextsSha: saved.state.datasetSha256,
   };
 }
 

@@ -27,6 +27,7 @@ import { loraShapes } from './lora.js';
 import { readAdapter, writeAdapter } from './peft.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights, OptimizerState } from './training-step.js';
 import { readValueHead, valueHeadShapes, VALUE_HEAD_WEIGHT, writeValueHead, type ValueHead } from './value-head.js';
+import { LOG_FILE, readLog } from './trainer-log.js';
 
 export const CHECKPOINTS_DIR = 'checkpoints';
 const LATEST = 'latest.json';
@@ -141,4 +142,35 @@ export function loadCheckpoint<S>(dir: string, model: ModelConfig): SavedCheckpo
 /** The LoRA shapes, and the value head's when a run has one (of this hidden size). */
 function withValueHeadShapes(shapes: Map<string, number[]>, hiddenSize: number | undefined): Map<string, number[]> {
   return hiddenSize === undefined ? shapes : new Map([...shapes, ...valueHeadShapes(hiddenSize)]);
+}
+
+/** Where a run stands when it starts: a new run at step 0, or a checkpoint's run continued. */
+export interface RunProgress {
+  weights: LoraWeights;
+  optimizer: OptimizerState;
+  /** The value head of a `gae` run. */
+  valueHead?: ValueHead;
+  startStep: number;
+  totalSteps: number;
+  /** Seconds trained before this process, as the run's log last recorded them. */
+  elapsedBefore: number;
+  /** The output folder of the run a resume continues (its checkpoint is already on disk there). */
+  resumedIn?: string;
+}
+
+/**
+ * A checkpoint's progress, once checked against what the resume asks for: more steps than it
+ * has done (`steps`, default the run's own total), and a value head exactly when the
+ * estimator is `gae`. `root` is the run's folder (its log gives the time trained so far).
+ */
+export function resumedProgress(saved: SavedCheckpoint, root: string, steps: number | undefined, advantage: string): RunProgress {
+  const totalSteps = steps ?? saved.state.totalSteps;
+  if (totalSteps <= saved.state.step) throw new UserError(`the checkpoint in ${saved.dir} has done ${saved.state.step} steps already; ask for more with --steps (now ${totalSteps})`);
+  const gae = advantage === 'gae';
+  if (gae !== (saved.valueHead !== undefined)) throw new UserError(`${saved.dir}: a ${advantage} run ${gae ? 'needs the value head it trains, which the checkpoint lacks' : 'has no value head, but the checkpoint holds one'}`);
+  const kept = readLog(path.join(root, LOG_FILE)).filter((l) => l.step <= saved.state.step);
+  return {
+    weights: saved.weights, optimizer: saved.optimizer, valueHead: saved.valueHead,
+    startStep: saved.state.step, totalSteps, elapsedBefore: kept.at(-1)?.elapsed_s ?? 0, resumedIn: root,
+  };
 }

@@ -33,13 +33,13 @@ import { rowSelected, rowsForStep, rowsFromSamples, type RowSet, type TrainRow }
 import { rowToLine, rowsFromJsonl } from './data-lines.js';
 import { missingGroup } from './estimators.js';
 import { minibatchRandom, trainBatch } from './ppo-batch.js';
-import { writeValueHead, zeroValueHead, type ValueHead } from './value-head.js';
-import { findCheckpoint, loadCheckpoint, readCheckpointState, saveCheckpoint, type TrainerState } from './run-checkpoint.js';
+import { writeValueHead, zeroValueHead } from './value-head.js';
+import { findCheckpoint, loadCheckpoint, readCheckpointState, resumedProgress, saveCheckpoint, type RunProgress, type TrainerState } from './run-checkpoint.js';
 import { checkOutFolder, DATASET_FILE, holdsRun, prepareOutFolder } from './run-folder.js';
 import { loraFrom, positiveInt, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from './run-settings.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { initLora, loraSpecs } from './lora.js';
-import { LOG_FILE, readLog, TrainerLog, type EvalLogLine, type StepLog } from './trainer-log.js';
+import { LOG_FILE, TrainerLog, type EvalLogLine, type StepLog } from './trainer-log.js';
 import { assertNoHeldOutRows, defaultEvalEvery, RunEvaluator } from './train-eval.js';
 import { RunEvaluations } from './run-evaluations.js';
 import { writeMergedModel } from './merge.js';
@@ -94,22 +94,13 @@ export function sha256(text: string): string {
   return crypto.createHash('sha256').update(text).digest('hex');
 }
 
-interface Prepared {
+interface Prepared extends RunProgress {
   settings: RunSettings;
   rows: TrainRow[];
   rowSet: Pick<RowSet, 'skipped' | 'truncated'>;
-  weights: LoraWeights;
-  optimizer: OptimizerState;
-  /** The value head of a `gae` run. */
-  valueHead?: ValueHead;
-  startStep: number;
-  totalSteps: number;
-  elapsedBefore: number;
   datasetSha: string;
   /** The rows as dataset.jsonl holds them. */
   datasetText: string;
-  /** The output folder of the run a resume continues (its checkpoint is already on disk there). */
-  resumedIn?: string;
 }
 
 /** Options with the output folder resolved and the model known (given, or the resumed run's). */
@@ -145,15 +136,9 @@ function prepareResume(o: ResolvedOptions & { resume: string }, model: ModelConf
   const text = fs.readFileSync(datasetFile, 'utf8');
   if (sha256(text) !== saved.state.datasetSha256) throw new UserError(`${datasetFile} changed since the checkpoint was written; cannot resume bit-for-bit`);
   const set = rowsFromJsonl(datasetFile, settings.method, model.vocabSize, settings.maxLength, settings.ppo.advantage);
-  const kept = readLog(path.join(resumeRoot, LOG_FILE)).filter((l) => l.step <= saved.state.step);
-  const totalSteps = o.steps ?? saved.state.totalSteps;
-  if (totalSteps <= saved.state.step) throw new UserError(`the checkpoint in ${saved.dir} has done ${saved.state.step} steps already; ask for more with --steps (now ${totalSteps})`);
-  const gae = settings.ppo.advantage === 'gae';
-  if (gae !== (saved.valueHead !== undefined)) throw new UserError(`${saved.dir}: a ${settings.ppo.advantage} run ${gae ? 'needs the value head it trains, which the checkpoint lacks' : 'has no value head, but the checkpoint holds one'}`);
   return {
-    settings, rows: set.rows, rowSet: set, weights: saved.weights, optimizer: saved.optimizer, valueHead: saved.valueHead,
-    startStep: saved.state.step, totalSteps, elapsedBefore: kept.at(-1)?.elapsed_s ?? 0, datasetSha: saved.state.datasetSha256,
-    datasetText: text, resumedIn: resumeRoot,
+    ...resumedProgress(saved, resumeRoot, o.steps, settings.ppo.advantage),
+    settings, rows: set.rows, rowSet: set, datasetSha: saved.state.datasetSha256, datasetText: text,
   };
 }
 
