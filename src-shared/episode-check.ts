@@ -116,6 +116,7 @@ function checkEpisode(value: unknown): void {
   const e = record(value, 'the line');
   if (str(e.id, 'id') === '') fail('id', 'must not be empty');
   if (str(e.contextId, 'contextId') === '') fail('contextId', 'must not be empty');
+  if (e.contextSha256 !== undefined && !/^[0-9a-f]{64}$/.test(str(e.contextSha256, 'contextSha256'))) fail('contextSha256', 'must be 64 hex digits');
   int(e.sample, 'sample');
   int(e.seed, 'seed');
   int(e.step, 'step');

@@ -106,6 +106,11 @@ export interface Episode {
   id: string;
   /** The context it continues: `session/turn` for a database sample, `file:line` for a task. */
   contextId: string;
+  /**
+   * sha256 of that context's prompt, tools and reward check when the episode was made; absent
+   * in episodes from before it was recorded and in captured replies.
+   */
+  contextSha256?: string;
   /** k of the K rollouts of this context. */
   sample: number;
   seed: number;

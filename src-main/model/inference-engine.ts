@@ -5,9 +5,9 @@
  * already lives in a worker (the trainer) may use it directly.
  *
  * Two graphs, built on first use:
- * - score:    no cache, output `target_logprobs`: the LM head and log_softmax at the response
- *             positions only (./score-feeds.ts), in fp32 in the graph, so only one float per
- *             response token crosses the Node binding, never [B, T, V] logits.
+ * - score:    no cache, output `target_logprobs`: the LM head and its log-sum-exp at the
+ *             response positions only (./score-feeds.ts, docs/design.md §Scoring), in fp32 in
+ *             the graph, so one float per response token crosses the Node binding, never logits.
  * - generate: with KV cache, output `last_logprobs` [B, V]; also used without the cache
  *             (empty past, the whole sequence each step) as a check of the incremental path.
  *             Every generation is a batch (./batch-decode.ts, docs/design.md §Batched

@@ -17,7 +17,7 @@ import { episodeProblem } from '../../src-shared/episode-check.js';
 import type { Episode } from '../../src-shared/rollout.js';
 import { UserError } from '../../src-shared/types.js';
 import { readJsonLines } from '../store/jsonl-file.js';
-import type { RolloutContext } from './manager.js';
+import { contextFingerprint, type RolloutContext } from './manager.js';
 
 export interface EpisodesRead {
   episodes: Episode[];
@@ -123,20 +123,27 @@ function completeLength(fd: number, size: number): number {
 }
 
 /**
- * Checks that the episodes a resumed run finds in its file continue contexts this run has, from
- * the same prompt (docs/design.md §Rollouts). Episode ids name a task by file and line only, so
+ * Checks that the episodes a resumed run finds in its file continue contexts this run has, as
+ * they are now (docs/design.md §Rollouts). Episode ids name a task by file and line only, so
  * an edited or different task file would otherwise have old episodes counted for new tasks: a
- * one-line error, and the file is left as it is. (Raising --rollouts, or another --seed, still
- * resumes: the old episodes are samples of the same prompts.)
+ * one-line error, and the file is left as it is. An episode carries its context's fingerprint
+ * (prompt, tools, reward check), so a changed answer is caught too; older episodes without one
+ * are checked by their prompt. (Raising --rollouts, or another --seed, still resumes: the old
+ * episodes are samples of the same contexts.)
  */
 export function checkResumedEpisodes(file: string, episodes: readonly Episode[], contexts: readonly RolloutContext[]): void {
   const byId = new Map(contexts.map((c) => [c.id, c]));
+  const fingerprints = new Map<string, string>();
   const other = (why: string) => new UserError(`${file} holds episodes of other tasks (${why}); resume with the same task file, or write to a new --out`);
   for (const e of episodes) {
     const context = byId.get(e.contextId);
     if (!context) throw other(`episode ${e.id} continues ${e.contextId}, which the task file does not have`);
     if (JSON.stringify(e.messages.slice(0, e.promptMessages)) !== JSON.stringify(context.messages)) {
       throw other(`episode ${e.id} starts from another prompt than ${e.contextId} has now`);
+    }
+    if (!fingerprints.has(context.id)) fingerprints.set(context.id, contextFingerprint(context));
+    if (e.contextSha256 !== undefined && e.contextSha256 !== fingerprints.get(context.id)) {
+      throw other(`episode ${e.id} was made for another version of ${e.contextId}: its answer or tools changed`);
     }
   }
 }

@@ -14,6 +14,7 @@
  * {@link turnSeed}. Episodes whose id is in `skip` are not generated: a resumed run gives the
  * others exactly the tokens a fresh run would (each sequence's tokens depend on its seed alone).
  */
+import crypto from 'node:crypto';
 import type { Episode, EpisodeFinish, EpisodeMessage, RolloutRewardSource, ToolCallRecord } from '../../src-shared/rollout.js';
 import { ON_POLICY_DEFAULTS } from '../../src-shared/rollout.js';
 import { UserError } from '../../src-shared/types.js';
@@ -29,6 +30,8 @@ export type PromptMessage = { role: 'system' | 'user' | 'assistant'; content: st
 /** How an episode's final answer is scored: +1 / −1 from the answer text. */
 export interface RewardCheck {
   source: RolloutRewardSource;
+  /** What the check compares answers with, as text (part of {@link contextFingerprint}). */
+  key: string;
   score(answer: string): number;
 }
 
@@ -84,6 +87,7 @@ function settingsOf(options: RunOptions): RolloutSettings {
 /** One episode in flight. */
 class Running {
   readonly messages: EpisodeMessage[];
+  readonly contextSha256: string;
   readonly ids: number[];
   readonly promptLength: number;
   readonly generated: { start: number; end: number }[] = [];
@@ -108,9 +112,20 @@ class Running {
     readonly tools: ToolSchema[],
   ) {
     this.messages = context.messages.map((m) => ({ ...m }));
+    this.contextSha256 = contextFingerprint(context);
     this.ids = [...promptIds];
     this.promptLength = promptIds.length;
   }
+}
+
+/**
+ * sha256 of what a context's episodes depend on: its prompt, its own tool list and its reward
+ * check. Each episode carries it, so a resumed run can tell an episode of an edited task from
+ * one of the task it has now (./episodes-file.ts `checkResumedEpisodes`).
+ */
+export function contextFingerprint(context: RolloutContext): string {
+  const described = [context.messages, context.tools ?? null, context.reward?.key ?? null];
+  return crypto.createHash('sha256').update(JSON.stringify(described)).digest('hex');
 }
 
 /** The episode messages as the chat template reads them (the on-policy teacher's prompt renders through it too). */
@@ -268,6 +283,7 @@ class RolloutRun {
     return {
       id: r.id,
       contextId: r.context.id,
+      contextSha256: r.contextSha256,
       sample: r.sample,
       seed: r.seed,
       step: this.settings.step,

@@ -108,10 +108,10 @@ export function readTasks(file: string): Task[] {
 export function taskReward(task: Task): RewardCheck | undefined {
   if (task.answer !== undefined) {
     const want = normalizeAnswer(task.answer);
-    return { source: 'task', score: (answer) => (normalizeAnswer(answer) === want ? 1 : -1) };
+    return { source: 'task', key: `answer ${JSON.stringify(want)}`, score: (answer) => (normalizeAnswer(answer) === want ? 1 : -1) };
   }
   const regex = task.answerRegex;
-  if (regex) return { source: 'task', score: (answer) => (regex.test(answer.trim()) ? 1 : -1) };
+  if (regex) return { source: 'task', key: `answer_regex ${regex}`, score: (answer) => (regex.test(answer.trim()) ? 1 : -1) };
   return undefined;
 }
 

@@ -32,7 +32,7 @@ const callThenAnswer: Script = (prompt) => (prompt.includes('<|im_start|>tool') 
 
 const context = (id: string, regex: string, extra: Partial<RolloutContext> = {}): RolloutContext => ({
   id, messages: [{ role: 'user', content: 'What is 17 times 23?' }],
-  reward: { source: 'task', score: (a) => (new RegExp(regex).test(a) ? 1 : -1) }, ...extra,
+  reward: { source: 'task', key: regex, score: (a) => (new RegExp(regex).test(a) ? 1 : -1) }, ...extra,
 });
 
 function expectConsistent(e: Episode): void {

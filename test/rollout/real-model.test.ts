@@ -3,7 +3,7 @@
 // log-probs are the model's own (the engine scores the same tokens to within 1e-4). Then
 // `hindsight rollout` end to end: tasks, a user tool at a real loopback endpoint, a database
 // for search_history, the success rate, a second run that resumes without repeating, and a
-// resume refused when the task file changed under the episodes.
+// resume refused when the task file changed under the episodes (a prompt, or only an answer).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -31,7 +31,7 @@ describe('rollouts on the demo model', () => {
 
   it('generates K episodes per context in batches, handled whatever the model writes; old log-probs are the model\'s', async () => {
     const contexts = [
-      { id: 'story', messages: [{ role: 'user' as const, content: 'Once upon a time there was a little dog.' }], reward: { source: 'task' as const, score: (a: string) => (/dog/.test(a) ? 1 : -1) } },
+      { id: 'story', messages: [{ role: 'user' as const, content: 'Once upon a time there was a little dog.' }], reward: { source: 'task' as const, key: 'dog', score: (a: string) => (/dog/.test(a) ? 1 : -1) } },
       { id: 'sum', messages: [{ role: 'user' as const, content: 'What is 2 + 2?' }] },
     ];
     const episodes = await runRollouts(enginePolicy(engine, { temperature: 1, topP: 1 }), contexts, {
@@ -104,10 +104,17 @@ describe('hindsight rollout', () => {
     const more = await runCli(...args, '--rollouts', '3', '--json');
     expect(more.json()).toMatchObject({ episodes: 9, new_episodes: 3 });
 
-    // An edited task file: its line 2 now asks something else, so the file's episodes of
-    // tasks.jsonl:2 are not this task's. The run refuses, in one line, and leaves the file.
+    // An edited task file: its line 2 now wants another answer, then asks something else, so
+    // the file's episodes of tasks.jsonl:2 are not this task's. The run refuses, in one line,
+    // and leaves the file.
     const before = fs.readFileSync(out, 'utf8');
-    fs.writeFileSync(tasks, fs.readFileSync(tasks, 'utf8').replace('Weather?', 'Weather tomorrow?'));
+    const original = fs.readFileSync(tasks, 'utf8');
+    fs.writeFileSync(tasks, original.replace('"answer":"sunny"', '"answer":"rainy"'));
+    const newAnswer = await runCli(...args);
+    expect(newAnswer.code).toBe(1);
+    expect(newAnswer.stderr).toMatch(/^hindsight rollout: .*episodes\.jsonl holds episodes of other tasks \(episode tasks\.jsonl:2#0@0 was made for another version of tasks\.jsonl:2: its answer or tools changed\); resume with the same task file, or write to a new --out$/m);
+    expect(fs.readFileSync(out, 'utf8')).toBe(before);
+    fs.writeFileSync(tasks, original.replace('Weather?', 'Weather tomorrow?'));
     const edited = await runCli(...args);
     expect(edited.code).toBe(1);
     expect(edited.stderr).toMatch(/^hindsight rollout: .*episodes\.jsonl holds episodes of other tasks \(episode tasks\.jsonl:2#0@0 starts from another prompt than tasks\.jsonl:2 has now\); resume with the same task file, or write to a new --out$/m);

@@ -1,7 +1,8 @@
 // Task files (src-main/rollout/tasks.ts): exact answers after normalisation, regular
 // expressions, tools resolved against the registry, and a one-line error naming file:line for
 // every bad line. The episodes file (src-main/rollout/episodes-file.ts): a run cut off in the
-// middle of a line (a torn last line) resumes without losing a finished episode or repeating one.
+// middle of a line (a torn last line) resumes without losing a finished episode or repeating one,
+// and a resume refuses episodes made for another version of a context (their fingerprint).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -9,8 +10,8 @@ import path from 'node:path';
 import type { Episode } from '../../src-shared/rollout.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { normalizeAnswer, readTasks, taskContext, taskReward } from '../../src-main/rollout/tasks.js';
-import { EpisodeWriter, readEpisodes } from '../../src-main/rollout/episodes-file.js';
-import { runRollouts } from '../../src-main/rollout/manager.js';
+import { checkResumedEpisodes, EpisodeWriter, readEpisodes } from '../../src-main/rollout/episodes-file.js';
+import { contextFingerprint, runRollouts } from '../../src-main/rollout/manager.js';
 import { ToolRegistry } from '../../src-main/rollout/tools.js';
 import { builtinTools } from '../../src-main/rollout/builtin-tools.js';
 import { ScriptedPolicy } from './scripted-policy.js';
@@ -20,7 +21,7 @@ const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-tasks-'));
 const registry = new ToolRegistry(builtinTools());
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 
-function taskFile(name: string, lines: unknown[]): string {
+function jsonLinesFile(name: string, lines: unknown[]): string {
   const file = path.join(root, name);
   fs.writeFileSync(file, lines.map((l) => (typeof l === 'string' ? l : JSON.stringify(l))).join('\n') + '\n');
   return file;
@@ -38,7 +39,7 @@ describe('task files', () => {
   });
 
   it('reads tasks; an exact answer and a regex score +1 / −1', () => {
-    const file = taskFile('good.jsonl', [
+    const file = jsonLinesFile('good.jsonl', [
       { messages: [{ role: 'system', content: 'be brief' }, ...user('Capital of France?')], answer: 'Paris' },
       '',
       { messages: user('17 × 23?'), tools: ['calculator'], answer_regex: '^(?:the answer is )?391\\b' },
@@ -77,12 +78,12 @@ describe('task files', () => {
       [{ messages: user('q'), reward: 1 }, /unknown field "reward"/],
     ];
     for (const [line, message] of bad) {
-      const file = taskFile('bad.jsonl', [{ messages: user('fine') }, line]);
+      const file = jsonLinesFile('bad.jsonl', [{ messages: user('fine') }, line]);
       expect(() => readTasks(file), String(message)).toThrow(message);
     }
-    expect(() => readTasks(taskFile('empty.jsonl', ['', ' ']))).toThrow(/no tasks/);
+    expect(() => readTasks(jsonLinesFile('empty.jsonl', ['', ' ']))).toThrow(/no tasks/);
     expect(() => readTasks(path.join(root, 'nope.jsonl'))).toThrow(/cannot read .*ENOENT/);
-    const unknownTool = readTasks(taskFile('tools.jsonl', [{ messages: user('q'), tools: ['weather'] }]))[0]!;
+    const unknownTool = readTasks(jsonLinesFile('tools.jsonl', [{ messages: user('q'), tools: ['weather'] }]))[0]!;
     expect(() => taskContext(unknownTool, registry)).toThrow(/tools\.jsonl:1: tool 'weather' is not available \(available: calculator, current_time;/);
   });
 });
@@ -134,6 +135,18 @@ describe('the episodes file', () => {
     expect(after.notes).toEqual([]);
     expect(after.episodes.map(comparable).sort()).toEqual(reference.map(comparable).sort());
     expect(fs.readFileSync(file, 'utf8').endsWith('}\n')).toBe(true);
+  });
+
+  it('a resume accepts episodes of the contexts as they are, and older episodes without a fingerprint; another version of a context is refused', () => {
+    const episodes = readEpisodes(path.join(root, 'whole.jsonl')).episodes;
+    expect(episodes.every((e) => e.contextSha256 === contextFingerprint(contexts.find((c) => c.id === e.contextId)!))).toBe(true);
+    expect(() => checkResumedEpisodes('f.jsonl', episodes, contexts)).not.toThrow();
+    const older = episodes.map(({ contextSha256: _, ...e }) => e);
+    expect(() => checkResumedEpisodes('f.jsonl', older, contexts)).not.toThrow();
+    const checked = contexts.map((c) => (c.id === 'b' ? { ...c, reward: { source: 'task' as const, key: 'answer "2"', score: () => 1 } } : c));
+    expect(() => checkResumedEpisodes('f.jsonl', episodes, checked)).toThrow(/^f\.jsonl holds episodes of other tasks \(episode b#\d@0 was made for another version of b: its answer or tools changed\)/);
+    expect(() => checkResumedEpisodes('f.jsonl', older, checked)).not.toThrow();
+    expect(() => readEpisodes(jsonLinesFile('sha.jsonl', [{ ...episodes[0], contextSha256: 'abc' }]))).toThrow(/contextSha256 must be 64 hex digits/);
   });
 
   it('a last line that lost only its newline is a whole episode: kept, and the next one starts on its own line', () => {
