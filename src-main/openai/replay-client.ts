@@ -14,6 +14,7 @@
 // taken it, and without its reply the session cannot continue on-policy, so that session is
 // counted abandoned. A failed request (an HTTP error) ends its session the same way.
 import fs from 'node:fs';
+import { PRIVATE_FILE_MODE } from '../store/atomic-file.js';
 import type { ChatMessage } from '../pipeline/chat-messages.js';
 import type { ReplaySession } from '../export/replay-plan.js';
 
@@ -78,7 +79,7 @@ export function readProgress(file: string): Map<string, SessionState> {
 class ProgressLog {
   private readonly fd: number;
   constructor(file: string) {
-    this.fd = fs.openSync(file, 'a');
+    this.fd = fs.openSync(file, 'a', PRIVATE_FILE_MODE); // it holds the replies: chat text
   }
   append(line: ProgressLine): void {
     fs.writeSync(this.fd, JSON.stringify(line) + '\n');

@@ -83,6 +83,21 @@ describe.runIf(isPosix)('permissions', () => {
     log.close();
     expect(mode(captureLogPathFor(db))).toBe(0o600);
   });
+
+  it('creates exports and a hand-off\'s datasets as 0600 (chat text); an export written over keeps its mode', async () => {
+    const { dir, db } = await importedDb();
+    const out = path.join(dir, 'kto.jsonl');
+    expect((await runCli('export', '--format', 'kto', '--out', out, '--db', db)).code).toBe(0);
+    expect(mode(out)).toBe(0o600);
+    fs.chmodSync(out, 0o640);
+    expect((await runCli('export', '--format', 'kto', '--out', out, '--db', db)).code).toBe(0);
+    expect(mode(out)).toBe(0o640);
+    const handoff = path.join(dir, 'handoff');
+    expect((await runCli('handoff', '--db', db, '--to', 'trl', '--base-model', 'Qwen/Qwen3-14B', '--out', handoff)).code).toBe(0);
+    const datasets = fs.readdirSync(handoff, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.jsonl'));
+    expect(datasets.length).toBeGreaterThan(0);
+    for (const file of datasets) expect([file, mode(path.join(handoff, file))]).toEqual([file, 0o600]);
+  });
 });
 
 describe('stray files', () => {
