@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { collectPageErrors, haveChromium, launchBrowser, openPage, reportMissingChromium, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle } from '../e2e/helpers.js';
+import { closeApp, haveChromium, openApp, reportMissingChromium, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle } from '../e2e/helpers.js';
 import { chat } from './helpers.js';
 
 reportMissingChromium('capture/ui.test.ts');
@@ -22,16 +22,10 @@ let errors: string[];
 beforeAll(async () => {
   if (!haveChromium) return;
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-capture-ui-'));
-  [serve, browser] = await Promise.all([startServe(path.join(dir, 'ui.db')), launchBrowser()]);
-  page = await openPage(browser, { viewport: { width: 1280, height: 860 } });
-  errors = collectPageErrors(page);
-  await page.goto(serve.loginUrl);
+  serve = await startServe(path.join(dir, 'ui.db'));
+  ({ browser, page, pageErrors: errors } = await openApp(serve, { viewport: { width: 1280, height: 860 } }));
 }, TEST_TIMEOUT_MS);
-afterAll(async () => {
-  await browser?.close();
-  await serve?.stop();
-  if (dir) fs.rmSync(dir, { recursive: true, force: true });
-}, TEST_TIMEOUT_MS);
+afterAll(() => closeApp(browser, serve, dir), TEST_TIMEOUT_MS);
 
 describe.skipIf(!haveChromium)('live capture in the UI', { timeout: TEST_TIMEOUT_MS }, () => {
   it('off by default; on from Settings with a visible indicator; a captured chat appears live and can be deleted', async () => {

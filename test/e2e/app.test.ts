@@ -10,11 +10,9 @@ import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  collectPageErrors,
+  closeApp,
   haveChromium,
-  launchBrowser,
-  openPage,
-  recordToasts,
+  openApp,
   reportMissingChromium,
   ROOT,
   shot as takeShot,
@@ -74,16 +72,11 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     fixtures = writeFixtures();
     serve = await startServe(path.join(dir, 'e2e.db'));
     ({ url: serverUrl, loginUrl } = serve);
-    browser = await launchBrowser();
-    page = await openPage(browser, { viewport: { width: 1360, height: 860 } });
-    pageErrors = collectPageErrors(page);
-    toasts = await recordToasts(page);
+    ({ browser, page, pageErrors, toasts } = await openApp(serve, { viewport: { width: 1360, height: 860 }, login: false }));
   }, TEST_TIMEOUT_MS);
 
   afterAll(async () => {
-    await browser?.close();
-    await serve?.stop();
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    await closeApp(browser, serve, dir);
   }, TEST_TIMEOUT_MS);
 
   it('shows the first-run screen on an empty database and imports a sample through the upload', async () => {

@@ -10,7 +10,7 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatState } from '../../src-shared/chat-api.js';
 import { waitUntil } from '../helpers/deadlines.js';
-import { collectPageErrors, haveChromium, launchBrowser, openPage, recordToasts, reportMissingChromium, ROOT, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle, type ToastRecord } from './helpers.js';
+import { closeApp, haveChromium, openApp, reportMissingChromium, ROOT, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle, type ToastRecord } from './helpers.js';
 
 reportMissingChromium('chat.test.ts');
 
@@ -80,19 +80,13 @@ describe.skipIf(!haveChromium)('the Chat page, in a browser', { timeout: TEST_TI
     });
     expect(run.error).toBeNull();
     expect(run.status).toBe('finished');
-    browser = await launchBrowser();
-    page = await openPage(browser, { viewport: { width: 1360, height: 900 } });
-    pageErrors = collectPageErrors(page);
-    toasts = await recordToasts(page);
-    await page.goto(serve.loginUrl);
+    ({ browser, page, pageErrors, toasts } = await openApp(serve, { viewport: { width: 1360, height: 900 } }));
     await page.locator('[data-nav=chat]').click();
     await page.locator('[data-testid=chat-adapter]').waitFor();
   }, TEST_TIMEOUT_MS);
 
   afterAll(async () => {
-    await browser?.close();
-    await serve?.stop();
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    await closeApp(browser, serve, dir);
   });
 
   it('preselects the configured model and the trained adapter, and says the chat is not recorded', async () => {

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { collectPageErrors, haveChromium, launchBrowser, openPage, reportMissingChromium, ROOT, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle } from './helpers.js';
+import { closeApp, haveChromium, openApp, reportMissingChromium, ROOT, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle } from './helpers.js';
 
 reportMissingChromium('evaluate.test.ts');
 
@@ -52,16 +52,11 @@ describe.skipIf(!haveChromium)('the Evaluate page, in a browser', { timeout: TES
       modelDir: MODEL, outDir: adapterDir, method: 'rl', steps: 2, batchSize: 4, lr: 5e-3, optimizer: 'adamw',
       loraR: 4, loraAlpha: 8, targets: ['q', 'v'], device: 'cpu', seed: 1, checkpointEvery: 0,
     });
-    browser = await launchBrowser();
-    page = await openPage(browser, { viewport: { width: 1360, height: 900 } });
-    pageErrors = collectPageErrors(page);
-    await page.goto(serve.loginUrl);
+    ({ browser, page, pageErrors } = await openApp(serve, { viewport: { width: 1360, height: 900 } }));
   }, TEST_TIMEOUT_MS);
 
   afterAll(async () => {
-    await browser?.close();
-    await serve?.stop();
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    await closeApp(browser, serve, dir);
   });
 
   it('evaluates the base and the adapter on the held-out split and shows n and an interval', async () => {

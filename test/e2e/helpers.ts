@@ -118,6 +118,38 @@ export async function openPage(browser: Browser, options: BrowserContextOptions 
   return context.newPage();
 }
 
+/** A browser suite's view of the app: Chromium, one page on serve, what the page logs as errors, its toasts. */
+export interface BrowserApp {
+  browser: Browser;
+  page: Page;
+  pageErrors: string[];
+  toasts: ToastRecord;
+}
+
+/**
+ * Launches Chromium and opens a page ({@link openPage}'s deadlines) of the given size, recording
+ * its errors and toasts from the first load on; with `login` (the default) it then loads serve's
+ * login URL, which trades the per-launch token for the session cookie.
+ */
+export async function openApp(serve: ServeHandle, options: { viewport: { width: number; height: number }; login?: boolean }): Promise<BrowserApp> {
+  const browser = await launchBrowser();
+  const page = await openPage(browser, { viewport: options.viewport });
+  const pageErrors = collectPageErrors(page);
+  const toasts = await recordToasts(page);
+  if (options.login !== false) await page.goto(serve.loginUrl);
+  return { browser, page, pageErrors, toasts };
+}
+
+/**
+ * The end of a browser suite: the browser closed, serve stopped (so its database is closed),
+ * then the suite's folder removed. Each may be missing when the suite's start failed part way.
+ */
+export async function closeApp(browser: Browser | undefined, serve: ServeHandle | undefined, dir: string | undefined): Promise<void> {
+  await browser?.close();
+  await serve?.stop();
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
+}
+
 /**
  * Resolves once layout and paint have caught up with the DOM: web fonts loaded and two
  * animation frames drawn (Chart.js and the virtual list resize on a frame). It counts frames,

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { collectPageErrors, haveChromium, launchBrowser, openPage, recordToasts, reportMissingChromium, startServe, TEST_TIMEOUT_MS, type ServeHandle, type ToastRecord } from './helpers.js';
+import { closeApp, haveChromium, openApp, reportMissingChromium, startServe, TEST_TIMEOUT_MS, type ServeHandle, type ToastRecord } from './helpers.js';
 
 reportMissingChromium('judge.test.ts');
 
@@ -41,19 +41,13 @@ describe.skipIf(!haveChromium)('the judge actions, in a browser', { timeout: TES
     );
     fs.writeFileSync(path.join(dir, 'stories.jsonl'), lines.join('\n') + '\n');
     serve = await startServe(path.join(dir, 'judge.db'));
-    browser = await launchBrowser();
-    page = await openPage(browser, { viewport: { width: 1360, height: 860 } });
-    pageErrors = collectPageErrors(page);
-    toasts = await recordToasts(page);
-    await page.goto(serve.loginUrl);
+    ({ browser, page, pageErrors, toasts } = await openApp(serve, { viewport: { width: 1360, height: 860 } }));
     await page.setInputFiles('[data-testid=import-file]', path.join(dir, 'stories.jsonl'));
     await page.locator('.session-row').nth(4).waitFor();
   }, TEST_TIMEOUT_MS);
 
   afterAll(async () => {
-    await browser?.close();
-    await serve?.stop();
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    await closeApp(browser, serve, dir);
   }, TEST_TIMEOUT_MS);
 
   it('runs the local-model judge from Settings with progress, and cancels it', async () => {

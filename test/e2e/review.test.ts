@@ -12,7 +12,7 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ReviewItem } from '../../src-shared/views.js';
 import { scriptedServer, type ScriptedServer } from '../judge/helpers.js';
-import { collectPageErrors, haveChromium, launchBrowser, reportMissingChromium, shot, startServe, type ServeHandle } from './helpers.js';
+import { closeApp, haveChromium, openApp, reportMissingChromium, shot, startServe, type ServeHandle } from './helpers.js';
 
 reportMissingChromium('review.test.ts');
 
@@ -55,17 +55,12 @@ describe.skipIf(!haveChromium)('Review mode, in a browser', () => {
     await serve.api('updateSettings', { judgeBackend: 'openai', openaiBaseUrl: judge.baseUrl, openaiModel: 'scorer', judgeComposite: true, compositePos: 70, compositeNeg: 30 });
     await serve.api('judgeRun', { backend: 'openai', hints: false, votes: 3 });
     queue = (await serve.api<{ items: ReviewItem[] }>('reviewQueue', {})).items;
-    browser = await launchBrowser();
-    page = await browser.newPage({ viewport: { width: 1360, height: 900 } });
-    pageErrors = collectPageErrors(page);
-    await page.goto(serve.loginUrl);
+    ({ browser, page, pageErrors } = await openApp(serve, { viewport: { width: 1360, height: 900 } }));
   });
 
   afterAll(async () => {
-    await browser?.close();
-    await serve?.stop();
     await judge?.close();
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    await closeApp(browser, serve, dir);
   });
 
   it('orders the queue: the heuristic disagreeing first, then split votes; sure labels stay out', () => {

@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StepLog } from '../../src-shared/trainer-log-line.js';
 import type { Episode } from '../../src-shared/rollout.js';
 import { episodesFileText, gapOf, runInfo, sampleEpisodes, writeEpisodes, writeRunsFile } from '../helpers/episodes.js';
-import { collectPageErrors, haveChromium, launchBrowser, openPage, reportMissingChromium, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle } from './helpers.js';
+import { closeApp, haveChromium, openApp, reportMissingChromium, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle } from './helpers.js';
 
 reportMissingChromium('rollouts.test.ts');
 
@@ -62,16 +62,11 @@ describe.skipIf(!haveChromium)('the Rollouts view and the On-policy section, in 
     writeRunsFile(dbPath, [runInfo('0f0f0f0f0f0f', path.join(dir, 'adapters', 'big-run'), undefined, Date.now() - 3_600_000), runInfo('a1b2c3d4e5f6', runDir)]);
     fs.writeFileSync(path.join(dir, 'tasks.jsonl'), JSON.stringify({ messages: [{ role: 'user', content: 'Tell me a story.' }], answer_regex: '\\bLily\\b' }) + '\n');
     serve = await startServe(dbPath);
-    browser = await launchBrowser();
-    page = await openPage(browser, { viewport: { width: 1360, height: 900 } });
-    pageErrors = collectPageErrors(page);
-    await page.goto(serve.loginUrl);
+    ({ browser, page, pageErrors } = await openApp(serve, { viewport: { width: 1360, height: 900 } }));
   }, TEST_TIMEOUT_MS);
 
   afterAll(async () => {
-    await browser?.close();
-    await serve?.stop();
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    await closeApp(browser, serve, dir);
   }, TEST_TIMEOUT_MS);
 
   it('lists the run’s episodes, with a note for each line it skipped', async () => {

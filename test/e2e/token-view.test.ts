@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { collectPageErrors, haveChromium, launchBrowser, openPage, reportMissingChromium, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle } from './helpers.js';
+import { closeApp, haveChromium, openApp, reportMissingChromium, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle } from './helpers.js';
 
 reportMissingChromium('token-view.test.ts');
 
@@ -30,16 +30,11 @@ describe.skipIf(!haveChromium)('the token view, in a browser', { timeout: TEST_T
     await serve.api('importFiles', { paths: [path.join(dir, 'story.jsonl')] });
     sessionId = (await serve.api<{ sessions: { id: string }[] }>('listSessions', {})).sessions[0]!.id;
     await serve.api('setLabel', { sessionId, responseTurn: 1, patch: { reward: -1, hint: HINT } });
-    browser = await launchBrowser();
-    page = await openPage(browser, { viewport: { width: 1360, height: 900 } });
-    pageErrors = collectPageErrors(page);
-    await page.goto(serve.loginUrl);
+    ({ browser, page, pageErrors } = await openApp(serve, { viewport: { width: 1360, height: 900 } }));
   }, TEST_TIMEOUT_MS);
 
   afterAll(async () => {
-    await browser?.close();
-    await serve?.stop();
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    await closeApp(browser, serve, dir);
   });
 
   it('cancels while the model loads, then shows the hinted reply coloured by the OPD advantage', async () => {

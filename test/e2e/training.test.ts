@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { collectPageErrors, haveChromium, launchBrowser, openPage, recordToasts, reportMissingChromium, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle, type ToastRecord } from './helpers.js';
+import { closeApp, haveChromium, openApp, reportMissingChromium, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle, type ToastRecord } from './helpers.js';
 
 reportMissingChromium('training.test.ts');
 
@@ -91,17 +91,12 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     );
     fs.writeFileSync(path.join(dir, 'stories.jsonl'), lines.join('\n') + '\n');
     serve = await startServe(path.join(dir, 'train.db'));
-    browser = await launchBrowser();
-    page = await openPage(browser, { viewport: { width: 1360, height: 900 } });
+    ({ browser, page, pageErrors, toasts } = await openApp(serve, { viewport: { width: 1360, height: 900 }, login: false }));
     await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(serve.url).origin });
-    pageErrors = collectPageErrors(page);
-    toasts = await recordToasts(page);
   }, TEST_TIMEOUT_MS);
 
   afterAll(async () => {
-    await browser?.close();
-    await serve?.stop();
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    await closeApp(browser, serve, dir);
   }, TEST_TIMEOUT_MS);
 
   it('imports an export, labels it with the heuristic judge from Settings and one key press', async () => {
