@@ -70,17 +70,48 @@ function logSumExp(b: GraphBuilder, x: HeadInputs, options: HeadOptions): string
   const h = stopGradient(b, x.hidden);
   const [n, width] = b.shapeOf(x.hidden) ?? ['N', 'H'];
   const f32 = (shape: Shape) => [{ dtype: 'float32' as const, shape }];
-  let m: string | undefined, s: string | undefined, q: string | undefined;
-  let anchor = h;
-  for (let start = 0; start < x.vocabSize; start += options.chunk) {
-    const end = Math.min(x.vocabSize, start + options.chunk);
+  const { lse, q, s } = foldVocabularyChunks(b, x.vocabSize, options.chunk, h, (start, end, anchor) => {
     const rows = b.op('Slice', [x.rows, b.add(b.int64s([start]), after(b, anchor)), b.int64s([end]), b.int64s([0])], {}, 1, f32([end - start, width!]))[0]!;
     const logits = b.op('Gemm', [h, rows], { transB: int(1) }, 1, f32([n!, end - start]))[0]!;
-    const chunkMax = b.op('ReduceMax', [logits, b.int64s([1])], { keepdims: int(1) }, 1, f32([n!, 1]))[0]!;
+    return { logits, weighted: options.withGradient ? (e) => b.matmul(e, rows) : undefined };
+  });
+  if (!options.withGradient) return lse;
+  const expected = b.div(q!, s); // E_p[w], [N, H]
+  const hq = b.reduceSum(b.mul(x.hidden, expected), [-1], false);
+  return b.add(lse, b.sub(hq, stopGradient(b, hq)));
+}
+
+/** One vocabulary chunk's part of the online softmax. */
+export interface VocabularyChunk {
+  /** float32 [N, end − start]: the chunk's logits. */
+  logits: string;
+  /** Σ_v e_v·w_v of the chunk, given its e = exp(logits − m) [N, C]; kept as the running q. */
+  weighted?: (e: string) => string;
+}
+
+/**
+ * Runs the online softmax over vocabulary chunks [start, end) of `chunk` rows: the running max
+ * m, the sum s of exp(l − m) and, when chunks give `weighted`, q = Σ e·w, each chunk rescaling
+ * the previous ones. `chunkOf` builds chunk [start, end)'s logits so that they run after
+ * `anchor` (the previous chunk's last result; the first chunk gets `first`), which keeps the
+ * chunks one after another in ONNX Runtime's schedule (see {@link after}).
+ * Returns lse = m + log s [N], and s and q as [N, 1] and [N, H].
+ */
+export function foldVocabularyChunks(
+  b: GraphBuilder, vocabSize: number, chunk: number, first: string,
+  chunkOf: (start: number, end: number, anchor: string) => VocabularyChunk,
+): { lse: string; s: string; q?: string } {
+  let m: string | undefined, s: string | undefined, q: string | undefined;
+  let anchor = first;
+  for (let start = 0; start < vocabSize; start += chunk) {
+    const end = Math.min(vocabSize, start + chunk);
+    const { logits, weighted } = chunkOf(start, end, anchor);
+    const n = b.shapeOf(logits)?.[0] ?? 'N';
+    const chunkMax = b.op('ReduceMax', [logits, b.int64s([1])], { keepdims: int(1) }, 1, [{ dtype: 'float32', shape: [n, 1] }])[0]!;
     const mNext = m ? b.max(m, chunkMax) : chunkMax;
     const e = b.exp(b.sub(logits, mNext));
     const sChunk = b.reduceSum(e, [1], true);
-    const qChunk = options.withGradient ? b.matmul(e, rows) : undefined;
+    const qChunk = weighted?.(e);
     if (m) {
       const rescale = b.exp(b.sub(m, mNext));
       s = b.add(b.mul(s!, rescale), sChunk);
@@ -91,17 +122,12 @@ function logSumExp(b: GraphBuilder, x: HeadInputs, options: HeadOptions): string
     }
     m = mNext;
     anchor = q ?? s!; // the chunk's last result: the next chunk starts once this one is done
-
   }
-  const lse = b.squeeze(b.add(m!, b.log(s!)), [1]);
-  if (!options.withGradient) return lse;
-  const expected = b.div(q!, s!); // E_p[w], [N, H]
-  const hq = b.reduceSum(b.mul(x.hidden, expected), [-1], false);
-  return b.add(lse, b.sub(hq, stopGradient(b, hq)));
+  return { lse: b.squeeze(b.add(m!, b.log(s!)), [1]), s: s!, q };
 }
 
 /** int64 [1] holding 0, computed from `value` so that whatever uses it runs after `value`. */
-function after(b: GraphBuilder, value: string): string {
+export function after(b: GraphBuilder, value: string): string {
   const size = b.op('Size', [value], {}, 1, [{ dtype: 'int64', shape: [] }])[0]!;
   return b.unsqueeze(b.sub(size, size), [0]);
 }

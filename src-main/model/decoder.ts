@@ -40,11 +40,12 @@
  * receives the site (layer, target, HF module path, input value, sizes) and the base
  * output value (x·Wᵀ + b) and returns the value to use instead, e.g. base + x·Aᵀ·Bᵀ·s.
  */
-import { GraphBuilder, f32Tensor, int, tensorValues, type Graph, type Tensor } from '../graph/ir.js';
+import { GraphBuilder, f32Tensor, int, type Graph, type Tensor } from '../graph/ir.js';
 import { ropeInverseFrequencies, type Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 import { attend, queryChunks } from './attention.js';
 import { DEFAULT_VOCAB_CHUNK, appendTargetLogprobs } from './chunked-head.js';
-import { HEAD_SCHEME, quantizedDims, quantizeBlockwise, type QuantizedWeight, type QuantScheme } from './quantize.js';
+import { HEAD_SCHEME, type QuantScheme } from './quantize.js';
+import { quantizedMatmul, quantizedTargetLogprobs } from './quantized-matmul.js';
 
 export type LinearTarget = 'q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down';
 export const LINEAR_TARGETS: readonly LinearTarget[] = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'];
@@ -81,6 +82,8 @@ export interface DecoderOptions {
    * largest attention value instead of [heads, T, S] (docs/design.md §Memory).
    */
   attentionChunks?: number;
+  /** Scoring: vocabulary rows per chunk of the head's log-sum-exp (default {@link DEFAULT_VOCAB_CHUNK}; docs/design.md §Scoring). */
+  vocabChunk?: number;
 }
 
 /** Where the builder gets its weights: a checkpoint, or anything shaped like one. */
@@ -253,47 +256,19 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   if (options.output === 'last_logprobs') final = b.gather(final, b.sub(seqLen, one), 1); // [B, H]
   // Scoring: only the target positions' rows reach the head ([N, H]; docs/design.md §Scoring).
   if (scoring) final = b.gather(b.reshape(final, [-1, H]), targetPositions!, 0);
-  if (scoring && !options.quantize) {
-    const head = { hidden: final, rows: headRows(b, weights), targets: targetIds!, vocabSize: c.vocabSize };
-    return { ...values, output: appendTargetLogprobs(b, head, { chunk: DEFAULT_VOCAB_CHUNK, withGradient: false }) };
+  if (scoring) {
+    const chunk = options.vocabChunk ?? DEFAULT_VOCAB_CHUNK;
+    const output = options.quantize
+      ? quantizedTargetLogprobs(b, final, targetIds!, weights, headName(weights), c.vocabSize, HEAD_SCHEME, chunk)
+      : appendTargetLogprobs(b, { hidden: final, rows: headRows(b, weights), targets: targetIds!, vocabSize: c.vocabSize }, { chunk, withGradient: false });
+    return { ...values, output };
   }
 
   const logits = options.quantize
     ? quantizedMatmul(b, final, weights, headName(weights), c.vocabSize, H, HEAD_SCHEME)
     : applyHead(b, final, headRows(b, weights), c.vocabSize);
-  let output = logits;
-  if (options.output === 'target_logprobs') {
-    const logprobs = b.logSoftmax(logits, -1);
-    output = b.squeeze(b.gatherElements(logprobs, b.unsqueeze(targetIds!, [-1]), -1), [-1]);
-  }
   // Vectorised here, the log-softmax spares the sampler a pass of exp over the vocabulary per token.
-  if (options.output === 'last_logprobs') output = b.logSoftmax(logits, -1);
-  return { ...values, output };
-}
-
-/**
- * x · Wᵀ through com.microsoft.MatMulNBits, with W ([n, k], Hugging Face layout, so no
- * transpose) quantised blockwise when the graph is serialised: the three initializers share
- * one lazy quantisation, dropped once all three have been read.
- */
-function quantizedMatmul(b: GraphBuilder, x: string, weights: WeightSource, name: string, n: number, k: number, scheme: QuantScheme): string {
-  const source = weights.lazyFloat32(name, [n, k]);
-  let cached: QuantizedWeight | undefined;
-  let reads = 0;
-  const part = (pick: (q: QuantizedWeight) => Tensor) => () => {
-    cached ??= quantizeBlockwise(tensorValues(source) as Float32Array, n, k, scheme);
-    const data = tensorValues(pick(cached));
-    if (++reads % 3 === 0) cached = undefined;
-    return data;
-  };
-  const dims = quantizedDims(n, k, scheme);
-  const codes = b.initializer(`${name}.q${scheme.bits}`, { dtype: 'uint8', dims: dims.codes, data: part((q) => q.codes) });
-  const scales = b.initializer(`${name}.scales`, { dtype: 'float32', dims: dims.scales, data: part((q) => q.scales) });
-  const zeros = b.initializer(`${name}.zero_points`, { dtype: 'uint8', dims: dims.zeroPoints, data: part((q) => q.zeroPoints) });
-  const xShape = b.shapeOf(x);
-  return b.contribOp('MatMulNBits', [x, codes, scales, zeros], {
-    K: int(k), N: int(n), bits: int(scheme.bits), block_size: int(scheme.blockSize), accuracy_level: int(scheme.accuracyLevel),
-  }, { dtype: 'float32', shape: xShape ? [...xShape.slice(0, -1), n] : undefined });
+  return { ...values, output: options.output === 'last_logprobs' ? b.logSoftmax(logits, -1) : logits };
 }
 
 /**

@@ -10,6 +10,9 @@ import { createSession, ort } from '../../src-main/model/ort-session.js';
 import { dequantize, quantizeBlockwise, quantScheme, type Quantize, type QuantScheme } from '../../src-main/model/quantize.js';
 import { DRIFT_TEXT } from '../../src-main/model/quant-drift.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
+import { checkpointWeights, decoderGraph } from '../../src-main/model/decoder.js';
+import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
+import { scoreRows } from '../../src-main/model/score-feeds.js';
 import { seededRandom } from '../../src-main/model/sampling.js';
 import { writeTinyModel, type TinyModel } from './tiny-models.js';
 
@@ -133,6 +136,28 @@ describe('quantised score and generate on a tiny random model', () => {
       const [lp] = await model.score([{ inputIds: [...prompt, ...out.tokens], responseStart: prompt.length }]);
       // accuracy_level 4 quantises activations per call, so prefill and decode differ a little.
       lp!.forEach((v, i) => expect(Math.abs(v - out.logprobs[i]!)).toBeLessThan(LOGPROB_TOLERANCE[q].max));
+    });
+  }
+
+  for (const q of ['none', 'int8', 'int4'] as const) {
+    it(`${q}: the score head over many vocabulary chunks (a partial last one) gives one chunk's log-probs`, async () => {
+      const weights = checkpointWeights(Checkpoint.open(tiny.dir));
+      const vocab = weights.config.vocabSize;
+      const rows = [fixed, { inputIds: fixed.inputIds.slice(0, 20), responseStart: 12 }];
+      const scoreWith = async (vocabChunk: number) => {
+        const { graph } = decoderGraph(weights, { output: 'target_logprobs', quantize: quantScheme(q), vocabChunk });
+        const { session } = await createSession(graph, { device: 'cpu', threads: 1 });
+        try {
+          return await scoreRows((feeds) => session.run(feeds), rows);
+        } finally {
+          await session.release();
+        }
+      };
+      expect(vocab).toBeGreaterThan(3 * 37);
+      expect(vocab % 37).not.toBe(0);
+      const [whole, chunked] = [await scoreWith(vocab), await scoreWith(37)];
+      expect(chunked.map((r) => r.length)).toEqual([fixed.inputIds.length - 1, 8]);
+      chunked.forEach((row, r) => row.forEach((v, i) => expect(Math.abs(v - whole[r]![i]!)).toBeLessThan(1e-5)));
     });
   }
 
