@@ -254,13 +254,13 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   const values = { inputIds, attentionMask, positionIds, targetIds, pastKeys, pastValues, newKeys, newValues, layerSpans, attentionSpans };
   if (options.output === 'hidden') return { ...values, output: final };
   if (options.output === 'last_logprobs') final = b.gather(final, b.sub(seqLen, one), 1); // [B, H]
-  // Scoring: only the target positions' rows reach the head ([N, H]; docs/design.md §Scoring).
-  if (scoring) final = b.gather(b.reshape(final, [-1, H]), targetPositions!, 0);
   if (scoring) {
+    // Only the target positions' rows reach the head, in vocabulary chunks (docs/design.md §Scoring).
+    const rows = b.gather(b.reshape(final, [-1, H]), targetPositions!, 0); // [N, H]
     const chunk = options.vocabChunk ?? DEFAULT_VOCAB_CHUNK;
     const output = options.quantize
-      ? quantizedTargetLogprobs(b, final, targetIds!, weights, headName(weights), c.vocabSize, HEAD_SCHEME, chunk)
-      : appendTargetLogprobs(b, { hidden: final, rows: headRows(b, weights), targets: targetIds!, vocabSize: c.vocabSize }, { chunk, withGradient: false });
+      ? quantizedTargetLogprobs(b, rows, targetIds!, weights, headName(weights), c.vocabSize, HEAD_SCHEME, chunk)
+      : appendTargetLogprobs(b, { hidden: rows, rows: headRows(b, weights), targets: targetIds!, vocabSize: c.vocabSize }, { chunk, withGradient: false });
     return { ...values, output };
   }
 
