@@ -32,6 +32,32 @@ export interface AttentionOptions {
   blockSpans?: { start: number; end: number }[];
 }
 
+export interface AttentionChunking {
+  /** Query rows per chunk. */
+  rows: number;
+  /** The row length up to which attention stays in one piece. */
+  above: number;
+}
+
+/**
+ * Attention in chunks of 1,024 query rows past 2,048 tokens (docs/design.md §Memory). Past
+ * 2,048 tokens one layer's [heads, T, T] attention values outgrow the rest of a training step
+ * or a score (Qwen3-0.6B shape at 8,192 tokens: 4.3 GB each); in chunks each is
+ * [heads, 1,024, T]. Up to 2,048 they are small beside the rest (0.27 GB), and chunks would
+ * cost the step a third pass through attention for nothing.
+ */
+export const ATTENTION_CHUNKING: AttentionChunking = { rows: 1024, above: 2048 };
+
+/**
+ * How many query chunks a scoring graph for rows of up to `length` tokens uses: none up to
+ * `above`, else a power of two with chunks of at most `rows` rows, so a few graphs serve
+ * every length (the chunks' sizes follow the run's T).
+ */
+export function scoreAttentionChunks(length: number, chunking: AttentionChunking = ATTENTION_CHUNKING): number | undefined {
+  if (length <= Math.max(chunking.rows, chunking.above)) return undefined;
+  return 2 ** Math.ceil(Math.log2(Math.ceil(length / chunking.rows)));
+}
+
 /** The attention context [B, kv, rep, T, d]. */
 export function attend(b: GraphBuilder, x: AttentionInputs, options: AttentionOptions = {}): string {
   if (options.past) return attendAfterCache(b, x, options.past);

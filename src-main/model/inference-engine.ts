@@ -37,6 +37,7 @@ import { generateSequences, type GeneratedTokens } from './batch-decode.js';
 import { KvCache } from './kv-cache.js';
 import { quantScheme, type Quantize } from './quantize.js';
 import { scoreRows, type ScoreRow } from './score-feeds.js';
+import { scoreAttentionChunks, type AttentionChunking } from './attention.js';
 import { measureDrift, type QuantDrift } from './quant-drift.js';
 import { checkLoraShape, checkLoraWeights, loraAKey, loraBKey, loraInputHook, loraSpecs, type LoraShape, type LoraSpec } from './lora-inputs.js';
 
@@ -97,12 +98,15 @@ export interface EngineOptions {
    * cache); false: not kept. Default: HINDSIGHT_GRAPH_CACHE, else the OS cache folder.
    */
   graphCache?: string | false;
+  /** When scoring chunks attention by query rows (docs/design.md §Scoring); default ATTENTION_CHUNKING. */
+  attentionChunking?: AttentionChunking;
 }
 
 type Feeds = Record<string, ort.Tensor>;
 type Runner = (feeds: Feeds) => Promise<ort.InferenceSession.OnnxValueMapType>;
 
-type Graphs = 'score' | 'generate';
+/** `score-chunks-N`: the score graph with attention in N query chunks, for long rows. */
+type Graphs = 'score' | 'generate' | `score-chunks-${number}`;
 
 export class ModelEngine {
   readonly config: ModelConfig;
@@ -122,6 +126,7 @@ export class ModelEngine {
   readonly loraSpecs: readonly LoraSpec[];
   /** The LoRA inputs fed on every run: the last `setLora` weights, zeros before. */
   private loraFeeds: Feeds = {};
+  private readonly attentionChunking?: AttentionChunking;
 
   private constructor(readonly dir: string, checkpoint: Checkpoint, tokenizer: ChatTokenizer, options: EngineOptions) {
     this.config = checkpoint.config;
@@ -136,6 +141,7 @@ export class ModelEngine {
       sharedWeights: share ? checkpoint.identity(this.quantize === 'none' ? undefined : this.quantize) : undefined,
       prepack: options.prepack, graphCache: options.graphCache, keepGraph: true,
     };
+    this.attentionChunking = options.attentionChunking;
     this.lora = options.lora && { ...options.lora, targets: [...options.lora.targets] };
     this.loraSpecs = this.lora ? loraSpecs(this.config, this.lora.targets) : [];
     if (this.lora) this.setLora(null);
@@ -163,10 +169,14 @@ export class ModelEngine {
       const quantize = quantScheme(this.quantize);
       const linear = this.lora && loraInputHook(this.lora);
       const suffix = this.lora ? '_lora' : '';
-      const { graph } = which === 'score'
-        ? decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear }, `score${suffix}`)
-        : decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear }, `generate${suffix}`);
-      s = createSession(graph, this.sessionConfig).then(({ session, executionProvider }) => {
+      const chunks = which.startsWith('score-chunks-') ? Number(which.slice('score-chunks-'.length)) : undefined;
+      const { graph } = which === 'generate'
+        ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear }, `generate${suffix}`)
+        : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks }, `score${suffix}${chunks ? `_chunks${chunks}` : ''}`);
+      // A long-row graph reads the mapped weights unpacked: with a thousand rows per matmul
+      // packing buys nothing, and a second packed copy would cost what chunking saves.
+      const config = chunks ? { ...this.sessionConfig, prepack: false } : this.sessionConfig;
+      s = createSession(graph, config).then(({ session, executionProvider }) => {
         this.executionProvider = executionProvider;
         return session;
       });
@@ -218,16 +228,22 @@ export class ModelEngine {
         throw new UserError(`row ${i + 1}: response_start ${r.responseStart} must be between 1 and the length ${r.inputIds.length}`);
       }
     });
-    const run = this.runner(await this.session('score'));
     // Longest first, so each batch pads little; results go back in input order.
     const order = rows.map((_, i) => i).sort((a, b) => rows[b]!.inputIds.length - rows[a]!.inputIds.length || a - b);
     const results: number[][] = new Array(rows.length);
     for (let k = 0; k < order.length; k += batchSize) {
       const batch = order.slice(k, k + batchSize);
+      const run = this.runner(await this.session(this.scoreGraph(rows[batch[0]!]!.inputIds.length)));
       const lp = await scoreRows(run, batch.map((i) => rows[i]!), options.padding ?? 'right');
       batch.forEach((i, j) => (results[i] = lp[j]!));
     }
     return results;
+  }
+
+  /** The score graph for a batch padded to `length` tokens: attention in query chunks past ATTENTION_CHUNKING. */
+  private scoreGraph(length: number): Graphs {
+    const chunks = scoreAttentionChunks(length, this.attentionChunking);
+    return chunks ? `score-chunks-${chunks}` : 'score';
   }
 
   /**

@@ -37,6 +37,7 @@ import { UserError } from '../../src-shared/types.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
 import { checkpointWeights, type WeightSource } from '../model/decoder.js';
 import { DEFAULT_VOCAB_CHUNK } from '../model/chunked-head.js';
+import { ATTENTION_CHUNKING, type AttentionChunking } from '../model/attention.js';
 import { ort, createSession, type Device, type SessionConfig } from '../model/ort-session.js';
 import type {
   LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TrainStep,
@@ -92,21 +93,6 @@ export const DEFAULT_PREPACK = false;
 /** Where AdamW runs: on the host, as fast in the measurements in this file's header and simpler. */
 export const DEFAULT_PLACEMENT: OptimizerPlacement = 'host';
 
-export interface AttentionChunking {
-  /** Query rows per chunk. */
-  rows: number;
-  /** The --max-length up to which attention stays in one piece. */
-  above: number;
-}
-
-/**
- * Attention in chunks of 1,024 query rows past a --max-length of 2,048 (docs/design.md §Memory).
- * Past 2,048 tokens one layer's [heads, T, T] attention values, a few at a time in its backward
- * pass, outgrew the rest of the step (Qwen3-0.6B shape at 8,192 tokens: 4.3 GB each); in chunks
- * each is [heads, 1,024, T]. Up to 2,048 they are small beside the rest (0.27 GB), and chunks
- * would cost a third pass through attention for nothing.
- */
-export const ATTENTION_CHUNKING: AttentionChunking = { rows: 1024, above: 2048 };
 
 /**
  * ONNX Runtime's memory-pattern planning off for the step's sessions: with it on, the step

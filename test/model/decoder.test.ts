@@ -80,6 +80,22 @@ describe.each(VARIANTS)('$label', (variant) => {
     expect(await model.score(rows, { batchSize: 3, padding: 'left' })).toEqual(left);
   });
 
+  it('rows past the chunking length score with attention in query chunks, as in one piece', async () => {
+    const cache = path.join(root, `${variant.label.replace(/\W+/g, '-')}-cache`);
+    const chunked = await LocalModel.load(tiny.dir, { attentionChunking: { rows: 4, above: 8 }, graphCache: cache });
+    try {
+      const [inOnePiece, inChunks] = [await model.score(rows), await chunked.score(rows)];
+      inChunks.forEach((row, k) => expect(maxAbsDiff(row, inOnePiece[k]!)).toBeLessThan(1e-5));
+      // The batch, padded to its longest row, took the graph with a power of two of chunks of up to 4 rows.
+      const chunks = Math.ceil(rows[0]!.inputIds.length / 4);
+      const expected = `score_chunks${2 ** Math.ceil(Math.log2(chunks))}-`;
+      expect(chunks).toBeGreaterThan(4);
+      expect(fs.readdirSync(cache, { recursive: true, encoding: 'utf8' }).some((f) => path.basename(f).startsWith(expected))).toBe(true);
+    } finally {
+      await chunked.close();
+    }
+  });
+
   it('a row with nothing to score gives an empty list, alone and beside others', async () => {
     const empty = { inputIds: rows[0]!.inputIds, responseStart: rows[0]!.inputIds.length };
     expect(await model.score([empty])).toEqual([[]]);
