@@ -152,9 +152,10 @@ async function measureAll(
     else groups.push([a]);
   }
   if (groups.length === 0) groups.push([]);
+  const longestRow = Math.max(...rows.flatMap((r) => [r.student, r.teacher, r.repair].map((span) => span?.inputIds.length ?? 0)));
   for (const [i, group] of groups.entries()) {
     const batchSize = o.batchSize ?? DEFAULT_BATCH;
-    const scorer = await LoraScorer.create(checkpoint, group[0]?.adapter.lora ?? BASE_ONLY_SHAPE, { device: o.device, threads: o.threads, batchSize });
+    const scorer = await LoraScorer.create(checkpoint, group[0]?.adapter.lora ?? BASE_ONLY_SHAPE, { device: o.device, threads: o.threads, batchSize, longestRow });
     const measure = (weights: LoadedAdapter['weights'] | null, name: string, scores: SampleScore[], teacher: (Float32Array | undefined)[]) =>
       measureModel(rows, (spans) => scorer.score(spans, weights), weights === null, { name, batchSize, hooks }, scores, teacher);
     try {

@@ -17,6 +17,7 @@ import { scoreInBatches } from './held-out-rows.js';
 import { loraSpecs } from './lora.js';
 import { buildForwardGraph, loraKeys } from './step-graph.js';
 import { DEFAULT_VOCAB_CHUNK } from '../model/chunked-head.js';
+import { scoreAttentionChunks, type AttentionChunking } from '../model/attention.js';
 import { modelFeeds, pickAll, toGrid } from './step-feeds.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights, StepBatch } from './training-step.js';
 
@@ -25,6 +26,13 @@ export interface ScorerOptions {
   threads?: number;
   /** Rows per forward pass. */
   batchSize: number;
+  /**
+   * The longest span it will score: past ATTENTION_CHUNKING the graph runs attention in query
+   * chunks, as `score` does for long rows (docs/design.md §Scoring); default: in one piece.
+   */
+  longestRow?: number;
+  /** When attention is chunked; default ATTENTION_CHUNKING. */
+  attentionChunking?: AttentionChunking;
 }
 
 /** Whether two adapters can share one scoring session. */
@@ -45,7 +53,8 @@ export class LoraScorer {
   ) {}
 
   static async create(checkpoint: Checkpoint, lora: LoraConfig, options: ScorerOptions): Promise<LoraScorer> {
-    const { graph } = buildForwardGraph(checkpointWeights(checkpoint), lora, { vocabChunk: DEFAULT_VOCAB_CHUNK });
+    const attentionChunks = options.longestRow === undefined ? undefined : scoreAttentionChunks(options.longestRow, options.attentionChunking);
+    const { graph } = buildForwardGraph(checkpointWeights(checkpoint), lora, { vocabChunk: DEFAULT_VOCAB_CHUNK, attentionChunks });
     const { session, executionProvider } = await createSession(graph, { device: options.device, threads: options.threads });
     return new LoraScorer(lora, loraSpecs(checkpoint.config, lora.targets), session, executionProvider, options, checkpoint.config.vocabSize);
   }
