@@ -173,9 +173,10 @@ export class ModelEngine {
       const { graph } = which === 'generate'
         ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear }, `generate${suffix}`)
         : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks }, `score${suffix}${chunks ? `_chunks${chunks}` : ''}`);
-      // A long-row graph reads the mapped weights unpacked: with a thousand rows per matmul
-      // packing buys nothing, and a second packed copy would cost what chunking saves.
-      const config = chunks ? { ...this.sessionConfig, prepack: false } : this.sessionConfig;
+      // A long-row fp32 graph reads the mapped weights unpacked: with a thousand rows per
+      // matmul packing buys nothing, and a second packed copy would cost what chunking saves.
+      // MatMulNBits (quantised) is only fast packed, so quantised graphs keep packing.
+      const config = chunks && !quantize ? { ...this.sessionConfig, prepack: false } : this.sessionConfig;
       s = createSession(graph, config).then(({ session, executionProvider }) => {
         this.executionProvider = executionProvider;
         return session;
