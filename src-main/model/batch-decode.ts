@@ -44,6 +44,11 @@ export interface DecodeSettings {
   useKvCache: boolean;
   decode: (ids: number[]) => string;
   /**
+   * The runner of a prefill graph with attention in query chunks (no past inputs) for prompts
+   * padded to `length` tokens, or undefined where the generate graph's own prefill is fine.
+   */
+  longPrefill?: (length: number) => Promise<((feeds: Feeds) => Promise<Outputs>) | undefined>;
+  /**
    * A flag over a SharedArrayBuffer that another thread sets to 1 to stop every sequence after
    * the token it is on (the app's Stop button). Shared memory rather than a message: the
    * worker's event loop does not run while it generates.
@@ -129,7 +134,8 @@ export async function generateSequences(
   const used = [...new Set(requests.map((r) => r.prompt))];
   const prefill = leftPadded(used.map((p) => prompts[p]!));
   let cache = KvCache.empty(config, used.length);
-  let out = await run(cache.feeds(prefill.ids, prefill.mask));
+  const long = settings.useKvCache ? await settings.longPrefill?.(prefill.ids[0]!.length) : undefined;
+  let out = long ? await long(cache.prefillFeeds(prefill.ids, prefill.mask)) : await run(cache.feeds(prefill.ids, prefill.mask));
   if (settings.useKvCache) cache.append(out, prefill.mask);
   // Row of the current log-probs and cache for each sequence still running.
   let rows = requests.map((r) => used.indexOf(r.prompt));

@@ -105,8 +105,8 @@ export interface EngineOptions {
 type Feeds = Record<string, ort.Tensor>;
 type Runner = (feeds: Feeds) => Promise<ort.InferenceSession.OnnxValueMapType>;
 
-/** `score-chunks-N`: the score graph with attention in N query chunks, for long rows. */
-type Graphs = 'score' | 'generate' | `score-chunks-${number}`;
+/** `score-chunks-N`, `prefill-chunks-N`: with attention in N query chunks, for long rows. */
+type Graphs = 'score' | 'generate' | `score-chunks-${number}` | `prefill-chunks-${number}`;
 
 export class ModelEngine {
   readonly config: ModelConfig;
@@ -169,10 +169,13 @@ export class ModelEngine {
       const quantize = quantScheme(this.quantize);
       const linear = this.lora && loraInputHook(this.lora);
       const suffix = this.lora ? '_lora' : '';
-      const chunks = which.startsWith('score-chunks-') ? Number(which.slice('score-chunks-'.length)) : undefined;
+      const chunks = which.includes('-chunks-') ? Number(which.slice(which.lastIndexOf('-') + 1)) : undefined;
+      const named = `${which.split('-')[0]}${suffix}${chunks ? `_chunks${chunks}` : ''}`;
       const { graph } = which === 'generate'
-        ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear }, `generate${suffix}`)
-        : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks }, `score${suffix}${chunks ? `_chunks${chunks}` : ''}`);
+        ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear }, named)
+        : which.startsWith('prefill')
+          ? decoderGraph(this.weights, { output: 'last_logprobs', cacheOutputs: true, quantize, linear, attentionChunks: chunks }, named)
+          : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks }, named);
       // A long-row fp32 graph reads the mapped weights unpacked: with a thousand rows per
       // matmul packing buys nothing, and a second packed copy would cost what chunking saves.
       // MatMulNBits (quantised) is only fast packed, so quantised graphs keep packing.
@@ -241,7 +244,7 @@ export class ModelEngine {
     return results;
   }
 
-  /** The score graph for a batch padded to `length` tokens: attention in query chunks past ATTENTION_CHUNKING. */
+  /** The score graph for a batch padded to `length` tokens: attention in query chunks past ATTENTION_CHUNKING (generation's prefill uses the same rule). */
   private scoreGraph(length: number): Graphs {
     const chunks = scoreAttentionChunks(length, this.attentionChunking);
     return chunks ? `score-chunks-${chunks}` : 'score';
@@ -318,6 +321,10 @@ export class ModelEngine {
       stopIds: new Set(options.stopTokenIds ?? this.tokenizer.eosTokenIds),
       stopStrings: (options.stopStrings ?? []).filter((x) => x.length > 0),
       useKvCache: options.useKvCache ?? true,
+      longPrefill: async (length) => {
+        const chunks = scoreAttentionChunks(length, this.attentionChunking);
+        return chunks ? this.runner(await this.session(`prefill-chunks-${chunks}`)) : undefined;
+      },
       decode: (ids) => this.tokenizer.decode(ids),
       ...(options.stopFlag ? { stopFlag: options.stopFlag } : {}),
     }, onToken);

@@ -75,6 +75,20 @@ export class KvCache {
     return feeds;
   }
 
+  /**
+   * The inputs of a prefill graph (no past: see ../model/decoder.ts `cacheOutputs`) for the
+   * first tokens of an empty cache; its outputs go to {@link append} as a step's do.
+   */
+  prefillFeeds(tokens: number[][], mask: number[][]): Feeds {
+    if (this.length !== 0) throw new Error('prefillFeeds: the cache is not empty');
+    const T = tokens[0]!.length, R = this.rows;
+    return {
+      input_ids: int64Tensor(tokens.flat(), [R, T]),
+      attention_mask: int64Tensor(mask.flat(), [R, T]),
+      position_ids: int64Tensor(positionIdsFromMask(mask, this.realTokens()).flat(), [R, T]),
+    };
+  }
+
   /** Writes the step's new keys and values (`out`) for tokens masked by `mask` into the next slots. */
   append(out: Outputs, mask: number[][]): void {
     const T = mask[0]!.length;
