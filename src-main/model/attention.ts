@@ -49,11 +49,12 @@ export interface AttentionChunking {
 export const ATTENTION_CHUNKING: AttentionChunking = { rows: 1024, above: 2048 };
 
 /**
- * How many query chunks a scoring graph for rows of up to `length` tokens uses: none up to
- * `above`, else a power of two with chunks of at most `rows` rows, so a few graphs serve
- * every length (the chunks' sizes follow the run's T).
+ * How many query chunks an inference graph (score, a long prompt's prefill, evaluation's
+ * scorer) for rows of up to `length` tokens uses: none up to `above`, else a power of two
+ * with chunks of at most `rows` rows, so a few graphs serve every length (the chunks' sizes
+ * follow the run's T).
  */
-export function scoreAttentionChunks(length: number, chunking: AttentionChunking = ATTENTION_CHUNKING): number | undefined {
+export function attentionChunksFor(length: number, chunking: AttentionChunking = ATTENTION_CHUNKING): number | undefined {
   if (length <= Math.max(chunking.rows, chunking.above)) return undefined;
   return 2 ** Math.ceil(Math.log2(Math.ceil(length / chunking.rows)));
 }

@@ -37,7 +37,7 @@ import { generateSequences, type GeneratedTokens } from './batch-decode.js';
 import { KvCache } from './kv-cache.js';
 import { quantScheme, type Quantize } from './quantize.js';
 import { scoreRows, type ScoreRow } from './score-feeds.js';
-import { scoreAttentionChunks, type AttentionChunking } from './attention.js';
+import { attentionChunksFor, type AttentionChunking } from './attention.js';
 import { measureDrift, type QuantDrift } from './quant-drift.js';
 import { checkLoraShape, checkLoraWeights, loraAKey, loraBKey, loraInputHook, loraSpecs, type LoraShape, type LoraSpec } from './lora-inputs.js';
 
@@ -237,17 +237,17 @@ export class ModelEngine {
     const results: number[][] = new Array(rows.length);
     for (let k = 0; k < order.length; k += batchSize) {
       const batch = order.slice(k, k + batchSize);
-      const run = this.runner(await this.session(this.scoreGraph(rows[batch[0]!]!.inputIds.length)));
+      const run = this.runner(await this.session(this.longRowGraph('score', rows[batch[0]!]!.inputIds.length) ?? 'score'));
       const lp = await scoreRows(run, batch.map((i) => rows[i]!), options.padding ?? 'right');
       batch.forEach((i, j) => (results[i] = lp[j]!));
     }
     return results;
   }
 
-  /** The score graph for a batch padded to `length` tokens: attention in query chunks past ATTENTION_CHUNKING (generation's prefill uses the same rule). */
-  private scoreGraph(length: number): Graphs {
-    const chunks = scoreAttentionChunks(length, this.attentionChunking);
-    return chunks ? `score-chunks-${chunks}` : 'score';
+  /** The `kind` graph with attention in query chunks for rows padded to `length` tokens; undefined up to ATTENTION_CHUNKING. */
+  private longRowGraph(kind: 'score' | 'prefill', length: number): Graphs | undefined {
+    const chunks = attentionChunksFor(length, this.attentionChunking);
+    return chunks ? `${kind}-chunks-${chunks}` : undefined;
   }
 
   /**
@@ -322,8 +322,8 @@ export class ModelEngine {
       stopStrings: (options.stopStrings ?? []).filter((x) => x.length > 0),
       useKvCache: options.useKvCache ?? true,
       longPrefill: async (length) => {
-        const chunks = scoreAttentionChunks(length, this.attentionChunking);
-        return chunks ? this.runner(await this.session(`prefill-chunks-${chunks}`)) : undefined;
+        const graph = this.longRowGraph('prefill', length);
+        return graph && this.runner(await this.session(graph));
       },
       decode: (ids) => this.tokenizer.decode(ids),
       ...(options.stopFlag ? { stopFlag: options.stopFlag } : {}),

@@ -76,7 +76,7 @@ export class KvCache {
   }
 
   /**
-   * The inputs of a prefill graph (no past: see ../model/decoder.ts `cacheOutputs`) for the
+   * The inputs of a prefill graph (no past: see ./decoder.ts `cacheOutputs`) for the
    * first tokens of an empty cache; its outputs go to {@link append} as a step's do.
    */
   prefillFeeds(tokens: number[][], mask: number[][]): Feeds {

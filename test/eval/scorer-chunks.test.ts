@@ -2,7 +2,7 @@
 // attention in query chunks, as `score` does (docs/design.md §Scoring): the same log-probs as in
 // one piece, with the base model and with an adapter.
 import { describe, expect, it } from 'vitest';
-import { scoreAttentionChunks } from '../../src-main/model/attention.js';
+import { attentionChunksFor } from '../../src-main/model/attention.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { seededRandom } from '../../src-main/model/sampling.js';
 import { LoraScorer } from '../../src-main/train/lora-scorer.js';
@@ -21,7 +21,7 @@ describe('the evaluation scorer on long rows', () => {
     const options = { device: 'cpu' as const, threads: 1, batchSize: 3, longestRow: 40 };
     const whole = await LoraScorer.create(checkpoint, lora, options);
     const chunking = { rows: 4, above: 8 };
-    expect(scoreAttentionChunks(40, chunking)).toBe(16);
+    expect(attentionChunksFor(40, chunking)).toBe(16);
     const chunked = await LoraScorer.create(checkpoint, lora, { ...options, attentionChunking: chunking });
     try {
       for (const weights of [null, adapter]) {
