@@ -98,15 +98,15 @@ export interface EngineOptions {
    * cache); false: not kept. Default: HINDSIGHT_GRAPH_CACHE, else the OS cache folder.
    */
   graphCache?: string | false;
-  /** When scoring chunks attention by query rows (docs/design.md §Scoring); default ATTENTION_CHUNKING. */
+  /** When score and a long prompt's prefill chunk attention by query rows (docs/design.md §Scoring); default ATTENTION_CHUNKING. */
   attentionChunking?: AttentionChunking;
 }
 
 type Feeds = Record<string, ort.Tensor>;
 type Runner = (feeds: Feeds) => Promise<ort.InferenceSession.OnnxValueMapType>;
 
-/** `score-chunks-N`, `prefill-chunks-N`: with attention in N query chunks, for long rows. */
-type Graphs = 'score' | 'generate' | `score-chunks-${number}` | `prefill-chunks-${number}`;
+/** The graphs an engine builds: `prefill` only with query chunks, for a long prompt's first step. */
+type Graphs = 'score' | 'generate' | 'prefill';
 
 export class ModelEngine {
   readonly config: ModelConfig;
@@ -115,7 +115,8 @@ export class ModelEngine {
   private readonly sessionConfig: SessionConfig;
   /** The fp32 weights' identity, for the drift measure's fp32 graph beside quantised ones. */
   private readonly fp32Identity?: string;
-  private readonly sessions = new Map<Graphs, Promise<ort.InferenceSession>>();
+  /** Built sessions by graph and attention chunk count (0: in one piece). */
+  private readonly sessions = new Map<string, Promise<ort.InferenceSession>>();
   /** The EP sessions were created on; undefined until the first session exists. */
   executionProvider?: Device;
   /** The --quantize choice the sessions are built with. */
@@ -159,21 +160,21 @@ export class ModelEngine {
   }
 
   /** Builds the named sessions now (to fail early, or to time loading apart from work). */
-  async prepare(which: Graphs[]): Promise<void> {
+  async prepare(which: ('score' | 'generate')[]): Promise<void> {
     await Promise.all(which.map((w) => this.session(w)));
   }
 
-  private session(which: Graphs): Promise<ort.InferenceSession> {
-    let s = this.sessions.get(which);
+  /** The session of graph `which`, with attention in `chunks` query chunks when given (long rows). */
+  private session(which: Graphs, chunks?: number): Promise<ort.InferenceSession> {
+    const key = `${which}:${chunks ?? 0}`;
+    let s = this.sessions.get(key);
     if (!s) {
       const quantize = quantScheme(this.quantize);
       const linear = this.lora && loraInputHook(this.lora);
-      const suffix = this.lora ? '_lora' : '';
-      const chunks = which.includes('-chunks-') ? Number(which.slice(which.lastIndexOf('-') + 1)) : undefined;
-      const named = `${which.split('-')[0]}${suffix}${chunks ? `_chunks${chunks}` : ''}`;
+      const named = `${which}${this.lora ? '_lora' : ''}${chunks ? `_chunks${chunks}` : ''}`;
       const { graph } = which === 'generate'
         ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear }, named)
-        : which.startsWith('prefill')
+        : which === 'prefill'
           ? decoderGraph(this.weights, { output: 'last_logprobs', cacheOutputs: true, quantize, linear, attentionChunks: chunks }, named)
           : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks }, named);
       // A long-row fp32 graph reads the mapped weights unpacked: with a thousand rows per
@@ -184,8 +185,8 @@ export class ModelEngine {
         this.executionProvider = executionProvider;
         return session;
       });
-      s.catch(() => this.sessions.delete(which));
-      this.sessions.set(which, s);
+      s.catch(() => this.sessions.delete(key));
+      this.sessions.set(key, s);
     }
     return s;
   }
@@ -237,17 +238,16 @@ export class ModelEngine {
     const results: number[][] = new Array(rows.length);
     for (let k = 0; k < order.length; k += batchSize) {
       const batch = order.slice(k, k + batchSize);
-      const run = this.runner(await this.session(this.longRowGraph('score', rows[batch[0]!]!.inputIds.length) ?? 'score'));
+      const run = this.runner(await this.session('score', this.longRowChunks(rows[batch[0]!]!.inputIds.length)));
       const lp = await scoreRows(run, batch.map((i) => rows[i]!), options.padding ?? 'right');
       batch.forEach((i, j) => (results[i] = lp[j]!));
     }
     return results;
   }
 
-  /** The `kind` graph with attention in query chunks for rows padded to `length` tokens; undefined up to ATTENTION_CHUNKING. */
-  private longRowGraph(kind: 'score' | 'prefill', length: number): Graphs | undefined {
-    const chunks = attentionChunksFor(length, this.attentionChunking);
-    return chunks ? `${kind}-chunks-${chunks}` : undefined;
+  /** Query chunks for rows padded to `length` tokens (score, a prompt's prefill); undefined up to ATTENTION_CHUNKING. */
+  private longRowChunks(length: number): number | undefined {
+    return attentionChunksFor(length, this.attentionChunking);
   }
 
   /**
@@ -322,8 +322,8 @@ export class ModelEngine {
       stopStrings: (options.stopStrings ?? []).filter((x) => x.length > 0),
       useKvCache: options.useKvCache ?? true,
       longPrefill: async (length) => {
-        const graph = this.longRowGraph('prefill', length);
-        return graph && this.runner(await this.session(graph));
+        const chunks = this.longRowChunks(length);
+        return chunks ? this.runner(await this.session('prefill', chunks)) : undefined;
       },
       decode: (ids) => this.tokenizer.decode(ids),
       ...(options.stopFlag ? { stopFlag: options.stopFlag } : {}),
