@@ -55,8 +55,13 @@ export const ATTENTION_CHUNKING: AttentionChunking = { rows: 1024, above: 2048 }
  * follow the run's T).
  */
 export function attentionChunksFor(length: number, chunking: AttentionChunking = ATTENTION_CHUNKING): number | undefined {
-  if (length <= Math.max(chunking.rows, chunking.above)) return undefined;
+  if (!chunksAttention(length, chunking)) return undefined;
   return 2 ** Math.ceil(Math.log2(Math.ceil(length / chunking.rows)));
+}
+
+/** Whether rows of `length` tokens are past the length up to which attention stays in one piece. */
+export function chunksAttention(length: number, chunking: AttentionChunking = ATTENTION_CHUNKING): boolean {
+  return length > Math.max(chunking.rows, chunking.above);
 }
 
 /** The attention context [B, kv, rep, T, d]. */

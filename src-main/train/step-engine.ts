@@ -37,7 +37,7 @@ import { UserError } from '../../src-shared/types.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
 import { checkpointWeights, type WeightSource } from '../model/decoder.js';
 import { DEFAULT_VOCAB_CHUNK } from '../model/chunked-head.js';
-import { ATTENTION_CHUNKING, type AttentionChunking } from '../model/attention.js';
+import { ATTENTION_CHUNKING, chunksAttention, type AttentionChunking } from '../model/attention.js';
 import { ort, createSession, type Device, type SessionConfig } from '../model/ort-session.js';
 import type {
   LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TrainStep,
@@ -92,7 +92,6 @@ export const DEFAULT_PREPACK = false;
 
 /** Where AdamW runs: on the host, as fast in the measurements in this file's header and simpler. */
 export const DEFAULT_PLACEMENT: OptimizerPlacement = 'host';
-
 
 /**
  * ONNX Runtime's memory-pattern planning off for the step's sessions: with it on, the step
@@ -337,11 +336,11 @@ function sessionConfig(o: TrainStepOptions, weights: WeightSource): SessionConfi
 }
 
 function memoryOptions(o: TrainStepOptions): MemoryOptions {
-  const { rows, above } = o.attentionChunking ?? ATTENTION_CHUNKING;
-  const chunked = o.maxLength !== undefined && o.maxLength > Math.max(rows, above);
+  const chunking = o.attentionChunking ?? ATTENTION_CHUNKING;
+  const chunked = o.maxLength !== undefined && chunksAttention(o.maxLength, chunking);
   return {
     vocabChunk: o.vocabChunk ?? DEFAULT_VOCAB_CHUNK, recompute: o.recompute ?? false,
-    ...(chunked ? { attentionChunks: Math.ceil(o.maxLength! / rows) } : {}),
+    ...(chunked ? { attentionChunks: Math.ceil(o.maxLength! / chunking.rows) } : {}),
   };
 }
 
