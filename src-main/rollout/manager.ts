@@ -87,7 +87,6 @@ function settingsOf(options: RunOptions): RolloutSettings {
 /** One episode in flight. */
 class Running {
   readonly messages: EpisodeMessage[];
-  readonly contextSha256: string;
   readonly ids: number[];
   readonly promptLength: number;
   readonly generated: { start: number; end: number }[] = [];
@@ -110,9 +109,9 @@ class Running {
     readonly id: string,
     promptIds: number[],
     readonly tools: ToolSchema[],
+    readonly contextSha256: string,
   ) {
     this.messages = context.messages.map((m) => ({ ...m }));
-    this.contextSha256 = contextFingerprint(context);
     this.ids = [...promptIds];
     this.promptLength = promptIds.length;
   }
@@ -156,8 +155,9 @@ class RolloutRun {
       const tools = context.tools ?? this.options.tools.schemas();
       const tok = this.policy.tokenizer;
       const promptIds = tok.encode(tok.applyChatTemplate(templateView(context.messages), { ...this.templateOptions(tools), addGenerationPrompt: true }));
+      const fingerprint = contextFingerprint(context);
       ids.forEach((id, k) => {
-        if (!this.options.skip?.has(id)) all.push(new Running(context, c, k, (seedBase + c * K + k) >>> 0, id, promptIds, tools));
+        if (!this.options.skip?.has(id)) all.push(new Running(context, c, k, (seedBase + c * K + k) >>> 0, id, promptIds, tools, fingerprint));
       });
     });
     return all;
