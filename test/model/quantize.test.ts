@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { GraphBuilder, int } from '../../src-main/graph/ir.js';
 import { createSession, ort } from '../../src-main/model/ort-session.js';
-import { dequantize, quantizeBlockwise, quantScheme, type Quantize, type QuantScheme } from '../../src-main/model/quantize.js';
+import { dequantize, quantizeBlockwise, quantScheme, QUANT_BLOCK_SIZE, type Quantize, type QuantScheme } from '../../src-main/model/quantize.js';
 import { DRIFT_TEXT } from '../../src-main/model/quant-drift.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { checkpointWeights, decoderGraph } from '../../src-main/model/decoder.js';
@@ -64,17 +64,17 @@ describe('blockwise quantisation', () => {
 });
 
 describe('MatMulNBits reads the codes as they are laid out', () => {
-  for (const bits of [8, 4] as const) {
-    it(`${bits}-bit: ONNX Runtime's product equals A · dequant(W)ᵀ`, async () => {
-      const M = 3, K = 80, N = 24;
-      const scheme: QuantScheme = { bits, blockSize: 32, accuracyLevel: 0 };
+  for (const [bits, blockSize] of [[8, 32], [4, 32], [8, QUANT_BLOCK_SIZE], [4, QUANT_BLOCK_SIZE]] as const) {
+    it(`${bits}-bit, blocks of ${blockSize}: ONNX Runtime's product equals A · dequant(W)ᵀ`, async () => {
+      const M = 3, K = 2 * blockSize + 16, N = 24; // two whole blocks and a partial one
+      const scheme: QuantScheme = { bits, blockSize, accuracyLevel: 0 };
       const w = randomWeights(N * K, 7 + bits, 0.2);
       const a = randomWeights(M * K, 11);
       const q = quantizeBlockwise(w, N, K, scheme);
       const b = new GraphBuilder('nbits');
       const x = b.input('a', 'float32', [M, K]);
       const y = b.contribOp('MatMulNBits', [x, b.initializer('b', q.codes), b.initializer('s', q.scales), b.initializer('z', q.zeroPoints)], {
-        K: int(K), N: int(N), bits: int(bits), block_size: int(32), accuracy_level: int(0),
+        K: int(K), N: int(N), bits: int(bits), block_size: int(blockSize), accuracy_level: int(0),
       }, { dtype: 'float32', shape: [M, N] });
       b.output(b.identityAs(y, 'y'));
       const { session } = await createSession(b.graph, { device: 'cpu', threads: 1 });
@@ -98,10 +98,11 @@ describe('quantised score and generate on a tiny random model', () => {
   const models = new Map<Quantize, LocalModel>();
   let fixed: { inputIds: number[]; responseStart: number };
   beforeAll(async () => {
-    // Wider than the default tiny model, so K spans several blocks (and a partial one). Weights
-    // of std 0.05: a random model with larger ones is chaotic, amplifying any rounding layer by
+    // Wide enough that K spans whole blocks of 128 and a partial one. Weights of std 0.03 (a
+    // gain per layer of std · √width about that of std 0.05 at width 64, where these tolerances
+    // were set): a random model with larger ones is chaotic, amplifying any rounding layer by
     // layer far more than a trained model does (std 0.2 moves int8 log-probs by up to 0.2 nats).
-    tiny = writeTinyModel(path.join(root, 'm'), { family: 'qwen3', hiddenSize: 64, intermediateSize: 112, numHeads: 4, numKvHeads: 2, headDim: 16, std: 0.05, seed: 9 });
+    tiny = writeTinyModel(path.join(root, 'm'), { family: 'qwen3', hiddenSize: 160, intermediateSize: 272, numHeads: 4, numKvHeads: 2, headDim: 16, std: 0.03, seed: 9 });
     for (const q of ['none', 'int8', 'int4'] as const) models.set(q, await LocalModel.load(tiny.dir, { quantize: q, threads: 1 }));
     fixed = { inputIds: models.get('none')!.tokenizer.encode(DRIFT_TEXT, true), responseStart: 1 };
   });
