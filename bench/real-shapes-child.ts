@@ -10,7 +10,9 @@ export type RealChildRequest =
   | { kind: 'generate'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number }
   | { kind: 'first-token'; model: string; threads: number; prompt: number[] }
   | { kind: 'score'; model: string; threads: number; quantize: Quantize; rows: ScoreRow[]; repeats: number }
-  | { kind: 'judge'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number };
+  | { kind: 'judge'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number }
+  /** Loads the model with `graph` prepared and closes it: fills the graph cache for the processes measured after it. */
+  | { kind: 'prime'; model: string; threads: number; quantize: Quantize; graph: 'score' | 'generate' };
 
 export interface Timed {
   wallS: number;
@@ -55,9 +57,10 @@ const peakMb = () => process.resourceUsage().maxRSS / 1024;
 export async function runRealChild(q: RealChildRequest): Promise<RealChildResult> {
   if (q.kind === 'first-token') return firstToken(q);
   const { LocalModel } = await import('../src-main/model/local-model.js');
-  const prepare = q.kind === 'score' ? ['score' as const] : ['generate' as const];
+  const prepare = q.kind === 'prime' ? [q.graph] : q.kind === 'score' ? ['score' as const] : ['generate' as const];
   const [model, load] = await timed(() => LocalModel.load(q.model, { threads: q.threads, quantize: q.quantize, prepare }));
   try {
+    if (q.kind === 'prime') return { peakMb: peakMb(), loadS: load.wallS };
     if (q.kind === 'generate') {
       await model.generate(q.prompt, { maxNewTokens: 4, stopTokenIds: [] }); // warm-up
       const [out, run] = await median(q.repeats, () => model.generate(q.prompt, { maxNewTokens: q.newTokens, stopTokenIds: [] }));

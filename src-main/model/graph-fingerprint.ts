@@ -12,8 +12,12 @@
 import crypto from 'node:crypto';
 import { tensorValues, type Attr, type Graph, type Tensor, type Value } from '../graph/ir.js';
 
-/** Raise when what a cached file holds changes without the graph changing (weight layout, quantisation). */
-export const GRAPH_CACHE_FORMAT = 1;
+/**
+ * Raise when what a cached file holds changes without the graph changing (weight layout,
+ * quantisation). 2: quantised weights in blocks of 128 (older folders held blocks of 32; a new
+ * format removes them).
+ */
+export const GRAPH_CACHE_FORMAT = 2;
 
 export function graphFingerprint(graph: Graph): string {
   const h = crypto.createHash('sha256');

@@ -35,7 +35,7 @@ import { ChatTokenizer } from './tokenizer.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { generateSequences, type GeneratedTokens } from './batch-decode.js';
 import { KvCache } from './kv-cache.js';
-import { quantizedWeightsVariant, quantScheme, type Quantize } from './quantize.js';
+import { quantScheme, type Quantize } from './quantize.js';
 import { scoreRows, type ScoreRow } from './score-feeds.js';
 import { attentionChunksFor, type AttentionChunking } from './attention.js';
 import { measureDrift, type QuantDrift } from './quant-drift.js';
@@ -139,7 +139,7 @@ export class ModelEngine {
     this.sessionConfig = {
       device: options.device ?? 'cpu', threads: options.threads, cacheDir: options.cacheDir, externalData: options.externalData,
       // Quantised weights are another file than the fp32 ones (which the training step shares).
-      sharedWeights: share ? checkpoint.identity(quantizedWeightsVariant(this.quantize)) : undefined,
+      sharedWeights: share ? checkpoint.identity(this.quantize === 'none' ? undefined : this.quantize) : undefined,
       prepack: options.prepack, graphCache: options.graphCache, keepGraph: true,
     };
     this.attentionChunking = options.attentionChunking;

@@ -34,7 +34,8 @@ export interface QuantScheme {
  * Weights per block under --quantize. 128, the group size GPTQ and AWQ checkpoints usually
  * carry: at real shapes decode reads fewer bytes per weight than with blocks of 32 (4.3 bits
  * per int4 weight instead of 5.1) and ONNX Runtime's kernel runs faster on them, for a little
- * more drift (docs/design.md §Quantisation has both measured).
+ * more drift (docs/design.md §Quantisation has both measured). Changing it changes the cached
+ * weights: raise GRAPH_CACHE_FORMAT (./graph-fingerprint.ts) with it.
  */
 export const QUANT_BLOCK_SIZE = 128;
 
@@ -52,16 +53,6 @@ export function quantScheme(q: Quantize): QuantScheme | undefined {
  * 8 bits under int4 because its error lands directly on every logit (docs/design.md §Quantisation).
  */
 export const HEAD_SCHEME: QuantScheme = { bits: 8, blockSize: QUANT_BLOCK_SIZE, accuracyLevel: 4 };
-
-/**
- * Names a --quantize choice's weights for the weights file and the graph cache (the checkpoint's
- * identity variant): the block size is part of it, so weights quantised with another block size
- * by an earlier Hindsight are never read as these.
- */
-export function quantizedWeightsVariant(q: Quantize): string | undefined {
-  const scheme = quantScheme(q);
-  return scheme && `${q}-block${scheme.blockSize}-head${HEAD_SCHEME.blockSize}`;
-}
 
 export function parseQuantize(value: string | undefined, where = '--quantize'): Quantize {
   const v = (value ?? 'none') as Quantize;

@@ -8,7 +8,6 @@ import path from 'node:path';
 import { ModelEngine, type EngineOptions } from '../../src-main/model/inference-engine.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { cachedWeightFolder, defaultGraphCacheRoot, graphCacheRoot } from '../../src-main/model/graph-cache.js';
-import { quantizedWeightsVariant } from '../../src-main/model/quantize.js';
 import { writeTinyModel } from './tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-graph-cache-'));
@@ -53,7 +52,7 @@ describe('the graph cache', () => {
     const graphCache = path.join(root, 'cache-a');
     const first = { none: await run(dir, { graphCache }), int8: await run(dir, { graphCache, quantize: 'int8' }) };
     const fp32Folder = cachedWeightFolder(graphCache, Checkpoint.open(dir).identity());
-    const int8Folder = cachedWeightFolder(graphCache, Checkpoint.open(dir).identity(quantizedWeightsVariant('int8')));
+    const int8Folder = cachedWeightFolder(graphCache, Checkpoint.open(dir).identity('int8'));
     expect(fs.readdirSync(graphCache).sort()).toEqual([path.basename(fp32Folder), path.basename(int8Folder)].sort());
     const files = fs.readdirSync(fp32Folder).sort();
     expect(files.map((f) => f.replace(/-[0-9a-f]{16,}\./, '-HASH.'))).toEqual(['generate-HASH.onnx', 'index.json', 'score-HASH.onnx', 'source.json', 'weights-HASH.data']);
