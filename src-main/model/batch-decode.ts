@@ -43,6 +43,8 @@ export interface DecodeSettings {
   /** false recomputes every sequence whole at each step (slow; a check of the cache). */
   useKvCache: boolean;
   decode: (ids: number[]) => string;
+  /** Whether each output gets its decoded `text` (a stop string's cut text is kept either way). */
+  decodeText: boolean;
   /**
    * The runner of a prefill graph with attention in query chunks (no past inputs) for prompts
    * padded to `length` tokens, or undefined where the generate graph's own prefill is fine.
@@ -171,7 +173,7 @@ export async function generateSequences(
     rows = keep.map((_, j) => j);
   }
   return seqs.map((s) => {
-    if (s.out.finishReason !== 'stop') s.out.text = settings.decode(s.out.tokens);
+    if (settings.decodeText && s.out.finishReason !== 'stop') s.out.text = settings.decode(s.out.tokens);
     return s.out;
   });
 }

@@ -38,7 +38,7 @@ import { KvCache } from './kv-cache.js';
 import { quantScheme, type Quantize } from './quantize.js';
 import { scoreRows, type ScoreRow } from './score-feeds.js';
 import { attentionChunksFor, type AttentionChunking } from './attention.js';
-import { measureDrift, type QuantDrift } from './quant-drift.js';
+import { driftTextIds, measureDrift, type QuantDrift } from './quant-drift.js';
 import { checkLoraShape, checkLoraWeights, loraAKey, loraBKey, loraInputHook, loraSpecs, type LoraShape, type LoraSpec } from './lora-inputs.js';
 
 export type { ScoreRow } from './score-feeds.js';
@@ -67,6 +67,11 @@ export interface GenerateOptions {
   useKvCache?: boolean;
   /** Set to 1 (from any thread) to stop after the current token, finish reason 'cancelled' (./batch-decode.ts). */
   stopFlag?: Int32Array;
+  /**
+   * Default true. false leaves `text` empty unless a stop string cut it: a caller holding the
+   * tokenizer (LocalModel) decodes the tokens itself, so the engine need not load one.
+   */
+  decodeText?: boolean;
 }
 
 export type { FinishReason, GeneratedTokens } from './batch-decode.js';
@@ -100,6 +105,12 @@ export interface EngineOptions {
   graphCache?: string | false;
   /** When score and a long prompt's prefill chunk attention by query rows (docs/design.md §Scoring); default ATTENTION_CHUNKING. */
   attentionChunking?: AttentionChunking;
+  /**
+   * The tokenizer's end-of-sequence ids, from a caller that holds the tokenizer itself
+   * (LocalModel, in its own thread). Given, the engine loads no tokenizer until it needs one
+   * (stop strings, the drift measure, `decodeText`): a real vocabulary's costs over 100 MB.
+   */
+  eosTokenIds?: readonly number[];
 }
 
 type Feeds = Record<string, ort.Tensor>;
@@ -110,7 +121,8 @@ type Graphs = 'score' | 'generate' | 'prefill';
 
 export class ModelEngine {
   readonly config: ModelConfig;
-  readonly tokenizer: ChatTokenizer;
+  private loadedTokenizer?: ChatTokenizer;
+  private readonly eosTokenIds?: readonly number[];
   private readonly weights: WeightSource;
   private readonly sessionConfig: SessionConfig;
   /** The fp32 weights' identity, for the drift measure's fp32 graph beside quantised ones. */
@@ -129,9 +141,9 @@ export class ModelEngine {
   private loraFeeds: Feeds = {};
   private readonly attentionChunking?: AttentionChunking;
 
-  private constructor(readonly dir: string, checkpoint: Checkpoint, tokenizer: ChatTokenizer, options: EngineOptions) {
+  private constructor(readonly dir: string, checkpoint: Checkpoint, options: EngineOptions) {
     this.config = checkpoint.config;
-    this.tokenizer = tokenizer;
+    this.eosTokenIds = options.eosTokenIds && [...options.eosTokenIds];
     this.weights = checkpointWeights(checkpoint);
     this.quantize = options.quantize ?? 'none';
     const share = options.shareWeights !== false;
@@ -148,15 +160,25 @@ export class ModelEngine {
     if (this.lora) this.setLora(null);
   }
 
-  /** Opens the checkpoint and tokenizer; checks the device now, builds sessions on first use. */
-  static open(dir: string, options: EngineOptions = {}): ModelEngine {
+  /**
+   * Opens the checkpoint and tokenizer; checks the device now, builds sessions on first use.
+   * `tokenizer`: the checkpoint's, from a caller in this thread that has loaded it already.
+   */
+  static open(dir: string, options: EngineOptions = {}, tokenizer?: ChatTokenizer): ModelEngine {
     if (options.device === 'cuda') assertCudaAvailable();
     if (options.lora) {
       checkLoraShape(options.lora);
       if (options.quantize && options.quantize !== 'none') throw new UserError(`LoRA inputs need the fp32 weights: they do not combine with quantize ${options.quantize}`);
     }
-    const checkpoint = Checkpoint.open(dir);
-    return new ModelEngine(dir, checkpoint, ChatTokenizer.load(dir), options);
+    const engine = new ModelEngine(dir, Checkpoint.open(dir), options);
+    engine.loadedTokenizer = tokenizer;
+    if (!options.eosTokenIds) void engine.tokenizer; // a bad tokenizer fails the open, not a later call
+    return engine;
+  }
+
+  /** The checkpoint's tokenizer, loaded on first use when the caller gave its eosTokenIds. */
+  get tokenizer(): ChatTokenizer {
+    return (this.loadedTokenizer ??= ChatTokenizer.load(this.dir));
   }
 
   /** Builds the named sessions now (to fail early, or to time loading apart from work). */
@@ -253,14 +275,15 @@ export class ModelEngine {
   /**
    * How far this engine's quantised log-probs lie from fp32 ones on a fixed text (./quant-drift.ts);
    * undefined without quantisation. Builds an fp32 score session for the measure and releases it.
+   * `textIds`: the text's ids from a caller holding the tokenizer (else this engine's encodes it).
    */
-  async quantizationDrift(): Promise<QuantDrift | undefined> {
+  async quantizationDrift(textIds?: readonly number[]): Promise<QuantDrift | undefined> {
     if (this.quantize === 'none') return undefined;
     const quantised = await this.session('score');
     const fp32Config = { ...this.sessionConfig, sharedWeights: this.fp32Identity };
     const { session: fp32 } = await createSession(decoderGraph(this.weights, { output: 'target_logprobs' }, 'score_fp32').graph, fp32Config);
     try {
-      return await measureDrift(this.tokenizer, this.config.maxPositionEmbeddings, (row, s) => scoreRows(this.runner(s), [row]).then((r) => r[0]!), quantised, fp32);
+      return await measureDrift(textIds ?? driftTextIds(this.tokenizer), this.config.maxPositionEmbeddings, (row, s) => scoreRows(this.runner(s), [row]).then((r) => r[0]!), quantised, fp32);
     } finally {
       await fp32.release();
     }
@@ -318,7 +341,7 @@ export class ModelEngine {
     const outs = await generateSequences(this.config, this.runner(session), prompts.map((p) => p.promptIds), requests, {
       temperature,
       topP,
-      stopIds: new Set(options.stopTokenIds ?? this.tokenizer.eosTokenIds),
+      stopIds: new Set(options.stopTokenIds ?? this.eosTokenIds ?? this.tokenizer.eosTokenIds),
       stopStrings: (options.stopStrings ?? []).filter((x) => x.length > 0),
       useKvCache: options.useKvCache ?? true,
       longPrefill: async (length) => {
@@ -326,6 +349,7 @@ export class ModelEngine {
         return chunks ? this.runner(await this.session('prefill', chunks)) : undefined;
       },
       decode: (ids) => this.tokenizer.decode(ids),
+      decodeText: options.decodeText ?? true,
       ...(options.stopFlag ? { stopFlag: options.stopFlag } : {}),
     }, onToken);
     let k = 0;

@@ -15,7 +15,7 @@
 import type { ModelConfig } from './hf-checkpoint.js';
 import type { EngineOptions, GenerateOptions, GeneratedTokens, ScoreOptions, ScoreRow } from './inference-engine.js';
 import type { Quantize } from './quantize.js';
-import type { QuantDrift } from './quant-drift.js';
+import { driftTextIds, type QuantDrift } from './quant-drift.js';
 import type { Device } from './ort-session.js';
 import { ChatTokenizer, type ChatMessage, type TemplateOptions } from './tokenizer.js';
 import { parseReply, type ParsedReply } from './chat-output.js';
@@ -27,7 +27,7 @@ export interface LoadOptions extends EngineOptions {
   prepare?: ('score' | 'generate')[];
 }
 
-export interface GenerateRequest extends GenerateOptions {
+export interface GenerateRequest extends Omit<GenerateOptions, 'decodeText'> {
   /** Render a string prompt (or messages) through the chat template. Default true for messages, false for strings. */
   chatTemplate?: boolean;
   /** Template options (tools, enable_thinking …) when the chat template is used. */
@@ -80,9 +80,10 @@ export class LocalModel {
   static async load(dir: string, options: LoadOptions = {}): Promise<LocalModel> {
     const tokenizer = ChatTokenizer.load(dir);
     const { prepare, ...engineOptions } = options;
+    // The worker gets the end-of-sequence ids, so it loads a second tokenizer only for stop strings.
     const worker = await startWorker(
       { compiled: new URL('./model-worker.js', import.meta.url), source: new URL('./model-worker.ts', import.meta.url) },
-      { dir, options: engineOptions },
+      { dir, options: { ...engineOptions, eosTokenIds: tokenizer.eosTokenIds } },
     );
     const ready = await waitUntilReady<{ config: ModelConfig }>(worker);
     const client = new WorkerClient(worker, { subject: 'the model', worker: 'the model worker' });
@@ -118,7 +119,7 @@ export class LocalModel {
   /** max/mean |Δ log-prob| from fp32 on a fixed text with this model's quantisation; undefined without. */
   async quantizationDrift(): Promise<QuantDrift | undefined> {
     if (this.quantize === 'none') return undefined;
-    return (await this.worker.call<QuantDrift | null>('quantizationDrift', [])) ?? undefined;
+    return (await this.worker.call<QuantDrift | null>('quantizationDrift', [driftTextIds(this.tokenizer)])) ?? undefined;
   }
 
   /** The same log-probs through the KV-cache path, one token per step (a reference; slow). */
@@ -144,7 +145,7 @@ export class LocalModel {
     const onEvent = onToken && ((m: WorkerEvent) => onToken(m.token as number, m.logprob as number));
     const stop = signal && stopFlagFor(signal);
     try {
-      const out = await this.worker.call<GeneratedTokens & { executionProvider: Device }>('generate', [ids, { ...options, maxNewTokens, ...(stop ? { stopFlag: stop.flag } : {}) }, !!onToken], onEvent);
+      const out = await this.worker.call<GeneratedTokens & { executionProvider: Device }>('generate', [ids, { ...options, maxNewTokens, decodeText: false, ...(stop ? { stopFlag: stop.flag } : {}) }, !!onToken], onEvent);
       this.ep = out.executionProvider;
       return this.result(out, ids.length, maxNewTokens, out.executionProvider);
     } finally {
@@ -164,7 +165,7 @@ export class LocalModel {
       const promptIds = this.promptIds(p.prompt, { chatTemplate, template });
       return { promptIds, seeds: p.seeds, maxNewTokens: replyBudget(promptIds.length, requested, this.maxPositions) };
     });
-    const out = await this.worker.call<{ outputs: GeneratedTokens[][]; executionProvider: Device }>('generateBatch', [batch, { ...options, maxNewTokens: requested }]);
+    const out = await this.worker.call<{ outputs: GeneratedTokens[][]; executionProvider: Device }>('generateBatch', [batch, { ...options, maxNewTokens: requested, decodeText: false }]);
     this.ep = out.executionProvider;
     return out.outputs.map((seqs, i) => seqs.map((s) => this.result(s, batch[i]!.promptIds.length, batch[i]!.maxNewTokens, out.executionProvider)));
   }
@@ -175,9 +176,12 @@ export class LocalModel {
       thinkEndId: this.tokenizer.thinkEndId,
       decode: (t) => this.tokenizer.decode(t),
     });
-    // A stop string cut the text: parse what was kept, not the tokens beyond it.
-    const parsed = out.finishReason === 'stop' ? parseReply([], { decode: () => out.text }) : reply;
-    return { tokens: out.tokens, logprobs: out.logprobs, text: out.text, finishReason: out.finishReason, ...parsed, promptTokens, maxNewTokens, executionProvider };
+    // A stop string cut the text: parse what was kept, not the tokens beyond it. Otherwise the
+    // worker left the text to this thread, whose tokenizer it does not load (decodeText).
+    const stopped = out.finishReason === 'stop';
+    const parsed = stopped ? parseReply([], { decode: () => out.text }) : reply;
+    const text = stopped ? out.text : this.tokenizer.decode(out.tokens);
+    return { tokens: out.tokens, logprobs: out.logprobs, text, finishReason: out.finishReason, ...parsed, promptTokens, maxNewTokens, executionProvider };
   }
 
   /**

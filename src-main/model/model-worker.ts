@@ -16,13 +16,7 @@ const { dir, options } = workerData as { dir: string; options: EngineOptions };
 let engine: ModelEngine;
 try {
   engine = ModelEngine.open(dir, options);
-  port.postMessage({
-    ready: {
-      config: engine.config,
-      chatTemplateSource: engine.tokenizer.chatTemplateSource,
-      eosTokenIds: engine.tokenizer.eosTokenIds,
-    },
-  });
+  port.postMessage({ ready: { config: engine.config } });
 } catch (err) {
   port.postMessage({ fatal: errorPayload(err) });
 }
@@ -49,7 +43,7 @@ async function handle({ id, method, args }: Request): Promise<unknown> {
       engine.setLora(args[0] as never);
       return true;
     case 'quantizationDrift':
-      return engine.quantizationDrift();
+      return engine.quantizationDrift(args[0] as never);
     case 'close':
       await engine.close();
       return true;

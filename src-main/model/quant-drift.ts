@@ -36,15 +36,20 @@ export function driftBetween(quantised: readonly number[], fp32: readonly number
   return { tokens: fp32.length, maxAbs, meanAbs: fp32.length ? sum / fp32.length : 0 };
 }
 
-/** Scores the fixed text with both sessions through `score` and compares. */
+/** The fixed text's ids under a model's tokenizer (with its BOS, where it adds one). */
+export function driftTextIds(tokenizer: ChatTokenizer): number[] {
+  return tokenizer.encode(DRIFT_TEXT, true);
+}
+
+/** Scores the fixed text (`textIds`, from driftTextIds) with both sessions through `score` and compares. */
 export async function measureDrift<S>(
-  tokenizer: ChatTokenizer,
+  textIds: readonly number[],
   maxPositions: number,
   score: (row: { inputIds: number[]; responseStart: number }, session: S) => Promise<number[]>,
   quantised: S,
   fp32: S,
 ): Promise<QuantDrift> {
-  const ids = tokenizer.encode(DRIFT_TEXT, true).slice(0, Math.min(DRIFT_TOKENS, maxPositions));
+  const ids = textIds.slice(0, Math.min(DRIFT_TOKENS, maxPositions));
   const row = { inputIds: ids, responseStart: 1 };
   return driftBetween(await score(row, quantised), await score(row, fp32));
 }

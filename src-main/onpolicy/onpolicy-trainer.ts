@@ -104,7 +104,7 @@ export async function trainOnPolicy(options: OnPolicyTrainerOptions, hooks: OnPo
     });
     closers.push(() => step.close());
     emit({ type: 'executionProvider', name: step.executionProvider });
-    const engine = ModelEngine.open(settings.modelDir, { device: settings.device, threads: settings.threads ?? undefined, lora: settings.lora });
+    const engine = ModelEngine.open(settings.modelDir, { device: settings.device, threads: settings.threads ?? undefined, lora: settings.lora }, tokenizer);
     closers.push(() => engine.close());
     const judge = await openJudge(settings, emit);
     if (judge) closers.push(() => judge.close());
