@@ -83,6 +83,12 @@ export interface DecoderOptions {
    */
   attentionChunks?: number;
   /**
+   * The graph is only run, never differentiated: attention may use ONNX Runtime's FusedMatMul
+   * and skip the keys a query chunk cannot see (./attention.ts, docs/design.md §Scoring).
+   * {@link decoderGraph} sets it; the training step's graphs leave it off.
+   */
+  inference?: boolean;
+  /**
    * Output the current tokens' keys and values (new_key_i, new_value_i) without reading a
    * past: a long prompt's prefill into an empty cache, with `attentionChunks` (docs/design.md
    * §Batched generation).
@@ -218,7 +224,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
 
   const embed = weight('model.embed_tokens.weight', [c.vocabSize, H]);
   let h = b.gather(embed, inputIds, 0); // [B, T, H]
-  const scale = b.scalar(1 / Math.sqrt(headDim));
+  const scale = 1 / Math.sqrt(headDim);
 
   const layerSpans: { start: number; end: number }[] = [];
   const attentionSpans: { start: number; end: number }[] = [];
@@ -245,7 +251,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
       newKeys.push(kHeads);
       newValues.push(vHeads);
     }
-    const context = attend(b, { q: qGrouped, k: kHeads, v: vHeads, scale, maskBias }, { past, chunks, blockSpans: attentionSpans }); // [B, kv, rep, T, d]
+    const context = attend(b, { q: qGrouped, k: kHeads, v: vHeads, scale, maskBias }, { past, chunks, blockSpans: attentionSpans, inference: options.inference }); // [B, kv, rep, T, d]
     const merged = b.reshape(b.transpose(context, [0, 3, 1, 2, 4]), [0, 0, numHeads * headDim]);
     h = b.add(h, linear(merged, i, 'o', `${p}.self_attn.o_proj`, numHeads * headDim, H, c.oBias));
 
@@ -314,7 +320,7 @@ function applyHead(b: GraphBuilder, x: string, rows: string, vocabSize: number):
 /** A complete decoder graph with its outputs marked. */
 export function decoderGraph(weights: WeightSource, options: DecoderOptions, name = 'decoder'): { graph: Graph; values: DecoderValues } {
   const b = new GraphBuilder(name);
-  const values = buildDecoder(b, weights, options);
+  const values = buildDecoder(b, weights, { ...options, inference: true });
   const outName = { target_logprobs: 'logprobs', last_logprobs: 'last_logprobs', logits: 'logits', hidden: 'hidden' }[options.output];
   const out = b.identityAs(values.output, outName);
   b.output(out);

@@ -37,7 +37,7 @@ import { generateSequences, type GeneratedTokens } from './batch-decode.js';
 import { KvCache } from './kv-cache.js';
 import { quantScheme, type Quantize } from './quantize.js';
 import { scoreRows, type ScoreRow } from './score-feeds.js';
-import { attentionChunksFor, type AttentionChunking } from './attention.js';
+import { ATTENTION_CHUNKING, SCORE_ATTENTION_CHUNKING, attentionChunksFor, type AttentionChunking } from './attention.js';
 import { driftTextIds, measureDrift, type QuantDrift } from './quant-drift.js';
 import { checkLoraShape, checkLoraWeights, loraAKey, loraBKey, loraInputHook, loraSpecs, type LoraShape, type LoraSpec } from './lora-inputs.js';
 
@@ -103,7 +103,10 @@ export interface EngineOptions {
    * cache); false: not kept. Default: HINDSIGHT_GRAPH_CACHE, else the OS cache folder.
    */
   graphCache?: string | false;
-  /** When score and a long prompt's prefill chunk attention by query rows (docs/design.md §Scoring); default ATTENTION_CHUNKING. */
+  /**
+   * When score and a long prompt's prefill chunk attention by query rows (docs/design.md
+   * §Scoring); default SCORE_ATTENTION_CHUNKING for score, ATTENTION_CHUNKING for the prefill.
+   */
   attentionChunking?: AttentionChunking;
   /**
    * The tokenizer's end-of-sequence ids, from a caller that holds the tokenizer itself
@@ -260,16 +263,21 @@ export class ModelEngine {
     const results: number[][] = new Array(rows.length);
     for (let k = 0; k < order.length; k += batchSize) {
       const batch = order.slice(k, k + batchSize);
-      const run = this.runner(await this.session('score', this.longRowChunks(rows[batch[0]!]!.inputIds.length)));
+      const chunks = attentionChunksFor(rows[batch[0]!]!.inputIds.length, this.attentionChunking ?? SCORE_ATTENTION_CHUNKING);
+      const run = this.runner(await this.session('score', chunks));
       const lp = await scoreRows(run, batch.map((i) => rows[i]!), options.padding ?? 'right');
       batch.forEach((i, j) => (results[i] = lp[j]!));
     }
     return results;
   }
 
-  /** Query chunks for rows padded to `length` tokens (score, a prompt's prefill); undefined up to ATTENTION_CHUNKING. */
-  private longRowChunks(length: number): number | undefined {
-    return attentionChunksFor(length, this.attentionChunking);
+  /**
+   * Query chunks for a prompt's prefill padded to `length` tokens; undefined up to
+   * ATTENTION_CHUNKING, where the generate graph's own prefill runs it in one piece with
+   * packed weights (a second session for shorter prompts would cost its build at first use).
+   */
+  private prefillChunks(length: number): number | undefined {
+    return attentionChunksFor(length, this.attentionChunking ?? ATTENTION_CHUNKING);
   }
 
   /**
@@ -345,7 +353,7 @@ export class ModelEngine {
       stopStrings: (options.stopStrings ?? []).filter((x) => x.length > 0),
       useKvCache: options.useKvCache ?? true,
       longPrefill: async (length) => {
-        const chunks = this.longRowChunks(length);
+        const chunks = this.prefillChunks(length);
         return chunks ? this.runner(await this.session('prefill', chunks)) : undefined;
       },
       decode: (ids) => this.tokenizer.decode(ids),
