@@ -4,8 +4,6 @@
  * Written for autodiff as much as for inference: only standard ONNX ops, attention as
  * MatMul → Softmax → MatMul, RMSNorm from Mul/ReduceMean/Add/Sqrt/Reciprocal, RoPE as
  * x·cos + rotate_half(x)·sin with rotate_half from Split/Neg/Concat, SiLU as x·Sigmoid(x).
- * A graph that is only run (`inference`, every {@link decoderGraph}) uses ONNX Runtime's
- * FusedMatMul in attention and its RotaryEmbedding instead (./attention.ts, ./rope.ts).
  * The cos/sin tables and the attention mask are computed in the graph from the inputs, so
  * they sit upstream of every weight and autodiff prunes them.
  *
@@ -42,10 +40,9 @@
  * receives the site (layer, target, HF module path, input value, sizes) and the base
  * output value (x·Wᵀ + b) and returns the value to use instead, e.g. base + x·Aᵀ·Bᵀ·s.
  */
-import { GraphBuilder, int, type Graph, type Tensor } from '../graph/ir.js';
-import type { Checkpoint, ModelConfig } from './hf-checkpoint.js';
+import { GraphBuilder, f32Tensor, int, type Graph, type Tensor } from '../graph/ir.js';
+import { ropeInverseFrequencies, type Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 import { attend, queryChunks } from './attention.js';
-import { rotaryEmbedding } from './rope.js';
 import { DEFAULT_VOCAB_CHUNK, appendTargetLogprobs } from './chunked-head.js';
 import { HEAD_SCHEME, type QuantScheme } from './quantize.js';
 import { quantizedMatmul, quantizedTargetLogprobs } from './quantized-matmul.js';
@@ -86,9 +83,8 @@ export interface DecoderOptions {
    */
   attentionChunks?: number;
   /**
-   * The graph is only run, never differentiated: attention uses ONNX Runtime's FusedMatMul and
-   * skips the keys a query chunk cannot see, and RoPE is its RotaryEmbedding (./attention.ts,
-   * ./rope.ts, docs/design.md §Scoring).
+   * The graph is only run, never differentiated: attention may use ONNX Runtime's FusedMatMul
+   * and skip the keys a query chunk cannot see (./attention.ts, docs/design.md §Scoring).
    * {@link decoderGraph} sets it; the training step's graphs leave it off.
    */
   inference?: boolean;
@@ -215,7 +211,16 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   const maskBias = b.unsqueeze(b.where(allowed, b.scalar(0), b.scalar(MASKED)), [1, 2]); // [B, 1, 1, T, S]
   const chunks = queryChunks(b, maskBias, options.attentionChunks);
 
-  const rope = rotaryEmbedding(b, c, positionIds, options.inference ?? false);
+  // RoPE tables [B, T, 1, headDim], shared by every layer.
+  const invFreq = b.constant(f32Tensor([headDim / 2], ropeInverseFrequencies(c)), 'inv_freq');
+  const freqs = b.mul(b.unsqueeze(b.cast(positionIds, 'float32'), [-1]), invFreq);
+  const angles = b.unsqueeze(b.concat([freqs, freqs], -1), [2]);
+  const cos = b.cos(angles), sin = b.sin(angles);
+  const rope = (x: string) => {
+    const [x1, x2] = b.split(x, -1, [headDim / 2, headDim / 2]) as [string, string];
+    const rotated = b.concat([b.neg(x2), x1], -1);
+    return b.add(b.mul(x, cos), b.mul(rotated, sin));
+  };
 
   const embed = weight('model.embed_tokens.weight', [c.vocabSize, H]);
   let h = b.gather(embed, inputIds, 0); // [B, T, H]
@@ -234,8 +239,8 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
       q = rmsNorm(q, `${p}.self_attn.q_norm.weight`, headDim);
       k = rmsNorm(k, `${p}.self_attn.k_norm.weight`, headDim);
     }
-    q = rope(q, numHeads);
-    k = rope(k, numKvHeads);
+    q = rope(q);
+    k = rope(k);
     // Grouped-query attention without copying K/V: q heads are grouped [B, kv, rep, T, d]
     // and K/V [B, kv, 1, S, d] broadcast across the group in MatMul.
     const qGrouped = b.transpose(b.reshape(q, [0, 0, numKvHeads, rep, headDim]), [0, 2, 3, 1, 4]);
