@@ -5,7 +5,8 @@ the same checkpoint and inputs, timed with the same thread count.
 
 usage: model_torch.py REQUEST.json   → prints one JSON object on stdout
 REQUEST: {"model": DIR, "threads": N, "rows": [{"input_ids": [...], "response_start": k}],
-          "score_repeats": R, "prompt": [...], "new_tokens": N, "generate_repeats": R, "omit_logprobs": bool}
+          "score_repeats": R, "warm_up_whole_batch": bool, "prompt": [...], "new_tokens": N,
+          "generate_repeats": R, "omit_logprobs": bool}
 Each run's wall and CPU seconds are reported, and the process's peak RSS.
 """
 import json
@@ -186,7 +187,7 @@ def main():
     model = Decoder(req["model"])
     result = {"torch": torch.__version__, "threads": torch.get_num_threads(), "load_s": time.time() - t0}
     if req.get("rows"):
-        score(model, req["rows"][:1])  # warm-up
+        score(model, req["rows"] if req.get("warm_up_whole_batch") else req["rows"][:1])  # warm-up
         times, cpu = [], []
         for _ in range(req.get("score_repeats", 1)):
             t, c = time.time(), time.process_time()

@@ -322,7 +322,7 @@ async function judgePart(): Promise<void> {
 
 /**
  * Scoring against PyTorch in rounds: each round runs PyTorch, then Hindsight fp32 and int8,
- * one timed run per process after a warm-up. On a shared machine the load drifts over the
+ * one timed run per process after a warm-up on the same batch. On a shared machine the load drifts over the
  * minutes a part takes; runs next to each other in time see about the same load, so the
  * verdict is the median of each round's ratio (the medians' ratio is printed beside it).
  */
@@ -339,10 +339,10 @@ async function scorePart(): Promise<void> {
   const rounds: { torch: Record<string, any>; hindsight: RealChildResult[] }[] = [];
   for (let r = 0; r < REPEATS; r++) {
     const before = load();
-    const t = await torch('model_torch.py', { model, threads: THREADS, score_repeats: 1, rows: rows.map((x) => ({ input_ids: x.inputIds, response_start: x.responseStart })) });
+    const t = await torch('model_torch.py', { model, threads: THREADS, score_repeats: 1, warm_up_whole_batch: true, rows: rows.map((x) => ({ input_ids: x.inputIds, response_start: x.responseStart })) });
     if (t.stoppedAtMb !== undefined) throw new Error(`PyTorch score passed ${gb(t.stoppedAtMb)}`);
     const ours: RealChildResult[] = [];
-    for (const quantize of quantizes) ours.push(await hindsight({ kind: 'score', model, threads: THREADS, quantize, rows, repeats: 1 }));
+    for (const quantize of quantizes) ours.push(await hindsight({ kind: 'score', model, threads: THREADS, quantize, rows, repeats: 1, warmUpWholeBatch: true }));
     rounds.push({ torch: t, hindsight: ours });
     const tRun = torchRun(t);
     console.log(`| ${r + 1} | ${secs(tRun)} | ${ours.map((h) => `${secs(h.run!)} | ×${f(tRun.wallS / h.run!.wallS, 2)}`).join(' | ')} | ${before}→${load()} |`);
