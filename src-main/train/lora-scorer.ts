@@ -17,7 +17,7 @@ import { scoreInBatches } from './held-out-rows.js';
 import { loraSpecs } from './lora.js';
 import { buildForwardGraph, loraKeys } from './step-graph.js';
 import { DEFAULT_VOCAB_CHUNK } from '../model/chunked-head.js';
-import { attentionChunksFor, type AttentionChunking } from '../model/attention.js';
+import { SCORE_ATTENTION_CHUNKING, attentionChunksFor, type AttentionChunking } from '../model/attention.js';
 import { modelFeeds, pickAll, toGrid } from './step-feeds.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights, StepBatch } from './training-step.js';
 
@@ -27,11 +27,11 @@ export interface ScorerOptions {
   /** Rows per forward pass. */
   batchSize: number;
   /**
-   * The longest span it will score: past ATTENTION_CHUNKING the graph runs attention in query
-   * chunks, as `score` does for long rows (docs/design.md §Scoring); default: in one piece.
+   * The longest span it will score: past SCORE_ATTENTION_CHUNKING the graph runs attention in
+   * query chunks, as `score` does for long rows (docs/design.md §Scoring); default: in one piece.
    */
   longestRow?: number;
-  /** When attention is chunked; default ATTENTION_CHUNKING. */
+  /** When attention is chunked; default SCORE_ATTENTION_CHUNKING. */
   attentionChunking?: AttentionChunking;
 }
 
@@ -53,7 +53,7 @@ export class LoraScorer {
   ) {}
 
   static async create(checkpoint: Checkpoint, lora: LoraConfig, options: ScorerOptions): Promise<LoraScorer> {
-    const attentionChunks = options.longestRow === undefined ? undefined : attentionChunksFor(options.longestRow, options.attentionChunking);
+    const attentionChunks = options.longestRow === undefined ? undefined : attentionChunksFor(options.longestRow, options.attentionChunking ?? SCORE_ATTENTION_CHUNKING);
     const { graph } = buildForwardGraph(checkpointWeights(checkpoint), lora, { vocabChunk: DEFAULT_VOCAB_CHUNK, attentionChunks });
     const { session, executionProvider } = await createSession(graph, { device: options.device, threads: options.threads });
     return new LoraScorer(lora, loraSpecs(checkpoint.config, lora.targets), session, executionProvider, options, checkpoint.config.vocabSize);

@@ -87,7 +87,8 @@ function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOpti
     const keys = loraKeys(spec);
     params.set(keys.a, a).set(keys.b, bb);
   });
-  const values = buildDecoder(b, weights, { output: 'hidden', linear, attentionChunks: memory.attentionChunks });
+  // A forward-only graph takes the inference form of attention (the same values; ../model/attention.ts).
+  const values = buildDecoder(b, weights, { output: 'hidden', linear, attentionChunks: memory.attentionChunks, inference: !memory.withGradient });
   sameDim(b.graph, 'S', 'T');
   const H = weights.config.hiddenSize;
   const positions = b.input('positions', 'int64', ['N']);
