@@ -3,8 +3,12 @@
  * - in one piece: softmax(q·kᵀ·scale + mask)·v;
  * - after a decode cache (inference): the cache's slots, then the current tokens, without
  *   joining them (docs/design.md §Batched generation);
- * - in chunks of query rows (training at long rows): no [heads, T, T] value is made, and each
- *   chunk's nodes are a span that the backward pass recomputes on its own (docs/design.md §Memory).
+ * - in chunks of query rows (long rows): no [heads, T, T] value is made; in training each
+ *   chunk's nodes are a span that the backward pass recomputes on its own (docs/design.md
+ *   §Memory), and in an inference graph each chunk reads only the keys it may see.
+ *
+ * An inference graph (`inference`: only run, never differentiated) computes q·kᵀ with ONNX
+ * Runtime's FusedMatMul instead of MatMul against transposed keys (docs/design.md §Scoring).
  *
  * Queries are grouped [B, kv, rep, T, d] and keys and values [B, kv, S, d] broadcast across
  * each group in MatMul, so they are never copied per head.

@@ -1,9 +1,10 @@
 /**
  * Builds the decoder of a Llama / Qwen2 / Qwen3 checkpoint in the graph IR (./graph/ir.ts).
  *
- * Written for autodiff as much as for inference: only standard ONNX ops, attention as
- * MatMul → Softmax → MatMul, RMSNorm from Mul/ReduceMean/Add/Sqrt/Reciprocal, RoPE as
- * x·cos + rotate_half(x)·sin with rotate_half from Split/Neg/Concat, SiLU as x·Sigmoid(x).
+ * Written for autodiff as much as for inference: only standard ONNX ops (but for an inference
+ * graph's attention, `inference`: see ./attention.ts), attention as MatMul → Softmax → MatMul,
+ * RMSNorm from Mul/ReduceMean/Add/Sqrt/Reciprocal, RoPE as x·cos + rotate_half(x)·sin with
+ * rotate_half from Split/Neg/Concat, SiLU as x·Sigmoid(x).
  * The cos/sin tables and the attention mask are computed in the graph from the inputs, so
  * they sit upstream of every weight and autodiff prunes them.
  *
@@ -85,7 +86,8 @@ export interface DecoderOptions {
   /**
    * The graph is only run, never differentiated: attention may use ONNX Runtime's FusedMatMul
    * and skip the keys a query chunk cannot see (./attention.ts, docs/design.md §Scoring).
-   * {@link decoderGraph} sets it; the training step's graphs leave it off.
+   * {@link decoderGraph} and the training step's forward-only graph set it; the step's own
+   * graph, which autodiff differentiates, leaves it off.
    */
   inference?: boolean;
   /**
