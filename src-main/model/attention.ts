@@ -60,13 +60,15 @@ export interface AttentionChunking {
 export const ATTENTION_CHUNKING: AttentionChunking = { rows: 1024, above: 2048 };
 
 /**
- * Scoring's attention chunks: 512 query rows each, past 512 tokens. In an inference graph each
+ * Scoring's attention chunks: 512 query rows each, past 1,024 tokens. In an inference graph each
  * chunk reads only the keys its rows can see ({@link attend}), so chunks skip work as well as
- * memory. Measured on the Qwen3-0.6B shape, 2 threads: one 2,048-token row scores in 16.4 s in
- * 4 chunks against 20.0 s in one piece; at 512 tokens chunks gain nothing (the slices' copies
- * eat the skipped products), so they start past it.
+ * memory; but a chunked fp32 session reads the weights unpacked (../model/inference-engine.ts),
+ * which costs about what the skipped keys save up to about 1,280 tokens. Measured through the
+ * engine on the Qwen3-0.6B shape, 2 threads, one row (chunked vs one piece): 1,024 tokens
+ * 9.3–10.1 s vs 8.3–9.4 s; 1,280 tokens 10.5–11.8 s vs 10.7–11.7 s; 2,048 tokens 19.6–21.6 s vs
+ * 24.2–24.4 s.
  */
-export const SCORE_ATTENTION_CHUNKING: AttentionChunking = { rows: 512, above: 512 };
+export const SCORE_ATTENTION_CHUNKING: AttentionChunking = { rows: 512, above: 1024 };
 
 /**
  * How many query chunks an inference graph (score, a long prompt's prefill, evaluation's

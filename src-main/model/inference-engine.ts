@@ -202,9 +202,10 @@ export class ModelEngine {
         : which === 'prefill'
           ? decoderGraph(this.weights, { output: 'last_logprobs', cacheOutputs: true, quantize, linear, attentionChunks: chunks }, named)
           : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks }, named);
-      // A long-row fp32 graph reads the mapped weights unpacked: with a thousand rows per
-      // matmul packing buys nothing, and a second packed copy would cost what chunking saves.
-      // MatMulNBits (quantised) is only fast packed, so quantised graphs keep packing.
+      // A chunked fp32 graph reads the mapped weights unpacked: a second packed copy would cost
+      // about what chunking saves, and past the chunking length the keys its chunks skip pay
+      // for the unpacked matmuls (SCORE_ATTENTION_CHUNKING). MatMulNBits (quantised) is only
+      // fast packed, so quantised graphs keep packing.
       const config = chunks && !quantize ? { ...this.sessionConfig, prepack: false } : this.sessionConfig;
       s = createSession(graph, config).then(({ session, executionProvider }) => {
         this.executionProvider = executionProvider;
