@@ -322,9 +322,9 @@ async function judgePart(): Promise<void> {
 
 /**
  * Scoring against PyTorch in rounds: each round runs PyTorch, then Hindsight fp32 and int8,
- * one timed run per process after a warm-up on the same batch. On a shared machine the load drifts over the
- * minutes a part takes; runs next to each other in time see about the same load, so the
- * verdict is the median of each round's ratio (the medians' ratio is printed beside it).
+ * one timed run per process after a warm-up on the same batch. On a shared machine the load
+ * drifts over the minutes a part takes; runs next to each other in time see about the same
+ * load, so the verdict is the median of each round's ratio (the medians' ratio beside it).
  */
 async function scorePart(): Promise<void> {
   const model = MODELS['0.6b']();
