@@ -36,9 +36,9 @@ export interface AttentionOptions {
   blockSpans?: { start: number; end: number }[];
   /**
    * The graph is only run, never differentiated (docs/design.md §Scoring, "Attention in an
-   * inference graph"): q·kᵀ is ONNX Runtime's FusedMatMul, reading the keys untransposed, and
-   * with `chunks` each chunk reads only the keys its rows may see. Autodiff has no rules for
-   * either (a contrib op; Slice bounds known only at run time).
+   * inference graph"): q·kᵀ is ONNX Runtime's FusedMatMul, reading the keys untransposed, which
+   * autodiff has no rule for. Its chunks come from {@link queryChunks} with `causalKeys`, so
+   * each reads only the keys its rows may see.
    */
   inference?: boolean;
 }
@@ -62,7 +62,7 @@ export const ATTENTION_CHUNKING: AttentionChunking = { rows: 1024, above: 2048 }
 /**
  * Scoring's attention chunks: 512 query rows each, past 1,024 tokens. In an inference graph each
  * chunk reads only the keys its rows can see ({@link attend}), so chunks skip work as well as
- * memory; but a chunked fp32 session reads the weights unpacked (../model/inference-engine.ts),
+ * memory; but a chunked fp32 session reads the weights unpacked (./inference-engine.ts),
  * which costs about what the skipped keys save up to about 1,280 tokens. Measured through the
  * engine on the Qwen3-0.6B shape, 2 threads, one row (chunked vs one piece): 1,024 tokens
  * 9.3–10.1 s vs 8.3–9.4 s; 1,280 tokens 10.5–11.8 s vs 10.7–11.7 s; 2,048 tokens 19.6–21.6 s vs
@@ -107,10 +107,11 @@ export function attend(b: GraphBuilder, x: AttentionInputs, options: AttentionOp
     const start = b.graph.nodes.length;
     const mask = chunks.masks[c]!;
     let context: string;
-    if (inference) {
-      // Only the keys this chunk's rows may see: the rest of its q·kᵀ would be masked to zero.
-      const seen = causallySeenKeys(b, chunks.ends[c]!, x.maskBias);
-      context = block(qc, sliceUpTo(b, keys, seen, keyAxis(inference)), sliceUpTo(b, mask, seen, 4), sliceUpTo(b, v, seen, 3));
+    const seen = chunks.seenKeys?.[c];
+    if (seen) {
+      // Only the keys this chunk's rows may see (its mask is cut to them once, in queryChunks):
+      // the rest of its q·kᵀ would be masked to zero.
+      context = block(qc, sliceUpTo(b, keys, seen, keyAxis(inference)), mask, sliceUpTo(b, v, seen, 3));
     } else {
       context = block(qc, keys, mask, v);
     }
@@ -177,14 +178,18 @@ export interface QueryChunks {
   sizes: string;
   /** Each chunk's row count, named for shape inference. */
   dims: string[];
+  /** Each chunk's rows of the mask; with `seenKeys`, only the columns of the keys it may see. */
   masks: string[];
-  /** Each chunk's end row (exclusive) among the padded rows, int64 [1]. */
-  ends: string[];
+  /**
+   * With `causalKeys` (inference graphs only: a run-time Slice bound has no gradient): how many
+   * keys each chunk's rows may see, int64 [1]; {@link attend} then reads only those.
+   */
+  seenKeys?: string[];
   /** The sizes that drop the padding rows again: [T, count]. */
   realRows: string;
 }
 
-export function queryChunks(b: GraphBuilder, maskBias: string, count: number | undefined): QueryChunks | undefined {
+export function queryChunks(b: GraphBuilder, maskBias: string, count: number | undefined, causalKeys = false): QueryChunks | undefined {
   if (!count || count < 2) return undefined;
   const rows = b.gather(b.shape(maskBias), b.scalar(QUERY_AXIS, 'int64'), 0);
   const padded = b.add(rows, b.scalar(count, 'int64'));
@@ -192,21 +197,21 @@ export function queryChunks(b: GraphBuilder, maskBias: string, count: number | u
   const sizes = b.concat(bounds.slice(1).map((end, c) => b.unsqueeze(b.sub(end, bounds[c]!), [0])), 0);
   const dims = Array.from({ length: count }, () => b.fresh('chunk_rows'));
   const masks = splitRows(b, withZeroRows(b, maskBias, count, QUERY_AXIS), sizes, dims, QUERY_AXIS);
-  const ends = bounds.slice(1).map((end) => b.unsqueeze(end, [0]));
-  return { sizes, dims, masks, ends, realRows: b.concat([b.unsqueeze(rows, [0]), b.int64s([count])], 0) };
+  const realRows = b.concat([b.unsqueeze(rows, [0]), b.int64s([count])], 0);
+  if (!causalKeys) return { sizes, dims, masks, realRows };
+  // A chunk ending at padded row e may see keys [0, e + S − T); past S (padding rows), Slice clamps.
+  const before = keysBeforeQueries(b, maskBias);
+  const seenKeys = bounds.slice(1).map((end) => b.add(b.unsqueeze(end, [0]), before));
+  return { sizes, dims, masks: masks.map((mask, c) => sliceUpTo(b, mask, seenKeys[c]!, 4)), seenKeys, realRows };
 }
 
 /**
- * How many keys a chunk ending at padded row `end` can see, int64 [1]: its last query row's
- * position among the keys, plus one. Keys are the mask's last axis, queries its rows; the
- * queries are the last rows' worth of keys (S − T keys come before them). A chunk of padding
- * rows past T asks for more than S keys, which Slice clamps.
+ * S − T, int64 [1]: how many keys come before the first query. Keys are the mask's last axis,
+ * queries its rows, and the queries are the last T of the S positions.
  */
-function causallySeenKeys(b: GraphBuilder, end: string, maskBias: string): string {
+function keysBeforeQueries(b: GraphBuilder, maskBias: string): string {
   const shape = b.shape(maskBias);
-  const keys = b.slice(shape, [4], [5], [0]);
-  const queries = b.slice(shape, [QUERY_AXIS], [QUERY_AXIS + 1], [0]);
-  return b.add(end, b.sub(keys, queries));
+  return b.sub(b.slice(shape, [4], [5], [0]), b.slice(shape, [QUERY_AXIS], [QUERY_AXIS + 1], [0]));
 }
 
 /** x's first `count` entries (int64 [1], run-time) along `axis`. */

@@ -211,7 +211,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   const notPadding = b.unsqueeze(b.cast(attentionMask, 'bool'), [1]); // [B, 1, S]
   const allowed = b.and(b.unsqueeze(causal, [0]), notPadding); // [B, T, S]
   const maskBias = b.unsqueeze(b.where(allowed, b.scalar(0), b.scalar(MASKED)), [1, 2]); // [B, 1, 1, T, S]
-  const chunks = queryChunks(b, maskBias, options.attentionChunks);
+  const chunks = queryChunks(b, maskBias, options.attentionChunks, options.inference);
 
   // RoPE tables [B, T, 1, headDim], shared by every layer.
   const invFreq = b.constant(f32Tensor([headDim / 2], ropeInverseFrequencies(c)), 'inv_freq');
