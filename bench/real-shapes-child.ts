@@ -9,8 +9,8 @@ import type { ScoreRow } from '../src-main/model/inference-engine.js';
 export type RealChildRequest =
   | { kind: 'generate'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number }
   | { kind: 'first-token'; model: string; threads: number; prompt: number[] }
-  /** score: the warm-up scores the first row, or with `warmUpWholeBatch` the whole batch (a timed run then meets memory the warm-up already grew). */
-  | { kind: 'score'; model: string; threads: number; quantize: Quantize; rows: ScoreRow[]; repeats: number; warmUpWholeBatch?: boolean }
+  /** score: the warm-up scores the whole batch, so a timed run meets memory the warm-up already grew. */
+  | { kind: 'score'; model: string; threads: number; quantize: Quantize; rows: ScoreRow[]; repeats: number }
   | { kind: 'judge'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number }
   /** Loads the model with `graph` prepared and closes it: fills the graph cache for the processes measured after it. */
   | { kind: 'prime'; model: string; threads: number; quantize: Quantize; graph: 'score' | 'generate' };
@@ -68,7 +68,7 @@ export async function runRealChild(q: RealChildRequest): Promise<RealChildResult
       return { peakMb: peakMb(), loadS: load.wallS, run, tokens: out.tokens };
     }
     if (q.kind === 'score') {
-      await model.score(q.warmUpWholeBatch ? q.rows : q.rows.slice(0, 1), { batchSize: q.rows.length }); // warm-up
+      await model.score(q.rows, { batchSize: q.rows.length }); // warm-up
       const [logprobs, run] = await median(q.repeats, () => model.score(q.rows, { batchSize: q.rows.length }));
       return { peakMb: peakMb(), loadS: load.wallS, run, logprobs };
     }

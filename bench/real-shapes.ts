@@ -263,11 +263,15 @@ async function generatePart(): Promise<void> {
   }
 }
 
+/** The middle item by `key` (the upper one of an even count). */
+function median<T>(items: T[], key: (item: T) => number): T {
+  return [...items].sort((a, b) => key(a) - key(b))[Math.floor(items.length / 2)]!;
+}
 function medianOf(runs: Timed[]): Timed {
-  return [...runs].sort((a, b) => a.wallS - b.wallS)[Math.floor(runs.length / 2)]!;
+  return median(runs, (r) => r.wallS);
 }
 function medianRun(c: LlamaCppResult): LlamaCppResult['runs'][number] {
-  return [...c.runs].sort((a, b) => a.wallS - b.wallS)[Math.floor(c.runs.length / 2)]!;
+  return median(c.runs, (r) => r.wallS);
 }
 
 async function firstTokenPart(): Promise<void> {
@@ -342,7 +346,7 @@ async function scorePart(): Promise<void> {
     const t = await torch('model_torch.py', { model, threads: THREADS, score_repeats: 1, warm_up_whole_batch: true, rows: rows.map((x) => ({ input_ids: x.inputIds, response_start: x.responseStart })) });
     if (t.stoppedAtMb !== undefined) throw new Error(`PyTorch score passed ${gb(t.stoppedAtMb)}`);
     const ours: RealChildResult[] = [];
-    for (const quantize of quantizes) ours.push(await hindsight({ kind: 'score', model, threads: THREADS, quantize, rows, repeats: 1, warmUpWholeBatch: true }));
+    for (const quantize of quantizes) ours.push(await hindsight({ kind: 'score', model, threads: THREADS, quantize, rows, repeats: 1 }));
     rounds.push({ torch: t, hindsight: ours });
     const tRun = torchRun(t);
     console.log(`| ${r + 1} | ${secs(tRun)} | ${ours.map((h) => `${secs(h.run!)} | ×${f(tRun.wallS / h.run!.wallS, 2)}`).join(' | ')} | ${before}→${load()} |`);
@@ -353,11 +357,11 @@ async function scorePart(): Promise<void> {
   console.log(`PyTorch ${rounds[0]!.torch.torch} fp32: median ${secs(tMedian)} = ${f(tRate)} tokens/s, peak RSS ${gb(Math.max(...rounds.map((r) => r.torch.peak_rss_mb as number)))}`);
   quantizes.forEach((quantize, q) => {
     const runs = rounds.map((r) => r.hindsight[q]!);
-    const median = medianOf(runs.map((h) => h.run!));
-    const rate = (B * T) / median.wallS;
-    const paired = medianValue(rounds.map((r, i) => tRuns[i]!.wallS / r.hindsight[q]!.run!.wallS));
+    const hMedian = medianOf(runs.map((h) => h.run!));
+    const rate = (B * T) / hMedian.wallS;
+    const paired = median(rounds.map((r, i) => tRuns[i]!.wallS / r.hindsight[q]!.run!.wallS), (ratio) => ratio);
     const diff = Math.max(...runs[0]!.logprobs!.flatMap((row, i) => row.map((v, j) => Math.abs(v - (rounds[0]!.torch.logprobs as number[][])[i]![j]!))));
-    console.log(`Hindsight ${quantize}: median ${secs(median)} = ${f(rate)} tokens/s, peak RSS ${gb(Math.max(...runs.map((h) => h.peakMb)))}; ×${f(paired, 2)} of PyTorch (median of the rounds' ratios; medians' ratio ×${f(rate / tRate, 2)}, CPU ×${f(tMedian.cpuS / median.cpuS, 2)}); max |Δ log-prob| vs PyTorch ${diff.toExponential(2)}`);
+    console.log(`Hindsight ${quantize}: median ${secs(hMedian)} = ${f(rate)} tokens/s, peak RSS ${gb(Math.max(...runs.map((h) => h.peakMb)))}; ×${f(paired, 2)} of PyTorch (median of the rounds' ratios; medians' ratio ×${f(rate / tRate, 2)}, CPU ×${f(tMedian.cpuS / hMedian.cpuS, 2)}); max |Δ log-prob| vs PyTorch ${diff.toExponential(2)}`);
     verdict(`score 4 × 512, 0.6B, ${quantize === 'none' ? 'fp32' : quantize}`, `${f(rate)} vs PyTorch fp32 ${f(tRate)} tokens/s: ×${f(paired, 2)} (median of ${REPEATS} rounds' ratios)`, '≥ 1.5×', quantize === 'none' ? paired >= 1.5 : undefined);
   });
 }
@@ -366,10 +370,6 @@ async function scorePart(): Promise<void> {
 function torchRun(t: Record<string, any>): Timed {
   const [run] = t.score_runs as { wall_s: number; cpu_s: number }[];
   return { wallS: run!.wall_s, cpuS: run!.cpu_s };
-}
-
-function medianValue(values: number[]): number {
-  return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 }
 
 async function main(): Promise<void> {
