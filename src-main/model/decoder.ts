@@ -218,10 +218,16 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   const freqs = b.mul(b.unsqueeze(b.cast(positionIds, 'float32'), [-1]), invFreq);
   const angles = b.unsqueeze(b.concat([freqs, freqs], -1), [2]);
   const cos = b.cos(angles), sin = b.sin(angles);
-  const rope = (x: string) => {
+  const rope = (x: string, table = { cos, sin }) => {
     const [x1, x2] = b.split(x, -1, [headDim / 2, headDim / 2]) as [string, string];
     const rotated = b.concat([b.neg(x2), x1], -1);
-    return b.add(b.mul(x, cos), b.mul(rotated, sin));
+    return b.add(b.mul(x, table.cos), b.mul(rotated, table.sin));
+  };
+  // An inference graph's last layer makes queries, o and MLP only for the rows the output reads.
+  const outputFrom = options.inference ? firstOutputRow(b, options.output, seqLen, targetPositions) : undefined;
+  const outputRows = outputFrom && {
+    from: outputFrom,
+    rows: (x: string, axis = 1) => rowsFrom(b, x, outputFrom, axis),
   };
 
   const embed = weight('model.embed_tokens.weight', [c.vocabSize, H]);
@@ -234,14 +240,17 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const start = b.graph.nodes.length;
     const p = `model.layers.${i}`;
     const x = rmsNorm(h, `${p}.input_layernorm.weight`, H);
-    let q = b.reshape(linear(x, i, 'q', `${p}.self_attn.q_proj`, H, numHeads * headDim, c.qkvBias), [0, 0, numHeads, headDim]);
+    // Keys and values need every row; past them, the last layer needs only the output's rows.
+    const cut = i === c.numLayers - 1 ? outputRows : undefined;
+    const xq = cut ? cut.rows(x) : x;
+    let q = b.reshape(linear(xq, i, 'q', `${p}.self_attn.q_proj`, H, numHeads * headDim, c.qkvBias), [0, 0, numHeads, headDim]);
     let k = b.reshape(linear(x, i, 'k', `${p}.self_attn.k_proj`, H, numKvHeads * headDim, c.qkvBias), [0, 0, numKvHeads, headDim]);
     const v = b.reshape(linear(x, i, 'v', `${p}.self_attn.v_proj`, H, numKvHeads * headDim, c.qkvBias), [0, 0, numKvHeads, headDim]);
     if (c.qkNorm) {
       q = rmsNorm(q, `${p}.self_attn.q_norm.weight`, headDim);
       k = rmsNorm(k, `${p}.self_attn.k_norm.weight`, headDim);
     }
-    q = rope(q);
+    q = rope(q, cut ? { cos: cut.rows(cos), sin: cut.rows(sin) } : undefined);
     k = rope(k);
     // Grouped-query attention without copying K/V: q heads are grouped [B, kv, rep, T, d]
     // and K/V [B, kv, 1, S, d] broadcast across the group in MatMul.
@@ -253,8 +262,12 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
       newKeys.push(kHeads);
       newValues.push(vHeads);
     }
-    const context = attend(b, { q: qGrouped, k: kHeads, v: vHeads, scale, maskBias }, { past, chunks, blockSpans: attentionSpans, inference: options.inference }); // [B, kv, rep, T, d]
+    // The cut's queries are still the last rows of the keys, as queryChunks requires.
+    const queryMask = cut ? cut.rows(maskBias, 3) : maskBias;
+    const queryChunking = cut && chunks ? queryChunks(b, queryMask, options.attentionChunks, options.inference) : chunks;
+    const context = attend(b, { q: qGrouped, k: kHeads, v: vHeads, scale, maskBias: queryMask }, { past, chunks: queryChunking, blockSpans: attentionSpans, inference: options.inference }); // [B, kv, rep, T, d]
     const merged = b.reshape(b.transpose(context, [0, 3, 1, 2, 4]), [0, 0, numHeads * headDim]);
+    if (cut) h = cut.rows(h);
     h = b.add(h, linear(merged, i, 'o', `${p}.self_attn.o_proj`, numHeads * headDim, H, c.oBias));
 
     const y = rmsNorm(h, `${p}.post_attention_layernorm.weight`, H);
@@ -267,10 +280,11 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   let final = rmsNorm(h, 'model.norm.weight', H);
   const values = { inputIds, attentionMask, positionIds, targetIds, pastKeys, pastValues, newKeys, newValues, layerSpans, attentionSpans };
   if (options.output === 'hidden') return { ...values, output: final };
-  if (options.output === 'last_logprobs') final = b.gather(final, b.sub(seqLen, one), 1); // [B, H]
+  if (options.output === 'last_logprobs') final = b.gather(final, outputRows ? b.scalar(-1, 'int64') : b.sub(seqLen, one), 1); // [B, H]
   if (scoring) {
     // Only the target positions' rows reach the head, in vocabulary chunks (docs/design.md §Scoring).
-    const rows = b.gather(b.reshape(final, [-1, H]), targetPositions!, 0); // [N, H]
+    const positions = outputRows ? positionsFrom(b, targetPositions!, seqLen, outputRows.from) : targetPositions!;
+    const rows = b.gather(b.reshape(final, [-1, H]), positions, 0); // [N, H]
     const chunk = options.vocabChunk ?? DEFAULT_VOCAB_CHUNK;
     const output = options.quantize
       ? quantizedTargetLogprobs(b, rows, targetIds!, weights, headName(weights), c.vocabSize, HEAD_SCHEME, chunk)
@@ -283,6 +297,33 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     : applyHead(b, final, headRows(b, weights), c.vocabSize);
   // Vectorised here, the log-softmax spares the sampler a pass of exp over the vocabulary per token.
   return { ...values, output: options.output === 'last_logprobs' ? b.logSoftmax(logits, -1) : logits };
+}
+
+/**
+ * The first of the rows [from, T) that an inference graph's output reads, int64 [1] (docs/design.md
+ * §Scoring, "The last layer's rows"): the last row for last_logprobs; for target_logprobs the
+ * first target position's row in any batch row (never past T − 1, so no cut is empty).
+ * Other outputs read every row.
+ */
+function firstOutputRow(b: GraphBuilder, output: DecoderOutput, seqLen: string, targetPositions: string | undefined): string | undefined {
+  if (output !== 'last_logprobs' && output !== 'target_logprobs') return undefined;
+  const lastRow = b.unsqueeze(b.sub(seqLen, b.scalar(1, 'int64')), [0]);
+  if (output === 'last_logprobs') return lastRow;
+  const rowInBatch = b.sub(targetPositions!, b.mul(b.div(targetPositions!, seqLen), seqLen));
+  const candidates = b.concat([rowInBatch, lastRow], 0);
+  return b.op('ReduceMin', [candidates, b.int64s([0])], { keepdims: int(1) }, 1, [{ dtype: 'int64', shape: [1] }])[0]!;
+}
+
+/** x's rows [from, end) along `axis` (from: int64 [1], run-time). */
+function rowsFrom(b: GraphBuilder, x: string, from: string, axis: number): string {
+  const shape = b.shapeOf(x)!.map((d, i) => (i === axis ? 'output_rows' : d));
+  return b.op('Slice', [x, from, b.int64s([Number.MAX_SAFE_INTEGER]), b.int64s([axis])], {}, 1, [{ dtype: b.dtypeOf(x) ?? 'float32', shape }])[0]!;
+}
+
+/** Flat positions into [B·T] as flat positions into the cut rows [B·(T − from)]: p − (⌊p / T⌋ + 1)·from. */
+function positionsFrom(b: GraphBuilder, positions: string, seqLen: string, from: string): string {
+  const batchRow = b.div(positions, seqLen);
+  return b.sub(positions, b.mul(b.add(batchRow, b.scalar(1, 'int64')), from));
 }
 
 /**
