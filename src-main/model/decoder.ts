@@ -4,7 +4,7 @@
  * Written for autodiff as much as for inference: only standard ONNX ops (but for an inference
  * graph's attention, `inference`: see ./attention.ts), attention as MatMul → Softmax → MatMul,
  * RMSNorm from Mul/ReduceMean/Add/Sqrt/Reciprocal, RoPE as x·cos + rotate_half(x)·sin with
- * rotate_half from Split/Neg/Concat, SiLU as x·Sigmoid(x).
+ * rotate_half from Split/Concat (its sign on the sin table), SiLU as x·Sigmoid(x).
  * The cos/sin tables and the attention mask are computed in the graph from the inputs, so
  * they sit upstream of every weight and autodiff prunes them.
  *
@@ -216,12 +216,15 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   // RoPE tables [B, T, 1, headDim], shared by every layer.
   const invFreq = b.constant(f32Tensor([headDim / 2], ropeInverseFrequencies(c)), 'inv_freq');
   const freqs = b.mul(b.unsqueeze(b.cast(positionIds, 'float32'), [-1]), invFreq);
-  const angles = b.unsqueeze(b.concat([freqs, freqs], -1), [2]);
-  const cos = b.cos(angles), sin = b.sin(angles);
-  const rope = (x: string, table = { cos, sin }) => {
+  const cos = b.unsqueeze(b.cos(b.concat([freqs, freqs], -1)), [2]);
+  // rotate_half(x)·sin = [−x₂, x₁]·[sin, sin] = [x₂, x₁]·[−sin, sin]: the sign rides on the
+  // table, made once, instead of a Neg of x in every layer (the same values to the bit).
+  const halfSin = b.sin(freqs);
+  const signedSin = b.unsqueeze(b.concat([b.neg(halfSin), halfSin], -1), [2]);
+  const rope = (x: string, table = { cos, signedSin }) => {
     const [x1, x2] = b.split(x, -1, [headDim / 2, headDim / 2]) as [string, string];
-    const rotated = b.concat([b.neg(x2), x1], -1);
-    return b.add(b.mul(x, table.cos), b.mul(rotated, table.sin));
+    const swapped = b.concat([x2, x1], -1);
+    return b.add(b.mul(x, table.cos), b.mul(swapped, table.signedSin));
   };
   // An inference graph's last layer makes queries, o and MLP only for the rows the output reads.
   const outputFrom = options.inference ? firstOutputRow(b, options.output, seqLen, targetPositions) : undefined;
@@ -250,7 +253,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
       q = rmsNorm(q, `${p}.self_attn.q_norm.weight`, headDim);
       k = rmsNorm(k, `${p}.self_attn.k_norm.weight`, headDim);
     }
-    q = rope(q, cut ? { cos: cut.rows(cos), sin: cut.rows(sin) } : undefined);
+    q = rope(q, cut ? { cos: cut.rows(cos), signedSin: cut.rows(signedSin) } : undefined);
     k = rope(k);
     // Grouped-query attention without copying K/V: q heads are grouped [B, kv, rep, T, d]
     // and K/V [B, kv, 1, S, d] broadcast across the group in MatMul.
