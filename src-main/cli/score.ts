@@ -6,9 +6,9 @@
 // natural log-prob per response token, in input order. The output is written atomically.
 //
 // --adapter DIR scores with a PEFT LoRA adapter (a trainer's output folder) applied,
-// unmerged, through ../train/merge.ts scoreWithAdapter: the policy the trainer trained, with
-// the same log-probs as its training step gives (test/train/score-adapter.test.ts). That path
-// scores one row at a time on the calling thread, so --batch-size and --threads do not apply.
+// unmerged, as the model engine's LoRA inputs (the path rollouts and on-policy training take):
+// the policy the trainer trained, with the same log-probs as its training step gives
+// (test/train/score-adapter.test.ts), in batches and attention chunks like the base model's.
 //
 // --quantize int8|int4 scores with weight-only quantised linear layers (docs/design.md
 // §Quantisation): faster, but the log-probs are no longer the fp32 ones training computes, so
@@ -22,13 +22,14 @@ import { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
 import type { ScoreRow } from '../model/inference-engine.js';
 import { ChatTokenizer, type ChatMessage } from '../model/tokenizer.js';
-import { scoreWithAdapter } from '../train/merge.js';
+import { ModelEngine } from '../model/inference-engine.js';
+import { readAdapter } from '../train/peft.js';
 import { intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 import { DEVICE_OPTION, deviceFlag, QUANTIZE_OPTION, quantizeFlag } from './generate.js';
 import { driftNote, type QuantDrift } from '../model/quant-drift.js';
 import type { Quantize } from '../model/quantize.js';
 
-/** Rows scored at once; no parser default, so that --adapter can tell the flag was given. */
+/** Rows scored at once. */
 const BATCH_SIZE = 8;
 
 export const spec = {
@@ -47,8 +48,8 @@ export const spec = {
     adapter: { type: 'string', value: 'DIR', help: 'apply this PEFT LoRA adapter (a train --out folder)', otherwise: 'the base model' },
     ...QUANTIZE_OPTION,
     ...DEVICE_OPTION,
-    'batch-size': { type: 'string', value: 'N', help: 'rows scored at once (not with --adapter)', otherwise: String(BATCH_SIZE) },
-    threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads (not with --adapter)', otherwise: "ONNX Runtime's own choice" },
+    'batch-size': { type: 'string', value: 'N', help: 'rows scored at once', otherwise: String(BATCH_SIZE) },
+    threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
     ...jsonOption('print {rows, tokens, out, execution_provider, seconds} (+ quantize, drift) as one JSON object'),
   },
 } as const;
@@ -107,20 +108,24 @@ async function scoreBase(values: { model: string; input: string }, device: Devic
   }
 }
 
-async function scoreAdapter(values: { model: string; input: string; adapter: string }, device: Device): Promise<Scored> {
-  const vocabSize = Checkpoint.open(values.model).config.vocabSize;
+async function scoreAdapter(values: { model: string; input: string; adapter: string }, device: Device, batchSize: number, threads: number): Promise<Scored> {
+  const config = Checkpoint.open(values.model).config;
+  const adapter = readAdapter(values.adapter, config);
   const rows = readScoreInput(values.input, ChatTokenizer.load(values.model));
-  checkRows(rows, vocabSize, values.input);
-  // The session is created on the requested EP only (never a silent fallback), so it is the one that ran.
-  return { rows, logprobs: await scoreWithAdapter(values.model, values.adapter, rows, device), executionProvider: device };
+  checkRows(rows, config.vocabSize, values.input);
+  const engine = ModelEngine.open(values.model, { device, threads: threads || undefined, lora: adapter.lora });
+  try {
+    engine.setLora(adapter.weights);
+    const logprobs = await engine.score(rows, { batchSize });
+    return { rows, logprobs, executionProvider: engine.executionProvider ?? device };
+  } finally {
+    await engine.close();
+  }
 }
 
 export const command: Command = async (argv) => {
   const { values } = parseCommandArgs(argv, spec);
   if (!values.model || !values.input || !values.out) throw new UsageError(`--model, --input and --out are required\n${USAGE}`);
-  if (values.adapter && (values['batch-size'] !== undefined || values.threads !== undefined)) {
-    throw new UsageError(`--batch-size and --threads do not apply with --adapter (its rows are scored one at a time)\n${USAGE}`);
-  }
   const device = deviceFlag(values.device);
   const quantize = quantizeFlag(values.quantize);
   if (values.adapter && quantize !== 'none') throw new UsageError(`--quantize does not apply with --adapter (the adapter path scores in fp32)\n${USAGE}`);
@@ -129,7 +134,7 @@ export const command: Command = async (argv) => {
   const started = Date.now();
   const { model, input, out, adapter } = values;
   const { rows, logprobs, executionProvider: ep, drift } = adapter
-    ? await scoreAdapter({ model, input, adapter }, device)
+    ? await scoreAdapter({ model, input, adapter }, device, batchSize, threads)
     : await scoreBase({ model, input }, device, batchSize, threads, quantize);
   const writer = new AtomicFileWriter(out);
   try {

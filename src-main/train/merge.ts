@@ -76,8 +76,9 @@ export function adapterScoreGraph(ckpt: Checkpoint, lora: LoraConfig, specs: rea
 }
 
 /**
- * Log-probs of each row's response tokens under base + adapter (a PEFT folder). Blocks the
- * calling thread while ONNX Runtime runs: for the CLI, tests and workers.
+ * Log-probs of each row's response tokens under base + adapter (a PEFT folder), through the
+ * adapter baked into the graph: the tests' check on the other paths (`score --adapter` runs the
+ * model engine's LoRA inputs). One row at a time, blocking the calling thread.
  */
 export async function scoreWithAdapter(modelDir: string, adapterDir: string, rows: ScoreRow[], device: Device = 'cpu'): Promise<number[][]> {
   const ckpt = Checkpoint.open(modelDir);

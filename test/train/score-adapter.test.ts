@@ -84,9 +84,17 @@ describe('hindsight score --adapter', () => {
     expect(outside.code).toBe(1);
     expect(outside.stderr).toMatch(/bad\.jsonl: row 1: token id 99999 is outside the vocabulary \[0, \d+\)/);
 
-    const flags = await cli('score', '--model', MODEL, '--input', inputFile, '--out', out, '--adapter', adapterDir, '--batch-size', '4');
+    const flags = await cli('score', '--model', MODEL, '--input', inputFile, '--out', out, '--adapter', adapterDir, '--quantize', 'int8');
     expect(flags.code).toBe(2);
-    expect(flags.stderr).toMatch(/--batch-size and --threads do not apply with --adapter/);
+    expect(flags.stderr).toMatch(/--quantize does not apply with --adapter/);
     expect(fs.existsSync(out)).toBe(false);
+  });
+
+  it('scores the same rows alike one at a time and in a batch, with --threads', async () => {
+    const one = path.join(tmp, 'one-at-a-time.jsonl'), all = path.join(tmp, 'batched.jsonl');
+    expect((await cli('score', '--model', MODEL, '--input', inputFile, '--out', one, '--adapter', adapterDir, '--batch-size', '1', '--threads', '1')).code).toBe(0);
+    expect((await cli('score', '--model', MODEL, '--input', inputFile, '--out', all, '--adapter', adapterDir, '--batch-size', '3')).code).toBe(0);
+    const [a, b] = [readScores(one), readScores(all)];
+    a.forEach((row, r) => row.forEach((x, i) => expect(Math.abs(x - b[r]![i]!)).toBeLessThan(1e-5)));
   });
 });
