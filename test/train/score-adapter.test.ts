@@ -95,6 +95,7 @@ describe('hindsight score --adapter', () => {
     expect((await cli('score', '--model', MODEL, '--input', inputFile, '--out', one, '--adapter', adapterDir, '--batch-size', '1', '--threads', '1')).code).toBe(0);
     expect((await cli('score', '--model', MODEL, '--input', inputFile, '--out', all, '--adapter', adapterDir, '--batch-size', '3')).code).toBe(0);
     const [a, b] = [readScores(one), readScores(all)];
+    expect(b.map((row) => row.length)).toEqual(a.map((row) => row.length));
     a.forEach((row, r) => row.forEach((x, i) => expect(Math.abs(x - b[r]![i]!)).toBeLessThan(1e-5)));
   });
 });
