@@ -29,7 +29,8 @@
  *                      positions, in fp32 (./score-feeds.ts builds the inputs)
  *   'hidden'           the final norm's output float32 [B, T, H], before the LM head (the
  *                      training step applies the head itself, in vocabulary chunks: see
- *                      {@link headRows} and ./chunked-head.ts)
+ *                      {@link headRows} and ./chunked-head.ts); with `hiddenRows`, only
+ *                      those rows of it, [N, H]
  *   new_key_<i>, new_value_<i> float32 [B, kvHeads, T, headDim]  (kvCache only) the current
  *                      tokens' keys and values, which the caller writes into its cache
  *
@@ -98,6 +99,12 @@ export interface DecoderOptions {
   cacheOutputs?: boolean;
   /** Scoring: vocabulary rows per chunk of the head's log-sum-exp (default {@link DEFAULT_VOCAB_CHUNK}; docs/design.md §Scoring). */
   vocabChunk?: number;
+  /**
+   * Output 'hidden' at these rows only: a value int64 [N] of flat indices into [B·T]. An
+   * inference graph's last layer then computes only from the first row they reach
+   * (docs/design.md §Scoring, "The last layer's rows").
+   */
+  hiddenRows?: string;
 }
 
 /** Where the builder gets its weights: a checkpoint, or anything shaped like one. */
@@ -227,7 +234,8 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     return b.add(b.mul(x, table.cos), b.mul(swapped, table.signedSin));
   };
   // An inference graph's last layer makes queries, o and MLP only for the rows the output reads.
-  const outputFrom = options.inference ? firstOutputRow(b, options.output, seqLen, targetPositions) : undefined;
+  const gatheredRows = scoring ? targetPositions : options.hiddenRows;
+  const outputFrom = options.inference ? firstOutputRow(b, options.output, seqLen, gatheredRows) : undefined;
   const outputRows = outputFrom && {
     from: outputFrom,
     rows: (x: string, axis = 1) => rowsFrom(b, x, outputFrom, axis),
@@ -282,12 +290,13 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   }
   let final = rmsNorm(h, 'model.norm.weight', H);
   const values = { inputIds, attentionMask, positionIds, targetIds, pastKeys, pastValues, newKeys, newValues, layerSpans, attentionSpans };
-  if (options.output === 'hidden') return { ...values, output: final };
+  // The output's rows [N, H] of the final norm, at flat positions into [B·T].
+  const rowsAt = (positions: string) => b.gather(b.reshape(final, [-1, H]), outputRows ? positionsFrom(b, positions, seqLen, outputRows.from) : positions, 0);
+  if (options.output === 'hidden') return { ...values, output: options.hiddenRows ? rowsAt(options.hiddenRows) : final };
   if (options.output === 'last_logprobs') final = b.gather(final, outputRows ? b.scalar(-1, 'int64') : b.sub(seqLen, one), 1); // [B, H]
   if (scoring) {
     // Only the target positions' rows reach the head, in vocabulary chunks (docs/design.md §Scoring).
-    const positions = outputRows ? positionsFrom(b, targetPositions!, seqLen, outputRows.from) : targetPositions!;
-    const rows = b.gather(b.reshape(final, [-1, H]), positions, 0); // [N, H]
+    const rows = rowsAt(targetPositions!); // [N, H]
     const chunk = options.vocabChunk ?? DEFAULT_VOCAB_CHUNK;
     const output = options.quantize
       ? quantizedTargetLogprobs(b, rows, targetIds!, weights, headName(weights), c.vocabSize, HEAD_SCHEME, chunk)
@@ -304,15 +313,15 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
 
 /**
  * The first of the rows [from, T) that an inference graph's output reads, int64 [1] (docs/design.md
- * §Scoring, "The last layer's rows"): the last row for last_logprobs; for target_logprobs the
- * first target position's row in any batch row (never past T − 1, so no cut is empty).
- * Other outputs read every row.
+ * §Scoring, "The last layer's rows"): the last row for last_logprobs; for an output gathered at
+ * flat positions (target_logprobs, hidden with hiddenRows) the first row any of them reaches in
+ * any batch row (never past T − 1, so no cut is empty). Other outputs read every row.
  */
-function firstOutputRow(b: GraphBuilder, output: DecoderOutput, seqLen: string, targetPositions: string | undefined): string | undefined {
-  if (output !== 'last_logprobs' && output !== 'target_logprobs') return undefined;
+function firstOutputRow(b: GraphBuilder, output: DecoderOutput, seqLen: string, gathered: string | undefined): string | undefined {
+  if (output !== 'last_logprobs' && !gathered) return undefined;
   const lastRow = b.unsqueeze(b.sub(seqLen, b.scalar(1, 'int64')), [0]);
   if (output === 'last_logprobs') return lastRow;
-  const rowInBatch = b.sub(targetPositions!, b.mul(b.div(targetPositions!, seqLen), seqLen));
+  const rowInBatch = b.sub(gathered!, b.mul(b.div(gathered!, seqLen), seqLen));
   const candidates = b.concat([rowInBatch, lastRow], 0);
   return b.op('ReduceMin', [candidates, b.int64s([0])], { keepdims: int(1) }, 1, [{ dtype: 'int64', shape: [1] }])[0]!;
 }

@@ -87,13 +87,14 @@ function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOpti
     const keys = loraKeys(spec);
     params.set(keys.a, a).set(keys.b, bb);
   });
-  // A forward-only graph takes the inference form of attention (the same values; ../model/attention.ts).
-  const values = buildDecoder(b, weights, { output: 'hidden', linear, attentionChunks: memory.attentionChunks, inference: !memory.withGradient });
+  const positions = b.input('positions', 'int64', ['N']);
+  // A forward-only graph takes the inference form of attention and cuts its last layer to the
+  // scored rows (the same values; ../model/attention.ts, ../model/decoder.ts).
+  const values = buildDecoder(b, weights, { output: 'hidden', hiddenRows: positions, linear, attentionChunks: memory.attentionChunks, inference: !memory.withGradient });
   sameDim(b.graph, 'S', 'T');
   const H = weights.config.hiddenSize;
-  const positions = b.input('positions', 'int64', ['N']);
   const targetIds = b.input('targets', 'int64', ['N']);
-  const hidden = b.gather(b.reshape(values.output, [-1, H]), positions, 0);
+  const hidden = values.output; // [N, H]
   const head = { hidden, rows: headRows(b, weights), targets: targetIds, vocabSize: weights.config.vocabSize };
   const logprobs = b.identityAs(appendTargetLogprobs(b, head, { chunk: memory.vocabChunk, withGradient: memory.withGradient }), 'logprobs');
   const valueHead = memory.valueHead ? appendValueHead(b, hidden, H, params) : undefined;
