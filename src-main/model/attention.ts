@@ -71,8 +71,7 @@ export const ATTENTION_CHUNKING: AttentionChunking = { rows: 1024, above: 2048 }
 export const SCORE_ATTENTION_CHUNKING: AttentionChunking = { rows: 512, above: 1024 };
 
 /**
- * How many query chunks an inference graph (score, a long prompt's prefill, evaluation's
- * scorer) for rows of up to `length` tokens uses: none up to `above`, else a power of two
+ * How many query chunks an inference graph (score, evaluation's scorer) for rows of up to `length` tokens uses: none up to `above`, else a power of two
  * with chunks of at most `rows` rows, so a few graphs serve every length (the chunks' sizes
  * follow the run's T).
  */

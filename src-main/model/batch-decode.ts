@@ -46,10 +46,11 @@ export interface DecodeSettings {
   /** Whether each output gets its decoded `text` (a stop string's cut text is kept either way). */
   decodeText: boolean;
   /**
-   * The runner of a prefill graph with attention in query chunks (no past inputs) for prompts
-   * padded to `length` tokens, or undefined where the generate graph's own prefill is fine.
+   * The most prompt tokens per row one prefill step feeds the generate graph; a longer prompt
+   * goes in steps, each attending to the cache the earlier ones filled (docs/design.md
+   * §Batched generation, "Long prompts").
    */
-  longPrefill?: (length: number) => Promise<((feeds: Feeds) => Promise<Outputs>) | undefined>;
+  prefillPiece: number;
   /**
    * A flag over a SharedArrayBuffer that another thread sets to 1 to stop every sequence after
    * the token it is on (the app's Stop button). Shared memory rather than a message: the
@@ -57,6 +58,12 @@ export interface DecodeSettings {
    */
   stopFlag?: Int32Array;
 }
+
+/**
+ * Prompt tokens per row in one prefill step (docs/design.md §Batched generation, "Long
+ * prompts"): a shorter prompt prefills in one step.
+ */
+export const PREFILL_PIECE = 512;
 
 type Feeds = Record<string, ort.Tensor>;
 type Outputs = ort.InferenceSession.OnnxValueMapType;
@@ -120,6 +127,24 @@ class Sequence {
 }
 
 /**
+ * Feeds the left-padded prompts into the empty `cache` at most `piece` tokens per row at a time;
+ * the last step's outputs (its last log-probs) are the prompts'. In pieces, the largest
+ * attention value is [heads, piece, prompt] rather than [heads, prompt, prompt], and the
+ * generate graph's packed weights serve a prompt of any length.
+ */
+async function prefillInPieces(run: (feeds: Feeds) => Promise<Outputs>, cache: KvCache, prompts: { ids: number[][]; mask: number[][] }, piece: number): Promise<Outputs> {
+  const length = prompts.ids[0]!.length;
+  let out: Outputs | undefined;
+  for (let start = 0; start < length; start += piece) {
+    const cut = (rows: number[][]) => rows.map((row) => row.slice(start, start + piece));
+    const mask = cut(prompts.mask);
+    out = await run(cache.feeds(cut(prompts.ids), mask));
+    cache.append(out, mask);
+  }
+  return out!;
+}
+
+/**
  * Generates every sequence of `requests` over `prompts`; results in request order.
  * `run` runs the generate graph (last_logprobs + the new tokens' keys and values). `onToken(i, token, logprob)`
  * sees each token of sequence i as it is chosen.
@@ -135,10 +160,11 @@ export async function generateSequences(
   const seqs = requests.map((r) => new Sequence(r));
   const used = [...new Set(requests.map((r) => r.prompt))];
   const prefill = leftPadded(used.map((p) => prompts[p]!));
-  let cache = KvCache.empty(config, used.length);
-  const long = settings.useKvCache ? await settings.longPrefill?.(prefill.ids[0]!.length) : undefined;
-  let out = long ? await long(cache.prefillFeeds(prefill.ids, prefill.mask)) : await run(cache.feeds(prefill.ids, prefill.mask));
-  if (settings.useKvCache) cache.append(out, prefill.mask);
+  const promptLength = prefill.ids[0]!.length;
+  let cache = KvCache.empty(config, used.length, promptLength + Math.max(...requests.map((r) => r.maxNew)));
+  let out = settings.useKvCache
+    ? await prefillInPieces(run, cache, prefill, settings.prefillPiece)
+    : await run(cache.feeds(prefill.ids, prefill.mask));
   // Row of the current log-probs and cache for each sequence still running.
   let rows = requests.map((r) => used.indexOf(r.prompt));
   let active = seqs.map((_, i) => i);

@@ -91,12 +91,6 @@ export interface DecoderOptions {
    * graph, which autodiff differentiates, leaves it off.
    */
   inference?: boolean;
-  /**
-   * Output the current tokens' keys and values (new_key_i, new_value_i) without reading a
-   * past: a long prompt's prefill into an empty cache, with `attentionChunks` (docs/design.md
-   * §Batched generation).
-   */
-  cacheOutputs?: boolean;
   /** Scoring: vocabulary rows per chunk of the head's log-sum-exp (default {@link DEFAULT_VOCAB_CHUNK}; docs/design.md §Scoring). */
   vocabChunk?: number;
   /**
@@ -269,7 +263,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const kHeads = b.transpose(k, [0, 2, 1, 3]); // [B, kv, T, d]
     const vHeads = b.transpose(v, [0, 2, 1, 3]);
     const past = options.kvCache ? { keys: pastKeys[i]!, values: pastValues[i]! } : undefined;
-    if (past || options.cacheOutputs) {
+    if (past) {
       newKeys.push(kHeads);
       newValues.push(vHeads);
     }

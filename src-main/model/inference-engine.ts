@@ -33,11 +33,11 @@ import { checkpointWeights, decoderGraph, type WeightSource } from './decoder.js
 import { ort, createSession, assertCudaAvailable, type Device, type SessionConfig } from './ort-session.js';
 import { ChatTokenizer } from './tokenizer.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
-import { generateSequences, type GeneratedTokens } from './batch-decode.js';
+import { PREFILL_PIECE, generateSequences, type GeneratedTokens } from './batch-decode.js';
 import { KvCache } from './kv-cache.js';
 import { quantScheme, type Quantize } from './quantize.js';
 import { scoreRows, type ScoreRow } from './score-feeds.js';
-import { ATTENTION_CHUNKING, SCORE_ATTENTION_CHUNKING, attentionChunksFor, type AttentionChunking } from './attention.js';
+import { SCORE_ATTENTION_CHUNKING, attentionChunksFor, type AttentionChunking } from './attention.js';
 import { driftTextIds, measureDrift, type QuantDrift } from './quant-drift.js';
 import { checkLoraShape, checkLoraWeights, loraAKey, loraBKey, loraInputHook, loraSpecs, type LoraShape, type LoraSpec } from './lora-inputs.js';
 
@@ -103,11 +103,10 @@ export interface EngineOptions {
    * cache); false: not kept. Default: HINDSIGHT_GRAPH_CACHE, else the OS cache folder.
    */
   graphCache?: string | false;
-  /**
-   * When score and a long prompt's prefill chunk attention by query rows (docs/design.md
-   * §Scoring); default SCORE_ATTENTION_CHUNKING for score, ATTENTION_CHUNKING for the prefill.
-   */
+  /** When score chunks attention by query rows (docs/design.md §Scoring); default SCORE_ATTENTION_CHUNKING. */
   attentionChunking?: AttentionChunking;
+  /** The most prompt tokens per row one prefill step feeds the generate graph; default {@link PREFILL_PIECE}. */
+  prefillPiece?: number;
   /**
    * The tokenizer's end-of-sequence ids, from a caller that holds the tokenizer itself
    * (LocalModel, in its own thread). Given, the engine loads no tokenizer until it needs one
@@ -119,8 +118,8 @@ export interface EngineOptions {
 type Feeds = Record<string, ort.Tensor>;
 type Runner = (feeds: Feeds) => Promise<ort.InferenceSession.OnnxValueMapType>;
 
-/** The graphs an engine builds: `prefill` only with query chunks, for a long prompt's first step. */
-type Graphs = 'score' | 'generate' | 'prefill';
+/** The graphs an engine builds. */
+type Graphs = 'score' | 'generate';
 
 export class ModelEngine {
   readonly config: ModelConfig;
@@ -143,6 +142,7 @@ export class ModelEngine {
   /** The LoRA inputs fed on every run: the last `setLora` weights, zeros before. */
   private loraFeeds: Feeds = {};
   private readonly attentionChunking?: AttentionChunking;
+  private readonly prefillPiece: number;
 
   private constructor(readonly dir: string, checkpoint: Checkpoint, options: EngineOptions) {
     this.config = checkpoint.config;
@@ -158,6 +158,8 @@ export class ModelEngine {
       prepack: options.prepack, graphCache: options.graphCache, keepGraph: true,
     };
     this.attentionChunking = options.attentionChunking;
+    this.prefillPiece = options.prefillPiece ?? PREFILL_PIECE;
+    if (!(Number.isInteger(this.prefillPiece) && this.prefillPiece >= 1)) throw new UserError(`prefillPiece must be a whole number ≥ 1, got ${options.prefillPiece}`);
     this.lora = options.lora && { ...options.lora, targets: [...options.lora.targets] };
     this.loraSpecs = this.lora ? loraSpecs(this.config, this.lora.targets) : [];
     if (this.lora) this.setLora(null);
@@ -199,9 +201,7 @@ export class ModelEngine {
       const named = `${which}${this.lora ? '_lora' : ''}${chunks ? `_chunks${chunks}` : ''}`;
       const { graph } = which === 'generate'
         ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear }, named)
-        : which === 'prefill'
-          ? decoderGraph(this.weights, { output: 'last_logprobs', cacheOutputs: true, quantize, linear, attentionChunks: chunks }, named)
-          : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks }, named);
+        : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks }, named);
       // A chunked fp32 graph reads the mapped weights unpacked: a second packed copy would cost
       // about what chunking saves, and past the chunking length the keys its chunks skip pay
       // for the unpacked matmuls (SCORE_ATTENTION_CHUNKING). MatMulNBits (quantised) is only
@@ -270,15 +270,6 @@ export class ModelEngine {
       batch.forEach((i, j) => (results[i] = lp[j]!));
     }
     return results;
-  }
-
-  /**
-   * Query chunks for a prompt's prefill padded to `length` tokens; undefined up to
-   * ATTENTION_CHUNKING, where the generate graph's own prefill runs it in one piece with
-   * packed weights (a second session for shorter prompts would cost its build at first use).
-   */
-  private prefillChunks(length: number): number | undefined {
-    return attentionChunksFor(length, this.attentionChunking ?? ATTENTION_CHUNKING);
   }
 
   /**
@@ -353,10 +344,7 @@ export class ModelEngine {
       stopIds: new Set(options.stopTokenIds ?? this.eosTokenIds ?? this.tokenizer.eosTokenIds),
       stopStrings: (options.stopStrings ?? []).filter((x) => x.length > 0),
       useKvCache: options.useKvCache ?? true,
-      longPrefill: async (length) => {
-        const chunks = this.prefillChunks(length);
-        return chunks ? this.runner(await this.session('prefill', chunks)) : undefined;
-      },
+      prefillPiece: this.prefillPiece,
       decode: (ids) => this.tokenizer.decode(ids),
       decodeText: options.decodeText ?? true,
       ...(options.stopFlag ? { stopFlag: options.stopFlag } : {}),

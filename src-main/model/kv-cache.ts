@@ -11,7 +11,10 @@
  * - Every row has the same number of slots: rows are left-padded, and a padding slot is
  *   masked (its `filled` flag is 0), as is every slot past `length`.
  * - Capacity grows in blocks of {@link SLOT_BLOCK} slots, so attention reads at most a block
- *   of empty (masked) slots, and the buffers are copied once per block.
+ *   of empty (masked) slots. The buffers are allocated once for the slots the caller reserves
+ *   (a prompt and its reply budget) and grow inside that memory, moving each head's slots
+ *   apart: fresh buffers at every block cost a page fault per 4 KiB touched, which at an
+ *   8,192-token prompt was 15 s of a 125 s prefill (docs/design.md §Batched generation).
  * - The graph always sees at least one slot, empty at first: ONNX Runtime's MatMul over a
  *   zero-length dimension is not to be trusted (docs/design.md §Batched generation).
  */
@@ -30,19 +33,22 @@ export class KvCache {
     private readonly config: ModelConfig,
     /** Per row, per slot: 1 where the slot holds a real token. */
     private filled: Uint8Array[],
-    /** Per layer: [rows, kvHeads, capacity, headDim]. */
+    /** Per layer: [rows, kvHeads, capacity, headDim], views over buffers of `reserved` slots. */
     private keys: Float32Array[],
     private values: Float32Array[],
     private capacity: number,
     /** Slots written so far (the same for every row). */
     private length: number,
+    /** The slots the buffers were allocated for: growth up to here stays in place. */
+    private readonly reserved: number,
   ) {}
 
-  /** An empty cache for `rows` rows. */
-  static empty(config: ModelConfig, rows: number): KvCache {
-    const buffers = () => Array.from({ length: config.numLayers }, () => new Float32Array(rows * config.numKvHeads * SLOT_BLOCK * config.headDim));
+  /** An empty cache for `rows` rows, its memory allocated for `reserve` slots (at least one block). */
+  static empty(config: ModelConfig, rows: number, reserve = SLOT_BLOCK): KvCache {
+    const reserved = blocksFor(reserve);
+    const buffers = () => Array.from({ length: config.numLayers }, () => slotBuffer(config, rows, SLOT_BLOCK, reserved));
     const filled = Array.from({ length: rows }, () => new Uint8Array(SLOT_BLOCK));
-    return new KvCache(config, filled, buffers(), buffers(), SLOT_BLOCK, 0);
+    return new KvCache(config, filled, buffers(), buffers(), SLOT_BLOCK, 0, reserved);
   }
 
   get rows(): number {
@@ -75,20 +81,6 @@ export class KvCache {
     return feeds;
   }
 
-  /**
-   * The inputs of a prefill graph (no past: see ./decoder.ts `cacheOutputs`) for the
-   * first tokens of an empty cache; its outputs go to {@link append} as a step's do.
-   */
-  prefillFeeds(tokens: number[][], mask: number[][]): Feeds {
-    if (this.length !== 0) throw new Error('prefillFeeds: the cache is not empty');
-    const T = tokens[0]!.length, R = this.rows;
-    return {
-      input_ids: int64Tensor(tokens.flat(), [R, T]),
-      attention_mask: int64Tensor(mask.flat(), [R, T]),
-      position_ids: int64Tensor(positionIdsFromMask(mask, this.realTokens()).flat(), [R, T]),
-    };
-  }
-
   /** Writes the step's new keys and values (`out`) for tokens masked by `mask` into the next slots. */
   append(out: Outputs, mask: number[][]): void {
     const T = mask[0]!.length;
@@ -110,16 +102,21 @@ export class KvCache {
   /** A cache of the given rows, in that order (a row may repeat: a prompt's n sequences). */
   select(rows: number[]): KvCache {
     if (rows.length === this.rows && rows.every((r, i) => r === i)) return this;
-    return new KvCache(this.config, rows.map((r) => this.filled[r]!.slice()), this.copyRows(rows, this.keys, this.capacity),
-      this.copyRows(rows, this.values, this.capacity), this.capacity, this.length);
+    return new KvCache(this.config, rows.map((r) => this.filled[r]!.slice()), this.copyRows(rows, this.keys),
+      this.copyRows(rows, this.values), this.capacity, this.length, this.reserved);
   }
 
   /** Room for `slots` slots at least, in whole blocks; the rows keep what they hold. */
   private grow(slots: number): void {
-    const capacity = Math.ceil(slots / SLOT_BLOCK) * SLOT_BLOCK;
-    const all = this.filled.map((_, r) => r);
-    this.keys = this.copyRows(all, this.keys, capacity);
-    this.values = this.copyRows(all, this.values, capacity);
+    const capacity = blocksFor(slots);
+    if (capacity <= this.reserved) {
+      this.keys = this.keys.map((buffer) => this.spreadInPlace(buffer, capacity));
+      this.values = this.values.map((buffer) => this.spreadInPlace(buffer, capacity));
+    } else {
+      const all = this.filled.map((_, r) => r);
+      this.keys = this.copyRows(all, this.keys, capacity);
+      this.values = this.copyRows(all, this.values, capacity);
+    }
     this.filled = this.filled.map((row) => {
       const wider = new Uint8Array(capacity);
       wider.set(row);
@@ -128,11 +125,27 @@ export class KvCache {
     this.capacity = capacity;
   }
 
-  /** New per-layer buffers of `capacity` slots holding `rows` of `buffers` (their written slots). */
-  private copyRows(rows: number[], buffers: Float32Array[], capacity: number): Float32Array[] {
+  /**
+   * `buffer`'s written slots laid out for `capacity` slots per head, in the same memory. Each
+   * head moves to a higher offset, so moving the last head first never overwrites one not yet
+   * moved. The new empty slots are zeroed: masked, but their contents are then known.
+   */
+  private spreadInPlace(buffer: Float32Array, capacity: number): Float32Array {
+    const d = this.config.headDim, written = this.length * d;
+    const wider = new Float32Array(buffer.buffer, buffer.byteOffset, this.rows * this.config.numKvHeads * capacity * d);
+    for (let head = this.rows * this.config.numKvHeads - 1; head >= 0; head--) {
+      const from = head * this.capacity * d, to = head * capacity * d;
+      wider.copyWithin(to, from, from + written);
+      wider.fill(0, to + written, to + capacity * d);
+    }
+    return wider;
+  }
+
+  /** New per-layer buffers of `capacity` slots (reserving at least as many as this cache) holding `rows` of `buffers`. */
+  private copyRows(rows: number[], buffers: Float32Array[], capacity = this.capacity): Float32Array[] {
     const { numKvHeads: heads, headDim: d } = this.config;
     return buffers.map((src) => {
-      const dst = new Float32Array(rows.length * heads * capacity * d);
+      const dst = slotBuffer(this.config, rows.length, capacity, Math.max(capacity, this.reserved));
       rows.forEach((r, to) => {
         for (let h = 0; h < heads; h++) {
           const from = (r * heads + h) * this.capacity * d;
@@ -142,4 +155,18 @@ export class KvCache {
       return dst;
     });
   }
+}
+
+/** `slots` rounded up to whole blocks. */
+function blocksFor(slots: number): number {
+  return Math.max(1, Math.ceil(slots / SLOT_BLOCK)) * SLOT_BLOCK;
+}
+
+/**
+ * A zeroed [rows, kvHeads, capacity, headDim] buffer whose memory has room for `reserved` slots
+ * per head. Pages are only touched as slots are written, so unused room costs no memory.
+ */
+function slotBuffer(config: ModelConfig, rows: number, capacity: number, reserved: number): Float32Array {
+  const perSlot = rows * config.numKvHeads * config.headDim;
+  return new Float32Array(new ArrayBuffer(perSlot * reserved * Float32Array.BYTES_PER_ELEMENT), 0, perSlot * capacity);
 }

@@ -80,7 +80,7 @@ describe.each(VARIANTS)('$label', (variant) => {
     expect(await model.score(rows, { batchSize: 3, padding: 'left' })).toEqual(left);
   });
 
-  it('rows past the chunking length score, and prompts prefill, with attention in query chunks, as in one piece', async () => {
+  it('rows past the chunking length score with attention in query chunks as in one piece', async () => {
     const cache = path.join(root, `${variant.label.replace(/\W+/g, '-')}-cache`);
     const chunked = await LocalModel.load(tiny.dir, { attentionChunking: { rows: 4, above: 8 }, graphCache: cache });
     try {
@@ -91,19 +91,28 @@ describe.each(VARIANTS)('$label', (variant) => {
       const expected = `score_chunks${2 ** Math.ceil(Math.log2(chunks))}-`;
       expect(chunks).toBeGreaterThan(4);
       expect(fs.readdirSync(cache, { recursive: true, encoding: 'utf8' }).some((f) => path.basename(f).startsWith(expected))).toBe(true);
-      // Generation: a long prompt's prefill takes the prefill graph with query chunks; the
-      // tokens and their log-probs are those of the generate graph's own prefill.
-      const prompts = [rows[0]!.inputIds.slice(0, rows[0]!.responseStart), rows[1]!.inputIds.slice(0, rows[1]!.responseStart)];
-      const request = { temperature: 1, maxNewTokens: 6, stopTokenIds: [] };
-      const batch = prompts.map((prompt, i) => ({ prompt, seeds: [10 + i, 20 + i] }));
-      const [plain, viaChunks] = [await model.generateBatch(batch, request), await chunked.generateBatch(batch, request)];
-      viaChunks.flat().forEach((out, j) => {
-        expect(out.tokens).toEqual(plain.flat()[j]!.tokens);
-        expect(maxAbsDiff(out.logprobs, plain.flat()[j]!.logprobs)).toBeLessThan(1e-4);
-      });
-      expect(fs.readdirSync(cache, { recursive: true, encoding: 'utf8' }).some((f) => path.basename(f).startsWith('prefill_chunks'))).toBe(true);
     } finally {
       await chunked.close();
+    }
+  });
+
+  it('prompts prefilled a few tokens per step generate what a prefill in one step generates', async () => {
+    const stepwise = await LocalModel.load(tiny.dir, { prefillPiece: 3 });
+    try {
+      // Two prompts of different lengths, left-padded together: the first steps are padding
+      // only for the shorter one, and neither prompt's length is a multiple of 3.
+      const prompts = [rows[0]!.inputIds.slice(0, rows[0]!.responseStart), rows[1]!.inputIds.slice(0, rows[1]!.responseStart)];
+      expect(prompts.map((p) => p.length % 3)).not.toContain(0);
+      expect(Math.abs(prompts[0]!.length - prompts[1]!.length)).toBeGreaterThan(3);
+      const request = { temperature: 1, maxNewTokens: 6, stopTokenIds: [] };
+      const batch = prompts.map((prompt, i) => ({ prompt, seeds: [10 + i, 20 + i] }));
+      const [inOneStep, inSteps] = [await model.generateBatch(batch, request), await stepwise.generateBatch(batch, request)];
+      inSteps.flat().forEach((out, j) => {
+        expect(out.tokens).toEqual(inOneStep.flat()[j]!.tokens);
+        expect(maxAbsDiff(out.logprobs, inOneStep.flat()[j]!.logprobs)).toBeLessThan(1e-4);
+      });
+    } finally {
+      await stepwise.close();
     }
   });
 

@@ -1,0 +1,87 @@
+// A prompt's prefill in pieces (docs/design.md §Batched generation, "Long prompts"): the
+// generate graph gets at most `prefillPiece` tokens per row per step, the padding and the
+// positions carry on across the steps, and the cache grows in place within the room reserved
+// for the prompt and its reply. A scripted runner stands in for the graph here to record what
+// it is fed; test/model/decoder.test.ts checks the tokens against a prefill in one step.
+import { describe, expect, it } from 'vitest';
+import { generateSequences, type DecodeSettings } from '../../src-main/model/batch-decode.js';
+import type { ModelConfig } from '../../src-main/model/hf-checkpoint.js';
+import { KvCache, SLOT_BLOCK } from '../../src-main/model/kv-cache.js';
+import { ort } from '../../src-main/model/ort-session.js';
+
+const config = { numLayers: 2, numKvHeads: 2, headDim: 3, vocabSize: 5 } as ModelConfig;
+
+/** Per step: the tokens fed, their mask and positions, and how many past slots the graph saw. */
+interface Step { ids: number[][]; mask: number[][]; positions: number[][]; pastSlots: number }
+
+/** A runner that records each step and gives token 1 the highest log-prob; keys = the token id. */
+function scriptedRun(steps: Step[]) {
+  return async (feeds: Record<string, ort.Tensor>) => {
+    const [R, T] = feeds.input_ids!.dims as [number, number];
+    const rows = (t: ort.Tensor) => Array.from({ length: R }, (_, r) => Array.from(t.data as BigInt64Array, Number).slice(r * (t.dims[1]!), (r + 1) * t.dims[1]!));
+    const pastSlots = feeds.past_key_0!.dims[2]!;
+    steps.push({ ids: rows(feeds.input_ids!), mask: rows(feeds.attention_mask!).map((row) => row.slice(pastSlots)), positions: rows(feeds.position_ids!), pastSlots });
+    const out: Record<string, ort.Tensor> = { last_logprobs: new ort.Tensor('float32', Float32Array.from({ length: R * 5 }, (_, i) => (i % 5 === 1 ? -0.1 : -5)), [R, 5]) };
+    const ids = Array.from(feeds.input_ids!.data as BigInt64Array, Number);
+    for (let i = 0; i < config.numLayers; i++) {
+      const data = new Float32Array(R * 2 * T * 3).map((_, k) => ids[Math.floor(k / (2 * T * 3)) * T + (Math.floor(k / 3) % T)]!);
+      out[`new_key_${i}`] = new ort.Tensor('float32', data, [R, 2, T, 3]);
+      out[`new_value_${i}`] = new ort.Tensor('float32', data.slice(), [R, 2, T, 3]);
+    }
+    return out;
+  };
+}
+
+const settings: DecodeSettings = { temperature: 0, topP: 1, stopIds: new Set(), stopStrings: [], useKvCache: true, decode: () => '', decodeText: false, prefillPiece: 3 };
+
+describe('prefill in pieces', () => {
+  it('feeds at most a piece per row per step, with the padding and positions of one prefill', async () => {
+    const steps: Step[] = [];
+    const prompts = [[10, 11, 12, 13, 14, 15, 16], [20, 21, 22, 23]];
+    const requests = [{ prompt: 0, seed: 1, maxNew: 2 }, { prompt: 1, seed: 2, maxNew: 2 }];
+    const outs = await generateSequences(config, scriptedRun(steps), prompts, requests, settings);
+    expect(outs.map((o) => o.tokens)).toEqual([[1, 1], [1, 1]]);
+    // 7 padded tokens in steps of 3, 3 and 1, then one decode step.
+    expect(steps.map((s) => s.ids[0]!.length)).toEqual([3, 3, 1, 1]);
+    expect(steps.slice(0, 3).flatMap((s) => s.ids[0])).toEqual(prompts[0]);
+    expect(steps.slice(0, 3).flatMap((s) => s.ids[1])).toEqual([0, 0, 0, 20, 21, 22, 23]);
+    expect(steps.slice(0, 3).flatMap((s) => s.mask[1])).toEqual([0, 0, 0, 1, 1, 1, 1]);
+    expect(steps.slice(0, 3).flatMap((s) => s.positions[0])).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    expect(steps.slice(0, 3).flatMap((s) => s.positions[1])).toEqual([0, 0, 0, 0, 1, 2, 3]);
+    expect(steps[3]!.positions).toEqual([[7], [4]]);
+  });
+
+  it('a prompt within one piece prefills in one step', async () => {
+    const steps: Step[] = [];
+    await generateSequences(config, scriptedRun(steps), [[1, 2, 3]], [{ prompt: 0, seed: 1, maxNew: 1 }], settings);
+    expect(steps.map((s) => s.ids[0]!.length)).toEqual([3]);
+  });
+});
+
+describe('KvCache growth within its reservation', () => {
+  it('keeps every row and head in place as it grows, and zeroes the new slots', () => {
+    const prompt = 2 * SLOT_BLOCK + 5;
+    const cache = KvCache.empty(config, 2, prompt + 10);
+    const written: number[][] = [[], []];
+    for (let start = 0; start < prompt; start += 7) {
+      const T = Math.min(7, prompt - start);
+      const ids = [0, 1].map((r) => Array.from({ length: T }, (_, t) => 1000 * r + start + t));
+      ids.forEach((row, r) => written[r]!.push(...row));
+      const data = new Float32Array(2 * 2 * T * 3).map((_, k) => ids[Math.floor(k / (2 * T * 3))]![Math.floor(k / 3) % T]! + 0.25 * (Math.floor(k / (T * 3)) % 2));
+      const out: Record<string, ort.Tensor> = {};
+      for (let i = 0; i < 2; i++) for (const kind of ['key', 'value']) out[`new_${kind}_${i}`] = new ort.Tensor('float32', data, [2, 2, T, 3]);
+      cache.append(out, ids.map((row) => row.map(() => 1)));
+    }
+    const feeds = cache.feeds([[0], [0]], [[1], [1]]);
+    const slots = 3 * SLOT_BLOCK;
+    expect(feeds.past_value_1!.dims).toEqual([2, 2, slots, 3]);
+    const fed = feeds.past_value_1!.data as Float32Array;
+    for (let r = 0; r < 2; r++) for (let h = 0; h < 2; h++) {
+      const head = Array.from({ length: slots }, (_, s) => fed[((r * 2 + h) * slots + s) * 3]!);
+      expect(head.slice(0, prompt)).toEqual(written[r]!.map((v) => v + 0.25 * h));
+      expect(head.slice(prompt).every((v) => v === 0)).toBe(true);
+    }
+    // The fed view lies in the memory allocated for the reservation: no copy was made to grow.
+    expect(fed.buffer.byteLength).toBe(2 * 2 * 3 * 3 * SLOT_BLOCK * 4);
+  });
+});
