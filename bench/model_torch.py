@@ -6,7 +6,8 @@ the same checkpoint and inputs, timed with the same thread count.
 usage: model_torch.py REQUEST.json   → prints one JSON object on stdout
 REQUEST: {"model": DIR, "threads": N, "rows": [{"input_ids": [...], "response_start": k}],
           "score_repeats": R, "warm_up_whole_batch": bool, "prompt": [...], "new_tokens": N,
-          "generate_repeats": R, "omit_logprobs": bool}
+          "generate_repeats": R, "omit_logprobs": bool,
+          "prefill_prompt": [...], "prefill_repeats": R}
 Each run's wall and CPU seconds are reported, and the process's peak RSS.
 """
 import json
@@ -86,8 +87,9 @@ class Decoder:
         h = x.shape[-1] // 2
         return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
-    def forward(self, ids, pos, mask_bias, past=None):
-        """ids [B,T]; pos [B,T]; mask_bias [B,1,T,S]; past: list of (k, v) [B,nKV,P,d]."""
+    def forward(self, ids, pos, mask_bias, past=None, last_only=False):
+        """ids [B,T]; pos [B,T]; mask_bias [B,1,T,S]; past: list of (k, v) [B,nKV,P,d].
+        last_only: the head at the last position only (what generation needs of a prefill)."""
         B, T = ids.shape
         h = self.w["model.embed_tokens.weight"][ids]
         freqs = pos[..., None].float() * self.inv_freq
@@ -97,6 +99,8 @@ class Decoder:
         for i in range(self.L):
             h, kv = self.run_layer(i, h, cos, sin, mask_bias, past[i] if past is not None else None)
             present.append(kv)
+        if last_only:
+            h = h[:, -1:]
         return self.rms(h, "model.norm.weight") @ self.head.T, present
 
     def run_layer(self, i, h, cos, sin, mask_bias, past_kv):
@@ -179,6 +183,14 @@ def generate(model, prompt, n):
     return out
 
 
+def prefill(model, prompt):
+    """A prompt's prefill as transformers runs it (eager attention, the head at the last
+    position only): the greedy first token."""
+    T = len(prompt)
+    logits, _ = model.forward(torch.tensor([prompt]), torch.arange(T)[None], causal_bias(torch.ones(1, T, dtype=torch.long), T), last_only=True)
+    return int(logits[0, -1].argmax())
+
+
 def main():
     req = json.load(open(sys.argv[1]))
     torch.set_num_threads(req.get("threads", 1))
@@ -205,6 +217,14 @@ def main():
             runs.append({"wall_s": time.time() - t, "cpu_s": time.process_time() - c})
         result["generate_s"] = runs[0]["wall_s"]
         result["generate_runs"] = runs
+    if req.get("prefill_prompt"):
+        prefill(model, req["prefill_prompt"][:64])  # warm-up
+        runs = []
+        for _ in range(req.get("prefill_repeats", 1)):
+            t, c = time.time(), time.process_time()
+            result["first_token"] = prefill(model, req["prefill_prompt"])
+            runs.append({"wall_s": time.time() - t, "cpu_s": time.process_time() - c})
+        result["prefill_runs"] = runs
     if req.get("omit_logprobs"):
         result.pop("logprobs", None)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -11,6 +11,8 @@ export type RealChildRequest =
   | { kind: 'first-token'; model: string; threads: number; prompt: number[] }
   /** score: the warm-up scores the whole batch, so a timed run meets memory the warm-up already grew. */
   | { kind: 'score'; model: string; threads: number; quantize: Quantize; rows: ScoreRow[]; repeats: number }
+  /** prefill: a long prompt to its first token (the warm-up: a 64-token piece of it). */
+  | { kind: 'prefill'; model: string; threads: number; quantize: Quantize; prompt: number[]; repeats: number }
   | { kind: 'judge'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number }
   /** Loads the model with `graph` prepared and closes it: fills the graph cache for the processes measured after it. */
   | { kind: 'prime'; model: string; threads: number; quantize: Quantize; graph: 'score' | 'generate' };
@@ -24,7 +26,7 @@ export interface RealChildResult {
   peakMb: number;
   /** generate, judge: load with its graphs (the cache's or built). */
   loadS?: number;
-  /** generate, score: the median run; judge: the batched votes. */
+  /** generate, score, prefill: the median run; judge: the batched votes. */
   run?: Timed;
   /** judge: the votes one after another. */
   sequential?: Timed;
@@ -65,6 +67,11 @@ export async function runRealChild(q: RealChildRequest): Promise<RealChildResult
     if (q.kind === 'generate') {
       await model.generate(q.prompt, { maxNewTokens: 4, stopTokenIds: [] }); // warm-up
       const [out, run] = await median(q.repeats, () => model.generate(q.prompt, { maxNewTokens: q.newTokens, stopTokenIds: [] }));
+      return { peakMb: peakMb(), loadS: load.wallS, run, tokens: out.tokens };
+    }
+    if (q.kind === 'prefill') {
+      await model.generate(q.prompt.slice(0, 64), { maxNewTokens: 1, stopTokenIds: [] });
+      const [out, run] = await median(q.repeats, () => model.generate(q.prompt, { maxNewTokens: 1, stopTokenIds: [] }));
       return { peakMb: peakMb(), loadS: load.wallS, run, tokens: out.tokens };
     }
     if (q.kind === 'score') {

@@ -15,6 +15,8 @@
  *               and warm (docs/design.md §Graph cache), vs llama.cpp's load + first token
  *   judge       the local judge's 3 votes × 128 tokens on one prompt, batched vs one at a time
  *   score       scoring 4 × 512 tokens on the Qwen3-0.6B shape vs PyTorch, in rounds side by side
+ *   prefill     a BENCH_PREFILL_LEN-token prompt to its first token on the Qwen3-0.6B shape, vs
+ *               PyTorch's eager prefill with the head at the last position, in rounds side by side
  *
  * Every measurement runs in a process of its own, one after another, so its peak RSS is its
  * own; each figure is the median of BENCH_REPEATS runs (after a warm-up) with the process's CPU
@@ -22,11 +24,12 @@
  * measured processes load from a graph cache filled by a process before them (a launch after a
  * model's first); first-token measures the cold and cache-off loads.
  *
- * Options (env): BENCH_PARTS (train,long,generate,first-token,judge,score), BENCH_THREADS (2),
+ * Options (env): BENCH_PARTS (train,long,generate,first-token,judge,score; prefill on request:
+ * minutes per process), BENCH_THREADS (2),
  * BENCH_REPEATS (3), BENCH_NEW_TOKENS (128), BENCH_SHAPES (125m,1.5b: generate's models),
  * BENCH_TRAIN_LEN (2048), BENCH_LONG_LEN (8192), BENCH_RSS_LIMIT_GB (14: the long step is
  * stopped past it; every other child past 18 GB), BENCH_GENERATE_TORCH (1; 0 leaves PyTorch
- * out of the decode part). Models, GGUF files and the graph cache go to bench/output/ (git-ignored).
+ * out of the decode part), BENCH_PREFILL_LEN (8192). Models, GGUF files and the graph cache go to bench/output/ (git-ignored).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -53,6 +56,7 @@ const PARTS = (process.env.BENCH_PARTS ?? 'train,long,generate,first-token,judge
 const SHAPES = (process.env.BENCH_SHAPES ?? '125m,1.5b').split(',');
 const TRAIN_LEN = Number(process.env.BENCH_TRAIN_LEN ?? 2048);
 const LONG_LEN = Number(process.env.BENCH_LONG_LEN ?? 8192);
+const PREFILL_LEN = Number(process.env.BENCH_PREFILL_LEN ?? 8192);
 const RSS_LIMIT_MB = Number(process.env.BENCH_RSS_LIMIT_GB ?? 14) * 1024;
 /** No ordinary child may take the machine down either. */
 const ANY_LIMIT_MB = 18 * 1024;
@@ -366,6 +370,38 @@ async function scorePart(): Promise<void> {
   });
 }
 
+/**
+ * A long prompt to its first token, in rounds of PyTorch then Hindsight fp32 (one timed run per
+ * process after a 64-token warm-up). PyTorch runs the prefill as transformers' eager attention
+ * does (one [heads, T, T] score value per layer) with the head at the last position only.
+ */
+async function prefillPart(): Promise<void> {
+  const model = MODELS['0.6b']();
+  const prompt = randomIds(PREFILL_LEN, Checkpoint.open(model).config.vocabSize, 17);
+  await primeGraphCache(model, 'none', 'generate');
+  console.log(`\n## A prompt of ${PREFILL_LEN.toLocaleString('en-US')} tokens to its first token: ${LABEL['0.6b']}, fp32, ${THREADS} threads, ${REPEATS} rounds of PyTorch then Hindsight`);
+  console.log('| round | PyTorch eager | its peak RSS | Hindsight | its peak RSS | time × | same token | load avg |');
+  console.log('|---|---|---|---|---|---|---|---|');
+  const ratios: number[] = [], rssRatios: number[] = [];
+  for (let r = 0; r < REPEATS; r++) {
+    const before = load();
+    const t = await torch('model_torch.py', { model, threads: THREADS, prefill_prompt: prompt, prefill_repeats: 1 });
+    const h = await hindsight({ kind: 'prefill', model, threads: THREADS, quantize: 'none', prompt, repeats: 1 });
+    const torchCell = t.stoppedAtMb !== undefined ? `stopped past ${gb(t.stoppedAtMb)}` : secs(prefillRun(t));
+    const ratio = t.stoppedAtMb !== undefined ? undefined : prefillRun(t).wallS / h.run!.wallS;
+    if (ratio !== undefined) ratios.push(ratio), rssRatios.push(h.peakMb / (t.peak_rss_mb as number));
+    console.log(`| ${r + 1} | ${torchCell} | ${t.stoppedAtMb !== undefined ? '—' : gb(t.peak_rss_mb as number)} | ${secs(h.run!)} | ${gb(h.peakMb)} | ${ratio === undefined ? '—' : `×${f(ratio, 2)}`} | ${t.first_token === undefined ? '—' : t.first_token === h.tokens![0] ? 'yes' : 'no'} | ${before}→${load()} |`);
+  }
+  if (!ratios.length) return verdict(`first token after ${PREFILL_LEN.toLocaleString('en-US')} tokens, 0.6B`, 'PyTorch stopped every round', '—', undefined);
+  const speed = median(ratios, (x) => x), rss = median(rssRatios, (x) => x);
+  verdict(`first token after ${PREFILL_LEN.toLocaleString('en-US')} tokens, 0.6B, fp32`, `×${f(speed, 2)} PyTorch eager's speed, ×${f(rss, 2)} its peak RSS (medians of ${ratios.length} rounds)`, '—', undefined);
+}
+
+function prefillRun(t: Record<string, any>): Timed {
+  const [run] = t.prefill_runs as { wall_s: number; cpu_s: number }[];
+  return { wallS: run!.wall_s, cpuS: run!.cpu_s };
+}
+
 /** PyTorch's one timed score run. */
 function torchRun(t: Record<string, any>): Timed {
   const [run] = t.score_runs as { wall_s: number; cpu_s: number }[];
@@ -375,7 +411,7 @@ function torchRun(t: Record<string, any>): Timed {
 async function main(): Promise<void> {
   fs.mkdirSync(OUT, { recursive: true });
   console.log(`# bench:real-shapes — ${os.cpus()[0]?.model ?? 'cpu'}, ${os.cpus().length} cores, ${f(os.totalmem() / 1024 ** 3)} GB, ${THREADS} threads; load average at start ${os.loadavg().map((x) => f(x)).join(' ')}`);
-  const parts: Record<string, () => Promise<void>> = { train: trainPart, long: longPart, generate: generatePart, 'first-token': firstTokenPart, judge: judgePart, score: scorePart };
+  const parts: Record<string, () => Promise<void>> = { train: trainPart, long: longPart, generate: generatePart, 'first-token': firstTokenPart, judge: judgePart, score: scorePart, prefill: prefillPart };
   for (const part of PARTS) {
     if (!parts[part]) throw new Error(`BENCH_PARTS: unknown part '${part}' (${Object.keys(parts).join(', ')})`);
     await parts[part]!();

@@ -99,6 +99,7 @@ async function scoreBase(values: { model: string; input: string }, device: Devic
   const model = await LocalModel.load(values.model, { device, threads: threads || undefined, quantize });
   try {
     const rows = readScoreInput(values.input, model.tokenizer);
+    checkRows(rows, model.config.vocabSize, values.input);
     const logprobs = await model.score(rows, { batchSize });
     const drift = await model.quantizationDrift();
     return { rows, logprobs, executionProvider: model.executionProvider ?? device, drift };

@@ -83,6 +83,10 @@ describe('hindsight score --adapter', () => {
     const outside = await cli('score', '--model', MODEL, '--input', bad, '--out', out, '--adapter', adapterDir);
     expect(outside.code).toBe(1);
     expect(outside.stderr).toMatch(/bad\.jsonl: row 1: token id 99999 is outside the vocabulary \[0, \d+\)/);
+    // Without the adapter the base model's path names the file the same way.
+    const outsideBase = await cli('score', '--model', MODEL, '--input', bad, '--out', out);
+    expect(outsideBase.code).toBe(1);
+    expect(outsideBase.stderr).toMatch(/bad\.jsonl: row 1: token id 99999 is outside the vocabulary \[0, \d+\)/);
 
     const flags = await cli('score', '--model', MODEL, '--input', inputFile, '--out', out, '--adapter', adapterDir, '--quantize', 'int8');
     expect(flags.code).toBe(2);
