@@ -71,9 +71,9 @@ export const ATTENTION_CHUNKING: AttentionChunking = { rows: 1024, above: 2048 }
 export const SCORE_ATTENTION_CHUNKING: AttentionChunking = { rows: 512, above: 1024 };
 
 /**
- * How many query chunks an inference graph (score, evaluation's scorer) for rows of up to `length` tokens uses: none up to `above`, else a power of two
- * with chunks of at most `rows` rows, so a few graphs serve every length (the chunks' sizes
- * follow the run's T).
+ * How many query chunks an inference graph (score, evaluation's scorer) for rows of up to
+ * `length` tokens uses: none up to `above`, else a power of two with chunks of at most `rows`
+ * rows, so a few graphs serve every length (the chunks' sizes follow the run's T).
  */
 export function attentionChunksFor(length: number, chunking: AttentionChunking = ATTENTION_CHUNKING): number | undefined {
   if (!chunksAttention(length, chunking)) return undefined;
