@@ -1,5 +1,6 @@
 // The decode cache's bookkeeping (docs/design.md §Batched generation): new keys land in the
-// next slots, capacity grows in blocks without losing what the rows hold, rows can be picked
+// next slots, capacity grows in blocks without losing what the rows hold (in place within the
+// slots reserved for it), rows can be picked
 // (and repeated), and the mask and positions fed to the graph follow the filled slots.
 import { describe, expect, it } from 'vitest';
 import type { ModelConfig } from '../../src-main/model/hf-checkpoint.js';
@@ -8,14 +9,19 @@ import { ort } from '../../src-main/model/ort-session.js';
 
 const config = { numLayers: 2, numKvHeads: 2, headDim: 3 } as ModelConfig;
 
-/** Fake graph outputs for `rows` rows of T tokens: value = 1000·layer + 100·row + 10·head + token (+0.5 for values). */
-function outputs(rows: number, T: number, tag: number): Record<string, ort.Tensor> {
+type Entry = (layer: number, row: number, head: number, token: number) => number;
+
+/**
+ * Fake graph outputs for `rows` rows of T tokens: by default value = 1000·layer + 100·row +
+ * 10·head + tag + token (+0.5 for values); `entry` gives another.
+ */
+function outputs(rows: number, T: number, tag: number, entry: Entry = (i, r, h, t) => 1000 * i + 100 * r + 10 * h + tag + t): Record<string, ort.Tensor> {
   const out: Record<string, ort.Tensor> = {};
   for (let i = 0; i < config.numLayers; i++) {
     for (const [kind, extra] of [['key', 0], ['value', 0.5]] as const) {
       const data = new Float32Array(rows * 2 * T * 3);
       for (let r = 0; r < rows; r++) for (let h = 0; h < 2; h++) for (let t = 0; t < T; t++) {
-        data.fill(1000 * i + 100 * r + 10 * h + tag + t + extra, ((r * 2 + h) * T + t) * 3, ((r * 2 + h) * T + t + 1) * 3);
+        data.fill(entry(i, r, h, t) + extra, ((r * 2 + h) * T + t) * 3, ((r * 2 + h) * T + t + 1) * 3);
       }
       out[`new_${kind}_${i}`] = new ort.Tensor('float32', data, [rows, 2, T, 3]);
     }
@@ -61,6 +67,26 @@ describe('KvCache', () => {
     expect(row1.slice(SLOT_BLOCK + 1, 2 * SLOT_BLOCK).every((m) => m === 0)).toBe(true);
     expect(row1.at(-1)).toBe(1);
     expect(Array.from(feeds.position_ids!.data as BigInt64Array, Number)).toEqual([SLOT_BLOCK + 1, SLOT_BLOCK]);
+  });
+
+  it('grows in place within the slots reserved for it, keeping every row and head and zeroing the new slots', () => {
+    const prompt = 2 * SLOT_BLOCK + 5;
+    const cache = KvCache.empty(config, 2, prompt + 10);
+    // Each slot's keys hold a number no other row, head or slot has: 1000·row + 0.25·head + slot.
+    for (let start = 0; start < prompt; start += 7) {
+      const T = Math.min(7, prompt - start);
+      cache.append(outputs(2, T, start, (_, r, h, t) => 1000 * r + 0.25 * h + start + t), [new Array(T).fill(1), new Array(T).fill(1)]);
+    }
+    const feeds = cache.feeds([[0], [0]], [[1], [1]]);
+    const slots = 3 * SLOT_BLOCK;
+    expect(feeds.past_key_1!.dims).toEqual([2, 2, slots, 3]);
+    for (let r = 0; r < 2; r++) for (let h = 0; h < 2; h++) {
+      const head = Array.from({ length: slots }, (_, s) => fedKey(feeds, 1, r, h, s));
+      expect(head.slice(0, prompt)).toEqual(Array.from({ length: prompt }, (_, s) => 1000 * r + 0.25 * h + s));
+      expect(head.slice(prompt).every((v) => v === 0)).toBe(true);
+    }
+    // The fed view lies in the memory allocated for the reservation: no copy was made to grow.
+    expect((feeds.past_key_1!.data as Float32Array).buffer.byteLength).toBe(2 * 2 * 3 * slots * 4);
   });
 
   it('select picks rows in order, repeating one for a prompt with several sequences', () => {

@@ -1,12 +1,12 @@
 // A prompt's prefill in pieces (docs/design.md §Batched generation, "Long prompts"): the
-// generate graph gets at most `prefillPiece` tokens per row per step, the padding and the
-// positions carry on across the steps, and the cache grows in place within the room reserved
-// for the prompt and its reply. A scripted runner stands in for the graph here to record what
-// it is fed; test/model/decoder.test.ts checks the tokens against a prefill in one step.
+// generate graph gets at most `prefillPiece` tokens per row per step, and the padding and the
+// positions carry on across the steps. A scripted runner stands in for the graph here to
+// record what it is fed; test/model/decoder.test.ts checks the tokens against a prefill in one
+// step, and test/model/kv-cache.test.ts the cache's growth within the room reserved for the
+// prompt and its reply.
 import { describe, expect, it } from 'vitest';
 import { generateSequences, type DecodeSettings } from '../../src-main/model/batch-decode.js';
 import type { ModelConfig } from '../../src-main/model/hf-checkpoint.js';
-import { KvCache, SLOT_BLOCK } from '../../src-main/model/kv-cache.js';
 import { ort } from '../../src-main/model/ort-session.js';
 
 const config = { numLayers: 2, numKvHeads: 2, headDim: 3, vocabSize: 5 } as ModelConfig;
@@ -55,33 +55,5 @@ describe('prefill in pieces', () => {
     const steps: Step[] = [];
     await generateSequences(config, scriptedRun(steps), [[1, 2, 3]], [{ prompt: 0, seed: 1, maxNew: 1 }], settings);
     expect(steps.map((s) => s.ids[0]!.length)).toEqual([3]);
-  });
-});
-
-describe('KvCache growth within its reservation', () => {
-  it('keeps every row and head in place as it grows, and zeroes the new slots', () => {
-    const prompt = 2 * SLOT_BLOCK + 5;
-    const cache = KvCache.empty(config, 2, prompt + 10);
-    const written: number[][] = [[], []];
-    for (let start = 0; start < prompt; start += 7) {
-      const T = Math.min(7, prompt - start);
-      const ids = [0, 1].map((r) => Array.from({ length: T }, (_, t) => 1000 * r + start + t));
-      ids.forEach((row, r) => written[r]!.push(...row));
-      const data = new Float32Array(2 * 2 * T * 3).map((_, k) => ids[Math.floor(k / (2 * T * 3))]![Math.floor(k / 3) % T]! + 0.25 * (Math.floor(k / (T * 3)) % 2));
-      const out: Record<string, ort.Tensor> = {};
-      for (let i = 0; i < 2; i++) for (const kind of ['key', 'value']) out[`new_${kind}_${i}`] = new ort.Tensor('float32', data, [2, 2, T, 3]);
-      cache.append(out, ids.map((row) => row.map(() => 1)));
-    }
-    const feeds = cache.feeds([[0], [0]], [[1], [1]]);
-    const slots = 3 * SLOT_BLOCK;
-    expect(feeds.past_value_1!.dims).toEqual([2, 2, slots, 3]);
-    const fed = feeds.past_value_1!.data as Float32Array;
-    for (let r = 0; r < 2; r++) for (let h = 0; h < 2; h++) {
-      const head = Array.from({ length: slots }, (_, s) => fed[((r * 2 + h) * slots + s) * 3]!);
-      expect(head.slice(0, prompt)).toEqual(written[r]!.map((v) => v + 0.25 * h));
-      expect(head.slice(prompt).every((v) => v === 0)).toBe(true);
-    }
-    // The fed view lies in the memory allocated for the reservation: no copy was made to grow.
-    expect(fed.buffer.byteLength).toBe(2 * 2 * 3 * 3 * SLOT_BLOCK * 4);
   });
 });
