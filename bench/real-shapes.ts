@@ -389,7 +389,10 @@ async function prefillPart(): Promise<void> {
     const h = await hindsight({ kind: 'prefill', model, threads: THREADS, quantize: 'none', prompt, repeats: 1 });
     const torchCell = t.stoppedAtMb !== undefined ? `stopped past ${gb(t.stoppedAtMb)}` : secs(prefillRun(t));
     const ratio = t.stoppedAtMb !== undefined ? undefined : prefillRun(t).wallS / h.run!.wallS;
-    if (ratio !== undefined) ratios.push(ratio), rssRatios.push(h.peakMb / (t.peak_rss_mb as number));
+    if (ratio !== undefined) {
+      ratios.push(ratio);
+      rssRatios.push(h.peakMb / (t.peak_rss_mb as number));
+    }
     console.log(`| ${r + 1} | ${torchCell} | ${t.stoppedAtMb !== undefined ? '—' : gb(t.peak_rss_mb as number)} | ${secs(h.run!)} | ${gb(h.peakMb)} | ${ratio === undefined ? '—' : `×${f(ratio, 2)}`} | ${t.first_token === undefined ? '—' : t.first_token === h.tokens![0] ? 'yes' : 'no'} | ${before}→${load()} |`);
   }
   if (!ratios.length) return verdict(`first token after ${PREFILL_LEN.toLocaleString('en-US')} tokens, 0.6B`, 'PyTorch stopped every round', '—', undefined);
