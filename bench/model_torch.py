@@ -7,8 +7,10 @@ usage: model_torch.py REQUEST.json   → prints one JSON object on stdout
 REQUEST: {"model": DIR, "threads": N, "rows": [{"input_ids": [...], "response_start": k}],
           "score_repeats": R, "warm_up_whole_batch": bool, "prompt": [...], "new_tokens": N,
           "generate_repeats": R, "omit_logprobs": bool,
-          "prefill_prompt": [...], "prefill_repeats": R}
-Each run's wall and CPU seconds are reported, and the process's peak RSS.
+          "prefill_prompt": [...], "prefill_repeats": R, "device": "cpu" | "cuda"}
+Each run's wall and CPU seconds are reported, and the process's peak RSS. With "device": "cuda"
+(bench/gpu.ts) the weights and every tensor live on the GPU; each timed call ends by reading its
+result back to the host, so the times include the GPU's work.
 """
 import json
 import math
@@ -22,6 +24,8 @@ import numpy as np
 import torch
 
 DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None}
+# Where the weights and activations live; main() sets it from the request.
+DEVICE = torch.device("cpu")
 
 
 def load_safetensors(path):
@@ -41,7 +45,7 @@ def load_safetensors(path):
                 arr = bits.view(np.float32)
             else:
                 arr = np.frombuffer(raw, dtype=DTYPES[e["dtype"]]).astype(np.float32)
-            out[name] = torch.from_numpy(arr.reshape(e["shape"]).copy())
+            out[name] = torch.from_numpy(arr.reshape(e["shape"]).copy()).to(DEVICE)
     return out
 
 
@@ -70,7 +74,7 @@ class Decoder:
         self.eps = c.get("rms_norm_eps", 1e-6)
         self.L = c["num_hidden_layers"]
         theta = c.get("rope_theta", 10000.0)
-        self.inv_freq = 1.0 / (theta ** (torch.arange(0, self.d, 2, dtype=torch.int64).float() / self.d))
+        self.inv_freq = (1.0 / (theta ** (torch.arange(0, self.d, 2, dtype=torch.int64).float() / self.d))).to(DEVICE)
         self.head = self.w.get("lm_head.weight", self.w["model.embed_tokens.weight"])
 
     def rms(self, x, name):
@@ -141,8 +145,8 @@ class Decoder:
 def causal_bias(mask, T):
     """mask [B,S] (1 real); the last T positions are queries."""
     B, S = mask.shape
-    q = torch.arange(S - T, S)[:, None]
-    k = torch.arange(S)[None, :]
+    q = torch.arange(S - T, S, device=mask.device)[:, None]
+    k = torch.arange(S, device=mask.device)[None, :]
     allowed = (k <= q)[None] & (mask[:, None, :] > 0)
     return torch.where(allowed, 0.0, -1e9)[:, None]
 
@@ -155,7 +159,8 @@ def score(model, rows):
     for b, r in enumerate(rows):
         ids[b, : len(r["input_ids"])] = torch.tensor(r["input_ids"])
         mask[b, : len(r["input_ids"])] = 1
-    pos = torch.arange(T)[None].expand(B, T)
+    ids, mask = ids.to(DEVICE), mask.to(DEVICE)
+    pos = torch.arange(T, device=DEVICE)[None].expand(B, T)
     logits, _ = model.forward(ids, pos, causal_bias(mask, T))
     lp = torch.log_softmax(logits.float(), dim=-1)
     out = []
@@ -167,18 +172,18 @@ def score(model, rows):
 
 
 def generate(model, prompt, n):
-    ids = torch.tensor([prompt])
+    ids = torch.tensor([prompt], device=DEVICE)
     past = None
     total = len(prompt)
     feed = ids
     out = []
     for step in range(n):
         T = feed.shape[1]
-        pos = torch.arange(total - T, total)[None]
-        logits, past = model.forward(feed, pos, causal_bias(torch.ones(1, total, dtype=torch.long), T), past)
+        pos = torch.arange(total - T, total, device=DEVICE)[None]
+        logits, past = model.forward(feed, pos, causal_bias(torch.ones(1, total, dtype=torch.long, device=DEVICE), T), past)
         tok = int(logits[0, -1].argmax())
         out.append(tok)
-        feed = torch.tensor([[tok]])
+        feed = torch.tensor([[tok]], device=DEVICE)
         total += 1
     return out
 
@@ -187,17 +192,20 @@ def prefill(model, prompt):
     """A prompt's prefill as transformers runs it (eager attention, the head at the last
     position only): the greedy first token."""
     T = len(prompt)
-    logits, _ = model.forward(torch.tensor([prompt]), torch.arange(T)[None], causal_bias(torch.ones(1, T, dtype=torch.long), T), last_only=True)
+    ids = torch.tensor([prompt], device=DEVICE)
+    logits, _ = model.forward(ids, torch.arange(T, device=DEVICE)[None], causal_bias(torch.ones(1, T, dtype=torch.long, device=DEVICE), T), last_only=True)
     return int(logits[0, -1].argmax())
 
 
 def main():
+    global DEVICE
     req = json.load(open(sys.argv[1]))
+    DEVICE = torch.device(req.get("device", "cpu"))
     torch.set_num_threads(req.get("threads", 1))
     torch.set_grad_enabled(False)
     t0 = time.time()
     model = Decoder(req["model"])
-    result = {"torch": torch.__version__, "threads": torch.get_num_threads(), "load_s": time.time() - t0}
+    result = {"torch": torch.__version__, "threads": torch.get_num_threads(), "device": str(DEVICE), "load_s": time.time() - t0}
     if req.get("rows"):
         score(model, req["rows"] if req.get("warm_up_whole_batch") else req["rows"][:1])  # warm-up
         times, cpu = [], []

@@ -5,8 +5,10 @@
  */
 import type { Quantize } from '../src-main/model/quantize.js';
 import type { ScoreRow } from '../src-main/model/inference-engine.js';
+import type { Device } from '../src-main/model/ort-session.js';
 
-export type RealChildRequest =
+/** Each request runs on `device` (default cpu; bench/gpu.ts asks for a GPU). */
+export type RealChildRequest = { device?: Device } & (
   | { kind: 'generate'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number }
   | { kind: 'first-token'; model: string; threads: number; prompt: number[] }
   /** score: the warm-up scores the whole batch, so a timed run meets memory the warm-up already grew. */
@@ -15,7 +17,8 @@ export type RealChildRequest =
   | { kind: 'prefill'; model: string; threads: number; quantize: Quantize; prompt: number[]; repeats: number }
   | { kind: 'judge'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number }
   /** Loads the model with `graph` prepared and closes it: fills the graph cache for the processes measured after it. */
-  | { kind: 'prime'; model: string; threads: number; quantize: Quantize; graph: 'score' | 'generate' };
+  | { kind: 'prime'; model: string; threads: number; quantize: Quantize; graph: 'score' | 'generate' }
+);
 
 export interface Timed {
   wallS: number;
@@ -61,7 +64,7 @@ export async function runRealChild(q: RealChildRequest): Promise<RealChildResult
   if (q.kind === 'first-token') return firstToken(q);
   const { LocalModel } = await import('../src-main/model/local-model.js');
   const prepare = q.kind === 'prime' ? [q.graph] : q.kind === 'score' ? ['score' as const] : ['generate' as const];
-  const [model, load] = await timed(() => LocalModel.load(q.model, { threads: q.threads, quantize: q.quantize, prepare }));
+  const [model, load] = await timed(() => LocalModel.load(q.model, { threads: q.threads, quantize: q.quantize, prepare, device: q.device }));
   try {
     if (q.kind === 'prime') return { peakMb: peakMb(), loadS: load.wallS };
     if (q.kind === 'generate') {

@@ -8,7 +8,8 @@ import { seededRandom } from '../src-main/model/sampling.js';
 import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
 import { padBatch } from '../src-main/train/batches.js';
 import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
-import { createTrainStep, type OptimizerConfig, type OptimizerState, type StepBatch } from '../src-main/train/training-step.js';
+import { createTrainStep, type OptimizerConfig, type OptimizerState, type StepBatch, type StepMetrics } from '../src-main/train/training-step.js';
+import type { Device } from '../src-main/model/ort-session.js';
 
 export interface ChildRequest {
   kind: 'step' | 'sessions' | 'prepack';
@@ -23,6 +24,8 @@ export interface ChildRequest {
   /** ONNX Runtime's memory-pattern planning for the step (what DEFAULT_MEMORY_PATTERN was chosen by). */
   memoryPattern?: boolean;
   sessions?: { share: boolean; stepPrepack: boolean; generatePrepack: boolean };
+  /** Where the step runs (default cpu; bench/gpu.ts asks for a GPU). */
+  device?: Device;
 }
 
 export interface ChildResult {
@@ -33,6 +36,9 @@ export interface ChildResult {
   pssMb?: number;
   decodeMs?: number;
   decodeCpuMs?: number;
+  /** The warm-up step's loss and gradient norm (from the initial weights): the devices' agreement. */
+  firstLoss?: number;
+  firstGradNorm?: number;
   /** kind 'prepack': CPU seconds per step and ms per decoded token, [prepacked, not prepacked]. */
   prepack?: { stepCpuS: [number, number]; decodeCpuMs: [number, number] };
 }
@@ -69,7 +75,7 @@ export async function runChild(q: ChildRequest): Promise<ChildResult> {
   const ckpt = Checkpoint.open(q.model);
   const share = q.sessions?.share ?? true;
   const step = await createTrainStep(ckpt, {
-    lora: DEFAULT_LORA, loss: LOSS, optimizer: OPTIMIZER, device: 'cpu', threads: q.threads,
+    lora: DEFAULT_LORA, loss: LOSS, optimizer: OPTIMIZER, device: q.device ?? 'cpu', threads: q.threads,
     vocabChunk: q.vocabChunk, recompute: q.recompute, shareWeights: share, prepack: q.sessions?.stepPrepack,
     memoryPattern: q.memoryPattern, maxLength: q.seqLen,
   });
@@ -77,12 +83,14 @@ export async function runChild(q: ChildRequest): Promise<ChildResult> {
   let weights = initLora(loraSpecs(ckpt.config, DEFAULT_LORA.targets), DEFAULT_LORA.r, 1);
   let state: OptimizerState = { step: 0, m: new Map(), v: new Map() };
   const wall: number[] = [], cpu: number[] = [];
+  let first: StepMetrics | undefined;
   for (let i = 0; i <= q.repeats; i++) {
     const [r, s, c] = await timed(() => step.step(batch, weights, state));
     ({ weights, state } = r);
+    first ??= r.metrics;
     if (i > 0) (wall.push(s), cpu.push(c)); // the first is the warm-up
   }
-  const result: ChildResult = { peakMb: 0, wallS: median(wall), cpuS: median(cpu) };
+  const result: ChildResult = { peakMb: 0, wallS: median(wall), cpuS: median(cpu), firstLoss: first?.loss, firstGradNorm: first?.gradNorm };
   if (q.kind === 'sessions') {
     await step.baseLogprobs(batch); // the teacher / reference session
     const engine = ModelEngine.open(q.model, { threads: q.threads, shareWeights: share, prepack: q.sessions?.generatePrepack });

@@ -7,7 +7,8 @@ each targeted projection as y + ((x·Aᵀ)·s)·Bᵀ, as the ONNX training graph
 usage: train_torch.py REQUEST.json   → prints one JSON object on stdout
 REQUEST: {"model": DIR, "adapter": PEFT_DIR, "threads": N, "repeats": R, "lr": X, "max_grad_norm": X,
           "eps_low": X, "eps_high": X, "batch": {"input_ids", "response_mask", "old", "advantages"} ([B][T], token grid: position t = token t),
-          "checkpoint": bool (torch.utils.checkpoint per layer), "old_from_policy": bool (old := stopgrad(logp), as the trainer)}
+          "checkpoint": bool (torch.utils.checkpoint per layer), "old_from_policy": bool (old := stopgrad(logp), as the trainer),
+          "device": "cpu" | "cuda" (model_torch.py's DEVICE; a step ends by reading its loss back, so its time includes the GPU's work)}
 """
 import json
 import os
@@ -19,6 +20,7 @@ import torch
 import torch.utils.checkpoint
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model_torch  # noqa: E402
 from model_torch import Decoder, causal_bias, load_safetensors  # noqa: E402
 
 PREFIX = "base_model.model."
@@ -57,8 +59,8 @@ class LoraDecoder(Decoder):
 def step(model, opt, batch, req):
     ids = batch["ids"]
     B, T = ids.shape
-    pos = torch.arange(T)[None].expand(B, T)
-    logits, _ = model.forward(ids, pos, causal_bias(torch.ones(B, T, dtype=torch.long), T))
+    pos = torch.arange(T, device=ids.device)[None].expand(B, T)
+    logits, _ = model.forward(ids, pos, causal_bias(torch.ones(B, T, dtype=torch.long, device=ids.device), T))
     lp = torch.log_softmax(logits.float(), dim=-1)[:, :-1].gather(-1, ids[:, 1:, None])[..., 0]  # token t+1 at t
     mask, old, adv = batch["mask"][:, 1:], batch["old"][:, 1:], batch["adv"][:, 1:]
     if req.get("old_from_policy"):
@@ -76,15 +78,16 @@ def step(model, opt, batch, req):
 
 def main():
     req = json.load(open(sys.argv[1]))
+    model_torch.DEVICE = device = torch.device(req.get("device", "cpu"))
     torch.set_num_threads(req["threads"])
     t0 = time.time()
     model = LoraDecoder(req["model"], req["adapter"], checkpoint=req.get("checkpoint", False))
     b = req["batch"]
     batch = {
-        "ids": torch.tensor(b["input_ids"], dtype=torch.long),
-        "mask": torch.tensor(b["response_mask"], dtype=torch.float32),
-        "old": torch.tensor(b["old"], dtype=torch.float32),
-        "adv": torch.tensor(b["advantages"], dtype=torch.float32),
+        "ids": torch.tensor(b["input_ids"], dtype=torch.long, device=device),
+        "mask": torch.tensor(b["response_mask"], dtype=torch.float32, device=device),
+        "old": torch.tensor(b["old"], dtype=torch.float32, device=device),
+        "adv": torch.tensor(b["advantages"], dtype=torch.float32, device=device),
     }
     opt = torch.optim.AdamW(model.params(), lr=req["lr"], betas=(0.9, 0.98), eps=1e-8, weight_decay=0.0)
     load_s = time.time() - t0

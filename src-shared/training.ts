@@ -8,8 +8,14 @@
 export type TrainMethod = 'rl' | 'opd' | 'combine';
 export const TRAIN_METHODS: readonly TrainMethod[] = ['rl', 'opd', 'combine'];
 
-export type TrainDevice = 'cpu' | 'cuda';
-export const TRAIN_DEVICES: readonly TrainDevice[] = ['cpu', 'cuda'];
+/**
+ * Where a model runs (ONNX Runtime's execution provider): `cpu` everywhere; `cuda` once its
+ * provider is installed (`npm run setup:gpu`); `webgpu`, which onnxruntime-node carries for
+ * Linux x64, Windows and macOS, on any GPU with a Vulkan, Direct3D 12 or Metal driver
+ * (docs/design.md §Devices).
+ */
+export type TrainDevice = 'cpu' | 'cuda' | 'webgpu';
+export const TRAIN_DEVICES: readonly TrainDevice[] = ['cpu', 'cuda', 'webgpu'];
 
 export type OptimizerKind = 'adamw' | 'sgd';
 export const OPTIMIZER_KINDS: readonly OptimizerKind[] = ['adamw', 'sgd'];

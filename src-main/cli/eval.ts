@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import { EVAL_METRICS, EVAL_SPLITS, describeMarginDelta, signed, type EvalMetric, type EvalReport, type EvalSplit, type ModelEval } from '../../src-shared/eval-report.js';
 import type { Estimate } from '../../src-shared/eval-stats.js';
 import { UserError } from '../../src-shared/types.js';
+import type { TrainDevice as Device } from '../../src-shared/training.js';
 import { describeReplay, isReplayMetrics, isWinTieLoss } from '../../src-shared/eval-replay.js';
 import { DEFAULT_EVAL_METRICS } from '../eval/evaluate.js';
 import { REPLAY_DEFAULTS, type ReplaySettings } from '../eval/replay.js';
@@ -95,7 +96,7 @@ export function reportText(r: EvalReport): string {
 const DEFAULT_JUDGE_URL = 'http://127.0.0.1:11434/v1';
 
 /** The replay judge from the flags; null without --judge-backend. */
-export function judgeFlags(v: Record<string, string | boolean | string[] | undefined>, device: 'cpu' | 'cuda'): LlmJudgeSpec | null {
+export function judgeFlags(v: Record<string, string | boolean | string[] | undefined>, device: Device): LlmJudgeSpec | null {
   const str = (k: string) => v[k] as string | undefined;
   const backend = str('judge-backend');
   if (backend === undefined) {

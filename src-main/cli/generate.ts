@@ -14,14 +14,18 @@
 // (docs/design.md §Batched generation); reply j is the one --seed S+j alone gives. They print
 // one after another, each after a `--- reply j ---` line (--json: a `replies` array).
 import type { Device } from '../model/ort-session.js';
+import { TRAIN_DEVICES } from '../../src-shared/training.js';
 import type { GenerateResult } from '../model/local-model.js';
 import { parseQuantize, QUANTIZE_CHOICES, type Quantize } from '../model/quantize.js';
 import { sequenceSeeds } from '../model/sampling.js';
 import { loadAdaptedModel } from '../train/adapted-model.js';
 import { intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 
+/** What each device needs, for the `--device` help (docs/design.md §Devices). */
+export const DEVICE_HELP = 'where the model runs (cuda: after npm run setup:gpu; webgpu: a GPU with a Vulkan, Direct3D 12 or Metal driver)';
+
 /** `--device`, shared by the commands that run a model. */
-export const DEVICE_OPTION = { device: { type: 'string', default: 'cpu', value: 'cpu|cuda', help: 'where the model runs (cuda: after npm run setup:gpu)' } } as const;
+export const DEVICE_OPTION = { device: { type: 'string', default: 'cpu', value: TRAIN_DEVICES.join('|'), help: DEVICE_HELP } } as const;
 
 /** `--quantize`, shared by the commands that run a model for inference (docs/design.md §Quantisation). */
 export const QUANTIZE_OPTION = {
@@ -61,8 +65,9 @@ export const spec = {
 const USAGE = usageLine(spec);
 
 export function deviceFlag(value: string | undefined): Device {
-  if (value === undefined || value === 'cpu' || value === 'cuda') return value ?? 'cpu';
-  throw new UsageError(`--device must be cpu or cuda, got '${value}'`);
+  if (value === undefined) return 'cpu';
+  if ((TRAIN_DEVICES as readonly string[]).includes(value)) return value as Device;
+  throw new UsageError(`--device must be ${TRAIN_DEVICES.join(', ')}, got '${value}'`);
 }
 
 export const command: Command = async (argv) => {

@@ -10,7 +10,8 @@ import { DEFAULT_TIMEOUT_MS } from '../judge/openai-client.js';
 import { DEFAULT_JUDGE_MAX_TOKENS } from '../judge/llm-judge.js';
 import { DEFAULT_COMPOSITE_THRESHOLDS, thresholdProblem, type CompositeThresholds } from '../../src-shared/composite.js';
 import { QUANTIZE_CHOICES } from '../model/quantize.js';
-import { quantizeFlag } from './generate.js';
+import { deviceFlag, quantizeFlag } from './generate.js';
+import { TRAIN_DEVICES } from '../../src-shared/training.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
 const DEFAULT_ENDPOINT = 'http://127.0.0.1:11434/v1';
@@ -36,7 +37,7 @@ export const spec = {
     'composite-pos': { type: 'string', value: 'N', help: 'with --composite: a score ≥ N is +1', otherwise: String(DEFAULT_COMPOSITE_THRESHOLDS.pos) },
     'composite-neg': { type: 'string', value: 'N', help: 'with --composite: a score ≤ N is −1', otherwise: String(DEFAULT_COMPOSITE_THRESHOLDS.neg) },
     model: { type: 'string', value: 'DIR', help: 'the model folder (Hugging Face checkpoint) that judges', group: LOCAL, required: 'with --backend local' },
-    device: { type: 'string', value: 'cpu|cuda', help: 'where it runs', group: LOCAL, otherwise: 'cpu' },
+    device: { type: 'string', value: TRAIN_DEVICES.join('|'), help: 'where it runs', group: LOCAL, otherwise: 'cpu' },
     quantize: { type: 'string', value: QUANTIZE_CHOICES.join('|'), help: 'weight-only quantised linear layers (faster votes, less exact)', group: LOCAL, otherwise: 'none' },
     endpoint: { type: 'string', value: 'URL', help: "base URL up to /v1; the default is Ollama's", group: OPENAI, otherwise: DEFAULT_ENDPOINT },
     'judge-model': { type: 'string', value: 'NAME', help: 'the model name the server knows, e.g. qwen2.5:7b-instruct', group: OPENAI, required: 'with --backend openai' },
@@ -72,8 +73,7 @@ function backendSpec(name: BackendName, values: Record<string, string | boolean 
   if (name === 'local') {
     const model = str('model');
     if (!model) throw new UsageError('--backend local needs --model DIR (the model folder that judges)');
-    const device = str('device') ?? 'cpu';
-    if (device !== 'cpu' && device !== 'cuda') throw new UsageError(`--device must be cpu or cuda, got '${device}'`);
+    const device = deviceFlag(str('device'));
     return { backend: 'local', modelDir: path.resolve(model), device, maxTokens, composite, quantize: quantizeFlag(str('quantize')) };
   }
   const judgeModel = str('judge-model');

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import { ON_POLICY_DEFAULTS as D } from '../../src-shared/rollout.js';
 import { UserError } from '../../src-shared/types.js';
-import { TRAIN_DEFAULTS, type TrainMethod } from '../../src-shared/training.js';
+import { TRAIN_DEFAULTS, type TrainDevice as Device, type TrainMethod } from '../../src-shared/training.js';
 import { checkOptionsSignal, DEFAULT_ON_POLICY_STEPS, DEFAULT_VOTES, type OnPolicyOptions, type OnPolicyTrainerOptions } from '../onpolicy/options.js';
 import { onPolicyRunSource } from '../onpolicy/prepare.js';
 import { startOnPolicyTraining } from '../onpolicy/onpolicy-thread.js';
@@ -69,7 +69,7 @@ function optionalInt(v: Values, name: string, min: number): number | undefined {
   return value === undefined ? undefined : intFlag(name, value, 0, min);
 }
 
-function onPolicyFlags(v: Values, device: 'cpu' | 'cuda'): OnPolicyOptions {
+function onPolicyFlags(v: Values, device: Device): OnPolicyOptions {
   const number = (k: string) => (str(v, k) === undefined ? undefined : numberFlag(k, str(v, k), 0));
   const judge = judgeFlags(v, device);
   if (judge && v.tasks !== undefined) throw new UsageError('--tasks checks its own answers: give --tasks or --judge-backend, not both');

@@ -14,7 +14,7 @@ import { startTraining } from '../train/trainer-thread.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import { defaultEpsHigh, OPTIMIZER_KINDS, overLengthNote, RECOMPUTE_AUTO_FROM, RECOMPUTE_MODES, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type RecomputeMode, type TrainMethod } from '../../src-shared/training.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_OPTION, deviceFlag } from './generate.js';
+import { DEVICE_HELP, DEVICE_OPTION, deviceFlag } from './generate.js';
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS as P, type AdvantageEstimator } from '../../src-shared/rollout.js';
 import { isOnPolicyCommand, ON_POLICY_EPOCHS_NOTE, ON_POLICY_OPTIONS, ON_POLICY_STEPS_NOTE, runOnPolicy } from './train-on-policy.js';
 
@@ -55,7 +55,7 @@ export const spec = {
       help: "tokens per row, at most the model's own; a longer chat keeps its system turn and latest turns, a longer reply is skipped and counted",
     },
     seed: { type: 'string', value: 'S', help: 'data order and LoRA initialisation', otherwise: num(D.seed) },
-    device: { ...DEVICE_OPTION.device, help: 'where the step runs (cuda: after npm run setup:gpu)', otherwise: D.device },
+    device: { ...DEVICE_OPTION.device, help: DEVICE_HELP.replace('the model runs', 'the step runs'), otherwise: D.device },
     threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
     recompute: {
       type: 'string', value: RECOMPUTE_MODES.join('|'), otherwise: `${D.recompute}: on from --max-length ${RECOMPUTE_AUTO_FROM}`,

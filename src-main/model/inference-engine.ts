@@ -30,7 +30,7 @@
 import { UserError } from '../../src-shared/types.js';
 import { Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 import { checkpointWeights, decoderGraph, type WeightSource } from './decoder.js';
-import { ort, createSession, assertCudaAvailable, type Device, type SessionConfig } from './ort-session.js';
+import { ort, createSession, assertDeviceAvailable, type Device, type SessionConfig } from './ort-session.js';
 import { ChatTokenizer } from './tokenizer.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { PREFILL_PIECE, generateSequences, type GeneratedTokens } from './batch-decode.js';
@@ -170,7 +170,7 @@ export class ModelEngine {
    * `tokenizer`: the checkpoint's, from a caller in this thread that has loaded it already.
    */
   static open(dir: string, options: EngineOptions = {}, tokenizer?: ChatTokenizer): ModelEngine {
-    if (options.device === 'cuda') assertCudaAvailable();
+    if (options.device) assertDeviceAvailable(options.device);
     if (options.lora) {
       checkLoraShape(options.lora);
       if (options.quantize && options.quantize !== 'none') throw new UserError(`LoRA inputs need the fp32 weights: they do not combine with quantize ${options.quantize}`);

@@ -8,6 +8,10 @@
  *   session cannot be created on CUDA, this throws a CudaUnavailableError (./cuda-errors.ts,
  *   a UserError) that says so; it never falls
  *   back to the CPU silently.
+ * - `webgpu`: ONNX Runtime's WebGPU EP, which onnxruntime-node carries (Dawn, over Vulkan,
+ *   Direct3D 12 or Metal). No adapter, or no session on it, throws a WebGpuUnavailableError
+ *   (./webgpu-errors.ts). Nodes the WebGPU EP has no kernel for run on ONNX Runtime's CPU EP
+ *   inside the same session, as ONNX Runtime places them (docs/design.md §Devices).
  *
  * Small graphs are handed to ONNX Runtime as one buffer. Graphs whose weights exceed
  * protobuf's 2 GiB cap are written with external data into a cache folder and loaded by path.
@@ -26,6 +30,8 @@ import { createRequire } from 'node:module';
 import { threadId } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
 import { CudaUnavailableError } from './cuda-errors.js';
+import { WebGpuUnavailableError, webGpuProblemFrom } from './webgpu-errors.js';
+import type { TrainDevice } from '../../src-shared/training.js';
 import type { Graph } from '../graph/ir.js';
 import { needsExternalData, saveModel, serializeModel } from '../graph/onnx.js';
 import { placeWeights, weightFolder } from './weight-file.js';
@@ -38,7 +44,7 @@ import { cachedGraphFile, dropCachedGraph, openCacheFolder } from './graph-cache
  */
 export { ort };
 
-export type Device = 'cpu' | 'cuda';
+export type Device = TrainDevice;
 
 export interface SessionConfig {
   device: Device;
@@ -92,6 +98,18 @@ export function assertCudaAvailable(): void {
   if (missing.length) throw new CudaUnavailableError({ kind: 'not-installed', missing, dir });
 }
 
+/** Throws a WebGpuUnavailableError unless this platform's onnxruntime-node carries the WebGPU EP. */
+export function assertWebGpuAvailable(): void {
+  const bundled = ort.listSupportedBackends().some((b) => b.name === 'webgpu' && b.bundled);
+  if (!bundled) throw new WebGpuUnavailableError({ kind: 'platform', platform: `${process.platform}/${process.arch}` });
+}
+
+/** Fails now, with the reason in the user's terms, if `device` cannot be had on this machine. */
+export function assertDeviceAvailable(device: Device): void {
+  if (device === 'cuda') assertCudaAvailable();
+  if (device === 'webgpu') assertWebGpuAvailable();
+}
+
 function sessionOptions(config: SessionConfig): ort.InferenceSession.SessionOptions {
   return {
     executionProviders: [config.device],
@@ -108,7 +126,7 @@ let sessionCount = 0;
 
 /** Creates a session for `graph` on `config.device`; reports the EP it runs on. */
 export async function createSession(graph: Graph, config: SessionConfig): Promise<{ session: ort.InferenceSession; executionProvider: Device }> {
-  if (config.device === 'cuda') assertCudaAvailable();
+  assertDeviceAvailable(config.device);
   const options = sessionOptions(config);
   let cleanup: (() => void) | undefined;
   try {
@@ -147,6 +165,7 @@ export async function createSession(graph: Graph, config: SessionConfig): Promis
     if (config.device === 'cuda') {
       throw new CudaUnavailableError({ kind: 'no-session', reason: (err as Error).message.split('\n')[0] ?? '' });
     }
+    if (config.device === 'webgpu') throw new WebGpuUnavailableError(webGpuProblemFrom((err as Error).message));
     throw err;
   } finally {
     // ONNX Runtime holds the weights by now (read, or mapped: unlinking a mapped file is safe on POSIX).

@@ -1,0 +1,196 @@
+/**
+ * `npm run bench:gpu` — Hindsight on a GPU execution provider beside Hindsight on the CPU and
+ * PyTorch on the GPU, in one run, on the Qwen3-0.6B shape (random weights, bench/random-model.ts):
+ *
+ *   score     4 × 512 tokens (log-probs of the second halves): time, and the largest |Δ log-prob|
+ *             of each run against Hindsight on the CPU
+ *   train     one LoRA step (r16, all seven targets, AdamW, rl loss, recomputation off),
+ *             1 × BENCH_TRAIN_LEN tokens with the reply the second half: time, and the first
+ *             step's loss and gradient norm on each
+ *   generate  greedy decode of BENCH_NEW_TOKENS after a 32-token prompt: tokens/s, and whether
+ *             the tokens are the CPU's
+ *
+ * Every measurement runs in a process of its own (bench/real-shapes-child.ts,
+ * bench/train-memory-child.ts, bench/model_torch.py, bench/train_torch.py), one after another;
+ * each time is the median of BENCH_REPEATS runs after a warm-up, CPU seconds beside wall.
+ *
+ * Options (env): BENCH_DEVICE (webgpu; cuda once `npm run setup:gpu` installed its provider),
+ * BENCH_TORCH_DEVICE (cuda; none leaves PyTorch out), BENCH_PARTS (score,train,generate),
+ * BENCH_THREADS (every core: the CPU side's threads), BENCH_REPEATS (3), BENCH_TRAIN_LEN (2048),
+ * BENCH_NEW_TOKENS (128), BENCH_MODEL (another checkpoint folder instead of the random 0.6B shape).
+ * The model goes to bench/output/ (git-ignored).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
+import type { Device } from '../src-main/model/ort-session.js';
+import { seededRandom } from '../src-main/model/sampling.js';
+import { padBatch } from '../src-main/train/batches.js';
+import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
+import { writeAdapter } from '../src-main/train/peft.js';
+import { ensureRandomModel } from './random-model.js';
+import type { RealChildRequest, RealChildResult, Timed } from './real-shapes-child.js';
+import type { ChildRequest as StepRequest, ChildResult as StepResult } from './train-memory-child.js';
+import { findTorchPython, runWatched, type Watched } from './watched-process.js';
+
+const OUT = path.resolve('bench/output');
+const DEVICE = (process.env.BENCH_DEVICE ?? 'webgpu') as Device;
+const TORCH_DEVICE = process.env.BENCH_TORCH_DEVICE ?? 'cuda';
+const PARTS = (process.env.BENCH_PARTS ?? 'score,train,generate').split(',');
+const THREADS = Number(process.env.BENCH_THREADS ?? os.cpus().length);
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
+const TRAIN_LEN = Number(process.env.BENCH_TRAIN_LEN ?? 2048);
+const NEW_TOKENS = Number(process.env.BENCH_NEW_TOKENS ?? 128);
+const MEMORY_LIMIT_MB = 64 * 1024;
+
+const f = (x: number, d = 2) => x.toFixed(d);
+const secs = (t: Timed) => `${f(t.wallS)} s / ${f(t.cpuS, 1)} s CPU`;
+const gb = (mb: number) => `${f(mb / 1024)} GB`;
+
+function parseLast<T>(w: Watched, what: string): T {
+  const line = w.stdout.split('\n').reverse().find((l) => l.startsWith('{'));
+  if (w.status !== 0 || !line) throw new Error(`${what} failed (${w.status ?? w.signal}): ${w.stderr.slice(-3000)}`);
+  return JSON.parse(line) as T;
+}
+
+/** A Hindsight child's result, or the error it ended with (a GPU that cannot run it is a finding, not a crash). */
+async function hindsight(request: RealChildRequest): Promise<RealChildResult | Error> {
+  const w = await runWatched(process.execPath, [...process.execArgv, path.resolve('bench/real-shapes-child.ts'), JSON.stringify(request)], process.env, MEMORY_LIMIT_MB);
+  try {
+    return parseLast<RealChildResult>(w, `hindsight ${request.kind} on ${request.device ?? 'cpu'}`);
+  } catch (err) {
+    return err as Error;
+  }
+}
+
+async function hindsightStep(request: StepRequest): Promise<StepResult | Error> {
+  const w = await runWatched(process.execPath, [...process.execArgv, path.resolve('bench/train-memory.ts'), '--child', JSON.stringify(request)], process.env, MEMORY_LIMIT_MB);
+  try {
+    return parseLast<StepResult>(w, `training step on ${request.device ?? 'cpu'}`);
+  } catch (err) {
+    return err as Error;
+  }
+}
+
+/** PyTorch's JSON result on TORCH_DEVICE, or undefined when it is left out or fails (said on stderr). */
+async function torch(script: string, request: Record<string, unknown>): Promise<Record<string, any> | undefined> {
+  if (TORCH_DEVICE === 'none') return undefined;
+  const python = findTorchPython();
+  if (!python) return void console.error('PyTorch is not importable: its rows are left out');
+  const file = path.join(OUT, `gpu-${script.replace('.py', '')}-request.json`);
+  fs.writeFileSync(file, JSON.stringify({ ...request, device: TORCH_DEVICE, threads: THREADS }));
+  const env = { ...process.env, OMP_NUM_THREADS: String(THREADS), OPENBLAS_NUM_THREADS: String(THREADS) };
+  try {
+    return parseLast<Record<string, any>>(await runWatched(python, [path.resolve('bench', script), file], env, MEMORY_LIMIT_MB), script);
+  } catch (err) {
+    return void console.error((err as Error).message);
+  }
+}
+
+/** A table cell for a result that may be an error. */
+const failed = (r: unknown): r is Error => r instanceof Error;
+/** The child's error line (its Error's own, not the source line Node quotes above it). */
+const reason = (e: Error) => e.message.split('\n').find((l) => /^\w*Error\b.*: /.test(l))?.trim() ?? e.message.split('\n')[0]!;
+
+function maxAbsDiff(a: number[][], b: number[][]): number {
+  let worst = 0;
+  a.forEach((row, i) => row.forEach((x, j) => (worst = Math.max(worst, Math.abs(x - b[i]![j]!)))));
+  return worst;
+}
+
+const medianTimed = (runs: { wall_s: number; cpu_s: number }[]): Timed => {
+  const sorted = [...runs].sort((x, y) => x.wall_s - y.wall_s);
+  const m = sorted[Math.floor(sorted.length / 2)]!;
+  return { wallS: m.wall_s, cpuS: m.cpu_s };
+};
+
+const randomIds = (n: number, vocab: number, seed: number) => {
+  const rand = seededRandom(seed);
+  return Array.from({ length: n }, () => 3 + Math.floor(rand() * (vocab - 10)));
+};
+
+async function scorePart(model: string): Promise<void> {
+  const vocab = Checkpoint.open(model).config.vocabSize;
+  const rows = [0, 1, 2, 3].map((k) => ({ inputIds: randomIds(512, vocab, 13 + k), responseStart: 256 }));
+  console.log(`\n## Score: 4 × 512 tokens, median of ${REPEATS}`);
+  console.log('| | time (wall / CPU) | tokens/s | max \\|Δ log-prob\\| vs Hindsight CPU |');
+  console.log('|---|---|---|---|');
+  const cpu = await hindsight({ kind: 'score', model, threads: THREADS, quantize: 'none', rows, repeats: REPEATS });
+  const gpu = await hindsight({ kind: 'score', model, threads: THREADS, quantize: 'none', rows, repeats: REPEATS, device: DEVICE });
+  const t = await torch('model_torch.py', { model, rows: rows.map((r) => ({ input_ids: r.inputIds, response_start: r.responseStart })), score_repeats: REPEATS, warm_up_whole_batch: true });
+  const tokens = 4 * 512;
+  const base = failed(cpu) ? undefined : cpu.logprobs!;
+  for (const [label, r] of [[`Hindsight, cpu (${THREADS} threads)`, cpu], [`Hindsight, ${DEVICE}`, gpu]] as const) {
+    if (failed(r)) console.log(`| ${label} | failed: ${reason(r)} | | |`);
+    else console.log(`| ${label} | ${secs(r.run!)} | ${f(tokens / r.run!.wallS, 0)} | ${base ? f(maxAbsDiff(r.logprobs!, base), 6) : '—'} |`);
+  }
+  if (t) {
+    const run = medianTimed(t.score_runs);
+    console.log(`| PyTorch ${t.torch}, ${t.device} | ${secs(run)} | ${f(tokens / run.wallS, 0)} | ${base ? f(maxAbsDiff(t.logprobs, base), 6) : '—'} |`);
+  }
+}
+
+async function trainPart(model: string): Promise<void> {
+  const T = TRAIN_LEN;
+  console.log(`\n## Training step: 1 × ${T} (reply ${T / 2}), LoRA r${DEFAULT_LORA.r} on ${DEFAULT_LORA.targets.length} targets, AdamW, recomputation off, median of ${REPEATS} after a warm-up`);
+  console.log('| | step (wall / CPU) | first step: loss | gradient norm | peak RSS |');
+  console.log('|---|---|---|---|---|');
+  for (const device of ['cpu', DEVICE] as Device[]) {
+    const r = await hindsightStep({ kind: 'step', model, threads: THREADS, repeats: REPEATS, seqLen: T, recompute: false, device });
+    const label = `Hindsight, ${device}${device === 'cpu' ? ` (${THREADS} threads)` : ''}`;
+    if (failed(r)) console.log(`| ${label} | failed: ${reason(r)} | | | |`);
+    else console.log(`| ${label} | ${secs(r)} | ${r.firstLoss} | ${r.firstGradNorm} | ${gb(r.peakMb)} |`);
+  }
+  const t = await torch('train_torch.py', torchTrainRequest(model, T));
+  if (t) console.log(`| PyTorch ${t.torch}, ${TORCH_DEVICE} | ${secs({ wallS: t.step_s, cpuS: t.step_cpu_s })} | ${t.first_loss} | ${t.first_grad_norm} | ${gb(t.peak_rss_mb)} |`);
+}
+
+/** train_torch.py's request for bench/train-memory-child.ts's batch (random ids, seed 11) and initial adapter. */
+function torchTrainRequest(model: string, T: number): Record<string, unknown> {
+  const ckpt = Checkpoint.open(model);
+  const specs = loraSpecs(ckpt.config, DEFAULT_LORA.targets);
+  const adapter = path.join(OUT, 'gpu-adapter');
+  writeAdapter(adapter, { lora: DEFAULT_LORA, specs, weights: initLora(specs, DEFAULT_LORA.r, 1), baseModel: model });
+  const rand = seededRandom(11);
+  const ids = Array.from({ length: T }, () => Math.floor(rand() * ckpt.config.vocabSize));
+  const batch = padBatch([{ inputIds: ids, responseStart: T / 2 }]);
+  const row = (a: ArrayLike<number | bigint>) => [Array.from({ length: T }, (_, i) => Number(a[i]!))];
+  return {
+    model, adapter, repeats: REPEATS, lr: 1e-4, max_grad_norm: 1, eps_low: 0.2, eps_high: 0.28, old_from_policy: true,
+    batch: { input_ids: row(batch.inputIds), response_mask: row(batch.responseMask), old: row(batch.oldLogprobs), advantages: row(batch.responseMask) },
+  };
+}
+
+async function generatePart(model: string): Promise<void> {
+  const prompt = randomIds(32, Checkpoint.open(model).config.vocabSize, 11);
+  console.log(`\n## Decode: greedy, ${NEW_TOKENS} tokens after a 32-token prompt, median of ${REPEATS}`);
+  console.log('| | load | generate (wall / CPU) | tokens/s | greedy tokens = Hindsight CPU |');
+  console.log('|---|---|---|---|---|');
+  const cpu = await hindsight({ kind: 'generate', model, threads: THREADS, quantize: 'none', prompt, newTokens: NEW_TOKENS, repeats: REPEATS });
+  const gpu = await hindsight({ kind: 'generate', model, threads: THREADS, quantize: 'none', prompt, newTokens: NEW_TOKENS, repeats: REPEATS, device: DEVICE });
+  const base = failed(cpu) ? undefined : cpu.tokens!;
+  const agree = (tokens: number[]) => (base ? `${tokens.filter((x, i) => x === base[i]).length}/${base.length}` : '—');
+  for (const [label, r] of [[`Hindsight, cpu (${THREADS} threads)`, cpu], [`Hindsight, ${DEVICE}`, gpu]] as const) {
+    if (failed(r)) console.log(`| ${label} | failed: ${reason(r)} | | | |`);
+    else console.log(`| ${label} | ${f(r.loadS!, 1)} s | ${secs(r.run!)} | ${f(NEW_TOKENS / r.run!.wallS, 1)} | ${agree(r.tokens!)} |`);
+  }
+  const t = await torch('model_torch.py', { model, prompt, new_tokens: NEW_TOKENS, generate_repeats: REPEATS });
+  if (t) {
+    const run = medianTimed(t.generate_runs);
+    console.log(`| PyTorch ${t.torch}, ${t.device}, KV cache | ${f(t.load_s, 1)} s | ${secs(run)} | ${f(NEW_TOKENS / run.wallS, 1)} | ${agree(t.generated)} |`);
+  }
+}
+
+async function main(): Promise<void> {
+  fs.mkdirSync(OUT, { recursive: true });
+  console.log(`# bench:gpu — Hindsight on ${DEVICE} beside the CPU (${os.cpus()[0]?.model ?? 'cpu'}, ${os.cpus().length} cores, ${THREADS} threads) and PyTorch on ${TORCH_DEVICE}; ${process.env.BENCH_MODEL ?? 'Qwen3-0.6B shape, random weights'}`);
+  const model = process.env.BENCH_MODEL ?? ensureRandomModel(path.join(OUT, 'qwen3-0.6b'), 'qwen3-0.6b', 8);
+  const parts: Record<string, (model: string) => Promise<void>> = { score: scorePart, train: trainPart, generate: generatePart };
+  for (const part of PARTS) {
+    if (!parts[part]) throw new Error(`BENCH_PARTS: unknown part '${part}' (${Object.keys(parts).join(', ')})`);
+    await parts[part]!(model);
+  }
+}
+
+await main();
