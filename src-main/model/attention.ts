@@ -8,7 +8,8 @@
  *   §Memory), and in an inference graph each chunk reads only the keys it may see.
  *
  * An inference graph (`inference`: only run, never differentiated) computes q·kᵀ with ONNX
- * Runtime's FusedMatMul instead of MatMul against transposed keys (docs/design.md §Scoring).
+ * Runtime's FusedMatMul instead of MatMul against transposed keys (docs/design.md §Scoring),
+ * unless `fusedScores` is off for an execution provider without that op (§Devices).
  *
  * Queries are grouped [B, kv, rep, T, d] and keys and values [B, kv, S, d] broadcast across
  * each group in MatMul, so they are never copied per head.
@@ -41,6 +42,12 @@ export interface AttentionOptions {
    * each reads only the keys its rows may see.
    */
   inference?: boolean;
+  /**
+   * With `inference`: q·kᵀ as FusedMatMul (default true). Off for an execution provider that has
+   * no kernel for it (WebGPU), where ONNX Runtime would run every layer's scores on the CPU
+   * (docs/design.md §Devices); the keys are then transposed for a MatMul, as in training.
+   */
+  fusedScores?: boolean;
 }
 
 export interface AttentionChunking {
@@ -87,10 +94,10 @@ export function chunksAttention(length: number, chunking: AttentionChunking = AT
 
 /** The attention context [B, kv, rep, T, d]. */
 export function attend(b: GraphBuilder, x: AttentionInputs, options: AttentionOptions = {}): string {
-  const inference = options.inference ?? false;
-  const scores = (q: string, keys: string) => scaledScores(b, q, keys, x.scale, inference);
-  if (options.past) return attendAfterCache(b, x, options.past, inference, scores);
-  const keys = keyOperand(b, x.k, inference);
+  const fused = (options.inference ?? false) && (options.fusedScores ?? true);
+  const scores = (q: string, keys: string) => scaledScores(b, q, keys, x.scale, fused);
+  if (options.past) return attendAfterCache(b, x, options.past, fused, scores);
+  const keys = keyOperand(b, x.k, fused);
   const v = valueRows(b, x.v);
   const block = (rows: string, k: string, mask: string, values: string) => b.matmul(b.softmax(b.add(scores(rows, k), mask), -1), values);
   const chunks = options.chunks;
@@ -98,7 +105,7 @@ export function attend(b: GraphBuilder, x: AttentionInputs, options: AttentionOp
   // Keys, values and mask cover the same positions: saying so lets each chunk's gradients know
   // their shapes while the graph is built, with no run-time sum-to-shape (see withDim).
   const keyCount = b.shapeOf(x.maskBias)?.[4];
-  withDim(b, keys, keyAxis(inference), keyCount);
+  withDim(b, keys, keyAxis(fused), keyCount);
   withDim(b, v, 3, keyCount);
   const count = chunks.dims.length;
   const qChunks = splitRows(b, withZeroRows(b, x.q, count, QUERY_AXIS), chunks.sizes, chunks.dims, QUERY_AXIS);
@@ -110,7 +117,7 @@ export function attend(b: GraphBuilder, x: AttentionInputs, options: AttentionOp
     if (seen) {
       // Only the keys this chunk's rows may see (its mask is cut to them once, in queryChunks):
       // the rest of its q·kᵀ would be masked to zero.
-      context = block(qc, sliceUpTo(b, keys, seen, keyAxis(inference)), mask, sliceUpTo(b, v, seen, 3));
+      context = block(qc, sliceUpTo(b, keys, seen, keyAxis(fused)), mask, sliceUpTo(b, v, seen, 3));
     } else {
       context = block(qc, keys, mask, v);
     }
@@ -126,8 +133,8 @@ export function attend(b: GraphBuilder, x: AttentionInputs, options: AttentionOp
  * lies, never joined to the new keys (a copy of the whole cache per step and layer): the two
  * parts' scores are joined instead (small), and the context is the sum of the two parts' products.
  */
-function attendAfterCache(b: GraphBuilder, x: AttentionInputs, past: { keys: string; values: string }, inference: boolean, scores: (q: string, keys: string) => string): string {
-  const raw = b.concat([scores(x.q, keyOperand(b, past.keys, inference)), scores(x.q, keyOperand(b, x.k, inference))], -1);
+function attendAfterCache(b: GraphBuilder, x: AttentionInputs, past: { keys: string; values: string }, fused: boolean, scores: (q: string, keys: string) => string): string {
+  const raw = b.concat([scores(x.q, keyOperand(b, past.keys, fused)), scores(x.q, keyOperand(b, x.k, fused))], -1);
   const probs = b.softmax(b.add(raw, x.maskBias), -1); // [B, kv, rep, T, P + T]
   const slots = b.slice(b.shape(past.keys), [2], [3], [0]); // [P]
   const sizes = b.concat([slots, b.slice(b.shape(x.k), [2], [3], [0])], 0); // [P, T]
@@ -139,22 +146,22 @@ function attendAfterCache(b: GraphBuilder, x: AttentionInputs, past: { keys: str
 
 /**
  * Keys [B, kv, S, d] as q·kᵀ's right operand, broadcast across each query group: as they lie,
- * [B, kv, 1, S, d], for an inference graph's FusedMatMul (transB); transposed, [B, kv, 1, d, S],
- * for the MatMul of a graph that autodiff differentiates.
+ * [B, kv, 1, S, d], for FusedMatMul (transB); transposed, [B, kv, 1, d, S], for a MatMul (the
+ * graphs autodiff differentiates, and inference graphs without `fusedScores`).
  */
-function keyOperand(b: GraphBuilder, k: string, inference: boolean): string {
+function keyOperand(b: GraphBuilder, k: string, fused: boolean): string {
   const rows = b.unsqueeze(k, [2]);
-  return inference ? rows : b.transpose(rows, [0, 1, 2, 4, 3]);
+  return fused ? rows : b.transpose(rows, [0, 1, 2, 4, 3]);
 }
 
 /** The keys' axis in {@link keyOperand}'s value. */
-function keyAxis(inference: boolean): number {
-  return inference ? 3 : 4;
+function keyAxis(fused: boolean): number {
+  return fused ? 3 : 4;
 }
 
 /** q·kᵀ·scale for grouped queries q [B, kv, rep, T, d] and {@link keyOperand}'s keys: [B, kv, rep, T, S]. */
-function scaledScores(b: GraphBuilder, q: string, keys: string, scale: number, inference: boolean): string {
-  if (!inference) return b.mul(b.matmul(q, keys), b.scalar(scale));
+function scaledScores(b: GraphBuilder, q: string, keys: string, scale: number, fused: boolean): string {
+  if (!fused) return b.mul(b.matmul(q, keys), b.scalar(scale));
   const qShape = b.shapeOf(q), kShape = b.shapeOf(keys);
   const shape = qShape && kShape && [...qShape.slice(0, -1), kShape[3]!];
   return b.contribOp('FusedMatMul', [q, keys], { transB: int(1), alpha: float(scale) }, { dtype: 'float32', shape });

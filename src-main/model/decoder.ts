@@ -91,6 +91,8 @@ export interface DecoderOptions {
    * graph, which autodiff differentiates, leaves it off.
    */
   inference?: boolean;
+  /** With `inference`: attention's q·kᵀ as FusedMatMul (default true; off for WebGPU, ./attention.ts). */
+  fusedScores?: boolean;
   /** Scoring: vocabulary rows per chunk of the head's log-sum-exp (default {@link DEFAULT_VOCAB_CHUNK}; docs/design.md §Scoring). */
   vocabChunk?: number;
   /**
@@ -270,7 +272,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     // The cut's queries are still the last rows of the keys, as queryChunks requires.
     const queryMask = cut ? cut.rows(maskBias, 3) : maskBias;
     const queryChunking = cut && chunks ? queryChunks(b, queryMask, options.attentionChunks, options.inference) : chunks;
-    const context = attend(b, { q: qGrouped, k: kHeads, v: vHeads, scale, maskBias: queryMask }, { past, chunks: queryChunking, blockSpans: attentionSpans, inference: options.inference }); // [B, kv, rep, T, d]
+    const context = attend(b, { q: qGrouped, k: kHeads, v: vHeads, scale, maskBias: queryMask }, { past, chunks: queryChunking, blockSpans: attentionSpans, inference: options.inference, fusedScores: options.fusedScores }); // [B, kv, rep, T, d]
     const merged = b.reshape(b.transpose(context, [0, 3, 1, 2, 4]), [0, 0, numHeads * headDim]);
     if (cut) h = cut.rows(h);
     h = b.add(h, linear(merged, i, 'o', `${p}.self_attn.o_proj`, numHeads * headDim, H, c.oBias));

@@ -30,7 +30,7 @@
 import { UserError } from '../../src-shared/types.js';
 import { Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 import { checkpointWeights, decoderGraph, type WeightSource } from './decoder.js';
-import { ort, createSession, assertDeviceAvailable, type Device, type SessionConfig } from './ort-session.js';
+import { ort, createSession, assertDeviceAvailable, fusesMatMul, type Device, type SessionConfig } from './ort-session.js';
 import { ChatTokenizer } from './tokenizer.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { PREFILL_PIECE, generateSequences, type GeneratedTokens } from './batch-decode.js';
@@ -107,6 +107,8 @@ export interface EngineOptions {
   attentionChunking?: AttentionChunking;
   /** The most prompt tokens per row one prefill step feeds the generate graph; default {@link PREFILL_PIECE}. */
   prefillPiece?: number;
+  /** Attention's q·kᵀ as FusedMatMul (./attention.ts); default: where the device has it ({@link fusesMatMul}). For tests. */
+  fusedScores?: boolean;
   /**
    * The tokenizer's end-of-sequence ids, from a caller that holds the tokenizer itself
    * (LocalModel, in its own thread). Given, the engine loads no tokenizer until it needs one
@@ -143,6 +145,7 @@ export class ModelEngine {
   private loraFeeds: Feeds = {};
   private readonly attentionChunking?: AttentionChunking;
   private readonly prefillPiece: number;
+  private readonly fusedScores: boolean;
 
   private constructor(readonly dir: string, checkpoint: Checkpoint, options: EngineOptions) {
     this.config = checkpoint.config;
@@ -159,6 +162,7 @@ export class ModelEngine {
     };
     this.attentionChunking = options.attentionChunking;
     this.prefillPiece = options.prefillPiece ?? PREFILL_PIECE;
+    this.fusedScores = options.fusedScores ?? fusesMatMul(this.sessionConfig.device);
     if (!(Number.isInteger(this.prefillPiece) && this.prefillPiece >= 1)) throw new UserError(`prefillPiece must be a whole number ≥ 1, got ${options.prefillPiece}`);
     this.lora = options.lora && { ...options.lora, targets: [...options.lora.targets] };
     this.loraSpecs = this.lora ? loraSpecs(this.config, this.lora.targets) : [];
@@ -199,9 +203,10 @@ export class ModelEngine {
       const quantize = quantScheme(this.quantize);
       const linear = this.lora && loraInputHook(this.lora);
       const named = `${which}${this.lora ? '_lora' : ''}${chunks ? `_chunks${chunks}` : ''}`;
+      const fusedScores = this.fusedScores;
       const { graph } = which === 'generate'
-        ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear }, named)
-        : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks }, named);
+        ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear, fusedScores }, named)
+        : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks, fusedScores }, named);
       // A chunked fp32 graph reads the mapped weights unpacked: a second packed copy would cost
       // about what chunking saves, and past the chunking length the keys its chunks skip pay
       // for the unpacked matmuls (SCORE_ATTENTION_CHUNKING). MatMulNBits (quantised) is only
@@ -281,7 +286,7 @@ export class ModelEngine {
     if (this.quantize === 'none') return undefined;
     const quantised = await this.session('score');
     const fp32Config = { ...this.sessionConfig, sharedWeights: this.fp32Identity };
-    const { session: fp32 } = await createSession(decoderGraph(this.weights, { output: 'target_logprobs' }, 'score_fp32').graph, fp32Config);
+    const { session: fp32 } = await createSession(decoderGraph(this.weights, { output: 'target_logprobs', fusedScores: fusesMatMul(fp32Config.device) }, 'score_fp32').graph, fp32Config);
     try {
       return await measureDrift(textIds ?? driftTextIds(this.tokenizer), this.config.maxPositionEmbeddings, (row, s) => scoreRows(this.runner(s), [row]).then((r) => r[0]!), quantised, fp32);
     } finally {

@@ -104,6 +104,14 @@ export function assertWebGpuAvailable(): void {
   if (!bundled) throw new WebGpuUnavailableError({ kind: 'platform', platform: `${process.platform}/${process.arch}` });
 }
 
+/**
+ * Whether `device`'s execution provider has ONNX Runtime's FusedMatMul: WebGPU's has not, and
+ * would hand each layer's attention scores to the CPU (docs/design.md §Devices).
+ */
+export function fusesMatMul(device: Device): boolean {
+  return device !== 'webgpu';
+}
+
 /** Fails now, with the reason in the user's terms, if `device` cannot be had on this machine. */
 export function assertDeviceAvailable(device: Device): void {
   if (device === 'cuda') assertCudaAvailable();

@@ -122,6 +122,9 @@ export class ChatTokenizer {
   }
 
   decode(ids: number[], skipSpecialTokens = true): string {
+    // The library throws on an empty list; a reply can have an empty part (`<think></think>`,
+    // or a reply cut right after `</think>`), and its text is ''.
+    if (ids.length === 0) return '';
     return this.tokenizer.decode(ids, { skip_special_tokens: skipSpecialTokens });
   }
 

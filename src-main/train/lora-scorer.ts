@@ -11,7 +11,7 @@
  */
 import type { Checkpoint } from '../model/hf-checkpoint.js';
 import { checkpointWeights } from '../model/decoder.js';
-import { createSession, ort, type Device } from '../model/ort-session.js';
+import { createSession, fusesMatMul, ort, type Device } from '../model/ort-session.js';
 import type { TokenSpan } from './batches.js';
 import { scoreInBatches } from './held-out-rows.js';
 import { loraSpecs } from './lora.js';
@@ -54,7 +54,7 @@ export class LoraScorer {
 
   static async create(checkpoint: Checkpoint, lora: LoraConfig, options: ScorerOptions): Promise<LoraScorer> {
     const attentionChunks = options.longestRow === undefined ? undefined : attentionChunksFor(options.longestRow, options.attentionChunking ?? SCORE_ATTENTION_CHUNKING);
-    const { graph } = buildForwardGraph(checkpointWeights(checkpoint), lora, { vocabChunk: DEFAULT_VOCAB_CHUNK, attentionChunks });
+    const { graph } = buildForwardGraph(checkpointWeights(checkpoint), lora, { vocabChunk: DEFAULT_VOCAB_CHUNK, attentionChunks }, { fusedScores: fusesMatMul(options.device) });
     const { session, executionProvider } = await createSession(graph, { device: options.device, threads: options.threads });
     return new LoraScorer(lora, loraSpecs(checkpoint.config, lora.targets), session, executionProvider, options, checkpoint.config.vocabSize);
   }

@@ -38,7 +38,7 @@ import { Checkpoint } from '../model/hf-checkpoint.js';
 import { checkpointWeights, type WeightSource } from '../model/decoder.js';
 import { DEFAULT_VOCAB_CHUNK } from '../model/chunked-head.js';
 import { ATTENTION_CHUNKING, chunksAttention, type AttentionChunking } from '../model/attention.js';
-import { ort, createSession, type Device, type SessionConfig } from '../model/ort-session.js';
+import { ort, createSession, fusesMatMul, type Device, type SessionConfig } from '../model/ort-session.js';
 import type {
   LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TrainStep,
 } from './training-step.js';
@@ -164,7 +164,7 @@ export class TrainStepEngine implements TrainStep {
 
   private forward(): Promise<ort.InferenceSession> {
     if (!this.forwardSession) {
-      const { graph } = buildForwardGraph(this.weights, this.options.lora, memoryOptions(this.options), { valueHead: this.valueHead });
+      const { graph } = buildForwardGraph(this.weights, this.options.lora, memoryOptions(this.options), { valueHead: this.valueHead, fusedScores: fusesMatMul(this.options.device) });
       this.forwardSession = createSession(graph, sessionConfig(this.options, this.weights)).then((s) => s.session);
       this.forwardSession.catch(() => (this.forwardSession = undefined));
     }

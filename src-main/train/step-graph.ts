@@ -78,7 +78,7 @@ interface LoraDecoder {
   values?: string;
 }
 
-function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOptions & { withGradient: boolean; valueHead?: boolean }, name: string): LoraDecoder {
+function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOptions & { withGradient: boolean; valueHead?: boolean; fusedScores?: boolean }, name: string): LoraDecoder {
   const b = new GraphBuilder(name);
   const specs: LoraTensorSpec[] = [];
   const params = new Map<string, string>();
@@ -90,7 +90,7 @@ function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOpti
   const positions = b.input('positions', 'int64', ['N']);
   // A forward-only graph takes the inference form of attention and cuts its last layer to the
   // scored rows (the same values; ../model/attention.ts, ../model/decoder.ts).
-  const values = buildDecoder(b, weights, { output: 'hidden', hiddenRows: positions, linear, attentionChunks: memory.attentionChunks, inference: !memory.withGradient });
+  const values = buildDecoder(b, weights, { output: 'hidden', hiddenRows: positions, linear, attentionChunks: memory.attentionChunks, inference: !memory.withGradient, fusedScores: memory.fusedScores });
   sameDim(b.graph, 'S', 'T');
   const H = weights.config.hiddenSize;
   const targetIds = b.input('targets', 'int64', ['N']);
@@ -109,8 +109,9 @@ function appendValueHead(b: GraphBuilder, hidden: string, H: number, params: Map
   return b.identityAs(b.reshape(b.add(b.matmul(hidden, b.transpose(w, [1, 0])), bias), [-1]), 'values');
 }
 
-export function buildForwardGraph(weights: WeightSource, lora: LoraConfig, memory: MemoryOptions, options: { valueHead?: boolean } = {}): { graph: Graph; specs: LoraTensorSpec[] } {
-  const d = loraDecoder(weights, lora, { ...memory, withGradient: false, valueHead: options.valueHead }, 'lora_forward');
+/** The forward-only graph; `fusedScores` as ../model/attention.ts has it (off for WebGPU). */
+export function buildForwardGraph(weights: WeightSource, lora: LoraConfig, memory: MemoryOptions, options: { valueHead?: boolean; fusedScores?: boolean } = {}): { graph: Graph; specs: LoraTensorSpec[] } {
+  const d = loraDecoder(weights, lora, { ...memory, withGradient: false, valueHead: options.valueHead, fusedScores: options.fusedScores }, 'lora_forward');
   d.b.output(d.logprobs);
   if (d.values) d.b.output(d.values);
   return { graph: d.b.graph, specs: d.specs };

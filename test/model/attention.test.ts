@@ -23,9 +23,9 @@ beforeAll(() => {
   weights = checkpointWeights(Checkpoint.open(tiny.dir));
 });
 
-function logitsGraph(inference: boolean, attentionChunks?: number) {
+function logitsGraph(inference: boolean, attentionChunks?: number, fusedScores?: boolean) {
   const b = new GraphBuilder(inference ? 'inference' : 'differentiable');
-  const values = buildDecoder(b, weights, { output: 'logits', inference, attentionChunks });
+  const values = buildDecoder(b, weights, { output: 'logits', inference, attentionChunks, fusedScores });
   b.output(b.identityAs(values.output, 'logits'));
   return b.graph;
 }
@@ -72,7 +72,8 @@ describe('attention in an inference graph', () => {
   ])('$length positions, $padding padded on the $side, $chunks chunks: the differentiable graph\'s logits', async ({ length, padding, side, chunks }) => {
     const { ids, mask } = batch(length, padding, side);
     const reference = await logits(logitsGraph(false), ids, mask);
-    for (const graph of [logitsGraph(true), logitsGraph(true, chunks), logitsGraph(false, chunks)]) {
+    // fusedScores off: the inference graph WebGPU gets (MatMul against transposed keys).
+    for (const graph of [logitsGraph(true), logitsGraph(true, chunks), logitsGraph(false, chunks), logitsGraph(true, undefined, false), logitsGraph(true, chunks, false)]) {
       expect(maxAbsDiffAtRealPositions(await logits(graph, ids, mask), reference, mask)).toBeLessThan(1e-5);
     }
   });
@@ -86,5 +87,10 @@ describe('attention in an inference graph', () => {
     expect(runTimeSlices(inference)).toBeGreaterThan(0);
     expect(differentiable.nodes.some((n) => n.op === 'FusedMatMul')).toBe(false);
     expect(runTimeSlices(differentiable)).toBe(0);
+    // Without fused scores (an execution provider that lacks FusedMatMul) no contrib op is left,
+    // and the chunks still read only their keys.
+    const unfused = logitsGraph(true, 3, false);
+    expect(unfused.nodes.some((n) => n.domain === 'com.microsoft')).toBe(false);
+    expect(runTimeSlices(unfused)).toBeGreaterThan(0);
   });
 });

@@ -1,6 +1,11 @@
 // Reasoning and tool calls in generated replies.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseReply, parseToolCalls, splitReasoning, splitReasoningText } from '../../src-main/model/chat-output.js';
+import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
+import { writeTinyModel } from './tiny-models.js';
 
 // A toy vocabulary: 1 = <think>, 2 = </think>, others are letters.
 const toy = { thinkStartId: 1, thinkEndId: 2, decode: (ids: number[]) => ids.map((i) => (i === 1 ? '<think>' : i === 2 ? '</think>' : String.fromCharCode(96 + i))).join('') };
@@ -13,6 +18,21 @@ describe('reasoning', () => {
     // Cut off mid-thought.
     expect(splitReasoning([1, 3, 4], toy)).toEqual({ reasoning: 'cd', answer: '' });
     expect(splitReasoning([3, 4], toy)).toEqual({ answer: 'cd' });
+  });
+
+  it('an empty part through a real tokenizer is empty text: <think></think>, and a reply cut right after </think>', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-think-'));
+    try {
+      const tok = ChatTokenizer.load(writeTinyModel(dir, { family: 'qwen3' }).dir);
+      const think = { thinkStartId: tok.thinkStartId, thinkEndId: tok.thinkEndId, decode: (ids: number[]) => tok.decode(ids) };
+      const [open, close] = [tok.thinkStartId!, tok.thinkEndId!];
+      const answer = tok.encode('Yes.');
+      expect(tok.decode([])).toBe('');
+      expect(parseReply([open, close, ...answer], think)).toMatchObject({ reasoning: '', content: 'Yes.' });
+      expect(parseReply([open, ...tok.encode('Plan.'), close], think)).toMatchObject({ reasoning: 'Plan.', content: '' });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('splits by text when the tokenizer has no think tokens', () => {

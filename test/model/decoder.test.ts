@@ -116,6 +116,21 @@ describe.each(VARIANTS)('$label', (variant) => {
     }
   });
 
+  it('without FusedMatMul (the graphs WebGPU gets) it scores and generates what the fused graphs do', async () => {
+    const unfused = await LocalModel.load(tiny.dir, { fusedScores: false, prefillPiece: 3 });
+    try {
+      const [fused, plain] = [await model.score(rows, { batchSize: 2 }), await unfused.score(rows, { batchSize: 2 })];
+      plain.forEach((row, i) => expect(maxAbsDiff(row, fused[i]!)).toBeLessThan(1e-5));
+      const prompt = rows[0]!.inputIds.slice(0, rows[0]!.responseStart);
+      const request = { maxNewTokens: 6, stopTokenIds: [] };
+      const [a, b] = [await model.generate(prompt, request), await unfused.generate(prompt, request)];
+      expect(b.tokens).toEqual(a.tokens);
+      expect(maxAbsDiff(b.logprobs, a.logprobs)).toBeLessThan(1e-4);
+    } finally {
+      await unfused.close();
+    }
+  });
+
   it('a row with nothing to score gives an empty list, alone and beside others', async () => {
     const empty = { inputIds: rows[0]!.inputIds, responseStart: rows[0]!.inputIds.length };
     expect(await model.score([empty])).toEqual([[]]);
