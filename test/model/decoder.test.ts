@@ -117,7 +117,8 @@ describe.each(VARIANTS)('$label', (variant) => {
   });
 
   it('without FusedMatMul (the graphs WebGPU gets) it scores and generates what the fused graphs do', async () => {
-    const unfused = await LocalModel.load(tiny.dir, { fusedScores: false, prefillPiece: 3 });
+    const cache = path.join(root, `${variant.label.replace(/\W+/g, '-')}-unfused-cache`);
+    const unfused = await LocalModel.load(tiny.dir, { fusedScores: false, prefillPiece: 3, graphCache: cache });
     try {
       const [fused, plain] = [await model.score(rows, { batchSize: 2 }), await unfused.score(rows, { batchSize: 2 })];
       plain.forEach((row, i) => expect(maxAbsDiff(row, fused[i]!)).toBeLessThan(1e-5));
@@ -126,6 +127,10 @@ describe.each(VARIANTS)('$label', (variant) => {
       const [a, b] = [await model.generate(prompt, request), await unfused.generate(prompt, request)];
       expect(b.tokens).toEqual(a.tokens);
       expect(maxAbsDiff(b.logprobs, a.logprobs)).toBeLessThan(1e-4);
+      // The graphs it ran (kept in its cache) hold no FusedMatMul: an op type is a string in the file.
+      const graphs = fs.readdirSync(cache, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.onnx'));
+      expect(graphs.map((f) => path.basename(f).split('-')[0]).sort()).toEqual(['generate', 'score']);
+      for (const f of graphs) expect(fs.readFileSync(path.join(cache, f)).includes('FusedMatMul')).toBe(false);
     } finally {
       await unfused.close();
     }
