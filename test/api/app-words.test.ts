@@ -148,6 +148,29 @@ describe('a CUDA failure in the app', () => {
     expect(run!.error).not.toMatch(/--device/);
   });
 
+  it('a fine-tune on WebGPU runs on the GPU where one answers, else fails on the Training page in the app\u2019s words', async () => {
+    const { sessions } = await call<{ sessions: { id: string }[] }>('listSessions', {});
+    for (const [i, s] of sessions.entries()) await call('setLabel', { sessionId: s.id, responseTurn: 1, patch: { reward: i === 0 ? 1 : -1 } });
+    const config: TrainConfig = {
+      modelDir: MODEL, outDir: path.join(dir, 'adapter-webgpu'), method: 'rl', steps: 2, batchSize: 2, lr: 1e-3, optimizer: 'adamw',
+      loraR: 4, loraAlpha: 8, targets: ['q', 'v'], device: 'webgpu', seed: 0, checkpointEvery: 0,
+    };
+    const { runId } = await call<{ runId: string }>('trainStart', config);
+    let run: TrainRunInfo | undefined;
+    for (;;) {
+      run = (await call<{ runs: TrainRunInfo[] }>('trainStatus')).runs.find((r) => r.runId === runId);
+      if (run && run.status !== 'running' && run.status !== 'cancelling') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    if (run!.status === 'finished') {
+      expect(run!.executionProvider).toBe('webgpu');
+      return;
+    }
+    expect(run!.status).toBe('failed');
+    expect(run!.error).toMatch(/^WebGPU found no GPU \(.+\); it needs the GPU's Vulkan driver on Linux .*\. Set the Device field to CPU, or install the driver and restart Hindsight\.$/);
+    expect(run!.error).not.toMatch(/--device/);
+  });
+
   it('the Max length field reaches the run: over the model\'s positions is refused in one line, a short one skips samples in the page\'s words', async () => {
     const finished = async (runId: string): Promise<TrainRunInfo> => {
       for (;;) {
