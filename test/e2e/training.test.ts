@@ -254,6 +254,23 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     }
   });
 
+  it('reports a WebGPU request plainly: it runs on the GPU where a driver answers, or fails naming the driver', async () => {
+    await page.selectOption('[data-testid=train-device-select]', 'webgpu');
+    await page.fill('[data-testid=train-steps]', '2');
+    const before = await page.locator('.run-line').getAttribute('data-run-id');
+    await page.locator('[data-action=fine-tune]').click();
+    await page.waitForFunction((id) => document.querySelector('.run-line')?.getAttribute('data-run-id') !== id, before);
+    const status = page.locator('[data-testid=train-status]', { hasText: /^(failed|finished)$/ });
+    await status.waitFor();
+    if ((await status.textContent()) === 'failed') {
+      expect(await page.locator('[data-testid=train-run-error]').textContent()).toMatch(/WebGPU found no GPU .*Vulkan driver.*Set the Device field to CPU/);
+      expect(await page.locator('[data-testid=train-device]').textContent()).toContain('WebGPU requested, did not start');
+      await shot(page, 'training-webgpu-missing');
+    } else {
+      expect(await page.locator('[data-testid=train-device]').textContent()).toContain('WebGPU GPU');
+    }
+  });
+
   afterEach(async () => {
     // The later runs are on the CPU, whatever a failed test left selected.
     if (await page.locator('[data-testid=train-device-select]').count()) await page.selectOption('[data-testid=train-device-select]', 'cpu');
@@ -312,7 +329,10 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     expect(await page.locator('[data-testid=train-run-error]').textContent()).toContain(`resume continues from the checkpoint at step ${checkpoint}`);
     await resumeToTheEnd(checkpoint, 40, outDir);
     const runs = (await serve.api<{ runs: RunInfo[] }>('trainStatus')).runs;
-    expect(runs.map((r) => r.status)).toEqual(['finished', 'finished', 'failed', 'finished', 'finished']);
+    // The CUDA and WebGPU runs finish where their GPU answers, and fail where none does.
+    const onGpu = expect.stringMatching(/^(failed|finished)$/);
+    expect(runs.map((r) => r.status)).toEqual(['finished', 'finished', onGpu, onGpu, 'finished', 'finished']);
+    expect(runs.map((r) => r.config.device)).toEqual(['cpu', 'cpu', 'cuda', 'webgpu', 'cpu', 'cpu']);
   });
 
   it('logged no errors in the page', () => {
