@@ -26,12 +26,10 @@ import path from 'node:path';
 import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
 import type { Device } from '../src-main/model/ort-session.js';
 import { seededRandom } from '../src-main/model/sampling.js';
-import { padBatch } from '../src-main/train/batches.js';
-import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
-import { writeAdapter } from '../src-main/train/peft.js';
+import { DEFAULT_LORA } from '../src-main/train/lora.js';
 import { ensureRandomModel } from './random-model.js';
 import type { RealChildRequest, RealChildResult, Timed } from './real-shapes-child.js';
-import type { ChildRequest as StepRequest, ChildResult as StepResult } from './train-memory-child.js';
+import { torchTrainRequest, type ChildRequest as StepRequest, type ChildResult as StepResult } from './train-memory-child.js';
 import { findTorchPython, runWatched, type Watched } from './watched-process.js';
 
 const OUT = path.resolve('bench/output');
@@ -142,24 +140,8 @@ async function trainPart(model: string): Promise<void> {
     if (failed(r)) console.log(`| ${label} | failed: ${reason(r)} | | | |`);
     else console.log(`| ${label} | ${secs(r)} | ${r.firstLoss} | ${r.firstGradNorm} | ${gb(r.peakMb)} |`);
   }
-  const t = await torch('train_torch.py', torchTrainRequest(model, T));
+  const t = await torch('train_torch.py', { ...torchTrainRequest(model, T, path.join(OUT, 'gpu-adapter')), repeats: REPEATS });
   if (t) console.log(`| PyTorch ${t.torch}, ${TORCH_DEVICE} | ${secs({ wallS: t.step_s, cpuS: t.step_cpu_s })} | ${t.first_loss} | ${t.first_grad_norm} | ${gb(t.peak_rss_mb)} |`);
-}
-
-/** train_torch.py's request for bench/train-memory-child.ts's batch (random ids, seed 11) and initial adapter. */
-function torchTrainRequest(model: string, T: number): Record<string, unknown> {
-  const ckpt = Checkpoint.open(model);
-  const specs = loraSpecs(ckpt.config, DEFAULT_LORA.targets);
-  const adapter = path.join(OUT, 'gpu-adapter');
-  writeAdapter(adapter, { lora: DEFAULT_LORA, specs, weights: initLora(specs, DEFAULT_LORA.r, 1), baseModel: model });
-  const rand = seededRandom(11);
-  const ids = Array.from({ length: T }, () => Math.floor(rand() * ckpt.config.vocabSize));
-  const batch = padBatch([{ inputIds: ids, responseStart: T / 2 }]);
-  const row = (a: ArrayLike<number | bigint>) => [Array.from({ length: T }, (_, i) => Number(a[i]!))];
-  return {
-    model, adapter, repeats: REPEATS, lr: 1e-4, max_grad_norm: 1, eps_low: 0.2, eps_high: 0.28, old_from_policy: true,
-    batch: { input_ids: row(batch.inputIds), response_mask: row(batch.responseMask), old: row(batch.oldLogprobs), advantages: row(batch.responseMask) },
-  };
 }
 
 async function generatePart(model: string): Promise<void> {

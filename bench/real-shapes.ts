@@ -37,15 +37,13 @@ import path from 'node:path';
 import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
 import type { Quantize } from '../src-main/model/quantize.js';
 import { seededRandom } from '../src-main/model/sampling.js';
-import { padBatch } from '../src-main/train/batches.js';
-import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
-import { writeAdapter } from '../src-main/train/peft.js';
+import { DEFAULT_LORA } from '../src-main/train/lora.js';
 import { writeTinyModel } from '../test/model/tiny-models.js';
 import { writeGguf, type GgufFileType } from './gguf-writer.js';
 import { runLlamaCpp, type LlamaCppResult } from './llama-cpp.js';
 import { ensureRandomModel } from './random-model.js';
 import type { RealChildRequest, RealChildResult, Timed } from './real-shapes-child.js';
-import type { ChildRequest as StepRequest, ChildResult as StepResult } from './train-memory-child.js';
+import { torchTrainRequest, type ChildRequest as StepRequest, type ChildResult as StepResult } from './train-memory-child.js';
 import { findTorchPython, runWatched, type Watched } from './watched-process.js';
 
 const OUT = path.resolve('bench/output');
@@ -156,7 +154,7 @@ async function trainPart(): Promise<void> {
     rows[`hindsight-${recompute}`] = r;
     console.log(`| Hindsight, recomputation ${recompute ? 'on (the trainer\'s default from 1,024 tokens)' : 'off'} | ${'stoppedAtMb' in r ? `stopped at ${gb(r.stoppedAtMb)}` : `${secs(r)}`} | ${'stoppedAtMb' in r ? '—' : gb(r.peakMb)} | ${l} |`);
   }
-  const torchRequest = torchTrainRequest(model, T);
+  const torchRequest = { ...torchTrainRequest(model, T, path.join(OUT, 'real-shapes-adapter')), threads: THREADS, repeats: REPEATS };
   for (const checkpoint of [false, true]) {
     const [r, l] = await measured(() => torch('train_torch.py', { ...torchRequest, checkpoint }));
     const label = `PyTorch ${r.torch ?? ''}, ${checkpoint ? 'torch.utils.checkpoint per layer' : 'plain'}`;
@@ -179,22 +177,6 @@ async function trainPart(): Promise<void> {
       `${ckpt ? `, ×${f(h.wallS / ckpt.wallS, 2)} of checkpointed` : ''}; peak RSS ×${f(rss, 2)} of plain${ckpt ? `, ×${f(h.peakMb / ckpt.peakMb, 2)} of checkpointed` : ''}`);
     if (recompute) verdict(`train step 0.6B, 1 × ${T}`, `×${f(time, 2)} time (CPU ×${f(h.cpuS / plain.cpuS, 2)}), ×${f(rss, 2)} peak RSS of PyTorch plain`, '≤ 0.8× time, ≤ 0.6× RSS', time <= 0.8 && rss <= 0.6);
   }
-}
-
-function torchTrainRequest(model: string, T: number): Record<string, unknown> {
-  const ckpt = Checkpoint.open(model);
-  const specs = loraSpecs(ckpt.config, DEFAULT_LORA.targets);
-  const adapter = path.join(OUT, 'real-shapes-adapter');
-  writeAdapter(adapter, { lora: DEFAULT_LORA, specs, weights: initLora(specs, DEFAULT_LORA.r, 1), baseModel: model });
-  // The batch bench/train-memory-child.ts trains on: random ids (seed 11), the second half the reply.
-  const rand = seededRandom(11);
-  const ids = Array.from({ length: T }, () => Math.floor(rand() * ckpt.config.vocabSize));
-  const batch = padBatch([{ inputIds: ids, responseStart: T / 2 }]);
-  const row = (a: ArrayLike<number | bigint>) => [Array.from({ length: T }, (_, i) => Number(a[i]!))];
-  return {
-    model, adapter, threads: THREADS, repeats: REPEATS, lr: 1e-4, max_grad_norm: 1, eps_low: 0.2, eps_high: 0.28, old_from_policy: true,
-    batch: { input_ids: row(batch.inputIds), response_mask: row(batch.responseMask), old: row(batch.oldLogprobs), advantages: row(batch.responseMask) },
-  };
 }
 
 async function longPart(): Promise<void> {

@@ -8,6 +8,7 @@ import { seededRandom } from '../src-main/model/sampling.js';
 import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
 import { padBatch } from '../src-main/train/batches.js';
 import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
+import { writeAdapter } from '../src-main/train/peft.js';
 import { createTrainStep, type OptimizerConfig, type OptimizerState, type StepBatch, type StepMetrics } from '../src-main/train/training-step.js';
 import type { Device } from '../src-main/model/ort-session.js';
 
@@ -68,6 +69,22 @@ function batchOf(vocab: number, T: number, everyPosition: boolean): StepBatch {
   const ids = Array.from({ length: T }, () => Math.floor(rand() * vocab));
   const batch = padBatch([{ inputIds: ids, responseStart: everyPosition ? 1 : T / 2 }]);
   return { ...batch, oldFromPolicy: batch.responseMask, advantages: Float32Array.from(batch.responseMask) };
+}
+
+/**
+ * bench/train_torch.py's request for the step {@link runChild} times: its batch of T tokens and
+ * its initial adapter, written to `adapterDir`. The caller adds threads, repeats and device.
+ */
+export function torchTrainRequest(model: string, T: number, adapterDir: string): Record<string, unknown> {
+  const ckpt = Checkpoint.open(model);
+  const specs = loraSpecs(ckpt.config, DEFAULT_LORA.targets);
+  writeAdapter(adapterDir, { lora: DEFAULT_LORA, specs, weights: initLora(specs, DEFAULT_LORA.r, 1), baseModel: model });
+  const batch = batchOf(ckpt.config.vocabSize, T, false);
+  const row = (a: ArrayLike<number | bigint>) => [Array.from({ length: T }, (_, i) => Number(a[i]!))];
+  return {
+    model, adapter: adapterDir, lr: OPTIMIZER.lr, max_grad_norm: OPTIMIZER.maxGradNorm, eps_low: LOSS.epsLow, eps_high: LOSS.epsHigh, old_from_policy: true,
+    batch: { input_ids: row(batch.inputIds), response_mask: row(batch.responseMask), old: row(batch.oldLogprobs), advantages: row(batch.advantages) },
+  };
 }
 
 export async function runChild(q: ChildRequest): Promise<ChildResult> {

@@ -28,6 +28,30 @@ let dir: string;
 
 const call = <T = any>(name: string, input: unknown = {}): Promise<T> => api<T>(server, name, input);
 
+/** Labels the first session +1 and the others −1, so a fine-tune has samples. */
+async function labelEverySession(): Promise<void> {
+  const { sessions } = await call<{ sessions: { id: string }[] }>('listSessions', {});
+  for (const [i, s] of sessions.entries()) await call('setLabel', { sessionId: s.id, responseTurn: 1, patch: { reward: i === 0 ? 1 : -1 } });
+}
+
+/** A two-step rl run of the demo model into `outDir` (under the test's folder), on the CPU unless `changes` say otherwise. */
+function tinyRun(outDir: string, changes: Partial<TrainConfig> = {}): TrainConfig {
+  return {
+    modelDir: MODEL, outDir: path.join(dir, outDir), method: 'rl', steps: 2, batchSize: 2, lr: 1e-3, optimizer: 'adamw',
+    loraR: 4, loraAlpha: 8, targets: ['q', 'v'], device: 'cpu', seed: 0, checkpointEvery: 0, ...changes,
+  };
+}
+
+/** Starts a run through the API and polls its status until it has stopped. */
+async function runToEnd(config: TrainConfig): Promise<TrainRunInfo> {
+  const { runId } = await call<{ runId: string }>('trainStart', config);
+  for (;;) {
+    const run = (await call<{ runs: TrainRunInfo[] }>('trainStatus')).runs.find((r) => r.runId === runId);
+    if (run && run.status !== 'running' && run.status !== 'cancelling') return run;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 beforeAll(async () => {
   const made = await tempWorkspace();
   dir = made.dir;
@@ -129,66 +153,33 @@ describe('a CUDA failure in the app', () => {
   it.skipIf(cudaInstalled)('a fine-tune on CUDA without the provider fails on the Training page in the app’s words', async () => {
     const runs = await call<{ runs: TrainRunInfo[] }>('trainStatus');
     expect(runs.runs).toEqual([]);
-    const { sessions } = await call<{ sessions: { id: string }[] }>('listSessions', {});
-    for (const [i, s] of sessions.entries()) await call('setLabel', { sessionId: s.id, responseTurn: 1, patch: { reward: i === 0 ? 1 : -1 } });
-    const config: TrainConfig = {
-      modelDir: MODEL, outDir: path.join(dir, 'adapter'), method: 'rl', steps: 2, batchSize: 2, lr: 1e-3, optimizer: 'adamw',
-      loraR: 4, loraAlpha: 8, targets: ['q', 'v'], device: 'cuda', seed: 0, checkpointEvery: 0,
-    };
-    const { runId } = await call<{ runId: string }>('trainStart', config);
-    let run: TrainRunInfo | undefined;
-    for (;;) {
-      run = (await call<{ runs: TrainRunInfo[] }>('trainStatus')).runs.find((r) => r.runId === runId);
-      if (run && run.status !== 'running' && run.status !== 'cancelling') break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(run!.status).toBe('failed');
-    expect(run!.error).toContain('Device field');
-    expect(run!.error).toContain('npm run setup:gpu');
-    expect(run!.error).not.toMatch(/--device/);
+    await labelEverySession();
+    const run = await runToEnd(tinyRun('adapter', { device: 'cuda' }));
+    expect(run.status).toBe('failed');
+    expect(run.error).toContain('Device field');
+    expect(run.error).toContain('npm run setup:gpu');
+    expect(run.error).not.toMatch(/--device/);
   });
 
   it('a fine-tune on WebGPU runs on the GPU where one answers, else fails on the Training page in the app\u2019s words', async () => {
-    const { sessions } = await call<{ sessions: { id: string }[] }>('listSessions', {});
-    for (const [i, s] of sessions.entries()) await call('setLabel', { sessionId: s.id, responseTurn: 1, patch: { reward: i === 0 ? 1 : -1 } });
-    const config: TrainConfig = {
-      modelDir: MODEL, outDir: path.join(dir, 'adapter-webgpu'), method: 'rl', steps: 2, batchSize: 2, lr: 1e-3, optimizer: 'adamw',
-      loraR: 4, loraAlpha: 8, targets: ['q', 'v'], device: 'webgpu', seed: 0, checkpointEvery: 0,
-    };
-    const { runId } = await call<{ runId: string }>('trainStart', config);
-    let run: TrainRunInfo | undefined;
-    for (;;) {
-      run = (await call<{ runs: TrainRunInfo[] }>('trainStatus')).runs.find((r) => r.runId === runId);
-      if (run && run.status !== 'running' && run.status !== 'cancelling') break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    if (run!.status === 'finished') {
-      expect(run!.executionProvider).toBe('webgpu');
+    await labelEverySession();
+    const run = await runToEnd(tinyRun('adapter-webgpu', { device: 'webgpu' }));
+    if (run.status === 'finished') {
+      expect(run.executionProvider).toBe('webgpu');
       return;
     }
-    expect(run!.status).toBe('failed');
-    expect(run!.error).toMatch(/^WebGPU found no GPU \(.+\); it needs the GPU's Vulkan driver on Linux .*\. Set the Device field to CPU, or install the driver and restart Hindsight\.$/);
-    expect(run!.error).not.toMatch(/--device/);
+    expect(run.status).toBe('failed');
+    expect(run.error).toMatch(/^WebGPU found no GPU \(.+\); it needs the GPU's Vulkan driver on Linux .*\. Set the Device field to CPU, or install the driver and restart Hindsight\.$/);
+    expect(run.error).not.toMatch(/--device/);
   });
 
   it('the Max length field reaches the run: over the model\'s positions is refused in one line, a short one skips samples in the page\'s words', async () => {
-    const finished = async (runId: string): Promise<TrainRunInfo> => {
-      for (;;) {
-        const run = (await call<{ runs: TrainRunInfo[] }>('trainStatus')).runs.find((r) => r.runId === runId);
-        if (run && run.status !== 'running' && run.status !== 'cancelling') return run;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    };
-    const { sessions } = await call<{ sessions: { id: string }[] }>('listSessions', {});
-    for (const [i, s] of sessions.entries()) await call('setLabel', { sessionId: s.id, responseTurn: 1, patch: { reward: i === 0 ? 1 : -1 } });
-    const config = (outDir: string, maxLength: number): TrainConfig => ({
-      modelDir: MODEL, outDir: path.join(dir, outDir), method: 'rl', steps: 1, batchSize: 2, lr: 1e-3, optimizer: 'adamw',
-      loraR: 4, loraAlpha: 8, targets: ['q', 'v'], device: 'cpu', seed: 0, checkpointEvery: 0, maxLength,
-    });
-    const tooLong = await finished((await call<{ runId: string }>('trainStart', config('too-long', 4096))).runId);
+    await labelEverySession();
+    const config = (outDir: string, maxLength: number) => tinyRun(outDir, { steps: 1, maxLength });
+    const tooLong = await runToEnd(config('too-long', 4096));
     expect(tooLong.status).toBe('failed');
     expect(tooLong.error).toBe("max length 4096 is more than the model's 512 positions (max_position_embeddings in config.json)");
-    const short = await finished((await call<{ runId: string }>('trainStart', config('short', 16))).runId);
+    const short = await runToEnd(config('short', 16));
     expect(`${short.error ?? ''} ${short.notice ?? ''}`).toContain('over 16 tokens');
     await expect(call('trainStart', config('tiny', 4))).rejects.toThrow(/maxLength/);
   });

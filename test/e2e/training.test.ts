@@ -44,7 +44,7 @@ interface RunInfo {
   status: string;
   executionProvider: string | null;
   adapterDir: string | null;
-  config: { outDir: string; steps: number };
+  config: { outDir: string; steps: number; device: string };
 }
 interface Progress {
   step: number;
@@ -234,15 +234,20 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     expect(fs.existsSync(path.join(outDir, 'adapter_model.safetensors'))).toBe(true);
   });
 
-  it('reports a CUDA request plainly: it runs on CUDA where the provider is installed, or fails with the reason', async () => {
-    await page.selectOption('[data-testid=train-device-select]', 'cuda');
+  /** Starts a 2-step run on `device` from the page and returns how it ended: failed or finished. */
+  async function runOnDevice(device: 'cuda' | 'webgpu'): Promise<string | null> {
+    await page.selectOption('[data-testid=train-device-select]', device);
     await page.fill('[data-testid=train-steps]', '2');
     const before = await page.locator('.run-line').getAttribute('data-run-id');
     await page.locator('[data-action=fine-tune]').click();
     await page.waitForFunction((id) => document.querySelector('.run-line')?.getAttribute('data-run-id') !== id, before);
     const status = page.locator('[data-testid=train-status]', { hasText: /^(failed|finished)$/ });
     await status.waitFor();
-    if ((await status.textContent()) === 'failed') {
+    return status.textContent();
+  }
+
+  it('reports a CUDA request plainly: it runs on CUDA where the provider is installed, or fails with the reason', async () => {
+    if ((await runOnDevice('cuda')) === 'failed') {
       // Never a silent fall-back to the CPU: the run stops and says what is missing.
       expect(await page.locator('[data-testid=train-run-error]').textContent()).toMatch(/CUDA provider is not installed.*setup:gpu/);
       expect(await page.locator('[data-testid=train-device]').textContent()).toContain('CUDA requested, did not start');
@@ -255,14 +260,7 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
   });
 
   it('reports a WebGPU request plainly: it runs on the GPU where a driver answers, or fails naming the driver', async () => {
-    await page.selectOption('[data-testid=train-device-select]', 'webgpu');
-    await page.fill('[data-testid=train-steps]', '2');
-    const before = await page.locator('.run-line').getAttribute('data-run-id');
-    await page.locator('[data-action=fine-tune]').click();
-    await page.waitForFunction((id) => document.querySelector('.run-line')?.getAttribute('data-run-id') !== id, before);
-    const status = page.locator('[data-testid=train-status]', { hasText: /^(failed|finished)$/ });
-    await status.waitFor();
-    if ((await status.textContent()) === 'failed') {
+    if ((await runOnDevice('webgpu')) === 'failed') {
       expect(await page.locator('[data-testid=train-run-error]').textContent()).toMatch(/WebGPU found no GPU .*Vulkan driver.*Set the Device field to CPU/);
       expect(await page.locator('[data-testid=train-device]').textContent()).toContain('WebGPU requested, did not start');
       await shot(page, 'training-webgpu-missing');
