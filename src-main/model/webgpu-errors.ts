@@ -30,11 +30,16 @@ function sentence(text: string): string {
   return text[0]!.toUpperCase() + text.slice(1);
 }
 
+/** What the app's user can do: a missing driver can be installed; otherwise only the CPU is left. */
+function appAdvice(problem: WebGpuProblem): string {
+  return problem.kind === 'no-adapter' ? 'Install the driver and restart Hindsight, or set the Device field to CPU.' : 'Set the Device field to CPU.';
+}
+
 /** WebGPU was asked for and cannot run. Its message is the command line's; `forApp()` is the app's. */
 export class WebGpuUnavailableError extends SurfaceError {
   constructor(readonly problem: WebGpuProblem) {
     const what = describeWebGpuProblem(problem);
-    super(`--device webgpu: ${what}; use --device cpu`, `${sentence(what)}. Set the Device field to CPU, or install the driver and restart Hindsight.`);
+    super(`--device webgpu: ${what}; use --device cpu`, `${sentence(what)}. ${appAdvice(problem)}`);
   }
 }
 

@@ -169,7 +169,7 @@ describe('a CUDA failure in the app', () => {
       return;
     }
     expect(run.status).toBe('failed');
-    expect(run.error).toMatch(/^WebGPU found no GPU \(.+\); it needs the GPU's Vulkan driver on Linux .*\. Set the Device field to CPU, or install the driver and restart Hindsight\.$/);
+    expect(run.error).toMatch(/^WebGPU found no GPU \(.+\); it needs the GPU's Vulkan driver on Linux .*\. Install the driver and restart Hindsight, or set the Device field to CPU\.$/);
     expect(run.error).not.toMatch(/--device/);
   });
 

@@ -261,7 +261,7 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
 
   it('reports a WebGPU request plainly: it runs on the GPU where a driver answers, or fails naming the driver', async () => {
     if ((await runOnDevice('webgpu')) === 'failed') {
-      expect(await page.locator('[data-testid=train-run-error]').textContent()).toMatch(/WebGPU found no GPU .*Vulkan driver.*Set the Device field to CPU/);
+      expect(await page.locator('[data-testid=train-run-error]').textContent()).toMatch(/WebGPU found no GPU .*Vulkan driver.*Install the driver and restart Hindsight, or set the Device field to CPU/);
       expect(await page.locator('[data-testid=train-device]').textContent()).toContain('WebGPU requested, did not start');
       await shot(page, 'training-webgpu-missing');
     } else {

@@ -80,7 +80,8 @@ describe('WebGPU problems, in each surface\'s words', () => {
     expect(err.message).toBe("--device webgpu: ONNX Runtime's WebGPU provider is not part of its linux/arm64 build; use --device cpu");
     expect(err).toBeInstanceOf(SurfaceError);
     const app = (err as SurfaceError).forApp();
-    expect(app).toBe("ONNX Runtime's WebGPU provider is not part of its linux/arm64 build. Set the Device field to CPU, or install the driver and restart Hindsight.");
+    expect(app).toBe("ONNX Runtime's WebGPU provider is not part of its linux/arm64 build. Set the Device field to CPU.");
+    expect(new WebGpuUnavailableError({ kind: 'no-adapter', reason: 'No supported adapters' }).forApp()).toMatch(/\. Install the driver and restart Hindsight, or set the Device field to CPU\.$/);
     expect(app).not.toMatch(/--device/);
   });
 });
