@@ -171,15 +171,16 @@ export class LocalModel {
   }
 
   private result(out: GeneratedTokens, promptTokens: number, maxNewTokens: number, executionProvider: Device): GenerateResult {
-    const reply = parseReply(out.tokens.filter((t) => !this.tokenizer.eosTokenIds.includes(t)), {
-      thinkStartId: this.tokenizer.thinkStartId,
-      thinkEndId: this.tokenizer.thinkEndId,
-      decode: (t) => this.tokenizer.decode(t),
-    });
     // A stop string cut the text: parse what was kept, not the tokens beyond it. Otherwise the
     // worker left the text to this thread, whose tokenizer it does not load (decodeText).
     const stopped = out.finishReason === 'stop';
-    const parsed = stopped ? parseReply([], { decode: () => out.text }) : reply;
+    const parsed = stopped
+      ? parseReply([], { decode: () => out.text })
+      : parseReply(out.tokens.filter((t) => !this.tokenizer.eosTokenIds.includes(t)), {
+        thinkStartId: this.tokenizer.thinkStartId,
+        thinkEndId: this.tokenizer.thinkEndId,
+        decode: (t) => this.tokenizer.decode(t),
+      });
     const text = stopped ? out.text : this.tokenizer.decode(out.tokens);
     return { tokens: out.tokens, logprobs: out.logprobs, text, finishReason: out.finishReason, ...parsed, promptTokens, maxNewTokens, executionProvider };
   }
