@@ -30,7 +30,7 @@ import { DEFAULT_LORA } from '../src-main/train/lora.js';
 import { ensureRandomModel } from './random-model.js';
 import type { RealChildRequest, RealChildResult, Timed } from './real-shapes-child.js';
 import { torchTrainRequest, type ChildRequest as StepRequest, type ChildResult as StepResult } from './train-memory-child.js';
-import { findTorchPython, runWatched, type Watched } from './watched-process.js';
+import { findTorchPython, parseLast, runWatched } from './watched-process.js';
 
 const OUT = path.resolve('bench/output');
 const DEVICE = (process.env.BENCH_DEVICE ?? 'webgpu') as Device;
@@ -46,30 +46,21 @@ const f = (x: number, d = 2) => x.toFixed(d);
 const secs = (t: Timed) => `${f(t.wallS)} s / ${f(t.cpuS, 1)} s CPU`;
 const gb = (mb: number) => `${f(mb / 1024)} GB`;
 
-function parseLast<T>(w: Watched, what: string): T {
-  const line = w.stdout.split('\n').reverse().find((l) => l.startsWith('{'));
-  if (w.status !== 0 || !line) throw new Error(`${what} failed (${w.status ?? w.signal}): ${w.stderr.slice(-3000)}`);
-  return JSON.parse(line) as T;
-}
-
 /** A Hindsight child's result, or the error it ended with (a GPU that cannot run it is a finding, not a crash). */
-async function hindsight(request: RealChildRequest): Promise<RealChildResult | Error> {
-  const w = await runWatched(process.execPath, [...process.execArgv, path.resolve('bench/real-shapes-child.ts'), JSON.stringify(request)], process.env, MEMORY_LIMIT_MB);
+async function hindsightChild<T>(args: string[], what: string): Promise<T | Error> {
+  const w = await runWatched(process.execPath, [...process.execArgv, ...args], process.env, MEMORY_LIMIT_MB);
   try {
-    return parseLast<RealChildResult>(w, `hindsight ${request.kind} on ${request.device ?? 'cpu'}`);
+    return parseLast<T>(w, what);
   } catch (err) {
     return err as Error;
   }
 }
 
-async function hindsightStep(request: StepRequest): Promise<StepResult | Error> {
-  const w = await runWatched(process.execPath, [...process.execArgv, path.resolve('bench/train-memory.ts'), '--child', JSON.stringify(request)], process.env, MEMORY_LIMIT_MB);
-  try {
-    return parseLast<StepResult>(w, `training step on ${request.device ?? 'cpu'}`);
-  } catch (err) {
-    return err as Error;
-  }
-}
+const hindsight = (request: RealChildRequest) =>
+  hindsightChild<RealChildResult>([path.resolve('bench/real-shapes-child.ts'), JSON.stringify(request)], `hindsight ${request.kind} on ${request.device ?? 'cpu'}`);
+
+const hindsightStep = (request: StepRequest) =>
+  hindsightChild<StepResult>([path.resolve('bench/train-memory.ts'), '--child', JSON.stringify(request)], `training step on ${request.device ?? 'cpu'}`);
 
 /** PyTorch's JSON result on TORCH_DEVICE, or undefined when it is left out or fails (said on stderr). */
 async function torch(script: string, request: Record<string, unknown>): Promise<Record<string, any> | undefined> {

@@ -44,7 +44,7 @@ import { runLlamaCpp, type LlamaCppResult } from './llama-cpp.js';
 import { ensureRandomModel } from './random-model.js';
 import type { RealChildRequest, RealChildResult, Timed } from './real-shapes-child.js';
 import { torchTrainRequest, type ChildRequest as StepRequest, type ChildResult as StepResult } from './train-memory-child.js';
-import { findTorchPython, runWatched, type Watched } from './watched-process.js';
+import { findTorchPython, parseLast, runWatched } from './watched-process.js';
 
 const OUT = path.resolve('bench/output');
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
@@ -96,12 +96,6 @@ async function measured<R>(work: () => Promise<R>): Promise<[R, string]> {
 // ---- children -------------------------------------------------------------------------------
 
 const childEnv = () => ({ ...process.env, HINDSIGHT_GRAPH_CACHE: GRAPH_CACHE });
-
-function parseLast<T>(w: Watched, what: string): T {
-  const line = w.stdout.split('\n').reverse().find((l) => l.startsWith('{'));
-  if (w.status !== 0 || !line) throw new Error(`${what} failed (${w.status ?? w.signal}): ${w.stderr.slice(-3000)}`);
-  return JSON.parse(line) as T;
-}
 
 async function hindsight(request: RealChildRequest, env: NodeJS.ProcessEnv = childEnv()): Promise<RealChildResult> {
   const w = await runWatched(process.execPath, [...process.execArgv, path.resolve('bench/real-shapes-child.ts'), JSON.stringify(request)], env, ANY_LIMIT_MB);

@@ -46,6 +46,13 @@ export function runWatched(command: string, args: string[], env: NodeJS.ProcessE
   });
 }
 
+/** A child's result: the last line of its stdout that is a JSON object; an Error naming `what` when it failed. */
+export function parseLast<T>(w: Watched, what: string): T {
+  const line = w.stdout.split('\n').reverse().find((l) => l.startsWith('{'));
+  if (w.status !== 0 || !line) throw new Error(`${what} failed (${w.status ?? w.signal}): ${w.stderr.slice(-3000)}`);
+  return JSON.parse(line) as T;
+}
+
 /** The Python that imports torch (Debian's python3-torch), preferring /usr/bin/python3. */
 export function findTorchPython(): string | undefined {
   for (const py of ['/usr/bin/python3', 'python3']) {
