@@ -1,6 +1,7 @@
 /**
- * `npm run bench:gpu` — Hindsight on a GPU execution provider beside Hindsight on the CPU and
- * PyTorch on the GPU, in one run, on the Qwen3-0.6B shape (random weights, bench/random-model.ts):
+ * `npm run bench:gpu` — Hindsight on GPU execution providers, each in fp32 and in mixed precision
+ * (fp16 projections), beside Hindsight on the CPU and PyTorch on the GPU, in one run, on the
+ * Qwen3-0.6B shape (random weights, bench/random-model.ts):
  *
  *   score     4 × 512 tokens (log-probs of the second halves): time, and the largest |Δ log-prob|
  *             of each run against Hindsight on the CPU
@@ -14,7 +15,13 @@
  * bench/train-memory-child.ts, bench/model_torch.py, bench/train_torch.py), one after another;
  * each time is the median of BENCH_REPEATS runs after a warm-up, CPU seconds beside wall.
  *
- * Options (env): BENCH_DEVICE (webgpu; cuda once `npm run setup:gpu` installed its provider),
+ * Every side that runs on CUDA also reports the GPU's peak memory over its process's life, read
+ * by polling nvidia-smi (the rows run one at a time, so the card's use above the idle baseline
+ * is that process's, its CUDA context included, for PyTorch as for ONNX Runtime).
+ *
+ * Options (env): BENCH_DEVICES (webgpu; a list, e.g. cuda,webgpu: cuda once `npm run setup:gpu`
+ * installed its provider), BENCH_PRECISIONS (fp32,fp16: each GPU row in each), BENCH_CPU_PARTS
+ * (score,train,generate: the parts that also run on the CPU, for the same machine's figure),
  * BENCH_TORCH_DEVICE (cuda; none leaves PyTorch out), BENCH_PARTS (score,train,generate),
  * BENCH_THREADS (every core: the CPU side's threads), BENCH_REPEATS (3), BENCH_TRAIN_LEN (2048),
  * BENCH_NEW_TOKENS (128), BENCH_MODEL (another checkpoint folder instead of the random 0.6B shape).
@@ -23,6 +30,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { spawn, spawnSync } from 'node:child_process';
+import { keepCudaFp32Exact } from '../src-main/model/cuda-env.js';
+import { PRECISIONS, type Precision } from '../src-shared/training.js';
 import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
 import type { Device } from '../src-main/model/ort-session.js';
 import { seededRandom } from '../src-main/model/sampling.js';
@@ -33,7 +43,9 @@ import { torchTrainRequest, type ChildRequest as StepRequest, type ChildResult a
 import { findTorchPython, parseLast, runWatched } from './watched-process.js';
 
 const OUT = path.resolve('bench/output');
-const DEVICE = (process.env.BENCH_DEVICE ?? 'webgpu') as Device;
+const DEVICES = (process.env.BENCH_DEVICES ?? process.env.BENCH_DEVICE ?? 'webgpu').split(',') as Device[];
+const GPU_PRECISIONS = (process.env.BENCH_PRECISIONS ?? PRECISIONS.join(',')).split(',') as Precision[];
+const CPU_PARTS = (process.env.BENCH_CPU_PARTS ?? 'score,train,generate').split(',');
 const TORCH_DEVICE = process.env.BENCH_TORCH_DEVICE ?? 'cuda';
 const PARTS = (process.env.BENCH_PARTS ?? 'score,train,generate').split(',');
 const THREADS = Number(process.env.BENCH_THREADS ?? os.cpus().length);
@@ -46,11 +58,37 @@ const f = (x: number, d = 2) => x.toFixed(d);
 const secs = (t: Timed) => `${f(t.wallS)} s / ${f(t.cpuS, 1)} s CPU`;
 const gb = (mb: number) => `${f(mb / 1024)} GB`;
 
-/** A Hindsight child's result, or the error it ended with (a GPU that cannot run it is a finding, not a crash). */
-async function hindsightChild<T>(args: string[], what: string): Promise<T | Error> {
-  const w = await runWatched(process.execPath, [...process.execArgv, ...args], process.env, MEMORY_LIMIT_MB);
+/** The GPU's memory in use now (MiB), summed over its cards; undefined without nvidia-smi. */
+function gpuMemoryMb(): number | undefined {
+  const r = spawnSync('nvidia-smi', ['--query-gpu=memory.used', '--format=csv,noheader,nounits'], { encoding: 'utf8' });
+  if (r.status !== 0) return undefined;
+  return r.stdout.trim().split('\n').reduce((sum, line) => sum + Number(line), 0);
+}
+
+/**
+ * Runs `work` while polling the GPU's memory every 100 ms (nvidia-smi in the background, so
+ * the event loop stays free): the peak above the baseline before it started, in MiB.
+ */
+async function withGpuPeak<T>(work: () => Promise<T>): Promise<{ result: T; gpuPeakMb?: number }> {
+  const baseline = gpuMemoryMb();
+  if (baseline === undefined) return { result: await work() };
+  const poll = spawn('nvidia-smi', ['--query-gpu=memory.used', '--format=csv,noheader,nounits', '-lms', '100'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  let peak = baseline;
+  poll.stdout.on('data', (chunk: Buffer) => {
+    for (const line of chunk.toString().split('\n')) if (line.trim()) peak = Math.max(peak, Number(line));
+  });
   try {
-    return parseLast<T>(w, what);
+    return { result: await work(), gpuPeakMb: peak - baseline };
+  } finally {
+    poll.kill();
+  }
+}
+
+/** A Hindsight child's result (with the GPU's peak), or the error it ended with (a GPU that cannot run it is a finding, not a crash). */
+async function hindsightChild<T>(args: string[], what: string): Promise<(T & { gpuPeakMb?: number }) | Error> {
+  const { result: w, gpuPeakMb } = await withGpuPeak(() => runWatched(process.execPath, [...process.execArgv, ...args], process.env, MEMORY_LIMIT_MB));
+  try {
+    return { ...parseLast<T>(w, what), gpuPeakMb };
   } catch (err) {
     return err as Error;
   }
@@ -62,6 +100,16 @@ const hindsight = (request: RealChildRequest) =>
 const hindsightStep = (request: StepRequest) =>
   hindsightChild<StepResult>([path.resolve('bench/train-memory.ts'), '--child', JSON.stringify(request)], `training step on ${request.device ?? 'cpu'}`);
 
+/** One Hindsight side of a table: a device, and on a GPU its precision. */
+interface Side { device: Device; precision: Precision }
+/** The CPU (fp32) when `part` runs there, then each GPU in each precision. */
+const sides = (part: string): Side[] => [
+  ...(CPU_PARTS.includes(part) ? [{ device: 'cpu' as Device, precision: 'fp32' as Precision }] : []),
+  ...DEVICES.flatMap((device) => GPU_PRECISIONS.map((precision) => ({ device, precision }))),
+];
+const sideLabel = ({ device, precision }: Side) => (device === 'cpu' ? `Hindsight, cpu (${THREADS} threads)` : `Hindsight, ${device}, ${precision}`);
+const gpuMem = (r: { gpuPeakMb?: number }) => (r.gpuPeakMb === undefined ? '—' : gb(r.gpuPeakMb));
+
 /** PyTorch's JSON result on TORCH_DEVICE, or undefined when it is left out or fails (said on stderr). */
 async function torch(script: string, request: Record<string, unknown>): Promise<Record<string, any> | undefined> {
   if (TORCH_DEVICE === 'none') return undefined;
@@ -71,7 +119,8 @@ async function torch(script: string, request: Record<string, unknown>): Promise<
   fs.writeFileSync(file, JSON.stringify({ ...request, device: TORCH_DEVICE, threads: THREADS }));
   const env = { ...process.env, OMP_NUM_THREADS: String(THREADS), OPENBLAS_NUM_THREADS: String(THREADS) };
   try {
-    return parseLast<Record<string, any>>(await runWatched(python, [path.resolve('bench', script), file], env, MEMORY_LIMIT_MB), script);
+    const { result, gpuPeakMb } = await withGpuPeak(() => runWatched(python, [path.resolve('bench', script), file], env, MEMORY_LIMIT_MB));
+    return { ...parseLast<Record<string, any>>(result, script), gpuPeakMb };
   } catch (err) {
     return void console.error((err as Error).message);
   }
@@ -103,61 +152,61 @@ async function scorePart(model: string): Promise<void> {
   const vocab = Checkpoint.open(model).config.vocabSize;
   const rows = [0, 1, 2, 3].map((k) => ({ inputIds: randomIds(512, vocab, 13 + k), responseStart: 256 }));
   console.log(`\n## Score: 4 × 512 tokens, median of ${REPEATS}`);
-  console.log('| | time (wall / CPU) | tokens/s | max \\|Δ log-prob\\| vs Hindsight CPU |');
-  console.log('|---|---|---|---|');
-  const cpu = await hindsight({ kind: 'score', model, threads: THREADS, quantize: 'none', rows, repeats: REPEATS });
-  const gpu = await hindsight({ kind: 'score', model, threads: THREADS, quantize: 'none', rows, repeats: REPEATS, device: DEVICE });
-  const t = await torch('model_torch.py', { model, rows: rows.map((r) => ({ input_ids: r.inputIds, response_start: r.responseStart })), score_repeats: REPEATS, warm_up_whole_batch: true });
+  console.log('| | time (wall / CPU) | tokens/s | max \\|Δ log-prob\\| vs the first row | GPU memory peak |');
+  console.log('|---|---|---|---|---|');
   const tokens = 4 * 512;
-  const base = failed(cpu) ? undefined : cpu.logprobs!;
-  for (const [label, r] of [[`Hindsight, cpu (${THREADS} threads)`, cpu], [`Hindsight, ${DEVICE}`, gpu]] as const) {
-    if (failed(r)) console.log(`| ${label} | failed: ${reason(r)} | | |`);
-    else console.log(`| ${label} | ${secs(r.run!)} | ${f(tokens / r.run!.wallS, 0)} | ${base ? f(maxAbsDiff(r.logprobs!, base), 6) : '—'} |`);
+  let base: number[][] | undefined;
+  for (const side of sides('score')) {
+    const r = await hindsight({ kind: 'score', model, threads: THREADS, quantize: 'none', rows, repeats: REPEATS, ...side });
+    if (failed(r)) { console.log(`| ${sideLabel(side)} | failed: ${reason(r)} | | | |`); continue; }
+    base ??= r.logprobs!;
+    console.log(`| ${sideLabel(side)} | ${secs(r.run!)} | ${f(tokens / r.run!.wallS, 0)} | ${f(maxAbsDiff(r.logprobs!, base), 6)} | ${gpuMem(r)} |`);
   }
+  const t = await torch('model_torch.py', { model, rows: rows.map((r) => ({ input_ids: r.inputIds, response_start: r.responseStart })), score_repeats: REPEATS, warm_up_whole_batch: true });
   if (t) {
     const run = medianTimed(t.score_runs);
-    console.log(`| PyTorch ${t.torch}, ${t.device} | ${secs(run)} | ${f(tokens / run.wallS, 0)} | ${base ? f(maxAbsDiff(t.logprobs, base), 6) : '—'} |`);
+    console.log(`| PyTorch ${t.torch}, ${t.device}, fp32 | ${secs(run)} | ${f(tokens / run.wallS, 0)} | ${base ? f(maxAbsDiff(t.logprobs, base), 6) : '—'} | ${gpuMem(t)} |`);
   }
 }
 
 async function trainPart(model: string): Promise<void> {
   const T = TRAIN_LEN;
   console.log(`\n## Training step: 1 × ${T} (reply ${T / 2}), LoRA r${DEFAULT_LORA.r} on ${DEFAULT_LORA.targets.length} targets, AdamW, recomputation off, median of ${REPEATS} after a warm-up`);
-  console.log('| | step (wall / CPU) | first step: loss | gradient norm | peak RSS |');
-  console.log('|---|---|---|---|---|');
-  for (const device of ['cpu', DEVICE] as Device[]) {
-    const r = await hindsightStep({ kind: 'step', model, threads: THREADS, repeats: REPEATS, seqLen: T, recompute: false, device });
-    const label = `Hindsight, ${device}${device === 'cpu' ? ` (${THREADS} threads)` : ''}`;
-    if (failed(r)) console.log(`| ${label} | failed: ${reason(r)} | | | |`);
-    else console.log(`| ${label} | ${secs(r)} | ${r.firstLoss} | ${r.firstGradNorm} | ${gb(r.peakMb)} |`);
+  console.log('| | step (wall / CPU) | first step: loss | gradient norm | peak RSS | GPU memory peak |');
+  console.log('|---|---|---|---|---|---|');
+  for (const side of sides('train')) {
+    const r = await hindsightStep({ kind: 'step', model, threads: THREADS, repeats: REPEATS, seqLen: T, recompute: false, ...side });
+    if (failed(r)) console.log(`| ${sideLabel(side)} | failed: ${reason(r)} | | | | |`);
+    else console.log(`| ${sideLabel(side)} | ${secs(r)} | ${r.firstLoss} | ${r.firstGradNorm} | ${gb(r.peakMb)} | ${gpuMem(r)} |`);
   }
   const t = await torch('train_torch.py', { ...torchTrainRequest(model, T, path.join(OUT, 'gpu-adapter')), repeats: REPEATS });
-  if (t) console.log(`| PyTorch ${t.torch}, ${TORCH_DEVICE} | ${secs({ wallS: t.step_s, cpuS: t.step_cpu_s })} | ${t.first_loss} | ${t.first_grad_norm} | ${gb(t.peak_rss_mb)} |`);
+  if (t) console.log(`| PyTorch ${t.torch}, ${TORCH_DEVICE}, fp32 | ${secs({ wallS: t.step_s, cpuS: t.step_cpu_s })} | ${t.first_loss} | ${t.first_grad_norm} | ${gb(t.peak_rss_mb)} | ${gpuMem(t)} |`);
 }
 
 async function generatePart(model: string): Promise<void> {
   const prompt = randomIds(32, Checkpoint.open(model).config.vocabSize, 11);
   console.log(`\n## Decode: greedy, ${NEW_TOKENS} tokens after a 32-token prompt, median of ${REPEATS}`);
-  console.log('| | load | generate (wall / CPU) | tokens/s | greedy tokens = Hindsight CPU |');
+  console.log('| | load | generate (wall / CPU) | tokens/s | greedy tokens = the first row |');
   console.log('|---|---|---|---|---|');
-  const cpu = await hindsight({ kind: 'generate', model, threads: THREADS, quantize: 'none', prompt, newTokens: NEW_TOKENS, repeats: REPEATS });
-  const gpu = await hindsight({ kind: 'generate', model, threads: THREADS, quantize: 'none', prompt, newTokens: NEW_TOKENS, repeats: REPEATS, device: DEVICE });
-  const base = failed(cpu) ? undefined : cpu.tokens!;
-  const agree = (tokens: number[]) => (base ? `${tokens.filter((x, i) => x === base[i]).length}/${base.length}` : '—');
-  for (const [label, r] of [[`Hindsight, cpu (${THREADS} threads)`, cpu], [`Hindsight, ${DEVICE}`, gpu]] as const) {
-    if (failed(r)) console.log(`| ${label} | failed: ${reason(r)} | | | |`);
-    else console.log(`| ${label} | ${f(r.loadS!, 1)} s | ${secs(r.run!)} | ${f(NEW_TOKENS / r.run!.wallS, 1)} | ${agree(r.tokens!)} |`);
+  let base: number[] | undefined;
+  const agree = (tokens: number[]) => (base ? `${tokens.filter((x, i) => x === base![i]).length}/${base.length}` : '—');
+  for (const side of sides('generate')) {
+    const r = await hindsight({ kind: 'generate', model, threads: THREADS, quantize: 'none', prompt, newTokens: NEW_TOKENS, repeats: REPEATS, ...side });
+    if (failed(r)) { console.log(`| ${sideLabel(side)} | failed: ${reason(r)} | | | |`); continue; }
+    base ??= r.tokens!;
+    console.log(`| ${sideLabel(side)} | ${f(r.loadS!, 1)} s | ${secs(r.run!)} | ${f(NEW_TOKENS / r.run!.wallS, 1)} | ${agree(r.tokens!)} |`);
   }
   const t = await torch('model_torch.py', { model, prompt, new_tokens: NEW_TOKENS, generate_repeats: REPEATS });
   if (t) {
     const run = medianTimed(t.generate_runs);
-    console.log(`| PyTorch ${t.torch}, ${t.device}, KV cache | ${f(t.load_s, 1)} s | ${secs(run)} | ${f(NEW_TOKENS / run.wallS, 1)} | ${agree(t.generated)} |`);
+    console.log(`| PyTorch ${t.torch}, ${t.device}, fp32, KV cache | ${f(t.load_s, 1)} s | ${secs(run)} | ${f(NEW_TOKENS / run.wallS, 1)} | ${agree(t.generated)} |`);
   }
 }
 
 async function main(): Promise<void> {
   fs.mkdirSync(OUT, { recursive: true });
-  console.log(`# bench:gpu — Hindsight on ${DEVICE} beside the CPU (${os.cpus()[0]?.model ?? 'cpu'}, ${os.cpus().length} cores, ${THREADS} threads) and PyTorch on ${TORCH_DEVICE}; ${process.env.BENCH_MODEL ?? 'Qwen3-0.6B shape, random weights'}`);
+  keepCudaFp32Exact(); // as the CLI and the app do, so fp32 on CUDA is fp32 (its children inherit it)
+  console.log(`# bench:gpu — Hindsight on ${DEVICES.join(', ')} (${GPU_PRECISIONS.join(', ')}) beside the CPU (${os.cpus()[0]?.model ?? 'cpu'}, ${os.cpus().length} cores, ${THREADS} threads) and PyTorch on ${TORCH_DEVICE}; ${process.env.BENCH_MODEL ?? 'Qwen3-0.6B shape, random weights'}`);
   const model = process.env.BENCH_MODEL ?? ensureRandomModel(path.join(OUT, 'qwen3-0.6b'), 'qwen3-0.6b', 8);
   const parts: Record<string, (model: string) => Promise<void>> = { score: scorePart, train: trainPart, generate: generatePart };
   for (const part of PARTS) {

@@ -6,9 +6,10 @@
 import type { Quantize } from '../src-main/model/quantize.js';
 import type { ScoreRow } from '../src-main/model/inference-engine.js';
 import type { Device } from '../src-main/model/ort-session.js';
+import type { Precision } from '../src-shared/training.js';
 
-/** Each request runs on `device` (default cpu; bench/gpu.ts asks for a GPU). */
-export type RealChildRequest = { device?: Device } & (
+/** Each request runs on `device` (default cpu; bench/gpu.ts asks for a GPU), in `precision` (default: the device's). */
+export type RealChildRequest = { device?: Device; precision?: Precision } & (
   | { kind: 'generate'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number }
   | { kind: 'first-token'; model: string; threads: number; prompt: number[] }
   /** score: the warm-up scores the whole batch, so a timed run meets memory the warm-up already grew. */
@@ -64,7 +65,7 @@ export async function runRealChild(q: RealChildRequest): Promise<RealChildResult
   if (q.kind === 'first-token') return firstToken(q);
   const { LocalModel } = await import('../src-main/model/local-model.js');
   const prepare = q.kind === 'prime' ? [q.graph] : q.kind === 'score' ? ['score' as const] : ['generate' as const];
-  const [model, load] = await timed(() => LocalModel.load(q.model, { threads: q.threads, quantize: q.quantize, prepare, device: q.device }));
+  const [model, load] = await timed(() => LocalModel.load(q.model, { threads: q.threads, quantize: q.quantize, prepare, device: q.device, precision: q.precision }));
   try {
     if (q.kind === 'prime') return { peakMb: peakMb(), loadS: load.wallS };
     if (q.kind === 'generate') {

@@ -11,6 +11,7 @@ import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
 import { writeAdapter } from '../src-main/train/peft.js';
 import { createTrainStep, type OptimizerConfig, type OptimizerState, type StepBatch, type StepMetrics } from '../src-main/train/training-step.js';
 import type { Device } from '../src-main/model/ort-session.js';
+import type { Precision } from '../src-shared/training.js';
 
 export interface ChildRequest {
   kind: 'step' | 'sessions' | 'prepack';
@@ -27,6 +28,8 @@ export interface ChildRequest {
   sessions?: { share: boolean; stepPrepack: boolean; generatePrepack: boolean };
   /** Where the step runs (default cpu; bench/gpu.ts asks for a GPU). */
   device?: Device;
+  /** The base's arithmetic (default: the device's). */
+  precision?: Precision;
 }
 
 export interface ChildResult {
@@ -94,7 +97,7 @@ export async function runChild(q: ChildRequest): Promise<ChildResult> {
   const step = await createTrainStep(ckpt, {
     lora: DEFAULT_LORA, loss: LOSS, optimizer: OPTIMIZER, device: q.device ?? 'cpu', threads: q.threads,
     vocabChunk: q.vocabChunk, recompute: q.recompute, shareWeights: share, prepack: q.sessions?.stepPrepack,
-    memoryPattern: q.memoryPattern, maxLength: q.seqLen,
+    memoryPattern: q.memoryPattern, maxLength: q.seqLen, precision: q.precision,
   });
   const batch = batchOf(ckpt.config.vocabSize, q.seqLen, q.everyPosition ?? false);
   let weights = initLora(loraSpecs(ckpt.config, DEFAULT_LORA.targets), DEFAULT_LORA.r, 1);

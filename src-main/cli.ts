@@ -5,6 +5,7 @@
 import { UserError } from '../src-shared/types.js';
 import { formatHelp, UsageError, wantsHelp, type Command, type CommandSpec } from './cli/args.js';
 import { setLockHolderName } from './store/db-lock.js';
+import { keepCudaFp32Exact } from './model/cuda-env.js';
 
 interface CommandModule {
   command: Command;
@@ -36,6 +37,7 @@ function usage(): string {
 }
 
 export async function main(argv: string[]): Promise<number> {
+  keepCudaFp32Exact();
   let [name, ...rest] = argv;
   // `hindsight help train` is `hindsight train --help`.
   if (name === 'help' && rest[0] !== undefined && Object.hasOwn(COMMANDS, rest[0])) [name, rest] = [rest[0], ['--help']];

@@ -19,6 +19,7 @@ import { HindsightService } from '../api/app-service.js';
 import { CALL_CHANNEL, EVENT_CHANNEL } from './channels.js';
 import { electronHost } from './electron-host.js';
 import { buildMenu } from './menu.js';
+import { keepCudaFp32Exact } from '../model/cuda-env.js';
 
 const OUT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const RENDERER_DIR = path.join(OUT_DIR, 'renderer');
@@ -143,6 +144,7 @@ function bindApi(service: HindsightService, events: EventHub): void {
 }
 
 async function start(): Promise<void> {
+  keepCudaFp32Exact();
   if (!app.requestSingleInstanceLock()) {
     // Two processes saving one database would overwrite each other's changes.
     app.quit();

@@ -44,7 +44,7 @@ export const spec = {
     votes: { type: 'string', default: String(REPLAY_DEFAULTS.votes), value: 'N', help: 'replay judge votes per reply (majority, tie → 0)' },
     seed: { type: 'string', default: '0', value: 'S', help: 'seeds the bootstrap intervals' },
     out: { type: 'string', value: 'FILE', help: 'also write the JSON report to FILE', otherwise: 'stdout only' },
-    ...DEVICE_OPTION,
+    device: DEVICE_OPTION.device, // no --precision yet: evaluation's model runs take the device's default (README, GPU)
     'batch-size': { type: 'string', default: '8', value: 'N', help: 'rows per forward pass' },
     'max-length': { type: 'string', value: 'N', help: 'tokens per row, windowed as in training (a longer reply is left out)', otherwise: "2048, or the model's maximum if smaller" },
     threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },

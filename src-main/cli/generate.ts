@@ -14,7 +14,7 @@
 // (docs/design.md §Batched generation); reply j is the one --seed S+j alone gives. They print
 // one after another, each after a `--- reply j ---` line (--json: a `replies` array).
 import type { Device } from '../model/ort-session.js';
-import { TRAIN_DEVICES } from '../../src-shared/training.js';
+import { PRECISIONS, TRAIN_DEVICES, type Precision } from '../../src-shared/training.js';
 import type { GenerateResult } from '../model/local-model.js';
 import { parseQuantize, QUANTIZE_CHOICES, type Quantize } from '../model/quantize.js';
 import { sequenceSeeds } from '../model/sampling.js';
@@ -24,8 +24,21 @@ import { intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine
 /** What each device needs, for the `--device` help (docs/design.md §Devices). */
 export const DEVICE_HELP = 'where the model runs (cuda: after npm run setup:gpu; webgpu: a GPU with a Vulkan, Direct3D 12 or Metal driver)';
 
-/** `--device`, shared by the commands that run a model. */
-export const DEVICE_OPTION = { device: { type: 'string', default: 'cpu', value: TRAIN_DEVICES.join('|'), help: DEVICE_HELP } } as const;
+/** `--precision`'s help: what it changes and each device's default (docs/design.md §Precision). */
+export const PRECISION_HELP = "the frozen base's projections in fp16 (faster on CUDA; LoRA, the loss and the optimizer stay fp32) or fp32";
+
+/** `--device` and `--precision`, shared by the commands that run a model. */
+export const DEVICE_OPTION = {
+  device: { type: 'string', default: 'cpu', value: TRAIN_DEVICES.join('|'), help: DEVICE_HELP },
+  precision: { type: 'string', value: PRECISIONS.join('|'), help: PRECISION_HELP, otherwise: 'fp16 on CUDA, fp32 on the CPU and WebGPU' },
+} as const;
+
+/** `--precision`'s value; undefined (the device's default) when not given. */
+export function precisionFlag(value: string | undefined): Precision | undefined {
+  if (value === undefined) return undefined;
+  if ((PRECISIONS as readonly string[]).includes(value)) return value as Precision;
+  throw new UsageError(`--precision must be ${PRECISIONS.join(' or ')}, got '${value}'`);
+}
 
 /** `--quantize`, shared by the commands that run a model for inference (docs/design.md §Quantisation). */
 export const QUANTIZE_OPTION = {
@@ -84,7 +97,7 @@ export const command: Command = async (argv) => {
   const n = intFlag('n', values.n, 1, 1);
   const quantize = quantizeFlag(values.quantize);
 
-  const model = await loadAdaptedModel(values.model, values.adapter ?? null, { device, threads: threads || undefined, quantize });
+  const model = await loadAdaptedModel(values.model, values.adapter ?? null, { device, threads: threads || undefined, quantize, precision: precisionFlag(values.precision) });
   try {
     const started = Date.now();
     const request = { chatTemplate: !values['no-chat-template'], maxNewTokens, temperature, topP, stopStrings: values.stop };
@@ -100,13 +113,14 @@ export const command: Command = async (argv) => {
     const rate = tokens / Math.max(seconds, 1e-9);
     const finishes = outs.map((o) => o.finishReason).join(', ');
     const what = n === 1 ? `${tokens} tokens` : `${n} replies, ${tokens} tokens`;
-    const quantNote = quantize === 'none' ? '' : `, ${quantize} weights`;
+    const quantNote = quantize === 'none' ? `, ${model.precision}` : `, ${quantize} weights`;
     process.stderr.write(`${what} in ${seconds.toFixed(2)} s (${rate.toFixed(1)} tokens/s) on ${first.executionProvider}${quantNote}, finish: ${finishes}\n`);
     if (values.json) {
       const common = {
         prompt_tokens: first.promptTokens,
         execution_provider: first.executionProvider,
         quantize,
+        ...(quantize === 'none' ? { precision: model.precision } : {}),
         chat_template: values['no-chat-template'] ? 'none' : model.tokenizer.chatTemplateSource,
         seconds,
         ...(values.adapter ? { adapter: values.adapter } : {}),

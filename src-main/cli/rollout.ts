@@ -19,7 +19,7 @@ import { readTasks, taskContext } from '../rollout/tasks.js';
 import { ToolRegistry, type Tool } from '../rollout/tools.js';
 import { loopbackUrl, readToolSchemas, userTools } from '../rollout/user-tools.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_OPTION, deviceFlag } from './generate.js';
+import { DEVICE_OPTION, deviceFlag, precisionFlag } from './generate.js';
 
 const D = ON_POLICY_DEFAULTS;
 
@@ -119,7 +119,7 @@ export const command: Command = async (argv) => {
   const adapter = values.adapter ? readAdapter(values.adapter, config) : undefined;
 
   const store = await openHistory(values.db);
-  const engine = ModelEngine.open(values.model, { device, threads: threads || undefined, lora: adapter?.lora });
+  const engine = ModelEngine.open(values.model, { device, precision: precisionFlag(values.precision), threads: threads || undefined, lora: adapter?.lora });
   try {
     if (adapter) engine.setLora(adapter.weights);
     const registry = new ToolRegistry([...builtinTools({ store }), ...extraTools], { timeoutMs });

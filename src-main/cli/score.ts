@@ -20,11 +20,12 @@ import { readJsonLines } from '../store/jsonl-file.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
 import { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
+import type { Precision } from '../../src-shared/training.js';
 import { ChatTokenizer, type ChatMessage } from '../model/tokenizer.js';
 import { ModelEngine, type ScoreRow } from '../model/inference-engine.js';
 import { readAdapter } from '../train/peft.js';
 import { intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_OPTION, deviceFlag, QUANTIZE_OPTION, quantizeFlag } from './generate.js';
+import { DEVICE_OPTION, deviceFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './generate.js';
 import { driftNote, type QuantDrift } from '../model/quant-drift.js';
 import type { Quantize } from '../model/quantize.js';
 
@@ -95,8 +96,11 @@ interface Scored {
   drift?: QuantDrift;
 }
 
-async function scoreBase(values: { model: string; input: string }, device: Device, batchSize: number, threads: number, quantize: Quantize): Promise<Scored> {
-  const model = await LocalModel.load(values.model, { device, threads: threads || undefined, quantize });
+/** Where and how the model runs: the device, its arithmetic, the threads. */
+interface Placement { device: Device; precision?: Precision; threads: number }
+
+async function scoreBase(values: { model: string; input: string }, { device, precision, threads }: Placement, batchSize: number, quantize: Quantize): Promise<Scored> {
+  const model = await LocalModel.load(values.model, { device, precision, threads: threads || undefined, quantize });
   try {
     const rows = readScoreInput(values.input, model.tokenizer);
     checkRows(rows, model.config.vocabSize, values.input);
@@ -108,12 +112,12 @@ async function scoreBase(values: { model: string; input: string }, device: Devic
   }
 }
 
-async function scoreAdapter(values: { model: string; input: string; adapter: string }, device: Device, batchSize: number, threads: number): Promise<Scored> {
+async function scoreAdapter(values: { model: string; input: string; adapter: string }, { device, precision, threads }: Placement, batchSize: number): Promise<Scored> {
   const config = Checkpoint.open(values.model).config;
   const adapter = readAdapter(values.adapter, config);
   const rows = readScoreInput(values.input, ChatTokenizer.load(values.model));
   checkRows(rows, config.vocabSize, values.input);
-  const engine = ModelEngine.open(values.model, { device, threads: threads || undefined, lora: adapter.lora });
+  const engine = ModelEngine.open(values.model, { device, precision, threads: threads || undefined, lora: adapter.lora });
   try {
     engine.setLora(adapter.weights);
     const logprobs = await engine.score(rows, { batchSize });
@@ -133,9 +137,10 @@ export const command: Command = async (argv) => {
   const threads = intFlag('threads', values.threads, 0, 0);
   const started = Date.now();
   const { model, input, out, adapter } = values;
+  const placement: Placement = { device, precision: precisionFlag(values.precision), threads };
   const { rows, logprobs, executionProvider: ep, drift } = adapter
-    ? await scoreAdapter({ model, input, adapter }, device, batchSize, threads)
-    : await scoreBase({ model, input }, device, batchSize, threads, quantize);
+    ? await scoreAdapter({ model, input, adapter }, placement, batchSize)
+    : await scoreBase({ model, input }, placement, batchSize, quantize);
   const writer = new AtomicFileWriter(out);
   try {
     for (const lp of logprobs) writer.write(JSON.stringify({ logprobs: lp }) + '\n');

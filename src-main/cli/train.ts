@@ -14,7 +14,7 @@ import { startTraining } from '../train/trainer-thread.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import { defaultEpsHigh, OPTIMIZER_KINDS, overLengthNote, RECOMPUTE_AUTO_FROM, RECOMPUTE_MODES, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type RecomputeMode, type TrainMethod } from '../../src-shared/training.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_HELP, DEVICE_OPTION, deviceFlag } from './generate.js';
+import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, precisionFlag } from './generate.js';
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS as P, type AdvantageEstimator } from '../../src-shared/rollout.js';
 import { isOnPolicyCommand, ON_POLICY_EPOCHS_NOTE, ON_POLICY_OPTIONS, ON_POLICY_STEPS_NOTE, runOnPolicy } from './train-on-policy.js';
 
@@ -56,6 +56,7 @@ export const spec = {
     },
     seed: { type: 'string', value: 'S', help: 'data order and LoRA initialisation', otherwise: num(D.seed) },
     device: { ...DEVICE_OPTION.device, help: DEVICE_HELP.replace('the model runs', 'the step runs'), otherwise: D.device },
+    precision: DEVICE_OPTION.precision,
     threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
     recompute: {
       type: 'string', value: RECOMPUTE_MODES.join('|'), otherwise: `${D.recompute}: on from --max-length ${RECOMPUTE_AUTO_FROM}`,
@@ -190,6 +191,7 @@ export const command: Command = async (argv) => {
     initAdapter: v['init-adapter'],
     seed: optionalInt('seed', v.seed, 0),
     device: v.device === undefined ? undefined : deviceFlag(v.device),
+    precision: precisionFlag(v.precision),
     threads: optionalInt('threads', v.threads, 1),
     recompute: v.recompute as RecomputeMode | undefined,
     saveEvery: optionalInt('save-every', v['save-every'], 0),

@@ -17,7 +17,7 @@ export type CudaProblem =
 /** Where the user chose the device. */
 export type DeviceSurface = 'cli' | 'app';
 
-const SETUP_OFFLINE = '`npm run setup:gpu -- --from <Microsoft.ML.OnnxRuntime.Gpu.Linux 1.23.2 nupkg or folder>` offline';
+const SETUP_OFFLINE = '`npm run setup:gpu -- --from <the onnxruntime-gpu wheel or Microsoft.ML.OnnxRuntime.Gpu.Linux nupkg of onnxruntime-node\'s version>` offline';
 
 /** The problem in words that name neither a flag nor a field. */
 export function describeCudaProblem(problem: CudaProblem): string {
@@ -27,7 +27,7 @@ export function describeCudaProblem(problem: CudaProblem): string {
     case 'not-installed':
       return `the ONNX Runtime CUDA provider is not installed (${problem.missing.join(', ')} missing in ${problem.dir})`;
     case 'no-session':
-      return `ONNX Runtime could not create a CUDA session (${problem.reason}); check the NVIDIA driver and CUDA 12 / cuDNN 9 libraries`;
+      return `ONNX Runtime could not create a CUDA session (${problem.reason}); check the NVIDIA driver and CUDA 13 / cuDNN 9 libraries`;
   }
 }
 

@@ -32,7 +32,7 @@ import path from 'node:path';
 import { threadId } from 'node:worker_threads';
 import type { Graph } from '../graph/ir.js';
 import { saveModel } from '../graph/onnx.js';
-import { graphFingerprint, GRAPH_CACHE_FORMAT } from './graph-fingerprint.js';
+import { graphFingerprint, GRAPH_CACHE_VERSION } from './graph-fingerprint.js';
 import { hasWholeWeights, placeWeights } from './weight-file.js';
 
 const SOURCE = 'source.json';
@@ -60,7 +60,8 @@ export function graphCacheRoot(option?: string | false): string | undefined {
 }
 
 interface Source {
-  format: number;
+  /** GRAPH_CACHE_VERSION when written (a number before the ONNX Runtime version was part of it). */
+  format: string | number;
   identity: string;
 }
 
@@ -91,17 +92,17 @@ export function openCacheFolder(option: string | false | undefined, identity: st
 
 /** The cache folder of the weights named `identity` (created, with its source.json); prunes stale folders when it is new. */
 export function cachedWeightFolder(root: string, identity: string): string {
-  const dir = path.join(root, crypto.createHash('sha256').update(`${GRAPH_CACHE_FORMAT}|${identity}`).digest('hex').slice(0, 24));
+  const dir = path.join(root, crypto.createHash('sha256').update(`${GRAPH_CACHE_VERSION}|${identity}`).digest('hex').slice(0, 24));
   if (!fs.existsSync(path.join(dir, SOURCE))) {
     removeStaleFolders(root, identity);
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    writeAtomically(path.join(dir, SOURCE), JSON.stringify({ format: GRAPH_CACHE_FORMAT, identity } satisfies Source));
+    writeAtomically(path.join(dir, SOURCE), JSON.stringify({ format: GRAPH_CACHE_VERSION, identity } satisfies Source));
   }
   return dir;
 }
 
 /**
- * Folders of an older cache format, of a checkpoint folder that is gone, or of this same
+ * Folders of an older cache format or ONNX Runtime, of a checkpoint folder that is gone, or of this same
  * checkpoint folder with other weights or another config.json: nothing will read them again.
  */
 function removeStaleFolders(root: string, identity: string): void {
@@ -121,7 +122,7 @@ function removeStaleFolders(root: string, identity: string): void {
       continue; // not ours, or being made right now
     }
     const theirs = parseIdentity(source.identity);
-    const stale = source.format !== GRAPH_CACHE_FORMAT
+    const stale = source.format !== GRAPH_CACHE_VERSION
       || (theirs !== undefined && !fs.existsSync(theirs.dir))
       || (theirs !== undefined && mine !== undefined && theirs.dir === mine.dir && theirs.weights !== mine.weights);
     if (!stale) continue;

@@ -10,6 +10,7 @@
  * that, and goes up whenever such code changes.
  */
 import crypto from 'node:crypto';
+import { createRequire } from 'node:module';
 import { tensorValues, type Attr, type Graph, type Tensor, type Value } from '../graph/ir.js';
 
 /**
@@ -18,6 +19,15 @@ import { tensorValues, type Attr, type Graph, type Tensor, type Value } from '..
  * format removes them).
  */
 export const GRAPH_CACHE_FORMAT = 2;
+
+/**
+ * What a cache folder was written for: {@link GRAPH_CACHE_FORMAT} and the onnxruntime-node
+ * version. A cached file holds contrib ops (MatMulNBits' block layout, FusedMatMul) whose
+ * schemas belong to one ONNX Runtime, so an upgrade starts new folders and prunes the old ones
+ * rather than trusting files an older runtime accepted. Read from the package's own
+ * package.json, so this module does not load the native binding (ort-session.ts does).
+ */
+export const GRAPH_CACHE_VERSION = `${GRAPH_CACHE_FORMAT}/onnxruntime-node ${(createRequire(import.meta.url)('onnxruntime-node/package.json') as { version: string }).version}`;
 
 export function graphFingerprint(graph: Graph): string {
   const h = crypto.createHash('sha256');
@@ -30,7 +40,7 @@ export function graphFingerprint(graph: Graph): string {
     h.update(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
   };
   const attr = (a: Attr) => (a.kind === 'tensor' ? tensor(a.value, true) : text(`${a.kind}=${JSON.stringify(a.value)}`));
-  text(`format ${GRAPH_CACHE_FORMAT}`);
+  text(`format ${GRAPH_CACHE_VERSION}`);
   text(graph.name);
   graph.inputs.forEach(value);
   text('|');

@@ -30,6 +30,7 @@
 import { UserError } from '../../src-shared/types.js';
 import { Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 import { checkpointWeights, decoderGraph, type WeightSource } from './decoder.js';
+import { defaultPrecision, type Precision } from '../../src-shared/training.js';
 import { ort, createSession, assertDeviceAvailable, fusesMatMul, type Device, type SessionConfig } from './ort-session.js';
 import { ChatTokenizer } from './tokenizer.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
@@ -109,6 +110,8 @@ export interface EngineOptions {
   prefillPiece?: number;
   /** Attention's q·kᵀ as FusedMatMul (./attention.ts); default: where the device has it ({@link fusesMatMul}). For tests. */
   fusedScores?: boolean;
+  /** The base's projections in fp16 or fp32 (../graph's decoder, docs/design.md §Precision); default: {@link defaultPrecision} of the device. */
+  precision?: Precision;
   /**
    * The tokenizer's end-of-sequence ids, from a caller that holds the tokenizer itself
    * (LocalModel, in its own thread). Given, the engine loads no tokenizer until it needs one
@@ -146,6 +149,8 @@ export class ModelEngine {
   private readonly attentionChunking?: AttentionChunking;
   private readonly prefillPiece: number;
   private readonly fusedScores: boolean;
+  /** The precision of the base's projections; fp32 graphs are built for quantised engines whatever this says (MatMulNBits has its own weights). */
+  readonly precision: Precision;
 
   private constructor(readonly dir: string, checkpoint: Checkpoint, options: EngineOptions) {
     this.config = checkpoint.config;
@@ -163,6 +168,7 @@ export class ModelEngine {
     this.attentionChunking = options.attentionChunking;
     this.prefillPiece = options.prefillPiece ?? PREFILL_PIECE;
     this.fusedScores = options.fusedScores ?? fusesMatMul(this.sessionConfig.device);
+    this.precision = options.precision ?? defaultPrecision(this.sessionConfig.device);
     if (!(Number.isInteger(this.prefillPiece) && this.prefillPiece >= 1)) throw new UserError(`prefillPiece must be a whole number ≥ 1, got ${options.prefillPiece}`);
     this.lora = options.lora && { ...options.lora, targets: [...options.lora.targets] };
     this.loraSpecs = this.lora ? loraSpecs(this.config, this.lora.targets) : [];
@@ -203,10 +209,10 @@ export class ModelEngine {
       const quantize = quantScheme(this.quantize);
       const linear = this.lora && loraInputHook(this.lora);
       const named = `${which}${this.lora ? '_lora' : ''}${chunks ? `_chunks${chunks}` : ''}`;
-      const fusedScores = this.fusedScores;
+      const { fusedScores, precision } = this;
       const { graph } = which === 'generate'
-        ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear, fusedScores }, named)
-        : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks, fusedScores }, named);
+        ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear, fusedScores, precision }, named)
+        : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks, fusedScores, precision }, named);
       // A chunked fp32 graph reads the mapped weights unpacked: a second packed copy would cost
       // about what chunking saves, and past the chunking length the keys its chunks skip pay
       // for the unpacked matmuls (SCORE_ATTENTION_CHUNKING). MatMulNBits (quantised) is only

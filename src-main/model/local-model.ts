@@ -17,6 +17,7 @@ import type { EngineOptions, GenerateOptions, GeneratedTokens, ScoreOptions, Sco
 import type { Quantize } from './quantize.js';
 import { driftTextIds, type QuantDrift } from './quant-drift.js';
 import type { Device } from './ort-session.js';
+import { defaultPrecision, type Precision } from '../../src-shared/training.js';
 import { ChatTokenizer, type ChatMessage, type TemplateOptions } from './tokenizer.js';
 import { parseReply, type ParsedReply } from './chat-output.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
@@ -74,6 +75,8 @@ export class LocalModel {
     readonly device: Device,
     /** Whether score and generate run on quantised weights (docs/design.md §Quantisation). */
     readonly quantize: Quantize,
+    /** The base's arithmetic where the weights are not quantised (docs/design.md §Precision). */
+    readonly precision: Precision,
   ) {}
 
   /** Opens the checkpoint in a new worker; rejects with a UserError on bad input. */
@@ -87,7 +90,8 @@ export class LocalModel {
     );
     const ready = await waitUntilReady<{ config: ModelConfig }>(worker);
     const client = new WorkerClient(worker, { subject: 'the model', worker: 'the model worker' });
-    const model = new LocalModel(dir, ready.config, tokenizer, client, options.device ?? 'cpu', options.quantize ?? 'none');
+    const device = options.device ?? 'cpu';
+    const model = new LocalModel(dir, ready.config, tokenizer, client, device, options.quantize ?? 'none', options.precision ?? defaultPrecision(device));
     if (prepare?.length) {
       try {
         model.ep = await model.worker.call<Device>('prepare', [prepare]);

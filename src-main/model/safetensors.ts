@@ -137,6 +137,43 @@ export function toFloat32(bytes: Uint8Array, dtype: SafetensorsDType, where: str
   }
 }
 
+/**
+ * fp32 → IEEE fp16 bits, round-to-nearest-even (what torch's `.half()` does): overflow goes
+ * to ±inf, values below fp16's smallest subnormal to ±0, NaN stays NaN.
+ */
+export function float32ToFp16(values: Float32Array): Uint16Array {
+  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  const out = new Uint16Array(values.length);
+  for (let i = 0; i < bits.length; i++) {
+    const b = bits[i]!;
+    const sign = (b >>> 16) & 0x8000;
+    const exp = (b >>> 23) & 0xff;
+    const mant = b & 0x7fffff;
+    if (exp === 0xff) { out[i] = sign | 0x7c00 | (mant ? 0x200 : 0); continue; } // inf, NaN
+    const e = exp - 127 + 15; // the exponent re-biased for fp16
+    if (e >= 0x1f) { out[i] = sign | 0x7c00; continue; } // too large: inf
+    if (e <= 0) {
+      // A subnormal (or zero): the implicit 1 joins the mantissa, shifted right by 1 − e more.
+      if (e < -10) { out[i] = sign; continue; }
+      const m = mant | 0x800000;
+      const shift = 14 - e;
+      const half = 1 << (shift - 1);
+      const rest = m & ((1 << shift) - 1);
+      let h = m >>> shift;
+      if (rest > half || (rest === half && h & 1)) h++;
+      out[i] = sign | h;
+      continue;
+    }
+    // A normal: keep 10 mantissa bits, rounding the 13 dropped ones to nearest-even (a carry
+    // into the exponent is right, up to inf).
+    let h = (e << 10) | (mant >>> 13);
+    const rest = mant & 0x1fff;
+    if (rest > 0x1000 || (rest === 0x1000 && h & 1)) h++;
+    out[i] = sign | h;
+  }
+  return out;
+}
+
 /** fp32 → bf16 bits with round-to-nearest-even (what torch does). */
 export function float32ToBf16(values: Float32Array): Uint16Array {
   const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);

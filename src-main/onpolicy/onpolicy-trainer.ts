@@ -99,12 +99,12 @@ export async function trainOnPolicy(options: OnPolicyTrainerOptions, hooks: OnPo
     emit({ type: 'status', phase: 'compiling', message: 'building the training graph' });
     const step = await createTrainStep(checkpoint, {
       lora: settings.lora, optimizer: settings.optimizer, loss: settings.loss, device: settings.device, threads: settings.threads ?? undefined,
-      recompute: recomputeOn(settings.recompute, settings.maxLength), maxLength: settings.maxLength,
+      recompute: recomputeOn(settings.recompute, settings.maxLength), maxLength: settings.maxLength, precision: settings.precision ?? undefined,
       value: settings.ppo.advantage === 'gae' ? { clip: settings.ppo.valueClip, coef: settings.ppo.valueCoef } : undefined,
     });
     closers.push(() => step.close());
     emit({ type: 'executionProvider', name: step.executionProvider });
-    const engine = ModelEngine.open(settings.modelDir, { device: settings.device, threads: settings.threads ?? undefined, lora: settings.lora }, tokenizer);
+    const engine = ModelEngine.open(settings.modelDir, { device: settings.device, threads: settings.threads ?? undefined, lora: settings.lora, precision: settings.precision ?? undefined }, tokenizer);
     closers.push(() => engine.close());
     const judge = await openJudge(settings, emit);
     if (judge) closers.push(() => judge.close());

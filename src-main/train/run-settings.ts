@@ -9,7 +9,7 @@ import path from 'node:path';
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS, type AdvantageEstimator, type PpoSettings } from '../../src-shared/rollout.js';
 import { ADVANTAGE_NAMES } from '../../src-shared/on-policy-api.js';
 import { SurfaceError, UserError } from '../../src-shared/types.js';
-import { defaultEpsHigh, TRAIN_DEFAULTS, type RecomputeMode } from '../../src-shared/training.js';
+import { defaultEpsHigh, TRAIN_DEFAULTS, type Precision, type RecomputeMode } from '../../src-shared/training.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
 import type { LinearTarget } from '../model/decoder.js';
 import type { Device } from '../model/ort-session.js';
@@ -55,6 +55,8 @@ export interface TrainerOptions {
   overwrite?: boolean;
   maxLength?: number;
   recompute?: RecomputeMode;
+  /** The frozen base's arithmetic (src-shared/training.ts Precision); default: the device's (defaultPrecision). */
+  precision?: Precision;
   /** Also write the merged weights (W + s·B·A) as model.safetensors under <out>/merged. */
   merge?: boolean;
   /**
@@ -97,6 +99,8 @@ export interface RunSettings {
   threads: number | null;
   /** Activation recomputation (src-shared/training.ts recomputeOn). */
   recompute: RecomputeMode;
+  /** The frozen base's arithmetic; null: the device's default (src-shared/training.ts defaultPrecision). */
+  precision: Precision | null;
   merge: boolean;
   /** The estimator and PPO epochs of every batch (./ppo-batch.ts). */
   ppo: PpoSettings;
@@ -144,6 +148,7 @@ export function settingsFrom(o: TrainerOptions & { modelDir: string }, lora: Lor
     device: o.device ?? d.device,
     threads: o.threads ?? null,
     recompute: o.recompute ?? d.recompute,
+    precision: o.precision ?? null,
     merge: o.merge ?? false,
     ppo: ppoSettings(o, { ...PPO_DEFAULTS }, method),
   };
@@ -198,7 +203,7 @@ export function loraFrom(o: TrainerOptions, model: ModelConfig): { lora: LoraCon
 }
 
 /** Settings as a checkpoint holds them: those written before the run options were saved lack them. */
-type SavedSettings = Omit<RunSettings, 'saveEvery' | 'device' | 'threads' | 'recompute' | 'merge' | 'ppo'> & Partial<RunSettings>;
+type SavedSettings = Omit<RunSettings, 'saveEvery' | 'device' | 'threads' | 'recompute' | 'precision' | 'merge' | 'ppo'> & Partial<RunSettings>;
 
 /**
  * Refuses an option given on resume with another value than the run has: `run` names the kind
@@ -215,7 +220,7 @@ export function keptOnResume(run: string, name: string, given: unknown, has: unk
  * which lack the run options, get the defaults.
  */
 export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSettings {
-  const s: RunSettings = { saveEvery: TRAIN_DEFAULTS.saveEvery, device: TRAIN_DEFAULTS.device, threads: null, recompute: TRAIN_DEFAULTS.recompute, merge: false, ppo: { ...PPO_DEFAULTS }, ...saved };
+  const s: RunSettings = { saveEvery: TRAIN_DEFAULTS.saveEvery, device: TRAIN_DEFAULTS.device, threads: null, recompute: TRAIN_DEFAULTS.recompute, precision: null, merge: false, ppo: { ...PPO_DEFAULTS }, ...saved };
   const fixed = (name: string, given: unknown, has: unknown) => keptOnResume('run', name, given, has);
   fixed('method', o.method, s.method);
   fixed('batch size', o.batchSize, s.batchSize);
@@ -238,6 +243,8 @@ export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSet
     device: o.device ?? s.device,
     threads: o.threads ?? s.threads,
     recompute: o.recompute ?? s.recompute,
+    // Like the device, the arithmetic may change on resume: the weights it learns are fp32 either way.
+    precision: o.precision ?? s.precision,
     merge: o.merge ?? s.merge,
     ppo: ppoSettings(o, s.ppo, s.method),
   };

@@ -38,6 +38,7 @@ import { Checkpoint } from '../model/hf-checkpoint.js';
 import { checkpointWeights, type WeightSource } from '../model/decoder.js';
 import { DEFAULT_VOCAB_CHUNK } from '../model/chunked-head.js';
 import { ATTENTION_CHUNKING, chunksAttention, type AttentionChunking } from '../model/attention.js';
+import { defaultPrecision, type Precision } from '../../src-shared/training.js';
 import { ort, createSession, fusesMatMul, type Device, type SessionConfig } from '../model/ort-session.js';
 import type {
   LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TrainStep,
@@ -65,6 +66,8 @@ export interface TrainStepOptions {
   vocabChunk?: number;
   /** Recompute layer activations in the backward pass (docs/design.md §Memory); default off. */
   recompute?: boolean;
+  /** The frozen base's projections in fp16 or fp32 (docs/design.md §Precision); default {@link defaultPrecision} of the device. */
+  precision?: Precision;
   /**
    * The longest row the step will see (--max-length): past {@link ATTENTION_CHUNKING}'s
    * `above` the graph computes attention in ⌈maxLength / rows⌉ chunks of query rows
@@ -339,7 +342,7 @@ function memoryOptions(o: TrainStepOptions): MemoryOptions {
   const chunking = o.attentionChunking ?? ATTENTION_CHUNKING;
   const chunked = o.maxLength !== undefined && chunksAttention(o.maxLength, chunking);
   return {
-    vocabChunk: o.vocabChunk ?? DEFAULT_VOCAB_CHUNK, recompute: o.recompute ?? false,
+    vocabChunk: o.vocabChunk ?? DEFAULT_VOCAB_CHUNK, recompute: o.recompute ?? false, precision: o.precision ?? defaultPrecision(o.device),
     ...(chunked ? { attentionChunks: Math.ceil(o.maxLength! / chunking.rows) } : {}),
   };
 }

@@ -45,6 +45,7 @@ import type { LoraConfig, LoraTensorSpec, LossConfig, OptimizerConfig } from './
 import { appendInStepOld, appendPolicyLoss, appendValueLoss, type ValueHeadConfig } from './step-loss.js';
 import { appendUpdate } from './step-optimizer.js';
 import { VALUE_HEAD_BIAS, VALUE_HEAD_WEIGHT } from './value-head.js';
+import type { Precision } from '../../src-shared/training.js';
 
 export const loraKeys = (spec: LoraTensorSpec) => ({ a: loraAKey(spec), b: loraBKey(spec) });
 export const gradName = (key: string) => `grad.${key}`;
@@ -61,6 +62,8 @@ export interface MemoryOptions {
   recompute?: boolean;
   /** Attention in this many chunks of query rows (../model/attention.ts); default: one piece. */
   attentionChunks?: number;
+  /** The frozen base's projections in fp16 (half their weights' memory, and a GPU's tensor cores); default fp32. */
+  precision?: Precision;
 }
 
 /** One LogSoftmax over the vocabulary, no recomputation: the plain graph. */
@@ -90,7 +93,7 @@ function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOpti
   const positions = b.input('positions', 'int64', ['N']);
   // A forward-only graph takes the inference form of attention and cuts its last layer to the
   // scored rows (the same values; ../model/attention.ts, ../model/decoder.ts).
-  const values = buildDecoder(b, weights, { output: 'hidden', hiddenRows: positions, linear, attentionChunks: memory.attentionChunks, inference: !memory.withGradient, fusedScores: memory.fusedScores });
+  const values = buildDecoder(b, weights, { output: 'hidden', hiddenRows: positions, linear, attentionChunks: memory.attentionChunks, inference: !memory.withGradient, fusedScores: memory.fusedScores, precision: memory.precision });
   sameDim(b.graph, 'S', 'T');
   const H = weights.config.hiddenSize;
   const targetIds = b.input('targets', 'int64', ['N']);

@@ -238,7 +238,7 @@ export async function train(options: TrainerOptions, hooks: TrainerHooks = {}): 
   emit({ type: 'status', phase: 'compiling', message: 'building the training graph' });
   const step = await createTrainStep(checkpoint, {
     lora: settings.lora, optimizer: settings.optimizer, loss: settings.loss, device: settings.device, threads: settings.threads ?? undefined,
-    recompute: recomputeOn(settings.recompute, settings.maxLength), maxLength: settings.maxLength,
+    recompute: recomputeOn(settings.recompute, settings.maxLength), maxLength: settings.maxLength, precision: settings.precision ?? undefined,
     value: settings.ppo.advantage === 'gae' ? { clip: settings.ppo.valueClip, coef: settings.ppo.valueCoef } : undefined,
   });
   try {

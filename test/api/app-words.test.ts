@@ -146,7 +146,7 @@ describe('a CUDA failure in the app', () => {
     }
     expect(new CudaUnavailableError(problems[1]!).message).toBe(
       '--device cuda: the ONNX Runtime CUDA provider is not installed (libonnxruntime_providers_cuda.so missing in /x/bin); ' +
-        'run `npm run setup:gpu` (or `npm run setup:gpu -- --from <Microsoft.ML.OnnxRuntime.Gpu.Linux 1.23.2 nupkg or folder>` offline), or use --device cpu',
+        "run `npm run setup:gpu` (or `npm run setup:gpu -- --from <the onnxruntime-gpu wheel or Microsoft.ML.OnnxRuntime.Gpu.Linux nupkg of onnxruntime-node's version>` offline), or use --device cpu",
     );
   });
 
@@ -158,6 +158,21 @@ describe('a CUDA failure in the app', () => {
     expect(run.status).toBe('failed');
     expect(run.error).toContain('Device field');
     expect(run.error).toContain('npm run setup:gpu');
+    expect(run.error).not.toMatch(/--device/);
+  });
+
+  // Where `npm run setup:gpu` installed the provider (a GPU machine), the Training page's CUDA
+  // choice trains there and the run says so; without an NVIDIA GPU it fails in the app's words.
+  it.runIf(cudaInstalled)('a fine-tune on CUDA from the Training page runs on CUDA where the provider is installed', async () => {
+    await labelEverySession();
+    const run = await runToEnd(tinyRun('adapter-cuda', { device: 'cuda' }));
+    if (run.status === 'finished') {
+      expect(run.executionProvider).toBe('cuda');
+      expect(fs.existsSync(path.join(dir, 'adapter-cuda', 'adapter_model.safetensors'))).toBe(true);
+      return;
+    }
+    expect(run.status).toBe('failed');
+    expect(run.error).toMatch(/^ONNX Runtime could not create a CUDA session/);
     expect(run.error).not.toMatch(/--device/);
   });
 

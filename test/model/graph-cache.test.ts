@@ -8,6 +8,8 @@ import path from 'node:path';
 import { ModelEngine, type EngineOptions } from '../../src-main/model/inference-engine.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { cachedWeightFolder, defaultGraphCacheRoot, graphCacheRoot } from '../../src-main/model/graph-cache.js';
+import { GRAPH_CACHE_FORMAT } from '../../src-main/model/graph-fingerprint.js';
+import { ort } from '../../src-main/model/ort-session.js';
 import { writeTinyModel } from './tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-graph-cache-'));
@@ -99,6 +101,26 @@ describe('the graph cache', () => {
     await run(other, { graphCache });
     expect(fs.existsSync(goneFolder)).toBe(false);
     expect(fs.existsSync(folder)).toBe(true);
+  });
+
+  it('starts a new folder after an ONNX Runtime upgrade and removes the ones older versions wrote', async () => {
+    const dir = writeModel('llama-upgrade', { family: 'llama', seed: 10 });
+    const graphCache = path.join(root, 'cache-upgrade');
+    const identity = Checkpoint.open(dir).identity();
+    // The folders onnxruntime-node 1.23 wrote for this same checkpoint: an older version in
+    // source.json (1.23's cache recorded the bare number 2), the same weights.
+    const olderFolders = [{ format: 2, identity }, { format: '2/onnxruntime-node 1.23.2', identity }].map((source, i) => {
+      const folder = path.join(graphCache, `older-${i}`);
+      fs.mkdirSync(folder, { recursive: true });
+      fs.writeFileSync(path.join(folder, 'source.json'), JSON.stringify(source));
+      return folder;
+    });
+    const first = await run(dir, { graphCache: false });
+    expect(await run(dir, { graphCache })).toEqual(first);
+    for (const folder of olderFolders) expect(fs.existsSync(folder), folder).toBe(false);
+    const current = cachedWeightFolder(graphCache, identity);
+    expect(JSON.parse(fs.readFileSync(path.join(current, 'source.json'), 'utf8')).format)
+      .toBe(`${GRAPH_CACHE_FORMAT}/onnxruntime-node ${ort.env.versions.node}`);
   });
 
   it('goes on without the cache when its folder cannot be made', async () => {
