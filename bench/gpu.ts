@@ -4,7 +4,7 @@
  * Qwen3-0.6B shape (random weights, bench/random-model.ts):
  *
  *   score     4 × 512 tokens (log-probs of the second halves): time, and the largest |Δ log-prob|
- *             of each run against Hindsight on the CPU
+ *             of each run against the table's first row (Hindsight on the CPU, where it runs)
  *   train     one LoRA step (r16, all seven targets, AdamW, rl loss, recomputation off),
  *             1 × BENCH_TRAIN_LEN tokens with the reply the second half: time, and the first
  *             step's loss and gradient norm on each
@@ -15,9 +15,9 @@
  * bench/train-memory-child.ts, bench/model_torch.py, bench/train_torch.py), one after another;
  * each time is the median of BENCH_REPEATS runs after a warm-up, CPU seconds beside wall.
  *
- * Every side that runs on CUDA also reports the GPU's peak memory over its process's life, read
- * by polling nvidia-smi (the rows run one at a time, so the card's use above the idle baseline
- * is that process's, its CUDA context included, for PyTorch as for ONNX Runtime).
+ * Where nvidia-smi answers, every side also reports the GPU's peak memory over its process's
+ * life, polled every 100 ms (the rows run one at a time, so the card's use above the idle
+ * baseline is that process's, its CUDA context included, for PyTorch as for ONNX Runtime).
  *
  * Options (env): BENCH_DEVICES (webgpu; a list, e.g. cuda,webgpu: cuda once `npm run setup:gpu`
  * installed its provider), BENCH_PRECISIONS (fp32,fp16: each GPU row in each), BENCH_CPU_PARTS

@@ -32,13 +32,12 @@ import { call, returns, type Returns } from './call-spec.js';
 import { onPolicyInput } from './on-policy-api.js';
 import { ROLLOUT_CALLS } from './rollouts-api.js';
 import type { Availability, TrainEval, TrainingState, TrainProgress, TrainRunInfo } from './training-api.js';
-import { LORA_TARGETS, OPTIMIZER_KINDS, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type TrainDevice, type TrainMethod } from './training.js';
+import { bounded, LORA_TARGETS, OPTIMIZER_KINDS, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type TrainDevice, type TrainMethod } from './training.js';
 import {
   array,
   boolean,
   integer,
   nullable,
-  number,
   object,
   oneOf,
   optional,
@@ -202,17 +201,18 @@ const trainConfig = object({
   modelDir: path,
   outDir: path,
   method: oneOf(TRAIN_METHODS),
-  steps: integer({ min: 1, max: 1_000_000 }),
-  batchSize: integer({ min: 1, max: 4096 }),
-  lr: number({ min: 0, max: 1 }),
+  // The numbers' bounds are training's own (src-shared/training.ts TRAIN_BOUNDS), as the CLI's.
+  steps: bounded('steps'),
+  batchSize: bounded('batchSize'),
+  lr: bounded('lr'),
   optimizer: oneOf(OPTIMIZER_KINDS),
-  loraR: integer({ min: 1, max: 1024 }),
-  loraAlpha: number({ min: 0, max: 100_000 }),
+  loraR: bounded('loraR'),
+  loraAlpha: bounded('loraAlpha'),
   targets: array(oneOf(LORA_TARGETS), { min: 1, max: LORA_TARGETS.length }),
   device: oneOf(TRAIN_DEVICES),
-  seed: integer({ min: 0 }),
-  checkpointEvery: integer({ min: 0 }),
-  maxLength: optional(integer({ min: 16, max: 1_048_576 })),
+  seed: bounded('seed'),
+  checkpointEvery: bounded('saveEvery'),
+  maxLength: optional(bounded('maxLength')),
   onPolicy: optional(onPolicyInput),
 });
 

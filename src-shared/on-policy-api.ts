@@ -4,7 +4,8 @@
  * validator and the page's starting values (docs/design.md §On-policy settings). Node-free.
  */
 import { ADVANTAGE_ESTIMATORS, ON_POLICY_DEFAULTS, PPO_DEFAULTS, type AdvantageEstimator } from './rollout.js';
-import { boolean, integer, object, oneOf, optional, string, type Schema } from './validate.js';
+import { bounded } from './training.js';
+import { boolean, object, oneOf, optional, string, type Schema } from './validate.js';
 
 export interface OnPolicySettings {
   /** K: rollouts generated per context. */
@@ -35,14 +36,14 @@ export const METHOD_NAMES = { rl: 'Binary RL', opd: 'On-policy distillation', co
 export const ADVANTAGE_NAMES: Record<AdvantageEstimator, string> = { reward: 'Reward', grpo: 'GRPO', gae: 'GAE' };
 
 export const onPolicyInput: Schema<OnPolicySettings> = object({
-  rollouts: integer({ min: 1, max: 256 }),
-  ppoEpochs: integer({ min: 1, max: 100 }),
+  rollouts: bounded('rollouts'),
+  ppoEpochs: bounded('ppoEpochs'),
   advantage: oneOf(ADVANTAGE_ESTIMATORS),
   grpoStd: boolean(),
   normalizeAdvantages: boolean(),
-  contextsPerStep: integer({ min: 1, max: 4096 }),
-  maxTurns: integer({ min: 1, max: 100 }),
-  maxTokens: integer({ min: 1, max: 131_072 }),
+  contextsPerStep: bounded('contextsPerStep'),
+  maxTurns: bounded('maxTurns'),
+  maxTokens: bounded('maxTokens'),
   taskFile: optional(string({ min: 1, max: 4096 })),
 });
 

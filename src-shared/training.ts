@@ -4,6 +4,7 @@
  * API contract and the Training page all read them from here, so a default changed here
  * changes everywhere. Node-free on purpose: the browser bundle loads this file.
  */
+import { number, ValidationError, type Schema } from './validate.js';
 
 export type TrainMethod = 'rl' | 'opd' | 'combine';
 export const TRAIN_METHODS: readonly TrainMethod[] = ['rl', 'opd', 'combine'];
@@ -147,4 +148,132 @@ export function overLengthReason(maxLength: number): string {
  */
 export function overLengthNote(count: number, maxLength: number, remedy = 'raise --max-length'): string {
   return `${count.toLocaleString('en-US')} sample${count === 1 ? '' : 's'} ${overLengthReason(maxLength)} skipped; ${remedy}`;
+}
+
+/**
+ * One numeric training option's bounds: the CLI flag (`hindsight train --<flag>`), the field
+ * the app sends (`trainStart`'s TrainConfig, a dotted path under it; null when the app does
+ * not send it), the name the training step's own checks use, whether it is a whole number, and
+ * its range. The CLI, the API contract, the run settings and the training step all check
+ * against these (checkBound, boundProblem), so an option has one set of bounds everywhere.
+ */
+export interface OptionBound {
+  flag: string;
+  field: string | null;
+  label: string;
+  integer: boolean;
+  min: number;
+  /** `min` itself is refused (> min rather than ≥ min). */
+  minExclusive?: boolean;
+  /** None: any finite number from `min` up. */
+  max?: number;
+  /** `max` itself is refused (< max rather than ≤ max). */
+  maxExclusive?: boolean;
+}
+
+const int = (flag: string, field: string | null, label: string, min: number, max?: number): OptionBound => ({ flag, field, label, integer: true, min, max });
+/** A real number ≥ min (> min with `above`), up to `max` (below it with `below`). */
+const real = (flag: string, field: string | null, label: string, min: number, opts: { above?: boolean; max?: number; below?: boolean } = {}): OptionBound => ({
+  flag, field, label, integer: false, min, ...(opts.above ? { minExclusive: true } : {}),
+  ...(opts.max !== undefined ? { max: opts.max } : {}), ...(opts.below ? { maxExclusive: true } : {}),
+});
+
+/**
+ * The bounds of every numeric option of `hindsight train` (and of its app form), defined once.
+ * The maxima of sizes (steps, batch size, rank, lengths, …) are sanity limits against a typo
+ * that would otherwise run out of memory or time, well above any run this app makes.
+ */
+export const TRAIN_BOUNDS = {
+  steps: int('steps', 'steps', 'steps', 1, 1_000_000),
+  batchSize: int('batch-size', 'batchSize', 'batch size', 1, 4096),
+  // 0 would train nothing while the run looks fine. AdamW moves every weight by about lr a
+  // step, and LoRA's weights are far smaller than 1, so a rate above 1 is a typo, not a setting.
+  lr: real('lr', 'lr', 'learning rate', 0, { above: true, max: 1 }),
+  loraR: int('lora-r', 'loraR', 'LoRA rank', 1, 1024),
+  // The update is scaled by alpha / r: alpha 0 would leave the model as it is.
+  loraAlpha: real('lora-alpha', 'loraAlpha', 'LoRA alpha', 0, { above: true, max: 100_000 }),
+  // A row is a chat template's prompt plus at least one reply token: under 16 tokens no chat
+  // fits, and every sample would be skipped. Whether the model's positions hold the length
+  // is checked against its config.json (run-settings.ts maxLengthFor).
+  maxLength: int('max-length', 'maxLength', 'max length', 16, 1_048_576),
+  /** 0: only at the end. */
+  saveEvery: int('save-every', 'checkpointEvery', 'checkpoint interval', 0),
+  /** 0: only at the start and the end. */
+  evalEvery: int('eval-every', null, 'evaluation interval', 0),
+  /** 0 turns clipping off. */
+  maxGradNorm: real('max-grad-norm', null, 'max grad norm', 0),
+  klBeta: real('kl-beta', null, 'KL β', 0),
+  // PPO-clip keeps the ratio within [1 − ε_low, 1 + ε_high]: ε_low ≥ 1 would let it reach 0
+  // (no lower clip at all), so ε_low stays below 1; ε_high has no such limit.
+  epsLow: real('eps-low', null, 'clip ε_low', 0, { max: 1, below: true }),
+  epsHigh: real('eps-high', null, 'clip ε_high', 0),
+  // Combine's advantage is w_opd·gap + w_rl·reward: a negative weight would train against the signal.
+  wOpd: real('w-opd', null, 'teacher gap weight', 0),
+  wRl: real('w-rl', null, 'reward weight', 0),
+  threads: int('threads', null, 'threads', 1, 1024),
+  // The PRNG (mulberry32) takes 32 bits: a larger seed would silently repeat a smaller one's stream.
+  seed: int('seed', 'seed', 'seed', 0, 2 ** 32 - 1),
+  ppoEpochs: int('ppo-epochs', 'onPolicy.ppoEpochs', 'PPO epochs', 1, 100),
+  /** 0: the whole batch is one minibatch; at most the largest batch. */
+  minibatch: int('minibatch', null, 'minibatch', 0, 4096),
+  gamma: real('gamma', null, 'γ', 0, { max: 1 }),
+  lambda: real('lambda', null, 'λ', 0, { max: 1 }),
+  // The value clip is a distance the value may move per batch: 0 would freeze the value head.
+  valueClip: real('value-clip', null, 'value clip', 0, { above: true }),
+  valueCoef: real('value-coef', null, 'value loss weight', 0),
+  // On-policy runs (hindsight train --on-policy).
+  rollouts: int('rollouts', 'onPolicy.rollouts', 'rollouts per context', 1, 256),
+  contextsPerStep: int('contexts-per-step', 'onPolicy.contextsPerStep', 'contexts per step', 1, 4096),
+  maxTurns: int('max-turns', 'onPolicy.maxTurns', 'max turns', 1, 100),
+  maxTokens: int('max-tokens', 'onPolicy.maxTokens', 'max tokens', 1, 131_072),
+  /** 0 is greedy. */
+  temperature: real('temperature', null, 'temperature', 0),
+  // The nucleus is the smallest set of tokens whose mass reaches top-p: 0 would hold none.
+  topP: real('top-p', null, 'top-p', 0, { above: true, max: 1 }),
+  toolTimeoutMs: int('tool-timeout-ms', null, 'tool timeout', 1),
+  toolErrorLimit: int('tool-error-limit', null, 'tool error limit', 1),
+  votes: int('votes', null, 'votes', 1),
+} as const satisfies Record<string, OptionBound>;
+
+export type BoundedOption = keyof typeof TRAIN_BOUNDS;
+export const BOUNDED_OPTIONS = Object.keys(TRAIN_BOUNDS) as BoundedOption[];
+
+/** The range in words: "> 0 and ≤ 1", "an integer ≥ 1 and ≤ 4096". */
+export function boundText(option: BoundedOption): string {
+  const b: OptionBound = TRAIN_BOUNDS[option];
+  const range = `${b.minExclusive ? '>' : '≥'} ${b.min}${b.max === undefined ? '' : ` and ${b.maxExclusive ? '<' : '≤'} ${b.max}`}`;
+  return b.integer ? `an integer ${range}` : range;
+}
+
+/** Why `value` is outside the option's bounds ("must be > 0 and ≤ 1, got 0"), or null when it is inside. */
+export function boundProblem(option: BoundedOption, value: number): string | null {
+  const b: OptionBound = TRAIN_BOUNDS[option];
+  const inside = typeof value === 'number' && Number.isFinite(value) && (!b.integer || Number.isInteger(value)) &&
+    (b.minExclusive ? value > b.min : value >= b.min) && (b.max === undefined || (b.maxExclusive ? value < b.max : value <= b.max));
+  return inside ? null : `must be ${boundText(option)}, got ${typeof value === 'number' ? value : JSON.stringify(value)}`;
+}
+
+/** The one error line of a value outside the option's bounds, naming its flag ("--lr must be > 0 and ≤ 1, got 0"), or null. */
+export function checkBound(option: BoundedOption, value: number): string | null {
+  const problem = boundProblem(option, value);
+  return problem && `--${TRAIN_BOUNDS[option].flag} ${problem}`;
+}
+
+/** The attributes of the option's number input on a page: the inclusive bounds (a browser cannot say "> 0"), and its step. */
+export function inputBounds(option: BoundedOption): { min?: number; max?: number; step: number | 'any' } {
+  const b: OptionBound = TRAIN_BOUNDS[option];
+  return { ...(b.minExclusive ? {} : { min: b.min }), ...(b.max === undefined || b.maxExclusive ? {} : { max: b.max }), step: b.integer ? 1 : 'any' };
+}
+
+/** The API contract's validator of a bounded option: a finite number within TRAIN_BOUNDS, or a ValidationError naming the field. */
+export function bounded(option: BoundedOption): Schema<number> {
+  const finite = number();
+  return {
+    parse(value, field) {
+      const n = finite.parse(value, field);
+      const problem = boundProblem(option, n);
+      if (problem) throw new ValidationError(field, problem);
+      return n;
+    },
+  };
 }

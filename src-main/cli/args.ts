@@ -6,6 +6,8 @@
 // (docs/design.md §Command line).
 import { parseArgs } from 'node:util';
 import { defaultDbPath } from '../store/db-location.js';
+import { boundText, checkBound, TRAIN_BOUNDS, type BoundedOption } from '../../src-shared/training.js';
+import { UserError } from '../../src-shared/types.js';
 
 /** Every command's `--db` defaults to the app's own database. */
 export { defaultDbPath };
@@ -150,6 +152,25 @@ export function intFlag(name: string, value: string | undefined, fallback: numbe
   const n = numberFlag(name, value, fallback);
   if (!Number.isInteger(n) || n < min) throw new UsageError(`--${name} must be an integer ≥ ${min}, got '${value}'`);
   return n;
+}
+
+/**
+ * A training option's flag (src-shared/training.ts TRAIN_BOUNDS), or undefined when not given.
+ * Text that is no number is bad usage (exit 2); a number outside the option's bounds is refused
+ * in one line naming the flag and its bounds (a UserError, exit 1).
+ */
+export function boundFlag(option: BoundedOption, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = value.trim() === '' ? NaN : Number(value);
+  if (Number.isNaN(n)) throw new UsageError(`--${TRAIN_BOUNDS[option].flag} must be ${boundText(option)}, got '${value}'`);
+  const problem = checkBound(option, n);
+  if (problem) throw new UserError(problem);
+  return n;
+}
+
+/** A training option's help line with its bounds: "learning rate, constant; > 0 and ≤ 1". */
+export function ranged(option: BoundedOption, help: string): string {
+  return `${help}; ${boundText(option)}`;
 }
 
 /** Writes the one machine-readable JSON object of `--json` mode. */

@@ -13,7 +13,7 @@ import type { OnPolicyResult } from '../onpolicy/onpolicy-trainer.js';
 import type { HeldOutSet } from '../train/train-eval.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import { withWorkspace } from '../workspace/workspace.js';
-import { defaultDbPath, intFlag, numberFlag, UsageError } from './args.js';
+import { boundFlag, defaultDbPath, ranged, UsageError } from './args.js';
 import { judgeFlags } from './eval.js';
 
 const ON = 'on-policy training (docs/design.md §On-policy training)';
@@ -22,20 +22,20 @@ const num = (x: number) => String(x);
 /** The flags of on-policy runs; unset ones stay undefined, so a resume keeps the run's own. */
 export const ON_POLICY_OPTIONS = {
   'on-policy': { type: 'boolean', group: ON, help: "train on the model's own samples: each step, K rollouts per context with the current adapter, scored, then PPO epochs on them" },
-  rollouts: { type: 'string', value: 'K', group: ON, help: 'rollouts per context and step', otherwise: num(D.rollouts) },
-  'contexts-per-step': { type: 'string', value: 'N', group: ON, help: 'contexts each step generates from (each gives K rollouts)', otherwise: num(D.contextsPerStep) },
-  'max-turns': { type: 'string', value: 'N', group: ON, help: 'assistant replies per episode (a tool result starts another)', otherwise: num(D.maxTurns) },
-  'max-tokens': { type: 'string', value: 'N', group: ON, help: 'generated tokens per episode, over all its replies', otherwise: num(D.maxTokens) },
-  temperature: { type: 'string', value: 'T', group: ON, help: 'sampling temperature of the rollouts; 0 is greedy', otherwise: num(D.temperature) },
-  'top-p': { type: 'string', value: 'P', group: ON, help: 'nucleus sampling mass of the rollouts, in (0, 1]', otherwise: num(D.topP) },
+  rollouts: { type: 'string', value: 'K', group: ON, help: ranged('rollouts', 'rollouts per context and step'), otherwise: num(D.rollouts) },
+  'contexts-per-step': { type: 'string', value: 'N', group: ON, help: ranged('contextsPerStep', 'contexts each step generates from (each gives K rollouts)'), otherwise: num(D.contextsPerStep) },
+  'max-turns': { type: 'string', value: 'N', group: ON, help: ranged('maxTurns', 'assistant replies per episode (a tool result starts another)'), otherwise: num(D.maxTurns) },
+  'max-tokens': { type: 'string', value: 'N', group: ON, help: ranged('maxTokens', 'generated tokens per episode, over all its replies'), otherwise: num(D.maxTokens) },
+  temperature: { type: 'string', value: 'T', group: ON, help: ranged('temperature', 'sampling temperature of the rollouts; 0 is greedy'), otherwise: num(D.temperature) },
+  'top-p': { type: 'string', value: 'P', group: ON, help: ranged('topP', 'nucleus sampling mass of the rollouts'), otherwise: num(D.topP) },
   tasks: {
     type: 'string', value: 'FILE', group: ON, otherwise: "the database's samples (opd: the hinted ones; rl and combine: with a replay judge)",
     help: 'contexts with checkable answers (JSONL: messages, optional tools, answer or answer_regex): the reward of rl',
   },
   tools: { type: 'string', value: 'FILE', group: ON, help: 'your own tools for task rollouts: a JSON array of OpenAI-style schemas (needs --tool-url)', otherwise: 'built-in tools only' },
   'tool-url': { type: 'string', value: 'URL', group: ON, help: 'the loopback endpoint your tools run at: each call is POSTed as {"name","arguments"}', otherwise: 'none' },
-  'tool-timeout-ms': { type: 'string', value: 'MS', group: ON, help: 'a tool call is abandoned after this long', otherwise: num(D.toolTimeoutMs) },
-  'tool-error-limit': { type: 'string', value: 'N', group: ON, help: 'failed tool calls after which an episode stops', otherwise: num(D.toolErrorLimit) },
+  'tool-timeout-ms': { type: 'string', value: 'MS', group: ON, help: ranged('toolTimeoutMs', 'a tool call is abandoned after this long'), otherwise: num(D.toolTimeoutMs) },
+  'tool-error-limit': { type: 'string', value: 'N', group: ON, help: ranged('toolErrorLimit', 'failed tool calls after which an episode stops'), otherwise: num(D.toolErrorLimit) },
   'judge-backend': {
     type: 'string', value: 'local|openai', group: ON, otherwise: 'none: rl and combine need --tasks, opd needs none',
     help: "the replay judge that scores rollouts of the database's samples, knowing how the user reacted to the original reply",
@@ -43,7 +43,7 @@ export const ON_POLICY_OPTIONS = {
   'judge-model': { type: 'string', value: 'DIR|NAME', group: ON, help: 'the judge model: a model folder (local), or the name the server serves (openai)', required: 'with --judge-backend' },
   'judge-url': { type: 'string', value: 'URL', group: ON, help: "the OpenAI-compatible server's base URL, up to /v1", otherwise: 'http://127.0.0.1:11434/v1 (Ollama)' },
   'judge-api-key': { type: 'string', value: 'K', group: ON, help: 'bearer key for the judge server (never saved with the run)', otherwise: 'env HINDSIGHT_JUDGE_API_KEY, else none' },
-  votes: { type: 'string', value: 'N', group: ON, help: 'replay judge votes per rollout (majority, tie → 0)', otherwise: num(DEFAULT_VOTES) },
+  votes: { type: 'string', value: 'N', group: ON, help: ranged('votes', 'replay judge votes per rollout (majority, tie → 0)'), otherwise: num(DEFAULT_VOTES) },
 } as const;
 
 /** The steps note of --steps and the PPO epochs note of --ppo-epochs, for ./train.ts. */
@@ -64,20 +64,15 @@ export function isOnPolicyCommand(v: Values): boolean {
   return false;
 }
 
-function optionalInt(v: Values, name: string, min: number): number | undefined {
-  const value = str(v, name);
-  return value === undefined ? undefined : intFlag(name, value, 0, min);
-}
-
 function onPolicyFlags(v: Values, device: Device): OnPolicyOptions {
-  const number = (k: string) => (str(v, k) === undefined ? undefined : numberFlag(k, str(v, k), 0));
   const judge = judgeFlags(v, device);
   if (judge && v.tasks !== undefined) throw new UsageError('--tasks checks its own answers: give --tasks or --judge-backend, not both');
   return {
-    rollouts: optionalInt(v, 'rollouts', 1), contextsPerStep: optionalInt(v, 'contexts-per-step', 1), maxTurns: optionalInt(v, 'max-turns', 1),
-    maxTokens: optionalInt(v, 'max-tokens', 1), temperature: number('temperature'), topP: number('top-p'),
-    toolErrorLimit: optionalInt(v, 'tool-error-limit', 1), toolTimeoutMs: optionalInt(v, 'tool-timeout-ms', 1),
-    taskFile: str(v, 'tasks'), toolsFile: str(v, 'tools'), toolUrl: str(v, 'tool-url'), votes: optionalInt(v, 'votes', 1),
+    rollouts: boundFlag('rollouts', str(v, 'rollouts')), contextsPerStep: boundFlag('contextsPerStep', str(v, 'contexts-per-step')),
+    maxTurns: boundFlag('maxTurns', str(v, 'max-turns')), maxTokens: boundFlag('maxTokens', str(v, 'max-tokens')),
+    temperature: boundFlag('temperature', str(v, 'temperature')), topP: boundFlag('topP', str(v, 'top-p')),
+    toolErrorLimit: boundFlag('toolErrorLimit', str(v, 'tool-error-limit')), toolTimeoutMs: boundFlag('toolTimeoutMs', str(v, 'tool-timeout-ms')),
+    taskFile: str(v, 'tasks'), toolsFile: str(v, 'tools'), toolUrl: str(v, 'tool-url'), votes: boundFlag('votes', str(v, 'votes')),
     ...(judge ? { judge } : {}),
   };
 }

@@ -13,7 +13,7 @@ import { parseTargets } from '../train/lora.js';
 import { startTraining } from '../train/trainer-thread.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import { defaultEpsHigh, OPTIMIZER_KINDS, overLengthNote, RECOMPUTE_AUTO_FROM, RECOMPUTE_MODES, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type RecomputeMode, type TrainMethod } from '../../src-shared/training.js';
-import { DB_OPTION, defaultDbPath, intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
+import { boundFlag, DB_OPTION, ranged, defaultDbPath, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, precisionFlag } from './generate.js';
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS as P, type AdvantageEstimator } from '../../src-shared/rollout.js';
 import { isOnPolicyCommand, ON_POLICY_EPOCHS_NOTE, ON_POLICY_OPTIONS, ON_POLICY_STEPS_NOTE, runOnPolicy } from './train-on-policy.js';
@@ -36,36 +36,36 @@ export const spec = {
     out: { type: 'string', value: 'ADAPTER_DIR', help: 'the folder that receives the run', required: 'unless --resume' },
     method: { type: 'string', value: TRAIN_METHODS.join('|'), help: 'Binary RL, On-Policy Distillation or both', otherwise: D.method },
     data: { type: 'string', value: 'IN.jsonl', help: 'pre-tokenised rows to train on', otherwise: "the database's labelled samples" },
-    steps: { type: 'string', value: 'N', help: 'training steps (a batch each; on-policy: a round of rollouts each)', otherwise: `one epoch, ⌈rows / batch size⌉; ${ON_POLICY_STEPS_NOTE}` },
-    'batch-size': { type: 'string', value: 'B', help: 'samples per update', otherwise: num(D.batchSize) },
-    lr: { type: 'string', value: 'X', help: 'learning rate, constant', otherwise: D.lr.toExponential() },
+    steps: { type: 'string', value: 'N', help: ranged('steps', 'training steps (a batch each; on-policy: a round of rollouts each)'), otherwise: `one epoch, ⌈rows / batch size⌉; ${ON_POLICY_STEPS_NOTE}` },
+    'batch-size': { type: 'string', value: 'B', help: ranged('batchSize', 'samples per update'), otherwise: num(D.batchSize) },
+    lr: { type: 'string', value: 'X', help: ranged('lr', 'learning rate, constant'), otherwise: D.lr.toExponential() },
     optimizer: { type: 'string', value: OPTIMIZER_KINDS.join('|'), help: `the optimizer (AdamW betas ${D.betas.join('/')}, eps ${D.adamEps})`, otherwise: D.optimizer },
-    'max-grad-norm': { type: 'string', value: 'X', help: 'global gradient-norm clip, 0 off', otherwise: num(D.maxGradNorm) },
-    'lora-r': { type: 'string', value: 'R', help: 'LoRA rank', otherwise: num(D.loraR) },
-    'lora-alpha': { type: 'string', value: 'A', help: 'LoRA alpha; scaling alpha / r', otherwise: num(D.loraAlpha) },
+    'max-grad-norm': { type: 'string', value: 'X', help: ranged('maxGradNorm', 'global gradient-norm clip, 0 off'), otherwise: num(D.maxGradNorm) },
+    'lora-r': { type: 'string', value: 'R', help: ranged('loraR', 'LoRA rank'), otherwise: num(D.loraR) },
+    'lora-alpha': { type: 'string', value: 'A', help: ranged('loraAlpha', 'LoRA alpha; scaling alpha / r'), otherwise: num(D.loraAlpha) },
     targets: { type: 'string', value: 'LIST', help: 'adapted linears, comma-separated, or all', otherwise: D.targets.join(',') },
     'init-adapter': { type: 'string', value: 'DIR', help: 'start from this PEFT adapter (its r, alpha and targets)', otherwise: 'a new adapter' },
-    'eps-low': { type: 'string', value: 'X', help: 'PPO-clip lower epsilon', otherwise: num(D.epsLow) },
-    'eps-high': { type: 'string', value: 'X', help: 'PPO-clip upper epsilon', otherwise: `${defaultEpsHigh('rl')}; ${defaultEpsHigh('opd')} with --method opd` },
-    'kl-beta': { type: 'string', value: 'X', help: 'k3 KL penalty against the base model', otherwise: num(D.klBeta) },
-    'w-opd': { type: 'string', value: 'X', help: "combine's weight of the teacher gap", otherwise: num(D.wOpd) },
-    'w-rl': { type: 'string', value: 'X', help: "combine's weight of the reward", otherwise: num(D.wRl) },
+    'eps-low': { type: 'string', value: 'X', help: ranged('epsLow', 'PPO-clip lower epsilon'), otherwise: num(D.epsLow) },
+    'eps-high': { type: 'string', value: 'X', help: ranged('epsHigh', 'PPO-clip upper epsilon'), otherwise: `${defaultEpsHigh('rl')}; ${defaultEpsHigh('opd')} with --method opd` },
+    'kl-beta': { type: 'string', value: 'X', help: ranged('klBeta', 'k3 KL penalty against the base model'), otherwise: num(D.klBeta) },
+    'w-opd': { type: 'string', value: 'X', help: ranged('wOpd', "combine's weight of the teacher gap"), otherwise: num(D.wOpd) },
+    'w-rl': { type: 'string', value: 'X', help: ranged('wRl', "combine's weight of the reward"), otherwise: num(D.wRl) },
     'max-length': {
       type: 'string', value: 'N', otherwise: `${num(D.maxLength)}, or the model's own maximum if less`,
-      help: "tokens per row, at most the model's own; a longer chat keeps its system turn and latest turns, a longer reply is skipped and counted",
+      help: ranged('maxLength', "tokens per row, at most the model's own; a longer chat keeps its system turn and latest turns, a longer reply is skipped and counted"),
     },
-    seed: { type: 'string', value: 'S', help: 'data order and LoRA initialisation', otherwise: num(D.seed) },
+    seed: { type: 'string', value: 'S', help: ranged('seed', 'data order and LoRA initialisation'), otherwise: num(D.seed) },
     device: { ...DEVICE_OPTION.device, help: DEVICE_HELP.replace('the model runs', 'the step runs'), otherwise: D.device },
     precision: DEVICE_OPTION.precision,
-    threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
+    threads: { type: 'string', value: 'N', help: ranged('threads', 'ONNX Runtime intra-op threads'), otherwise: "ONNX Runtime's own choice" },
     recompute: {
       type: 'string', value: RECOMPUTE_MODES.join('|'), otherwise: `${D.recompute}: on from --max-length ${RECOMPUTE_AUTO_FROM}`,
       help: "recompute each layer's activations in the backward pass: less memory, more time per step",
     },
-    'save-every': { type: 'string', value: 'N', help: 'checkpoint every N steps and at the end, 0 only at the end', otherwise: num(D.saveEvery) },
+    'save-every': { type: 'string', value: 'N', help: ranged('saveEvery', 'checkpoint every N steps and at the end, 0 only at the end'), otherwise: num(D.saveEvery) },
     'eval-every': {
       type: 'string', value: 'N', otherwise: 'about ten times a run, ⌈steps / 10⌉',
-      help: "evaluate the database's held-out samples every N steps, at the start and at the end; 0 only at the start and end",
+      help: ranged('evalEvery', "evaluate the database's held-out samples every N steps, at the start and at the end; 0 only at the start and end"),
     },
     resume: {
       type: 'string', value: 'DIR', otherwise: 'a new run',
@@ -79,26 +79,18 @@ export const spec = {
     },
     'grpo-std': { type: 'boolean', group: PPO, help: "grpo: also divide by the group's standard deviation (+1e-6)" },
     'normalize-advantages': { type: 'boolean', group: PPO, help: "standardise the advantages over the batch's response tokens" },
-    'ppo-epochs': { type: 'string', value: 'E', group: PPO, help: 'passes over each batch, each minibatch one update against the same old', otherwise: `${num(P.ppoEpochs)}; ${ON_POLICY_EPOCHS_NOTE}` },
-    minibatch: { type: 'string', value: 'M', group: PPO, help: 'rows per update within a batch, 0 the whole batch', otherwise: num(P.minibatch) },
-    gamma: { type: 'string', value: 'X', group: PPO, help: "gae's discount γ", otherwise: num(P.gamma) },
-    lambda: { type: 'string', value: 'X', group: PPO, help: "gae's trace λ", otherwise: num(P.lambda) },
-    'value-clip': { type: 'string', value: 'X', group: PPO, help: "gae: how far a value may move from its start-of-batch value before the value loss's clip binds", otherwise: num(P.valueClip) },
-    'value-coef': { type: 'string', value: 'X', group: PPO, help: "gae: the value loss's weight in the total loss", otherwise: num(P.valueCoef) },
+    'ppo-epochs': { type: 'string', value: 'E', group: PPO, help: ranged('ppoEpochs', 'passes over each batch, each minibatch one update against the same old'), otherwise: `${num(P.ppoEpochs)}; ${ON_POLICY_EPOCHS_NOTE}` },
+    minibatch: { type: 'string', value: 'M', group: PPO, help: ranged('minibatch', 'rows per update within a batch, 0 the whole batch'), otherwise: num(P.minibatch) },
+    gamma: { type: 'string', value: 'X', group: PPO, help: ranged('gamma', "gae's discount γ"), otherwise: num(P.gamma) },
+    lambda: { type: 'string', value: 'X', group: PPO, help: ranged('lambda', "gae's trace λ"), otherwise: num(P.lambda) },
+    'value-clip': { type: 'string', value: 'X', group: PPO, help: ranged('valueClip', "gae: how far a value may move from its start-of-batch value before the value loss's clip binds"), otherwise: num(P.valueClip) },
+    'value-coef': { type: 'string', value: 'X', group: PPO, help: ranged('valueCoef', "gae: the value loss's weight in the total loss"), otherwise: num(P.valueCoef) },
     ...ON_POLICY_OPTIONS,
     ...DB_OPTION,
     ...jsonOption('print the result as one JSON object'),
   },
 } as const;
 const USAGE = usageLine(spec);
-
-function optionalNumber(name: string, value: string | undefined): number | undefined {
-  return value === undefined ? undefined : numberFlag(name, value, 0);
-}
-
-function optionalInt(name: string, value: string | undefined, min: number): number | undefined {
-  return value === undefined ? undefined : intFlag(name, value, 0, min);
-}
 
 function describeEval(l: EvalLogLine): string {
   const m = l.likelihood.margin;
@@ -181,40 +173,40 @@ export const command: Command = async (argv) => {
     outDir: v.out,
     dataFile: v.data,
     method: v.method as TrainMethod | undefined,
-    steps: optionalInt('steps', v.steps, 1),
-    batchSize: optionalInt('batch-size', v['batch-size'], 1),
-    lr: optionalNumber('lr', v.lr),
+    steps: boundFlag('steps', v.steps),
+    batchSize: boundFlag('batchSize', v['batch-size']),
+    lr: boundFlag('lr', v.lr),
     optimizer: v.optimizer as OptimizerKind | undefined,
-    loraR: optionalInt('lora-r', v['lora-r'], 1),
-    loraAlpha: optionalNumber('lora-alpha', v['lora-alpha']),
+    loraR: boundFlag('loraR', v['lora-r']),
+    loraAlpha: boundFlag('loraAlpha', v['lora-alpha']),
     targets,
     initAdapter: v['init-adapter'],
-    seed: optionalInt('seed', v.seed, 0),
+    seed: boundFlag('seed', v.seed),
     device: v.device === undefined ? undefined : deviceFlag(v.device),
     precision: precisionFlag(v.precision),
-    threads: optionalInt('threads', v.threads, 1),
+    threads: boundFlag('threads', v.threads),
     recompute: v.recompute as RecomputeMode | undefined,
-    saveEvery: optionalInt('save-every', v['save-every'], 0),
+    saveEvery: boundFlag('saveEvery', v['save-every']),
     resume: v.resume,
     overwrite: v.overwrite,
-    maxGradNorm: optionalNumber('max-grad-norm', v['max-grad-norm']),
-    klBeta: optionalNumber('kl-beta', v['kl-beta']),
-    maxLength: optionalInt('max-length', v['max-length'], 2),
-    wOpd: optionalNumber('w-opd', v['w-opd']),
-    wRl: optionalNumber('w-rl', v['w-rl']),
-    epsLow: optionalNumber('eps-low', v['eps-low']),
-    epsHigh: optionalNumber('eps-high', v['eps-high']),
+    maxGradNorm: boundFlag('maxGradNorm', v['max-grad-norm']),
+    klBeta: boundFlag('klBeta', v['kl-beta']),
+    maxLength: boundFlag('maxLength', v['max-length']),
+    wOpd: boundFlag('wOpd', v['w-opd']),
+    wRl: boundFlag('wRl', v['w-rl']),
+    epsLow: boundFlag('epsLow', v['eps-low']),
+    epsHigh: boundFlag('epsHigh', v['eps-high']),
     merge: v.merge,
-    evalEvery: optionalInt('eval-every', v['eval-every'], 0),
+    evalEvery: boundFlag('evalEvery', v['eval-every']),
     advantage: v.advantage as AdvantageEstimator | undefined,
     grpoStd: v['grpo-std'],
     normalizeAdvantages: v['normalize-advantages'],
-    ppoEpochs: optionalInt('ppo-epochs', v['ppo-epochs'], 1),
-    minibatch: optionalInt('minibatch', v.minibatch, 0),
-    gamma: optionalNumber('gamma', v.gamma),
-    lambda: optionalNumber('lambda', v.lambda),
-    valueClip: optionalNumber('value-clip', v['value-clip']),
-    valueCoef: optionalNumber('value-coef', v['value-coef']),
+    ppoEpochs: boundFlag('ppoEpochs', v['ppo-epochs']),
+    minibatch: boundFlag('minibatch', v.minibatch),
+    gamma: boundFlag('gamma', v.gamma),
+    lambda: boundFlag('lambda', v.lambda),
+    valueClip: boundFlag('valueClip', v['value-clip']),
+    valueCoef: boundFlag('valueCoef', v['value-coef']),
   };
   if (options.resume && (options.initAdapter || options.dataFile)) throw new UsageError('--resume continues a run as it was: it takes no --init-adapter or --data');
   const onPolicy = isOnPolicyCommand(v);

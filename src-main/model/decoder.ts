@@ -47,7 +47,7 @@ import { ropeInverseFrequencies, type Checkpoint, type ModelConfig } from './hf-
 import { attend, queryChunks } from './attention.js';
 import { DEFAULT_VOCAB_CHUNK, appendTargetLogprobs } from './chunked-head.js';
 import { HEAD_SCHEME, type QuantScheme } from './quantize.js';
-import { float32ToFp16 } from './safetensors.js';
+import { halfPrecisionMatmul } from './half-matmul.js';
 import type { Precision } from '../../src-shared/training.js';
 import { quantizedMatmul, quantizedTargetLogprobs } from './quantized-matmul.js';
 
@@ -95,12 +95,7 @@ export interface DecoderOptions {
   inference?: boolean;
   /** With `inference`: attention's q·kᵀ as FusedMatMul (default true; off for WebGPU, ./attention.ts). */
   fusedScores?: boolean;
-  /**
-   * `fp16`: each q/k/v/o/gate/up/down weight is stored in half precision and its product
-   * taken in it, the input cast down and the output back up to fp32, so the LoRA hook, the
-   * norms, attention and the head stay fp32 (docs/design.md §Precision). Default fp32. Not
-   * with `quantize`, which has its own weights.
-   */
+  /** `fp16`: each q/k/v/o/gate/up/down projection in half precision (./half-matmul.ts); default fp32; `quantize` wins. */
   precision?: Precision;
   /** Scoring: vocabulary rows per chunk of the head's log-sum-exp (default {@link DEFAULT_VOCAB_CHUNK}; docs/design.md §Scoring). */
   vocabChunk?: number;
@@ -204,17 +199,9 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     return b.mul(b.mul(x, inv), weight(weightName, [dim]));
   };
   if (options.quantize && options.linear) throw new Error('decoder: quantised weights cannot take a LoRA hook');
-  /** The transposed weight [in, out] in fp16, converted when the session is made (the fp32 copy is not kept). */
-  const halfWeight = (name: string, shape: number[]) => {
-    const key = `${name}.T.fp16`;
-    if (b.graph.initializers.has(key)) return key;
-    const fp32 = weights.lazyFloat32(name, shape, true);
-    const data = fp32.data;
-    return b.initializer(key, { dtype: 'float16', dims: fp32.dims, data: () => float32ToFp16(typeof data === 'function' ? data() as Float32Array : data as Float32Array) });
-  };
   const project = (x: string, module: string, inF: number, outF: number) => {
     if (options.quantize) return quantizedMatmul(b, x, weights, `${module}.weight`, outF, inF, options.quantize);
-    if (options.precision === 'fp16') return b.cast(b.matmul(b.cast(x, 'float16'), halfWeight(`${module}.weight`, [outF, inF])), 'float32');
+    if (options.precision === 'fp16') return halfPrecisionMatmul(b, x, weights, `${module}.weight`, outF, inF);
     return b.matmul(x, weight(`${module}.weight`, [outF, inF], true));
   };
   const linear = (x: string, layer: number, target: LinearTarget, module: string, inF: number, outF: number, bias: boolean) => {

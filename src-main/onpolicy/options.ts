@@ -14,7 +14,7 @@ import type { LlmJudgeSpec } from '../judge/backends.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
 import type { ToolSchema } from '../rollout/tools.js';
 import { readToolSchemas } from '../rollout/user-tools.js';
-import { keptOnResume, positiveInt, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from '../train/run-settings.js';
+import { checkBounds, keptOnResume, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from '../train/run-settings.js';
 import type { LoraConfig } from '../train/training-step.js';
 
 /** The on-policy part of a run's options; unset: the default (ON_POLICY_DEFAULTS), or on resume the run's own. */
@@ -83,11 +83,6 @@ export const DEFAULT_VOTES = 1;
 /** On-policy steps of a run when `steps` is not given. */
 export const DEFAULT_ON_POLICY_STEPS = 10;
 
-function checkSampling(s: Pick<OnPolicyRunSettings, 'temperature' | 'topP'>): void {
-  if (!(s.temperature >= 0) || !Number.isFinite(s.temperature)) throw new UserError(`temperature must be a finite number ≥ 0, got ${s.temperature}`);
-  if (!(s.topP > 0 && s.topP <= 1)) throw new UserError(`top-p must be in (0, 1], got ${s.topP}`);
-}
-
 /** A judge as the run keeps it: a local judge's folder resolved. */
 function resolvedJudge(judge: LlmJudgeSpec | undefined): LlmJudgeSpec | null {
   if (!judge) return null;
@@ -117,22 +112,22 @@ export function onPolicySettingsFrom(o: OnPolicyTrainerOptions & { modelDir: str
   const d = ON_POLICY_DEFAULTS;
   const p = o.onPolicy;
   const base = settingsFrom({ ...o, ppoEpochs: o.ppoEpochs ?? d.ppoEpochs }, lora, model);
+  checkBounds(p);
   const s: OnPolicyRunSettings = {
-    rollouts: positiveInt('rollouts', p.rollouts ?? d.rollouts),
-    contextsPerStep: positiveInt('contexts per step', p.contextsPerStep ?? d.contextsPerStep),
-    maxTurns: positiveInt('max turns', p.maxTurns ?? d.maxTurns),
-    maxTokens: positiveInt('max tokens', p.maxTokens ?? d.maxTokens),
+    rollouts: p.rollouts ?? d.rollouts,
+    contextsPerStep: p.contextsPerStep ?? d.contextsPerStep,
+    maxTurns: p.maxTurns ?? d.maxTurns,
+    maxTokens: p.maxTokens ?? d.maxTokens,
     temperature: p.temperature ?? d.temperature,
     topP: p.topP ?? d.topP,
-    toolErrorLimit: positiveInt('tool error limit', p.toolErrorLimit ?? d.toolErrorLimit),
-    toolTimeoutMs: positiveInt('tool timeout', p.toolTimeoutMs ?? d.toolTimeoutMs),
+    toolErrorLimit: p.toolErrorLimit ?? d.toolErrorLimit,
+    toolTimeoutMs: p.toolTimeoutMs ?? d.toolTimeoutMs,
     source: p.taskFile ? 'tasks' : 'database',
     taskFile: p.taskFile ? path.resolve(p.taskFile) : null,
     ...userToolSettings(p),
     judge: resolvedJudge(p.judge),
-    votes: positiveInt('votes', p.votes ?? DEFAULT_VOTES),
+    votes: p.votes ?? DEFAULT_VOTES,
   };
-  checkSampling(s);
   checkSignal(base.method, s);
   return { ...base, onPolicy: s };
 }
@@ -170,6 +165,7 @@ export function resumedOnPolicySettings(saved: OnPolicyTrainSettings, o: OnPolic
   const base = resumedSettings(saved, o);
   const s = saved.onPolicy;
   const p = o.onPolicy;
+  checkBounds(p);
   const fixed = (name: string, given: unknown, has: unknown) => keptOnResume('on-policy run', name, given, has);
   fixed('rollouts per context', p.rollouts, s.rollouts);
   fixed('contexts per step', p.contextsPerStep, s.contextsPerStep);
@@ -182,7 +178,7 @@ export function resumedOnPolicySettings(saved: OnPolicyTrainSettings, o: OnPolic
   const tools = p.toolsFile || p.toolUrl ? userToolSettings(p) : { userTools: s.userTools, toolUrl: s.toolUrl };
   const judge = resolvedJudge(p.judge) ?? keyFromEnvironment(s.judge);
   const next: OnPolicyRunSettings = {
-    ...s, ...tools, toolTimeoutMs: positiveInt('tool timeout', p.toolTimeoutMs ?? s.toolTimeoutMs), judge, votes: positiveInt('votes', p.votes ?? s.votes),
+    ...s, ...tools, toolTimeoutMs: p.toolTimeoutMs ?? s.toolTimeoutMs, judge, votes: p.votes ?? s.votes,
   };
   checkSignal(base.method, next);
   return { ...base, onPolicy: next };

@@ -16,7 +16,7 @@ import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js'
 import { initLora, loraSpecs } from '../train/lora.js';
 import { loadCheckpoint, resumedProgress, type RunProgress } from '../train/run-checkpoint.js';
 import { checkOutFolder, prepareOutFolder } from '../train/run-folder.js';
-import { loraFrom, positiveInt } from '../train/run-settings.js';
+import { checkBounds, loraFrom } from '../train/run-settings.js';
 import { LOG_FILE, type TrainerLog } from '../train/trainer-log.js';
 import { emptyOptimizerState, resumePoint, sha256 } from '../train/trainer.js';
 import { zeroValueHead } from '../train/value-head.js';
@@ -40,6 +40,9 @@ export interface Prepared extends RunProgress {
 
 /** The output folder and model of a run; a resume's changes are checked before any work starts. */
 export function resolveOptions(options: OnPolicyTrainerOptions): ResolvedOptions {
+  // Every number within its bounds before anything is read or written (src-shared/training.ts TRAIN_BOUNDS).
+  checkBounds(options);
+  checkBounds(options.onPolicy);
   if (!options.outDir && !options.resume) throw new UserError('a new run needs an output folder (--out)');
   const resumed = options.resume ? resumePoint(options.resume) : undefined;
   if (resumed && !isOnPolicySettings(resumed.settings)) {
@@ -81,7 +84,7 @@ function prepareNew(o: ResolvedOptions, model: ModelConfig, tokenizer: ChatToken
   return {
     settings, contexts: lines, skipped, weights, valueHead,
     optimizer: emptyOptimizerState(valueHead ? new Map([...weights, ...valueHead]) : weights, settings.optimizer.kind),
-    startStep: 0, totalSteps: positiveInt('steps', o.steps ?? DEFAULT_ON_POLICY_STEPS), elapsedBefore: 0, contextsText: text, contextsSha: sha256(text),
+    startStep: 0, totalSteps: o.steps ?? DEFAULT_ON_POLICY_STEPS, elapsedBefore: 0, contextsText: text, contextsSha: sha256(text),
   };
 }
 

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS, type AdvantageEstimator, type PpoSettings } from '../../src-shared/rollout.js';
 import { ADVANTAGE_NAMES } from '../../src-shared/on-policy-api.js';
 import { SurfaceError, UserError } from '../../src-shared/types.js';
-import { defaultEpsHigh, TRAIN_DEFAULTS, type Precision, type RecomputeMode } from '../../src-shared/training.js';
+import { BOUNDED_OPTIONS, checkBound, defaultEpsHigh, TRAIN_DEFAULTS, type BoundedOption, type Precision, type RecomputeMode } from '../../src-shared/training.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
 import type { LinearTarget } from '../model/decoder.js';
 import type { Device } from '../model/ort-session.js';
@@ -106,38 +106,44 @@ export interface RunSettings {
   ppo: PpoSettings;
 }
 
-export function positiveInt(name: string, v: number): number {
-  if (!Number.isInteger(v) || v < 1) throw new UserError(`${name} must be a whole number ≥ 1, got ${v}`);
-  return v;
-}
-
-function checkLr(lr: number): number {
-  if (!(lr >= 0) || !Number.isFinite(lr)) throw new UserError(`learning rate must be a finite number ≥ 0, got ${lr}`);
-  return lr;
+/**
+ * Refuses, in one line naming the flag and its bounds, the first option given outside its
+ * bounds (src-shared/training.ts TRAIN_BOUNDS, which the CLI and the API contract check too).
+ * Takes the trainer's options or an on-policy run's `onPolicy` part; unset options are not
+ * checked (their defaults, or a resumed run's own, are used). Both trainers call it before they
+ * open the model, so an option out of bounds never gets as far as the output folder.
+ */
+export function checkBounds(options: { [K in BoundedOption]?: unknown }): void {
+  for (const option of BOUNDED_OPTIONS) {
+    const value = options[option];
+    if (value === undefined) continue;
+    const problem = checkBound(option, value as number);
+    if (problem) throw new UserError(problem);
+  }
 }
 
 /** The run's tokens per sample: the one asked for, which the model's positions must hold; else min(2,048, positions). */
 function maxLengthFor(asked: number | undefined, model: ModelConfig): number {
   const positions = model.maxPositionEmbeddings;
   if (asked === undefined) return Math.min(TRAIN_DEFAULTS.maxLength, positions);
-  const length = positiveInt('max length', asked);
-  if (length > positions) throw new UserError(`max length ${length} is more than the model's ${positions} positions (max_position_embeddings in config.json)`);
-  return length;
+  if (asked > positions) throw new UserError(`max length ${asked} is more than the model's ${positions} positions (max_position_embeddings in config.json)`);
+  return asked;
 }
 
 /** The settings of a new run: each option given, else its default. */
 export function settingsFrom(o: TrainerOptions & { modelDir: string }, lora: LoraConfig, model: ModelConfig): RunSettings {
+  checkBounds(o);
   const d = TRAIN_DEFAULTS;
   const method = o.method ?? d.method;
   return {
     modelDir: path.resolve(o.modelDir),
     method,
-    batchSize: positiveInt('batch size', o.batchSize ?? d.batchSize),
+    batchSize: o.batchSize ?? d.batchSize,
     maxLength: maxLengthFor(o.maxLength, model),
     seed: o.seed ?? d.seed,
     lora,
     optimizer: {
-      kind: o.optimizer ?? d.optimizer, lr: checkLr(o.lr ?? d.lr), betas: [...d.betas], eps: d.adamEps, weightDecay: d.weightDecay,
+      kind: o.optimizer ?? d.optimizer, lr: o.lr ?? d.lr, betas: [...d.betas], eps: d.adamEps, weightDecay: d.weightDecay,
       maxGradNorm: o.maxGradNorm ?? d.maxGradNorm,
     },
     loss: { method, epsLow: o.epsLow ?? d.epsLow, epsHigh: o.epsHigh ?? defaultEpsHigh(method), klBeta: o.klBeta ?? d.klBeta },
@@ -175,22 +181,15 @@ function ppoSettings(o: TrainerOptions, base: PpoSettings, method: TrainMethod):
   };
   if (!ADVANTAGE_ESTIMATORS.includes(s.advantage)) throw new UserError(`the advantage estimator must be ${ADVANTAGE_ESTIMATORS.join(', ')}, got ${JSON.stringify(s.advantage)}`);
   checkAdvantageForMethod(s.advantage, method);
-  positiveInt('PPO epochs', s.ppoEpochs);
-  if (!Number.isInteger(s.minibatch) || s.minibatch < 0) throw new UserError(`minibatch must be a whole number ≥ 0 (0: the whole batch), got ${s.minibatch}`);
-  if (!(s.gamma >= 0 && s.gamma <= 1)) throw new UserError(`γ must be in [0, 1], got ${s.gamma}`);
-  if (!(s.lambda >= 0 && s.lambda <= 1)) throw new UserError(`λ must be in [0, 1], got ${s.lambda}`);
-  if (!(s.valueClip > 0) || !Number.isFinite(s.valueClip)) throw new UserError(`value clip must be a finite number > 0, got ${s.valueClip}`);
-  if (!(s.valueCoef >= 0) || !Number.isFinite(s.valueCoef)) throw new UserError(`value loss weight must be a finite number ≥ 0, got ${s.valueCoef}`);
+  // The numbers given were checked against their bounds with the other options (checkBounds).
   return s;
 }
 
 /** LoRA shape from the options, or from --init-adapter (whose r, alpha and targets win; conflicts are errors). */
 export function loraFrom(o: TrainerOptions, model: ModelConfig): { lora: LoraConfig; initial?: LoraWeights } {
   if (!o.initAdapter) {
-    const lora = { r: o.loraR ?? DEFAULT_LORA.r, alpha: o.loraAlpha ?? DEFAULT_LORA.alpha, targets: o.targets ?? DEFAULT_LORA.targets };
-    positiveInt('LoRA rank', lora.r);
-    if (!(lora.alpha > 0)) throw new UserError(`LoRA alpha must be > 0, got ${lora.alpha}`);
-    return { lora };
+    checkBounds({ loraR: o.loraR, loraAlpha: o.loraAlpha });
+    return { lora: { r: o.loraR ?? DEFAULT_LORA.r, alpha: o.loraAlpha ?? DEFAULT_LORA.alpha, targets: o.targets ?? DEFAULT_LORA.targets } };
   }
   const adapter = readAdapter(o.initAdapter, model);
   const conflict = (flag: string, given: unknown, found: unknown) => {
@@ -220,6 +219,7 @@ export function keptOnResume(run: string, name: string, given: unknown, has: unk
  * which lack the run options, get the defaults.
  */
 export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSettings {
+  checkBounds(o);
   const s: RunSettings = { saveEvery: TRAIN_DEFAULTS.saveEvery, device: TRAIN_DEFAULTS.device, threads: null, recompute: TRAIN_DEFAULTS.recompute, precision: null, merge: false, ppo: { ...PPO_DEFAULTS }, ...saved };
   const fixed = (name: string, given: unknown, has: unknown) => keptOnResume('run', name, given, has);
   fixed('method', o.method, s.method);
@@ -235,7 +235,7 @@ export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSet
   return {
     ...s,
     modelDir: o.modelDir ? path.resolve(o.modelDir) : s.modelDir,
-    optimizer: { ...s.optimizer, lr: checkLr(o.lr ?? s.optimizer.lr), maxGradNorm: o.maxGradNorm ?? s.optimizer.maxGradNorm },
+    optimizer: { ...s.optimizer, lr: o.lr ?? s.optimizer.lr, maxGradNorm: o.maxGradNorm ?? s.optimizer.maxGradNorm },
     loss: { ...s.loss, epsLow: o.epsLow ?? s.loss.epsLow, epsHigh: o.epsHigh ?? s.loss.epsHigh, klBeta: o.klBeta ?? s.loss.klBeta },
     wOpd: o.wOpd ?? s.wOpd,
     wRl: o.wRl ?? s.wRl,

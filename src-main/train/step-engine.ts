@@ -38,7 +38,7 @@ import { Checkpoint } from '../model/hf-checkpoint.js';
 import { checkpointWeights, type WeightSource } from '../model/decoder.js';
 import { DEFAULT_VOCAB_CHUNK } from '../model/chunked-head.js';
 import { ATTENTION_CHUNKING, chunksAttention, type AttentionChunking } from '../model/attention.js';
-import { defaultPrecision, type Precision } from '../../src-shared/training.js';
+import { boundProblem, defaultPrecision, TRAIN_BOUNDS, type BoundedOption, type Precision } from '../../src-shared/training.js';
 import { ort, createSession, fusesMatMul, type Device, type SessionConfig } from '../model/ort-session.js';
 import type {
   LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TrainStep,
@@ -347,15 +347,23 @@ function memoryOptions(o: TrainStepOptions): MemoryOptions {
   };
 }
 
+/** The step's settings within training's bounds (src-shared/training.ts TRAIN_BOUNDS, the CLI's and the run's), said in the step's own words. */
 function checkOptions(o: TrainStepOptions): void {
-  if (!Number.isInteger(o.lora.r) || o.lora.r < 1) throw new UserError(`LoRA rank must be a whole number ≥ 1, got ${o.lora.r}`);
-  if (!(o.lora.alpha > 0)) throw new UserError(`LoRA alpha must be > 0, got ${o.lora.alpha}`);
+  const within = (option: BoundedOption, value: number) => {
+    const problem = boundProblem(option, value);
+    if (problem) throw new UserError(`${TRAIN_BOUNDS[option].label} ${problem}`);
+  };
+  within('loraR', o.lora.r);
+  within('loraAlpha', o.lora.alpha);
   if (o.lora.targets.length === 0) throw new UserError('LoRA needs at least one target');
-  if (!(o.optimizer.lr > 0)) throw new UserError(`learning rate must be > 0, got ${o.optimizer.lr}`);
-  if (!(o.optimizer.maxGradNorm >= 0)) throw new UserError(`max grad norm must be ≥ 0 (0 disables clipping), got ${o.optimizer.maxGradNorm}`);
-  if (!(o.loss.epsLow >= 0 && o.loss.epsLow < 1) || !(o.loss.epsHigh >= 0)) throw new UserError(`clip range must have 0 ≤ ε_low < 1 and ε_high ≥ 0, got ${o.loss.epsLow} / ${o.loss.epsHigh}`);
+  within('lr', o.optimizer.lr);
+  within('maxGradNorm', o.optimizer.maxGradNorm);
+  within('epsLow', o.loss.epsLow);
+  within('epsHigh', o.loss.epsHigh);
   if (o.vocabChunk !== undefined && !(Number.isInteger(o.vocabChunk) && o.vocabChunk >= 0)) throw new UserError(`vocabulary chunk must be a whole number ≥ 0, got ${o.vocabChunk}`);
-  if (!(o.loss.klBeta >= 0)) throw new UserError(`KL β must be ≥ 0, got ${o.loss.klBeta}`);
-  if (o.value && !(o.value.clip > 0)) throw new UserError(`value clip must be > 0, got ${o.value.clip}`);
-  if (o.value && !(o.value.coef >= 0)) throw new UserError(`value loss weight must be ≥ 0, got ${o.value.coef}`);
+  within('klBeta', o.loss.klBeta);
+  if (o.value) {
+    within('valueClip', o.value.clip);
+    within('valueCoef', o.value.coef);
+  }
 }

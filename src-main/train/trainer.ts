@@ -36,7 +36,7 @@ import { minibatchRandom, trainBatch } from './ppo-batch.js';
 import { writeValueHead, zeroValueHead } from './value-head.js';
 import { findCheckpoint, loadCheckpoint, readCheckpointState, resumedProgress, saveCheckpoint, type RunProgress, type TrainerState } from './run-checkpoint.js';
 import { checkOutFolder, DATASET_FILE, holdsRun, prepareOutFolder } from './run-folder.js';
-import { loraFrom, positiveInt, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from './run-settings.js';
+import { checkBounds, loraFrom, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from './run-settings.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { initLora, loraSpecs } from './lora.js';
 import { LOG_FILE, TrainerLog, type EvalLogLine, type StepLog } from './trainer-log.js';
@@ -154,7 +154,7 @@ function prepare(o: ResolvedOptions, checkpoint: Checkpoint, tokenizer: ChatToke
   const valueHead = settings.ppo.advantage === 'gae' ? zeroValueHead(model.hiddenSize) : undefined;
   return {
     settings, rows: set.rows, rowSet: set, weights, valueHead, optimizer: emptyOptimizerState(valueHead ? new Map([...weights, ...valueHead]) : weights, settings.optimizer.kind),
-    startStep: 0, totalSteps: positiveInt('steps', o.steps ?? perEpoch), elapsedBefore: 0, datasetSha: sha256(text), datasetText: text,
+    startStep: 0, totalSteps: o.steps ?? perEpoch, elapsedBefore: 0, datasetSha: sha256(text), datasetText: text,
   };
 }
 
@@ -186,6 +186,8 @@ function overLengthCount(p: Prepared): number {
  * unless one is given.
  */
 function resolveOptions(options: TrainerOptions): ResolvedOptions {
+  // Every number within its bounds before anything is read or written (src-shared/training.ts TRAIN_BOUNDS).
+  checkBounds(options);
   if (!options.outDir && !options.resume) throw new UserError('a new run needs an output folder (--out)');
   const resumed = options.resume ? resumePoint(options.resume) : undefined;
   // An on-policy run (src-main/onpolicy/) saves its rollout settings beside these; its own loop resumes it.

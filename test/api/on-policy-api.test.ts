@@ -36,13 +36,13 @@ describe('trainStart with onPolicy', () => {
   it('validates every on-policy field, naming it', async () => {
     const d = defaultOnPolicySettings();
     const cases: [unknown, RegExp][] = [
-      [{ ...d, rollouts: 0 }, /onPolicy\.rollouts must be ≥ 1/],
+      [{ ...d, rollouts: 0 }, /onPolicy\.rollouts must be an integer ≥ 1 and ≤ 256, got 0/],
       [{ ...d, ppoEpochs: 1.5 }, /onPolicy\.ppoEpochs must be an integer/],
       [{ ...d, advantage: 'ppo' }, /onPolicy\.advantage must be one of "reward", "grpo", "gae"/],
       [{ ...d, grpoStd: 'yes' }, /onPolicy\.grpoStd must be true or false/],
       [{ ...d, normalizeAdvantages: 1 }, /onPolicy\.normalizeAdvantages must be true or false/],
-      [{ ...d, contextsPerStep: 5000 }, /onPolicy\.contextsPerStep must be ≤ 4096/],
-      [{ ...d, maxTurns: -1 }, /onPolicy\.maxTurns must be ≥ 1/],
+      [{ ...d, contextsPerStep: 5000 }, /onPolicy\.contextsPerStep must be an integer ≥ 1 and ≤ 4096, got 5000/],
+      [{ ...d, maxTurns: -1 }, /onPolicy\.maxTurns must be an integer ≥ 1 and ≤ 100, got -1/],
       [{ ...d, maxTokens: 'many' }, /onPolicy\.maxTokens must be a finite number/],
       [{ ...d, taskFile: 7 }, /onPolicy\.taskFile must be a string/],
       [{ ...d, taskFile: '' }, /onPolicy\.taskFile must not be empty/],

@@ -132,8 +132,9 @@ describe('trainer', () => {
 
   it('a non-finite step stops the run, names the step, and keeps the last good checkpoint', async () => {
     const out = path.join(tmp, 'blowup');
-    await expect(train(base('blowup', { steps: 5, saveEvery: 1, lr: 1e30, optimizer: 'sgd', maxGradNorm: 0 })))
-      .rejects.toThrow(/^training stopped at step (\d): (the loss is NaN|the loss is -?Infinity|the gradient norm is (NaN|Infinity)|the update made .* non-finite) \(lr 1e\+30\); the last good checkpoint \(step \d\) is kept in /);
+    // The learning rate stops at 1 (src-shared/training.ts TRAIN_BOUNDS): w_opd = w_rl = 1e30 make the advantages, and so the update, 1e30 times larger.
+    await expect(train(base('blowup', { steps: 5, saveEvery: 1, lr: 1, wOpd: 1e30, wRl: 1e30, optimizer: 'sgd', maxGradNorm: 0 })))
+      .rejects.toThrow(/^training stopped at step (\d): (the loss is NaN|the loss is -?Infinity|the gradient norm is (NaN|Infinity)|the update made .* non-finite) \(lr 1\); the last good checkpoint \(step \d\) is kept in /);
     const log = readLog(path.join(out, 'trainer_log.jsonl'));
     const kept = findCheckpoint(out);
     const saved = loadCheckpoint(out, Checkpoint.open(MODEL).config);
@@ -146,8 +147,8 @@ describe('trainer', () => {
 
   it('the non-finite stop names the checkpoint on disk, the last one saved, not the step before', async () => {
     const out = path.join(tmp, 'blowup-sparse');
-    // lr 1e30 leaves step 1 finite (its weights start at B = 0) and breaks a later one; only step 0 is saved before the end.
-    const err = await train(base('blowup-sparse', { steps: 5, saveEvery: 0, lr: 1e30, optimizer: 'sgd', maxGradNorm: 0 })).catch((e: Error) => e);
+    // Advantages of 1e30 leave step 1 finite (its weights start at B = 0) and break a later one; only step 0 is saved before the end.
+    const err = await train(base('blowup-sparse', { steps: 5, saveEvery: 0, lr: 1, wOpd: 1e30, wRl: 1e30, optimizer: 'sgd', maxGradNorm: 0 })).catch((e: Error) => e);
     const m = /^training stopped at step (\d): .*; the last good checkpoint \(step (\d)\) is kept in (\S+)$/.exec((err as Error).message);
     expect(m, (err as Error).message).not.toBeNull();
     expect(Number(m![1])).toBeGreaterThan(1);
