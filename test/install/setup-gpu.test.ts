@@ -5,10 +5,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import zlib from 'node:zlib';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { writeZip } from '../import/helpers.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const SCRIPT = path.join(ROOT, 'scripts', 'setup-gpu.mjs');
@@ -84,54 +84,16 @@ function makeElf(needed: string[]): Buffer {
   return b;
 }
 
-/** Writes a zip of stored (uncompressed) entries: what a .whl or .nupkg is, minus compression. */
-function writeZip(file: string, entries: Record<string, Buffer | string>): string {
-  const locals: Buffer[] = [];
-  const centrals: Buffer[] = [];
-  let offset = 0;
-  for (const [name, content] of Object.entries(entries)) {
-    const data = Buffer.from(content);
-    const nameBuf = Buffer.from(name);
-    const crc = zlib.crc32(data);
-    const local = Buffer.alloc(30);
-    local.writeUInt32LE(0x04034b50, 0);
-    local.writeUInt16LE(20, 4);
-    local.writeUInt16LE(0x21, 12); // 1980-01-01
-    local.writeUInt32LE(crc, 14);
-    local.writeUInt32LE(data.length, 18);
-    local.writeUInt32LE(data.length, 22);
-    local.writeUInt16LE(nameBuf.length, 26);
-    const central = Buffer.alloc(46);
-    central.writeUInt32LE(0x02014b50, 0);
-    central.writeUInt16LE(20, 4);
-    central.writeUInt16LE(20, 6);
-    central.writeUInt16LE(0x21, 14);
-    central.writeUInt32LE(crc, 16);
-    central.writeUInt32LE(data.length, 20);
-    central.writeUInt32LE(data.length, 24);
-    central.writeUInt16LE(nameBuf.length, 28);
-    central.writeUInt32LE(offset, 42);
-    locals.push(local, nameBuf, data);
-    centrals.push(central, nameBuf);
-    offset += 30 + nameBuf.length + data.length;
-  }
-  const cd = Buffer.concat(centrals);
-  const end = Buffer.alloc(22);
-  end.writeUInt32LE(0x06054b50, 0);
-  end.writeUInt16LE(Object.keys(entries).length, 8);
-  end.writeUInt16LE(Object.keys(entries).length, 10);
-  end.writeUInt32LE(cd.length, 12);
-  end.writeUInt32LE(offset, 16);
-  fs.writeFileSync(file, Buffer.concat([...locals, cd, end]));
-  return file;
-}
+/** A zip of stored (uncompressed) entries: what a .whl or .nupkg is, minus compression. */
+const storedZip = (file: string, entries: Record<string, Buffer | string>): string =>
+  writeZip(file, Object.entries(entries).map(([name, data]) => ({ name, data: Buffer.from(data), deflate: false })));
 
 // A fake provider that needs a CUDA no machine has, so its link check fails everywhere.
 const FAKE_PROVIDER = makeElf(['libcudart.so.99', 'libcuda.so.1', 'libstdc++.so.6', 'libc.so.6']);
 const FAKE_SHARED = makeElf(['libc.so.6']);
 
 function fakeWheel(version: string, metadataVersion = version): string {
-  return writeZip(path.join(freshDir('wheel'), `onnxruntime_gpu-${version}-cp311-cp311-manylinux_2_28_x86_64.whl`), {
+  return storedZip(path.join(freshDir('wheel'), `onnxruntime_gpu-${version}-cp311-cp311-manylinux_2_28_x86_64.whl`), {
     'onnxruntime/__init__.py': '',
     [`onnxruntime/capi/${PROVIDER}`]: FAKE_PROVIDER,
     [`onnxruntime/capi/${SHARED}`]: FAKE_SHARED,
@@ -140,7 +102,7 @@ function fakeWheel(version: string, metadataVersion = version): string {
 }
 
 function fakeNupkg(fileName: string, version: string): string {
-  return writeZip(path.join(freshDir('nupkg'), fileName), {
+  return storedZip(path.join(freshDir('nupkg'), fileName), {
     'Microsoft.ML.OnnxRuntime.Gpu.Linux.nuspec': `<?xml version="1.0"?><package><metadata><id>Microsoft.ML.OnnxRuntime.Gpu.Linux</id><version>${version}</version></metadata></package>`,
     [`runtimes/linux-x64/native/${PROVIDER}`]: FAKE_PROVIDER,
     [`runtimes/linux-x64/native/${SHARED}`]: FAKE_SHARED,
@@ -308,7 +270,7 @@ describe('npm run setup:gpu --from … --into DIR', () => {
   });
 
   it('refuses a package whose provider is not a shared library, leaving nothing behind', () => {
-    const file = writeZip(path.join(freshDir('bad'), `onnxruntime_gpu-${ORT_VERSION}-cp311-cp311-manylinux_2_28_x86_64.whl`), {
+    const file = storedZip(path.join(freshDir('bad'), `onnxruntime_gpu-${ORT_VERSION}-cp311-cp311-manylinux_2_28_x86_64.whl`), {
       [`onnxruntime/capi/${PROVIDER}`]: 'not a library',
       [`onnxruntime/capi/${SHARED}`]: FAKE_SHARED,
     });
