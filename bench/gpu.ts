@@ -58,9 +58,12 @@ const f = (x: number, d = 2) => x.toFixed(d);
 const secs = (t: Timed) => `${f(t.wallS)} s / ${f(t.cpuS, 1)} s CPU`;
 const gb = (mb: number) => `${f(mb / 1024)} GB`;
 
+/** nvidia-smi's query of the memory in use on each card, in MiB, a number a line. */
+const MEMORY_QUERY = ['--query-gpu=memory.used', '--format=csv,noheader,nounits'];
+
 /** The GPU's memory in use now (MiB), summed over its cards; undefined without nvidia-smi. */
 function gpuMemoryMb(): number | undefined {
-  const r = spawnSync('nvidia-smi', ['--query-gpu=memory.used', '--format=csv,noheader,nounits'], { encoding: 'utf8' });
+  const r = spawnSync('nvidia-smi', MEMORY_QUERY, { encoding: 'utf8' });
   if (r.status !== 0) return undefined;
   return r.stdout.trim().split('\n').reduce((sum, line) => sum + Number(line), 0);
 }
@@ -72,7 +75,7 @@ function gpuMemoryMb(): number | undefined {
 async function withGpuPeak<T>(work: () => Promise<T>): Promise<{ result: T; gpuPeakMb?: number }> {
   const baseline = gpuMemoryMb();
   if (baseline === undefined) return { result: await work() };
-  const poll = spawn('nvidia-smi', ['--query-gpu=memory.used', '--format=csv,noheader,nounits', '-lms', '100'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const poll = spawn('nvidia-smi', [...MEMORY_QUERY, '-lms', '100'], { stdio: ['ignore', 'pipe', 'ignore'] });
   let peak = baseline;
   poll.stdout.on('data', (chunk: Buffer) => {
     for (const line of chunk.toString().split('\n')) if (line.trim()) peak = Math.max(peak, Number(line));

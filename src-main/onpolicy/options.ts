@@ -14,7 +14,7 @@ import type { LlmJudgeSpec } from '../judge/backends.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
 import type { ToolSchema } from '../rollout/tools.js';
 import { readToolSchemas } from '../rollout/user-tools.js';
-import { checkBounds, keptOnResume, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from '../train/run-settings.js';
+import { keptOnResume, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from '../train/run-settings.js';
 import type { LoraConfig } from '../train/training-step.js';
 
 /** The on-policy part of a run's options; unset: the default (ON_POLICY_DEFAULTS), or on resume the run's own. */
@@ -112,7 +112,6 @@ export function onPolicySettingsFrom(o: OnPolicyTrainerOptions & { modelDir: str
   const d = ON_POLICY_DEFAULTS;
   const p = o.onPolicy;
   const base = settingsFrom({ ...o, ppoEpochs: o.ppoEpochs ?? d.ppoEpochs }, lora, model);
-  checkBounds(p);
   const s: OnPolicyRunSettings = {
     rollouts: p.rollouts ?? d.rollouts,
     contextsPerStep: p.contextsPerStep ?? d.contextsPerStep,
@@ -165,7 +164,6 @@ export function resumedOnPolicySettings(saved: OnPolicyTrainSettings, o: OnPolic
   const base = resumedSettings(saved, o);
   const s = saved.onPolicy;
   const p = o.onPolicy;
-  checkBounds(p);
   const fixed = (name: string, given: unknown, has: unknown) => keptOnResume('on-policy run', name, given, has);
   fixed('rollouts per context', p.rollouts, s.rollouts);
   fixed('contexts per step', p.contextsPerStep, s.contextsPerStep);

@@ -130,9 +130,8 @@ function maxLengthFor(asked: number | undefined, model: ModelConfig): number {
   return asked;
 }
 
-/** The settings of a new run: each option given, else its default. */
+/** The settings of a new run: each option given (checked against its bounds by the trainer's resolveOptions), else its default. */
 export function settingsFrom(o: TrainerOptions & { modelDir: string }, lora: LoraConfig, model: ModelConfig): RunSettings {
-  checkBounds(o);
   const d = TRAIN_DEFAULTS;
   const method = o.method ?? d.method;
   return {
@@ -181,14 +180,13 @@ function ppoSettings(o: TrainerOptions, base: PpoSettings, method: TrainMethod):
   };
   if (!ADVANTAGE_ESTIMATORS.includes(s.advantage)) throw new UserError(`the advantage estimator must be ${ADVANTAGE_ESTIMATORS.join(', ')}, got ${JSON.stringify(s.advantage)}`);
   checkAdvantageForMethod(s.advantage, method);
-  // The numbers given were checked against their bounds with the other options (checkBounds).
+  // The numbers given were checked against their bounds with the other options (resolveOptions → checkBounds).
   return s;
 }
 
 /** LoRA shape from the options, or from --init-adapter (whose r, alpha and targets win; conflicts are errors). */
 export function loraFrom(o: TrainerOptions, model: ModelConfig): { lora: LoraConfig; initial?: LoraWeights } {
   if (!o.initAdapter) {
-    checkBounds({ loraR: o.loraR, loraAlpha: o.loraAlpha });
     return { lora: { r: o.loraR ?? DEFAULT_LORA.r, alpha: o.loraAlpha ?? DEFAULT_LORA.alpha, targets: o.targets ?? DEFAULT_LORA.targets } };
   }
   const adapter = readAdapter(o.initAdapter, model);
@@ -219,7 +217,6 @@ export function keptOnResume(run: string, name: string, given: unknown, has: unk
  * which lack the run options, get the defaults.
  */
 export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSettings {
-  checkBounds(o);
   const s: RunSettings = { saveEvery: TRAIN_DEFAULTS.saveEvery, device: TRAIN_DEFAULTS.device, threads: null, recompute: TRAIN_DEFAULTS.recompute, precision: null, merge: false, ppo: { ...PPO_DEFAULTS }, ...saved };
   const fixed = (name: string, given: unknown, has: unknown) => keptOnResume('run', name, given, has);
   fixed('method', o.method, s.method);
