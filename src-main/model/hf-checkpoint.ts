@@ -9,12 +9,16 @@
  *
  * Weights are read lazily by name, widened to fp32 (see ./safetensors.ts for why), and
  * checked against the shape the config implies.
+ *
+ * A path ending in `.gguf` opens a GGUF file instead (./gguf/model.ts): its metadata stands for
+ * config.json and its tensors, dequantised, for the safetensors, under Hugging Face's names.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } from './safetensors.js';
+import { ggufIdentityFiles, isGgufPath, openGgufModel, readGgufTensor, type GgufModel } from './gguf/model.js';
 
 export type ModelFamily = 'llama' | 'qwen2' | 'qwen3';
 
@@ -163,9 +167,17 @@ export class Checkpoint {
     readonly config: ModelConfig,
     private readonly entries: Map<string, TensorEntry>,
     private readonly files: string[],
+    /** Set when the checkpoint is a GGUF file (`dir` is then the file's path). */
+    readonly gguf?: GgufModel,
   ) {}
 
   static open(dir: string): Checkpoint {
+    if (isGgufPath(dir)) {
+      const g = openGgufModel(dir);
+      const entries = new Map<string, TensorEntry>();
+      for (const [name, t] of g.tensors) entries.set(name, { name, dtype: 'F32', shape: t.shape, file: t.info.file, begin: t.info.begin, end: t.info.end });
+      return new Checkpoint(dir, g.config, entries, g.files, g);
+    }
     if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new UserError(`model folder not found: ${dir}`);
     const config = readModelConfig(dir);
     const entries = new Map<string, TensorEntry>();
@@ -186,6 +198,10 @@ export class Checkpoint {
    * choice). Sessions share, and the graph cache keeps, one weights file per identity.
    */
   identity(variant?: string): string {
+    if (this.gguf) {
+      const config = crypto.createHash('sha256').update(JSON.stringify(this.config)).digest('hex').slice(0, 16);
+      return JSON.stringify({ dir: path.resolve(this.dir), config, files: ggufIdentityFiles(this.gguf), ...(variant ? { variant } : {}) });
+    }
     const files = this.files.map((f) => {
       const st = fs.statSync(f);
       return `${path.basename(f)}:${st.size}:${st.mtimeMs}`;
@@ -202,7 +218,7 @@ export class Checkpoint {
     const e = this.entries.get(name);
     if (!e) {
       const where = this.files.length === 1 ? this.files[0]! : `${this.dir} (${this.files.map((f) => path.basename(f)).join(', ')})`;
-      throw new UserError(`${where}: missing tensor '${name}', which config.json requires`);
+      throw new UserError(`${where}: missing tensor '${name}', which ${this.gguf ? 'its metadata requires' : 'config.json requires'}`);
     }
     return e;
   }
@@ -211,13 +227,14 @@ export class Checkpoint {
   readFloat32(name: string, expectedShape: number[]): Float32Array {
     const e = this.entry(name);
     this.checkShape(name, expectedShape);
+    if (this.gguf) return readGgufTensor(this.gguf.tensors.get(name)!);
     return toFloat32(readTensorBytes(e), e.dtype, `${e.file}: tensor '${name}'`);
   }
 
   checkShape(name: string, expectedShape: number[]): void {
     const e = this.entry(name);
     if (e.shape.length !== expectedShape.length || e.shape.some((d, i) => d !== expectedShape[i])) {
-      throw new UserError(`${e.file}: tensor '${name}' has shape [${e.shape}], expected [${expectedShape}] from config.json`);
+      throw new UserError(`${e.file}: tensor '${name}' has shape [${e.shape}], expected [${expectedShape}] from ${this.gguf ? 'its metadata' : 'config.json'}`);
     }
   }
 }

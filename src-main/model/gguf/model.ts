@@ -1,0 +1,210 @@
+/**
+ * A GGUF file as a checkpoint: its metadata as the ModelConfig that config.json gives a
+ * Hugging Face folder, and its tensors under the Hugging Face names the decoder builder asks
+ * for, in Hugging Face's layout.
+ *
+ * Architectures: `llama`, `qwen2` (q/k/v biases) and `qwen3` (q/k RMSNorm); tied heads (no
+ * output.weight) and untied. llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel.permute)
+ * reorders the rows of Llama's attn_q and attn_k within each head, from Hugging Face's
+ * rotate-half RoPE layout to ggml's interleaved one; {@link unpermuteRows} undoes it, so the
+ * decoder sees the weights it would read from the safetensors. Qwen2 and Qwen3 are converted
+ * without it (ggml runs them with NeoX RoPE, Hugging Face's layout).
+ *
+ * Anything else (another architecture, per-layer head counts, partial RoPE, rope scaling other
+ * than linear or Llama 3's) is one UserError line naming it.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { UserError } from '../../../src-shared/types.js';
+import type { ModelConfig, ModelFamily, RopeScaling } from '../hf-checkpoint.js';
+import { dequantize } from './dequantize.js';
+import { ggmlTypeName } from './ggml-types.js';
+import { openGguf, readGgufTensorBytes, type GgufFile, type GgufTensorInfo } from './reader.js';
+
+const FAMILIES: Record<string, { family: ModelFamily; architecture: string }> = {
+  llama: { family: 'llama', architecture: 'LlamaForCausalLM' },
+  qwen2: { family: 'qwen2', architecture: 'Qwen2ForCausalLM' },
+  qwen3: { family: 'qwen3', architecture: 'Qwen3ForCausalLM' },
+};
+
+/** GGUF tensor names (without `blk.N.`) → Hugging Face's. */
+const LAYER_NAMES: Record<string, string> = {
+  attn_norm: 'input_layernorm',
+  ffn_norm: 'post_attention_layernorm',
+  attn_q: 'self_attn.q_proj',
+  attn_k: 'self_attn.k_proj',
+  attn_v: 'self_attn.v_proj',
+  attn_output: 'self_attn.o_proj',
+  attn_q_norm: 'self_attn.q_norm',
+  attn_k_norm: 'self_attn.k_norm',
+  ffn_gate: 'mlp.gate_proj',
+  ffn_up: 'mlp.up_proj',
+  ffn_down: 'mlp.down_proj',
+};
+const TOP_NAMES: Record<string, string> = { token_embd: 'model.embed_tokens', output_norm: 'model.norm', output: 'lm_head' };
+
+/** The Hugging Face name of a GGUF tensor, or undefined for one the decoder does not use. */
+export function huggingFaceName(ggufName: string): string | undefined {
+  const m = /^(?:blk\.(\d+)\.)?([a-z_]+)\.(weight|bias)$/.exec(ggufName);
+  if (!m) return undefined;
+  const [, layer, base, kind] = m;
+  const mapped = layer !== undefined ? LAYER_NAMES[base!] : TOP_NAMES[base!];
+  if (!mapped) return undefined;
+  return layer !== undefined ? `model.layers.${layer}.${mapped}.${kind}` : `${mapped}.${kind}`;
+}
+
+export interface GgufTensor {
+  info: GgufTensorInfo;
+  /** Hugging Face's order: [out, in] for a matrix. */
+  shape: number[];
+  /** Llama's attn_q/attn_k: the head count whose row permutation is undone on read. */
+  permuteHeads?: number;
+}
+
+export interface GgufModel {
+  file: string;
+  files: string[];
+  gguf: GgufFile;
+  config: ModelConfig;
+  tensors: Map<string, GgufTensor>;
+}
+
+/** Rows [h·hd + 2i + t] (ggml's interleaved order) → [h·hd + t·hd/2 + i] (Hugging Face's), per head. */
+export function unpermuteRows(data: Float32Array, heads: number, cols: number): Float32Array {
+  const rows = data.length / cols;
+  const hd = rows / heads, half = hd / 2;
+  const out = new Float32Array(data.length);
+  for (let h = 0; h < heads; h++) {
+    for (let i = 0; i < half; i++) {
+      for (let t = 0; t < 2; t++) {
+        const from = (h * hd + 2 * i + t) * cols, to = (h * hd + t * half + i) * cols;
+        out.set(data.subarray(from, from + cols), to);
+      }
+    }
+  }
+  return out;
+}
+
+/** A tensor's values as fp32 in Hugging Face's layout. */
+export function readGgufTensor(t: GgufTensor): Float32Array {
+  const elements = t.shape.reduce((a, d) => a * d, 1);
+  const data = dequantize(readGgufTensorBytes(t.info), t.info.type, elements, `${t.info.file}: tensor '${t.info.name}'`);
+  return t.permuteHeads ? unpermuteRows(data, t.permuteHeads, t.shape.length === 2 ? t.shape[1]! : 1) : data;
+}
+
+export function isGgufPath(p: string): boolean {
+  return /\.gguf$/i.test(p);
+}
+
+/** Opens a GGUF model (one file, or any part of a split one). */
+export function openGgufModel(file: string): GgufModel {
+  if (!fs.existsSync(file) || fs.statSync(file).isDirectory()) throw new UserError(`model file not found: ${file}`);
+  const gguf = openGguf(file);
+  const where = path.basename(file);
+  const meta = gguf.metadata;
+  const arch = meta.get('general.architecture');
+  if (typeof arch !== 'string') throw new UserError(`${file}: has no general.architecture`);
+  const fam = FAMILIES[arch];
+  if (!fam) throw new UserError(`${file}: architecture '${arch}' is not supported (supported: ${Object.keys(FAMILIES).join(', ')})`);
+
+  const num = (key: string, fallback?: number): number => {
+    const v = meta.get(`${arch}.${key}`) ?? fallback;
+    if (Array.isArray(v)) throw new UserError(`${file}: ${arch}.${key} differs between layers (${JSON.stringify(v.slice(0, 8))}…), which is not supported`);
+    if (typeof v !== 'number' || !Number.isFinite(v)) throw new UserError(`${file}: ${arch}.${key} must be a number, found ${v === undefined ? 'nothing' : JSON.stringify(String(v))}`);
+    return v;
+  };
+
+  const byName = new Map<string, GgufTensorInfo>(gguf.tensors.map((t) => [t.name, t]));
+  const embd = byName.get('token_embd.weight');
+  if (!embd || embd.dims.length !== 2) throw new UserError(`${file}: missing tensor 'token_embd.weight'`);
+  const hiddenSize = num('embedding_length');
+  const numHeads = num('attention.head_count');
+  const headDim = num('attention.key_length', hiddenSize / numHeads);
+  const rotary = num('rope.dimension_count', headDim);
+  if (rotary !== headDim) throw new UserError(`${file}: partial RoPE (${arch}.rope.dimension_count ${rotary} of head size ${headDim}) is not supported`);
+  if (num('attention.value_length', headDim) !== headDim) throw new UserError(`${file}: ${arch}.attention.value_length differs from key_length, which is not supported`);
+
+  const idOf = (key: string): number | undefined => {
+    const v = meta.get(`tokenizer.ggml.${key}`);
+    return typeof v === 'number' ? v : undefined;
+  };
+  const eos = [idOf('eos_token_id'), idOf('eot_token_id'), idOf('eom_token_id')].filter((x): x is number => x !== undefined);
+  const has = (suffix: string) => byName.has(`blk.0.${suffix}`);
+  const config: ModelConfig = {
+    family: fam.family,
+    architecture: fam.architecture,
+    vocabSize: embd.dims[1]!,
+    hiddenSize,
+    intermediateSize: num('feed_forward_length'),
+    numLayers: num('block_count'),
+    numHeads,
+    numKvHeads: num('attention.head_count_kv', numHeads),
+    headDim,
+    rmsNormEps: num('attention.layer_norm_rms_epsilon', 1e-6),
+    ropeTheta: num('rope.freq_base', 10000),
+    ropeScaling: ropeScaling(gguf, arch, file, byName.get('rope_freqs.weight'), headDim, num('rope.freq_base', 10000)),
+    tieWordEmbeddings: !byName.has('output.weight'),
+    qkvBias: fam.family === 'qwen2' || has('attn_q.bias'),
+    oBias: fam.family === 'llama' && has('attn_output.bias'),
+    mlpBias: has('ffn_up.bias'),
+    qkNorm: fam.family === 'qwen3',
+    bosTokenId: idOf('bos_token_id'),
+    eosTokenIds: [...new Set(eos)],
+    maxPositionEmbeddings: num('context_length', 4096),
+  };
+  if (!Number.isInteger(headDim) || headDim % 2) throw new UserError(`${file}: head size ${headDim} must be an even whole number`);
+  if (numHeads % config.numKvHeads) throw new UserError(`${file}: ${arch}.attention.head_count ${numHeads} is not a multiple of head_count_kv ${config.numKvHeads}`);
+
+  const tensors = new Map<string, GgufTensor>();
+  for (const info of gguf.tensors) {
+    if (info.name === 'rope_freqs.weight') continue; // folded into ropeScaling
+    const name = huggingFaceName(info.name);
+    if (!name) throw new UserError(`${where}: tensor '${info.name}' (${ggmlTypeName(info.type)}) is not part of a ${arch} model Hindsight can run`);
+    const shape = [...info.dims].reverse();
+    const m = /^blk\.\d+\.attn_([qk])\./.exec(info.name);
+    const permuteHeads = fam.family === 'llama' && m ? (m[1] === 'q' ? numHeads : config.numKvHeads) : undefined;
+    tensors.set(name, { info, shape, ...(permuteHeads ? { permuteHeads } : {}) });
+  }
+  return { file, files: gguf.files, gguf, config, tensors };
+}
+
+function ropeScaling(gguf: GgufFile, arch: string, file: string, freqs: GgufTensorInfo | undefined, headDim: number, theta: number): RopeScaling | undefined {
+  const meta = gguf.metadata;
+  const type = meta.get(`${arch}.rope.scaling.type`);
+  const factor = meta.get(`${arch}.rope.scaling.factor`);
+  if (type === 'linear' && typeof factor === 'number' && factor > 0) return { type: 'linear', factor };
+  if (type !== undefined && type !== 'none' && type !== 'linear') throw new UserError(`${file}: ${arch}.rope.scaling.type '${String(type)}' is not supported (supported: linear, and Llama 3's rope_freqs)`);
+  if (!freqs) return undefined;
+  return llama3FromFreqs(file, readGgufTensor({ info: freqs, shape: [...freqs.dims] }), headDim, theta);
+}
+
+/**
+ * Llama 3.1+'s RoPE scaling, which the converter stores as rope_freqs (a divisor per frequency)
+ * rather than its parameters: the parameters Meta published (low 1, high 4, original context
+ * 8192; the factor is the largest divisor) are taken when they reproduce every divisor.
+ */
+function llama3FromFreqs(file: string, divisors: Float32Array, headDim: number, theta: number): RopeScaling {
+  const factor = Math.max(...divisors);
+  const s: RopeScaling = { type: 'llama3', factor, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192 };
+  const lowWavelen = 8192 / 1, highWavelen = 8192 / 4;
+  for (let i = 0; i < divisors.length; i++) {
+    const freq = 1 / theta ** ((2 * i) / headDim);
+    const wavelen = (2 * Math.PI) / freq;
+    let want = 1;
+    if (wavelen > lowWavelen) want = factor;
+    else if (wavelen >= highWavelen) {
+      const smooth = (8192 / wavelen - 1) / (4 - 1);
+      want = 1 / ((1 - smooth) / factor + smooth);
+    }
+    if (Math.abs(want - divisors[i]!) > 1e-3 * want) throw new UserError(`${file}: rope_freqs.weight is not Llama 3's RoPE scaling with its published parameters (divisor ${i} is ${divisors[i]}, expected ${want}); not supported`);
+  }
+  return s;
+}
+
+/** What names a GGUF model's weights: its files' sizes and times. */
+export function ggufIdentityFiles(model: GgufModel): string[] {
+  return model.files.map((f) => {
+    const st = fs.statSync(f);
+    return `${path.basename(f)}:${st.size}:${st.mtimeMs}`;
+  });
+}
