@@ -15,6 +15,9 @@
  * `bos_token`/`eos_token`, the caller's extra variables, and the globals `raise_exception`
  * and `strftime_now` (Llama 3.2 and later write today's date with it). Messages are passed
  * as the JSON they stand for (see {@link templateMessages}).
+ *
+ * A `.gguf` path takes the tokenizer and chat template from the file's metadata instead
+ * (./gguf/tokenizer-json.ts builds the tokenizer.json they stand for).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -22,6 +25,9 @@ import { Tokenizer } from '@huggingface/tokenizers';
 import { Environment, Template } from '@huggingface/jinja';
 import { UserError } from '../../src-shared/types.js';
 import { TemplateInterpreter } from './template-interpreter.js';
+import { isGgufPath } from './gguf/model.js';
+import { openGguf } from './gguf/reader.js';
+import { ggufTokenizer } from './gguf/tokenizer-json.js';
 
 export const FALLBACK_CHAT_TEMPLATE =
   "{{ bos_token }}{% for message in messages %}{{ message['role'] | capitalize }}: {{ message['content'] }}\n\n{% endfor %}" +
@@ -78,7 +84,7 @@ export class ChatTokenizer {
   readonly thinkEndId?: number;
   private readonly template: Template;
 
-  private constructor(private readonly tokenizer: Tokenizer, config: Record<string, unknown>, templateText: string | undefined, dir: string) {
+  private constructor(private readonly tokenizer: Tokenizer, config: Record<string, unknown>, templateText: string | undefined, dir: string, moreEos: number[] = []) {
     this.bosToken = tokenText(config.bos_token);
     this.eosToken = tokenText(config.eos_token);
     this.bosTokenId = this.bosToken !== undefined ? tokenizer.token_to_id(this.bosToken) : undefined;
@@ -87,6 +93,7 @@ export class ChatTokenizer {
     const eos = new Set([...idList(genConfig.eos_token_id), ...idList(modelConfig.eos_token_id)]);
     const eosFromTokenizer = this.eosToken !== undefined ? tokenizer.token_to_id(this.eosToken) : undefined;
     if (eosFromTokenizer !== undefined) eos.add(eosFromTokenizer);
+    for (const id of moreEos) eos.add(id);
     this.eosTokenIds = [...eos];
     if (this.bosTokenId === undefined) this.bosTokenId = idList(modelConfig.bos_token_id)[0];
     this.thinkStartId = tokenizer.token_to_id('<think>');
@@ -100,6 +107,16 @@ export class ChatTokenizer {
   }
 
   static load(dir: string): ChatTokenizer {
+    if (isGgufPath(dir)) {
+      const g = ggufTokenizer(openGguf(dir));
+      let tokenizer: Tokenizer;
+      try {
+        tokenizer = new Tokenizer(g.json, g.config);
+      } catch (err) {
+        throw new UserError(`${dir}: cannot build the tokenizer from its metadata: ${(err as Error).message}`);
+      }
+      return new ChatTokenizer(tokenizer, g.config, g.chatTemplate, dir, g.eosTokenIds);
+    }
     const tokFile = path.join(dir, 'tokenizer.json');
     const tokJson = readJsonIfExists(tokFile);
     if (!tokJson) throw new UserError(`model folder ${dir}: missing file ${tokFile}`);
