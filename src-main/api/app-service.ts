@@ -20,6 +20,7 @@ import { EvalService } from './eval-service.js';
 import { ChatService } from './chat-service.js';
 import type { CaptureHook } from '../openai/capture-hook.js';
 import { RolloutsService } from './rollouts-service.js';
+import { isModelPath } from '../model/model-path.js';
 
 /** Opens a database; `serve` asks for a workspace that also has what live capture needs. */
 export type OpenWorkspace<W extends WorkspaceApi = WorkspaceApi> = (dbPath: string) => Promise<W>;
@@ -296,7 +297,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
 
   async defaultModelDir() {
     const dir = this.settingsStore.raw.defaultModelDir;
-    return { path: dir, exists: fs.existsSync(path.join(dir, 'config.json')) };
+    return { path: dir, exists: isModelPath(dir) };
   }
 
   async trainStatus() {

@@ -30,6 +30,7 @@ import { servedModelId } from '../openai/served-model.js';
 import { loadAdaptedModel } from '../train/adapted-model.js';
 import { ADAPTER_CONFIG, ADAPTER_WEIGHTS } from '../train/peft.js';
 import type { EventHub } from '../workspace/event-hub.js';
+import { isModelPath } from '../model/model-path.js';
 
 export type ChatModelLoader = (modelDir: string, adapterDir: string | null, device: Device) => Promise<LocalModel>;
 
@@ -210,7 +211,7 @@ export class ChatService {
 }
 
 function checkModelFolder(dir: string): void {
-  if (!fs.existsSync(path.join(dir, 'config.json'))) {
+  if (!isModelPath(dir)) {
     throw new UserError(fs.existsSync(dir) ? `${dir} is not a model folder: it has no config.json.` : `The model folder ${dir} does not exist.`);
   }
 }

@@ -14,6 +14,7 @@ import { runJudge } from '../judge/runner.js';
 import type { Availability, JudgeBackend } from '../../src-shared/contract.js';
 import type { EventHub } from '../workspace/event-hub.js';
 import type { SettingsStore } from '../store/settings-file.js';
+import { isModelPath } from '../model/model-path.js';
 
 /** At most this many judge.progress events a second: the UI redraws a bar, not a log. */
 const PROGRESS_INTERVAL_MS = 100;
@@ -29,7 +30,7 @@ export class JudgeService {
 
   async availability(): Promise<Record<JudgeBackend, Availability>> {
     const s = this.settings().raw;
-    const hasModel = fs.existsSync(path.join(s.localModelDir, 'config.json'));
+    const hasModel = isModelPath(s.localModelDir);
     // Shown beside each backend on the Settings page, where its fields are: say what is
     // missing, not where to go.
     return {
@@ -51,7 +52,7 @@ export class JudgeService {
 
   private availabilitySync(backend: 'local' | 'openai'): boolean {
     const s = this.settings().raw;
-    return backend === 'local' ? fs.existsSync(path.join(s.localModelDir, 'config.json')) : s.openaiModel.trim() !== '';
+    return backend === 'local' ? isModelPath(s.localModelDir) : s.openaiModel.trim() !== '';
   }
 
   private spec(backend: JudgeBackend): JudgeBackendSpec {

@@ -25,6 +25,7 @@ import { adapterChange, hintGap, replyIds, replyRow, tokenTexts } from '../train
 import type { TrainRow } from '../train/batches.js';
 import type { SettingsStore } from '../store/settings-file.js';
 import type { EventHub } from '../workspace/event-hub.js';
+import { isModelPath } from '../model/model-path.js';
 
 /** Views kept: each is a few floats per reply token. */
 const CACHE_ENTRIES = 64;
@@ -134,7 +135,7 @@ export class TokenViewService {
     if (!sample) throw new UserError(`There is no sample at reply #${responseTurn} of ${sessionId}.`);
     if (mode === 'hint' && !sample.hint) throw new UserError(noHintReason(workspace, sessionId, responseTurn));
     const modelDir = path.resolve(request.modelDir ?? this.settings().raw.defaultModelDir);
-    if (!fs.existsSync(path.join(modelDir, 'config.json'))) throw new UserError(`There is no model at ${modelDir}: choose a model folder in Settings or on the Training page.`);
+    if (!isModelPath(modelDir)) throw new UserError(`There is no model at ${modelDir}: choose a model folder or .gguf file in Settings or on the Training page.`);
     const adapterDir = mode === 'adapter' ? adapterFolder(request.adapterDir) : null;
     const steps = mode === 'hint' ? 3 : 4;
     const progress = (step: number, message: string) => this.events.emit('tokenview.progress', { sessionId, responseTurn, mode, step, steps, message });

@@ -20,6 +20,7 @@ import { overLengthNote } from '../../src-shared/training.js';
 import type { OnPolicySettings } from '../../src-shared/on-policy-api.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import type { OnPolicyTrainerOptions } from '../onpolicy/options.js';
+import { isModelPath } from '../model/model-path.js';
 
 /** One fine-tune as the engine sees it. */
 export interface TrainJob {
@@ -378,9 +379,9 @@ function checkTaskFile(file: string): void {
   if (!stat.isFile()) throw new UserError(`The task file ${file} is not a file; give a JSONL file with one task per line.`);
 }
 
-/** A model folder must at least have config.json; say which folder when it does not. */
+/** A model folder must at least have config.json (or the model be a .gguf file); say which folder when it does not. */
 export function checkModelDir(dir: string): void {
-  if (!fs.existsSync(path.join(dir, 'config.json'))) {
+  if (!isModelPath(dir)) {
     throw new UserError(`Model folder ${dir} has no config.json (expected a Hugging Face checkpoint folder).`);
   }
 }

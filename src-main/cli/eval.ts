@@ -27,7 +27,7 @@ export const spec = {
     'student, the teacher being the base model shown the hint). Every number has a 95% bootstrap interval\n' +
     'over samples. Progress goes to stderr; Ctrl+C stops and reports what was measured.',
   options: {
-    model: { type: 'string', value: 'DIR', help: 'the base model (a Hugging Face checkpoint folder)', required: true },
+    model: { type: 'string', value: 'DIR', help: 'the base model (a Hugging Face checkpoint folder or a .gguf file)', required: true },
     adapter: { type: 'string', multiple: true, value: 'DIR', help: 'a PEFT LoRA adapter to compare with the base (a train --out folder)', otherwise: 'the base model alone' },
     split: { type: 'string', default: 'heldout', value: EVAL_SPLITS.join('|'), help: "the held-out sessions' samples, or every sample" },
     metrics: {

@@ -56,10 +56,10 @@ export function quantizeFlag(value: string | undefined): Quantize {
 export const spec = {
   name: 'generate',
   synopsis: '--model DIR --prompt TEXT [options]',
-  about: 'Generates a reply with a local model (a Hugging Face checkpoint folder) and prints it on stdout;\n' +
+  about: 'Generates a reply with a local model (a Hugging Face checkpoint folder or a .gguf file) and prints it on stdout;\n' +
     'the token count and speed go to stderr. The prompt is one user message through the chat template.',
   options: {
-    model: { type: 'string', value: 'DIR', help: 'the model folder', required: true },
+    model: { type: 'string', value: 'PATH', help: 'the model folder or .gguf file', required: true },
     prompt: { type: 'string', value: 'TEXT', help: 'the user message', required: true },
     'max-new-tokens': { type: 'string', default: '256', value: 'N', help: 'the most tokens to generate' },
     temperature: { type: 'string', default: '0', value: 'T', help: 'sampling temperature; 0 is greedy' },

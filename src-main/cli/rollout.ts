@@ -31,7 +31,7 @@ export const spec = {
     'Run it again with the same --out to resume. Built-in tools: calculator, current_time, and search_history\n' +
     'over the database when there is one.',
   options: {
-    model: { type: 'string', value: 'DIR', help: 'the model folder', required: true },
+    model: { type: 'string', value: 'PATH', help: 'the model folder or .gguf file', required: true },
     tasks: { type: 'string', value: 'FILE', help: 'the task file (one JSON task per line)', required: true },
     out: { type: 'string', value: 'FILE', help: 'the episodes file to append to (resumed when it exists)', required: true },
     adapter: { type: 'string', value: 'DIR', help: 'a PEFT LoRA adapter to generate with (fed as graph inputs)', otherwise: 'the base model alone' },

@@ -42,7 +42,7 @@ export const spec = {
     '  {"input_ids":[…], "response_start":k}      tokens already made; the response is ids k…end\n' +
     'Messages are {"role","content"} objects, rendered through the model\'s chat template.',
   options: {
-    model: { type: 'string', value: 'DIR', help: 'the model folder (a Hugging Face checkpoint)', required: true },
+    model: { type: 'string', value: 'DIR', help: 'the model (a Hugging Face checkpoint folder or a .gguf file)', required: true },
     input: { type: 'string', value: 'IN.jsonl', help: 'the lines to score', required: true },
     out: { type: 'string', value: 'OUT.jsonl', help: 'where to write the log-probs', required: true },
     adapter: { type: 'string', value: 'DIR', help: 'apply this PEFT LoRA adapter (a train --out folder)', otherwise: 'the base model' },

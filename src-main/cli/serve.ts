@@ -8,6 +8,7 @@ import { defaultDbPath } from '../store/db-location.js';
 import { serveApp } from '../api/serve-app.js';
 import { UserError } from '../../src-shared/types.js';
 import { DB_OPTION, intFlag, jsonOption, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
+import { isGgufPath, isModelPath } from '../model/model-path.js';
 
 export const DEFAULT_PORT = 8787;
 
@@ -44,7 +45,7 @@ export const command: Command = async (argv) => {
     throw new UsageError(`--upstream must be an http(s) base URL such as http://127.0.0.1:11434/v1, got '${values.upstream}'`);
   }
   for (const [flag, dir, file] of [['model', values.model, 'config.json'], ['adapter', values.adapter, 'adapter_config.json']] as const) {
-    if (dir !== undefined && !fs.existsSync(path.join(dir, file))) throw new UserError(`--${flag} ${dir}: no ${file} there`);
+    if (dir !== undefined && !(flag === 'model' && isGgufPath(dir) ? isModelPath(dir) : fs.existsSync(path.join(dir, file)))) throw new UserError(`--${flag} ${dir}: no ${flag === 'model' && isGgufPath(dir) ? 'such file' : `${file} there`}`);
   }
   const upstream = values.upstream
     ? { baseUrl: values.upstream, ...(values['upstream-model'] ? { model: values['upstream-model'] } : {}), ...(process.env.HINDSIGHT_UPSTREAM_API_KEY ? { apiKey: process.env.HINDSIGHT_UPSTREAM_API_KEY } : {}) }

@@ -13,6 +13,7 @@ import { JudgeSetupError } from './judge-errors.js';
 import { LlmJudge, type ChatCompleter } from './llm-judge.js';
 import { LocalCompleter } from './local-completer.js';
 import { OpenAiClient } from './openai-client.js';
+import { isModelPath } from '../model/model-path.js';
 
 export type JudgeBackendSpec =
   | { backend: 'heuristic' }
@@ -37,7 +38,7 @@ export type LlmJudgeSpec = Exclude<JudgeBackendSpec, { backend: 'heuristic' }>;
 export async function openCompleter(spec: LlmJudgeSpec): Promise<ChatCompleter> {
   if (spec.backend === 'local') {
     const dir = path.resolve(spec.modelDir);
-    if (!fs.existsSync(path.join(dir, 'config.json'))) {
+    if (!isModelPath(dir)) {
       throw new JudgeSetupError({ kind: 'not-a-model-folder', dir: spec.modelDir, flag: '--judge-model' });
     }
     return LocalCompleter.load(dir, { device: spec.device, quantize: spec.quantize });
@@ -61,7 +62,7 @@ export async function openJudgeBackend(spec: JudgeBackendSpec): Promise<OpenedJu
       return { judge: new HeuristicJudge(), close: async () => {} };
     case 'local': {
       const dir = path.resolve(spec.modelDir);
-      if (!fs.existsSync(path.join(dir, 'config.json'))) {
+      if (!isModelPath(dir)) {
         throw new JudgeSetupError({ kind: 'not-a-model-folder', dir: spec.modelDir, flag: '--model' });
       }
       const judge = new LlmJudge(await LocalCompleter.load(dir, { device: spec.device, quantize: spec.quantize }), { maxTokens: spec.maxTokens, composite });

@@ -31,7 +31,7 @@ function cliMessage(p: JudgeProblem): string {
     case 'no-model-name':
       return 'the OpenAI-compatible judge needs a model name (e.g. --judge-model qwen2.5:7b-instruct)';
     case 'not-a-model-folder':
-      return `${p.dir}: not a model folder (no config.json); give a Hugging Face checkpoint folder with ${p.flag}`;
+      return `${p.dir}: not a model folder (no config.json); give a Hugging Face checkpoint folder or a .gguf file with ${p.flag}`;
   }
 }
 
@@ -47,7 +47,7 @@ function appMessage(p: JudgeProblem): string {
     case 'no-model-name':
       return "The OpenAI-compatible judge has no model name yet: fill in the judge's Model field (e.g. qwen2.5:7b-instruct) and save the settings.";
     case 'not-a-model-folder':
-      return `${p.dir} is not a model folder (no config.json). Choose a Hugging Face checkpoint folder in the Local judge model folder field.`;
+      return `${p.dir} is not a model folder (no config.json). Choose a Hugging Face checkpoint folder or a .gguf file in the Local judge model folder field.`;
   }
 }
 

@@ -14,6 +14,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Checkpoint } from '../model/hf-checkpoint.js';
+import { writeGgufCompanionFiles } from '../model/gguf/folder-files.js';
 import { checkpointWeights, decoderGraph, transpose2dF32, type LinearHook } from '../model/decoder.js';
 import { f32Tensor, type Graph } from '../graph/ir.js';
 import { createSession, type Device } from '../model/ort-session.js';
@@ -55,6 +56,10 @@ export function writeMergedModel(ckpt: Checkpoint, dir: string, lora: LoraConfig
     tensors[name] = { dtype: 'F32', shape: entry.shape, data };
   }
   writeSafetensorsAtomic(path.join(dir, 'model.safetensors'), tensors, { format: 'pt' });
+  if (ckpt.gguf) {
+    writeGgufCompanionFiles(ckpt.gguf, dir); // a GGUF base: config.json and tokenizer files from its metadata
+    return dir;
+  }
   const config = JSON.parse(fs.readFileSync(path.join(ckpt.dir, 'config.json'), 'utf8'));
   writeJsonAtomic(path.join(dir, 'config.json'), { ...config, torch_dtype: 'float32' });
   for (const f of TOKENIZER_FILES) if (fs.existsSync(path.join(ckpt.dir, f))) fs.copyFileSync(path.join(ckpt.dir, f), path.join(dir, f));

@@ -9,6 +9,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { writeGguf as writeGgufFromFolder } from '../../bench/gguf-writer.js';
 import { Checkpoint, readModelConfig } from '../../src-main/model/hf-checkpoint.js';
 import { huggingFaceName, unpermuteRows } from '../../src-main/model/gguf/model.js';
+import { writeGgufCompanionFiles } from '../../src-main/model/gguf/folder-files.js';
+import { LocalModel } from '../../src-main/model/local-model.js';
+import { isModelPath } from '../../src-main/model/model-path.js';
+import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { UserError } from '../../src-shared/types.js';
 import { f32, f32Bytes, str, u32, writeGguf } from './gguf-writer.js';
 import { writeTinyModel, type TinyFamily } from './tiny-models.js';
@@ -46,6 +50,29 @@ describe.each(cases)('$family (tied: $tie) as GGUF', ({ family, tie }) => {
       const got = ckpt.readFloat32(name, w.shape);
       expect(got.every((v, i) => Object.is(v, w.data[i])), name).toBe(true);
     }
+  });
+
+  it('scores as the folder does (the same weights through the same graph)', async () => {
+    const rows = [{ inputIds: [5, 9, 2, 7, 11, 3], responseStart: 2 }];
+    const [a, b] = [await LocalModel.load(dir), await LocalModel.load(file)];
+    try {
+      const [want, got] = [(await a.score(rows))[0]!, (await b.score(rows))[0]!];
+      expect(got.length).toBe(4);
+      got.forEach((v, i) => expect(v).toBeCloseTo(want[i]!, 5));
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it('writes the folder files a merged model of it needs (config.json, tokenizer)', () => {
+    const ckpt = Checkpoint.open(file);
+    const out = path.join(tmp, `${family}-${tie}-companions`);
+    fs.mkdirSync(out);
+    writeGgufCompanionFiles(ckpt.gguf!, out);
+    expect(readModelConfig(out)).toEqual(ckpt.config);
+    const text = 'Hello <|im_start|>world 123';
+    expect(ChatTokenizer.load(out).encode(text)).toEqual(ChatTokenizer.load(file).encode(text));
+    expect(isModelPath(file) && isModelPath(out) && !isModelPath(path.join(tmp, 'none.gguf'))).toBe(true);
   });
 
   it('names the weights by the file (the graph cache\'s key), not by a config.json', () => {

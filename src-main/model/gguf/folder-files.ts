@@ -1,0 +1,50 @@
+/**
+ * The files a Hugging Face folder carries beside its weights, written for a GGUF model: what
+ * its metadata stands for as config.json, tokenizer.json, tokenizer_config.json (with the chat
+ * template) and generation_config.json. A merged model (base + adapter, src-main/train/merge.ts)
+ * of a GGUF base is then an ordinary checkpoint folder.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import type { ModelConfig } from '../hf-checkpoint.js';
+import type { GgufModel } from './model.js';
+import { ggufTokenizer } from './tokenizer-json.js';
+
+/** config.json's fields for `c`, as readModelConfig reads them back. */
+export function configJson(c: ModelConfig): Record<string, unknown> {
+  const s = c.ropeScaling;
+  return {
+    architectures: [c.architecture],
+    model_type: c.family,
+    vocab_size: c.vocabSize,
+    hidden_size: c.hiddenSize,
+    intermediate_size: c.intermediateSize,
+    num_hidden_layers: c.numLayers,
+    num_attention_heads: c.numHeads,
+    num_key_value_heads: c.numKvHeads,
+    head_dim: c.headDim,
+    hidden_act: 'silu',
+    rms_norm_eps: c.rmsNormEps,
+    rope_theta: c.ropeTheta,
+    rope_scaling: !s ? null : s.type === 'linear' ? { rope_type: 'linear', factor: s.factor } : {
+      rope_type: 'llama3', factor: s.factor, low_freq_factor: s.lowFreqFactor, high_freq_factor: s.highFreqFactor, original_max_position_embeddings: s.originalMaxPositionEmbeddings,
+    },
+    tie_word_embeddings: c.tieWordEmbeddings,
+    ...(c.family === 'llama' ? { attention_bias: c.qkvBias } : {}),
+    mlp_bias: c.mlpBias,
+    ...(c.bosTokenId !== undefined ? { bos_token_id: c.bosTokenId } : {}),
+    eos_token_id: c.eosTokenIds.length === 1 ? c.eosTokenIds[0] : c.eosTokenIds,
+    max_position_embeddings: c.maxPositionEmbeddings,
+    torch_dtype: 'float32',
+  };
+}
+
+/** Writes config.json and the tokenizer files of `model` into `dir`. */
+export function writeGgufCompanionFiles(model: GgufModel, dir: string): void {
+  const tok = ggufTokenizer(model.gguf);
+  const write = (name: string, value: unknown) => fs.writeFileSync(path.join(dir, name), JSON.stringify(value, null, 1));
+  write('config.json', configJson(model.config));
+  write('tokenizer.json', tok.json);
+  write('tokenizer_config.json', tok.config);
+  write('generation_config.json', { eos_token_id: tok.eosTokenIds, ...(model.config.bosTokenId !== undefined ? { bos_token_id: model.config.bosTokenId } : {}) });
+}
