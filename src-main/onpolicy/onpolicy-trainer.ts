@@ -21,7 +21,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { EPISODES_FILE } from '../../src-shared/rollout.js';
-import { recomputeOn } from '../../src-shared/training.js';
 import { openCompleter } from '../judge/backends.js';
 import type { ChatCompleter } from '../judge/llm-judge.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
@@ -33,15 +32,14 @@ import { enginePolicy, type Policy } from '../rollout/policy.js';
 import { ToolRegistry } from '../rollout/tools.js';
 import { loopbackUrl, userTools } from '../rollout/user-tools.js';
 import { DEFAULT_PERSIST, Store } from '../store/database.js';
-import { RunEvaluations } from '../train/run-evaluations.js';
-import { defaultEvalEvery, RunEvaluator, assertNoHeldOutRows } from '../train/train-eval.js';
+import type { TrainerHooks, TrainResult } from '../train/run-events.js';
+import { openRunStep, runLoop } from '../train/run-loop.js';
+import { RunEvaluator, assertNoHeldOutRows } from '../train/train-eval.js';
 import { TrainerLog } from '../train/trainer-log.js';
-import type { TrainerHooks, TrainResult } from '../train/trainer.js';
-import { createTrainStep } from '../train/training-step.js';
 import { CONTEXTS_FILE, stepContexts, teacherPromptIds, type StepContext } from './contexts.js';
-import { runSteps, type Loop } from './loop.js';
-import type { OnPolicyTrainSettings, OnPolicyTrainerOptions } from './options.js';
+import { savedForm, type OnPolicyTrainSettings, type OnPolicyTrainerOptions } from './options.js';
 import { claimOutFolder, prepare, resolveOptions } from './prepare.js';
+import { rolloutBatches } from './rollout-batches.js';
 import type { Scorer } from './scoring.js';
 
 export interface OnPolicyHooks extends TrainerHooks {
@@ -96,14 +94,8 @@ export async function trainOnPolicy(options: OnPolicyTrainerOptions, hooks: OnPo
     claimOutFolder(o, p, log);
     if (o.heldOut) log.append({ type: 'held_out', sessions: heldOut.sessionIds.length, samples: heldOut.samples.length });
 
-    emit({ type: 'status', phase: 'compiling', message: 'building the training graph' });
-    const step = await createTrainStep(checkpoint, {
-      lora: settings.lora, optimizer: settings.optimizer, loss: settings.loss, device: settings.device, threads: settings.threads ?? undefined,
-      recompute: recomputeOn(settings.recompute, settings.maxLength), maxLength: settings.maxLength, precision: settings.precision ?? undefined,
-      value: settings.ppo.advantage === 'gae' ? { clip: settings.ppo.valueClip, coef: settings.ppo.valueCoef } : undefined,
-    });
+    const step = await openRunStep(checkpoint, settings, emit);
     closers.push(() => step.close());
-    emit({ type: 'executionProvider', name: step.executionProvider });
     const engine = ModelEngine.open(settings.modelDir, { device: settings.device, threads: settings.threads ?? undefined, lora: settings.lora, precision: settings.precision ?? undefined }, tokenizer);
     closers.push(() => engine.close());
     const judge = await openJudge(settings, emit);
@@ -115,16 +107,15 @@ export async function trainOnPolicy(options: OnPolicyTrainerOptions, hooks: OnPo
     closers.push(() => writer.close());
     for (const note of [...previous.notes, ...notes]) emit({ type: 'status', phase: 'preparing', message: note });
     const policy = hooks.policy?.(engine) ?? enginePolicy(engine, { temperature: settings.onPolicy.temperature, topP: settings.onPolicy.topP });
-    const evals = evaluator && new RunEvaluations(evaluator, step, log, emit, p.totalSteps, o.evalEvery ?? defaultEvalEvery(p.totalSteps));
-    const loop: Loop = {
-      outDir: o.outDir, prepared: p, step, engine, policy, tools: registry, contexts, log, emit, shouldStop, evals, writer,
-      written: previous.episodes.filter((e) => e.step >= p.startStep), scorer: scorer(settings, step, judge, tokenizer), checkpoint,
-    };
-    const result = await runSteps(loop);
-    return {
-      ...result, heldOut: { sessions: heldOut.sessionIds.length, samples: heldOut.samples.length },
-      episodes: readEpisodes(episodesFile).episodes.length, episodesFile,
-    };
+    const source = rolloutBatches({
+      settings, contexts, skipped: p.skipped, engine, policy, tools: registry, scorer: scorer(settings, step, judge, tokenizer), writer,
+      written: previous.episodes.filter((e) => e.step >= p.startStep), emit, shouldStop,
+    });
+    const result = await runLoop({
+      outDir: o.outDir, settings, savedSettings: savedForm(settings), progress: p, dataSha256: p.contextsSha, step, checkpoint, log, emit, shouldStop,
+      evaluator, evalEvery: o.evalEvery, heldOut: { sessions: heldOut.sessionIds.length, samples: heldOut.samples.length }, source,
+    });
+    return { ...result, episodes: readEpisodes(episodesFile).episodes.length, episodesFile };
   } finally {
     for (const close of closers.reverse()) await close();
   }

@@ -1,11 +1,11 @@
 /**
  * The held-out evaluations of one run (docs/design.md §Evaluation): when to measure, and where
  * each measurement goes (a `"type":"eval"` line of the log, an `eval` event, `eval.json` at the
- * end). The offline trainer (./trainer.ts) and the on-policy one (../onpolicy/) share it.
+ * end). The run loop (./run-loop.ts) keeps one for every run, offline or on-policy.
  */
 import { readEvalLog, type EvalLogLine, type TrainerLog } from './trainer-log.js';
 import { evaluatesAt, type RunEvaluator } from './train-eval.js';
-import type { TrainerEvent } from './trainer.js';
+import type { TrainerEvent } from './run-events.js';
 import type { LoraWeights, TrainStep } from './training-step.js';
 
 /** The evaluations of one run: when to measure, and where each measurement goes. */

@@ -1,9 +1,12 @@
 /**
- * The training loop: rows → batches → the updates of each batch (./ppo-batch.ts: by default
- * one TrainStep update, which computes old = stopgrad(logp) and the advantages in its own
- * forward pass; with PPO epochs, minibatches or the grpo / gae estimators, several updates
- * against an old fixed for the batch), with the log, checkpoints, resume, cancel, the
- * non-finite stop and the PEFT export (plus the value head of a `gae` run).
+ * The offline trainer: a fixed set of rows → batches → the updates of each batch
+ * (./ppo-batch.ts: by default one TrainStep update, which computes old = stopgrad(logp) and
+ * the advantages in its own forward pass; with PPO epochs, minibatches or the grpo / gae
+ * estimators, several updates against an old fixed for the batch). This module reads and
+ * checks the run, claims its folder and supplies its batches (`rowBatches`); the run loop
+ * (./run-loop.ts), which the on-policy trainer shares, does the rest: the log, checkpoints,
+ * cancel, the non-finite stop, the evaluations and the PEFT export (plus the value head of a
+ * `gae` run).
  *
  * This module runs wherever it is called; ONNX Runtime blocks the calling thread, so the
  * app and the CLI call it through ./trainer-thread.ts, which hosts it in a worker thread.
@@ -25,64 +28,28 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { overLengthNote, overLengthReason } from '../../src-shared/training.js';
 import { UserError } from '../../src-shared/types.js';
-import { recomputeOn } from '../../src-shared/training.js';
 import { Checkpoint, type ModelConfig } from '../model/hf-checkpoint.js';
 import { seededRandom } from '../model/sampling.js';
 import { ChatTokenizer } from '../model/tokenizer.js';
 import { rowSelected, rowsForStep, rowsFromSamples, type RowSet, type TrainRow } from './batches.js';
 import { rowToLine, rowsFromJsonl } from './data-lines.js';
 import { missingGroup } from './estimators.js';
-import { minibatchRandom, trainBatch } from './ppo-batch.js';
-import { writeValueHead, zeroValueHead } from './value-head.js';
-import { findCheckpoint, loadCheckpoint, readCheckpointState, resumedProgress, saveCheckpoint, type RunProgress, type TrainerState } from './run-checkpoint.js';
+import { zeroValueHead } from './value-head.js';
+import { findCheckpoint, loadCheckpoint, readCheckpointState, resumedProgress, type RunProgress } from './run-checkpoint.js';
+import type { TrainerHooks, TrainResult } from './run-events.js';
 import { checkOutFolder, DATASET_FILE, holdsRun, prepareOutFolder } from './run-folder.js';
+import { openRunStep, runLoop, type BatchSource } from './run-loop.js';
 import { checkBounds, loraFrom, resumedSettings, settingsFrom, type RunSettings, type TrainerOptions } from './run-settings.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { initLora, loraSpecs } from './lora.js';
-import { LOG_FILE, TrainerLog, type EvalLogLine, type StepLog } from './trainer-log.js';
-import { assertNoHeldOutRows, defaultEvalEvery, RunEvaluator } from './train-eval.js';
-import { RunEvaluations } from './run-evaluations.js';
-import { writeMergedModel } from './merge.js';
-import { writeAdapter } from './peft.js';
-import { checkFiniteBatch } from './non-finite.js';
-import { createTrainStep, type LoraWeights, type OptimizerKind, type OptimizerState, type TrainStep } from './training-step.js';
+import { LOG_FILE, TrainerLog } from './trainer-log.js';
+import { assertNoHeldOutRows, RunEvaluator } from './train-eval.js';
+import type { LoraWeights, OptimizerKind, OptimizerState } from './training-step.js';
 
 export { DATASET_FILE } from './run-folder.js';
 export type { RunSettings, TrainerOptions } from './run-settings.js';
 
-export type TrainerEvent =
-  | { type: 'status'; phase: 'loading' | 'preparing' | 'compiling' | 'generating' | 'training' | 'evaluating' | 'saving' | 'exporting'; message: string }
-  | { type: 'executionProvider'; name: string }
-  /** Samples left out because they do not fit the run's max length (src-shared/training.ts overLengthNote). */
-  | { type: 'overLength'; count: number; maxLength: number }
-  | { type: 'step'; log: StepLog }
-  | { type: 'eval'; log: EvalLogLine };
-
-export interface TrainResult {
-  status: 'finished' | 'cancelled';
-  steps: number;
-  totalSteps: number;
-  adapterDir: string;
-  checkpointDir: string;
-  logFile: string;
-  executionProvider: string;
-  rows: number;
-  skipped: Record<string, number>;
-  truncated: number;
-  last: StepLog | null;
-  mergedDir?: string;
-  /** The held-out sessions and samples the caller named (none trained on). */
-  heldOut: { sessions: number; samples: number };
-  /** The last held-out evaluation, and eval.json, when there were held-out samples to measure. */
-  lastEval: EvalLogLine | null;
-  evalFile: string | null;
-}
-
-export interface TrainerHooks {
-  onEvent?: (event: TrainerEvent) => void;
-  /** Polled between steps; true stops after the current step with a checkpoint. */
-  shouldStop?: () => boolean;
-}
+export type { TrainerEvent, TrainerHooks, TrainResult } from './run-events.js';
 
 /** A new run's optimizer state: step 0, zero moments for AdamW. */
 export function emptyOptimizerState(weights: LoraWeights, kind: OptimizerKind): OptimizerState {
@@ -235,100 +202,31 @@ export async function train(options: TrainerOptions, hooks: TrainerHooks = {}): 
   if (o.heldOut) log.append({ type: 'held_out', sessions: heldOut.sessionIds.length, samples: heldOut.samples.length });
   const { settings } = p;
   if (overLengthCount(p) > 0) emit({ type: 'overLength', count: overLengthCount(p), maxLength: settings.maxLength });
-  const specs = loraSpecs(checkpoint.config, settings.lora.targets);
-
-  emit({ type: 'status', phase: 'compiling', message: 'building the training graph' });
-  const step = await createTrainStep(checkpoint, {
-    lora: settings.lora, optimizer: settings.optimizer, loss: settings.loss, device: settings.device, threads: settings.threads ?? undefined,
-    recompute: recomputeOn(settings.recompute, settings.maxLength), maxLength: settings.maxLength, precision: settings.precision ?? undefined,
-    value: settings.ppo.advantage === 'gae' ? { clip: settings.ppo.valueClip, coef: settings.ppo.valueCoef } : undefined,
-  });
+  const step = await openRunStep(checkpoint, settings, emit);
   try {
-    if (step.specs.map((s) => s.module).join() !== specs.map((s) => s.module).join()) {
-      throw new Error('the training step adapts other modules than the trainer expects');
-    }
-    emit({ type: 'executionProvider', name: step.executionProvider });
-    const evals = evaluator && new RunEvaluations(evaluator, step, log, emit, p.totalSteps, o.evalEvery ?? defaultEvalEvery(p.totalSteps));
-    const result = await loop(o.outDir, p, step, checkpoint, log, emit, hooks.shouldStop ?? (() => false), evals);
-    return { ...result, heldOut: { sessions: heldOut.sessionIds.length, samples: heldOut.samples.length } };
+    return await runLoop({
+      outDir: o.outDir, settings, savedSettings: settings, progress: p, dataSha256: p.datasetSha, step, checkpoint, log, emit,
+      shouldStop: hooks.shouldStop ?? (() => false), evaluator, evalEvery: o.evalEvery,
+      heldOut: { sessions: heldOut.sessionIds.length, samples: heldOut.samples.length }, source: rowBatches(p),
+    });
   } finally {
     await step.close();
   }
 }
 
-async function loop(
-  outDir: string, p: Prepared, step: TrainStep, checkpoint: Checkpoint, log: TrainerLog,
-  emit: (e: TrainerEvent) => void, shouldStop: () => boolean, evals: RunEvaluations | null,
-): Promise<Omit<TrainResult, 'heldOut'>> {
-  const { settings, rows, totalSteps } = p;
-  const specs = step.specs;
-  let weights = p.weights;
-  let optimizer = p.optimizer;
-  let valueHead = p.valueHead;
-  let done = p.startStep;
-  let last: StepLog | null = null;
-  const { saveEvery } = settings;
-  const started = Date.now();
-  const baseModel = settings.modelDir;
-  const save = (): string => {
-    savedStep = done;
-    emit({ type: 'status', phase: 'saving', message: `checkpoint at step ${done}` });
-    const state: TrainerState<RunSettings> = { format: 1, step: done, totalSteps, settings, datasetSha256: p.datasetSha, savedAt: new Date().toISOString() };
-    return saveCheckpoint(outDir, { state, lora: settings.lora, specs, weights, optimizer, baseModel, valueHead });
-  };
-  // A checkpoint exists from the start, so a stop or failure at step 1 still leaves one to
-  // resume; a resumed run in its own folder already has it (and must not rewrite it in place).
-  let savedStep = p.resumedIn === outDir ? p.startStep : -1;
-  let checkpointDir = savedStep === done ? findCheckpoint(outDir) : save();
-  await evals?.start(done, weights);
-  emit({ type: 'status', phase: 'training', message: `${rows.length} rows, ${totalSteps - done} steps to go` });
-  let status: TrainResult['status'] = 'finished';
-
-  while (done < totalSteps) {
-    if (shouldStop()) {
-      status = 'cancelled';
-      break;
-    }
-    const t0 = Date.now();
-    const { rows: batchRows, epoch } = rowsForStep(rows, settings.batchSize, done, settings.seed, seededRandom);
-    const result = await trainBatch({
-      step, rows: batchRows, weights, optimizer, valueHead, random: minibatchRandom(settings.seed, done), groupPool: rows,
-      settings: { method: settings.method, wOpd: settings.wOpd, wRl: settings.wRl, klBeta: settings.loss.klBeta, ppo: settings.ppo },
-    });
-    const stepNo = done + 1;
-    const m = result.metrics;
-    checkFiniteBatch(result, { step: stepNo, lr: settings.optimizer.lr, savedStep, checkpointDir });
-    weights = result.weights;
-    optimizer = result.optimizer;
-    valueHead = result.valueHead;
-    done = stepNo;
-    const seconds = (Date.now() - t0) / 1000;
-    const elapsed = p.elapsedBefore + (Date.now() - started) / 1000;
-    const perStep = (Date.now() - started) / 1000 / (done - p.startStep);
-    last = {
-      step: done, total_steps: totalSteps, epoch, loss: m.loss, reward_mean: m.rewardMean, adv_mean: m.advMean,
-      teacher_student_gap: m.teacherStudentGap, approx_kl: m.approxKl, clipfrac: m.clipfrac,
-      grad_norm: m.gradNorm, lr: settings.optimizer.lr, tokens: m.tokens, tokens_per_s: seconds > 0 ? m.inputTokens / seconds : 0,
-      elapsed_s: elapsed, eta_s: perStep * (totalSteps - done), execution_provider: step.executionProvider,
-      ...(m.drift !== undefined ? { drift: m.drift } : {}),
-      ...(m.valueLoss !== undefined ? { value_loss: m.valueLoss } : {}),
-      ...(m.explainedVariance !== undefined ? { explained_variance: m.explainedVariance } : {}),
-    };
-    log.append(last);
-    emit({ type: 'step', log: last });
-    if (saveEvery > 0 && done % saveEvery === 0 && done < totalSteps) checkpointDir = save();
-    await evals?.after(done, weights);
-  }
-  await evals?.after(done, weights, true); // a cancelled run is measured where it stopped
-  if (savedStep !== done) checkpointDir = save();
-  emit({ type: 'status', phase: 'exporting', message: `writing the adapter to ${outDir}` });
-  writeAdapter(outDir, { lora: settings.lora, specs, weights, baseModel });
-  if (valueHead) writeValueHead(outDir, valueHead);
-  let mergedDir: string | undefined;
-  if (settings.merge) mergedDir = writeMergedModel(checkpoint, path.join(outDir, 'merged'), settings.lora, specs, weights);
-  const evalFile = evals?.writeReport(outDir) ?? null;
+/**
+ * The offline run's batches: step k trains on batch k mod ⌈rows / batch⌉ of its epoch, each
+ * epoch in its own seeded order (./batches.ts rowsForStep); GRPO's groups are drawn from all
+ * the rows, so a group's baseline does not depend on how the batches cut it.
+ */
+function rowBatches(p: Prepared): BatchSource {
+  const { rows, settings } = p;
   return {
-    status, steps: done, totalSteps, adapterDir: outDir, checkpointDir, logFile: log.file, executionProvider: step.executionProvider,
-    rows: rows.length, skipped: p.rowSet.skipped, truncated: p.rowSet.truncated, last, mergedDir, lastEval: evals?.last ?? null, evalFile,
+    summary: { rows: rows.length, skipped: p.rowSet.skipped, truncated: p.rowSet.truncated },
+    startMessage: (stepsToGo) => `${rows.length} rows, ${stepsToGo} steps to go`,
+    batch: async (index) => {
+      const { rows: batchRows, epoch } = rowsForStep(rows, settings.batchSize, index, settings.seed, seededRandom);
+      return { epoch, rows: batchRows, groupPool: rows };
+    },
   };
 }
