@@ -49,7 +49,7 @@ import { DEFAULT_VOCAB_CHUNK, appendTargetLogprobs } from './chunked-head.js';
 import { HEAD_SCHEME, type QuantScheme } from './quantize.js';
 import { halfPrecisionMatmul } from './half-matmul.js';
 import type { Precision } from '../../src-shared/training.js';
-import { quantizedMatmul, quantizedTargetLogprobs } from './quantized-matmul.js';
+import { nativeBlocksOf, quantizedMatmul, quantizedTargetLogprobs } from './quantized-matmul.js';
 
 export type LinearTarget = 'q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down';
 export const LINEAR_TARGETS: readonly LinearTarget[] = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'];
@@ -120,7 +120,7 @@ export interface WeightSource {
 export function checkpointWeights(ckpt: Checkpoint): WeightSource {
   return {
     config: ckpt.config,
-    identity: ckpt.identity(),
+    identity: ckpt.identity(), ...nativeBlocksOf(ckpt), // a GGUF's Q8_0/Q4_0 blocks, used as they are under --quantize
     has: (name) => ckpt.has(name),
     lazyFloat32(name, shape, transpose2d = false) {
       ckpt.checkShape(name, shape);

@@ -7,31 +7,50 @@
  * The score graph's quantised LM head runs over row chunks of the head, each its own
  * initializers (so ONNX Runtime prepacks each, as it does the whole head for generation), with
  * the same online log-sum-exp as the fp32 head (./chunked-head.ts): no [N, V] value is made.
+ *
+ * A GGUF checkpoint's Q8_0 and Q4_0 weights are used in their own blocks (./gguf/native-blocks.ts),
+ * whatever the scheme asked for: they are never expanded to fp32 or quantised a second time.
  */
 import { int, tensorValues, type GraphBuilder, type Tensor } from '../graph/ir.js';
 import { after, foldVocabularyChunks } from './chunked-head.js';
 import type { WeightSource } from './decoder.js';
 import { quantizedDims, quantizeBlockwise, type QuantizedWeight, type QuantScheme } from './quantize.js';
+import type { Checkpoint } from './hf-checkpoint.js';
+import { ggufNativeBlocks, type NativeBlocks } from './gguf/native-blocks.js';
 
 type Part = 'codes' | 'scales' | 'zeroPoints';
 type Reader = (part: Part, rows: [number, number]) => () => Uint8Array | Float32Array;
 
+/** A weight source that holds some weights in MatMulNBits' blocks already (a GGUF's Q8_0 and Q4_0). */
+interface NativeSource {
+  nativeBlocks?(name: string, n: number, k: number, accuracyLevel: 0 | 4): NativeBlocks | undefined;
+}
+
+/** What checkpointWeights adds for a GGUF checkpoint: its tensors' own blocks, where they map exactly. */
+export function nativeBlocksOf(ckpt: Checkpoint): NativeSource {
+  const g = ckpt.gguf;
+  return g ? { nativeBlocks: (name, n, k, level) => ggufNativeBlocks(g, name, n, k, level) } : {};
+}
+
 /**
  * The reader of one weight's quantisation, to be read `reads` times in all (three per
- * initializer set): quantised on the first read, dropped after the last.
+ * initializer set): quantised on the first read (or taken as the source holds it), dropped
+ * after the last; and the scheme it is in.
  */
-function lazyQuantization(weights: WeightSource, name: string, n: number, k: number, scheme: QuantScheme, reads: number): Reader {
-  const source = weights.lazyFloat32(name, [n, k]);
+function lazyQuantization(weights: WeightSource, name: string, n: number, k: number, asked: QuantScheme, reads: number): { read: Reader; scheme: QuantScheme } {
+  const native = (weights as NativeSource).nativeBlocks?.(name, n, k, asked.accuracyLevel);
+  const source = native ? undefined : weights.lazyFloat32(name, [n, k]);
   let cached: QuantizedWeight | undefined;
   let done = 0;
-  return (part: Part, rows: [number, number]) => () => {
-    cached ??= quantizeBlockwise(tensorValues(source) as Float32Array, n, k, scheme);
+  const read: Reader = (part: Part, rows: [number, number]) => () => {
+    cached ??= native ? native.read() : quantizeBlockwise(tensorValues(source!) as Float32Array, n, k, asked);
     const values = tensorValues(cached[part]) as Uint8Array | Float32Array;
     const perRow = values.length / n; // every part is laid out row by row
     const data = values.subarray(rows[0] * perRow, rows[1] * perRow);
     if (++done % reads === 0) cached = undefined;
     return data;
   };
+  return { read, scheme: native?.scheme ?? asked };
 }
 
 /** MatMulNBits over rows [from, to) of the weight; `label` names its initializers. */
@@ -49,8 +68,9 @@ function matMulNBits(b: GraphBuilder, x: string, read: Reader, label: string, ro
 }
 
 /** x · Wᵀ for the whole weight `name` [n, k]. */
-export function quantizedMatmul(b: GraphBuilder, x: string, weights: WeightSource, name: string, n: number, k: number, scheme: QuantScheme): string {
-  return matMulNBits(b, x, lazyQuantization(weights, name, n, k, scheme, 3), name, [0, n], k, scheme);
+export function quantizedMatmul(b: GraphBuilder, x: string, weights: WeightSource, name: string, n: number, k: number, asked: QuantScheme): string {
+  const { read, scheme } = lazyQuantization(weights, name, n, k, asked, 3);
+  return matMulNBits(b, x, read, name, [0, n], k, scheme);
 }
 
 /**
@@ -59,10 +79,10 @@ export function quantizedMatmul(b: GraphBuilder, x: string, weights: WeightSourc
  * it (each chunk gathers at its clipped index and keeps the value only where the index was in range).
  */
 export function quantizedTargetLogprobs(
-  b: GraphBuilder, h: string, targets: string, weights: WeightSource, name: string, vocabSize: number, scheme: QuantScheme, chunk: number,
+  b: GraphBuilder, h: string, targets: string, weights: WeightSource, name: string, vocabSize: number, asked: QuantScheme, chunk: number,
 ): string {
   const k = weights.config.hiddenSize;
-  const read = lazyQuantization(weights, name, vocabSize, k, scheme, 3 * Math.ceil(vocabSize / chunk));
+  const { read, scheme } = lazyQuantization(weights, name, vocabSize, k, asked, 3 * Math.ceil(vocabSize / chunk));
   const zero = b.scalar(0);
   let targetLogit: string | undefined;
   const { lse } = foldVocabularyChunks(b, vocabSize, chunk, h, (start, end, anchor) => {
