@@ -117,7 +117,7 @@ function estimatorsPart(): void {
     console.log(`${estimator}: ${f(r.wallS)} s wall / ${f(r.cpuS)} s CPU per batch (warm-up ${f(r.warmWallS)} s; graph + session ${f(r.buildS, 1)} s); ` +
       `peak RSS ${(r.peakMb / 1024).toFixed(2)} GB; load ${before} → ${load()}`);
     console.log(`  ${r.rows} rows, ${m.updates} updates; first-epoch drift ${drift} (timed repeats: ${r.drifts.map((d) => d?.toExponential(2) ?? '—').join(', ')}); ` +
-      `loss ${m.loss.toExponential(3)}, approx KL ${m.approxKl.toExponential(2)}, clipfrac ${f(m.clipfrac, 4)}, adv mean ${f(m.advMean, 3)}${value}`);
+      `loss ${m.loss.toExponential(3)}, approx KL ${Number(m.approxKl).toExponential(2)}, clipfrac ${f(Number(m.clipfrac), 4)}, adv mean ${f(m.advMean, 3)}${value}`);
     console.log(`  a forward pass of the batch, ${estimator === 'gae' ? 'log-probs and V_old (in every gae batch)' : 'log-probs only (what rows without old_logprobs would add)'}: ` +
       `${f(r.forward.wallS)} s wall / ${f(r.forward.cpuS)} s CPU`);
   }

@@ -31,8 +31,7 @@ export interface OnPolicySettings {
   taskFile?: string;
 }
 
-/** The methods and advantage estimators as the Training page names them, for errors said in the app's words. */
-export const METHOD_NAMES = { rl: 'Binary RL', opd: 'On-policy distillation', combine: 'Combined' } as const;
+/** The advantage estimators as the Training page names them, for errors said in the app's words (a method's name: its record's `label`). */
 export const ADVANTAGE_NAMES: Record<AdvantageEstimator, string> = { reward: 'Reward', grpo: 'GRPO', gae: 'GAE' };
 
 export const onPolicyInput: Schema<OnPolicySettings> = object({

@@ -4,8 +4,14 @@
  * `train.progress` event from it and must not reach Node modules, even for type checking.
  */
 import type { DeltaEstimate, HintMetrics, LikelihoodMetrics } from './eval-report.js';
+import type { BuiltInMetricField, LossSpec } from './training-methods.js';
 
-export interface StepLog {
+/**
+ * A step's line. Between the advantages' and the gradient's fields come the metrics the run's
+ * loss declares (./training-methods.ts), in its order: PPO-clip, every built-in method's loss,
+ * writes `approx_kl` and `clipfrac` (typed here); a loss registered by a test writes its own.
+ */
+export interface StepLog extends Record<BuiltInMetricField, number> {
   step: number;
   total_steps: number;
   epoch: number;
@@ -14,8 +20,6 @@ export interface StepLog {
   adv_mean: number;
   /** Token mean of teacher − old where a teacher exists; null for rl or a batch without hints. */
   teacher_student_gap: number | null;
-  approx_kl: number;
-  clipfrac: number;
   grad_norm: number;
   lr: number;
   tokens: number;
@@ -66,3 +70,11 @@ export interface EvalLogLine {
 }
 
 export type TrainerLogLine = StepLog | HeldOutLogLine | EvalLogLine;
+
+/**
+ * The fields of the metrics `loss` declares, in its order, from a batch's metrics by key (0 for
+ * a step that trained nothing). Typed as the built-in losses' fields; a registered loss's are its own.
+ */
+export function lossMetricFields(loss: LossSpec, metrics: Readonly<Record<string, unknown>> | null): Record<BuiltInMetricField, number> {
+  return Object.fromEntries(loss.metrics.map((m) => [m.field, (metrics?.[m.key] as number | undefined) ?? 0])) as Record<BuiltInMetricField, number>;
+}

@@ -5,9 +5,11 @@
  * changes everywhere. Node-free on purpose: the browser bundle loads this file.
  */
 import { number, ValidationError, type Schema } from './validate.js';
+import { methodRecord, TRAIN_METHODS, type TrainMethod } from './training-methods.js';
 
-export type TrainMethod = 'rl' | 'opd' | 'combine';
-export const TRAIN_METHODS: readonly TrainMethod[] = ['rl', 'opd', 'combine'];
+// The methods themselves are records in ./training-methods.ts; their names are re-exported
+// here because every setting of a run is read from this file.
+export { TRAIN_METHODS, type TrainMethod };
 
 /**
  * Where a model runs (ONNX Runtime's execution provider): `cpu` everywhere; `cuda` once its
@@ -108,9 +110,9 @@ export const TRAIN_DEFAULTS = {
   wRl: 1,
 } as const;
 
-/** PPO-clip's upper epsilon: 0.28 when rewards drive the update (rl, combine), 0.2 for pure distillation. */
+/** PPO-clip's upper epsilon: the method's own default (./training-methods.ts). */
 export function defaultEpsHigh(method: TrainMethod): number {
-  return method === 'opd' ? 0.2 : 0.28;
+  return methodRecord(method).defaults.epsHigh;
 }
 
 /**

@@ -8,11 +8,12 @@ import type { TrainingSample } from '../../src-shared/views.js';
 import { withWorkspace, type Workspace } from '../workspace/workspace.js';
 import type { HeldOutSet } from '../train/train-eval.js';
 import { signed } from '../../src-shared/eval-report.js';
-import type { EvalLogLine } from '../../src-shared/trainer-log-line.js';
+import type { EvalLogLine, StepLog } from '../../src-shared/trainer-log-line.js';
 import { parseTargets } from '../train/lora.js';
 import { startTraining } from '../train/trainer-thread.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import { defaultEpsHigh, OPTIMIZER_KINDS, overLengthNote, RECOMPUTE_AUTO_FROM, RECOMPUTE_MODES, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type RecomputeMode, type TrainMethod } from '../../src-shared/training.js';
+import { knownLossMetrics, methodRecord, orList } from '../../src-shared/training-methods.js';
 import { boundFlag, DB_OPTION, ranged, defaultDbPath, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, precisionFlag } from './generate.js';
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS as P, type AdvantageEstimator } from '../../src-shared/rollout.js';
@@ -32,9 +33,9 @@ export const spec = {
     "model's own rollouts instead (of a task file's contexts, or the database's samples) and also writes\n" +
     'episodes.jsonl and contexts.jsonl.',
   options: {
-    model: { type: 'string', value: 'DIR', help: 'the base model (a Hugging Face checkpoint folder)', required: 'unless --resume' },
+    model: { type: 'string', value: 'DIR', help: 'the base model (a Hugging Face checkpoint folder or a .gguf file)', required: 'unless --resume' },
     out: { type: 'string', value: 'ADAPTER_DIR', help: 'the folder that receives the run', required: 'unless --resume' },
-    method: { type: 'string', value: TRAIN_METHODS.join('|'), help: 'Binary RL, On-Policy Distillation or both', otherwise: D.method },
+    method: { type: 'string', value: TRAIN_METHODS.join('|'), help: TRAIN_METHODS.map((m) => `${m}: ${methodRecord(m).label}`).join(', '), otherwise: D.method },
     data: { type: 'string', value: 'IN.jsonl', help: 'pre-tokenised rows to train on', otherwise: "the database's labelled samples" },
     steps: { type: 'string', value: 'N', help: ranged('steps', 'training steps (a batch each; on-policy: a round of rollouts each)'), otherwise: `one epoch, ⌈rows / batch size⌉; ${ON_POLICY_STEPS_NOTE}` },
     'batch-size': { type: 'string', value: 'B', help: ranged('batchSize', 'samples per update'), otherwise: num(D.batchSize) },
@@ -46,7 +47,7 @@ export const spec = {
     targets: { type: 'string', value: 'LIST', help: 'adapted linears, comma-separated, or all', otherwise: D.targets.join(',') },
     'init-adapter': { type: 'string', value: 'DIR', help: 'start from this PEFT adapter (its r, alpha and targets)', otherwise: 'a new adapter' },
     'eps-low': { type: 'string', value: 'X', help: ranged('epsLow', 'PPO-clip lower epsilon'), otherwise: num(D.epsLow) },
-    'eps-high': { type: 'string', value: 'X', help: ranged('epsHigh', 'PPO-clip upper epsilon'), otherwise: `${defaultEpsHigh('rl')}; ${defaultEpsHigh('opd')} with --method opd` },
+    'eps-high': { type: 'string', value: 'X', help: ranged('epsHigh', 'PPO-clip upper epsilon'), otherwise: epsHighDefaults() },
     'kl-beta': { type: 'string', value: 'X', help: ranged('klBeta', 'k3 KL penalty against the base model'), otherwise: num(D.klBeta) },
     'w-opd': { type: 'string', value: 'X', help: ranged('wOpd', "combine's weight of the teacher gap"), otherwise: num(D.wOpd) },
     'w-rl': { type: 'string', value: 'X', help: ranged('wRl', "combine's weight of the reward"), otherwise: num(D.wRl) },
@@ -92,6 +93,20 @@ export const spec = {
 } as const;
 const USAGE = usageLine(spec);
 
+/** "0.28; 0.2 with --method opd": the default method's ε_high, then each other value with the methods that start from it. */
+function epsHighDefaults(): string {
+  const byValue = new Map<number, string[]>();
+  for (const m of TRAIN_METHODS) byValue.set(defaultEpsHigh(m), [...(byValue.get(defaultEpsHigh(m)) ?? []), m]);
+  const first = defaultEpsHigh(D.method);
+  return [String(first), ...[...byValue].filter(([v]) => v !== first).map(([v, methods]) => `${v} with --method ${orList(methods)}`)].join('; ');
+}
+
+/** The loss's own metrics in a step line ("kl 1.20e-3 clip 0.000" for PPO-clip): those of every known loss that the line carries. */
+function lossMetricsText(l: StepLog): string {
+  const line = l as unknown as Record<string, unknown>;
+  return knownLossMetrics().filter((m) => typeof line[m.field] === 'number').map((m) => m.show(line[m.field] as number)).join(' ');
+}
+
 function describeEval(l: EvalLogLine): string {
   const m = l.likelihood.margin;
   const margin = m.mean === null ? 'no margin (needs +1 and −1 samples)' : `margin ${signed(m.mean, 3)}${ci(m.ci)}`;
@@ -113,7 +128,7 @@ function describe(event: TrainerEvent): string | null {
     (l.value_loss === undefined ? '' : ` vloss ${l.value_loss.toFixed(4)}`) + (l.explained_variance === undefined ? '' : ` ev ${l.explained_variance.toFixed(3)}`) +
     (l.episodes === undefined ? '' : ` episodes ${l.episodes} reward ${l.episode_reward_mean === null || l.episode_reward_mean === undefined ? '–' : l.episode_reward_mean.toFixed(2)}`);
   return `step ${l.step}/${l.total_steps} loss ${l.loss.toFixed(4)} reward ${l.reward_mean.toFixed(2)} adv ${l.adv_mean.toFixed(4)}${gap} ` +
-    `kl ${l.approx_kl.toExponential(2)} clip ${l.clipfrac.toFixed(3)}${ppo} |g| ${l.grad_norm.toFixed(4)} ${l.tokens_per_s.toFixed(0)} tok/s eta ${l.eta_s.toFixed(0)} s`;
+    `${lossMetricsText(l)}${ppo} |g| ${l.grad_norm.toFixed(4)} ${l.tokens_per_s.toFixed(0)} tok/s eta ${l.eta_s.toFixed(0)} s`;
 }
 
 /**
@@ -158,7 +173,7 @@ export const command: Command = async (argv) => {
   const { values: v } = parseCommandArgs(argv, spec);
   // Unset options stay undefined: a new run takes the defaults, a resumed run its own.
   if (!v.resume && (!v.model || !v.out)) throw new UsageError(`--model and --out are required (or --resume DIR)\n${USAGE}`);
-  if (v.method !== undefined && !TRAIN_METHODS.includes(v.method as TrainMethod)) throw new UsageError(`--method must be rl, opd or combine, got '${v.method}'`);
+  if (v.method !== undefined && !TRAIN_METHODS.includes(v.method as TrainMethod)) throw new UsageError(`--method must be ${orList(TRAIN_METHODS)}, got '${v.method}'`);
   if (v.optimizer !== undefined && !OPTIMIZER_KINDS.includes(v.optimizer as OptimizerKind)) throw new UsageError(`--optimizer must be adamw or sgd, got '${v.optimizer}'`);
   if (v.recompute !== undefined && !RECOMPUTE_MODES.includes(v.recompute as RecomputeMode)) throw new UsageError(`--recompute must be auto, on or off, got '${v.recompute}'`);
   if (v.advantage !== undefined && !ADVANTAGE_ESTIMATORS.includes(v.advantage as AdvantageEstimator)) throw new UsageError(`--advantage must be ${ADVANTAGE_ESTIMATORS.join(', ')}, got '${v.advantage}'`);

@@ -16,6 +16,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
+import { methodRecord } from '../../src-shared/training-methods.js';
 import { readJsonLines } from '../store/jsonl-file.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import type { ReplayJudgeInput } from '../judge/prompts.js';
@@ -86,10 +87,9 @@ export function isTrainingLabel(label: number): boolean {
 
 /** Why a sample gives an on-policy run of `method` no signal, or null when it gives some. */
 function noSignal(s: TrainingSample, method: TrainMethod, judged: boolean, captured: boolean): string | null {
-  const hint = s.hint !== null && method !== 'rl';
-  const label = captured && method !== 'opd';
-  if (hint || label || (judged && method !== 'opd')) return null;
-  return method === 'opd' ? 'no hint' : 'no hint, no judge and no captured reply with a label';
+  const { uses } = methodRecord(method);
+  if ((uses.hint && s.hint !== null) || (uses.reward && (captured || judged))) return null;
+  return uses.reward ? 'no hint, no judge and no captured reply with a label' : 'no hint';
 }
 
 /**

@@ -8,7 +8,7 @@
  */
 import path from 'node:path';
 import { ON_POLICY_DEFAULTS } from '../../src-shared/rollout.js';
-import { METHOD_NAMES } from '../../src-shared/on-policy-api.js';
+import { methodRecord, methodsUsing, orList } from '../../src-shared/training-methods.js';
 import { SurfaceError, UserError } from '../../src-shared/types.js';
 import type { LlmJudgeSpec } from '../judge/backends.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
@@ -142,16 +142,19 @@ export function checkOptionsSignal(method: RunSettings['method'], o: OnPolicyOpt
  */
 function checkSignal(method: RunSettings['method'], s: Pick<OnPolicyRunSettings, 'source' | 'judge'>): void {
   if (s.source === 'tasks' && s.judge) throw new UserError('a task file checks its own answers: give --tasks or a replay judge (--judge-backend), not both');
-  if (s.source === 'tasks' && method === 'opd') {
+  const { uses, label } = methodRecord(method);
+  const using = (signal: 'reward' | 'hint') => ({ names: orList(methodsUsing(signal).map((m) => m.name)), labels: orList(methodsUsing(signal).map((m) => m.label)) });
+  // A task file gives rewards (its answers) and no hints; the database gives hints, and rewards only through a judge.
+  if (s.source === 'tasks' && !uses.reward) {
     throw new SurfaceError(
-      'on-policy opd learns from hints, and a task file has none: use --method rl (or combine) with --tasks, or opd on the database\'s hinted samples',
-      `${METHOD_NAMES.opd} learns from hints, and a task file has none: clear the Task file field to learn from the database's hinted samples, or choose ${METHOD_NAMES.rl} or ${METHOD_NAMES.combine} as the Method to train on the task file's answers.`,
+      `on-policy ${method} learns from hints, and a task file has none: use --method ${using('reward').names} with --tasks, or ${method} on the database's hinted samples`,
+      `${label} learns from hints, and a task file has none: clear the Task file field to learn from the database's hinted samples, or choose ${using('reward').labels} as the Method to train on the task file's answers.`,
     );
   }
-  if (method === 'rl' && s.source === 'database' && !s.judge) {
+  if (!uses.hint && s.source === 'database' && !s.judge) {
     throw new SurfaceError(
-      'on-policy rl needs a reward for each rollout: give --tasks FILE (answers to check) or a replay judge (--judge-backend local|openai), or train --method opd on hints',
-      `On-policy ${METHOD_NAMES.rl} needs rewards for the rollouts: give a Task file (answers to check), or choose ${METHOD_NAMES.opd} or ${METHOD_NAMES.combine} as the Method to learn from the hints.`,
+      `on-policy ${method} needs a reward for each rollout: give --tasks FILE (answers to check) or a replay judge (--judge-backend local|openai), or train --method ${using('hint').names} on hints`,
+      `On-policy ${label} needs rewards for the rollouts: give a Task file (answers to check), or choose ${using('hint').labels} as the Method to learn from the hints.`,
     );
   }
 }

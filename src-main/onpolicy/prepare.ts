@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { EPISODES_FILE } from '../../src-shared/rollout.js';
 import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
-import { METHOD_NAMES } from '../../src-shared/on-policy-api.js';
+import { methodRecord } from '../../src-shared/training-methods.js';
 import { SurfaceError, UserError } from '../../src-shared/types.js';
 import type { Checkpoint, ModelConfig } from '../model/hf-checkpoint.js';
 import type { ChatTokenizer } from '../model/tokenizer.js';
@@ -68,7 +68,7 @@ function newContexts(o: ResolvedOptions, settings: OnPolicyTrainSettings, tokeni
     const left = why ? ` (left out: ${why})` : '';
     throw new SurfaceError(
       `nothing to train on-policy with method ${settings.method}: the database gives no context${left}; add hints, a replay judge (--judge-backend) or --tasks FILE`,
-      `Nothing to train on-policy with ${METHOD_NAMES[settings.method]}: the database gives no context${left}. Add hints to samples, label the replies captured from this model, or give a Task file.`,
+      `Nothing to train on-policy with ${methodRecord(settings.method).label}: the database gives no context${left}. Add hints to samples, label the replies captured from this model, or give a Task file.`,
     );
   }
   return got;

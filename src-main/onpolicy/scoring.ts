@@ -18,6 +18,7 @@
  * same whether its episode was generated in this process or read from episodes.jsonl on resume.
  */
 import type { Episode } from '../../src-shared/rollout.js';
+import { methodRecord } from '../../src-shared/training-methods.js';
 import { judgeReplay } from '../judge/replay-judge.js';
 import type { ChatCompleter } from '../judge/llm-judge.js';
 import { episodeId } from '../rollout/manager.js';
@@ -53,11 +54,12 @@ export async function scoreEpisode(e: Episode, context: StepContext, s: Scorer):
   const end = lastGenerated(e);
   if (end === null) return e;
   let out = e;
-  if (e.reward === null && s.judge && context.judgeInput && s.method !== 'opd') {
+  const { uses } = methodRecord(s.method);
+  if (e.reward === null && s.judge && context.judgeInput && uses.reward) {
     const { reward } = await judgeReplay(s.judge, { ...context.judgeInput, reply: lastReply(e) }, { votes: s.votes, seed: e.seed });
     out = { ...out, rewards: [{ at: end - 1, r: reward }], reward, rewardSource: 'replay', summary: { ...out.summary, reward } };
   }
-  if (context.hint !== null && s.method !== 'rl' && out.teacherGap === undefined) {
+  if (context.hint !== null && uses.hint && out.teacherGap === undefined) {
     const gap = await teacherGap(out, s.teacherPrompt(context), s);
     if (gap) out = { ...out, teacherGap: gap, ...(out.rewardSource === 'none' ? { rewardSource: 'opd' as const } : {}) };
   }
@@ -121,8 +123,9 @@ export interface StepRow {
 export function stepRow(e: Episode, context: StepContext, method: TrainMethod, maxLength: number): StepRow | 'over' | null {
   const line = episodeRow(e);
   if (!line) return null;
-  const teacherOn = method !== 'rl' && e.teacherGap !== undefined;
-  const rewarded = e.reward !== null && method !== 'opd';
+  const { uses } = methodRecord(method);
+  const teacherOn = uses.hint && e.teacherGap !== undefined;
+  const rewarded = e.reward !== null && uses.reward;
   if (!rewarded && !teacherOn) return null;
   const row: TrainRow = {
     inputIds: line.input_ids, responseStart: line.response_start, reward: rewarded ? line.reward : 0, responseMask: line.response_mask,

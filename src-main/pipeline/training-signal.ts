@@ -4,12 +4,13 @@
  * row selection (src-main/train/batches.ts) and live capture's background training
  * (src-main/capture/loop.ts), so every path keeps and drops the same samples.
  *
- * A sample has *signal* for a method when the method can learn from it: a ±1 reward for rl,
- * a hint for opd, either for combine. Per session and method, training takes every sample
+ * A sample has *signal* for a method when the method can learn from it: a ±1 reward for a
+ * method that uses rewards, a hint for one that uses hints (src-shared/training-methods.ts
+ * `uses`): rl, opd and combine respectively take a reward, a hint, either. Per session and method, training takes every sample
  * with signal; a session with samples but none with signal for that method still gives its
  * first sample, flagged *kept*, which trains with advantage 0.
  */
-import type { TrainMethod } from '../../src-shared/training.js';
+import { methodRecord, methodsUsing, signalKind, type SignalKind, type TrainMethod } from '../../src-shared/training-methods.js';
 
 /** What the method sees of a sample: its reward and whether it has a hint training uses. */
 export interface SampleSignal {
@@ -19,10 +20,8 @@ export interface SampleSignal {
 
 /** Whether `method` learns from a sample with this reward and hint. */
 export function hasSignalFor(method: TrainMethod, reward: number, hinted: boolean): boolean {
-  const rewarded = reward === 1 || reward === -1;
-  if (method === 'rl') return rewarded;
-  if (method === 'opd') return hinted;
-  return rewarded || hinted;
+  const { uses } = methodRecord(method);
+  return (uses.reward && (reward === 1 || reward === -1)) || (uses.hint && hinted);
 }
 
 /**
@@ -48,13 +47,17 @@ export function whyNothingToTrain(method: TrainMethod, samples: readonly SampleS
   if (total === 0) return 'nothing to train on: the database has no samples yet; import chats in which an assistant reply got a reaction';
   const rewarded = samples.filter((s) => s.reward === 1 || s.reward === -1).length;
   const hinted = samples.filter((s) => s.hinted).length;
-  if (method === 'rl') {
-    const other = hinted > 0 ? `, or use opd/combine with the ${plural(hinted, 'hinted sample', 'hinted samples')}` : ' or run the judge';
-    return `rl needs samples labelled ±1: 0 of ${total} are; label some in the annotator${other}`;
-  }
-  if (method === 'opd') {
-    const other = rewarded > 0 ? `, or use rl/combine with the ${plural(rewarded, 'sample', 'samples')} labelled ±1` : '';
-    return `opd needs samples with a hint: 0 of ${total} have one; add hints in the annotator or run the judge with hints${other}`;
-  }
-  return `combine needs samples labelled ±1 or with a hint: 0 of ${total} have either; label some in the annotator or run the judge`;
+  const others = (signal: 'reward' | 'hint') => methodsUsing(signal).map((m) => m.name).join('/');
+  const needs: Record<SignalKind, () => string> = {
+    reward: () => {
+      const other = hinted > 0 ? `, or use ${others('hint')} with the ${plural(hinted, 'hinted sample', 'hinted samples')}` : ' or run the judge';
+      return `${method} needs samples labelled ±1: 0 of ${total} are; label some in the annotator${other}`;
+    },
+    hint: () => {
+      const other = rewarded > 0 ? `, or use ${others('reward')} with the ${plural(rewarded, 'sample', 'samples')} labelled ±1` : '';
+      return `${method} needs samples with a hint: 0 of ${total} have one; add hints in the annotator or run the judge with hints${other}`;
+    },
+    both: () => `${method} needs samples labelled ±1 or with a hint: 0 of ${total} have either; label some in the annotator or run the judge`,
+  };
+  return needs[signalKind(method)]();
 }

@@ -7,6 +7,9 @@
  *   opd      A_t = teacher_t − old_t   (a row without a teacher: teacher = old, so A = 0)
  *   combine  A_t = w_opd·(teacher_t − old_t) + w_rl·r
  *
+ * In general: the teacher term when the method's record uses hints, the reward term when it
+ * uses rewards, each weighted when the record is `weighted` (src-shared/training-methods.ts).
+ *
  * `old` is the rollout log-prob when the row carries one, else the policy's log-prob at the
  * start of the step. Teacher log-probs are the base model's on the teacher sequence, read
  * from its own response span and laid onto the student's (same tokens, maybe other positions).
@@ -19,6 +22,7 @@
  *   pieces that do not depend on old. The trainer uses this: it saves a forward pass per step.
  *   {@link inStepAdvantageMetrics} then gives the metrics from the log-probs the step returns.
  */
+import { methodRecord, termWeights } from '../../src-shared/training-methods.js';
 import { responseValues, type TrainRow } from './batches.js';
 import type { StepBatch, TrainMethod } from './training-step.js';
 
@@ -57,10 +61,8 @@ export interface AdvantageMetrics {
 export function fillAdvantages(input: AdvantageInputs): AdvantageMetrics {
   const { method, rows, batch, policyOld, teacher, rewardTerm } = input;
   const T = batch.seqLen;
-  const useOpd = method !== 'rl';
-  const useRl = method !== 'opd';
-  const wOpd = method === 'combine' ? input.weights.wOpd : 1;
-  const wRl = method === 'combine' ? input.weights.wRl : 1;
+  const { hint: useOpd, reward: useRl } = methodRecord(method).uses;
+  const { wOpd, wRl } = termWeights(method, input.weights);
   let advSum = 0, tokens = 0, gapSum = 0, gapTokens = 0, rewardSum = 0;
   rows.forEach((row, b) => {
     rewardSum += row.reward;
@@ -105,10 +107,8 @@ export function fillAdvantages(input: AdvantageInputs): AdvantageMetrics {
 export function fillInStepAdvantages(input: Omit<AdvantageInputs, 'policyOld'>): void {
   const { method, rows, batch, teacher } = input;
   const T = batch.seqLen, n = batch.batch * T;
-  const useOpd = method !== 'rl';
-  const useRl = method !== 'opd';
-  const wOpd = method === 'combine' ? input.weights.wOpd : 1;
-  const wRl = method === 'combine' ? input.weights.wRl : 1;
+  const { hint: useOpd, reward: useRl } = methodRecord(method).uses;
+  const { wOpd, wRl } = termWeights(method, input.weights);
   batch.oldFromPolicy = new Float32Array(n);
   batch.teacherLogprobs = new Float32Array(n);
   batch.opdWeights = new Float32Array(n);

@@ -25,6 +25,7 @@
  * Padding is on the right; position ids count each row's real tokens from 0.
  */
 import { overLengthReason } from '../../src-shared/training.js';
+import { methodRecord, MISSING_SIGNAL, signalKind } from '../../src-shared/training-methods.js';
 import { UserError } from '../../src-shared/types.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
@@ -111,9 +112,9 @@ export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: C
       skip(set, 'empty reply text (tool call only)');
       continue;
     }
-    const wantTeacher = s.hint !== null && method !== 'rl';
+    const wantTeacher = s.hint !== null && methodRecord(method).uses.hint;
     if (!rowSelected(method, s.reward, wantTeacher, s.keptByAtLeastOne)) {
-      skip(set, method === 'rl' ? 'no ±1 reward' : method === 'opd' ? 'no hint' : 'neither ±1 reward nor hint');
+      skip(set, MISSING_SIGNAL[signalKind(method)]);
       continue;
     }
     // Spread into plain objects: templates read extra keys (tool_calls, name) from them.

@@ -10,6 +10,7 @@
  */
 import type { AdvantageEstimator } from '../../src-shared/rollout.js';
 import { overLengthReason } from '../../src-shared/training.js';
+import { signalKind } from '../../src-shared/training-methods.js';
 import { UserError } from '../../src-shared/types.js';
 import { readJsonLines } from '../store/jsonl-file.js';
 import { fitRow, rowSelected, sameTokens, skip, type RowSet, type TrainRow } from './batches.js';
@@ -77,8 +78,9 @@ function parseReward(o: Record<string, unknown>, row: Omit<TrainRow, 'origin'>, 
     if (estimator === 'reward' && row.reward !== 1 && row.reward !== -1 && row.reward !== 0) {
       lineError(where, `with the reward estimator, rewards must sum to 1, -1 or 0 (the row's reward), got ${row.reward}`);
     }
-  } else if (method === 'rl') {
-    lineError(where, estimator === 'reward' ? 'rl needs "reward" (1, -1 or 0) on every line' : 'rl needs "reward" or "rewards" on every line');
+  } else if (signalKind(method) === 'reward') {
+    // A method that learns from rewards alone has nothing else to train a line on.
+    lineError(where, estimator === 'reward' ? `${method} needs "reward" (1, -1 or 0) on every line` : `${method} needs "reward" or "rewards" on every line`);
   }
 }
 
@@ -92,11 +94,11 @@ function parseTeacher(o: Record<string, unknown>, row: Omit<TrainRow, 'origin'>,
     row.teacher = { inputIds: tIds, responseStart: tStart };
   } else if (o.teacher_response_start !== undefined) {
     lineError(where, 'teacher_response_start without teacher_input_ids');
-  } else if (method === 'opd') {
-    lineError(where, 'opd needs "teacher_input_ids" and "teacher_response_start" on every line');
+  } else if (signalKind(method) === 'hint') {
+    lineError(where, `${method} needs "teacher_input_ids" and "teacher_response_start" on every line`);
   }
-  if (method === 'combine' && !row.teacher && !given(o.reward) && !given(o.rewards)) {
-    lineError(where, 'combine needs "reward", or "teacher_input_ids" + "teacher_response_start", or both');
+  if (signalKind(method) === 'both' && !row.teacher && !given(o.reward) && !given(o.rewards)) {
+    lineError(where, `${method} needs "reward", or "teacher_input_ids" + "teacher_response_start", or both`);
   }
 }
 
@@ -140,7 +142,7 @@ export function rowsFromJsonl(file: string, method: TrainMethod, vocabSize: numb
   for (const { value: obj, where } of readJsonLines(file).lines) {
     const row: TrainRow = { ...parseDataLine(obj, where, method, vocabSize, estimator), origin: where };
     if (estimator === 'reward' && !rowSelected(method, row.reward, row.teacher !== undefined, row.kept)) {
-      skip(set, method === 'rl' ? 'reward 0' : 'no signal');
+      skip(set, signalKind(method) === 'reward' ? 'reward 0' : 'no signal');
       continue;
     }
     const fit = fitRow(row, maxLength);

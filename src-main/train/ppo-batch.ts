@@ -26,6 +26,7 @@
  * own forward pass); with `gae`, the explained variance of the returns by V_old.
  */
 import type { PpoSettings } from '../../src-shared/rollout.js';
+import { methodLoss, methodRecord } from '../../src-shared/training-methods.js';
 import { UserError } from '../../src-shared/types.js';
 import { seededRandom } from '../model/sampling.js';
 import { fillAdvantages, fillInStepAdvantages, inStepAdvantageMetrics } from './advantages.js';
@@ -52,11 +53,11 @@ export interface BatchState {
 }
 
 export interface BatchMetrics {
+  /** The metrics the method's loss declares (./losses.ts; PPO-clip: clipfrac, approxKl), by key: means over the batch's updates. */
+  readonly [lossMetric: string]: number | null | undefined;
   /** Means over the batch's updates. */
   loss: number;
   gradNorm: number;
-  clipfrac: number;
-  approxKl: number;
   valueLoss?: number;
   /** Trained tokens (Σ response mask) and real tokens (Σ attention mask) of the batch. */
   tokens: number;
@@ -128,7 +129,7 @@ async function singleUpdate(input: TrainBatchInput, batch: StepBatch, teacher: (
   const result = await step.step(batch, input.weights, input.optimizer);
   const adv = inStepAdvantageMetrics({ ...advantageInputs, policyOld: result.logprobs });
   const metrics: BatchMetrics = {
-    ...updateMeans([result]), ...batchTokens(batch), rewardMean: adv.rewardMean, advMean: adv.advMean,
+    ...updateMeans(settings.method, [result]), ...batchTokens(batch), rewardMean: adv.rewardMean, advMean: adv.advMean,
     teacherStudentGap: adv.teacherStudentGap, ...optional('drift', rowOldDrift(rows, batch, result.logprobs)),
   };
   return { weights: result.weights, optimizer: result.state, metrics };
@@ -172,7 +173,7 @@ async function ppoUpdates(input: TrainBatchInput, batch: StepBatch, teacher: (Fl
   }
   const { weights, valueHead } = splitValueHead(params);
   const metrics: BatchMetrics = {
-    ...updateMeans(results), ...batchTokens(batch), rewardMean: adv.rewardMean, advMean: maskedMean(batch.advantages, batch.responseMask),
+    ...updateMeans(settings.method, results), ...batchTokens(batch), rewardMean: adv.rewardMean, advMean: maskedMean(batch.advantages, batch.responseMask),
     teacherStudentGap: adv.teacherStudentGap, ...optional('drift', drift),
     ...optional('explainedVariance', gae ? explainedVariance(batch.returns!, batch.valuesOld!, batch.responseMask) : undefined),
   };
@@ -233,13 +234,12 @@ function rowOldDrift(rows: readonly TrainRow[], batch: StepBatch, logprobs: Floa
   return n ? sum / n : undefined;
 }
 
-function updateMeans(results: readonly StepResult[]): Pick<BatchMetrics, 'loss' | 'gradNorm' | 'clipfrac' | 'approxKl' | 'valueLoss' | 'updates'> {
+/** The means over the batch's updates of the loss, the gradient norm, the value loss and the metrics `method`'s loss declares. */
+function updateMeans(method: TrainMethod, results: readonly StepResult[]): Pick<BatchMetrics, string> & Pick<BatchMetrics, 'loss' | 'gradNorm' | 'valueLoss' | 'updates'> {
   const mean = (f: (r: StepResult) => number) => results.reduce((s, r) => s + f(r), 0) / results.length;
   const valueLoss = results[0]?.metrics.valueLoss !== undefined ? mean((r) => r.metrics.valueLoss!) : undefined;
-  return {
-    loss: mean((r) => r.metrics.loss), gradNorm: mean((r) => r.metrics.gradNorm), clipfrac: mean((r) => r.metrics.clipfrac),
-    approxKl: mean((r) => r.metrics.approxKl), ...optional('valueLoss', valueLoss), updates: results.length,
-  };
+  const declared = methodLoss(method).metrics.map((m) => [m.key, mean((r) => r.metrics[m.key]!)] as const);
+  return { loss: mean((r) => r.metrics.loss), gradNorm: mean((r) => r.metrics.gradNorm), ...Object.fromEntries(declared), ...optional('valueLoss', valueLoss), updates: results.length };
 }
 
 function batchTokens(batch: StepBatch): Pick<BatchMetrics, 'tokens' | 'inputTokens'> {
@@ -264,7 +264,7 @@ function optional<K extends string>(key: K, value: number | undefined): { [k in 
 /** Base-model log-probs of each row's reply on its teacher sequence (OPD); undefined where a row has none. */
 export async function teacherLogprobs(step: TrainStep, method: TrainMethod, rows: readonly TrainRow[]): Promise<(Float32Array | undefined)[]> {
   const out: (Float32Array | undefined)[] = rows.map(() => undefined);
-  if (method === 'rl') return out;
+  if (!methodRecord(method).uses.hint) return out;
   const withTeacher = rows.map((r, i) => [r, i] as const).filter(([r]) => r.teacher);
   if (!withTeacher.length) return out;
   const spans = withTeacher.map(([r]) => r.teacher!);

@@ -8,6 +8,7 @@
 import path from 'node:path';
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS, type AdvantageEstimator, type PpoSettings } from '../../src-shared/rollout.js';
 import { ADVANTAGE_NAMES } from '../../src-shared/on-policy-api.js';
+import { methodRecord, methodsUsing, orList } from '../../src-shared/training-methods.js';
 import { SurfaceError, UserError } from '../../src-shared/types.js';
 import { BOUNDED_OPTIONS, checkBound, defaultEpsHigh, TRAIN_DEFAULTS, type BoundedOption, type Precision, type RecomputeMode } from '../../src-shared/training.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
@@ -159,12 +160,13 @@ export function settingsFrom(o: TrainerOptions & { modelDir: string }, lora: Lor
   };
 }
 
-/** `grpo` and `gae` replace the reward r, which opd does not have (said for the CLI and the app). */
+/** `grpo` and `gae` replace the reward r, which a method without rewards (opd) does not have (said for the CLI and the app). */
 export function checkAdvantageForMethod(advantage: AdvantageEstimator, method: TrainMethod): void {
-  if (advantage === 'reward' || method !== 'opd') return;
+  if (advantage === 'reward' || methodRecord(method).uses.reward) return;
+  const rewarded = methodsUsing('reward');
   throw new SurfaceError(
-    `--advantage ${advantage} replaces the reward, which opd does not use; use --method rl or combine`,
-    `The ${ADVANTAGE_NAMES[advantage]} advantage estimator replaces the reward, which On-policy distillation does not use: choose Reward as the Advantage estimator, or Binary RL or Combined as the Method.`,
+    `--advantage ${advantage} replaces the reward, which ${method} does not use; use --method ${orList(rewarded.map((m) => m.name))}`,
+    `The ${ADVANTAGE_NAMES[advantage]} advantage estimator replaces the reward, which ${methodRecord(method).label} does not use: choose Reward as the Advantage estimator, or ${orList(rewarded.map((m) => m.label))} as the Method.`,
   );
 }
 

@@ -41,8 +41,9 @@ import { ATTENTION_CHUNKING, chunksAttention, type AttentionChunking } from '../
 import { boundProblem, defaultPrecision, TRAIN_BOUNDS, type BoundedOption, type Precision } from '../../src-shared/training.js';
 import { ort, createSession, fusesMatMul, type Device, type SessionConfig } from '../model/ort-session.js';
 import type {
-  LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TrainStep,
+  LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, LossMetricValues, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TrainStep,
 } from './training-step.js';
+import { methodLoss, type LossMetric } from '../../src-shared/training-methods.js';
 import { buildForwardGraph, buildTrainGraph, gradName, loraKeys, type MemoryOptions } from './step-graph.js';
 import { lossFeeds, modelFeeds, pickAll, pickResponse, toGrid, type Picked } from './step-feeds.js';
 import type { ValueHeadConfig } from './step-loss.js';
@@ -107,12 +108,12 @@ export const DEFAULT_MEMORY_PATTERN = false;
 
 /** What one pass of the training graph gives, before any update. */
 export interface Gradients {
+  /** The metrics the step's loss declares, by key (PPO-clip: clipfrac, approxKl; ./losses.ts). */
+  readonly [metric: string]: unknown;
   loss: number;
   grads: LoraWeights;
   /** Policy log-probs on the batch's [B, T] grid, at the trained tokens only (0 elsewhere). */
   logprobs: Float32Array;
-  clipfrac: number;
-  approxKl: number;
   tokens: number;
   /** With a value head: the values on the same grid, and the value loss. */
   values?: Float32Array;
@@ -294,9 +295,14 @@ export class TrainStepEngine implements TrainStep {
     return feeds;
   }
 
+  /** The metrics the run's loss declares (./losses.ts): the graph outputs the step fetches besides the loss. */
+  private get lossMetrics(): readonly LossMetric[] {
+    return methodLoss(this.options.loss.method).metrics;
+  }
+
   private trainFetches(): string[] {
     const value = this.valueHead ? ['values', 'value_loss'] : [];
-    return ['loss', 'logprobs', 'clipfrac', 'approx_kl', 'tokens', ...value, ...[...this.paramDims.keys()].map(gradName)];
+    return ['loss', 'logprobs', ...this.lossMetrics.map((m) => m.field), 'tokens', ...value, ...[...this.paramDims.keys()].map(gradName)];
   }
 
   private readGradients(out: ort.InferenceSession.OnnxValueMapType, batch: StepBatch, picked: Picked): Gradients {
@@ -307,17 +313,23 @@ export class TrainStepEngine implements TrainStep {
       : {};
     return {
       ...value,
+      ...this.metricValues(out),
       loss: scalarOf(out.loss as ort.Tensor),
       grads,
       logprobs: toGrid((out.logprobs as ort.Tensor).data as Float32Array, picked, batch),
-      clipfrac: scalarOf(out.clipfrac as ort.Tensor),
-      approxKl: scalarOf(out.approx_kl as ort.Tensor),
       tokens: scalarOf(out.tokens as ort.Tensor),
     };
   }
 
+  private metricValues(out: ort.InferenceSession.OnnxValueMapType): LossMetricValues {
+    return Object.fromEntries(this.lossMetrics.map((m) => [m.key, scalarOf(out[m.field] as ort.Tensor)]));
+  }
+
   private metrics(g: Gradients, gradNorm: number): StepMetrics {
-    return { loss: g.loss, gradNorm, clipfrac: g.clipfrac, approxKl: g.approxKl, tokens: g.tokens, ...(g.valueLoss !== undefined ? { valueLoss: g.valueLoss } : {}) };
+    return {
+      ...Object.fromEntries(this.lossMetrics.map((m) => [m.key, g[m.key] as number])),
+      loss: g.loss, gradNorm, tokens: g.tokens, ...(g.valueLoss !== undefined ? { valueLoss: g.valueLoss } : {}),
+    };
   }
 }
 

@@ -4,7 +4,7 @@
  * - forward: decoder + LoRA → `logprobs` [N]. Used for the policy's log-probs, and with all
  *   LoRA tensors zero for the base model's (x·Aᵀ·Bᵀ with B = 0 adds exact zeros, so one session
  *   and one copy of the frozen weights serve both).
- * - train: decoder + LoRA → the policy loss (./step-loss.ts) → autodiff (../graph/autodiff.ts) → the gradient
+ * - train: decoder + LoRA → the method's loss (./losses.ts; PPO-clip: ./step-loss.ts) → autodiff (../graph/autodiff.ts) → the gradient
  *   of every LoRA tensor, plus the metrics; optionally the optimizer update too (./step-optimizer.ts).
  *
  * LoRA: each targeted projection y = x·Wᵀ (+ b) becomes y + ((x·Aᵀ)·s)·Bᵀ with A [r, in] and
@@ -23,7 +23,8 @@
  * [N] at the picked positions. The last three make `old` := stopgrad(logprobs) where
  * old_from_policy is 1 and add opd_weights·(teacher − old) to the advantages (./step-loss.ts,
  * in-step old); with them all zero the loss trains on old_logprobs and advantages exactly as given.
- * Train outputs: loss, clipfrac, approx_kl, tokens (scalars), logprobs [N], `grad.<key>`
+ * Train outputs: loss, the metrics its loss declares (./losses.ts; PPO-clip's approx_kl and
+ * clipfrac), tokens (scalars), logprobs [N], `grad.<key>`
  * for every LoRA tensor, and with the in-graph optimizer its outputs (./step-optimizer.ts).
  *
  * Value head (the `gae` estimator, docs/design.md §Advantage estimators): with it, both graphs
@@ -42,7 +43,9 @@ import { loraAKey, loraBKey, loraInputHook } from '../model/lora-inputs.js';
 import { appendTargetLogprobs } from '../model/chunked-head.js';
 import { appendGradients } from '../graph/autodiff.js';
 import type { LoraConfig, LoraTensorSpec, LossConfig, OptimizerConfig } from './training-step.js';
-import { appendInStepOld, appendPolicyLoss, appendValueLoss, type ValueHeadConfig } from './step-loss.js';
+import { appendInStepOld, appendValueLoss, type ValueHeadConfig } from './step-loss.js';
+import { checkLossConfig, lossRecord } from './losses.js';
+import { methodRecord } from '../../src-shared/training-methods.js';
 import { appendUpdate } from './step-optimizer.js';
 import { VALUE_HEAD_BIAS, VALUE_HEAD_WEIGHT } from './value-head.js';
 import type { Precision } from '../../src-shared/training.js';
@@ -50,6 +53,11 @@ import type { Precision } from '../../src-shared/training.js';
 export const loraKeys = (spec: LoraTensorSpec) => ({ a: loraAKey(spec), b: loraBKey(spec) });
 export const gradName = (key: string) => `grad.${key}`;
 
+/**
+ * The inputs every loss is built on: the response mask, and what in-step old (./step-loss.ts
+ * appendInStepOld) makes old and the advantages from. The loss itself comes from the method's
+ * record (./losses.ts), which may also read ref_logprobs.
+ */
 export const LOSS_INPUTS = ['response_mask', 'old_logprobs', 'advantages', 'old_from_policy', 'teacher_logprobs', 'opd_weights'] as const;
 /** The value loss's inputs, with a value head: GAE's returns R and the values at the start of the step. */
 export const VALUE_INPUTS = ['returns', 'values_old'] as const;
@@ -134,12 +142,14 @@ export interface TrainGraphOptions {
 export function buildTrainGraph(weights: WeightSource, options: TrainGraphOptions): { graph: Graph; specs: LoraTensorSpec[] } {
   const d = loraDecoder(weights, options.lora, { ...(options.memory ?? DEFAULT_MEMORY), withGradient: true, valueHead: options.value !== undefined }, 'lora_train');
   const { b } = d;
+  const record = lossRecord(methodRecord(options.loss.method).loss);
+  checkLossConfig(record, options.loss);
   const [mask, oldIn, advantagesIn, oldFromPolicy, teacher, opdWeights] = LOSS_INPUTS.map((n) => b.input(n, 'float32', ['N']));
   const ref = options.loss.klBeta > 0 ? b.input('ref_logprobs', 'float32', ['N']) : undefined;
   const { old, advantages } = appendInStepOld(b, {
     logprobs: d.logprobs, old: oldIn!, oldFromPolicy: oldFromPolicy!, advantages: advantagesIn!, teacher: teacher!, opdWeights: opdWeights!,
   });
-  const loss = appendPolicyLoss(b, { logprobs: d.logprobs, mask: mask!, old, advantages, ref }, options.loss);
+  const loss = record.build(b, { logprobs: d.logprobs, mask: mask!, old, advantages, ...(ref ? { ref } : {}) }, options.loss);
   b.output(d.logprobs);
   if (options.value) {
     const [returns, valuesOld] = VALUE_INPUTS.map((n) => b.input(n, 'float32', ['N']));
@@ -149,8 +159,8 @@ export function buildTrainGraph(weights: WeightSource, options: TrainGraphOption
     b.output(b.identityAs(valueLoss, 'value_loss'));
   }
   b.output(b.identityAs(loss.loss, 'loss'));
-  b.output(b.identityAs(loss.clipfrac, 'clipfrac'));
-  b.output(b.identityAs(loss.approxKl, 'approx_kl'));
+  // The metrics the loss declares, each as the output its log field names (PPO-clip: approx_kl, clipfrac).
+  for (const m of record.metrics) b.output(b.identityAs(loss.metrics[m.key]!, m.field));
   b.output(b.identityAs(loss.tokens, 'tokens'));
   // The last layer's backward runs first, right after its forward: nothing to save there. Every
   // attention chunk is recomputed on its own, the last layer's too, so that one chunk's

@@ -28,6 +28,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { overLengthNote, overLengthReason } from '../../src-shared/training.js';
 import { UserError } from '../../src-shared/types.js';
+import { methodRecord, MISSING_SIGNAL, signalKind } from '../../src-shared/training-methods.js';
 import { Checkpoint, type ModelConfig } from '../model/hf-checkpoint.js';
 import { seededRandom } from '../model/sampling.js';
 import { ChatTokenizer } from '../model/tokenizer.js';
@@ -82,14 +83,14 @@ function prepareRows(o: ResolvedOptions, settings: RunSettings, tokenizer: ChatT
   const source = o.dataFile ?? 'the database';
   if (set.rows.length === 0) {
     const why = Object.entries(set.skipped).map(([k, n]) => `${n} × ${k}`).join(', ');
-    throw new UserError(`nothing to train on with method ${settings.method} in ${source}${why ? ` (left out: ${why})` : ''}; label samples ±1${settings.method === 'rl' ? '' : ' or add hints'} first`);
+    throw new UserError(`nothing to train on with method ${settings.method} in ${source}${why ? ` (left out: ${why})` : ''}; ${methodRecord(settings.method).uses.hint ? 'label samples ±1 or add hints' : 'label samples ±1'} first`);
   }
   const missing = settings.ppo.advantage === 'grpo' ? missingGroup(set.rows) : null;
   if (missing) throw new UserError(`${source}: ${missing}`);
   // Rows kept by the at-least-one rule train with advantage 0: alone they would "finish" a
   // run that learnt nothing (docs/design.md §At-least-one). grpo and gae keep every row.
   if (settings.ppo.advantage === 'reward' && !set.rows.some((r) => rowSelected(settings.method, r.reward, r.teacher !== undefined))) {
-    throw new UserError(`nothing to train on with method ${settings.method} in ${source}: all ${set.rows.length} rows are kept without signal (${settings.method === 'rl' ? 'no ±1 reward' : settings.method === 'opd' ? 'no hint' : 'neither ±1 reward nor hint'})`);
+    throw new UserError(`nothing to train on with method ${settings.method} in ${source}: all ${set.rows.length} rows are kept without signal (${MISSING_SIGNAL[signalKind(settings.method)]})`);
   }
   return { set, text: set.rows.map((r) => JSON.stringify(rowToLine(r)) + '\n').join('') };
 }

@@ -1,8 +1,8 @@
 /**
  * The training step: its types, and `createTrainStep`, the one way to build one. The trainer
  * (./trainer.ts) is written against this file; the step itself is the ONNX Runtime engine in
- * ./step-engine.ts, running the graph that ./step-graph.ts builds (./step-loss.ts for the
- * PPO-clip loss, ./step-optimizer.ts for clipping and the update).
+ * ./step-engine.ts, running the graph that ./step-graph.ts builds (./losses.ts for the method's
+ * loss, PPO-clip's in ./step-loss.ts; ./step-optimizer.ts for clipping and the update).
  *
  *     const step = await createTrainStep(modelDir, {
  *       lora: { r: 16, alpha: 32, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] },
@@ -96,15 +96,20 @@ export interface StepBatch {
   valuesOld?: Float32Array; // [B*T]
 }
 
-export interface StepMetrics {
+/**
+ * The metrics a step's loss declares (./losses.ts), by key. PPO-clip's: `clipfrac`, the fraction
+ * of masked tokens where the clip was active, and `approxKl`, the token mean of (ρ − 1) − log ρ
+ * (k3 of KL(old ‖ new)).
+ */
+export type LossMetricValues = Readonly<Record<string, number>>;
+
+export type StepMetrics = LossMetricValues & {
   loss: number;
   gradNorm: number; // before clipping
-  clipfrac: number; // fraction of masked tokens where the clip was active
-  approxKl: number; // token mean of (ρ − 1) − log ρ: k3 of KL(old ‖ new)
   tokens: number; // Σ mask
   /** With a value head: the value loss (already in `loss`, weighted by c_v). */
   valueLoss?: number;
-}
+};
 
 export interface StepResult {
   weights: LoraWeights;

@@ -2,7 +2,7 @@
 // about it before a run.
 import path from 'node:path';
 import type { Reward, SessionFormat } from '../../src-shared/types.js';
-import type { TrainMethod } from '../../src-shared/training.js';
+import { APP_TRAIN_DEFAULTS, type TrainMethod } from '../../src-shared/training.js';
 import type { CheckReport, TrainingSample } from '../../src-shared/views.js';
 import { hintForTraining } from '../judge/hint-rules.js';
 import { sessionSamplesFor, whyNothingToTrain, type SampleSignal } from '../pipeline/training-signal.js';
@@ -30,7 +30,7 @@ function signalOf(s: SampleRecord): SampleRecord & { reward: Reward; hint: strin
 }
 
 /**
- * The samples a run of `method` (default combine) learns from, after the at-least-one rule
+ * The samples a run of `method` (default the app's, combine) learns from, after the at-least-one rule
  * per session and method (docs/design.md §At-least-one). With `rolloutsFor` (a model
  * folder), samples captured live from that model carry their rollout (see
  * TrainingSample.rollout); without it none does, so a run on another model never mistakes a
@@ -43,7 +43,7 @@ export function trainingSamples(
   const rolloutModel = options.rolloutsFor ? path.resolve(options.rolloutsFor) : null;
   for (const bundle of iterateBundles(store, undefined, options.format)) {
     if (heldOut.has(bundle.id)) continue; // held out for evaluation: never trained on
-    for (const { sample: s, kept } of sessionSamplesFor(options.method ?? 'combine', bundle.samples.map(signalOf))) {
+    for (const { sample: s, kept } of sessionSamplesFor(options.method ?? APP_TRAIN_DEFAULTS.method, bundle.samples.map(signalOf))) {
       out.push({
         sessionId: bundle.id,
         responseTurn: s.responseTurn,
