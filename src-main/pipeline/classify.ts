@@ -24,7 +24,7 @@
 import type { NoSampleReason } from '../../src-shared/views.js';
 import type { Role, TurnClass } from '../../src-shared/types.js';
 import { contextTurnIndices, type ContextSpan } from '../../src-shared/context-span.js';
-import { approxTokens, ContextWindower, type ContextWindow } from './context-windower.js';
+import { approxTokens, ContextWindower, type ContextWindow } from './sliding-context.js';
 
 /** The fields of a turn that classification looks at. */
 export interface ClassifiableTurn {
@@ -167,7 +167,7 @@ export function fullContext(turns: readonly ClassifiableTurn[], responseTurn: nu
 
 /**
  * Applies the window to a context: leading system turns always stay. The reference rule;
- * analyseSession computes the same contexts in linear time (context-windower.ts).
+ * analyseSession computes the same contexts in linear time (sliding-context.ts).
  */
 export function windowContext(turns: readonly ClassifiableTurn[], context: number[], window?: ContextWindow): number[] {
   if (!window || (window.lastTurns === undefined && window.tokenBudget === undefined)) return context;

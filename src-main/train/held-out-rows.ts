@@ -5,7 +5,7 @@
  * A sample becomes an EvalRow the way ./batches.ts makes a training row: the context and
  * reply through the model's chat template (the student), the hint-enhanced context followed
  * by the SAME reply tokens (the teacher, when the sample has a hint), and the user's repair
- * on the plain context (when there is one); the same context window (./context-window.ts),
+ * on the plain context (when there is one); the same context window (./fit-max-length.ts),
  * and a sample whose reply does not fit is left out, counted. Then any scorer of token
  * spans (the training step's forward pass, or ./lora-scorer.ts) gives each row's reply-token
  * log-probs, and `sampleScores` reduces them to the per-sample numbers src-shared/eval-report.ts
@@ -18,7 +18,7 @@ import type { TrainingSample } from '../../src-shared/views.js';
 import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
 import { fitRow, padBatch, responseValues, type TokenSpan, type TrainRow } from './batches.js';
-import { windowedResponse } from './context-window.js';
+import { windowedResponse } from './fit-max-length.js';
 import type { StepBatch } from './training-step.js';
 
 export interface EvalRow {
@@ -46,7 +46,7 @@ const plain = (messages: readonly ChatMessage[]): ChatMessage[] => messages.map(
 const idsOf = (span: TokenSpan): TokenSpan => ({ inputIds: span.inputIds, responseStart: span.responseStart });
 
 /**
- * Student and teacher of one sample, windowed as training windows them (./context-window.ts,
+ * Student and teacher of one sample, windowed as training windows them (./fit-max-length.ts,
  * ./batches.ts rowsFromSamples); null when either does not fit `maxLength` (a reply is never cut).
  */
 function studentAndTeacher(s: TrainingSample, tokenizer: ChatTokenizer, maxLength: number): Pick<EvalRow, 'student' | 'teacher'> | null {

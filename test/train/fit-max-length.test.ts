@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ChatTokenizer, type ChatMessage } from '../../src-main/model/tokenizer.js';
 import { rowsFromSamples } from '../../src-main/train/batches.js';
-import { windowedResponse } from '../../src-main/train/context-window.js';
+import { windowedResponse } from '../../src-main/train/fit-max-length.js';
 import { overLengthNote, overLengthReason } from '../../src-shared/training.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import { writeTinyModel } from '../model/tiny-models.js';
