@@ -4,7 +4,7 @@
  * (the shape bench/model.ts uses), on the CPU EP.
  *
  * It goes through the same functions as `hindsight eval`: held-out samples → rows through the
- * chat template (src-main/train/held-out-rows.ts) → the forward-only LoRA scorer
+ * chat template (src-main/train/eval-rows.ts) → the forward-only LoRA scorer
  * (src-main/train/lora-scorer.ts), for
  *   likelihood   one pass over each sample's reply, per model (base, or an adapter: the same cost);
  *   hints        the teacher pass (base model, hint in the context), once per evaluation,
@@ -22,7 +22,7 @@ import path from 'node:path';
 import type { TrainingSample } from '../src-shared/views.js';
 import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
 import { ChatTokenizer } from '../src-main/model/tokenizer.js';
-import { evalRowsFromSamples, sampleScores, teacherLogprobs, type EvalRow } from '../src-main/train/held-out-rows.js';
+import { evalRowsFromSamples, sampleScores, teacherLogprobs, type EvalRow } from '../src-main/train/eval-rows.js';
 import { DEFAULT_LORA, initLora, loraSpecs } from '../src-main/train/lora.js';
 import { LoraScorer } from '../src-main/train/lora-scorer.js';
 import { writeTinyModel, type TinyModelOptions } from '../test/model/tiny-models.js';

@@ -29,7 +29,7 @@ import type { TrainingSample } from '../../src-shared/views.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
 import type { Device } from '../model/ort-session.js';
 import { ChatTokenizer } from '../model/tokenizer.js';
-import { evalRowsFromSamples, sampleScores, teacherLogprobs, type EvalRow, type SpanScorer } from '../train/held-out-rows.js';
+import { evalRowsFromSamples, sampleScores, teacherLogprobs, type EvalRow, type SpanScorer } from '../train/eval-rows.js';
 import { LoraScorer, sameShape } from '../train/lora-scorer.js';
 import { readAdapter, type LoadedAdapter } from '../train/peft.js';
 import { generationParts } from './replay-report.js';

@@ -156,7 +156,7 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX capture_exchanges_completion ON capture_exchanges(completion_id);
   `,
   // 6: the held-out split (docs/design.md §Evaluation). The rule part of the split is a pure
-  // function of the session ids (src-main/pipeline/held-out-split.ts); what is stored is the
+  // function of the session ids (src-main/pipeline/split-rule.ts); what is stored is the
   // user's choice per session (1: held out, 0: trained on), which wins over the rule, and the
   // percentage, in settings as 'held_out_percent'. No foreign key: a re-import replaces a
   // session's rows but must keep the user's choice; deleting a session removes it.

@@ -13,7 +13,7 @@ import type { Checkpoint } from '../model/hf-checkpoint.js';
 import { checkpointWeights } from '../model/decoder.js';
 import { createSession, fusesMatMul, ort, type Device } from '../model/ort-session.js';
 import type { TokenSpan } from './batches.js';
-import { scoreInBatches } from './held-out-rows.js';
+import { scoreInBatches } from './eval-rows.js';
 import { loraSpecs } from './lora.js';
 import { buildForwardGraph, loraKeys } from './step-graph.js';
 import { DEFAULT_VOCAB_CHUNK } from '../model/chunked-head.js';

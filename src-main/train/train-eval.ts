@@ -17,7 +17,7 @@ import type { TrainingSample } from '../../src-shared/views.js';
 import { UserError } from '../../src-shared/types.js';
 import type { ChatTokenizer } from '../model/tokenizer.js';
 import { writeJsonAtomic } from './files.js';
-import { evalRowsFromSamples, sampleScores, scoreInBatches, teacherLogprobs, type EvalRow, type SpanScorer } from './held-out-rows.js';
+import { evalRowsFromSamples, sampleScores, scoreInBatches, teacherLogprobs, type EvalRow, type SpanScorer } from './eval-rows.js';
 import type { TrainRow } from './batches.js';
 import type { LoraWeights, TrainStep } from './training-step.js';
 

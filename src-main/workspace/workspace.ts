@@ -35,7 +35,7 @@ import { reviewQueue } from './review-queue.js';
 import { sampleViews, sessionDetail } from './session-views.js';
 import { checkReport, evaluationSamples, nothingToTrain, trainingSampleAt, trainingSamples, type TrainingSampleOptions } from './training-set.js';
 import { clearSplitOverrides } from '../store/split-overrides.js';
-import { computeSplit, placeSessions, setPercent, splitView, type ComputedSplit } from './held-out.js';
+import { computeSplit, placeSessions, setPercent, splitView, type ComputedSplit } from './stored-split.js';
 import type { TrainMethod } from '../../src-shared/training.js';
 
 export type { CapturedReplyAt, CapturedReplyRef, CaptureExchangeRow } from '../store/capture-exchanges.js';

@@ -14,7 +14,7 @@ import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { initLora, loraSpecs } from '../../src-main/train/lora.js';
 import { writeAdapter } from '../../src-main/train/peft.js';
 import { train, type TrainResult } from '../../src-main/train/trainer.js';
-import { evalRowsFromSamples } from '../../src-main/train/held-out-rows.js';
+import { evalRowsFromSamples } from '../../src-main/train/eval-rows.js';
 import { readEvalLog, readLogLines } from '../../src-main/train/trainer-log.js';
 import { runCli } from '../helpers/cli.js';
 import { conv, fakeExport, tempDir, tempWorkspace } from '../store/helpers.js';

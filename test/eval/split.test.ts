@@ -4,7 +4,7 @@
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { validateCall } from '../../src-shared/contract.js';
-import { decideSplit, splitValue } from '../../src-main/pipeline/held-out-split.js';
+import { decideSplit, splitValue } from '../../src-main/pipeline/split-rule.js';
 import { Workspace } from '../../src-main/workspace/workspace.js';
 import { runCli } from '../helpers/cli.js';
 import { conv, fakeExport, tempWorkspace } from '../store/helpers.js';

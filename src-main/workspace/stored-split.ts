@@ -1,9 +1,9 @@
 // The held-out split over a database (docs/design.md §Evaluation): the rule of
-// src-main/pipeline/held-out-split.ts applied to the stored sessions, with the user's stored
+// src-main/pipeline/split-rule.ts applied to the stored sessions, with the user's stored
 // choices and percentage.
 import { UserError } from '../../src-shared/types.js';
 import type { SessionSplit, SplitView } from '../../src-shared/views.js';
-import { checkPercent, decideSplit, DEFAULT_HELD_OUT_PERCENT } from '../pipeline/held-out-split.js';
+import { checkPercent, decideSplit, DEFAULT_HELD_OUT_PERCENT } from '../pipeline/split-rule.js';
 import type { Store } from '../store/database.js';
 import { readHeldOutPercent, readSplitOverrides, readSplitSessions, writeHeldOutPercent, writeSplitOverrides } from '../store/split-overrides.js';
 
