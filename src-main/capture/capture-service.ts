@@ -41,7 +41,7 @@ import { RequestError, type ChatRequest } from '../openai/protocol.js';
 import type { UpstreamTarget } from '../openai/upstream.js';
 import { adoptFolderCaptureLog, CaptureLog, captureLogPathFor } from './capture-log.js';
 import { captureAdaptersPathFor } from '../store/db-companions.js';
-import { CaptureLoop, untrainedSamples, countWithSignal } from './loop.js';
+import { CaptureLoop, untrainedSamples, countWithSignal } from './capture-loop.js';
 import { recordSession, type CapturedMessage, type CaptureRecord, type FeedbackRecord, type ReplyRecord, type RequestRecord } from './capture-records.js';
 import { applyFeedback, feedbackTarget, parseFeedback } from './feedback.js';
 import { LiveSessions } from './capture-sessions.js';

@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import path from 'node:path';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
-import { untrainedSamples, countWithSignal } from '../../src-main/capture/loop.js';
+import { untrainedSamples, countWithSignal } from '../../src-main/capture/capture-loop.js';
 import { hintForTraining } from '../../src-main/judge/hint-rules.js';
 import { rowsFromSamples } from '../../src-main/train/batches.js';
 import { shortHintNote } from '../../src-shared/training.js';
