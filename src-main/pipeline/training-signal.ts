@@ -2,7 +2,7 @@
  * Which samples a training run learns from, per method (docs/design.md §At-least-one). One
  * definition, read by the database's training samples (src-main/workspace/), the trainer's
  * row selection (src-main/train/batches.ts) and live capture's background training
- * (src-main/capture/loop.ts), so every path keeps and drops the same samples.
+ * (src-main/capture/capture-loop.ts), so every path keeps and drops the same samples.
  *
  * A sample has *signal* for a method when the method can learn from it: a ±1 reward for a
  * method that uses rewards, a hint for one that uses hints (src-shared/training-methods.ts

@@ -17,7 +17,7 @@
  *            teacher = old (no OPD term)
  *
  * Length (docs/design.md §Training runs): a row from the database keeps its system turn and
- * as many latest turns as fit `maxLength` tokens (./context-window.ts). A `--data` row, which
+ * as many latest turns as fit `maxLength` tokens (./fit-max-length.ts). A `--data` row, which
  * has no turns, loses context tokens from the left (the first token, usually BOS, is kept).
  * A reply is never cut: a sample whose reply does not fit is skipped and counted under
  * overLengthReason, which the trainer reports. Student and teacher keep the same reply tokens.
@@ -31,7 +31,7 @@ import type { TrainingSample } from '../../src-shared/views.js';
 import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
 import { hasSignalFor } from '../pipeline/training-signal.js';
-import { windowedResponse } from './context-window.js';
+import { windowedResponse } from './fit-max-length.js';
 import type { StepBatch, TrainMethod } from './training-step.js';
 
 export interface TokenSpan {
@@ -153,7 +153,7 @@ export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: C
 }
 
 /**
- * The student's and the teacher's spans of a sample within the window (./context-window.ts),
+ * The student's and the teacher's spans of a sample within the window (./fit-max-length.ts),
  * or null when either does not fit (its reply is too long, or its system turn).
  */
 function windowedSpans(
