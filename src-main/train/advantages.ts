@@ -1,7 +1,7 @@
 /**
  * Per-token advantages of docs/design.md §Advantages on the student's [B, T] grid, and the batch metrics that
  * come from them (reward mean, advantage mean, teacher–student gap). With the `grpo` and `gae`
- * estimators the reward part r is replaced by their advantage (`rewardTerm`, ./estimators.ts).
+ * estimators the reward part r is replaced by their advantage (`rewardTerm`, ./grpo-gae.ts).
  *
  *   rl       A_t = r
  *   opd      A_t = teacher_t − old_t   (a row without a teacher: teacher = old, so A = 0)

@@ -16,7 +16,7 @@
  *   in its own forward pass (./step-loss.ts, in-step old), as every run did before PPO epochs.
  * - Otherwise: old is fixed once for the batch (a row's own old_logprobs, else one forward
  *   pass of the policy, which with `gae` also gives V_old), the advantages are computed on
- *   the host (./advantages.ts, ./estimators.ts), and `ppoEpochs` epochs run over the batch
+ *   the host (./advantages.ts, ./grpo-gae.ts), and `ppoEpochs` epochs run over the batch
  *   in minibatches of `minibatch` rows (0: the whole batch), shuffled per epoch by `random`,
  *   each minibatch one optimizer update against that fixed old.
  *
@@ -31,7 +31,7 @@ import { UserError } from '../../src-shared/types.js';
 import { seededRandom } from '../model/sampling.js';
 import { fillAdvantages, fillInStepAdvantages, inStepAdvantageMetrics } from './advantages.js';
 import { padBatch, responseValues, type TrainRow } from './batches.js';
-import { explainedVariance, gaeRow, grpoAdvantages, missingGroup, normalizeMasked } from './estimators.js';
+import { explainedVariance, gaeRow, grpoAdvantages, missingGroup, normalizeMasked } from './grpo-gae.js';
 import type { LoraWeights, OptimizerState, StepBatch, StepResult, TrainMethod, TrainStep } from './training-step.js';
 import { splitValueHead, withValueHead, type ValueHead } from './value-head.js';
 

@@ -34,7 +34,7 @@ import { seededRandom } from '../model/sampling.js';
 import { ChatTokenizer } from '../model/tokenizer.js';
 import { rowSelected, rowsForStep, rowsFromSamples, type RowSet, type TrainRow } from './batches.js';
 import { rowToLine, rowsFromJsonl } from './data-lines.js';
-import { missingGroup } from './estimators.js';
+import { missingGroup } from './grpo-gae.js';
 import { zeroValueHead } from './value-head.js';
 import { findCheckpoint, loadCheckpoint, readCheckpointState, resumedProgress, type RunProgress } from './run-checkpoint.js';
 import type { TrainerHooks, TrainResult } from './run-events.js';

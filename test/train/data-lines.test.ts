@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fitRow, type TrainRow } from '../../src-main/train/batches.js';
 import { parseDataLine, rowToLine, rowsFromJsonl } from '../../src-main/train/data-lines.js';
-import { rewardsOnTokens } from '../../src-main/train/estimators.js';
+import { rewardsOnTokens } from '../../src-main/train/grpo-gae.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-data-lines-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
