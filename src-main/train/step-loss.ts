@@ -1,5 +1,6 @@
 /**
- * The policy loss of docs/design.md §Losses, as graph nodes on fp32 [B, T] log-probs:
+ * PPO-clip, the policy loss of docs/design.md §Losses (the `ppo-clip` record of ./losses.ts,
+ * which every built-in method names), as graph nodes on fp32 [B, T] log-probs:
  *
  *   ρ = exp(logp − old)
  *   obj = min(ρ·A, clip(ρ, 1 − ε_low, 1 + ε_high)·A)
@@ -7,7 +8,7 @@
  *        + β · Σ mask·k3 / Σ mask,  k3 = exp(ref − logp) − (ref − logp) − 1   (when β > 0)
  *
  * rl, opd and combine differ only in their advantages (built by the trainer) and default
- * ε_high, so the graph is the same for all three. With a value head (the `gae` estimator) the
+ * ε_high (their records in src-shared/training-methods.ts), so the graph is the same for all three. With a value head (the `gae` estimator) the
  * loss adds c_v · the clipped value loss ({@link appendValueLoss}, docs/design.md §Advantage estimators).
  *
  * Metrics, computed alongside (no gradient flows through them):
