@@ -13,7 +13,8 @@ import { padBatch } from '../src-main/train/batches.js';
 import { rowsFromJsonl } from '../src-main/train/data-lines.js';
 import { cloneWeights, initLora, loraBKey, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
 import { minibatchRandom, trainBatch, type BatchMetrics } from '../src-main/train/ppo-batch.js';
-import { createTrainStep, type LoraWeights, type OptimizerConfig } from '../src-main/train/training-step.js';
+import { createTrainStep } from '../src-main/train/step-engine.js';
+import type { LoraWeights, OptimizerConfig } from '../src-main/train/training-step.js';
 import type { ModelConfig } from '../src-main/model/hf-checkpoint.js';
 import { withValueHead, zeroValueHead } from '../src-main/train/value-head.js';
 

@@ -9,7 +9,8 @@ import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
 import { padBatch } from '../src-main/train/batches.js';
 import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
 import { writeAdapter } from '../src-main/train/peft.js';
-import { createTrainStep, type OptimizerConfig, type OptimizerState, type StepBatch, type StepMetrics } from '../src-main/train/training-step.js';
+import { createTrainStep } from '../src-main/train/step-engine.js';
+import type { OptimizerConfig, OptimizerState, StepBatch, StepMetrics } from '../src-main/train/training-step.js';
 import type { Device } from '../src-main/model/ort-session.js';
 import type { Precision } from '../src-shared/training.js';
 

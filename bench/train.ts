@@ -40,7 +40,8 @@ import { seededRandom } from '../src-main/model/sampling.js';
 import { padBatch } from '../src-main/train/batches.js';
 import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
 import { writeAdapter } from '../src-main/train/peft.js';
-import { createTrainStep, type OptimizerConfig, type OptimizerState } from '../src-main/train/training-step.js';
+import { createTrainStep } from '../src-main/train/step-engine.js';
+import type { OptimizerConfig, OptimizerState } from '../src-main/train/training-step.js';
 import { writeTinyModel } from '../test/model/tiny-models.js';
 
 const OUT = path.resolve('bench/output');

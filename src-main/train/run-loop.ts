@@ -36,7 +36,8 @@ import type { EmitEvent, TrainResult } from './run-events.js';
 import type { RunSettings } from './run-settings.js';
 import { defaultEvalEvery, type RunEvaluator } from './train-eval.js';
 import type { StepLog, TrainerLog } from './trainer-log.js';
-import { createTrainStep, type LoraWeights, type TrainStep } from './training-step.js';
+import { createTrainStep } from './step-engine.js';
+import type { LoraWeights, TrainStep } from './training-step.js';
 import { writeValueHead } from './value-head.js';
 
 /** One step's batch, as a run's batch source gives it. */

@@ -1,7 +1,7 @@
 /**
  * The in-thread training step: ONNX Runtime sessions for the forward and training graphs
  * (./step-graph.ts) of one model + LoRA + loss + optimizer configuration, built through
- * `createTrainStep` (./training-step.ts). ONNX Runtime blocks the thread that calls it, so
+ * `createTrainStep` (below; its types are in ./training-step.ts). ONNX Runtime blocks the thread that calls it, so
  * the app and the CLI run it in the trainer's worker thread (./trainer-thread.ts).
  *
  * Where the optimizer runs. The Node binding copies every input and output through host
@@ -49,6 +49,11 @@ import { lossFeeds, modelFeeds, pickAll, pickResponse, toGrid, type Picked } fro
 import type { ValueHeadConfig } from './step-loss.js';
 import { isValueHeadKey, valueHeadShapes } from './value-head.js';
 import { SCALAR_INPUTS, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from './step-optimizer.js';
+
+/** Builds the training graph and its session now, in this thread (so a bad model or device fails here). */
+export function createTrainStep(model: string | Checkpoint, options: TrainStepOptions): Promise<TrainStepEngine> {
+  return TrainStepEngine.create(model, options);
+}
 
 export type OptimizerPlacement = 'host' | 'graph';
 

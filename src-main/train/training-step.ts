@@ -1,8 +1,10 @@
 /**
- * The training step: its types, and `createTrainStep`, the one way to build one. The trainer
- * (./trainer.ts) is written against this file; the step itself is the ONNX Runtime engine in
- * ./step-engine.ts, running the graph that ./step-graph.ts builds (./losses.ts for the method's
- * loss, PPO-clip's in ./step-loss.ts; ./step-optimizer.ts for clipping and the update).
+ * The training step's types. The run loop (./run-loop.ts) and everything that handles weights,
+ * batches or optimizer state are written against this file, which imports no code; the step
+ * itself is the ONNX Runtime engine in ./step-engine.ts, built with its `createTrainStep`, running
+ * the graph that ./step-graph.ts builds (./losses.ts for the method's loss, PPO-clip's in
+ * ./step-loss.ts; ./step-optimizer.ts for clipping and the update). Types only, so that the
+ * engine's files can import them without a loop back to the engine.
  *
  *     const step = await createTrainStep(modelDir, {
  *       lora: { r: 16, alpha: 32, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] },
@@ -18,18 +20,11 @@
  * it: the trainer's worker thread (./trainer-thread.ts starts it) in the app and the CLI.
  * The defaults of every setting are in src-shared/training.ts.
  */
-import type { Checkpoint } from '../model/hf-checkpoint.js';
 import type { LinearTarget } from '../model/decoder.js';
 import type { LoraSpec } from '../model/lora-inputs.js';
 import type { OptimizerKind, TrainMethod } from '../../src-shared/training.js';
-import { TrainStepEngine, type TrainStepOptions } from './step-engine.js';
 
 export type { OptimizerKind, TrainMethod };
-
-/** Builds the training graph and its session now, in this thread (so a bad model or device fails here). */
-export function createTrainStep(model: string | Checkpoint, options: TrainStepOptions): Promise<TrainStepEngine> {
-  return TrainStepEngine.create(model, options);
-}
 
 export interface LoraConfig {
   r: number;

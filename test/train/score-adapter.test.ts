@@ -9,7 +9,7 @@ import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { padBatch } from '../../src-main/train/batches.js';
 import { readAdapter } from '../../src-main/train/peft.js';
-import { createTrainStep } from '../../src-main/train/training-step.js';
+import { createTrainStep } from '../../src-main/train/step-engine.js';
 import { train } from '../../src-main/train/trainer.js';
 import { runCli as cli } from '../helpers/cli.js';
 

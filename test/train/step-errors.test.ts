@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { CUDA_PROVIDER_LIBS, ortBinaryDir } from '../../src-main/model/ort-session.js';
-import { createTrainStep } from '../../src-main/train/training-step.js';
+import { createTrainStep } from '../../src-main/train/step-engine.js';
 import { writeTinyModel } from '../model/tiny-models.js';
 import { LORA, adamw, lossConfig } from './step-helpers.js';
 

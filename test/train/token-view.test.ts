@@ -18,7 +18,7 @@ import { initLora, loraSpecs } from '../../src-main/train/lora.js';
 import { readAdapter } from '../../src-main/train/peft.js';
 import { readLog } from '../../src-main/train/trainer-log.js';
 import { train } from '../../src-main/train/trainer.js';
-import { createTrainStep } from '../../src-main/train/training-step.js';
+import { createTrainStep } from '../../src-main/train/step-engine.js';
 import { EventHub } from '../../src-main/workspace/event-hub.js';
 import type { Workspace } from '../../src-main/workspace/workspace.js';
 import { conv, fakeExport, tempWorkspace } from '../store/helpers.js';

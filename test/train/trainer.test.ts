@@ -14,7 +14,7 @@ import { findCheckpoint, loadCheckpoint } from '../../src-main/train/run-checkpo
 import { readLog, type StepLog } from '../../src-main/train/trainer-log.js';
 import { scoreWithAdapter } from '../../src-main/train/merge.js';
 import { readAdapter } from '../../src-main/train/peft.js';
-import { createTrainStep } from '../../src-main/train/training-step.js';
+import { createTrainStep } from '../../src-main/train/step-engine.js';
 import { train, type TrainerOptions } from '../../src-main/train/trainer.js';
 
 const MODEL = path.resolve('resources/models/stories260K');
