@@ -4,7 +4,7 @@
  * `chat.progress` events; Stop; and ending the chat, which frees the loaded models. Node-free
  * (the contract and the renderer import it); the contract spreads CHAT_CALLS into its calls.
  */
-import type { CallSpec, Returns } from './contract.js';
+import type { CallSpec, Returns } from './call-spec.js';
 import { TRAIN_DEVICES } from './training.js';
 import { array, integer, nullable, number, object, oneOf, optional, string } from './validate.js';
 

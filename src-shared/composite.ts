@@ -4,8 +4,6 @@
  * and an overall score that thresholds map to +1, −1 or 0. Node-free: the annotator shows
  * the mapping, Settings edits the thresholds, the CLI and the judge read the defaults here.
  */
-import type { Reward } from './types.js';
-
 export const COMPOSITE_DIMENSIONS = ['correctness', 'instruction', 'tone', 'length'] as const;
 export type CompositeDimension = (typeof COMPOSITE_DIMENSIONS)[number];
 
@@ -50,7 +48,8 @@ export function thresholdProblem(t: CompositeThresholds): string | null {
   return null;
 }
 
-export function rewardFromScore(score: number, t: CompositeThresholds): Reward {
+/** The reward (a `Reward` of ./types.ts, written out: types.ts imports this file) a score maps to. */
+export function rewardFromScore(score: number, t: CompositeThresholds): 1 | -1 | 0 {
   if (score >= t.pos) return 1;
   if (score <= t.neg) return -1;
   return 0;
