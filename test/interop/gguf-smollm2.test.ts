@@ -7,6 +7,7 @@
 // printed, where the file or the Python environment is missing.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -92,6 +93,23 @@ describe.skipIf(fileReason !== '')('SmolLM2-135M-Instruct (Q4_1 GGUF)', () => {
     const r = await run(process.execPath, [path.join(root, 'bin/hindsight.mjs'), 'generate', '--model', GGUF, '--prompt', PROMPTS[0]!, '--temperature', '0', '--max-new-tokens', '16'], '');
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/Paris/);
+  });
+
+  it('scores from the command line: score --model x.gguf gives the library\'s log-probs', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-smollm2-'));
+    try {
+      const messages = [{ role: 'user', content: PROMPTS[0]! }];
+      fs.writeFileSync(path.join(dir, 'in.jsonl'), `${JSON.stringify({ context: messages, response: 'The capital of France is Paris.' })}\n`);
+      const r = await run(process.execPath, [path.join(root, 'bin/hindsight.mjs'), 'score', '--model', GGUF, '--input', path.join(dir, 'in.jsonl'), '--out', path.join(dir, 'out.jsonl')], '');
+      expect(r.status, r.stderr).toBe(0);
+      const cli = JSON.parse(fs.readFileSync(path.join(dir, 'out.jsonl'), 'utf8')).logprobs as number[];
+      const span = model.tokenizer.encodeResponse(messages, 'The capital of France is Paris.');
+      const [lib] = await model.score([{ inputIds: span.inputIds, responseStart: span.responseStart }]);
+      expect(cli.length).toBe(lib!.length);
+      cli.forEach((v, i) => expect(v).toBeCloseTo(lib![i]!, 4));
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('scores what it generated as generation did', () => {
