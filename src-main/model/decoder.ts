@@ -42,14 +42,17 @@
  * receives the site (layer, target, HF module path, input value, sizes) and the base
  * output value (x·Wᵀ + b) and returns the value to use instead, e.g. base + x·Aᵀ·Bᵀ·s.
  */
-import { GraphBuilder, f32Tensor, int, type Graph, type Tensor } from '../graph/ir.js';
-import { ropeInverseFrequencies, type Checkpoint, type ModelConfig } from './hf-checkpoint.js';
+import { GraphBuilder, f32Tensor, int, type Graph } from '../graph/ir.js';
+import { ropeInverseFrequencies, type Checkpoint } from './hf-checkpoint.js';
 import { attend, queryChunks } from './attention.js';
 import { DEFAULT_VOCAB_CHUNK, appendTargetLogprobs } from './chunked-head.js';
 import { HEAD_SCHEME, type QuantScheme } from './quantize.js';
 import { halfPrecisionMatmul } from './half-matmul.js';
 import type { Precision } from '../../src-shared/training.js';
 import { nativeBlocksOf, quantizedMatmul, quantizedTargetLogprobs } from './quantized-matmul.js';
+import type { WeightSource } from './weight-source.js';
+
+export type { WeightSource };
 
 export type LinearTarget = 'q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down';
 export const LINEAR_TARGETS: readonly LinearTarget[] = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'];
@@ -107,15 +110,6 @@ export interface DecoderOptions {
   hiddenRows?: string;
 }
 
-/** Where the builder gets its weights: a checkpoint, or anything shaped like one. */
-export interface WeightSource {
-  config: ModelConfig;
-  /** Names the content of the weights (../model/weight-file.ts shares one copy per process by it); absent: not shared. */
-  identity?: string;
-  has(name: string): boolean;
-  /** Checks `name` has `shape` now (throwing a clear error), returns fp32 data lazily. */
-  lazyFloat32(name: string, shape: number[], transpose2d?: boolean): Tensor;
-}
 
 export function checkpointWeights(ckpt: Checkpoint): WeightSource {
   return {

@@ -6,7 +6,7 @@
  * autodiff's Cast and MatMul rules: the transposed fp16 product, no fp32 copy of W.
  */
 import type { GraphBuilder } from '../graph/ir.js';
-import type { WeightSource } from './decoder.js';
+import type { WeightSource } from './weight-source.js';
 import { float32ToFp16 } from './safetensors.js';
 
 export function halfPrecisionMatmul(b: GraphBuilder, x: string, weights: WeightSource, name: string, outF: number, inF: number): string {

@@ -13,7 +13,7 @@
  */
 import { int, tensorValues, type GraphBuilder, type Tensor } from '../graph/ir.js';
 import { after, foldVocabularyChunks } from './chunked-head.js';
-import type { WeightSource } from './decoder.js';
+import type { WeightSource } from './weight-source.js';
 import { quantizedDims, quantizeBlockwise, type QuantizedWeight, type QuantScheme } from './quantize.js';
 import type { Checkpoint } from './hf-checkpoint.js';
 import { ggufNativeBlocks, type NativeBlocks } from './gguf/native-blocks.js';

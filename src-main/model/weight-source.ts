@@ -1,0 +1,15 @@
+// Where the decoder builder (./decoder.ts) gets its weights: a checkpoint, or anything shaped
+// like one. Apart from decoder.ts so that the matmul builders it calls (./half-matmul.ts,
+// ./quantized-matmul.ts) can name it without importing the decoder back.
+import type { Tensor } from '../graph/ir.js';
+import type { ModelConfig } from './hf-checkpoint.js';
+
+/** Where the builder gets its weights: a checkpoint, or anything shaped like one. */
+export interface WeightSource {
+  config: ModelConfig;
+  /** Names the content of the weights (./weight-file.ts shares one copy per process by it); absent: not shared. */
+  identity?: string;
+  has(name: string): boolean;
+  /** Checks `name` has `shape` now (throwing a clear error), returns fp32 data lazily. */
+  lazyFloat32(name: string, shape: number[], transpose2d?: boolean): Tensor;
+}
