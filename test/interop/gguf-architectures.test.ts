@@ -1,0 +1,80 @@
+// Each supported GGUF architecture against transformers' own GGUF loader (an independent
+// mapping of names, metadata and Llama's q/k permutation): tiny Llama (untied), Qwen2 (biases,
+// tied) and Qwen3 (q/k norms) folders written as GGUF by the benches' writer, F32 and Q8_0, give
+// the same per-token log-probs in Hindsight and in AutoModelForCausalLM.from_pretrained(dir,
+// gguf_file=…) within 1e-4 nats. Skips where the Python environment (with gguf) is missing.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { writeGguf } from '../../bench/gguf-writer.js';
+import { LocalModel } from '../../src-main/model/local-model.js';
+import { writeTinyModel, type TinyFamily } from '../model/tiny-models.js';
+import { interopPython, interopSkipReason, pythonEnv } from './python.js';
+
+const TOLERANCE = 1e-4;
+const IDS = [5, 9, 2, 7, 11, 3, 40, 41, 17, 60];
+
+const PY = String.raw`
+import json, sys, torch
+from transformers import AutoModelForCausalLM
+torch.set_num_threads(1)
+ids = torch.tensor([json.loads(sys.argv[2])])
+out = {}
+for name in sys.argv[3:]:
+    m = AutoModelForCausalLM.from_pretrained(sys.argv[1], gguf_file=name, dtype=torch.float32).eval()
+    with torch.no_grad():
+        lp = torch.log_softmax(m(ids).logits[0].float(), -1)
+    out[name] = lp[:-1].gather(1, ids[0, 1:, None])[:, 0].tolist()
+print(json.dumps(out))
+`;
+
+function run(cmd: string, args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env: pythonEnv() });
+    let stdout = '', stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-gguf-archs-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+if (!interopPython) console.log(`skipped: GGUF architectures against transformers (${interopSkipReason})`);
+
+describe.skipIf(interopPython === null)('GGUF architectures against transformers\' GGUF loader', () => {
+  // transformers' GGUF loader takes Qwen3's head_dim from its config default (128), not the file.
+  const cases: { family: TinyFamily; tie: boolean; headDim: number }[] = [
+    { family: 'llama', tie: false, headDim: 16 },
+    { family: 'qwen2', tie: true, headDim: 16 },
+    { family: 'qwen3', tie: false, headDim: 128 },
+  ];
+
+  it(`gives transformers' log-probs within ${TOLERANCE} nats (F32 and Q8_0 files)`, async () => {
+    const ours: Record<string, number[]> = {};
+    for (const { family, tie, headDim } of cases) {
+      const dir = path.join(tmp, family);
+      writeTinyModel(dir, { family, tie, numHeads: 4, numKvHeads: 2, hiddenSize: 64, headDim, intermediateSize: 96, seed: 11 });
+      for (const type of ['f32', 'q8_0'] as const) {
+        const name = `${family}-${type}.gguf`;
+        writeGguf(dir, path.join(tmp, name), { type });
+        const model = await LocalModel.load(path.join(tmp, name));
+        try {
+          ours[name] = (await model.score([{ inputIds: IDS, responseStart: 1 }]))[0]!;
+        } finally {
+          await model.close();
+        }
+      }
+    }
+    const py = await run(interopPython!, ['-c', PY, tmp, JSON.stringify(IDS), ...Object.keys(ours)]);
+    expect(py.status, py.stderr.slice(-2000)).toBe(0);
+    const theirs = JSON.parse(py.stdout.trim().split('\n').pop()!) as Record<string, number[]>;
+    for (const [name, lp] of Object.entries(ours)) {
+      const worst = Math.max(...lp.map((v, i) => Math.abs(v - theirs[name]![i]!)));
+      expect(worst, name).toBeLessThan(TOLERANCE);
+    }
+  }, 600_000);
+});
