@@ -2,7 +2,7 @@
 // like one. Apart from decoder.ts so that the matmul builders it calls (./half-matmul.ts,
 // ./quantized-matmul.ts) can name it without importing the decoder back.
 import type { Tensor } from '../graph/ir.js';
-import type { ModelConfig } from './hf-checkpoint.js';
+import type { ModelConfig } from './model-config.js';
 
 /** Where the builder gets its weights: a checkpoint, or anything shaped like one. */
 export interface WeightSource {

@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import type { ModelConfig } from '../hf-checkpoint.js';
+import type { ModelConfig } from '../model-config.js';
 import type { GgufModel } from './model.js';
 import { ggufTokenizer } from './tokenizer-json.js';
 

@@ -16,7 +16,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../../src-shared/types.js';
-import type { ModelConfig, ModelFamily, RopeScaling } from '../hf-checkpoint.js';
+import type { ModelConfig, ModelFamily, RopeScaling } from '../model-config.js';
 import { dequantize } from './dequantize.js';
 import { ggmlTypeName } from './ggml-types.js';
 import { openGguf, readGgufTensorBytes, type GgufFile, type GgufTensorInfo } from './reader.js';
