@@ -16,7 +16,7 @@ import { startEvaluation } from '../eval/run-in-worker.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
 import { withWorkspace } from '../workspace/workspace.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_OPTION, deviceFlag } from './generate.js';
+import { DEVICE_OPTION, deviceFlag } from './model-flags.js';
 
 export const spec = {
   name: 'eval',

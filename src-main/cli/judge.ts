@@ -10,7 +10,7 @@ import { DEFAULT_TIMEOUT_MS } from '../judge/openai-client.js';
 import { DEFAULT_JUDGE_MAX_TOKENS } from '../judge/llm-judge.js';
 import { DEFAULT_COMPOSITE_THRESHOLDS, thresholdProblem, type CompositeThresholds } from '../../src-shared/composite.js';
 import { QUANTIZE_CHOICES } from '../model/quantize.js';
-import { deviceFlag, quantizeFlag } from './generate.js';
+import { deviceFlag, quantizeFlag } from './model-flags.js';
 import { TRAIN_DEVICES } from '../../src-shared/training.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 

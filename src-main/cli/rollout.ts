@@ -19,7 +19,7 @@ import { readTasks, taskContext } from '../rollout/tasks.js';
 import { ToolRegistry, type Tool } from '../rollout/tools.js';
 import { loopbackUrl, readToolSchemas, userTools } from '../rollout/user-tools.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_OPTION, deviceFlag, precisionFlag } from './generate.js';
+import { DEVICE_OPTION, deviceFlag, precisionFlag } from './model-flags.js';
 
 const D = ON_POLICY_DEFAULTS;
 

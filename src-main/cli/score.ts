@@ -25,7 +25,7 @@ import { ChatTokenizer, type ChatMessage } from '../model/tokenizer.js';
 import { ModelEngine, type ScoreRow } from '../model/inference-engine.js';
 import { readAdapter } from '../train/peft.js';
 import { intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_OPTION, deviceFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './generate.js';
+import { DEVICE_OPTION, deviceFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './model-flags.js';
 import { driftNote, type QuantDrift } from '../model/quant-drift.js';
 import type { Quantize } from '../model/quantize.js';
 

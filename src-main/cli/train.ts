@@ -15,7 +15,7 @@ import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import { defaultEpsHigh, OPTIMIZER_KINDS, overLengthNote, RECOMPUTE_AUTO_FROM, RECOMPUTE_MODES, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type RecomputeMode, type TrainMethod } from '../../src-shared/training.js';
 import { knownLossMetrics, methodRecord, orList } from '../../src-shared/training-methods.js';
 import { boundFlag, DB_OPTION, ranged, defaultDbPath, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, precisionFlag } from './generate.js';
+import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, precisionFlag } from './model-flags.js';
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS as P, type AdvantageEstimator } from '../../src-shared/rollout.js';
 import { isOnPolicyCommand, ON_POLICY_EPOCHS_NOTE, ON_POLICY_OPTIONS, ON_POLICY_STEPS_NOTE, runOnPolicy } from './train-on-policy.js';
 

@@ -1,0 +1,46 @@
+// The flags of every command that runs a model (generate, eval, judge, rollout, score, train):
+// --device, --precision and --quantize, their help, and their parsers. One place, so that each
+// command spells and checks them the same way.
+import type { Device } from '../model/ort-session.js';
+import { PRECISIONS, TRAIN_DEVICES, type Precision } from '../../src-shared/training.js';
+import { parseQuantize, QUANTIZE_CHOICES, type Quantize } from '../model/quantize.js';
+import { UsageError } from './args.js';
+
+/** What each device needs, for the `--device` help (docs/design.md §Devices). */
+export const DEVICE_HELP = 'where the model runs (cuda: after npm run setup:gpu; webgpu: a GPU with a Vulkan, Direct3D 12 or Metal driver)';
+
+/** `--precision`'s help: what it changes and each device's default (docs/design.md §Precision). */
+export const PRECISION_HELP = "the frozen base's projections in fp16 (faster on CUDA; LoRA, the loss and the optimizer stay fp32) or fp32";
+
+/** `--device` and `--precision`, shared by the commands that run a model. */
+export const DEVICE_OPTION = {
+  device: { type: 'string', default: 'cpu', value: TRAIN_DEVICES.join('|'), help: DEVICE_HELP },
+  precision: { type: 'string', value: PRECISIONS.join('|'), help: PRECISION_HELP, otherwise: 'fp16 on CUDA, fp32 on the CPU and WebGPU' },
+} as const;
+
+/** `--precision`'s value; undefined (the device's default) when not given. */
+export function precisionFlag(value: string | undefined): Precision | undefined {
+  if (value === undefined) return undefined;
+  if ((PRECISIONS as readonly string[]).includes(value)) return value as Precision;
+  throw new UsageError(`--precision must be ${PRECISIONS.join(' or ')}, got '${value}'`);
+}
+
+/** `--quantize`, shared by the commands that run a model for inference (docs/design.md §Quantisation). */
+export const QUANTIZE_OPTION = {
+  quantize: { type: 'string', default: 'none', value: QUANTIZE_CHOICES.join('|'), help: 'weight-only quantised linear layers (int8, int4: faster, less exact)' },
+} as const;
+
+export function quantizeFlag(value: string | undefined): Quantize {
+  try {
+    return parseQuantize(value);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+/** `--device`'s value; the CPU when not given. */
+export function deviceFlag(value: string | undefined): Device {
+  if (value === undefined) return 'cpu';
+  if ((TRAIN_DEVICES as readonly string[]).includes(value)) return value as Device;
+  throw new UsageError(`--device must be ${TRAIN_DEVICES.join(', ')}, got '${value}'`);
+}
