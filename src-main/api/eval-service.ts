@@ -8,7 +8,7 @@
 import type { CallInput } from '../../src-shared/contract.js';
 import type { EvalState } from '../../src-shared/eval-api.js';
 import { appWording, UserError } from '../../src-shared/types.js';
-import type { WorkspaceApi } from '../../src-shared/views.js';
+import type { WorkspaceApi } from '../workspace/workspace-api.js';
 import { REPLAY_DEFAULTS } from '../eval/replay.js';
 import { startEvaluation } from '../eval/run-in-worker.js';
 import type { LlmJudgeSpec } from '../judge/backends.js';

@@ -5,7 +5,7 @@
 // folder resumes it (src-main/openai/replay-client.ts).
 import { UserError } from '../../src-shared/types.js';
 import type { ReplayOptions, ReplayProgress, TrlHandoffOptions, TrlHandoffResult } from '../../src-shared/handoff.js';
-import type { WorkspaceApi } from '../../src-shared/views.js';
+import type { WorkspaceApi } from '../workspace/workspace-api.js';
 import { openclawHandoff } from '../openai/openclaw-handoff.js';
 
 const IDLE: ReplayProgress = { state: 'idle', outDir: null, sent: 0, total: 0, sessionsDone: 0, sessions: 0, abandoned: 0, heldOut: null, error: null };

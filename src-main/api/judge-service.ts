@@ -8,7 +8,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
-import type { JudgeSummary, WorkspaceApi } from '../../src-shared/views.js';
+import type { JudgeSummary } from '../../src-shared/views.js';
+import type { WorkspaceApi } from '../workspace/workspace-api.js';
 import { openJudgeBackend, type JudgeBackendSpec, type LlmJudgeSpec, type OpenedJudge } from '../judge/backends.js';
 import { runJudge } from '../judge/runner.js';
 import type { Availability, JudgeBackend } from '../../src-shared/contract.js';

@@ -17,7 +17,7 @@ import { UserError } from '../../src-shared/types.js';
 import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
 import type { TokenView, TokenViewMode, TokenViewResult } from '../../src-shared/token-view.js';
 import type { CallInput } from '../../src-shared/contract.js';
-import type { WorkspaceApi } from '../../src-shared/views.js';
+import type { WorkspaceApi } from '../workspace/workspace-api.js';
 import { LocalModel } from '../model/local-model.js';
 import type { ScoreRow } from '../model/inference-engine.js';
 import { mergedModelDir } from '../openai/served-model.js';

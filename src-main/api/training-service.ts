@@ -13,7 +13,7 @@ import { appWording, UserError } from '../../src-shared/types.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
 import { LOG_FILE, readEvalLog, readLog, type EvalLogLine } from '../train/trainer-log.js';
 import { holdsRun } from '../train/run-folder.js';
-import type { WorkspaceApi } from '../../src-shared/views.js';
+import type { WorkspaceApi } from '../workspace/workspace-api.js';
 import type { Availability, TrainConfig, TrainEval, TrainProgress, TrainRunInfo, TrainingState } from '../../src-shared/contract.js';
 import type { EventHub } from '../workspace/event-hub.js';
 import { overLengthNote } from '../../src-shared/training.js';

@@ -22,7 +22,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { appWording } from '../../src-shared/types.js';
-import type { TrainingSample, WorkspaceApi } from '../../src-shared/views.js';
+import type { TrainingSample } from '../../src-shared/views.js';
+import type { WorkspaceApi } from '../workspace/workspace-api.js';
 import { openJudgeBackend, type JudgeBackendSpec } from '../judge/backends.js';
 import { runJudge, type JudgeTarget } from '../judge/runner.js';
 import type { CaptureStatus } from '../../src-shared/contract.js';

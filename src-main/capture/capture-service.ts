@@ -31,7 +31,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type http from 'node:http';
 import { UserError, type ImportedConversation } from '../../src-shared/types.js';
-import type { WorkspaceApi } from '../../src-shared/views.js';
+import type { WorkspaceApi } from '../workspace/workspace-api.js';
 import type { CaptureStatus } from '../../src-shared/contract.js';
 import type { CapturedReplyAt, CapturedReplyRef, CaptureExchangeRow } from '../workspace/workspace.js';
 import type { EventHub } from '../workspace/event-hub.js';

@@ -14,7 +14,8 @@
  */
 import type { Reward } from '../../src-shared/types.js';
 import { integer, nullable, object, oneOf, optional, string, ValidationError } from '../../src-shared/validate.js';
-import type { LabelView, WorkspaceApi } from '../../src-shared/views.js';
+import type { LabelView } from '../../src-shared/views.js';
+import type { WorkspaceApi } from '../workspace/workspace-api.js';
 import { RequestError } from '../openai/protocol.js';
 import type { CapturedReplyAt, CapturedReplyRef } from '../workspace/workspace.js';
 import type { FeedbackRecord } from './capture-records.js';

@@ -18,14 +18,23 @@
  * - A backend error (endpoint down, timeout, garbage) stops the run with that error, after
  *   saving what was judged.
  */
-import type { JudgeCandidate, JudgeSummary, WorkspaceApi } from '../../src-shared/views.js';
+import type { JudgeVerdict } from '../../src-shared/types.js';
+import type { JudgeCandidate, JudgeSummary, VerdictProvenance } from '../../src-shared/views.js';
 import type { JudgeBackend } from './verdicts.js';
 
 /**
- * What the runner needs of a workspace: the candidates, a way to store a verdict, and a
- * save. Live capture passes a view limited to its own sessions.
+ * What the runner needs of a workspace (src-main/workspace/workspace-api.ts, which has these
+ * three): the candidates, a way to store a verdict, and a save. Live capture passes a view
+ * limited to its own sessions.
  */
-export type JudgeTarget = Pick<WorkspaceApi, 'judgeCandidates' | 'recordJudgeVerdict' | 'flush'>;
+export interface JudgeTarget {
+  /** Every sample that has a next state, in stable order, with its label's provenance. */
+  judgeCandidates(): JudgeCandidate[];
+  /** Stores one verdict; false (and nothing stored) when the sample has a manual label by now. */
+  recordJudgeVerdict(sample: { sessionId: string; responseTurn: number }, verdict: JudgeVerdict, provenance: VerdictProvenance): boolean;
+  /** Saves pending changes now. */
+  flush(): void;
+}
 
 export interface JudgeProgress {
   /** Samples handled so far (judged or skipped) of `total` with a next state. */

@@ -17,7 +17,7 @@ import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
 import type { HeldOutHandoff, ReplayOptions } from '../../src-shared/handoff.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
 import { PEFT_MODULE_NAMES } from '../train/lora.js';
-import type { WorkspaceApi } from '../../src-shared/views.js';
+import type { WorkspaceApi } from '../workspace/workspace-api.js';
 import { runReplay, type ReplayCounts, type ReplaySummary } from './replay-client.js';
 
 export const PROGRESS_FILE = 'progress.jsonl';

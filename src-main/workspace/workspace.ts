@@ -12,8 +12,9 @@
 import { UserError, type ImportedConversation, type SourceFormat } from '../../src-shared/types.js';
 import type {
   CheckReport, ContextWindowSetting, ExportFormat, ImportSummary, JudgeCandidate, LabelPatch, LabelView, ReviewItem,
-  SampleView, SessionDetail, SessionFilter, SessionSplit, SessionSummary, SplitView, Stats, TrainingSample, VerdictProvenance, WorkspaceApi,
+  SampleView, SessionDetail, SessionFilter, SessionSplit, SessionSummary, SplitView, Stats, TrainingSample, VerdictProvenance,
 } from '../../src-shared/views.js';
+import type { WorkspaceApi } from './workspace-api.js';
 import type { JudgeVerdict } from '../judge/verdicts.js';
 import { exportToFile, previewLines } from '../export/database-export.js';
 import { replayPlan } from '../export/replay-plan.js';
