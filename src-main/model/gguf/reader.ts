@@ -181,11 +181,33 @@ function placeTensor(file: string, t: { name: string; dims: number[]; type: numb
 
 const SPLIT = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/;
 
+/** The last models opened, by path, size and modification time: a command opens one several times (config, weights, tokenizer). */
+const opened = new Map<string, GgufFile & { files: string[] }>();
+
 /**
  * A GGUF model: one file, or every part of a split one (given any part). The metadata is the
- * first part's; the tensors are all parts' together.
+ * first part's; the tensors are all parts' together. Read once per file version (kept for the
+ * last two), as a 150k-token vocabulary's header takes most of a second.
  */
 export function openGguf(file: string): GgufFile & { files: string[] } {
+  let key: string | undefined;
+  try {
+    const st = fs.statSync(file);
+    key = `${path.resolve(file)}:${st.size}:${st.mtimeMs}`;
+  } catch {
+    // readGgufHeader says what is wrong with the path
+  }
+  const hit = key !== undefined ? opened.get(key) : undefined;
+  if (hit) return hit;
+  const model = openUncached(file);
+  if (key !== undefined) {
+    opened.set(key, model);
+    if (opened.size > 2) opened.delete(opened.keys().next().value!);
+  }
+  return model;
+}
+
+function openUncached(file: string): GgufFile & { files: string[] } {
   const m = SPLIT.exec(path.basename(file));
   if (!m) {
     const one = readGgufHeader(file);
