@@ -109,6 +109,7 @@ describe('GGUF header', () => {
     expect(userError(() => readGgufHeader(file('unknown.gguf', ggufBytes({}, [{ ...t, type: 99 }]))))).toMatch(/tensor 'w' has unknown ggml type 99/);
     expect(userError(() => readGgufHeader(file('ragged.gguf', ggufBytes({}, [{ ...t, dims: [16, 4] }]))))).toMatch(/rows of 16, not a multiple of Q8_0's block of 32/);
     expect(userError(() => readGgufHeader(file('dims.gguf', ggufBytes({}, [{ ...t, dims: [32, 1, 1, 1, 2] }]))))).toMatch(/5 dimensions/);
+    expect(userError(() => readGgufHeader(file('twice.gguf', ggufBytes({}, [t, t]))))).toMatch(/tensor 'w' appears twice/);
   });
 });
 

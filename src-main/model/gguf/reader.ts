@@ -148,8 +148,11 @@ export function readGgufHeader(file: string): GgufFile {
     const align = metadata.get('general.alignment') ?? 32;
     if (typeof align !== 'number' || align <= 0 || (align & (align - 1)) !== 0) throw new UserError(`${file}: general.alignment ${String(align)} is not a power of two`);
     const infos: { name: string; dims: number[]; type: number; offset: number }[] = [];
+    const names = new Set<string>();
     for (let i = 0; i < tensorCount; i++) {
       const name = c.string(`tensor ${i}'s name`);
+      if (names.has(name)) throw new UserError(`${file}: corrupt GGUF: tensor '${name}' appears twice`);
+      names.add(name);
       const nDims = c.u32(`tensor '${name}''s dimension count`);
       if (nDims < 1 || nDims > 4) throw new UserError(`${file}: corrupt GGUF: tensor '${name}' has ${nDims} dimensions (ggml allows 1 to 4)`);
       const dims: number[] = [];
