@@ -6,7 +6,7 @@ import type { HeldOutHandoff, TrlMethod } from '../../src-shared/handoff.js';
 /** The package versions train.py and the configs were written against. */
 export const TRL_REQUIREMENTS: readonly [string, string][] = [
   ['torch', '>=2.6'],
-  ['transformers', '==5.23.0'],
+  ['transformers', '==5.24.0'],
   ['trl', '==1.16.0'],
   ['peft', '==0.21.2'],
   ['accelerate', '==1.15.0'],
@@ -21,12 +21,12 @@ export function requirementsTxt(): string {
 const COMMON = ['compute_environment: LOCAL_MACHINE', 'machine_rank: 0', 'num_machines: 1', 'mixed_precision: bf16', 'rdzv_backend: static', 'same_network: true', 'use_cpu: false'];
 
 export function singleGpuConfig(): string {
-  return ['# One GPU: accelerate launch --config_file accelerate/single_gpu.yaml train.py', "distributed_type: 'NO'", 'num_processes: 1', ...COMMON].join('\n') + '\n';
+  return ['# One GPU: accelerate launch --quiet --config_file accelerate/single_gpu.yaml train.py', "distributed_type: 'NO'", 'num_processes: 1', ...COMMON].join('\n') + '\n';
 }
 
 export function fsdpConfig(gpus: number): string {
   return [
-    `# ${gpus} GPUs, parameters, gradients and optimizer state sharded (FSDP): accelerate launch --config_file accelerate/fsdp.yaml train.py`,
+    `# ${gpus} GPUs, parameters, gradients and optimizer state sharded (FSDP): accelerate launch --quiet --config_file accelerate/fsdp.yaml train.py`,
     'distributed_type: FSDP',
     `num_processes: ${gpus}`,
     ...COMMON,
@@ -45,7 +45,7 @@ export function fsdpConfig(gpus: number): string {
 
 export function zero3Config(gpus: number): string {
   return [
-    `# ${gpus} GPUs with DeepSpeed ZeRO-3: accelerate launch --config_file accelerate/zero3.yaml train.py`,
+    `# ${gpus} GPUs with DeepSpeed ZeRO-3: accelerate launch --quiet --config_file accelerate/zero3.yaml train.py`,
     'distributed_type: DEEPSPEED',
     `num_processes: ${gpus}`,
     ...COMMON,
@@ -73,7 +73,7 @@ export interface ReadmeFacts {
 const TRAINER: Record<TrlMethod, string> = {
   kto: 'KTOTrainer on data/kto.jsonl (prompt, completion, label): replies labelled good or bad',
   dpo: 'DPOTrainer on data/dpo.jsonl (prompt, chosen, rejected): regenerations and repairs as pairs',
-  sft: 'SFTTrainer on data/sft.jsonl (messages): good replies and repairs',
+  sft: 'SFTTrainer on data/sft.jsonl (messages): good replies and repairs, each row given as prompt and completion so that only the reply is learnt',
   sdft: 'SDFTTrainer (trl.experimental) on data/sdft.jsonl (prompt, privileged_context): the judge hints as teacher-only context',
   grpo: 'GRPOTrainer on data/grpo.jsonl (prompt plus the recorded next state), rewarded by reward.py asking a judge endpoint',
 };
@@ -105,14 +105,14 @@ ${heldOutSection(f.heldOut)}
 python -m venv .venv && . .venv/bin/activate
 pip install -r requirements.txt
 # one GPU
-accelerate launch --config_file accelerate/single_gpu.yaml train.py
+accelerate launch --quiet --config_file accelerate/single_gpu.yaml train.py
 # ${f.gpus} GPUs: FSDP, or DeepSpeed ZeRO-3
-accelerate launch --config_file accelerate/fsdp.yaml train.py
-accelerate launch --config_file accelerate/zero3.yaml train.py
+accelerate launch --quiet --config_file accelerate/fsdp.yaml train.py
+accelerate launch --quiet --config_file accelerate/zero3.yaml train.py
 \`\`\`
 
 \`train.py --method kto|dpo|sft|sdft|grpo\` switches trainer (every dataset is here); \`--epochs\`, \`--lr\`, \`--batch-size\`,
-\`--grad-accum\`, \`--max-length\`, \`--output-dir\` change the rest. For another GPU count, edit \`num_processes\` in the config.
+\`--grad-accum\`, \`--max-length\`, \`--max-steps\`, \`--output-dir\` change the rest. For another GPU count, edit \`num_processes\` in the config.
 ${f.method === 'grpo' ? `
 GRPO asks a judge for every completion: set \`HINDSIGHT_JUDGE_URL\` (an OpenAI-compatible base URL such as
 \`http://judge-host:8000/v1\`), \`HINDSIGHT_JUDGE_MODEL\` and, if needed, \`HINDSIGHT_JUDGE_API_KEY\`. The prompt is Hindsight's

@@ -5,6 +5,7 @@
 // train.py vary between hand-offs; everything else is fixed text.
 import type { TrlMethod } from '../../src-shared/handoff.js';
 import { TRL_METHODS } from '../../src-shared/handoff.js';
+import { DATASET_FIELDS, DATASET_FILES } from './trl-datasets.js';
 
 export interface TrainScriptSettings {
   baseModel: string;
@@ -28,12 +29,13 @@ Written by \`hindsight handoff --to trl\`; see README.md beside it for the comma
 The settings below mirror the adapter Hindsight trains locally; change them here or with the flags.
 """
 import argparse
+import json
 import os
+import sys
 
-import torch
-from datasets import load_dataset
-from peft import LoraConfig, PeftModel
-from transformers import AutoModelForCausalLM, AutoTokenizer
+# torch, datasets, peft and transformers take seconds to import: main() imports them after the
+# quick checks of the inputs (import_libraries), so a mistake there is reported at once.
+torch = load_dataset = LoraConfig = PeftModel = AutoModelForCausalLM = AutoTokenizer = None
 
 BASE_MODEL = ${py(s.baseModel)}
 INIT_ADAPTER = ${py(s.initAdapter)}
@@ -43,6 +45,8 @@ LORA_ALPHA = ${s.loraAlpha}
 LORA_DROPOUT = ${s.loraDropout}
 LORA_TARGETS = ${JSON.stringify(s.loraTargets)}
 LEARNING_RATES = {"kto": 5e-5, "dpo": 5e-5, "sft": 1e-4, "sdft": 2e-5, "grpo": 1e-5}
+DATASETS = ${JSON.stringify(DATASET_FILES)}
+COLUMNS = ${JSON.stringify(DATASET_FIELDS)}
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -58,20 +62,94 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=2, help="per GPU")
     p.add_argument("--grad-accum", type=int, default=8)
     p.add_argument("--max-length", type=int, default=2048)
-    p.add_argument("--num-generations", type=int, default=4, help="grpo: completions per prompt")
+    p.add_argument("--num-generations", type=int, default=4, help="grpo, sdft: completions per prompt")
+    p.add_argument("--max-steps", type=int, default=-1, help="stop after this many optimizer steps (a smoke test)")
     return p.parse_args()
+
+
+class HandoffError(Exception):
+    """A problem with the inputs, reported as one line (no traceback)."""
+
+
+def first_line(err):
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+def check_dataset(method):
+    """Every line of data/<method>.jsonl is a JSON object with the method's columns, before any model loads."""
+    name = os.path.join("data", DATASETS[method])
+    path = os.path.join(HERE, name)
+    if not os.path.isfile(path):
+        raise HandoffError(f"{name}: missing (the hand-off writes it; run train.py from its folder's copy)")
+    rows = 0
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line.rstrip("\\r\\n"))
+            except ValueError as err:
+                raise HandoffError(f"{name} line {number}: not JSON ({getattr(err, 'msg', err)} at column {getattr(err, 'colno', '?')})") from None
+            missing = [c for c in COLUMNS[method] if not isinstance(row, dict) or c not in row]
+            if missing:
+                raise HandoffError(f"{name} line {number}: missing column(s) {', '.join(missing)} (expected {', '.join(COLUMNS[method])})")
+            rows += 1
+    if rows == 0:
+        raise HandoffError(f"{name}: no rows to train on")
+
+
+def import_libraries():
+    global torch, load_dataset, LoraConfig, PeftModel, AutoModelForCausalLM, AutoTokenizer
+    import torch
+    from datasets import load_dataset
+    from peft import LoraConfig, PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
 
 def dataset(name):
     return load_dataset("json", data_files=os.path.join(HERE, "data", name), split="train")
 
 
+def last_reply_only(row):
+    """sft: the conversation before the last reply becomes the prompt and the reply the completion,
+    so that SFTTrainer learns the reply's tokens only, as Hindsight does (on a "messages" row it
+    learns every token of the conversation, the user's included)."""
+    return {"prompt": row["messages"][:-1], "completion": row["messages"][-1:]}
+
+
+def on_gpu():
+    return torch.cuda.is_available()
+
+
+def check_base_model(path):
+    """A local path (absolute, or starting with a dot) must be a folder; anything else is a Hub id."""
+    if (os.path.isabs(path) or path.startswith(".")) and not os.path.isdir(path):
+        raise HandoffError(f"the base model {path!r} is not a folder (give a local Hugging Face model folder or a Hub id with --base-model)")
+
+
+def load_tokenizer(args):
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(args.base_model)
+    except (OSError, ValueError) as err:
+        raise HandoffError(f"cannot load the base model {args.base_model!r}: {first_line(err)}") from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
 def load_model(args):
-    """The base model in bf16, and either a fresh LoRA config or the --init-adapter loaded trainable."""
-    model = AutoModelForCausalLM.from_pretrained(args.base_model, dtype=torch.bfloat16)
+    """The base model (bf16 on GPUs, fp32 on a CPU), and either a fresh LoRA config or the --init-adapter loaded trainable."""
+    try:
+        model = AutoModelForCausalLM.from_pretrained(args.base_model, dtype=torch.bfloat16 if on_gpu() else torch.float32)
+    except (OSError, ValueError) as err:
+        raise HandoffError(f"cannot load the base model {args.base_model!r}: {first_line(err)}") from None
     model.config.use_cache = False  # gradient checkpointing recomputes activations instead
     if args.init_adapter:
-        return PeftModel.from_pretrained(model, args.init_adapter, is_trainable=True), None
+        try:
+            return PeftModel.from_pretrained(model, args.init_adapter, is_trainable=True), None
+        except (OSError, ValueError) as err:
+            raise HandoffError(f"cannot load the adapter {args.init_adapter!r}: {first_line(err)}") from None
     lora = LoraConfig(
         r=LORA_R,
         lora_alpha=LORA_ALPHA,
@@ -90,9 +168,11 @@ def training_args(args):
         learning_rate=args.lr or LEARNING_RATES[args.method],
         per_device_train_batch_size=args.batch_size,
         gradient_accumulation_steps=args.grad_accum,
-        bf16=True,
-        gradient_checkpointing=True,
-        gradient_checkpointing_kwargs={"use_reentrant": False},
+        max_steps=args.max_steps,
+        bf16=on_gpu(),
+        use_cpu=not on_gpu(),
+        activation_checkpointing=True,  # transformers 5's name for gradient checkpointing
+        activation_checkpointing_kwargs={"use_reentrant": False},
         logging_steps=1,
         save_strategy="epoch",
         report_to="none",
@@ -115,13 +195,20 @@ def build_trainer(args, model, tokenizer, peft_config):
         from trl import SFTConfig, SFTTrainer
 
         config = SFTConfig(max_length=args.max_length, **training_args(args))
-        return SFTTrainer(args=config, train_dataset=dataset("sft.jsonl"), **common)
+        data = dataset("sft.jsonl").map(last_reply_only, remove_columns=["messages"])
+        return SFTTrainer(args=config, train_dataset=data, **common)
     if args.method == "sdft":
         from trl.experimental.sdft import SDFTConfig, SDFTTrainer
 
-        config = SDFTConfig(max_prompt_length=args.max_length // 2, max_completion_length=args.max_length // 2, **training_args(args))
-        # With LoRA the teacher is the base model itself, shown the hint (privileged_context).
-        return SDFTTrainer(ref_model=None, args=config, train_dataset=dataset("sdft.jsonl"), **common)
+        config = SDFTConfig(
+            num_generations=args.num_generations,
+            max_prompt_length=args.max_length // 2,
+            max_completion_length=args.max_length // 2,
+            **training_args(args),
+        )
+        # The teacher (teacher_model_kind "base", the default) is the initial student shown the hint
+        # (privileged_context): with LoRA, the base model itself.
+        return SDFTTrainer(args=config, train_dataset=dataset("sdft.jsonl"), **common)
     from trl import GRPOConfig, GRPOTrainer
 
     from reward import judge_reward
@@ -132,10 +219,14 @@ def build_trainer(args, model, tokenizer, peft_config):
 
 def main():
     args = parse_args()
-    tokenizer = AutoTokenizer.from_pretrained(args.base_model)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model, peft_config = load_model(args)
+    try:
+        check_dataset(args.method)
+        check_base_model(args.base_model)
+        import_libraries()
+        tokenizer = load_tokenizer(args)
+        model, peft_config = load_model(args)
+    except HandoffError as err:
+        sys.exit(f"train.py: {err}")
     trainer = build_trainer(args, model, tokenizer, peft_config)
     trainer.train()
     if trainer.is_fsdp_enabled:

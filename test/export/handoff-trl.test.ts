@@ -121,9 +121,9 @@ describe('handoff --to trl', () => {
     expect(train).toContain('BASE_MODEL = "Qwen/Qwen3-14B"');
     expect(train).toContain('METHOD = "grpo"');
     expect(train).toMatch(/LORA_R = 16\nLORA_ALPHA = 32\nLORA_DROPOUT = 0\nLORA_TARGETS = \["q_proj","k_proj","v_proj","o_proj","gate_proj","up_proj","down_proj"\]/);
-    expect(train).toContain('gradient_checkpointing=True');
+    expect(train).toContain('activation_checkpointing=True');
     expect(fs.readFileSync(path.join(out, 'requirements.txt'), 'utf8')).toMatch(/^trl==\d/m);
-    expect(fs.readFileSync(path.join(out, 'README.md'), 'utf8')).toContain('accelerate launch --config_file accelerate/fsdp.yaml train.py');
+    expect(fs.readFileSync(path.join(out, 'README.md'), 'utf8')).toContain('accelerate launch --quiet --config_file accelerate/fsdp.yaml train.py');
     if (!python) {
       console.log('skipped: python3 -m py_compile (no python3 on this machine)');
       return;

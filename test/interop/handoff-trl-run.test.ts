@@ -1,0 +1,284 @@
+/**
+ * The TRL hand-off, run for real (docs/design.md §Interoperability): for each method a
+ * `handoff --to trl` bundle's train.py runs through `accelerate launch` (one CPU process, 2
+ * optimizer steps) on a tiny Qwen3 made by transformers (./py/tiny_qwen3.py, the real Qwen3
+ * tokenizer); GRPO's reward.py asks a judge through Hindsight's own `serve` (its /v1 proxied
+ * to a scripted judge here, so the rewards are known). Each adapter comes back: `score
+ * --adapter` equals PEFT's log-probs within 1e-4. Then `hindsight export`'s kto, dpo and sft
+ * files go into TRL's trainers as they are (./py/trl_accepts.py), with their row counts and the
+ * very tokens Hindsight trains; and a bundle run on a missing base model or a malformed
+ * dataset ends with one line from train.py, no traceback.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TRL_METHODS, type TrlMethod } from '../../src-shared/handoff.js';
+import { rewardPrompt } from '../../src-main/judge/prompts.js';
+import { runJudge } from '../../src-main/judge/runner.js';
+import { HeuristicJudge } from '../../src-main/judge/verdicts.js';
+import { ChatTokenizer, type ChatMessage } from '../../src-main/model/tokenizer.js';
+import { runCli } from '../helpers/cli.js';
+import { writeRealTokenizer } from '../model/real-tokenizers.js';
+import { SESSION_001, SESSION_002, SESSION_003, SORTING, conv, fakeExport, tempWorkspace, trainOnEverySession } from '../store/helpers.js';
+import { interopPython, pythonEnv } from './python.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(here, '../..');
+const STEPS = 2;
+const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
+
+let dir: string;
+let dbPath: string;
+let modelDir: string;
+let tokenizer: ChatTokenizer;
+const children: ChildProcess[] = [];
+let judgeServer: http.Server | undefined;
+let judgeUrl = '';
+let judgeKey = '';
+/** What the scripted judge was asked, and the verdict it gave, in order. */
+const judged: { body: any; reward: number }[] = [];
+
+interface Run { code: number | null; stdout: string; stderr: string; seconds: number }
+/** Runs a child without blocking this process (the scripted judge answers from here meanwhile). */
+function run(cmd: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: options.cwd ?? ROOT, env: options.env ?? pythonEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr, seconds: (Date.now() - started) / 1000 }));
+  });
+}
+const python = (script: string, ...args: string[]) => run(interopPython!, [path.join(here, 'py', script), ...args]);
+const timed = (what: string, r: Run) => console.log(`${what}: ${r.seconds.toFixed(1)} s`);
+
+/** `accelerate launch` of a bundle's train.py on one CPU process, 2 steps, short sequences. */
+function launch(bundle: string, extra: string[] = [], env: Record<string, string> = {}): Promise<Run> {
+  const accelerate = path.join(path.dirname(interopPython!), 'accelerate');
+  return run(accelerate, [
+    'launch', '--quiet', '--num_processes', '1', '--num_machines', '1', '--mixed_precision', 'no', '--dynamo_backend', 'no', '--num_cpu_threads_per_process', '1', '--cpu',
+    'train.py', '--batch-size', '2', '--grad-accum', '1', '--max-length', '128', '--max-steps', String(STEPS), '--num-generations', '2', '--lr', '1e-2', ...extra,
+  ], { cwd: bundle, env: pythonEnv({ TRL_EXPERIMENTAL_SILENCE: '1', ...env }) });
+}
+
+async function handoff(method: TrlMethod, baseModel = modelDir, extra: string[] = []): Promise<string> {
+  const out = path.join(dir, `bundle-${method}-${path.basename(baseModel)}`);
+  const r = await runCli('handoff', '--db', dbPath, '--to', 'trl', '--base-model', baseModel, '--out', out, '--method', method, ...extra);
+  expect(r.code, r.stderr).toBe(0);
+  return out;
+}
+
+/** The scripted judge behind `serve --upstream`: alternately a reward of 1 (after a reasoning block with another verdict) and 0. */
+async function startJudge(): Promise<string> {
+  judgeServer = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      const parsed = JSON.parse(body);
+      const reward = judged.length % 2 === 0 ? 1 : 0;
+      judged.push({ body: parsed, reward });
+      const content = reward === 1 ? '<think>Maybe \\boxed{-1}.</think> It did what was asked. \\boxed{1}' : 'Unclear. \\boxed{0}';
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify({ id: 'j', object: 'chat.completion', created: 0, model: parsed.model, choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+    });
+  });
+  await new Promise<void>((r) => judgeServer!.listen(0, '127.0.0.1', () => r()));
+  return `http://127.0.0.1:${(judgeServer.address() as { port: number }).port}/v1`;
+}
+
+/** `hindsight serve --api-only` whose /v1 proxies to the scripted judge; its base URL and key. */
+async function startServe(upstream: string): Promise<{ url: string; key: string }> {
+  const child = spawn(process.execPath, ['bin/hindsight.mjs', 'serve', '--db', path.join(dir, 'serve.db'), '--port', '0', '--json', '--api-only', '--upstream', upstream], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  let stderr = '';
+  child.stderr!.on('data', (d) => (stderr += d));
+  const line = await new Promise<string>((resolve, reject) => {
+    readline.createInterface({ input: child.stdout! }).once('line', resolve);
+    child.once('exit', (code) => reject(new Error(`serve exited (${code}): ${stderr}`)));
+  });
+  const info = JSON.parse(line) as { url: string; loginUrl: string };
+  return { url: `${info.url}v1`, key: new URL(info.loginUrl).searchParams.get('token')! };
+}
+
+const readJson = (file: string) => JSON.parse(fs.readFileSync(file, 'utf8'));
+const jsonl = (file: string) => fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+const maxDiff = (a: number[][], b: number[][]) => {
+  expect(a.map((r) => r.length)).toEqual(b.map((r) => r.length));
+  return Math.max(...a.flatMap((row, i) => row.map((x, j) => Math.abs(x - b[i]![j]!))));
+};
+
+describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
+  beforeAll(async () => {
+    const started = Date.now();
+    let ws;
+    ({ ws, dir, dbPath } = await tempWorkspace());
+    const regenerated = { atTurn: 2, turn: { role: 'assistant' as const, text: 'Sure! Which language would you like it in?' } };
+    await ws.importExport(fakeExport('x.jsonl', [conv('sort', SORTING, { createdAt: 10, alternatives: [regenerated] }), conv('rec', SESSION_002, { createdAt: 20 }), conv('geo', SESSION_001, { createdAt: 30 }), conv('web', SESSION_003, { createdAt: 40 })]));
+    await runJudge(ws, new HeuristicJudge(), { hints: true, force: true });
+    ws.setLabel('openai:sort', 4, { repair: 'def sort_list(items, reverse=False):\n    return sorted(items, reverse=reverse)' });
+    trainOnEverySession(ws);
+    ws.close();
+    modelDir = writeRealTokenizer(path.join(dir, 'tiny-qwen3'), 'qwen3');
+    const made = await python('tiny_qwen3.py', modelDir);
+    expect(made.code, made.stderr).toBe(0);
+    tokenizer = ChatTokenizer.load(modelDir);
+    const served = await startServe(await startJudge());
+    [judgeUrl, judgeKey] = [served.url, served.key];
+    console.log(`setup (database, tiny Qwen3 by transformers, serve): ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  });
+  afterAll(() => {
+    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    judgeServer?.close();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const adapters: Partial<Record<TrlMethod, string>> = {};
+
+  it.each([...TRL_METHODS])('%s: train.py runs 2 steps through accelerate launch and writes the adapter Hindsight trains', async (method) => {
+    const extra = method === 'grpo' ? ['--judge-url', judgeUrl, '--judge-model', 'scripted-judge'] : [];
+    const bundle = await handoff(method, modelDir, extra);
+    const out = path.join(dir, `adapter-${method}`);
+    const before = judged.length;
+    const r = await launch(bundle, ['--output-dir', out], method === 'grpo' ? { HINDSIGHT_JUDGE_API_KEY: judgeKey } : {});
+    timed(`${method}: accelerate launch train.py`, r);
+    expect(r.code, r.stderr.slice(-4000)).toBe(0);
+    expect(r.stderr).not.toContain('Traceback');
+    expect(r.stdout).toContain(`adapter written to ${out}`);
+    const config = readJson(path.join(out, 'adapter_config.json'));
+    expect(config).toMatchObject({ r: 16, lora_alpha: 32, peft_type: 'LORA', base_model_name_or_path: modelDir });
+    expect([...config.target_modules].sort()).toEqual([...LORA_TARGETS].sort());
+    const state = readJson(path.join(out, `checkpoint-${STEPS}`, 'trainer_state.json'));
+    expect(state.global_step).toBe(STEPS);
+    const steps = state.log_history.filter((l: Record<string, unknown>) => 'loss' in l);
+    expect(steps).toHaveLength(STEPS);
+    expect(steps[0].learning_rate).toBeCloseTo(1e-2, 8); // the --lr given, not the method's default
+    if (method === 'grpo') {
+      // 2 steps × 1 prompt × 2 completions, each judged once through serve, with Hindsight's reward prompt
+      const asked = judged.slice(before);
+      expect(asked).toHaveLength(STEPS * 2);
+      const system = rewardPrompt({ sessionId: '', responseTurn: 0, context: [], response: 'a', responseMessage: { role: 'assistant', content: 'a' }, nextState: { role: 'user', text: 'x' } })[0]!.content;
+      for (const a of asked) {
+        expect(a.body.messages[0]).toEqual({ role: 'system', content: system });
+        expect(a.body.messages[1].content).toMatch(/^## Assistant reply\n/);
+      }
+      // what reward.py made of the verdicts is what GRPO logged: per step the mean and std of {1, 0}
+      for (const [i, step] of steps.entries()) {
+        const rewards = asked.slice(i * 2, i * 2 + 2).map((a) => a.reward);
+        expect(step['rewards/judge_reward/mean']).toBeCloseTo(rewards.reduce((x, y) => x + y, 0) / 2, 6);
+        expect(step.reward_std).toBeCloseTo(Math.SQRT1_2, 4);
+      }
+    }
+    adapters[method] = out;
+  });
+
+  it('every adapter comes back: score --adapter equals PEFT\'s log-probs within 1e-4', async () => {
+    const rows = jsonl(path.join(dir, 'bundle-sft-tiny-qwen3', 'data', 'sft.jsonl')).slice(0, 3).map((r: { messages: ChatMessage[] }) => ({ messages: r.messages.slice(0, -1), response: r.messages.at(-1)!.content }));
+    const rowsFile = path.join(dir, 'rows.jsonl');
+    fs.writeFileSync(rowsFile, rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
+    const methods = TRL_METHODS.filter((m) => adapters[m]);
+    expect(methods).toEqual([...TRL_METHODS]);
+    const peft = await python('peft_logprobs.py', modelDir, rowsFile, ...methods.map((m) => adapters[m]!));
+    timed('PEFT log-probs (base and 5 adapters)', peft);
+    expect(peft.code, peft.stderr).toBe(0);
+    const reference = JSON.parse(peft.stdout) as Record<string, number[][]>;
+    for (const adapter of [undefined, ...methods.map((m) => adapters[m]!)]) {
+      const out = path.join(dir, `scored-${adapter ? path.basename(adapter) : 'base'}.jsonl`);
+      const started = Date.now();
+      const r = await runCli('score', '--model', modelDir, ...(adapter ? ['--adapter', adapter] : []), '--input', rowsFile, '--out', out, '--threads', '1');
+      expect(r.code, r.stderr).toBe(0);
+      const ours = jsonl(out).map((l: { logprobs: number[] }) => l.logprobs);
+      const theirs = reference[adapter ?? 'base']!;
+      const diff = maxDiff(ours, theirs);
+      const moved = adapter ? maxDiff(theirs, reference.base!) : 0;
+      console.log(`score ${adapter ? path.basename(adapter) : 'base'}: max |Hindsight - PEFT| ${diff.toExponential(2)}, adapter moved log-probs by up to ${moved.toFixed(3)} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+      expect(diff).toBeLessThan(1e-4);
+      if (adapter) expect(moved).toBeGreaterThan(1e-2); // the comparison could fail: the adapter really changes the model
+    }
+  });
+
+  it('hindsight export\'s kto, dpo and sft files go into TRL\'s trainers as they are, row for row and token for token', async () => {
+    const files: Record<string, { file: string; lines: number }> = {};
+    for (const format of ['kto', 'dpo', 'sft']) {
+      const file = path.join(dir, `export-${format}.jsonl`);
+      const r = await runCli('export', '--db', dbPath, '--format', format, '--out', file, '--json');
+      expect(r.code, r.stderr).toBe(0);
+      files[format] = { file, lines: r.json().lines };
+      expect(files[format]!.lines).toBe(jsonl(file).length);
+    }
+    expect([files.kto!.lines, files.dpo!.lines, files.sft!.lines]).toEqual([8, 2, 6]);
+    const r = await python('trl_accepts.py', modelDir, path.join(dir, 'trl-accepts'), files.kto!.file, files.dpo!.file, files.sft!.file, path.join(dir, 'bundle-sft-tiny-qwen3'));
+    timed('KTOTrainer, DPOTrainer, SFTTrainer on the exports', r);
+    expect(r.code, r.stderr.slice(-4000)).toBe(0);
+    const trl = JSON.parse(r.stdout);
+    for (const format of ['kto', 'dpo', 'sft', 'sft_handoff']) {
+      const lines = files[format.replace('_handoff', '')]!.lines;
+      expect([trl[format].read, trl[format].rows], format).toEqual([lines, lines]);
+    }
+    /** The tokens Hindsight trains on for a prompt and reply: ids, and where the reply starts. */
+    const span = (prompt: ChatMessage[], reply: ChatMessage[]) => tokenizer.encodeResponse(prompt, reply[0]!.content);
+    // KTO: the prompt is Hindsight's prompt, the completion its reply span; labels as exported
+    const kto = jsonl(files.kto!.file);
+    expect(trl.kto.columns).toEqual(expect.arrayContaining(['prompt', 'completion', 'label', 'prompt_ids', 'completion_ids']));
+    kto.forEach((row: { prompt: ChatMessage[]; completion: ChatMessage[]; label: boolean }, i: number) => {
+      const ours = span(row.prompt, row.completion);
+      expect(trl.kto.tokens[i].prompt_ids, `kto ${i}`).toEqual(ours.inputIds.slice(0, ours.responseStart));
+      expect(trl.kto.tokens[i].completion_ids, `kto ${i}`).toEqual(ours.inputIds.slice(ours.responseStart));
+    });
+    // DPO: chosen and rejected are each Hindsight's reply span after the same prompt
+    jsonl(files.dpo!.file).forEach((row: { prompt: ChatMessage[]; chosen: ChatMessage[]; rejected: ChatMessage[] }, i: number) => {
+      for (const side of ['chosen', 'rejected'] as const) {
+        const ours = span(row.prompt, row[side]);
+        expect(trl.dpo.tokens[i].prompt_ids, `dpo ${i}`).toEqual(ours.inputIds.slice(0, ours.responseStart));
+        expect(trl.dpo.tokens[i][`${side}_ids`], `dpo ${i} ${side}`).toEqual(ours.inputIds.slice(ours.responseStart));
+      }
+    });
+    // SFT: the messages row as it is is the whole conversation, and SFTTrainer learns every token of it
+    // (its default); train.py's last_reply_only makes it learn exactly Hindsight's reply span.
+    jsonl(files.sft!.file).forEach((row: { messages: ChatMessage[] }, i: number) => {
+      expect(trl.sft.tokens[i].input_ids, `sft ${i}`).toEqual(tokenizer.encode(tokenizer.applyChatTemplate(row.messages)));
+      expect(trl.sft.tokens[i].labels, `sft ${i}`).toEqual(trl.sft.tokens[i].input_ids);
+      const ours = span(row.messages.slice(0, -1), row.messages.slice(-1));
+      const handed = trl.sft_handoff.tokens[i];
+      expect(handed.input_ids, `sft_handoff ${i}`).toEqual(ours.inputIds);
+      expect(handed.labels, `sft_handoff ${i}`).toEqual(ours.inputIds.map((id, t) => (t < ours.responseStart ? -100 : id)));
+    });
+  });
+
+  describe('bad input on the Python side ends with one line from train.py', () => {
+    /** The run failed, with no traceback, and its last stderr line is train.py's. */
+    const oneLine = (r: Run): string => {
+      expect(r.code).not.toBe(0);
+      expect(r.stderr + r.stdout).not.toContain('Traceback');
+      const last = r.stderr.trim().split('\n').at(-1)!;
+      expect(last.startsWith('train.py: ')).toBe(true);
+      return last;
+    };
+
+    it('a base model that is not there', async () => {
+      const r = await launch(await handoff('kto', path.join(dir, 'no-such-model')), ['--output-dir', path.join(dir, 'never')]);
+      timed('missing base model', r);
+      expect(oneLine(r)).toBe(`train.py: the base model '${path.join(dir, 'no-such-model')}' is not a folder (give a local Hugging Face model folder or a Hub id with --base-model)`);
+      expect(fs.existsSync(path.join(dir, 'never'))).toBe(false);
+    });
+
+    it('a malformed dataset: a line that is not JSON, a row without a column', async () => {
+      const bundle = await handoff('kto');
+      const data = path.join(bundle, 'data', 'kto.jsonl');
+      const good = fs.readFileSync(data, 'utf8');
+      fs.writeFileSync(data, `${good}{"prompt": [], "completion": [\n`);
+      const broken = await launch(bundle, ['--output-dir', path.join(dir, 'never')]);
+      timed('malformed dataset', broken);
+      expect(oneLine(broken)).toBe('train.py: data/kto.jsonl line 9: not JSON (Expecting value at column 31)');
+      fs.writeFileSync(data, `${good}{"prompt": [], "completion": []}\n`);
+      const r = await run(interopPython!, ['train.py', '--output-dir', path.join(dir, 'never')], { cwd: bundle }); // train.py alone, as a user may run it
+      expect(oneLine(r)).toBe('train.py: data/kto.jsonl line 9: missing column(s) label (expected prompt, completion, label)');
+    });
+  });
+});

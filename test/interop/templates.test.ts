@@ -1,0 +1,200 @@
+/**
+ * Chat templates and tokens against transformers itself (docs/design.md §Interoperability):
+ * on the very tokenizer files test/model/real-templates.test.ts uses (./py/chat_templates.py
+ * loads each folder with `AutoTokenizer.from_pretrained`), every conversation below renders
+ * to the same text and the same token ids through Hindsight (ChatTokenizer) as through
+ * `apply_chat_template`, and the reply span Hindsight trains on (`encodeResponse`) is exactly
+ * the reply's tokens as transformers cuts them: the prompt is `apply_chat_template(prompt,
+ * add_generation_prompt=True)`'s ids, and prompt + span is the whole conversation's ids (for
+ * a DeepSeek-R1 style template, which drops a rendered reply's reasoning, the prompt's text
+ * continued by the reply, as generation writes it).
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ChatTokenizer, templateMessages, type ChatMessage } from '../../src-main/model/tokenizer.js';
+import { deepSeekR1Template, writeRealTokenizer, type RealTokenizer } from '../model/real-tokenizers.js';
+import { interopPython, pythonEnv } from './python.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-interop-templates-'));
+afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
+
+const llama31Template = fs.readFileSync(path.join(here, '../model/fixtures/templates/llama-3.1-instruct.jinja'), 'utf8');
+const CHECKPOINTS: { name: string; from: RealTokenizer; template?: string }[] = [
+  { name: 'qwen3', from: 'qwen3' },
+  { name: 'qwen2.5', from: 'qwen2.5' },
+  { name: 'llama-3.1', from: 'llama3.2', template: llama31Template },
+  { name: 'llama-3.2', from: 'llama3.2' },
+  { name: 'deepseek-r1', from: 'deepseek', template: deepSeekR1Template() },
+  { name: 'deepseek-v3', from: 'deepseek' },
+];
+const dirs = Object.fromEntries(CHECKPOINTS.map((c) => [c.name, writeRealTokenizer(path.join(root, c.name), c.from, c.template)]));
+const tokenizers = Object.fromEntries(CHECKPOINTS.map((c) => [c.name, ChatTokenizer.load(dirs[c.name]!)]));
+
+// ---- conversations -----------------------------------------------------------------------
+
+const TOOLS = [{
+  type: 'function',
+  function: { name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+}];
+/** The tool call as the app stores it: OpenAI wire form, arguments as a JSON string. */
+const CALL = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } };
+const SYSTEM_MULTI_TURN: ChatMessage[] = [
+  { role: 'system', content: 'Be brief.' },
+  { role: 'user', content: 'Hi' },
+  { role: 'assistant', content: 'Hello! How can I help?' },
+  { role: 'user', content: 'Weather in Paris? Café «ouvert» — 18°C?' },
+];
+const NO_SYSTEM: ChatMessage[] = SYSTEM_MULTI_TURN.slice(1);
+const TOOL_TURNS: ChatMessage[] = [
+  { role: 'user', content: 'Weather in Paris?' },
+  { role: 'assistant', content: '', tool_calls: [CALL] },
+  { role: 'tool', content: '18°C', tool_call_id: 'call_1', name: 'get_weather' },
+];
+const PAST_REASONING: ChatMessage[] = [
+  { role: 'user', content: 'Hi' },
+  { role: 'assistant', content: '<think>\nA greeting.\n</think>\n\nHello!' },
+  { role: 'user', content: 'Weather in Paris?' },
+];
+/** A multi-step tool turn whose reasoning is in reasoning_content (Qwen3 keeps it after the last user query). */
+const REASONING_TOOL_TURN: ChatMessage[] = [
+  { role: 'user', content: 'Weather in Paris?' },
+  { role: 'assistant', content: '', reasoning_content: 'Need the weather.', tool_calls: [CALL] },
+  { role: 'tool', content: '18°C', tool_call_id: 'call_1', name: 'get_weather' },
+];
+const CONVERSATIONS: Record<string, ChatMessage[]> = {
+  'system, multi-turn': SYSTEM_MULTI_TURN, 'no system': NO_SYSTEM, 'tool call and result': TOOL_TURNS, 'past reasoning': PAST_REASONING, 'reasoning_content in a tool turn': REASONING_TOOL_TURN,
+};
+
+interface Variant { label: string; tools?: unknown[]; extra?: Record<string, unknown> }
+const DATE = { date_string: '02 Jan 2025' };
+/** The renders each checkpoint is compared on (Llama's date fixed, so both sides write the same day). */
+const VARIANTS: Record<string, Variant[]> = {
+  qwen3: [{ label: 'thinking (default)' }, { label: 'thinking on', extra: { enable_thinking: true } }, { label: 'thinking off', extra: { enable_thinking: false } }, { label: 'tools', tools: TOOLS }],
+  'qwen2.5': [{ label: 'plain' }, { label: 'tools', tools: TOOLS }],
+  'llama-3.1': [{ label: 'plain', extra: DATE }, { label: 'tools', tools: TOOLS, extra: DATE }],
+  // 'today': both sides write today's date through strftime_now (Python's C locale, "%d %b %Y")
+  'llama-3.2': [{ label: 'plain', extra: DATE }, { label: 'tools', tools: TOOLS, extra: DATE }, { label: 'today' }],
+  'deepseek-r1': [{ label: 'plain' }],
+  'deepseek-v3': [{ label: 'plain' }],
+};
+
+interface Render { dir: string; messages: ChatMessage[]; tools?: unknown[]; add_generation_prompt: boolean; extra: Record<string, unknown> }
+interface Encode { dir: string; text: string }
+interface RenderCase { label: string; checkpoint: string; messages: ChatMessage[]; variant: Variant; addGenerationPrompt: boolean }
+
+const renderCases: RenderCase[] = [];
+for (const c of CHECKPOINTS) {
+  for (const variant of VARIANTS[c.name]!) {
+    for (const [what, messages] of Object.entries(CONVERSATIONS)) {
+      for (const addGenerationPrompt of [true, false]) {
+        renderCases.push({ label: `${c.name} ${variant.label}: ${what}, add_generation_prompt ${addGenerationPrompt}`, checkpoint: c.name, messages, variant, addGenerationPrompt });
+      }
+    }
+  }
+}
+
+/** Replies Hindsight trains on, after each checkpoint's conversations. */
+const REPLIES: { checkpoint: string; variant: Variant; messages: ChatMessage[]; reply: string; opensThink?: boolean }[] = [
+  ...['qwen3', 'qwen2.5', 'llama-3.1', 'llama-3.2', 'deepseek-v3'].flatMap((checkpoint) =>
+    VARIANTS[checkpoint]!.filter((v) => !v.extra?.enable_thinking || checkpoint !== 'qwen3').flatMap((variant) => [
+      { checkpoint, variant, messages: SYSTEM_MULTI_TURN, reply: 'Sunny, 18°C.' },
+      { checkpoint, variant, messages: TOOL_TURNS, reply: 'It is 18°C in Paris.' },
+    ])),
+  { checkpoint: 'qwen3', variant: VARIANTS.qwen3![0]!, messages: PAST_REASONING, reply: '<think>\nCheck June.\n</think>\n\nSunny.' },
+  { checkpoint: 'qwen3', variant: VARIANTS.qwen3![1]!, messages: TOOL_TURNS, reply: '<think>\nGot it.\n</think>\n\nIt is 18°C.' },
+  { checkpoint: 'qwen3', variant: VARIANTS.qwen3![2]!, messages: SYSTEM_MULTI_TURN, reply: 'Sunny.' },
+  { checkpoint: 'qwen3', variant: VARIANTS.qwen3![0]!, messages: REASONING_TOOL_TURN, reply: '<think>\nGot 18.\n</think>\n\nIt is 18°C.' },
+  { checkpoint: 'deepseek-r1', variant: VARIANTS['deepseek-r1']![0]!, messages: SYSTEM_MULTI_TURN, reply: '<think>\nParis in June.\n</think>\n\nSunny.', opensThink: true },
+  { checkpoint: 'deepseek-r1', variant: VARIANTS['deepseek-r1']![0]!, messages: SYSTEM_MULTI_TURN, reply: 'Sunny.', opensThink: true },
+];
+
+// ---- transformers' side, in one Python run ---------------------------------------------------
+
+const render = (checkpoint: string, messages: ChatMessage[], variant: Variant, addGenerationPrompt: boolean): Render => ({
+  dir: dirs[checkpoint]!,
+  // transformers' documented form of a tool call: arguments as a dict (Hindsight parses the stored JSON string into one)
+  messages: templateMessages(messages),
+  ...(variant.tools ? { tools: variant.tools } : {}),
+  add_generation_prompt: addGenerationPrompt,
+  extra: variant.extra ?? {},
+});
+
+interface Spans { prompt: number; full: number; span?: number; whole?: number }
+const requests: (Render | Encode)[] = [];
+const renderAt = renderCases.map((c) => requests.push(render(c.checkpoint, c.messages, c.variant, c.addGenerationPrompt)) - 1);
+const replyAt: Spans[] = REPLIES.map((r) => {
+  const tok = tokenizers[r.checkpoint]!;
+  const options = { ...(r.variant.tools ? { tools: r.variant.tools } : {}), ...(r.variant.extra ? { extra: r.variant.extra } : {}) };
+  const prompt = requests.push(render(r.checkpoint, r.messages, r.variant, true)) - 1;
+  const full = requests.push(render(r.checkpoint, [...r.messages, { role: 'assistant', content: r.reply }], r.variant, false)) - 1;
+  if (!r.opensThink) return { prompt, full };
+  // R1: the reference is transformers' prompt ids followed by its ids of the reply as generation
+  // writes it after the opened <think> (the rendered conversation has no reasoning to compare with).
+  const row = tok.encodeResponse(r.messages, r.reply, options);
+  const text = tok.decode(row.inputIds.slice(row.responseStart), false);
+  const whole = tok.applyChatTemplate(r.messages, { addGenerationPrompt: true, ...options }) + text;
+  return { prompt, full, span: requests.push({ dir: dirs[r.checkpoint]!, text }) - 1, whole: requests.push({ dir: dirs[r.checkpoint]!, text: whole }) - 1 };
+});
+
+function transformersSide(): { text: string; ids: number[] }[] {
+  if (!interopPython) return [];
+  const started = Date.now();
+  const r = spawnSync(interopPython, [path.join(here, 'py', 'chat_templates.py')], { input: JSON.stringify(requests), env: pythonEnv(), encoding: 'utf8', maxBuffer: 1 << 28 });
+  if (r.status !== 0) throw new Error(`chat_templates.py failed:\n${r.stderr}`);
+  console.log(`transformers rendered ${requests.length} requests in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  return JSON.parse(r.stdout);
+}
+const reference = transformersSide();
+
+describe.skipIf(!interopPython)('chat templates: Hindsight renders and tokenizes as transformers does', () => {
+  it.each(renderCases.map((c, i) => ({ ...c, i })))('$label', ({ checkpoint, messages, variant, addGenerationPrompt, i }) => {
+    const tok = tokenizers[checkpoint]!;
+    const text = tok.applyChatTemplate(messages, { addGenerationPrompt, ...(variant.tools ? { tools: variant.tools } : {}), ...(variant.extra ? { extra: variant.extra } : {}) });
+    const expected = reference[renderAt[i]!]!;
+    expect(text).toBe(expected.text);
+    expect(tok.encode(text)).toEqual(expected.ids);
+  });
+
+  it('the cases cover what they claim (generation prompts differ, tools and thinking change the text)', () => {
+    const at = (label: string) => reference[renderAt[renderCases.findIndex((c) => c.label === label)]!]!.text;
+    expect(at('qwen3 thinking off: system, multi-turn, add_generation_prompt true')).toMatch(/<think>\n\n<\/think>\n\n$/);
+    expect(at('qwen3 tools: system, multi-turn, add_generation_prompt true')).toContain('<tools>');
+    expect(at('llama-3.1 tools: tool call and result, add_generation_prompt true')).toContain('{"name": "get_weather", "parameters": {"city": "Paris"}}');
+    expect(at('deepseek-r1 plain: no system, add_generation_prompt true')).toMatch(/<think>\n$/);
+    expect(at('qwen2.5 plain: no system, add_generation_prompt false')).not.toMatch(/assistant\n$/);
+    expect(at('qwen3 thinking (default): reasoning_content in a tool turn, add_generation_prompt true')).toContain('<think>\nNeed the weather.\n</think>');
+    expect(at('llama-3.2 today: no system, add_generation_prompt true')).toMatch(/Today Date: \d{2} [A-Z][a-z]{2} \d{4}\n/);
+  });
+});
+
+describe.skipIf(!interopPython)('the reply span Hindsight trains is exactly the reply\'s tokens', () => {
+  it.each(REPLIES.map((r, i) => ({ ...r, i, label: `${r.checkpoint} ${r.variant.label}: ${JSON.stringify(r.reply)}` })))('$label', ({ checkpoint, variant, messages, reply, opensThink, i }) => {
+    const tok = tokenizers[checkpoint]!;
+    const row = tok.encodeResponse(messages, reply, { ...(variant.tools ? { tools: variant.tools } : {}), ...(variant.extra ? { extra: variant.extra } : {}) });
+    const at = replyAt[i]!;
+    const prompt = reference[at.prompt]!.ids;
+    expect(row.inputIds.slice(0, row.responseStart)).toEqual(prompt);
+    expect(row.inputIds).toEqual(opensThink ? [...prompt, ...reference[at.span!]!.ids] : reference[at.full]!.ids);
+    // the span: at least the reply's text, and it ends with the end-of-turn token the model must learn to write
+    const span = row.inputIds.slice(row.responseStart);
+    expect(span.length).toBeGreaterThan(1);
+    expect(tok.eosTokenIds).toContain(span.at(-1) === tok.encode('\n').at(-1) ? span.at(-2) : span.at(-1));
+    if (!opensThink) expect(tok.decode(span, false)).toContain(reply.replace(/^<think>\n[\s\S]*<\/think>\n\n/, ''));
+  });
+
+  // Deliberate (docs/design.md §Interoperability): after R1's "<think>\n" a reply without reasoning
+  // starts "\n</think>", and tokenizing prompt + reply as one text merges the two newlines into one
+  // token the prompt never ends with. Hindsight keeps the prompt's tokens, as generation sees them.
+  it('deepseek-r1, plain reply: one-text tokenization would merge across the prompt/reply boundary; Hindsight does not', () => {
+    const i = REPLIES.findIndex((r) => r.checkpoint === 'deepseek-r1' && r.reply === 'Sunny.');
+    const { prompt, span, whole } = replyAt[i]!;
+    const oneText = reference[whole!]!.ids;
+    expect(oneText.slice(0, reference[prompt]!.ids.length)).not.toEqual(reference[prompt]!.ids);
+    expect(tokenizers['deepseek-r1']!.encodeResponse(SYSTEM_MULTI_TURN, 'Sunny.').inputIds).toEqual([...reference[prompt]!.ids, ...reference[span!]!.ids]);
+  });
+});
