@@ -62,9 +62,17 @@ const BUILT_IN_GRAPHS: { [name in BuiltInLoss]: LossRecord } = {
 
 const registry = new Map<string, LossRecord>(Object.values(BUILT_IN_GRAPHS).map((r) => [r.name, r]));
 
+/**
+ * Step-metric keys and graph-output / log-field names a step has whatever its loss: a declared
+ * metric may not take one, or it would overwrite it in the step's metrics, outputs or log line.
+ */
+const TAKEN = new Set(['loss', 'gradNorm', 'tokens', 'valueLoss', 'updates', 'grad_norm', 'logprobs', 'values', 'value_loss', 'step', 'lr']);
+
 /** Adds a loss: its words join the shared table (so logs and the CLI know its metrics), its graph this one. */
 export function registerLoss(record: LossRecord): void {
   if (registry.has(record.name)) throw new Error(`loss '${record.name}' is defined twice`);
+  const clash = record.metrics.flatMap((m) => [m.key, m.field]).find((name) => TAKEN.has(name));
+  if (clash) throw new Error(`loss '${record.name}': its metric name '${clash}' is one every step already has`);
   registerLossSpec(record);
   registry.set(record.name, record);
 }
