@@ -6,8 +6,21 @@ import type { CompositeScore } from './composite.js';
 
 export type Role = 'system' | 'user' | 'assistant' | 'tool';
 
-export type SourceFormat = 'chatgpt' | 'claude' | 'sharegpt' | 'openai' | 'messages' | 'openwebui';
-export const SOURCE_FORMATS: readonly SourceFormat[] = ['chatgpt', 'claude', 'sharegpt', 'openai', 'messages', 'openwebui'];
+/**
+ * Every import format, one record each (docs/how-to-add.md, "An import format"): its name in the
+ * Import panel's menu, and what it reads, for the one line every "unknown file" error ends with
+ * (`SUPPORTED_LINE`). The format names, `SOURCE_FORMATS` and the CLI's `--format` come from here.
+ */
+export const SOURCE_FORMAT_INFO = {
+  chatgpt: { label: 'ChatGPT', reads: 'ChatGPT conversations.json, split files or the export zip' },
+  claude: { label: 'Claude', reads: 'Claude conversations.json or zip' },
+  sharegpt: { label: 'ShareGPT', reads: 'ShareGPT {conversations:[{from,value}]}' },
+  openai: { label: 'OpenAI chat JSONL', reads: 'OpenAI chat JSONL {messages:[…]} per line' },
+  messages: { label: 'Hugging Face messages', reads: 'Hugging Face {messages:[…]} JSON or JSONL' },
+  openwebui: { label: 'Open WebUI', reads: 'Open WebUI chat export' },
+} as const satisfies Record<string, { label: string; reads: string }>;
+export type SourceFormat = keyof typeof SOURCE_FORMAT_INFO;
+export const SOURCE_FORMATS: readonly SourceFormat[] = Object.keys(SOURCE_FORMAT_INFO) as SourceFormat[];
 /** Where a session came from: an imported format, or `capture` (live capture, src-main/capture/). */
 export type SessionFormat = SourceFormat | 'capture';
 export const SESSION_FORMATS: readonly SessionFormat[] = [...SOURCE_FORMATS, 'capture'];

@@ -48,7 +48,8 @@ export interface OpenedExport {
   warnings: string[];
 }
 
-const CONVERTERS: Record<SourceFormat, ConversationConverter> = {
+/** One converter per format: a `SOURCE_FORMATS` entry without one is a type error here. */
+export const CONVERTERS: Record<SourceFormat, ConversationConverter> = {
   chatgpt: convertChatGpt,
   claude: convertClaude,
   sharegpt: convertShareGpt,

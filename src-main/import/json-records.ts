@@ -17,7 +17,7 @@ import Assembler from 'stream-json/Assembler.js';
 import Parser from 'stream-json/Parser.js';
 import StreamArray from 'stream-json/streamers/StreamArray.js';
 import StreamValues from 'stream-json/streamers/StreamValues.js';
-import { UserError } from '../../src-shared/types.js';
+import { SOURCE_FORMAT_INFO, SOURCE_FORMATS, UserError } from '../../src-shared/types.js';
 import type { ByteSource } from './sources.js';
 
 /** How a file holds its records: a JSON array, one JSON object, or JSON Lines. */
@@ -103,13 +103,9 @@ export function checkHead(source: ByteSource, head: Buffer): HeadCheck {
   return { firstChar };
 }
 
-/** The one line that lists what we import, for every "unknown file" error. */
+/** The one line that lists what we import, for every "unknown file" error: one entry per `SOURCE_FORMATS`. */
 export const SUPPORTED_LINE =
-  'Supported formats: chatgpt (ChatGPT conversations.json, split files or the export zip), ' +
-  'claude (Claude conversations.json or zip), sharegpt (ShareGPT {conversations:[{from,value}]}), ' +
-  'openai (OpenAI chat JSONL {messages:[…]} per line), messages (Hugging Face {messages:[…]} JSON or JSONL), ' +
-  'openwebui (Open WebUI chat export); ' +
-  'use --format to force one.';
+  `Supported formats: ${SOURCE_FORMATS.map((f) => `${f} (${SOURCE_FORMAT_INFO[f].reads})`).join(', ')}; use --format to force one.`;
 
 /**
  * Counts the bytes handed to the parser, so that errors can say where they happened, and drops
