@@ -4,7 +4,8 @@
  *
  * Supported families: Llama (`LlamaForCausalLM`), Qwen2 (q/k/v bias) and Qwen3 (RMSNorm of
  * q and k over head_dim before RoPE). Also: GQA, head_dim ≠ hidden/heads, tied embeddings,
- * rope_theta, and rope_scaling of type `linear` or `llama3`. Anything else is refused with a
+ * rope_theta, and rope_scaling of type `linear` or `llama3` (also as transformers 5's
+ * `rope_parameters`). Anything else is refused with a
  * message that names the file and the field or tensor, rather than producing wrong numbers.
  *
  * Weights are read lazily by name, widened to fp32 (see ./safetensors.ts for why), and
@@ -19,39 +20,9 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } from './safetensors.js';
 import { ggufIdentityFiles, isGgufPath, openGgufModel, readGgufTensor, type GgufModel } from './gguf/model.js';
+import type { ModelConfig, ModelFamily, RopeScaling } from './model-config.js';
 
-export type ModelFamily = 'llama' | 'qwen2' | 'qwen3';
-
-export type RopeScaling =
-  | { type: 'linear'; factor: number }
-  | { type: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositionEmbeddings: number };
-
-/** The decoder's hyper-parameters, normalised across families. */
-export interface ModelConfig {
-  family: ModelFamily;
-  architecture: string;
-  vocabSize: number;
-  hiddenSize: number;
-  intermediateSize: number;
-  numLayers: number;
-  numHeads: number;
-  numKvHeads: number;
-  headDim: number;
-  rmsNormEps: number;
-  ropeTheta: number;
-  ropeScaling?: RopeScaling;
-  tieWordEmbeddings: boolean;
-  /** Bias on q, k and v projections (Qwen2 always; Llama with attention_bias). */
-  qkvBias: boolean;
-  /** Bias on the output projection (Llama with attention_bias). */
-  oBias: boolean;
-  mlpBias: boolean;
-  /** Qwen3: RMSNorm of each head's q and k before RoPE. */
-  qkNorm: boolean;
-  bosTokenId?: number;
-  eosTokenIds: number[];
-  maxPositionEmbeddings: number;
-}
+export type { ModelConfig, ModelFamily, RopeScaling };
 
 const ARCHITECTURES: Record<string, ModelFamily> = {
   LlamaForCausalLM: 'llama',
@@ -89,6 +60,7 @@ export function readModelConfig(dir: string): ModelConfig {
   if (raw.use_sliding_window === true) throw new UserError(`${file}: use_sliding_window is not supported`);
   const hiddenSize = num('hidden_size');
   const numHeads = num('num_attention_heads');
+  const rope = readRope(raw, file, num);
   const eos = raw.eos_token_id;
   const eosTokenIds = Array.isArray(eos) ? (eos as number[]) : typeof eos === 'number' ? [eos] : [];
   const config: ModelConfig = {
@@ -102,8 +74,8 @@ export function readModelConfig(dir: string): ModelConfig {
     numKvHeads: num('num_key_value_heads', numHeads),
     headDim: typeof raw.head_dim === 'number' ? raw.head_dim : hiddenSize / numHeads,
     rmsNormEps: num('rms_norm_eps', 1e-6),
-    ropeTheta: num('rope_theta', 10000),
-    ropeScaling: parseRopeScaling(raw.rope_scaling, file),
+    ropeTheta: rope.theta,
+    ropeScaling: rope.scaling,
     tieWordEmbeddings: raw.tie_word_embeddings === true,
     qkvBias: family === 'qwen2' || raw.attention_bias === true,
     oBias: family === 'llama' && raw.attention_bias === true,
@@ -117,6 +89,21 @@ export function readModelConfig(dir: string): ModelConfig {
   if (config.headDim % 2) throw new UserError(`${file}: head_dim ${config.headDim} must be even for RoPE`);
   if (numHeads % config.numKvHeads) throw new UserError(`${file}: num_attention_heads ${numHeads} is not a multiple of num_key_value_heads ${config.numKvHeads}`);
   return config;
+}
+
+/**
+ * RoPE's base and scaling: transformers ≥ 5 writes them as one `rope_parameters` object
+ * ({rope_type, rope_theta, factor…}), older configs as `rope_theta` and `rope_scaling`.
+ */
+function readRope(raw: Record<string, unknown>, file: string, num: (key: string, fallback?: number) => number): { theta: number; scaling?: RopeScaling } {
+  const p = raw.rope_parameters;
+  if (p === null || p === undefined) return { theta: num('rope_theta', 10000), scaling: parseRopeScaling(raw.rope_scaling, file) };
+  if (typeof p !== 'object' || Array.isArray(p) || typeof (p as Record<string, unknown>).rope_theta !== 'number') {
+    throw new UserError(`${file}: rope_parameters ${JSON.stringify(p)} is not supported (one object with rope_theta; per-layer-type parameters are not)`);
+  }
+  const { rope_theta: theta, partial_rotary_factor: partial, ...scaling } = p as Record<string, unknown>;
+  if (partial !== undefined && partial !== 1) throw new UserError(`${file}: rope_parameters.partial_rotary_factor ${JSON.stringify(partial)} is not supported (only 1)`);
+  return { theta: theta as number, scaling: scaling.rope_type === undefined && scaling.type === undefined ? undefined : parseRopeScaling(scaling, file) };
 }
 
 function parseRopeScaling(raw: unknown, file: string): RopeScaling | undefined {

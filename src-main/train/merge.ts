@@ -3,7 +3,7 @@
  *
  * - {@link writeMergedModel}: the optional merged export, W' = W + s·B·A for every adapted
  *   linear (s = alpha / r), written as a Hugging Face folder (fp32 `model.safetensors`,
- *   `config.json` with torch_dtype float32, tokenizer files copied) that any tool, and
+ *   `config.json` with dtype and torch_dtype float32, tokenizer files copied) that any tool, and
  *   Hindsight's own `score`/`generate`, loads as a plain model. Every tensor is held in
  *   memory while writing, so this is meant for models that fit in RAM in fp32.
  * - {@link adapterScoreGraph} / {@link scoreWithAdapter}: the decoder with LoRA applied
@@ -61,7 +61,9 @@ export function writeMergedModel(ckpt: Checkpoint, dir: string, lora: LoraConfig
     return dir;
   }
   const config = JSON.parse(fs.readFileSync(path.join(ckpt.dir, 'config.json'), 'utf8'));
-  writeJsonAtomic(path.join(dir, 'config.json'), { ...config, torch_dtype: 'float32' });
+  // transformers ≥ 5 names the dtype `dtype` (and loads in it by default), older ones `torch_dtype`:
+  // both say float32, or a bf16 base's merged copy would load rounded back to bf16.
+  writeJsonAtomic(path.join(dir, 'config.json'), { ...config, torch_dtype: 'float32', dtype: 'float32' });
   for (const f of TOKENIZER_FILES) if (fs.existsSync(path.join(ckpt.dir, f))) fs.copyFileSync(path.join(ckpt.dir, f), path.join(dir, f));
   return dir;
 }

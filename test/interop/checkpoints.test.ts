@@ -1,0 +1,113 @@
+// Checkpoints written by transformers itself (test/interop/py/make_models.py): tiny random Llama,
+// Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, saved
+// by save_pretrained with transformers 5's config.json (rope_parameters, dtype). For each one,
+// Hindsight's `score` (the CLI, rows batched together) gives transformers' per-token log-probs
+// within 1e-4 nats, and greedy generation (LocalModel.generate, temperature 0) gives the tokens
+// transformers' generate(do_sample=False) gives. bf16 checkpoints are compared with transformers
+// run in fp32 on the same bf16 values (both sides widen them exactly, so the tolerance is the
+// same). The tokenizer is test/model/tiny-models.ts's byte-level BPE with its ChatML template.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LocalModel } from '../../src-main/model/local-model.js';
+import { runCli } from '../helpers/cli.js';
+import { maxDifference, runPython, writeTinyTokenizerFolder } from './helpers.js';
+import { interopPython, pythonEnv } from './python.js';
+
+const TOLERANCE = 1e-4;
+const MAX_NEW_TOKENS = 20;
+const TEXTS = [
+  'The cat sat on the mat.',
+  'In the beginning there was the word, and the word was with the other words; then came the sentences.',
+  // Long enough for positions past 150 (RoPE far from the start, and Llama 3 scaling's low band).
+  Array.from({ length: 12 }, (_, i) => `Line ${i}: the quick brown fox jumps over the lazy dog.`).join('\n'),
+  'a',
+];
+const PROMPTS = ['Hello, who are you?', 'Write one sentence about the sea.', 'x'];
+
+interface Model { name: string; family: 'llama' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16'; head_dim?: number; rope_theta?: number; rope_scaling?: Record<string, unknown> }
+const LLAMA3_ROPE = { rope_type: 'llama3', factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 64 };
+const MODELS: Model[] = [
+  { name: 'llama-fp32-untied', family: 'llama', tie: false, dtype: 'F32', rope_theta: 500000, rope_scaling: LLAMA3_ROPE },
+  { name: 'llama-bf16-tied', family: 'llama', tie: true, dtype: 'BF16', head_dim: 24 },
+  { name: 'qwen2-fp32-tied', family: 'qwen2', tie: true, dtype: 'F32', rope_theta: 1000000 },
+  { name: 'qwen2-bf16-untied', family: 'qwen2', tie: false, dtype: 'BF16' },
+  { name: 'qwen3-fp32-untied', family: 'qwen3', tie: false, dtype: 'F32', head_dim: 32, rope_theta: 1000000 },
+  { name: 'qwen3-bf16-tied', family: 'qwen3', tie: true, dtype: 'BF16' },
+];
+
+interface Reference {
+  dir: string;
+  config: Record<string, unknown>;
+  rows: { ids: number[]; start: number; logprobs: number[] }[];
+  generations: { prompt: string; prompt_ids: number[]; tokens: number[]; margins: number[] }[];
+}
+
+describe.skipIf(!interopPython)('checkpoints written by transformers', () => {
+  let tmp: string;
+  const refs = new Map<string, Reference>();
+  const worst: Record<string, number> = {};
+  const greedy = { tokens: 0, ties: 0 };
+
+  beforeAll(async () => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-interop-ckpt-'));
+    const models = MODELS.map(({ name, ...m }) => ({ dir: writeTinyTokenizerFolder(path.join(tmp, name)), ...m }));
+    const spec = { models, texts: TEXTS, prompts: PROMPTS, max_new_tokens: MAX_NEW_TOKENS };
+    const out = await runPython(interopPython!, [path.resolve('test/interop/py/make_models.py')], JSON.stringify(spec), pythonEnv());
+    (JSON.parse(out) as Reference[]).forEach((r, i) => refs.set(MODELS[i]!.name, r));
+  }, 600_000);
+  afterAll(() => {
+    console.log(`transformers checkpoints vs Hindsight, largest log-prob difference (nats): ${JSON.stringify(worst)}; greedy: ${greedy.tokens} tokens equal, ${greedy.ties} paths parted at a tie`);
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('writes transformers 5 configs (rope_parameters, dtype), bf16 and tied heads as asked', () => {
+    for (const m of MODELS) {
+      const c = refs.get(m.name)!.config;
+      expect(c.rope_parameters, m.name).toMatchObject({ rope_theta: m.rope_theta ?? 10000 });
+      expect(c.rope_theta, m.name).toBeUndefined();
+      expect(c.dtype, m.name).toBe(m.dtype === 'BF16' ? 'bfloat16' : 'float32');
+      expect(c.tie_word_embeddings, m.name).toBe(m.tie);
+    }
+  });
+
+  for (const m of MODELS) {
+    it(`${m.name}: score equals transformers' log-probs within ${TOLERANCE}`, async () => {
+      const ref = refs.get(m.name)!;
+      const input = path.join(tmp, `${m.name}-rows.jsonl`);
+      const out = path.join(tmp, `${m.name}-scored.jsonl`);
+      fs.writeFileSync(input, ref.rows.map((r) => JSON.stringify({ input_ids: r.ids, response_start: r.start })).join('\n') + '\n');
+      const r = await runCli('score', '--model', ref.dir, '--input', input, '--out', out, '--threads', '1');
+      expect(r.code, r.stderr).toBe(0);
+      const got = fs.readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l).logprobs as number[]);
+      const diff = maxDifference(got, ref.rows.map((row) => row.logprobs));
+      worst[m.name] = diff;
+      expect(diff).toBeLessThan(TOLERANCE);
+      // The comparison can fail: the model is far from uniform, and the rows differ from each other.
+      const spread = Math.max(...ref.rows[2]!.logprobs) - Math.min(...ref.rows[2]!.logprobs);
+      expect(spread).toBeGreaterThan(1);
+    });
+
+    it(`${m.name}: greedy generate gives transformers' tokens`, async () => {
+      const ref = refs.get(m.name)!;
+      const model = await LocalModel.load(ref.dir, { threads: 1 });
+      try {
+        for (const g of ref.generations) {
+          const ids = model.promptIds([{ role: 'user', content: g.prompt }], { chatTemplate: true });
+          expect(ids, g.prompt).toEqual(g.prompt_ids);
+          const got = (await model.generate(ids, { maxNewTokens: MAX_NEW_TOKENS, temperature: 0 })).tokens;
+          const split = got.findIndex((t, i) => t !== g.tokens[i]);
+          // Only a tie within rounding may send the two greedy paths apart; otherwise every token matches.
+          if (split >= 0) {
+            expect(g.margins[split], `${g.prompt}: token ${split}: ${got} vs ${g.tokens}`).toBeLessThan(TOLERANCE);
+            greedy.ties++;
+          } else expect(got, g.prompt).toEqual(g.tokens);
+          greedy.tokens += split >= 0 ? split : got.length;
+        }
+      } finally {
+        await model.close();
+      }
+    });
+  }
+});
