@@ -93,7 +93,7 @@ export const BUILT_IN_METHODS = {
   },
   opd: {
     name: 'opd', label: 'On-policy distillation', help: 'The model shown the hint teaches itself, token by token.',
-    // Pure distillation has no reward to push the ratio up, so the clip stays symmetric.
+    // ε_high is 0.28 (a higher upper clip) where rewards drive the update; pure distillation keeps the symmetric 0.2.
     uses: { reward: false, hint: true }, weighted: false, defaults: { epsHigh: 0.2 }, loss: 'ppo-clip',
   },
   combine: {
@@ -109,8 +109,14 @@ declare const registered: unique symbol;
 export type RegisteredMethod = string & { readonly [registered]: true };
 export type TrainMethod = BuiltInMethod | RegisteredMethod;
 
-const methods = new Map<string, MethodRecord>(Object.values(BUILT_IN_METHODS).map((m) => [m.name, m]));
-const losses = new Map<string, LossSpec>(Object.values(BUILT_IN_LOSSES).map((l) => [l.name, l]));
+/** A table keyed by name, each record named as its key (a copy-pasted record that kept its old name fails at load). */
+function byName<R extends { readonly name: string }>(table: Record<string, R>, what: string): Map<string, R> {
+  for (const [key, record] of Object.entries(table)) if (record.name !== key) throw new Error(`${what} '${key}' is named '${record.name}'`);
+  return new Map(Object.entries(table));
+}
+
+const methods = byName<MethodRecord>(BUILT_IN_METHODS, 'training method');
+const losses = byName<LossSpec>(BUILT_IN_LOSSES, 'loss');
 
 /**
  * Every method --method, the API contract and the pages accept: the built-ins, then any
