@@ -33,18 +33,7 @@ import { onPolicyInput } from './on-policy-api.js';
 import { ROLLOUT_CALLS } from './rollouts-api.js';
 import type { Availability, TrainEval, TrainingState, TrainProgress, TrainRunInfo } from './training-api.js';
 import { bounded, LORA_TARGETS, OPTIMIZER_KINDS, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type TrainDevice, type TrainMethod } from './training.js';
-import {
-  array,
-  boolean,
-  integer,
-  nullable,
-  object,
-  oneOf,
-  optional,
-  string,
-  ValidationError,
-  type Infer,
-} from './validate.js';
+import { array, boolean, integer, nullable, object, oneOf, optional, string, ValidationError, variants, type Infer } from './validate.js';
 
 export { ValidationError };
 export type { CallSpec, Returns } from './call-spec.js';
@@ -216,6 +205,16 @@ const trainConfig = object({
   onPolicy: optional(onPolicyInput),
 });
 
+/** The jobs `cancel` stops, by kind: a fine-tune is named by its run; the others run one at a time. */
+export const CANCEL_JOBS = ['judge', 'tokenView', 'train', 'eval'] as const;
+export type CancelJob = (typeof CANCEL_JOBS)[number];
+const cancelInput = variants('job', {
+  judge: object({ job: oneOf(['judge'] as const) }),
+  tokenView: object({ job: oneOf(['tokenView'] as const) }),
+  train: object({ job: oneOf(['train'] as const), runId: string({ min: 1, max: 100 }) }),
+  eval: object({ job: oneOf(['eval'] as const) }),
+} satisfies Record<CancelJob, unknown>);
+
 export const CALLS = {
   appInfo: call('Where the database lives, what this build can do, and the transport.', NO_INPUT, returns<AppInfo>()),
   stats: call('Counts of sessions, turns, samples and labels.', NO_INPUT, returns<Stats>()),
@@ -239,18 +238,18 @@ export const CALLS = {
     returns<ImportSummary>(),
   ),
   loadSampleData: call('Imports the demo exports shipped in resources/samples.', NO_INPUT, returns<ImportSummary>()),
+  // A judge run keeps the labels it gave; a fine-tune stops after its step, keeping a checkpoint; an evaluation keeps what it measured.
+  cancel: call('Stops a running job of one kind (judge, tokenView, train with its runId, eval); `cancelled`: whether one was running.', cancelInput, returns<{ cancelled: boolean }>()),
   judgeRun: call(
     'Labels every sample with a judge; manual labels are never overwritten.',
     object({ backend: oneOf(JUDGE_BACKENDS), hints: boolean(), votes: optional(integer({ min: 1, max: 15 })) }),
     returns<JudgeSummary>(),
   ),
-  judgeCancel: call('Stops the running judge run; the samples it judged keep their labels.', NO_INPUT, returns<{ cancelled: boolean }>()),
   tokenView: call(
     "A reply's tokens coloured by the hint's OPD advantage (teacher − student) or an adapter's change (adapter − base); progress as tokenview.progress.",
     tokenViewInput,
     returns<TokenViewResult>(),
   ),
-  tokenViewCancel: call('Stops the running token view computation.', NO_INPUT, returns<{ cancelled: boolean }>()),
   checks: call('The at-least-one report, the label distribution and imbalance warnings.', NO_INPUT, returns<CheckReport>()),
   reviewQueue: call(
     'The review queue: unreviewed judge labels, most uncertain first (split votes, weak evidence, judges disagreeing, no evidence).',
@@ -270,7 +269,6 @@ export const CALLS = {
   defaultModelDir: call('The model folder preselected for training (the demo model).', NO_INPUT, returns<{ path: string; exists: boolean }>()),
   trainStatus: call('Whether the trainer is available, and the runs of this launch.', NO_INPUT, returns<TrainingState>()),
   trainStart: call('Starts a fine-tune; progress arrives as train.progress events.', trainConfig, returns<{ runId: string }>()),
-  trainCancel: call('Asks a running fine-tune to stop after its current step (a checkpoint is kept).', object({ runId: string({ min: 1, max: 100 }) }), returns<{ cancelled: boolean }>()),
   trainResume: call('Resumes a cancelled or failed run from its last checkpoint.', object({ runId: string({ min: 1, max: 100 }) }), returns<{ runId: string }>()),
   trainMetrics: call(
     'Every step and held-out evaluation recorded so far for a run (to redraw charts after a reload).',
@@ -287,7 +285,6 @@ export const CALLS = {
   ),
   evalStart: call('Evaluates the base model and adapters on the held-out split; progress as eval.progress (docs/design.md §Evaluation).', evalStartInput, returns<EvalState>()),
   evalStatus: call('The running or last evaluation, with its report.', NO_INPUT, returns<EvalState>()),
-  evalCancel: call('Stops the evaluation, keeping what was measured.', NO_INPUT, returns<EvalState>()),
   ...CHAT_CALLS,
   captureStatus: call('Live capture: on or off, the endpoint, counts, the background loop and the served adapter.', NO_INPUT, returns<CaptureStatus>()),
   captureRollback: call('Serves the adapter that was served before the last swap again (the base model when there was none).', NO_INPUT, returns<CaptureStatus>()),
@@ -354,30 +351,32 @@ export function validateCall<K extends CallName>(name: K, input: unknown): CallI
 // Events (main → UI)
 // ---------------------------------------------------------------------------------------
 
-export interface ApiEvents {
+/** Every event, declared once: its name and (a type only) its payload; ApiEvents and EVENT_NAMES are read off it. */
+const EVENTS = {
   /** The data changed; views re-read what they show. */
-  'workspace.changed': { reason: ChangeReason };
-  'judge.progress': { done: number; total: number };
-  'tokenview.progress': TokenViewProgress;
-  'train.progress': TrainProgress;
+  'workspace.changed': returns<{ reason: ChangeReason }>(),
+  'judge.progress': returns<{ done: number; total: number }>(),
+  'tokenview.progress': returns<TokenViewProgress>(),
+  'train.progress': returns<TrainProgress>(),
   /** A held-out evaluation of a running fine-tune (docs/design.md §Evaluation). */
-  'train.eval': TrainEval;
+  'train.eval': returns<TrainEval>(),
   /** A run changed status (started, cancelled, finished with its adapter folder, failed). */
-  'train.status': TrainRunInfo;
-  'eval.progress': EvalState;
+  'train.status': returns<TrainRunInfo>(),
+  'eval.progress': returns<EvalState>(),
   /** The Chat page's turn: both replies as written so far. */
-  'chat.progress': ChatState;
+  'chat.progress': returns<ChatState>(),
   /** Live capture made samples: a reply got its next state (the views refresh). */
-  'capture.sample': { sessionId: string; responseTurns: number[] };
+  'capture.sample': returns<{ sessionId: string; responseTurns: number[] }>(),
   /** Live capture's status changed (on/off, loop state, adapter swap). */
-  'capture.status': CaptureStatus;
+  'capture.status': returns<CaptureStatus>(),
   /** The desktop menu asks the UI to do something. */
-  'app.command': { command: 'import' | 'export' | 'openDatabase' | 'settings' };
-}
+  'app.command': returns<{ command: 'import' | 'export' | 'openDatabase' | 'settings' }>(),
+} as const;
+
+/** Each event's payload, by name. */
+export type ApiEvents = { [E in keyof typeof EVENTS]: (typeof EVENTS)[E] extends Returns<infer P> ? P : never };
 export type EventName = keyof ApiEvents;
-export const EVENT_NAMES: readonly EventName[] = [
-  'workspace.changed', 'judge.progress', 'tokenview.progress', 'train.progress', 'train.eval', 'train.status', 'eval.progress', 'chat.progress', 'capture.sample', 'capture.status', 'app.command',
-];
+export const EVENT_NAMES = Object.keys(EVENTS) as readonly EventName[];
 
 export function isEventName(name: unknown): name is EventName {
   return typeof name === 'string' && (EVENT_NAMES as readonly string[]).includes(name);

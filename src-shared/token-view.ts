@@ -40,7 +40,7 @@ export interface TokenView {
   executionProvider: string;
 }
 
-/** `tokenView` answers a view, or that it was cancelled (by tokenViewCancel or a newer request). */
+/** `tokenView` answers a view, or that it was cancelled (by cancel({ job: 'tokenView' }) or a newer request). */
 export type TokenViewResult = { cancelled: false; view: TokenView } | { cancelled: true; view: null };
 
 export const tokenViewInput = object({

@@ -141,3 +141,21 @@ export function object<S extends Shape>(shape: S): Schema<ObjectOf<S>> {
     },
   };
 }
+
+/**
+ * One of several object shapes, told apart by the string at `key` (each shape states `key`
+ * itself, as `oneOf([name])`): the shape the tag names checks the rest, strictly, as object() does.
+ */
+export function variants<V extends Record<string, Schema<object>>>(key: string, shapes: V): Schema<Infer<V[keyof V]>> {
+  const names = Object.keys(shapes);
+  return {
+    parse(value, field) {
+      if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(field, `must be an object, got ${describe(value)}`);
+      const tag = (value as Record<string, unknown>)[key];
+      const at = field ? `${field}.${key}` : key;
+      if (tag === undefined) fail(at, 'is required');
+      if (typeof tag !== 'string' || !Object.prototype.hasOwnProperty.call(shapes, tag)) fail(at, `must be one of ${names.map((n) => JSON.stringify(n)).join(', ')}, got ${describe(tag)}`);
+      return shapes[tag]!.parse(value, field) as Infer<V[keyof V]>;
+    },
+  };
+}

@@ -230,8 +230,14 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     return summary;
   }
 
-  async judgeCancel() {
-    return this.judges.cancel();
+  /** One cancel for every kind of job (the contract's CANCEL_JOBS). */
+  async cancel(input: CallInput<'cancel'>) {
+    switch (input.job) {
+      case 'judge': return this.judges.cancel();
+      case 'tokenView': return this.tokenViews.cancel();
+      case 'train': return this.training.cancel(input.runId);
+      case 'eval': return this.evals.cancel();
+    }
   }
 
   async tokenView(input: CallInput<'tokenView'>) {
@@ -243,7 +249,6 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   }
 
   async evalStatus() { return this.evals.status(); }
-  async evalCancel() { return this.evals.cancel(); }
 
   async chatStart(input: CallInput<'chatStart'>) {
     return this.chats.start({ ...input, modelDir: expandHome(input.modelDir), adapterDir: input.adapterDir && expandHome(input.adapterDir) });
@@ -252,10 +257,6 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   async chatStatus() { return this.chats.status(); }
   async chatStop() { return this.chats.stop(); }
   async chatEnd() { return this.chats.end(); }
-
-  async tokenViewCancel() {
-    return this.tokenViews.cancel();
-  }
 
   async checks() {
     return this.workspace.checks();
@@ -308,10 +309,6 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   async trainStart(config: CallInput<'trainStart'>) {
     const onPolicy = config.onPolicy && { ...config.onPolicy, ...(config.onPolicy.taskFile !== undefined ? { taskFile: path.resolve(expandHome(config.onPolicy.taskFile)) } : {}) };
     return this.training.start({ ...config, modelDir: expandHome(config.modelDir), outDir: expandHome(config.outDir), ...(onPolicy ? { onPolicy } : {}) });
-  }
-
-  async trainCancel({ runId }: CallInput<'trainCancel'>) {
-    return this.training.cancel(runId);
   }
 
   async trainResume({ runId }: CallInput<'trainResume'>) {

@@ -55,9 +55,11 @@ export class EvalService {
     return this.state;
   }
 
-  cancel(): EvalState {
+  /** Stops the running evaluation (it keeps what was measured); whether one was running. */
+  cancel(): { cancelled: boolean } {
+    const running = this.state.state === 'running';
     this.controller?.abort();
-    return this.state;
+    return { cancelled: running };
   }
 
   close(): void {

@@ -1,7 +1,7 @@
 // Judging from the app: the Judge action runs the same runner as `hindsight judge`
 // (src-main/judge/runner.ts) with the backend chosen in Settings — the heuristic, the local
 // model, or an OpenAI-compatible endpoint — reporting `judge.progress` events and
-// stoppable with `judgeCancel`. One run at a time.
+// stoppable with `cancel({ job: 'judge' })`. One run at a time.
 //
 // The local judge model stays loaded between runs (loading costs seconds) and is closed
 // when the configured folder changes or the app closes.

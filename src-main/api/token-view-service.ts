@@ -6,7 +6,7 @@
 // scoring in its worker thread (src-main/model/local-model.ts), so the app never blocks on
 // ONNX Runtime. An adapter is applied merged, as the capture endpoint serves it
 // (src-main/openai/served-model.ts). Progress goes out as `tokenview.progress`; a request is
-// cancelled by `tokenViewCancel` or by a newer request (the inspector follows the selection),
+// cancelled by `cancel({ job: 'tokenView' })` or by a newer request (the inspector follows the selection),
 // between two worker calls. Views are cached in memory, least recently used out, under a key
 // made of the model, the adapter's bytes and the very token ids scored (so the context, the
 // hint and the reply are all in it): a changed hint or reply is a new key, never a stale view.

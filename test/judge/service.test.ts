@@ -1,6 +1,6 @@
 // The app's Judge action over `hindsight serve`'s HTTP API: the settings choose the
 // backend, judgeRun runs the judge runner, judge.progress events arrive over SSE, and
-// judgeCancel stops a run midway.
+// cancel({ job: 'judge' }) stops a run midway.
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { serveApp, type ServeHandle } from '../../src-main/api/serve-app.js';
@@ -82,7 +82,7 @@ describe('the app’s Judge action', () => {
     expect(events.seen.at(-1)).toEqual({ done: 6, total: 6 });
   });
 
-  it('judgeCancel stops a run; an endpoint that is down is a user error naming it', async () => {
+  it('cancel stops a judge run; an endpoint that is down is a user error naming it', async () => {
     const slow = await scriptedServer(() => ({ content: '\\boxed{1}', delayMs: 200 }));
     cleanup.push(slow);
     const { app, call } = await appWithSamples(5);
@@ -93,12 +93,12 @@ describe('the app’s Judge action', () => {
     await waitUntil('a first sample judged', () => events.seen.some((e) => e.done >= 1));
     await events.stop();
     expect(await call('judgeRun', { backend: 'openai', hints: false, votes: 1 })).toMatchObject({ ok: false, error: { kind: 'user', message: expect.stringMatching(/already under way/) } });
-    expect(await call('judgeCancel')).toEqual({ ok: true, value: { cancelled: true } });
+    expect(await call('cancel', { job: 'judge' })).toEqual({ ok: true, value: { cancelled: true } });
     const summary = (await run).value;
     expect(summary.cancelled).toBe(true);
     expect(summary.judged).toBeGreaterThan(0);
     expect(summary.judged).toBeLessThan(10);
-    expect(await call('judgeCancel')).toEqual({ ok: true, value: { cancelled: false } });
+    expect(await call('cancel', { job: 'judge' })).toEqual({ ok: true, value: { cancelled: false } });
 
     const port = await closedPort();
     await call('updateSettings', { openaiBaseUrl: `http://127.0.0.1:${port}/v1` });

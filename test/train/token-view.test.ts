@@ -133,7 +133,7 @@ describe('the token view', () => {
     ws.setLabel('openai:a', 1, { hint: HINTS['openai:a']! });
   }, 60_000);
 
-  it('is cancelled by tokenViewCancel and by a newer request', async () => {
+  it("is cancelled by cancel({ job: 'tokenView' }) and by a newer request", async () => {
     const a = { sessionId: 'openai:a', responseTurn: 1, mode: 'hint' as const };
     const b = { sessionId: 'openai:b', responseTurn: 1, mode: 'hint' as const };
     const pending = service.compute(ws, a);

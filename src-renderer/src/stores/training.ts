@@ -117,7 +117,7 @@ export const useTrainingStore = defineStore('training', {
     async cancel() {
       if (!this.runId) return;
       try {
-        await api.trainCancel({ runId: this.runId });
+        await api.cancel({ job: 'train', runId: this.runId });
       } catch (err) {
         this.error = errorMessage(err);
       }
