@@ -67,6 +67,26 @@ function maskedMean(batch: StepBatch, f: (k: number) => number): number {
   return sum / n;
 }
 
+/** Every source file of the app: main process, shared code, renderer. */
+function sourceFiles(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const file = path.join(dir, e.name);
+    if (e.isDirectory()) return e.name === 'node_modules' ? [] : sourceFiles(file);
+    return /\.(ts|vue)$/.test(e.name) ? [file] : [];
+  });
+}
+
+describe('the method table', () => {
+  it('is the only place that tells methods apart: no source file compares a method by name', () => {
+    // What differs between methods is a field of their records (src-shared/training-methods.ts);
+    // a comparison with a name would send every other method, a new one included, down one branch.
+    const byName = /[!=]==\s*'(rl|opd|combine)'|'(rl|opd|combine)'\s*[!=]==|case\s+'(rl|opd|combine)'/;
+    const found = ['src-main', 'src-shared', 'src-renderer/src'].flatMap(sourceFiles).flatMap((file) =>
+      fs.readFileSync(file, 'utf8').split('\n').flatMap((line, i) => (byName.test(line) ? [`${file}:${i + 1}: ${line.trim()}`] : [])));
+    expect(found).toEqual([]);
+  });
+});
+
 describe('a method added by one method record and one loss record', () => {
   it('joins the table that --method, the contract and the pages read', () => {
     expect(TRAIN_METHODS).toContain(REINFORCE);
