@@ -25,7 +25,7 @@ import { ChatTokenizer } from '../src-main/model/tokenizer.js';
 import { evalRowsFromSamples, sampleScores, teacherLogprobs, type EvalRow } from '../src-main/train/eval-rows.js';
 import { DEFAULT_LORA, initLora, loraSpecs } from '../src-main/train/lora.js';
 import { LoraScorer } from '../src-main/train/lora-scorer.js';
-import { writeTinyModel, type TinyModelOptions } from '../test/model/tiny-models.js';
+import { writeTinyModel, type TinyModelOptions } from '../tools/tiny-models.js';
 
 const OUT = path.resolve('bench/output');
 const THREADS = Number(process.env.BENCH_THREADS ?? os.cpus().length);

@@ -23,7 +23,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { LocalModel } from '../src-main/model/local-model.js';
 import type { Quantize } from '../src-main/model/quantize.js';
-import { seededRandom, writeTinyModel } from '../test/model/tiny-models.js';
+import { seededRandom, writeTinyModel } from '../tools/tiny-models.js';
 import { ensureRandomModel } from './random-model.js';
 
 const OUT = path.resolve('bench/output');

@@ -28,7 +28,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
-import { seededRandom, writeTinyModel } from '../test/model/tiny-models.js';
+import { seededRandom, writeTinyModel } from '../tools/tiny-models.js';
 import type { RealChildRequest, RealChildResult } from './real-shapes-child.js';
 import type { ChildRequest as StepRequest, ChildResult as StepResult } from './train-memory-child.js';
 import { parseLast, runWatched } from './watched-process.js';

@@ -55,7 +55,7 @@ import { runRollouts, type RolloutContext } from '../src-main/rollout/manager.js
 import { enginePolicy, type Policy } from '../src-main/rollout/policy.js';
 import { ToolRegistry } from '../src-main/rollout/tools.js';
 import { DEFAULT_LORA } from '../src-main/train/lora.js';
-import { writeTinyModel } from '../test/model/tiny-models.js';
+import { writeTinyModel } from '../tools/tiny-models.js';
 import { MINIBATCH, PPO_EPOCHS, policyWeights, runEstimator, timed, type EstimatorRequest, type EstimatorResult } from './ppo-child.js';
 
 const OUT = path.resolve('bench/output');

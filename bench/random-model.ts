@@ -2,9 +2,9 @@
  * Random checkpoints of real models' shapes for the benches, in Hugging Face layout: fp32
  * weights (normal, std 0.02; norms 1) in safetensors shards of about 2 GB with an index, a
  * config.json as the published one has it, and the real tokenizer files of the family (from
- * the dev dependencies, test/model/real-tokenizers.ts). Written tensor by tensor, so a 6 GB
+ * the dev dependencies, tools/real-tokenizers.ts). Written tensor by tensor, so a 6 GB
  * model never sits in memory; deterministic in the seed. The 125M Llama of the older benches
- * keeps test/model/tiny-models.ts's writer.
+ * keeps tools/tiny-models.ts's writer.
  *
  *   qwen3-0.6b    Qwen3-0.6B: 28 layers, hidden 1024, 16 / 8 heads of 128, MLP 3072,
  *                 151,936 tokens, tied embeddings, q/k norms                  596M parameters
@@ -14,7 +14,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { seededRandom } from '../src-main/model/sampling.js';
-import { writeRealTokenizer, type RealTokenizer } from '../test/model/real-tokenizers.js';
+import { writeRealTokenizer, type RealTokenizer } from '../tools/real-tokenizers.js';
 
 export type RealShape = 'qwen3-0.6b' | 'qwen2.5-1.5b';
 

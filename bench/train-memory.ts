@@ -25,7 +25,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { writeTinyModel } from '../test/model/tiny-models.js';
+import { writeTinyModel } from '../tools/tiny-models.js';
 import { runChild, type ChildRequest, type ChildResult } from './train-memory-child.js';
 
 const OUT = path.resolve('bench/output');

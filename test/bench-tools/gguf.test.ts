@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { decode, encode, f16ToF32, f32ToF16, type GgmlType } from '../../bench/gguf-quant.js';
 import { GGUF_ALIGNMENT, GgufValue, permuteForLlamaRope, writeGguf } from '../../bench/gguf-writer.js';
-import { writeTinyModel } from '../model/tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'gguf-test-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -221,7 +221,7 @@ describe('writeGguf', () => {
   });
 
   it('names the real Qwen pre-tokenizer and pads the token list to the model vocabulary', async () => {
-    const { writeRealTinyModel } = await import('../model/real-tokenizers.js');
+    const { writeRealTinyModel } = await import('../../tools/real-tokenizers.js');
     const real = writeRealTinyModel(path.join(tmp, 'qwen-real'), 'qwen3', { family: 'qwen3', hiddenSize: 32, headDim: 16, intermediateSize: 64 });
     const file = path.join(tmp, 'qwen-real.gguf');
     writeGguf(real.dir, file, { type: 'f32' });

@@ -109,4 +109,28 @@ describe('POST /v1/feedback', () => {
     await chat(base, server.token, [...first, { role: 'assistant', content: r1.content }, { role: 'user', content: 'Thanks!' }], h);
     expect((await sampleOf('capture:fb-3', 1)).label).toMatchObject({ reward: 1, source: 'manual' });
   });
+
+  it('two ratings of one reply in the same second: the later one stays, also after a restart (replay keeps the acknowledged order)', async () => {
+    const h = { headers: { 'X-Session-Id': 'fb-4' } };
+    const first: Message[] = [{ role: 'user', content: 'Tell me about an owl.' }];
+    const r1 = await chat(base, server.token, first, h);
+    // Two ratings while it is pending, then two once it is a sample: the last one answered is the one that counts.
+    expect((await feedback({ id: r1.body.id, reward: -1 })).status).toBe(202);
+    expect((await feedback({ id: r1.body.id, reward: 1, hint: 'Shorter.' })).status).toBe(202);
+    await chat(base, server.token, [...first, { role: 'assistant', content: r1.content }, { role: 'user', content: 'And a crow?' }], h);
+    expect((await sampleOf('capture:fb-4', 1)).label).toMatchObject({ reward: 1, hint: 'Shorter.' });
+    // Label times are whole seconds: both answers early in one second, the restarts in later ones.
+    while (Date.now() % 1000 > 300) await new Promise((r) => setTimeout(r, 20));
+    expect((await feedback({ id: r1.body.id, reward: 1 })).body.status).toBe('applied');
+    expect((await feedback({ id: r1.body.id, reward: -1 })).body.status).toBe('applied');
+    expect((await sampleOf('capture:fb-4', 1)).label).toMatchObject({ reward: -1, hint: 'Shorter.' });
+    for (let round = 0; round < 2; round++) {
+      await new Promise((r) => setTimeout(r, 1100));
+      const { dir } = server;
+      await server.close();
+      server = await startCapture({}, {}, dir);
+      base = `${server.url}v1`;
+      expect((await sampleOf('capture:fb-4', 1)).label).toMatchObject({ reward: -1, source: 'manual', hint: 'Shorter.' });
+    }
+  });
 });

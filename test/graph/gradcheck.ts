@@ -15,7 +15,7 @@ import ort from 'onnxruntime-node';
 import { GraphBuilder, int, type DType, type Shape } from '../../src-main/graph/ir.js';
 import { serializeModel } from '../../src-main/graph/onnx.js';
 import { appendGradients } from '../../src-main/graph/autodiff.js';
-import { seededRandom } from '../model/tiny-models.js';
+import { seededRandom } from '../../tools/tiny-models.js';
 
 export interface CaseInput {
   name: string;

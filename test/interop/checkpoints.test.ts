@@ -5,7 +5,7 @@
 // within 1e-4 nats, and greedy generation (LocalModel.generate, temperature 0) gives the tokens
 // transformers' generate(do_sample=False) gives. bf16 checkpoints are compared with transformers
 // run in fp32 on the same bf16 values (both sides widen them exactly, so the tolerance is the
-// same). The tokenizer is test/model/tiny-models.ts's byte-level BPE with its ChatML template.
+// same). The tokenizer is tools/tiny-models.ts's byte-level BPE with its ChatML template.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

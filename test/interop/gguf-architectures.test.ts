@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { writeGguf } from '../../bench/gguf-writer.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
-import { writeTinyModel, type TinyFamily } from '../model/tiny-models.js';
+import { writeTinyModel, type TinyFamily } from '../../tools/tiny-models.js';
 import { interopPython, interopSkipReason, pythonEnv } from './python.js';
 
 const TOLERANCE = 1e-4;

@@ -22,7 +22,7 @@ import { runJudge } from '../../src-main/judge/runner.js';
 import { HeuristicJudge } from '../../src-main/judge/verdicts.js';
 import { ChatTokenizer, type ChatMessage } from '../../src-main/model/tokenizer.js';
 import { runCli } from '../helpers/cli.js';
-import { writeRealTokenizer } from '../model/real-tokenizers.js';
+import { writeRealTokenizer } from '../../tools/real-tokenizers.js';
 import { SESSION_001, SESSION_002, SESSION_003, SORTING, conv, fakeExport, tempWorkspace, trainOnEverySession } from '../store/helpers.js';
 import { interopPython, pythonEnv } from './python.js';
 

@@ -3,7 +3,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { TINY_CHAT_TEMPLATE, tinyTokenizerJson } from '../model/tiny-models.js';
+import { TINY_CHAT_TEMPLATE, tinyTokenizerJson } from '../../tools/tiny-models.js';
 
 /** Runs `python args…` with `input` on stdin; resolves with its stdout's last line (the scripts' JSON), or rejects with the end of its stderr. */
 export function runPython(python: string, args: string[], input: string, env: NodeJS.ProcessEnv): Promise<string> {
@@ -22,7 +22,7 @@ export function runPython(python: string, args: string[], input: string, env: No
 }
 
 /**
- * Makes `dir` with test/model/tiny-models.ts's byte-level BPE tokenizer.json and a
+ * Makes `dir` with tools/tiny-models.ts's byte-level BPE tokenizer.json and a
  * tokenizer_config.json with its ChatML template: what transformers' AutoTokenizer and
  * Hindsight both read, before test/interop/py/make_models.py adds the model.
  */

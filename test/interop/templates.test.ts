@@ -16,7 +16,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ChatTokenizer, templateMessages, type ChatMessage } from '../../src-main/model/tokenizer.js';
-import { deepSeekR1Template, writeRealTokenizer, type RealTokenizer } from '../model/real-tokenizers.js';
+import { deepSeekR1Template, writeRealTokenizer, type RealTokenizer } from '../../tools/real-tokenizers.js';
 import { interopPython, pythonEnv } from './python.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));

@@ -11,7 +11,7 @@ import { GraphBuilder } from '../../src-main/graph/ir.js';
 import { serializeModel } from '../../src-main/graph/onnx.js';
 import { buildDecoder, checkpointWeights, positionIdsFromMask, type WeightSource } from '../../src-main/model/decoder.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
-import { seededRandom, writeTinyModel } from './tiny-models.js';
+import { seededRandom, writeTinyModel } from '../../tools/tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-attention-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));

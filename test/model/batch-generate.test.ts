@@ -9,7 +9,7 @@ import path from 'node:path';
 import { ModelEngine, type GenerateOptions } from '../../src-main/model/inference-engine.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { sequenceSeeds } from '../../src-main/model/sampling.js';
-import { writeTinyModel, type TinyModel } from './tiny-models.js';
+import { writeTinyModel, type TinyModel } from '../../tools/tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-batchgen-'));
 let tiny: TinyModel;

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseReply, parseToolCalls, splitReasoning, splitReasoningText } from '../../src-main/model/chat-output.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
-import { writeTinyModel } from './tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 // A toy vocabulary: 1 = <think>, 2 = </think>, others are letters.
 const toy = { thinkStartId: 1, thinkEndId: 2, decode: (ids: number[]) => ids.map((i) => (i === 1 ? '<think>' : i === 2 ? '</think>' : String.fromCharCode(96 + i))).join('') };

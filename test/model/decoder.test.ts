@@ -9,7 +9,7 @@ import { LocalModel } from '../../src-main/model/local-model.js';
 import { checkpointWeights, decoderGraph } from '../../src-main/model/decoder.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import type { ScoreRow } from '../../src-main/model/inference-engine.js';
-import { writeTinyModel, type TinyModel, type TinyModelOptions } from './tiny-models.js';
+import { writeTinyModel, type TinyModel, type TinyModelOptions } from '../../tools/tiny-models.js';
 import { logSoftmaxAt, referenceLogits } from './reference-forward.js';
 
 const VARIANTS: (TinyModelOptions & { label: string })[] = [

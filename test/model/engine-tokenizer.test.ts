@@ -8,7 +8,7 @@ import path from 'node:path';
 import { ModelEngine } from '../../src-main/model/inference-engine.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
-import { writeTinyModel } from './tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-engine-tokenizer-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));

@@ -8,7 +8,7 @@ import { ModelEngine } from '../../src-main/model/inference-engine.js';
 import { CUDA_PROVIDER_LIBS, ortBinaryDir } from '../../src-main/model/ort-session.js';
 import { readSafetensorsHeader, writeSafetensors } from '../../src-main/model/safetensors.js';
 import { UserError } from '../../src-shared/types.js';
-import { writeTinyModel } from './tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-errors-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));

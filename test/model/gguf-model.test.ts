@@ -15,7 +15,7 @@ import { isModelPath } from '../../src-main/model/model-path.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { UserError } from '../../src-shared/types.js';
 import { f32, f32Bytes, str, u32, writeGguf } from './gguf-writer.js';
-import { writeTinyModel, type TinyFamily } from './tiny-models.js';
+import { writeTinyModel, type TinyFamily } from '../../tools/tiny-models.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-gguf-model-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));

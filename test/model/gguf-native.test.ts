@@ -12,7 +12,7 @@ import { readGgufTensor } from '../../src-main/model/gguf/model.js';
 import { ggufNativeBlocks } from '../../src-main/model/gguf/native-blocks.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { dequantize } from '../../src-main/model/quantize.js';
-import { writeTinyModel } from './tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-gguf-native-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { bool, str, u32, writeGguf, type MetaValue } from './gguf-writer.js';
-import { realChatTemplate, realTokenizerFile, writeRealTokenizer, type RealTokenizer } from './real-tokenizers.js';
+import { realChatTemplate, realTokenizerFile, writeRealTokenizer, type RealTokenizer } from '../../tools/real-tokenizers.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-gguf-tok-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));

@@ -12,7 +12,7 @@ import { writeMergedModel } from '../../src-main/train/merge.js';
 import { loraSpecs } from '../../src-main/train/lora.js';
 import { createTrainStep } from '../../src-main/train/step-engine.js';
 import { adamw, LORA, lossConfig, randomLora, tinyBatch } from '../train/step-helpers.js';
-import { writeTinyModel } from './tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-gguf-train-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));

@@ -10,7 +10,7 @@ import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { cachedWeightFolder, defaultGraphCacheRoot, graphCacheRoot } from '../../src-main/model/graph-cache.js';
 import { GRAPH_CACHE_FORMAT } from '../../src-main/model/graph-fingerprint.js';
 import { ort } from '../../src-main/model/ort-session.js';
-import { writeTinyModel } from './tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-graph-cache-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));

@@ -13,7 +13,7 @@ import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { loraBKey, loraSpecs, type LoraShape } from '../../src-main/model/lora-inputs.js';
 import { initLora } from '../../src-main/train/lora.js';
 import { writeMergedModel } from '../../src-main/train/merge.js';
-import { seededRandom, writeTinyModel, type TinyModel } from './tiny-models.js';
+import { seededRandom, writeTinyModel, type TinyModel } from '../../tools/tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-loragen-'));
 const LORA: LoraShape = { r: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] };

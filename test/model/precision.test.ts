@@ -16,7 +16,7 @@ import type { StepMetrics } from '../../src-main/train/training-step.js';
 import { initLora, loraSpecs } from '../../src-main/train/lora.js';
 import { defaultPrecision, type Precision } from '../../src-shared/training.js';
 import { adamw, LORA, lossConfig, randomLora, tinyBatch } from '../train/step-helpers.js';
-import { writeTinyModel } from './tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-precision-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));

@@ -14,7 +14,7 @@ import { checkpointWeights, decoderGraph } from '../../src-main/model/decoder.js
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { scoreRows } from '../../src-main/model/score-feeds.js';
 import { seededRandom } from '../../src-main/model/sampling.js';
-import { writeTinyModel, type TinyModel } from './tiny-models.js';
+import { writeTinyModel, type TinyModel } from '../../tools/tiny-models.js';
 
 /**
  * The stated tolerance: the most |Δ log-prob| (nats) a token of the fixed text may move from

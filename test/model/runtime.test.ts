@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { runCli as cli } from '../helpers/cli.js';
-import { writeTinyModel } from './tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const STORIES = path.resolve('resources/models/stories260K');
 const reference = JSON.parse(fs.readFileSync(path.join(STORIES, 'reference_greedy.json'), 'utf8')) as { bos_greedy_200_ids: number[]; bos_greedy_200_text: string };

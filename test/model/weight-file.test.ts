@@ -11,7 +11,7 @@ import { weightFolder } from '../../src-main/model/weight-file.js';
 import { cachedWeightFolder } from '../../src-main/model/graph-cache.js';
 import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import { LORA, lossConfig, randomLora, sgd, tinyBatch } from '../train/step-helpers.js';
-import { writeTinyModel } from './tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-weight-file-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));

@@ -13,7 +13,7 @@ import type { Episode } from '../../src-shared/rollout.js';
 import { trainOnPolicy } from '../../src-main/onpolicy/onpolicy-trainer.js';
 import { readEpisodes } from '../../src-main/rollout/episodes-file.js';
 import { readLog } from '../../src-main/train/trainer-log.js';
-import { writeTinyModel } from '../model/tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 import { ScriptedPolicy, type Script } from '../rollout/scripted-policy.js';
 import { conv, fakeExport, tempWorkspace } from '../store/helpers.js';
 import { MODEL, writeTasks } from './helpers.js';

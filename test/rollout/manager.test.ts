@@ -15,7 +15,7 @@ import { builtinTools } from '../../src-main/rollout/builtin-tools.js';
 import { episodeRow } from '../../src-main/rollout/training-row.js';
 import { checkEpisode } from '../../src-main/rollout/episodes-file.js';
 import { ScriptedPolicy, type Script } from './scripted-policy.js';
-import { writeTinyModel } from '../model/tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-rollout-'));
 let tok: ChatTokenizer;

@@ -1,4 +1,4 @@
-// Tool turns through the published chat templates of Qwen3, Qwen2.5 and Llama 3.2 (test/model/
+// Tool turns through the published chat templates of Qwen3, Qwen2.5 and Llama 3.2 (tools/
 // real-tokenizers.ts): the generated reply's tokens stay as they were, the tool turn between
 // two replies is exactly what the template writes there (Qwen's <tool_response> user turn,
 // Llama's ipython turn) and ends with the generation prompt, whatever the template does to
@@ -11,7 +11,7 @@ import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { runRollouts } from '../../src-main/rollout/manager.js';
 import { ToolRegistry } from '../../src-main/rollout/tools.js';
 import { builtinTools } from '../../src-main/rollout/builtin-tools.js';
-import { writeRealTokenizer, type RealTokenizer } from '../model/real-tokenizers.js';
+import { writeRealTokenizer, type RealTokenizer } from '../../tools/real-tokenizers.js';
 import { ScriptedPolicy } from './scripted-policy.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-rollout-tpl-'));

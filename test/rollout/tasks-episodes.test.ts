@@ -15,7 +15,7 @@ import { contextFingerprint, runRollouts } from '../../src-main/rollout/manager.
 import { ToolRegistry } from '../../src-main/rollout/tools.js';
 import { builtinTools } from '../../src-main/rollout/builtin-tools.js';
 import { ScriptedPolicy } from './scripted-policy.js';
-import { writeTinyModel } from '../model/tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-tasks-'));
 const registry = new ToolRegistry(builtinTools());

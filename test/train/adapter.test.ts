@@ -11,7 +11,7 @@ import { writeSafetensors } from '../../src-main/model/safetensors.js';
 import { initLora, kaimingBound, loraAKey, loraBKey, loraSpecs, parseTargets } from '../../src-main/train/lora.js';
 import { mergeInto, scoreWithAdapter, writeMergedModel } from '../../src-main/train/merge.js';
 import { readAdapter, writeAdapter } from '../../src-main/train/peft.js';
-import { writeTinyModel } from '../model/tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 let tmp: string;
 beforeAll(() => {

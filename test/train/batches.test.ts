@@ -15,7 +15,7 @@ import { rowsFromJsonl } from '../../src-main/train/data-lines.js';
 import { findCheckpoint, loadCheckpoint, saveCheckpoint } from '../../src-main/train/run-checkpoint.js';
 import { initLora, loraSpecs } from '../../src-main/train/lora.js';
 import type { TrainingSample } from '../../src-shared/views.js';
-import { writeTinyModel } from '../model/tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 import { SESSION_001, SORTING, conv, fakeExport, tempWorkspace, trainOnEverySession } from '../store/helpers.js';
 
 let tmp: string;

@@ -16,7 +16,7 @@ import { trainBatch } from '../../src-main/train/ppo-batch.js';
 import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import { emptyState } from '../../src-main/train/step-optimizer.js';
 import { splitValueHead, withValueHead, VALUE_HEAD_BIAS, VALUE_HEAD_WEIGHT, type ValueHead } from '../../src-main/train/value-head.js';
-import { seededRandom, writeTinyModel } from '../model/tiny-models.js';
+import { seededRandom, writeTinyModel } from '../../tools/tiny-models.js';
 import { LORA, lossConfig, randomLora, sgd } from './step-helpers.js';
 
 const HIDDEN = 16;

@@ -10,7 +10,7 @@ import { rowsFromSamples } from '../../src-main/train/batches.js';
 import { windowedResponse } from '../../src-main/train/fit-max-length.js';
 import { overLengthNote, overLengthReason } from '../../src-shared/training.js';
 import type { TrainingSample } from '../../src-shared/views.js';
-import { writeTinyModel } from '../model/tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-window-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));

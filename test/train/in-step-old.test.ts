@@ -17,7 +17,7 @@ import { padBatch, responseValues, type TrainRow } from '../../src-main/train/ba
 import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import { emptyState } from '../../src-main/train/step-optimizer.js';
 import type { LoraWeights, OptimizerConfig, StepBatch, TrainMethod } from '../../src-main/train/training-step.js';
-import { seededRandom, writeTinyModel } from '../model/tiny-models.js';
+import { seededRandom, writeTinyModel } from '../../tools/tiny-models.js';
 import { LORA, adamw, lossConfig, randomLora, sgd } from './step-helpers.js';
 
 describe('stopGradient', () => {

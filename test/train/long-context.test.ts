@@ -7,7 +7,7 @@ import { readLog, readLogNotes } from '../../src-main/train/trainer-log.js';
 import { train, type TrainerEvent } from '../../src-main/train/trainer.js';
 import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
 import { runCli as cli } from '../helpers/cli.js';
-import { writeTinyModel } from '../model/tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 import { tempDir } from '../store/helpers.js';
 
 const root = tempDir('hindsight-long-');

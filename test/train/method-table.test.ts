@@ -15,7 +15,7 @@ import { readLog } from '../../src-main/train/trainer-log.js';
 import { train } from '../../src-main/train/trainer.js';
 import type { LoraWeights, StepBatch } from '../../src-main/train/training-step.js';
 import { methodLoss, methodRecord, registerMethod, TRAIN_METHODS } from '../../src-shared/training-methods.js';
-import { seededRandom, writeTinyModel } from '../model/tiny-models.js';
+import { seededRandom, writeTinyModel } from '../../tools/tiny-models.js';
 import { LORA, axpy, dot, randomDirection, randomLora, scaled, sgd, tinyBatch } from './step-helpers.js';
 
 const sumAll = (b: GraphBuilder, x: string) => b.op('ReduceSum', [x], { keepdims: int(0) }, 1, [{ dtype: 'float32', shape: [] }])[0]!;

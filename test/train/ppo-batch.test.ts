@@ -16,7 +16,7 @@ import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import { appendPolicyLoss } from '../../src-main/train/step-loss.js';
 import { emptyState } from '../../src-main/train/step-optimizer.js';
 import { zeroValueHead } from '../../src-main/train/value-head.js';
-import { seededRandom, writeTinyModel } from '../model/tiny-models.js';
+import { seededRandom, writeTinyModel } from '../../tools/tiny-models.js';
 import { LORA, adamw, lossConfig, randomLora } from './step-helpers.js';
 
 const HIDDEN = 16;

@@ -1,5 +1,5 @@
 // import → judge → train → generate → score, end to end, with real tokenizers and chat
-// templates (test/model/real-tokenizers.ts) on tiny random models of their full vocabulary:
+// templates (tools/real-tokenizers.ts) on tiny random models of their full vocabulary:
 // Qwen3 with thinking on and off, tool calls through the Qwen3 template, Llama 3, and a
 // DeepSeek-R1-style template (its generation prompt opens <think>). The models are random,
 // so what is checked is the plumbing: every sample trains, the spans sit where the
@@ -12,8 +12,8 @@ import { LocalModel } from '../../src-main/model/local-model.js';
 import type { ChatMessage } from '../../src-main/model/tokenizer.js';
 import { readLog } from '../../src-main/train/trainer-log.js';
 import { runCli as cli } from '../helpers/cli.js';
-import { deepSeekR1Template, writeRealTinyModel, type RealTokenizer } from '../model/real-tokenizers.js';
-import type { TinyFamily } from '../model/tiny-models.js';
+import { deepSeekR1Template, writeRealTinyModel, type RealTokenizer } from '../../tools/real-tokenizers.js';
+import type { TinyFamily } from '../../tools/tiny-models.js';
 import { tempDir } from '../store/helpers.js';
 
 const root = tempDir('hindsight-real-flow-');

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { CUDA_PROVIDER_LIBS, ortBinaryDir } from '../../src-main/model/ort-session.js';
 import { createTrainStep } from '../../src-main/train/step-engine.js';
-import { writeTinyModel } from '../model/tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 import { LORA, adamw, lossConfig } from './step-helpers.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-step-errors-'));

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import type { LoraWeights, StepBatch, TrainMethod } from '../../src-main/train/training-step.js';
-import { seededRandom, writeTinyModel, type TinyFamily } from '../model/tiny-models.js';
+import { seededRandom, writeTinyModel, type TinyFamily } from '../../tools/tiny-models.js';
 import { LORA, axpy, dot, lossConfig, randomDirection, randomLora, scaled, sgd, tinyBatch } from './step-helpers.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-step-grad-'));

@@ -4,7 +4,7 @@
  */
 import { LINEAR_TARGETS } from '../../src-main/model/decoder.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, StepBatch, TrainMethod } from '../../src-main/train/training-step.js';
-import { seededRandom } from '../model/tiny-models.js';
+import { seededRandom } from '../../tools/tiny-models.js';
 
 export const LORA: LoraConfig = { r: 4, alpha: 8, targets: [...LINEAR_TARGETS] };
 

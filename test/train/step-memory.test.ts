@@ -15,7 +15,7 @@ import { buildDecoder, checkpointWeights, type LinearSite } from '../../src-main
 import { GraphBuilder, type Node } from '../../src-main/graph/ir.js';
 import { appendGradients } from '../../src-main/graph/autodiff.js';
 import type { LoraWeights, StepBatch } from '../../src-main/train/training-step.js';
-import { writeTinyModel, type TinyFamily } from '../model/tiny-models.js';
+import { writeTinyModel, type TinyFamily } from '../../tools/tiny-models.js';
 import { LORA, lossConfig, randomLora, sgd, tinyBatch } from './step-helpers.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-step-memory-'));

@@ -20,7 +20,7 @@ import { GraphBuilder } from '../../src-main/graph/ir.js';
 import { serializeModel } from '../../src-main/graph/onnx.js';
 import { SCALAR_INPUTS, appendUpdate, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from '../../src-main/train/step-optimizer.js';
 import type { LoraWeights, OptimizerState, StepBatch } from '../../src-main/train/training-step.js';
-import { seededRandom, writeTinyModel } from '../model/tiny-models.js';
+import { seededRandom, writeTinyModel } from '../../tools/tiny-models.js';
 import { adamw, lossConfig, randomLora } from './step-helpers.js';
 
 const args = process.argv.slice(2);

@@ -13,7 +13,7 @@ import { buildTrainGraph, opTypes } from '../../src-main/train/step-graph.js';
 import { emptyState } from '../../src-main/train/step-optimizer.js';
 import { hasGradientRule } from '../../src-main/graph/op-table.js';
 import type { LoraWeights, OptimizerConfig, OptimizerState, StepBatch } from '../../src-main/train/training-step.js';
-import { writeTinyModel } from '../model/tiny-models.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 import { LORA, adamw, dot, lossConfig, randomLora, sgd, tinyBatch } from './step-helpers.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-step-'));

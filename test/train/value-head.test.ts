@@ -11,7 +11,7 @@ import type { LoraWeights, StepBatch } from '../../src-main/train/training-step.
 import {
   readValueHead, VALUE_HEAD_BIAS, VALUE_HEAD_FILE, VALUE_HEAD_WEIGHT, withValueHead, writeValueHead, zeroValueHead, type ValueHead,
 } from '../../src-main/train/value-head.js';
-import { seededRandom, writeTinyModel, type TinyFamily } from '../model/tiny-models.js';
+import { seededRandom, writeTinyModel, type TinyFamily } from '../../tools/tiny-models.js';
 import { LORA, axpy, dot, lossConfig, randomDirection, randomLora, scaled, sgd, tinyBatch } from './step-helpers.js';
 
 const HIDDEN = 16;

@@ -20,7 +20,7 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
+import { ChatTokenizer } from '../src-main/model/tokenizer.js';
 import { writeTinyModel, type TinyModel, type TinyModelOptions } from './tiny-models.js';
 
 const require = createRequire(import.meta.url);
@@ -96,7 +96,7 @@ function idsOf(dir: string, tokens: string[]): number[] {
 }
 
 /**
- * A tiny random model (test/model/tiny-models.ts) on a real vocabulary: the embedding and LM
+ * A tiny random model (tools/tiny-models.ts) on a real vocabulary: the embedding and LM
  * head have the checkpoints' full vocabulary (151,936 rows for Qwen), the rest stays tiny.
  */
 export function writeRealTinyModel(dir: string, name: RealTokenizer, options: TinyModelOptions & { chatTemplate?: string }): TinyModel & { tokenizer: ChatTokenizer } {

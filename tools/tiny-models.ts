@@ -10,8 +10,8 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { float32ToBf16, writeSafetensors, type TensorToWrite } from '../../src-main/model/safetensors.js';
-import { seededRandom } from '../../src-main/model/sampling.js';
+import { float32ToBf16, writeSafetensors, type TensorToWrite } from '../src-main/model/safetensors.js';
+import { seededRandom } from '../src-main/model/sampling.js';
 
 export type TinyFamily = 'llama' | 'qwen2' | 'qwen3';
 
