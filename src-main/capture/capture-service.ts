@@ -43,7 +43,7 @@ import { adoptFolderCaptureLog, CaptureLog, captureLogPathFor } from './capture-
 import { captureAdaptersPathFor } from '../store/db-companions.js';
 import { CaptureLoop, untrainedSamples, countWithSignal } from './capture-loop.js';
 import { recordSession, type CapturedMessage, type CaptureRecord, type FeedbackRecord, type ReplyRecord, type RequestRecord } from './capture-records.js';
-import { applyFeedback, feedbackTarget, parseFeedback } from './feedback.js';
+import { applyFeedback, feedbackTarget, foldFeedback, parseFeedback } from './feedback.js';
 import { LiveSessions } from './capture-sessions.js';
 
 /** What capture needs of the open workspace: the data facade, and mirroring the capture log into it. */
@@ -273,7 +273,7 @@ export class CaptureService {
   /** Applies the waiting feedback whose replies have become samples. */
   private applyPendingFeedback(st: DbState, ws: CaptureWorkspace): void {
     if (!st.pendingFeedback.length) return;
-    const waiting = st.pendingFeedback;
+    const waiting = foldFeedback(st.pendingFeedback); // the acknowledged order, not one by one (./feedback.ts)
     st.pendingFeedback = waiting.filter((f) => applyFeedback(ws, f).status === 'pending');
     if (st.pendingFeedback.length < waiting.length) this.options.events.emit('workspace.changed', { reason: 'label' });
   }

@@ -10,7 +10,10 @@
  * button is usually pressed before that: until then the feedback waits ("pending", 202) and is
  * applied as soon as the sample exists. Replaying the log applies feedback again only where no
  * manual label written after it is there (a later edit in the annotator wins), and never
- * rewrites a label that already says the same, so replay changes nothing twice.
+ * rewrites a label that already says the same, so replay changes nothing twice. Several ratings
+ * of one reply are folded into one (`foldFeedback`), in the order they were acknowledged: the
+ * last reward, the last hint given, the last time. Applying them one by one would stamp the
+ * first with the replay's clock and make the later ones look older than it.
  */
 import type { Reward } from '../../src-shared/types.js';
 import { integer, nullable, object, oneOf, optional, string, ValidationError } from '../../src-shared/validate.js';
@@ -73,6 +76,22 @@ export type FeedbackOutcome = { status: 'applied'; label: LabelView } | { status
 
 function sameLabel(label: LabelView, f: FeedbackRecord): boolean {
   return label.source === 'manual' && label.reward === f.reward && (f.hint === undefined || (label.hint ?? null) === (f.hint?.trim() ? f.hint : null));
+}
+
+/**
+ * The feedback records with those on the same reply folded into one, in log (acknowledged)
+ * order: what applying them one after another at the time they were answered left.
+ */
+export function foldFeedback(records: readonly FeedbackRecord[]): FeedbackRecord[] {
+  const byReply = new Map<string, FeedbackRecord>();
+  for (const f of records) {
+    const key = JSON.stringify([f.session, f.turn]);
+    const before = byReply.get(key);
+    const hint = f.hint !== undefined ? f.hint : before?.hint;
+    byReply.delete(key); // re-inserted last: the folded record takes the place of the latest one
+    byReply.set(key, { ...f, ...(hint !== undefined ? { hint } : {}) });
+  }
+  return [...byReply.values()];
 }
 
 /** Applies one feedback record as a manual label, if its sample exists and nothing later replaced it. */
