@@ -25,18 +25,14 @@ import { ChatTokenizer } from '../src-main/model/tokenizer.js';
 import { evalRowsFromSamples, sampleScores, teacherLogprobs, type EvalRow } from '../src-main/train/eval-rows.js';
 import { DEFAULT_LORA, initLora, loraSpecs } from '../src-main/train/lora.js';
 import { LoraScorer } from '../src-main/train/lora-scorer.js';
-import { writeTinyModel, type TinyModelOptions } from '../tools/tiny-models.js';
+import { writeTinyModel } from '../tools/tiny-models.js';
+import { LLAMA_125M } from './random-model.js';
 
 const OUT = path.resolve('bench/output');
 const THREADS = Number(process.env.BENCH_THREADS ?? os.cpus().length);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 16);
 const BATCH = Number(process.env.BENCH_BATCH ?? 8);
 const CONTEXT_TURNS = Number(process.env.BENCH_CONTEXT_TURNS ?? 6);
-
-const BIG: TinyModelOptions = {
-  family: 'llama', hiddenSize: 768, numLayers: 12, numHeads: 12, numKvHeads: 4, headDim: 64, intermediateSize: 2048,
-  vocabSize: 32000, std: 0.02, seed: 7,
-};
 
 const fmt = (x: number, d = 1) => x.toFixed(d);
 
@@ -95,7 +91,7 @@ async function main(): Promise<void> {
   const dir = path.join(OUT, 'llama-125m');
   if (!fs.existsSync(path.join(dir, 'model.safetensors'))) {
     const t = Date.now();
-    writeTinyModel(dir, BIG);
+    writeTinyModel(dir, LLAMA_125M);
     console.log(`\nwrote random model to ${dir} in ${fmt((Date.now() - t) / 1000)} s`);
   }
   await benchModel('random Llama 125M (hidden 768, 12 layers, vocab 32000, fp32)', dir);

@@ -24,7 +24,7 @@ import path from 'node:path';
 import { LocalModel } from '../src-main/model/local-model.js';
 import type { Quantize } from '../src-main/model/quantize.js';
 import { seededRandom, writeTinyModel } from '../tools/tiny-models.js';
-import { ensureRandomModel } from './random-model.js';
+import { ensureRandomModel, LLAMA_125M } from './random-model.js';
 
 const OUT = path.resolve('bench/output');
 const THREADS = Number(process.env.BENCH_THREADS ?? os.cpus().length);
@@ -35,7 +35,7 @@ const SHAPES = (process.env.BENCH_SHAPES ?? '125m').split(',').map((s) => s.trim
 const MODELS: Record<string, { label: string; write: (dir: string) => void }> = {
   '125m': {
     label: 'random Llama 125M (hidden 768, 12 layers, 12 / 4 heads, vocab 32000)',
-    write: (dir) => writeTinyModel(dir, { family: 'llama', hiddenSize: 768, numLayers: 12, numHeads: 12, numKvHeads: 4, headDim: 64, intermediateSize: 2048, vocabSize: 32000, std: 0.02, seed: 7 }),
+    write: (dir) => writeTinyModel(dir, LLAMA_125M),
   },
   // The real shapes are written tensor by tensor, with the real tokenizers (bench/random-model.ts).
   '0.6b': {

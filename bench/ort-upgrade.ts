@@ -29,6 +29,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { seededRandom, writeTinyModel } from '../tools/tiny-models.js';
+import { LLAMA_125M } from './random-model.js';
 import type { RealChildRequest, RealChildResult } from './real-shapes-child.js';
 import type { ChildRequest as StepRequest, ChildResult as StepResult } from './train-memory-child.js';
 import { parseLast, runWatched } from './watched-process.js';
@@ -144,7 +145,7 @@ async function main(): Promise<void> {
   ensureOldOrt();
   const model = path.join(OUT, 'llama-125m');
   if (!fs.existsSync(path.join(model, 'model.safetensors'))) {
-    writeTinyModel(model, { family: 'llama', hiddenSize: 768, numLayers: 12, numHeads: 12, numKvHeads: 4, headDim: 64, intermediateSize: 2048, vocabSize: 32000, std: 0.02, seed: 7 });
+    writeTinyModel(model, LLAMA_125M);
   }
   const rand = seededRandom(11);
   const ids = (n: number) => Array.from({ length: n }, () => 3 + Math.floor(rand() * 31000));

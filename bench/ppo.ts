@@ -56,6 +56,7 @@ import { enginePolicy, type Policy } from '../src-main/rollout/policy.js';
 import { ToolRegistry } from '../src-main/rollout/tools.js';
 import { DEFAULT_LORA } from '../src-main/train/lora.js';
 import { writeTinyModel } from '../tools/tiny-models.js';
+import { LLAMA_125M } from './random-model.js';
 import { MINIBATCH, PPO_EPOCHS, policyWeights, runEstimator, timed, type EstimatorRequest, type EstimatorResult } from './ppo-child.js';
 
 const OUT = path.resolve('bench/output');
@@ -74,7 +75,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 function ensureModel(): void {
   if (fs.existsSync(path.join(MODEL, 'model.safetensors'))) return;
   console.error('writing a random Llama of ~125M parameters …');
-  writeTinyModel(MODEL, { family: 'llama', hiddenSize: 768, numLayers: 12, numHeads: 12, numKvHeads: 4, headDim: 64, intermediateSize: 2048, vocabSize: 32000, std: 0.02, seed: 7 });
+  writeTinyModel(MODEL, LLAMA_125M);
 }
 
 /**

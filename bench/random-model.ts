@@ -3,8 +3,8 @@
  * weights (normal, std 0.02; norms 1) in safetensors shards of about 2 GB with an index, a
  * config.json as the published one has it, and the real tokenizer files of the family (from
  * the dev dependencies, tools/real-tokenizers.ts). Written tensor by tensor, so a 6 GB
- * model never sits in memory; deterministic in the seed. The 125M Llama of the older benches
- * keeps tools/tiny-models.ts's writer.
+ * model never sits in memory; deterministic in the seed. And the random 125M Llama that most
+ * benches measure (LLAMA_125M, written by tools/tiny-models.ts), defined here once.
  *
  *   qwen3-0.6b    Qwen3-0.6B: 28 layers, hidden 1024, 16 / 8 heads of 128, MLP 3072,
  *                 151,936 tokens, tied embeddings, q/k norms                  596M parameters
@@ -15,6 +15,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { seededRandom } from '../src-main/model/sampling.js';
 import { writeRealTokenizer, type RealTokenizer } from '../tools/real-tokenizers.js';
+import type { TinyModelOptions } from '../tools/tiny-models.js';
+
+/** The random Llama of ~125M parameters most benches measure: hidden 768, 12 layers, 12 / 4 heads of 64, MLP 2048, 32,000 tokens. */
+export const LLAMA_125M: TinyModelOptions = {
+  family: 'llama', hiddenSize: 768, numLayers: 12, numHeads: 12, numKvHeads: 4, headDim: 64, intermediateSize: 2048, vocabSize: 32000, std: 0.02, seed: 7,
+};
 
 export type RealShape = 'qwen3-0.6b' | 'qwen2.5-1.5b';
 

@@ -8,7 +8,7 @@
  * memory, so the in-graph update (./step-optimizer.ts `appendUpdate`) pays for sending the AdamW
  * moments in and the new weights and moments out (and ~12 small nodes per tensor), while the
  * host update pays a single-threaded JS loop over the LoRA weights. Both are implemented
- * (`placement`); measured with `npx tsx test/train/step-placement-bench.ts --steps 10` on
+ * (`placement`); measured with `npm run bench:step-placement -- --steps 10` on
  * the CPU EP of a 2-core VM shared with other jobs (load average 6–9, so single runs swing
  * 2–3×; the two placements alternate step by step so load hits both alike). AdamW, LoRA
  * r=16/alpha 32 on all seven targets, batch 4 × 128; min / median per run, five runs:

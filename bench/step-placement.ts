@@ -3,7 +3,7 @@
  * the training graph ('graph')? Times TrainStepEngine.step for both on the same batch and
  * prints a table; the figures in src-main/train/step-engine.ts come from this script.
  *
- *     npx tsx test/train/step-placement-bench.ts [--steps 5] [--threads N]
+ *     npm run bench:step-placement -- [--steps 5] [--threads N]
  *
  * Models: a random 24M-parameter Llama (hidden 512, 8 layers, 8 heads / 4 KV heads, MLP 1408)
  * written to a temp folder, and the demo model stories260K. LoRA r=16, alpha 32 on all seven
@@ -13,15 +13,15 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { LINEAR_TARGETS } from '../../src-main/model/decoder.js';
-import { TrainStepEngine, type OptimizerPlacement } from '../../src-main/train/step-engine.js';
+import { LINEAR_TARGETS } from '../src-main/model/decoder.js';
+import { TrainStepEngine, type OptimizerPlacement } from '../src-main/train/step-engine.js';
 import ort from 'onnxruntime-node';
-import { GraphBuilder } from '../../src-main/graph/ir.js';
-import { serializeModel } from '../../src-main/graph/onnx.js';
-import { SCALAR_INPUTS, appendUpdate, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from '../../src-main/train/step-optimizer.js';
-import type { LoraWeights, OptimizerState, StepBatch } from '../../src-main/train/training-step.js';
-import { seededRandom, writeTinyModel } from '../../tools/tiny-models.js';
-import { adamw, lossConfig, randomLora } from './step-helpers.js';
+import { GraphBuilder } from '../src-main/graph/ir.js';
+import { serializeModel } from '../src-main/graph/onnx.js';
+import { SCALAR_INPUTS, appendUpdate, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from '../src-main/train/step-optimizer.js';
+import type { LoraSpec } from '../src-main/model/lora-inputs.js';
+import type { LoraWeights, OptimizerConfig, OptimizerState, StepBatch } from '../src-main/train/training-step.js';
+import { seededRandom, writeTinyModel } from '../tools/tiny-models.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string, fallback: number) => {
@@ -31,6 +31,20 @@ const flag = (name: string, fallback: number) => {
 const STEPS = flag('steps', 5);
 const THREADS = flag('threads', 0) || undefined;
 const B = 4, T = 128;
+const LOSS = { method: 'rl' as const, epsLow: 0.2, epsHigh: 0.28, klBeta: 0 };
+const ADAMW: OptimizerConfig = { kind: 'adamw', lr: 1e-4, betas: [0.9, 0.98], eps: 1e-8, weightDecay: 0, maxGradNorm: 1 };
+
+/** LoRA weights with a small nonzero B (initLora's B is 0), so both factors get gradients from the first step. */
+function randomLora(specs: readonly LoraSpec[], r: number, seed: number, bStd: number): LoraWeights {
+  const rand = seededRandom(seed);
+  const w: LoraWeights = new Map();
+  for (const s of specs) {
+    const bound = 1 / Math.sqrt(s.inFeatures);
+    w.set(`${s.module}.lora_A.weight`, Float32Array.from({ length: r * s.inFeatures }, () => (2 * rand() - 1) * bound));
+    w.set(`${s.module}.lora_B.weight`, Float32Array.from({ length: s.outFeatures * r }, () => (2 * rand() - 1) * bStd));
+  }
+  return w;
+}
 
 function batchFor(vocab: number): StepBatch {
   const rand = seededRandom(1);
@@ -57,7 +71,7 @@ async function measure(dir: string, steps: number) {
   const vocab = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8')).vocab_size as number;
   const placements: OptimizerPlacement[] = ['host', 'graph'];
   const engines = await Promise.all(placements.map((placement) => TrainStepEngine.create(dir, {
-    lora: { r: 16, alpha: 32, targets: [...LINEAR_TARGETS] }, loss: lossConfig('rl'), optimizer: adamw(1e-4), device: 'cpu', placement, threads: THREADS,
+    lora: { r: 16, alpha: 32, targets: [...LINEAR_TARGETS] }, loss: LOSS, optimizer: ADAMW, device: 'cpu', placement, threads: THREADS,
   })));
   try {
     const batch = batchFor(vocab);
@@ -87,7 +101,7 @@ async function measure(dir: string, steps: number) {
  * Small and quick, so it can be repeated enough to see through other processes' load.
  */
 async function optimizerOnly(sizes: number[], repeats = 30) {
-  const cfg = adamw(1e-4);
+  const cfg = ADAMW;
   const b = new GraphBuilder('adamw');
   const params = new Map<string, string>(), grads = new Map<string, string>();
   sizes.forEach((n, i) => {
@@ -130,7 +144,7 @@ try {
   const random = writeTinyModel(path.join(tmp, 'llama24m'), {
     family: 'llama', hiddenSize: 512, numLayers: 8, numHeads: 8, numKvHeads: 4, headDim: 64, intermediateSize: 1408, std: 0.02, seed: 3,
   }).dir;
-  const stories = path.join(path.dirname(fileURLToPath(import.meta.url)), '../../resources/models/stories260K');
+  const stories = path.join(path.dirname(fileURLToPath(import.meta.url)), '../resources/models/stories260K');
   console.log(`batch ${B}×${T}, AdamW, LoRA r=16 on all targets, ${STEPS} steps each (stories260K: ${4 * STEPS}) after a warm-up (min / median), ${os.cpus().length} CPUs, load ${os.loadavg()[0]!.toFixed(1)}`);
   console.log('model               LoRA params      host update     in-graph update   graph/host (min)');
   for (const [name, dir] of [['random llama 24M', random], ['stories260K', stories]] as const) {
