@@ -40,7 +40,7 @@ import { DEFAULT_LORA } from '../src-main/train/lora.js';
 import { ensureRandomModel } from './random-model.js';
 import type { RealChildRequest, RealChildResult, Timed } from './real-shapes-child.js';
 import { torchTrainRequest, type ChildRequest as StepRequest, type ChildResult as StepResult } from './train-memory-child.js';
-import { findTorchPython, parseLast, runWatched } from './watched-process.js';
+import { findTorchPython, parseLast, runWatched, torchThreadEnv } from './watched-process.js';
 
 const OUT = path.resolve('bench/output');
 const DEVICES = (process.env.BENCH_DEVICES ?? process.env.BENCH_DEVICE ?? 'webgpu').split(',') as Device[];
@@ -116,11 +116,11 @@ const gpuMem = (r: { gpuPeakMb?: number }) => (r.gpuPeakMb === undefined ? '—'
 /** PyTorch's JSON result on TORCH_DEVICE, or undefined when it is left out or fails (said on stderr). */
 async function torch(script: string, request: Record<string, unknown>): Promise<Record<string, any> | undefined> {
   if (TORCH_DEVICE === 'none') return undefined;
-  const python = findTorchPython();
-  if (!python) return void console.error('PyTorch is not importable: its rows are left out');
+  const python = findTorchPython(TORCH_DEVICE === 'cuda' ? 'cuda' : 'cpu');
+  if (!python) return void console.error(`no Python whose PyTorch runs on ${TORCH_DEVICE}: its rows are left out`);
   const file = path.join(OUT, `gpu-${script.replace('.py', '')}-request.json`);
   fs.writeFileSync(file, JSON.stringify({ ...request, device: TORCH_DEVICE, threads: THREADS }));
-  const env = { ...process.env, OMP_NUM_THREADS: String(THREADS), OPENBLAS_NUM_THREADS: String(THREADS) };
+  const env = torchThreadEnv(THREADS);
   try {
     const { result, gpuPeakMb } = await withGpuPeak(() => runWatched(python, [path.resolve('bench', script), file], env, MEMORY_LIMIT_MB));
     return { ...parseLast<Record<string, any>>(result, script), gpuPeakMb };

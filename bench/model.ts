@@ -1,8 +1,8 @@
 /**
  * `npm run bench:model` — scoring and generation speed of the ONNX Runtime decoder on CPU,
  * on a random Llama-shaped model of ~125M parameters, against PyTorch doing the same work in
- * the same run with the same thread count (bench/model_torch.py, a plain-torch decoder), when
- * Debian's python3-torch is importable.
+ * the same run with the same thread count (bench/model_torch.py, a plain-torch decoder), under
+ * .python/'s PyTorch (PyPI's torch 2.x; Debian's python3-torch where .python/ is missing).
  *
  * Also a correctness cross-check the tests cannot fake: the tiny Llama / Qwen2 / Qwen3 test
  * models scored by both, and the big model's log-probs and greedy tokens compared.
@@ -16,7 +16,9 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { LocalModel } from '../src-main/model/local-model.js';
 import type { ScoreRow } from '../src-main/model/inference-engine.js';
-import { seededRandom, writeTinyModel, type TinyModelOptions } from '../test/model/tiny-models.js';
+import { seededRandom, writeTinyModel, type TinyModelOptions } from '../tools/tiny-models.js';
+import { LLAMA_125M } from './random-model.js';
+import { findTorchPython, torchThreadEnv } from './watched-process.js';
 
 const OUT = path.resolve('bench/output');
 const THREADS = Number(process.env.BENCH_THREADS ?? os.cpus().length);
@@ -24,25 +26,11 @@ const BATCH = Number(process.env.BENCH_SCORE_BATCH ?? 4);
 const LEN = Number(process.env.BENCH_SCORE_LEN ?? 256);
 const NEW_TOKENS = Number(process.env.BENCH_NEW_TOKENS ?? 64);
 
-const BIG: TinyModelOptions = {
-  family: 'llama', hiddenSize: 768, numLayers: 12, numHeads: 12, numKvHeads: 4, headDim: 64, intermediateSize: 2048,
-  vocabSize: 32000, std: 0.02, seed: 7,
-};
-
-function findTorchPython(): string | undefined {
-  for (const py of ['python3', '/usr/bin/python3']) {
-    const r = spawnSync(py, ['-c', 'import torch, numpy'], { stdio: 'ignore' });
-    if (r.status === 0) return py;
-  }
-  return undefined;
-}
-
 function runTorch(python: string, request: Record<string, unknown>): Record<string, unknown> {
   const file = path.join(OUT, 'torch-request.json');
   fs.writeFileSync(file, JSON.stringify(request));
-  // Same thread budget for torch's OpenMP pool and the BLAS it calls (Debian's torch uses OpenBLAS).
-  const threads = String(request.threads ?? 1);
-  const env = { ...process.env, OMP_NUM_THREADS: threads, OPENBLAS_NUM_THREADS: threads };
+  // Same thread budget for torch's OpenMP pool and the BLAS it calls.
+  const env = torchThreadEnv(Number(request.threads ?? 1));
   const r = spawnSync(python, [path.resolve('bench/model_torch.py'), file], { encoding: 'utf8', maxBuffer: 1 << 28, env });
   if (r.status !== 0) throw new Error(`model_torch.py failed: ${r.stderr}`);
   return JSON.parse(r.stdout);
@@ -86,12 +74,12 @@ async function main(): Promise<void> {
   const python = findTorchPython();
   console.log(`# bench:model — ${os.cpus()[0]?.model ?? 'cpu'}, ${os.cpus().length} cores, ${THREADS} threads, load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`);
   if (python) await crossCheckTiny(python);
-  else console.log('(python3 with torch not found: PyTorch cross-check and ratios skipped; apt install python3-torch)');
+  else console.log('(no Python with torch: PyTorch cross-check and ratios skipped; make .python/ with bash scripts/python-env.sh)');
 
   const dir = path.join(OUT, 'llama-125m');
   if (!fs.existsSync(path.join(dir, 'model.safetensors'))) {
     const t = Date.now();
-    writeTinyModel(dir, BIG);
+    writeTinyModel(dir, LLAMA_125M);
     console.log(`\nwrote random model to ${dir} in ${fmt((Date.now() - t) / 1000)} s`);
   }
   console.log(`\n## Random Llama: ${fmt(paramCount(dir) / 1e6)}M parameters (hidden 768, 12 layers, 12 heads / 4 KV, vocab 32000), fp32`);

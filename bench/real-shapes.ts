@@ -38,13 +38,13 @@ import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
 import type { Quantize } from '../src-main/model/quantize.js';
 import { seededRandom } from '../src-main/model/sampling.js';
 import { DEFAULT_LORA } from '../src-main/train/lora.js';
-import { writeTinyModel } from '../test/model/tiny-models.js';
+import { writeTinyModel } from '../tools/tiny-models.js';
 import { writeGguf, type GgufFileType } from './gguf-writer.js';
 import { runLlamaCpp, type LlamaCppResult } from './llama-cpp.js';
-import { ensureRandomModel } from './random-model.js';
+import { ensureRandomModel, LLAMA_125M } from './random-model.js';
 import type { RealChildRequest, RealChildResult, Timed } from './real-shapes-child.js';
 import { torchTrainRequest, type ChildRequest as StepRequest, type ChildResult as StepResult } from './train-memory-child.js';
-import { findTorchPython, parseLast, runWatched } from './watched-process.js';
+import { findTorchPython, parseLast, runWatched, torchThreadEnv } from './watched-process.js';
 
 const OUT = path.resolve('bench/output');
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
@@ -66,7 +66,7 @@ const MODELS = {
   '125m': () => {
     const dir = path.join(OUT, 'llama-125m');
     if (!fs.existsSync(path.join(dir, 'model.safetensors'))) {
-      writeTinyModel(dir, { family: 'llama', hiddenSize: 768, numLayers: 12, numHeads: 12, numKvHeads: 4, headDim: 64, intermediateSize: 2048, vocabSize: 32000, std: 0.02, seed: 7 });
+      writeTinyModel(dir, LLAMA_125M);
     }
     return dir;
   },
@@ -120,10 +120,10 @@ async function hindsightStep(request: StepRequest, limitMb = ANY_LIMIT_MB): Prom
 /** PyTorch's JSON result, or `{ stoppedAtMb }` when it passed the memory limit. */
 async function torch(script: string, request: Record<string, unknown>, limitMb = ANY_LIMIT_MB): Promise<Record<string, any>> {
   const python = findTorchPython();
-  if (!python) throw new Error('PyTorch is not importable by /usr/bin/python3 (apt-get install python3-torch)');
+  if (!python) throw new Error('PyTorch is not importable (make .python/ with: bash scripts/python-env.sh; or apt-get install python3-torch)');
   const file = path.join(OUT, `real-shapes-${script.replace('.py', '')}-request.json`);
   fs.writeFileSync(file, JSON.stringify(request));
-  const env = { ...process.env, OMP_NUM_THREADS: String(THREADS), OPENBLAS_NUM_THREADS: String(THREADS) };
+  const env = torchThreadEnv(THREADS);
   const w = await runWatched(python, [path.resolve('bench', script), file], env, limitMb);
   if (w.stoppedAtMb) return { stoppedAtMb: w.stoppedAtMb };
   return parseLast<Record<string, any>>(w, script);

@@ -3,8 +3,8 @@
  * PPO-clip loss, grad-norm clipping) on a random Llama-shaped model of ~125M parameters,
  * batch 8 × 256 tokens (the second half of each row is the response), on the CPU EP;
  * against PyTorch doing the same step (bench/train_torch.py: same checkpoint, same initial
- * LoRA, same batch, same loss, same thread count) in the same run when Debian's python3-torch
- * is importable. Also cross-checks the two: first-step loss and gradient norm.
+ * LoRA, same batch, same loss, same thread count) in the same run, under .python/'s PyTorch
+ * (PyPI's torch 2.x; Debian's python3-torch where .python/ is missing). Also cross-checks the two: first-step loss and gradient norm.
  *
  * Reports the median time of BENCH_REPEATS steps after a warm-up step, for the trainer's step
  * (old := stopgrad(logp) computed inside the step's own run) and for the former path (a
@@ -42,7 +42,9 @@ import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
 import { writeAdapter } from '../src-main/train/peft.js';
 import { createTrainStep } from '../src-main/train/step-engine.js';
 import type { OptimizerConfig, OptimizerState } from '../src-main/train/training-step.js';
-import { writeTinyModel } from '../test/model/tiny-models.js';
+import { writeTinyModel } from '../tools/tiny-models.js';
+import { LLAMA_125M } from './random-model.js';
+import { findTorchPython, torchThreadEnv } from './watched-process.js';
 
 const OUT = path.resolve('bench/output');
 const THREADS = Number(process.env.BENCH_THREADS ?? os.cpus().length);
@@ -52,13 +54,6 @@ const REPEATS = Number(process.env.BENCH_REPEATS ?? 2);
 const LOSS = { method: 'rl' as const, epsLow: 0.2, epsHigh: 0.28, klBeta: 0 };
 const OPTIMIZER: OptimizerConfig = { kind: 'adamw', lr: 1e-4, betas: [0.9, 0.98], eps: 1e-8, weightDecay: 0, maxGradNorm: 1 };
 
-function findTorchPython(): string | undefined {
-  for (const py of ['python3', '/usr/bin/python3']) {
-    if (spawnSync(py, ['-c', 'import torch, numpy'], { stdio: 'ignore' }).status === 0) return py;
-  }
-  return undefined;
-}
-
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const mb = (kb: number) => (kb / 1024).toFixed(0);
 
@@ -67,7 +62,7 @@ async function main(): Promise<void> {
   const modelDir = path.join(OUT, 'llama-125m');
   if (!fs.existsSync(path.join(modelDir, 'model.safetensors'))) {
     console.error('writing a random Llama of ~125M parameters …');
-    writeTinyModel(modelDir, { family: 'llama', hiddenSize: 768, numLayers: 12, numHeads: 12, numKvHeads: 4, headDim: 64, intermediateSize: 2048, vocabSize: 32000, std: 0.02, seed: 7 });
+    writeTinyModel(modelDir, LLAMA_125M);
   }
   const ckpt = Checkpoint.open(modelDir);
   const c = ckpt.config;
@@ -148,7 +143,7 @@ async function main(): Promise<void> {
 
   const python = findTorchPython();
   if (!python) {
-    console.log('pytorch: not importable here (install Debian\'s python3-torch for the comparison)');
+    console.log('pytorch: not importable here (make .python/ with bash scripts/python-env.sh for the comparison)');
     return;
   }
   const grid = (a: ArrayLike<number | bigint>) => Array.from({ length: B }, (_, r) => Array.from({ length: T }, (_, i) => Number(a[r * T + i]!)));
@@ -159,7 +154,7 @@ async function main(): Promise<void> {
   };
   const file = path.join(OUT, 'train-torch-request.json');
   fs.writeFileSync(file, JSON.stringify(request));
-  const env = { ...process.env, OMP_NUM_THREADS: String(THREADS), OPENBLAS_NUM_THREADS: String(THREADS) };
+  const env = torchThreadEnv(THREADS);
   const r = spawnSync(python, [path.resolve('bench/train_torch.py'), file], { encoding: 'utf8', env, maxBuffer: 1 << 26 });
   if (r.status !== 0) throw new Error(`train_torch.py failed: ${r.stderr}`);
   const torch = JSON.parse(r.stdout) as { torch: string; threads: number; first_loss: number; first_grad_norm: number; step_s: number; peak_rss_mb: number };

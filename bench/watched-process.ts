@@ -4,6 +4,8 @@
  * or the OOM killer (Linux: read from /proc/<pid>/status every 200 ms; elsewhere unwatched).
  */
 import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { spawn, spawnSync } from 'node:child_process';
 
 export interface Watched {
@@ -53,10 +55,28 @@ export function parseLast<T>(w: Watched, what: string): T {
   return JSON.parse(line) as T;
 }
 
-/** The Python that imports torch (Debian's python3-torch), preferring /usr/bin/python3. */
-export function findTorchPython(): string | undefined {
-  for (const py of ['/usr/bin/python3', 'python3']) {
-    if (spawnSync(py, ['-c', 'import torch, numpy'], { stdio: 'ignore' }).status === 0) return py;
+/**
+ * The Python whose torch anchors the benches: the interoperability tests' environment first
+ * (.python/, or the folder HINDSIGHT_PYTHON_ENV names: PyPI's torch 2.x pinned in
+ * test/interop/requirements.txt, what users run), Debian's python3-torch only where that is
+ * missing. BENCH_PYTHON names another. A row's "PyTorch x.y" says which one ran. With `cuda`,
+ * the first whose torch sees a CUDA GPU (PyPI's Linux wheel does; its CPU-only build does not).
+ */
+export function findTorchPython(device: 'cpu' | 'cuda' = 'cpu'): string | undefined {
+  const check = device === 'cuda' ? 'import sys, torch, numpy; sys.exit(0 if torch.cuda.is_available() else 1)' : 'import torch, numpy';
+  const env = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', process.env.HINDSIGHT_PYTHON_ENV ?? '.python');
+  const candidates = [process.env.BENCH_PYTHON, path.join(env, 'bin', 'python'), '/usr/bin/python3', 'python3'];
+  for (const py of candidates) {
+    if (py && spawnSync(py, ['-c', check], { stdio: 'ignore' }).status === 0) return py;
   }
   return undefined;
+}
+
+/**
+ * A torch child's thread budget, the same as Hindsight's: torch.set_num_threads in the scripts,
+ * and here OpenMP's pool and the BLAS under it (MKL in PyPI's wheel, OpenBLAS in Debian's).
+ */
+export function torchThreadEnv(threads: number): NodeJS.ProcessEnv {
+  const n = String(threads);
+  return { ...process.env, OMP_NUM_THREADS: n, MKL_NUM_THREADS: n, OPENBLAS_NUM_THREADS: n };
 }
