@@ -30,7 +30,8 @@
  *
  * Proxy mode and live capture (issue 7, src-main/capture/): with `upstream()` set, requests
  * are forwarded to that OpenAI-compatible server instead (./upstream.ts); with `capture`,
- * each request is handed to the capture hook (./capture-hook.ts), and its reply is committed to the capture log
+ * each request is handed to the capture hook (./capture-hook.ts) once nothing can refuse it any
+ * more (a refused request is never recorded), and its reply is committed to the capture log
  * (fsync) BEFORE the response finishes — the JSON body is sent, or the stream's `[DONE]`
  * written, only after that. Replies of the local model carry their rollout (prompt ids,
  * generated ids, log-probs).
@@ -52,7 +53,7 @@ import type { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
 import { chatPrompt, completeChat, completeChats, tokenLogprobs, type ChatPrompt, type ChatResult } from './local-chat.js';
 import { loadServedModel, servedModelId } from './served-model.js';
-import type { CaptureHook, FeedbackHandler } from './capture-hook.js';
+import type { CaptureHook, CaptureTicket, FeedbackHandler } from './capture-hook.js';
 import { chunkBody, completionBody, errorBody, parseChatRequest, RequestError, type ChatRequest } from './protocol.js';
 import { forwardChat, type UpstreamTarget } from './upstream.js';
 
@@ -204,9 +205,9 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
   async function chatCompletions(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const json = await readJsonBody(req);
     const request = parseChatRequest(json);
-    const ticket = options.capture?.begin(req.headers, json as Record<string, unknown>, request) ?? null;
     const upstream = options.upstream?.() ?? null;
     if (upstream) {
+      const ticket = options.capture?.begin(req.headers, json as Record<string, unknown>, request) ?? null;
       return forwardChat(upstream, json as Record<string, unknown>, req, res, (reply) =>
         ticket?.commit({ ...reply, servedBy: 'upstream', modelDir: null, rollout: null }),
       );
@@ -217,6 +218,17 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
       const message = err instanceof UserError ? err.message : `cannot load the model: ${(err as Error).message}`;
       throw new RequestError(message, null, 503, 'server_error', 'model_not_loaded');
     });
+    let prompt: ChatPrompt;
+    let ticket: CaptureTicket | null;
+    try {
+      // Everything a request can be refused for comes first (a prompt too long for the model: 400
+      // before any byte is sent); only then is it captured, so a refused request leaves no record.
+      prompt = chatPrompt(model, request);
+      ticket = options.capture?.begin(req.headers, json as Record<string, unknown>, request) ?? null;
+    } catch (err) {
+      release();
+      throw err;
+    }
     const completionId = `chatcmpl-${crypto.randomUUID()}`;
     const commit = ticket
       ? (result: ChatResult) =>
@@ -233,7 +245,6 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
           })
       : null;
     try {
-      const prompt = chatPrompt(model, request); // a prompt too long for the model: 400 before any byte is sent
       const meta = { id: completionId, created: Math.floor(Date.now() / 1000), model: id };
       if (request.stream) await streamAnswer(model, meta, request, prompt, req, res, commit);
       else await jsonAnswer(model, meta, request, prompt, res, commit);

@@ -18,6 +18,8 @@ export const DEFAULT_MAX_TOKENS = 512;
 export const MAX_MAX_TOKENS = 8192;
 /** The most choices one request may ask for (they generate as one batch). */
 export const MAX_N = 16;
+/** Messages in one request: a bound on what one request can make the capture record (issue 35). */
+export const MAX_MESSAGES = 10_000;
 
 export interface ChatRequest {
   model: string | null;
@@ -111,6 +113,7 @@ function integerField(body: Record<string, unknown>, key: string, min: number, m
 export function parseChatRequest(body: unknown): ChatRequest {
   if (!isObject(body)) throw new RequestError('the request body must be a JSON object');
   if (!Array.isArray(body.messages) || body.messages.length === 0) throw new RequestError('messages must be a non-empty array', 'messages');
+  if (body.messages.length > MAX_MESSAGES) throw new RequestError(`messages takes at most ${MAX_MESSAGES} messages (got ${body.messages.length})`, 'messages');
   const messages = body.messages.map(message);
   if (body.model !== undefined && body.model !== null && typeof body.model !== 'string') throw new RequestError('model must be a string', 'model');
   const n = integerField(body, 'n', 1, MAX_N) ?? 1;
