@@ -1,6 +1,6 @@
 // The heuristic judge against the hand-labelled feedback corpus (test/fixtures/feedback/):
 // the held-out third, never used for tuning, must reach the targets of docs/design.md §Judges.
-// The same figures are printed by `npm run bench:judge` and quoted in the README.
+// The same figures are printed by `npm run bench:judge` and quoted in docs/benchmarks.md.
 import { describe, expect, it } from 'vitest';
 import { readCorpus, scoreSplit, splitOf } from '../../bench/judge-metrics.js';
 import { heuristicReward } from '../../src-main/judge/heuristic.js';

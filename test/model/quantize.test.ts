@@ -18,7 +18,7 @@ import { writeTinyModel, type TinyModel } from '../../tools/tiny-models.js';
 
 /**
  * The stated tolerance: the most |Δ log-prob| (nats) a token of the fixed text may move from
- * fp32, per choice. README §Quantisation quotes the same figures.
+ * fp32, per choice. docs/design.md §Quantisation quotes the same figures.
  */
 export const LOGPROB_TOLERANCE: Record<Exclude<Quantize, 'none'>, { max: number; mean: number }> = {
   int8: { max: 0.05, mean: 0.01 },
