@@ -15,7 +15,7 @@
  * A prompt too long for the model's context (a small model, a long reply or next state) is
  * cut from the left, so the reply and the next state, which sit at its end with the question,
  * stay in view and generation never runs past the model's positions (../model/context-limit.ts).
- * The vote then starts with a note saying how much was cut (README, Judges). The reply keeps
+ * The vote then starts with a note saying how much was cut (README, Judging). The reply keeps
  * room for a quarter of the context, or max_tokens when that is less.
  */
 import path from 'node:path';

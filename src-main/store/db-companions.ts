@@ -7,7 +7,7 @@
  * Earlier versions kept `settings.json` and `capture-log.jsonl` once per folder, shared by
  * every database in it. `adoptFolderFile` moves such a file to the database it came from, the
  * first time that database is opened; the caller says how it knows the file is this
- * database's (README, Persistence and Live capture). A file it cannot place is left alone.
+ * database's (docs/design.md §Files beside the database). A file it cannot place is left alone.
  * See docs/design.md §Files beside the database.
  */
 import fs from 'node:fs';
