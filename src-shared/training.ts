@@ -146,10 +146,18 @@ export function overLengthReason(maxLength: number): string {
 
 /**
  * The line that says samples were left out for their length: "3 samples over 2,048 tokens
- * skipped; raise --max-length". `remedy` is how the reader can train them.
+ * skipped; raise --max-length (this model holds up to 4,096)". Its advice must be one the reader
+ * can follow on that model: when the run's max length already is the model's `positions`
+ * (max_position_embeddings), no setting can train them, and the line says so instead.
+ * `reader`: the CLI's flag or the Training page's field.
  */
-export function overLengthNote(count: number, maxLength: number, remedy = 'raise --max-length'): string {
-  return `${count.toLocaleString('en-US')} sample${count === 1 ? '' : 's'} ${overLengthReason(maxLength)} skipped; ${remedy}`;
+export function overLengthNote(count: number, maxLength: number, positions: number, reader: 'cli' | 'app' = 'cli'): string {
+  const n = (v: number) => v.toLocaleString('en-US');
+  const what = `${n(count)} sample${count === 1 ? '' : 's'} ${overLengthReason(maxLength)} skipped`;
+  if (maxLength >= positions) return `${what}; this model reads at most ${n(positions)} tokens, so ${count === 1 ? 'it cannot' : 'they cannot'} be trained on it (a model with more positions could)`;
+  return reader === 'cli'
+    ? `${what}; raise --max-length (this model holds up to ${n(positions)})`
+    : `${what}; raise Max length (tokens), up to this model's ${n(positions)}, to train ${count === 1 ? 'it' : 'them'}`;
 }
 
 /**

@@ -49,9 +49,6 @@ export interface TrainingEngine {
   run(job: TrainJob): Promise<{ adapterDir: string; status: 'finished' | 'cancelled' }>;
 }
 
-/** What the page's reader can do about samples over the run's max length. */
-const APP_REMEDY = 'raise Max length (tokens) to train them';
-
 /** The trainer's events as the job's callbacks (the offline and the on-policy trainer send the same ones). */
 function forward(job: TrainJob): (event: TrainerEvent) => void {
   return (event) => {
@@ -60,7 +57,7 @@ function forward(job: TrainJob): (event: TrainerEvent) => void {
       job.onProgress(log);
     } else if (event.type === 'eval') job.onEval(event.log);
     else if (event.type === 'executionProvider') job.onExecutionProvider(event.name);
-    else if (event.type === 'overLength') job.onNotice?.(overLengthNote(event.count, event.maxLength, APP_REMEDY));
+    else if (event.type === 'overLength') job.onNotice?.(overLengthNote(event.count, event.maxLength, event.positions, 'app'));
     else job.onPhase(event.message);
   };
 }

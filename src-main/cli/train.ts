@@ -121,7 +121,7 @@ function describe(event: TrainerEvent): string | null {
   if (event.type === 'status') return event.message;
   if (event.type === 'executionProvider') return `execution provider: ${event.name}`;
   if (event.type === 'eval') return describeEval(event.log);
-  if (event.type === 'overLength') return overLengthNote(event.count, event.maxLength);
+  if (event.type === 'overLength') return overLengthNote(event.count, event.maxLength, event.positions);
   const l = event.log;
   const gap = l.teacher_student_gap === null ? '' : ` gap ${l.teacher_student_gap.toFixed(4)}`;
   const ppo = (l.drift === undefined ? '' : ` drift ${l.drift.toExponential(2)}`) +

@@ -57,7 +57,7 @@ export function rolloutBatches(r: RolloutBatchesInput): BatchSource {
       }, contexts, index);
       if (episodes === 'stopped') return 'stopped';
       const { rows, over } = stepRows(episodes, contexts, settings);
-      const overNote = over ? `; ${overLengthNote(over, settings.maxLength).replace(/samples?/, over === 1 ? 'episode' : 'episodes')}` : '';
+      const overNote = over ? `; ${overLengthNote(over, settings.maxLength, r.engine.config.maxPositionEmbeddings).replace(/samples?/, over === 1 ? 'episode' : 'episodes')}` : '';
       r.emit({ type: 'status', phase: 'training', message: `step ${index + 1}: training on ${rows.length} of ${episodes.length} episodes${overNote}` });
       return {
         epoch, rows: rows.map((row) => row.row),

@@ -12,7 +12,7 @@ export type TrainerEvent =
   | { type: 'status'; phase: 'loading' | 'preparing' | 'compiling' | 'generating' | 'training' | 'evaluating' | 'saving' | 'exporting'; message: string }
   | { type: 'executionProvider'; name: string }
   /** Samples left out because they do not fit the run's max length (src-shared/training.ts overLengthNote). */
-  | { type: 'overLength'; count: number; maxLength: number }
+  | { type: 'overLength'; count: number; maxLength: number; /** The model's max_position_embeddings: how far max length can go. */ positions: number }
   | { type: 'step'; log: StepLog }
   | { type: 'eval'; log: EvalLogLine };
 

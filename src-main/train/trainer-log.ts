@@ -4,7 +4,7 @@
  * execution provider that ran the step, so a log never hides a device change.
  *
  * A run that left samples out for their length starts with one note line instead of a step
- * (`{"note": "3 samples over 2,048 tokens skipped; raise --max-length", "skipped_over_length":
+ * (`{"note": "3 samples over 2,048 tokens skipped; raise --max-length (this model holds up to 4,096)", "skipped_over_length":
  * 3, "max_length": 2048}`): readers of steps skip it (readLog), and a resume keeps it.
  *
  * Lines are appended and fsynced as they are written. On resume the log is cut back to the

@@ -131,7 +131,7 @@ function prepare(o: ResolvedOptions, checkpoint: Checkpoint, tokenizer: ChatToke
  * start, so a run refused for its options or its data leaves the folder as it was; then
  * writes the rows and the log the run starts from.
  */
-function claimOutFolder(o: ResolvedOptions, p: Prepared, log: TrainerLog): void {
+function claimOutFolder(o: ResolvedOptions, p: Prepared, log: TrainerLog, positions: number): void {
   prepareOutFolder(o.outDir, { resumeRoot: p.resumedIn, overwrite: o.overwrite });
   if (p.resumedIn !== o.outDir) writeFileAtomicSync(path.join(o.outDir, DATASET_FILE), Buffer.from(p.datasetText, 'utf8'), PRIVATE_FILE_MODE);
   if (p.resumedIn) {
@@ -140,7 +140,7 @@ function claimOutFolder(o: ResolvedOptions, p: Prepared, log: TrainerLog): void 
   }
   log.reset();
   const over = overLengthCount(p);
-  if (over > 0) log.append({ note: overLengthNote(over, p.settings.maxLength), skipped_over_length: over, max_length: p.settings.maxLength });
+  if (over > 0) log.append({ note: overLengthNote(over, p.settings.maxLength, positions), skipped_over_length: over, max_length: p.settings.maxLength });
 }
 
 /** How many samples the run left out for their length (docs/design.md §Training runs). */
@@ -199,10 +199,10 @@ export async function train(options: TrainerOptions, hooks: TrainerHooks = {}): 
   const heldOut = o.heldOut ?? { sessionIds: [], samples: [] };
   assertNoHeldOutRows(p.rows, new Set(heldOut.sessionIds));
   const evaluator = RunEvaluator.create(heldOut, tokenizer, { maxLength: p.settings.maxLength, seed: p.settings.seed, batchSize: p.settings.batchSize });
-  claimOutFolder(o, p, log);
+  claimOutFolder(o, p, log, checkpoint.config.maxPositionEmbeddings);
   if (o.heldOut) log.append({ type: 'held_out', sessions: heldOut.sessionIds.length, samples: heldOut.samples.length });
   const { settings } = p;
-  if (overLengthCount(p) > 0) emit({ type: 'overLength', count: overLengthCount(p), maxLength: settings.maxLength });
+  if (overLengthCount(p) > 0) emit({ type: 'overLength', count: overLengthCount(p), maxLength: settings.maxLength, positions: checkpoint.config.maxPositionEmbeddings });
   const step = await openRunStep(checkpoint, settings, emit);
   try {
     return await runLoop({

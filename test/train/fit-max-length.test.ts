@@ -81,8 +81,16 @@ describe('rows over the window', () => {
     expect(set.rows.map((r) => r.origin)).toEqual(['s/7']);
     expect(set.truncated).toBe(1);
     expect(set.skipped).toEqual({ [overLengthReason(max)]: 2 });
-    expect(overLengthNote(2, 2048)).toBe('2 samples over 2,048 tokens skipped; raise --max-length');
-    expect(overLengthNote(1, 8192, 'train it from the command line')).toBe('1 sample over 8,192 tokens skipped; train it from the command line');
+    expect(overLengthNote(2, 2048, 4096)).toBe('2 samples over 2,048 tokens skipped; raise --max-length (this model holds up to 4,096)');
+    expect(overLengthNote(1, 2048, 4096, 'app')).toBe("1 sample over 2,048 tokens skipped; raise Max length (tokens), up to this model's 4,096, to train it");
+  });
+
+  it('advice the reader can follow: at the model\'s own positions no setting trains them, and the note says so', () => {
+    for (const reader of ['cli', 'app'] as const) {
+      const note = overLengthNote(1, 512, 512, reader);
+      expect(note).toBe('1 sample over 512 tokens skipped; this model reads at most 512 tokens, so it cannot be trained on it (a model with more positions could)');
+      expect(note).not.toMatch(/raise/);
+    }
   });
 
   it('a hinted sample windows its teacher too, keeping the hint and the same reply tokens', () => {

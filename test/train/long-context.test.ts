@@ -44,13 +44,13 @@ describe('long rows', () => {
     const out = path.join(root, 'run-mixed');
     const result = await train({ modelDir: model.dir, outDir: out, dataFile: data, maxLength: 64, steps: 1, batchSize: 4, loraR: 2 }, { onEvent: (e) => events.push(e) });
     expect(result).toMatchObject({ rows: 2, skipped: { 'over 64 tokens': 2 } });
-    expect(events).toContainEqual({ type: 'overLength', count: 2, maxLength: 64 });
-    expect(readLogNotes(result.logFile)).toEqual([{ note: '2 samples over 64 tokens skipped; raise --max-length', skipped_over_length: 2, max_length: 64 }]);
+    expect(events).toContainEqual({ type: 'overLength', count: 2, maxLength: 64, positions: 8192 });
+    expect(readLogNotes(result.logFile)).toEqual([{ note: '2 samples over 64 tokens skipped; raise --max-length (this model holds up to 8,192)', skipped_over_length: 2, max_length: 64 }]);
     expect(readLog(result.logFile).map((l) => l.step)).toEqual([1]);
 
     const r = await cli('train', '--model', model.dir, '--out', path.join(root, 'run-cli'), '--data', data, '--max-length', '64', '--steps', '1', '--lora-r', '2', '--json');
     expect(r.code).toBe(0);
-    expect(r.stderr).toContain('2 samples over 64 tokens skipped; raise --max-length\n');
+    expect(r.stderr).toContain('2 samples over 64 tokens skipped; raise --max-length (this model holds up to 8,192)\n');
     expect(r.json().skipped).toEqual({ 'over 64 tokens': 2 });
   }, 120_000);
 });
