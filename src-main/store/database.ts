@@ -7,13 +7,12 @@
 // unsaved change), so a burst of label edits in the annotator costs one write instead of
 // one per edit. `flush()` saves at once (after imports, before exit); `close()` flushes.
 import fs from 'node:fs';
-import path from 'node:path';
 import { createRequire } from 'node:module';
 import initSqlJs, { type Database, type SqlJsStatic, type SqlValue, type Statement } from 'sql.js';
 import { UserError } from '../../src-shared/types.js';
 import { MIGRATIONS } from './migrations.js';
 import { PRIVATE_FILE_MODE, sweepStaleTempFiles, writeFileAtomicSync } from './atomic-file.js';
-import { openForWriting, readDatabaseBytes, removeCreatedDirs, type WriterFootprint } from './db-files.js';
+import { openForWriting, readDatabaseBytes, realPathOf, removeCreatedDirs, type WriterFootprint } from './db-files.js';
 
 let sqlJsPromise: Promise<SqlJsStatic> | null = null;
 
@@ -81,7 +80,9 @@ export class Store {
    */
   static async open(dbPath: string, persist: PersistOptions = DEFAULT_PERSIST, access: StoreAccess = 'write'): Promise<Store> {
     const SQL = await loadSqlJs();
-    const resolved = path.resolve(dbPath);
+    // The file itself, not one of its names: a symbolic link shares the lock of the file it
+    // points to, and saving replaces that file (the link stays a link).
+    const resolved = realPathOf(dbPath);
     if (access === 'read') {
       const bytes = readDatabaseBytes(resolved, dbPath);
       if (bytes === null) throw new UserError(`no database at ${dbPath}`);

@@ -29,8 +29,15 @@ export function readDatabaseBytes(resolved: string, displayPath: string): Buffer
   }
 }
 
-/** Creates the database's folder if needed and takes its lock. */
+/**
+ * Creates the database's folder if needed and takes its lock. `resolved` is the real path
+ * (symbolic links resolved, realPathOf), so every name of the file shares one lock and a save
+ * replaces the file the links point to. A file with several hard links is refused: a save
+ * replaces the file by renaming, which would leave the other names with an old copy that
+ * another writer could then open under a lock of its own.
+ */
 export function openForWriting(resolved: string, displayPath: string): WriterFootprint {
+  refuseHardLinks(resolved, displayPath);
   let createdDir: string | null = null;
   try {
     createdDir = fs.mkdirSync(path.dirname(resolved), { recursive: true }) ?? null;
@@ -43,6 +50,18 @@ export function openForWriting(resolved: string, displayPath: string): WriterFoo
   } catch (err) {
     removeCreatedDirs(resolved, createdDir);
     throw err;
+  }
+}
+
+function refuseHardLinks(resolved: string, displayPath: string): void {
+  let links: number;
+  try {
+    links = fs.statSync(resolved).nlink;
+  } catch {
+    return; // no file yet (or unreadable: reading it names the problem)
+  }
+  if (links > 1) {
+    throw new UserError(`${displayPath} has ${links} hard links (other names for the same file); a save would split them, so open it under one name after removing the others (or use a symbolic link)`);
   }
 }
 

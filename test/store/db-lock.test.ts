@@ -125,4 +125,38 @@ describe('one writer per database', () => {
     const ws = await Workspace.open(db);
     ws.close();
   });
+
+  it('follows the file, not its name: a symbolic link gets the same lock and saves into the file it points to; a hard link is refused', async () => {
+    const dir = tempDir();
+    const db = path.join(dir, 'real.db');
+    const [session] = await sessionWithSamples(db, 1);
+    const link = path.join(dir, 'link.db');
+    fs.symlinkSync(db, link);
+    const sleeper = spawn('sleep', ['60']);
+    children.push(sleeper);
+    await new Promise((resolve) => sleeper.once('spawn', resolve));
+    fs.writeFileSync(lockPathFor(db), JSON.stringify({ pid: sleeper.pid, startTime: processStartTime(sleeper.pid!), token: 'theirs', holder: 'Hindsight serve', host: os.hostname() }));
+    await expect(Workspace.open(link)).rejects.toThrow(`is open in Hindsight serve (pid ${sleeper.pid})`);
+    expect(fs.existsSync(lockPathFor(link))).toBe(false);
+    fs.unlinkSync(lockPathFor(db));
+
+    // Saved through the link: the link stays a link, and the database it points to has the label.
+    const ws = await Workspace.open(link);
+    ws.setLabel(session!, 1, { reward: -1 });
+    ws.close();
+    expect(fs.lstatSync(link).isSymbolicLink()).toBe(true);
+    const read = await Workspace.open(db, { access: 'read' });
+    expect(read.listSamples(session)[0]!.label).toMatchObject({ reward: -1, source: 'manual' });
+    read.close();
+
+    // A hard link is another name for the same file, which a save (a rename) would split in two.
+    const hard = path.join(dir, 'hard.db');
+    fs.linkSync(db, hard);
+    for (const name of [hard, db]) {
+      const err = await Workspace.open(name).then(() => null, (e: Error) => e);
+      expect(err?.message).toMatch(/has 2 hard links/);
+      expect(err?.message.split('\n')).toHaveLength(1);
+    }
+    expect((await Workspace.open(hard, { access: 'read' })).listSamples(session).length).toBe(1);
+  });
 });
