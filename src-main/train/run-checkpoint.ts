@@ -159,13 +159,15 @@ export interface RunProgress {
 }
 
 /**
- * A checkpoint's progress, once checked against what the resume asks for: more steps than it
- * has done (`steps`, default the run's own total), and a value head exactly when the
+ * A checkpoint's progress, once checked against what the resume asks for: at least the steps
+ * it has done (`steps`, default the run's own total), and a value head exactly when the
  * estimator is `gae`. `root` is the run's folder (its log gives the time trained so far).
+ * A checkpoint with all its steps done (a kill between the last checkpoint and the export)
+ * resumes too: the run loop takes no step and finishes the run (adapter, merge, evaluation).
  */
 export function resumedProgress(saved: SavedCheckpoint, root: string, steps: number | undefined, advantage: string): RunProgress {
   const totalSteps = steps ?? saved.state.totalSteps;
-  if (totalSteps <= saved.state.step) throw new UserError(`the checkpoint in ${saved.dir} has done ${saved.state.step} steps already; ask for more with --steps (now ${totalSteps})`);
+  if (totalSteps < saved.state.step) throw new UserError(`the checkpoint in ${saved.dir} has done ${saved.state.step} steps already; ask for more with --steps (now ${totalSteps})`);
   const gae = advantage === 'gae';
   if (gae !== (saved.valueHead !== undefined)) throw new UserError(`${saved.dir}: a ${advantage} run ${gae ? 'needs the value head it trains, which the checkpoint lacks' : 'has no value head, but the checkpoint holds one'}`);
   const kept = readLog(path.join(root, LOG_FILE)).filter((l) => l.step <= saved.state.step);

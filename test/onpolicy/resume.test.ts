@@ -113,6 +113,16 @@ describe('resume after a stop in the middle of the rollouts', () => {
     expectSameRun(straight, split.outDir!);
   });
 
+  it('a kill right after the last checkpoint: resume finishes the run (its adapter) with no step or episode more', async () => {
+    const ended = path.join(tmp, 'ended');
+    fs.cpSync(straight, ended, { recursive: true });
+    for (const f of ['adapter_model.safetensors', 'adapter_config.json']) fs.rmSync(path.join(ended, f));
+    const resumed = await trainOnPolicy({ resume: ended, onPolicy: {} });
+    expect(resumed).toMatchObject({ status: 'finished', steps: 3, totalSteps: 3 });
+    expect(fs.readFileSync(path.join(ended, 'adapter_model.safetensors')).equals(fs.readFileSync(path.join(straight, 'adapter_model.safetensors')))).toBe(true);
+    expect(lines(path.join(ended, 'episodes.jsonl'))).toBe(lines(path.join(straight, 'episodes.jsonl')));
+  });
+
   it('a killed process (SIGKILL once episodes.jsonl has grown) resumes from the CLI to the same run', async () => {
     const out = path.join(tmp, 'killed');
     const file = path.join(out, 'episodes.jsonl');

@@ -86,6 +86,23 @@ describe('trainer', () => {
     expect([...a.weights].some(([k, w]) => k.endsWith('lora_B.weight') && w.some((x) => x !== 0))).toBe(true);
   });
 
+  it('a kill right after the last checkpoint: resume finishes the run (adapter, merge) without a step more', async () => {
+    const done = await train(base('killed-at-end', { steps: 2, merge: true }));
+    const dir = path.join(tmp, 'killed-at-end');
+    const adapter = bytes(path.join(dir, 'adapter_model.safetensors'));
+    // What a kill between the final checkpoint and the export leaves: the checkpoint only.
+    for (const f of ['adapter_model.safetensors', 'adapter_config.json']) fs.rmSync(path.join(dir, f));
+    fs.rmSync(done.mergedDir!, { recursive: true });
+    const log = readLog(path.join(dir, 'trainer_log.jsonl'));
+    const resumed = await train({ modelDir: MODEL, outDir: dir, method: 'combine', resume: dir });
+    expect(resumed).toMatchObject({ status: 'finished', steps: 2, totalSteps: 2 });
+    expect(bytes(path.join(dir, 'adapter_model.safetensors')).equals(adapter)).toBe(true);
+    expect(fs.existsSync(path.join(dir, 'merged', 'config.json'))).toBe(true);
+    expect(readLog(path.join(dir, 'trainer_log.jsonl')).map(withoutTiming)).toEqual(log.map(withoutTiming));
+    // Asking for fewer steps than were done is still refused, naming what to ask for.
+    await expect(train({ modelDir: MODEL, outDir: dir, method: 'combine', resume: dir, steps: 1 })).rejects.toThrow(/has done 2 steps already/);
+  });
+
   it('an exported adapter loads back as it is (--init-adapter) and scores as the trained weights do', async () => {
     const first = await train(base('first', { steps: 2 }));
     const config = Checkpoint.open(MODEL).config;
