@@ -56,6 +56,27 @@ export function errorBody(message: string, type: string, param: string | null = 
   return { error: { message, type, param, code } };
 }
 
+/** How deep the free-form JSON of a request (tool_calls, tools) may nest: far past any real tool schema. */
+export const MAX_NESTING = 64;
+
+/** Whether `value` nests arrays and objects deeper than `max` (iterative: any depth is safe to check). */
+function nestsDeeperThan(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth >= max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
+/** Refuses free-form JSON nested too deep to record or render (a 400, before anything else looks at it). */
+function boundedNesting<T>(value: T, where: string): T {
+  if (nestsDeeperThan(value, MAX_NESTING)) throw new RequestError(`${where} is nested more than ${MAX_NESTING} levels deep`, where);
+  return value;
+}
+
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
 
 function isObject(v: unknown): v is Record<string, unknown> {
@@ -85,7 +106,7 @@ function message(raw: unknown, i: number): ChatMessage {
     throw new RequestError(`${where}.role must be one of system, developer, user, assistant, tool (got ${JSON.stringify(role)})`, `${where}.role`);
   }
   const out: ChatMessage = { role: role === 'developer' ? 'system' : role, content: textContent(raw.content, `${where}.content`) };
-  if (role === 'assistant' && Array.isArray(raw.tool_calls)) out.tool_calls = raw.tool_calls;
+  if (role === 'assistant' && Array.isArray(raw.tool_calls)) out.tool_calls = boundedNesting(raw.tool_calls, `${where}.tool_calls`);
   if (role === 'tool' && typeof raw.tool_call_id === 'string') out.tool_call_id = raw.tool_call_id;
   if (typeof raw.name === 'string') out.name = raw.name;
   return out;
@@ -130,6 +151,7 @@ export function parseChatRequest(body: unknown): ChatRequest {
   if ((integerField(body, 'top_logprobs', 0, 20) ?? 0) > 0) throw new RequestError('top_logprobs is not supported (only each chosen token’s logprob)', 'top_logprobs');
   const maxTokens = integerField(body, 'max_completion_tokens', 1, MAX_MAX_TOKENS) ?? integerField(body, 'max_tokens', 1, MAX_MAX_TOKENS) ?? DEFAULT_MAX_TOKENS;
   if (body.tools !== undefined && body.tools !== null && !Array.isArray(body.tools)) throw new RequestError('tools must be an array', 'tools');
+  if (Array.isArray(body.tools)) boundedNesting(body.tools, 'tools');
   const streamOptions = isObject(body.stream_options) ? body.stream_options : {};
   return {
     model: typeof body.model === 'string' ? body.model : null,

@@ -46,4 +46,22 @@ describe('a refused request is not captured', () => {
     expect(ok.status).toBe(200);
     expect(sessions()).toEqual(['capture:fits']);
   });
+
+  it('tool_calls nested thousands deep: 400 naming the field (not a 500 from the capture log), nothing recorded', async () => {
+    const deep = '{"a":['.repeat(6000) + '"x"' + ']}'.repeat(6000); // built as text: too deep for JSON.stringify
+    const call = `[{"id":"c1","type":"function","function":{"name":"f","arguments":${deep}}}]`;
+    const before = logText();
+    for (const stream of [false, true]) {
+      const body = `{"stream":${stream},"max_tokens":8,"messages":[{"role":"user","content":"Call the tool."},{"role":"assistant","content":"","tool_calls":${call}},{"role":"user","content":"Go on."}]}`;
+      const res = await fetch(`${base}/chat/completions`, {
+        method: 'POST', headers: { Authorization: `Bearer ${server.token}`, 'Content-Type': 'application/json', 'X-Session-Id': 'deep' }, body,
+      });
+      expect(res.status).toBe(400);
+      const { error } = await res.json();
+      expect(error).toMatchObject({ type: 'invalid_request_error', param: 'messages[1].tool_calls' });
+      expect(error.message).toMatch(/nested more than \d+ levels/);
+    }
+    expect(logText()).toBe(before);
+    expect(sessions()).not.toContain('capture:deep');
+  });
 });
