@@ -28,6 +28,7 @@ import { OPENCLAW_METHODS, TRL_METHODS, type ReplayProgress, type TrlHandoffResu
 import { tokenViewInput, type TokenViewProgress, type TokenViewResult } from './token-view.js';
 import { evalStartInput, type EvalState } from './eval-api.js';
 import { CHAT_CALLS, type ChatState } from './chat-api.js';
+import { MODEL_CALLS } from './models-api.js';
 import { call, returns, type Returns } from './call-spec.js';
 import { onPolicyInput } from './on-policy-api.js';
 import { ROLLOUT_CALLS } from './rollouts-api.js';
@@ -286,6 +287,8 @@ export const CALLS = {
   evalStart: call('Evaluates the base model and adapters on the held-out split; progress as eval.progress (docs/design.md §Evaluation).', evalStartInput, returns<EvalState>()),
   evalStatus: call('The running or last evaluation, with its report.', NO_INPUT, returns<EvalState>()),
   ...CHAT_CALLS,
+  // The models on this machine, for the model picker (src-shared/models-api.ts).
+  ...MODEL_CALLS,
   captureStatus: call('Live capture: on or off, the endpoint, counts, the background loop and the served adapter.', NO_INPUT, returns<CaptureStatus>()),
   captureRollback: call('Serves the adapter that was served before the last swap again (the base model when there was none).', NO_INPUT, returns<CaptureStatus>()),
   getSettings: call('Judge backends and the default model.', NO_INPUT, returns<Settings>()),

@@ -22,6 +22,7 @@ import { ChatService } from './chat-service.js';
 import type { CaptureHook } from '../openai/capture-hook.js';
 import { RolloutsService } from './rollouts-service.js';
 import { isModelPath } from '../model/model-path.js';
+import { scanModels } from '../model/model-catalog.js';
 
 /** Opens a database; `serve` asks for a workspace that also has what live capture needs. */
 export type OpenWorkspace<W extends WorkspaceApi = WorkspaceApi> = (dbPath: string) => Promise<W>;
@@ -301,6 +302,8 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     const dir = this.settingsStore.raw.defaultModelDir;
     return { path: dir, exists: isModelPath(dir) };
   }
+
+  async listModels() { return scanModels({ folders: this.settingsStore.raw.modelFolders }); }
 
   async trainStatus() {
     return this.training.state();

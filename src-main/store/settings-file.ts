@@ -26,6 +26,8 @@ interface StoredSettings extends CaptureSettingFields {
   compositePos: number;
   compositeNeg: number;
   defaultModelDir: string;
+  /** Folders the model catalog also looks in (`hindsight models --add`, src-main/model/model-catalog.ts). */
+  modelFolders: string[];
 }
 
 export function settingsPathFor(dbPath: string): string {
@@ -51,6 +53,7 @@ export class SettingsStore {
       compositePos: DEFAULT_COMPOSITE_THRESHOLDS.pos,
       compositeNeg: DEFAULT_COMPOSITE_THRESHOLDS.neg,
       defaultModelDir: demoModelDir,
+      modelFolders: [],
       ...CAPTURE_SETTING_DEFAULTS,
     };
     this.stored = { ...defaults, ...this.readFile(defaults) };
@@ -89,6 +92,7 @@ export class SettingsStore {
       delete out.compositePos;
       delete out.compositeNeg;
     }
+    if (out.modelFolders !== undefined && !(Array.isArray(out.modelFolders) && out.modelFolders.every((f) => typeof f === 'string'))) delete out.modelFolders;
     if (out.captureTrainEvery !== undefined && !(Number.isInteger(out.captureTrainEvery) && (out.captureTrainEvery as number) >= 1)) delete out.captureTrainEvery;
     return out as Partial<StoredSettings>;
   }
@@ -140,11 +144,20 @@ export class SettingsStore {
     }
     const problem = thresholdProblem({ pos: next.compositePos, neg: next.compositeNeg });
     if (problem) throw new UserError(`Composite score: ${problem}.`);
+    this.save(next);
+    return this.view();
+  }
+
+  /** Replaces the folders the model catalog looks in besides the tools' own. */
+  setModelFolders(folders: string[]): void {
+    this.save({ ...this.stored, modelFolders: [...folders] });
+  }
+
+  private save(next: StoredSettings): void {
     fs.mkdirSync(path.dirname(this.filePath), { recursive: true });
     const tmp = `${this.filePath}.${process.pid}.tmp`;
     fs.writeFileSync(tmp, JSON.stringify(next, null, 2) + '\n', { mode: PRIVATE_FILE_MODE });
     fs.renameSync(tmp, this.filePath);
     this.stored = next;
-    return this.view();
   }
 }

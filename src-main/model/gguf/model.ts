@@ -27,6 +27,9 @@ const FAMILIES: Record<string, { family: ModelFamily; architecture: string }> = 
   qwen3: { family: 'qwen3', architecture: 'Qwen3ForCausalLM' },
 };
 
+/** The `general.architecture` values Hindsight runs. */
+export const GGUF_ARCHITECTURES: readonly string[] = Object.keys(FAMILIES);
+
 /** GGUF tensor names (without `blk.N.`) → Hugging Face's. */
 const LAYER_NAMES: Record<string, string> = {
   attn_norm: 'input_layernorm',
@@ -92,8 +95,23 @@ export function readGgufTensor(t: GgufTensor): Float32Array {
   return t.permuteHeads ? unpermuteRows(data, t.permuteHeads, t.shape.length === 2 ? t.shape[1]! : 1) : data;
 }
 
+/**
+ * A path ending in `.gguf`, or a file that starts with GGUF's magic whatever its name: Ollama
+ * keeps its models as blobs named by their hash (`blobs/sha256-…`), with no extension.
+ */
 export function isGgufPath(p: string): boolean {
-  return /\.gguf$/i.test(p);
+  if (/\.gguf$/i.test(p)) return true;
+  let fd: number | undefined;
+  try {
+    if (!fs.statSync(p).isFile()) return false;
+    fd = fs.openSync(p, 'r');
+    const magic = Buffer.alloc(4);
+    return fs.readSync(fd, magic, 0, 4, 0) === 4 && magic.toString('latin1') === 'GGUF';
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
 }
 
 /** Opens a GGUF model (one file, or any part of a split one). */

@@ -86,7 +86,18 @@ class Cursor {
     return this.buf.toString('utf8', at, at + len);
   }
 
-  value(type: number, what: string, depth = 0): GgufValue {
+  /** Moves past a value without building it (a skipped array's elements). */
+  private skip(type: number, what: string, depth: number): void {
+    if (type === ARRAY) {
+      this.value(type, what, depth, true);
+      return;
+    }
+    const len = type === STRING ? this.u64(`${what}'s length`) : VALUE_BYTES[type]!;
+    if (len > this.size - this.pos) this.fail(what, len);
+    this.pos += len;
+  }
+
+  value(type: number, what: string, depth = 0, skipArrays = false): GgufValue {
     if (type === STRING) return this.string(what);
     if (type === ARRAY) {
       if (depth > 2) throw new UserError(`${this.file}: corrupt GGUF: ${what} nests arrays too deep`);
@@ -94,6 +105,11 @@ class Cursor {
       const count = this.u64(`${what}'s length`);
       if (elemType !== STRING && elemType !== ARRAY && !(elemType in VALUE_BYTES)) throw new UserError(`${this.file}: corrupt GGUF: ${what} has elements of unknown type ${elemType}`);
       if (count * minBytes(elemType) > this.size - this.pos) this.fail(`${what} (an array of ${count})`, count * minBytes(elemType));
+      if (skipArrays) {
+        if (elemType in VALUE_BYTES) this.pos += count * VALUE_BYTES[elemType]!;
+        else for (let i = 0; i < count; i++) this.skip(elemType, what, depth + 1);
+        return [];
+      }
       const out: GgufValue[] = new Array(count);
       for (let i = 0; i < count; i++) out[i] = this.value(elemType, what, depth + 1);
       return out;
@@ -123,8 +139,12 @@ function safe(v: bigint): number | bigint {
   return v <= BigInt(Number.MAX_SAFE_INTEGER) && v >= -BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v;
 }
 
-/** Reads one GGUF file's header, metadata and tensor infos (no tensor data). */
-export function readGgufHeader(file: string): GgufFile {
+/**
+ * Reads one GGUF file's header, metadata and tensor infos (no tensor data). With `skipArrays`
+ * every array value is checked and stepped over, kept as `[]`: what a model listing needs
+ * (hyper-parameters, tensor types) without decoding a 150k-token vocabulary.
+ */
+export function readGgufHeader(file: string, options: { skipArrays?: boolean } = {}): GgufFile {
   let fd: number;
   try {
     fd = fs.openSync(file, 'r');
@@ -143,7 +163,7 @@ export function readGgufHeader(file: string): GgufFile {
     const metadata = new Map<string, GgufValue>();
     for (let i = 0; i < kvCount; i++) {
       const key = c.string(`metadata key ${i}`);
-      metadata.set(key, c.value(c.u32(`the type of '${key}'`), `metadata '${key}'`));
+      metadata.set(key, c.value(c.u32(`the type of '${key}'`), `metadata '${key}'`, 0, options.skipArrays));
     }
     const align = metadata.get('general.alignment') ?? 32;
     if (typeof align !== 'number' || align <= 0 || (align & (align - 1)) !== 0) throw new UserError(`${file}: general.alignment ${String(align)} is not a power of two`);
@@ -222,7 +242,7 @@ function openUncached(file: string): GgufFile & { files: string[] } {
   if (count < 1) throw new UserError(`${file}: a split of ${m[3]} parts`);
   const files = Array.from({ length: count }, (_, i) => path.join(path.dirname(file), `${m[1]}-${String(i + 1).padStart(5, '0')}-of-${m[3]}.gguf`));
   for (const f of files) if (!fs.existsSync(f)) throw new UserError(`${file}: part ${path.basename(f)} of the split model is missing`);
-  const parts = files.map(readGgufHeader);
+  const parts = files.map((f) => readGgufHeader(f));
   const first = parts[0]!;
   const names = new Set<string>();
   for (const p of parts) for (const t of p.tensors) {

@@ -1,0 +1,72 @@
+/**
+ * The models on this machine (docs/design.md §Model catalog): what `hindsight models` prints
+ * and the model picker lists, found in Ollama's store, LM Studio's models folder, the Hugging
+ * Face cache and the folders the user added (src-main/model/model-catalog.ts scans them).
+ * Node-free: the contract spreads MODEL_CALLS into its calls, and the renderer reads the types.
+ */
+import { call, returns } from './call-spec.js';
+import { object } from './validate.js';
+
+export const MODEL_SOURCES = ['ollama', 'lmstudio', 'huggingface', 'folder'] as const;
+export type ModelSource = (typeof MODEL_SOURCES)[number];
+
+/** How each source is named to the user. */
+export const MODEL_SOURCE_NAMES: Record<ModelSource, string> = { ollama: 'Ollama', lmstudio: 'LM Studio', huggingface: 'Hugging Face cache', folder: 'Your folders' };
+
+export interface CatalogModel {
+  /** As its tool names it: `qwen2.5:7b-instruct` (Ollama), `publisher/repo/file.gguf` (LM Studio), `org/name` (Hugging Face). */
+  name: string;
+  source: ModelSource;
+  /** What `--model` and every model field take: a .gguf file (an Ollama blob is one) or a checkpoint folder. */
+  path: string;
+  format: 'gguf' | 'safetensors' | null;
+  /** GGUF's general.architecture (`qwen2`) or config.json's architecture (`Qwen2ForCausalLM`). */
+  architecture: string | null;
+  parameters: number | null;
+  /** Bytes on disk (every part of a split GGUF, every safetensors shard). */
+  bytes: number | null;
+  /** GGUF's file type (`Q4_K_M`) or its dominant tensor type; a checkpoint's dtype (`BF16`). */
+  quantization: string | null;
+  contextLength: number | null;
+  /** Whether Hindsight can load it; when not, `reason` says why in one line. */
+  loadable: boolean;
+  reason: string | null;
+}
+
+/** A place the scan looked in, and whether it was there. */
+export interface CatalogLocation {
+  source: ModelSource;
+  path: string;
+  exists: boolean;
+}
+
+export interface ModelCatalog {
+  models: CatalogModel[];
+  searched: CatalogLocation[];
+  /** The folders the user added (`hindsight models --add`), as stored. */
+  folders: string[];
+}
+
+export const MODEL_CALLS = {
+  listModels: call(
+    "The models on this machine: Ollama's store, LM Studio's models folder, the Hugging Face cache and the user's folders, each with what Hindsight can tell from its headers.",
+    object({}),
+    returns<ModelCatalog>(),
+  ),
+};
+
+/** "7.6B", "135M", "260K": a parameter count as model names write it. */
+export function formatParameters(n: number | null): string {
+  if (n === null) return '?';
+  const [div, unit] = n >= 1e9 ? [1e9, 'B'] : n >= 1e6 ? [1e6, 'M'] : n >= 1e3 ? [1e3, 'K'] : [1, ''];
+  const v = n / div;
+  return `${v >= 100 || div === 1 ? Math.round(v) : v.toFixed(1).replace(/\.0$/, '')}${unit}`;
+}
+
+/** "4.4 GB", "812 MB": bytes on disk, in decimal units as file managers show them. */
+export function formatBytes(n: number | null): string {
+  if (n === null) return '?';
+  const [div, unit] = n >= 1e9 ? [1e9, 'GB'] : n >= 1e6 ? [1e6, 'MB'] : n >= 1e3 ? [1e3, 'kB'] : [1, 'B'];
+  const v = n / div;
+  return `${v >= 100 || div === 1 ? Math.round(v) : v.toFixed(1).replace(/\.0$/, '')} ${unit}`;
+}
