@@ -142,7 +142,8 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
   const adapters: Partial<Record<TrlMethod, string>> = {};
 
   it.each([...TRL_METHODS])('%s: train.py runs 2 steps through accelerate launch and writes the adapter Hindsight trains', async (method) => {
-    const extra = method === 'grpo' ? ['--judge-url', judgeUrl, '--judge-model', 'scripted-judge'] : [];
+    // dpo continues kto's adapter (--init-adapter): checked below, where the adapters come back
+    const extra = method === 'grpo' ? ['--judge-url', judgeUrl, '--judge-model', 'scripted-judge'] : method === 'dpo' ? ['--init-adapter', adapters.kto!] : [];
     const bundle = await handoff(method, modelDir, extra);
     const out = path.join(dir, `adapter-${method}`);
     const before = judged.length;
@@ -179,7 +180,9 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
   });
 
   it('every adapter comes back: score --adapter equals PEFT\'s log-probs within 1e-4', async () => {
-    const rows = jsonl(path.join(dir, 'bundle-sft-tiny-qwen3', 'data', 'sft.jsonl')).slice(0, 3).map((r: { messages: ChatMessage[] }) => ({ messages: r.messages.slice(0, -1), response: r.messages.at(-1)!.content }));
+    const sft = jsonl(path.join(dir, 'bundle-sft-tiny-qwen3', 'data', 'sft.jsonl')).slice(0, 3).map((r: { messages: ChatMessage[] }) => ({ messages: r.messages.slice(0, -1), response: r.messages.at(-1)!.content }));
+    const dpo = jsonl(path.join(dir, 'bundle-dpo-tiny-qwen3', 'data', 'dpo.jsonl')).map((r: { prompt: ChatMessage[]; chosen: ChatMessage[] }) => ({ messages: r.prompt, response: r.chosen[0]!.content }));
+    const rows = [...sft, ...dpo];
     const rowsFile = path.join(dir, 'rows.jsonl');
     fs.writeFileSync(rowsFile, rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
     const methods = TRL_METHODS.filter((m) => adapters[m]);
@@ -201,6 +204,15 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
       expect(diff).toBeLessThan(1e-4);
       if (adapter) expect(moved).toBeGreaterThan(1e-2); // the comparison could fail: the adapter really changes the model
     }
+    // dpo started from kto's adapter: its first step (both pairs in one batch) logged the chosen
+    // replies' summed log-probs under that adapter, which PEFT gives too
+    const first = readJson(path.join(adapters.dpo!, `checkpoint-${STEPS}`, 'trainer_state.json')).log_history[0];
+    const sum = (lp: number[]) => lp.reduce((a, b) => a + b, 0);
+    const underKto = reference[adapters.kto!]!.slice(sft.length).map(sum);
+    const underBase = reference.base!.slice(sft.length).map(sum);
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    expect(Math.abs(first['logps/chosen'] - mean(underKto))).toBeLessThan(1e-3);
+    expect(Math.abs(mean(underKto) - mean(underBase))).toBeGreaterThan(1e-2);
   });
 
   it('hindsight export\'s kto, dpo and sft files go into TRL\'s trainers as they are, row for row and token for token', async () => {
