@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 import { writeGguf as writeGgufFromFolder } from '../../bench/gguf-writer.js';
 import { scanModels, ollamaName } from '../../src-main/model/model-catalog.js';
@@ -15,7 +15,7 @@ import { readGgufHeader } from '../../src-main/model/gguf/reader.js';
 import { isGgufPath, isModelPath } from '../../src-main/model/model-path.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { formatBytes, formatParameters, type CatalogModel } from '../../src-shared/models-api.js';
-import { f32Bytes, str, u32, writeGguf, type MetaValue, type TensorToWrite } from './gguf-writer.js';
+import { f32Bytes, ggufBytes, str, u32, writeGguf, type MetaValue, type TensorToWrite } from './gguf-writer.js';
 
 const home = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-catalog-'));
 afterAll(() => fs.rmSync(home, { recursive: true, force: true }));
@@ -190,6 +190,26 @@ describe('model catalog', () => {
     expect(inspectGguf(file)).toMatchObject({ loadable: true, parameters: 1152 });
     expect(readGgufHeader(file, { skipArrays: true }).metadata.get('tokenizer.ggml.tokens')).toEqual([]);
     expect(readGgufHeader(file).metadata.get('tokenizer.ggml.tokens')).toHaveLength(5000);
+  });
+
+  it('reads a 5 GB model in a few reads of its header, never its tensors', () => {
+    // A header claiming a 5.4 GB F32 matrix, the file made that long without writing it (sparse).
+    const file = path.join(home, 'big', 'big.gguf');
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    const header = ggufBytes({ 'general.architecture': str('llama'), 'llama.context_length': u32(131072), 'tokenizer.ggml.model': str('llama'), 'tokenizer.ggml.tokens': { type: 'array', elem: 'string', value: VOCAB } }, [
+      { name: 'token_embd.weight', dims: [4096, 327_680], type: 0, bytes: new Uint8Array(0) },
+    ]);
+    fs.writeFileSync(file, header);
+    fs.truncateSync(file, header.length + 4096 * 327_680 * 4);
+    const reads = vi.spyOn(fs, 'readSync');
+    try {
+      expect(inspectGguf(file)).toMatchObject({ parameters: 4096 * 327_680, bytes: header.length + 4096 * 327_680 * 4, quantization: 'F32', contextLength: 131072, loadable: true });
+      const bytesAsked = reads.mock.calls.reduce((a, c) => a + Number(c[3] ?? 0), 0);
+      expect(reads).toHaveBeenCalled();
+      expect(bytesAsked).toBeLessThan(2 * 1024 * 1024); // the 1 MiB header window, not the 5 GB
+    } finally {
+      reads.mockRestore();
+    }
   });
 
   it('names Ollama models and formats sizes as the tools do', () => {
