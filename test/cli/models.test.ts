@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { settingsPathFor } from '../../src-main/store/settings-file.js';
+import { validateCall, ValidationError } from '../../src-shared/contract.js';
 import { runCli } from '../helpers/cli.js';
 import { f32Bytes, str, u32, writeGguf } from '../model/gguf-writer.js';
 
@@ -64,6 +65,11 @@ describe('hindsight models', () => {
     expect(removed.code).toBe(0);
     expect(removed.json().folders).toEqual([]);
     expect(removed.json().models).toHaveLength(1);
+  });
+
+  it('is the listModels call of the contract, whose input is checked like every call', () => {
+    expect(validateCall('listModels', {})).toEqual({});
+    expect(() => validateCall('listModels', { folder: '/tmp' })).toThrow(ValidationError);
   });
 
   it('refuses a folder that does not exist, or one never added, in one line', async () => {
