@@ -336,7 +336,7 @@ function withParsedArguments(call: unknown): unknown {
   return { ...(call as object), function: { ...fn, arguments: parsed } };
 }
 
-function findChatTemplate(dir: string, config: Record<string, unknown>): string | undefined {
+export function findChatTemplate(dir: string, config: Record<string, unknown>): string | undefined {
   const t = config.chat_template;
   if (typeof t === 'string') return t;
   if (Array.isArray(t)) {

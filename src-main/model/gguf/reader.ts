@@ -34,12 +34,19 @@ export interface GgufFile {
   tensors: GgufTensorInfo[];
   alignment: number;
   dataOffset: number;
+  /** Each metadata value's GGUF type, and an array's element type (what a writer needs to copy it as it was). */
+  metadataTypes: Map<string, { type: number; elemType?: number }>;
 }
 
-const MAGIC = 0x46554747; // "GGUF" read as a little-endian uint32
-const VALUE_BYTES: Record<number, number> = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
-const STRING = 8;
-const ARRAY = 9;
+export const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian uint32
+const MAGIC = GGUF_MAGIC;
+/** GGUF metadata value types (gguf.md's gguf_metadata_value_type) → their bytes; 8 is a string, 9 an array. */
+export const GGUF_VALUE_BYTES: Readonly<Record<number, number>> = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
+const VALUE_BYTES = GGUF_VALUE_BYTES;
+export const GGUF_STRING = 8;
+export const GGUF_ARRAY = 9;
+const STRING = GGUF_STRING;
+const ARRAY = GGUF_ARRAY;
 /** The fewest bytes an element of each type takes: what an array's count is checked against. */
 const minBytes = (type: number): number => VALUE_BYTES[type] ?? (type === STRING ? 8 : 12);
 const WINDOW = 1 << 20;
@@ -50,6 +57,8 @@ class Cursor {
   private buf = Buffer.alloc(WINDOW);
   private bufStart = 0;
   private bufLen = 0;
+  /** The element type of the last top-level array read. */
+  lastElemType = -1;
 
   constructor(private readonly fd: number, readonly size: number, readonly file: string) {}
 
@@ -102,6 +111,7 @@ class Cursor {
     if (type === ARRAY) {
       if (depth > 2) throw new UserError(`${this.file}: corrupt GGUF: ${what} nests arrays too deep`);
       const elemType = this.u32(`${what}'s element type`);
+      if (depth === 0) this.lastElemType = elemType;
       const count = this.u64(`${what}'s length`);
       if (elemType !== STRING && elemType !== ARRAY && !(elemType in VALUE_BYTES)) throw new UserError(`${this.file}: corrupt GGUF: ${what} has elements of unknown type ${elemType}`);
       if (count * minBytes(elemType) > this.size - this.pos) this.fail(`${what} (an array of ${count})`, count * minBytes(elemType));
@@ -161,9 +171,12 @@ export function readGgufHeader(file: string, options: { skipArrays?: boolean } =
     // A key/value takes at least 8 + 4 + 1 bytes and a tensor info 8 + 4 + 4 + 8.
     if (kvCount * 13 + tensorCount * 24 > c.size - c.pos) c.fail(`${kvCount} metadata entries and ${tensorCount} tensor infos`, kvCount * 13 + tensorCount * 24);
     const metadata = new Map<string, GgufValue>();
+    const metadataTypes = new Map<string, { type: number; elemType?: number }>();
     for (let i = 0; i < kvCount; i++) {
       const key = c.string(`metadata key ${i}`);
-      metadata.set(key, c.value(c.u32(`the type of '${key}'`), `metadata '${key}'`, 0, options.skipArrays));
+      const type = c.u32(`the type of '${key}'`);
+      metadata.set(key, c.value(type, `metadata '${key}'`, 0, options.skipArrays));
+      metadataTypes.set(key, type === ARRAY ? { type, elemType: c.lastElemType } : { type });
     }
     const align = metadata.get('general.alignment') ?? 32;
     if (typeof align !== 'number' || align <= 0 || (align & (align - 1)) !== 0) throw new UserError(`${file}: general.alignment ${String(align)} is not a power of two`);
@@ -181,7 +194,7 @@ export function readGgufHeader(file: string, options: { skipArrays?: boolean } =
     }
     const dataOffset = Math.ceil(c.pos / align) * align;
     const tensors = infos.map((t) => placeTensor(file, t, dataOffset, align, c.size));
-    return { file, version, metadata, tensors, alignment: align, dataOffset };
+    return { file, version, metadata, tensors, alignment: align, dataOffset, metadataTypes };
   } finally {
     fs.closeSync(fd);
   }

