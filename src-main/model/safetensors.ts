@@ -15,6 +15,7 @@
  */
 import fs from 'node:fs';
 import { UserError } from '../../src-shared/types.js';
+import { openRegularFile } from './regular-file.js';
 
 export type SafetensorsDType = 'F64' | 'F32' | 'F16' | 'BF16' | 'I64' | 'I32' | 'I16' | 'I8' | 'U8' | 'BOOL';
 
@@ -32,14 +33,8 @@ const DTYPE_BYTES: Record<SafetensorsDType, number> = { F64: 8, F32: 4, F16: 2, 
 
 /** Reads the header of one safetensors file: its tensors with absolute byte ranges. */
 export function readSafetensorsHeader(file: string): { tensors: TensorEntry[]; metadata: Record<string, string> } {
-  let fd: number;
+  const { fd, size } = openRegularFile(file); // a folder or a named pipe in its place: one line
   try {
-    fd = fs.openSync(file, 'r');
-  } catch (err) {
-    throw new UserError(`cannot open ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
-  try {
-    const size = fs.fstatSync(fd).size;
     const lenBuf = Buffer.alloc(8);
     if (size < 8 || fs.readSync(fd, lenBuf, 0, 8, 0) !== 8) throw new UserError(`${file}: not a safetensors file (too short)`);
     const headerLen = Number(lenBuf.readBigUInt64LE(0));
@@ -48,31 +43,41 @@ export function readSafetensorsHeader(file: string): { tensors: TensorEntry[]; m
     }
     const headerBuf = Buffer.alloc(headerLen);
     fs.readSync(fd, headerBuf, 0, headerLen, 8);
-    let header: Record<string, unknown>;
+    let header: unknown;
     try {
       header = JSON.parse(headerBuf.toString('utf8'));
     } catch {
       throw new UserError(`${file}: not a safetensors file (header is not JSON)`);
     }
+    if (!isRecord(header)) throw new UserError(`${file}: not a safetensors file (the header is ${JSON.stringify(header)?.slice(0, 40)}, not an object)`);
     const dataStart = 8 + headerLen;
     const tensors: TensorEntry[] = [];
     for (const [name, raw] of Object.entries(header)) {
       if (name === '__metadata__') continue;
-      const e = raw as { dtype?: string; shape?: number[]; data_offsets?: [number, number] };
-      if (!e.dtype || !(e.dtype in DTYPE_BYTES)) throw new UserError(`${file}: tensor '${name}' has unsupported dtype ${e.dtype}`);
+      const e: Record<string, unknown> = isRecord(raw) ? raw : {};
+      if (typeof e.dtype !== 'string' || !Object.hasOwn(DTYPE_BYTES, e.dtype)) throw new UserError(`${file}: tensor '${name}' has unsupported dtype ${JSON.stringify(e.dtype)}`);
       const dtype = e.dtype as SafetensorsDType;
       const shape = e.shape ?? [];
-      const [b, en] = e.data_offsets ?? [0, -1];
-      const expected = shape.reduce((a, d) => a * d, 1) * DTYPE_BYTES[dtype];
-      if (en - b !== expected || dataStart + en > size) {
+      const offsets = e.data_offsets;
+      const count = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+      if (!Array.isArray(shape) || !shape.every(count) || !Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(count)) {
+        throw new UserError(`${file}: tensor '${name}' needs a shape of whole numbers ≥ 0 and data_offsets [begin, end] (found shape ${JSON.stringify(shape)}, data_offsets ${JSON.stringify(offsets)})`);
+      }
+      const [b, en] = offsets as [number, number];
+      const expected = (shape as number[]).reduce((a, d) => a * d, 1) * DTYPE_BYTES[dtype];
+      if (en < b || en - b !== expected || dataStart + en > size) {
         throw new UserError(`${file}: tensor '${name}' byte range [${b}, ${en}) does not match its shape [${shape}] ${dtype} or the file size`);
       }
-      tensors.push({ name, dtype, shape, file, begin: dataStart + b, end: dataStart + en });
+      tensors.push({ name, dtype, shape: shape as number[], file, begin: dataStart + b, end: dataStart + en });
     }
-    return { tensors, metadata: (header.__metadata__ as Record<string, string>) ?? {} };
+    return { tensors, metadata: isRecord(header.__metadata__) ? (header.__metadata__ as Record<string, string>) : {} };
   } finally {
     fs.closeSync(fd);
   }
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** The raw bytes of one tensor. */

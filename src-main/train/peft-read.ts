@@ -26,7 +26,9 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
 import { LINEAR_TARGETS, type LinearTarget } from '../model/decoder.js';
+import { readRegularFile } from '../model/regular-file.js';
 import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } from '../model/safetensors.js';
+import { patternLookup } from './peft-pattern.js';
 import { PEFT_MODULE_NAMES, PEFT_PREFIX, linearShape, loraAKey, loraBKey, loraSpecs, targetFromModuleName } from './lora.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights } from './training-step.js';
 
@@ -40,6 +42,12 @@ export interface LoadedAdapter {
   baseModel: string | null;
 }
 
+/** Bounds on what an adapter folder may hold: a config file's bytes, a rank, an alpha, |scaling·B·A|. */
+const MAX_CONFIG_BYTES = 1024 * 1024;
+const MAX_RANK = 65_536;
+const MAX_ALPHA = 1e6;
+const MAX_UPDATE = 1e6;
+
 /** PEFT's LoraConfig default when a config leaves lora_alpha out. */
 const PEFT_DEFAULT_ALPHA = 8;
 const EMBEDDING_MODULES = /(^|\.)(embed_tokens|wte|word_embeddings|embed_in)$/;
@@ -49,8 +57,9 @@ interface AdapterSettings {
   r: number;
   alpha: number;
   rslora: boolean;
-  rankPattern: Record<string, number>;
-  alphaPattern: Record<string, number>;
+  /** rank_pattern / alpha_pattern as PEFT looks them up (./peft-pattern.ts): a module path's value, if a key applies. */
+  rankPattern: (modulePath: string) => number | undefined;
+  alphaPattern: (modulePath: string) => number | undefined;
   /** True when target_modules names projections only (so every layer must have them). */
   everyLayer: boolean;
   /** target_modules when it is a list: every tensor's module must be one of them. */
@@ -67,23 +76,27 @@ export function readAdapter(dir: string, model: ModelConfig): LoadedAdapter {
     const hint = fs.existsSync(path.join(dir, 'adapter_model.bin')) ? ' (adapter_model.bin is not supported: save with safe_serialization=True)' : '';
     throw new UserError(`${dir}: missing ${ADAPTER_WEIGHTS}${hint}`);
   }
+  const text = readRegularFile(configFile, MAX_CONFIG_BYTES).toString('utf8'); // not a pipe, not /dev/zero
   let raw: Record<string, unknown>;
   try {
-    raw = JSON.parse(fs.readFileSync(configFile, 'utf8'));
+    raw = JSON.parse(text);
   } catch (err) {
     throw new UserError(`${configFile}: invalid JSON (${(err as Error).message})`);
   }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new UserError(`${configFile}: must be a JSON object, found ${JSON.stringify(raw)?.slice(0, 40)}`);
   const settings = parseAdapterConfig(raw, configFile);
   const pairs = readPairs(weightsFile, model, settings);
   return { ...uniformAdapter(pairs, model, settings, weightsFile), baseModel: typeof raw.base_model_name_or_path === 'string' ? raw.base_model_name_or_path : null };
 }
 
-function numberRecord(value: unknown, field: string, fail: (m: string) => never): Record<string, number> {
+function numberRecord(value: unknown, field: string, fail: (m: string) => never, whole: boolean): Record<string, number> {
   if (value === undefined || value === null) return {};
   if (typeof value !== 'object' || Array.isArray(value)) fail(`${field} must be an object of module pattern → number`);
   const out: Record<string, number> = {};
   for (const [k, v] of Object.entries(value as object)) {
-    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) fail(`${field}['${k}'] must be a positive number, found ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !(whole ? Number.isInteger(v) && v >= 1 && v <= MAX_RANK : Number.isFinite(v) && v > 0 && v <= MAX_ALPHA)) {
+      fail(`${field}['${k.slice(0, 80)}'] must be ${whole ? `a whole number from 1 to ${MAX_RANK}` : `a positive number up to ${MAX_ALPHA}`}, found ${JSON.stringify(v)}`);
+    }
     out[k] = v as number;
   }
   return out;
@@ -95,9 +108,9 @@ function parseAdapterConfig(raw: Record<string, unknown>, file: string): Adapter
   };
   if (raw.peft_type !== 'LORA') fail(`peft_type must be "LORA", found ${JSON.stringify(raw.peft_type)}`);
   const r = raw.r;
-  if (typeof r !== 'number' || !Number.isInteger(r) || r < 1) fail(`r must be a whole number ≥ 1, found ${JSON.stringify(r)}`);
+  if (typeof r !== 'number' || !Number.isInteger(r) || r < 1 || r > MAX_RANK) fail(`r must be a whole number from 1 to ${MAX_RANK}, found ${JSON.stringify(r)}`);
   const alpha = raw.lora_alpha ?? PEFT_DEFAULT_ALPHA;
-  if (typeof alpha !== 'number' || !Number.isFinite(alpha)) fail(`lora_alpha must be a number, found ${JSON.stringify(raw.lora_alpha)}`);
+  if (typeof alpha !== 'number' || !Number.isFinite(alpha) || Math.abs(alpha) > MAX_ALPHA) fail(`lora_alpha must be a number up to ${MAX_ALPHA}, found ${JSON.stringify(raw.lora_alpha)}`);
   if (raw.use_dora === true) fail('use_dora (DoRA) is not supported');
   if (raw.fan_in_fan_out === true) fail('fan_in_fan_out is not supported (Llama/Qwen linears are not Conv1D)');
   if (raw.bias !== undefined && raw.bias !== 'none') fail(`bias ${JSON.stringify(raw.bias)} is not supported (only "none")`);
@@ -110,8 +123,8 @@ function parseAdapterConfig(raw: Record<string, unknown>, file: string): Adapter
     r: r as number,
     alpha: alpha as number,
     rslora: raw.use_rslora === true,
-    rankPattern: numberRecord(raw.rank_pattern, 'rank_pattern', fail),
-    alphaPattern: numberRecord(raw.alpha_pattern, 'alpha_pattern', fail),
+    rankPattern: patternLookup(numberRecord(raw.rank_pattern, 'rank_pattern', fail, true), 'rank_pattern', file),
+    alphaPattern: patternLookup(numberRecord(raw.alpha_pattern, 'alpha_pattern', fail, false), 'alpha_pattern', file),
     everyLayer,
     targetNames: Array.isArray(raw.target_modules) ? (raw.target_modules as string[]) : null,
   };
@@ -131,19 +144,6 @@ function checkTargetModules(modules: unknown, fail: (m: string) => never): boole
     if (m.includes('.')) plain = false;
   }
   return plain;
-}
-
-/** PEFT's pattern lookup: a key matches a module path equal to it or ending in `.<key>` (keys are regular expressions). */
-function patternValue(patterns: Record<string, number>, modulePath: string): number | undefined {
-  for (const [key, value] of Object.entries(patterns)) {
-    if (key === modulePath) return value;
-    try {
-      if (new RegExp(`^(?:.*\\.)?(?:${key})$`).test(modulePath)) return value;
-    } catch {
-      if (modulePath.endsWith(`.${key}`)) return value;
-    }
-  }
-  return undefined;
 }
 
 interface LoraPair {
@@ -202,14 +202,29 @@ function readPairs(file: string, model: ModelConfig, settings: AdapterSettings):
   const pairs: LoraPair[] = [];
   for (const [modulePath, { spec, a, b }] of byModule) {
     if (!a || !b) throw new UserError(`${file}: module '${modulePath}' has lora_${a ? 'A' : 'B'} but no lora_${a ? 'B' : 'A'}`);
-    const rank = patternValue(settings.rankPattern, modulePath) ?? settings.r;
-    const alpha = patternValue(settings.alphaPattern, modulePath) ?? settings.alpha;
+    const rank = settings.rankPattern(modulePath) ?? settings.r;
+    const alpha = settings.alphaPattern(modulePath) ?? settings.alpha;
     checkShape(a, [rank, spec.inFeatures], file);
     checkShape(b, [spec.outFeatures, rank], file);
-    pairs.push({ spec, rank, scaling: alpha / (settings.rslora ? Math.sqrt(rank) : rank), a: floats(a, file), b: floats(b, file) });
+    const pair = { spec, rank, scaling: alpha / (settings.rslora ? Math.sqrt(rank) : rank), a: floats(a, file), b: floats(b, file) };
+    checkUpdateBound(pair, modulePath, file);
+    pairs.push(pair);
   }
   if (!pairs.length) throw new UserError(`${file}: holds no LoRA tensors`);
   return pairs;
+}
+
+/**
+ * Refuses an update no model survives: |scaling·B·A| is at most scaling·rank·max|A|·max|B|,
+ * and past MAX_UPDATE (a real adapter's is near 1) the forward pass overflows to NaN, which
+ * would otherwise come out as token 0 and log-probs of null with exit 0.
+ */
+function checkUpdateBound(pair: LoraPair, modulePath: string, file: string): void {
+  const maxAbs = (x: Float32Array) => x.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+  const bound = Math.abs(pair.scaling) * pair.rank * maxAbs(pair.a) * maxAbs(pair.b);
+  if (!(bound <= MAX_UPDATE)) {
+    throw new UserError(`${file}: module '${modulePath}': its update scaling·B·A can reach ${bound.toPrecision(3)}, beyond ${MAX_UPDATE} (weights or lora_alpha far too large); the model would compute non-finite values`);
+  }
 }
 
 function checkShape(entry: TensorEntry, expected: [number, number], file: string): void {

@@ -1,6 +1,8 @@
 // LoRA tensors, initialisation and PEFT adapter folders: names, shapes, bounds, round trips
 // and the errors a bad adapter gets. Also the merged export against unmerged LoRA scoring.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import { UserError } from '../../src-shared/types.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -123,6 +125,91 @@ describe('PEFT adapter folders', () => {
     expect(() => readAdapter(variant((c) => (c.target_modules = 42)), config)).toThrow(/target_modules must be a list/);
     const otherModel = Checkpoint.open(writeTinyModel(fresh('m2'), { family: 'llama', numLayers: 1, hiddenSize: 48 }).dir).config;
     expect(() => readAdapter(good, otherModel)).toThrow(/has shape \[2,\d+\], expected \[2,48\]/);
+  });
+
+  it('refuses malicious adapter folders with one line each, fast: bad headers, special files, huge values, hostile patterns', () => {
+    const model = writeTinyModel(fresh('m'), { family: 'llama', numLayers: 1 });
+    const config = Checkpoint.open(model.dir).config;
+    const lora = { r: 2, alpha: 4, targets: parseTargets('q') };
+    const specs = loraSpecs(config, lora.targets);
+    const good = fresh('good');
+    writeAdapter(good, { lora, specs, weights: initLora(specs, 2, 0), baseModel: 'x' });
+    const goodConfig = JSON.parse(fs.readFileSync(path.join(good, 'adapter_config.json'), 'utf8'));
+    const folder = (cfg: unknown = goodConfig, weights?: Buffer | 'dir') => {
+      const dir = fresh('evil');
+      fs.writeFileSync(path.join(dir, 'adapter_config.json'), JSON.stringify(cfg));
+      if (weights === 'dir') fs.mkdirSync(path.join(dir, 'adapter_model.safetensors'));
+      else if (weights) fs.writeFileSync(path.join(dir, 'adapter_model.safetensors'), weights);
+      else fs.copyFileSync(path.join(good, 'adapter_model.safetensors'), path.join(dir, 'adapter_model.safetensors'));
+      return dir;
+    };
+    const raw = (header: string, data = Buffer.alloc(64)) => {
+      const len = Buffer.alloc(8);
+      len.writeBigUInt64LE(BigInt(Buffer.byteLength(header)));
+      return Buffer.concat([len, Buffer.from(header), data]);
+    };
+    const refused = (dir: string, pattern: RegExp) => {
+      const started = Date.now();
+      let message = '';
+      try {
+        readAdapter(dir, config);
+      } catch (err) {
+        expect(err).toBeInstanceOf(UserError);
+        message = (err as Error).message;
+      }
+      expect(message).toMatch(pattern);
+      expect(message.split('\n')).toHaveLength(1);
+      expect(Date.now() - started).toBeLessThan(2_000);
+    };
+    const q = specs[0]!.module;
+    refused(folder(goodConfig, raw(`{"${q}.lora_A.weight":{"dtype":"F32","shape":"2,64","data_offsets":[0,8]}}`)), /needs a shape of whole numbers/);
+    refused(folder(goodConfig, raw('null')), /not a safetensors file \(the header is null, not an object\)/);
+    refused(folder(goodConfig, raw(`{"${q}.lora_A.weight":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}}`)), /data_offsets/);
+    refused(folder(goodConfig, 'dir'), /adapter_model.safetensors: not a regular file/);
+    refused(folder(null), /adapter_config.json: must be a JSON object/);
+    refused(folder({ ...goodConfig, lora_alpha: 1e308 }), /lora_alpha must be a number up to/);
+    refused(folder({ ...goodConfig, rank_pattern: { q_proj: 0.5 } }), /rank_pattern\['q_proj'\] must be a whole number/);
+    refused(folder({ ...goodConfig, rank_pattern: { '(?=q)q_proj': 2 } }), /rank_pattern key '\(\?=q\)q_proj' is not a module pattern Hindsight can match/);
+    // Weights of 3e38: finite, but the update overflows the forward pass.
+    const huge = initLora(specs, 2, 0);
+    for (const w of huge.values()) w.fill(3e38);
+    const hugeDir = fresh('huge');
+    writeAdapter(hugeDir, { lora, specs, weights: huge, baseModel: 'x' });
+    refused(hugeDir, /update scaling·B·A can reach .* non-finite/);
+    // A named pipe or a link to /dev/zero in a file's place: refused at once, never read.
+    const piped = folder();
+    fs.rmSync(path.join(piped, 'adapter_config.json'));
+    execFileSync('mkfifo', [path.join(piped, 'adapter_config.json')]);
+    refused(piped, /adapter_config.json: not a regular file/);
+    const zero = folder();
+    fs.rmSync(path.join(zero, 'adapter_config.json'));
+    fs.symlinkSync('/dev/zero', path.join(zero, 'adapter_config.json'));
+    refused(zero, /adapter_config.json: not a regular file/);
+    // A catastrophic-backtracking key is matched in linear time (and here matches nothing).
+    const started = Date.now();
+    const evil = readAdapter(folder({ ...goodConfig, rank_pattern: { '(.*)*(.*)*(.*)*(.*)*(.*)*!': 7 }, alpha_pattern: { '(a|aa)+$': 1 } }), config);
+    expect(evil.lora).toEqual(lora);
+    expect(Date.now() - started).toBeLessThan(2_000);
+  });
+
+  it('matches rank_pattern and alpha_pattern keys as PEFT does: the whole path or a part after a dot, first key in the file wins', () => {
+    const model = writeTinyModel(fresh('m'), { family: 'llama', numLayers: 2 });
+    const config = Checkpoint.open(model.dir).config;
+    const specs = loraSpecs(config, parseTargets('q'));
+    const dir = fresh('patterns');
+    const tensors: Record<string, { dtype: 'F32'; shape: number[]; data: Float32Array }> = {};
+    const rankOf = (layer: number) => (layer === 0 ? 4 : 2);
+    for (const s of specs) {
+      const r = rankOf(s.layer);
+      tensors[`${s.module}.lora_A.weight`] = { dtype: 'F32', shape: [r, s.inFeatures], data: new Float32Array(r * s.inFeatures).fill(0.01) };
+      tensors[`${s.module}.lora_B.weight`] = { dtype: 'F32', shape: [s.outFeatures, r], data: new Float32Array(s.outFeatures * r).fill(0.01) };
+    }
+    writeSafetensors(path.join(dir, 'adapter_model.safetensors'), tensors);
+    const cfg = { peft_type: 'LORA', r: 2, lora_alpha: 2, target_modules: ['q_proj'], rank_pattern: { 'layers\\.0\\.self_attn\\.q_proj': 4, 'l[a-z]+s.0.self_attn.q_proj': 9 }, alpha_pattern: { 'ers.0.self_attn.q_proj': 100 } };
+    fs.writeFileSync(path.join(dir, 'adapter_config.json'), JSON.stringify(cfg));
+    const back = readAdapter(dir, config); // 'ers.0…' is no part after a dot: layer 0 keeps alpha 2
+    expect(back.lora.r).toBe(4);
+    expect(back.lora.alpha).toBe(2); // layer 0: rank 4, alpha 2 → the uniform scaling is 2/4
   });
 
   it('accepts PEFT keys that carry the adapter name and half-precision tensors', () => {
