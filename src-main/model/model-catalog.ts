@@ -4,8 +4,8 @@
  *   - Ollama's store (`OLLAMA_MODELS`, else ~/.ollama/models): each manifest under
  *     manifests/<host>/<namespace>/<model>/<tag> lists layers; the one of media type
  *     `application/vnd.ollama.image.model` names the blob (blobs/sha256-<hex>) that is the GGUF;
- *   - LM Studio's models folders (~/.lmstudio/models, and the older ~/.cache/lm-studio/models):
- *     <publisher>/<repo>/*.gguf;
+ *   - LM Studio's models folders (the one its settings name, ~/.lmstudio/models, and the older
+ *     ~/.cache/lm-studio/models): <publisher>/<repo>/*.gguf;
  *   - the Hugging Face cache (`HF_HUB_CACHE`, else `HF_HOME`/hub, else ~/.cache/huggingface/hub):
  *     models--<org>--<name>/snapshots/<revision>/, the revision refs/main names, holding a
  *     checkpoint (config.json) or .gguf files;
@@ -46,13 +46,25 @@ export function catalogLocations(options: CatalogOptions = {}): { source: ModelS
   const home = options.home ?? os.homedir();
   const env = options.env ?? process.env;
   const hfHub = env.HF_HUB_CACHE || path.join(env.HF_HOME || path.join(env.XDG_CACHE_HOME || path.join(home, '.cache'), 'huggingface'), 'hub');
+  const lmStudio = [path.join(home, '.lmstudio', 'models'), path.join(home, '.cache', 'lm-studio', 'models')];
+  const moved = lmStudioDownloadsFolder(home);
+  if (moved && !lmStudio.includes(moved)) lmStudio.unshift(moved);
   return [
     { source: 'ollama', path: env.OLLAMA_MODELS || path.join(home, '.ollama', 'models') },
-    { source: 'lmstudio', path: path.join(home, '.lmstudio', 'models') },
-    { source: 'lmstudio', path: path.join(home, '.cache', 'lm-studio', 'models') },
+    ...lmStudio.map((p) => ({ source: 'lmstudio' as const, path: p })),
     { source: 'huggingface', path: hfHub },
     ...(options.folders ?? []).map((f) => ({ source: 'folder' as const, path: f })),
   ];
+}
+
+/** The models folder chosen in LM Studio's settings (its "Models Directory", `downloadsFolder` in ~/.lmstudio/settings.json). */
+function lmStudioDownloadsFolder(home: string): string | undefined {
+  try {
+    const folder = (JSON.parse(fs.readFileSync(path.join(home, '.lmstudio', 'settings.json'), 'utf8')) as { downloadsFolder?: unknown }).downloadsFolder;
+    return typeof folder === 'string' && folder ? path.resolve(home, folder) : undefined;
+  } catch {
+    return undefined; // no settings, or unreadable: the default folders
+  }
 }
 
 /** Every model in every location; those Hindsight can load first within each source. */

@@ -183,6 +183,14 @@ describe('model catalog', () => {
     expect(moved.models.map((m) => m.name)).toContain('qwen2.5:7b-instruct');
     expect(moved.models.map((m) => m.name)).toContain('org/tiny-qwen3');
     expect(scanModels({ home: path.join(home, 'empty'), env: {} }).models).toEqual([]);
+    // LM Studio's own settings may move its models folder ("Models Directory").
+    const other = path.join(home, 'elsewhere');
+    fs.mkdirSync(path.join(other, '.lmstudio'), { recursive: true });
+    smallGguf(path.join(other, 'D', 'gguf', 'pub', 'repo', 'm.gguf'), { arch: 'llama' });
+    fs.writeFileSync(path.join(other, '.lmstudio', 'settings.json'), JSON.stringify({ downloadsFolder: path.join(other, 'D', 'gguf') }));
+    const lm = scanModels({ home: other, env: {} });
+    expect(lm.searched[1]).toEqual({ source: 'lmstudio', path: path.join(other, 'D', 'gguf'), exists: true });
+    expect(lm.models.map((m) => `${m.source} ${m.name}`)).toEqual(['lmstudio pub/repo/m.gguf']);
   });
 
   it('reads only headers: a 5,000-token vocabulary is stepped over, not decoded', () => {
@@ -204,7 +212,7 @@ describe('model catalog', () => {
     const reads = vi.spyOn(fs, 'readSync');
     try {
       expect(inspectGguf(file)).toMatchObject({ parameters: 4096 * 327_680, bytes: header.length + 4096 * 327_680 * 4, quantization: 'F32', contextLength: 131072, loadable: true });
-      const bytesAsked = reads.mock.calls.reduce((a, c) => a + Number(c[3] ?? 0), 0);
+      const bytesAsked = reads.mock.calls.reduce((a, c) => a + Number((c as unknown[])[3] ?? 0), 0);
       expect(reads).toHaveBeenCalled();
       expect(bytesAsked).toBeLessThan(2 * 1024 * 1024); // the 1 MiB header window, not the 5 GB
     } finally {
