@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { appWording, UserError } from '../../src-shared/types.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
+import { trainingRunsPathFor } from '../store/db-companions.js';
 import { LOG_FILE, readEvalLog, readLog, type EvalLogLine } from '../train/trainer-log.js';
 import { holdsRun } from '../train/run-folder.js';
 import type { WorkspaceApi } from '../workspace/workspace-api.js';
@@ -132,7 +133,7 @@ interface Run {
 
 /** The runs of a database, beside it (kept small: the newest MAX_LISTED_RUNS). */
 export function runsFileFor(dbPath: string): string {
-  return `${dbPath}.training-runs.json`;
+  return trainingRunsPathFor(dbPath);
 }
 const MAX_LISTED_RUNS = 50;
 

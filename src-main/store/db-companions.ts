@@ -23,6 +23,11 @@ export function captureLogPathFor(dbPath: string): string {
   return `${path.resolve(dbPath)}.capture-log.jsonl`;
 }
 
+/** The list of a database's training runs (src-main/api/training-service.ts). */
+export function trainingRunsPathFor(dbPath: string): string {
+  return `${dbPath}.training-runs.json`;
+}
+
 /**
  * Where live capture's background runs put their adapters, one folder per run. Earlier versions
  * used one `capture-adapters/` per folder; its runs stay where they are, since the capture log

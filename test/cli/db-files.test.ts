@@ -40,7 +40,7 @@ describe('export never writes over the database or its files', () => {
     expect(fs.readFileSync(db).equals(before)).toBe(true);
   });
 
-  it('refuses its capture log, settings, lock and temporary files, and its capture adapters folder', async () => {
+  it('refuses its capture log, settings, lock and temporary files, its list of training runs, and its capture adapters folder', async () => {
     const { dir, db } = await importedDb();
     fs.writeFileSync(captureLogPathFor(db), '{"keep":"me"}\n');
     const cases: [string, RegExp][] = [
@@ -50,6 +50,7 @@ describe('export never writes over the database or its files', () => {
       [lockPathFor(db), /that is the database's lock file/],
       [`${db}.tmp-4242-1`, /that is the database's temporary file/],
       [`${db}.capture-adapters`, /that is the database's capture adapters folder/],
+      [`${db}.training-runs.json`, /that is the database's list of training runs/],
     ];
     for (const [out, message] of cases) {
       const r = await runCli('export', '--format', 'samples', '--out', out, '--db', db);
