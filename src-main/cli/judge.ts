@@ -12,6 +12,7 @@ import { DEFAULT_COMPOSITE_THRESHOLDS, thresholdProblem, type CompositeThreshold
 import { QUANTIZE_CHOICES } from '../model/quantize.js';
 import { deviceFlag, quantizeFlag } from './model-flags.js';
 import { TRAIN_DEVICES } from '../../src-shared/training.js';
+import { judgeRunNotes } from '../../src-shared/judge-notes.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
 const DEFAULT_ENDPOINT = 'http://127.0.0.1:11434/v1';
@@ -43,6 +44,7 @@ export const spec = {
     'judge-model': { type: 'string', value: 'NAME', help: 'the model name the server knows, e.g. qwen2.5:7b-instruct', group: OPENAI, required: 'with --backend openai' },
     'api-key': { type: 'string', value: 'K', help: 'bearer key', group: OPENAI, otherwise: 'env HINDSIGHT_JUDGE_API_KEY, else none' },
     'timeout-ms': { type: 'string', value: 'N', help: 'per-request limit in milliseconds', group: OPENAI, otherwise: String(DEFAULT_TIMEOUT_MS) },
+    'judge-context': { type: 'string', value: 'N', help: "the model's context in tokens: longer samples are fitted or skipped", group: OPENAI, otherwise: 'learnt from the first context-length error' },
     ...DB_OPTION,
     ...jsonOption('print the run summary as one JSON object'),
   },
@@ -84,6 +86,7 @@ function backendSpec(name: BackendName, values: Record<string, string | boolean 
     model: judgeModel,
     apiKey: str('api-key') ?? process.env.HINDSIGHT_JUDGE_API_KEY,
     timeoutMs: intFlag('timeout-ms', str('timeout-ms'), DEFAULT_TIMEOUT_MS, 1),
+    contextTokens: str('judge-context') === undefined ? undefined : intFlag('judge-context', str('judge-context'), 0, 16),
     concurrency: intFlag('concurrency', str('concurrency'), 4, 1),
     maxTokens,
     composite,
@@ -143,6 +146,7 @@ export const command: Command = async (argv) => {
         `${name} judge${model}: ${summary.judged} sample(s) judged${values.hints ? ' with hints' : ''}${summary.cancelled ? ' before cancelling' : ''}; ` +
           `skipped ${summary.skippedManual} manual, ${summary.skippedHigher} with an LLM judge's label, ${summary.skippedUnchanged} already judged` +
           (summary.judged ? `; ${(summary.msPerSample / 1000).toFixed(2)} s per sample` : '') +
+          judgeRunNotes(summary).map((note) => `; ${note}`).join('') +
           '\n',
       );
     }

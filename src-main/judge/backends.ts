@@ -29,6 +29,8 @@ export type JudgeBackendSpec =
       retries?: number;
       concurrency?: number;
       maxTokens?: number;
+      /** The model's context in tokens (Settings, --judge-context): prompts are fitted to it (./prompt-fit.ts). */
+      contextTokens?: number;
     };
 
 /** An LLM judge's spec (the heuristic generates no text). */
@@ -45,6 +47,7 @@ export async function openCompleter(spec: LlmJudgeSpec): Promise<ChatCompleter> 
   }
   return new OpenAiClient({
     baseUrl: spec.baseUrl, model: spec.model, apiKey: spec.apiKey, timeoutMs: spec.timeoutMs, retries: spec.retries, concurrency: spec.concurrency,
+    contextTokens: spec.contextTokens,
   });
 }
 
@@ -77,6 +80,7 @@ export async function openJudgeBackend(spec: JudgeBackendSpec): Promise<OpenedJu
           timeoutMs: spec.timeoutMs,
           retries: spec.retries,
           concurrency: spec.concurrency,
+          contextTokens: spec.contextTokens,
         }),
         { maxTokens: spec.maxTokens, composite },
       );

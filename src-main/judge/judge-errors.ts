@@ -4,7 +4,7 @@
 // backend, the folder, the URL, the model and the key are chosen. The app's pages show these
 // errors on the Settings page itself as well as on others (Evaluate, live capture), so the
 // wording names the field without sending the user to a page.
-import { SurfaceError } from '../../src-shared/types.js';
+import { SurfaceError, UserError } from '../../src-shared/types.js';
 
 export type JudgeProblem =
   /** The endpoint took longer than the per-request limit. */
@@ -55,6 +55,12 @@ function appMessage(p: JudgeProblem): string {
 export function judgeMessage(problem: JudgeProblem, surface: JudgeSurface): string {
   return surface === 'cli' ? cliMessage(problem) : appMessage(problem);
 }
+
+/**
+ * The judge's backend is down (an endpoint that stays unreachable or keeps failing after its
+ * retries): the run stops. Any other failure on one sample skips that sample (./runner.ts).
+ */
+export class JudgeBackendDownError extends UserError {}
 
 /** A judge that cannot run. Its message is the command line's; `forApp()` is the app's. */
 export class JudgeSetupError extends SurfaceError {

@@ -14,6 +14,7 @@ import type { CompositeThresholds } from '../../src-shared/composite.js';
 import { compositeFromVotes, compositeVote } from './composite-votes.js';
 import { parseHintAnswer, parseRewardAnswer } from './parse.js';
 import { compositePrompt, compositeVersion, hintPrompt, promptVersionFor, REWARD_PROMPT_VERSION, rewardPrompt, type PromptMessage } from './prompts.js';
+import { ContextOverflowError, fitPrompt, PromptTooLongError } from './prompt-fit.js';
 import { confidenceFromVotes, hintFromVotes, rewardFromVotes, voteEvidence } from './votes.js';
 
 export interface CompletionOptions {
@@ -30,11 +31,28 @@ export interface ChatCompleter {
   readonly model: string;
   complete(messages: PromptMessage[], options: CompletionOptions): Promise<string>;
   close(): Promise<void>;
+  /** The model's context in tokens, when known (./prompt-fit.ts fits prompts to it). */
+  contextTokens?(): number | null;
+  /** A prompt's size in tokens as this backend counts it: exact (local) or a conservative estimate. */
+  countTokens?(messages: PromptMessage[]): number;
+  /** Learns from a server's context-length refusal (its limit, its count) before the one retry. */
+  learnContext?(overflow: ContextOverflowError, sent: PromptMessage[]): void;
+  /**
+   * Whether the judge model reasons before answering even when asked not to (a template that
+   * thinks and has no `enable_thinking` switch: R1 distills): it then gets a thinking budget.
+   */
+  alwaysThinks?(): boolean;
 }
 
 export const JUDGE_TEMPERATURE = 0.6;
 /** Room for a short chain of thought before the boxed answer. */
 export const DEFAULT_JUDGE_MAX_TOKENS = 512;
+/**
+ * The default for a judge that always thinks (./local-completer.ts `alwaysThinks`): its
+ * reasoning runs to a thousand tokens or more before the answer; a vote cut off before it is
+ * unreadable. OpenClaw-RL gives its judge 4096.
+ */
+export const THINKING_JUDGE_MAX_TOKENS = 4096;
 
 export interface LlmJudgeOptions {
   temperature?: number;
@@ -68,7 +86,29 @@ export class LlmJudge implements JudgeBackend {
     this.provenance = { backend: completer.backend, model: completer.model, promptVersion: this.rewardVersion() };
     this.labelSource = `judge:${completer.model}`;
     this.temperature = options.temperature ?? JUDGE_TEMPERATURE;
-    this.maxTokens = options.maxTokens ?? DEFAULT_JUDGE_MAX_TOKENS;
+    this.maxTokens = options.maxTokens ?? (completer.alwaysThinks?.() ? THINKING_JUDGE_MAX_TOKENS : DEFAULT_JUDGE_MAX_TOKENS);
+  }
+
+  /**
+   * The m votes on one prompt, fitted to the judge's context (./prompt-fit.ts). A server's
+   * context-length 400 is learnt from and the prompt refitted once; a second refusal, or a
+   * prompt that cannot fit, is a PromptTooLongError (the runner skips and counts the sample).
+   */
+  private async votesOn(messages: PromptMessage[], ask: (messages: PromptMessage[], maxTokens: number, i: number) => Promise<string>, m: number): Promise<string[]> {
+    const measure = this.completer.contextTokens && this.completer.countTokens ? { contextTokens: () => this.completer.contextTokens!(), countTokens: (p: PromptMessage[]) => this.completer.countTokens!(p) } : null;
+    for (let attempt = 0; ; attempt++) {
+      const fitted = measure ? fitPrompt(() => messages, 0, measure, this.maxTokens) : { messages, maxTokens: this.maxTokens, promptTokens: 0 };
+      try {
+        return await Promise.all(Array.from({ length: m }, (_, i) => ask(fitted.messages, fitted.maxTokens, i)));
+      } catch (err) {
+        if (!(err instanceof ContextOverflowError)) throw err;
+        if (attempt === 0 && this.completer.learnContext) {
+          this.completer.learnContext(err, fitted.messages);
+          continue;
+        }
+        throw new PromptTooLongError(err.promptTokens ?? fitted.promptTokens, err.limit);
+      }
+    }
   }
 
   private rewardVersion(): string {
@@ -82,10 +122,10 @@ export class LlmJudge implements JudgeBackend {
 
   async judge(input: JudgeInput, options: JudgeOptions): Promise<JudgeVerdict> {
     const m = Math.max(1, options.votes);
-    const ask = (messages: PromptMessage[], judge: 'reward' | 'hint', i: number) =>
+    const ask = (judge: 'reward' | 'hint') => (messages: PromptMessage[], maxTokens: number, i: number) =>
       this.completer.complete(messages, {
         temperature: this.temperature,
-        maxTokens: this.maxTokens,
+        maxTokens,
         seed: voteSeed(input.sessionId, input.responseTurn, judge, i),
         signal: options.signal,
       });
@@ -93,8 +133,8 @@ export class LlmJudge implements JudgeBackend {
     const hintMessages = options.hints ? hintPrompt(input) : null;
     // All votes at once: the completer bounds how many requests really run together.
     const [rewardRaws, hintRaws] = await Promise.all([
-      Promise.all(Array.from({ length: m }, (_, i) => ask(rewardMessages, 'reward', i))),
-      hintMessages ? Promise.all(Array.from({ length: m }, (_, i) => ask(hintMessages, 'hint', i))) : Promise.resolve(null),
+      this.votesOn(rewardMessages, ask('reward'), m),
+      hintMessages ? this.votesOn(hintMessages, ask('hint'), m) : Promise.resolve(null),
     ]);
     const composite = this.composite;
     const compositeVotes = composite ? rewardRaws.map((raw) => compositeVote(raw, composite)) : null;

@@ -16,7 +16,13 @@
  * cut from the left, so the reply and the next state, which sit at its end with the question,
  * stay in view and generation never runs past the model's positions (../model/context-limit.ts).
  * The vote then starts with a note saying how much was cut (README, Judging). The reply keeps
- * room for a quarter of the context, or max_tokens when that is less.
+ * room for a quarter of the context, or max_tokens when that is less. The LLM judge fits its
+ * prompts before they get here (./prompt-fit.ts: it knows the context and counts exactly with
+ * `countTokens`), so for it this cut never happens; it guards the other callers.
+ *
+ * Thinking models: a template with an `enable_thinking` switch (Qwen3) is rendered with it off;
+ * one that thinks without a switch (R1 distills) says so (`alwaysThinks`), and the judge gives
+ * it a thinking budget. A vote stopped by the token limit ends with CUT_OFF_NOTE (./parse.ts).
  */
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
@@ -26,6 +32,7 @@ import type { Device } from '../model/ort-session.js';
 import type { Quantize } from '../model/quantize.js';
 import type { ChatCompleter, CompletionOptions } from './llm-judge.js';
 import type { PromptMessage } from './prompts.js';
+import { CUT_OFF_NOTE } from './parse.js';
 
 function abortError(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException('The judge run was cancelled', 'AbortError');
@@ -51,9 +58,35 @@ export class LocalCompleter implements ChatCompleter {
   readonly model: string;
   private pending: PendingVote[] = [];
   private flushScheduled = false;
+  /** Template variables the judge's prompts are rendered with: thinking off where the template can. */
+  private readonly template: { extra?: Record<string, unknown> };
+  private readonly thinksAlways: boolean;
 
   private constructor(readonly localModel: LocalModel, private readonly ownsModel: boolean) {
     this.model = path.basename(path.resolve(localModel.dir));
+    // A template has the switch when rendering with it off changes the prompt (Qwen3 then
+    // writes an empty <think></think> itself).
+    const probe = [{ role: 'user', content: 'hi' }];
+    const off = { extra: { enable_thinking: false } };
+    const switchable = localModel.promptIds(probe).join() !== localModel.promptIds(probe, { template: off }).join();
+    this.template = switchable ? off : {};
+    this.thinksAlways = !switchable && localModel.tokenizer.thinkStartId !== undefined;
+  }
+
+  contextTokens(): number {
+    return this.localModel.maxPositions;
+  }
+
+  countTokens(messages: PromptMessage[]): number {
+    return this.render(messages).length;
+  }
+
+  alwaysThinks(): boolean {
+    return this.thinksAlways;
+  }
+
+  private render(messages: PromptMessage[]): number[] {
+    return this.localModel.promptIds(messages.map((m) => ({ role: m.role, content: m.content })), { template: this.template });
   }
 
   /** Loads the model folder in a new worker; a bad folder is a UserError naming it. */
@@ -76,7 +109,7 @@ export class LocalCompleter implements ChatCompleter {
   async complete(messages: PromptMessage[], options: CompletionOptions): Promise<string> {
     if (options.signal?.aborted) throw abortError(options.signal);
     const model = this.localModel;
-    const rendered = model.promptIds(messages.map((m) => ({ role: m.role, content: m.content })));
+    const rendered = this.render(messages);
     const replyRoom = Math.min(options.maxTokens, Math.max(1, Math.floor(model.maxPositions / 4)));
     const prompt = keepPromptTail(rendered, model.maxPositions, replyRoom, model.tokenizer.bosTokenId);
     const raw = await new Promise<string>((resolve, reject) => {
@@ -127,7 +160,8 @@ export class LocalCompleter implements ChatCompleter {
       prompts.forEach((same, i) => same.forEach((v, j) => {
         const reply = out[i]![j]!;
         // Keep reasoning in the raw vote, marked, so the parser can skip it as it would for a server.
-        v.resolve(reply.reasoning ? `<think>${reply.reasoning}</think>${reply.content}` : reply.text);
+        const raw = reply.reasoning ? `<think>${reply.reasoning}</think>${reply.content}` : reply.text;
+        v.resolve(reply.finishReason === 'length' ? raw + CUT_OFF_NOTE : raw);
       }));
     } catch (err) {
       for (const v of votes) v.reject(err);

@@ -8,6 +8,11 @@
  *   server that took that long will most likely take that long again);
  * - refused/reset connections, HTTP 429 and 5xx are retried with exponential backoff
  *   (honouring a short Retry-After), then reported naming the URL;
+ * - a 400 that says the prompt is longer than the model's context ("maximum context length is
+ *   N tokens", in OpenAI's, vLLM's, llama.cpp's and Ollama's wordings) is a ContextOverflowError
+ *   with the limit (./prompt-fit.ts); the judge learns the limit and refits the prompt once;
+ * - a 400 naming `chat_template_kwargs` (a server that takes no template variables, such as
+ *   OpenAI's own) drops them for this client and retries at once;
  * - other HTTP errors (401, 404, 400 …) are reported at once with the server's message;
  *   the ones the user fixes in the judge's settings are JudgeSetupErrors (./judge-errors.ts),
  *   worded for the command line and for the app;
@@ -16,9 +21,11 @@
  * A cancelled run (AbortSignal) rejects with an AbortError at once.
  */
 import { UserError } from '../../src-shared/types.js';
-import { JudgeSetupError } from './judge-errors.js';
+import { JudgeBackendDownError, JudgeSetupError } from './judge-errors.js';
 import type { ChatCompleter, CompletionOptions } from './llm-judge.js';
 import type { PromptMessage } from './prompts.js';
+import { CUT_OFF_NOTE } from './parse.js';
+import { ContextOverflowError, estimateTokens, parseContextOverflow } from './prompt-fit.js';
 
 export interface OpenAiClientOptions {
   /** Base URL up to and including `/v1`, e.g. http://127.0.0.1:11434/v1 (Ollama). */
@@ -33,6 +40,8 @@ export interface OpenAiClientOptions {
   backoffMs?: number;
   /** Requests in flight at once (default 4). */
   concurrency?: number;
+  /** The model's context in tokens (Settings, `--judge-context`); unknown until a 400 reports it. */
+  contextTokens?: number;
 }
 
 export const DEFAULT_TIMEOUT_MS = 120_000;
@@ -144,6 +153,11 @@ export class OpenAiClient implements ChatCompleter {
   private readonly retries: number;
   private readonly backoffMs: number;
   private readonly limiter: Semaphore;
+  private context: number | null;
+  /** How many tokens the server counts per estimated token, learnt from its refusals. */
+  private scale = 1;
+  /** False once the server refused `chat_template_kwargs`. */
+  private templateKwargs = true;
 
   constructor(options: OpenAiClientOptions) {
     if (!options.model.trim()) throw new JudgeSetupError({ kind: 'no-model-name' });
@@ -154,6 +168,24 @@ export class OpenAiClient implements ChatCompleter {
     this.retries = options.retries ?? 3;
     this.backoffMs = options.backoffMs ?? 500;
     this.limiter = new Semaphore(Math.max(1, options.concurrency ?? 4));
+    this.context = options.contextTokens && options.contextTokens > 0 ? options.contextTokens : null;
+  }
+
+  contextTokens(): number | null {
+    return this.context;
+  }
+
+  /** No tokenizer here: a conservative estimate (./prompt-fit.ts), scaled by what refusals taught. */
+  countTokens(messages: PromptMessage[]): number {
+    return Math.ceil(estimateTokens(messages) * this.scale);
+  }
+
+  learnContext(overflow: ContextOverflowError, sent: PromptMessage[]): void {
+    this.context = overflow.limit;
+    const estimate = estimateTokens(sent);
+    // Where the server said how many tokens the prompt took, count as it does from now on (and
+    // 5% more); without its count, assume the estimate was a quarter short.
+    this.scale = overflow.promptTokens !== undefined ? (overflow.promptTokens / estimate) * 1.05 : this.scale * 1.25;
   }
 
   complete(messages: PromptMessage[], options: CompletionOptions): Promise<string> {
@@ -167,7 +199,7 @@ export class OpenAiClient implements ChatCompleter {
       } catch (err) {
         if (!(err instanceof RetryableError)) throw err;
         if (attempt >= this.retries) {
-          throw new UserError(`the OpenAI-compatible endpoint ${this.url} failed after ${attempt + 1} attempt(s): ${err.message}`);
+          throw new JudgeBackendDownError(`the OpenAI-compatible endpoint ${this.url} failed after ${attempt + 1} attempt(s): ${err.message}`);
         }
         await sleep(Math.min(err.retryAfterMs ?? Infinity, this.backoffMs * 2 ** attempt), options.signal);
       }
@@ -186,6 +218,9 @@ export class OpenAiClient implements ChatCompleter {
       max_tokens: options.maxTokens,
       seed: options.seed,
       stream: false,
+      // Thinking off where the model's template has the switch (Qwen3; vLLM, SGLang, llama.cpp
+      // pass it to the template); servers without template variables are told once, below.
+      ...(this.templateKwargs ? { chat_template_kwargs: { enable_thinking: false } } : {}),
     });
     let status: number;
     let text: string;
@@ -218,6 +253,14 @@ export class OpenAiClient implements ChatCompleter {
     if (status === 404) {
       throw new JudgeSetupError({ kind: 'not-found', url: this.url, model: this.model, detail: serverMessage(text) });
     }
+    if (status === 400 || status === 413 || status === 422) {
+      const overflow = parseContextOverflow(text);
+      if (overflow) throw new ContextOverflowError(`the OpenAI-compatible endpoint ${this.url} answered HTTP ${status}: ${serverMessage(text)}`, overflow.limit, overflow.promptTokens);
+      if (this.templateKwargs && /chat_template_kwargs/i.test(text)) {
+        this.templateKwargs = false;
+        return this.attempt(messages, options);
+      }
+    }
     if (status < 200 || status >= 300) throw new UserError(`the OpenAI-compatible endpoint ${this.url} answered HTTP ${status}: ${serverMessage(text)}`);
     return this.contentOf(text);
   }
@@ -234,7 +277,8 @@ export class OpenAiClient implements ChatCompleter {
     if (!Array.isArray(choices) || choices.length === 0) {
       throw new UserError(`the OpenAI-compatible endpoint ${this.url} answered garbage: JSON without choices (${JSON.stringify(text.slice(0, 120))})`);
     }
-    const message = (choices[0] as { message?: { content?: unknown; reasoning_content?: unknown; reasoning?: unknown } }).message;
+    const choice = choices[0] as { finish_reason?: unknown; message?: { content?: unknown; reasoning_content?: unknown; reasoning?: unknown } };
+    const message = choice.message;
     if (!message || typeof message !== 'object') {
       throw new UserError(`the OpenAI-compatible endpoint ${this.url} answered garbage: its first choice has no message`);
     }
@@ -244,7 +288,9 @@ export class OpenAiClient implements ChatCompleter {
     // parser skips it.
     const split = [message.reasoning_content, message.reasoning].find((r): r is string => typeof r === 'string' && r.length > 0);
     const reasoning = split ?? '';
-    return reasoning ? `<think>${reasoning}</think>${content}` : content;
+    // Reasoning stopped by max_tokens has no closing tag: the parser then finds no answer.
+    const raw = reasoning ? `<think>${reasoning}${content || choice.finish_reason !== 'length' ? '</think>' : ''}${content}` : content;
+    return choice.finish_reason === 'length' ? raw + CUT_OFF_NOTE : raw;
   }
 
   async close(): Promise<void> {

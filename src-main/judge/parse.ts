@@ -11,6 +11,18 @@
  */
 import type { Reward } from '../../src-shared/types.js';
 
+/**
+ * The line a completer appends to a vote that its token limit stopped (finish reason
+ * 'length'). It holds no \boxed{} and no hint tags, so it never reads as an answer; a vote
+ * that ends with it and gives no answer was cut off before it, and is counted as such.
+ */
+export const CUT_OFF_NOTE = "\n[stopped at the judge's token limit]";
+
+/** Whether a vote's text was stopped by the token limit. */
+export function wasCutOff(raw: string): boolean {
+  return raw.endsWith(CUT_OFF_NOTE);
+}
+
 const THINK_OPEN = '<think>';
 const THINK_CLOSE = '</think>';
 

@@ -15,12 +15,31 @@
  *   the last moments of work, and the next run skips everything already judged.
  * - Cancellable: an AbortSignal stops it; verdicts already in are kept, `cancelled: true`.
  * - Concurrent: up to `concurrency` samples at once (the backend bounds its own requests).
- * - A backend error (endpoint down, timeout, garbage) stops the run with that error, after
- *   saving what was judged.
+ * - Survives long samples: a sample whose judge prompt cannot fit the judge model's context
+ *   (./prompt-fit.ts) is skipped and counted (`skippedTooLong`, with `judgeContext`).
+ * - No single sample's failure stops a run: one that fails on its own (an HTTP 400, a garbage
+ *   answer) is counted in `failed` with the first reason, and the run goes on. The run stops,
+ *   after saving what was judged, when the backend itself is down: a setup error (timeout,
+ *   refused key, unknown model), an endpoint still failing after its retries, an unexpected
+ *   crash, or the first MAX_FAILURES_BEFORE_ANY samples all failing (it refuses everything).
+ * - Votes stopped by the token limit before their answer are counted (`cutOffVotes`).
  */
 import type { JudgeVerdict } from '../../src-shared/types.js';
 import type { JudgeCandidate, JudgeSummary, VerdictProvenance } from '../../src-shared/views.js';
+import { UserError } from '../../src-shared/types.js';
+import type { JudgeRunSkips } from '../../src-shared/judge-notes.js';
 import type { JudgeBackend } from './verdicts.js';
+import { JudgeBackendDownError, JudgeSetupError } from './judge-errors.js';
+import { PromptTooLongError } from './prompt-fit.js';
+import { wasCutOff } from './parse.js';
+
+/** Samples that may fail in a row, before any is judged, until the run counts the backend as down. */
+export const MAX_FAILURES_BEFORE_ANY = 3;
+
+/** Whether an error is the backend's (the run stops) rather than one sample's (skipped, counted). */
+export function isBackendDown(err: unknown): boolean {
+  return err instanceof JudgeSetupError || err instanceof JudgeBackendDownError || !(err instanceof UserError);
+}
 
 /**
  * What the runner needs of a workspace (src-main/workspace/workspace-api.ts, which has these
@@ -55,7 +74,7 @@ export interface JudgeRunOptions {
   onProgress?: (progress: JudgeProgress) => void;
 }
 
-export interface JudgeRunSummary extends Required<JudgeSummary> {
+export interface JudgeRunSummary extends Required<JudgeSummary>, JudgeRunSkips {
   backend: string;
   model: string | null;
   promptVersion: string;
@@ -97,6 +116,7 @@ export async function runJudge(workspace: JudgeTarget, backend: JudgeBackend, op
   const provenance = { labelSource: backend.labelSource, backend: backend.provenance.backend, model: backend.provenance.model, promptVersion };
   const summary: JudgeRunSummary = {
     judged: 0, skippedManual: 0, skippedHigher: 0, skippedUnchanged: 0, cancelled: false,
+    skippedTooLong: 0, judgeContext: null, failed: 0, failedReason: null, cutOffVotes: 0,
     backend: backend.provenance.backend, model: backend.provenance.model, promptVersion, votes, elapsedMs: 0, msPerSample: 0,
   };
 
@@ -129,12 +149,24 @@ export async function runJudge(workspace: JudgeTarget, backend: JudgeBackend, op
           summary.cancelled = true; // a verdict that lands after Cancel is not stored
           return;
         }
+        summary.cutOffVotes += verdict.votes.filter((v) => (v.reward === undefined && wasCutOff(v.raw)) || (v.hintRaw !== undefined && v.hintAnswer === undefined && wasCutOff(v.hintRaw))).length;
         if (workspace.recordJudgeVerdict(input, verdict, provenance)) summary.judged++;
         else summary.skippedManual++;
       } catch (err) {
-        if (isAbort(err, options.signal)) summary.cancelled = true;
-        else failure ??= err;
-        return;
+        if (isAbort(err, options.signal)) {
+          summary.cancelled = true;
+          return;
+        }
+        if (err instanceof PromptTooLongError) {
+          summary.skippedTooLong++;
+          summary.judgeContext = err.contextTokens;
+        } else if (isBackendDown(err) || (summary.judged === 0 && summary.failed + 1 >= MAX_FAILURES_BEFORE_ANY)) {
+          failure ??= err;
+          return;
+        } else {
+          summary.failed++;
+          summary.failedReason ??= (err as Error).message;
+        }
       }
       done++;
       report();

@@ -6,7 +6,8 @@ import { LocalCompleter } from '../../src-main/judge/local-completer.js';
 import { LlmJudge, voteSeed } from '../../src-main/judge/llm-judge.js';
 import type { JudgeInput } from '../../src-main/judge/verdicts.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
-import { DEMO_MODEL } from './helpers.js';
+import { CUT_OFF_NOTE } from '../../src-main/judge/parse.js';
+import { demoModelWithPositions } from './helpers.js';
 
 const input = {
   sessionId: 's1',
@@ -18,7 +19,8 @@ const input = {
 
 let model: LocalModel;
 beforeAll(async () => {
-  model = await LocalModel.load(DEMO_MODEL);
+  // Room for the judge's prompts (the demo model's real 512 positions cannot hold them).
+  model = await LocalModel.load(demoModelWithPositions(2048));
 });
 afterAll(() => model?.close());
 
@@ -38,10 +40,10 @@ describe('local judge votes', () => {
       single.mockRestore();
       for (let i = 0; i < 3; i++) {
         const alone = await model.generate(prompts[0]!.prompt, { temperature: 0.6, maxNewTokens: 24, seed: prompts[0]!.seeds[i]! });
-        // The demo model's 512 positions cut the prompt: the vote starts with a note, then the reply.
-        expect(verdict.votes[i]!.raw.split('\n').slice(1).join('\n')).toBe(alone.text);
+        // A vote stopped by max_tokens ends with the note that says so.
+        expect(verdict.votes[i]!.raw).toBe(alone.text + (alone.finishReason === 'length' ? CUT_OFF_NOTE : ''));
         const hint = await model.generate(prompts[1]!.prompt, { temperature: 0.6, maxNewTokens: 24, seed: prompts[1]!.seeds[i]! });
-        expect(verdict.votes[i]!.hintRaw!.split('\n').slice(1).join('\n')).toBe(hint.text);
+        expect(verdict.votes[i]!.hintRaw).toBe(hint.text + (hint.finishReason === 'length' ? CUT_OFF_NOTE : ''));
       }
     } finally {
       batch.mockRestore();

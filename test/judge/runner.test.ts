@@ -10,7 +10,7 @@ import { LlmJudge } from '../../src-main/judge/llm-judge.js';
 import { OpenAiClient } from '../../src-main/judge/openai-client.js';
 import { decide, runJudge } from '../../src-main/judge/runner.js';
 import { HeuristicJudge } from '../../src-main/judge/verdicts.js';
-import { DEMO_MODEL, manyChats, ROOT, scriptedServer, sortingWorkspace, tempDir, workspaceWith, type ScriptedServer } from './helpers.js';
+import { demoModelWithPositions, manyChats, ROOT, scriptedServer, sortingWorkspace, tempDir, workspaceWith, type ScriptedServer } from './helpers.js';
 
 const servers: ScriptedServer[] = [];
 afterAll(async () => {
@@ -96,12 +96,12 @@ describe('judge runner', () => {
     ws.close();
   });
 
-  it('a backend failure stops the run with its error and keeps what was judged', async () => {
+  it('a backend that is down stops the run with its error and keeps what was judged', async () => {
     const ws = await sortingWorkspace();
-    const server = await scriptedServer((_, n) => (n < 1 ? { content: '\\boxed{1}' } : { status: 400, body: { error: { message: 'context length exceeded' } } }));
+    const server = await scriptedServer((_, n) => (n < 1 ? { content: '\\boxed{1}' } : { status: 503, body: { error: { message: 'overloaded' } } }));
     servers.push(server);
-    const judge = new LlmJudge(new OpenAiClient({ baseUrl: server.baseUrl, model: 'm' }));
-    await expect(runJudge(ws, judge, { hints: false, votes: 1 })).rejects.toThrow(/HTTP 400: context length exceeded/);
+    const judge = new LlmJudge(new OpenAiClient({ baseUrl: server.baseUrl, model: 'm', retries: 0 }));
+    await expect(runJudge(ws, judge, { hints: false, votes: 1 })).rejects.toThrow(/failed after 1 attempt\(s\): HTTP 503: overloaded/);
     expect(ws.listSamples().map((s) => s.label.reward)).toEqual([1, null, null]);
     ws.close();
   });
@@ -159,7 +159,8 @@ describe('hindsight judge (CLI, a real process) is resumable after a kill', () =
 describe('local backend (the demo model, in its worker)', () => {
   it('judges through the model’s chat template; garbage votes give 0 with the votes stored', async () => {
     const ws = await sortingWorkspace();
-    const opened = await openJudgeBackend({ backend: 'local', modelDir: DEMO_MODEL, maxTokens: 8 });
+    // Room for the judge's instructions (its real 512 positions are too few: ./judge-context.test.ts).
+    const opened = await openJudgeBackend({ backend: 'local', modelDir: demoModelWithPositions(2048), maxTokens: 8 });
     try {
       const summary = await runJudge(ws, opened.judge, { hints: false, votes: 2 });
       expect(summary).toMatchObject({ judged: 3, backend: 'local', model: 'stories260K' });

@@ -1,0 +1,32 @@
+// What a judge run left undone, in the same words for the command line's summary and the app's
+// toast (docs/design.md §Judges): samples too long for the judge's context, samples that failed
+// on their own, and votes cut off before their answer.
+
+/** What a judge run skipped or could not read, beside its JudgeSummary (src-main/judge/runner.ts). */
+export interface JudgeRunSkips {
+  /** Samples whose judge prompt could not fit the judge model's context (skipped, unlabelled). */
+  skippedTooLong: number;
+  /** The judge model's context in tokens, when a sample was too long for it. */
+  judgeContext: number | null;
+  /** Samples whose judging failed for a reason of their own (the run went on), and the first reason. */
+  failed: number;
+  failedReason: string | null;
+  /** Votes stopped by the judge's token limit before their answer (counted unreadable). */
+  cutOffVotes: number;
+}
+
+const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+/** One clause per thing the run skipped or could not read; empty when there is none. */
+export function judgeRunNotes(s: Partial<JudgeRunSkips>): string[] {
+  const notes: string[] = [];
+  if (s.skippedTooLong) {
+    const context = s.judgeContext ? `the judge's ${s.judgeContext}-token context` : "the judge's context";
+    notes.push(`${plural(s.skippedTooLong, 'sample')} too long for ${context}; skipped`);
+  }
+  if (s.failed) notes.push(`${plural(s.failed, 'sample')} failed and ${s.failed === 1 ? 'was' : 'were'} skipped${s.failedReason ? ` (${s.failedReason})` : ''}`);
+  if (s.cutOffVotes) {
+    notes.push(`${plural(s.cutOffVotes, 'vote')} stopped at the judge's token limit before answering, counted as unreadable (a thinking judge needs more max tokens)`);
+  }
+  return notes;
+}
