@@ -1,6 +1,6 @@
 // The models on this machine (the back end's `listModels`: Ollama, LM Studio, the Hugging Face
-// cache, the user's folders), read once per launch and shared by every model picker; a picker
-// may ask again (the list changes when the user pulls a model).
+// cache, the user's folders), shared by every model picker; a page's picker reads it again when
+// the page opens (the list changes when the user pulls a model), one read at a time.
 import { defineStore } from 'pinia';
 import type { ModelCatalog } from '../../../src-shared/models-api.js';
 import { api, errorMessage } from '../api/client';
