@@ -13,7 +13,7 @@ import { DEFAULT_EVAL_METRICS } from '../eval/evaluate.js';
 import { REPLAY_DEFAULTS, type ReplaySettings } from '../eval/replay.js';
 import type { LlmJudgeSpec } from '../judge/backends.js';
 import { startEvaluation } from '../eval/run-in-worker.js';
-import { writeFileAtomicSync } from '../store/atomic-file.js';
+import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { withWorkspace } from '../workspace/workspace.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 import { DEVICE_OPTION, deviceFlag } from './model-flags.js';
@@ -166,7 +166,8 @@ export const command: Command = async (argv) => {
   } finally {
     process.off('SIGINT', onSignal);
   }
-  if (v.out) writeFileAtomicSync(v.out, Buffer.from(JSON.stringify(report, null, 2) + '\n', 'utf8'));
+  // Owner-only: the report holds chat contexts and, with replay, the replies to them.
+  if (v.out) writeFileAtomicSync(v.out, Buffer.from(JSON.stringify(report, null, 2) + '\n', 'utf8'), PRIVATE_FILE_MODE);
   if (v.json) printJson(report);
   else process.stdout.write(reportText(report));
   return report.cancelled ? 1 : 0;

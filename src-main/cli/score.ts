@@ -15,7 +15,7 @@
 // a note on stderr says how far they drift (max and mean |Δ log-prob| on a fixed text, measured
 // against fp32 in the same run). Not with --adapter.
 import { UserError } from '../../src-shared/types.js';
-import { AtomicFileWriter } from '../store/atomic-file.js';
+import { AtomicFileWriter, PRIVATE_FILE_MODE } from '../store/atomic-file.js';
 import { readJsonLines } from '../store/jsonl-file.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
 import { LocalModel } from '../model/local-model.js';
@@ -141,7 +141,7 @@ export const command: Command = async (argv) => {
   const { rows, logprobs, executionProvider: ep, drift } = adapter
     ? await scoreAdapter({ model, input, adapter }, placement, batchSize)
     : await scoreBase({ model, input }, placement, batchSize, quantize);
-  const writer = new AtomicFileWriter(out);
+  const writer = new AtomicFileWriter(out, PRIVATE_FILE_MODE); // owner-only, like the exports it scores
   try {
     for (const lp of logprobs) writer.write(JSON.stringify({ logprobs: lp }) + '\n');
     writer.commit();

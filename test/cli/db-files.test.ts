@@ -99,6 +99,20 @@ describe.runIf(isPosix)('permissions', () => {
     expect(datasets.length).toBeGreaterThan(0);
     for (const file of datasets) expect([file, mode(path.join(handoff, file))]).toEqual([file, 0o600]);
   });
+
+  it('writes eval --out (contexts and replies) and score --out as 0600', async () => {
+    const { dir, db } = await importedDb();
+    const model = fileURLToPath(new URL('../../resources/models/stories260K', import.meta.url));
+    const report = path.join(dir, 'report.json');
+    const evaluated = await runCli('eval', '--model', model, '--db', db, '--split', 'all', '--metrics', 'likelihood', '--json', '--out', report);
+    expect(evaluated.code).toBe(0);
+    expect(mode(report)).toBe(0o600);
+    const samples = path.join(dir, 'samples.jsonl');
+    expect((await runCli('export', '--format', 'samples', '--out', samples, '--db', db)).code).toBe(0);
+    const scored = path.join(dir, 'scored.jsonl');
+    expect((await runCli('score', '--model', model, '--input', samples, '--out', scored)).code).toBe(0);
+    expect(mode(scored)).toBe(0o600);
+  });
 });
 
 describe('stray files', () => {
