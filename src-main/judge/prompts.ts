@@ -20,7 +20,9 @@
 import type { JudgeInput } from './verdicts.js';
 
 export const REWARD_PROMPT_VERSION = 'reward-v1';
-export const HINT_PROMPT_VERSION = 'hint-v1';
+// v2: a successful tool output is not hindsight information; a hint says how the reply should
+// have been, never pastes what the tool returned (issue 33, as OpenClaw-RL's hint prompt).
+export const HINT_PROMPT_VERSION = 'hint-v2';
 /** The composite reward prompt (docs/design.md §Composite score); labels add its thresholds: 'composite-v1@70/30'. */
 export const COMPOSITE_PROMPT_VERSION = 'composite-v1';
 
@@ -47,6 +49,8 @@ You may think first. End your answer with exactly one of \\boxed{1}, \\boxed{-1}
 
 const HINT_SYSTEM = `You look back at one reply of an AI assistant in hindsight.
 You are shown the assistant's reply and the next state: the user's next message, or the output of a tool the reply called. Decide whether the next state reveals information that would have made the reply better had the assistant known it: a fact, a preference, a constraint, a correction, or an error to avoid.
+
+A tool's output exists only because the reply called the tool; the assistant could not have known it before. When the tool succeeded (its output is not an error), the call was the right move and its output is not hindsight: answer \\boxed{-1}. A hint says how the reply should have been; it never repeats or pastes what a tool returned.
 
 If it does, answer \\boxed{1} and then write a hint for the assistant between [HINT_START] and [HINT_END]: one to three short sentences that say concretely what to do. Write an instruction ("Use Python 3 and add type hints."), not a verdict ("The reply was wrong.").
 If it does not (the user simply moves on or thanks, or the reaction gives nothing to act on), answer \\boxed{-1} and write no hint.

@@ -5,12 +5,15 @@
  * gives 0; otherwise the most common value wins (`majorityVote` in verdicts.ts).
  *
  * Hint: among the hint-judge votes that answered 1, those whose hint is longer than 10
- * characters (after trimming) qualify; the longest wins (the first of equal lengths). If
- * none qualifies there is no hint. Only the length filter applies to an LLM's hint: the
- * "gives a direction" filter belongs to the rule-based hints (hint-rules.ts).
+ * characters (after trimming) qualify; the longest that also gives a direction (the quality
+ * filter, hint-rules.ts `isUsefulHint`, which training applies) wins, the first of equal
+ * lengths. When none gives a direction the longest qualifying hint is kept (stored and shown,
+ * though training will not use it); when none qualifies there is no hint. So a longest hint
+ * that fails the direction filter no longer hides a shorter one that passes.
  */
 import type { Reward, Vote } from '../../src-shared/types.js';
 import { majorityVote } from './verdicts.js';
+import { isUsefulHint } from './hint-rules.js';
 
 /** A hint must be strictly longer than this many characters. */
 export const MIN_HINT_LENGTH_EXCLUSIVE = 10;
@@ -36,11 +39,14 @@ export function voteEvidence(votes: readonly Vote[]): string[] {
 }
 
 export function hintFromVotes(votes: readonly Vote[]): string | null {
-  let best: string | null = null;
+  let longest: string | null = null;
+  let useful: string | null = null;
   for (const v of votes) {
     if (v.hintAnswer !== 1 || !v.hint) continue;
     const hint = v.hint.trim();
-    if (hint.length > MIN_HINT_LENGTH_EXCLUSIVE && (best === null || hint.length > best.length)) best = hint;
+    if (hint.length <= MIN_HINT_LENGTH_EXCLUSIVE) continue;
+    if (longest === null || hint.length > longest.length) longest = hint;
+    if (isUsefulHint(hint) && (useful === null || hint.length > useful.length)) useful = hint;
   }
-  return best;
+  return useful ?? longest;
 }

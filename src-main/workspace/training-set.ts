@@ -120,7 +120,7 @@ function rolloutOf(store: Store, sessionId: string, responseTurn: number, text: 
   return found && found.replyText === text ? { rollout: found.rollout } : {};
 }
 
-/** A judge run with hints stores a prompt version with a '+' part ('heuristic-v2+hints', 'reward-v1+hint-v1'). */
+/** A judge run with hints stores a prompt version with a '+' part ('heuristic-v2+hints', 'reward-v1+hint-v2'). */
 function noHintWarning(store: Store): string {
   return countHintRunLabels(store) > 0
     ? 'No sample has a hint: the judge ran with hints and found none in the reactions; On-Policy Distillation has nothing to learn from (write hints in the annotator).'

@@ -117,6 +117,14 @@ describe('hint choice (docs/design.md §Votes)', () => {
     expect(chosen).toBe('Write the function in Python, not JavaScript.');
   });
 
+  it('the longest hint that gives a direction wins over a longer one that only says it was wrong (issue 33)', () => {
+    const verdictOnly = 'No, that was wrong, that is not what I asked for at all.';
+    const chosen = hintFromVotes([hintVote(1, verdictOnly), hintVote(1, 'Use Python 3.'), hintVote(1, 'Answer in Python 3, with type hints.')]);
+    expect(chosen).toBe('Answer in Python 3, with type hints.');
+    // When none gives a direction, the longest is still kept (training will not use it).
+    expect(hintFromVotes([hintVote(1, verdictOnly), hintVote(1, 'That was wrong.')])).toBe(verdictOnly);
+  });
+
   it('no qualifying vote means no hint', () => {
     expect(hintFromVotes([hintVote(-1), hintVote(-1), hintVote(1)])).toBeNull();
     expect(hintFromVotes([])).toBeNull();
@@ -142,11 +150,14 @@ describe('prompts', () => {
     expect(user!.content).toContain("Next state (the user's next message)\nNo, I said Python.");
     expect(hintPrompt({ ...input, nextState: { role: 'tool', text: 'Error' } })[1]!.content).toContain('output of the tool');
     expect(hintPrompt(input)[0]!.content).toContain('[HINT_START]');
+    // As OpenClaw-RL's: a successful tool output is not hindsight, and a hint never pastes it.
+    expect(hintPrompt(input)[0]!.content).toMatch(/When the tool succeeded \(its output is not an error\), the call was the right move and its output is not hindsight: answer \\boxed\{-1\}\./);
+    expect(hintPrompt(input)[0]!.content).toContain('it never repeats or pastes what a tool returned');
   });
 
   it('are versioned, and clip long texts keeping both ends', () => {
     expect(promptVersionFor(false)).toBe(REWARD_PROMPT_VERSION);
-    expect(promptVersionFor(true)).toBe('reward-v1+hint-v1');
+    expect(promptVersionFor(true)).toBe('reward-v1+hint-v2');
     const long = 'a'.repeat(5000) + 'END';
     const clipped = clip(long, 1000);
     expect(clipped.length).toBeLessThan(1100);

@@ -34,7 +34,7 @@ describe('judge runner: when a label is current', () => {
   it('an LLM judge records its own prompt version (reward prompt + hint prompt), not "+hints"', () => {
     const { judge } = countingJudge();
     expect(runPromptVersion(judge, true)).toBe(promptVersionFor(true));
-    expect(runPromptVersion(judge, true)).toBe('reward-v1+hint-v1');
+    expect(runPromptVersion(judge, true)).toBe('reward-v1+hint-v2');
     expect(runPromptVersion(judge, false)).toBe('reward-v1');
     expect(runPromptVersion(new HeuristicJudge(), true)).toBe('heuristic-v2+hints');
   });
@@ -42,13 +42,13 @@ describe('judge runner: when a label is current', () => {
   it('decide: a +hints label is current for runs with and without hints; an older prompt version is judged again', () => {
     const { judge } = countingJudge();
     const mine = { source: 'judge:judge-a' as const, judgeBackend: 'openai', judgeModel: 'judge-a' };
-    const withHints = label({ ...mine, promptVersion: 'reward-v1+hint-v1' });
+    const withHints = label({ ...mine, promptVersion: 'reward-v1+hint-v2' });
     expect(decide(withHints, judge, 'reward-v1', false, false)).toBe('unchanged');
-    expect(decide(withHints, judge, 'reward-v1+hint-v1', true, false)).toBe('unchanged');
+    expect(decide(withHints, judge, 'reward-v1+hint-v2', true, false)).toBe('unchanged');
     expect(decide(label({ ...mine, promptVersion: 'reward-v0' }), judge, 'reward-v1', false, false)).toBe('judge');
-    expect(decide(label({ ...mine, promptVersion: 'reward-v0+hint-v1' }), judge, 'reward-v1+hint-v1', true, false)).toBe('judge');
+    expect(decide(label({ ...mine, promptVersion: 'reward-v0+hint-v2' }), judge, 'reward-v1+hint-v2', true, false)).toBe('judge');
     // A label without hints does not stand in for a run that asks for hints.
-    expect(decide(label({ ...mine, promptVersion: 'reward-v1' }), judge, 'reward-v1+hint-v1', true, false)).toBe('judge');
+    expect(decide(label({ ...mine, promptVersion: 'reward-v1' }), judge, 'reward-v1+hint-v2', true, false)).toBe('judge');
 
     const heuristic = new HeuristicJudge();
     const heuristicWithHints = label({ source: 'heuristic', judgeBackend: 'heuristic', promptVersion: 'heuristic-v2+hints' });
@@ -60,7 +60,7 @@ describe('judge runner: when a label is current', () => {
   it('labels judged with hints are not judged again, by a run with hints or without', async () => {
     const ws = await sortingWorkspace();
     const { judge, calls } = countingJudge();
-    expect(await runJudge(ws, judge, { hints: true, votes: 1 })).toMatchObject({ judged: 3, promptVersion: 'reward-v1+hint-v1' });
+    expect(await runJudge(ws, judge, { hints: true, votes: 1 })).toMatchObject({ judged: 3, promptVersion: 'reward-v1+hint-v2' });
     expect(calls.n).toBe(6); // a reward and a hint prompt per sample
     expect(ws.listSamples().map((s) => s.label.hint)).toEqual(Array(3).fill('Answer in the language the user asked for.'));
 
