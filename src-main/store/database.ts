@@ -84,6 +84,9 @@ export class Store {
     // points to, and saving replaces that file (the link stays a link).
     const resolved = realPathOf(dbPath);
     if (access === 'read') {
+      // A writer killed mid-save (kill -9) left its temp file: any open removes it, not only
+      // the next writer's (only files of dead processes go, so this writes nothing of ours).
+      sweepStaleTempFiles(resolved);
       const bytes = readDatabaseBytes(resolved, dbPath);
       if (bytes === null) throw new UserError(`no database at ${dbPath}`);
       return Store.fromBytes(SQL, resolved, dbPath, bytes, persist, null);

@@ -43,6 +43,18 @@ describe('atomic file replacement', () => {
     expect(fs.existsSync(live.tempPath)).toBe(true);
     live.abort();
   });
+
+  it('a killed writer\'s temp file goes at the next open of the database, also by a reader', async () => {
+    const dbPath = path.join(tempDir(), 'k.db');
+    const store = await Store.open(dbPath);
+    store.flush(true);
+    store.close();
+    const stale = `${dbPath}.tmp-999999999-1`; // what a kill -9 during a save leaves
+    fs.writeFileSync(stale, Buffer.alloc(4096));
+    const reader = await Store.open(dbPath, undefined, 'read');
+    reader.close();
+    expect(fs.existsSync(stale)).toBe(false);
+  });
 });
 
 describe('store', () => {
