@@ -1,6 +1,7 @@
 // Small display helpers shared by the views.
 import type { LabelSource, Reward, SessionFormat } from '../../src-shared/types.js';
 import type { JudgeSummary, SessionSplit } from '../../src-shared/views.js';
+import { judgeRunNotes, type JudgeRunSkips } from '../../src-shared/judge-notes.js';
 
 // Typed over every session format, so a new importer or source cannot go unlabelled.
 const SOURCE_LABELS: Record<SessionFormat, string> = {
@@ -49,7 +50,7 @@ export function formatDuration(seconds: number): string {
 }
 
 /** One line for a finished or cancelled judge run: what it labelled, and what it left alone and why. */
-export function judgeSummaryText(r: JudgeSummary): string {
+export function judgeSummaryText(r: JudgeSummary & Partial<JudgeRunSkips>): string {
   const left = [
     r.skippedManual ? `${r.skippedManual} manual label${r.skippedManual === 1 ? '' : 's'} kept` : '',
     r.skippedHigher ? `${r.skippedHigher} kept an LLM judge's label` : '',
@@ -61,7 +62,8 @@ export function judgeSummaryText(r: JudgeSummary): string {
     : r.judged
       ? `Judge cancelled after ${judged}; ${r.judged === 1 ? 'its label is' : 'their labels are'} kept`
       : 'Judge cancelled before it labelled any sample';
-  return left.length ? `${head} (${left.join(', ')}).` : `${head}.`;
+  const notes = judgeRunNotes(r).map((note) => ` ${note[0]!.toUpperCase()}${note.slice(1)}.`).join('');
+  return (left.length ? `${head} (${left.join(', ')}).` : `${head}.`) + notes;
 }
 
 const SPLIT_REASONS: Record<SessionSplit['why'], string> = {
