@@ -29,6 +29,7 @@ import { tokenViewInput, type TokenViewProgress, type TokenViewResult } from './
 import { evalStartInput, type EvalState } from './eval-api.js';
 import { CHAT_CALLS, type ChatState } from './chat-api.js';
 import { MODEL_CALLS } from './models-api.js';
+import { MODEL_EXPORT_CALLS } from './model-export-api.js';
 import { call, returns, type Returns } from './call-spec.js';
 import { onPolicyInput } from './on-policy-api.js';
 import { ROLLOUT_CALLS } from './rollouts-api.js';
@@ -78,6 +79,8 @@ export interface Settings {
     openaiModel: string;
     /** Never sent back to the UI: only whether one is stored. */
     openaiApiKeySet: boolean;
+    /** The OpenAI-compatible judge model's context in tokens (judge prompts are fitted to it); 0: unknown. */
+    openaiContextTokens: number;
     /** LLM judges score 0–100 with reasons; ≥ compositePos → +1, ≤ compositeNeg → −1. */
     composite: boolean;
     compositePos: number;
@@ -289,6 +292,8 @@ export const CALLS = {
   ...CHAT_CALLS,
   // The models on this machine, for the model picker (src-shared/models-api.ts).
   ...MODEL_CALLS,
+  // A finished run back into Ollama / llama.cpp (src-shared/model-export-api.ts).
+  ...MODEL_EXPORT_CALLS,
   captureStatus: call('Live capture: on or off, the endpoint, counts, the background loop and the served adapter.', NO_INPUT, returns<CaptureStatus>()),
   captureRollback: call('Serves the adapter that was served before the last swap again (the base model when there was none).', NO_INPUT, returns<CaptureStatus>()),
   getSettings: call('Judge backends and the default model.', NO_INPUT, returns<Settings>()),
@@ -302,6 +307,7 @@ export const CALLS = {
       openaiBaseUrl: optional(string({ max: 2000 })),
       openaiModel: optional(string({ max: 500 })),
       openaiApiKey: optional(string({ max: 2000 })),
+      openaiContextTokens: optional(integer({ min: 0, max: 10_000_000 })),
       judgeComposite: optional(boolean()),
       compositePos: optional(integer({ min: 0, max: 100 })),
       compositeNeg: optional(integer({ min: 0, max: 100 })),

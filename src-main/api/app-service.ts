@@ -23,6 +23,7 @@ import type { CaptureHook } from '../openai/capture-hook.js';
 import { RolloutsService } from './rollouts-service.js';
 import { isModelPath } from '../model/model-path.js';
 import { scanModels } from '../model/model-catalog.js';
+import { exportModel } from '../train/model-export.js';
 
 /** Opens a database; `serve` asks for a workspace that also has what live capture needs. */
 export type OpenWorkspace<W extends WorkspaceApi = WorkspaceApi> = (dbPath: string) => Promise<W>;
@@ -304,6 +305,11 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   }
 
   async listModels() { return scanModels({ folders: this.settingsStore.raw.modelFolders }); }
+
+  async exportModel({ adapterDir, modelDir, outDir, merged }: CallInput<'exportModel'>) {
+    const run = path.resolve(expandHome(adapterDir)), out = outDir ? path.resolve(expandHome(outDir)) : path.join(run, 'gguf');
+    return exportModel({ run, model: expandHome(modelDir), out, ...(merged ? { merged } : {}) });
+  }
 
   async trainStatus() {
     return this.training.state();
