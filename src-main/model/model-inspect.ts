@@ -93,6 +93,14 @@ function ggufLoadable(arch: string | null, meta: GgufFile['metadata'], tensors: 
   if (foreign) return no(`tensor '${foreign.name}' is not part of a ${arch} model Hindsight can run`);
   if (!tensors.some((t) => t.name === 'token_embd.weight')) return no("missing tensor 'token_embd.weight'");
   if (Array.isArray(meta.get(`${arch}.attention.head_count`)) || Array.isArray(meta.get(`${arch}.attention.head_count_kv`))) return no('head counts that differ between layers are not supported');
+  const num = (key: string) => meta.get(`${arch}.${key}`);
+  const scaling = num('rope.scaling.type');
+  if (scaling !== undefined && scaling !== 'none' && scaling !== 'linear') return no(`rope scaling '${String(scaling)}' is not supported (supported: linear, and Llama 3's rope_freqs)`);
+  const [width, heads, keyLength, ropeDims] = [num('embedding_length'), num('attention.head_count'), num('attention.key_length'), num('rope.dimension_count')];
+  const headDim = typeof keyLength === 'number' ? keyLength : typeof width === 'number' && typeof heads === 'number' ? width / heads : undefined;
+  if (typeof ropeDims === 'number' && headDim !== undefined && ropeDims !== headDim) return no(`partial RoPE (${ropeDims} of head size ${headDim}) is not supported`);
+  const valueLength = num('attention.value_length');
+  if (typeof valueLength === 'number' && headDim !== undefined && valueLength !== headDim) return no('attention.value_length differs from key_length, which is not supported');
   const tok = meta.get('tokenizer.ggml.model');
   if (typeof tok !== 'string') return no('has no tokenizer (tokenizer.ggml.model is missing)');
   if (!GGUF_TOKENIZERS.includes(tok)) return no(`tokenizer '${tok}' is not supported (supported: ${GGUF_TOKENIZERS.join(', ')})`);
