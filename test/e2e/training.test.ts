@@ -234,6 +234,36 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     expect(fs.existsSync(path.join(outDir, 'adapter_model.safetensors'))).toBe(true);
   });
 
+  it('a wrong model folder: its error shows at the top of the page and of Progress, and the last run reads as the previous one', async () => {
+    const model = await page.locator('[data-testid=train-model]').inputValue();
+    // The model picker (where there is one) types a path through "Other…".
+    const picker = page.locator('[data-testid=train-model-pick]');
+    if (await picker.count()) await picker.selectOption('__other__');
+    await page.fill('[data-testid=train-model]', path.join(dir, 'no-such-model'));
+    const before = await page.locator('.run-line').getAttribute('data-run-id');
+    await page.locator('[data-action=fine-tune]').click();
+    const banner = page.locator('[data-testid=train-error]');
+    await banner.waitFor();
+    expect(await banner.textContent()).toMatch(/did not start.*no-such-model has no config\.json/);
+    // Where the user looks: on screen at 1360×900 right after pressing Fine-tune.
+    const box = (await banner.boundingBox())!;
+    expect(box.y).toBeGreaterThanOrEqual(0);
+    expect(box.y + box.height).toBeLessThanOrEqual(900);
+    // The Progress panel says it first, and the finished run below it is the previous one.
+    expect(await page.locator('[data-testid=train-start-failed]').textContent()).toMatch(/Not started: .*no-such-model.*previous run/s);
+    expect(await page.locator('[data-testid=train-previous-run]').isVisible()).toBe(true);
+    expect(await page.locator('.run-line').getAttribute('data-run-id')).toBe(before);
+    // The refused call is the one page error this expects (Chromium logs the 422).
+    const refused = pageErrors.findIndex((e) => /status of 422/.test(e));
+    expect(refused).toBeGreaterThanOrEqual(0);
+    pageErrors.splice(refused, 1);
+    await shot(page, 'training-wrong-model');
+    await page.fill('[data-testid=train-model]', model);
+    await page.locator('[data-action=dismiss-train-error]').click();
+    await banner.waitFor({ state: 'detached' });
+    expect(await page.locator('[data-testid=train-previous-run]').count()).toBe(0);
+  });
+
   /** Starts a 2-step run on `device` from the page and returns how it ended: failed or finished. */
   async function runOnDevice(device: 'cuda' | 'webgpu'): Promise<string | null> {
     await page.selectOption('[data-testid=train-device-select]', device);
