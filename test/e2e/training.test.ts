@@ -120,8 +120,18 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     await page.waitForFunction(() => document.querySelectorAll('.session-row').length === 1);
     await page.locator('.session-link').click();
     await page.locator('.turn.selected').waitFor();
+    // First −1 over the heuristic's +1: the chip and the inspector show the manual value, not the
+    // judge's old vote beside it ("−1 manual +1", issue 34).
+    await page.keyboard.press('2');
+    const chip = page.locator('.turn.selected [data-testid=reward-chip]', { hasText: 'manual' });
+    await chip.waitFor();
+    expect((await chip.innerText()).replace(/\s+/g, ' ').trim()).toBe('−1 manual');
+    expect(await page.locator('[data-testid=replaced-votes]').textContent()).toContain("Your label, −1, replaces the judge's earlier vote");
+    expect(await page.locator('.inspector-pane [data-testid=reward-chip]').textContent()).not.toContain('+1');
+    await shot(page, 'annotator-manual-label');
     await page.keyboard.press('1');
-    await page.locator('.turn.selected [data-testid=reward-chip]', { hasText: 'manual' }).waitFor();
+    await page.locator('.turn.selected [data-testid=reward-chip]', { hasText: '+1' }).waitFor();
+    expect((await page.locator('.turn.selected [data-testid=reward-chip]').innerText()).replace(/\s+/g, ' ').trim()).toBe('+1 manual');
     expect((await allSamples()).filter((s) => s.label?.source === 'manual').map((s) => s.label?.reward)).toEqual([1]);
   });
 
