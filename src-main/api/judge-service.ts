@@ -62,7 +62,7 @@ export class JudgeService {
     const composite = this.settings().compositeThresholds();
     if (backend === 'local') return { backend, modelDir: s.localModelDir, composite };
     if (!s.openaiModel.trim()) throw new UserError('The OpenAI-compatible endpoint has no model name yet: fill in its Model field and save the settings.');
-    return { backend, baseUrl: s.openaiBaseUrl, model: s.openaiModel, apiKey: s.openaiApiKey, composite };
+    return { backend, baseUrl: s.openaiBaseUrl, model: s.openaiModel, apiKey: s.openaiApiKey, composite, contextTokens: s.openaiContextTokens || undefined };
   }
 
   /** The backend for a run; the local model is kept loaded for the next run. */

@@ -126,7 +126,7 @@ export class CaptureLoop {
     const s = this.ctx.settings().raw;
     const composite = this.ctx.settings().compositeThresholds();
     if (s.judgeBackend === 'local') return { backend: 'local', modelDir: s.localModelDir, composite };
-    if (s.judgeBackend === 'openai') return { backend: 'openai', baseUrl: s.openaiBaseUrl, model: s.openaiModel, apiKey: s.openaiApiKey, composite };
+    if (s.judgeBackend === 'openai') return { backend: 'openai', baseUrl: s.openaiBaseUrl, model: s.openaiModel, apiKey: s.openaiApiKey, composite, contextTokens: s.openaiContextTokens || undefined };
     return { backend: 'heuristic' };
   }
 

@@ -21,6 +21,8 @@ interface StoredSettings extends CaptureSettingFields {
   openaiBaseUrl: string;
   openaiModel: string;
   openaiApiKey: string;
+  /** The OpenAI-compatible judge model's context in tokens; 0: unknown (learnt from its first context-length error). */
+  openaiContextTokens: number;
   /** The composite reward mode of LLM judges and its thresholds (docs/design.md §Composite score). */
   judgeComposite: boolean;
   compositePos: number;
@@ -49,6 +51,7 @@ export class SettingsStore {
       openaiBaseUrl: 'http://127.0.0.1:11434/v1',
       openaiModel: '',
       openaiApiKey: '',
+      openaiContextTokens: 0,
       judgeComposite: false,
       compositePos: DEFAULT_COMPOSITE_THRESHOLDS.pos,
       compositeNeg: DEFAULT_COMPOSITE_THRESHOLDS.neg,
@@ -93,6 +96,7 @@ export class SettingsStore {
       delete out.compositeNeg;
     }
     if (out.modelFolders !== undefined && !(Array.isArray(out.modelFolders) && out.modelFolders.every((f) => typeof f === 'string'))) delete out.modelFolders;
+    if (out.openaiContextTokens !== undefined && !(Number.isInteger(out.openaiContextTokens) && (out.openaiContextTokens as number) >= 0)) delete out.openaiContextTokens;
     if (out.captureTrainEvery !== undefined && !(Number.isInteger(out.captureTrainEvery) && (out.captureTrainEvery as number) >= 1)) delete out.captureTrainEvery;
     return out as Partial<StoredSettings>;
   }
@@ -118,6 +122,7 @@ export class SettingsStore {
         openaiBaseUrl: s.openaiBaseUrl,
         openaiModel: s.openaiModel,
         openaiApiKeySet: s.openaiApiKey.length > 0,
+        openaiContextTokens: s.openaiContextTokens,
         composite: s.judgeComposite,
         compositePos: s.compositePos,
         compositeNeg: s.compositeNeg,
