@@ -102,7 +102,7 @@ export class CaptureService {
   private state: DbState | null = null;
   private preloadFn: ((modelDir: string, adapterDir: string | null) => Promise<void>) | null = null;
   readonly loop: CaptureLoop;
-  readonly hook: CaptureHook = { begin: (headers, body, request) => this.begin(headers, body, request) };
+  readonly hook: CaptureHook = { begin: (headers, body, request, options) => this.begin(headers, body, request, options?.defer ?? false) };
 
   constructor(private readonly options: CaptureServiceOptions) {
     this.loop = new CaptureLoop({
@@ -202,7 +202,7 @@ export class CaptureService {
     return st?.adapters.at(-1) ?? this.options.baseAdapter();
   }
 
-  private begin(headers: http.IncomingHttpHeaders, body: Record<string, unknown>, request: ChatRequest): CaptureTicket | null {
+  private begin(headers: http.IncomingHttpHeaders, body: Record<string, unknown>, request: ChatRequest, defer: boolean): CaptureTicket | null {
     if (!this.enabled()) return null;
     const turnType = (headerValue(headers, 'x-turn-type') ?? 'main').trim().toLowerCase();
     if (turnType !== 'main' && turnType !== 'side') throw new RequestError(`X-Turn-Type must be main or side (got '${turnType}')`, null, 400);
@@ -213,17 +213,25 @@ export class CaptureService {
     const user = typeof body.user === 'string' && body.user.trim() ? `user:${body.user.trim().slice(0, MAX_SESSION_ID)}` : null;
     const doneHeader = headerValue(headers, 'x-session-done');
     const done = doneHeader !== undefined && !['0', 'false', 'no'].includes(doneHeader.trim().toLowerCase());
-    const st = this.ensure();
-    const ws = this.workspace();
     const kind = turnType as 'main' | 'side';
     const messages = toCaptured(request);
-    const now = Date.now();
-    const { sessionId, seq } = st.sessions.resolve(explicit ?? user, messages, kind, now);
-    const record: RequestRecord = { v: 1, t: 'request', id: crypto.randomUUID(), session: sessionId, seq, kind, at: now, messages };
-    this.append(st, record);
-    if (kind === 'main') this.applyToDb(st, ws, [], sessionId);
+    let started: { st: DbState; ws: CaptureWorkspace; record: RequestRecord; sessionId: string } | null = null;
+    const start = () => {
+      if (started) return started;
+      const st = this.ensure();
+      const ws = this.workspace();
+      const now = Date.now();
+      const { sessionId, seq } = st.sessions.resolve(explicit ?? user, messages, kind, now);
+      const record: RequestRecord = { v: 1, t: 'request', id: crypto.randomUUID(), session: sessionId, seq, kind, at: now, messages };
+      this.append(st, record);
+      if (kind === 'main') this.applyToDb(st, ws, [], sessionId);
+      return (started = { st, ws, record, sessionId });
+    };
+    if (!defer) start();
     return {
+      start: () => void start(),
       commit: (reply: CapturedReplyIn) => {
+        const { st, ws, record, sessionId } = start();
         if (st.deleted.has(sessionId) || this.state !== st) return; // deleted (or database switched) meanwhile
         const { servedBy, model, modelDir, rollout, completionId, ...text } = reply;
         const replyRecord: ReplyRecord = { v: 1, t: 'reply', id: record.id, session: sessionId, at: Date.now(), reply: text, servedBy, model, modelDir, rollout, completionId };

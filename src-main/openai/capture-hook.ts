@@ -28,11 +28,17 @@ export type FeedbackHandler = (body: unknown) => { status: number; body: object 
 
 /** One captured request: commit its reply (durably) before the response finishes. */
 export interface CaptureTicket {
+  /** Records the request (once): when it is accepted. `commit` records it too if it was not yet. */
+  start(): void;
   commit(reply: CapturedReplyIn): void;
 }
 
 /** Live capture's side of the endpoint. */
 export interface CaptureHook {
-  /** Called for each valid request; null when capture is off. May throw a RequestError (a bad header). */
-  begin(headers: http.IncomingHttpHeaders, body: Record<string, unknown>, request: ChatRequest): CaptureTicket | null;
+  /**
+   * Called for each valid request; null when capture is off. May throw a RequestError (a bad
+   * header). The request is recorded at once, or with `defer` only at the ticket's `start()`
+   * (proxy mode: once the upstream accepted it, so a request it refuses leaves nothing).
+   */
+  begin(headers: http.IncomingHttpHeaders, body: Record<string, unknown>, request: ChatRequest, options?: { defer?: boolean }): CaptureTicket | null;
 }

@@ -207,10 +207,11 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
     const request = parseChatRequest(json);
     const upstream = options.upstream?.() ?? null;
     if (upstream) {
-      const ticket = options.capture?.begin(req.headers, json as Record<string, unknown>, request) ?? null;
+      // Recorded once the upstream accepts it: a request it refuses leaves nothing.
+      const ticket = options.capture?.begin(req.headers, json as Record<string, unknown>, request, { defer: true }) ?? null;
       return forwardChat(upstream, json as Record<string, unknown>, req, res, (reply) =>
         ticket?.commit({ ...reply, servedBy: 'upstream', modelDir: null, rollout: null }),
-      );
+      () => ticket?.start());
     }
     const modelDir = options.modelDir();
     const { model, id, release } = await slot.acquire(modelDir, adapterDir(), options.loadWaitMs ?? 60_000).catch((err: unknown) => {

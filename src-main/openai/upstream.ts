@@ -112,6 +112,8 @@ export async function forwardChat(
   req: http.IncomingMessage,
   res: http.ServerResponse,
   onReply: (reply: ReplyText) => void,
+  /** Called once the upstream accepted the request (a 2xx), before its answer is relayed. */
+  onAccepted: () => void = () => {},
 ): Promise<void> {
   const outgoing = { ...body, ...(target.model ? { model: target.model } : {}) };
   const stream = body.stream === true;
@@ -133,6 +135,7 @@ export async function forwardChat(
     throw describeFailure(target, abort.signal.reason ?? err);
   }
   try {
+    if (upstream.ok) onAccepted();
     if (!upstream.ok || !stream) {
       const text = await upstream.text();
       if (upstream.ok) {

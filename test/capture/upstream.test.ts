@@ -59,6 +59,16 @@ describe('forwarding to another Hindsight', () => {
     expect(bad.body.error.param).toBe('top_logprobs');
     expect(ws().captureExchanges()).toHaveLength(before);
   });
+
+  it('records nothing of a request the upstream refuses (its prompt too long for the upstream model)', async () => {
+    const long = [{ role: 'user', content: 'Once upon a time there was a cat. '.repeat(1200) }];
+    for (const stream of [false, true]) {
+      const refused = await chat(base, proxy.token, long, { headers: { 'X-Session-Id': `up-refused-${stream}` }, body: { stream } });
+      expect(refused.status).toBe(400);
+      expect(refused.body.error.code).toBe('context_length_exceeded');
+    }
+    expect(ws().captureCounts().sessionIds.filter((id) => id.startsWith('capture:up-refused'))).toEqual([]);
+  });
 });
 
 describe('an upstream that is down', () => {
