@@ -12,6 +12,7 @@ import type { CatalogModel } from '../../src-shared/models-api.js';
 import { canDequantize } from './gguf/dequantize.js';
 import { ggmlTypeName } from './gguf/ggml-types.js';
 import { GGUF_ARCHITECTURES, huggingFaceName } from './gguf/model.js';
+import { GGUF_PRE_TOKENIZERS } from './gguf/tokenizer-json.js';
 import { readGgufHeader, type GgufFile } from './gguf/reader.js';
 import { readModelConfig } from './hf-checkpoint.js';
 import { readSafetensorsHeader, type TensorEntry } from './safetensors.js';
@@ -104,6 +105,8 @@ function ggufLoadable(arch: string | null, meta: GgufFile['metadata'], tensors: 
   const tok = meta.get('tokenizer.ggml.model');
   if (typeof tok !== 'string') return no('has no tokenizer (tokenizer.ggml.model is missing)');
   if (!GGUF_TOKENIZERS.includes(tok)) return no(`tokenizer '${tok}' is not supported (supported: ${GGUF_TOKENIZERS.join(', ')})`);
+  const pre = meta.get('tokenizer.ggml.pre') ?? 'default';
+  if (tok === 'gpt2' && !GGUF_PRE_TOKENIZERS.includes(String(pre))) return no(`the pre-tokenizer '${String(pre)}' (tokenizer.ggml.pre) is not supported`);
   return { loadable: true, reason: null };
 }
 

@@ -33,6 +33,8 @@ const PRE_TOKENIZERS: Record<string, { pre: unknown; normalizer?: unknown; ignor
 };
 PRE_TOKENIZERS['llama3'] = PRE_TOKENIZERS['llama-v3'] = PRE_TOKENIZERS['llama-bpe']!;
 for (const name of ['deepseek-r1-qwen', 'qwen35']) PRE_TOKENIZERS[name] = PRE_TOKENIZERS['qwen2']!;
+/** The `tokenizer.ggml.pre` names a `gpt2` tokenizer may give (its absence is `default`). */
+export const GGUF_PRE_TOKENIZERS: readonly string[] = Object.keys(PRE_TOKENIZERS);
 
 export interface GgufTokenizer {
   /** tokenizer.json's content. */
