@@ -82,6 +82,19 @@ describe('the app’s Judge action', () => {
     expect(events.seen.at(-1)).toEqual({ done: 6, total: 6 });
   });
 
+  it('the judge context in Settings: prompts are fitted to it, and what could not fit is skipped and counted', async () => {
+    const judgeServer = await scriptedServer(() => ({ content: '\\boxed{1}' }));
+    cleanup.push(judgeServer);
+    const { call } = await appWithSamples(1);
+    const settings = await call('updateSettings', { judgeBackend: 'openai', openaiBaseUrl: judgeServer.baseUrl, openaiModel: 'judge-x', openaiContextTokens: 256 });
+    expect(settings.value.judge.openaiContextTokens).toBe(256);
+    // 256 tokens cannot hold the reward judge's instructions: nothing is sent, both samples are counted.
+    const result = await call('judgeRun', { backend: 'openai', hints: false, votes: 1 });
+    expect(result).toMatchObject({ ok: true, value: { judged: 0, skippedTooLong: 2, judgeContext: 256 } });
+    expect(judgeServer.requests).toHaveLength(0);
+    expect(await call('updateSettings', { openaiContextTokens: -1 })).toMatchObject({ ok: false });
+  });
+
   it('cancel stops a judge run; an endpoint that is down is a user error naming it', async () => {
     const slow = await scriptedServer(() => ({ content: '\\boxed{1}', delayMs: 200 }));
     cleanup.push(slow);
