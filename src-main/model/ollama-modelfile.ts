@@ -60,7 +60,8 @@ export function mapChatTemplate(jinja: string): { kind: 'chatml' | 'llama3'; tem
   const hit = complex.find(([re]) => re.test(jinja))?.[1];
   if (jinja.includes('<|im_start|>')) {
     if (hit) return { kind: null, reason: `its ChatML template also handles ${hit}, which has no simple Ollama form` };
-    const sys = /<\|im_start\|>system\\n([^'"{}]*?)<\|im_end\|>/.exec(jinja);
+    // the newline in the Jinja string literal is written `\n` in a tokenizer_config.json and as itself in some GGUFs
+    const sys = /<\|im_start\|>system(?:\\n|\n)([^'"{}]*?)<\|im_end\|>/.exec(jinja);
     return { kind: 'chatml', template: CHATML, end: '<|im_end|>', ...(sys && sys[1] ? { system: unescape(sys[1]) } : {}) };
   }
   if (jinja.includes('<|start_header_id|>')) {

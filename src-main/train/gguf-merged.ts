@@ -31,7 +31,7 @@ const FILE_TYPE: Record<MergedType, number> = { f16: 1, q8_0: 7 };
 /** Writes the merged model as one GGUF file (atomic, 0600); the base must be a GGUF. */
 export function writeMergedGguf(file: string, ckpt: Checkpoint, adapter: LoadedAdapter, type: MergedType): { tensors: number; bytes: number } {
   const g = ckpt.gguf;
-  if (!g) throw new UserError(`--merged needs a GGUF base: ${ckpt.dir} is a Hugging Face folder (merge it into a folder with the app's merged export, or convert it with llama.cpp's convert_hf_to_gguf.py first)`);
+  if (!g) throw new UserError(`a merged GGUF (--merged) needs a GGUF base: ${ckpt.dir} is a Hugging Face folder (merge it into a folder with the app's merged export, or convert it with llama.cpp's convert_hf_to_gguf.py first)`);
   const { lora } = adapter;
   const scaling = lora.alpha / lora.r;
   const bySpec = new Map(adapter.specs.map((s) => [`${s.module.slice(PEFT_PREFIX.length)}.weight`, s]));

@@ -7,6 +7,7 @@
 //   and tiny Qwen2 (tied, biases), F32 bases written by the benches' writer;
 // - SmolLM2-135M-Instruct, the Q4_1 GGUF .ci/run fetches into .cache/smollm2/.
 // Skips, with one printed reason, where node-llama-cpp cannot be installed or loaded.
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,6 +19,7 @@ import { ModelEngine } from '../../src-main/model/inference-engine.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { loraAKey, loraBKey, loraSpecs } from '../../src-main/train/lora.js';
 import { exportModel } from '../../src-main/train/model-export.js';
+import type { ModelExportResult } from '../../src-shared/model-export-api.js';
 import { readAdapter, writeAdapter } from '../../src-main/train/peft.js';
 import type { LinearTarget } from '../../src-main/model/decoder.js';
 import { writeTinyModel, type TinyFamily } from '../../tools/tiny-models.js';
@@ -29,8 +31,10 @@ const SMOLLM2 = path.join(root, '.cache/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf'
 const F32_TOLERANCE = 1e-4;
 /** nats: the merged tensors rounded to F16 (llama.cpp also rounds activations to F16 for them). */
 const F16_TOLERANCE = 2e-2;
-/** nats: Q4_1 weights; llama.cpp's CPU kernels quantise the activations to Q8_1 for them. */
-const Q4_1_TOLERANCE = 0.15;
+/** nats: Q4_1 weights; llama.cpp's CPU kernels quantise the activations to Q8_1 for them (the base alone differs by up to 0.28). */
+const Q4_1_TOLERANCE = 0.4;
+/** SmolLM2's greedy tokens that must agree before Q4_1's kernel rounding may part them at a near-tie. */
+const GREEDY_PREFIX = 4;
 /** nats: the whole model re-quantised to Q8_0 from Q4_1 (and activations to Q8_0). */
 const Q8_0_TOLERANCE = 0.3;
 const ALL: LinearTarget[] = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'];
@@ -67,6 +71,17 @@ async function hindsight(model: string, adapterDir: string | null, rows: { ids: 
   } finally {
     await engine.close();
   }
+}
+
+function runNode(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { cwd: root });
+    let stdout = '', stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
 }
 
 function report(label: string, ours: number[][], theirs: number[][]): { max: number; mean: number } {
@@ -114,7 +129,12 @@ describe.skipIf(!module)('export-model: llama.cpp loads the GGUF adapter and the
     const lap = (what: string) => console.log(`SmolLM2 ${what}: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     const adapterDir = path.join(tmp, 'smol-run');
     randomAdapter(adapterDir, SMOLLM2, 8, 16, 0.04, 5);
-    const out = exportModel({ run: adapterDir, model: SMOLLM2, out: path.join(tmp, 'smol-out'), merged: 'q8_0' });
+    // Through the command itself, in a child process: the merged Q8_0 takes a while, and a worker
+    // blocked that long misses vitest's calls.
+    const cli = await runNode([path.join(root, 'bin/hindsight.mjs'), 'export-model', '--run', adapterDir, '--model', SMOLLM2, '--out', path.join(tmp, 'smol-out'), '--merged', 'q8_0', '--json']);
+    expect(cli.status, cli.stderr).toBe(0);
+    const out = JSON.parse(cli.stdout) as ModelExportResult;
+    expect(fs.readFileSync(out.modelfile, 'utf8')).toContain('SYSTEM """You are a helpful AI assistant named SmolLM, trained by Hugging Face"""');
     lap('export-model (adapter + merged q8_0)');
     const tok = ChatTokenizer.load(SMOLLM2);
     const rows = ['What is the capital of France?', 'List three prime numbers.'].map((q) => {
@@ -133,11 +153,16 @@ describe.skipIf(!module)('export-model: llama.cpp loads the GGUF adapter and the
     console.log(`SmolLM2: the adapter moves Hindsight's log-probs by up to ${adapterEffect.toFixed(3)} nats; greedy Hindsight ${JSON.stringify(ours.greedy)}, llama.cpp+LoRA ${JSON.stringify(withLora.greedy)}, merged ${JSON.stringify(merged.greedy)}`);
     const baseDiff = report('SmolLM2 Q4_1 base alone', plain.logprobs, baseOnly.logprobs);
     const loraDiff = report('SmolLM2 Q4_1 + GGUF LoRA', ours.logprobs, withLora.logprobs);
-    expect(adapterEffect).toBeGreaterThan(loraDiff.max);
+    // What the adapter changes, on each side: the base's kernel rounding cancels.
+    const shift = (a: number[][], b: number[][]) => a.map((row, i) => row.map((v, j) => v - b[i]![j]!));
+    const effectDiff = report("SmolLM2 the adapter's shift (with - without)", shift(ours.logprobs, plain.logprobs), shift(withLora.logprobs, baseOnly.logprobs));
     expect(loraDiff.max).toBeLessThan(Q4_1_TOLERANCE);
     // the adapter adds no error of its own beyond the base's kernel rounding
     expect(loraDiff.mean).toBeLessThan(1.5 * baseDiff.mean + 1e-3);
+    expect(effectDiff.max).toBeLessThan(adapterEffect / 2);
     expect(report('SmolLM2 merged Q8_0', ours.logprobs, merged.logprobs).max).toBeLessThan(Q8_0_TOLERANCE);
-    expect(withLora.greedy).toEqual(ours.greedy);
+    // Q4_1's kernels quantise activations to Q8_1: greedy decoding parts at a near-tie after a few tokens.
+    expect(withLora.greedy.slice(0, GREEDY_PREFIX)).toEqual(ours.greedy.slice(0, GREEDY_PREFIX));
+    expect(merged.greedy.slice(0, GREEDY_PREFIX)).toEqual(ours.greedy.slice(0, GREEDY_PREFIX));
   }, 600_000);
 });

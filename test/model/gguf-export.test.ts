@@ -131,7 +131,7 @@ describe('export-model', () => {
     const gemma = path.join(tmp, 'gemma.gguf');
     writeRawGguf(gemma, { 'general.architecture': str('gemma') });
     expect(userError(() => exportModel({ run, model: gemma, out: path.join(tmp, 'x') }))).toMatch(/architecture 'gemma' is not supported/);
-    expect(userError(() => exportModel({ run, model: path.join(tmp, 'refuse'), out: path.join(tmp, 'x'), merged: 'f16' }))).toMatch(/--merged needs a GGUF base/);
+    expect(userError(() => exportModel({ run, model: path.join(tmp, 'refuse'), out: path.join(tmp, 'x'), merged: 'f16' }))).toMatch(/merged GGUF \(--merged\) needs a GGUF base/);
   });
 
   it('maps ChatML and Llama 3 templates, and leaves the rest to Ollama with a note', () => {
@@ -139,6 +139,8 @@ describe('export-model', () => {
     const m = mapChatTemplate(smol);
     expect(m.kind).toBe('chatml');
     expect(m.kind === 'chatml' && m.system).toBe('You are a helpful AI assistant named SmolLM, trained by Hugging Face');
+    const raw = mapChatTemplate(smol.replace(/\\n/g, '\n')); // as SmolLM2's GGUF stores it: real newlines
+    expect(raw.kind === 'chatml' && raw.system).toBe('You are a helpful AI assistant named SmolLM, trained by Hugging Face');
     expect(mapChatTemplate("{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}").kind).toBe('llama3');
     expect(mapChatTemplate("{{ 'Cutting Knowledge Date' }}<|start_header_id|>").kind).toBeNull();
     expect(mapChatTemplate('[INST] {{ message }} [/INST]').kind).toBeNull();
