@@ -141,6 +141,9 @@ export const command: Command = async (argv) => {
   const { rows, logprobs, executionProvider: ep, drift } = adapter
     ? await scoreAdapter({ model, input, adapter }, placement, batchSize)
     : await scoreBase({ model, input }, placement, batchSize, quantize);
+  // A log-prob that is not finite (an adapter or model whose values overflow) is no score: refused, nothing written.
+  const bad = logprobs.findIndex((lp) => lp.some((x) => !Number.isFinite(x)));
+  if (bad >= 0) throw new UserError(`row ${bad + 1} scores non-finite log-probs${adapter ? ` with adapter ${adapter}` : ''}: the model's values overflow; nothing written to ${out}`);
   const writer = new AtomicFileWriter(out, PRIVATE_FILE_MODE); // owner-only, like the exports it scores
   try {
     for (const lp of logprobs) writer.write(JSON.stringify({ logprobs: lp }) + '\n');
