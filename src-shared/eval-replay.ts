@@ -9,7 +9,7 @@
  * counted per context: a win when the adapter's score is higher, a loss when lower, a tie when
  * equal; the interval is over the net win rate, (wins − losses) / contexts.
  */
-import { estimateMean, type Estimate } from './eval-stats.js';
+import { estimateMean, tooFewToTell, type Estimate } from './eval-stats.js';
 import type { Reward } from './types.js';
 
 /** One held-out context as it was replayed: what the drill-down shows beside the replies. */
@@ -104,6 +104,8 @@ export function describeReplay(c: { a: string; b: string; replay?: unknown }): s
   const r = c.replay;
   if (!isWinTieLoss(r)) return null;
   if (r.n === 0 || r.mean === null) return `${c.a} vs ${c.b} on replay: no context replayed under both`;
+  const few = tooFewToTell(r.n);
+  if (few) return `${c.a} vs ${c.b} on replay: ${r.win} wins, ${r.tie} ties, ${r.loss} losses of ${r.n} contexts; ${few}`;
   const ci = r.ci ? `95% CI [${r.ci[0].toFixed(2)}, ${r.ci[1].toFixed(2)}]` : 'no interval';
   const verdict = r.ci && r.ci[0] > 0 ? 'beats' : r.ci && r.ci[1] < 0 ? 'loses to' : 'cannot be told apart from';
   const net = `${r.mean < 0 ? '−' : '+'}${Math.abs(r.mean).toFixed(2)}`;

@@ -9,7 +9,7 @@
  * order for every model, and everything below is arithmetic on those.
  */
 import type { ReplayContext, ReplayMetrics, WinTieLoss } from './eval-replay.js';
-import { estimateMargin, estimateMean, estimatePairedDelta, estimatePairedMarginDelta, type DeltaEstimate, type Estimate } from './eval-stats.js';
+import { estimateMargin, estimateMean, estimatePairedDelta, estimatePairedMarginDelta, tooFewToTell, type DeltaEstimate, type Estimate } from './eval-stats.js';
 
 export type { DeltaEstimate, Estimate };
 
@@ -156,6 +156,8 @@ function interval(ci: [number, number] | null): string {
 export function describeMarginDelta(c: Pick<Comparison, 'a' | 'b' | 'margin_delta'>): string {
   const d = c.margin_delta;
   if (!d || d.mean === null) return `${c.a} vs ${c.b}: no margin (it needs held-out replies labelled +1 and −1)`;
+  const few = tooFewToTell(d.n);
+  if (few) return `${c.a} vs ${c.b}: ${few}; hold out more labelled sessions on the Sessions page`;
   const where = d.ci && d.ci[0] > 0 ? 'prefers the replies you liked more than' : d.ci && d.ci[1] < 0 ? 'prefers the replies you liked less than' : 'cannot be told apart from';
   return `${c.a} ${where} ${c.b}: margin ${signed(d.mean)} nats/token, ${interval(d.ci)}, ${d.n} samples`;
 }

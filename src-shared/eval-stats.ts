@@ -13,6 +13,19 @@
  * empty group has mean and interval null.
  */
 
+/**
+ * The fewest held-out samples an interval is shown for: below it the Evaluate page says "too few
+ * held-out samples to tell (n = 2)", and the split rule (src-main/pipeline/split-rule.ts) holds
+ * out at least this many when the data allows. With 20 paired samples a bootstrap interval of a
+ * mean difference is wide but no longer a point ([0.07, 0.07] from n = 2).
+ */
+export const MIN_HELD_OUT_SAMPLES = 20;
+
+/** The words for an estimate on fewer than MIN_HELD_OUT_SAMPLES samples, or null when it has enough. */
+export function tooFewToTell(n: number): string | null {
+  return n < MIN_HELD_OUT_SAMPLES ? `too few held-out samples to tell (n = ${n})` : null;
+}
+
 /** A mean over samples with its interval: what every metric of a report carries. */
 export interface Estimate {
   n: number;

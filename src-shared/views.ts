@@ -55,8 +55,8 @@ export interface SessionSummary {
   split: SessionSplit;
 }
 
-/** Why a session is where it is in the held-out split: the hash rule, the at-least-one pick, or the user's choice. */
-export type SplitReason = 'rule' | 'at-least-one' | 'user';
+/** Why a session is where it is in the held-out split (src-main/pipeline/split-rule.ts): the hash rule, added to reach the minimum, passed over as too large to hold out whole, or the user's choice. */
+export type SplitReason = 'rule' | 'minimum' | 'too-large' | 'user';
 
 export interface SessionSplit {
   heldOut: boolean;
@@ -65,13 +65,13 @@ export interface SessionSplit {
 
 /** The held-out split of a database (`hindsight split`, the Sessions page). */
 export interface SplitView {
-  /** Sessions whose split value is below this are held out by the rule. */
+  /** The rule holds out about this percentage of the samples (sessions whose split value is below it, topped up to the minimum). */
   percent: number;
   /** Sessions with samples, and their samples. */
   sessions: number;
   samples: number;
   heldOut: { sessions: number; samples: number };
-  /** The held-out sessions with samples, and every session the user placed, in id order. */
+  /** The held-out sessions with samples, those too large to hold out whole, and every session the user placed, in id order. */
   listed: { id: string; title: string; samples: number; heldOut: boolean; why: SplitReason }[];
 }
 

@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import { UserError } from '../../src-shared/types.js';
 import type { SplitView } from '../../src-shared/views.js';
+import { MIN_HELD_OUT_SAMPLES } from '../../src-shared/eval-stats.js';
 import { withWorkspace } from '../workspace/workspace.js';
 import { DB_OPTION, defaultDbPath, jsonOption, numberFlag, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
@@ -19,17 +20,17 @@ export const spec = {
     'hold-out': { type: 'string', multiple: true, value: 'ID', help: 'hold this session out of training', otherwise: 'unchanged' },
     train: { type: 'string', multiple: true, value: 'ID', help: 'train on this session (it is no longer held out)', otherwise: 'unchanged' },
     reset: { type: 'boolean', default: false, help: 'forget every choice made with --hold-out and --train: the rule decides again' },
-    percent: { type: 'string', value: 'P', help: 'hold out sessions whose hash, mod 100, is below P', otherwise: 'unchanged (10 at first)' },
+    percent: { type: 'string', value: 'P', help: 'hold out about P% of the samples in whole sessions (those whose hash, mod 100, is below P, topped up to 20 samples)', otherwise: 'unchanged (10 at first)' },
     ...DB_OPTION,
     ...jsonOption('print the split as one JSON object'),
   },
 } as const;
 
-const WHY: Record<SplitView['listed'][number]['why'], string> = { rule: 'by the rule', 'at-least-one': 'at least one is held out', user: 'your choice' };
+const WHY: Record<SplitView['listed'][number]['why'], string> = { rule: 'by the rule', minimum: 'added to reach the minimum held-out samples', 'too-large': 'too large to hold out whole; trained on', user: 'your choice' };
 
 export function splitText(view: SplitView): string {
   const lines = [
-    `held out: ${view.heldOut.sessions} of ${view.sessions} sessions with samples, ${view.heldOut.samples} of ${view.samples} samples (rule: below ${view.percent}%)`,
+    `held out: ${view.heldOut.sessions} of ${view.sessions} sessions with samples, ${view.heldOut.samples} of ${view.samples} samples (rule: about ${view.percent}% of the samples, at least ${MIN_HELD_OUT_SAMPLES} when there are enough)`,
   ];
   for (const s of view.listed) lines.push(`  ${s.heldOut ? 'held out' : 'trained '}  ${s.id}  ${s.samples} samples  (${WHY[s.why]})  ${s.title}`);
   return lines.join('\n') + '\n';

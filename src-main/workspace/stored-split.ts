@@ -18,7 +18,7 @@ export interface ComputedSplit {
 export function computeSplit(store: Store): ComputedSplit {
   const percent = readHeldOutPercent(store) ?? DEFAULT_HELD_OUT_PERCENT;
   const sessions = readSplitSessions(store);
-  const bySession = decideSplit(sessions.map((s) => ({ id: s.id, hasSamples: s.samples > 0 })), percent, readSplitOverrides(store));
+  const bySession = decideSplit(sessions.map((s) => ({ id: s.id, samples: s.samples })), percent, readSplitOverrides(store));
   const heldOut = new Set([...bySession].filter(([, d]) => d.heldOut).map(([id]) => id));
   return { percent, bySession, sessions, heldOut };
 }
@@ -27,7 +27,7 @@ export function splitView(split: ComputedSplit): SplitView {
   const withSamples = split.sessions.filter((s) => s.samples > 0);
   const held = withSamples.filter((s) => split.heldOut.has(s.id));
   const listed = split.sessions
-    .filter((s) => (split.heldOut.has(s.id) && s.samples > 0) || split.bySession.get(s.id)!.why === 'user')
+    .filter((s) => (split.heldOut.has(s.id) && s.samples > 0) || split.bySession.get(s.id)!.why === 'user' || split.bySession.get(s.id)!.why === 'too-large')
     .map((s) => ({ ...s, ...split.bySession.get(s.id)! }));
   return {
     percent: split.percent,

@@ -68,12 +68,15 @@ export function judgeSummaryText(r: JudgeSummary & Partial<JudgeRunSkips>): stri
 
 const SPLIT_REASONS: Record<SessionSplit['why'], string> = {
   user: 'you chose it',
-  'at-least-one': 'there is always at least one once two sessions have samples',
-  rule: 'picked by a hash of its id, about 1 session in 10',
+  minimum: 'added so the held-out split has enough samples to measure',
+  'too-large': 'too large to hold out whole',
+  rule: 'picked by a hash of its id, about a tenth of the samples',
 };
 
 /** What the "held out" badge and its toggle mean (docs/design.md §Evaluation). */
 export function splitTitle(split: SessionSplit): string {
   if (split.heldOut) return `Held out: kept for evaluation and never trained on (${SPLIT_REASONS[split.why]}).`;
-  return split.why === 'user' ? 'Trained on: you took it out of the held-out sessions.' : 'Trained on. Hold it out to keep it for evaluation instead.';
+  if (split.why === 'user') return 'Trained on: you took it out of the held-out sessions.';
+  if (split.why === 'too-large') return 'Trained on: the rule would hold it out, but it has more than twice the held-out target of samples, so it would be most of the evaluation. Hold it out yourself to keep it for evaluation instead.';
+  return 'Trained on. Hold it out to keep it for evaluation instead.';
 }

@@ -180,7 +180,8 @@ describe('hindsight eval and generate --adapter', () => {
     expect(JSON.parse(fs.readFileSync(path.join(dir, 'report.json'), 'utf8'))).toEqual(report);
     expect(r.stderr).toMatch(/base: 8\/8 samples/);
     const text = await runCli('eval', '--model', MODEL, '--db', dbPath, '--adapter', out());
-    expect(text.stdout).toMatch(/prefers the replies you liked more than base: margin \+\d/);
+    // 8 held-out samples: under the minimum, the comparison says so instead of a verdict.
+    expect(text.stdout).toMatch(/vs base: too few held-out samples to tell \(n = 8\)/);
   }, 60_000);
 
   it('generates with an adapter merged in', async () => {

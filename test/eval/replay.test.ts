@@ -34,8 +34,11 @@ describe('win/tie/loss', () => {
   it("scores a context by its replies' mean reward, and says the comparison in words", () => {
     const reply = (reward: 1 | 0 | -1) => ({ seed: 0, text: '', reward, votes: [] });
     expect(contextScores({ replies: { x: [reply(1), reply(-1), reply(1), reply(1)], y: [] } })).toEqual(new Map([['x', 0.5]]));
-    const sure: WinTieLoss = { win: 9, tie: 4, loss: 3, n: 16, mean: 0.375, ci: [0.06, 0.69] };
-    expect(describeReplay({ a: 'runs/a', b: 'base', replay: sure })).toBe('runs/a beats base on replay: 9 wins, 4 ties, 3 losses of 16 contexts (net +0.38, 95% CI [0.06, 0.69])');
+    const sure: WinTieLoss = { win: 12, tie: 5, loss: 3, n: 20, mean: 0.45, ci: [0.06, 0.69] };
+    expect(describeReplay({ a: 'runs/a', b: 'base', replay: sure })).toBe('runs/a beats base on replay: 12 wins, 5 ties, 3 losses of 20 contexts (net +0.45, 95% CI [0.06, 0.69])');
+    // Below the minimum (MIN_HELD_OUT_SAMPLES) the counts, and no verdict or interval (issue 34).
+    expect(describeReplay({ a: 'runs/a', b: 'base', replay: { win: 9, tie: 4, loss: 3, n: 16, mean: 0.375, ci: [0.06, 0.69] } }))
+      .toBe('runs/a vs base on replay: 9 wins, 4 ties, 3 losses of 16 contexts; too few held-out samples to tell (n = 16)');
     expect(describeReplay({ a: 'runs/a', b: 'base', replay: { ...sure, ci: [-0.1, 0.5] } })).toMatch(/cannot be told apart from base/);
   });
 });

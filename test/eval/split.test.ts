@@ -1,15 +1,16 @@
-// The held-out split (docs/design.md §Evaluation): the rule (deterministic, about 10%, at
-// least one), the user's choices winning and stored in the database, and held-out samples
+// The held-out split (docs/design.md §Evaluation): the rule (deterministic, about 10% of the
+// samples, topped up to a minimum, never one giant session), the user's choices winning and stored in the database, and held-out samples
 // kept out of every training set.
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { validateCall } from '../../src-shared/contract.js';
-import { decideSplit, splitValue } from '../../src-main/pipeline/split-rule.js';
+import { decideSplit, heldOutTarget, splitValue } from '../../src-main/pipeline/split-rule.js';
+import { MIN_HELD_OUT_SAMPLES } from '../../src-shared/eval-stats.js';
 import { Workspace } from '../../src-main/workspace/workspace.js';
 import { runCli } from '../helpers/cli.js';
 import { conv, fakeExport, tempWorkspace } from '../store/helpers.js';
 
-const sessions = (ids: string[]) => ids.map((id) => ({ id, hasSamples: true }));
+const sessions = (ids: string[], samples = 1) => ids.map((id) => ({ id, samples }));
 const heldOut = (m: Map<string, { heldOut: boolean }>) => [...m].filter(([, d]) => d.heldOut).map(([id]) => id).sort();
 
 describe('the split rule', () => {
@@ -26,19 +27,51 @@ describe('the split rule', () => {
     expect(heldOut(decideSplit(sessions([...ids].reverse()), 10, new Map()))).toEqual(a);
     expect(a.length / ids.length).toBeGreaterThan(0.08);
     expect(a.length / ids.length).toBeLessThan(0.12);
-    expect(a.every((id) => splitValue(id) < 10)).toBe(true);
+    // Below 10 by the rule; a few more with the next values when those fall short of a tenth.
+    const d = decideSplit(sessions(ids), 10, new Map());
+    expect(a.every((id) => splitValue(id) < 10 || d.get(id)!.why === 'minimum')).toBe(true);
+    expect(a.filter((id) => splitValue(id) >= 10).every((id) => splitValue(id) < 12)).toBe(true);
     expect(heldOut(decideSplit(sessions(ids), 25, new Map())).length / ids.length).toBeGreaterThan(0.22);
   });
 
-  it('holds out at least one session once two have samples: the smallest value', () => {
+  it('holds out at least one session once two have samples: the smallest value (a quarter of 4 samples)', () => {
     // None of these falls below 10 (values 95, 38, 33, 25).
     const ids = ['openai:p1', 'openai:p2', 'openai:n1', 'openai:n2'];
     const d = decideSplit(sessions(ids), 10, new Map());
     expect(heldOut(d)).toEqual(['openai:n2']);
-    expect(d.get('openai:n2')).toEqual({ heldOut: true, why: 'at-least-one' });
+    expect(d.get('openai:n2')).toEqual({ heldOut: true, why: 'minimum' });
     // One session with samples: nothing is held out; sessions without samples do not count.
     expect(heldOut(decideSplit(sessions(['openai:p1']), 10, new Map()))).toEqual([]);
-    expect(heldOut(decideSplit([{ id: 'openai:p1', hasSamples: true }, { id: 'openai:n2', hasSamples: false }], 10, new Map()))).toEqual([]);
+    expect(heldOut(decideSplit([{ id: 'openai:p1', samples: 1 }, { id: 'openai:n2', samples: 0 }], 10, new Map()))).toEqual([]);
+  });
+
+  it('holds out about a tenth of the samples, topped up to the minimum of 20 (issue 34: 48 sessions held out 2 samples)', () => {
+    const ids = Array.from({ length: 48 }, (_, i) => `chatgpt:s${i}`);
+    const d = decideSplit(sessions(ids, 2), 10, new Map());
+    const held = heldOut(d);
+    expect(held.length * 2).toBeGreaterThanOrEqual(MIN_HELD_OUT_SAMPLES);
+    expect(held.length * 2).toBeLessThanOrEqual(2 * MIN_HELD_OUT_SAMPLES);
+    expect(held.some((id) => d.get(id)!.why === 'minimum')).toBe(true);
+    // Many samples: about a tenth of them, not a tenth of the sessions.
+    const many = Array.from({ length: 400 }, (_, i) => ({ id: `chatgpt:m${i}`, samples: 1 + (i % 9) }));
+    const total = many.reduce((a, s) => a + s.samples, 0);
+    const m = decideSplit(many, 10, new Map());
+    const heldSamples = many.filter((s) => m.get(s.id)!.heldOut).reduce((a, s) => a + s.samples, 0);
+    expect(heldSamples / total).toBeGreaterThan(0.08);
+    expect(heldSamples / total).toBeLessThan(0.2);
+    expect(heldOutTarget(total, 10)).toBe(Math.ceil(total / 10));
+    expect(heldOutTarget(30, 10)).toBe(7); // too few for the minimum: a quarter, and the page says "too few to tell"
+  });
+
+  it('never holds out one giant session whole: it is trained on and says why', () => {
+    const ids = Array.from({ length: 48 }, (_, i) => `chatgpt:s${i}`);
+    // The session with the smallest split value holds 499 samples (a 1,000-turn chat).
+    const giant = [...ids].sort((a, b) => splitValue(a) - splitValue(b))[0]!;
+    const d = decideSplit(ids.map((id) => ({ id, samples: id === giant ? 499 : 2 })), 10, new Map());
+    expect(d.get(giant)).toEqual({ heldOut: false, why: 'too-large' });
+    expect(heldOut(d).length).toBeGreaterThanOrEqual(10);
+    // The user can still hold it out.
+    expect(decideSplit(ids.map((id) => ({ id, samples: id === giant ? 499 : 2 })), 10, new Map([[giant, true]])).get(giant)).toEqual({ heldOut: true, why: 'user' });
   });
 
   it("lets the user's choices win, and picks another session when the user trains on the pick", () => {
@@ -61,12 +94,12 @@ describe('the split in a database', () => {
     await ws.importExport(fakeExport('s.jsonl', ['p1', 'p2', 'n1', 'n2'].map((id) => talk(id, `A cat story ${id}.`))));
     for (const id of ['p1', 'p2', 'n1', 'n2']) ws.setLabel(`openai:${id}`, 1, { reward: 1 });
     expect(ws.split()).toMatchObject({ percent: 10, sessions: 4, samples: 4, heldOut: { sessions: 1, samples: 1 } });
-    expect(ws.split().listed).toEqual([{ id: 'openai:n2', title: 'n2', samples: 1, heldOut: true, why: 'at-least-one' }]);
+    expect(ws.split().listed).toEqual([{ id: 'openai:n2', title: 'n2', samples: 1, heldOut: true, why: 'minimum' }]);
     const trained = () => ws.trainingSamples({ method: 'rl' }).map((s) => s.sessionId).sort();
     expect(trained()).toEqual(['openai:n1', 'openai:p1', 'openai:p2']);
     expect(ws.evaluationSamples('heldout').map((s) => s.sessionId)).toEqual(['openai:n2']);
     expect(ws.evaluationSamples('all')).toHaveLength(4);
-    expect(ws.listSessions().sessions.find((s) => s.id === 'openai:n2')!.split).toEqual({ heldOut: true, why: 'at-least-one' });
+    expect(ws.listSessions().sessions.find((s) => s.id === 'openai:n2')!.split).toEqual({ heldOut: true, why: 'minimum' });
     expect(ws.getSession('openai:p1').split).toEqual({ heldOut: false, why: 'rule' });
 
     ws.setHeldOut(['openai:n2'], false);

@@ -104,7 +104,10 @@ describe('report parts from per-sample scores', () => {
   it('says the comparison in words', () => {
     expect(describeMarginDelta({ a: 'run', b: 'base', margin_delta: { n: 38, mean: 0.41, ci: [0.22, 0.6] } }))
       .toBe('run prefers the replies you liked more than base: margin +0.41 nats/token, 95% CI [0.22, 0.60], 38 samples');
-    expect(describeMarginDelta({ a: 'run', b: 'base', margin_delta: { n: 9, mean: -0.05, ci: [-0.3, 0.2] } })).toMatch(/^run cannot be told apart from base: margin −0.05/);
+    expect(describeMarginDelta({ a: 'run', b: 'base', margin_delta: { n: 29, mean: -0.05, ci: [-0.3, 0.2] } })).toMatch(/^run cannot be told apart from base: margin −0.05/);
+    // Below the minimum no verdict and no interval: issue 34's "prefers … 95% CI [0.07, 0.07]" from 2 samples.
+    expect(describeMarginDelta({ a: 'run', b: 'base', margin_delta: { n: 2, mean: 0.07, ci: [0.07, 0.07] } }))
+      .toBe('run vs base: too few held-out samples to tell (n = 2); hold out more labelled sessions on the Sessions page');
     expect(describeMarginDelta({ a: 'run', b: 'base', margin_delta: { n: 1, mean: null, ci: null } })).toMatch(/no margin/);
   });
 });
