@@ -7,9 +7,12 @@
  *   gae     over the trained tokens t_1 < … < t_n: δ_i = r_{t_i} + γ·V_{t_{i+1}} − V_{t_i}
  *           (V after the last = 0), A_i = δ_i + γλ·A_{i+1} (A_{n+1} = 0), R_i = A_i + V_i
  *
- * V is the value head's output at the start of the step. Group statistics are population
- * statistics (divide by the group's size). Normalisation and the explained variance run over
- * the batch's trained tokens.
+ * V is the value head's output at the start of the step. GRPO's group std is the sample
+ * standard deviation (Bessel's correction, divide by n − 1), as TRL's GRPOTrainer and
+ * OpenClaw-RL (slime's torch `std`) compute it; a group whose rewards are all equal carries no
+ * signal (every A is 0) and an `rl` step drops its rows (`informativeRows`, ./run-loop.ts).
+ * Normalisation and the explained variance run over the batch's trained tokens, with
+ * population statistics.
  */
 import { UserError } from '../../src-shared/types.js';
 import type { TrainRow } from './batches.js';
@@ -76,8 +79,27 @@ export function grpoAdvantages(rows: readonly TrainRow[], pool: readonly TrainRo
   return rows.map((row) => {
     const rewards = row.group === undefined ? undefined : groups.get(row.group);
     if (!rewards) throw new UserError(`--advantage grpo needs a "group" on every row (the rows of one context); ${row.origin} has none`);
-    const { mean, std } = meanStd(rewards);
+    const { mean, std } = meanStd(rewards, true);
     return divideByStd ? (row.reward - mean) / (std + GRPO_STD_EPS) : row.reward - mean;
+  });
+}
+
+/**
+ * The rows whose GRPO group (over `pool`) has rewards that differ: a group whose rewards are
+ * all equal (a group of one included) gives every row A = 0, so it carries no signal and is
+ * dropped from the step, as DAPO's dynamic sampling and OpenClaw-RL's nonzero-std filter do.
+ * Rows without a group are kept (the batch refuses them with its own message).
+ */
+export function informativeRows<R extends TrainRow>(rows: readonly R[], pool: readonly TrainRow[]): R[] {
+  const spread = new Map<string, { min: number; max: number }>();
+  for (const row of pool) {
+    if (row.group === undefined) continue;
+    const s = spread.get(row.group) ?? { min: Infinity, max: -Infinity };
+    spread.set(row.group, { min: Math.min(s.min, row.reward), max: Math.max(s.max, row.reward) });
+  }
+  return rows.filter((row) => {
+    const s = row.group === undefined ? undefined : spread.get(row.group);
+    return !s || s.max > s.min;
   });
 }
 
@@ -88,7 +110,8 @@ export function missingGroup(rows: readonly TrainRow[]): string | null {
   return `--advantage grpo needs a "group" on every row (the rows of one context): ${without.length} of ${rows.length} have none, the first ${without[0]!.origin}`;
 }
 
-export function meanStd(values: ArrayLike<number>): { mean: number; std: number } {
+/** Mean and standard deviation: population (÷ n), or with Bessel's correction (÷ (n − 1); 0 for one value). */
+export function meanStd(values: ArrayLike<number>, bessel = false): { mean: number; std: number } {
   const n = values.length;
   if (n === 0) return { mean: 0, std: 0 };
   let sum = 0;
@@ -96,7 +119,8 @@ export function meanStd(values: ArrayLike<number>): { mean: number; std: number 
   const mean = sum / n;
   let sq = 0;
   for (let i = 0; i < n; i++) sq += (values[i]! - mean) ** 2;
-  return { mean, std: Math.sqrt(sq / n) };
+  const divisor = bessel ? n - 1 : n;
+  return { mean, std: divisor > 0 ? Math.sqrt(sq / divisor) : 0 };
 }
 
 /** The entries of a grid where the mask is set. */

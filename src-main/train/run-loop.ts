@@ -30,6 +30,7 @@ import { writeMergedModel } from './merge.js';
 import { checkFiniteBatch } from './non-finite.js';
 import { writeAdapter } from './peft.js';
 import { minibatchRandom, trainBatch, type BatchMetrics, type BatchState } from './ppo-batch.js';
+import { informativeRows } from './grpo-gae.js';
 import { findCheckpoint, saveCheckpoint, type RunProgress, type TrainerState } from './run-checkpoint.js';
 import { RunEvaluations } from './run-evaluations.js';
 import type { EmitEvent, TrainResult } from './run-events.js';
@@ -148,9 +149,15 @@ export async function runLoop<S extends RunSettings>(input: RunLoopInput<S>): Pr
       break;
     }
     let metrics: BatchMetrics | null = null;
-    if (batch.rows.length > 0) {
+    // GRPO under rl: a group whose rewards are all equal carries no signal; its rows leave the
+    // step (./grpo-gae.ts informativeRows). `combine` keeps them for their OPD term.
+    const pool = batch.groupPool ?? batch.rows;
+    const dropEqual = settings.ppo.advantage === 'grpo' && settings.method === 'rl';
+    const kept = dropEqual ? informativeRows(batch.rows, pool) : batch.rows;
+    const teacher = dropEqual && batch.teacher ? batch.rows.flatMap((row, i) => (kept.includes(row) ? [batch.teacher![i]] : [])) : batch.teacher;
+    if (kept.length > 0) {
       const result = await trainBatch({
-        step, rows: batch.rows, ...state, random: minibatchRandom(settings.seed, done), groupPool: batch.groupPool ?? batch.rows, teacher: batch.teacher,
+        step, rows: kept, ...state, random: minibatchRandom(settings.seed, done), groupPool: pool, teacher,
         settings: { method: settings.method, wOpd: settings.wOpd, wRl: settings.wRl, klBeta: settings.loss.klBeta, ppo: settings.ppo },
       });
       checkFiniteBatch(result, { step: done + 1, lr: settings.optimizer.lr, savedStep, checkpointDir });

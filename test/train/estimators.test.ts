@@ -13,6 +13,7 @@ import type { PpoSettings } from '../../src-shared/rollout.js';
 import { PPO_DEFAULTS } from '../../src-shared/rollout.js';
 import { padBatch, responseValues, type TrainRow } from '../../src-main/train/batches.js';
 import { trainBatch } from '../../src-main/train/ppo-batch.js';
+import { grpoAdvantages, informativeRows } from '../../src-main/train/grpo-gae.js';
 import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import { emptyState } from '../../src-main/train/step-optimizer.js';
 import { splitValueHead, withValueHead, VALUE_HEAD_BIAS, VALUE_HEAD_WEIGHT, type ValueHead } from '../../src-main/train/value-head.js';
@@ -83,8 +84,12 @@ function referenceAdvantages(rows: TrainRow[], ppo: PpoSettings, values: number[
     const idx = trainedIdx(row);
     if (ppo.advantage === 'reward') idx.forEach((i) => A[b]!.set(i, row.reward));
     if (ppo.advantage === 'grpo') {
-      const g = stats(rows.filter((r) => r.group === row.group).map((r) => r.reward));
-      idx.forEach((i) => A[b]!.set(i, ppo.grpoStd ? (row.reward - g.mean) / (g.std + 1e-6) : row.reward - g.mean));
+      // The group's std with Bessel's correction (÷ n − 1), as TRL and OpenClaw-RL (issue 33 item 5;
+      // it was the population std before, a deliberate change).
+      const rewards = rows.filter((r) => r.group === row.group).map((r) => r.reward);
+      const g = stats(rewards);
+      const sampleStd = g.std * Math.sqrt(rewards.length / (rewards.length - 1));
+      idx.forEach((i) => A[b]!.set(i, ppo.grpoStd ? (row.reward - g.mean) / (sampleStd + 1e-6) : row.reward - g.mean));
     }
     if (ppo.advantage === 'gae') {
       const V = idx.map((i) => values[b]![i]!);
@@ -144,6 +149,29 @@ const CASES: { name: string; ppo: Partial<PpoSettings> }[] = [
   { name: 'gae (γ 0.9, λ 0.8)', ppo: { advantage: 'gae', gamma: 0.9, lambda: 0.8 } },
   { name: 'gae, normalised', ppo: { advantage: 'gae', normalizeAdvantages: true } },
 ];
+
+describe('grpo by hand (issue 33 item 5: Bessel-corrected group std, equal-reward groups dropped)', () => {
+  const row = (reward: number, group: string): TrainRow => ({ inputIds: [1, 2, 3], responseStart: 1, reward, group, origin: `${group}:${reward}` });
+  it('divides by the sample std of the group (÷ n − 1), as TRL and OpenClaw-RL', () => {
+    // Group a: rewards 1 and −0.5, mean 0.25, sample std 1.5/√2 = 1.0606601717798212 (population: 0.75).
+    const rows = [row(1, 'a'), row(-0.5, 'a'), row(0.5, 'b'), row(2, 'b'), row(1, 'c'), row(0, 'c'), row(-1, 'c')];
+    const a = grpoAdvantages(rows, rows, true);
+    expect(a[0]).toBeCloseTo(0.7071061145205095, 12); // 0.75 / (1.0606601717798212 + 1e-6)
+    expect(a[1]).toBeCloseTo(-0.7071061145205095, 12);
+    expect(a[2]).toBeCloseTo(-0.7071061145205095, 12); // group b: mean 1.25, the same spread
+    // Group c: 1, 0, −1: mean 0, sample std 1 (population 0.8165): A = ±1/(1 + 1e-6), 0.
+    expect(a.slice(4)).toEqual([1 / (1 + 1e-6), 0, -1 / (1 + 1e-6)]);
+    // Without --grpo-std only the mean counts.
+    expect(grpoAdvantages(rows, rows, false).slice(0, 2)).toEqual([0.75, -0.75]);
+  });
+  it('a group whose rewards are all equal, or of one row, carries no signal: its rows leave the step', () => {
+    const rows = [row(1, 'same'), row(1, 'same'), row(1, 'mixed'), row(-1, 'mixed'), row(1, 'alone')];
+    expect(grpoAdvantages(rows, rows, true).slice(0, 2)).toEqual([0, 0]);
+    expect(informativeRows(rows, rows).map((r) => r.origin)).toEqual(['mixed:1', 'mixed:-1']);
+    // The groups are read over the pool, not the batch: a batch holding one row of a mixed group keeps it.
+    expect(informativeRows([rows[2]!], rows).map((r) => r.origin)).toEqual(['mixed:1']);
+  });
+});
 
 describe.each(CASES)('$name: one step against the float64 reference', ({ ppo: overrides }) => {
   it('metrics and the update match', async () => {
