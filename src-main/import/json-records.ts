@@ -103,9 +103,9 @@ export function checkHead(source: ByteSource, head: Buffer): HeadCheck {
   return { firstChar };
 }
 
-/** The one line that lists what we import, for every "unknown file" error: one entry per `SOURCE_FORMATS`. */
+/** The one line that lists what we import, for every "unknown file" error: one entry per `SOURCE_FORMATS`. The app and the CLI both show it, so it names both ways to force a format. */
 export const SUPPORTED_LINE =
-  `Supported formats: ${SOURCE_FORMATS.map((f) => `${f} (${SOURCE_FORMAT_INFO[f].reads})`).join(', ')}; use --format to force one.`;
+  `Supported formats: ${SOURCE_FORMATS.map((f) => `${f} (${SOURCE_FORMAT_INFO[f].reads})`).join(', ')}; choose one under Format (the app) or with --format (the CLI) to force it.`;
 
 /**
  * Counts the bytes handed to the parser, so that errors can say where they happened, and drops

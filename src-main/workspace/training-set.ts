@@ -140,8 +140,8 @@ export function checkReport(store: Store): CheckReport {
     warnings.push(`Rewards are imbalanced: ${pos} +1 against ${neg} −1.`);
   }
   if (stats.samples > 0 && hints === 0) warnings.push(noHintWarning(store));
-  if (stats.sessions_without_samples > 0) warnings.push(`${stats.sessions_without_samples} session(s) yield no sample; see the list for why.`);
+  if (stats.sessions_without_samples > 0) warnings.push(`${stats.sessions_without_samples} ${stats.sessions_without_samples === 1 ? 'session yields' : 'sessions yield'} no sample; see the list for why.`);
   const unreviewedUncertain = countUnreviewedUncertain(store);
-  if (unreviewedUncertain > 0) warnings.push(`${unreviewedUncertain} label${unreviewedUncertain === 1 ? '' : 's'} still unreviewed and uncertain: open Review to check them.`);
+  if (unreviewedUncertain > 0) warnings.push(`${unreviewedUncertain} label${unreviewedUncertain === 1 ? '' : 's'} still unreviewed and uncertain: check them on the app's Review page (hindsight serve or the desktop app).`);
   return { stats, unreviewedUncertain, sessionsWithoutSamples: sessionsWithoutSamples(store), warnings };
 }
