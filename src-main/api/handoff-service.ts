@@ -32,7 +32,7 @@ export class HandoffService {
       onProgress: (c) => (this.progress = { ...this.progress, ...c }),
     })
       .then(({ summary }) => {
-        const error = summary.failures.length ? `${summary.failures.length} session(s) failed, e.g. ${summary.failures[0]!.sessionId}: ${summary.failures[0]!.error}` : null;
+        const error = summary.failures.length ? `${summary.failures.length} session${summary.failures.length === 1 ? '' : 's'} failed, e.g. ${summary.failures[0]!.sessionId}: ${summary.failures[0]!.error}` : null;
         this.progress = { ...this.progress, ...summary, state: summary.stopped ? 'stopped' : error ? 'failed' : 'finished', error };
       })
       .catch((err: Error) => {

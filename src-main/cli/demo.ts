@@ -43,17 +43,17 @@ export const command: Command = async (argv) => {
     say(`1. Database: ${ws.dbPath}${values.db ? '' : ' (a new temporary one)'}`);
     const imported = await ws.importFiles(demoFiles);
     const names = demoFiles.map((f) => path.basename(f)).join(', ');
-    say(`2. Imported the demo exports in ${path.relative(process.cwd(), SAMPLES_DIR) || '.'} (${names}): ${imported.sessions_added} session(s) added, ` +
+    say(`2. Imported the demo exports in ${path.relative(process.cwd(), SAMPLES_DIR) || '.'} (${names}): ${imported.sessions_added} session${imported.sessions_added === 1 ? '' : 's'} added, ` +
       `${imported.sessions_unchanged} unchanged, ${imported.turns} turns, ${imported.samples} samples.`);
     for (const w of imported.warnings) say(`   warning: ${w}`);
     const judged = await runJudge(ws, new HeuristicJudge(), { hints: true, force: true });
-    say(`3. Ran the heuristic judge with hints: ${judged.judged} sample(s) judged, ${judged.skippedManual} manual label(s) left alone.`);
+    say(`3. Ran the heuristic judge with hints: ${judged.judged} sample${judged.judged === 1 ? '' : 's'} judged, ${judged.skippedManual} manual label${judged.skippedManual === 1 ? '' : 's'} left alone.`);
     const stats = ws.stats();
-    say(`4. Stats: ${stats.sessions} session(s), ${stats.turns} turns, ${stats.samples} samples ` +
+    say(`4. Stats: ${stats.sessions} session${stats.sessions === 1 ? '' : 's'}, ${stats.turns} turns, ${stats.samples} samples ` +
       `(+1: ${stats.labeled.pos}, −1: ${stats.labeled.neg}, 0: ${stats.labeled.neutral}, unlabeled: ${stats.labeled.unlabeled}); ` +
-      `${stats.sessions_without_samples} session(s) without samples.`);
+      `${stats.sessions_without_samples} session${stats.sessions_without_samples === 1 ? '' : 's'} without samples.`);
     const samples = ws.listSamples().slice(0, 3);
-    say(`5. The first ${samples.length} sample(s):`);
+    say(`5. The first ${samples.length} sample${samples.length === 1 ? '' : 's'}:`);
     for (const s of samples) {
       say(`   [${s.sessionId} turn ${s.responseTurn}] reply: ${JSON.stringify(s.response.slice(0, 70))}`);
       say(`      next state (${s.nextStateRole}): ${JSON.stringify((s.feedback ?? '').slice(0, 70))} → reward ${s.label.reward}` +
@@ -62,7 +62,7 @@ export const command: Command = async (argv) => {
       if (why) say(`      why: ${why}`);
     }
     const exported = await ws.exportJsonl('kto', outPath);
-    say(`6. Wrote the KTO export: ${exported.lines} line(s) to ${exported.path}.`);
+    say(`6. Wrote the KTO export: ${exported.lines} line${exported.lines === 1 ? '' : 's'} to ${exported.path}.`);
     if (exported.lines === 0) {
       say(`   KTO takes only replies judged +1 or −1; the heuristic found no clear praise or correction in these chats, so it scored their replies 0.`);
       say(`   Label one yourself and export again:`);

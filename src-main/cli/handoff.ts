@@ -50,7 +50,7 @@ function oneOf<T extends string>(flag: string, value: string | undefined, allowe
 
 /** One line on stderr saying what became of the held-out sessions. */
 export function heldOutNote(h: HeldOutHandoff, to: 'trl' | 'openclaw-rl'): string {
-  const what = `${h.sessions} held-out session(s) (${h.samples} sample(s))`;
+  const what = `${h.sessions} held-out session${h.sessions === 1 ? '' : 's'} (${h.samples} sample${h.samples === 1 ? '' : 's'})`;
   if (h.included) return `included ${what} in the training data (--include-heldout)\n`;
   const where = to === 'trl' ? 'out of data/; they are in heldout/ for evaluation' : 'out of the replay';
   return `left ${what} ${where}; --include-heldout trains on them\n`;
@@ -83,7 +83,7 @@ export const command: Command = async (argv) => {
     process.stderr.write(heldOutNote(result.heldOut, 'trl'));
     if (v.json) printJson(result);
     else {
-      for (const d of result.datasets) process.stdout.write(`${d.file}: ${d.lines} line(s)\n`);
+      for (const d of result.datasets) process.stdout.write(`${d.file}: ${d.lines} line${d.lines === 1 ? '' : 's'}\n`);
       process.stdout.write(`wrote the ${result.method} hand-off to ${result.outDir}; see its README.md\n`);
     }
     return 0;

@@ -30,7 +30,7 @@ export const command: Command = async (argv) => {
     printJson(summary);
   } else {
     process.stdout.write(
-      `imported ${positionals.join(', ')}: ${summary.sessions_added} session(s) added, ${summary.sessions_updated} updated, ` +
+      `imported ${positionals.join(', ')}: ${summary.sessions_added} session${summary.sessions_added === 1 ? '' : 's'} added, ${summary.sessions_updated} updated, ` +
         `${summary.sessions_unchanged} unchanged; ${summary.turns} turns, ${summary.samples} samples\n`,
     );
   }

@@ -143,7 +143,7 @@ export const command: Command = async (argv) => {
     else {
       const model = summary.model ? ` (${summary.model})` : '';
       process.stdout.write(
-        `${name} judge${model}: ${summary.judged} sample(s) judged${values.hints ? ' with hints' : ''}${summary.cancelled ? ' before cancelling' : ''}; ` +
+        `${name} judge${model}: ${summary.judged} sample${summary.judged === 1 ? '' : 's'} judged${values.hints ? ' with hints' : ''}${summary.cancelled ? ' before cancelling' : ''}; ` +
           `skipped ${summary.skippedManual} manual, ${summary.skippedHigher} with an LLM judge's label, ${summary.skippedUnchanged} already judged` +
           (summary.judged ? `; ${(summary.msPerSample / 1000).toFixed(2)} s per sample` : '') +
           judgeRunNotes(summary).map((note) => `; ${note}`).join('') +

@@ -80,7 +80,7 @@ const TRAINER: Record<TrlMethod, string> = {
 
 /** What the README says of the held-out sessions: where they went, and that training must not see them. */
 function heldOutSection(h: ReadmeFacts['heldOut']): string {
-  const what = `${h.sessions} held-out session(s), ${h.samples} sample(s)`;
+  const what = `${h.sessions} held-out session${h.sessions === 1 ? '' : 's'}, ${h.samples} sample${h.samples === 1 ? '' : 's'}`;
   if (h.included) return `The ${what}, kept apart for evaluation at home, are in \`data/\` too (\`--include-heldout\`): evaluate elsewhere.`;
   return `The ${what}, are left out of \`data/\`: Hindsight never trains on them (they measure whether a fine-tune helped).
 \`heldout/\` has their datasets in the same fields, to evaluate the adapter on; do not train on it.`;

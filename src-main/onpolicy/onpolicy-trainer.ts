@@ -80,7 +80,7 @@ export async function trainOnPolicy(options: OnPolicyTrainerOptions, hooks: OnPo
   const p = prepare(o, checkpoint, tokenizer);
   const { settings } = p;
   const left = Object.entries(p.skipped).map(([why, n]) => `${n} × ${why}`).join(', ');
-  if (left) emit({ type: 'status', phase: 'preparing', message: `${p.contexts.length} sample(s) as contexts; left out: ${left}` });
+  if (left) emit({ type: 'status', phase: 'preparing', message: `${p.contexts.length} sample${p.contexts.length === 1 ? '' : 's'} as contexts; left out: ${left}` });
   const heldOut = o.heldOut ?? { sessionIds: [], samples: [] };
   const contextOrigins = p.contexts.map((c) => ('sample' in c ? { sessionId: c.sample.sessionId, origin: c.id } : { origin: c.id }));
   assertNoHeldOutRows(contextOrigins, new Set(heldOut.sessionIds));

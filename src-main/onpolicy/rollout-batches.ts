@@ -50,7 +50,7 @@ export function rolloutBatches(r: RolloutBatchesInput): BatchSource {
     batch: async (index, weights) => {
       const { contexts, epoch } = contextsForStep(r.contexts, settings.onPolicy.contextsPerStep, settings.seed, index);
       r.engine.setLora(weights);
-      r.emit({ type: 'status', phase: 'generating', message: `step ${index + 1}: ${settings.onPolicy.rollouts} rollouts of ${contexts.length} context(s)` });
+      r.emit({ type: 'status', phase: 'generating', message: `step ${index + 1}: ${settings.onPolicy.rollouts} rollouts of ${contexts.length} context${contexts.length === 1 ? '' : 's'}` });
       const episodes = await stepEpisodes({
         policy: r.policy, tools: r.tools, settings: settings.onPolicy, seed: settings.seed, scorer: r.scorer, writer: r.writer,
         written: written.get(index) ?? new Map(), shouldStop: r.shouldStop,

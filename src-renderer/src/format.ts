@@ -33,6 +33,11 @@ export function rewardClass(reward: Reward | null): string {
   return reward === null ? 'unlabeled' : reward === 1 ? 'pos' : reward === -1 ? 'neg' : 'neutral';
 }
 
+/** "1 sample", "3 samples": a count with its noun in the right number. */
+export function plural(n: number, word: string): string {
+  return `${n.toLocaleString('en-US')} ${word}${n === 1 ? '' : 's'}`;
+}
+
 export function sourceText(source: LabelSource | null): string {
   if (source === null) return 'unlabelled';
   return source.startsWith('judge:') ? `judge · ${source.slice(6)}` : source;

@@ -145,7 +145,7 @@ describe('held-out sessions', () => {
     const skipping = path.join(dir, 'skip');
     const r = await runCli('handoff', '--db', db, '--to', 'openclaw-rl', '--endpoint', endpoint, `--api-key=${server.token}`, '--out', skipping, '--max-tokens', '4', '--json');
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr).toContain(`left 1 held-out session(s) (${heldSamples} sample(s)) out of the replay; --include-heldout trains on them`);
+    expect(r.stderr).toContain(`left 1 held-out session (${heldSamples} sample${heldSamples === 1 ? '' : 's'}) out of the replay; --include-heldout trains on them`);
     expect(r.json()).toMatchObject({ sessions: 1, sessionsDone: 1, heldOut: { sessions: 1, samples: heldSamples, included: false } });
     expect(replayed('openai:trained')).toBeGreaterThan(0);
     expect(replayed('openai:held')).toBe(0);
@@ -156,7 +156,7 @@ describe('held-out sessions', () => {
     const including = path.join(dir, 'include');
     const all = await runCli('handoff', '--db', db, '--to', 'openclaw-rl', '--endpoint', endpoint, `--api-key=${server.token}`, '--out', including, '--max-tokens', '4', '--include-heldout', '--json');
     expect(all.code, all.stderr).toBe(0);
-    expect(all.stderr).toContain(`included 1 held-out session(s) (${heldSamples} sample(s)) in the training data (--include-heldout)`);
+    expect(all.stderr).toContain(`included 1 held-out session (${heldSamples} sample${heldSamples === 1 ? '' : 's'}) in the training data (--include-heldout)`);
     expect(all.json()).toMatchObject({ sessions: 2, sessionsDone: 2, heldOut: { sessions: 1, included: true } });
     expect(replayed('openai:held')).toBeGreaterThan(0);
     expect(fs.readFileSync(path.join(including, 'README.md'), 'utf8')).toContain('--include-heldout');

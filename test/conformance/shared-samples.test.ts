@@ -18,7 +18,7 @@ const FILES = ['chatgpt-tree-branches.json', 'claude-thinking.json', 'sharegpt-c
 const missing = FILES.filter((f) => !fs.existsSync(SAMPLES + f));
 const haveSamples = missing.length === 0;
 if (!haveSamples) {
-  console.log(`skipping the shared-sample conformance tests: ${SAMPLES} lacks ${missing.join(', ')} (the samples sit beside the repository only in the workplace that built it)`);
+  console.log(`skipping the shared-sample conformance tests: ${SAMPLES} lacks ${missing.join(', ')} (the samples sit beside the repository only in the workplace that built it; set HINDSIGHT_SHARED_SAMPLES to a folder that holds them)`);
 }
 
 describe.skipIf(!haveSamples)('shared sample exports', () => {

@@ -39,7 +39,7 @@ describe('handoff --to trl and held-out sessions', () => {
     const out = path.join(dir, 'default');
     const r = await handoff(out);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr).toContain(`left 1 held-out session(s) (${heldSamples} sample(s)) out of data/; they are in heldout/ for evaluation`);
+    expect(r.stderr).toContain(`left 1 held-out session (${heldSamples} sample${heldSamples === 1 ? '' : 's'}) out of data/; they are in heldout/ for evaluation`);
     const result = r.json();
     expect(result.heldOut).toMatchObject({ sessions: 1, samples: heldSamples, included: false });
     expect(result.heldOut.datasets.map((d: { file: string }) => d.file)).toEqual(TRL_METHODS.map((m) => `heldout/${m}.jsonl`));
@@ -59,7 +59,7 @@ describe('handoff --to trl and held-out sessions', () => {
     const split = Object.fromEntries(TRL_METHODS.map((m) => [m, rows(out, `data/${m}.jsonl`).length + rows(out, `heldout/${m}.jsonl`).length]));
     const r = await handoff(out, '--include-heldout');
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr).toContain(`included 1 held-out session(s) (${heldSamples} sample(s)) in the training data (--include-heldout)`);
+    expect(r.stderr).toContain(`included 1 held-out session (${heldSamples} sample${heldSamples === 1 ? '' : 's'}) in the training data (--include-heldout)`);
     expect(r.json().heldOut).toEqual({ sessions: 1, samples: heldSamples, included: true, datasets: [] });
     for (const m of TRL_METHODS) expect(rows(out, `data/${m}.jsonl`).length, m).toBe(split[m]);
     expect(rows(out, 'data/grpo.jsonl').map((row) => row.session_id)).toContain(HELD);
