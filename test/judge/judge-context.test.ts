@@ -11,6 +11,8 @@ import { LlmJudge } from '../../src-main/judge/llm-judge.js';
 import { OpenAiClient } from '../../src-main/judge/openai-client.js';
 import { answerReserve, estimateTokens, parseContextOverflow } from '../../src-main/judge/prompt-fit.js';
 import { runJudge } from '../../src-main/judge/runner.js';
+import { fittedReplayPrompt } from '../../src-main/judge/replay-judge.js';
+import type { ChatCompleter } from '../../src-main/judge/llm-judge.js';
 import { Workspace } from '../../src-main/workspace/workspace.js';
 import { judgeRunNotes } from '../../src-shared/judge-notes.js';
 import type { Role } from '../../src-shared/types.js';
@@ -137,6 +139,26 @@ describe('an OpenAI-compatible judge with a small context', () => {
     expect(summary).toMatchObject({ judged: 2, failed: 1 });
     expect(summary.failedReason).toMatch(/HTTP 400: content policy/);
     ws.close();
+  });
+});
+
+describe('the replay judge, whose prompt shows the conversation', () => {
+  it('cuts the conversation from the left, oldest turns first, keeping the replies and the reaction whole', () => {
+    const completer = { backend: 'openai', model: 'm', complete: async () => '', close: async () => {}, contextTokens: () => 1024, countTokens: estimateTokens } as ChatCompleter;
+    const context = Array.from({ length: 12 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `turn ${i}: ${'words '.repeat(40)}` }));
+    const input = { context, original: 'The original reply.', reaction: { role: 'user' as const, text: 'No, shorter.' }, hint: null, reply: 'The new reply.' };
+    const fitted = fittedReplayPrompt(completer, input, 512);
+    expect(fitted.droppedTurns).toBeGreaterThan(0);
+    expect(fitted.droppedTurns).toBeLessThan(12);
+    const user = fitted.messages[1]!.content;
+    expect(user).toContain('turn 11:');
+    expect(user).not.toContain('turn 0:');
+    expect(user).toContain('The original reply.');
+    expect(user).toContain('No, shorter.');
+    expect(user).toContain('The new reply.');
+    expect(estimateTokens(fitted.messages)).toBeLessThanOrEqual(1024 - answerReserve(1024, 512));
+    // Without a known context the whole prompt goes as it is.
+    expect(fittedReplayPrompt({ ...completer, contextTokens: undefined } as ChatCompleter, input, 512).droppedTurns).toBe(0);
   });
 });
 
