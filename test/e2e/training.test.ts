@@ -245,6 +245,11 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
   });
 
   it('a wrong model folder: its error shows at the top of the page and of Progress, and the last run reads as the previous one', async () => {
+    // The settings typed for the last run survive a reload (Steps was 4).
+    await page.reload();
+    await page.locator('[data-testid=train-status]').waitFor();
+    expect(await page.locator('[data-testid=train-steps]').inputValue()).toBe('4');
+    expect(await page.locator('input[name=method][value=rl]').isChecked()).toBe(true);
     const model = await page.locator('[data-testid=train-model]').inputValue();
     // The model picker (where there is one) types a path through "Other…".
     const picker = page.locator('[data-testid=train-model-pick]');
