@@ -62,6 +62,7 @@ const ONE_UPDATE =
   'that is the policy taking the step, so 0 is expected; with several epochs, minibatches or on-policy rollouts it grows as the ' +
   'later updates move away from the rollouts, and the clip bounds it.';
 const NEVER_CLIPPED = "0 at every step: the updates never moved a token's ratio past the clip (always so with one update per batch on the policy that scored it).";
+const NEVER_MOVED = '0 at every step: each update was the first on its batch, so the policy had not yet moved from the one that scored it (always so with one update per batch).';
 
 /** The built-in losses' words (their graphs: src-main/train/losses.ts). */
 export const BUILT_IN_LOSSES = {
@@ -71,7 +72,7 @@ export const BUILT_IN_LOSSES = {
     metrics: [
       {
         key: 'approxKl', field: 'approx_kl', chart: 'kl', title: 'Approx. KL', help: `k3 KL of the updated policy against the old one. ${ONE_UPDATE}`,
-        allZeroNote: NEVER_CLIPPED, show: (v: number) => `kl ${v.toExponential(2)}`,
+        allZeroNote: NEVER_MOVED, show: (v: number) => `kl ${v.toExponential(2)}`,
       },
       {
         key: 'clipfrac', field: 'clipfrac', chart: 'clip', title: 'Clip fraction', help: `Share of tokens whose ratio was clipped. ${ONE_UPDATE}`,
