@@ -21,7 +21,7 @@
  */
 import path from 'node:path';
 import { recomputeOn } from '../../src-shared/training.js';
-import { methodLoss, type LossSpec } from '../../src-shared/training-methods.js';
+import { methodLoss, methodRecord, type LossSpec } from '../../src-shared/training-methods.js';
 import { lossMetricFields } from '../../src-shared/trainer-log-line.js';
 import type { Checkpoint } from '../model/hf-checkpoint.js';
 import type { TrainRow } from './batches.js';
@@ -149,10 +149,11 @@ export async function runLoop<S extends RunSettings>(input: RunLoopInput<S>): Pr
       break;
     }
     let metrics: BatchMetrics | null = null;
-    // GRPO under rl: a group whose rewards are all equal carries no signal; its rows leave the
-    // step (./grpo-gae.ts informativeRows). `combine` keeps them for their OPD term.
+    // GRPO: a group whose rewards are all equal carries no reward signal; under a method that
+    // learns from rewards alone (rl) its rows leave the step (./grpo-gae.ts informativeRows). A
+    // method that also learns from hints (combine) keeps them for their OPD term.
     const pool = batch.groupPool ?? batch.rows;
-    const dropEqual = settings.ppo.advantage === 'grpo' && settings.method === 'rl';
+    const dropEqual = settings.ppo.advantage === 'grpo' && !methodRecord(settings.method).uses.hint;
     const kept = dropEqual ? informativeRows(batch.rows, pool) : batch.rows;
     const teacher = dropEqual && batch.teacher ? batch.rows.flatMap((row, i) => (kept.includes(row) ? [batch.teacher![i]] : [])) : batch.teacher;
     if (kept.length > 0) {

@@ -232,8 +232,8 @@ describe('samples, label, judge, export, demo', () => {
     expect(report.stats).toMatchObject({ sessions: 45, samples: 64 });
     expect(fs.existsSync(report.export.path)).toBe(true);
     const text = await cli('demo', '--db', path.join(dir, 'again.db'));
-    expect(text.stdout).toMatch(/2\. Imported the demo exports in .*\(demo-chatgpt\.json, demo-claude\.json, demo-sharegpt\.json\): 45 session\(s\) added/);
-    expect(text.stdout).toMatch(/6\. Wrote the KTO export: 54 line\(s\)/);
+    expect(text.stdout).toMatch(/2\. Imported the demo exports in .*\(demo-chatgpt\.json, demo-claude\.json, demo-sharegpt\.json\): 45 sessions added/);
+    expect(text.stdout).toMatch(/6\. Wrote the KTO export: 54 lines/);
     for (const format of ['samples', 'openclaw', 'kto', 'sft', 'dpo', 'sdft']) {
       const out = path.join(dir, `${format}.jsonl`);
       const r = await cli('export', '--format', format, '--out', out, '--db', db, '--json');

@@ -10,7 +10,9 @@ import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { enhancedContext } from '../../src-main/pipeline/hint-context.js';
 import { padBatch } from '../../src-main/train/batches.js';
-import { findCheckpoint, loadCheckpoint } from '../../src-main/train/run-checkpoint.js';
+import { findCheckpoint, loadCheckpoint, readCheckpointState } from '../../src-main/train/run-checkpoint.js';
+import { ADAPTER_WEIGHTS } from '../../src-main/train/peft-read.js';
+import { readSafetensorsHeader, readTensorBytes, toFloat32 } from '../../src-main/model/safetensors.js';
 import { readLog, type StepLog } from '../../src-main/train/trainer-log.js';
 import { scoreWithAdapter } from '../../src-main/train/merge.js';
 import { readAdapter } from '../../src-main/train/peft.js';
@@ -154,10 +156,14 @@ describe('trainer', () => {
       .rejects.toThrow(/^training stopped at step (\d): (the loss is NaN|the loss is -?Infinity|the gradient norm is (NaN|Infinity)|the update made .* non-finite) \(lr 1\); the last good checkpoint \(step \d\) is kept in /);
     const log = readLog(path.join(out, 'trainer_log.jsonl'));
     const kept = findCheckpoint(out);
-    const saved = loadCheckpoint(out, Checkpoint.open(MODEL).config);
+    const saved = readCheckpointState(out);
     expect(kept).toMatch(new RegExp(`step-${String(log.length).padStart(6, '0')}$`));
     expect(saved.state.step).toBe(log.length);
-    for (const w of saved.weights.values()) expect(w.every(Number.isFinite)).toBe(true);
+    // Its weights are finite, read raw: the adapter reader refuses them for use, since an update
+    // this large (advantages of 1e30) is one the model cannot compute finitely (peft-read.ts).
+    for (const entry of readSafetensorsHeader(path.join(saved.dir, ADAPTER_WEIGHTS)).tensors) {
+      expect(toFloat32(readTensorBytes(entry), entry.dtype, entry.name).every(Number.isFinite)).toBe(true);
+    }
     expect(log.every((l) => Number.isFinite(l.loss))).toBe(true);
     expect(fs.existsSync(path.join(out, 'adapter_config.json'))).toBe(false); // no final export of a broken run
   });
