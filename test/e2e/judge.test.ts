@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { demoModelWithPositions } from '../judge/helpers.js';
 import { closeApp, haveChromium, openApp, reportMissingChromium, startServe, TEST_TIMEOUT_MS, type ServeHandle, type ToastRecord } from './helpers.js';
 
 reportMissingChromium('judge.test.ts');
@@ -53,7 +54,13 @@ describe.skipIf(!haveChromium)('the judge actions, in a browser', { timeout: TES
   it('runs the local-model judge from Settings with progress, and cancels it', async () => {
     await page.locator('[data-nav=settings]').click();
     await page.locator('input[name=backend][value=local]').check();
+    // The demo model's own 512 positions cannot hold the judge's instructions (every sample would
+    // be skipped as too long, test/judge/judge-context.test.ts): a copy that reads 2,048.
+    await page.locator('[data-testid=judge-local-model-pick]').selectOption('__other__');
+    await page.locator('[data-testid=judge-local-model]').fill(demoModelWithPositions(2048));
     await page.fill('label:has-text("Votes") input', '1');
+    await page.locator('[data-action=save-settings]').click();
+    await toasts.next('Settings saved');
     await page.locator('[data-action=run-judge]').click();
     await page.locator('[data-action=run-judge]', { hasText: 'Judging…' }).waitFor();
     // The progress bar shows while the run goes (the demo model loads first: no fixed limit).
