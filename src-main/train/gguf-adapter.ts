@@ -19,6 +19,7 @@
  */
 import type { Checkpoint } from '../model/hf-checkpoint.js';
 import { encodeF32 } from '../model/gguf/encode.js';
+import { permuteRows } from '../model/gguf/model.js';
 import { f32, str, writeGgufFile, type GgufEntry, type GgufTensorOut } from '../model/gguf/writer.js';
 import { UserError } from '../../src-shared/types.js';
 import { PEFT_PREFIX, loraAKey, loraBKey } from './lora.js';
@@ -32,22 +33,6 @@ const GGUF_PROJECTION: Record<string, string> = {
   'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k', 'self_attn.v_proj': 'attn_v', 'self_attn.o_proj': 'attn_output',
   'mlp.gate_proj': 'ffn_gate', 'mlp.up_proj': 'ffn_up', 'mlp.down_proj': 'ffn_down',
 };
-
-/** Rows [h·hd + t·hd/2 + i] (Hugging Face's) → [h·hd + 2i + t] (ggml's interleaved order), per head: the inverse of gguf/model.ts's unpermuteRows. */
-export function permuteRows(data: Float32Array, heads: number, cols: number): Float32Array {
-  const rows = data.length / cols;
-  const hd = rows / heads, half = hd / 2;
-  const out = new Float32Array(data.length);
-  for (let h = 0; h < heads; h++) {
-    for (let i = 0; i < half; i++) {
-      for (let t = 0; t < 2; t++) {
-        const from = (h * hd + t * half + i) * cols, to = (h * hd + 2 * i + t) * cols;
-        out.set(data.subarray(from, from + cols), to);
-      }
-    }
-  }
-  return out;
-}
 
 export interface GgufTarget {
   /** The base weight's GGUF name (blk.N.attn_q.weight). */

@@ -72,20 +72,35 @@ export interface GgufModel {
   tensors: Map<string, GgufTensor>;
 }
 
-/** Rows [h·hd + 2i + t] (ggml's interleaved order) → [h·hd + t·hd/2 + i] (Hugging Face's), per head. */
-export function unpermuteRows(data: Float32Array, heads: number, cols: number): Float32Array {
+/**
+ * A q/k projection's rows moved between llama.cpp's interleaved RoPE order, row h·hd + 2i + t of
+ * head h, and Hugging Face's rotate-half order, row h·hd + t·hd/2 + i. Reading a GGUF goes to
+ * Hugging Face's ({@link unpermuteRows}); writing one (train/gguf-adapter.ts) goes back.
+ */
+function reorderHeadRows(data: Float32Array, heads: number, cols: number, toGgml: boolean): Float32Array {
   const rows = data.length / cols;
   const hd = rows / heads, half = hd / 2;
   const out = new Float32Array(data.length);
   for (let h = 0; h < heads; h++) {
     for (let i = 0; i < half; i++) {
       for (let t = 0; t < 2; t++) {
-        const from = (h * hd + 2 * i + t) * cols, to = (h * hd + t * half + i) * cols;
+        const ggmlRow = h * hd + 2 * i + t, hfRow = h * hd + t * half + i;
+        const [from, to] = toGgml ? [hfRow * cols, ggmlRow * cols] : [ggmlRow * cols, hfRow * cols];
         out.set(data.subarray(from, from + cols), to);
       }
     }
   }
   return out;
+}
+
+/** ggml's interleaved q/k rows → Hugging Face's, per head. */
+export function unpermuteRows(data: Float32Array, heads: number, cols: number): Float32Array {
+  return reorderHeadRows(data, heads, cols, false);
+}
+
+/** Hugging Face's q/k rows → ggml's interleaved order, per head: the inverse of {@link unpermuteRows}. */
+export function permuteRows(data: Float32Array, heads: number, cols: number): Float32Array {
+  return reorderHeadRows(data, heads, cols, true);
 }
 
 /** A tensor's values as fp32 in Hugging Face's layout. */
