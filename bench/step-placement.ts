@@ -19,9 +19,8 @@ import ort from 'onnxruntime-node';
 import { GraphBuilder } from '../src-main/graph/ir.js';
 import { serializeModel } from '../src-main/graph/onnx.js';
 import { SCALAR_INPUTS, appendUpdate, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from '../src-main/train/step-optimizer.js';
-import type { LoraSpec } from '../src-main/model/lora-inputs.js';
 import type { LoraWeights, OptimizerConfig, OptimizerState, StepBatch } from '../src-main/train/training-step.js';
-import { seededRandom, writeTinyModel } from '../tools/tiny-models.js';
+import { randomLora, seededRandom, writeTinyModel } from '../tools/tiny-models.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string, fallback: number) => {
@@ -33,18 +32,6 @@ const THREADS = flag('threads', 0) || undefined;
 const B = 4, T = 128;
 const LOSS = { method: 'rl' as const, epsLow: 0.2, epsHigh: 0.28, klBeta: 0 };
 const ADAMW: OptimizerConfig = { kind: 'adamw', lr: 1e-4, betas: [0.9, 0.98], eps: 1e-8, weightDecay: 0, maxGradNorm: 1 };
-
-/** LoRA weights with a small nonzero B (initLora's B is 0), so both factors get gradients from the first step. */
-function randomLora(specs: readonly LoraSpec[], r: number, seed: number, bStd: number): LoraWeights {
-  const rand = seededRandom(seed);
-  const w: LoraWeights = new Map();
-  for (const s of specs) {
-    const bound = 1 / Math.sqrt(s.inFeatures);
-    w.set(`${s.module}.lora_A.weight`, Float32Array.from({ length: r * s.inFeatures }, () => (2 * rand() - 1) * bound));
-    w.set(`${s.module}.lora_B.weight`, Float32Array.from({ length: s.outFeatures * r }, () => (2 * rand() - 1) * bStd));
-  }
-  return w;
-}
 
 function batchFor(vocab: number): StepBatch {
   const rand = seededRandom(1);

@@ -229,3 +229,21 @@ function f16ToFloat32(h: number): number {
   if (exp === 0) return sign * 2 ** -14 * (frac / 1024);
   return sign * 2 ** (exp - 15) * (1 + frac / 1024);
 }
+
+/**
+ * LoRA weights with a small nonzero B (initLora's B is 0), so both factors get gradients from the
+ * first step: A uniform in ±1/√in as initLora draws it, B uniform in ±bStd. The step tests and
+ * bench:step-placement share it.
+ */
+export function randomLora(
+  specs: readonly { module: string; inFeatures: number; outFeatures: number }[], r: number, seed: number, bStd = 0.3,
+): Map<string, Float32Array> {
+  const rand = seededRandom(seed);
+  const w = new Map<string, Float32Array>();
+  for (const s of specs) {
+    const bound = 1 / Math.sqrt(s.inFeatures);
+    w.set(`${s.module}.lora_A.weight`, Float32Array.from({ length: r * s.inFeatures }, () => (2 * rand() - 1) * bound));
+    w.set(`${s.module}.lora_B.weight`, Float32Array.from({ length: s.outFeatures * r }, () => (2 * rand() - 1) * bStd));
+  }
+  return w;
+}

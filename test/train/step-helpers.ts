@@ -5,6 +5,7 @@
 import { LINEAR_TARGETS } from '../../src-main/model/decoder.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, StepBatch, TrainMethod } from '../../src-main/train/training-step.js';
 import { seededRandom } from '../../tools/tiny-models.js';
+export { randomLora } from '../../tools/tiny-models.js';
 
 export const LORA: LoraConfig = { r: 4, alpha: 8, targets: [...LINEAR_TARGETS] };
 
@@ -12,17 +13,6 @@ export const lossConfig = (method: TrainMethod, klBeta = 0): LossConfig => ({ me
 
 export const sgd = (lr: number, maxGradNorm = 0): OptimizerConfig => ({ kind: 'sgd', lr, betas: [0.9, 0.98], eps: 1e-8, weightDecay: 0, maxGradNorm });
 export const adamw = (lr: number, maxGradNorm = 1): OptimizerConfig => ({ kind: 'adamw', lr, betas: [0.9, 0.98], eps: 1e-8, weightDecay: 0, maxGradNorm });
-
-export function randomLora(specs: LoraTensorSpec[], r: number, seed: number, bStd = 0.3): LoraWeights {
-  const rand = seededRandom(seed);
-  const w: LoraWeights = new Map();
-  for (const s of specs) {
-    const bound = 1 / Math.sqrt(s.inFeatures);
-    w.set(`${s.module}.lora_A.weight`, Float32Array.from({ length: r * s.inFeatures }, () => (2 * rand() - 1) * bound));
-    w.set(`${s.module}.lora_B.weight`, Float32Array.from({ length: s.outFeatures * r }, () => (2 * rand() - 1) * bStd));
-  }
-  return w;
-}
 
 /**
  * Two rows of `seqLen` tokens: row 0 full, row 1 right-padded by 3. The response is the last
