@@ -34,7 +34,7 @@ import { call, returns, type Returns } from './call-spec.js';
 import { onPolicyInput } from './on-policy-api.js';
 import { ROLLOUT_CALLS } from './rollouts-api.js';
 import type { Availability, TrainEval, TrainingState, TrainProgress, TrainRunInfo } from './training-api.js';
-import { bounded, LORA_TARGETS, OPTIMIZER_KINDS, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type TrainDevice, type TrainMethod } from './training.js';
+import { bounded, LORA_TARGETS, OPTIMIZER_KINDS, QUANTIZE_CHOICES, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type Quantize, type TrainDevice, type TrainMethod } from './training.js';
 import { array, boolean, integer, nullable, object, oneOf, optional, string, ValidationError, variants, type Infer } from './validate.js';
 
 export { ValidationError };
@@ -43,7 +43,7 @@ export * from './api-errors.js';
 export type * from './training-api.js';
 // Training's vocabulary is defined in ./training.ts; the contract's users get it here too.
 export { LORA_TARGETS, TRAIN_DEVICES, TRAIN_METHODS };
-export type { LoraTarget, TrainDevice, TrainMethod };
+export type { LoraTarget, Quantize, TrainDevice, TrainMethod };
 export type { TokenView, TokenViewMode, TokenViewProgress, TokenViewResult, TokenViewToken } from './token-view.js';
 export type { CheckReport, ExportFormat, ImportSummary, JudgeSummary, LabelView, ReviewItem, SampleView, SessionDetail, SessionSummary, SplitView, Stats, TurnView };
 
@@ -206,6 +206,7 @@ const trainConfig = object({
   seed: bounded('seed'),
   checkpointEvery: bounded('saveEvery'),
   maxLength: optional(bounded('maxLength')),
+  quantize: optional(oneOf(QUANTIZE_CHOICES)),
   onPolicy: optional(onPolicyInput),
 });
 

@@ -2,7 +2,7 @@
 // its progress events and its state. Node-free, like everything in src-shared/.
 import type { EvalLogLine, StepLog } from './trainer-log-line.js';
 import type { OnPolicySettings } from './on-policy-api.js';
-import type { LoraTarget, OptimizerKind, TrainDevice, TrainMethod } from './training.js';
+import type { LoraTarget, OptimizerKind, Quantize, TrainDevice, TrainMethod } from './training.js';
 
 /** Whether an optional part (the trainer, an LLM judge) is present in this build, and why not. */
 export interface Availability {
@@ -29,6 +29,11 @@ export interface TrainConfig {
    * keep their system turn and latest turns; a longer reply is skipped with a note.
    */
   maxLength?: number;
+  /**
+   * The frozen base stored quantised in the run (docs/design.md §QLoRA); absent: 'none'. The
+   * adapter it trains is fp32 and applies to the original weights.
+   */
+  quantize?: Quantize;
   /** Train on the model's own samples (docs/design.md §On-policy settings); absent: on the labelled samples as they are. */
   onPolicy?: OnPolicySettings;
 }

@@ -39,6 +39,16 @@ export function defaultPrecision(device: TrainDevice): Precision {
   return device === 'cuda' ? 'fp16' : 'fp32';
 }
 
+/**
+ * How the frozen base's projections (and the LM head) are stored in a run or for inference:
+ * `none` keeps them as the model has them; `int8` and `int4` keep them as blockwise quantised
+ * codes (MatMulNBits' layout, docs/design.md §Quantisation), in training too (QLoRA,
+ * docs/design.md §QLoRA): the LoRA weights, their gradients, the optimizer and the loss stay
+ * fp32. Defined here, Node-free, so that the Training page can offer the choice.
+ */
+export type Quantize = 'none' | 'int8' | 'int4';
+export const QUANTIZE_CHOICES: readonly Quantize[] = ['none', 'int8', 'int4'];
+
 export type OptimizerKind = 'adamw' | 'sgd';
 export const OPTIMIZER_KINDS: readonly OptimizerKind[] = ['adamw', 'sgd'];
 
@@ -85,6 +95,8 @@ export const TRAIN_DEFAULTS = {
   saveEvery: 10,
   /** Activation recomputation: on for long rows (recomputeOn). */
   recompute: 'auto' as RecomputeMode,
+  /** The frozen base as the model has it; int8 / int4 store it quantised (QLoRA). */
+  quantize: 'none' as Quantize,
 
   // LoRA: scaling alpha / r; PEFT's lora_dropout is written as 0 (no dropout is applied).
   loraR: 16,

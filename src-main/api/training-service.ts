@@ -81,6 +81,7 @@ function commonOptions(job: TrainJob): TrainerOptions {
     device: config.device,
     saveEvery: config.checkpointEvery,
     ...(config.maxLength ? { maxLength: config.maxLength } : {}),
+    ...(config.quantize ? { quantize: config.quantize } : {}),
     // A resumed run reads its rows (or contexts) and settings back from its own folder; both
     // check them against, and evaluate, the held-out split (docs/design.md §Evaluation).
     ...(job.resume ? { resume: config.outDir } : {}),

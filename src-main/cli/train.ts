@@ -15,7 +15,7 @@ import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import { defaultEpsHigh, OPTIMIZER_KINDS, overLengthNote, RECOMPUTE_AUTO_FROM, RECOMPUTE_MODES, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type RecomputeMode, type TrainMethod } from '../../src-shared/training.js';
 import { knownLossMetrics, methodRecord, orList } from '../../src-shared/training-methods.js';
 import { boundFlag, DB_OPTION, ranged, defaultDbPath, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, precisionFlag } from './model-flags.js';
+import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './model-flags.js';
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS as P, type AdvantageEstimator } from '../../src-shared/rollout.js';
 import { isOnPolicyCommand, ON_POLICY_EPOCHS_NOTE, ON_POLICY_OPTIONS, ON_POLICY_STEPS_NOTE, runOnPolicy } from './train-on-policy.js';
 
@@ -58,6 +58,10 @@ export const spec = {
     seed: { type: 'string', value: 'S', help: ranged('seed', 'data order and LoRA initialisation'), otherwise: num(D.seed) },
     device: { ...DEVICE_OPTION.device, help: DEVICE_HELP.replace('the model runs', 'the step runs'), otherwise: D.device },
     precision: DEVICE_OPTION.precision,
+    quantize: {
+      type: 'string', value: QUANTIZE_OPTION.quantize.value, otherwise: `${D.quantize}; a resumed run its own`,
+      help: "the frozen base stored as int8 or int4 blocks (QLoRA: about a quarter or an eighth of its fp32 memory); LoRA, its gradients, the optimizer and the loss stay fp32",
+    },
     threads: { type: 'string', value: 'N', help: ranged('threads', 'ONNX Runtime intra-op threads'), otherwise: "ONNX Runtime's own choice" },
     recompute: {
       type: 'string', value: RECOMPUTE_MODES.join('|'), otherwise: `${D.recompute}: on from --max-length ${RECOMPUTE_AUTO_FROM}`,
@@ -199,6 +203,7 @@ export const command: Command = async (argv) => {
     seed: boundFlag('seed', v.seed),
     device: v.device === undefined ? undefined : deviceFlag(v.device),
     precision: precisionFlag(v.precision),
+    quantize: v.quantize === undefined ? undefined : quantizeFlag(v.quantize),
     threads: boundFlag('threads', v.threads),
     recompute: v.recompute as RecomputeMode | undefined,
     saveEvery: boundFlag('saveEvery', v['save-every']),

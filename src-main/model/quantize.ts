@@ -15,9 +15,10 @@
  * Training never sees these weights: it stays fp32.
  */
 import type { Tensor } from '../graph/ir.js';
+import { QUANTIZE_CHOICES, type Quantize } from '../../src-shared/training.js';
 
-export type Quantize = 'none' | 'int8' | 'int4';
-export const QUANTIZE_CHOICES: readonly Quantize[] = ['none', 'int8', 'int4'];
+// The choices are training's vocabulary too (train --quantize, the Training page): defined once, in src-shared.
+export { QUANTIZE_CHOICES, type Quantize };
 
 export interface QuantScheme {
   bits: 4 | 8;

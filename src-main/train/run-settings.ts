@@ -10,7 +10,7 @@ import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS, type AdvantageEstimator, type PpoSe
 import { ADVANTAGE_NAMES } from '../../src-shared/on-policy-api.js';
 import { methodRecord, methodsUsing, orList } from '../../src-shared/training-methods.js';
 import { SurfaceError, UserError } from '../../src-shared/types.js';
-import { BOUNDED_OPTIONS, checkBound, defaultEpsHigh, TRAIN_DEFAULTS, type BoundedOption, type Precision, type RecomputeMode } from '../../src-shared/training.js';
+import { BOUNDED_OPTIONS, checkBound, defaultEpsHigh, TRAIN_DEFAULTS, type BoundedOption, type Precision, type Quantize, type RecomputeMode } from '../../src-shared/training.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
 import type { LinearTarget } from '../model/decoder.js';
 import type { Device } from '../model/ort-session.js';
@@ -58,6 +58,11 @@ export interface TrainerOptions {
   recompute?: RecomputeMode;
   /** The frozen base's arithmetic (src-shared/training.ts Precision); default: the device's (defaultPrecision). */
   precision?: Precision;
+  /**
+   * The frozen base stored quantised (QLoRA, docs/design.md §QLoRA); default 'none'. The LoRA
+   * weights, their gradients, the optimizer and the loss stay fp32.
+   */
+  quantize?: Quantize;
   /** Also write the merged weights (W + s·B·A) as model.safetensors under <out>/merged. */
   merge?: boolean;
   /**
@@ -102,6 +107,8 @@ export interface RunSettings {
   recompute: RecomputeMode;
   /** The frozen base's arithmetic; null: the device's default (src-shared/training.ts defaultPrecision). */
   precision: Precision | null;
+  /** The frozen base's storage in the step, the teacher pass and the rollouts (QLoRA). */
+  quantize: Quantize;
   merge: boolean;
   /** The estimator and PPO epochs of every batch (./ppo-batch.ts). */
   ppo: PpoSettings;
@@ -155,6 +162,7 @@ export function settingsFrom(o: TrainerOptions & { modelDir: string }, lora: Lor
     threads: o.threads ?? null,
     recompute: o.recompute ?? d.recompute,
     precision: o.precision ?? null,
+    quantize: o.quantize ?? d.quantize,
     merge: o.merge ?? false,
     ppo: ppoSettings(o, { ...PPO_DEFAULTS }, method),
   };
@@ -202,7 +210,7 @@ export function loraFrom(o: TrainerOptions, model: ModelConfig): { lora: LoraCon
 }
 
 /** Settings as a checkpoint holds them: those written before the run options were saved lack them. */
-type SavedSettings = Omit<RunSettings, 'saveEvery' | 'device' | 'threads' | 'recompute' | 'precision' | 'merge' | 'ppo'> & Partial<RunSettings>;
+type SavedSettings = Omit<RunSettings, 'saveEvery' | 'device' | 'threads' | 'recompute' | 'precision' | 'quantize' | 'merge' | 'ppo'> & Partial<RunSettings>;
 
 /**
  * Refuses an option given on resume with another value than the run has: `run` names the kind
@@ -219,7 +227,7 @@ export function keptOnResume(run: string, name: string, given: unknown, has: unk
  * which lack the run options, get the defaults.
  */
 export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSettings {
-  const s: RunSettings = { saveEvery: TRAIN_DEFAULTS.saveEvery, device: TRAIN_DEFAULTS.device, threads: null, recompute: TRAIN_DEFAULTS.recompute, precision: null, merge: false, ppo: { ...PPO_DEFAULTS }, ...saved };
+  const s: RunSettings = { saveEvery: TRAIN_DEFAULTS.saveEvery, device: TRAIN_DEFAULTS.device, threads: null, recompute: TRAIN_DEFAULTS.recompute, precision: null, quantize: TRAIN_DEFAULTS.quantize, merge: false, ppo: { ...PPO_DEFAULTS }, ...saved };
   const fixed = (name: string, given: unknown, has: unknown) => keptOnResume('run', name, given, has);
   fixed('method', o.method, s.method);
   fixed('batch size', o.batchSize, s.batchSize);
@@ -244,6 +252,8 @@ export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSet
     recompute: o.recompute ?? s.recompute,
     // Like the device, the arithmetic may change on resume: the weights it learns are fp32 either way.
     precision: o.precision ?? s.precision,
+    // So may the base's storage (a resume on a smaller machine): the adapter is fp32 either way.
+    quantize: o.quantize ?? s.quantize,
     merge: o.merge ?? s.merge,
     ppo: ppoSettings(o, s.ppo, s.method),
   };
