@@ -10,10 +10,11 @@ import * as arithmetic from './ops/arithmetic.js';
 import * as indexing from './ops/indexing.js';
 import * as logic from './ops/logic.js';
 import * as matmul from './ops/matmul.js';
+import * as quantized from './ops/quantized.js';
 import * as reductions from './ops/reductions.js';
 import * as shape from './ops/shape.js';
 
-const FAMILIES = { activations, arithmetic, indexing, logic, matmul, reductions, shape };
+const FAMILIES = { activations, arithmetic, indexing, logic, matmul, quantized, reductions, shape };
 
 function collect(): ReadonlyMap<string, OpRecord> {
   const table = new Map<string, OpRecord>();

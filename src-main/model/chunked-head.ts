@@ -37,7 +37,7 @@ export const DEFAULT_VOCAB_CHUNK = 8192;
 export interface HeadInputs {
   /** float32 [N, H]. */
   hidden: string;
-  /** The head's rows, float32 [V, H]. */
+  /** The head's rows, float32 [V, H], or float16 (a quantised training step's, cast to fp32 a chunk at a time). */
   rows: string;
   /** int64 [N]. */
   targets: string;
@@ -54,13 +54,13 @@ export interface HeadOptions {
 /** float32 [N]: the log-prob of each target. */
 export function appendTargetLogprobs(b: GraphBuilder, x: HeadInputs, options: HeadOptions): string {
   if (options.chunk <= 0) return unchunked(b, x);
-  const targetLogit = b.reduceSum(b.mul(x.hidden, b.gather(x.rows, x.targets, 0)), [-1], false);
+  const targetLogit = b.reduceSum(b.mul(x.hidden, fp32(b, b.gather(x.rows, x.targets, 0))), [-1], false);
   const lse = logSumExp(b, x, options);
   return b.sub(targetLogit, lse);
 }
 
 function unchunked(b: GraphBuilder, x: HeadInputs): string {
-  const logits = b.matmul(x.hidden, b.transpose(x.rows, [1, 0]));
+  const logits = b.matmul(x.hidden, b.transpose(fp32(b, x.rows), [1, 0]));
   const logprobs = b.logSoftmax(logits, -1);
   return b.squeeze(b.gatherElements(logprobs, b.unsqueeze(x.targets, [-1]), -1), [-1]);
 }
@@ -71,7 +71,8 @@ function logSumExp(b: GraphBuilder, x: HeadInputs, options: HeadOptions): string
   const [n, width] = b.shapeOf(x.hidden) ?? ['N', 'H'];
   const f32 = (shape: Shape) => [{ dtype: 'float32' as const, shape }];
   const { lse, q, s } = foldVocabularyChunks(b, x.vocabSize, options.chunk, h, (start, end, anchor) => {
-    const rows = b.op('Slice', [x.rows, b.add(b.int64s([start]), after(b, anchor)), b.int64s([end]), b.int64s([0])], {}, 1, f32([end - start, width!]))[0]!;
+    const sliced = b.op('Slice', [x.rows, b.add(b.int64s([start]), after(b, anchor)), b.int64s([end]), b.int64s([0])], {}, 1, [{ dtype: b.dtypeOf(x.rows), shape: [end - start, width!] }])[0]!;
+    const rows = fp32(b, sliced);
     const logits = b.op('Gemm', [h, rows], { transB: int(1) }, 1, f32([n!, end - start]))[0]!;
     return { logits, weighted: options.withGradient ? (e) => b.matmul(e, rows) : undefined };
   });
@@ -80,6 +81,9 @@ function logSumExp(b: GraphBuilder, x: HeadInputs, options: HeadOptions): string
   const hq = b.reduceSum(b.mul(x.hidden, expected), [-1], false);
   return b.add(lse, b.sub(hq, stopGradient(b, hq)));
 }
+
+/** x as float32: cast when it is a half-precision table's rows. */
+const fp32 = (b: GraphBuilder, x: string) => (b.dtypeOf(x) === 'float32' ? x : b.cast(x, 'float32'));
 
 /** One vocabulary chunk's part of the online softmax. */
 export interface VocabularyChunk {

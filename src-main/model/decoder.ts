@@ -47,7 +47,7 @@ import { ropeInverseFrequencies, type Checkpoint } from './hf-checkpoint.js';
 import { attend, queryChunks } from './attention.js';
 import { DEFAULT_VOCAB_CHUNK, appendTargetLogprobs } from './chunked-head.js';
 import { HEAD_SCHEME, type QuantScheme } from './quantize.js';
-import { halfPrecisionMatmul } from './half-matmul.js';
+import { halfPrecisionMatmul, halfTable } from './half-matmul.js';
 import type { Precision } from '../../src-shared/training.js';
 import { nativeBlocksOf, quantizedMatmul, quantizedTargetLogprobs } from './quantized-matmul.js';
 import type { WeightSource } from './weight-source.js';
@@ -78,12 +78,15 @@ export interface DecoderOptions {
   kvCache?: boolean;
   linear?: LinearHook;
   /**
-   * Weight-only quantised projections (inference only, docs/design.md §Quantisation): each
-   * q/k/v/o/gate/up/down weight becomes a MatMulNBits node, and so does the LM head, at
-   * {@link HEAD_SCHEME} (int8 whatever the layers use). The embedding lookup and the norms stay
-   * fp32. Not with `linear` (LoRA trains against the fp32 weights).
+   * Weight-only quantised projections (docs/design.md §Quantisation): each q/k/v/o/gate/up/down
+   * weight becomes a MatMulNBits node, and so does an inference graph's LM head, at
+   * {@link HEAD_SCHEME} (int8 whatever the layers use). The norms stay fp32. With `linear` (a
+   * training step, docs/design.md §QLoRA) LoRA's branch adds to the quantised product, and the
+   * op's gradient rule (../graph/ops/quantized.ts) gives the input's gradient.
    */
   quantize?: QuantScheme;
+  /** The embedding (and headRows' LM head) in fp16, cast to fp32 where read: a quantised step's tables (docs/design.md §QLoRA). */
+  halfTables?: boolean;
   /**
    * Attention in this many chunks of query rows, so a [heads, T / count, S] block is the
    * largest attention value instead of [heads, T, S] (docs/design.md §Memory).
@@ -192,7 +195,6 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const inv = b.reciprocal(b.sqrt(b.add(variance, b.scalar(c.rmsNormEps))));
     return b.mul(b.mul(x, inv), weight(weightName, [dim]));
   };
-  if (options.quantize && options.linear) throw new Error('decoder: quantised weights cannot take a LoRA hook');
   const project = (x: string, module: string, inF: number, outF: number) => {
     if (options.quantize) return quantizedMatmul(b, x, weights, `${module}.weight`, outF, inF, options.quantize);
     if (options.precision === 'fp16') return halfPrecisionMatmul(b, x, weights, `${module}.weight`, outF, inF);
@@ -237,8 +239,9 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     rows: (x: string, axis = 1) => rowsFrom(b, x, outputFrom, axis),
   };
 
-  const embed = weight('model.embed_tokens.weight', [c.vocabSize, H]);
-  let h = b.gather(embed, inputIds, 0); // [B, T, H]
+  let h = options.halfTables
+    ? b.cast(b.gather(halfTable(b, weights, 'model.embed_tokens.weight'), inputIds, 0), 'float32')
+    : b.gather(weight('model.embed_tokens.weight', [c.vocabSize, H]), inputIds, 0); // [B, T, H]
   const scale = 1 / Math.sqrt(headDim);
 
   const layerSpans: { start: number; end: number }[] = [];
@@ -339,9 +342,10 @@ function positionsFrom(b: GraphBuilder, positions: string, seqLen: string, from:
  * embedding matrix itself when the head is tied (so the lookup and the head share one copy),
  * else `lm_head.weight` as stored (not transposed, unlike the head of {@link buildDecoder}).
  */
-export function headRows(b: GraphBuilder, weights: WeightSource): string {
+export function headRows(b: GraphBuilder, weights: WeightSource, half = false): string {
   const c = weights.config;
   const name = headName(weights);
+  if (half) return halfTable(b, weights, name);
   return b.graph.initializers.has(name) ? name : b.initializer(name, weights.lazyFloat32(name, [c.vocabSize, c.hiddenSize]));
 }
 

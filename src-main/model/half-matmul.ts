@@ -5,17 +5,26 @@
  * to fp32, so what surrounds it (LoRA, norms, attention, the head) stays fp32. Its gradient is
  * autodiff's Cast and MatMul rules: the transposed fp16 product, no fp32 copy of W.
  */
-import type { GraphBuilder } from '../graph/ir.js';
+import type { GraphBuilder, Tensor } from '../graph/ir.js';
 import type { WeightSource } from './weight-source.js';
 import { float32ToFp16 } from './safetensors.js';
 
 export function halfPrecisionMatmul(b: GraphBuilder, x: string, weights: WeightSource, name: string, outF: number, inF: number): string {
   const key = `${name}.T.fp16`;
-  if (!b.graph.initializers.has(key)) {
-    const fp32 = weights.lazyFloat32(name, [outF, inF], true);
-    const read = fp32.data;
-    const data = () => float32ToFp16((typeof read === 'function' ? read() : read) as Float32Array);
-    b.initializer(key, { dtype: 'float16', dims: fp32.dims, data });
-  }
+  if (!b.graph.initializers.has(key)) b.initializer(key, halfOf(weights.lazyFloat32(name, [outF, inF], true)));
   return b.cast(b.matmul(b.cast(x, 'float16'), key), 'float32');
+}
+
+/** An fp32 tensor (lazy or not) as a lazy fp16 one: converted when read, the fp32 values not kept. */
+export function halfOf(fp32: Tensor): Tensor {
+  const read = fp32.data;
+  return { dtype: 'float16', dims: fp32.dims, data: () => float32ToFp16((typeof read === 'function' ? read() : read) as Float32Array) };
+}
+
+/** A [V, H] table (the embedding, the LM head's rows) as one fp16 initializer `<name>.fp16`, added once (docs/design.md §QLoRA). */
+export function halfTable(b: GraphBuilder, weights: WeightSource, name: string): string {
+  const key = `${name}.fp16`;
+  if (b.graph.initializers.has(key)) return key;
+  const shape = [weights.config.vocabSize, weights.config.hiddenSize];
+  return b.initializer(key, weights.lazyFloat16?.(name, shape) ?? halfOf(weights.lazyFloat32(name, shape)));
 }

@@ -12,4 +12,6 @@ export interface WeightSource {
   has(name: string): boolean;
   /** Checks `name` has `shape` now (throwing a clear error), returns fp32 data lazily. */
   lazyFloat32(name: string, shape: number[], transpose2d?: boolean): Tensor;
+  /** The same as fp16, where the source can make it without an fp32 copy (bench/train-memory.ts's 8B shape); absent: from lazyFloat32. */
+  lazyFloat16?(name: string, shape: number[]): Tensor;
 }

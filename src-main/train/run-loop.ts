@@ -100,6 +100,7 @@ export async function openRunStep(checkpoint: Checkpoint, settings: RunSettings,
   const step = await createTrainStep(checkpoint, {
     lora: settings.lora, optimizer: settings.optimizer, loss: settings.loss, device: settings.device, threads: settings.threads ?? undefined,
     recompute: recomputeOn(settings.recompute, settings.maxLength), maxLength: settings.maxLength, precision: settings.precision ?? undefined,
+    quantize: settings.quantize,
     value: settings.ppo.advantage === 'gae' ? { clip: settings.ppo.valueClip, coef: settings.ppo.valueCoef } : undefined,
   });
   const expected = loraSpecs(checkpoint.config, settings.lora.targets);

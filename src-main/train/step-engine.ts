@@ -38,7 +38,7 @@ import { Checkpoint } from '../model/hf-checkpoint.js';
 import { checkpointWeights, type WeightSource } from '../model/decoder.js';
 import { DEFAULT_VOCAB_CHUNK } from '../model/chunked-head.js';
 import { ATTENTION_CHUNKING, chunksAttention, type AttentionChunking } from '../model/attention.js';
-import { boundProblem, defaultPrecision, TRAIN_BOUNDS, type BoundedOption, type Precision } from '../../src-shared/training.js';
+import { boundProblem, defaultPrecision, TRAIN_BOUNDS, type BoundedOption, type Precision, type Quantize } from '../../src-shared/training.js';
 import { ort, createSession, fusesMatMul, type Device, type SessionConfig } from '../model/ort-session.js';
 import type {
   LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, LossMetricValues, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TrainStep,
@@ -74,6 +74,8 @@ export interface TrainStepOptions {
   recompute?: boolean;
   /** The frozen base's projections in fp16 or fp32 (docs/design.md §Precision); default {@link defaultPrecision} of the device. */
   precision?: Precision;
+  /** The frozen base stored quantised (docs/design.md §QLoRA); default 'none'. */
+  quantize?: Quantize;
   /**
    * The longest row the step will see (--max-length): past {@link ATTENTION_CHUNKING}'s
    * `above` the graph computes attention in ⌈maxLength / rows⌉ chunks of query rows
@@ -360,6 +362,7 @@ function memoryOptions(o: TrainStepOptions): MemoryOptions {
   const chunked = o.maxLength !== undefined && chunksAttention(o.maxLength, chunking);
   return {
     vocabChunk: o.vocabChunk ?? DEFAULT_VOCAB_CHUNK, recompute: o.recompute ?? false, precision: o.precision ?? defaultPrecision(o.device),
+    ...(o.quantize && o.quantize !== 'none' ? { quantize: o.quantize } : {}),
     ...(chunked ? { attentionChunks: Math.ceil(o.maxLength! / chunking.rows) } : {}),
   };
 }

@@ -48,7 +48,8 @@ import { checkLossConfig, lossRecord } from './losses.js';
 import { methodRecord } from '../../src-shared/training-methods.js';
 import { appendUpdate } from './step-optimizer.js';
 import { VALUE_HEAD_BIAS, VALUE_HEAD_WEIGHT } from './value-head.js';
-import type { Precision } from '../../src-shared/training.js';
+import type { Precision, Quantize } from '../../src-shared/training.js';
+import { quantScheme, type QuantScheme } from '../model/quantize.js';
 
 export const loraKeys = (spec: LoraTensorSpec) => ({ a: loraAKey(spec), b: loraBKey(spec) });
 export const gradName = (key: string) => `grad.${key}`;
@@ -72,6 +73,22 @@ export interface MemoryOptions {
   attentionChunks?: number;
   /** The frozen base's projections in fp16 (half their weights' memory, and a GPU's tensor cores); default fp32. */
   precision?: Precision;
+  /**
+   * The frozen base quantised (QLoRA, docs/design.md §QLoRA): its projections as MatMulNBits on
+   * int8 / int4 codes with fp32 activations ({@link trainingScheme}), the embedding and the LM
+   * head's rows in fp16; default 'none'. Wins over `precision`.
+   */
+  quantize?: Quantize;
+}
+
+/**
+ * A training step's scheme: the inference scheme's codes (so the rollouts' and the scorer's
+ * sessions share the step's quantised copy by name, ../model/weight-file.ts) with accuracy_level 0:
+ * the activations stay fp32, so the step computes exactly with the dequantised weights.
+ */
+export function trainingScheme(quantize: Quantize | undefined): QuantScheme | undefined {
+  const scheme = quantScheme(quantize ?? 'none');
+  return scheme && { ...scheme, accuracyLevel: 0 };
 }
 
 /** One LogSoftmax over the vocabulary, no recomputation: the plain graph. */
@@ -101,12 +118,16 @@ function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOpti
   const positions = b.input('positions', 'int64', ['N']);
   // A forward-only graph takes the inference form of attention and cuts its last layer to the
   // scored rows (the same values; ../model/attention.ts, ../model/decoder.ts).
-  const values = buildDecoder(b, weights, { output: 'hidden', hiddenRows: positions, linear, attentionChunks: memory.attentionChunks, inference: !memory.withGradient, fusedScores: memory.fusedScores, precision: memory.precision });
+  const quantize = trainingScheme(memory.quantize);
+  const values = buildDecoder(b, weights, {
+    output: 'hidden', hiddenRows: positions, linear, attentionChunks: memory.attentionChunks, inference: !memory.withGradient, fusedScores: memory.fusedScores,
+    precision: memory.precision, ...(quantize ? { quantize, halfTables: true } : {}),
+  });
   sameDim(b.graph, 'S', 'T');
   const H = weights.config.hiddenSize;
   const targetIds = b.input('targets', 'int64', ['N']);
   const hidden = values.output; // [N, H]
-  const head = { hidden, rows: headRows(b, weights), targets: targetIds, vocabSize: weights.config.vocabSize };
+  const head = { hidden, rows: headRows(b, weights, quantize !== undefined), targets: targetIds, vocabSize: weights.config.vocabSize };
   const logprobs = b.identityAs(appendTargetLogprobs(b, head, { chunk: memory.vocabChunk, withGradient: memory.withGradient }), 'logprobs');
   const valueHead = memory.valueHead ? appendValueHead(b, hidden, H, params) : undefined;
   return { b, logprobs, specs, params, layerSpans: values.layerSpans, attentionSpans: values.attentionSpans, values: valueHead };

@@ -6,10 +6,21 @@ import { appendGradients } from '../../src-main/graph/autodiff.js';
 import { NOT_DIFFERENTIABLE } from '../../src-main/graph/op-record.js';
 import { OP_TABLE } from '../../src-main/graph/op-table.js';
 import { gradCheck, type GradCase } from './gradcheck.js';
+import { quantizeBlockwise } from '../../src-main/model/quantize.js';
 
 const positive = (n: number, lo = 0.5, hi = 2) => Array.from({ length: n }, (_, i) => lo + ((i * 0.37) % 1) * (hi - lo));
 /** Values with gaps of ≥ 0.1 between them and away from 0, so kinks (ties, Relu, Abs, Clip) stay out of reach of h. */
 const spread = (n: number, offset = 0) => Array.from({ length: n }, (_, i) => ((i * 7 + offset) % n) * (1.6 / n) - 0.77);
+
+/** x · Wᵀ through MatMulNBits, W [n, k] a spread of values quantised in blocks of 32 (../../src-main/model/quantize.ts). */
+function nBits(b: GraphBuilder, x: string, n: number, k: number, bits: 4 | 8): string {
+  const scheme = { bits, blockSize: 32, accuracyLevel: 0 } as const;
+  const q = quantizeBlockwise(Float32Array.from(spread(n * k)), n, k, scheme);
+  const init = (part: 'codes' | 'scales' | 'zeroPoints') => b.initializer(`w.${part}`, q[part]);
+  return b.contribOp('MatMulNBits', [x, init('codes'), init('scales'), init('zeroPoints')], {
+    K: int(k), N: int(n), bits: int(bits), block_size: int(scheme.blockSize), accuracy_level: int(0),
+  }, { dtype: 'float32', shape: [...b.shapeOf(x)!.slice(0, -1), n] });
+}
 
 const cases: GradCase[] = [
   // ---- element-wise, with broadcasting ----
@@ -59,6 +70,9 @@ const cases: GradCase[] = [
   { name: 'MatMul broadcast batch [2,1,3,4]x[3,4,2]', inputs: [{ name: 'a', shape: [2, 1, 3, 4] }, { name: 'c', shape: [3, 4, 2] }], build: (b, x) => b.matmul(x.a!, x.c!) },
   { name: 'MatMul symbolic [B,T,4]x[4,2]', inputs: [{ name: 'a', shape: ['B', 'T', 4], dims: [2, 3, 4] }, { name: 'c', shape: [4, 2] }], build: (b, x) => b.matmul(x.a!, x.c!) },
   { name: 'MatMul GQA [B,kv,rep,T,d]x[B,kv,1,d,S]', inputs: [{ name: 'a', shape: ['B', 2, 2, 'T', 3], dims: [1, 2, 2, 2, 3] }, { name: 'c', shape: ['B', 2, 1, 3, 'S'], dims: [1, 2, 1, 3, 2] }], build: (b, x) => b.matmul(x.a!, x.c!) },
+  // MatMulNBits (QLoRA's frozen linear): dA = dY·dequant(B), two int4 blocks along K = 40 (the last padded), and int8.
+  { name: 'MatMulNBits int4 [B,T,40]·W[6,40]ᵀ', inputs: [{ name: 'a', shape: ['B', 'T', 40], dims: [2, 3, 40] }], build: (b, x) => nBits(b, x.a!, 6, 40, 4) },
+  { name: 'MatMulNBits int8 [3,20]·W[5,20]ᵀ', inputs: [{ name: 'a', shape: [3, 20] }], build: (b, x) => nBits(b, x.a!, 5, 20, 8) },
 
   // ---- shapes ----
   { name: 'Transpose', inputs: [{ name: 'a', shape: [2, 3, 4] }], build: (b, x) => b.transpose(x.a!, [2, 0, 1]) },
