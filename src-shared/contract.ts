@@ -29,6 +29,7 @@ import { tokenViewInput, type TokenViewProgress, type TokenViewResult } from './
 import { evalStartInput, type EvalState } from './eval-api.js';
 import { CHAT_CALLS, type ChatState } from './chat-api.js';
 import { MODEL_CALLS } from './models-api.js';
+import { CAPTURE_CALLS, type CaptureStatus } from './capture-api.js';
 import { MODEL_EXPORT_CALLS } from './model-export-api.js';
 import { call, returns, type Returns } from './call-spec.js';
 import { onPolicyInput } from './on-policy-api.js';
@@ -41,6 +42,7 @@ export { ValidationError };
 export type { CallSpec, Returns } from './call-spec.js';
 export * from './api-errors.js';
 export type * from './training-api.js';
+export type { CaptureKeyView, CaptureStatus } from './capture-api.js';
 // Training's vocabulary is defined in ./training.ts; the contract's users get it here too.
 export { LORA_TARGETS, TRAIN_DEVICES, TRAIN_METHODS };
 export type { LoraTarget, Quantize, TrainDevice, TrainMethod };
@@ -100,39 +102,6 @@ export interface Settings {
     trainSteps: number;
     trainMethod: TrainMethod;
   };
-}
-
-/** Live capture as the UI shows it (Settings, the indicator in the app shell). */
-export interface CaptureStatus {
-  /** Capture runs where `hindsight serve` hosts the OpenAI-compatible endpoint. */
-  available: boolean;
-  reason: string | null;
-  enabled: boolean;
-  /** The append-only capture log (the source of truth; see src-main/capture/capture-log.ts). */
-  logPath: string | null;
-  /** Where the background loop writes its adapters (`<db>.capture-adapters/`). */
-  adaptersDir: string | null;
-  /** The base URL to give chat clients (http://127.0.0.1:PORT/v1); the API key is the launch token. */
-  endpoint: string | null;
-  /** Where requests are forwarded, or null when the local model answers. */
-  upstream: string | null;
-  sessions: number;
-  openSessions: number;
-  exchanges: number;
-  /** Captured samples with a next state and no label yet. */
-  pendingJudge: number;
-  /** Captured samples labelled ±1 or with a hint that no background run has trained on yet. */
-  pendingTrain: number;
-  loop: {
-    autoJudge: boolean;
-    autoTrain: boolean;
-    trainEvery: number;
-    state: 'off' | 'idle' | 'judging' | 'training' | 'swapping';
-    lastError: string | null;
-    lastRun: { runId: string; adapterDir: string; samples: number; finishedAt: number } | null;
-  };
-  /** The adapter the endpoint serves (null = the base model), and the one a rollback returns to. */
-  adapter: { active: string | null; previous: string | null; history: string[] };
 }
 
 export type ChangeReason = 'import' | 'label' | 'judge' | 'database' | 'settings' | 'capture' | 'delete' | 'split';
@@ -295,8 +264,8 @@ export const CALLS = {
   ...MODEL_CALLS,
   // A finished run back into Ollama / llama.cpp (src-shared/model-export-api.ts).
   ...MODEL_EXPORT_CALLS,
-  captureStatus: call('Live capture: on or off, the endpoint, counts, the background loop and the served adapter.', NO_INPUT, returns<CaptureStatus>()),
-  captureRollback: call('Serves the adapter that was served before the last swap again (the base model when there was none).', NO_INPUT, returns<CaptureStatus>()),
+  // Live capture's status, rollback and the API key of its clients (src-shared/capture-api.ts).
+  ...CAPTURE_CALLS,
   getSettings: call('Judge backends and the default model.', NO_INPUT, returns<Settings>()),
   updateSettings: call(
     'Changes some settings; an omitted field keeps its value.',

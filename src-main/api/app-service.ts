@@ -19,27 +19,16 @@ import { TokenViewService } from './token-view-service.js';
 import { TrainingService } from './training-service.js';
 import { EvalService } from './eval-service.js';
 import { ChatService } from './chat-service.js';
-import type { CaptureHook } from '../openai/capture-hook.js';
+import { CAPTURE_KEY_OFF, captureStatusOff, needCapture, type CaptureController } from './capture-calls.js';
 import { RolloutsService } from './rollouts-service.js';
 import { isModelPath } from '../model/model-path.js';
 import { scanModels } from '../model/model-catalog.js';
 import { exportModel } from '../train/model-export.js';
 
+export type { CaptureController } from './capture-calls.js';
+
 /** Opens a database; `serve` asks for a workspace that also has what live capture needs. */
 export type OpenWorkspace<W extends WorkspaceApi = WorkspaceApi> = (dbPath: string) => Promise<W>;
-
-/** Live capture, where `serve` hosts it (src-main/capture/capture-service.ts). */
-export interface CaptureController {
-  status(): CaptureStatus;
-  rollback(): Promise<CaptureStatus>;
-  deleteSession(id: string): { deleted: boolean };
-  settingsChanged(): void;
-  /** The /v1 endpoint's capture hook: the Chat page records through it too. */
-  readonly hook: CaptureHook;
-}
-
-const CAPTURE_UNAVAILABLE =
-  'Live capture runs under `hindsight serve`, which hosts the OpenAI-compatible endpoint chat clients talk to; start it with `hindsight serve --capture`.';
 
 export interface ServiceOptions<W extends WorkspaceApi = WorkspaceApi> {
   dbPath: string;
@@ -164,21 +153,10 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     return { deleted };
   }
 
-  async captureStatus(): Promise<CaptureStatus> {
-    if (this.capture) return this.capture.status();
-    const s = this.settingsStore.view().capture;
-    return {
-      available: false, reason: CAPTURE_UNAVAILABLE, enabled: s.enabled, logPath: null, adaptersDir: null, endpoint: null, upstream: s.upstreamBaseUrl || null,
-      sessions: 0, openSessions: 0, exchanges: 0, pendingJudge: 0, pendingTrain: 0,
-      loop: { autoJudge: s.autoJudge, autoTrain: s.autoTrain, trainEvery: s.trainEvery, state: 'off', lastError: null, lastRun: null },
-      adapter: { active: null, previous: null, history: [] },
-    };
-  }
-
-  async captureRollback(): Promise<CaptureStatus> {
-    if (!this.capture) throw new UserError(CAPTURE_UNAVAILABLE);
-    return this.capture.rollback();
-  }
+  async captureStatus(): Promise<CaptureStatus> { return this.capture?.status() ?? captureStatusOff(this.settingsStore.view().capture); }
+  async captureRollback(): Promise<CaptureStatus> { return needCapture(this.capture).rollback(); }
+  async captureKey({ reveal }: CallInput<'captureKey'>) { return this.capture?.keys.view(reveal === true) ?? CAPTURE_KEY_OFF; }
+  async captureKeyRegenerate() { return needCapture(this.capture).keys.regenerateView(); }
 
   async setLabel({ sessionId, responseTurn, patch }: CallInput<'setLabel'>) {
     const label = this.workspace.setLabel(sessionId, responseTurn, patch);

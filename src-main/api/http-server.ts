@@ -9,9 +9,15 @@
 // Security model (see also the README):
 //   - Loopback only: it listens on 127.0.0.1 (or ::1 / localhost); any other --host is refused.
 //   - A random token per launch. The printed URL carries it once as `?token=`; that first
-//     load sets it as an HttpOnly, SameSite=Strict cookie and redirects to the same page
-//     without it, so the token leaves the address bar and history. Scripts and tests may
-//     send `Authorization: Bearer <token>` instead. Everything else gets 401.
+//     load sets it as an HttpOnly, SameSite=Strict cookie (named for the port, so two servers
+//     side by side keep their own) and redirects to the same page without it, so the token
+//     leaves the address bar and history. Scripts and tests may send
+//     `Authorization: Bearer <token>` instead. Everything else gets 401: a page load gets a
+//     page that explains (./signin-page.ts: "Hindsight was restarted" when the cookie is an
+//     earlier launch's, with a box to paste the printed link), a call gets the same words as
+//     JSON, which the running app shows in a banner.
+//   - /v1 (the OpenAI-compatible API) checks its own key: `openai` gets this launch's token
+//     and decides (serve-app.ts also takes the stable API key of capture clients there).
 //   - The Host header must name the loopback address and port (defeats DNS rebinding); a
 //     request with a foreign Origin is refused; API calls must be `application/json`
 //     (a cross-site form cannot send that without a preflight, which is never granted).
@@ -25,10 +31,10 @@ import { CALLS, MAX_UPLOAD_BYTES, type ApiErrorBody, type ApiHandlers, type Call
 import { assertLoopbackHost, hasBearerToken, listenOnLoopback, newAccessToken, sameSecret } from '../http/access.js';
 import { BodyTooLargeError, mediaType, readBody, refuseOversizedBody, sendJson, sendJsonError, sendText } from '../http/json.js';
 import { CONTENT_SECURITY_POLICY } from './csp.js';
+import { sendSignInPage, tokenFromPasted, unauthorizedMessage } from './signin-page.js';
 import { runCall } from './errors.js';
 import type { EventHub } from '../workspace/event-hub.js';
 
-const COOKIE = 'hindsight_token';
 const MAX_CALL_BODY = 4 * 1024 * 1024;
 /** Base64 inflates by 4/3; leave room for the JSON around it. */
 const MAX_UPLOAD_BODY = Math.ceil(MAX_UPLOAD_BYTES / 3) * 4 + 64 * 1024;
@@ -77,6 +83,9 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
   const token = options.token ?? newAccessToken();
   const sseClients = new Set<http.ServerResponse>();
   let allowedHosts = new Set<string>();
+  /** The session cookie's name, set once the port is known: `hindsight_token_<port>`. */
+  let cookie = 'hindsight_token';
+  let base = '';
 
   const server = http.createServer((req, res) => {
     handle(req, res).catch((err) => {
@@ -84,6 +93,10 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
       sendJsonError(res, 500, errorResult('internal', 'Internal server error'));
     });
   });
+
+  function isAuthorized(req: http.IncomingMessage): boolean {
+    return hasBearerToken(req, token) || sameSecret(parseCookies(req.headers.cookie)[cookie], token);
+  }
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     setSecurityHeaders(res);
@@ -98,17 +111,23 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
 
     if (options.openai && (url.pathname === '/v1' || url.pathname.startsWith('/v1/'))) return options.openai(req, res, token);
 
-    // First page load from the printed URL: trade the query token for a cookie.
+    // First page load from the printed URL (or the sign-in page's form): trade the query token for a cookie.
     const queryToken = url.searchParams.get('token');
     if (queryToken !== null && req.method === 'GET' && !url.pathname.startsWith('/api/')) {
-      if (!sameSecret(queryToken, token)) return sendText(res, 401, unauthorizedText);
+      if (!sameSecret(tokenFromPasted(queryToken), token)) return sendSignInPage(res, 'wrong-token', base, url.pathname);
       url.searchParams.delete('token');
-      res.setHeader('Set-Cookie', `${COOKIE}=${token}; HttpOnly; SameSite=Strict; Path=/`);
+      res.setHeader('Set-Cookie', `${cookie}=${token}; HttpOnly; SameSite=Strict; Path=/`);
       res.writeHead(303, { Location: url.pathname + url.search + url.hash });
       return void res.end();
     }
-    if (!isAuthorized(req, token)) {
-      if (url.pathname.startsWith('/api')) return sendJson(res, 401, { ok: false, error: { kind: 'unauthorized', message: unauthorizedText } });
+    if (!isAuthorized(req)) {
+      // A cookie of this port that is not this launch's: the tab outlived a restart.
+      const state = parseCookies(req.headers.cookie)[cookie] !== undefined ? 'expired' : 'signed-out';
+      if (url.pathname.startsWith('/api')) {
+        const message = req.headers.authorization !== undefined ? unauthorizedText : unauthorizedMessage(state);
+        return sendJson(res, 401, { ok: false, error: { kind: 'unauthorized', message } });
+      }
+      if ((req.method === 'GET' || req.method === 'HEAD') && !path.extname(url.pathname)) return sendSignInPage(res, state, base, url.pathname);
       return sendText(res, 401, unauthorizedText);
     }
 
@@ -189,8 +208,9 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
 
   const port = await listenOnLoopback(server, host, options.port ?? 0, '; pick another with --port');
   allowedHosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
+  cookie = `hindsight_token_${port}`;
   const urlHost = host === '::1' ? '[::1]' : host;
-  const base = `http://${urlHost}:${port}/`;
+  base = `http://${urlHost}:${port}/`;
 
   return {
     url: base,
@@ -211,10 +231,6 @@ export async function startHttpServer(options: HttpServerOptions): Promise<Runni
 const unauthorizedText =
   'Unauthorized: open the URL that `hindsight serve` printed (it carries this launch’s access token), ' +
   'or send `Authorization: Bearer <token>`.';
-
-function isAuthorized(req: http.IncomingMessage, token: string): boolean {
-  return hasBearerToken(req, token) || sameSecret(parseCookies(req.headers.cookie)[COOKIE], token);
-}
 
 function parseCookies(header: string | undefined): Record<string, string> {
   const out: Record<string, string> = {};

@@ -11,6 +11,7 @@ import { HindsightService, type OpenWorkspace } from './app-service.js';
 import { createOpenAiHandler } from '../openai/handler.js';
 import type { UpstreamTarget } from '../openai/upstream.js';
 import { CaptureService, type CaptureWorkspace } from '../capture/capture-service.js';
+import { sameSecret } from '../http/access.js';
 
 export interface ServeOptions {
   dbPath: string;
@@ -41,6 +42,16 @@ export interface ServeHandle extends RunningServer {
 
 export function appVersion(): string {
   return (JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+/** Where the API key is, for the start-up line (made now on a first launch); never the key itself. */
+function keyWhere(capture: CaptureService, log: (line: string) => void): string {
+  try {
+    return `the one in Settings → Live capture, kept in ${capture.keys.current().path}`;
+  } catch (err) {
+    log((err as Error).message);
+    return 'none until its file is mended (see the line above)';
+  }
 }
 
 export async function serveApp(options: ServeOptions): Promise<ServeHandle> {
@@ -95,9 +106,13 @@ export async function serveApp(options: ServeOptions): Promise<ServeHandle> {
       // The UI and the API still serve; capture requests will say what is wrong.
       log(`live capture cannot start: ${(err as Error).message}`);
     }
-    const server = await startHttpServer({ handlers: service, events, host: options.host, port: options.port, token: options.token, rendererDir, openai: openai.route });
+    // /v1 takes the stable API key of capture clients, or this launch's token (as the UI has it).
+    const server = await startHttpServer({
+      handlers: service, events, host: options.host, port: options.port, token: options.token, rendererDir,
+      openai: (req, res, token) => openai.route(req, res, (given) => (sameSecret(given, token) ? null : capture.keys.check(given))),
+    });
     endpoint = `${server.url}v1`;
-    log(`OpenAI-compatible API: base URL ${server.url}v1, API key = the token in the URL below`);
+    log(`OpenAI-compatible API: base URL ${server.url}v1, API key: ${keyWhere(capture, log)}`);
     if (service.settings.raw.captureEnabled) log(`live capture is ON: chats through ${endpoint} are recorded in ${capture.status().logPath}`);
     return {
       ...server,

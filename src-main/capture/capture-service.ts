@@ -40,7 +40,8 @@ import type { CapturedReplyIn, CaptureHook, CaptureTicket } from '../openai/capt
 import { RequestError, type ChatRequest } from '../openai/protocol.js';
 import type { UpstreamTarget } from '../openai/upstream.js';
 import { adoptFolderCaptureLog, CaptureLog, captureLogPathFor } from './capture-log.js';
-import { captureAdaptersPathFor } from '../store/db-companions.js';
+import { apiKeyPathFor, captureAdaptersPathFor } from '../store/db-companions.js';
+import { CaptureKeys } from './capture-key.js';
 import { CaptureLoop, untrainedSamples, countWithSignal } from './capture-loop.js';
 import { recordSession, type CapturedMessage, type CaptureRecord, type FeedbackRecord, type ReplyRecord, type RequestRecord } from './capture-records.js';
 import { applyFeedback, feedbackTarget, foldFeedback, parseFeedback } from './feedback.js';
@@ -102,6 +103,8 @@ export class CaptureService {
   private state: DbState | null = null;
   private preloadFn: ((modelDir: string, adapterDir: string | null) => Promise<void>) | null = null;
   readonly loop: CaptureLoop;
+  /** The API key of capture clients: the open database's `<db>.api-key` (./capture-key.ts). */
+  readonly keys = new CaptureKeys(() => apiKeyPathFor(this.options.workspace().dbPath));
   readonly hook: CaptureHook = { begin: (headers, body, request, options) => this.begin(headers, body, request, options?.defer ?? false) };
 
   constructor(private readonly options: CaptureServiceOptions) {

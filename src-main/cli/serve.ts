@@ -1,6 +1,8 @@
 // `hindsight serve [--port P] [--db PATH] [--host 127.0.0.1]`: the app's UI and API for a
 // browser, on loopback only, guarded by a per-launch token (see src-main/api/http-server.ts).
-// Prints the URL to open, which carries the token once; runs until Ctrl+C.
+// Prints the URL to open, which carries the token once; runs until Ctrl+C. Chat clients of the
+// OpenAI-compatible /v1 use the database's stable API key instead (`<db>.api-key`, shown in
+// Settings; src-main/capture/capture-key.ts), which this command names but never prints.
 import fs from 'node:fs';
 import path from 'node:path';
 import { assertLoopbackHost } from '../http/access.js';
@@ -9,6 +11,7 @@ import { serveApp } from '../api/serve-app.js';
 import { UserError } from '../../src-shared/types.js';
 import { DB_OPTION, intFlag, jsonOption, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 import { isGgufPath, isModelPath } from '../model/model-path.js';
+import { apiKeyPathFor } from '../store/db-companions.js';
 
 export const DEFAULT_PORT = 8787;
 
@@ -16,7 +19,9 @@ export const spec = {
   name: 'serve',
   synopsis: '[options]',
   about: 'Serves the Hindsight UI and API on a loopback address for a browser, and the OpenAI-compatible\n' +
-    'API under /v1 (API key: the launch token). Prints the URL to open; runs until Ctrl+C.',
+    'API under /v1. Prints the URL to open (it carries this launch\'s access token); runs until Ctrl+C.\n' +
+    "/v1's API key stays the same across launches: Settings → Live capture shows it (copy, regenerate);\n" +
+    'it is kept, readable by you only, in <db>.api-key beside the database.',
   options: {
     port: { type: 'string', value: 'P', help: 'port to listen on; 0 picks a free one', otherwise: String(DEFAULT_PORT) },
     host: { type: 'string', value: 'H', help: '127.0.0.1, ::1 or localhost; other addresses are refused', otherwise: '127.0.0.1' },
@@ -30,7 +35,7 @@ export const spec = {
     adapter: { type: 'string', value: 'DIR', help: 'a PEFT LoRA adapter to serve applied (until the background loop trains one)', otherwise: 'none' },
     'api-only': { type: 'boolean', help: 'do not build the UI (a headless capture proxy; the UI is served only if already built)' },
     ...DB_OPTION,
-    ...jsonOption('print {"url","loginUrl","port","db"} as one JSON line once listening'),
+    ...jsonOption('print {"url","loginUrl","port","db","apiKeyFile"} as one JSON line once listening'),
   },
 } as const;
 
@@ -69,7 +74,7 @@ export const command: Command = async (argv) => {
     if (err instanceof UserError) throw err;
     throw new UserError(`could not start: ${(err as Error).message}`);
   }
-  if (values.json) printJson({ url: server.url, loginUrl: server.loginUrl, port: server.port, db: dbPath });
+  if (values.json) printJson({ url: server.url, loginUrl: server.loginUrl, port: server.port, db: dbPath, apiKeyFile: apiKeyPathFor(server.service.currentDbPath) });
   else {
     process.stdout.write(`Hindsight is serving ${dbPath}\nOpen this URL in your browser (it carries this launch's access token):\n\n  ${server.loginUrl}\n\nPress Ctrl+C to stop.\n`);
   }

@@ -1,6 +1,7 @@
 // Who may talk to Hindsight's HTTP servers (`serve`'s /api and /v1, and the standalone /v1
-// server): loopback addresses only, and a random access token per launch, compared in
-// constant time.
+// server): loopback addresses only, and a secret compared in constant time: the random access
+// token of the launch (the UI, and /v1), or, on serve's /v1 only, the stable API key of capture
+// clients (src-main/store/api-key-file.ts, src-main/capture/capture-key.ts).
 import crypto from 'node:crypto';
 import type http from 'node:http';
 import { UserError } from '../../src-shared/types.js';
@@ -47,8 +48,32 @@ export function sameSecret(given: string | null | undefined, token: string): boo
   return a.length === b.length && crypto.timingSafeEqual(a, b);
 }
 
+/** The secret of `Authorization: Bearer <secret>`, or null when the request has none. */
+export function bearerOf(req: http.IncomingMessage): string | null {
+  const auth = req.headers.authorization ?? '';
+  return auth.startsWith('Bearer ') ? auth.slice('Bearer '.length).trim() : null;
+}
+
 /** Whether the request carries `Authorization: Bearer <token>` with this launch's token. */
 export function hasBearerToken(req: http.IncomingMessage, token: string): boolean {
-  const auth = req.headers.authorization ?? '';
-  return auth.startsWith('Bearer ') && sameSecret(auth.slice('Bearer '.length).trim(), token);
+  return sameSecret(bearerOf(req), token);
+}
+
+/** Why a /v1 request's key is refused: 401 (missing, wrong or revoked), or 503 (the key file cannot be read). */
+export interface KeyRefusal {
+  status: 401 | 503;
+  /** One line, never the key. */
+  message: string;
+  code: 'invalid_api_key' | 'api_key_unavailable';
+}
+
+/** Checks the Bearer secret of a /v1 request (null when it has none): null lets it in. */
+export type ApiKeyCheck = (given: string | null) => KeyRefusal | null;
+
+/** The standalone /v1 server's check: its one token. */
+export function tokenCheck(token: string, hint = 'the access token that `hindsight serve` printed'): ApiKeyCheck {
+  return (given) =>
+    sameSecret(given, token)
+      ? null
+      : { status: 401, code: 'invalid_api_key', message: `${given === null ? 'missing' : 'wrong'} API key: send 'Authorization: Bearer <key>' with ${hint}` };
 }

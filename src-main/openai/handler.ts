@@ -8,9 +8,10 @@
  *   POST /v1/feedback           (serve, with `feedback`) a thumbs-up or -down on a captured reply,
  *                               named by its completion id (docs/design.md §Feedback endpoint)
  *
- * Auth: `Authorization: Bearer <token>`, the token of this launch (`hindsight serve`
- * prints it; it is the same one the UI uses). Errors use OpenAI's body
- * `{error:{message,type,param,code}}`.
+ * Auth: `Authorization: Bearer <key>`, checked by the caller's ApiKeyCheck: under `hindsight
+ * serve`, the stable API key of capture clients (Settings → Live capture, `<db>.api-key`) or the
+ * launch's access token; on the standalone server, its token. Errors use OpenAI's body
+ * `{error:{message,type,param,code}}`, one line.
  *
  * The model loads on the first request (so `serve` starts at once), from `modelDir()`,
  * asked again on every request: when the configured folder changes, the next request
@@ -47,7 +48,7 @@ import crypto from 'node:crypto';
 import type http from 'node:http';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
-import { hasBearerToken } from '../http/access.js';
+import { bearerOf, type ApiKeyCheck } from '../http/access.js';
 import { BodyTooLargeError, mediaType, readBody, refuseOversizedBody, sendJson } from '../http/json.js';
 import type { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
@@ -75,7 +76,7 @@ export interface OpenAiHandlerOptions {
   loadWaitMs?: number;
 }
 
-export type OpenAiRoute = (req: http.IncomingMessage, res: http.ServerResponse, token: string) => Promise<void>;
+export type OpenAiRoute = (req: http.IncomingMessage, res: http.ServerResponse, check: ApiKeyCheck) => Promise<void>;
 
 const MAX_BODY = 8 * 1024 * 1024;
 
@@ -317,17 +318,10 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
     res.end();
   }
 
-  async function route(req: http.IncomingMessage, res: http.ServerResponse, token: string): Promise<void> {
+  async function route(req: http.IncomingMessage, res: http.ServerResponse, check: ApiKeyCheck): Promise<void> {
     try {
-      if (!hasBearerToken(req, token)) {
-        throw new RequestError(
-          "missing or wrong API key: send 'Authorization: Bearer <token>' with the access token that `hindsight serve` printed",
-          null,
-          401,
-          'invalid_request_error',
-          'invalid_api_key',
-        );
-      }
+      const refused = check(bearerOf(req));
+      if (refused) throw new RequestError(refused.message, null, refused.status, refused.status === 401 ? 'invalid_request_error' : 'server_error', refused.code);
       const url = new URL(req.url ?? '/', 'http://localhost');
       const pathname = url.pathname.replace(/\/+$/, '');
       if (pathname === '/v1/models' && req.method === 'GET') {

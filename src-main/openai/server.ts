@@ -8,7 +8,7 @@
  *     await server.close();
  */
 import http from 'node:http';
-import { assertLoopbackHost, listenOnLoopback, newAccessToken } from '../http/access.js';
+import { assertLoopbackHost, listenOnLoopback, newAccessToken, tokenCheck } from '../http/access.js';
 import { sendJson } from '../http/json.js';
 import type { Device } from '../model/ort-session.js';
 import { createOpenAiHandler } from './handler.js';
@@ -41,9 +41,10 @@ export async function startOpenAiServer(options: OpenAiServerOptions): Promise<O
   const token = options.token ?? newAccessToken();
   const modelDir = typeof options.modelDir === 'string' ? () => options.modelDir as string : options.modelDir;
   const handler = createOpenAiHandler({ modelDir, adapterDir: () => options.adapterDir ?? null, device: options.device, log: options.log });
+  const check = tokenCheck(token, "this server's token");
   const server = http.createServer((req, res) => {
     const pathname = (req.url ?? '/').split('?')[0]!;
-    if (pathname === '/v1' || pathname.startsWith('/v1/')) return void handler.route(req, res, token);
+    if (pathname === '/v1' || pathname.startsWith('/v1/')) return void handler.route(req, res, check);
     sendJson(res, 404, errorBody(`unknown path ${pathname}: the OpenAI-compatible API lives under /v1`, 'invalid_request_error', null, 'unknown_url'));
   });
   const port = await listenOnLoopback(server, host, options.port ?? 0);

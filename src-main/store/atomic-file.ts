@@ -27,7 +27,7 @@ function tempPathFor(target: string): string {
 }
 
 /** fsync a directory so a rename in it survives a power cut. Not possible on Windows. */
-function fsyncDir(dir: string): void {
+export function fsyncDir(dir: string): void {
   let fd: number | undefined;
   try {
     fd = fs.openSync(dir, 'r');

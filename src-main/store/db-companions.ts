@@ -1,7 +1,8 @@
 /**
  * Files that belong to one database sit beside it under its own name, as its training runs do
- * (`<db>.training-runs.json`): `<db>.settings.json`, `<db>.capture-log.jsonl` and the folder
- * live capture's background runs write their adapters to, `<db>.capture-adapters/`. Two
+ * (`<db>.training-runs.json`): `<db>.settings.json`, `<db>.capture-log.jsonl`, the API key of
+ * capture clients `<db>.api-key`, and the folder live capture's background runs write their
+ * adapters to, `<db>.capture-adapters/`. Two
  * databases in one folder then never share settings, captured chats or trained adapters.
  *
  * Earlier versions kept `settings.json` and `capture-log.jsonl` once per folder, shared by
@@ -21,6 +22,11 @@ export const PRIVATE_FILE_MODE = 0o600;
 
 export function captureLogPathFor(dbPath: string): string {
   return `${path.resolve(dbPath)}.capture-log.jsonl`;
+}
+
+/** The stable API key of live-capture clients (/v1), 0600 (src-main/store/api-key-file.ts). */
+export function apiKeyPathFor(dbPath: string): string {
+  return `${path.resolve(dbPath)}.api-key`;
 }
 
 /** The list of a database's training runs (src-main/api/training-service.ts). */

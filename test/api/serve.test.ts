@@ -39,7 +39,7 @@ describe('serve: access control', () => {
     expect(wrong.status).toBe(401);
     const page = await fetch(server.url);
     expect(page.status).toBe(401);
-    expect(await page.text()).toMatch(/open the URL that `hindsight serve` printed/);
+    expect(await page.text()).toMatch(/Open the link that <code>hindsight serve<\/code> printed/);
     const events = await fetch(`${server.url}api/events`);
     expect(events.status).toBe(401);
   });

@@ -35,7 +35,7 @@ describe.skipIf(!haveChromium)('live capture in the UI', { timeout: TEST_TIMEOUT
     expect(await page.isChecked('[data-field="capture-enabled"]')).toBe(false);
 
     await page.check('[data-field="capture-enabled"]');
-    await page.click('[data-action="save-capture"]');
+    await page.click('[data-action="save-settings"]');
     await page.waitForSelector('[data-testid="capture-indicator"]');
     expect(await page.textContent('[data-testid="capture-indicator"]')).toContain('Recording chats');
     expect(await page.textContent('[data-testid="capture-endpoint"]')).toBe(`${serve.url}v1`);

@@ -48,9 +48,12 @@ export interface ServeHandle {
   stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
 }
 
-/** Starts `hindsight serve --port 0 --json` on `dbPath` and reads the URL it prints; `env` replaces the environment (a fake HOME). */
-export async function startServe(dbPath: string, options: { env?: NodeJS.ProcessEnv } = {}): Promise<ServeHandle> {
-  const child: ChildProcess = spawn(process.execPath, [path.join(ROOT, 'bin', 'hindsight.mjs'), 'serve', '--db', dbPath, '--port', '0', '--json'], {
+/**
+ * Starts `hindsight serve --port 0 --json` on `dbPath` and reads the URL it prints; `env` replaces
+ * the environment (a fake HOME); `port` asks for that port instead (a restart where the tab was).
+ */
+export async function startServe(dbPath: string, options: { env?: NodeJS.ProcessEnv; port?: number } = {}): Promise<ServeHandle> {
+  const child: ChildProcess = spawn(process.execPath, [path.join(ROOT, 'bin', 'hindsight.mjs'), 'serve', '--db', dbPath, '--port', String(options.port ?? 0), '--json'], {
     cwd: ROOT,
     ...(options.env ? { env: options.env } : {}),
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -11,6 +11,7 @@ import {
   type EventName,
   type HindsightApi,
 } from '../../../src-shared/contract.js';
+import { markSignedOut } from './session-state';
 
 type Listener = (payload: unknown) => void;
 
@@ -36,12 +37,20 @@ function fromHttp(): HindsightApi {
   let source: EventSource | null = null;
   const connect = () => {
     if (source) return;
-    // EventSource reconnects by itself after a dropped connection.
+    // EventSource reconnects by itself after a dropped connection, but gives up for good on an
+    // answer that is not a stream: a 401 once serve was restarted with a new token. Then one call
+    // finds out why (the banner), and the stream is opened again after a while, in case it was
+    // something passing.
     source = new EventSource('api/events');
     source.onmessage = (message) => {
       const { name, payload } = JSON.parse(message.data as string) as { name: unknown; payload: unknown };
       if (!isEventName(name)) return;
       for (const listener of listeners.get(name) ?? []) listener(payload);
+    };
+    source.onerror = () => {
+      if (source?.readyState !== EventSource.CLOSED) return;
+      source = null;
+      call('appInfo').then(() => setTimeout(connect, 3000), () => setTimeout(connect, 10_000));
     };
   };
 
@@ -57,16 +66,19 @@ function fromHttp(): HindsightApi {
     } catch {
       throw new ApiError({ kind: 'internal', message: 'Cannot reach the Hindsight server. Is `hindsight serve` still running?' });
     }
-    let body: CallResult<unknown>;
+    let body: CallResult<unknown> | null = null;
     try {
       body = (await response.json()) as CallResult<unknown>;
     } catch {
-      throw new ApiError({ kind: 'internal', message: `The server answered ${response.status} ${response.statusText} without a result.` });
+      if (response.status !== 401) throw new ApiError({ kind: 'internal', message: `The server answered ${response.status} ${response.statusText} without a result.` });
     }
     if (response.status === 401) {
-      throw new ApiError({ kind: 'unauthorized', message: 'This page is not signed in: open the URL that `hindsight serve` printed.' } satisfies ApiErrorBody);
+      // serve says why: restarted (this tab's token is an earlier launch's), or never signed in.
+      const message = body && !body.ok && body.error.message ? body.error.message : 'This page is not signed in: open the URL that `hindsight serve` printed.';
+      markSignedOut(message);
+      throw new ApiError({ kind: 'unauthorized', message } satisfies ApiErrorBody);
     }
-    return unwrap(body);
+    return unwrap(body!);
   };
 
   const api: Record<string, unknown> = {};
