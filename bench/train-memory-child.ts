@@ -12,7 +12,9 @@ import { writeAdapter } from '../src-main/train/peft.js';
 import { createTrainStep } from '../src-main/train/step-engine.js';
 import type { OptimizerConfig, OptimizerState, StepBatch, StepMetrics } from '../src-main/train/training-step.js';
 import type { Device } from '../src-main/model/ort-session.js';
-import type { Precision } from '../src-shared/training.js';
+import type { Precision, Quantize } from '../src-shared/training.js';
+import { saveCheckpoint } from '../src-main/train/run-checkpoint.js';
+import { QWEN3_8B, randomQuantizedSource } from './quantized-model.js';
 
 export interface ChildRequest {
   kind: 'step' | 'sessions' | 'prepack';
@@ -31,6 +33,14 @@ export interface ChildRequest {
   device?: Device;
   /** The base's arithmetic (default: the device's). */
   precision?: Precision;
+  /** The frozen base quantised (QLoRA, docs/design.md §QLoRA); default none. */
+  quantize?: Quantize;
+  /** Instead of `model`: this shape written straight into `quantize`'s blocks (./quantized-model.ts), and a checkpoint written after the steps. */
+  quantizedShape?: 'qwen3-8b';
+  /** quantizedShape with only this many layers (a quick check of the bench itself). */
+  quantizedLayers?: number;
+  /** Where the checkpoint goes (quantizedShape). */
+  checkpointDir?: string;
 }
 
 export interface ChildResult {
@@ -44,6 +54,11 @@ export interface ChildResult {
   /** The warm-up step's loss and gradient norm (from the initial weights): the devices' agreement. */
   firstLoss?: number;
   firstGradNorm?: number;
+  /** quantizedShape: seconds to write the checkpoint, and the first step's wall and CPU seconds (graph building included). */
+  checkpointS?: number;
+  firstStepS?: [number, number];
+  /** RSS right after the step session was made (weights in, no step yet). */
+  loadedMb?: number;
   /** kind 'prepack': CPU seconds per step and ms per decoded token, [prepacked, not prepacked]. */
   prepack?: { stepCpuS: [number, number]; decodeCpuMs: [number, number] };
 }
@@ -93,25 +108,38 @@ export function torchTrainRequest(model: string, T: number, adapterDir: string):
 
 export async function runChild(q: ChildRequest): Promise<ChildResult> {
   if (q.kind === 'prepack') return comparePrepacking(q);
-  const ckpt = Checkpoint.open(q.model);
+  const ckpt = q.quantizedShape ? randomQuantizedSource({ ...QWEN3_8B, numLayers: q.quantizedLayers ?? QWEN3_8B.numLayers }, q.quantize === 'int8' ? 'int8' : 'int4') : Checkpoint.open(q.model);
   const share = q.sessions?.share ?? true;
-  const step = await createTrainStep(ckpt, {
+  const [step, loadS, loadCpu] = await timed(() => createTrainStep(ckpt, {
     lora: DEFAULT_LORA, loss: LOSS, optimizer: OPTIMIZER, device: q.device ?? 'cpu', threads: q.threads,
     vocabChunk: q.vocabChunk, recompute: q.recompute, shareWeights: share, prepack: q.sessions?.stepPrepack,
-    memoryPattern: q.memoryPattern, maxLength: q.seqLen, precision: q.precision,
-  });
+    memoryPattern: q.memoryPattern, maxLength: q.seqLen, precision: q.precision, quantize: q.quantize,
+  }));
+  const loadedMb = memoryNow().rssMb;
   const batch = batchOf(ckpt.config.vocabSize, q.seqLen, q.everyPosition ?? false);
-  let weights = initLora(loraSpecs(ckpt.config, DEFAULT_LORA.targets), DEFAULT_LORA.r, 1);
+  const specs = loraSpecs(ckpt.config, DEFAULT_LORA.targets);
+  let weights = initLora(specs, DEFAULT_LORA.r, 1);
   let state: OptimizerState = { step: 0, m: new Map(), v: new Map() };
   const wall: number[] = [], cpu: number[] = [];
   let first: StepMetrics | undefined;
+  let firstStepS: [number, number] | undefined;
   for (let i = 0; i <= q.repeats; i++) {
     const [r, s, c] = await timed(() => step.step(batch, weights, state));
     ({ weights, state } = r);
     first ??= r.metrics;
-    if (i > 0) (wall.push(s), cpu.push(c)); // the first is the warm-up
+    firstStepS ??= [s + loadS, c + loadCpu];
+    if (i > 0 || q.repeats === 0) (wall.push(s), cpu.push(c)); // the first is the warm-up, unless it is the only step
   }
-  const result: ChildResult = { peakMb: 0, wallS: median(wall), cpuS: median(cpu), firstLoss: first?.loss, firstGradNorm: first?.gradNorm };
+  const result: ChildResult = { peakMb: 0, wallS: median(wall), cpuS: median(cpu), firstLoss: first?.loss, firstGradNorm: first?.gradNorm, loadedMb, firstStepS };
+  if (q.checkpointDir) {
+    const t0 = performance.now();
+    const settings = { bench: 'train-memory', quantize: q.quantize, shape: q.quantizedShape ?? q.model };
+    saveCheckpoint(q.checkpointDir, {
+      state: { format: 1, step: 1, totalSteps: 1, settings, datasetSha256: '', savedAt: new Date().toISOString() },
+      lora: DEFAULT_LORA, specs, weights, optimizer: state, baseModel: q.quantizedShape ?? q.model,
+    });
+    result.checkpointS = (performance.now() - t0) / 1000;
+  }
   if (q.kind === 'sessions') {
     await step.baseLogprobs(batch); // the teacher / reference session
     const engine = ModelEngine.open(q.model, { threads: q.threads, shareWeights: share, prepack: q.sessions?.generatePrepack });

@@ -18,8 +18,11 @@
  *            PSS (the mapped pages split between the sessions mapping them), decode speed
  *   prepack  ONNX Runtime's prepacking of matmul weights on and off, alternated in one process:
  *            CPU time of a step and of decoding
+ *   quantize QLoRA: the Qwen3-0.6B shape at 1 × 2,048 with a none / int8 / int4 base, and one step
+ *            and a checkpoint of the Qwen3-8B shape in int4 (BENCH_8B=int4,int8; BENCH_8B_LENGTH,
+ *            BENCH_QLORA_LENGTH, BENCH_QLORA_REPEATS, BENCH_QLORA_SHAPES=0.6b,8b in that order)
  *
- * Options (env): BENCH_THREADS (2), BENCH_REPEATS (3), BENCH_PARTS (loss,recompute,sessions,prepack),
+ * Options (env): BENCH_THREADS (2), BENCH_REPEATS (3), BENCH_PARTS (loss,recompute,sessions; also prepack, quantize),
  * BENCH_LENGTHS (512,1024,2048). Writes to bench/output/ (git-ignored); the model is reused.
  */
 import fs from 'node:fs';
@@ -27,6 +30,8 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { writeTinyModel } from '../tools/tiny-models.js';
 import { runChild, type ChildRequest, type ChildResult } from './train-memory-child.js';
+import { ensureRandomModel } from './random-model.js';
+import { parameterCount, QWEN3_8B } from './quantized-model.js';
 
 const OUT = path.resolve('bench/output');
 const MODEL = path.join(OUT, 'qwen3-shape-68m');
@@ -35,7 +40,7 @@ const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 const PARTS = (process.env.BENCH_PARTS ?? 'loss,recompute,sessions').split(',');
 const LENGTHS = (process.env.BENCH_LENGTHS ?? '512,1024,2048').split(',').map(Number);
 
-function child(request: Omit<ChildRequest, 'model' | 'threads' | 'repeats'> & { repeats?: number }): ChildResult {
+function child(request: Omit<ChildRequest, 'model' | 'threads' | 'repeats'> & { repeats?: number; model?: string }): ChildResult {
   const full: ChildRequest = { model: MODEL, threads: THREADS, repeats: REPEATS, ...request };
   const r = spawnSync(process.execPath, [...process.execArgv, path.resolve('bench/train-memory.ts'), '--child', JSON.stringify(full)], { encoding: 'utf8', maxBuffer: 1 << 24 });
   const line = r.stdout.split('\n').find((l) => l.startsWith('{'));
@@ -93,6 +98,40 @@ function prepackPart(): void {
     `decode ${r.decodeCpuMs[0].toFixed(1)} / ${r.decodeCpuMs[1].toFixed(1)} ms per token (off ÷ on ${(r.decodeCpuMs[1] / r.decodeCpuMs[0]).toFixed(2)})`);
 }
 
+/**
+ * QLoRA (docs/design.md §QLoRA): the Qwen3-0.6B shape at 1 × 2,048 with the base none / int8 /
+ * int4, side by side (recomputation on, as --recompute auto has it at this length); then the
+ * Qwen3-8B shape written straight into its quantised blocks (./quantized-model.ts), one full
+ * step and a checkpoint, for each of BENCH_8B (default int4).
+ */
+function quantizePart(): void {
+  const T = Number(process.env.BENCH_QLORA_LENGTH ?? 2048);
+  const repeats = Number(process.env.BENCH_QLORA_REPEATS ?? 1);
+  const shapes = (process.env.BENCH_QLORA_SHAPES ?? '0.6b,8b').split(',');
+  for (const shape of shapes) (shape === '8b' ? eightB : smallShape)(T, repeats);
+}
+
+function smallShape(T: number, repeats: number): void {
+  const small = ensureRandomModel(path.join(OUT, 'qwen3-0.6b'), 'qwen3-0.6b');
+  console.log(`\n## QLoRA: Qwen3-0.6B shape, 1 × ${T}, recomputation on, ${repeats ? `median of ${repeats} step(s) after a warm-up` : 'one step'}`);
+  const rows = (['none', 'int8', 'int4'] as const).map((quantize) => [quantize, child({ kind: 'step', model: small, seqLen: T, recompute: true, quantize, repeats })] as const);
+  const base = rows[0]![1];
+  for (const [quantize, r] of rows) {
+    console.log(`${quantize}: peak ${gb(r.peakMb)} (${(r.peakMb / base.peakMb).toFixed(2)}× none), step ${secs(r)} (${(r.wallS / base.wallS).toFixed(2)}× wall, ${(r.cpuS / base.cpuS).toFixed(2)}× CPU); first loss ${r.firstLoss?.toFixed(6)}, |g| ${r.firstGradNorm?.toExponential(4)}`);
+  }
+}
+
+function eightB(): void {
+  for (const quantize of (process.env.BENCH_8B ?? 'int4').split(',').filter(Boolean) as ('int8' | 'int4')[]) {
+    const T8 = Number(process.env.BENCH_8B_LENGTH ?? 2048);
+    const dir = path.join(OUT, `qwen3-8b-${quantize}-checkpoint`);
+    fs.rmSync(dir, { recursive: true, force: true });
+    const r = child({ kind: 'step', model: '', seqLen: T8, recompute: true, quantize, quantizedShape: 'qwen3-8b', checkpointDir: dir, repeats: 0 });
+    console.log(`Qwen3-8B shape (${(parameterCount(QWEN3_8B) / 1e9).toFixed(2)}B parameters), ${quantize} blocks, fp16 embedding and head, 1 × ${T8} (reply ${T8 / 2}), LoRA r16 all targets, AdamW: ` +
+      `peak ${gb(r.peakMb)} (${gb(r.loadedMb!)} after loading); one step ${secs(r)}, ${r.firstStepS![0].toFixed(0)} s (${r.firstStepS![1].toFixed(0)} s CPU) with building the graph; checkpoint ${r.checkpointS!.toFixed(1)} s`);
+  }
+}
+
 async function main(): Promise<void> {
   const childAt = process.argv.indexOf('--child');
   if (childAt >= 0) {
@@ -109,6 +148,7 @@ async function main(): Promise<void> {
   if (PARTS.includes('recompute')) recomputePart();
   if (PARTS.includes('sessions')) sessionsPart();
   if (PARTS.includes('prepack')) prepackPart();
+  if (PARTS.includes('quantize')) quantizePart();
 }
 
 await main();

@@ -117,7 +117,7 @@ export interface DecoderOptions {
 export function checkpointWeights(ckpt: Checkpoint): WeightSource {
   return {
     config: ckpt.config,
-    identity: ckpt.identity(), ...nativeBlocksOf(ckpt), // a GGUF's Q8_0/Q4_0 blocks, used as they are under --quantize
+    identity: ckpt.identity(), identityFor: (variant) => ckpt.identity(variant), ...nativeBlocksOf(ckpt), // a GGUF's Q8_0/Q4_0 blocks, used as they are under --quantize
     has: (name) => ckpt.has(name),
     lazyFloat32(name, shape, transpose2d = false) {
       ckpt.checkShape(name, shape);

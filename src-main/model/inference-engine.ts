@@ -181,10 +181,8 @@ export class ModelEngine {
    */
   static open(dir: string, options: EngineOptions = {}, tokenizer?: ChatTokenizer): ModelEngine {
     if (options.device) assertDeviceAvailable(options.device);
-    if (options.lora) {
-      checkLoraShape(options.lora);
-      if (options.quantize && options.quantize !== 'none') throw new UserError(`LoRA inputs need the fp32 weights: they do not combine with quantize ${options.quantize}`);
-    }
+    // LoRA's branch adds to a quantised projection as to an fp32 one (an on-policy run's rollouts under --quantize, docs/design.md §QLoRA).
+    if (options.lora) checkLoraShape(options.lora);
     const engine = new ModelEngine(dir, Checkpoint.open(dir), options);
     engine.loadedTokenizer = tokenizer;
     if (!options.eosTokenIds) void engine.tokenizer; // a bad tokenizer fails the open, not a later call

@@ -9,6 +9,8 @@ export interface WeightSource {
   config: ModelConfig;
   /** Names the content of the weights (./weight-file.ts shares one copy per process by it); absent: not shared. */
   identity?: string;
+  /** The identity of a form of the weights (a --quantize choice), as ./hf-checkpoint.ts names it: the training step's and the engine's quantised sessions share one file by it. */
+  identityFor?(variant: string): string;
   has(name: string): boolean;
   /** Checks `name` has `shape` now (throwing a clear error), returns fp32 data lazily. */
   lazyFloat32(name: string, shape: number[], transpose2d?: boolean): Tensor;

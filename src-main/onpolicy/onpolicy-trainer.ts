@@ -96,7 +96,7 @@ export async function trainOnPolicy(options: OnPolicyTrainerOptions, hooks: OnPo
 
     const step = await openRunStep(checkpoint, settings, emit);
     closers.push(() => step.close());
-    const engine = ModelEngine.open(settings.modelDir, { device: settings.device, threads: settings.threads ?? undefined, lora: settings.lora, precision: settings.precision ?? undefined }, tokenizer);
+    const engine = ModelEngine.open(settings.modelDir, { device: settings.device, threads: settings.threads ?? undefined, lora: settings.lora, precision: settings.precision ?? undefined, quantize: settings.quantize }, tokenizer);
     closers.push(() => engine.close());
     const judge = await openJudge(settings, emit);
     if (judge) closers.push(() => judge.close());

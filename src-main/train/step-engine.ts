@@ -51,7 +51,7 @@ import { isValueHeadKey, valueHeadShapes } from './value-head.js';
 import { SCALAR_INPUTS, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from './step-optimizer.js';
 
 /** Builds the training graph and its session now, in this thread (so a bad model or device fails here). */
-export function createTrainStep(model: string | Checkpoint, options: TrainStepOptions): Promise<TrainStepEngine> {
+export function createTrainStep(model: string | Checkpoint | WeightSource, options: TrainStepOptions): Promise<TrainStepEngine> {
   return TrainStepEngine.create(model, options);
 }
 
@@ -157,10 +157,10 @@ export class TrainStepEngine implements TrainStep {
   }
 
   /** Builds the training graph and its session now (so a bad model or device fails here). */
-  static async create(model: string | Checkpoint, options: TrainStepOptions): Promise<TrainStepEngine> {
+  static async create(model: string | Checkpoint | WeightSource, options: TrainStepOptions): Promise<TrainStepEngine> {
     checkOptions(options);
-    const checkpoint = typeof model === 'string' ? Checkpoint.open(model) : model;
-    const weights = checkpointWeights(checkpoint);
+    // A WeightSource of its own: bench/train-memory.ts's 8B shape, written straight into quantised blocks.
+    const weights = typeof model === 'string' ? checkpointWeights(Checkpoint.open(model)) : model instanceof Checkpoint ? checkpointWeights(model) : model;
     const placement = options.placement ?? DEFAULT_PLACEMENT;
     const { graph, specs } = buildTrainGraph(weights, {
       lora: options.lora,
@@ -352,17 +352,21 @@ function paramTensor(weights: LoraWeights, key: string, dims: number[]): ort.Ten
 function sessionConfig(o: TrainStepOptions, weights: WeightSource): SessionConfig {
   return {
     device: o.device, threads: o.threads, cacheDir: o.cacheDir,
-    sharedWeights: o.shareWeights === false ? undefined : weights.identity, prepack: o.prepack ?? DEFAULT_PREPACK,
+    // A quantised step shares the quantised file with the run's rollouts (../model/inference-engine.ts names it the same way).
+    sharedWeights: o.shareWeights === false ? undefined : quantized(o) ? (weights.identityFor?.(o.quantize!) ?? weights.identity) : weights.identity,
+    prepack: o.prepack ?? DEFAULT_PREPACK,
     memoryPattern: o.memoryPattern ?? DEFAULT_MEMORY_PATTERN,
   };
 }
+
+const quantized = (o: TrainStepOptions) => o.quantize !== undefined && o.quantize !== 'none';
 
 function memoryOptions(o: TrainStepOptions): MemoryOptions {
   const chunking = o.attentionChunking ?? ATTENTION_CHUNKING;
   const chunked = o.maxLength !== undefined && chunksAttention(o.maxLength, chunking);
   return {
     vocabChunk: o.vocabChunk ?? DEFAULT_VOCAB_CHUNK, recompute: o.recompute ?? false, precision: o.precision ?? defaultPrecision(o.device),
-    ...(o.quantize && o.quantize !== 'none' ? { quantize: o.quantize } : {}),
+    ...(quantized(o) ? { quantize: o.quantize } : {}),
     ...(chunked ? { attentionChunks: Math.ceil(o.maxLength! / chunking.rows) } : {}),
   };
 }
