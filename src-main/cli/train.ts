@@ -15,7 +15,7 @@ import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import { defaultEpsHigh, OPTIMIZER_KINDS, overLengthNote, RECOMPUTE_AUTO_FROM, RECOMPUTE_MODES, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type RecomputeMode, type TrainMethod } from '../../src-shared/training.js';
 import { knownLossMetrics, methodRecord, orList } from '../../src-shared/training-methods.js';
 import { boundFlag, DB_OPTION, ranged, defaultDbPath, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './model-flags.js';
+import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, modelFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './model-flags.js';
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS as P, type AdvantageEstimator } from '../../src-shared/rollout.js';
 import { isOnPolicyCommand, ON_POLICY_EPOCHS_NOTE, ON_POLICY_OPTIONS, ON_POLICY_STEPS_NOTE, runOnPolicy } from './train-on-policy.js';
 
@@ -33,7 +33,7 @@ export const spec = {
     "model's own rollouts instead (of a task file's contexts, or the database's samples) and also writes\n" +
     'episodes.jsonl and contexts.jsonl.',
   options: {
-    model: { type: 'string', value: 'DIR', help: 'the base model (a Hugging Face checkpoint folder or a .gguf file)', required: 'unless --resume' },
+    model: { type: 'string', value: 'DIR', help: "the base model (a Hugging Face checkpoint folder, a .gguf file, or a name 'hindsight models' lists)", required: 'unless --resume' },
     out: { type: 'string', value: 'ADAPTER_DIR', help: 'the folder that receives the run', required: 'unless --resume' },
     method: { type: 'string', value: TRAIN_METHODS.join('|'), help: TRAIN_METHODS.map((m) => `${m}: ${methodRecord(m).label}`).join(', '), otherwise: D.method },
     data: { type: 'string', value: 'IN.jsonl', help: 'pre-tokenised rows to train on', otherwise: "the database's labelled samples" },
@@ -77,7 +77,7 @@ export const spec = {
       help: 'continue the run in DIR from its last checkpoint, with every option it was started with except those given again (--out defaults to DIR, --model to its model)',
     },
     overwrite: { type: 'boolean', default: false, help: 'start over in an --out folder that holds a run (the old run is removed)' },
-    merge: { type: 'boolean', default: false, help: 'also write the merged weights under ADAPTER_DIR/merged' },
+    merge: { type: 'boolean', default: false, help: "also write the merged weights under ADAPTER_DIR/merged: the adapter added to the model's own fp32 weights, never to a --quantize copy" },
     advantage: {
       type: 'string', value: ADVANTAGE_ESTIMATORS.join('|'), group: PPO, otherwise: P.advantage,
       help: 'reward: A = r; grpo: r − the mean of the rows of its "group"; gae: a value head and GAE over token "rewards"',
@@ -188,7 +188,7 @@ export const command: Command = async (argv) => {
     throw new UsageError((err as Error).message);
   }
   const options: TrainerOptions = {
-    modelDir: v.model,
+    modelDir: v.model === undefined ? undefined : modelFlag(v.model, '--model', v.db),
     outDir: v.out,
     dataFile: v.data,
     method: v.method as TrainMethod | undefined,

@@ -183,6 +183,8 @@ export async function runLoop<S extends RunSettings>(input: RunLoopInput<S>): Pr
   emit({ type: 'status', phase: 'exporting', message: `writing the adapter to ${outDir}` });
   writeAdapter(outDir, { lora: settings.lora, specs: step.specs, weights: state.weights, baseModel: settings.modelDir });
   if (state.valueHead) writeValueHead(outDir, state.valueHead);
+  // A quantised run merges into the model's own weights too: --quantize changes how the run stored the base, not what the adapter is added to.
+  if (settings.merge) emit({ type: 'status', phase: 'exporting', message: `merging into the model's own fp32 weights${settings.quantize === 'none' ? '' : ` (not the ${settings.quantize} copy the run trained on)`}` });
   const mergedDir = settings.merge ? writeMergedModel(input.checkpoint, path.join(outDir, 'merged'), settings.lora, step.specs, state.weights) : undefined;
   const evalFile = evals?.writeReport(outDir) ?? null;
   return {

@@ -4,7 +4,7 @@
 // LoRA gradient within 1e-4 relative, on every tiny architecture, with and without recomputation.
 // Against the original fp32 weights the drift (loss, gradient cosine, log-probs) is measured and
 // printed: docs/design.md §QLoRA quotes it.
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,11 +13,14 @@ import { trainingScheme } from '../../src-main/train/step-graph.js';
 import { dequantize, quantizeBlockwise, type Quantize } from '../../src-main/model/quantize.js';
 import { float32ToFp16, writeSafetensors, type TensorToWrite } from '../../src-main/model/safetensors.js';
 import { writeTinyModel, type TinyFamily, type TinyModel } from '../../tools/tiny-models.js';
+import { writeGguf } from '../../bench/gguf-writer.js';
+import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import type { LoraWeights } from '../../src-main/train/training-step.js';
 import { LORA, dot, lossConfig, randomLora, sgd, tinyBatch } from './step-helpers.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-qlora-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
+afterEach(() => vi.restoreAllMocks());
 
 const PROJECTION = /\.(q|k|v|o|gate|up|down)_proj\.weight$/;
 const TABLE = /^(model\.embed_tokens|lm_head)\.weight$/;
@@ -99,6 +102,45 @@ describe.each(CASES)('$family $quantize (hidden $hiddenSize, recompute $recomput
       expect(drift.gradCosine).toBeGreaterThan(quantize === 'int8' ? 0.99 : 0.5); // tiny random weights: int4's error is large there
     } finally {
       await Promise.all([quantized, dequantised, original].map((e) => e.close()));
+    }
+  });
+});
+
+// A GGUF base whose Q8_0 / Q4_0 blocks map onto MatMulNBits trains from its own blocks: no
+// projection is read as fp32 or quantised again, and the step equals the step on ggml's own
+// expansion of them (the tables rounded to fp16, as the quantised step stores them).
+describe.each([['q8_0', 'int8'], ['q4_0', 'int4']] as const)('a %s GGUF base under --quantize %s', (type, quantize) => {
+  it('trains from its own blocks, equal to the step on their fp32 expansion', async () => {
+    const tiny = writeTinyModel(path.join(root, `gguf-${type}`), { family: 'llama', seed: 25, hiddenSize: 64, intermediateSize: 96, headDim: 16, numHeads: 4, numKvHeads: 2 });
+    const file = path.join(root, `llama-${type}.gguf`);
+    writeGguf(tiny.dir, file, { type, embeddings: 'q8_0' });
+    // The reference: every tensor as the GGUF reader expands it, in a safetensors folder.
+    const expanded = path.join(root, `gguf-${type}-expanded`);
+    fs.mkdirSync(expanded);
+    for (const f of fs.readdirSync(tiny.dir)) if (!f.endsWith('.safetensors')) fs.copyFileSync(path.join(tiny.dir, f), path.join(expanded, f));
+    const ckpt = Checkpoint.open(file);
+    const tensors: Record<string, TensorToWrite> = {};
+    for (const [name, { shape }] of tiny.weights) {
+      const values = ckpt.readFloat32(name, shape);
+      tensors[name] = { dtype: 'F32', shape, data: TABLE.test(name) ? halfRounded(values) : values };
+    }
+    writeSafetensors(path.join(expanded, 'model.safetensors'), tensors, { format: 'pt' });
+
+    const read = vi.spyOn(Checkpoint.prototype, 'readFloat32');
+    const options = { lora: LORA, loss: lossConfig('rl'), optimizer: sgd(0.1), device: 'cpu' as const, vocabChunk: 64 };
+    const native = await TrainStepEngine.create(file, { ...options, quantize });
+    const reference = await TrainStepEngine.create(expanded, options);
+    try {
+      const batch = tinyBatch('rl', tiny.config.vocab_size as number, 25);
+      const weights = randomLora(native.specs, LORA.r, 25);
+      batch.oldLogprobs = await reference.policyLogprobs(batch, weights);
+      const [q, d] = await Promise.all([native.gradients(batch, weights), reference.gradients(batch, weights)]);
+      const readNames = new Set(read.mock.calls.flatMap((c, i) => ((read.mock.contexts[i] as Checkpoint).gguf ? [c[0]] : []))); // the GGUF's reads as fp32
+      expect([...readNames].filter((n) => PROJECTION.test(n))).toEqual([]);
+      expect(relative(q.loss, d.loss)).toBeLessThan(1e-5);
+      for (const [key, g] of d.grads) expect(relativeNorm(q.grads.get(key)!, g), key).toBeLessThan(1e-4);
+    } finally {
+      await Promise.all([native.close(), reference.close()]);
     }
   });
 });
