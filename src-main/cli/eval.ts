@@ -16,7 +16,7 @@ import { startEvaluation } from '../eval/run-in-worker.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { withWorkspace } from '../workspace/workspace.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_OPTION, deviceFlag } from './model-flags.js';
+import { DEVICE_OPTION, deviceFlag, modelFlag } from './model-flags.js';
 
 export const spec = {
   name: 'eval',
@@ -27,7 +27,7 @@ export const spec = {
     'student, the teacher being the base model shown the hint). Every number has a 95% bootstrap interval\n' +
     'over samples. Progress goes to stderr; Ctrl+C stops and reports what was measured.',
   options: {
-    model: { type: 'string', value: 'DIR', help: 'the base model (a Hugging Face checkpoint folder or a .gguf file)', required: true },
+    model: { type: 'string', value: 'DIR', help: "the base model (a Hugging Face checkpoint folder, a .gguf file, or a name 'hindsight models' lists)", required: true },
     adapter: { type: 'string', multiple: true, value: 'DIR', help: 'a PEFT LoRA adapter to compare with the base (a train --out folder)', otherwise: 'the base model alone' },
     split: { type: 'string', default: 'heldout', value: EVAL_SPLITS.join('|'), help: "the held-out sessions' samples, or every sample" },
     metrics: {
@@ -38,7 +38,7 @@ export const spec = {
     temperature: { type: 'string', default: String(REPLAY_DEFAULTS.temperature), value: 'T', help: 'replay: sampling temperature of the generated replies' },
     'max-new-tokens': { type: 'string', default: String(REPLAY_DEFAULTS.maxNewTokens), value: 'N', help: 'replay: longest generated reply, in tokens' },
     'judge-backend': { type: 'string', value: 'local|openai', help: 'the replay judge (the heuristic cannot judge a replay)', otherwise: 'none: replay is skipped' },
-    'judge-model': { type: 'string', value: 'DIR|NAME', help: 'the judge model: a model folder (local), or the name the server serves (openai)', required: 'with --judge-backend' },
+    'judge-model': { type: 'string', value: 'DIR|NAME', help: "the judge model: a model folder, .gguf file or name 'hindsight models' lists (local), or the name the server serves (openai)", required: 'with --judge-backend' },
     'judge-url': { type: 'string', value: 'URL', help: "the OpenAI-compatible server's base URL, up to /v1", otherwise: 'http://127.0.0.1:11434/v1 (Ollama)' },
     'judge-api-key': { type: 'string', value: 'K', help: 'bearer key for the judge server', otherwise: 'env HINDSIGHT_JUDGE_API_KEY, else none' },
     votes: { type: 'string', default: String(REPLAY_DEFAULTS.votes), value: 'N', help: 'replay judge votes per reply (majority, tie → 0)' },
@@ -106,7 +106,7 @@ export function judgeFlags(v: Record<string, string | boolean | string[] | undef
   const model = str('judge-model');
   if (backend !== 'local' && backend !== 'openai') throw new UsageError(`--judge-backend must be local or openai (the heuristic cannot judge a replay), got '${backend}'`);
   if (!model) throw new UsageError(`--judge-backend ${backend} needs --judge-model ${backend === 'local' ? 'DIR (the model folder that judges)' : 'NAME (the model name the server serves)'}`);
-  if (backend === 'local') return { backend, modelDir: model, device };
+  if (backend === 'local') return { backend, modelDir: modelFlag(model, '--judge-model', v.db as string | undefined), device };
   return { backend, model, baseUrl: str('judge-url') ?? DEFAULT_JUDGE_URL, apiKey: str('judge-api-key') ?? process.env.HINDSIGHT_JUDGE_API_KEY };
 }
 
@@ -136,6 +136,7 @@ async function readSplit(db: string, split: EvalSplit) {
 export const command: Command = async (argv) => {
   const { values: v } = parseCommandArgs(argv, spec);
   if (!v.model) throw new UsageError(`--model is required\n${USAGE}`);
+  const modelDir = modelFlag(v.model, '--model', v.db);
   if (!EVAL_SPLITS.includes(v.split as EvalSplit)) throw new UsageError(`--split must be heldout or all, got '${v.split}'`);
   const device = deviceFlag(v.device);
   const judge = judgeFlags(v, device);
@@ -156,7 +157,7 @@ export const command: Command = async (argv) => {
   try {
     report = await startEvaluation(
       {
-        modelDir: v.model, adapters: v.adapter ?? [], samples, split: counts, metrics, seed, device, replay,
+        modelDir, adapters: v.adapter ?? [], samples, split: counts, metrics, seed, device, replay,
         batchSize: intFlag('batch-size', v['batch-size'], 8, 1),
         maxLength: v['max-length'] === undefined ? undefined : intFlag('max-length', v['max-length'], 0, 2),
         threads: v.threads === undefined ? undefined : intFlag('threads', v.threads, 0, 1),

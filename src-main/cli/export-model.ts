@@ -3,6 +3,7 @@
 // adapter as a GGUF LoRA that llama.cpp loads with --lora, an Ollama Modelfile, and optionally
 // a merged GGUF — and the `ollama create` command to run.
 import { exportModel } from '../train/model-export.js';
+import { modelFlag } from './model-flags.js';
 import { MERGED_TYPES, type MergedType } from '../train/gguf-merged.js';
 import { jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 
@@ -13,7 +14,7 @@ export const spec = {
     'Ollama Modelfile into --out, and prints the `ollama create` command that makes the model.',
   options: {
     run: { type: 'string', value: 'DIR', help: 'the training run folder (train --out), or any PEFT adapter folder', required: true },
-    model: { type: 'string', value: 'BASE', help: 'the base model the adapter was trained on (a .gguf file or a model folder)', required: true },
+    model: { type: 'string', value: 'BASE', help: "the base model the adapter was trained on (a .gguf file, a model folder, or a name 'hindsight models' lists)", required: true },
     out: { type: 'string', value: 'DIR', help: 'where to write the files', required: true },
     merged: { type: 'string', value: 'f16|q8_0', help: 'also write the merged model as one GGUF of this type (needs a GGUF base)', otherwise: 'no merged file' },
     name: { type: 'string', value: 'NAME', help: 'the Ollama model name', otherwise: 'hindsight-<run folder name>' },
@@ -26,7 +27,7 @@ export const command: Command = async (argv) => {
   const { values } = parseCommandArgs(argv, spec);
   if (!values.run || !values.model || !values.out) throw new UsageError(`--run, --model and --out are required\n${USAGE}`);
   if (values.merged !== undefined && !MERGED_TYPES.includes(values.merged as MergedType)) throw new UsageError(`--merged must be one of ${MERGED_TYPES.join(', ')}, got '${values.merged}'\n${USAGE}`);
-  const r = exportModel({ run: values.run, model: values.model, out: values.out, ...(values.merged ? { merged: values.merged as MergedType } : {}), ...(values.name ? { name: values.name } : {}) });
+  const r = exportModel({ run: values.run, model: modelFlag(values.model), out: values.out, ...(values.merged ? { merged: values.merged as MergedType } : {}), ...(values.name ? { name: values.name } : {}) });
   if (values.json) {
     printJson(r);
     return 0;

@@ -17,7 +17,7 @@ import type { GenerateResult } from '../model/local-model.js';
 import { sequenceSeeds } from '../model/sampling.js';
 import { loadAdaptedModel } from '../train/adapted-model.js';
 import { intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_OPTION, deviceFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './model-flags.js';
+import { DEVICE_OPTION, deviceFlag, modelFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './model-flags.js';
 
 export const spec = {
   name: 'generate',
@@ -25,7 +25,7 @@ export const spec = {
   about: 'Generates a reply with a local model (a Hugging Face checkpoint folder or a .gguf file) and prints it on stdout;\n' +
     'the token count and speed go to stderr. The prompt is one user message through the chat template.',
   options: {
-    model: { type: 'string', value: 'PATH', help: 'the model folder or .gguf file', required: true },
+    model: { type: 'string', value: 'PATH', help: "the model folder, .gguf file, or a name 'hindsight models' lists", required: true },
     prompt: { type: 'string', value: 'TEXT', help: 'the user message', required: true },
     'max-new-tokens': { type: 'string', default: '256', value: 'N', help: 'the most tokens to generate' },
     temperature: { type: 'string', default: '0', value: 'T', help: 'sampling temperature; 0 is greedy' },
@@ -46,6 +46,7 @@ const USAGE = usageLine(spec);
 export const command: Command = async (argv) => {
   const { values } = parseCommandArgs(argv, spec);
   if (!values.model || values.prompt === undefined) throw new UsageError(`--model and --prompt are required\n${USAGE}`);
+  values.model = modelFlag(values.model);
   const device = deviceFlag(values.device);
   const maxNewTokens = intFlag('max-new-tokens', values['max-new-tokens'], 256, 1);
   const temperature = numberFlag('temperature', values.temperature, 0);

@@ -1,10 +1,13 @@
 // The flags of every command that runs a model (generate, eval, judge, rollout, score, train):
-// --device, --precision and --quantize, their help, and their parsers. One place, so that each
-// command spells and checks them the same way.
+// --model (a path, or a name `hindsight models` lists), --device, --precision and --quantize,
+// their help, and their parsers. One place, so that each command spells and checks them the
+// same way.
 import type { Device } from '../model/ort-session.js';
 import { PRECISIONS, TRAIN_DEVICES, type Precision } from '../../src-shared/training.js';
 import { parseQuantize, QUANTIZE_CHOICES, type Quantize } from '../model/quantize.js';
-import { UsageError } from './args.js';
+import { resolveModelName } from '../model/model-name.js';
+import { SettingsStore, settingsPathFor } from '../store/settings-file.js';
+import { defaultDbPath, UsageError } from './args.js';
 
 /** What each device needs, for the `--device` help (docs/design.md §Devices). */
 export const DEVICE_HELP = 'where the model runs (cuda: after npm run setup:gpu; webgpu: a GPU with a Vulkan, Direct3D 12 or Metal driver)';
@@ -43,4 +46,24 @@ export function deviceFlag(value: string | undefined): Device {
   if (value === undefined) return 'cpu';
   if ((TRAIN_DEVICES as readonly string[]).includes(value)) return value as Device;
   throw new UsageError(`--device must be ${TRAIN_DEVICES.join(', ')}, got '${value}'`);
+}
+
+/**
+ * A model flag's value as a path: the value itself when it is a path, else the path of the
+ * model `hindsight models` lists under that name (Ollama's `qwen3:0.6b`, LM Studio's
+ * `publisher/repo/file.gguf`, the Hugging Face cache's `org/name`, or one in the folders added
+ * to the database `db`'s settings, the app's by default). An unknown, ambiguous or unloadable
+ * name is one line (model/model-name.ts).
+ */
+export function modelFlag(value: string, flag = '--model', db?: string): string {
+  return resolveModelName(value, flag, { folders: addedFolders(db) });
+}
+
+/** The folders added with `hindsight models --add` to the database's settings (read only; none when unreadable). */
+function addedFolders(db: string | undefined): string[] {
+  try {
+    return [...new SettingsStore(settingsPathFor(db ?? defaultDbPath()), '').raw.modelFolders];
+  } catch {
+    return [];
+  }
 }

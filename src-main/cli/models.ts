@@ -1,7 +1,7 @@
 // `hindsight models [--add DIR] [--remove DIR]` (docs/design.md §Model catalog): lists the
 // models on this machine (Ollama's store, LM Studio's models folder, the Hugging Face cache and
 // the folders added here), each with its architecture, size, quantisation and context length,
-// and whether Hindsight can load it; the path shown is what --model takes.
+// and whether Hindsight can load it; --model takes its name or the path shown.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,7 +17,7 @@ export const spec = {
   about: "Lists the models on this machine: Ollama's store (OLLAMA_MODELS or ~/.ollama/models), LM Studio's models\n" +
     'folder (~/.lmstudio/models), the Hugging Face cache (HF_HUB_CACHE, HF_HOME/hub or ~/.cache/huggingface/hub)\n' +
     'and the folders you added, each with its architecture, parameters, size on disk, quantisation, context\n' +
-    'length and whether Hindsight can load it (the reason when not). The path shown is what --model takes.\n' +
+    'length and whether Hindsight can load it (the reason when not). --model takes its name or the path shown.\n' +
     'Only headers are read, so a large file lists at once.',
   options: {
     add: { type: 'string', multiple: true, value: 'DIR', help: 'also look in this folder (kept in the settings of the database)', otherwise: 'your folders stay as they are' },
@@ -49,7 +49,7 @@ export function catalogText(catalog: ModelCatalog): string {
       if (!m.loadable) lines.push(`     cannot load: ${m.reason}`);
     });
     const n = catalog.models.filter((m) => m.loadable).length;
-    lines.push('', `${catalog.models.length} model(s), ${n} Hindsight can load: give its path to --model.`);
+    lines.push('', `${catalog.models.length} model(s), ${n} Hindsight can load: give its name or path to --model.`);
   } else lines.push('No models found.');
   lines.push('', 'Looked in:', ...catalog.searched.map((l) => `  ${MODEL_SOURCE_NAMES[l.source].padEnd(18)} ${l.path}${l.exists ? '' : '  (not there)'}`));
   if (!catalog.folders.length) lines.push('', 'Add a folder of your own with: hindsight models --add DIR');

@@ -19,7 +19,7 @@ import { readTasks, taskContext } from '../rollout/tasks.js';
 import { ToolRegistry, type Tool } from '../rollout/tools.js';
 import { loopbackUrl, readToolSchemas, userTools } from '../rollout/user-tools.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_OPTION, deviceFlag, precisionFlag } from './model-flags.js';
+import { DEVICE_OPTION, deviceFlag, modelFlag, precisionFlag } from './model-flags.js';
 
 const D = ON_POLICY_DEFAULTS;
 
@@ -31,7 +31,7 @@ export const spec = {
     'Run it again with the same --out to resume. Built-in tools: calculator, current_time, and search_history\n' +
     'over the database when there is one.',
   options: {
-    model: { type: 'string', value: 'PATH', help: 'the model folder or .gguf file', required: true },
+    model: { type: 'string', value: 'PATH', help: "the model folder, .gguf file, or a name 'hindsight models' lists", required: true },
     tasks: { type: 'string', value: 'FILE', help: 'the task file (one JSON task per line)', required: true },
     out: { type: 'string', value: 'FILE', help: 'the episodes file to append to (resumed when it exists)', required: true },
     adapter: { type: 'string', value: 'DIR', help: 'a PEFT LoRA adapter to generate with (fed as graph inputs)', otherwise: 'the base model alone' },
@@ -95,6 +95,7 @@ function userToolList(file: string | undefined, url: string | undefined): Tool[]
 export const command: Command = async (argv) => {
   const { values } = parseCommandArgs(argv, spec);
   if (!values.model || !values.tasks || !values.out) throw new UsageError(`--model, --tasks and --out are required\n${USAGE}`);
+  values.model = modelFlag(values.model, '--model', values.db);
   const rollouts = intFlag('rollouts', values.rollouts, D.rollouts, 1);
   const maxTurns = intFlag('max-turns', values['max-turns'], D.maxTurns, 1);
   const maxTokens = intFlag('max-tokens', values['max-tokens'], D.maxTokens, 1);

@@ -25,7 +25,7 @@ import { ChatTokenizer, type ChatMessage } from '../model/tokenizer.js';
 import { ModelEngine, type ScoreRow } from '../model/inference-engine.js';
 import { readAdapter } from '../train/peft.js';
 import { intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_OPTION, deviceFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './model-flags.js';
+import { DEVICE_OPTION, deviceFlag, modelFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './model-flags.js';
 import { driftNote, type QuantDrift } from '../model/quant-drift.js';
 import type { Quantize } from '../model/quantize.js';
 
@@ -42,7 +42,7 @@ export const spec = {
     '  {"input_ids":[…], "response_start":k}      tokens already made; the response is ids k…end\n' +
     'Messages are {"role","content"} objects, rendered through the model\'s chat template.',
   options: {
-    model: { type: 'string', value: 'DIR', help: 'the model (a Hugging Face checkpoint folder or a .gguf file)', required: true },
+    model: { type: 'string', value: 'DIR', help: "the model (a Hugging Face checkpoint folder, a .gguf file, or a name 'hindsight models' lists)", required: true },
     input: { type: 'string', value: 'IN.jsonl', help: 'the lines to score', required: true },
     out: { type: 'string', value: 'OUT.jsonl', help: 'where to write the log-probs', required: true },
     adapter: { type: 'string', value: 'DIR', help: 'apply this PEFT LoRA adapter (a train --out folder)', otherwise: 'the base model' },
@@ -130,6 +130,7 @@ async function scoreAdapter(values: { model: string; input: string; adapter: str
 export const command: Command = async (argv) => {
   const { values } = parseCommandArgs(argv, spec);
   if (!values.model || !values.input || !values.out) throw new UsageError(`--model, --input and --out are required\n${USAGE}`);
+  values.model = modelFlag(values.model);
   const device = deviceFlag(values.device);
   const quantize = quantizeFlag(values.quantize);
   if (values.adapter && quantize !== 'none') throw new UsageError(`--quantize does not apply with --adapter (the adapter path scores in fp32)\n${USAGE}`);

@@ -11,6 +11,7 @@ import { serveApp } from '../api/serve-app.js';
 import { UserError } from '../../src-shared/types.js';
 import { DB_OPTION, intFlag, jsonOption, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 import { isGgufPath, isModelPath } from '../model/model-path.js';
+import { modelFlag } from './model-flags.js';
 import { apiKeyPathFor } from '../store/db-companions.js';
 
 export const DEFAULT_PORT = 8787;
@@ -31,7 +32,7 @@ export const spec = {
       help: 'proxy /v1/chat/completions to this OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1 (its key: env HINDSIGHT_UPSTREAM_API_KEY)',
     },
     'upstream-model': { type: 'string', value: 'M', help: 'the model name to ask the upstream for', otherwise: "the client's" },
-    model: { type: 'string', value: 'DIR', help: 'the model /v1 serves', otherwise: 'the model chosen in Settings' },
+    model: { type: 'string', value: 'DIR', help: "the model /v1 serves (a folder, a .gguf file, or a name 'hindsight models' lists)", otherwise: 'the model chosen in Settings' },
     adapter: { type: 'string', value: 'DIR', help: 'a PEFT LoRA adapter to serve applied (until the background loop trains one)', otherwise: 'none' },
     'api-only': { type: 'boolean', help: 'do not build the UI (a headless capture proxy; the UI is served only if already built)' },
     ...DB_OPTION,
@@ -46,6 +47,7 @@ export const command: Command = async (argv) => {
   const port = intFlag('port', values.port, DEFAULT_PORT, 0);
   if (port > 65535) throw new UsageError(`--port must be ≤ 65535, got ${port}`);
   const dbPath = path.resolve(values.db ?? defaultDbPath());
+  if (values.model !== undefined) values.model = modelFlag(values.model, '--model', dbPath);
   if (values.upstream !== undefined && !/^https?:\/\/[^\s/]+/.test(values.upstream)) {
     throw new UsageError(`--upstream must be an http(s) base URL such as http://127.0.0.1:11434/v1, got '${values.upstream}'`);
   }
