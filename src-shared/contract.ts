@@ -22,7 +22,6 @@ import type {
   Stats,
   TurnView,
 } from './views.js';
-import { EXPORT_FORMATS } from './views.js';
 import { SESSION_FORMATS, SOURCE_FORMATS, type SessionFormat } from './types.js';
 import { OPENCLAW_METHODS, TRL_METHODS, type ReplayProgress, type TrlHandoffResult } from './handoff.js';
 import { tokenViewInput, type TokenViewProgress, type TokenViewResult } from './token-view.js';
@@ -30,6 +29,7 @@ import { evalStartInput, type EvalState } from './eval-api.js';
 import { CHAT_CALLS, type ChatState } from './chat-api.js';
 import { MODEL_CALLS } from './models-api.js';
 import { CAPTURE_CALLS, type CaptureStatus } from './capture-api.js';
+import { EXPORT_CALLS } from './export-api.js';
 import { MODEL_EXPORT_CALLS } from './model-export-api.js';
 import { call, returns, type Returns } from './call-spec.js';
 import { onPolicyInput } from './on-policy-api.js';
@@ -43,6 +43,7 @@ export type { CallSpec, Returns } from './call-spec.js';
 export * from './api-errors.js';
 export type * from './training-api.js';
 export type { CaptureKeyView, CaptureStatus } from './capture-api.js';
+export type { ExportCounts, ExportFilter } from './export-api.js';
 // Training's vocabulary is defined in ./training.ts; the contract's users get it here too.
 export { LORA_TARGETS, TRAIN_DEVICES, TRAIN_METHODS };
 export type { LoraTarget, Quantize, TrainDevice, TrainMethod };
@@ -113,7 +114,6 @@ export type ChangeReason = 'import' | 'label' | 'judge' | 'database' | 'settings
 const NO_INPUT = object({});
 const sessionId = string({ min: 1, max: 500 });
 const path = string({ min: 1, max: 4096 });
-const exportFormat = oneOf(EXPORT_FORMATS);
 const importFormat = optional(oneOf([...SOURCE_FORMATS, 'auto'] as const));
 /** The largest file the UI may upload (base64 in JSON). Bigger exports go by path or the CLI. */
 export const MAX_UPLOAD_BYTES = 200 * 1024 * 1024;
@@ -230,12 +230,8 @@ export const CALLS = {
     object({ limit: optional(integer({ min: 1, max: 5000 })) }),
     returns<{ total: number; items: ReviewItem[] }>(),
   ),
-  previewExport: call(
-    'The first lines an export would write; with none, `needs` says what the format needs.',
-    object({ format: exportFormat, lines: integer({ min: 1, max: 100 }) }),
-    returns<{ lines: string[]; needs: string | null }>(),
-  ),
-  writeExport: call('Writes one JSONL export atomically.', object({ format: exportFormat, outPath: path }), returns<{ lines: number; path: string }>()),
+  // Counts per format, preview and write, with one filter (src-shared/export-api.ts).
+  ...EXPORT_CALLS,
   handoffTrl: call('Writes a TRL hand-off folder: datasets, train.py, accelerate configs, README (docs/design.md §Hand-off).', trlHandoff, returns<TrlHandoffResult>()),
   handoffReplayStart: call('Starts replaying the recorded sessions into an OpenClaw-RL server; the same folder resumes.', replayStart, returns<ReplayProgress>()),
   handoffReplayStatus: call('The running or last replay: turns answered, sessions done, its state.', NO_INPUT, returns<ReplayProgress>()),

@@ -246,18 +246,20 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     return this.workspace.reviewQueue(limit);
   }
 
-  async previewExport({ format, lines }: CallInput<'previewExport'>) {
-    const preview = this.workspace.previewExport(format, lines);
+  async exportCounts(filter: CallInput<'exportCounts'>) { return this.workspace.exportCounts(filter); }
+
+  async previewExport({ format, lines, ...filter }: CallInput<'previewExport'>) {
+    const preview = this.workspace.previewExport(format, lines, filter);
     return { lines: preview, needs: preview.length ? null : EXPORT_FORMAT_NEEDS[format] };
   }
 
-  async writeExport({ format, outPath }: CallInput<'writeExport'>) {
+  async writeExport({ format, outPath, ...filter }: CallInput<'writeExport'>) {
     const resolved = path.resolve(expandHome(outPath));
     if (fs.existsSync(resolved) && fs.statSync(resolved).isDirectory()) {
       throw new UserError(`${resolved} is a folder; give a file name such as ${path.join(resolved, `${format}.jsonl`)}`);
     }
     fs.mkdirSync(path.dirname(resolved), { recursive: true });
-    return this.workspace.exportJsonl(format, resolved);
+    return this.workspace.exportJsonl(format, resolved, filter);
   }
 
   async handoffTrl(input: CallInput<'handoffTrl'>) {

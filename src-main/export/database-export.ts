@@ -6,7 +6,7 @@ import { EXPORT_FORMATS, type ExportFormat } from '../../src-shared/views.js';
 import type { Store } from '../store/database.js';
 import { databaseFileRole } from '../store/db-files.js';
 import { iterateBundles } from '../store/session-reads.js';
-import { sessionLines } from './formats.js';
+import { sessionLineCount, sessionLines } from './formats.js';
 import { writeJsonl } from './writer.js';
 
 function* exportLines(store: Store, format: ExportFormat, keep: (sessionId: string) => boolean = () => true): Generator<string> {
@@ -26,13 +26,29 @@ export function exportToFile(store: Store, format: ExportFormat, outPath: string
   return { lines, path: resolved };
 }
 
-/** The first `lines` lines of the export. */
-export function previewLines(store: Store, format: ExportFormat, lines: number): string[] {
+/** The first `lines` lines of the export (of the sessions `keep` keeps). */
+export function previewLines(store: Store, format: ExportFormat, lines: number, keep?: (sessionId: string) => boolean): string[] {
   const out: string[] = [];
   if (lines <= 0) return out;
-  for (const line of exportLines(store, format)) {
+  for (const line of exportLines(store, format, keep)) {
     out.push(line);
     if (out.length >= lines) break;
   }
   return out;
+}
+
+/** How many lines each format would write, of the sessions `keep` keeps (and how many it kept and left), in one pass. */
+export function exportCounts(store: Store, keep: (sessionId: string) => boolean = () => true): { lines: Record<ExportFormat, number>; sessions: number; leftOut: number } {
+  const lines = Object.fromEntries(EXPORT_FORMATS.map((f) => [f, 0])) as Record<ExportFormat, number>;
+  let sessions = 0;
+  let leftOut = 0;
+  for (const bundle of iterateBundles(store)) {
+    if (!keep(bundle.id)) {
+      leftOut++;
+      continue;
+    }
+    sessions++;
+    for (const f of EXPORT_FORMATS) lines[f] += sessionLineCount(f, bundle);
+  }
+  return { lines, sessions, leftOut };
 }

@@ -93,28 +93,26 @@ function openclawLine(bundle: SessionBundle, s: SampleRecord): object {
   };
 }
 
-function ktoLine(bundle: SessionBundle, s: SampleRecord): object | null {
-  if (s.label.reward !== 1 && s.label.reward !== -1) return null;
+function ktoLine(bundle: SessionBundle, s: SampleRecord): object {
   return { prompt: contextMessages(bundle, s), completion: [responseMessage(bundle, s)], label: s.label.reward === 1 };
 }
 
-function sftLine(bundle: SessionBundle, s: SampleRecord): object | null {
+function sftLine(bundle: SessionBundle, s: SampleRecord): object {
   const repair = s.label.repair?.trim() ? s.label.repair : null;
-  if (repair === null && s.label.reward !== 1) return null;
   const reply = repair !== null ? assistant(repair) : responseMessage(bundle, s);
   return { messages: [...contextMessages(bundle, s), reply] };
 }
 
-function sdftLine(bundle: SessionBundle, s: SampleRecord): object | null {
-  const hint = s.label.hint?.trim();
-  if (!hint) return null;
+function sdftLine(bundle: SessionBundle, s: SampleRecord): object {
+  const hint = s.label.hint!.trim();
   const context = contextMessages(bundle, s);
   return { prompt: context, privileged_context: hint, teacher_prompt: enhancedContext(context, hint) };
 }
 
 const sameText = (a: string, b: string) => a.trim() === b.trim();
 
-function* dpoLines(bundle: SessionBundle): Generator<object> {
+/** Each preference pair of a session, built only when asked (counting them builds nothing). */
+function* dpoPairs(bundle: SessionBundle): Generator<() => object> {
   const sampleAt = new Map(bundle.samples.map((s) => [s.responseTurn, s]));
   const promptFor = (turn: number): ChatMessage[] => {
     const sample = sampleAt.get(turn);
@@ -129,34 +127,44 @@ function* dpoLines(bundle: SessionBundle): Generator<object> {
     for (const alt of bundle.alternatives) {
       if (alt.atTurn !== turn || alt.role !== 'assistant' || sameText(alt.text, kept.text) || !alt.text.trim() || !kept.text.trim()) continue;
       const rejected: ChatMessage = { role: 'assistant', content: alt.text, ...(alt.toolCalls.length ? { tool_calls: toChatToolCalls(alt.toolCalls) } : {}) };
-      yield { prompt: promptFor(turn), chosen: [keptMsg], rejected: [rejected] };
+      yield () => ({ prompt: promptFor(turn), chosen: [keptMsg], rejected: [rejected] });
     }
     const repair = sampleAt.get(turn)?.label.repair;
     if (repair && repair.trim() && !sameText(repair, kept.text)) {
-      yield { prompt: promptFor(turn), chosen: [assistant(repair)], rejected: [keptMsg] };
+      yield () => ({ prompt: promptFor(turn), chosen: [assistant(repair)], rejected: [keptMsg] });
     }
   }
 }
 
-type PerSample = (bundle: SessionBundle, s: SampleRecord) => object | null;
-
-const PER_SAMPLE: Record<Exclude<ExportFormat, 'dpo'>, PerSample> = {
-  samples: samplesLine,
-  openclaw: openclawLine,
-  kto: ktoLine,
-  sft: sftLine,
-  sdft: sdftLine,
+/**
+ * Each per-sample format: which samples write a line (`keeps`, the one rule that both the writer
+ * and the counts before writing use), and the line.
+ */
+const PER_SAMPLE: Record<Exclude<ExportFormat, 'dpo'>, { keeps: (s: SampleRecord) => boolean; line: (bundle: SessionBundle, s: SampleRecord) => object }> = {
+  samples: { keeps: () => true, line: samplesLine },
+  openclaw: { keeps: () => true, line: openclawLine },
+  kto: { keeps: (s) => s.label.reward === 1 || s.label.reward === -1, line: ktoLine },
+  sft: { keeps: (s) => Boolean(s.label.repair?.trim()) || s.label.reward === 1, line: sftLine },
+  sdft: { keeps: (s) => Boolean(s.label.hint?.trim()), line: sdftLine },
 };
 
 /** The JSONL lines (without newline) one session contributes to `format`. */
 export function* sessionLines(format: ExportFormat, bundle: SessionBundle): Generator<string> {
   if (format === 'dpo') {
-    for (const line of dpoLines(bundle)) yield JSON.stringify(line);
+    for (const pair of dpoPairs(bundle)) yield JSON.stringify(pair());
     return;
   }
-  const build = PER_SAMPLE[format];
-  for (const s of bundle.samples) {
-    const line = build(bundle, s);
-    if (line !== null) yield JSON.stringify(line);
+  const { keeps, line } = PER_SAMPLE[format];
+  for (const s of bundle.samples) if (keeps(s)) yield JSON.stringify(line(bundle, s));
+}
+
+/** How many lines one session contributes to `format`, by the same rules, without building them. */
+export function sessionLineCount(format: ExportFormat, bundle: SessionBundle): number {
+  if (format === 'dpo') {
+    let n = 0;
+    for (const _ of dpoPairs(bundle)) n++;
+    return n;
   }
+  const { keeps } = PER_SAMPLE[format];
+  return bundle.samples.reduce((n, s) => n + (keeps(s) ? 1 : 0), 0);
 }

@@ -5,6 +5,7 @@
 import type { ReplayPlan, TrlHandoffOptions, TrlHandoffResult } from '../../src-shared/handoff.js';
 import type { JudgeVerdict, SessionFormat, SourceFormat } from '../../src-shared/types.js';
 import type { TrainMethod } from '../../src-shared/training.js';
+import type { ExportCounts, ExportFilter } from '../../src-shared/export-api.js';
 import type {
   CheckReport, ContextWindowSetting, ExportFormat, ImportSummary, JudgeCandidate, LabelPatch, LabelView, ReviewItem,
   SampleView, SessionDetail, SessionFilter, SessionSummary, SplitView, Stats, TrainingSample, VerdictProvenance,
@@ -67,7 +68,10 @@ export interface WorkspaceApi {
    * a training run), unless `leaveOutHeldOut` (a replay's record of what it sent).
    */
   exportJsonl(format: ExportFormat, outPath: string, options?: { leaveOutHeldOut?: boolean }): Promise<{ lines: number; path: string }>;
-  previewExport(format: ExportFormat, lines: number): string[];
+  /** The first lines of an export; `filter` as exportCounts'. */
+  previewExport(format: ExportFormat, lines: number, filter?: ExportFilter): string[];
+  /** How many lines each format would write, every session or (leaveOutHeldOut) the trained-on ones. */
+  exportCounts(filter?: ExportFilter): ExportCounts;
   /** Writes a TRL hand-off folder (docs/design.md §Hand-off). */
   handoffTrl(options: TrlHandoffOptions): TrlHandoffResult;
   /** The requests a replay to OpenClaw-RL sends, session by session; held-out sessions only when included. */

@@ -16,7 +16,8 @@ import type {
 } from '../../src-shared/views.js';
 import type { WorkspaceApi } from './workspace-api.js';
 import type { JudgeVerdict } from '../judge/verdicts.js';
-import { exportToFile, previewLines } from '../export/database-export.js';
+import { exportCounts as countExportLines, exportToFile, previewLines } from '../export/database-export.js';
+import type { ExportCounts, ExportFilter } from '../../src-shared/export-api.js';
 import { replayPlan } from '../export/replay-plan.js';
 import type { ReplayPlan, TrlHandoffOptions, TrlHandoffResult } from '../../src-shared/handoff.js';
 import { writeTrlHandoff } from './handoff-trl.js';
@@ -283,13 +284,23 @@ export class Workspace implements WorkspaceApi {
 
   // ── exports ───────────────────────────────────────────────────────────────────────
 
-  async exportJsonl(format: ExportFormat, outPath: string, options: { leaveOutHeldOut?: boolean } = {}): Promise<{ lines: number; path: string }> {
-    const heldOut = options.leaveOutHeldOut ? this.computedSplit().heldOut : null;
-    return exportToFile(this.store, format, outPath, heldOut ? (id) => !heldOut.has(id) : undefined);
+  async exportJsonl(format: ExportFormat, outPath: string, filter: ExportFilter = {}): Promise<{ lines: number; path: string }> {
+    return exportToFile(this.store, format, outPath, this.exportKeep(filter));
   }
 
-  previewExport(format: ExportFormat, lines: number): string[] {
-    return previewLines(this.store, format, lines);
+  previewExport(format: ExportFormat, lines: number, filter: ExportFilter = {}): string[] {
+    return previewLines(this.store, format, lines, this.exportKeep(filter));
+  }
+
+  exportCounts(filter: ExportFilter = {}): ExportCounts {
+    const { lines, sessions, leftOut } = countExportLines(this.store, this.exportKeep(filter));
+    return { lines, sessions, heldOutLeftOut: leftOut };
+  }
+
+  /** Which sessions an export with `filter` takes (undefined: all). */
+  private exportKeep(filter: ExportFilter): ((sessionId: string) => boolean) | undefined {
+    const heldOut = filter.leaveOutHeldOut ? this.computedSplit().heldOut : null;
+    return heldOut ? (id) => !heldOut.has(id) : undefined;
   }
 
   /** `hindsight handoff --to trl`: datasets, train.py and configs for a GPU cluster (./handoff-trl.ts). */

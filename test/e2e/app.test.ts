@@ -172,7 +172,7 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     await page.fill('[data-testid=export-path]', out);
     await page.locator('[data-action=write-export]').click();
     await page.locator('[data-testid=export-result]').waitFor();
-    await shot('export');
+    // export.png, with the counts per format, is export-counts.test.ts's (1400×900).
     const lines = fs.readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     expect(lines.length).toBeGreaterThanOrEqual(1);
     for (const line of lines) {
@@ -223,7 +223,7 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     await backend('heuristic');
     await endpointFields.waitFor({ state: 'detached' });
     expect(await localFields.count()).toBe(0);
-    await shot('settings');
+    // settings.png is settings-key.test.ts's (1400×900).
   });
 
   it('shows a truncated import as a readable error and imports nothing', async () => {

@@ -187,4 +187,31 @@ describe('golden exports', () => {
       expect(actual.equals(expected)).toBe(true);
     });
   }
+
+  it('counts before writing: each format’s count is the golden file’s line count, and with held-out sessions left out, the lines then written', async () => {
+    const { ws, dir } = await built;
+    const counts = ws.exportCounts();
+    for (const format of EXPORT_FORMATS) {
+      const golden = fs.readFileSync(path.join(GOLDEN_DIR, `${format}.jsonl`), 'utf8').trim().split('\n').length;
+      expect(counts.lines[format], format).toBe(golden);
+    }
+    expect(counts.heldOutLeftOut).toBe(0);
+    // Hold one session with samples out: counts and written files both lose its lines.
+    const held = ws.listSessions({ hasSamples: true }).sessions[0]!.id;
+    ws.setHeldOut([held], true);
+    try {
+      const without = ws.exportCounts({ leaveOutHeldOut: true });
+      expect(without.heldOutLeftOut).toBeGreaterThanOrEqual(1);
+      expect(without.sessions + without.heldOutLeftOut).toBe(counts.sessions);
+      expect(without.lines.samples).toBeLessThan(counts.lines.samples);
+      for (const format of EXPORT_FORMATS) {
+        const { lines } = await ws.exportJsonl(format, path.join(dir, `filtered-${format}.jsonl`), { leaveOutHeldOut: true });
+        expect(without.lines[format], format).toBe(lines);
+        expect(ws.previewExport(format, 100, { leaveOutHeldOut: true })).toHaveLength(Math.min(100, lines));
+      }
+      expect(ws.exportCounts()).toEqual(counts); // without the filter, held-out sessions count
+    } finally {
+      ws.setHeldOut([held], null);
+    }
+  });
 });
