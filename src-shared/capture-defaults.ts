@@ -4,7 +4,7 @@
  * capture form shows them until the server's values arrive, so both import them from here.
  * Node-free on purpose: the browser bundle loads this file.
  */
-import { APP_TRAIN_DEFAULTS, type TrainMethod } from './training.js';
+import { APP_TRAIN_DEFAULTS, TRAIN_DEFAULTS, type Quantize, type TrainMethod } from './training.js';
 
 export interface CaptureSettingFields {
   /** Off until the user turns it on. */
@@ -20,6 +20,8 @@ export interface CaptureSettingFields {
   /** Steps of each background run; 0 = one epoch over the new samples. */
   captureTrainSteps: number;
   captureTrainMethod: TrainMethod;
+  /** The base stored quantised in each background run (docs/design.md §QLoRA): a machine too small for the fp32 base trains on int4. */
+  captureTrainQuantize: Quantize;
 }
 
 export const CAPTURE_SETTING_DEFAULTS: Readonly<CaptureSettingFields> = {
@@ -32,4 +34,5 @@ export const CAPTURE_SETTING_DEFAULTS: Readonly<CaptureSettingFields> = {
   captureTrainEvery: 16,
   captureTrainSteps: 0,
   captureTrainMethod: APP_TRAIN_DEFAULTS.method,
+  captureTrainQuantize: TRAIN_DEFAULTS.quantize,
 };

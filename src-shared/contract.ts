@@ -102,6 +102,7 @@ export interface Settings {
     trainEvery: number;
     trainSteps: number;
     trainMethod: TrainMethod;
+    trainQuantize: Quantize;
   };
 }
 
@@ -287,6 +288,7 @@ export const CALLS = {
       captureTrainEvery: optional(integer({ min: 1, max: 100_000 })),
       captureTrainSteps: optional(integer({ min: 0, max: 100_000 })),
       captureTrainMethod: optional(oneOf(TRAIN_METHODS)),
+      captureTrainQuantize: optional(oneOf(QUANTIZE_CHOICES)),
     }),
     returns<Settings>(),
   ),

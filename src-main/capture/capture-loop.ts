@@ -163,6 +163,7 @@ export class CaptureLoop {
           modelDir,
           outDir,
           method: s.captureTrainMethod,
+          quantize: s.captureTrainQuantize,
           samples,
           ...(s.captureTrainSteps > 0 ? { steps: s.captureTrainSteps } : {}),
           batchSize: Math.min(16, samples.length),

@@ -9,6 +9,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { Workspace } from '../../src-main/workspace/workspace.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { scoreWithAdapter } from '../../src-main/train/merge.js';
+import { readCheckpointState } from '../../src-main/train/run-checkpoint.js';
+import type { RunSettings } from '../../src-main/train/run-settings.js';
 import { api, chat, DEMO_MODEL, startCapture, TEST_TIMEOUT_MS, waitFor, type Message } from './helpers.js';
 
 const SETTINGS = {
@@ -17,6 +19,8 @@ const SETTINGS = {
   captureTrainEvery: 2,
   captureTrainSteps: 1,
   captureTrainMethod: 'rl',
+  // The background run keeps the base as int4 blocks (QLoRA); the adapter it serves is fp32 and applies to the fp32 base.
+  captureTrainQuantize: 'int4',
   judgeBackend: 'heuristic',
   judgeHints: false,
 };
@@ -87,6 +91,7 @@ describe('auto-judge → auto-train after N samples → hot swap under load → 
     expect(path.dirname(swapped)).toBe(`${server.dbPath}.capture-adapters`); // the database's own folder, not the folder's
     expect(status.pendingTrain).toBe(0);
     expect(fs.existsSync(`${swapped}/adapter_model.safetensors`)).toBe(true);
+    expect(readCheckpointState<RunSettings>(swapped).state.settings.quantize).toBe('int4');
     const log = fs.readFileSync(status.logPath, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     expect(log.filter((r) => r.t === 'trained')).toEqual([expect.objectContaining({ samples: ['capture:happy/1', 'capture:unhappy/1'], adapterDir: swapped })]);
     const adapterId = `stories260K+${swapped.split('/').at(-1)}`;
