@@ -1,8 +1,10 @@
 /**
  * The Chat page's calls (docs/design.md §Chat page): one turn of a conversation sent to the
- * base model and to a fine-tuned adapter at once, each with its own transcript, streamed as
- * `chat.progress` events; Stop; and ending the chat, which frees the loaded models. Node-free
- * (the contract and the renderer import it); the contract spreads CHAT_CALLS into its calls.
+ * base model and to a fine-tuned adapter at once, each with its own transcript (and the same
+ * system prompt), streamed as `chat.progress` events; Stop; ending the chat, which frees the
+ * loaded models; and the saved chats: every finished turn is saved in the database, so chats are
+ * listed, reopened and deleted, and survive a restart. Node-free (the contract and the renderer
+ * import it); the contract spreads CHAT_CALLS into its calls.
  */
 import type { CallSpec, Returns } from './call-spec.js';
 import { TRAIN_DEVICES } from './training.js';
@@ -16,6 +18,7 @@ export const CHAT_DEFAULTS = { temperature: 0.8, topP: 0.95, maxTokens: 200 } as
 export const CHAT_MAX_TOKENS = 8192;
 
 const folder = string({ min: 1, max: 4096 });
+const chatId = string({ min: 1, max: 100 });
 const chatMessage = object({ role: oneOf(CHAT_ROLES), content: string({ max: 200_000 }) });
 /** One side's messages so far, ending with the user's new message. */
 const transcript = array(chatMessage, { min: 1, max: 2000 });
@@ -30,7 +33,7 @@ export const chatSampling = object({
 
 export const chatStartInput = object({
   /** The conversation this turn continues; left out, a new one starts (the answer names it). */
-  chatId: optional(string({ min: 1, max: 100 })),
+  chatId: optional(chatId),
   modelDir: folder,
   /** The adapter's side is left out when null. */
   adapterDir: nullable(folder),
@@ -54,7 +57,45 @@ export interface ChatSideState {
   status: ChatSideStatus;
   /** Generated tokens, once the side has finished. */
   tokens: number | null;
+  /** Why generation ended: 'stop' (the model ended its reply, or a stop string), 'length' (Max tokens), 'tool_calls'; null while writing or after Stop. */
+  finishReason: ChatFinishReason | null;
+  /** Generated tokens per second, from the first token to the last (the prompt's processing not counted); null under 2 tokens. */
+  tokensPerSecond: number | null;
+  /** Milliseconds from the model being ready to the first token (the prompt's processing). */
+  firstTokenMs: number | null;
   error: string | null;
+}
+
+export type ChatFinishReason = 'stop' | 'length' | 'tool_calls';
+
+/** One side's reply as a saved chat keeps it. */
+export type SavedChatReply = Pick<ChatSideState, 'text' | 'reasoning' | 'status' | 'tokens' | 'finishReason' | 'tokensPerSecond' | 'firstTokenMs' | 'error'>;
+
+/** A finished turn: the user's message and each side's reply. */
+export interface SavedChatTurn {
+  user: string;
+  at: number;
+  replies: Partial<Record<ChatSide, SavedChatReply>>;
+}
+
+export interface SavedChatSummary {
+  id: string;
+  /** The first user message, cut to a line. */
+  title: string;
+  createdAt: number;
+  updatedAt: number;
+  turns: number;
+  /** The adapter's folder name, or null for the base model alone. */
+  adapter: string | null;
+}
+
+export interface SavedChat extends SavedChatSummary {
+  modelDir: string;
+  adapterDir: string | null;
+  /** The system prompt of its last turn ('' when none). */
+  systemPrompt: string;
+  sampling: { temperature: number; topP: number; maxTokens: number; seed: number | null };
+  chatTurns: SavedChatTurn[];
 }
 
 /** The turn in progress or the last one. */
@@ -68,6 +109,8 @@ export interface ChatState {
   captured: boolean;
   /** The seed both sides sampled with. */
   seed: number | null;
+  /** Why the finished turn could not be saved with the chat, or null. */
+  saveError: string | null;
 }
 
 const returns = <O>() => ({}) as Returns<O>;
@@ -81,4 +124,7 @@ export const CHAT_CALLS = {
   chatStatus: { doc: 'The Chat page turn in progress, or the last one.', input: object({}), output: returns<ChatState>() },
   chatStop: { doc: 'Stops both replies after the token each is on; what was written stays.', input: object({}), output: returns<ChatState>() },
   chatEnd: { doc: 'Ends the chat: stops a reply in progress and closes the models the chat loaded.', input: object({}), output: returns<ChatState>() },
+  chatList: { doc: 'The saved chats of this database, newest first.', input: object({}), output: returns<SavedChatSummary[]>() },
+  chatOpen: { doc: 'One saved chat with its turns, to continue it.', input: object({ id: chatId }), output: returns<SavedChat>() },
+  chatDelete: { doc: 'Deletes a saved chat; `deleted`: whether there was one.', input: object({ id: chatId }), output: returns<{ deleted: boolean }>() },
 } satisfies Record<string, CallSpec<unknown, unknown>>;

@@ -62,7 +62,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     this.handoff = new HandoffService(() => this.workspace);
     this.tokenViews = new TokenViewService(options.events, () => this.settingsStore);
     this.evals = new EvalService(options.events, { workspace: () => this.workspace, replayJudge: () => this.judges.replayJudge() });
-    this.chats = new ChatService(options.events, { capture: () => this.capture?.hook ?? null });
+    this.chats = new ChatService(options.events, { capture: () => this.capture?.hook ?? null, saved: () => this.workspace.savedChats });
     this.rollouts = new RolloutsService(async () => (await this.training.state()).runs);
   }
 
@@ -237,6 +237,9 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   async chatStatus() { return this.chats.status(); }
   async chatStop() { return this.chats.stop(); }
   async chatEnd() { return this.chats.end(); }
+  async chatList() { return this.chats.list(); }
+  async chatOpen({ id }: CallInput<'chatOpen'>) { return this.chats.open(id); }
+  async chatDelete({ id }: CallInput<'chatDelete'>) { return this.chats.delete(id); }
 
   async checks() {
     return this.workspace.checks();

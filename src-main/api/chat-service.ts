@@ -13,7 +13,12 @@
  *
  * Capture: a turn is recorded only where live capture runs (`serve`) and is on, through the
  * very hook the /v1 endpoint uses, each side as its own captured session
- * (`capture:chat:<chat id>:base` and `…:adapter`). Otherwise nothing is written anywhere.
+ * (`capture:chat:<chat id>:base` and `…:adapter`).
+ *
+ * Saved chats: every turn that ends (done, stopped or failed) is saved in the open database's
+ * chats table under the chat's id (store/saved-chats.ts): the user's message, each side's reply
+ * with its tokens, tokens per second and finish reason, the system prompt and the settings. The
+ * page lists them, reopens one (the next turn continues it), and deletes them.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -31,6 +36,8 @@ import { loadAdaptedModel } from '../train/adapted-model.js';
 import { ADAPTER_CONFIG, ADAPTER_WEIGHTS } from '../train/peft.js';
 import type { EventHub } from '../workspace/event-hub.js';
 import { isModelPath } from '../model/model-path.js';
+import type { SavedChats } from '../store/saved-chats.js';
+import { savedTurn, systemPromptOf, withTurn } from './chat-saving.js';
 
 export type ChatModelLoader = (modelDir: string, adapterDir: string | null, device: Device) => Promise<LocalModel>;
 
@@ -39,12 +46,14 @@ export interface ChatServiceHooks {
   capture: () => CaptureHook | null;
   /** Loads base + adapter; the default merges the adapter (tests count loads through it). */
   load?: ChatModelLoader;
+  /** Where finished turns are saved: the open database's chats (none: nothing is saved). */
+  saved?: () => SavedChats;
 }
 
 /** Partial replies go out at most this often; a side's start and end go out at once. */
 const PROGRESS_INTERVAL_MS = 50;
 
-const IDLE: ChatState = { chatId: null, turn: 0, state: 'idle', sides: [], captured: false, seed: null };
+const IDLE: ChatState = { chatId: null, turn: 0, state: 'idle', sides: [], captured: false, seed: null, saveError: null };
 
 interface CachedModel {
   model: Promise<LocalModel>;
@@ -103,7 +112,11 @@ export class ChatService {
       state: 'running',
       captured: tickets.some((t) => t !== null),
       seed,
-      sides: plans.map((p) => ({ side: p.side, name: p.adapterDir ? path.basename(p.adapterDir) : 'base', text: '', reasoning: '', status: 'loading', tokens: null, error: null })),
+      saveError: null,
+      sides: plans.map((p) => ({
+        side: p.side, name: p.adapterDir ? path.basename(p.adapterDir) : 'base', text: '', reasoning: '', status: 'loading',
+        tokens: null, finishReason: null, tokensPerSecond: null, firstTokenMs: null, error: null,
+      })),
     };
     this.emitNow();
     const sides = plans.map((plan, i) =>
@@ -114,6 +127,7 @@ export class ChatService {
     this.running = Promise.all(sides).then(() => {
       if (this.controller === controller) this.controller = null;
       this.state = { ...this.state, state: controller.signal.aborted ? 'stopped' : 'done' };
+      this.save(input, modelDir, adapterDir);
       this.emitNow();
     });
     return this.state;
@@ -160,18 +174,53 @@ export class ChatService {
     if (signal.aborted) return this.updateSide(index, { status: 'stopped' });
     const prompt = fitPrompt(model, request);
     this.updateSide(index, { status: 'generating' });
+    const ready = performance.now();
+    let firstAt: number | null = null;
     const result = await completeChat(
       model,
       request,
       prompt,
       (delta) => {
+        firstAt ??= performance.now();
         const side = this.state.sides[index]!;
         this.updateSide(index, { text: side.text + (delta.content ?? ''), reasoning: side.reasoning + (delta.reasoning ?? '') }, false);
       },
       signal,
     );
+    const end = performance.now();
     ticket?.commit(capturedReply(result, at.modelDir, plan.adapterDir));
-    this.updateSide(index, { text: result.content, reasoning: result.reasoning ?? '', tokens: result.completionTokens, status: result.cancelled ? 'stopped' : 'done' });
+    // The rate of writing: the tokens after the first, over the time since it (the prompt's processing is firstTokenMs).
+    const tokensPerSecond = firstAt !== null && result.completionTokens >= 2 && end > firstAt ? (result.completionTokens - 1) / ((end - firstAt) / 1000) : null;
+    this.updateSide(index, {
+      text: result.content, reasoning: result.reasoning ?? '', tokens: result.completionTokens, status: result.cancelled ? 'stopped' : 'done',
+      finishReason: result.cancelled ? null : result.finishReason, tokensPerSecond, firstTokenMs: firstAt === null ? null : Math.round(firstAt - ready),
+    });
+  }
+
+  /** Saves the turn that just ended in the open database's chats (a failure to save is the page's to show, not the turn's). */
+  private save(input: CallInput<'chatStart'>, modelDir: string, adapterDir: string | null): void {
+    const saved = this.hooks.saved?.();
+    if (!saved || !this.state.chatId) return;
+    try {
+      saved.put(withTurn(saved.get(this.state.chatId), this.state, savedTurn(input, this.state), { modelDir, adapterDir, sampling: input.sampling, systemPrompt: systemPromptOf(input) }));
+    } catch (err) {
+      this.state = { ...this.state, saveError: `This turn could not be saved: ${(err as Error).message}` };
+    }
+  }
+
+  /** The saved chats, newest first. */
+  list() {
+    return this.hooks.saved?.().list() ?? [];
+  }
+
+  open(id: string) {
+    const chat = this.hooks.saved?.().get(id);
+    if (!chat) throw new UserError(`There is no saved chat ${id} (deleted?).`);
+    return chat;
+  }
+
+  delete(id: string): { deleted: boolean } {
+    return { deleted: this.hooks.saved?.().delete(id) ?? false };
   }
 
   /** The cached model for `key`, loading it on first use; a failed load is forgotten, so the next turn retries. */

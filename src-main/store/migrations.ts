@@ -167,4 +167,18 @@ export const MIGRATIONS: readonly string[] = [
     updated_at INTEGER NOT NULL
   );
   `,
+  // 7: the Chat page's saved chats (docs/design.md §Chat page): one row per chat, its turns with
+  // both sides' replies, the system prompt and the settings as JSON (read whole, never queried
+  // inside). Not sessions: a chat with the base model and an adapter is a comparison, not data
+  // to train on (live capture records it as sessions when the user wants that).
+  `
+  CREATE TABLE chats (
+    id TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    data TEXT NOT NULL
+  );
+  CREATE INDEX chats_updated ON chats(updated_at);
+  `,
 ];

@@ -5,6 +5,7 @@
 import type { ReplayPlan, TrlHandoffOptions, TrlHandoffResult } from '../../src-shared/handoff.js';
 import type { JudgeVerdict, SessionFormat, SourceFormat } from '../../src-shared/types.js';
 import type { TrainMethod } from '../../src-shared/training.js';
+import type { SavedChats } from '../store/saved-chats.js';
 import type { ExportCounts, ExportFilter } from '../../src-shared/export-api.js';
 import type {
   CheckReport, ContextWindowSetting, ExportFormat, ImportSummary, JudgeCandidate, LabelPatch, LabelView, ReviewItem,
@@ -13,6 +14,8 @@ import type {
 
 export interface WorkspaceApi {
   readonly dbPath: string;
+  /** The Chat page's saved chats, in this database. */
+  readonly savedChats: SavedChats;
   importFiles(paths: string[], format?: SourceFormat | 'auto'): Promise<ImportSummary>;
   stats(): Stats;
   listSessions(filter?: SessionFilter): { total: number; sessions: SessionSummary[] };

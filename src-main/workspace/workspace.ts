@@ -37,6 +37,7 @@ import { reviewQueue } from './review-queue.js';
 import { sampleViews, sessionDetail } from './session-views.js';
 import { checkReport, evaluationSamples, nothingToTrain, trainingSampleAt, trainingSamples, type TrainingSampleOptions } from './training-set.js';
 import { clearSplitOverrides } from '../store/split-overrides.js';
+import { SavedChats } from '../store/saved-chats.js';
 import { computeSplit, placeSessions, setPercent, splitView, type ComputedSplit } from './stored-split.js';
 import type { TrainMethod } from '../../src-shared/training.js';
 
@@ -76,6 +77,11 @@ export class Workspace implements WorkspaceApi {
 
   get dbPath(): string {
     return this.store.path;
+  }
+
+  /** The Chat page's saved chats (store/saved-chats.ts). */
+  get savedChats(): SavedChats {
+    return new SavedChats(this.store);
   }
 
   /** The underlying store, for benchmarks and tests of persistence. */

@@ -2,13 +2,15 @@
 // serve` with the demo model: a tiny adapter is trained through the API (as the Evaluate test
 // does), then the page sends a message to the base and that adapter at once and both columns
 // stream and finish; Stop ends both mid-reply; Clear starts over; the capture line follows the
-// setting; an adapter folder that went missing is a toast. Screenshot: chat.png.
+// setting; an adapter folder that went missing is a toast. A system prompt goes with every turn;
+// each reply shows its tokens, tokens per second and finish reason; every chat is saved, listed,
+// reopened after a reload with its replies and figures, and deleted. Screenshot: chat.png (1400×900).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ChatState } from '../../src-shared/chat-api.js';
+import type { ChatState, SavedChat, SavedChatSummary } from '../../src-shared/chat-api.js';
 import { waitUntil } from '../helpers/deadlines.js';
 import { closeApp, haveChromium, openApp, reportMissingChromium, ROOT, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle, type ToastRecord } from './helpers.js';
 
@@ -80,7 +82,7 @@ describe.skipIf(!haveChromium)('the Chat page, in a browser', { timeout: TEST_TI
     });
     expect(run.error).toBeNull();
     expect(run.status).toBe('finished');
-    ({ browser, page, pageErrors, toasts } = await openApp(serve, { viewport: { width: 1360, height: 900 } }));
+    ({ browser, page, pageErrors, toasts } = await openApp(serve, { viewport: { width: 1400, height: 900 } }));
     await page.locator('[data-nav=chat]').click();
     await page.locator('[data-testid=chat-adapter]').waitFor();
   }, TEST_TIMEOUT_MS);
@@ -158,18 +160,54 @@ describe.skipIf(!haveChromium)('the Chat page, in a browser', { timeout: TEST_TI
     await clear();
   });
 
-  it('holds a short conversation in both columns (screenshot)', async () => {
+  it('holds a short conversation in both columns with a system prompt; each reply shows its figures (screenshot)', async () => {
     await setField('chat-max-tokens', '64');
     await setField('chat-seed', '3');
+    await setField('chat-system', 'You tell short stories about animals.');
     await say('Tell me a story about a cat.');
     await bothEnd('done');
     await say('What did the cat do next?');
     await page.waitForFunction(() => document.querySelectorAll('[data-testid=chat-column-adapter] [data-testid=chat-reply]').length === 2 && document.querySelectorAll('[data-testid=chat-column-base] [data-testid=chat-reply]').length === 2);
-    await bothEnd('done');
+    const state = await bothEnd('done');
     expect(await column('base').locator('.msg.user').count()).toBe(2);
+    // Under each reply: its tokens, tokens per second, first token and finish reason, as the back end measured them.
+    for (const side of state.sides) {
+      const stats = (await column(side.side).locator('[data-testid=chat-reply-stats]').last().textContent())!.trim();
+      expect(stats).toMatch(/^\d+ tokens? · [\d.]+ tok\/s · first token [\d.]+ s · (stop: the reply ended|length: reached Max tokens)$/);
+      expect(stats.startsWith(`${side.tokens} token`)).toBe(true);
+      expect(stats).toContain(side.finishReason === 'length' ? 'length: reached Max tokens' : 'stop: the reply ended');
+    }
+    // Saved after each turn, with the system prompt: the list shows it, newest first.
+    const saved = await serve.api<SavedChatSummary[]>('chatList');
+    expect(saved[0]).toMatchObject({ id: state.chatId, title: 'Tell me a story about a cat.', turns: 2, adapter: 'kind-run' });
+    expect((await serve.api<SavedChat>('chatOpen', { id: state.chatId })).systemPrompt).toBe('You tell short stories about animals.');
+    await page.locator(`[data-testid=saved-chat][data-chat-id="${state.chatId}"].on`).waitFor();
     await page.locator('[data-testid=chat-input]').fill('And where did they go?');
     await shot(page, 'chat');
     await page.locator('[data-testid=chat-input]').fill('');
+  });
+
+  it('reopens a saved chat after a reload, with its replies, figures and system prompt; deletes one', async () => {
+    const [latest] = await serve.api<SavedChatSummary[]>('chatList');
+    const chat = await serve.api<SavedChat>('chatOpen', { id: latest!.id });
+    await page.reload();
+    await page.locator('[data-nav=chat]').click();
+    await clear();
+    await page.locator(`[data-testid=saved-chat][data-chat-id="${chat.id}"] .open`).click();
+    await page.locator(`[data-testid=saved-chat][data-chat-id="${chat.id}"].on`).waitFor();
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid=chat-column-base] [data-testid=chat-reply]').length === 2);
+    const replies = await column('base').locator('[data-testid=chat-reply]').allTextContents();
+    expect(replies).toEqual(chat.chatTurns.map((t) => t.replies.base!.text));
+    expect(await column('adapter').locator('[data-testid=chat-reply]').allTextContents()).toEqual(chat.chatTurns.map((t) => t.replies.adapter!.text));
+    expect(await column('base').locator('[data-testid=chat-reply-stats]').first().textContent()).toContain(`${chat.chatTurns[0]!.replies.base!.tokens} token`);
+    expect(await page.locator('[data-testid=chat-system]').inputValue()).toBe('You tell short stories about animals.');
+    // Deleting asks first; the list and the database lose it, and the open chat starts over.
+    page.once('dialog', (d) => void d.accept());
+    await page.locator(`[data-testid=saved-chat][data-chat-id="${chat.id}"] [data-action=delete-chat]`).click();
+    await page.locator(`[data-testid=saved-chat][data-chat-id="${chat.id}"]`).waitFor({ state: 'detached' });
+    expect((await serve.api<SavedChatSummary[]>('chatList')).some((c) => c.id === chat.id)).toBe(false);
+    await page.locator('[data-testid=chat-column-base] .msg').first().waitFor({ state: 'detached' });
+    await setField('chat-system', '');
   });
 
   it('an adapter folder that went missing is a toast, and nothing is sent', async () => {

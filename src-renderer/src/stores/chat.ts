@@ -1,17 +1,41 @@
-// The Chat page's state (docs/design.md §Chat page): the two transcripts, the settings, and the
-// turn being written, fed by `chat.progress` events. Kept in a store so leaving the page and
-// coming back keeps the conversation; Clear ends it (the back end closes its models).
+// The Chat page's state (docs/design.md §Chat page): the two transcripts, the settings and the
+// system prompt, the turn being written (fed by `chat.progress` events), and the list of saved
+// chats (the back end saves each finished turn; opening one continues it). Kept in a store so
+// leaving the page and coming back keeps the conversation; New chat ends it (the back end
+// closes its models).
 import { defineStore } from 'pinia';
-import { CHAT_DEFAULTS, type ChatSide, type ChatState } from '../../../src-shared/chat-api.js';
+import { CHAT_DEFAULTS, type ChatSide, type ChatSideState, type ChatState, type SavedChat, type SavedChatSummary } from '../../../src-shared/chat-api.js';
 import type { TrainDevice } from '../../../src-shared/contract.js';
 import { api, errorMessage } from '../api/client';
 import { useAppStore } from './app';
+
+/** A reply's figures, shown under it. */
+export type ReplyStats = Pick<ChatSideState, 'tokens' | 'tokensPerSecond' | 'finishReason' | 'firstTokenMs'>;
 
 export interface ChatLine {
   role: 'user' | 'assistant';
   content: string;
   /** A reply cut short by Stop. */
   stopped?: boolean;
+  stats?: ReplyStats;
+}
+
+const statsOf = (s: ReplyStats): ReplyStats => ({ tokens: s.tokens, tokensPerSecond: s.tokensPerSecond, finishReason: s.finishReason, firstTokenMs: s.firstTokenMs });
+
+/** A saved chat's turns as the two transcripts (a side that failed has no reply in its column). */
+function transcriptsOf(chat: SavedChat): Record<ChatSide, ChatLine[]> {
+  const out: Record<ChatSide, ChatLine[]> = { base: [], adapter: [] };
+  const sides: ChatSide[] = chat.adapterDir ? ['base', 'adapter'] : ['base'];
+  for (const turn of chat.chatTurns) {
+    for (const side of sides) {
+      out[side].push({ role: 'user', content: turn.user });
+      const reply = turn.replies[side];
+      if (reply && reply.status !== 'failed' && reply.text) {
+        out[side].push({ role: 'assistant', content: reply.text, ...(reply.status === 'stopped' ? { stopped: true } : {}), stats: statsOf(reply) });
+      }
+    }
+  }
+  return out;
 }
 
 /** The folder's last name: how a training run is named on this page. */
@@ -30,7 +54,11 @@ export const useChatStore = defineStore('chat', {
     maxTokens: CHAT_DEFAULTS.maxTokens as number,
     /** null: a random seed each turn (the same for both sides). */
     seed: null as number | null,
+    /** Sent first to both sides, every turn ('' for none). */
+    systemPrompt: '',
     chatId: null as string | null,
+    /** The saved chats of the open database, newest first. */
+    saved: [] as SavedChatSummary[],
     transcripts: { base: [] as ChatLine[], adapter: [] as ChatLine[] },
     /** The turn in progress or the last one, as the back end reports it. */
     live: null as ChatState | null,
@@ -49,6 +77,41 @@ export const useChatStore = defineStore('chat', {
       this.listening = true;
       api.on('chat.progress', (s) => this.apply(s));
       void api.chatStatus().then((s) => this.apply(s), () => {});
+      api.on('workspace.changed', ({ reason }) => {
+        if (reason === 'database') void this.loadSaved();
+      });
+      void this.loadSaved();
+    },
+    async loadSaved() {
+      try {
+        this.saved = await api.chatList();
+      } catch (err) {
+        useAppStore().toast('error', errorMessage(err));
+      }
+    },
+    /** Continues a saved chat: its model, adapter, settings, system prompt and transcripts. */
+    async open(id: string) {
+      if (this.running) return;
+      try {
+        const chat = await api.chatOpen({ id });
+        await this.clear();
+        Object.assign(this, {
+          chatId: chat.id, modelDir: chat.modelDir, adapterDir: chat.adapterDir, systemPrompt: chat.systemPrompt,
+          temperature: chat.sampling.temperature, topP: chat.sampling.topP, maxTokens: chat.sampling.maxTokens, seed: chat.sampling.seed,
+          transcripts: transcriptsOf(chat),
+        });
+      } catch (err) {
+        useAppStore().toast('error', errorMessage(err));
+      }
+    },
+    async remove(id: string) {
+      try {
+        await api.chatDelete({ id });
+        if (this.chatId === id) await this.clear();
+        await this.loadSaved();
+      } catch (err) {
+        useAppStore().toast('error', errorMessage(err));
+      }
     },
     /** Takes a state unless it is older than the one shown (events and answers may cross). */
     apply(state: ChatState) {
@@ -63,14 +126,17 @@ export const useChatStore = defineStore('chat', {
       const app = useAppStore();
       for (const side of state.sides) {
         if (side.status === 'failed') app.toast('error', `${side.side === 'base' ? 'Base' : `Adapter ${side.name}`}: ${side.error}`);
-        else if (side.text) this.transcripts[side.side].push({ role: 'assistant', content: side.text, ...(side.status === 'stopped' ? { stopped: true } : {}) });
+        else if (side.text) this.transcripts[side.side].push({ role: 'assistant', content: side.text, ...(side.status === 'stopped' ? { stopped: true } : {}), stats: statsOf(side) });
       }
+      if (state.saveError) app.toast('error', state.saveError);
+      void this.loadSaved();
     },
     async send(text: string): Promise<boolean> {
       if (this.running || !text.trim()) return false;
       const sides = this.sides;
       const message = { role: 'user' as const, content: text };
-      const history = (side: ChatSide) => [...this.transcripts[side].map(({ role, content }) => ({ role, content })), message];
+      const system = this.systemPrompt.trim() ? [{ role: 'system' as const, content: this.systemPrompt }] : [];
+      const history = (side: ChatSide) => [...system, ...this.transcripts[side].map(({ role, content }) => ({ role, content })), message];
       this.sending = true;
       try {
         const state = await api.chatStart({
