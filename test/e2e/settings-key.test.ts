@@ -125,7 +125,7 @@ describe.skipIf(!haveChromium)('Settings and the API key, in a browser', { timeo
     expect((await models(key)).status).toBe(200);
   });
 
-  it('logged no errors in the page but the refused calls of the restart', () => {
-    expect(pageErrors.filter((e) => !/status of 401/.test(e))).toEqual([]);
+  it('logged no errors in the page but those of the restart (the stream retried while serve was down, the refused calls)', () => {
+    expect(pageErrors.filter((e) => !/status of 401|ERR_CONNECTION_REFUSED/.test(e))).toEqual([]);
   });
 });
