@@ -26,6 +26,7 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Com
   rollout: { summary: 'run K rollouts of each task of a task file, with tools, and print the success rate', load: () => import('./cli/rollout.js') },
   split: { summary: 'show or change which sessions are held out of training for evaluation', load: () => import('./cli/split.js') },
   eval: { summary: 'measure the base model and adapters on the held-out samples, side by side', load: () => import('./cli/eval.js') },
+  lessons: { summary: 'distil your hints into a system prompt of lessons (no training): show, regenerate, edit, write', load: () => import('./cli/lessons.js') },
   serve: { summary: 'serve the app and the OpenAI-compatible API to a browser', load: () => import('./cli/serve.js') },
   demo: { summary: "run the app's core path on the bundled demo exports", load: () => import('./cli/demo.js') },
   'export-model': { summary: 'write a run\'s adapter as a GGUF LoRA + Ollama Modelfile (and optionally a merged GGUF)', load: () => import('./cli/export-model.js') },

@@ -31,6 +31,7 @@ import { MODEL_CALLS } from './models-api.js';
 import { CAPTURE_CALLS, type CaptureStatus } from './capture-api.js';
 import { EXPORT_CALLS } from './export-api.js';
 import { MODEL_EXPORT_CALLS } from './model-export-api.js';
+import { LESSONS_CALLS } from './lessons.js';
 import { call, returns, type Returns } from './call-spec.js';
 import { onPolicyInput } from './on-policy-api.js';
 import { ROLLOUT_CALLS } from './rollouts-api.js';
@@ -261,6 +262,8 @@ export const CALLS = {
   ...MODEL_CALLS,
   // A finished run back into Ollama / llama.cpp (src-shared/model-export-api.ts).
   ...MODEL_EXPORT_CALLS,
+  // Lessons without training: the hints as a system prompt (src-shared/lessons.ts).
+  ...LESSONS_CALLS,
   // Live capture's status, rollback and the API key of its clients (src-shared/capture-api.ts).
   ...CAPTURE_CALLS,
   getSettings: call('Judge backends and the default model.', NO_INPUT, returns<Settings>()),

@@ -4,7 +4,7 @@
  */
 import type { EvalMetric, EvalReport } from './eval-report.js';
 import { EVAL_METRICS } from './eval-report.js';
-import { array, integer, object, oneOf, optional, string } from './validate.js';
+import { array, boolean, integer, object, oneOf, optional, string } from './validate.js';
 
 export const evalStartInput = object({
   modelDir: string({ min: 1, max: 4096 }),
@@ -12,6 +12,8 @@ export const evalStartInput = object({
   metrics: array(oneOf(EVAL_METRICS), { min: 1, max: 4 }),
   rollouts: optional(integer({ min: 1, max: 16 })),
   maxNewTokens: optional(integer({ min: 1, max: 2048 })),
+  /** Also measure the base model told the database's lessons (docs/design.md §Lessons); default: when it has some. */
+  lessons: optional(boolean()),
 });
 
 export interface EvalProgressView {

@@ -70,10 +70,12 @@ export interface GenerationStats {
 export type { ReplayContext, ReplayMetrics, WinTieLoss } from './eval-replay.js';
 
 export interface ModelEval {
-  /** "base", or the adapter folder's name. */
+  /** "base", "lessons" (the base model told the lessons), or the adapter folder's name. */
   name: string;
   /** The adapter folder, for an adapter. */
   adapter?: string;
+  /** For "lessons": the system prompt the base model was given (docs/design.md §Lessons). */
+  lessons?: string;
   likelihood?: LikelihoodMetrics;
   hints?: HintMetrics;
   replay?: ReplayMetrics | Skipped;
@@ -107,6 +109,8 @@ export interface EvalReport {
 
 const BASE = 'base';
 export { BASE as BASE_MODEL_NAME };
+/** The base model with the lessons as its system prompt, measured as an adapter is (docs/design.md §Lessons). */
+export const LESSONS_MODEL_NAME = 'lessons';
 
 const values = (scores: readonly SampleScore[], reward: number) => scores.filter((s) => s.reward === reward).map((s) => s.original);
 

@@ -5,7 +5,7 @@
  * into its calls, and the renderer reads the types.
  */
 import { call, returns } from './call-spec.js';
-import { object, oneOf, optional, string } from './validate.js';
+import { boolean, object, oneOf, optional, string } from './validate.js';
 
 export const MERGED_GGUF_TYPES = ['f16', 'q8_0'] as const;
 export type MergedGgufType = (typeof MERGED_GGUF_TYPES)[number];
@@ -31,8 +31,8 @@ const dir = string({ min: 1, max: 4096 });
 
 export const MODEL_EXPORT_CALLS = {
   exportModel: call(
-    "Writes a run's adapter as a GGUF LoRA adapter and an Ollama Modelfile (and with `merged` a merged GGUF) into `outDir` (default: <adapterDir>/gguf).",
-    object({ adapterDir: dir, modelDir: dir, outDir: optional(dir), merged: optional(oneOf(MERGED_GGUF_TYPES)) }),
+    "Writes a run's adapter as a GGUF LoRA adapter and an Ollama Modelfile (and with `merged` a merged GGUF) into `outDir` (default: <adapterDir>/gguf); with `lessons`, the database's lessons are the Modelfile's SYSTEM.",
+    object({ adapterDir: dir, modelDir: dir, outDir: optional(dir), merged: optional(oneOf(MERGED_GGUF_TYPES)), lessons: optional(boolean()) }),
     returns<ModelExportResult>(),
   ),
 };

@@ -18,6 +18,7 @@ import { SettingsStore } from '../store/settings-file.js';
 import { TokenViewService } from './token-view-service.js';
 import { TrainingService } from './training-service.js';
 import { EvalService } from './eval-service.js';
+import { LessonsService } from './lessons-service.js';
 import { ChatService } from './chat-service.js';
 import { CAPTURE_KEY_OFF, captureStatusOff, needCapture, type CaptureController } from './capture-calls.js';
 import { RolloutsService } from './rollouts-service.js';
@@ -48,6 +49,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   private readonly handoff: HandoffService;
   private readonly tokenViews: TokenViewService;
   private readonly evals: EvalService;
+  private readonly lessons: LessonsService;
   private readonly chats: ChatService;
   private readonly rollouts: RolloutsService;
   private capture: CaptureController | null = null;
@@ -62,6 +64,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     this.handoff = new HandoffService(() => this.workspace);
     this.tokenViews = new TokenViewService(options.events, () => this.settingsStore);
     this.evals = new EvalService(options.events, { workspace: () => this.workspace, replayJudge: () => this.judges.replayJudge() });
+    this.lessons = new LessonsService({ workspace: () => this.workspace, judge: () => this.judges.replayJudge().judge });
     this.chats = new ChatService(options.events, { capture: () => this.capture?.hook ?? null, saved: () => this.workspace.savedChats });
     this.rollouts = new RolloutsService(async () => (await this.training.state()).runs);
   }
@@ -230,6 +233,12 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
 
   async evalStatus() { return this.evals.status(); }
 
+  // Lessons without training (src-main/api/lessons-service.ts).
+  async lessonsGet() { return this.lessons.view(); }
+  async lessonsSave({ text }: CallInput<'lessonsSave'>) { return this.lessons.save(text); }
+  async lessonsDistil() { return this.lessons.distil(); }
+  async lessonsWrite({ outPath }: CallInput<'lessonsWrite'>) { return this.lessons.write(expandHome(outPath)); }
+
   async chatStart(input: CallInput<'chatStart'>) {
     return this.chats.start({ ...input, modelDir: expandHome(input.modelDir), adapterDir: input.adapterDir && expandHome(input.adapterDir) });
   }
@@ -289,9 +298,10 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
 
   async listModels() { return scanModels({ folders: this.settingsStore.raw.modelFolders }); }
 
-  async exportModel({ adapterDir, modelDir, outDir, merged }: CallInput<'exportModel'>) {
+  async exportModel({ adapterDir, modelDir, outDir, merged, lessons }: CallInput<'exportModel'>) {
     const run = path.resolve(expandHome(adapterDir)), out = outDir ? path.resolve(expandHome(outDir)) : path.join(run, 'gguf');
-    return exportModel({ run, model: expandHome(modelDir), out, ...(merged ? { merged } : {}) });
+    const system = lessons ? this.lessons.text() : undefined;
+    return exportModel({ run, model: expandHome(modelDir), out, ...(merged ? { merged } : {}), ...(system ? { system } : {}) });
   }
 
   async trainStatus() {

@@ -3,7 +3,8 @@
  * worker (src-main/eval/run-in-worker.ts), on the open database's held-out split. Progress and
  * the final state go out as `eval.progress`; Cancel keeps what was measured. Replay uses the
  * judge chosen on the Settings page when it is an LLM judge; with the heuristic, the report
- * says replay was skipped and why.
+ * says replay was skipped and why. The database's lessons, when it has some and the call does
+ * not leave them out, are measured as one more model, "lessons" (docs/design.md §Lessons).
  */
 import type { CallInput } from '../../src-shared/contract.js';
 import type { EvalState } from '../../src-shared/eval-api.js';
@@ -36,12 +37,13 @@ export class EvalService {
     const samples = ws.evaluationSamples('heldout');
     const split = ws.split();
     const { judge, votes } = this.hooks.replayJudge();
+    const lessons = input.lessons === false ? '' : (ws.lessons()?.text ?? '');
     const controller = new AbortController();
     this.controller = controller;
     this.update({ state: 'running', progress: null, report: null, error: null, metrics: [...input.metrics] });
     startEvaluation(
       {
-        modelDir: input.modelDir, adapters: input.adapters, samples, metrics: [...input.metrics], seed: 0, device: 'cpu',
+        modelDir: input.modelDir, adapters: input.adapters, samples, metrics: [...input.metrics], seed: 0, device: 'cpu', lessons,
         split: { name: 'heldout', sessions: split.heldOut.sessions, samples: samples.length },
         replay: { ...REPLAY_DEFAULTS, judge, votes, rollouts: input.rollouts ?? REPLAY_DEFAULTS.rollouts, maxNewTokens: input.maxNewTokens ?? REPLAY_DEFAULTS.maxNewTokens },
       },

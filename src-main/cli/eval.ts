@@ -3,6 +3,9 @@
 // (docs/design.md §Evaluation): measures the base model and each adapter on the database's
 // held-out samples, side by side, with bootstrap intervals; with a replay judge, also replays
 // each held-out context. Progress on stderr; Ctrl+C stops and prints what was measured.
+// The database's lessons (`hindsight lessons`), when set, are measured too, as "lessons": the
+// base model with them as its system prompt (docs/design.md §Lessons); --lessons FILE measures
+// another text, --lessons none leaves them out.
 import fs from 'node:fs';
 import { EVAL_METRICS, EVAL_SPLITS, describeMarginDelta, signed, type EvalMetric, type EvalReport, type EvalSplit, type ModelEval } from '../../src-shared/eval-report.js';
 import type { Estimate } from '../../src-shared/eval-stats.js';
@@ -48,6 +51,10 @@ export const spec = {
     'batch-size': { type: 'string', default: '8', value: 'N', help: 'rows per forward pass' },
     'max-length': { type: 'string', value: 'N', help: 'tokens per row, windowed as in training (a longer reply is left out)', otherwise: "2048, or the model's maximum if smaller" },
     threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
+    lessons: {
+      type: 'string', value: 'FILE|none', help: "also measure the base model told these lessons as its system prompt ('none': leave them out)",
+      otherwise: "the database's lessons when it has some (hindsight lessons)",
+    },
     ...DB_OPTION,
     ...jsonOption('print the report as one JSON object (split, models, comparisons)'),
   },
@@ -68,7 +75,7 @@ const ci = (c: [number, number] | null) => (c ? `[${c[0].toFixed(3)}, ${c[1].toF
 const estimate = (e: Estimate | undefined) => (e ? `${fmt(e.mean)} ${ci(e.ci)} n=${e.n}` : '—');
 
 function modelLines(m: ModelEval): string[] {
-  const lines = [`${m.name}${m.adapter ? ` (${m.adapter})` : ''}`];
+  const lines = [`${m.name}${m.adapter ? ` (${m.adapter})` : ''}${m.lessons !== undefined ? ` (the base model told the lessons, ${m.lessons.length} characters)` : ''}`];
   if (m.likelihood) {
     const l = m.likelihood;
     lines.push(`  +1 replies  ${estimate(l.pos)}`, `  −1 replies  ${estimate(l.neg)}`);
@@ -122,15 +129,26 @@ function replayFlags(v: Record<string, string | boolean | string[] | undefined>,
   };
 }
 
-/** The samples to measure and the split's size, from the database. */
+/** The samples to measure, the split's size and the database's lessons, from the database. */
 async function readSplit(db: string, split: EvalSplit) {
   if (!fs.existsSync(db)) throw new UserError(`no database at ${db}: import chats first`);
   return withWorkspace(db, (ws) => {
     const view = ws.split();
     const samples = ws.evaluationSamples(split);
     const sessions = split === 'all' ? view.sessions : view.heldOut.sessions;
-    return { samples, counts: { name: split, sessions, samples: samples.length } };
+    return { samples, counts: { name: split, sessions, samples: samples.length }, lessons: ws.lessons()?.text ?? '' };
   }, { access: 'read' });
+}
+
+/** The lessons to measure: --lessons FILE's text, none, or the database's. */
+function lessonsFlag(value: string | undefined, stored: string): string {
+  if (value === undefined) return stored;
+  if (value === 'none') return '';
+  try {
+    return fs.readFileSync(value, 'utf8').trim();
+  } catch (err) {
+    throw new UserError(`--lessons ${value}: cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
 }
 
 export const command: Command = async (argv) => {
@@ -143,7 +161,8 @@ export const command: Command = async (argv) => {
   const metrics = parseMetrics(v.metrics, judge !== null);
   const replay = replayFlags(v, judge);
   const seed = intFlag('seed', v.seed, 0, 0);
-  const { samples, counts } = await readSplit(v.db ?? defaultDbPath(), v.split as EvalSplit);
+  const { samples, counts, lessons: stored } = await readSplit(v.db ?? defaultDbPath(), v.split as EvalSplit);
+  const lessons = lessonsFlag(v.lessons, stored);
   if (counts.samples === 0 && v.split === 'heldout') {
     process.stderr.write("no held-out samples: a database needs two sessions with samples before one is held out ('hindsight split --hold-out ID' holds one out by hand)\n");
   }
@@ -157,7 +176,7 @@ export const command: Command = async (argv) => {
   try {
     report = await startEvaluation(
       {
-        modelDir, adapters: v.adapter ?? [], samples, split: counts, metrics, seed, device, replay,
+        modelDir, adapters: v.adapter ?? [], samples, split: counts, metrics, seed, device, replay, lessons,
         batchSize: intFlag('batch-size', v['batch-size'], 8, 1),
         maxLength: v['max-length'] === undefined ? undefined : intFlag('max-length', v['max-length'], 0, 2),
         threads: v.threads === undefined ? undefined : intFlag('threads', v.threads, 0, 1),

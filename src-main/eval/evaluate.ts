@@ -14,13 +14,18 @@
  * another shape (r, alpha, targets) get their own session, and are compared with the base
  * measured in that same session.
  *
+ * Lessons (docs/design.md §Lessons): with `lessons`, one more model, "lessons", is the base with
+ * the lessons as its system prompt (src-shared/lessons.ts withLessons), measured in the base's
+ * session on the same samples, replayed with the same seeds, and compared with the base and with
+ * each adapter: whether training beats simply telling the model.
+ *
  * Replay and generation statistics (./replay.ts) run after the scoring, when asked for: replay
  * needs an LLM judge in `replay.judge`, statistics only the generated replies. Stopping (shouldStop) keeps what was measured:
  * the model being measured reports the samples done so far, and the report says `cancelled`.
  */
 import path from 'node:path';
 import {
-  BASE_MODEL_NAME, gapDelta, hintMetrics, likelihoodMetrics, marginDelta,
+  BASE_MODEL_NAME, gapDelta, hintMetrics, LESSONS_MODEL_NAME, likelihoodMetrics, marginDelta,
   type Comparison, type EvalMetric, type EvalReport, type EvalSplit, type ModelEval, type SampleScore,
 } from '../../src-shared/eval-report.js';
 import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
@@ -33,7 +38,7 @@ import { evalRowsFromSamples, sampleScores, teacherLogprobs, type EvalRow, type 
 import { LoraScorer, sameShape } from '../train/lora-scorer.js';
 import { readAdapter, type LoadedAdapter } from '../train/peft.js';
 import { generationParts } from './replay-report.js';
-import { replay, replayContexts, REPLAY_DEFAULTS, type Replayed, type ReplaySettings } from './replay.js';
+import { replay, replayContexts, REPLAY_DEFAULTS, type Replayed, type ReplayModel, type ReplaySettings } from './replay.js';
 
 export interface EvalOptions {
   modelDir: string;
@@ -53,6 +58,8 @@ export interface EvalOptions {
   maxLength?: number;
   /** Replay's settings (K, sampling, the judge and its votes); defaults REPLAY_DEFAULTS, no judge. */
   replay?: Partial<ReplaySettings>;
+  /** A system prompt of lessons: also measures the base model told them, as "lessons" (blank: not). */
+  lessons?: string;
 }
 
 export interface EvalProgress {
@@ -90,16 +97,22 @@ class Stopped extends Error {}
 export async function evaluate(options: EvalOptions, hooks: EvalHooks = {}): Promise<EvalReport> {
   const checkpoint = Checkpoint.open(options.modelDir);
   const tokenizer = ChatTokenizer.load(options.modelDir);
+  const lessons = lessonsOf(options);
   const adapters = loadAdapters(options.adapters, checkpoint);
   const maxLength = options.maxLength ?? Math.min(TRAIN_DEFAULTS.maxLength, checkpoint.config.maxPositionEmbeddings);
   const { rows, skipped } = evalRowsFromSamples(options.samples, tokenizer, maxLength);
   const notes = Object.entries(skipped).map(([why, n]) => `${n} sample${n === 1 ? '' : 's'} not measured: ${why}`);
+  const lessonRows = lessons ? evalRowsFromSamples(options.samples, tokenizer, maxLength, { lessons }) : null;
+  for (const [why, n] of Object.entries(lessonRows?.skipped ?? {})) {
+    const more = n - (skipped[why] ?? 0);
+    if (more > 0) notes.push(`${more} more sample${more === 1 ? '' : 's'} not measured with the lessons: ${why}`);
+  }
   const scoring = options.metrics.includes('likelihood') || options.metrics.includes('hints');
   const measured: Measured[] = [];
   let cancelled = false;
   if (scoring && rows.length > 0) {
     try {
-      await measureAll(rows, checkpoint, adapters, options, hooks, measured);
+      await measureAll({ rows, lessons: lessonRows?.rows ?? null }, checkpoint, adapters, options, hooks, measured);
     } catch (err) {
       if (!(err instanceof Stopped)) throw err;
       cancelled = true;
@@ -114,6 +127,15 @@ export async function evaluate(options: EvalOptions, hooks: EvalHooks = {}): Pro
   return assemble(options, adapters, measured, notes, cancelled, generation);
 }
 
+/** The lessons to measure (null: none), refusing an adapter named like their row. */
+function lessonsOf(o: EvalOptions): string | null {
+  const lessons = o.lessons?.trim() || null;
+  if (lessons && o.adapters.includes(LESSONS_MODEL_NAME)) {
+    throw new UserError(`the adapter '${LESSONS_MODEL_NAME}' would share its name with the lessons' row: give its folder as ./${LESSONS_MODEL_NAME}`);
+  }
+  return lessons;
+}
+
 const replaySettings = (o: EvalOptions): ReplaySettings => ({ ...REPLAY_DEFAULTS, judge: null, ...o.replay });
 
 /** Generates (and judges, with a judge) the replays when replay or statistics are asked for. */
@@ -123,7 +145,12 @@ async function runReplay(o: EvalOptions, adapters: ReturnType<typeof loadAdapter
   if (!wanted) return { replayed: null, why: null };
   const contexts = replayContexts(o.samples);
   if (contexts.length === 0) return { replayed: null, why: 'no held-out context to replay' };
-  const models = [{ name: BASE_MODEL_NAME, adapterDir: null }, ...adapters.map((a) => ({ name: a.name, adapterDir: a.dir }))];
+  const lessons = o.lessons?.trim();
+  const models: ReplayModel[] = [
+    { name: BASE_MODEL_NAME, adapterDir: null },
+    ...(lessons ? [{ name: LESSONS_MODEL_NAME, adapterDir: null, system: lessons }] : []),
+    ...adapters.map((a) => ({ name: a.name, adapterDir: a.dir })),
+  ];
   const replayed = await replay(contexts, models, {
     modelDir: o.modelDir, device: o.device, seed: o.seed, settings, shouldStop: hooks.shouldStop,
     onProgress: (model, done, total, message) => hooks.onProgress?.({ model, done, total, message }),
@@ -141,9 +168,9 @@ function loadAdapters(dirs: readonly string[], checkpoint: Checkpoint): { name: 
   });
 }
 
-/** Measures the base, then every adapter, one scoring session per adapter shape. */
+/** Measures the base (and the lessons, in its session), then every adapter, one scoring session per adapter shape. */
 async function measureAll(
-  rows: EvalRow[], checkpoint: Checkpoint, adapters: ReturnType<typeof loadAdapters>, o: EvalOptions, hooks: EvalHooks, out: Measured[],
+  { rows, lessons }: { rows: EvalRow[]; lessons: EvalRow[] | null }, checkpoint: Checkpoint, adapters: ReturnType<typeof loadAdapters>, o: EvalOptions, hooks: EvalHooks, out: Measured[],
 ): Promise<void> {
   const groups: (typeof adapters)[] = [];
   for (const a of adapters) {
@@ -152,7 +179,7 @@ async function measureAll(
     else groups.push([a]);
   }
   if (groups.length === 0) groups.push([]);
-  const longestRow = Math.max(...rows.flatMap((r) => [r.student, r.teacher, r.repair].map((span) => span?.inputIds.length ?? 0)));
+  const longestRow = Math.max(...[...rows, ...(lessons ?? [])].flatMap((r) => [r.student, r.teacher, r.repair].map((span) => span?.inputIds.length ?? 0)));
   for (const [i, group] of groups.entries()) {
     const batchSize = o.batchSize ?? DEFAULT_BATCH;
     const scorer = await LoraScorer.create(checkpoint, group[0]?.adapter.lora ?? BASE_ONLY_SHAPE, { device: o.device, threads: o.threads, batchSize, longestRow });
@@ -163,6 +190,12 @@ async function measureAll(
       const base: SampleScore[] = [];
       if (i === 0) out.push({ name: BASE_MODEL_NAME, scores: base });
       await measure(null, BASE_MODEL_NAME, base, teacher);
+      if (i === 0 && lessons) {
+        // The base's weights on the rows with the lessons; their teacher is the base's, with the hint.
+        const scores: SampleScore[] = [];
+        out.push({ name: LESSONS_MODEL_NAME, scores, base });
+        await measureModel(lessons, (spans) => scorer.score(spans, null), true, { name: LESSONS_MODEL_NAME, batchSize, hooks }, scores, []);
+      }
       for (const a of group) {
         const scores: SampleScore[] = [];
         out.push({ name: a.name, adapter: a.dir, scores, base });
@@ -209,21 +242,37 @@ function assemble(
       ...generation.model(name),
     };
   };
-  const comparisons: Comparison[] = adapters.map(({ name }) => {
-    const m = byName.get(name);
-    const [a, b] = [m?.scores ?? [], m?.base ?? []];
-    const replayed = generation.comparison(name, BASE_MODEL_NAME);
+  const compare = (a: string, b: string, [x, y]: [SampleScore[], SampleScore[]]): Comparison => {
+    const replayed = generation.comparison(a, b);
     return {
-      a: name, b: BASE_MODEL_NAME,
-      ...(o.metrics.includes('likelihood') ? { margin_delta: marginDelta(a, b, o.seed) } : {}),
-      ...(o.metrics.includes('hints') ? { gap_delta: gapDelta(a, b, o.seed) } : {}),
+      a, b,
+      ...(o.metrics.includes('likelihood') ? { margin_delta: marginDelta(x, y, o.seed) } : {}),
+      ...(o.metrics.includes('hints') ? { gap_delta: gapDelta(x, y, o.seed) } : {}),
       ...(replayed ? { replay: replayed } : {}),
     };
-  });
+  };
+  const scoresOf = (name: string) => byName.get(name)?.scores ?? [];
+  const lessons = o.lessons?.trim() || null;
+  // Each adapter against the base of its own session; the lessons against the base, then each adapter against the lessons.
+  const comparisons: Comparison[] = [
+    ...adapters.map(({ name }) => compare(name, BASE_MODEL_NAME, [scoresOf(name), byName.get(name)?.base ?? []])),
+    ...(lessons ? [compare(LESSONS_MODEL_NAME, BASE_MODEL_NAME, paired(scoresOf(LESSONS_MODEL_NAME), scoresOf(BASE_MODEL_NAME)))] : []),
+    ...(lessons ? adapters.map(({ name }) => compare(name, LESSONS_MODEL_NAME, paired(scoresOf(name), scoresOf(LESSONS_MODEL_NAME)))) : []),
+  ];
   return {
     split: o.split, seed: o.seed, metrics: [...o.metrics],
-    models: [modelEval(BASE_MODEL_NAME), ...adapters.map((a) => modelEval(a.name, a.dir))],
+    models: [modelEval(BASE_MODEL_NAME), ...(lessons ? [{ ...modelEval(LESSONS_MODEL_NAME), lessons }] : []), ...adapters.map((a) => modelEval(a.name, a.dir))],
     comparisons, notes, cancelled,
     ...(replayed?.judged ? { replay_contexts: replayContexts(o.samples) } : {}),
   };
+}
+
+/**
+ * a's and b's scores of the samples both measured, in a's order: the lessons' rows may leave out
+ * a sample whose reply no longer fits beside them, and a stopped run measured fewer under one.
+ */
+function paired(a: readonly SampleScore[], b: readonly SampleScore[]): [SampleScore[], SampleScore[]] {
+  const byKey = new Map(b.map((s) => [s.key, s]));
+  const both = a.filter((s) => byKey.has(s.key));
+  return [both, both.map((s) => byKey.get(s.key)!)];
 }

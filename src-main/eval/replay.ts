@@ -10,6 +10,7 @@
  */
 import type { ReplayContext, ReplayReply } from '../../src-shared/eval-replay.js';
 import type { TrainingSample } from '../../src-shared/views.js';
+import { withLessons } from '../../src-shared/lessons.js';
 import { openCompleter, type LlmJudgeSpec } from '../judge/backends.js';
 import { judgeReplay } from '../judge/replay-judge.js';
 import { keepPromptTail } from '../model/context-limit.js';
@@ -36,6 +37,8 @@ const CONTEXTS_PER_BATCH = 4;
 export interface ReplayModel {
   name: string;
   adapterDir: string | null;
+  /** Lessons the model is told as its system prompt (docs/design.md §Lessons); the judge still sees the context as it was. */
+  system?: string;
 }
 
 export interface Replayed {
@@ -106,7 +109,7 @@ async function generateFor(m: ReplayModel, contexts: readonly ReplayContext[], r
       const part = contexts.slice(i, i + CONTEXTS_PER_BATCH);
       const prompts = part.map((c) => ({
         // The context's start is cut when it would leave no room for the reply.
-        prompt: keepPromptTail(model.promptIds(c.context), model.maxPositions, maxNewTokens, model.tokenizer.bosTokenId).ids,
+        prompt: keepPromptTail(model.promptIds(m.system ? withLessons(c.context, m.system) : c.context), model.maxPositions, maxNewTokens, model.tokenizer.bosTokenId).ids,
         seeds: Array.from({ length: rollouts }, (_, k) => replySeed(run.seed, c.key, k)),
       }));
       const results = await model.generateBatch(prompts, { temperature, maxNewTokens });

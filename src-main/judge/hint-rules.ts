@@ -76,7 +76,8 @@ export function hintForTraining(label: { hint: string | null; source: string | n
   return isUsefulHint(label.hint) ? label.hint : null;
 }
 
-function sentences(text: string): string[] {
+/** A text cut into its sentences (at . ! ? followed by a space, and at line breaks), trimmed. */
+export function sentences(text: string): string[] {
   return text
     .split(/(?<=[.!?])\s+|\n+/)
     .map((s) => s.trim())

@@ -4,7 +4,8 @@
  *   FROM <the base GGUF's path, or its Ollama name when the file is a blob of Ollama's store>
  *   ADAPTER <the adapter GGUF>
  *   TEMPLATE """…"""          the chat template, where it maps simply onto Ollama's Go template
- *   SYSTEM """…"""            the default system prompt the Jinja template inserts, if any
+ *   SYSTEM """…"""            the lessons when given (docs/design.md §Lessons), else the default
+ *                            system prompt the Jinja template inserts, if any
  *   PARAMETER stop "<|im_end|>" …   the model's end-of-turn tokens
  *
  * The Jinja → Go mapping covers the two layouts whose turns are plain text around role names:
@@ -24,6 +25,8 @@ export interface ModelfileInput {
   chatTemplate?: string;
   /** The text of the model's end-of-generation tokens. */
   stopTokens: string[];
+  /** A system prompt (the lessons) for SYSTEM, replacing the template's default one. */
+  system?: string;
 }
 
 export interface Modelfile {
@@ -110,6 +113,26 @@ export function ollamaModelForBlob(file: string): string | undefined {
   return walk(manifests, 0);
 }
 
+/**
+ * A value in Ollama's Modelfile triple quotes, and whether the text had to change. Ollama's parser
+ * (its parser/parser.go) has no escapes: a """ value runs to the first line break after which
+ * what it has read ends in """ (spaces and tabs aside), and it keeps only printable characters,
+ * line breaks and tabs. So a line of the text that ends in """ gets its last quote written as
+ * ” (it would end the value there), a quote run inside a line stays as it is, and characters
+ * Ollama would drop are dropped here (other spaces become a space), \r\n becoming \n. A text
+ * ending in one or two quotes is fine: the parser strips exactly the last three.
+ */
+export function tripleQuoted(text: string): { value: string; changed: boolean } {
+  const clean = text
+    .replace(/\r\n?/g, '\n')
+    .replace(/[^\S\n\t ]/gu, ' ')
+    .replace(/[\p{Cc}\p{Cf}\p{Co}\p{Cs}\p{Cn}]/gu, (c) => (c === '\n' || c === '\t' ? c : ''))
+    .split('\n')
+    .map((line) => line.replace(/("{3,})([ \t]*)$/, (_, run: string, tail: string) => `${run.slice(0, -1)}”${tail}`))
+    .join('\n');
+  return { value: `"""${clean}"""`, changed: clean !== text };
+}
+
 const quote = (s: string): string => (/^[^\s"#]+$/.test(s) ? s : JSON.stringify(s));
 
 export function buildModelfile(input: ModelfileInput): Modelfile {
@@ -127,9 +150,18 @@ export function buildModelfile(input: ModelfileInput): Modelfile {
     else {
       template = mapped.kind;
       lines.push(`TEMPLATE """${mapped.template}"""`);
-      if (mapped.system) lines.push(`SYSTEM """${mapped.system}"""`);
+      if (mapped.system && !input.system?.trim()) lines.push(`SYSTEM """${mapped.system}"""`);
       stops.add(mapped.end);
     }
+  }
+  const system = input.system?.trim();
+  if (system) {
+    const { value, changed } = tripleQuoted(system);
+    lines.push(`SYSTEM ${value}`);
+    notes.push(
+      'SYSTEM holds the lessons: Ollama gives them to every chat that sends no system message of its own (one that does replaces them)' +
+        (changed ? "; characters Ollama's Modelfile cannot hold were changed (a line ending in \"\"\" ends in ” instead, control characters dropped)" : ''),
+    );
   }
   if (!ollama) for (const s of stops) lines.push(`PARAMETER stop ${JSON.stringify(s)}`);
   return { text: lines.join('\n') + '\n', from, fromOllama: Boolean(ollama), template, notes };

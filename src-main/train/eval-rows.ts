@@ -17,6 +17,7 @@ import type { SampleScore } from '../../src-shared/eval-report.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
+import { withLessons } from '../../src-shared/lessons.js';
 import { fitRow, padBatch, responseValues, type TokenSpan, type TrainRow } from './batches.js';
 import { windowedResponse } from './fit-max-length.js';
 import type { StepBatch } from './training-step.js';
@@ -49,8 +50,8 @@ const idsOf = (span: TokenSpan): TokenSpan => ({ inputIds: span.inputIds, respon
  * Student and teacher of one sample, windowed as training windows them (./fit-max-length.ts,
  * ./batches.ts rowsFromSamples); null when either does not fit `maxLength` (a reply is never cut).
  */
-function studentAndTeacher(s: TrainingSample, tokenizer: ChatTokenizer, maxLength: number): Pick<EvalRow, 'student' | 'teacher'> | null {
-  const own = windowedResponse(tokenizer, plain(s.messages), s.response.content, maxLength);
+function studentAndTeacher(s: TrainingSample, tokenizer: ChatTokenizer, maxLength: number, lessons: string): Pick<EvalRow, 'student' | 'teacher'> | null {
+  const own = windowedResponse(tokenizer, withLessons(plain(s.messages), lessons), s.response.content, maxLength);
   if (!own.fits) return null;
   const student = idsOf(own.span);
   if (s.hint === null) return { student };
@@ -68,16 +69,21 @@ function studentAndTeacher(s: TrainingSample, tokenizer: ChatTokenizer, maxLengt
 }
 
 /** The repair on the sample's plain context, windowed the same way; null when it does not fit. */
-function repairSpan(s: TrainingSample, tokenizer: ChatTokenizer, maxLength: number): TokenSpan | null {
-  const windowed = windowedResponse(tokenizer, plain(s.messages), s.repair!, maxLength);
+function repairSpan(s: TrainingSample, tokenizer: ChatTokenizer, maxLength: number, lessons: string): TokenSpan | null {
+  const windowed = windowedResponse(tokenizer, withLessons(plain(s.messages), lessons), s.repair!, maxLength);
   return windowed.fits ? idsOf(windowed.span) : null;
 }
 
 /**
  * The rows of the samples some metric can use: labelled ±1, hinted, or repaired. The rest
  * are counted in `skipped` with the reason, as are replies a template cannot place.
+ *
+ * With `lessons` (docs/design.md §Lessons), the student's and the repair's contexts carry them as
+ * their system prompt (src-shared/lessons.ts withLessons); the teacher's stays the base model's
+ * context with the hint, so a lessons row's hint gap compares with the same teacher as the base's.
  */
-export function evalRowsFromSamples(samples: readonly TrainingSample[], tokenizer: ChatTokenizer, maxLength: number): EvalRowSet {
+export function evalRowsFromSamples(samples: readonly TrainingSample[], tokenizer: ChatTokenizer, maxLength: number, options: { lessons?: string } = {}): EvalRowSet {
+  const lessons = options.lessons ?? '';
   const set: EvalRowSet = { rows: [], skipped: {} };
   const skip = (why: string) => (set.skipped[why] = (set.skipped[why] ?? 0) + 1);
   for (const s of samples) {
@@ -91,12 +97,12 @@ export function evalRowsFromSamples(samples: readonly TrainingSample[], tokenize
       continue;
     }
     try {
-      const spans = studentAndTeacher(s, tokenizer, maxLength);
+      const spans = studentAndTeacher(s, tokenizer, maxLength, lessons);
       if (!spans) {
         skip(overLengthReason(maxLength));
         continue;
       }
-      const repair = repaired ? repairSpan(s, tokenizer, maxLength) : null;
+      const repair = repaired ? repairSpan(s, tokenizer, maxLength, lessons) : null;
       set.rows.push({ key: `${s.sessionId}/${s.responseTurn}`, sessionId: s.sessionId, reward: s.reward, ...spans, ...(repair ? { repair } : {}) });
     } catch (err) {
       if (!(err instanceof UserError)) throw err;

@@ -33,6 +33,8 @@ export interface ModelExportOptions {
   merged?: MergedType;
   /** The Ollama model name; default `hindsight-<run folder name>`. */
   name?: string;
+  /** A system prompt for the Modelfile's SYSTEM: the lessons (docs/design.md §Lessons). */
+  system?: string;
 }
 
 export type { ModelExportResult };
@@ -83,7 +85,7 @@ export function exportModel(o: ModelExportOptions): ModelExportResult {
   const notes: string[] = [];
   if (!ckpt.gguf) notes.push(`the base is a Hugging Face folder: llama.cpp needs it as a GGUF (convert_hf_to_gguf.py), and the adapter only loads on a GGUF of that same model`);
 
-  const mf = buildModelfile({ base: o.model, adapter: adapterGguf, chatTemplate: chatTemplateOf(o.model, ckpt), stopTokens: stopTokens(o.model) });
+  const mf = buildModelfile({ base: o.model, adapter: adapterGguf, chatTemplate: chatTemplateOf(o.model, ckpt), stopTokens: stopTokens(o.model), ...(o.system ? { system: o.system } : {}) });
   notes.push(...mf.notes);
   const modelfile = path.resolve(o.out, 'Modelfile');
   const temp = `${modelfile}.tmp-${process.pid}`;

@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { Reward, SessionFormat } from '../../src-shared/types.js';
 import { APP_TRAIN_DEFAULTS, type TrainMethod } from '../../src-shared/training.js';
 import type { CheckReport, TrainingSample } from '../../src-shared/views.js';
+import type { LessonHint } from '../../src-shared/lessons.js';
 import { hintForTraining } from '../judge/hint-rules.js';
 import { sessionSamplesFor, whyNothingToTrain, type SampleSignal } from '../pipeline/training-signal.js';
 import { contextMessages, responseMessage } from '../export/formats.js';
@@ -102,6 +103,26 @@ export function trainingSampleAt(store: Store, sessionId: string, responseTurn: 
     };
   }
   return null;
+}
+
+/**
+ * The hints lessons are distilled from (docs/design.md §Lessons): each sample's hint as training
+ * would use it (typed, or a judge's that passes the filter), of the sessions trained on, in
+ * stable order. Held-out sessions' hints are only counted: lessons made from them would tell the
+ * model the answers the evaluation asks for.
+ */
+export function lessonHints(store: Store, heldOut: ReadonlySet<string>): { hints: LessonHint[]; heldOut: number } {
+  const hints: LessonHint[] = [];
+  let held = 0;
+  for (const bundle of iterateBundles(store)) {
+    for (const s of bundle.samples) {
+      const hint = hintForTraining(s.label);
+      if (hint === null) continue;
+      if (heldOut.has(bundle.id)) held++;
+      else hints.push({ sessionId: bundle.id, responseTurn: s.responseTurn, hint, source: s.label.source, updatedAt: s.label.updatedAt ?? 0 });
+    }
+  }
+  return { hints, heldOut: held };
 }
 
 /** Why a run of `method` on this database would learn nothing (what it needs, what there is), or null. */

@@ -7,6 +7,7 @@ import type { JudgeVerdict, SessionFormat, SourceFormat } from '../../src-shared
 import type { TrainMethod } from '../../src-shared/training.js';
 import type { SavedChats } from '../store/saved-chats.js';
 import type { ExportCounts, ExportFilter } from '../../src-shared/export-api.js';
+import type { LessonHint, StoredLessons } from '../../src-shared/lessons.js';
 import type {
   CheckReport, ContextWindowSetting, ExportFormat, ImportSummary, JudgeCandidate, LabelPatch, LabelView, ReviewItem,
   SampleView, SessionDetail, SessionFilter, SessionSummary, SplitView, Stats, TrainingSample, VerdictProvenance,
@@ -61,6 +62,12 @@ export interface WorkspaceApi {
    * label, for evaluation; keptByAtLeastOne is false on each.
    */
   evaluationSamples(split: 'heldout' | 'all'): TrainingSample[];
+  /** The lessons (docs/design.md §Lessons), or null when none are set. */
+  lessons(): StoredLessons | null;
+  /** Stores the lessons (null or blank text clears them); saved at once. */
+  setLessons(lessons: StoredLessons | null): void;
+  /** The hints lessons are distilled from (the sessions trained on), and how many held-out ones are left out. */
+  lessonHints(): { hints: LessonHint[]; heldOut: number };
   /** Removes a session with its turns, samples and labels (and captured exchanges); false when there was none. */
   deleteSession(id: string): boolean;
   contextWindow(): ContextWindowSetting;

@@ -35,7 +35,9 @@ import { defaultOpenExport, emptySummary, importError, importOpened, type Opened
 import { judgeCandidates, recordVerdict, setManualLabel } from './label-edits.js';
 import { reviewQueue } from './review-queue.js';
 import { sampleViews, sessionDetail } from './session-views.js';
-import { checkReport, evaluationSamples, nothingToTrain, trainingSampleAt, trainingSamples, type TrainingSampleOptions } from './training-set.js';
+import { checkReport, evaluationSamples, lessonHints, nothingToTrain, trainingSampleAt, trainingSamples, type TrainingSampleOptions } from './training-set.js';
+import { readLessons, writeLessons } from '../store/lessons-setting.js';
+import type { LessonHint, StoredLessons } from '../../src-shared/lessons.js';
 import { clearSplitOverrides } from '../store/split-overrides.js';
 import { SavedChats } from '../store/saved-chats.js';
 import { computeSplit, placeSessions, setPercent, splitView, type ComputedSplit } from './stored-split.js';
@@ -255,6 +257,19 @@ export class Workspace implements WorkspaceApi {
       rebuildAllSamples(this.store, (turns) => analyseSession(turns, clean));
     });
     this.saveNow();
+  }
+
+  // ── lessons (docs/design.md §Lessons): in the settings table, saved at once ─────────
+  lessons(): StoredLessons | null {
+    return readLessons(this.store);
+  }
+  setLessons(lessons: StoredLessons | null): void {
+    writeLessons(this.store, lessons);
+    this.store.markDirty();
+    this.store.flush();
+  }
+  lessonHints(): { hints: LessonHint[]; heldOut: number } {
+    return lessonHints(this.store, this.computedSplit().heldOut);
   }
 
   // ── live capture (src-main/capture/) ──────────────────────────────────────────────

@@ -10,6 +10,7 @@ export type Route =
   | { name: 'training' }
   | { name: 'rollouts' }
   | { name: 'evaluate' }
+  | { name: 'lessons' }
   | { name: 'chat' }
   | { name: 'export' }
   | { name: 'settings' };
@@ -24,6 +25,7 @@ function parse(hash: string): Route {
     case 'training':
     case 'rollouts':
     case 'evaluate':
+    case 'lessons':
     case 'chat':
     case 'export':
     case 'settings':
