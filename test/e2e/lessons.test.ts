@@ -2,8 +2,9 @@
 // serve` with the demo model: labelled sessions with hints, some held out, and a short training
 // run started through the API. The page distils the lessons (by rules: the judge of Settings is the
 // heuristic), the user edits and saves them, a reload shows them kept; the Evaluate page then
-// measures "lessons (system prompt)" beside the base and the adapter; the Export page writes them
-// as a text file. Screenshots (1400×900): lessons.png, evaluate-lessons.png.
+// measures "lessons (system prompt)" beside the base and the adapter; "lessons as SYSTEM" puts them
+// in the run's Modelfile; the Export page writes them as a text file. Screenshots (1400×900):
+// lessons.png, evaluate-lessons.png.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -92,6 +93,11 @@ describe.skipIf(!haveChromium)('the Lessons page, in a browser', { timeout: TEST
     await page.locator('[data-nav=training]').click();
     await page.locator('[data-testid=train-status]', { hasText: /^(finished|failed)$/ }).waitFor();
     expect(await page.locator('[data-testid=train-status]').textContent()).toBe('finished');
+    // "lessons as SYSTEM" beside Use in Ollama: the Modelfile gives them to Ollama.
+    await page.locator('[data-testid=export-lessons]').check();
+    await page.locator('[data-action=export-model]').click();
+    await page.locator('[data-testid=export-model-result]').waitFor();
+    expect(fs.readFileSync(path.join(adapterDir, 'gguf', 'Modelfile'), 'utf8')).toContain(`${EDIT}"""\n`);
     await page.locator('[data-nav=evaluate]').click();
     await page.locator('[data-testid=eval-lessons]').waitFor();
     expect(await page.locator('[data-testid=eval-lessons] input').isChecked()).toBe(true);
