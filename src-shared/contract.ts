@@ -31,6 +31,7 @@ import { MODEL_CALLS } from './models-api.js';
 import { CAPTURE_CALLS, type CaptureStatus } from './capture-api.js';
 import { EXPORT_CALLS } from './export-api.js';
 import { MODEL_EXPORT_CALLS } from './model-export-api.js';
+import { TRAIN_MEMORY_CALLS } from './train-memory-api.js';
 import { LESSONS_CALLS } from './lessons.js';
 import { call, returns, type Returns } from './call-spec.js';
 import { onPolicyInput } from './on-policy-api.js';
@@ -178,6 +179,7 @@ const trainConfig = object({
   checkpointEvery: bounded('saveEvery'),
   maxLength: optional(bounded('maxLength')),
   quantize: optional(oneOf(QUANTIZE_CHOICES)),
+  ignoreMemory: optional(boolean()),
   onPolicy: optional(onPolicyInput),
 });
 
@@ -262,6 +264,8 @@ export const CALLS = {
   ...MODEL_CALLS,
   // A finished run back into Ollama / llama.cpp (src-shared/model-export-api.ts).
   ...MODEL_EXPORT_CALLS,
+  // The Training page's memory estimate: the model's shape and the host's memory (src-shared/train-memory-api.ts).
+  ...TRAIN_MEMORY_CALLS,
   // Lessons without training: the hints as a system prompt (src-shared/lessons.ts).
   ...LESSONS_CALLS,
   // Live capture's status, rollback and the API key of its clients (src-shared/capture-api.ts).

@@ -34,6 +34,11 @@ export interface TrainConfig {
    * adapter it trains is fp32 and applies to the original weights.
    */
   quantize?: Quantize;
+  /**
+   * Start even when the memory estimate says the run cannot fit in the machine's memory
+   * (src-shared/train-memory.ts): the page's Start anyway, the CLI's --ignore-memory.
+   */
+  ignoreMemory?: boolean;
   /** Train on the model's own samples (docs/design.md §On-policy settings); absent: on the labelled samples as they are. */
   onPolicy?: OnPolicySettings;
 }

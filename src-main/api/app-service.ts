@@ -317,6 +317,10 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     return this.training.resume(runId);
   }
 
+  async trainMemory({ modelDir }: CallInput<'trainMemory'>) {
+    return this.training.memory(expandHome(modelDir));
+  }
+
   async trainMetrics({ runId }: CallInput<'trainMetrics'>) {
     return { progress: this.training.metrics(runId), evals: this.training.evaluations(runId) };
   }

@@ -12,12 +12,16 @@ import type { EvalLogLine, StepLog } from '../../src-shared/trainer-log-line.js'
 import { parseTargets } from '../train/lora.js';
 import { startTraining } from '../train/trainer-thread.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
-import { defaultEpsHigh, OPTIMIZER_KINDS, overLengthNote, RECOMPUTE_AUTO_FROM, RECOMPUTE_MODES, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type RecomputeMode, type TrainMethod } from '../../src-shared/training.js';
+import { defaultEpsHigh, defaultPrecision, OPTIMIZER_KINDS, overLengthNote, RECOMPUTE_AUTO_FROM, RECOMPUTE_MODES, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type RecomputeMode, type TrainMethod } from '../../src-shared/training.js';
 import { knownLossMetrics, methodRecord, orList } from '../../src-shared/training-methods.js';
 import { boundFlag, DB_OPTION, ranged, defaultDbPath, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, modelFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './model-flags.js';
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS as P, type AdvantageEstimator } from '../../src-shared/rollout.js';
 import { isOnPolicyCommand, ON_POLICY_EPOCHS_NOTE, ON_POLICY_OPTIONS, ON_POLICY_STEPS_NOTE, runOnPolicy } from './train-on-policy.js';
+import { ON_POLICY_DEFAULTS } from '../../src-shared/rollout.js';
+import { memoryVerdict, type MemoryRun, type ModelShape } from '../../src-shared/train-memory.js';
+import { hostMemory, modelShape } from '../train/memory-check.js';
+import { resumePoint } from '../train/trainer.js';
 
 const num = (x: number) => String(x);
 const PPO = 'advantages and PPO epochs (docs/design.md §Advantage estimators)';
@@ -75,6 +79,10 @@ export const spec = {
     resume: {
       type: 'string', value: 'DIR', otherwise: 'a new run',
       help: 'continue the run in DIR from its last checkpoint, with every option it was started with except those given again (--out defaults to DIR, --model to its model)',
+    },
+    'ignore-memory': {
+      type: 'boolean', default: false,
+      help: 'start even when the memory estimate printed before the run is more than the machine has available (HINDSIGHT_MEMORY_BUDGET=SIZE plans for less than it has)',
     },
     overwrite: { type: 'boolean', default: false, help: 'start over in an --out folder that holds a run (the old run is removed)' },
     merge: { type: 'boolean', default: false, help: "also write the merged weights under ADAPTER_DIR/merged: the adapter added to the model's own fp32 weights, never to a --quantize copy" },
@@ -173,6 +181,54 @@ function trainedFromDatabase(dir: string): boolean {
   }
 }
 
+/**
+ * The memory estimate before the run starts (src-shared/train-memory.ts): printed beside the
+ * machine's memory, and a run that cannot fit is refused in one line naming what would fit,
+ * unless --ignore-memory. A resumed run is estimated with its own settings and the flags
+ * given again. An on-policy run updates on contexts × rollouts rows (or its minibatch) at once.
+ */
+function checkMemory(v: Record<string, unknown>, o: TrainerOptions, onPolicy: boolean): void {
+  const saved = o.resume ? (resumePoint(o.resume).settings as unknown as SavedSettings) : undefined;
+  const modelDir = o.modelDir ?? saved?.modelDir;
+  if (!modelDir) return;
+  const method = o.method ?? saved?.method ?? D.method;
+  const device = o.device ?? saved?.device ?? D.device;
+  const contexts = boundFlag('contextsPerStep', v['contexts-per-step'] as string | undefined) ?? saved?.onPolicy?.contextsPerStep ?? ON_POLICY_DEFAULTS.contextsPerStep;
+  const rollouts = boundFlag('rollouts', v.rollouts as string | undefined) ?? saved?.onPolicy?.rollouts ?? ON_POLICY_DEFAULTS.rollouts;
+  const minibatch = o.minibatch ?? saved?.ppo?.minibatch ?? 0;
+  const rows = onPolicy ? contexts * rollouts : o.batchSize ?? saved?.batchSize ?? D.batchSize;
+  const shapeRun = {
+    batchSize: minibatch > 0 ? Math.min(minibatch, rows) : rows,
+    loraR: o.loraR ?? saved?.lora.r ?? D.loraR,
+    targets: o.targets ?? saved?.lora.targets ?? D.targets,
+    quantize: o.quantize ?? saved?.quantize ?? D.quantize,
+    recompute: o.recompute ?? saved?.recompute ?? D.recompute,
+    optimizer: o.optimizer ?? saved?.optimizer.kind ?? D.optimizer,
+    teacher: methodRecord(method).uses.hint || onPolicy || (o.klBeta ?? saved?.loss.klBeta ?? 0) > 0,
+    device,
+    precision: o.precision ?? saved?.precision ?? defaultPrecision(device),
+  };
+  let shape: ModelShape;
+  try {
+    shape = modelShape(modelDir);
+  } catch {
+    return; // the trainer says what is wrong with the model, in its words
+  }
+  const maxLength = o.maxLength ?? saved?.maxLength ?? Math.min(D.maxLength, shape.maxPositionEmbeddings);
+  const verdict = memoryVerdict(shape, { ...shapeRun, maxLength }, hostMemory(), 'cli');
+  process.stderr.write(`memory: ${verdict.summary}\n`);
+  if (verdict.refusal && !v['ignore-memory']) throw new UserError(verdict.refusal);
+  if (verdict.refusal) process.stderr.write('memory: more than this machine has; starting anyway (--ignore-memory)\n');
+}
+
+/** What checkMemory reads of a resumed run's saved settings (./run-settings.ts RunSettings; an on-policy run's also carry `onPolicy`). */
+interface SavedSettings {
+  modelDir: string; method: TrainMethod; batchSize: number; maxLength: number; device: NonNullable<TrainerOptions['device']>;
+  lora: { r: number; targets: NonNullable<TrainerOptions['targets']> }; quantize?: MemoryRun['quantize']; recompute: RecomputeMode;
+  optimizer: { kind: OptimizerKind }; loss: { klBeta: number }; precision: MemoryRun['precision'] | null; ppo?: { minibatch: number };
+  onPolicy?: { contextsPerStep: number; rollouts: number };
+}
+
 export const command: Command = async (argv) => {
   const { values: v } = parseCommandArgs(argv, spec);
   // Unset options stay undefined: a new run takes the defaults, a resumed run its own.
@@ -230,6 +286,8 @@ export const command: Command = async (argv) => {
   };
   if (options.resume && (options.initAdapter || options.dataFile)) throw new UsageError('--resume continues a run as it was: it takes no --init-adapter or --data');
   const onPolicy = isOnPolicyCommand(v);
+  // The memory estimate first: a run that cannot fit is refused before the database is read.
+  checkMemory(v, options, onPolicy);
   // An on-policy run reads the database its own way (./train-on-policy.ts).
   if (!onPolicy && !options.dataFile && !options.resume) Object.assign(options, await databaseSamples(v.db ?? defaultDbPath(), options.method ?? D.method));
   else if (!onPolicy && options.resume) options.heldOut = await databaseHeldOut(v.db, options.resume);

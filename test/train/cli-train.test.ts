@@ -53,7 +53,7 @@ describe('hindsight train', () => {
     let r = await cli('train', '--model', MODEL, '--out', path.join(dir, 'o'), '--data', bad);
     expect(r.code).toBe(1);
     expect(r.stderr.trim()).toMatch(/^hindsight train: .*bad\.jsonl:2: response_start must be an integer in \[1, 2\]/m);
-    expect(r.stderr.trim().split('\n')).toHaveLength(3); // loading, tokenising, then the one-line error
+    expect(r.stderr.trim().split('\n')).toHaveLength(4); // the memory estimate, loading, tokenising, then the one-line error
     r = await cli('train', '--model', MODEL, '--out', path.join(dir, 'o'), '--data', bad, '--method', 'ppo');
     expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/--method must be rl, opd or combine/)]);
     r = await cli('train', '--model', MODEL, '--out', path.join(dir, 'o'), '--data', bad, '--recompute', 'sometimes');

@@ -1,0 +1,26 @@
+/**
+ * The Training page's memory estimate (src-shared/train-memory.ts): the chosen model's shape
+ * and the host's memory, from which the page computes the estimate as the form changes.
+ * trainStart refuses a run that cannot fit (TrainConfig.ignoreMemory starts it anyway).
+ * Node-free: the contract spreads TRAIN_MEMORY_CALLS into its calls.
+ */
+import { call, returns } from './call-spec.js';
+import { object, string } from './validate.js';
+import type { HostMemory, ModelShape } from './train-memory.js';
+
+export interface TrainMemoryInfo {
+  /** The model's shape (config.json or the GGUF header); null when it cannot be read. */
+  shape: ModelShape | null;
+  /** Why the shape could not be read (no such folder, not a model), or null. */
+  problem: string | null;
+  /** The machine that runs the back end: total and available memory. */
+  host: HostMemory;
+}
+
+export const TRAIN_MEMORY_CALLS = {
+  trainMemory: call(
+    "A model's shape and the host's memory, for the Training page's memory estimate (src-shared/train-memory.ts).",
+    object({ modelDir: string({ min: 1, max: 4096 }) }),
+    returns<TrainMemoryInfo>(),
+  ),
+} as const;

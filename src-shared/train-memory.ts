@@ -1,0 +1,381 @@
+/**
+ * What a fine-tune will need in memory, before it starts (issue 31): the frozen weights in
+ * the run's storage, the LoRA weights with their gradients and optimizer state, the
+ * activations of one step at the run's max length and batch size, the loss's logits path,
+ * the teacher's forward pass and the runtime itself. `hindsight train` prints it beside the
+ * machine's memory and refuses a run that cannot fit; the Training page shows it live and the
+ * API refuses the same way (docs/design.md §Memory estimate). Node-free: the page computes it
+ * as the form changes, from the model's shape and the host's memory the API gives it.
+ *
+ * It is an estimate of the peak resident memory (RSS) of the CPU step, for rows as long as the
+ * max length (a batch is padded to its longest row, and a run's longest rows set its peak).
+ * Its structure follows what the step holds (docs/design.md §Memory); its coefficients are
+ * fitted to the peaks `npm run bench:train-memory` measures (the Qwen3-0.6B shape at 256 to
+ * 8,192 tokens, with and without recomputation, and a 68M Qwen3 shape with the real vocabulary
+ * at several batch sizes and quantisations), and test/train/train-memory.test.ts holds it
+ * within {@link ESTIMATE_MARGIN} of them.
+ */
+import { defaultPrecision, recomputeOn, LORA_TARGETS, TRAIN_DEFAULTS, type LoraTarget, type OptimizerKind, type Precision, type Quantize, type RecomputeMode, type TrainDevice } from './training.js';
+import type { TrainConfig } from './training-api.js';
+
+/** What the estimate reads of a model: its config.json's shape (ModelConfig, src-main/model/model-config.ts). */
+export interface ModelShape {
+  hiddenSize: number;
+  intermediateSize: number;
+  numLayers: number;
+  numHeads: number;
+  numKvHeads: number;
+  headDim: number;
+  vocabSize: number;
+  tieWordEmbeddings: boolean;
+  maxPositionEmbeddings: number;
+}
+
+/** The settings of a run that its memory depends on. */
+export interface MemoryRun {
+  /** Tokens per row: the run's max length (rows are padded to the batch's longest). */
+  maxLength: number;
+  batchSize: number;
+  loraR: number;
+  targets: readonly LoraTarget[];
+  quantize: Quantize;
+  recompute: RecomputeMode;
+  optimizer: OptimizerKind;
+  /**
+   * A forward pass of the base beside the step: the teacher (a method that reads the hint: opd,
+   * combine), the KL reference, or the held-out evaluation (which the app's runs have).
+   */
+  teacher: boolean;
+  /** Where the step runs; on a GPU the activations live in its memory, not the host's. Default cpu. */
+  device?: TrainDevice;
+  /** The base's arithmetic (fp16 halves the projections' memory); default fp32. */
+  precision?: Precision;
+  /** The process holds the model's tokenizer (a run does; the benches' bare steps do not); default true. */
+  tokenizer?: boolean;
+}
+
+/** The estimate in bytes, by part. */
+export interface MemoryEstimate {
+  /** The frozen base as the step stores it (fp32, fp16 projections, or int8 / int4 blocks with fp16 tables). */
+  weights: number;
+  /** LoRA's weights, their gradients and the optimizer's state (AdamW: two moments), as the step passes them in and out. */
+  lora: number;
+  /** The decoder's activations of one step (what recomputation keeps down) and its gradients. */
+  activations: number;
+  /** The loss's path through the LM head: reply positions × vocabulary chunks, never [T, V]. */
+  logits: number;
+  /** The teacher's (or KL reference's) forward pass: its own session's buffers. */
+  teacher: number;
+  /** Node, ONNX Runtime, the tokenizer and the allocator's slack. */
+  runtime: number;
+  total: number;
+  /** Whether the run recomputes activations (src-shared/training.ts recomputeOn). */
+  recompute: boolean;
+  /** Whether `activations`, `logits` and `teacher` are on a GPU (device cuda / webgpu): then the host needs weights, lora and runtime. */
+  onGpu: boolean;
+  /** What the host's memory must hold: total on the CPU, less what a GPU holds. */
+  host: number;
+}
+
+/** How far the estimate may be from a measured peak, either way (the test holds it to this). */
+export const ESTIMATE_MARGIN = 0.2;
+/** The margin for the Qwen3-0.6B figures the README quotes (3.6 GB at 1,024 tokens, 4.7 at 2,048, 11.2 at 8,192). */
+export const ESTIMATE_MARGIN_QUOTED = 0.1;
+
+// ── What the step is built with (mirrored from src-main, where these are defined; the test
+//    checks they agree) ────────────────────────────────────────────────────────────────────
+
+/** src-main/model/quantize.ts QUANT_BLOCK_SIZE: weights per MatMulNBits block. */
+export const QUANT_BLOCK = 128;
+/** src-main/model/attention.ts ATTENTION_CHUNKING: attention in chunks of 1,024 query rows past 2,048 tokens. */
+export const ATTENTION_CHUNK_ROWS = 1024;
+export const ATTENTION_CHUNK_ABOVE = 2048;
+
+// ── The fitted coefficients (see the module comment) ───────────────────────────────────────
+
+export const COEFFICIENTS = {
+  /** Node and ONNX Runtime, bytes. */
+  runtime: 100 * 2 ** 20,
+  /** The embedding table's fp32 size again, times this (measured: what grows with the vocabulary beside the weights). */
+  tableCopies: 0.2,
+  /** The tokenizer in JavaScript, bytes per vocabulary entry (Qwen's 151,936: about 135 MB; docs/design.md §Memory). */
+  tokenizerPerToken: 900,
+  /** With recomputation: copies of one layer's per-token values alive in its backward pass. */
+  layerCopies: 4.5,
+  /** With recomputation: copies of one layer's attention scores ([heads, rows, T]) alive at once. */
+  attentionCopies: 0.5,
+  /** Without recomputation: copies of every layer's per-token values kept for the backward pass. */
+  keptLayerCopies: 1.3,
+  /** Without recomputation: copies of every layer's attention scores kept. */
+  keptAttentionCopies: 0.85,
+  /**
+   * The loss's log-sum-exp over vocabulary chunks: measured, its buffers grow with the reply
+   * tokens times the whole vocabulary (ONNX Runtime's arena keeps the chunks' [N, C] buffers), this
+   * many floats per reply token and vocabulary entry.
+   */
+  logitShare: 0.95,
+  /**
+   * The teacher's forward pass (and the held-out evaluation's, which uses the same session):
+   * measured, about one more copy of the weights (in their run's storage: fp32, int8 or int4)
+   * whatever the length, and copies of one layer's per-token values.
+   */
+  teacherWeights: 1.25,
+  teacherLayerCopies: 1,
+} as const;
+
+/** The in and out features of each LoRA target. */
+export function targetDims(shape: ModelShape, target: LoraTarget): [number, number] {
+  const H = shape.hiddenSize, q = shape.numHeads * shape.headDim, kv = shape.numKvHeads * shape.headDim, I = shape.intermediateSize;
+  switch (target) {
+    case 'q': return [H, q];
+    case 'k': case 'v': return [H, kv];
+    case 'o': return [q, H];
+    case 'gate': case 'up': return [H, I];
+    case 'down': return [I, H];
+  }
+}
+
+/** Bytes of an [n, k] weight as MatMulNBits blocks of `bits` (src-main/model/quantize.ts quantizedDims). */
+export function quantizedBytes(n: number, k: number, bits: 4 | 8): number {
+  const blocks = Math.ceil(k / QUANT_BLOCK);
+  return n * blocks * ((QUANT_BLOCK * bits) / 8) + n * blocks * 4 + n * Math.ceil((blocks * bits) / 8);
+}
+
+/** The frozen base as the step stores it. */
+export function weightBytes(shape: ModelShape, quantize: Quantize, precision: Precision = 'fp32'): number {
+  const tables = shape.vocabSize * shape.hiddenSize * (shape.tieWordEmbeddings ? 1 : 2);
+  const norms = shape.numLayers * (2 * shape.hiddenSize + 2 * shape.headDim) + shape.hiddenSize;
+  let projections = 0;
+  for (const t of LORA_TARGETS) {
+    const [inF, outF] = targetDims(shape, t);
+    projections += quantize === 'none' ? inF * outF * (precision === 'fp16' ? 2 : 4) : quantizedBytes(outF, inF, quantize === 'int8' ? 8 : 4);
+  }
+  // Quantised, the embedding and the head's rows are fp16 (src-main/train/step-graph.ts halfTables).
+  return shape.numLayers * projections + tables * (quantize === 'none' ? 4 : 2) + norms * 4;
+}
+
+/** LoRA's parameter count for rank r on `targets`. */
+export function loraParameters(shape: ModelShape, r: number, targets: readonly LoraTarget[]): number {
+  return shape.numLayers * targets.reduce((sum, t) => sum + r * targetDims(shape, t).reduce((a, b) => a + b, 0), 0);
+}
+
+/**
+ * One layer's values per token, in floats: the attention block's (input, its norm, q, k, v,
+ * their norms and rotations, k and v repeated over the query heads, the context, the output)
+ * and the MLP's (norm, gate, up, the activation, the product, the output), and LoRA's x·A.
+ */
+function layerFloatsPerToken(shape: ModelShape, r: number, targets: number): number {
+  const H = shape.hiddenSize, q = shape.numHeads * shape.headDim, kv = shape.numKvHeads * shape.headDim, I = shape.intermediateSize;
+  return 6 * H + 5 * q + 4 * kv + 5 * I + r * targets;
+}
+
+/** Query rows of one attention piece at max length T (chunks of 1,024 rows past 2,048: src-main/model/attention.ts). */
+export function attentionRows(maxLength: number): number {
+  if (maxLength <= ATTENTION_CHUNK_ABOVE) return maxLength;
+  const chunks = Math.ceil(maxLength / ATTENTION_CHUNK_ROWS);
+  return Math.ceil((maxLength + chunks) / chunks);
+}
+
+/** The estimate (see the module comment). */
+export function estimateTrainMemory(shape: ModelShape, run: MemoryRun, c: Record<keyof typeof COEFFICIENTS, number> = COEFFICIENTS): MemoryEstimate {
+  const f = 4; // fp32 bytes
+  const B = run.batchSize, T = run.maxLength, L = shape.numLayers;
+  const recompute = recomputeOn(run.recompute, T);
+  const weights = weightBytes(shape, run.quantize, run.precision);
+  // Weights fed in, new weights out, gradients; AdamW's two moments in and out.
+  const lora = loraParameters(shape, run.loraR, run.targets) * f * (run.optimizer === 'adamw' ? 7 : 3);
+  const tokens = B * T;
+  const layer = layerFloatsPerToken(shape, run.loraR, run.targets.length);
+  // One layer's [B, heads, rows, T]. Past 2,048 tokens the chunks hold less than one piece did at
+  // 2,048, but a chunked layer's extra pass has its own values: counted as no less than at 2,048.
+  const scores = B * shape.numHeads * Math.max(attentionRows(T) * T, Math.min(T, ATTENTION_CHUNK_ABOVE) ** 2);
+  // A quantised layer's projection is dequantised for its input gradient, one at a time.
+  const dequantised = run.quantize === 'none' ? 0 : Math.max(...LORA_TARGETS.map((t) => targetDims(shape, t).reduce((a, b) => a * b, 1))) * f * 2;
+  const activations = recompute
+    ? f * (tokens * (L * shape.hiddenSize + c.layerCopies * layer) + c.attentionCopies * scores) + dequantised
+    : f * (tokens * L * (c.keptLayerCopies * layer) + L * c.keptAttentionCopies * scores) + dequantised;
+  // The loss gathers the reply positions (about half a row) and runs the head over chunks of the vocabulary.
+  const reply = tokens / 2;
+  const logits = f * (reply * shape.vocabSize * c.logitShare + reply * shape.hiddenSize * 2);
+  const table = shape.vocabSize * shape.hiddenSize * f;
+  const teacher = run.teacher ? c.teacherWeights * weights + f * tokens * c.teacherLayerCopies * layer : 0;
+  const runtime = c.runtime + c.tableCopies * table + (run.tokenizer === false ? 0 : c.tokenizerPerToken * shape.vocabSize);
+  const total = weights + lora + activations + logits + teacher + runtime;
+  const onGpu = (run.device ?? 'cpu') !== 'cpu';
+  return { weights, lora, activations, logits, teacher, runtime, total, recompute, onGpu, host: onGpu ? weights + lora + runtime : total };
+}
+
+/**
+ * The run the Training page's settings make (the trainStart call's TrainConfig): its max length
+ * or min(2,048, the model's positions); an on-policy run updates on contexts × rollouts rows at
+ * once; the forward pass of the teacher or the held-out evaluation beside the step; recomputation 'auto', as the
+ * app's runs have it.
+ */
+export function memoryRunOf(config: Pick<TrainConfig, 'method' | 'batchSize' | 'loraR' | 'targets' | 'optimizer' | 'device' | 'maxLength' | 'quantize' | 'onPolicy'>, shape: ModelShape): MemoryRun {
+  return {
+    maxLength: config.maxLength ?? Math.min(TRAIN_DEFAULTS.maxLength, shape.maxPositionEmbeddings),
+    batchSize: config.onPolicy ? config.onPolicy.contextsPerStep * config.onPolicy.rollouts : config.batchSize,
+    loraR: config.loraR,
+    targets: config.targets,
+    quantize: config.quantize ?? TRAIN_DEFAULTS.quantize,
+    recompute: TRAIN_DEFAULTS.recompute,
+    optimizer: config.optimizer,
+    // The app evaluates the held-out split with the same forward session whatever the method.
+    teacher: true,
+    device: config.device,
+    precision: defaultPrecision(config.device),
+  };
+}
+
+/** The machine's memory as the back end reads it. */
+export interface HostMemory {
+  totalBytes: number;
+  /** What a new process can use without swapping: Linux's MemAvailable, else the OS's free memory. */
+  availableBytes: number;
+  /** Where `availableBytes` came from. */
+  source: 'MemAvailable' | 'freemem' | 'budget';
+  /** HINDSIGHT_MEMORY_BUDGET, when set: the most a run may plan to use (below what the machine has). */
+  budgetBytes: number | null;
+}
+
+/** "3.6 GB", "820 MB": binary units (GiB, MiB) as the benches print them. */
+export function formatBytes(bytes: number): string {
+  const gib = bytes / 2 ** 30;
+  if (gib >= 100) return `${Math.round(gib)} GB`;
+  if (gib >= 1) return `${gib.toFixed(1)} GB`;
+  return `${Math.max(1, Math.round(bytes / 2 ** 20))} MB`;
+}
+
+/** Who reads the line: the CLI names flags, the page its fields. */
+export type MemoryReader = 'cli' | 'app';
+
+/** A change that would make a run fit, with its estimate. */
+export interface MemorySuggestion {
+  quantize?: Quantize;
+  maxLength?: number;
+  batchSize?: number;
+  bytes: number;
+}
+
+export interface MemoryVerdict {
+  estimate: MemoryEstimate;
+  fits: boolean;
+  /** Changes that would make the run fit, best first (empty when it fits, or when nothing tried does). */
+  suggestions: MemorySuggestion[];
+  /** One line: what the run needs beside what the machine has. */
+  summary: string;
+  /** The refusal, one line, when it does not fit; null when it does. */
+  refusal: string | null;
+}
+
+/** Rounds a length down to a multiple of 256 (of 16 below 256), never under the smallest max length. */
+function roundLength(n: number): number {
+  const step = n >= 256 ? 256 : 16;
+  return Math.max(16, Math.floor(n / step) * step);
+}
+
+/** The longest max length (rounded down) at which the run fits, or null when not even 16 tokens do. */
+function longestFitting(shape: ModelShape, run: MemoryRun, room: number): number | null {
+  const fits = (T: number) => estimateTrainMemory(shape, { ...run, maxLength: T }).host <= room;
+  if (!fits(16)) return null;
+  let lo = 16, hi = run.maxLength;
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (fits(mid)) lo = mid;
+    else hi = mid;
+  }
+  const rounded = roundLength(lo);
+  return fits(rounded) ? rounded : lo;
+}
+
+/**
+ * A max length shorter than this is not offered as the way to fit: it would cut most chats to
+ * their last reply. (A run asked for less than this is offered at most half its length.)
+ */
+export const SHORTEST_SUGGESTED_LENGTH = 512;
+
+/** The largest batch size up to the run's that fits, or null when not even 1 does. */
+function largestBatch(shape: ModelShape, run: MemoryRun, room: number): number | null {
+  for (let batch = run.batchSize; batch >= 1; batch = batch > 8 ? Math.floor(batch / 2) : batch - 1) {
+    if (estimateTrainMemory(shape, { ...run, batchSize: batch }).host <= room) return batch;
+  }
+  return null;
+}
+
+/**
+ * The changes that make the run fit, in the order they are offered: int4 alone; a shorter max
+ * length alone, when it still holds a chat ({@link SHORTEST_SUGGESTED_LENGTH}); a smaller batch
+ * alone; then int4 with a shorter length or a smaller batch. At most three.
+ */
+function suggestionsFor(shape: ModelShape, run: MemoryRun, room: number): MemorySuggestion[] {
+  const out: MemorySuggestion[] = [];
+  const at = (change: Partial<MemoryRun>) => estimateTrainMemory(shape, { ...run, ...change }).host;
+  const floor = Math.min(SHORTEST_SUGGESTED_LENGTH, Math.floor(run.maxLength / 2));
+  const length = (r: MemoryRun) => {
+    const t = longestFitting(shape, r, room);
+    return t !== null && t < r.maxLength && t >= floor ? t : null;
+  };
+  const batch = (r: MemoryRun) => {
+    const b = largestBatch(shape, r, room);
+    return b !== null && b < r.batchSize ? b : null;
+  };
+  const int4 = run.quantize !== 'int4';
+  if (int4 && at({ quantize: 'int4' }) <= room) out.push({ quantize: 'int4', bytes: at({ quantize: 'int4' }) });
+  const shorter = length(run);
+  if (shorter !== null) out.push({ maxLength: shorter, bytes: at({ maxLength: shorter }) });
+  const smaller = batch(run);
+  if (smaller !== null) out.push({ batchSize: smaller, bytes: at({ batchSize: smaller }) });
+  if (int4 && out.length === 0) {
+    const q = { ...run, quantize: 'int4' as const };
+    const shorterQ = length(q);
+    if (shorterQ !== null) out.push({ quantize: 'int4', maxLength: shorterQ, bytes: at({ quantize: 'int4', maxLength: shorterQ }) });
+    const smallerQ = batch(q);
+    if (smallerQ !== null) out.push({ quantize: 'int4', batchSize: smallerQ, bytes: at({ quantize: 'int4', batchSize: smallerQ }) });
+  }
+  if (out.length === 0 && run.batchSize > 1) {
+    const one = { ...run, quantize: 'int4' as const, batchSize: 1 };
+    const shortest = length(one);
+    if (shortest !== null) out.push({ ...(int4 ? { quantize: 'int4' as const } : {}), batchSize: 1, maxLength: shortest, bytes: at({ quantize: 'int4', batchSize: 1, maxLength: shortest }) });
+  }
+  return out.slice(0, 3);
+}
+
+const n = (x: number) => x.toLocaleString('en-US');
+
+/** A suggestion in the reader's words: "--quantize int4 (about 2.1 GB)", "Max length 512 (about 3.0 GB)". */
+function suggestionText(s: MemorySuggestion, reader: MemoryReader): string {
+  const parts: string[] = [];
+  if (s.quantize) parts.push(reader === 'cli' ? `--quantize ${s.quantize}` : `Quantize ${s.quantize}`);
+  if (s.maxLength) parts.push(reader === 'cli' ? `--max-length ${n(s.maxLength)}` : `Max length ${n(s.maxLength)}`);
+  if (s.batchSize) parts.push(reader === 'cli' ? `--batch-size ${s.batchSize}` : `Batch size ${s.batchSize}`);
+  return `${parts.join(' with ')} (about ${formatBytes(s.bytes)})`;
+}
+
+/** The parts of the estimate in one parenthesis: "weights 2.2 GB, activations 1.1 GB at 1 × 2,048 tokens, …". */
+export function estimateParts(e: MemoryEstimate, run: MemoryRun): string {
+  const base = `${run.quantize === 'none' ? (run.precision === 'fp16' ? 'fp16' : 'fp32') : run.quantize} weights ${formatBytes(e.weights)}`;
+  const lora = `LoRA${run.optimizer === 'adamw' ? ' and AdamW' : ''} ${formatBytes(e.lora)}`;
+  const acts = `activations ${formatBytes(e.activations + e.logits + e.teacher)} at ${n(run.batchSize)} × ${n(run.maxLength)} tokens${e.recompute ? ' with recomputation' : ''}${run.teacher ? ' and a teacher pass' : ''}${e.onGpu ? ' on the GPU' : ''}`;
+  return `${base}, ${lora}, ${acts}, runtime ${formatBytes(e.runtime)}`;
+}
+
+/**
+ * The estimate against the host's memory: whether it fits in what is available, and the
+ * line each reader prints. A run on a GPU is checked for what the host holds (weights, LoRA,
+ * runtime); the GPU's own memory is not read here.
+ */
+export function memoryVerdict(shape: ModelShape, run: MemoryRun, host: HostMemory, reader: MemoryReader): MemoryVerdict {
+  const estimate = estimateTrainMemory(shape, run);
+  const room = host.availableBytes;
+  const fits = estimate.host <= room;
+  const have = `${formatBytes(room)} ${host.source === 'budget' ? 'allowed (HINDSIGHT_MEMORY_BUDGET)' : 'available'} of ${formatBytes(host.totalBytes)}`;
+  const summary = `about ${formatBytes(estimate.total)}${estimate.onGpu ? `, ${formatBytes(estimate.host)} of it in the host's memory` : ''} (${estimateParts(estimate, run)}); this machine has ${have}`;
+  if (fits) return { estimate, fits, suggestions: [], summary, refusal: null };
+  const suggestions = suggestionsFor(shape, run, room);
+  const advice = suggestions.length
+    ? `try ${suggestions.map((s) => suggestionText(s, reader)).join(' or ')}`
+    : reader === 'cli' ? 'no --quantize, --max-length or --batch-size fits it; free memory or use a smaller model' : 'no Quantize, Max length or Batch size fits it; free memory or choose a smaller model';
+  const override = reader === 'cli' ? ', or --ignore-memory to start anyway' : ', or tick Start anyway';
+  const refusal = `This run needs about ${formatBytes(estimate.host)} but this machine has ${have}: ${advice}${override}.`;
+  return { estimate, fits, suggestions, summary, refusal };
+}

@@ -1,0 +1,262 @@
+// The memory estimate before a run (src-shared/train-memory.ts, issue 31 item 2):
+// - within ESTIMATE_MARGIN of measured peak RSS: the Qwen3-0.6B shape's figures (docs/design.md
+//   §Memory's table and docs/benchmarks.md, bench/train-memory.ts), the 68M Qwen3 shape's
+//   (bench/train-memory-estimate.ts), and a small case measured here in a child process;
+//   the three figures the README quotes (3.6 / 4.7 / 11.2 GB) within ESTIMATE_MARGIN_QUOTED;
+// - monotone in the max length (for recomputation on and off; 'auto' switches it on at 1,024,
+//   where the need drops), the batch size, the rank and the targets, and smaller with int8 than
+//   none and with int4 than int8;
+// - its constants agree with the step's (block size, attention chunks), and
+//   its int4 / int8 weight bytes with quantize.ts's layout;
+// - the refusal names what would fit, computed with the same function; the host's memory and
+//   HINDSIGHT_MEMORY_BUDGET; `hindsight train` prints the estimate and refuses a run that
+//   cannot fit unless --ignore-memory.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  ATTENTION_CHUNK_ABOVE, ATTENTION_CHUNK_ROWS, ESTIMATE_MARGIN, ESTIMATE_MARGIN_QUOTED, estimateTrainMemory, memoryRunOf, memoryVerdict, QUANT_BLOCK,
+  quantizedBytes, weightBytes, type HostMemory, type MemoryRun, type ModelShape,
+} from '../../src-shared/train-memory.js';
+import { LORA_TARGETS, QUANTIZE_CHOICES, RECOMPUTE_AUTO_FROM } from '../../src-shared/training.js';
+import { QUANT_BLOCK_SIZE, quantizedDims, quantScheme } from '../../src-main/model/quantize.js';
+import { ATTENTION_CHUNKING } from '../../src-main/model/attention.js';
+import { hostMemory, modelShape, parseMemoryBudget } from '../../src-main/train/memory-check.js';
+import { estimateCase, measureInChild } from '../../bench/train-memory-estimate.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
+import { runCli } from '../helpers/cli.js';
+
+const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-train-memory-'));
+afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
+
+const GiB = 2 ** 30, MiB = 2 ** 20;
+const QWEN3_06B: ModelShape = { hiddenSize: 1024, intermediateSize: 3072, numLayers: 28, numHeads: 16, numKvHeads: 8, headDim: 128, vocabSize: 151_936, tieWordEmbeddings: true, maxPositionEmbeddings: 40_960 };
+const QWEN3_68M: ModelShape = { hiddenSize: 384, intermediateSize: 1024, numLayers: 6, numHeads: 6, numKvHeads: 2, headDim: 64, vocabSize: 151_936, tieWordEmbeddings: true, maxPositionEmbeddings: 40_960 };
+/** The small shape the test below measures (tools/tiny-models.ts). */
+const SMALL: ModelShape = { hiddenSize: 256, intermediateSize: 768, numLayers: 4, numHeads: 4, numKvHeads: 2, headDim: 64, vocabSize: 32000, tieWordEmbeddings: true, maxPositionEmbeddings: 40_960 };
+const QWEN3_8B: ModelShape = { hiddenSize: 4096, intermediateSize: 12_288, numLayers: 36, numHeads: 32, numKvHeads: 8, headDim: 128, vocabSize: 151_936, tieWordEmbeddings: false, maxPositionEmbeddings: 40_960 };
+
+/** A bench step: one row of T (or B rows), LoRA r16 on all seven targets, AdamW, no tokenizer loaded. */
+const bench = (maxLength: number, recompute: boolean, more: Partial<MemoryRun> = {}): MemoryRun => ({
+  maxLength, batchSize: 1, loraR: 16, targets: LORA_TARGETS, quantize: 'none', recompute: recompute ? 'on' : 'off', optimizer: 'adamw', teacher: false, tokenizer: false, ...more,
+});
+
+/**
+ * Measured peak RSS (MiB; the benches print GiB as "GB"). The Qwen3-0.6B rows are docs/design.md
+ * §Memory's table (recomputation off / on, "after"), with 2,048 and 8,192 from docs/benchmarks.md
+ * (bench/train-memory.ts, 2 threads; the README quotes 1,024, 2,048 and 8,192). The 68M rows were
+ * measured with bench/train-memory-estimate.ts (and bench/train-memory.ts for 1 × 512 … 2,048)
+ * on this project's 2-core machine, each weight file built beforehand.
+ */
+const MEASURED: { name: string; shape: ModelShape; run: MemoryRun; mib: number; quoted?: boolean }[] = [
+  { name: '0.6B 1 × 256, recomputation', shape: QWEN3_06B, run: bench(256, true), mib: 3.0 * 1024 },
+  { name: '0.6B 1 × 512, recomputation', shape: QWEN3_06B, run: bench(512, true), mib: 3.2 * 1024 },
+  { name: '0.6B 1 × 1,024, recomputation', shape: QWEN3_06B, run: bench(1024, true), mib: 3.6 * 1024, quoted: true },
+  { name: '0.6B 1 × 2,048, recomputation', shape: QWEN3_06B, run: bench(2048, true), mib: 4.7 * 1024, quoted: true },
+  { name: '0.6B 1 × 8,192, recomputation', shape: QWEN3_06B, run: bench(8192, true), mib: 11.2 * 1024, quoted: true },
+  { name: '0.6B 1 × 256, no recomputation', shape: QWEN3_06B, run: bench(256, false), mib: 4.0 * 1024 },
+  { name: '0.6B 1 × 512, no recomputation', shape: QWEN3_06B, run: bench(512, false), mib: 5.9 * 1024 },
+  { name: '0.6B 1 × 1,024, no recomputation', shape: QWEN3_06B, run: bench(1024, false), mib: 9.0 * 1024 },
+  { name: '68M 1 × 512, recomputation', shape: QWEN3_68M, run: bench(512, true), mib: 0.68 * 1024 },
+  { name: '68M 1 × 1,024, recomputation', shape: QWEN3_68M, run: bench(1024, true), mib: 887 },
+  { name: '68M 1 × 2,048, recomputation', shape: QWEN3_68M, run: bench(2048, true), mib: 1.45 * 1024 },
+  { name: '68M 1 × 4,096, recomputation', shape: QWEN3_68M, run: bench(4096, true), mib: 2127 },
+  { name: '68M 2 × 512, recomputation', shape: QWEN3_68M, run: bench(512, true, { batchSize: 2 }), mib: 847 },
+  { name: '68M 4 × 256, recomputation', shape: QWEN3_68M, run: bench(256, true, { batchSize: 4 }), mib: 855 },
+  { name: '68M 4 × 1,024, recomputation', shape: QWEN3_68M, run: bench(1024, true, { batchSize: 4 }), mib: 2232 },
+  { name: '68M 2 × 2,048, recomputation', shape: QWEN3_68M, run: bench(2048, true, { batchSize: 2 }), mib: 2488 },
+  { name: '68M 1 × 256, no recomputation', shape: QWEN3_68M, run: bench(256, false), mib: 585 },
+  { name: '68M 1 × 512, no recomputation', shape: QWEN3_68M, run: bench(512, false), mib: 0.77 * 1024 },
+  { name: '68M 1 × 1,024, no recomputation', shape: QWEN3_68M, run: bench(1024, false), mib: 1.15 * 1024 },
+  { name: '68M 1 × 2,048, no recomputation', shape: QWEN3_68M, run: bench(2048, false), mib: 2.14 * 1024 },
+  { name: '68M 2 × 512, no recomputation', shape: QWEN3_68M, run: bench(512, false, { batchSize: 2 }), mib: 1081 },
+  { name: '68M 1 × 1,024 int8', shape: QWEN3_68M, run: bench(1024, true, { quantize: 'int8' }), mib: 755 },
+  { name: '68M 1 × 1,024 int4', shape: QWEN3_68M, run: bench(1024, true, { quantize: 'int4' }), mib: 747 },
+  { name: '68M 1 × 256 with the teacher pass', shape: QWEN3_68M, run: bench(256, true, { teacher: true }), mib: 877 },
+  { name: '68M 1 × 1,024 with the teacher pass', shape: QWEN3_68M, run: bench(1024, true, { teacher: true }), mib: 1251 },
+  { name: '68M 4 × 512 with the teacher pass', shape: QWEN3_68M, run: bench(512, true, { batchSize: 4, teacher: true }), mib: 1738 },
+  { name: 'small (hidden 256, 4 layers, 32,000 tokens) 4 × 256, recomputation', shape: SMALL, run: bench(256, true, { batchSize: 4 }), mib: 354 },
+  { name: '68M 1 × 1,024 int4 with the teacher pass', shape: QWEN3_68M, run: bench(1024, true, { quantize: 'int4', teacher: true }), mib: 970 },
+];
+
+const error = (estimate: number, measured: number) => estimate / measured - 1;
+
+describe('the memory estimate against measured peaks', () => {
+  for (const m of MEASURED) {
+    it(`${m.name}: measured ${m.mib.toFixed(0)} MB`, () => {
+      const e = estimateTrainMemory(m.shape, m.run).total / MiB;
+      expect(Math.abs(error(e, m.mib)), `estimate ${e.toFixed(0)} MB`).toBeLessThanOrEqual(m.quoted ? ESTIMATE_MARGIN_QUOTED : ESTIMATE_MARGIN);
+    });
+  }
+
+  it('a small Qwen3 step measured here, in a process of its own', { timeout: 600_000 }, () => {
+    const model = path.join(root, 'small');
+    writeTinyModel(model, { family: 'qwen3', tie: true, hiddenSize: 256, numLayers: 4, numHeads: 4, numKvHeads: 2, headDim: 64, intermediateSize: 768, vocabSize: 32000, std: 0.02, seed: 3 });
+    // Its own graph cache, built by a first step (a model's first run writes its weight file, which peaks higher).
+    const env = { ...process.env, HINDSIGHT_GRAPH_CACHE: path.join(root, 'cache') };
+    const shape = modelShape(model);
+    measureInChild({ model, batch: 1, length: 32, recompute: true }, env);
+    for (const q of [{ model, batch: 2, length: 256, recompute: true }, { model, batch: 1, length: 1024, recompute: true }, { model, batch: 2, length: 512, recompute: false }]) {
+      const measured = measureInChild(q, env), estimated = estimateCase(shape, q);
+      expect(Math.abs(error(estimated, measured)), `${JSON.stringify(q)}: measured ${measured.toFixed(0)} MB, estimated ${estimated.toFixed(0)} MB`).toBeLessThanOrEqual(ESTIMATE_MARGIN);
+    }
+  });
+});
+
+describe('the estimate is monotone in its inputs', () => {
+  const base: MemoryRun = { maxLength: 1024, batchSize: 2, loraR: 16, targets: LORA_TARGETS, quantize: 'none', recompute: 'auto', optimizer: 'adamw', teacher: true };
+  const total = (shape: ModelShape, run: Partial<MemoryRun>) => estimateTrainMemory(shape, { ...base, ...run }).total;
+  for (const shape of [QWEN3_06B, QWEN3_68M, QWEN3_8B]) {
+    it(`at hidden ${shape.hiddenSize}`, () => {
+      // Attention is chunked past 2,048 tokens: the estimate still only grows with the length.
+      const lengths = [16, 64, 256, 512, 1000, 1023, 1024, 1025, 2047, 2048, 2049, 3000, 4096, 8192, 32_768];
+      for (const recompute of ['on', 'off'] as const) {
+        for (let i = 1; i < lengths.length; i++) expect(total(shape, { maxLength: lengths[i]!, recompute }), `${recompute} ${lengths[i]}`).toBeGreaterThan(total(shape, { maxLength: lengths[i - 1]!, recompute }));
+      }
+      // 'auto' is 'off' below RECOMPUTE_AUTO_FROM and 'on' from it, where the step needs less (what auto is for).
+      for (const T of lengths) expect(total(shape, { maxLength: T, recompute: 'auto' })).toBe(total(shape, { maxLength: T, recompute: T >= RECOMPUTE_AUTO_FROM ? 'on' : 'off' }));
+      for (const b of [1, 2, 3, 8, 16]) expect(total(shape, { batchSize: b + 1 })).toBeGreaterThan(total(shape, { batchSize: b }));
+      for (const r of [1, 4, 8, 16, 64]) expect(total(shape, { loraR: r * 2 })).toBeGreaterThan(total(shape, { loraR: r }));
+      for (let k = 1; k < LORA_TARGETS.length; k++) expect(total(shape, { targets: LORA_TARGETS.slice(0, k + 1) })).toBeGreaterThan(total(shape, { targets: LORA_TARGETS.slice(0, k) }));
+      expect(total(shape, { quantize: 'int8' })).toBeLessThan(total(shape, { quantize: 'none' }));
+      expect(total(shape, { quantize: 'int4' })).toBeLessThan(total(shape, { quantize: 'int8' }));
+      expect(total(shape, { teacher: false })).toBeLessThan(total(shape, { teacher: true }));
+      expect(total(shape, { optimizer: 'sgd' })).toBeLessThan(total(shape, { optimizer: 'adamw' }));
+      expect(total(shape, { recompute: 'on', maxLength: 512 })).toBeLessThan(total(shape, { recompute: 'off', maxLength: 512 }));
+    });
+  }
+});
+
+describe("the estimate's constants and weight bytes are the step's", () => {
+  it('block size, attention chunks', () => {
+    expect(QUANT_BLOCK).toBe(QUANT_BLOCK_SIZE);
+    expect([ATTENTION_CHUNK_ROWS, ATTENTION_CHUNK_ABOVE]).toEqual([ATTENTION_CHUNKING.rows, ATTENTION_CHUNKING.above]);
+  });
+
+  it("int8 and int4 blocks take the bytes of quantize.ts's layout (codes, scales, zero points)", () => {
+    for (const [n, k] of [[2048, 1024], [1024, 3072], [96, 200], [5, 129]] as const) {
+      for (const q of ['int8', 'int4'] as const) {
+        const dims = quantizedDims(n, k, quantScheme(q)!);
+        const bytes = dims.codes.reduce((a, b) => a * b, 1) + 4 * dims.scales.reduce((a, b) => a * b, 1) + dims.zeroPoints[0]!;
+        expect(quantizedBytes(n, k, q === 'int8' ? 8 : 4)).toBe(bytes);
+      }
+    }
+  });
+
+  it('the weights by storage: fp32 is parameters × 4, int4 about a fifth of it at real shapes', () => {
+    expect(weightBytes(QWEN3_06B, 'none') / GiB).toBeCloseTo(596e6 * 4 / GiB, 1);
+    expect(weightBytes(QWEN3_8B, 'none') / 1e9).toBeCloseTo(8.19 * 4, 0);
+    expect(weightBytes(QWEN3_8B, 'int4') / weightBytes(QWEN3_8B, 'none')).toBeLessThan(0.2);
+    expect(QUANTIZE_CHOICES.map((q) => weightBytes(QWEN3_8B, q))).toEqual([...QUANTIZE_CHOICES.map((q) => weightBytes(QWEN3_8B, q))].sort((a, b) => b - a));
+  });
+});
+
+describe('the verdict and its refusal', () => {
+  const host = (availableGiB: number): HostMemory => ({ totalBytes: 16 * GiB, availableBytes: availableGiB * GiB, source: 'MemAvailable', budgetBytes: null });
+  const run: MemoryRun = { maxLength: 2048, batchSize: 1, loraR: 16, targets: LORA_TARGETS, quantize: 'none', recompute: 'auto', optimizer: 'adamw', teacher: false };
+
+  it('fits: a summary line and no refusal', () => {
+    const v = memoryVerdict(QWEN3_06B, run, host(12), 'cli');
+    expect(v.fits).toBe(true);
+    expect(v.refusal).toBeNull();
+    expect(v.summary).toMatch(/^about \d+\.\d GB \(fp32 weights 2\.2 GB, LoRA and AdamW \d+ MB, activations [\d.]+ GB at 1 × 2,048 tokens with recomputation, runtime \d+ MB\); this machine has 12\.0 GB available of 16\.0 GB$/);
+  });
+
+  it('does not fit: one line, naming what would fit as computed by the same estimate', () => {
+    const v = memoryVerdict(QWEN3_06B, run, host(4), 'cli');
+    expect(v.fits).toBe(false);
+    expect(v.refusal).not.toContain('\n');
+    expect(v.refusal).toMatch(/^This run needs about [\d.]+ GB but this machine has 4\.0 GB available of 16\.0 GB: try --quantize int4 \(about [\d.]+ GB\) or --max-length [\d,]+ \(about [\d.]+ GB\), or --ignore-memory to start anyway\.$/);
+    for (const s of v.suggestions) {
+      expect(s.bytes).toBeLessThanOrEqual(4 * GiB);
+      expect(estimateTrainMemory(QWEN3_06B, { ...run, ...s }).host).toBe(s.bytes);
+    }
+    // The longest length that fits: the next 256 up does not.
+    const length = v.suggestions.find((s) => s.maxLength)!.maxLength!;
+    expect(estimateTrainMemory(QWEN3_06B, { ...run, maxLength: length + 256 }).total).toBeGreaterThan(4 * GiB);
+    // The page says it in its own words.
+    expect(memoryVerdict(QWEN3_06B, run, host(4), 'app').refusal).toMatch(/try Quantize int4 \(about [\d.]+ GB\) or Max length [\d,]+ \(about [\d.]+ GB\), or tick Start anyway\.$/);
+  });
+
+  it('a batch too large for any length: a smaller batch; nothing fits: says so', () => {
+    const big = memoryVerdict(QWEN3_06B, { ...run, batchSize: 16, teacher: true }, host(13), 'cli');
+    expect(big.refusal).toMatch(/try --batch-size \d+ \(about [\d.]+ GB\)/);
+    const none = memoryVerdict(QWEN3_8B, run, host(1), 'cli');
+    expect(none.suggestions).toEqual([]);
+    expect(none.refusal).toContain('no --quantize, --max-length or --batch-size fits it');
+  });
+
+  it('a GPU run is checked for what the host holds: the weights, LoRA and the runtime', () => {
+    const gpu = estimateTrainMemory(QWEN3_06B, { ...run, device: 'cuda', precision: 'fp16' });
+    expect(gpu.host).toBe(gpu.weights + gpu.lora + gpu.runtime);
+    expect(gpu.host).toBeLessThan(gpu.total);
+  });
+
+  it("the page's run: the model's own length when it has fewer positions, contexts × rollouts rows on-policy", () => {
+    const config = { method: 'combine' as const, batchSize: 4, loraR: 8, targets: [...LORA_TARGETS], optimizer: 'adamw' as const, device: 'cpu' as const };
+    expect(memoryRunOf(config, { ...QWEN3_68M, maxPositionEmbeddings: 512 }).maxLength).toBe(512);
+    expect(memoryRunOf(config, QWEN3_68M)).toMatchObject({ maxLength: 2048, batchSize: 4, quantize: 'none', recompute: 'auto', teacher: true });
+    const onPolicy = { rollouts: 4, contextsPerStep: 3, ppoEpochs: 1, advantage: 'grpo' as const, grpoStd: false, normalizeAdvantages: false, maxTurns: 1, maxTokens: 64 };
+    expect(memoryRunOf({ ...config, onPolicy, quantize: 'int4' }, QWEN3_68M)).toMatchObject({ batchSize: 12, quantize: 'int4' });
+  });
+});
+
+describe("the host's memory", () => {
+  it('reads the machine, capped by HINDSIGHT_MEMORY_BUDGET', () => {
+    const real = hostMemory({});
+    expect(real.totalBytes).toBe(os.totalmem());
+    expect(real.availableBytes).toBeGreaterThan(0);
+    expect(real.availableBytes).toBeLessThanOrEqual(real.totalBytes);
+    if (process.platform === 'linux') expect(real.source).toBe('MemAvailable');
+    const capped = hostMemory({ HINDSIGHT_MEMORY_BUDGET: '100M' });
+    expect(capped).toMatchObject({ availableBytes: 100 * MiB, source: 'budget', budgetBytes: 100 * MiB });
+    // A budget above what is available changes nothing.
+    expect(hostMemory({ HINDSIGHT_MEMORY_BUDGET: '1000T' }).source).not.toBe('budget');
+  });
+
+  it('parses sizes', () => {
+    expect(parseMemoryBudget('6G')).toBe(6 * GiB);
+    expect(parseMemoryBudget('6 GB')).toBe(6 * GiB);
+    expect(parseMemoryBudget('1.5GiB')).toBe(1.5 * GiB);
+    expect(parseMemoryBudget('800m')).toBe(800 * MiB);
+    expect(parseMemoryBudget('123456')).toBe(123456);
+    expect(() => parseMemoryBudget('lots')).toThrow(/HINDSIGHT_MEMORY_BUDGET must be a size/);
+  });
+});
+
+describe('hindsight train and the estimate', () => {
+  /** Runs the CLI in this process (test/helpers/cli.ts) with `env` set for the call. */
+  async function train(args: string[], env: Record<string, string>): Promise<{ code: number; stderr: string }> {
+    const before = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, env);
+    try {
+      return await runCli('train', ...args);
+    } finally {
+      for (const [k, v] of Object.entries(before)) if (v === undefined) delete process.env[k]; else process.env[k] = v;
+    }
+  }
+
+  const model = path.join(root, 'cli-model');
+  const data = path.join(root, 'rows.jsonl');
+  const prepare = () => {
+    if (fs.existsSync(model)) return;
+    writeTinyModel(model, { family: 'qwen3', tie: true, hiddenSize: 64, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 16, intermediateSize: 128, vocabSize: 300, std: 0.02, seed: 1 });
+    const rows = Array.from({ length: 4 }, (_, i) => JSON.stringify({ input_ids: [1, 2, 3, 4, 5, 6 + i, 7, 8], response_start: 4, reward: i % 2 ? 1 : -1 }));
+    fs.writeFileSync(data, rows.join('\n') + '\n');
+  };
+
+  it('refuses, in one line naming what would fit, a run that cannot fit; --ignore-memory starts it', { timeout: 600_000 }, async () => {
+    prepare();
+    const out = path.join(root, 'run');
+    const refused = await train(['--model', model, '--out', out, '--data', data, '--steps', '1', '--batch-size', '2', '--max-length', '8192'], { HINDSIGHT_MEMORY_BUDGET: '300M' });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/^memory: about [\d.]+ [GM]B \(fp32 weights .* at 2 × 8,192 tokens with recomputation.*\); this machine has 300 MB allowed \(HINDSIGHT_MEMORY_BUDGET\) of [\d.]+ GB$/m);
+    expect(refused.stderr).toMatch(/This run needs about [\d.]+ [GM]B but this machine has 300 MB allowed \(HINDSIGHT_MEMORY_BUDGET\) of [\d.]+ GB: try --max-length [\d,]+ \(about \d+ MB\).*, or --ignore-memory to start anyway\./);
+    expect(fs.existsSync(path.join(out, 'trainer_log.jsonl'))).toBe(false);
+    const forced = await train(['--model', model, '--out', out, '--data', data, '--steps', '1', '--batch-size', '2', '--max-length', '64', '--ignore-memory'], { HINDSIGHT_MEMORY_BUDGET: '1M' });
+    expect(forced.stderr).toMatch(/^memory: more than this machine has; starting anyway \(--ignore-memory\)$/m);
+    expect(forced.code).toBe(0);
+    expect(fs.existsSync(path.join(out, 'adapter_model.safetensors'))).toBe(true);
+  });
+});
