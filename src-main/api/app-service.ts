@@ -17,6 +17,7 @@ import { JudgeService } from './judge-service.js';
 import { SettingsStore } from '../store/settings-file.js';
 import { TokenViewService } from './token-view-service.js';
 import { TrainingService } from './training-service.js';
+import { trainMemoryInfo } from '../train/memory-check.js';
 import { EvalService } from './eval-service.js';
 import { LessonsService } from './lessons-service.js';
 import { ChatService } from './chat-service.js';
@@ -318,7 +319,7 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   }
 
   async trainMemory({ modelDir }: CallInput<'trainMemory'>) {
-    return this.training.memory(expandHome(modelDir));
+    return trainMemoryInfo(expandHome(modelDir));
   }
 
   async trainMetrics({ runId }: CallInput<'trainMetrics'>) {

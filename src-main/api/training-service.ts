@@ -22,9 +22,7 @@ import type { OnPolicySettings } from '../../src-shared/on-policy-api.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import type { OnPolicyTrainerOptions } from '../onpolicy/options.js';
 import { isModelPath } from '../model/model-path.js';
-import { hostMemory, modelShape } from '../train/memory-check.js';
-import { memoryRunOf, memoryVerdict } from '../../src-shared/train-memory.js';
-import type { TrainMemoryInfo } from '../../src-shared/train-memory-api.js';
+import { checkConfigMemory } from '../train/memory-check.js';
 
 /** One fine-tune as the engine sees it. */
 export interface TrainJob {
@@ -195,16 +193,6 @@ export class TrainingService {
     return this.historyOf(this.getRun(runId));
   }
 
-  /** A model's shape and this machine's memory, for the page's memory estimate. */
-  memory(modelDir: string): TrainMemoryInfo {
-    const host = hostMemory();
-    try {
-      return { shape: modelShape(modelDir), problem: null, host };
-    } catch (err) {
-      return { shape: null, problem: appWording(err as Error).split('\n')[0] ?? String(err), host };
-    }
-  }
-
   /** The held-out evaluations of a run so far, from its trainer_log.jsonl. */
   evaluations(runId: string): TrainEval[] {
     const { info } = this.getRun(runId);
@@ -263,7 +251,7 @@ export class TrainingService {
     if (nothing) throw new UserError(nothing);
     // The memory estimate (src-shared/train-memory.ts), as the page shows it: a run that cannot
     // fit is refused with the page's line, unless it was asked to start anyway.
-    if (!config.ignoreMemory) checkMemory(config);
+    if (!config.ignoreMemory) checkConfigMemory(config);
     const runId = crypto.randomBytes(6).toString('hex');
     this.launch(this.engine, runId, config, false);
     return { runId };
@@ -392,13 +380,6 @@ function checkTaskFile(file: string): void {
   const stat = fs.statSync(file, { throwIfNoEntry: false });
   if (!stat) throw new UserError(`The task file ${file} does not exist (the path is on the machine that runs the trainer).`);
   if (!stat.isFile()) throw new UserError(`The task file ${file} is not a file; give a JSONL file with one task per line.`);
-}
-
-/** Refuses, with the page's one line, a run whose memory estimate does not fit in what the machine has available. */
-function checkMemory(config: TrainConfig): void {
-  const shape = modelShape(config.modelDir);
-  const verdict = memoryVerdict(shape, memoryRunOf(config, shape), hostMemory(), 'app');
-  if (verdict.refusal) throw new UserError(verdict.refusal);
 }
 
 /** A model folder must at least have config.json (or the model be a .gguf file); say which folder when it does not. */

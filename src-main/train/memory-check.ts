@@ -11,8 +11,10 @@
  */
 import fs from 'node:fs';
 import os from 'node:os';
-import { UserError } from '../../src-shared/types.js';
-import { memoryVerdict, type HostMemory, type MemoryReader, type MemoryRun, type MemoryVerdict, type ModelShape } from '../../src-shared/train-memory.js';
+import { appWording, UserError } from '../../src-shared/types.js';
+import { memoryRunOf, memoryVerdict, type HostMemory, type MemoryReader, type MemoryRun, type MemoryVerdict, type ModelShape } from '../../src-shared/train-memory.js';
+import type { TrainMemoryInfo } from '../../src-shared/train-memory-api.js';
+import type { TrainConfig } from '../../src-shared/training-api.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
 
 const UNITS: Record<string, number> = { '': 1, k: 2 ** 10, m: 2 ** 20, g: 2 ** 30, t: 2 ** 40 };
@@ -58,4 +60,21 @@ export function modelShape(modelPath: string): ModelShape {
 export function checkRunMemory(modelPath: string, run: MemoryRun | ((shape: ModelShape) => MemoryRun), reader: MemoryReader, env: NodeJS.ProcessEnv = process.env): MemoryVerdict {
   const shape = modelShape(modelPath);
   return memoryVerdict(shape, typeof run === 'function' ? run(shape) : run, hostMemory(env), reader);
+}
+
+/** The trainMemory call: a model's shape (or why it cannot be read) and this machine's memory. */
+export function trainMemoryInfo(modelDir: string): TrainMemoryInfo {
+  const host = hostMemory();
+  try {
+    return { shape: modelShape(modelDir), problem: null, host };
+  } catch (err) {
+    return { shape: null, problem: appWording(err as Error).split('\n')[0] ?? String(err), host };
+  }
+}
+
+/** Refuses, with the Training page's one line, a run whose estimate does not fit in what the machine has available. */
+export function checkConfigMemory(config: TrainConfig): void {
+  const shape = modelShape(config.modelDir);
+  const verdict = memoryVerdict(shape, memoryRunOf(config, shape), hostMemory(), 'app');
+  if (verdict.refusal) throw new UserError(verdict.refusal);
 }
