@@ -7,8 +7,11 @@
  * Also a correctness cross-check the tests cannot fake: the tiny Llama / Qwen2 / Qwen3 test
  * models scored by both, and the big model's log-probs and greedy tokens compared.
  *
+ * Each figure is the median of BENCH_REPEATS runs (3) after a warm-up, wall seconds with the
+ * process's CPU seconds beside them, on both sides.
+ *
  * Options (env): BENCH_THREADS (default: all cores), BENCH_SCORE_BATCH (4), BENCH_SCORE_LEN (256),
- * BENCH_NEW_TOKENS (64). Writes models to bench/output/ (git-ignored), reused across runs.
+ * BENCH_NEW_TOKENS (64), BENCH_REPEATS (3). Writes models to bench/output/ (git-ignored), reused across runs.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -25,6 +28,25 @@ const THREADS = Number(process.env.BENCH_THREADS ?? os.cpus().length);
 const BATCH = Number(process.env.BENCH_SCORE_BATCH ?? 4);
 const LEN = Number(process.env.BENCH_SCORE_LEN ?? 256);
 const NEW_TOKENS = Number(process.env.BENCH_NEW_TOKENS ?? 64);
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
+
+interface Timed { wallS: number; cpuS: number }
+interface TorchRun { wall_s: number; cpu_s: number }
+const secs = (t: Timed) => `${t.wallS.toFixed(2)} s / ${t.cpuS.toFixed(2)} s CPU`;
+const byWall = (a: Timed, b: Timed) => a.wallS - b.wallS;
+
+/** The run of median wall time among `repeats` (the upper middle of an even count), with this process's CPU seconds. */
+async function medianRun(repeats: number, work: () => Promise<unknown>): Promise<Timed> {
+  const runs: Timed[] = [];
+  for (let i = 0; i < repeats; i++) {
+    const c0 = process.cpuUsage(), t0 = performance.now();
+    await work();
+    const c = process.cpuUsage(c0);
+    runs.push({ wallS: (performance.now() - t0) / 1000, cpuS: (c.user + c.system) / 1e6 });
+  }
+  return runs.sort(byWall)[Math.floor(runs.length / 2)]!;
+}
+const torchMedian = (runs: TorchRun[]): Timed => runs.map((r) => ({ wallS: r.wall_s, cpuS: r.cpu_s })).sort(byWall)[Math.floor(runs.length / 2)]!;
 
 function runTorch(python: string, request: Record<string, unknown>): Record<string, unknown> {
   const file = path.join(OUT, 'torch-request.json');
@@ -95,32 +117,28 @@ async function main(): Promise<void> {
   const model = await LocalModel.load(dir, { threads: THREADS, prepare: ['score', 'generate'] });
   const loadS = (Date.now() - t) / 1000;
   await model.score(rows.slice(0, 1));
-  let scoreS = Infinity;
   let ours: number[][] = [];
-  for (let k = 0; k < 3; k++) {
-    t = Date.now();
-    ours = await model.score(rows, { batchSize: BATCH });
-    scoreS = Math.min(scoreS, (Date.now() - t) / 1000);
-  }
+  const score = await medianRun(REPEATS, async () => (ours = await model.score(rows, { batchSize: BATCH })));
   await model.generate(prompt, { maxNewTokens: 2, stopTokenIds: [] });
-  t = Date.now();
-  const gen = await model.generate(prompt, { maxNewTokens: NEW_TOKENS, stopTokenIds: [] });
-  const genS = (Date.now() - t) / 1000;
+  let gen = { tokens: [] as number[] };
+  const generate = await medianRun(REPEATS, async () => (gen = await model.generate(prompt, { maxNewTokens: NEW_TOKENS, stopTokenIds: [] })));
   await model.close();
-  const scoreTps = (BATCH * LEN) / scoreS;
-  const genTps = NEW_TOKENS / genS;
-  console.log(`onnxruntime-node (${model.executionProvider}): load+graphs ${fmt(loadS)} s | score ${BATCH}×${LEN}: ${fmt(scoreS, 2)} s = ${fmt(scoreTps)} tokens/s | generate ${NEW_TOKENS} tokens (KV cache, greedy): ${fmt(genS, 2)} s = ${fmt(genTps)} tokens/s`);
+  const scoreTps = (BATCH * LEN) / score.wallS;
+  const genTps = NEW_TOKENS / generate.wallS;
+  console.log(`onnxruntime-node (${model.executionProvider}), medians of ${REPEATS}, wall / CPU seconds: load+graphs ${fmt(loadS)} s | score ${BATCH}×${LEN}: ${secs(score)} = ${fmt(scoreTps)} tokens/s | generate ${NEW_TOKENS} tokens (KV cache, greedy): ${secs(generate)} = ${fmt(genTps)} tokens/s`);
 
   if (!python) return;
   const torch = runTorch(python, {
-    model: dir, threads: THREADS, score_repeats: 3, new_tokens: NEW_TOKENS, prompt,
+    model: dir, threads: THREADS, score_repeats: REPEATS, new_tokens: NEW_TOKENS, prompt, generate_repeats: REPEATS,
     rows: rows.map((r) => ({ input_ids: r.inputIds, response_start: r.responseStart })),
-  }) as { torch: string; threads: number; score_s: number; generate_s: number; logprobs: number[][]; generated: number[] };
-  const tScoreTps = (BATCH * LEN) / torch.score_s;
-  const tGenTps = NEW_TOKENS / torch.generate_s;
-  console.log(`PyTorch ${torch.torch} (${torch.threads} threads):      score ${fmt(torch.score_s, 2)} s = ${fmt(tScoreTps)} tokens/s | generate ${fmt(torch.generate_s, 2)} s = ${fmt(tGenTps)} tokens/s`);
-  console.log(`ratio ORT / PyTorch (higher is faster): score ×${fmt(scoreTps / tScoreTps, 2)}, generate ×${fmt(genTps / tGenTps, 2)}`);
+  }) as { torch: string; threads: number; score_runs: TorchRun[]; generate_runs: TorchRun[]; logprobs: number[][]; generated: number[] };
+  const tScore = torchMedian(torch.score_runs), tGen = torchMedian(torch.generate_runs);
+  const tScoreTps = (BATCH * LEN) / tScore.wallS;
+  const tGenTps = NEW_TOKENS / tGen.wallS;
+  console.log(`PyTorch ${torch.torch} (${torch.threads} threads), the same:         score ${secs(tScore)} = ${fmt(tScoreTps)} tokens/s | generate ${secs(tGen)} = ${fmt(tGenTps)} tokens/s`);
+  console.log(`ratio ORT / PyTorch (higher is faster): score ×${fmt(scoreTps / tScoreTps, 2)} (CPU ×${fmt(tScore.cpuS / score.cpuS, 2)}), generate ×${fmt(genTps / tGenTps, 2)} (CPU ×${fmt(tGen.cpuS / generate.cpuS, 2)})`);
   const same = gen.tokens.filter((tok, i) => tok === torch.generated[i]).length;
+  console.log(`load average at end ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`);
   console.log(`agreement: max |Δ logprob| = ${maxAbsDiff(ours, torch.logprobs).toExponential(2)} over ${BATCH * LEN / 2} tokens; greedy tokens identical: ${same}/${NEW_TOKENS}`);
 }
 

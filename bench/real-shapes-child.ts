@@ -11,7 +11,8 @@ import type { Precision } from '../src-shared/training.js';
 /** Each request runs on `device` (default cpu; bench/gpu.ts asks for a GPU), in `precision` (default: the device's). */
 export type RealChildRequest = { device?: Device; precision?: Precision } & (
   | { kind: 'generate'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number }
-  | { kind: 'first-token'; model: string; threads: number; prompt: number[] }
+  /** first-token: `quantize` as generate's (default none). */
+  | { kind: 'first-token'; model: string; threads: number; prompt: number[]; quantize?: Quantize }
   /** score: the warm-up scores the whole batch, so a timed run meets memory the warm-up already grew. */
   | { kind: 'score'; model: string; threads: number; quantize: Quantize; rows: ScoreRow[]; repeats: number }
   /** prefill: a long prompt to its first token (the warm-up: a 64-token piece of it). */
@@ -104,7 +105,7 @@ export async function runRealChild(q: RealChildRequest): Promise<RealChildResult
 async function firstToken(q: Extract<RealChildRequest, { kind: 'first-token' }>): Promise<RealChildResult> {
   const { LocalModel } = await import('../src-main/model/local-model.js');
   const importedMs = performance.now();
-  const model = await LocalModel.load(q.model, { threads: q.threads, prepare: ['generate'] });
+  const model = await LocalModel.load(q.model, { threads: q.threads, quantize: q.quantize, prepare: ['generate'] });
   const loadedMs = performance.now();
   const out = await model.generate(q.prompt, { maxNewTokens: 1, stopTokenIds: [] });
   const firstTokenMs = performance.now();

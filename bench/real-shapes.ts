@@ -24,8 +24,11 @@
  * measured processes load from a graph cache filled by a process before them (a launch after a
  * model's first); first-token measures the cold and cache-off loads.
  *
- * Options (env): BENCH_PARTS (train,long,generate,first-token,judge,score; prefill on request:
- * minutes per process), BENCH_THREADS (2),
+ * gguf        the user's GGUF file, read by Hindsight beside llama.cpp on the same file: first
+ *             token in a new process, peak RSS and decode speed (bench/gguf-load.ts)
+ *
+ * Options (env): BENCH_PARTS (train,long,generate,first-token,judge,score; prefill and gguf on
+ * request: minutes per process), BENCH_THREADS (2),
  * BENCH_REPEATS (3), BENCH_NEW_TOKENS (128), BENCH_SHAPES (125m,1.5b: generate's models),
  * BENCH_TRAIN_LEN (2048), BENCH_LONG_LEN (8192), BENCH_RSS_LIMIT_GB (14: the long step is
  * stopped past it; every other child past 18 GB), BENCH_GENERATE_TORCH (1; 0 leaves PyTorch
@@ -39,6 +42,7 @@ import type { Quantize } from '../src-main/model/quantize.js';
 import { seededRandom } from '../src-main/model/sampling.js';
 import { DEFAULT_LORA } from '../src-main/train/lora.js';
 import { writeTinyModel } from '../tools/tiny-models.js';
+import { ggufPart } from './gguf-load.js';
 import { writeGguf, type GgufFileType } from './gguf-writer.js';
 import { runLlamaCpp, type LlamaCppResult } from './llama-cpp.js';
 import { ensureRandomModel, LLAMA_125M } from './random-model.js';
@@ -390,7 +394,7 @@ function torchRun(t: Record<string, any>): Timed {
 async function main(): Promise<void> {
   fs.mkdirSync(OUT, { recursive: true });
   console.log(`# bench:real-shapes — ${os.cpus()[0]?.model ?? 'cpu'}, ${os.cpus().length} cores, ${f(os.totalmem() / 1024 ** 3)} GB, ${THREADS} threads; load average at start ${os.loadavg().map((x) => f(x)).join(' ')}`);
-  const parts: Record<string, () => Promise<void>> = { train: trainPart, long: longPart, generate: generatePart, 'first-token': firstTokenPart, judge: judgePart, score: scorePart, prefill: prefillPart };
+  const parts: Record<string, () => Promise<void>> = { train: trainPart, long: longPart, generate: generatePart, 'first-token': firstTokenPart, judge: judgePart, score: scorePart, prefill: prefillPart, gguf: () => ggufPart({ threads: THREADS, repeats: REPEATS, newTokens: NEW_TOKENS }) };
   for (const part of PARTS) {
     if (!parts[part]) throw new Error(`BENCH_PARTS: unknown part '${part}' (${Object.keys(parts).join(', ')})`);
     await parts[part]!();

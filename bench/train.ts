@@ -157,13 +157,14 @@ async function main(): Promise<void> {
   const env = torchThreadEnv(THREADS);
   const r = spawnSync(python, [path.resolve('bench/train_torch.py'), file], { encoding: 'utf8', env, maxBuffer: 1 << 26 });
   if (r.status !== 0) throw new Error(`train_torch.py failed: ${r.stderr}`);
-  const torch = JSON.parse(r.stdout) as { torch: string; threads: number; first_loss: number; first_grad_norm: number; step_s: number; peak_rss_mb: number };
-  console.log(`pytorch ${torch.torch} (${torch.threads} threads): training step ${torch.step_s.toFixed(2)} s median of ${REPEATS}; peak RSS ${torch.peak_rss_mb.toFixed(0)} MB`);
+  const torch = JSON.parse(r.stdout) as { torch: string; threads: number; first_loss: number; first_grad_norm: number; step_s: number; step_cpu_s: number; peak_rss_mb: number };
+  console.log(`pytorch ${torch.torch} (${torch.threads} threads): training step ${torch.step_s.toFixed(2)} s (${torch.step_cpu_s.toFixed(1)} s CPU) median of ${REPEATS}; peak RSS ${torch.peak_rss_mb.toFixed(0)} MB`);
   console.log(`  first step: loss ${torch.first_loss.toFixed(6)}, grad norm ${torch.first_grad_norm.toFixed(6)}`);
+  console.log(`load average at end ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`);
   console.log(`cross-check: |Δloss| ${Math.abs(torch.first_loss - first.metrics.loss).toExponential(2)}, ` +
     `grad norm relative difference ${(Math.abs(torch.first_grad_norm - first.metrics.gradNorm) / torch.first_grad_norm).toExponential(2)}`);
   console.log(`ratio: onnxruntime trainer step / pytorch step = ${(ortStep / torch.step_s).toFixed(2)}, with old given ${(median(wall.given) / torch.step_s).toFixed(2)} ` +
-    `(below 1: onnxruntime is faster); peak memory ratio ${(inStepPeak / 1024 / torch.peak_rss_mb).toFixed(2)} (trainer step), ${(ortPeak / 1024 / torch.peak_rss_mb).toFixed(2)} (with the forward session)`);
+    `(below 1: onnxruntime is faster; CPU ${(cpuNow / torch.step_cpu_s).toFixed(2)}); peak memory ratio ${(inStepPeak / 1024 / torch.peak_rss_mb).toFixed(2)} (trainer step), ${(ortPeak / 1024 / torch.peak_rss_mb).toFixed(2)} (with the forward session)`);
 }
 
 await main();

@@ -45,6 +45,7 @@ export const spec = {
     'judge-url': { type: 'string', value: 'URL', help: "the OpenAI-compatible server's base URL, up to /v1", otherwise: 'http://127.0.0.1:11434/v1 (Ollama)' },
     'judge-api-key': { type: 'string', value: 'K', help: 'bearer key for the judge server', otherwise: 'env HINDSIGHT_JUDGE_API_KEY, else none' },
     votes: { type: 'string', default: String(REPLAY_DEFAULTS.votes), value: 'N', help: 'replay judge votes per reply (majority, tie → 0)' },
+    'replay-contexts': { type: 'string', value: 'N', help: 'replay only the first N held-out contexts (a bounded run with a slow judge; the report says so)', otherwise: 'every held-out context' },
     seed: { type: 'string', default: '0', value: 'S', help: 'seeds the bootstrap intervals' },
     out: { type: 'string', value: 'FILE', help: 'also write the JSON report to FILE', otherwise: 'stdout only' },
     device: DEVICE_OPTION.device, // no --precision yet: evaluation's model runs take the device's default (README, GPU)
@@ -126,6 +127,7 @@ function replayFlags(v: Record<string, string | boolean | string[] | undefined>,
     votes: intFlag('votes', str('votes'), REPLAY_DEFAULTS.votes, 1),
     maxNewTokens: intFlag('max-new-tokens', str('max-new-tokens'), REPLAY_DEFAULTS.maxNewTokens, 1),
     temperature, judge,
+    ...(str('replay-contexts') === undefined ? {} : { contexts: intFlag('replay-contexts', str('replay-contexts'), 0, 1) }),
   };
 }
 

@@ -38,7 +38,7 @@ import { evalRowsFromSamples, sampleScores, teacherLogprobs, type EvalRow, type 
 import { LoraScorer, sameShape } from '../train/lora-scorer.js';
 import { readAdapter, type LoadedAdapter } from '../train/peft.js';
 import { generationParts } from './replay-report.js';
-import { replay, replayContexts, REPLAY_DEFAULTS, type Replayed, type ReplayModel, type ReplaySettings } from './replay.js';
+import { boundedContexts, replay, REPLAY_DEFAULTS, type Replayed, type ReplayModel, type ReplaySettings } from './replay.js';
 
 export interface EvalOptions {
   modelDir: string;
@@ -120,6 +120,8 @@ export async function evaluate(options: EvalOptions, hooks: EvalHooks = {}): Pro
     }
   } else if (scoring) notes.push(`no sample to measure in the ${options.split.name === 'heldout' ? 'held-out split' : 'database'}: label some held-out replies ±1, or give them hints or repairs`);
   const generation = cancelled ? { replayed: null, why: 'the run stopped before replay' } : await runReplay(options, adapters, hooks);
+  const bound = replaySettings(options).contexts;
+  if (generation.replayed && bound !== undefined && bound < options.samples.length) notes.push(`replay covers the first ${bound} of the ${options.samples.length} held-out contexts (--replay-contexts)`);
   if (generation.replayed?.stopped) {
     cancelled = true;
     notes.push('stopped during replay: replay covers the contexts generated and judged under every model');
@@ -143,7 +145,7 @@ async function runReplay(o: EvalOptions, adapters: ReturnType<typeof loadAdapter
   const settings = replaySettings(o);
   const wanted = o.metrics.includes('stats') || (o.metrics.includes('replay') && settings.judge !== null);
   if (!wanted) return { replayed: null, why: null };
-  const contexts = replayContexts(o.samples);
+  const contexts = boundedContexts(o.samples, settings);
   if (contexts.length === 0) return { replayed: null, why: 'no held-out context to replay' };
   const lessons = o.lessons?.trim();
   const models: ReplayModel[] = [
@@ -263,7 +265,7 @@ function assemble(
     split: o.split, seed: o.seed, metrics: [...o.metrics],
     models: [modelEval(BASE_MODEL_NAME), ...(lessons ? [{ ...modelEval(LESSONS_MODEL_NAME), lessons }] : []), ...adapters.map((a) => modelEval(a.name, a.dir))],
     comparisons, notes, cancelled,
-    ...(replayed?.judged ? { replay_contexts: replayContexts(o.samples) } : {}),
+    ...(replayed?.judged ? { replay_contexts: boundedContexts(o.samples, replaySettings(o)) } : {}),
   };
 }
 

@@ -28,6 +28,8 @@ export interface ReplaySettings {
   judge: LlmJudgeSpec | null;
   /** Votes per reply (m). */
   votes: number;
+  /** At most this many held-out contexts are replayed, the first in the split's order (a bounded run on a slow judge); all when absent. */
+  contexts?: number;
 }
 
 export const REPLAY_DEFAULTS: Omit<ReplaySettings, 'judge'> = { rollouts: 2, temperature: 0.7, maxNewTokens: 128, votes: 3 };
@@ -70,6 +72,12 @@ export function replayContexts(samples: readonly TrainingSample[]): ReplayContex
     hint: s.hint,
     label: s.reward,
   }));
+}
+
+/** The contexts replay covers: every sample's, or the first `settings.contexts` of them. */
+export function boundedContexts(samples: readonly TrainingSample[], settings: Pick<ReplaySettings, 'contexts'>): ReplayContext[] {
+  const all = replayContexts(samples);
+  return settings.contexts === undefined ? all : all.slice(0, settings.contexts);
 }
 
 /** FNV-1a of (seed, context, k): reply k of a context gets the same seed under every model. */
