@@ -37,7 +37,7 @@ import { call, returns, type Returns } from './call-spec.js';
 import { onPolicyInput } from './on-policy-api.js';
 import { ROLLOUT_CALLS } from './rollouts-api.js';
 import type { Availability, TrainEval, TrainingState, TrainProgress, TrainRunInfo } from './training-api.js';
-import { bounded, LORA_TARGETS, OPTIMIZER_KINDS, QUANTIZE_CHOICES, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type Quantize, type TrainDevice, type TrainMethod } from './training.js';
+import { bounded, LORA_TARGETS, LOSS_AGGS, OPTIMIZER_KINDS, QUANTIZE_CHOICES, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type Quantize, type TrainDevice, type TrainMethod } from './training.js';
 import { array, boolean, integer, nullable, object, oneOf, optional, string, ValidationError, variants, type Infer } from './validate.js';
 
 export { ValidationError };
@@ -147,6 +147,8 @@ const trlHandoff = object({
   judgeUrl: optionalText(2000),
   judgeModel: optionalText(500),
   includeHeldOut: optional(boolean()),
+  lossAgg: optional(oneOf(LOSS_AGGS)),
+  opdTopK: optional(bounded('opdTopK')),
 });
 const replayStart = object({
   endpoint: string({ min: 1, max: 2000 }),
@@ -160,6 +162,8 @@ const replayStart = object({
   method: oneOf(OPENCLAW_METHODS),
   judgeUrl: optionalText(2000),
   includeHeldOut: optional(boolean()),
+  lossAgg: optional(oneOf(LOSS_AGGS)),
+  opdTopK: optional(bounded('opdTopK')),
 });
 
 const trainConfig = object({
@@ -179,6 +183,8 @@ const trainConfig = object({
   checkpointEvery: bounded('saveEvery'),
   maxLength: optional(bounded('maxLength')),
   quantize: optional(oneOf(QUANTIZE_CHOICES)),
+  lossAgg: optional(oneOf(LOSS_AGGS)),
+  opdTopK: optional(bounded('opdTopK')),
   ignoreMemory: optional(boolean()),
   onPolicy: optional(onPolicyInput),
 });

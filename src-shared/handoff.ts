@@ -1,5 +1,6 @@
 // Handing the data to a GPU cluster's trainer (docs/design.md §Hand-off): the vocabulary and the
 // shapes that the CLI (`hindsight handoff`), the API and the Export page share.
+import type { LossAgg } from './training.js';
 import type { ChatMessage } from './types.js';
 
 /** What `--to trl` writes a train.py for. */
@@ -21,6 +22,10 @@ export interface TrlHandoffOptions {
   judgeModel?: string;
   /** Put the held-out sessions into the training datasets too (`--include-heldout`). */
   includeHeldOut?: boolean;
+  /** The loss aggregation train.py asks TRL for where it has one (grpo's loss_type); absent: Hindsight's default. */
+  lossAgg?: LossAgg;
+  /** sdft: distil over the top K tokens with a tail bin (reverse KL); absent or 0: SDFT's own default. */
+  opdTopK?: number;
 }
 
 /**
@@ -65,6 +70,10 @@ export interface ReplayOptions {
   loraR?: number;
   /** Replay the held-out sessions too (`--include-heldout`); they are skipped otherwise. */
   includeHeldOut?: boolean;
+  /** Written to the launch settings: slime's aggregation (sample-mean, or token-mean: --calculate-per-token-loss); absent: Hindsight's default. */
+  lossAgg?: LossAgg;
+  /** Written to the launch settings: opd's top-K distillation (--distill-topk K); absent or 0: the sampled token. */
+  opdTopK?: number;
 }
 
 export type ReplayState = 'idle' | 'running' | 'stopping' | 'stopped' | 'finished' | 'failed';

@@ -35,6 +35,8 @@ export interface StepLog extends Record<BuiltInMetricField, number> {
   drift?: number;
   value_loss?: number;
   explained_variance?: number;
+  /** Top-K OPD (--opd-topk): the token mean, over the tokens that distil, of the reverse KL over the teacher's top K and the tail. */
+  topk_kl?: number;
   /** On-policy steps: the rollouts generated for this step and their mean reward. */
   episodes?: number;
   /** On-policy steps: episodes skipped because they do not fit the run's max length (never cut). */

@@ -2,7 +2,7 @@
 // its progress events and its state. Node-free, like everything in src-shared/.
 import type { EvalLogLine, StepLog } from './trainer-log-line.js';
 import type { OnPolicySettings } from './on-policy-api.js';
-import type { LoraTarget, OptimizerKind, Quantize, TrainDevice, TrainMethod } from './training.js';
+import type { LoraTarget, LossAgg, OptimizerKind, Quantize, TrainDevice, TrainMethod } from './training.js';
 
 /** Whether an optional part (the trainer, an LLM judge) is present in this build, and why not. */
 export interface Availability {
@@ -34,6 +34,10 @@ export interface TrainConfig {
    * adapter it trains is fp32 and applies to the original weights.
    */
   quantize?: Quantize;
+  /** How the per-token loss is averaged (docs/design.md §Losses, "Aggregation"); absent: the trainer's default (TRAIN_DEFAULTS.lossAgg). */
+  lossAgg?: LossAgg;
+  /** Top-K on-policy distillation's K (opd, combine; docs/design.md §Top-K distillation); absent or 0: the sampled token. */
+  opdTopK?: number;
   /**
    * Start even when the memory estimate says the run cannot fit in the machine's memory
    * (src-shared/train-memory.ts): the page's Start anyway, the CLI's --ignore-memory.

@@ -49,6 +49,19 @@ export function defaultPrecision(device: TrainDevice): Precision {
 export type Quantize = 'none' | 'int8' | 'int4';
 export const QUANTIZE_CHOICES: readonly Quantize[] = ['none', 'int8', 'int4'];
 
+/**
+ * How a step's per-token loss becomes one number (docs/design.md §Losses, "Aggregation"):
+ * `token-mean` averages over every trained token of the batch, so a long reply weighs as many
+ * times more as it has tokens; `sample-mean` averages each sample over its own trained tokens,
+ * sums, and divides by the batch's samples (one with no trained token still counts), so every
+ * sample weighs the same: OpenClaw-RL's default (slime without --calculate-per-token-loss).
+ */
+export type LossAgg = 'token-mean' | 'sample-mean';
+export const LOSS_AGGS: readonly LossAgg[] = ['token-mean', 'sample-mean'];
+
+/** The top-K of on-policy distillation when it is turned on without a K: OpenClaw-RL's (--distill-topk 50). */
+export const OPD_TOPK_ON = 50;
+
 export type OptimizerKind = 'adamw' | 'sgd';
 export const OPTIMIZER_KINDS: readonly OptimizerKind[] = ['adamw', 'sgd'];
 
@@ -120,6 +133,14 @@ export const TRAIN_DEFAULTS = {
   /** Combined advantages: wOpd·(teacher − old) + wRl·reward. */
   wOpd: 1,
   wRl: 1,
+  /**
+   * How the per-token loss is averaged over the batch (LossAgg): sample-mean, as OpenClaw-RL, since
+   * under token-mean one long reply made over half of a demo run's step in 5 of 50 steps
+   * (bench/loss-agg.ts; docs/design.md §Losses, "Aggregation").
+   */
+  lossAgg: 'sample-mean' as LossAgg,
+  /** On-policy distillation over the teacher's top K tokens and a tail bin; 0: the sampled token's advantage (docs/design.md §Top-K distillation). */
+  opdTopK: 0,
 } as const;
 
 /** PPO-clip's upper epsilon: the method's own default (./training-methods.ts). */
@@ -232,6 +253,9 @@ export const TRAIN_BOUNDS = {
   // Combine's advantage is w_opd·gap + w_rl·reward: a negative weight would train against the signal.
   wOpd: real('w-opd', null, 'teacher gap weight', 0),
   wRl: real('w-rl', null, 'reward weight', 0),
+  // The teacher's top K per reply token (0: off). Each position keeps K head rows of the student
+  // ([N, K, hidden]), so K is kept to a size a distillation uses (OpenClaw-RL: 50; TRL's SDFT: 100).
+  opdTopK: int('opd-topk', 'opdTopK', 'top-K', 0, 1024),
   threads: int('threads', null, 'threads', 1, 1024),
   // The PRNG (mulberry32) takes 32 bits: a larger seed would silently repeat a smaller one's stream.
   seed: int('seed', 'seed', 'seed', 0, 2 ** 32 - 1),

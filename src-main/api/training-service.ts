@@ -83,6 +83,7 @@ function commonOptions(job: TrainJob): TrainerOptions {
     saveEvery: config.checkpointEvery,
     ...(config.maxLength ? { maxLength: config.maxLength } : {}),
     ...(config.quantize ? { quantize: config.quantize } : {}),
+    ...(config.lossAgg ? { lossAgg: config.lossAgg } : {}), ...(config.opdTopK !== undefined ? { opdTopK: config.opdTopK } : {}),
     // A resumed run reads its rows (or contexts) and settings back from its own folder; both
     // check them against, and evaluate, the held-out split (docs/design.md §Evaluation).
     ...(job.resume ? { resume: config.outDir } : {}),
@@ -238,6 +239,7 @@ export class TrainingService {
     if (config.onPolicy?.taskFile !== undefined) checkTaskFile(config.onPolicy.taskFile);
     // The trainer's own rules on the method, the estimator and the task file, checked before a
     // run is listed (the page has no replay judge); a SurfaceError says them in the page's words.
+    if (config.opdTopK) (await import('../train/run-settings.js')).checkTopKForMethod(config.opdTopK, config.method, config.onPolicy !== undefined);
     if (config.onPolicy) {
       // Loaded here, as the trainers are, so the app does not load the training code until asked to train.
       const [{ checkAdvantageForMethod }, { checkOptionsSignal }] = await Promise.all([import('../train/run-settings.js'), import('../onpolicy/options.js')]);

@@ -6,7 +6,8 @@ import { OPENCLAW_METHODS, TRL_METHODS, type HeldOutHandoff, type OpenclawMethod
 import { openclawHandoff } from '../openai/openclaw-handoff.js';
 import type { ReplayCounts } from '../openai/replay-client.js';
 import { withWorkspace } from '../workspace/workspace.js';
-import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
+import { LOSS_AGGS, TRAIN_DEFAULTS, type LossAgg } from '../../src-shared/training.js';
+import { boundFlag, DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, ranged, usageLine, UsageError, type Command } from './args.js';
 
 export const spec = {
   name: 'handoff',
@@ -36,6 +37,11 @@ export const spec = {
     'pace-ms': { type: 'string', value: 'MS', help: 'openclaw-rl: pause between requests of one session', otherwise: '0' },
     'max-tokens': { type: 'string', value: 'N', help: "openclaw-rl: max_tokens of each request", otherwise: "the server's default" },
     'include-heldout': { type: 'boolean', default: false, help: 'train on the held-out sessions too: trl puts them in data/ (no heldout/), openclaw-rl replays them' },
+    'loss-agg': {
+      type: 'string', value: LOSS_AGGS.join('|'), otherwise: TRAIN_DEFAULTS.lossAgg,
+      help: "the loss aggregation, as `train --loss-agg`: trl grpo's loss_type, openclaw-rl's slime flags",
+    },
+    'opd-topk': { type: 'string', value: 'K', help: ranged('opdTopK', 'top-K distillation, as `train --opd-topk`: trl sdft, openclaw-rl opd'), otherwise: '0: off' },
     ...DB_OPTION,
     ...jsonOption('print the result as one JSON object'),
   },
@@ -67,6 +73,10 @@ export const command: Command = async (argv) => {
   const { values: v } = parseCommandArgs(argv, spec);
   if (!v.out) throw new UsageError(`--out DIR is required\n${USAGE}`);
   const db = v.db ?? defaultDbPath();
+  const loss = {
+    ...(v['loss-agg'] !== undefined ? { lossAgg: oneOf<LossAgg>('loss-agg', v['loss-agg'], LOSS_AGGS, TRAIN_DEFAULTS.lossAgg) } : {}),
+    ...(v['opd-topk'] !== undefined ? { opdTopK: boundFlag('opdTopK', v['opd-topk']) } : {}),
+  };
   if (v.to === 'trl') {
     if (!v['base-model']) throw new UsageError(`--base-model is required with --to trl\n${USAGE}`);
     const options = {
@@ -78,6 +88,7 @@ export const command: Command = async (argv) => {
       ...(v['judge-url'] ? { judgeUrl: v['judge-url'] } : {}),
       ...(v['judge-model'] ? { judgeModel: v['judge-model'] } : {}),
       includeHeldOut: v['include-heldout'] === true,
+      ...loss,
     };
     const result = await withWorkspace(db, (ws) => ws.handoffTrl(options));
     process.stderr.write(heldOutNote(result.heldOut, 'trl'));
@@ -110,6 +121,7 @@ export const command: Command = async (argv) => {
             ...(v['base-model'] ? { baseModel: v['base-model'] } : {}),
             ...(v['judge-url'] ? { judgeUrl: v['judge-url'] } : {}),
             includeHeldOut: v['include-heldout'] === true,
+            ...loss,
           },
           {
             signal: controller.signal,

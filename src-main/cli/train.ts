@@ -12,7 +12,10 @@ import type { EvalLogLine, StepLog } from '../../src-shared/trainer-log-line.js'
 import { parseTargets } from '../train/lora.js';
 import { startTraining } from '../train/trainer-thread.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
-import { defaultEpsHigh, defaultPrecision, OPTIMIZER_KINDS, overLengthNote, RECOMPUTE_AUTO_FROM, RECOMPUTE_MODES, TRAIN_DEFAULTS as D, TRAIN_METHODS, type OptimizerKind, type RecomputeMode, type TrainMethod } from '../../src-shared/training.js';
+import {
+  defaultEpsHigh, defaultPrecision, LOSS_AGGS, OPD_TOPK_ON, OPTIMIZER_KINDS, overLengthNote, RECOMPUTE_AUTO_FROM, RECOMPUTE_MODES, TRAIN_DEFAULTS as D, TRAIN_METHODS,
+  type LossAgg, type OptimizerKind, type RecomputeMode, type TrainMethod,
+} from '../../src-shared/training.js';
 import { knownLossMetrics, methodRecord, orList } from '../../src-shared/training-methods.js';
 import { boundFlag, DB_OPTION, ranged, defaultDbPath, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, modelFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './model-flags.js';
@@ -55,6 +58,14 @@ export const spec = {
     'kl-beta': { type: 'string', value: 'X', help: ranged('klBeta', 'k3 KL penalty against the base model'), otherwise: num(D.klBeta) },
     'w-opd': { type: 'string', value: 'X', help: ranged('wOpd', "combine's weight of the teacher gap"), otherwise: num(D.wOpd) },
     'w-rl': { type: 'string', value: 'X', help: ranged('wRl', "combine's weight of the reward"), otherwise: num(D.wRl) },
+    'loss-agg': {
+      type: 'string', value: LOSS_AGGS.join('|'), otherwise: `${D.lossAgg}; a resumed run its own`,
+      help: "token-mean: every trained token of a batch weighs the same; sample-mean: each sample's mean over its tokens, averaged over the batch's samples (OpenClaw-RL's)",
+    },
+    'opd-topk': {
+      type: 'string', value: 'K', otherwise: '0: the sampled token; a resumed run its own',
+      help: ranged('opdTopK', `opd, combine: distil the hinted teacher's top K tokens and a tail bin at each reply token (reverse KL), instead of the sampled token's advantage; ${OPD_TOPK_ON} is OpenClaw-RL's`),
+    },
     'max-length': {
       type: 'string', value: 'N', otherwise: `${num(D.maxLength)}, or the model's own maximum if less`,
       help: ranged('maxLength', "tokens per row, at most the model's own; a longer chat keeps its system turn and latest turns, a longer reply is skipped and counted"),
@@ -138,6 +149,7 @@ function describe(event: TrainerEvent): string | null {
   const gap = l.teacher_student_gap === null ? '' : ` gap ${l.teacher_student_gap.toFixed(4)}`;
   const ppo = (l.drift === undefined ? '' : ` drift ${l.drift.toExponential(2)}`) +
     (l.value_loss === undefined ? '' : ` vloss ${l.value_loss.toFixed(4)}`) + (l.explained_variance === undefined ? '' : ` ev ${l.explained_variance.toFixed(3)}`) +
+    (l.topk_kl === undefined ? '' : ` topk-kl ${l.topk_kl.toFixed(4)}`) +
     (l.episodes === undefined ? '' : ` episodes ${l.episodes} reward ${l.episode_reward_mean === null || l.episode_reward_mean === undefined ? '–' : l.episode_reward_mean.toFixed(2)}`);
   return `step ${l.step}/${l.total_steps} loss ${l.loss.toFixed(4)} reward ${l.reward_mean.toFixed(2)} adv ${l.adv_mean.toFixed(4)}${gap} ` +
     `${lossMetricsText(l)}${ppo} |g| ${l.grad_norm.toFixed(4)} ${l.tokens_per_s.toFixed(0)} tok/s eta ${l.eta_s.toFixed(0)} s`;
@@ -237,6 +249,7 @@ export const command: Command = async (argv) => {
   if (v.optimizer !== undefined && !OPTIMIZER_KINDS.includes(v.optimizer as OptimizerKind)) throw new UsageError(`--optimizer must be adamw or sgd, got '${v.optimizer}'`);
   if (v.recompute !== undefined && !RECOMPUTE_MODES.includes(v.recompute as RecomputeMode)) throw new UsageError(`--recompute must be auto, on or off, got '${v.recompute}'`);
   if (v.advantage !== undefined && !ADVANTAGE_ESTIMATORS.includes(v.advantage as AdvantageEstimator)) throw new UsageError(`--advantage must be ${ADVANTAGE_ESTIMATORS.join(', ')}, got '${v.advantage}'`);
+  if (v['loss-agg'] !== undefined && !LOSS_AGGS.includes(v['loss-agg'] as LossAgg)) throw new UsageError(`--loss-agg must be ${orList(LOSS_AGGS)}, got '${v['loss-agg']}'`);
   let targets;
   try {
     targets = v.targets === undefined ? undefined : parseTargets(v.targets);
@@ -270,6 +283,8 @@ export const command: Command = async (argv) => {
     maxLength: boundFlag('maxLength', v['max-length']),
     wOpd: boundFlag('wOpd', v['w-opd']),
     wRl: boundFlag('wRl', v['w-rl']),
+    lossAgg: v['loss-agg'] as LossAgg | undefined,
+    opdTopK: boundFlag('opdTopK', v['opd-topk']),
     epsLow: boundFlag('epsLow', v['eps-low']),
     epsHigh: boundFlag('epsHigh', v['eps-high']),
     merge: v.merge,

@@ -1,6 +1,7 @@
 // The non-Python files of a TRL hand-off (docs/design.md §Hand-off): accelerate configs for one
 // GPU and for N GPUs (FSDP, DeepSpeed ZeRO-3), requirements.txt with the versions the files
 // were written for, and the README with the exact commands.
+import type { LossAgg } from '../../src-shared/training.js';
 import type { HeldOutHandoff, TrlMethod } from '../../src-shared/handoff.js';
 
 /** The package versions train.py and the configs were written against. */
@@ -68,6 +69,21 @@ export interface ReadmeFacts {
   datasets: { file: string; lines: number }[];
   heldOut: HeldOutHandoff & { datasets: { file: string; lines: number }[] };
   lora: { r: number; alpha: number; targets: string[] };
+  lossAgg: LossAgg;
+  opdTopK: number;
+}
+
+/** What the README says of Hindsight's --loss-agg and --opd-topk for this bundle's trainers. */
+function lossSection(f: ReadmeFacts): string {
+  const agg = f.lossAgg === 'sample-mean'
+    ? 'each completion averaged over its tokens, then over the batch: `loss_type="grpo"`'
+    : 'every token of the batch weighing the same: `loss_type="dapo"`';
+  const topk = f.opdTopK > 0
+    ? `SDFT distils the reverse KL over the top ${f.opdTopK} tokens and a tail bin (\`distillation_mode="topk_logits"\`, \`distillation_alpha=1.0\`, \`distillation_add_tail=True\`); TRL takes the student's top K where Hindsight and OpenClaw-RL take the teacher's.`
+    : "SDFT keeps its own defaults (the student's top 100 tokens, `distillation_alpha=0.5`); `train.py --opd-topk K` asks for Hindsight's top-K reverse KL with a tail bin instead.";
+  return `Loss aggregation (Hindsight's \`--loss-agg ${f.lossAgg}\`, \`train.py --loss-agg\`): GRPO has ${agg}. TRL has no such choice for
+the others: SDFT always averages per completion (sample-mean), SFT over the batch's tokens (token-mean), and KTO and DPO score
+whole sequences. ${topk}`;
 }
 
 const TRAINER: Record<TrlMethod, string> = {
@@ -113,6 +129,8 @@ accelerate launch --quiet --config_file accelerate/zero3.yaml train.py
 
 \`train.py --method kto|dpo|sft|sdft|grpo\` switches trainer (every dataset is here); \`--epochs\`, \`--lr\`, \`--batch-size\`,
 \`--grad-accum\`, \`--max-length\`, \`--max-steps\`, \`--output-dir\` change the rest. For another GPU count, edit \`num_processes\` in the config.
+
+${lossSection(f)}
 ${f.method === 'grpo' ? `
 GRPO asks a judge for every completion: set \`HINDSIGHT_JUDGE_URL\` (an OpenAI-compatible base URL such as
 \`http://judge-host:8000/v1\`), \`HINDSIGHT_JUDGE_MODEL\` and, if needed, \`HINDSIGHT_JUDGE_API_KEY\`. The prompt is Hindsight's

@@ -4,6 +4,7 @@
 // Hindsight's own reward prompt, judge_prompts.json). Only the settings at the top of
 // train.py vary between hand-offs; everything else is fixed text.
 import type { TrlMethod } from '../../src-shared/handoff.js';
+import { LOSS_AGGS, type LossAgg } from '../../src-shared/training.js';
 import { TRL_METHODS } from '../../src-shared/handoff.js';
 import { DATASET_FIELDS, DATASET_FILES } from './trl-datasets.js';
 
@@ -16,6 +17,10 @@ export interface TrainScriptSettings {
   loraDropout: number;
   /** PEFT module names (q_proj, …). */
   loraTargets: string[];
+  /** Hindsight's --loss-agg: grpo's loss_type follows it (sample-mean: "grpo", token-mean: "dapo"). */
+  lossAgg: LossAgg;
+  /** Hindsight's --opd-topk: sdft distils over the top K with a tail bin (reverse KL) when > 0. */
+  opdTopK: number;
 }
 
 /** A Python string literal (JSON's escapes are valid Python). */
@@ -44,6 +49,15 @@ LORA_R = ${s.loraR}
 LORA_ALPHA = ${s.loraAlpha}
 LORA_DROPOUT = ${s.loraDropout}
 LORA_TARGETS = ${JSON.stringify(s.loraTargets)}
+# Hindsight's --loss-agg: sample-mean averages each completion over its tokens, then over the
+# batch (TRL's "grpo" loss_type); token-mean averages over every token of the batch ("dapo").
+# Only GRPO has the choice: SDFT always averages per completion; KTO and DPO score whole
+# sequences; SFT averages over the batch's tokens.
+LOSS_AGG = ${py(s.lossAgg)}
+GRPO_LOSS_TYPES = {"sample-mean": "grpo", "token-mean": "dapo"}
+# Hindsight's --opd-topk: sdft distils the reverse KL over the top K tokens plus a tail bin.
+# TRL takes the student's top K where Hindsight and OpenClaw-RL take the teacher's. 0: SDFT's defaults.
+OPD_TOPK = ${s.opdTopK}
 LEARNING_RATES = {"kto": 5e-5, "dpo": 5e-5, "sft": 1e-4, "sdft": 2e-5, "grpo": 1e-5}
 DATASETS = ${JSON.stringify(DATASET_FILES)}
 COLUMNS = ${JSON.stringify(DATASET_FIELDS)}
@@ -64,6 +78,8 @@ def parse_args():
     p.add_argument("--max-length", type=int, default=2048)
     p.add_argument("--num-generations", type=int, default=4, help="grpo, sdft: completions per prompt")
     p.add_argument("--max-steps", type=int, default=-1, help="stop after this many optimizer steps (a smoke test)")
+    p.add_argument("--loss-agg", choices=${JSON.stringify([...LOSS_AGGS])}, default=LOSS_AGG, help="grpo: how the token losses are averaged")
+    p.add_argument("--opd-topk", type=int, default=OPD_TOPK, help="sdft: distil over the top K tokens and a tail bin (0: SDFT's defaults)")
     return p.parse_args()
 
 
@@ -200,10 +216,16 @@ def build_trainer(args, model, tokenizer, peft_config):
     if args.method == "sdft":
         from trl.experimental.sdft import SDFTConfig, SDFTTrainer
 
+        topk = (
+            dict(distillation_mode="topk_logits", distillation_topk=args.opd_topk, distillation_alpha=1.0, distillation_add_tail=True)
+            if args.opd_topk > 0
+            else {}
+        )
         config = SDFTConfig(
             num_generations=args.num_generations,
             max_prompt_length=args.max_length // 2,
             max_completion_length=args.max_length // 2,
+            **topk,
             **training_args(args),
         )
         # The teacher (teacher_model_kind "base", the default) is the initial student shown the hint
@@ -213,7 +235,12 @@ def build_trainer(args, model, tokenizer, peft_config):
 
     from reward import judge_reward
 
-    config = GRPOConfig(num_generations=args.num_generations, max_completion_length=args.max_length // 4, **training_args(args))
+    config = GRPOConfig(
+        num_generations=args.num_generations,
+        max_completion_length=args.max_length // 4,
+        loss_type=GRPO_LOSS_TYPES[args.loss_agg],
+        **training_args(args),
+    )
     return GRPOTrainer(reward_funcs=[judge_reward], args=config, train_dataset=dataset("grpo.jsonl"), **common)
 
 

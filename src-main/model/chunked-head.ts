@@ -53,16 +53,71 @@ export interface HeadOptions {
 
 /** float32 [N]: the log-prob of each target. */
 export function appendTargetLogprobs(b: GraphBuilder, x: HeadInputs, options: HeadOptions): string {
-  if (options.chunk <= 0) return unchunked(b, x);
-  const targetLogit = b.reduceSum(b.mul(x.hidden, fp32(b, b.gather(x.rows, x.targets, 0))), [-1], false);
-  const lse = logSumExp(b, x, options);
-  return b.sub(targetLogit, lse);
+  return appendHeadLogprobs(b, x, options).logprobs;
 }
 
-function unchunked(b: GraphBuilder, x: HeadInputs): string {
+/**
+ * The log-prob of each target [N] and, given `columns` (int64 [N, K]: K token ids per row,
+ * the top-K OPD teacher's), the log-probs of those K tokens [N, K], from the same
+ * log-sum-exp. The K columns are K gathered head rows per row ([N, K, H], K·H values a row,
+ * never a row of the whole vocabulary) times the hidden state, less lse; their gradient is
+ * autodiff's through that product and lse's own (E_p[w]), as for the targets.
+ */
+export function appendHeadLogprobs(b: GraphBuilder, x: HeadInputs, options: HeadOptions, columns?: string): { logprobs: string; columns?: string } {
+  if (options.chunk <= 0) return unchunked(b, x, columns);
+  const targetLogit = b.reduceSum(b.mul(x.hidden, fp32(b, b.gather(x.rows, x.targets, 0))), [-1], false);
+  const lse = logSumExp(b, x, options);
+  if (!columns) return { logprobs: b.sub(targetLogit, lse) };
+  // [N, K, H]·[N, H, 1] → [N, K]
+  const columnLogits = b.squeeze(b.matmul(fp32(b, b.gather(x.rows, columns, 0)), b.unsqueeze(x.hidden, [-1])), [-1]);
+  return { logprobs: b.sub(targetLogit, lse), columns: b.sub(columnLogits, b.unsqueeze(lse, [-1])) };
+}
+
+function unchunked(b: GraphBuilder, x: HeadInputs, columns?: string): { logprobs: string; columns?: string } {
   const logits = b.matmul(x.hidden, b.transpose(fp32(b, x.rows), [1, 0]));
   const logprobs = b.logSoftmax(logits, -1);
-  return b.squeeze(b.gatherElements(logprobs, b.unsqueeze(x.targets, [-1]), -1), [-1]);
+  const target = b.squeeze(b.gatherElements(logprobs, b.unsqueeze(x.targets, [-1]), -1), [-1]);
+  return { logprobs: target, ...(columns ? { columns: b.gatherElements(logprobs, columns, -1) } : {}) };
+}
+
+/**
+ * The K most likely tokens of each row and their log-probs (float32 [N, K], descending; int64
+ * [N, K]), and each target's log-prob [N], without a [N, V] tensor: each vocabulary chunk's
+ * own top K joins the running top K (at most 2K candidates, TopK again), beside the chunk's
+ * part of the log-sum-exp. Forward only (the top-K OPD teacher's pass). K ≤ the vocabulary.
+ */
+export function appendHeadTopK(b: GraphBuilder, x: HeadInputs, options: { chunk: number }, k: number): { logprobs: string; topLogprobs: string; topIndices: string } {
+  if (k < 1 || k > x.vocabSize) throw new Error(`top-K: K must be in [1, ${x.vocabSize}] (the vocabulary), got ${k}`);
+  const [n] = b.shapeOf(x.hidden) ?? ['N'];
+  const topK = (values: string, count: number) => {
+    const [v, i] = b.op('TopK', [values, b.int64s([count])], { axis: int(-1), largest: int(1), sorted: int(1) }, 2, [
+      { dtype: 'float32', shape: [n!, count] }, { dtype: 'int64', shape: [n!, count] },
+    ]);
+    return { values: v!, indices: i! };
+  };
+  if (options.chunk <= 0) {
+    const logprobs = b.logSoftmax(b.matmul(x.hidden, b.transpose(fp32(b, x.rows), [1, 0])), -1);
+    const top = topK(logprobs, k);
+    return { logprobs: b.squeeze(b.gatherElements(logprobs, b.unsqueeze(x.targets, [-1]), -1), [-1]), topLogprobs: top.values, topIndices: top.indices };
+  }
+  const [, width] = b.shapeOf(x.hidden) ?? ['N', 'H'];
+  let best: { values: string; indices: string; count: number } | undefined;
+  const { lse } = foldVocabularyChunks(b, x.vocabSize, options.chunk, x.hidden, (start, end, anchor) => {
+    const rows = fp32(b, b.op('Slice', [x.rows, b.add(b.int64s([start]), after(b, anchor)), b.int64s([end]), b.int64s([0])], {}, 1, [{ dtype: b.dtypeOf(x.rows), shape: [end - start, width!] }])[0]!);
+    const logits = b.op('Gemm', [x.hidden, rows], { transB: int(1) }, 1, [{ dtype: 'float32', shape: [n!, end - start] }])[0]!;
+    const own = topK(logits, Math.min(k, end - start));
+    const ownIds = b.add(own.indices, b.scalar(start, 'int64'));
+    if (!best) best = { values: own.values, indices: ownIds, count: Math.min(k, end - start) };
+    else {
+      const count = best.count + Math.min(k, end - start);
+      const merged = topK(b.concat([best.values, own.values], -1), Math.min(k, count));
+      const ids = b.gatherElements(b.concat([best.indices, ownIds], -1), merged.indices, -1);
+      best = { values: merged.values, indices: ids, count: Math.min(k, count) };
+    }
+    return { logits };
+  });
+  const targetLogit = b.reduceSum(b.mul(x.hidden, fp32(b, b.gather(x.rows, x.targets, 0))), [-1], false);
+  return { logprobs: b.sub(targetLogit, lse), topLogprobs: b.sub(best!.values, b.unsqueeze(lse, [-1])), topIndices: best!.indices };
 }
 
 /** [N]: lse_n, with the gradient E_p[w] when options.withGradient. */

@@ -112,6 +112,11 @@ export function onPolicySettingsFrom(o: OnPolicyTrainerOptions & { modelDir: str
   const d = ON_POLICY_DEFAULTS;
   const p = o.onPolicy;
   const base = settingsFrom({ ...o, ppoEpochs: o.ppoEpochs ?? d.ppoEpochs }, lora, model);
+  // The on-policy trainer scores each episode's teacher on the sampled tokens as it finishes
+  // (./scoring.ts), and keeps no top K in episodes.jsonl.
+  if (base.loss.opdTopK) {
+    throw new SurfaceError('--opd-topk is for offline runs: an on-policy run distils the sampled token (leave --opd-topk at 0)', 'Top-K distillation is for runs on the labelled samples: set Top-K to 0 for an on-policy run.');
+  }
   const s: OnPolicyRunSettings = {
     rollouts: p.rollouts ?? d.rollouts,
     contextsPerStep: p.contextsPerStep ?? d.contextsPerStep,

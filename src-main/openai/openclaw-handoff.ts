@@ -13,7 +13,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
-import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
+import { LOSS_AGGS, TRAIN_DEFAULTS, type LossAgg } from '../../src-shared/training.js';
 import type { HeldOutHandoff, ReplayOptions } from '../../src-shared/handoff.js';
 import { writeFileAtomicSync } from '../store/atomic-file.js';
 import { PEFT_MODULE_NAMES } from '../train/lora.js';
@@ -33,8 +33,22 @@ function previousEnv(file: string): Map<string, string> {
   return out;
 }
 
+/** The slime flags for Hindsight's loss settings: --calculate-per-token-loss for token-mean, the top-K custom loss for K > 0. */
+export function slimeLossArgs(lossAgg: LossAgg, topK: number): string {
+  const args = lossAgg === 'token-mean' ? ['--calculate-per-token-loss'] : [];
+  if (topK > 0) {
+    args.push('--loss-type custom_loss', '--custom-loss-function-path topk_distillation_loss.topk_distillation_loss_function', `--distill-topk ${topK}`, '--disable-compute-advantages-and-returns');
+  }
+  return args.join(' ');
+}
+
 function envFile(o: ReplayOptions, counts: { sessions: number; requests: number }, previous: Map<string, string>): string {
   const r = o.loraR ?? TRAIN_DEFAULTS.loraR;
+  // Not given this time: the earlier run's, else the default (as for the other settings below).
+  const earlierAgg = LOSS_AGGS.find((a) => a === previous.get('LOSS_AGG'));
+  const earlierTopK = Number(previous.get('DISTILL_TOPK') ?? 0);
+  const lossAgg = o.lossAgg ?? earlierAgg ?? TRAIN_DEFAULTS.lossAgg;
+  const topK = o.opdTopK ?? (Number.isInteger(earlierTopK) && earlierTopK >= 0 ? earlierTopK : 0);
   const lines = [
     '# OpenClaw-RL launch settings, written by `hindsight handoff --to openclaw-rl`.',
     '# Map them onto the variables of the launch script you run (see README.md).',
@@ -45,6 +59,13 @@ function envFile(o: ReplayOptions, counts: { sessions: number; requests: number 
     `LORA_TARGET_MODULES=${TRAIN_DEFAULTS.targets.map((t) => PEFT_MODULE_NAMES[t]).join(',')}`,
     `# rl: binary reward from the judge; opd: on-policy distillation from hints; combine: both`,
     `TRAIN_METHOD=${o.method}`,
+    "# Hindsight's --loss-agg: sample-mean is slime's default (each sample's mean, ÷ the global batch size);",
+    '# token-mean is slime with --calculate-per-token-loss. SLIME_LOSS_ARGS holds the flags to add to the launch script.',
+    `LOSS_AGG=${lossAgg}`,
+    "# Hindsight's --opd-topk: opd's top-K distillation (openclaw-opd/run_qwen3_4b_openclaw_opd_topk.sh), 0 off.",
+    "# OpenClaw-RL's combine loss distils the sampled token only: top-K runs with TRAIN_METHOD=opd.",
+    `DISTILL_TOPK=${topK}`,
+    `SLIME_LOSS_ARGS="${slimeLossArgs(lossAgg, topK)}"`,
     `PRM_URL=${o.judgeUrl ?? ''}`,
     `SERVE_URL=${o.endpoint}`,
     `REPLAY_SESSIONS=${counts.sessions}`,
@@ -65,7 +86,8 @@ recorded sessions by replaying them into that server, turn by turn.
 ## What runs where
 
 - **Cluster**: OpenClaw-RL (slime: Ray + Megatron) with its API server. Start it with the settings in \`openclaw.env\`
-  (model \`MODEL_PATH\`, LoRA rank and alpha, \`TRAIN_METHOD\` rl | opd | combine, the judge/PRM at \`PRM_URL\`).
+  (model \`MODEL_PATH\`, LoRA rank and alpha, \`TRAIN_METHOD\` rl | opd | combine, the judge/PRM at \`PRM_URL\`, and
+  \`SLIME_LOSS_ARGS\`, the slime flags for Hindsight's loss aggregation \`LOSS_AGG\` and top-K distillation \`DISTILL_TOPK\`).
 - **This machine**: \`hindsight handoff --to openclaw-rl --endpoint ${o.endpoint} --out ${o.outDir}${o.includeHeldOut ? ' --include-heldout' : ''}\` sends every recorded
   user or tool message with \`X-Session-Id\`, \`X-Turn-Type\` (main or side, Hindsight's classification) and
   \`X-Session-Done\` on a session's last turn. The server writes its own replies; the user's real follow-ups arrive as

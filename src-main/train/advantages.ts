@@ -10,6 +10,11 @@
  * In general: the teacher term when the method's record uses hints, the reward term when it
  * uses rewards, each weighted when the record is `weighted` (src-shared/training-methods.ts).
  *
+ * Top-K distillation (`distill`, --opd-topk K > 0): the teacher teaches through the step's
+ * top-K KL term instead (./step-loss.ts appendTopKDistillation), so A is the reward term alone
+ * and the batch's distillWeights carry the teacher term's weight (w_opd for combine, 1 for
+ * opd) on the trained tokens of rows with a teacher. The teacher–student gap is still measured.
+ *
  * `old` is the rollout log-prob when the row carries one, else the policy's log-prob at the
  * start of the step. Teacher log-probs are the base model's on the teacher sequence, read
  * from its own response span and laid onto the student's (same tokens, maybe other positions).
@@ -45,6 +50,8 @@ export interface AdvantageInputs {
    * `gae` estimators' advantages (docs/design.md §Advantage estimators). Absent: r everywhere.
    */
   rewardTerm?: readonly ArrayLike<number>[];
+  /** The teacher distils through the top-K term, not the advantage (see the module comment); fills batch.distillWeights. */
+  distill?: boolean;
 }
 
 export interface AdvantageMetrics {
@@ -59,10 +66,12 @@ export interface AdvantageMetrics {
  * mask leaves out get A = 0 and no part in the metrics.
  */
 export function fillAdvantages(input: AdvantageInputs): AdvantageMetrics {
-  const { method, rows, batch, policyOld, teacher, rewardTerm } = input;
+  const { method, rows, batch, policyOld, teacher, rewardTerm, distill } = input;
   const T = batch.seqLen;
   const { hint: useOpd, reward: useRl } = methodRecord(method).uses;
   const { wOpd, wRl } = termWeights(method, input.weights);
+  const wGap = distill ? 0 : wOpd;
+  if (distill) batch.distillWeights = distillWeights(input);
   let advSum = 0, tokens = 0, gapSum = 0, gapTokens = 0, rewardSum = 0;
   rows.forEach((row, b) => {
     rewardSum += row.reward;
@@ -85,7 +94,7 @@ export function fillAdvantages(input: AdvantageInputs): AdvantageMetrics {
         gapTokens++;
       }
       // Math.fround: the grid is fp32, and the metric should be the mean of what is trained on.
-      const a = Math.fround((useOpd ? wOpd * gap : 0) + (useRl ? wRl * (r ? r[i]! : row.reward) : 0));
+      const a = Math.fround((useOpd ? wGap * gap : 0) + (useRl ? wRl * (r ? r[i]! : row.reward) : 0));
       adv[i] = a;
       advSum += a;
       tokens++;
@@ -117,11 +126,25 @@ export function fillInStepAdvantages(input: Omit<AdvantageInputs, 'policyOld'>):
     else responseValues(batch.oldFromPolicy!, T, b, row).fill(1);
     responseValues(batch.advantages, T, b, row).fill(useRl ? wRl * row.reward : 0);
     const t = useOpd ? teacher[b] : undefined;
-    if (t) {
+    if (t && !input.distill) {
       responseValues(batch.teacherLogprobs!, T, b, row).set(t);
       responseValues(batch.opdWeights!, T, b, row).fill(wOpd);
     }
   });
+  if (input.distill) batch.distillWeights = distillWeights(input);
+}
+
+/** The top-K term's weight on each trained token of a row with a teacher: w_opd (1 for an unweighted method); 0 elsewhere. */
+function distillWeights({ method, rows, batch, teacher, weights }: Omit<AdvantageInputs, 'policyOld'>): Float32Array {
+  const out = new Float32Array(batch.batch * batch.seqLen);
+  if (!methodRecord(method).uses.hint) return out;
+  const { wOpd } = termWeights(method, weights);
+  rows.forEach((row, b) => {
+    if (!teacher[b]) return;
+    const w = responseValues(out, batch.seqLen, b, row);
+    responseValues(batch.responseMask, batch.seqLen, b, row).forEach((m, i) => (w[i] = m === 0 ? 0 : wOpd));
+  });
+  return out;
 }
 
 /**

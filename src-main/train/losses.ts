@@ -13,6 +13,9 @@
  *   old         the old log-probs, in-step old applied (./step-loss.ts appendInStepOld)
  *   advantages  the advantages, the OPD term w_opd·(teacher − old) included
  *   ref         the base model's log-probs, for a KL penalty; only when the loss lists it and klBeta > 0
+ * and `mean`, the run's mean of a per-token value over the trained tokens (--loss-agg:
+ * token-mean or sample-mean; ./step-loss.ts aggregator), which a loss uses for every average
+ * so that the option applies to it.
  *
  * Its builder returns the loss (a scalar the gradients are taken of), Σ mask as `tokens`, and
  * one scalar per declared metric by its key. Built-ins below; `registerLoss` adds one at run
@@ -21,7 +24,7 @@
 import { UserError } from '../../src-shared/types.js';
 import { BUILT_IN_LOSSES, registerLossSpec, type BuiltInLoss, type LossSpec } from '../../src-shared/training-methods.js';
 import type { GraphBuilder } from '../graph/ir.js';
-import { appendPolicyLoss } from './step-loss.js';
+import { appendPolicyLoss, type Aggregate } from './step-loss.js';
 import type { LossConfig } from './training-step.js';
 
 /** The values a loss may read; `inputs` of a record names those it does. */
@@ -32,8 +35,10 @@ export interface LossGraphValues {
   advantages: string;
   /** Present only when the record lists `ref` and the run's klBeta > 0. */
   ref?: string;
+  /** The run's mean over the trained tokens (--loss-agg); not an input to list. */
+  mean: Aggregate;
 }
-export type LossInput = keyof LossGraphValues;
+export type LossInput = Exclude<keyof LossGraphValues, 'mean'>;
 
 export interface LossGraphOutputs {
   loss: string;

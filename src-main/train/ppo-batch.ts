@@ -20,8 +20,13 @@
  *   in minibatches of `minibatch` rows (0: the whole batch), shuffled per epoch by `random`,
  *   each minibatch one optimizer update against that fixed old.
  *
- * Metrics: the mean over the updates of loss, grad norm, clip fraction, approx KL and value
- * loss; `drift`, the mean |logp − old| over the tokens whose old came from a row, before any
+ * Top-K OPD (`opdTopK` K > 0, a method that uses hints): the teacher pass gives each reply
+ * token the base model's top K with the hint in context ({@link teacherTopK}), laid on the
+ * student's grid (batch.teacherTopK), and the advantages leave the teacher term to the step's
+ * distillation term (./advantages.ts `distill`).
+ *
+ * Metrics: the mean over the updates of loss, grad norm, clip fraction, approx KL, value
+ * loss and top-K KL; `drift`, the mean |logp − old| over the tokens whose old came from a row, before any
  * update (from the start-of-batch forward pass when there is one, else the first update's
  * own forward pass); with `gae`, the explained variance of the returns by V_old.
  */
@@ -32,7 +37,7 @@ import { seededRandom } from '../model/sampling.js';
 import { fillAdvantages, fillInStepAdvantages, inStepAdvantageMetrics } from './advantages.js';
 import { padBatch, responseValues, type TrainRow } from './batches.js';
 import { explainedVariance, gaeRow, grpoAdvantages, missingGroup, normalizeMasked } from './grpo-gae.js';
-import type { LoraWeights, OptimizerState, StepBatch, StepResult, TrainMethod, TrainStep } from './training-step.js';
+import type { LoraWeights, OptimizerState, StepBatch, StepResult, TeacherTopK, TrainMethod, TrainStep } from './training-step.js';
 import { splitValueHead, withValueHead, type ValueHead } from './value-head.js';
 
 export interface BatchSettings {
@@ -42,6 +47,8 @@ export interface BatchSettings {
   /** β of the k3 penalty against the base model: > 0 scores the batch under the base too. */
   klBeta: number;
   ppo: PpoSettings;
+  /** Top-K OPD's K (the step's LossConfig.opdTopK); absent or 0: the sampled token's advantage. */
+  opdTopK?: number;
 }
 
 /** What a batch updates. */
@@ -59,6 +66,8 @@ export interface BatchMetrics {
   loss: number;
   gradNorm: number;
   valueLoss?: number;
+  /** Top-K OPD: the mean over the updates of the token mean of the top-K KL. */
+  topkKl?: number;
   /** Trained tokens (Σ response mask) and real tokens (Σ attention mask) of the batch. */
   tokens: number;
   inputTokens: number;
@@ -105,10 +114,20 @@ export async function trainBatch(input: TrainBatchInput): Promise<BatchState & {
   checkInput(input);
   const { step, rows, settings } = input;
   const batch = padBatch(rows);
-  const teacher = input.teacher ? [...input.teacher] : await teacherLogprobs(step, settings.method, rows);
+  const k = distillK(settings);
+  let teacher: (Float32Array | undefined)[];
+  if (k > 0) {
+    if (input.teacher) throw new Error('trainBatch: top-K distillation scores its own teacher; a batch with teacher log-probs given has no top K');
+    const scored = await teacherTopK(step, rows, k);
+    teacher = scored.logprobs;
+    batch.teacherTopK = layTopK(batch, rows, scored.topK, k);
+  } else teacher = input.teacher ? [...input.teacher] : await teacherLogprobs(step, settings.method, rows);
   if (settings.klBeta > 0) batch.refLogprobs = await step.baseLogprobs(batch);
   return isSingleUpdate(settings.ppo, rows.length) ? singleUpdate(input, batch, teacher) : ppoUpdates(input, batch, teacher);
 }
+
+/** Top-K OPD's K for this batch: the setting's, for a method that learns from hints; else 0. */
+const distillK = (s: BatchSettings): number => (s.opdTopK && methodRecord(s.method).uses.hint ? s.opdTopK : 0);
 
 function checkInput({ step, rows, settings, valueHead, teacher }: TrainBatchInput): void {
   if (rows.length === 0) throw new Error('trainBatch: no rows');
@@ -124,7 +143,7 @@ function checkInput({ step, rows, settings, valueHead, teacher }: TrainBatchInpu
 
 async function singleUpdate(input: TrainBatchInput, batch: StepBatch, teacher: (Float32Array | undefined)[]) {
   const { step, rows, settings } = input;
-  const advantageInputs = { method: settings.method, weights: { wOpd: settings.wOpd, wRl: settings.wRl }, rows, batch, teacher };
+  const advantageInputs = { method: settings.method, weights: { wOpd: settings.wOpd, wRl: settings.wRl }, rows, batch, teacher, distill: distillK(settings) > 0 };
   fillInStepAdvantages(advantageInputs);
   const result = await step.step(batch, input.weights, input.optimizer);
   const adv = inStepAdvantageMetrics({ ...advantageInputs, policyOld: result.logprobs });
@@ -152,7 +171,7 @@ async function ppoUpdates(input: TrainBatchInput, batch: StepBatch, teacher: (Fl
   }
   const rewardTerm = ppo.advantage === 'grpo' ? grpoTerms(rows, input.groupPool ?? rows, ppo.grpoStd)
     : gae ? gaeTerms(rows, batch, ppo) : undefined;
-  const adv = fillAdvantages({ method: settings.method, weights: { wOpd: settings.wOpd, wRl: settings.wRl }, rows, batch, policyOld, teacher, rewardTerm });
+  const adv = fillAdvantages({ method: settings.method, weights: { wOpd: settings.wOpd, wRl: settings.wRl }, rows, batch, policyOld, teacher, rewardTerm, distill: distillK(settings) > 0 });
   if (ppo.normalizeAdvantages) normalizeMasked(batch.advantages, batch.responseMask);
 
   let drift = policyOld ? rowOldDrift(rows, batch, policyOld) : undefined;
@@ -199,12 +218,23 @@ function gaeTerms(rows: readonly TrainRow[], batch: StepBatch, ppo: PpoSettings)
 /** The rows `picked` of a batch as a batch of their own, its per-token grids carried over. */
 function minibatch(batch: StepBatch, rows: readonly TrainRow[], picked: number[]): StepBatch {
   const mb = padBatch(picked.map((i) => rows[i]!));
-  for (const key of ['oldLogprobs', 'advantages', 'refLogprobs', 'returns', 'valuesOld'] as const) {
+  for (const key of ['oldLogprobs', 'advantages', 'refLogprobs', 'returns', 'valuesOld', 'distillWeights'] as const) {
     const from = batch[key];
     if (!from) continue;
     const to = new Float32Array(mb.batch * mb.seqLen);
     picked.forEach((i, j) => responseValues(to, mb.seqLen, j, rows[i]!).set(responseValues(from, batch.seqLen, i, rows[i]!)));
     mb[key] = to;
+  }
+  if (batch.teacherTopK) {
+    const { k } = batch.teacherTopK;
+    const to: TeacherTopK = { k, logprobs: new Float32Array(mb.batch * mb.seqLen * k), indices: new Int32Array(mb.batch * mb.seqLen * k) };
+    picked.forEach((i, j) => {
+      const row = rows[i]!, from = (i * batch.seqLen + row.responseStart) * k, at = (j * mb.seqLen + row.responseStart) * k;
+      const cells = (row.inputIds.length - row.responseStart) * k;
+      to.logprobs.set(batch.teacherTopK!.logprobs.subarray(from, from + cells), at);
+      to.indices.set(batch.teacherTopK!.indices.subarray(from, from + cells), at);
+    });
+    mb.teacherTopK = to;
   }
   return mb;
 }
@@ -238,8 +268,12 @@ function rowOldDrift(rows: readonly TrainRow[], batch: StepBatch, logprobs: Floa
 function updateMeans(method: TrainMethod, results: readonly StepResult[]): Pick<BatchMetrics, string> & Pick<BatchMetrics, 'loss' | 'gradNorm' | 'valueLoss' | 'updates'> {
   const mean = (f: (r: StepResult) => number) => results.reduce((s, r) => s + f(r), 0) / results.length;
   const valueLoss = results[0]?.metrics.valueLoss !== undefined ? mean((r) => r.metrics.valueLoss!) : undefined;
+  const topkKl = results[0]?.metrics.topkKl !== undefined ? mean((r) => r.metrics.topkKl!) : undefined;
   const declared = methodLoss(method).metrics.map((m) => [m.key, mean((r) => r.metrics[m.key]!)] as const);
-  return { loss: mean((r) => r.metrics.loss), gradNorm: mean((r) => r.metrics.gradNorm), ...Object.fromEntries(declared), ...optional('valueLoss', valueLoss), updates: results.length };
+  return {
+    loss: mean((r) => r.metrics.loss), gradNorm: mean((r) => r.metrics.gradNorm), ...Object.fromEntries(declared), ...optional('valueLoss', valueLoss),
+    ...optional('topkKl', topkKl), updates: results.length,
+  };
 }
 
 function batchTokens(batch: StepBatch): Pick<BatchMetrics, 'tokens' | 'inputTokens'> {
@@ -259,6 +293,40 @@ function maskedMean(grid: Float32Array, mask: Float32Array): number {
 /** `{ key: value }`, or nothing when the value is undefined (so the log line leaves the field out). */
 function optional<K extends string>(key: K, value: number | undefined): { [k in K]?: number } {
   return value === undefined ? {} : ({ [key]: value } as { [k in K]?: number });
+}
+
+/**
+ * Top-K OPD's teacher: for each row with a teacher span, the base model's top K (log-probs and
+ * token ids, K per reply token) and the reply tokens' own log-probs on its teacher sequence.
+ */
+export async function teacherTopK(step: TrainStep, rows: readonly TrainRow[], k: number): Promise<{ logprobs: (Float32Array | undefined)[]; topK: (TeacherTopK | undefined)[] }> {
+  const logprobs: (Float32Array | undefined)[] = rows.map(() => undefined);
+  const topK: (TeacherTopK | undefined)[] = rows.map(() => undefined);
+  const withTeacher = rows.map((r, i) => [r, i] as const).filter(([r]) => r.teacher);
+  if (!withTeacher.length) return { logprobs, topK };
+  const spans = withTeacher.map(([r]) => r.teacher!);
+  const tb = padBatch(spans);
+  const scored = await step.baseTopK(tb, k);
+  withTeacher.forEach(([, i], j) => {
+    const span = spans[j]!;
+    logprobs[i] = responseValues(scored.logprobs, tb.seqLen, j, span).slice();
+    const from = (j * tb.seqLen + span.responseStart) * k, to = (j * tb.seqLen + span.inputIds.length) * k;
+    topK[i] = { k, logprobs: scored.topK.logprobs.slice(from, to), indices: scored.topK.indices.slice(from, to) };
+  });
+  return { logprobs, topK };
+}
+
+/** Each row's teacher top K (one entry per reply token) laid on the student's grid, K per cell; zeros where a row has none. */
+function layTopK(batch: StepBatch, rows: readonly TrainRow[], topK: readonly (TeacherTopK | undefined)[], k: number): TeacherTopK {
+  const out: TeacherTopK = { k, logprobs: new Float32Array(batch.batch * batch.seqLen * k), indices: new Int32Array(batch.batch * batch.seqLen * k) };
+  rows.forEach((row, b) => {
+    const t = topK[b];
+    if (!t) return;
+    const at = (b * batch.seqLen + row.responseStart) * k;
+    out.logprobs.set(t.logprobs, at);
+    out.indices.set(t.indices, at);
+  });
+  return out;
 }
 
 /** Base-model log-probs of each row's reply on its teacher sequence (OPD); undefined where a row has none. */

@@ -160,7 +160,7 @@ export async function runLoop<S extends RunSettings>(input: RunLoopInput<S>): Pr
     if (kept.length > 0) {
       const result = await trainBatch({
         step, rows: kept, ...state, random: minibatchRandom(settings.seed, done), groupPool: pool, teacher,
-        settings: { method: settings.method, wOpd: settings.wOpd, wRl: settings.wRl, klBeta: settings.loss.klBeta, ppo: settings.ppo },
+        settings: { method: settings.method, wOpd: settings.wOpd, wRl: settings.wRl, klBeta: settings.loss.klBeta, ppo: settings.ppo, opdTopK: settings.loss.opdTopK ?? 0 },
       });
       checkFiniteBatch(result, { step: done + 1, lr: settings.optimizer.lr, savedStep, checkpointDir });
       metrics = result.metrics;
@@ -209,6 +209,7 @@ function stepLine(m: BatchMetrics | null, loss: LossSpec, at: StepPosition, sour
     ...(m?.drift !== undefined ? { drift: m.drift } : {}),
     ...(m?.valueLoss !== undefined ? { value_loss: m.valueLoss } : {}),
     ...(m?.explainedVariance !== undefined ? { explained_variance: m.explainedVariance } : {}),
+    ...(m?.topkKl !== undefined ? { topk_kl: m.topkKl } : {}),
     ...sourceFields,
   };
 }

@@ -10,7 +10,7 @@ import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS, type AdvantageEstimator, type PpoSe
 import { ADVANTAGE_NAMES } from '../../src-shared/on-policy-api.js';
 import { methodRecord, methodsUsing, orList } from '../../src-shared/training-methods.js';
 import { SurfaceError, UserError } from '../../src-shared/types.js';
-import { BOUNDED_OPTIONS, checkBound, defaultEpsHigh, TRAIN_DEFAULTS, type BoundedOption, type Precision, type Quantize, type RecomputeMode } from '../../src-shared/training.js';
+import { BOUNDED_OPTIONS, checkBound, defaultEpsHigh, LOSS_AGGS, TRAIN_DEFAULTS, type BoundedOption, type LossAgg, type Precision, type Quantize, type RecomputeMode } from '../../src-shared/training.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
 import type { LinearTarget } from '../model/decoder.js';
 import type { Device } from '../model/ort-session.js';
@@ -41,6 +41,10 @@ export interface TrainerOptions {
   epsHigh?: number;
   wOpd?: number;
   wRl?: number;
+  /** How the per-token loss is averaged (docs/design.md §Losses, "Aggregation"); default TRAIN_DEFAULTS.lossAgg. A resume keeps the run's. */
+  lossAgg?: LossAgg;
+  /** Top-K on-policy distillation's K (docs/design.md §Top-K distillation); 0: off (default). A resume keeps the run's. */
+  opdTopK?: number;
   loraR?: number;
   loraAlpha?: number;
   targets?: LinearTarget[];
@@ -153,7 +157,10 @@ export function settingsFrom(o: TrainerOptions & { modelDir: string }, lora: Lor
       kind: o.optimizer ?? d.optimizer, lr: o.lr ?? d.lr, betas: [...d.betas], eps: d.adamEps, weightDecay: d.weightDecay,
       maxGradNorm: o.maxGradNorm ?? d.maxGradNorm,
     },
-    loss: { method, epsLow: o.epsLow ?? d.epsLow, epsHigh: o.epsHigh ?? defaultEpsHigh(method), klBeta: o.klBeta ?? d.klBeta },
+    loss: {
+      method, epsLow: o.epsLow ?? d.epsLow, epsHigh: o.epsHigh ?? defaultEpsHigh(method), klBeta: o.klBeta ?? d.klBeta,
+      lossAgg: lossAggOf(o.lossAgg ?? d.lossAgg), opdTopK: checkTopKForMethod(o.opdTopK ?? d.opdTopK, method),
+    },
     wOpd: o.wOpd ?? d.wOpd,
     wRl: o.wRl ?? d.wRl,
     initAdapter: o.initAdapter ? path.resolve(o.initAdapter) : null,
@@ -166,6 +173,25 @@ export function settingsFrom(o: TrainerOptions & { modelDir: string }, lora: Lor
     merge: o.merge ?? false,
     ppo: ppoSettings(o, { ...PPO_DEFAULTS }, method),
   };
+}
+
+function lossAggOf(value: LossAgg): LossAgg {
+  if (!LOSS_AGGS.includes(value)) throw new UserError(`the loss aggregation must be ${LOSS_AGGS.join(' or ')}, got ${JSON.stringify(value)}`);
+  return value;
+}
+
+/**
+ * Top-K distillation distils the hint's teacher, which a method without hints (rl) does not have,
+ * and is for offline runs (`onPolicy`: the app asks for an on-policy run); said for the CLI and the app. Returns K.
+ */
+export function checkTopKForMethod(k: number, method: TrainMethod, onPolicy = false): number {
+  if (k > 0 && onPolicy) throw new SurfaceError('--opd-topk is for offline runs (leave it at 0 with --on-policy)', 'Top-K distillation is for runs on the labelled samples: set Top-K to 0 for an on-policy run.');
+  if (k === 0 || methodRecord(method).uses.hint) return k;
+  const hinted = methodsUsing('hint');
+  throw new SurfaceError(
+    `--opd-topk distils the teacher that a hint makes, which ${method} does not use; use --method ${orList(hinted.map((m) => m.name))}, or leave --opd-topk at 0`,
+    `Top-K distillation learns from the teacher that a hint makes, which ${methodRecord(method).label} does not use: choose ${orList(hinted.map((m) => m.label))} as the Method, or set Top-K to 0.`,
+  );
 }
 
 /** `grpo` and `gae` replace the reward r, which a method without rewards (opd) does not have (said for the CLI and the app). */
@@ -239,11 +265,15 @@ export function resumedSettings(saved: SavedSettings, o: TrainerOptions): RunSet
   fixed('LoRA targets', o.targets, s.lora.targets);
   // The estimator decides whether the run has a value head.
   fixed('advantage estimator', o.advantage, s.ppo.advantage);
+  // The loss a run optimises: a checkpoint from before these options trained with token-mean and no top-K.
+  const loss = { ...s.loss, lossAgg: s.loss.lossAgg ?? 'token-mean', opdTopK: s.loss.opdTopK ?? 0 };
+  fixed('loss aggregation', o.lossAgg, loss.lossAgg);
+  fixed('top-K distillation', o.opdTopK, loss.opdTopK);
   return {
     ...s,
     modelDir: o.modelDir ? path.resolve(o.modelDir) : s.modelDir,
     optimizer: { ...s.optimizer, lr: o.lr ?? s.optimizer.lr, maxGradNorm: o.maxGradNorm ?? s.optimizer.maxGradNorm },
-    loss: { ...s.loss, epsLow: o.epsLow ?? s.loss.epsLow, epsHigh: o.epsHigh ?? s.loss.epsHigh, klBeta: o.klBeta ?? s.loss.klBeta },
+    loss: { ...loss, epsLow: o.epsLow ?? s.loss.epsLow, epsHigh: o.epsHigh ?? s.loss.epsHigh, klBeta: o.klBeta ?? s.loss.klBeta },
     wOpd: o.wOpd ?? s.wOpd,
     wRl: o.wRl ?? s.wRl,
     saveEvery: o.saveEvery ?? s.saveEvery,

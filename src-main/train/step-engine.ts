@@ -38,13 +38,15 @@ import { Checkpoint } from '../model/hf-checkpoint.js';
 import { checkpointWeights, type WeightSource } from '../model/decoder.js';
 import { DEFAULT_VOCAB_CHUNK } from '../model/chunked-head.js';
 import { ATTENTION_CHUNKING, chunksAttention, type AttentionChunking } from '../model/attention.js';
-import { boundProblem, defaultPrecision, TRAIN_BOUNDS, type BoundedOption, type Precision, type Quantize } from '../../src-shared/training.js';
+import { defaultPrecision, type Precision, type Quantize } from '../../src-shared/training.js';
+import { checkOptions } from './step-checks.js';
 import { ort, createSession, fusesMatMul, type Device, type SessionConfig } from '../model/ort-session.js';
 import type {
-  LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, LossMetricValues, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TrainStep,
+  LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, LossMetricValues, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TeacherTopK, TrainStep,
 } from './training-step.js';
 import { methodLoss, type LossMetric } from '../../src-shared/training-methods.js';
-import { buildForwardGraph, buildTrainGraph, gradName, loraKeys, type MemoryOptions } from './step-graph.js';
+import { buildForwardGraph, buildTopKGraph, buildTrainGraph, gradName, loraKeys, TOPK_KL, type MemoryOptions } from './step-graph.js';
+import { TopKTeacher } from './step-topk.js';
 import { lossFeeds, modelFeeds, pickAll, pickResponse, toGrid, type Picked } from './step-feeds.js';
 import type { ValueHeadConfig } from './step-loss.js';
 import { isValueHeadKey, valueHeadShapes } from './value-head.js';
@@ -125,12 +127,16 @@ export interface Gradients {
   /** With a value head: the values on the same grid, and the value loss. */
   values?: Float32Array;
   valueLoss?: number;
+  /** With top-K OPD: the token mean of the top-K KL where a teacher distils. */
+  topkKl?: number;
 }
 
 const scalarOf = (t: ort.Tensor | undefined) => (t!.data as Float32Array)[0]!;
 
 export class TrainStepEngine implements TrainStep {
   private forwardSession?: Promise<ort.InferenceSession>;
+  /** The top-K OPD teacher's pass (./step-topk.ts). */
+  private readonly topK: TopKTeacher;
   private zeroLora?: LoraWeights;
   private closed = false;
   /** Every trained tensor's dims by key: the LoRA pairs, then the value head's two. */
@@ -150,6 +156,10 @@ export class TrainStepEngine implements TrainStep {
       return [[k.a, [r, spec.inFeatures]], [k.b, [spec.outFeatures, r]]];
     }));
     if (options.value) for (const [k, dims] of valueHeadShapes(weights.config.hiddenSize)) this.paramDims.set(k, dims);
+    this.topK = new TopKTeacher(weights.config.vocabSize, (k) => {
+      const { graph } = buildTopKGraph(weights, options.lora, memoryOptions(options), k, { fusedScores: fusesMatMul(options.device) });
+      return createSession(graph, sessionConfig(options, weights)).then((s) => s.session);
+    });
   }
 
   get valueHead(): boolean {
@@ -182,6 +192,11 @@ export class TrainStepEngine implements TrainStep {
     return this.forwardSession;
   }
 
+  async baseTopK(batch: StepBatch, k: number): Promise<{ logprobs: Float32Array; topK: TeacherTopK }> {
+    this.checkOpen();
+    return this.topK.score(batch, k, this.paramFeeds(this.zeroWeights(), true));
+  }
+
   async policyLogprobs(batch: StepBatch, weights: LoraWeights): Promise<Float32Array> {
     this.checkOpen();
     const picked = pickAll(batch);
@@ -201,11 +216,16 @@ export class TrainStepEngine implements TrainStep {
   }
 
   async baseLogprobs(batch: StepBatch): Promise<Float32Array> {
+    return this.policyLogprobs(batch, this.zeroWeights());
+  }
+
+  /** LoRA weights of zeros: the base model. */
+  private zeroWeights(): LoraWeights {
     this.zeroLora ??= new Map(this.specs.flatMap((s) => {
       const k = loraKeys(s);
       return [[k.a, new Float32Array(this.options.lora.r * s.inFeatures)], [k.b, new Float32Array(s.outFeatures * this.options.lora.r)]];
     }));
-    return this.policyLogprobs(batch, this.zeroLora);
+    return this.zeroLora;
   }
 
   /** Loss, metrics and gradients at `weights`, without an update (host placement's first half). */
@@ -260,6 +280,7 @@ export class TrainStepEngine implements TrainStep {
     await this.trainSession.release();
     const fwd = await this.forwardSession?.catch(() => undefined);
     await fwd?.release();
+    await this.topK.close();
   }
 
   // ---- feeds and fetches ---------------------------------------------------------------
@@ -285,7 +306,8 @@ export class TrainStepEngine implements TrainStep {
   }
 
   private feeds(batch: StepBatch, picked: Picked): Record<string, ort.Tensor> {
-    return { ...modelFeeds(batch, picked, this.weights.config.vocabSize), ...lossFeeds(batch, picked, { ref: this.options.loss.klBeta > 0, value: this.valueHead }) };
+    const loss = this.options.loss, needs = { ref: loss.klBeta > 0, value: this.valueHead, sampleMean: loss.lossAgg === 'sample-mean', topK: loss.opdTopK ?? 0 };
+    return { ...modelFeeds(batch, picked, this.weights.config.vocabSize), ...lossFeeds(batch, picked, needs) };
   }
 
   private optimizerFeeds(weights: LoraWeights, state: OptimizerState): Record<string, ort.Tensor> {
@@ -309,7 +331,8 @@ export class TrainStepEngine implements TrainStep {
 
   private trainFetches(): string[] {
     const value = this.valueHead ? ['values', 'value_loss'] : [];
-    return ['loss', 'logprobs', ...this.lossMetrics.map((m) => m.field), 'tokens', ...value, ...[...this.paramDims.keys()].map(gradName)];
+    const topK = this.options.loss.opdTopK ? [TOPK_KL] : [];
+    return ['loss', 'logprobs', ...this.lossMetrics.map((m) => m.field), 'tokens', ...value, ...topK, ...[...this.paramDims.keys()].map(gradName)];
   }
 
   private readGradients(out: ort.InferenceSession.OnnxValueMapType, batch: StepBatch, picked: Picked): Gradients {
@@ -320,6 +343,7 @@ export class TrainStepEngine implements TrainStep {
       : {};
     return {
       ...value,
+      ...(this.options.loss.opdTopK ? { topkKl: scalarOf(out[TOPK_KL] as ort.Tensor) } : {}),
       ...this.metricValues(out),
       loss: scalarOf(out.loss as ort.Tensor),
       grads,
@@ -335,7 +359,7 @@ export class TrainStepEngine implements TrainStep {
   private metrics(g: Gradients, gradNorm: number): StepMetrics {
     return {
       ...Object.fromEntries(this.lossMetrics.map((m) => [m.key, g[m.key] as number])),
-      loss: g.loss, gradNorm, tokens: g.tokens, ...(g.valueLoss !== undefined ? { valueLoss: g.valueLoss } : {}),
+      loss: g.loss, gradNorm, tokens: g.tokens, ...(g.valueLoss !== undefined ? { valueLoss: g.valueLoss } : {}), ...(g.topkKl !== undefined ? { topkKl: g.topkKl } : {}),
     };
   }
 }
@@ -369,25 +393,4 @@ function memoryOptions(o: TrainStepOptions): MemoryOptions {
     ...(quantized(o) ? { quantize: o.quantize } : {}),
     ...(chunked ? { attentionChunks: Math.ceil(o.maxLength! / chunking.rows) } : {}),
   };
-}
-
-/** The step's settings within training's bounds (src-shared/training.ts TRAIN_BOUNDS, the CLI's and the run's), said in the step's own words. */
-function checkOptions(o: TrainStepOptions): void {
-  const within = (option: BoundedOption, value: number) => {
-    const problem = boundProblem(option, value);
-    if (problem) throw new UserError(`${TRAIN_BOUNDS[option].label} ${problem}`);
-  };
-  within('loraR', o.lora.r);
-  within('loraAlpha', o.lora.alpha);
-  if (o.lora.targets.length === 0) throw new UserError('LoRA needs at least one target');
-  within('lr', o.optimizer.lr);
-  within('maxGradNorm', o.optimizer.maxGradNorm);
-  within('epsLow', o.loss.epsLow);
-  within('epsHigh', o.loss.epsHigh);
-  if (o.vocabChunk !== undefined && !(Number.isInteger(o.vocabChunk) && o.vocabChunk >= 0)) throw new UserError(`vocabulary chunk must be a whole number ≥ 0, got ${o.vocabChunk}`);
-  within('klBeta', o.loss.klBeta);
-  if (o.value) {
-    within('valueClip', o.value.clip);
-    within('valueCoef', o.value.coef);
-  }
 }

@@ -14,6 +14,7 @@
 import { UserError } from '../../src-shared/types.js';
 import { ort } from '../model/ort-session.js';
 import type { StepBatch } from './training-step.js';
+import { SAMPLE_WEIGHTS, TOPK_INPUTS } from './step-graph.js';
 
 /** Token-grid indices whose log-probs a pass computes. */
 export interface Picked {
@@ -59,8 +60,20 @@ export function modelFeeds(batch: StepBatch, picked: Picked, vocabSize: number):
   };
 }
 
-/** The loss inputs at the picked positions; `needs.ref`: the KL reference, `needs.value`: the value head's returns and old values. */
-export function lossFeeds(batch: StepBatch, picked: Picked, needs: { ref: boolean; value?: boolean }): Record<string, ort.Tensor> {
+/**
+ * What a training graph takes besides every loss's inputs: `ref` the KL reference, `value` the
+ * value head's returns and old values, `sampleMean` --loss-agg sample-mean's weights, `topK`
+ * the top-K OPD teacher (K).
+ */
+export interface LossNeeds {
+  ref: boolean;
+  value?: boolean;
+  sampleMean?: boolean;
+  topK?: number;
+}
+
+/** The loss inputs at the picked positions (see {@link LossNeeds}). */
+export function lossFeeds(batch: StepBatch, picked: Picked, needs: LossNeeds): Record<string, ort.Tensor> {
   type Named = [string, Float32Array | undefined];
   const optional: Named[] = [['oldFromPolicy', batch.oldFromPolicy], ['teacherLogprobs', batch.teacherLogprobs], ['opdWeights', batch.opdWeights]];
   checkArrays(batch, [
@@ -85,7 +98,42 @@ export function lossFeeds(batch: StepBatch, picked: Picked, needs: { ref: boolea
     feeds.returns = gathered(batch.returns!);
     feeds.values_old = gathered(batch.valuesOld!);
   }
+  if (needs.sampleMean) feeds[SAMPLE_WEIGHTS] = new ort.Tensor('float32', picked.standIn ? new Float32Array(n) : sampleWeights(batch, picked), [n]);
+  if (needs.topK) Object.assign(feeds, topKFeeds(batch, picked, needs.topK));
   return feeds;
+}
+
+/**
+ * --loss-agg sample-mean's weight of each picked token: mask / (max(Σ mask of its row, 1) · B),
+ * B the batch's rows, each of its rows counted whether it has a trained token or not (as
+ * OpenClaw-RL's slime divides by the global batch size). Σ w·x is then Σ_b mean_b(x) / B.
+ */
+export function sampleWeights(batch: StepBatch, picked: Picked): Float32Array {
+  const T = batch.seqLen;
+  const perRow = new Float64Array(batch.batch);
+  picked.tokens.forEach((k) => (perRow[Math.floor(k / T)]! += batch.responseMask[k]!));
+  return Float32Array.from(picked.tokens, (k) => batch.responseMask[k]! / (Math.max(perRow[Math.floor(k / T)]!, 1) * batch.batch));
+}
+
+/** The top-K OPD inputs at the picked positions: the teacher's K log-probs and token ids, and each token's distillation weight. */
+function topKFeeds(batch: StepBatch, picked: Picked, k: number): Record<string, ort.Tensor> {
+  const top = batch.teacherTopK;
+  if (!top || !batch.distillWeights) throw new UserError('step batch: top-K distillation needs teacherTopK and distillWeights');
+  if (top.k !== k) throw new UserError(`step batch: the teacher's top-K has K = ${top.k}, the step was built for K = ${k}`);
+  const cells = batch.batch * batch.seqLen * k;
+  if (top.logprobs.length !== cells || top.indices.length !== cells) throw new UserError(`step batch: teacherTopK has ${top.logprobs.length} log-probs and ${top.indices.length} ids, expected ${batch.batch} × ${batch.seqLen} × ${k} = ${cells}`);
+  checkArrays(batch, [['distillWeights', batch.distillWeights]]);
+  const n = picked.tokens.length;
+  const logprobs = new Float32Array(n * k), indices = new BigInt64Array(n * k);
+  picked.tokens.forEach((cell, i) => {
+    logprobs.set(top.logprobs.subarray(cell * k, (cell + 1) * k), i * k);
+    for (let j = 0; j < k; j++) indices[i * k + j] = BigInt(top.indices[cell * k + j]!);
+  });
+  return {
+    [TOPK_INPUTS.logprobs]: new ort.Tensor('float32', logprobs, [n, k]),
+    [TOPK_INPUTS.indices]: new ort.Tensor('int64', indices, [n, k]),
+    [TOPK_INPUTS.weights]: new ort.Tensor('float32', picked.standIn ? new Float32Array(n) : Float32Array.from(picked.tokens, (cell) => batch.distillWeights![cell]!), [n]),
+  };
 }
 
 /** The [N] log-probs of the picked tokens on the token grid, 0 elsewhere (and at position 0 of each row). */

@@ -23,6 +23,13 @@
  * [N] at the picked positions. The last three make `old` := stopgrad(logprobs) where
  * old_from_policy is 1 and add opd_weights·(teacher − old) to the advantages (./step-loss.ts,
  * in-step old); with them all zero the loss trains on old_logprobs and advantages exactly as given.
+ * With --loss-agg sample-mean the training graph also takes `sample_weights` [N], each
+ * token's share of a sample mean (./step-loss.ts aggregator, ./step-feeds.ts). With top-K
+ * OPD (LossConfig.opdTopK = K > 0) it takes `teacher_topk_indices` (int64 [N, K]),
+ * `teacher_topk_logprobs` [N, K] and `distill_weights` [N], gathers the student's log-probs of
+ * those K tokens from the same head (../model/chunked-head.ts appendHeadLogprobs), adds the
+ * distillation term (./step-loss.ts appendTopKDistillation) and outputs `topk_kl`, the token mean of
+ * the per-token KL where distill_weights > 0. {@link buildTopKGraph} is the teacher's pass.
  * Train outputs: loss, the metrics its loss declares (./losses.ts; PPO-clip's approx_kl and
  * clipfrac), tokens (scalars), logprobs [N], `grad.<key>`
  * for every LoRA tensor, and with the in-graph optimizer its outputs (./step-optimizer.ts).
@@ -40,10 +47,10 @@
 import { GraphBuilder, type Graph } from '../graph/ir.js';
 import { buildDecoder, headRows, type WeightSource } from '../model/decoder.js';
 import { loraAKey, loraBKey, loraInputHook } from '../model/lora-inputs.js';
-import { appendTargetLogprobs } from '../model/chunked-head.js';
+import { appendHeadLogprobs, appendHeadTopK } from '../model/chunked-head.js';
 import { appendGradients } from '../graph/autodiff.js';
 import type { LoraConfig, LoraTensorSpec, LossConfig, OptimizerConfig } from './training-step.js';
-import { appendInStepOld, appendValueLoss, type ValueHeadConfig } from './step-loss.js';
+import { aggregator, appendInStepOld, appendTopKDistillation, appendValueLoss, type ValueHeadConfig } from './step-loss.js';
 import { checkLossConfig, lossRecord } from './losses.js';
 import { methodRecord } from '../../src-shared/training-methods.js';
 import { appendUpdate } from './step-optimizer.js';
@@ -62,6 +69,11 @@ export const gradName = (key: string) => `grad.${key}`;
 export const LOSS_INPUTS = ['response_mask', 'old_logprobs', 'advantages', 'old_from_policy', 'teacher_logprobs', 'opd_weights'] as const;
 /** The value loss's inputs, with a value head: GAE's returns R and the values at the start of the step. */
 export const VALUE_INPUTS = ['returns', 'values_old'] as const;
+/** --loss-agg sample-mean's input: each token's weight in the sample mean. */
+export const SAMPLE_WEIGHTS = 'sample_weights';
+/** Top-K OPD's inputs (float32 [N, K], int64 [N, K], float32 [N]) and its metric's output. */
+export const TOPK_INPUTS = { logprobs: 'teacher_topk_logprobs', indices: 'teacher_topk_indices', weights: 'distill_weights' } as const;
+export const TOPK_KL = 'topk_kl';
 
 /** How the head and the backward pass are built (docs/design.md §Memory). */
 export interface MemoryOptions {
@@ -104,9 +116,21 @@ interface LoraDecoder {
   params: Map<string, string>;
   /** The value head's output [N], when the graph has one. */
   values?: string;
+  /** With `topK`: the log-probs [N, K] of the tokens fed as `teacher_topk_indices`. */
+  columns?: string;
 }
 
-function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOptions & { withGradient: boolean; valueHead?: boolean; fusedScores?: boolean }, name: string): LoraDecoder {
+interface DecoderParts {
+  withGradient: boolean;
+  valueHead?: boolean;
+  fusedScores?: boolean;
+  /** The student's log-probs of K fed tokens per position (the training graph of top-K OPD). */
+  topK?: number;
+  /** The head's own top K per position instead (the teacher's pass, forward only). */
+  teacherTopK?: number;
+}
+
+function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOptions & DecoderParts, name: string): LoraDecoder {
   const b = new GraphBuilder(name);
   const specs: LoraTensorSpec[] = [];
   const params = new Map<string, string>();
@@ -128,9 +152,19 @@ function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOpti
   const targetIds = b.input('targets', 'int64', ['N']);
   const hidden = values.output; // [N, H]
   const head = { hidden, rows: headRows(b, weights, quantize !== undefined), targets: targetIds, vocabSize: weights.config.vocabSize };
-  const logprobs = b.identityAs(appendTargetLogprobs(b, head, { chunk: memory.vocabChunk, withGradient: memory.withGradient }), 'logprobs');
+  let scored: { logprobs: string; columns?: string };
+  if (memory.teacherTopK) {
+    const top = appendHeadTopK(b, head, { chunk: memory.vocabChunk }, memory.teacherTopK);
+    b.output(b.identityAs(top.topLogprobs, 'topk_logprobs'));
+    b.output(b.identityAs(top.topIndices, 'topk_indices'));
+    scored = top;
+  } else {
+    const columnIds = memory.topK ? b.input(TOPK_INPUTS.indices, 'int64', ['N', memory.topK]) : undefined;
+    scored = appendHeadLogprobs(b, head, { chunk: memory.vocabChunk, withGradient: memory.withGradient }, columnIds);
+  }
+  const logprobs = b.identityAs(scored.logprobs, 'logprobs');
   const valueHead = memory.valueHead ? appendValueHead(b, hidden, H, params) : undefined;
-  return { b, logprobs, specs, params, layerSpans: values.layerSpans, attentionSpans: values.attentionSpans, values: valueHead };
+  return { b, logprobs, specs, params, layerSpans: values.layerSpans, attentionSpans: values.attentionSpans, values: valueHead, columns: scored.columns };
 }
 
 /** values [N] = hidden [N, H] · weightᵀ + bias. */
@@ -149,6 +183,18 @@ export function buildForwardGraph(weights: WeightSource, lora: LoraConfig, memor
   return { graph: d.b.graph, specs: d.specs };
 }
 
+/**
+ * The top-K OPD teacher's pass: the forward graph (its LoRA fed as zeros gives the base model)
+ * with the head's top K at each scored position, `topk_logprobs` [N, K] and `topk_indices`
+ * (int64 [N, K]), beside `logprobs` [N], the vocabulary taken a chunk at a time
+ * (../model/chunked-head.ts appendHeadTopK).
+ */
+export function buildTopKGraph(weights: WeightSource, lora: LoraConfig, memory: MemoryOptions, k: number, options: { fusedScores?: boolean } = {}): { graph: Graph; specs: LoraTensorSpec[] } {
+  const d = loraDecoder(weights, lora, { ...memory, withGradient: false, fusedScores: options.fusedScores, teacherTopK: k }, 'lora_topk');
+  d.b.output(d.logprobs);
+  return { graph: d.b.graph, specs: d.specs };
+}
+
 export interface TrainGraphOptions {
   lora: LoraConfig;
   /** Default: unchunked head, no recomputation (the engine passes its own defaults). */
@@ -161,20 +207,33 @@ export interface TrainGraphOptions {
 }
 
 export function buildTrainGraph(weights: WeightSource, options: TrainGraphOptions): { graph: Graph; specs: LoraTensorSpec[] } {
-  const d = loraDecoder(weights, options.lora, { ...(options.memory ?? DEFAULT_MEMORY), withGradient: true, valueHead: options.value !== undefined }, 'lora_train');
+  const topK = options.loss.opdTopK ?? 0;
+  const d = loraDecoder(weights, options.lora, { ...(options.memory ?? DEFAULT_MEMORY), withGradient: true, valueHead: options.value !== undefined, topK }, 'lora_train');
   const { b } = d;
   const record = lossRecord(methodRecord(options.loss.method).loss);
   checkLossConfig(record, options.loss);
   const [mask, oldIn, advantagesIn, oldFromPolicy, teacher, opdWeights] = LOSS_INPUTS.map((n) => b.input(n, 'float32', ['N']));
   const ref = options.loss.klBeta > 0 ? b.input('ref_logprobs', 'float32', ['N']) : undefined;
+  const sampleWeights = options.loss.lossAgg === 'sample-mean' ? b.input(SAMPLE_WEIGHTS, 'float32', ['N']) : undefined;
+  const { mean } = aggregator(b, mask!, sampleWeights);
   const { old, advantages } = appendInStepOld(b, {
     logprobs: d.logprobs, old: oldIn!, oldFromPolicy: oldFromPolicy!, advantages: advantagesIn!, teacher: teacher!, opdWeights: opdWeights!,
   });
-  const loss = record.build(b, { logprobs: d.logprobs, mask: mask!, old, advantages, ...(ref ? { ref } : {}) }, options.loss);
+  const loss = record.build(b, { logprobs: d.logprobs, mask: mask!, old, advantages, mean, ...(ref ? { ref } : {}) }, options.loss);
   b.output(d.logprobs);
+  if (topK > 0) {
+    const teacherTopK = b.input(TOPK_INPUTS.logprobs, 'float32', ['N', topK]);
+    const distillWeights = b.input(TOPK_INPUTS.weights, 'float32', ['N']);
+    const distill = appendTopKDistillation(b, { student: d.columns!, teacher: teacherTopK, weights: distillWeights }, mean);
+    loss.loss = b.add(loss.loss, distill.loss);
+    // The metric: the token mean of KL_t over the tokens that distil (no gradient is taken of it).
+    const on = b.cast(b.greater(distillWeights, b.scalar(0)), 'float32');
+    const distilled = aggregator(b, on);
+    b.output(b.identityAs(distilled.mean(distill.perToken), TOPK_KL));
+  }
   if (options.value) {
     const [returns, valuesOld] = VALUE_INPUTS.map((n) => b.input(n, 'float32', ['N']));
-    const valueLoss = appendValueLoss(b, { values: d.values!, valuesOld: valuesOld!, returns: returns!, mask: mask! }, options.value);
+    const valueLoss = appendValueLoss(b, { values: d.values!, valuesOld: valuesOld!, returns: returns!, mask: mask!, mean }, options.value);
     loss.loss = b.add(loss.loss, b.mul(b.scalar(options.value.coef), valueLoss));
     b.output(d.values!);
     b.output(b.identityAs(valueLoss, 'value_loss'));

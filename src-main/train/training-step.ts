@@ -22,9 +22,9 @@
  */
 import type { LinearTarget } from '../model/decoder.js';
 import type { LoraSpec } from '../model/lora-inputs.js';
-import type { OptimizerKind, TrainMethod } from '../../src-shared/training.js';
+import type { LossAgg, OptimizerKind, TrainMethod } from '../../src-shared/training.js';
 
-export type { OptimizerKind, TrainMethod };
+export type { LossAgg, OptimizerKind, TrainMethod };
 
 export interface LoraConfig {
   r: number;
@@ -47,6 +47,18 @@ export interface LossConfig {
   epsLow: number;
   epsHigh: number;
   klBeta: number; // k3 penalty against the base (adapter off)
+  /**
+   * How the per-token terms are averaged (./step-loss.ts `aggregator`); absent: 'token-mean',
+   * what every step did before the option existed (a run's settings always name it).
+   */
+  lossAgg?: LossAgg;
+  /**
+   * Top-K on-policy distillation (./step-loss.ts `appendTopKDistillation`): K > 0 adds the
+   * reverse KL over the teacher's top K tokens and a tail bin at every token with a distillation
+   * weight, and the batch carries the teacher's top K instead of the sampled token's OPD term.
+   * Absent or 0: off.
+   */
+  opdTopK?: number;
 }
 
 /** One LoRA pair for one linear, named by its PEFT module path (../model/lora-inputs.ts). */
@@ -86,9 +98,25 @@ export interface StepBatch {
   /** OPD: the step adds opdWeights·(teacherLogprobs − old) to advantages. Absent: zeros. */
   teacherLogprobs?: Float32Array; // [B*T]
   opdWeights?: Float32Array; // [B*T]
+  /**
+   * Top-K OPD (LossConfig.opdTopK = K): at each grid position the teacher's K most likely
+   * tokens and their log-probs ([B*T*K], position-major), and the weight of the position's
+   * distillation term (w_opd on tokens of rows with a teacher, 0 elsewhere). Required when K > 0.
+   */
+  teacherTopK?: TeacherTopK;
+  distillWeights?: Float32Array; // [B*T]
   /** With a value head (docs/design.md §Advantage estimators): GAE's returns R and the values at the start of the step, V_old. */
   returns?: Float32Array; // [B*T]
   valuesOld?: Float32Array; // [B*T]
+}
+
+/** A teacher's K most likely next tokens at each position of a [B, T] grid (position k's K entries at k·K…k·K+K−1). */
+export interface TeacherTopK {
+  k: number;
+  /** Log-probs over the whole vocabulary, in descending order per position; 0 where nothing was scored. */
+  logprobs: Float32Array; // [B*T*K]
+  /** Token ids. */
+  indices: Int32Array; // [B*T*K]
 }
 
 /**
@@ -104,6 +132,8 @@ export type StepMetrics = LossMetricValues & {
   tokens: number; // Σ mask
   /** With a value head: the value loss (already in `loss`, weighted by c_v). */
   valueLoss?: number;
+  /** With top-K OPD: the token mean of the top-K KL over the tokens that distil (its weighted mean is in `loss`). */
+  topkKl?: number;
 };
 
 export interface StepResult {
@@ -137,6 +167,12 @@ export interface TrainStep {
   policyValues(batch: StepBatch, weights: LoraWeights): Promise<{ logprobs: Float32Array; values: Float32Array }>;
   /** Base-model (adapter off) log-probs: the OPD teacher and the KL reference. */
   baseLogprobs(batch: StepBatch): Promise<Float32Array>;
+  /**
+   * The base model's (adapter off) K most likely tokens and their log-probs at each response
+   * token of the batch (responseMask ≠ 0; 0 elsewhere), with the response tokens' own log-probs
+   * beside them: the top-K OPD teacher. Never holds more than a vocabulary chunk per position.
+   */
+  baseTopK(batch: StepBatch, k: number): Promise<{ logprobs: Float32Array; topK: TeacherTopK }>;
   /** Loss, gradients, clipping and one optimizer update. Pure: inputs are not mutated. */
   step(batch: StepBatch, weights: LoraWeights, state: OptimizerState): Promise<StepResult>;
   close(): Promise<void>;

@@ -84,14 +84,18 @@ export function writeTrlHandoff(store: Store, options: TrlHandoffOptions, heldOu
   const lora = { r: TRAIN_DEFAULTS.loraR, alpha: TRAIN_DEFAULTS.loraAlpha, targets: TRAIN_DEFAULTS.targets.map((t) => PEFT_MODULE_NAMES[t]) };
   const written: string[] = [...datasets, ...heldOut.datasets].map((d) => d.file);
   const judgeUrl = options.judgeUrl?.trim() || DEFAULT_JUDGE_URL;
-  write(outDir, 'train.py', trainScript({ baseModel: options.baseModel, initAdapter, method: options.method, loraR: lora.r, loraAlpha: lora.alpha, loraDropout: TRAIN_DEFAULTS.loraDropout, loraTargets: lora.targets }), written);
+  const lossAgg = options.lossAgg ?? TRAIN_DEFAULTS.lossAgg, opdTopK = options.opdTopK ?? 0;
+  write(outDir, 'train.py', trainScript({
+    baseModel: options.baseModel, initAdapter, method: options.method, loraR: lora.r, loraAlpha: lora.alpha, loraDropout: TRAIN_DEFAULTS.loraDropout, loraTargets: lora.targets,
+    lossAgg, opdTopK,
+  }), written);
   write(outDir, 'reward.py', rewardScript(judgeUrl, options.judgeModel?.trim() || 'judge'), written);
   write(outDir, 'judge_prompts.json', JSON.stringify(judgePromptsJson(), null, 2) + '\n', written);
   write(outDir, 'accelerate/single_gpu.yaml', singleGpuConfig(), written);
   write(outDir, 'accelerate/fsdp.yaml', fsdpConfig(options.gpus), written);
   write(outDir, 'accelerate/zero3.yaml', zero3Config(options.gpus), written);
   write(outDir, 'requirements.txt', requirementsTxt(), written);
-  write(outDir, 'README.md', trlReadme({ baseModel: options.baseModel, method: options.method, gpus: options.gpus, initAdapter, datasets, heldOut, lora }), written);
+  write(outDir, 'README.md', trlReadme({ baseModel: options.baseModel, method: options.method, gpus: options.gpus, initAdapter, datasets, heldOut, lora, lossAgg, opdTopK }), written);
   const record = { to: 'trl', method: options.method, base_model: options.baseModel, init_adapter: initAdapter, gpus: options.gpus, lora, datasets, held_out: heldOut };
   write(outDir, 'handoff.json', JSON.stringify(record, null, 2) + '\n', written);
   return { outDir, method: options.method, datasets, files: written, heldOut };

@@ -24,6 +24,8 @@ export function defaultTrainConfig(modelDir: string, outDir: string): TrainConfi
     device: d.device,
     seed: d.seed,
     checkpointEvery: d.saveEvery,
+    lossAgg: d.lossAgg,
+    opdTopK: d.opdTopK,
   };
 }
 
