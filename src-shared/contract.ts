@@ -30,6 +30,7 @@ import { CHAT_CALLS, type ChatState } from './chat-api.js';
 import { MODEL_CALLS } from './models-api.js';
 import { CAPTURE_CALLS, type CaptureStatus } from './capture-api.js';
 import { EXPORT_CALLS } from './export-api.js';
+import { SESSION_BULK_CALLS, SESSION_SORT_KEYS, SORT_ORDERS } from './sessions-api.js';
 import { MODEL_EXPORT_CALLS } from './model-export-api.js';
 import { TRAIN_MEMORY_CALLS } from './train-memory-api.js';
 import { LESSONS_CALLS } from './lessons.js';
@@ -46,6 +47,7 @@ export * from './api-errors.js';
 export type * from './training-api.js';
 export type { CaptureKeyView, CaptureStatus } from './capture-api.js';
 export type { ExportCounts, ExportFilter } from './export-api.js';
+export type { BulkLabelResult, SessionSortKey, SortOrder } from './sessions-api.js';
 // Training's vocabulary is defined in ./training.ts; the contract's users get it here too.
 export { LORA_TARGETS, TRAIN_DEVICES, TRAIN_METHODS };
 export type { LoraTarget, Quantize, TrainDevice, TrainMethod };
@@ -126,6 +128,8 @@ const sessionFilter = object({
   source: optional(oneOf(SESSION_FORMATS)),
   labelStatus: optional(oneOf(['labeled', 'unlabeled', 'partial'] as const)),
   hasSamples: optional(boolean()),
+  sort: optional(oneOf(SESSION_SORT_KEYS)),
+  order: optional(oneOf(SORT_ORDERS)),
   offset: optional(integer({ min: 0 })),
   limit: optional(integer({ min: 0, max: 10_000 })),
 });
@@ -205,6 +209,8 @@ export const CALLS = {
   listSessions: call('Sessions matching a filter, with the total count.', sessionFilter, returns<{ total: number; sessions: SessionSummary[] }>()),
   sourceCounts: call('How many sessions each source format has.', NO_INPUT, returns<Record<SessionFormat, number>>()),
   getSession: call('One session with its turns, samples and labels.', object({ id: sessionId }), returns<SessionDetail>()),
+  // Bulk labelling and deleting from the Sessions list (src-shared/sessions-api.ts).
+  ...SESSION_BULK_CALLS,
   deleteSession: call(
     'Deletes a session with its turns, samples and labels; a captured one also leaves the capture log (rewritten without it).',
     object({ id: sessionId }),
@@ -218,7 +224,8 @@ export const CALLS = {
   importFiles: call('Imports export files or folders by path (on the machine that runs the back end).', object({ paths: array(path, { min: 1, max: 1000 }), format: importFormat }), returns<ImportSummary>()),
   importUpload: call(
     'Imports the content of a file the UI uploaded: written to a temporary file, imported, then removed.',
-    object({ fileName: string({ min: 1, max: 255 }), dataBase64: string({ max: Math.ceil(MAX_UPLOAD_BYTES / 3) * 4 }), format: importFormat }),
+    // inFolder: the file is one of a folder the user chose; one that is not a chat export is skipped, not an error.
+    object({ fileName: string({ min: 1, max: 1000 }), dataBase64: string({ max: Math.ceil(MAX_UPLOAD_BYTES / 3) * 4 }), format: importFormat, inFolder: optional(boolean()) }),
     returns<ImportSummary>(),
   ),
   loadSampleData: call('Imports the demo exports shipped in resources/samples.', NO_INPUT, returns<ImportSummary>()),

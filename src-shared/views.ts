@@ -2,9 +2,10 @@
 // labels, the split, exports, the judge's candidates). Node-free. The Node-side facade that
 // returns them, WorkspaceApi, is src-main/workspace/workspace-api.ts; src-main/workspace/
 // workspace.ts implements it over the store, the importers, the pipeline and the exporters.
-import type { JudgeInput, LabelSource, Reward, Role, SessionFormat, ToolCall, TurnClass, Vote } from './types.js';
+import type { JudgeInput, LabelSource, Reward, Role, SessionFormat, SourceFormat, ToolCall, TurnClass, Vote } from './types.js';
 import type { CompositeScore } from './composite.js';
 import type { ReviewReason } from './review.js';
+import type { SessionSortKey, SortOrder } from './sessions-api.js';
 
 export type ExportFormat = 'samples' | 'openclaw' | 'kto' | 'sft' | 'dpo' | 'sdft';
 export const EXPORT_FORMATS: readonly ExportFormat[] = ['samples', 'openclaw', 'kto', 'sft', 'dpo', 'sdft'];
@@ -29,6 +30,28 @@ export interface ImportSummary {
   turns: number;
   samples: number;
   warnings: string[];
+  /** Each input's own result, in import order: a folder of exports lists every file found in it. */
+  files: ImportFileResult[];
+  /** The ids of the sessions this import added (the Sessions page marks them new). */
+  added_ids: string[];
+}
+
+/**
+ * One file's part of an import: `imported` (its counts), `skipped` (a file found in a folder
+ * that is not a chat export: `reason` says why, the others still import), or `refused` (a link
+ * or a non-regular file in a folder, or one too deep: not read).
+ */
+export interface ImportFileResult {
+  path: string;
+  outcome: 'imported' | 'skipped' | 'refused';
+  format: SourceFormat | null;
+  reason: string | null;
+  sessions_added: number;
+  sessions_updated: number;
+  sessions_unchanged: number;
+  turns: number;
+  samples: number;
+  warnings: number;
 }
 
 export interface Stats {
@@ -80,6 +103,9 @@ export interface SessionFilter {
   source?: SessionFormat;
   labelStatus?: 'labeled' | 'unlabeled' | 'partial';
   hasSamples?: boolean;
+  /** The column to sort by (default: created) and its direction (default: newest first for created, ascending for the others). Sessions without a date sort last either way. */
+  sort?: SessionSortKey;
+  order?: SortOrder;
   offset?: number;
   limit?: number;
 }

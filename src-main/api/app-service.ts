@@ -8,7 +8,7 @@ import path from 'node:path';
 import { SESSION_FORMATS, UserError, type SessionFormat } from '../../src-shared/types.js';
 import { EXPORT_FORMAT_NEEDS } from '../../src-shared/views.js';
 import type { WorkspaceApi } from '../workspace/workspace-api.js';
-import { MAX_UPLOAD_BYTES, type ApiHandlers, type AppInfo, type CallInput, type CaptureStatus, type ChangeReason, type ImportSummary } from '../../src-shared/contract.js';
+import { type ApiHandlers, type AppInfo, type CallInput, type CaptureStatus, type ChangeReason, type ImportSummary } from '../../src-shared/contract.js';
 import { demoExportFiles } from '../import/demo-data.js';
 import type { EventHub } from '../workspace/event-hub.js';
 import type { HostBridge } from './host.js';
@@ -23,6 +23,7 @@ import { LessonsService } from './lessons-service.js';
 import { ChatService } from './chat-service.js';
 import { CAPTURE_KEY_OFF, captureStatusOff, needCapture, type CaptureController } from './capture-calls.js';
 import { RolloutsService } from './rollouts-service.js';
+import { importUploaded } from './import-upload.js';
 import { isModelPath } from '../model/model-path.js';
 import { scanModels } from '../model/model-catalog.js';
 import { exportModel } from '../train/model-export.js';
@@ -157,6 +158,19 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     return { deleted };
   }
 
+  // The Sessions list's bulk actions (src-shared/sessions-api.ts); capture also drops deleted sessions from its log.
+  async deleteSessions({ sessionIds }: CallInput<'deleteSessions'>) {
+    if (this.capture) return this.capture.deleteSessions(sessionIds);
+    const deleted = this.workspace.deleteSessions(sessionIds);
+    this.changed('delete');
+    return { deleted };
+  }
+  async labelSessions({ sessionIds, reward }: CallInput<'labelSessions'>) {
+    const result = this.workspace.labelSessions(sessionIds, reward);
+    this.changed('label');
+    return result;
+  }
+
   async captureStatus(): Promise<CaptureStatus> { return this.capture?.status() ?? captureStatusOff(this.settingsStore.view().capture); }
   async captureRollback(): Promise<CaptureStatus> { return needCapture(this.capture).rollback(); }
   async captureKey({ reveal }: CallInput<'captureKey'>) { return this.capture?.keys.view(reveal === true) ?? CAPTURE_KEY_OFF; }
@@ -174,32 +188,11 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
     return summary;
   }
 
-  /**
-   * The browser cannot hand over a path, so it sends the bytes: they go to a private
-   * temporary folder under the uploaded name (detection looks at the extension), are imported
-   * like any file, and the folder is removed. Messages name the uploaded file, not the
-   * temporary path.
-   */
-  async importUpload({ fileName, dataBase64, format }: CallInput<'importUpload'>): Promise<ImportSummary> {
-    const bytes = Buffer.from(dataBase64, 'base64');
-    if (bytes.length > MAX_UPLOAD_BYTES) {
-      throw new UserError(`${fileName} is larger than the ${MAX_UPLOAD_BYTES / 1024 / 1024} MB upload limit; import it by path or with 'hindsight import'.`);
-    }
-    const safeName = path.basename(fileName).replace(/[^\w.\- ]+/g, '_') || 'upload.json';
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-upload-'));
-    const tmpFile = path.join(dir, safeName);
-    const renameInText = (text: string) => text.split(tmpFile).join(fileName).split(dir).join('(upload)');
-    try {
-      fs.writeFileSync(tmpFile, bytes, { mode: 0o600 });
-      const summary = await this.workspace.importFiles([tmpFile], format ?? 'auto');
-      this.changed('import');
-      return { ...summary, warnings: summary.warnings.map(renameInText) };
-    } catch (err) {
-      if (err instanceof Error) err.message = renameInText(err.message);
-      throw err;
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+  /** A file the browser uploaded (./import-upload.ts). */
+  async importUpload(input: CallInput<'importUpload'>): Promise<ImportSummary> {
+    const summary = await importUploaded(this.workspace, input);
+    this.changed('import');
+    return summary;
   }
 
   async loadSampleData() {

@@ -10,6 +10,7 @@ export interface CaptureController {
   status(): CaptureStatus;
   rollback(): Promise<CaptureStatus>;
   deleteSession(id: string): { deleted: boolean };
+  deleteSessions(ids: readonly string[]): { deleted: number };
   settingsChanged(): void;
   /** The /v1 endpoint's capture hook: the Chat page records through it too. */
   readonly hook: CaptureHook;

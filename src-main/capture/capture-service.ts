@@ -291,19 +291,25 @@ export class CaptureService {
 
   /** Deletes a session everywhere; a captured one first leaves the log (compaction). */
   deleteSession(id: string): { deleted: boolean } {
+    return { deleted: this.deleteSessions([id]).deleted > 0 };
+  }
+
+  /** Deletes sessions everywhere: the captured ones leave the log in one compaction, then the database's rows go in one transaction. */
+  deleteSessions(ids: readonly string[]): { deleted: number } {
     const ws = this.workspace();
     const st = this.ensure();
-    let inLog = false;
-    if (st.sessions.has(id)) {
-      st.log.compact((r) => recordSession(r) !== id);
-      st.sessions.forget(id);
-      st.deleted.add(id);
-      st.pendingFeedback = st.pendingFeedback.filter((f) => f.session !== id);
-      inLog = true;
+    const inLog = new Set(ids.filter((id) => st.sessions.has(id)));
+    if (inLog.size) {
+      st.log.compact((r) => !inLog.has(recordSession(r) as string));
+      for (const id of inLog) {
+        st.sessions.forget(id);
+        st.deleted.add(id);
+      }
+      st.pendingFeedback = st.pendingFeedback.filter((f) => !inLog.has(f.session));
     }
-    const inDb = ws.deleteSession(id);
+    const inDb = ws.deleteSessions(ids);
     this.options.events.emit('workspace.changed', { reason: 'delete' });
-    return { deleted: inLog || inDb };
+    return { deleted: Math.max(inDb, inLog.size) };
   }
 
   private async swapTo(dir: string | null, reason: 'trained' | 'rollback'): Promise<void> {

@@ -56,6 +56,18 @@ export function toUnixSeconds(value: unknown): number | undefined {
   return undefined;
 }
 
+/**
+ * A record's own date, for the formats that have no fixed field for one (ShareGPT, Hugging Face
+ * messages): the first of created_at, create_time, createdAt, timestamp, date that reads as a time.
+ */
+export function recordDate(record: JsonObject): number | undefined {
+  for (const key of ['created_at', 'create_time', 'createdAt', 'timestamp', 'date']) {
+    const seconds = toUnixSeconds(record[key]);
+    if (seconds !== undefined) return seconds;
+  }
+  return undefined;
+}
+
 // ChatGPT wraps inline citations in private-use characters: U+E200 opens, U+E201 closes and
 // U+E202 separates the fields, e.g. "\ue200cite\ue202turn0search1\ue201". Other characters of
 // the block (U+E203/U+E204 around highlighted text …) are bare markers.
@@ -151,6 +163,27 @@ export function describeConversation(id: string | undefined, title: string | und
   return parts.join(' ');
 }
 
+/** The longest title taken from a message, in characters (a cut one ends in "…"). */
+export const TITLE_FROM_MESSAGE_CHARS = 80;
+
+/**
+ * A title for a conversation that has none: its first visible user message with text, on one
+ * line, cut at a word before {@link TITLE_FROM_MESSAGE_CHARS} characters. Placeholders such as
+ * "[image]" alone do not make a title. Undefined when no user message has text.
+ */
+export function titleFromTurns(turns: readonly ImportedTurn[]): string | undefined {
+  for (const turn of turns) {
+    if (turn.role !== 'user' || turn.hidden) continue;
+    const line = turn.text.replace(/\s+/g, ' ').trim();
+    if (!line.replace(/\[(?:image|file|audio|video)\]/g, '').trim()) continue;
+    if (line.length <= TITLE_FROM_MESSAGE_CHARS) return line;
+    const cut = line.slice(0, TITLE_FROM_MESSAGE_CHARS - 1);
+    const space = cut.lastIndexOf(' ');
+    return (space >= TITLE_FROM_MESSAGE_CHARS / 2 ? cut.slice(0, space) : cut).replace(/[\s,;:.\-–—]+$/, '') + '…';
+  }
+  return undefined;
+}
+
 /** Where a record sits in its file, for warnings and errors. */
 export interface RecordContext {
   /** "conversation #3" for JSON arrays, "line 17" for JSONL. */
@@ -187,8 +220,10 @@ export function conversationConverter(read: (record: JsonObject) => Conversation
     const label = describeConversation(parts.externalId, parts.title, ctx.position);
     const conversation: ImportedConversation = {
       externalId: parts.externalId,
-      title: parts.title,
-      createdAt: parts.createdAt,
+      // A record without a title (Hugging Face messages, ShareGPT, an untitled ChatGPT chat) is
+      // named by its first user message; one without a date takes its first message's time.
+      title: parts.title?.trim() || titleFromTurns(parts.turns),
+      createdAt: parts.createdAt ?? parts.turns.find((t) => t.timestamp !== undefined)?.timestamp,
       turns: parts.turns,
       alternatives: parts.alternatives ?? [],
       metadata: parts.metadata,

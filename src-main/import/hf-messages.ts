@@ -21,6 +21,7 @@ import {
   MediaTokenReplacer,
   ownValue,
   readMessageRole,
+  recordDate,
   requireArray,
   str,
   toUnixSeconds,
@@ -97,7 +98,7 @@ export const convertMessages = conversationConverter((raw) => {
   return {
     externalId: idOf(raw.id) ?? idOf(raw.conversation_id),
     title: str(raw.title),
-    createdAt: toUnixSeconds(raw.created_at ?? raw.create_time),
+    createdAt: recordDate(raw),
     turns,
     metadata,
     tally,

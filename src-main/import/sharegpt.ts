@@ -19,6 +19,7 @@ import {
   isObject,
   MediaTokenReplacer,
   readMessageRole,
+  recordDate,
   requireArray,
   str,
   WarningTally,
@@ -81,7 +82,7 @@ export const convertShareGpt = conversationConverter((raw) => {
 
   const metadata: Record<string, unknown> = {};
   if (raw.tools !== undefined) metadata.tools = raw.tools;
-  return { externalId: idOf(raw.id) ?? idOf(raw.conversation_id), title: str(raw.title), turns, metadata, tally };
+  return { externalId: idOf(raw.id) ?? idOf(raw.conversation_id), title: str(raw.title), createdAt: recordDate(raw), turns, metadata, tally };
 });
 
 function parseFunctionCalls(value: string, tally: WarningTally): ToolCall[] {

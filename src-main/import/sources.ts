@@ -12,6 +12,7 @@ import { createReadStream, promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import yauzl from 'yauzl';
+import { CONVERSATION_FILE } from '../../src-shared/import-files.js';
 import { UserError } from '../../src-shared/types.js';
 
 export interface ByteSource {
@@ -41,8 +42,6 @@ export interface ResolvedInput {
 
 const ZIP_MAGIC = Buffer.from([0x50, 0x4b, 0x03, 0x04]);
 const EMPTY_ZIP_MAGIC = Buffer.from([0x50, 0x4b, 0x05, 0x06]);
-/** conversations.json, or the split parts conversations-000.json … of a large ChatGPT export. */
-const CONVERSATION_FILE = /^conversations(?:-(\d+))?\.json$/i;
 
 export async function resolveInput(inputPath: string): Promise<ResolvedInput> {
   let stat;

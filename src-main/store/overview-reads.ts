@@ -1,5 +1,6 @@
 // Database-wide reads for the session list, the stats and the checks.
 import type { SessionFormat } from '../../src-shared/types.js';
+import type { SessionSortKey } from '../../src-shared/sessions-api.js';
 import type { NoSampleReason, SessionFilter, SessionSummary, Stats } from '../../src-shared/views.js';
 import type { Store } from './database.js';
 
@@ -46,10 +47,30 @@ function filterClause(filter: SessionFilter): { where: string; params: (string |
   return { where: where.length ? 'WHERE ' + where.join(' AND ') : '', params };
 }
 
+/**
+ * The ORDER BY terms of each sort key in a direction (fixed strings: nothing of the filter's
+ * text reaches the SQL). Labels sort by the share of samples labelled, sessions without samples last.
+ */
+const SORT_TERMS: Record<SessionSortKey, (dir: 'ASC' | 'DESC') => string> = {
+  created: (dir) => `s.created_at IS NULL, s.created_at ${dir}`,
+  title: (dir) => `s.title COLLATE NOCASE ${dir}`,
+  source: (dir) => `s.format ${dir}`,
+  turns: (dir) => `c.turn_count ${dir}`,
+  samples: (dir) => `c.sample_count ${dir}`,
+  labels: (dir) => `c.sample_count = 0, CAST(c.labeled_count AS REAL) / MAX(c.sample_count, 1) ${dir}, c.sample_count ${dir}`,
+};
+
+/** ORDER BY for a filter: its terms, then ties by date (newest first, undated last) and id. */
+function orderClause(filter: SessionFilter): string {
+  const key = filter.sort && Object.hasOwn(SORT_TERMS, filter.sort) ? filter.sort : 'created';
+  const dir = (filter.order ?? (key === 'created' ? 'desc' : 'asc')) === 'desc' ? 'DESC' : 'ASC';
+  return key === 'created' ? `${SORT_TERMS.created(dir)}, s.id` : `${SORT_TERMS[key](dir)}, ${SORT_TERMS.created('DESC')}, s.id`;
+}
+
 /** A session summary as the store knows it; the workspace adds its place in the held-out split. */
 export type StoredSessionSummary = Omit<SessionSummary, 'split'>;
 
-/** One page of the sessions a filter matches (newest first), with the total count. */
+/** One page of the sessions a filter matches, in its order (newest first by default), with the total count. */
 export function listSessionSummaries(store: Store, filter: SessionFilter): { total: number; sessions: StoredSessionSummary[] } {
   const { where, params } = filterClause(filter);
   const base = `
@@ -68,7 +89,7 @@ export function listSessionSummaries(store: Store, filter: SessionFilter): { tot
     turn_count: number; sample_count: number; labeled_count: number;
   }>(
     `SELECT s.id, s.title, s.format, s.created_at, s.no_sample_reason, c.turn_count, c.sample_count, c.labeled_count ${base}
-       ORDER BY s.created_at IS NULL, s.created_at DESC, s.id LIMIT ? OFFSET ?`,
+       ORDER BY ${orderClause(filter)} LIMIT ? OFFSET ?`,
     [...params, limit, offset],
   );
   return {

@@ -8,6 +8,8 @@ import type { TrainMethod } from '../../src-shared/training.js';
 import type { SavedChats } from '../store/saved-chats.js';
 import type { ExportCounts, ExportFilter } from '../../src-shared/export-api.js';
 import type { LessonHint, StoredLessons } from '../../src-shared/lessons.js';
+import type { ImportOptions } from './import-into-store.js';
+import type { BulkLabelResult } from '../../src-shared/sessions-api.js';
 import type {
   CheckReport, ContextWindowSetting, ExportFormat, ImportSummary, JudgeCandidate, LabelPatch, LabelView, ReviewItem,
   SampleView, SessionDetail, SessionFilter, SessionSummary, SplitView, Stats, TrainingSample, VerdictProvenance,
@@ -17,7 +19,7 @@ export interface WorkspaceApi {
   readonly dbPath: string;
   /** The Chat page's saved chats, in this database. */
   readonly savedChats: SavedChats;
-  importFiles(paths: string[], format?: SourceFormat | 'auto'): Promise<ImportSummary>;
+  importFiles(paths: string[], format?: SourceFormat | 'auto', options?: ImportOptions): Promise<ImportSummary>;
   stats(): Stats;
   listSessions(filter?: SessionFilter): { total: number; sessions: SessionSummary[] };
   getSession(id: string): SessionDetail;
@@ -70,6 +72,10 @@ export interface WorkspaceApi {
   lessonHints(): { hints: LessonHint[]; heldOut: number };
   /** Removes a session with its turns, samples and labels (and captured exchanges); false when there was none. */
   deleteSession(id: string): boolean;
+  /** Removes sessions in one transaction; returns how many there were. */
+  deleteSessions(ids: readonly string[]): number;
+  /** Gives every sample of the sessions one manual reward (null clears it), in one transaction. */
+  labelSessions(ids: readonly string[], reward: 1 | -1 | null): BulkLabelResult;
   contextWindow(): ContextWindowSetting;
   /** Changes the context window and recomputes every sample's context; labels stay. */
   setContextWindow(window: ContextWindowSetting): void;

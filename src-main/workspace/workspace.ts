@@ -23,16 +23,17 @@ import type { ReplayPlan, TrlHandoffOptions, TrlHandoffResult } from '../../src-
 import { writeTrlHandoff } from './handoff-trl.js';
 import { analyseSession } from '../pipeline/classify.js';
 import {
-  findCapturedReply, hasCaptureExchanges, readCaptureCounts, readCaptureExchanges, type CapturedReplyAt, type CapturedReplyRef, type CaptureExchangeRow,
+  findCapturedReply, readCaptureCounts, readCaptureExchanges, type CapturedReplyAt, type CapturedReplyRef, type CaptureExchangeRow,
 } from '../store/capture-exchanges.js';
 import { readContextWindow, writeContextWindow } from '../store/context-window-setting.js';
 import { DEFAULT_PERSIST, Store, type Params, type PersistOptions, type StoreAccess } from '../store/database.js';
 import { listSessionSummaries, readStats } from '../store/overview-reads.js';
-import { readSessionRecord } from '../store/session-reads.js';
-import { deleteSessionRows, rebuildAllSamples, samplesNeedRebuild } from '../store/session-writes.js';
+import { rebuildAllSamples, samplesNeedRebuild } from '../store/session-writes.js';
 import { applyCapture } from './capture-writes.js';
-import { defaultOpenExport, emptySummary, importError, importOpened, type OpenedExportLike, type OpenExportFn } from './import-into-store.js';
+import { defaultOpenExport, importOneOpened, importPaths, type ImportOptions, type OpenedExportLike, type OpenExportFn } from './import-into-store.js';
 import { judgeCandidates, recordVerdict, setManualLabel } from './label-edits.js';
+import { deleteSessions, labelSessions } from './bulk-edits.js';
+import type { BulkLabelResult } from '../../src-shared/sessions-api.js';
 import { reviewQueue } from './review-queue.js';
 import { sampleViews, sessionDetail } from './session-views.js';
 import { checkReport, evaluationSamples, lessonHints, nothingToTrain, trainingSampleAt, trainingSamples, type TrainingSampleOptions } from './training-set.js';
@@ -44,7 +45,7 @@ import { computeSplit, placeSessions, setPercent, splitView, type ComputedSplit 
 import type { TrainMethod } from '../../src-shared/training.js';
 
 export type { CapturedReplyAt, CapturedReplyRef, CaptureExchangeRow } from '../store/capture-exchanges.js';
-export type { OpenedExportLike, OpenExportFn } from './import-into-store.js';
+export type { ImportOptions, OpenedExportLike, OpenExportFn } from './import-into-store.js';
 
 export interface WorkspaceOptions {
   persist?: PersistOptions;
@@ -97,42 +98,15 @@ export class Workspace implements WorkspaceApi {
    * Imports every input in one transaction: all of them land, or (on any error) none
    * does and the database file is left exactly as it was.
    */
-  async importFiles(paths: string[], format: SourceFormat | 'auto' = 'auto'): Promise<ImportSummary> {
-    if (paths.length === 0) throw new UserError('nothing to import: give at least one file, folder or zip');
-    const summary = emptySummary();
-    const window = this.contextWindow();
-    const changed = await this.store.transactionAsync(async () => {
-      let any = false;
-      for (const inputPath of paths) {
-        let opened: OpenedExportLike;
-        try {
-          opened = await this.openExportFn(inputPath, format);
-        } catch (err) {
-          throw importError(inputPath, err);
-        }
-        try {
-          any = (await importOpened(this.store, opened, summary, window)) || any;
-        } catch (err) {
-          throw importError(inputPath, err);
-        }
-      }
-      return any;
-    });
+  async importFiles(paths: string[], format: SourceFormat | 'auto' = 'auto', options: ImportOptions = {}): Promise<ImportSummary> {
+    const { summary, changed } = await importPaths(this.store, this.openExportFn, paths, format, this.contextWindow(), options);
     if (changed) this.saveNow();
     return summary;
   }
 
   /** Imports one opened export (or hand-made conversations, in tests) in one transaction. */
   async importExport(opened: OpenedExportLike): Promise<ImportSummary> {
-    const summary = emptySummary();
-    const window = this.contextWindow();
-    const changed = await this.store.transactionAsync(async () => {
-      try {
-        return await importOpened(this.store, opened, summary, window);
-      } catch (err) {
-        throw importError(opened.path, err);
-      }
-    });
+    const { summary, changed } = await importOneOpened(this.store, opened, this.contextWindow());
     if (changed) this.saveNow();
     return summary;
   }
@@ -297,10 +271,21 @@ export class Workspace implements WorkspaceApi {
 
   /** Removes a session with its turns, samples, labels and captured exchanges; false when there was none. */
   deleteSession(id: string): boolean {
-    const existed = !!readSessionRecord(this.store, id) || hasCaptureExchanges(this.store, id);
-    deleteSessionRows(this.store, id);
+    return this.deleteSessions([id]) > 0;
+  }
+
+  /** Removes sessions in one transaction (./bulk-edits.ts); returns how many there were. */
+  deleteSessions(ids: readonly string[]): number {
+    const deleted = deleteSessions(this.store, ids);
     this.saveNow();
-    return existed;
+    return deleted;
+  }
+
+  /** One manual reward on every sample of the sessions, in one transaction (./bulk-edits.ts). */
+  labelSessions(ids: readonly string[], reward: 1 | -1 | null): BulkLabelResult {
+    const result = labelSessions(this.store, ids, reward);
+    this.saveNow();
+    return result;
   }
 
   // ── exports ───────────────────────────────────────────────────────────────────────

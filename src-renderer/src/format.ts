@@ -18,10 +18,14 @@ export function sourceLabel(source: string): string {
   return SOURCE_LABELS[source as SessionFormat] ?? source;
 }
 
-/** Dates arrive as unix seconds (docs/design.md §Data model), shown in the user's locale. */
-export function formatDate(seconds: number | null): string {
-  if (seconds === null) return '—';
-  return new Date(seconds * 1000).toLocaleDateString(undefined, { year: 'numeric', month: 'short', day: 'numeric' });
+/**
+ * Dates arrive as unix seconds (docs/design.md §Data model), shown in the user's locale. A
+ * session whose export has no date shows nothing (never "Invalid Date").
+ */
+export function formatDate(seconds: number | null | undefined): string {
+  if (typeof seconds !== 'number' || !Number.isFinite(seconds)) return '';
+  const date = new Date(seconds * 1000);
+  return Number.isNaN(date.getTime()) ? '' : date.toLocaleDateString(undefined, { year: 'numeric', month: 'short', day: 'numeric' });
 }
 
 export function rewardText(reward: Reward | null): string {

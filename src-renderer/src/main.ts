@@ -3,5 +3,7 @@ import { createPinia } from 'pinia';
 import { createApp } from 'vue';
 import App from './App.vue';
 import './styles.css';
+import './sessions.css';
+import './narrow.css';
 
 createApp(App).use(createPinia()).mount('#app');

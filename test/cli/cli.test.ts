@@ -21,7 +21,9 @@ describe('npm run cli (a real process)', () => {
     const db = path.join(dir, 'x.db');
     const env = { ...process.env, npm_config_loglevel: 'error' };
     const imported = await run('npm', ['run', '-s', 'cli', '--', 'import', CHATGPT, '--db', db, '--json'], { cwd: ROOT, env });
-    expect(JSON.parse(imported.stdout)).toEqual({ sessions_added: 1, sessions_updated: 0, sessions_unchanged: 0, turns: 6, samples: 2, warnings: [] });
+    const summary = JSON.parse(imported.stdout);
+    expect(summary).toMatchObject({ sessions_added: 1, sessions_updated: 0, sessions_unchanged: 0, turns: 6, samples: 2, warnings: [], added_ids: [CHATGPT_ID] });
+    expect(summary.files).toEqual([expect.objectContaining({ path: CHATGPT, outcome: 'imported', format: 'chatgpt', sessions_added: 1 })]);
     const bin = path.join(ROOT, 'bin/hindsight.mjs');
     await run(process.execPath, [bin, 'label', CHATGPT_ID, '3', '--reward', '-1', '--db', db], { cwd: ROOT });
     await run(process.execPath, [bin, 'judge', '--backend', 'heuristic', '--hints', '--db', db], { cwd: ROOT });

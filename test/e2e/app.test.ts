@@ -95,7 +95,8 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
   });
 
   it('imports a session without samples and filters the list', async () => {
-    await page.locator('.import-drawer > summary').click();
+    // The first import's result is still on show: the Sessions page opened its import drawer.
+    await page.locator('.import-drawer[open] .import-panel[data-state=imported]').waitFor();
     await page.setInputFiles('[data-testid=import-file]', fixtures.noSamples);
     await importDone(fixtures.noSamples);
     await page.locator('.session-row').nth(1).waitFor();
@@ -103,9 +104,8 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     await page.waitForFunction(() => document.querySelectorAll('.session-row').length === 1);
     expect(await page.locator('.session-row').first().textContent()).toContain('no assistant turn');
     await page.selectOption('[data-testid=filter-samples]', '');
-    await page.locator('.import-drawer > summary').click();
     await page.waitForFunction(() => document.querySelectorAll('.session-row').length === 2);
-    await shot('sessions');
+    // The Sessions page's screenshots are sessions.test.ts's (sessions.png, sessions-narrow.png).
   });
 
   it('labels with the keyboard, edits a hint, and finds both after a reload', async () => {
@@ -229,7 +229,7 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
   it('shows a truncated import as a readable error and imports nothing', async () => {
     const before = await api('stats');
     await page.locator('[data-nav=sessions]').click();
-    await page.locator('.import-drawer > summary').click();
+    await page.locator('.import-drawer').evaluate((d) => ((d as HTMLDetailsElement).open = true));
     await page.setInputFiles('[data-testid=import-file]', fixtures.truncated);
     await importDone(fixtures.truncated, 'failed');
     const error = page.locator('.import-error');

@@ -14,7 +14,11 @@ describe('import into the store', () => {
   it('imports sessions, turns and samples, and counts them', async () => {
     const { ws } = await tempWorkspace();
     const summary = await ws.importExport(fakeExport('three.jsonl', [conv('s1', SESSION_001), conv('s2', SESSION_002), conv('s3', SESSION_003)]));
-    expect(summary).toEqual({ sessions_added: 3, sessions_updated: 0, sessions_unchanged: 0, turns: 18, samples: 7, warnings: [] });
+    expect(summary).toMatchObject({ sessions_added: 3, sessions_updated: 0, sessions_unchanged: 0, turns: 18, samples: 7, warnings: [] });
+    expect(summary.added_ids).toHaveLength(3);
+    expect(summary.files).toEqual([
+      { path: 'three.jsonl', outcome: 'imported', format: expect.any(String), reason: null, sessions_added: 3, sessions_updated: 0, sessions_unchanged: 0, turns: 18, samples: 7, warnings: 0 },
+    ]);
     expect(ws.stats()).toEqual({
       sessions: 3, turns: 18, samples: 7, labeled: { pos: 0, neg: 0, neutral: 0, unlabeled: 7 }, sessions_without_samples: 0,
     });
