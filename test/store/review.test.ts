@@ -54,13 +54,13 @@ describe('review queue', () => {
     // Take the database back to schema 4, with one manual and one heuristic label.
     const SQL = await loadSqlJs();
     const db = new SQL.Database(fs.readFileSync(dbPath));
-    db.exec('ALTER TABLE labels DROP COLUMN reviewed_at; ALTER TABLE labels DROP COLUMN composite; DROP INDEX capture_exchanges_completion; ALTER TABLE capture_exchanges DROP COLUMN completion_id; DROP TABLE split_overrides;');
+    db.exec('ALTER TABLE labels DROP COLUMN reviewed_at; ALTER TABLE labels DROP COLUMN composite; DROP INDEX capture_exchanges_completion; ALTER TABLE capture_exchanges DROP COLUMN completion_id; DROP TABLE split_overrides; DROP TABLE chats;');
     db.exec('UPDATE schema_version SET version = 4');
     db.run("INSERT INTO labels (session_id, response_turn, reward, source, updated_at) VALUES ('openai:sorting', 2, -1, 'manual', 7)");
     db.run("INSERT INTO labels (session_id, response_turn, reward, source, updated_at, confidence) VALUES ('openai:sorting', 4, 1, 'heuristic', 8, 0.2)");
     fs.writeFileSync(dbPath, db.export());
     db.close();
-    expect(MIGRATIONS).toHaveLength(6);
+    expect(MIGRATIONS).toHaveLength(7);
 
     const ws = await Workspace.open(dbPath);
     const [manual, judged] = ws.listSamples();
