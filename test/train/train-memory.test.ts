@@ -76,6 +76,8 @@ const MEASURED: { name: string; shape: ModelShape; run: MemoryRun; mib: number; 
   { name: '68M 1 × 256 with the teacher pass', shape: QWEN3_68M, run: bench(256, true, { teacher: true }), mib: 877 },
   { name: '68M 1 × 1,024 with the teacher pass', shape: QWEN3_68M, run: bench(1024, true, { teacher: true }), mib: 1251 },
   { name: '68M 4 × 512 with the teacher pass', shape: QWEN3_68M, run: bench(512, true, { batchSize: 4, teacher: true }), mib: 1738 },
+  // docs/design.md §QLoRA: the Qwen3-8B shape written as int4 blocks (bench/train-memory.ts quantize part), one step and its checkpoint.
+  { name: '8B int4 1 × 128, recomputation', shape: QWEN3_8B, run: bench(128, true, { quantize: 'int4' }), mib: 7.26 * 1024 },
   { name: 'small (hidden 256, 4 layers, 32,000 tokens) 4 × 256, recomputation', shape: SMALL, run: bench(256, true, { batchSize: 4 }), mib: 354 },
   { name: '68M 1 × 1,024 int4 with the teacher pass', shape: QWEN3_68M, run: bench(1024, true, { quantize: 'int4', teacher: true }), mib: 970 },
 ];

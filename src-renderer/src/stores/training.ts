@@ -22,10 +22,11 @@ export function defaultTrainConfig(modelDir: string, outDir: string): TrainConfi
     loraAlpha: d.loraAlpha,
     targets: [...d.targets],
     device: d.device,
-    seed: d.seed,
-    checkpointEvery: d.saveEvery,
+    quantize: d.quantize,
     lossAgg: d.lossAgg,
     opdTopK: d.opdTopK,
+    seed: d.seed,
+    checkpointEvery: d.saveEvery,
   };
 }
 

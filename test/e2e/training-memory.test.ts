@@ -1,0 +1,134 @@
+// The Training page's memory estimate, Quantize control and past runs, in a browser against a
+// real `hindsight serve` on the demo model (issue 31 item 2, issue 34):
+//   - the estimate is shown beside the machine's memory and changes as the form does (batch
+//     size, Quantize); Fine-tune stays on screen at 1400 × 900;
+//   - a run that cannot fit: the refusal line names what would fit, Fine-tune is disabled, and
+//     trainStart refuses it with the same line. The machine is made small through
+//     HINDSIGHT_MEMORY_BUDGET (a real setting: the memory a run may plan on), not a mock;
+//   - two finished runs listed in Past runs, ticked, overlay their loss curves.
+// Screenshots: training-memory.png, training-memory-refused.png, training-history.png.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TrainConfig, TrainRunInfo } from '../../src-shared/contract.js';
+import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
+import { closeApp, haveChromium, openApp, reportMissingChromium, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle } from './helpers.js';
+
+reportMissingChromium('training-memory.test.ts');
+
+let dir: string;
+let serve: ServeHandle;
+let browser: Browser;
+let page: Page;
+let pageErrors: string[] = [];
+
+const BUDGET = '700M';
+const need = () => page.locator('[data-testid=train-memory-need]').textContent();
+
+describe.skipIf(!haveChromium)('the memory estimate and past runs on the Training page', { timeout: TEST_TIMEOUT_MS }, () => {
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-e2e-train-memory-'));
+    serve = await startServe(path.join(dir, 'm.db'), { env: { ...process.env, HINDSIGHT_MEMORY_BUDGET: BUDGET } });
+    await serve.api('loadSampleData');
+    await serve.api('judgeRun', { backend: 'heuristic', hints: true });
+    ({ browser, page, pageErrors } = await openApp(serve, { viewport: { width: 1400, height: 900 } }));
+  }, TEST_TIMEOUT_MS);
+
+  afterAll(() => closeApp(browser, serve, dir), TEST_TIMEOUT_MS);
+
+  it('shows the estimate beside the memory the machine allows, changing with the batch size and Quantize', async () => {
+    await page.locator('[data-nav=training]').click();
+    await page.locator('[data-testid=train-memory-need]').waitFor();
+    await page.fill('[data-testid=train-batch]', '2');
+    expect(await page.locator('[data-testid=train-memory-host]').textContent()).toMatch(/of 700 MB allowed \([\d.]+ GB in this machine\)/);
+    const atTwo = await need();
+    await page.fill('[data-testid=train-batch]', '4');
+    await page.waitForFunction((before) => document.querySelector('[data-testid=train-memory-need]')?.textContent !== before, atTwo);
+    await page.fill('[data-testid=train-batch]', '2');
+    await page.waitForFunction((before) => document.querySelector('[data-testid=train-memory-need]')?.textContent === before, atTwo);
+    expect(await page.locator('[data-testid=train-memory-parts]').textContent()).toMatch(/^fp32 weights \d+ MB, LoRA and AdamW \d+ MB, activations \d+ MB at 2 × 512 tokens and a teacher pass, runtime \d+ MB$/);
+
+    // Quantize: int4 stores the base in 4-bit blocks; the estimate says so and shrinks.
+    await page.selectOption('[data-testid=train-quantize]', 'int4');
+    await page.locator('[data-testid=train-memory-parts]', { hasText: /^int4 weights/ }).waitFor();
+    expect(await page.locator('[data-testid=train-quantize-help]').textContent()).toContain('4-bit blocks');
+    expect(parseFloat((await need())!)).toBeLessThan(parseFloat(atTwo!));
+    await page.selectOption('[data-testid=train-quantize]', 'none');
+    await page.locator('[data-testid=train-memory-parts]', { hasText: /^fp32 weights/ }).waitFor();
+
+    // Fine-tune and the estimate in a few words beside it are on screen at 900 px, however long the form.
+    for (const what of ['[data-action=fine-tune]', '[data-testid=train-memory-short]']) {
+      const box = (await page.locator(what).boundingBox())!;
+      expect(box.y + box.height, what).toBeLessThanOrEqual(900);
+    }
+    expect(await page.locator('[data-testid=train-memory-short]').textContent()).toMatch(/^Memory: about \d+ MB of 700 MB allowed$/);
+    expect(await page.locator('[data-action=fine-tune]').isEnabled()).toBe(true);
+    await shot(page, 'training-memory');
+  });
+
+  it('refuses a run that cannot fit, naming what would, on the page and in the API', async () => {
+    await page.fill('[data-testid=train-batch]', '64');
+    const refusal = page.locator('[data-testid=train-memory-refusal]');
+    await refusal.waitFor();
+    const line = (await refusal.textContent())!;
+    expect(line).toMatch(/^This run needs about [\d.]+ GB but this machine has 700 MB allowed \(HINDSIGHT_MEMORY_BUDGET\) of [\d.]+ GB: try Batch size \d+ \(about \d+ MB\), or tick Start anyway\.$/);
+    expect(await page.locator('[data-action=fine-tune]').isDisabled()).toBe(true);
+    expect(await page.locator('[data-testid=train-memory-short]').textContent()).toMatch(/of 700 MB allowed: does not fit$/);
+    await page.locator('[data-testid=train-memory-refusal]').scrollIntoViewIfNeeded();
+    await shot(page, 'training-memory-refused');
+
+    // The API refuses the same run with the same line (the page computed it with the same estimate).
+    const d = TRAIN_DEFAULTS;
+    const config: TrainConfig = {
+      modelDir: await page.locator('[data-testid=train-model]').inputValue(), outDir: path.join(dir, 'refused'), method: 'combine', steps: 2, batchSize: 64,
+      lr: d.lr, optimizer: d.optimizer, loraR: d.loraR, loraAlpha: d.loraAlpha, targets: [...d.targets], device: 'cpu', seed: 0, checkpointEvery: 0, quantize: 'none',
+    };
+    await expect(serve.api('trainStart', config)).rejects.toThrow(line.replace(/tick Start anyway\.$/, ''));
+    expect(fs.existsSync(path.join(dir, 'refused'))).toBe(false);
+
+    // Start anyway lets it through; the suggested batch size fits.
+    await page.locator('[data-testid=train-memory-ignore]').check();
+    expect(await page.locator('[data-action=fine-tune]').isEnabled()).toBe(true);
+    await page.locator('[data-testid=train-memory-ignore]').uncheck();
+    const suggested = /try Batch size (\d+)/.exec(line)![1]!;
+    await page.fill('[data-testid=train-batch]', suggested);
+    await refusal.waitFor({ state: 'detached' });
+    expect(await page.locator('[data-action=fine-tune]').isEnabled()).toBe(true);
+  });
+
+  it('lists past runs and overlays the loss curves of the runs ticked', async () => {
+    await page.fill('[data-testid=train-batch]', '2');
+    await page.fill('[data-testid=train-steps]', '3');
+    for (const method of ['combine', 'rl']) {
+      await page.locator(`input[name=method][value=${method}]`).check();
+      const before = await page.locator('.run-line').getAttribute('data-run-id').catch(() => null);
+      await page.locator('[data-action=fine-tune]').click();
+      await page.waitForFunction((id) => { const el = document.querySelector('.run-line'); return !!el && el.getAttribute('data-run-id') !== id; }, before);
+      await page.locator('[data-testid=train-status]', { hasText: /^(finished|failed)$/ }).waitFor();
+      expect(await page.locator('[data-testid=train-status]').textContent()).toBe('finished');
+    }
+    const runs = (await serve.api<{ runs: TrainRunInfo[] }>('trainStatus')).runs;
+    expect(runs).toHaveLength(2);
+    const rows = page.locator('[data-history-run]');
+    expect(await rows.count()).toBe(2);
+    // Newest first.
+    expect(await rows.first().getAttribute('data-history-run')).toBe(runs[1]!.runId);
+    for (const r of runs) await page.locator(`[data-history-run="${r.runId}"] [data-action=compare-run]`).check();
+    const loss = page.locator('[data-compare=loss]');
+    await page.waitForFunction(() => document.querySelector('[data-compare=loss]')?.getAttribute('data-points') === '6');
+    expect(await loss.getAttribute('data-series')).toBe('2');
+    expect(await page.locator('[data-compare=heldout]').getAttribute('data-series')).toBe('2');
+    // Show puts the older run in Progress.
+    await page.locator(`[data-history-run="${runs[0]!.runId}"] [data-action=show-run]`).click();
+    await page.waitForFunction((id) => document.querySelector('.run-line')?.getAttribute('data-run-id') === id, runs[0]!.runId);
+    await page.locator('[data-testid=run-history]').scrollIntoViewIfNeeded();
+    await shot(page, 'training-history');
+  });
+
+  it('logged no errors in the page', () => {
+    // The refused trainStart above was the test's own call, not the page's.
+    expect(pageErrors).toEqual([]);
+  });
+});
