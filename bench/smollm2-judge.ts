@@ -51,7 +51,8 @@ try {
     if (v.votes.some((x) => parseRewardAnswer(x.raw) !== undefined)) corpusParsed++;
     if (v.reward === row.label) agreeHand++;
     if (v.reward === heuristic[i]!.predicted) agreeH++;
-    process.stderr.write(`\r  ${i + 1}/${rows.length}`);
+    // A running tally, so a run stopped early still says what it measured.
+    console.log(`  ${i + 1}/${rows.length} ${row.id}: hand ${row.label}, heuristic ${heuristic[i]!.predicted}, SmolLM2 ${v.reward}${v.votes.some((x) => x.reward !== undefined) ? '' : ' (unparsed)'}; so far parsed ${corpusParsed}, agree hand ${agreeHand}, agree heuristic ${agreeH}`);
   }
 } finally {
   await judge.close();
