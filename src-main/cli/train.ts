@@ -199,10 +199,10 @@ function trainedFromDatabase(dir: string): boolean {
  * unless --ignore-memory. A resumed run is estimated with its own settings and the flags
  * given again. An on-policy run updates on contexts × rollouts rows (or its minibatch) at once.
  */
-function checkMemory(v: Record<string, unknown>, o: TrainerOptions, onPolicy: boolean): void {
+function checkMemory(v: Record<string, unknown>, o: TrainerOptions, onPolicy: boolean): string | null {
   const saved = o.resume ? (resumePoint(o.resume).settings as unknown as SavedSettings) : undefined;
   const modelDir = o.modelDir ?? saved?.modelDir;
-  if (!modelDir) return;
+  if (!modelDir) return null;
   const method = o.method ?? saved?.method ?? D.method;
   const device = o.device ?? saved?.device ?? D.device;
   const contexts = boundFlag('contextsPerStep', v['contexts-per-step'] as string | undefined) ?? saved?.onPolicy?.contextsPerStep ?? ON_POLICY_DEFAULTS.contextsPerStep;
@@ -224,13 +224,12 @@ function checkMemory(v: Record<string, unknown>, o: TrainerOptions, onPolicy: bo
   try {
     shape = modelShape(modelDir);
   } catch {
-    return; // the trainer says what is wrong with the model, in its words
+    return null; // the trainer says what is wrong with the model, in its words
   }
   const maxLength = o.maxLength ?? saved?.maxLength ?? Math.min(D.maxLength, shape.maxPositionEmbeddings);
   const verdict = memoryVerdict(shape, { ...shapeRun, maxLength }, hostMemory(), 'cli');
-  process.stderr.write(`memory: ${verdict.summary}\n`);
   if (verdict.refusal && !v['ignore-memory']) throw new UserError(verdict.refusal);
-  if (verdict.refusal) process.stderr.write('memory: more than this machine has; starting anyway (--ignore-memory)\n');
+  return `memory: ${verdict.summary}` + (verdict.refusal ? '\nmemory: more than this machine has; starting anyway (--ignore-memory)' : '');
 }
 
 /** What checkMemory reads of a resumed run's saved settings (./run-settings.ts RunSettings; an on-policy run's also carry `onPolicy`). */
@@ -302,7 +301,9 @@ export const command: Command = async (argv) => {
   if (options.resume && (options.initAdapter || options.dataFile)) throw new UsageError('--resume continues a run as it was: it takes no --init-adapter or --data');
   const onPolicy = isOnPolicyCommand(v);
   // The memory estimate first: a run that cannot fit is refused before the database is read.
-  checkMemory(v, options, onPolicy);
+  // Its summary is printed with the run's first event, so that a run refused for another
+  // reason (a used --out folder, nothing to train on) still says so in one line.
+  let memoryLine = checkMemory(v, options, onPolicy);
   // An on-policy run reads the database its own way (./train-on-policy.ts).
   if (!onPolicy && !options.dataFile && !options.resume) Object.assign(options, await databaseSamples(v.db ?? defaultDbPath(), options.method ?? D.method));
   else if (!onPolicy && options.resume) options.heldOut = await databaseHeldOut(v.db, options.resume);
@@ -314,6 +315,8 @@ export const command: Command = async (argv) => {
   process.once('SIGINT', onSignal);
   try {
     const onEvent = (e: TrainerEvent) => {
+      if (memoryLine) process.stderr.write(memoryLine + '\n');
+      memoryLine = null;
       const line = describe(e);
       if (line) process.stderr.write(line + '\n');
     };
