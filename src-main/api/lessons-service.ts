@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { LessonsView } from '../../src-shared/lessons.js';
 import { UserError } from '../../src-shared/types.js';
-import { openCompleter, type LlmJudgeSpec } from '../judge/backends.js';
-import { distilLessons } from '../judge/lessons-judge.js';
+import type { LlmJudgeSpec } from '../judge/backends.js';
+import { distilLessonsInto } from '../judge/lessons-judge.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import type { WorkspaceApi } from '../workspace/workspace-api.js';
 
@@ -50,15 +50,7 @@ export class LessonsService {
     this.distilling = true;
     try {
       const ws = this.hooks.workspace();
-      const { hints } = ws.lessonHints();
-      const judge = this.hooks.judge();
-      const completer = judge && hints.length ? await openCompleter(judge) : null;
-      try {
-        const d = await distilLessons(hints, completer);
-        ws.setLessons({ text: d.text, source: d.source, judge: d.judge, hints: d.hints, updatedAt: Date.now(), note: d.note });
-      } finally {
-        await completer?.close();
-      }
+      await distilLessonsInto(ws, this.hooks.judge());
       return this.view();
     } finally {
       this.distilling = false;

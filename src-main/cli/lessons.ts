@@ -10,8 +10,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MAX_LESSONS_TEXT, type LessonsView, type StoredLessons } from '../../src-shared/lessons.js';
 import { UserError } from '../../src-shared/types.js';
-import { openCompleter, type LlmJudgeSpec } from '../judge/backends.js';
-import { distilLessons } from '../judge/lessons-judge.js';
+import type { LlmJudgeSpec } from '../judge/backends.js';
+import { distilLessonsInto } from '../judge/lessons-judge.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { SettingsStore } from '../store/settings-file.js';
 import { withWorkspace } from '../workspace/workspace.js';
@@ -99,14 +99,7 @@ export const command: Command = async (argv) => {
   if (!v.regenerate && v['judge-backend'] !== undefined) throw new UsageError('--judge-backend goes with --regenerate');
   const view = await withWorkspace(db, async (ws): Promise<LessonsView> => {
     if (v.regenerate) {
-      const { hints } = ws.lessonHints();
-      const completer = judge && hints.length ? await openCompleter(judge) : null;
-      try {
-        const d = await distilLessons(hints, completer);
-        ws.setLessons({ text: d.text, source: d.source, judge: d.judge, hints: d.hints, updatedAt: Date.now(), note: d.note });
-      } finally {
-        await completer?.close();
-      }
+      await distilLessonsInto(ws, judge);
     } else if (v.set !== undefined) {
       const text = readText(v.set);
       ws.setLessons(text ? { text, source: 'edited', judge: null, hints: 0, updatedAt: Date.now(), note: null } : null);

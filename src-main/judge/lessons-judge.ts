@@ -13,8 +13,9 @@
  * answer, a prompt that cannot fit or a failed request fall back to rules, with one line saying
  * so (`note`).
  */
-import { formatLessons, MAX_LESSONS, type LessonHint, type LessonsSource } from '../../src-shared/lessons.js';
+import { formatLessons, MAX_LESSONS, type LessonHint, type LessonsSource, type StoredLessons } from '../../src-shared/lessons.js';
 import { UserError } from '../../src-shared/types.js';
+import { openCompleter, type LlmJudgeSpec } from './backends.js';
 import { isUsefulHint } from './hint-rules.js';
 import { boundLessons, rankedHints, rulesLessons } from './lesson-rules.js';
 import { DEFAULT_JUDGE_MAX_TOKENS, THINKING_JUDGE_MAX_TOKENS, type ChatCompleter } from './llm-judge.js';
@@ -135,4 +136,27 @@ export async function distilLessons(hints: readonly LessonHint[], completer: Cha
   const left = answer.fitted.droppedTurns;
   const note = left ? `the judge read the ${ranked.length - left} most frequent of ${ranked.length} distinct hints: the rest did not fit its ${completer.contextTokens?.()}-token context` : null;
   return { text: formatLessons(lessons), lessons, source: 'judge', judge, hints: hints.length, note };
+}
+
+/** What distilLessonsInto reads and writes: the workspace's hints and its stored lessons. */
+export interface LessonsStore {
+  lessonHints(): { hints: LessonHint[] };
+  setLessons(lessons: StoredLessons): void;
+}
+
+/**
+ * Distils the store's hints (by `judge`, or by rules when it is null or has no hint to read)
+ * and stores the result: the one sequence behind `hindsight lessons --regenerate` and the
+ * Lessons page's Distil button. The judge's model is closed again whatever happens.
+ */
+export async function distilLessonsInto(store: LessonsStore, judge: LlmJudgeSpec | null): Promise<Distilled> {
+  const { hints } = store.lessonHints();
+  const completer = judge && hints.length ? await openCompleter(judge) : null;
+  try {
+    const d = await distilLessons(hints, completer);
+    store.setLessons({ text: d.text, source: d.source, judge: d.judge, hints: d.hints, updatedAt: Date.now(), note: d.note });
+    return d;
+  } finally {
+    await completer?.close();
+  }
 }
