@@ -14,7 +14,7 @@ import type { TrainDevice as Device } from '../../src-shared/training.js';
 import { describeReplay, isReplayMetrics, isWinTieLoss } from '../../src-shared/eval-replay.js';
 import { DEFAULT_EVAL_METRICS } from '../eval/evaluate.js';
 import { REPLAY_DEFAULTS, type ReplaySettings } from '../eval/replay.js';
-import type { LlmJudgeSpec } from '../judge/backends.js';
+import { DEFAULT_JUDGE_URL, type LlmJudgeSpec } from '../judge/backends.js';
 import { startEvaluation } from '../eval/run-in-worker.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { withWorkspace } from '../workspace/workspace.js';
@@ -101,7 +101,6 @@ export function reportText(r: EvalReport): string {
   return [head, '', ...r.models.flatMap(modelLines), ...(comparisons.length + gaps.length ? ['', ...comparisons, ...gaps] : []), ...r.notes.map((n) => `note: ${n}`), ''].join('\n');
 }
 
-const DEFAULT_JUDGE_URL = 'http://127.0.0.1:11434/v1';
 
 /** The replay judge from the flags; null without --judge-backend. */
 export function judgeFlags(v: Record<string, string | boolean | string[] | undefined>, device: Device): LlmJudgeSpec | null {

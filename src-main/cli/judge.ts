@@ -4,7 +4,7 @@
 // with Ctrl+C (what was judged is kept), with a progress bar on stderr when it is a TTY.
 import path from 'node:path';
 import { withWorkspace } from '../workspace/workspace.js';
-import { openJudgeBackend, type JudgeBackendSpec } from '../judge/backends.js';
+import { DEFAULT_JUDGE_URL, openJudgeBackend, type JudgeBackendSpec } from '../judge/backends.js';
 import { runJudge, type JudgeProgress } from '../judge/runner.js';
 import { DEFAULT_TIMEOUT_MS } from '../judge/openai-client.js';
 import { DEFAULT_JUDGE_MAX_TOKENS } from '../judge/llm-judge.js';
@@ -15,7 +15,6 @@ import { TRAIN_DEVICES } from '../../src-shared/training.js';
 import { judgeRunNotes } from '../../src-shared/judge-notes.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
-const DEFAULT_ENDPOINT = 'http://127.0.0.1:11434/v1';
 const BACKENDS = ['heuristic', 'local', 'openai'] as const;
 type BackendName = (typeof BACKENDS)[number];
 const LOCAL = '--backend local';
@@ -40,7 +39,7 @@ export const spec = {
     model: { type: 'string', value: 'DIR', help: "the model that judges: a Hugging Face checkpoint folder, a .gguf file, or a name 'hindsight models' lists", group: LOCAL, required: 'with --backend local' },
     device: { type: 'string', value: TRAIN_DEVICES.join('|'), help: 'where it runs', group: LOCAL, otherwise: 'cpu' },
     quantize: { type: 'string', value: QUANTIZE_CHOICES.join('|'), help: 'weight-only quantised linear layers (faster votes, less exact)', group: LOCAL, otherwise: 'none' },
-    endpoint: { type: 'string', value: 'URL', help: "base URL up to /v1; the default is Ollama's", group: OPENAI, otherwise: DEFAULT_ENDPOINT },
+    endpoint: { type: 'string', value: 'URL', help: "base URL up to /v1; the default is Ollama's", group: OPENAI, otherwise: DEFAULT_JUDGE_URL },
     'judge-model': { type: 'string', value: 'NAME', help: 'the model name the server knows, e.g. qwen2.5:7b-instruct', group: OPENAI, required: 'with --backend openai' },
     'api-key': { type: 'string', value: 'K', help: 'bearer key', group: OPENAI, otherwise: 'env HINDSIGHT_JUDGE_API_KEY, else none' },
     'timeout-ms': { type: 'string', value: 'N', help: 'per-request limit in milliseconds', group: OPENAI, otherwise: String(DEFAULT_TIMEOUT_MS) },
@@ -82,7 +81,7 @@ function backendSpec(name: BackendName, values: Record<string, string | boolean 
   if (!judgeModel) throw new UsageError('--backend openai needs --judge-model NAME (the model name the server serves)');
   return {
     backend: 'openai',
-    baseUrl: str('endpoint') ?? DEFAULT_ENDPOINT,
+    baseUrl: str('endpoint') ?? DEFAULT_JUDGE_URL,
     model: judgeModel,
     apiKey: str('api-key') ?? process.env.HINDSIGHT_JUDGE_API_KEY,
     timeoutMs: intFlag('timeout-ms', str('timeout-ms'), DEFAULT_TIMEOUT_MS, 1),

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MAX_LESSONS_TEXT, type LessonsView, type StoredLessons } from '../../src-shared/lessons.js';
 import { UserError } from '../../src-shared/types.js';
-import type { LlmJudgeSpec } from '../judge/backends.js';
+import { DEFAULT_JUDGE_URL, type LlmJudgeSpec } from '../judge/backends.js';
 import { distilLessonsInto } from '../judge/lessons-judge.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { SettingsStore } from '../store/settings-file.js';
@@ -19,7 +19,6 @@ import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJ
 import { DEVICE_OPTION, deviceFlag } from './model-flags.js';
 
 const DEMO_MODEL_DIR = fileURLToPath(new URL('../../resources/models/stories260K', import.meta.url));
-const DEFAULT_JUDGE_URL = 'http://127.0.0.1:11434/v1';
 const JUDGE = 'with --regenerate (default: the judge on the Settings page of this database)';
 
 export const spec = {

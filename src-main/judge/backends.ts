@@ -15,6 +15,12 @@ import { LocalCompleter } from './local-completer.js';
 import { OpenAiClient } from './openai-client.js';
 import { isModelPath } from '../model/model-path.js';
 
+/**
+ * Where an OpenAI-compatible judge is looked for when no URL is given: Ollama's default server,
+ * the local server people most often already run (the judge, lessons and eval commands).
+ */
+export const DEFAULT_JUDGE_URL = 'http://127.0.0.1:11434/v1';
+
 export type JudgeBackendSpec =
   | { backend: 'heuristic' }
   | { backend: 'local'; modelDir: string; device?: Device; maxTokens?: number; composite?: CompositeThresholds; quantize?: Quantize }
