@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { LessonsView } from '../../src-shared/lessons.js';
 import { UserError } from '../../src-shared/types.js';
 import type { LlmJudgeSpec } from '../judge/backends.js';
-import { distilLessonsInto } from '../judge/lessons-judge.js';
+import { distillerName, distilLessonsInto } from '../judge/lessons-judge.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import type { WorkspaceApi } from '../workspace/workspace-api.js';
 
@@ -18,8 +18,6 @@ export interface LessonsHooks {
   /** The LLM judge of the Settings page; null for the heuristic (rules distil). */
   judge: () => LlmJudgeSpec | null;
 }
-
-const distillerName = (j: LlmJudgeSpec | null) => (j === null ? 'rules' : j.backend === 'local' ? `local:${j.modelDir}` : `openai:${j.model}`);
 
 export class LessonsService {
   private distilling = false;

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { MAX_LESSONS_TEXT, type LessonsView, type StoredLessons } from '../../src-shared/lessons.js';
 import { UserError } from '../../src-shared/types.js';
 import { DEFAULT_JUDGE_URL, type LlmJudgeSpec } from '../judge/backends.js';
-import { distilLessonsInto } from '../judge/lessons-judge.js';
+import { distillerName, distilLessonsInto } from '../judge/lessons-judge.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { SettingsStore } from '../store/settings-file.js';
 import { withWorkspace } from '../workspace/workspace.js';
@@ -68,8 +68,6 @@ function judgeSpec(v: Values, db: string): LlmJudgeSpec | null {
   const context = v['judge-context'] === undefined ? undefined : intFlag('judge-context', v['judge-context'], 0, 16);
   return { backend, model, baseUrl: v['judge-url'] ?? DEFAULT_JUDGE_URL, apiKey: v['judge-api-key'] ?? process.env.HINDSIGHT_JUDGE_API_KEY, contextTokens: context };
 }
-
-const distillerName = (j: LlmJudgeSpec | null) => (j === null ? 'rules' : j.backend === 'local' ? `local:${j.modelDir}` : `openai:${j.model}`);
 
 function readText(file: string): string {
   let text: string;

@@ -138,6 +138,9 @@ export async function distilLessons(hints: readonly LessonHint[], completer: Cha
   return { text: formatLessons(lessons), lessons, source: 'judge', judge, hints: hints.length, note };
 }
 
+/** Who would distil the lessons now, as the Lessons page and `hindsight lessons` show it. */
+export const distillerName = (j: LlmJudgeSpec | null): string => (j === null ? 'rules' : j.backend === 'local' ? `local:${j.modelDir}` : `openai:${j.model}`);
+
 /** What distilLessonsInto reads and writes: the workspace's hints and its stored lessons. */
 export interface LessonsStore {
   lessonHints(): { hints: LessonHint[] };
