@@ -14,12 +14,12 @@ import type { TrainDevice as Device } from '../../src-shared/training.js';
 import { describeReplay, isReplayMetrics, isWinTieLoss } from '../../src-shared/eval-replay.js';
 import { DEFAULT_EVAL_METRICS } from '../eval/evaluate.js';
 import { REPLAY_DEFAULTS, type ReplaySettings } from '../eval/replay.js';
-import { DEFAULT_JUDGE_URL, type LlmJudgeSpec } from '../judge/backends.js';
+import type { LlmJudgeSpec } from '../judge/backends.js';
 import { startEvaluation } from '../eval/run-in-worker.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { withWorkspace } from '../workspace/workspace.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_OPTION, deviceFlag, modelFlag } from './model-flags.js';
+import { DEVICE_OPTION, deviceFlag, JUDGE_MODEL_HELP, llmJudgeFlags, modelFlag } from './model-flags.js';
 
 export const spec = {
   name: 'eval',
@@ -41,7 +41,7 @@ export const spec = {
     temperature: { type: 'string', default: String(REPLAY_DEFAULTS.temperature), value: 'T', help: 'replay: sampling temperature of the generated replies' },
     'max-new-tokens': { type: 'string', default: String(REPLAY_DEFAULTS.maxNewTokens), value: 'N', help: 'replay: longest generated reply, in tokens' },
     'judge-backend': { type: 'string', value: 'local|openai', help: 'the replay judge (the heuristic cannot judge a replay)', otherwise: 'none: replay is skipped' },
-    'judge-model': { type: 'string', value: 'DIR|NAME', help: "the judge model: a model folder, .gguf file or name 'hindsight models' lists (local), or the name the server serves (openai)", required: 'with --judge-backend' },
+    'judge-model': { type: 'string', value: 'DIR|NAME', help: JUDGE_MODEL_HELP, required: 'with --judge-backend' },
     'judge-url': { type: 'string', value: 'URL', help: "the OpenAI-compatible server's base URL, up to /v1", otherwise: 'http://127.0.0.1:11434/v1 (Ollama)' },
     'judge-api-key': { type: 'string', value: 'K', help: 'bearer key for the judge server', otherwise: 'env HINDSIGHT_JUDGE_API_KEY, else none' },
     votes: { type: 'string', default: String(REPLAY_DEFAULTS.votes), value: 'N', help: 'replay judge votes per reply (majority, tie → 0)' },
@@ -110,11 +110,8 @@ export function judgeFlags(v: Record<string, string | boolean | string[] | undef
     for (const k of ['judge-model', 'judge-url', 'judge-api-key']) if (str(k) !== undefined) throw new UsageError(`--${k} needs --judge-backend local|openai`);
     return null;
   }
-  const model = str('judge-model');
   if (backend !== 'local' && backend !== 'openai') throw new UsageError(`--judge-backend must be local or openai (the heuristic cannot judge a replay), got '${backend}'`);
-  if (!model) throw new UsageError(`--judge-backend ${backend} needs --judge-model ${backend === 'local' ? 'DIR (the model folder that judges)' : 'NAME (the model name the server serves)'}`);
-  if (backend === 'local') return { backend, modelDir: modelFlag(model, '--judge-model', v.db as string | undefined), device };
-  return { backend, model, baseUrl: str('judge-url') ?? DEFAULT_JUDGE_URL, apiKey: str('judge-api-key') ?? process.env.HINDSIGHT_JUDGE_API_KEY };
+  return llmJudgeFlags(backend, v, device);
 }
 
 function replayFlags(v: Record<string, string | boolean | string[] | undefined>, judge: LlmJudgeSpec | null): ReplaySettings {

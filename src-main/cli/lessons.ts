@@ -6,7 +6,6 @@
 // rules with the heuristic or when the judge's answer holds none. --set stores a text the user
 // wrote; --out writes the lessons to a file, as a system prompt to paste elsewhere.
 import fs from 'node:fs';
-import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MAX_LESSONS_TEXT, type LessonsView, type StoredLessons } from '../../src-shared/lessons.js';
 import { UserError } from '../../src-shared/types.js';
@@ -15,8 +14,8 @@ import { distillerName, distilLessonsInto } from '../judge/lessons-judge.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { SettingsStore } from '../store/settings-file.js';
 import { withWorkspace } from '../workspace/workspace.js';
-import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_OPTION, deviceFlag } from './model-flags.js';
+import { DB_OPTION, defaultDbPath, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
+import { DEVICE_OPTION, deviceFlag, JUDGE_MODEL_HELP, llmJudgeFlags } from './model-flags.js';
 
 const DEMO_MODEL_DIR = fileURLToPath(new URL('../../resources/models/stories260K', import.meta.url));
 const JUDGE = 'with --regenerate (default: the judge on the Settings page of this database)';
@@ -34,7 +33,7 @@ export const spec = {
     clear: { type: 'boolean', default: false, help: 'remove the lessons' },
     out: { type: 'string', value: 'FILE', help: 'also write the lessons to FILE, as a system prompt', otherwise: 'stdout only' },
     'judge-backend': { type: 'string', value: 'heuristic|local|openai', help: 'who distils: rules (heuristic) or an LLM judge', group: JUDGE, otherwise: "the Settings page's" },
-    'judge-model': { type: 'string', value: 'DIR|NAME', help: 'the judge model: a model folder (local), or the name the server serves (openai)', group: JUDGE, required: 'with --judge-backend local|openai' },
+    'judge-model': { type: 'string', value: 'DIR|NAME', help: JUDGE_MODEL_HELP, group: JUDGE, required: 'with --judge-backend local|openai' },
     'judge-url': { type: 'string', value: 'URL', help: "the OpenAI-compatible server's base URL, up to /v1", group: JUDGE, otherwise: DEFAULT_JUDGE_URL },
     'judge-api-key': { type: 'string', value: 'K', help: 'bearer key for the judge server', group: JUDGE, otherwise: 'env HINDSIGHT_JUDGE_API_KEY, else none' },
     'judge-context': { type: 'string', value: 'N', help: "the OpenAI-compatible judge's context in tokens: the prompt is fitted to it", group: JUDGE, otherwise: 'learnt from its first context-length error' },
@@ -62,11 +61,7 @@ function judgeSpec(v: Values, db: string): LlmJudgeSpec | null {
   }
   if (backend === 'heuristic') return null;
   if (backend !== 'local' && backend !== 'openai') throw new UsageError(`--judge-backend must be heuristic, local or openai, got '${backend}'`);
-  const model = v['judge-model'];
-  if (!model) throw new UsageError(`--judge-backend ${backend} needs --judge-model ${backend === 'local' ? 'DIR (the model folder that judges)' : 'NAME (the model name the server serves)'}`);
-  if (backend === 'local') return { backend, modelDir: path.resolve(model), device };
-  const context = v['judge-context'] === undefined ? undefined : intFlag('judge-context', v['judge-context'], 0, 16);
-  return { backend, model, baseUrl: v['judge-url'] ?? DEFAULT_JUDGE_URL, apiKey: v['judge-api-key'] ?? process.env.HINDSIGHT_JUDGE_API_KEY, contextTokens: context };
+  return llmJudgeFlags(backend, v, device);
 }
 
 function readText(file: string): string {

@@ -2,12 +2,14 @@
 // --model (a path, or a name `hindsight models` lists), --device, --precision and --quantize,
 // their help, and their parsers. One place, so that each command spells and checks them the
 // same way.
+import path from 'node:path';
 import type { Device } from '../model/ort-session.js';
+import { DEFAULT_JUDGE_URL, type LlmJudgeSpec } from '../judge/backends.js';
 import { PRECISIONS, TRAIN_DEVICES, type Precision } from '../../src-shared/training.js';
 import { parseQuantize, QUANTIZE_CHOICES, type Quantize } from '../model/quantize.js';
 import { resolveModelName } from '../model/model-name.js';
 import { SettingsStore, settingsPathFor } from '../store/settings-file.js';
-import { defaultDbPath, UsageError } from './args.js';
+import { defaultDbPath, intFlag, UsageError } from './args.js';
 
 /** What each device needs, for the `--device` help (docs/design.md §Devices). */
 export const DEVICE_HELP = 'where the model runs (cuda: after npm run setup:gpu; webgpu: a GPU with a Vulkan, Direct3D 12 or Metal driver)';
@@ -66,4 +68,25 @@ function addedFolders(db: string | undefined): string[] {
   } catch {
     return [];
   }
+}
+
+/** `--judge-model`'s help, the same wherever an LLM judge is taken (eval, lessons, train --on-policy). */
+export const JUDGE_MODEL_HELP = "the judge model: a model folder, .gguf file or name 'hindsight models' lists (local), or the name the server serves (openai)";
+
+/** The values llmJudgeFlags reads: the --judge-* flags a command has (eval has no --judge-context) and --db. */
+type JudgeFlagValues = Record<string, string | boolean | string[] | undefined>;
+
+/**
+ * The LLM judge the --judge-* flags name, for `backend` (local or openai): a local judge's
+ * --judge-model is a path or a name `hindsight models` lists (resolved as --model is, with the
+ * folders added to --db's settings), an OpenAI-compatible judge's is the name its server serves.
+ * The one reading of these flags behind eval, lessons and train --on-policy.
+ */
+export function llmJudgeFlags(backend: 'local' | 'openai', v: JudgeFlagValues, device: Device): LlmJudgeSpec {
+  const str = (k: string) => v[k] as string | undefined;
+  const model = str('judge-model');
+  if (!model) throw new UsageError(`--judge-backend ${backend} needs --judge-model ${backend === 'local' ? 'DIR (the model folder that judges)' : 'NAME (the model name the server serves)'}`);
+  if (backend === 'local') return { backend, modelDir: path.resolve(modelFlag(model, '--judge-model', str('db'))), device };
+  const context = str('judge-context') === undefined ? undefined : intFlag('judge-context', str('judge-context'), 0, 16);
+  return { backend, model, baseUrl: str('judge-url') ?? DEFAULT_JUDGE_URL, apiKey: str('judge-api-key') ?? process.env.HINDSIGHT_JUDGE_API_KEY, contextTokens: context };
 }

@@ -15,6 +15,7 @@ import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import { withWorkspace } from '../workspace/workspace.js';
 import { boundFlag, defaultDbPath, ranged, UsageError } from './args.js';
 import { judgeFlags } from './eval.js';
+import { JUDGE_MODEL_HELP } from './model-flags.js';
 
 const ON = 'on-policy training (docs/design.md §On-policy training)';
 const num = (x: number) => String(x);
@@ -40,7 +41,7 @@ export const ON_POLICY_OPTIONS = {
     type: 'string', value: 'local|openai', group: ON, otherwise: 'none: rl and combine need --tasks, opd needs none',
     help: "the replay judge that scores rollouts of the database's samples, knowing how the user reacted to the original reply",
   },
-  'judge-model': { type: 'string', value: 'DIR|NAME', group: ON, help: "the judge model: a model folder, .gguf file or name 'hindsight models' lists (local), or the name the server serves (openai)", required: 'with --judge-backend' },
+  'judge-model': { type: 'string', value: 'DIR|NAME', group: ON, help: JUDGE_MODEL_HELP, required: 'with --judge-backend' },
   'judge-url': { type: 'string', value: 'URL', group: ON, help: "the OpenAI-compatible server's base URL, up to /v1", otherwise: 'http://127.0.0.1:11434/v1 (Ollama)' },
   'judge-api-key': { type: 'string', value: 'K', group: ON, help: 'bearer key for the judge server (never saved with the run)', otherwise: 'env HINDSIGHT_JUDGE_API_KEY, else none' },
   votes: { type: 'string', value: 'N', group: ON, help: ranged('votes', 'replay judge votes per rollout (majority, tie → 0)'), otherwise: num(DEFAULT_VOTES) },

@@ -12,9 +12,11 @@ import { writeGguf as writeGgufFromFolder } from '../../bench/gguf-writer.js';
 import { closeNames, looksLikePath, resolveModelName } from '../../src-main/model/model-name.js';
 import { scanModels } from '../../src-main/model/model-catalog.js';
 import { UserError } from '../../src-shared/types.js';
+import { Workspace } from '../../src-main/workspace/workspace.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 import { runCli } from '../helpers/cli.js';
 import { f32Bytes, str, u32, writeGguf } from '../model/gguf-writer.js';
+import { conv, fakeExport } from '../store/helpers.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-model-name-'));
 const home = path.join(dir, 'home');
@@ -156,4 +158,26 @@ describe('the commands that take --model', () => {
     expect(after.code).toBe(1);
     expect(after.stderr).toMatch(/^hindsight eval: --model pub\/repo\/tiny\.gguf: 2 models have that name \(LM Studio: .*; Your folders: .*\): give the path of the one you mean\n$/);
   });
+});
+
+describe('--judge-model: lessons takes what eval takes', () => {
+  it('a name hindsight models lists is the local judge of both; an unknown name is the same one line', async () => {
+    const hinted = path.join(dir, 'hinted.db');
+    const ws = await Workspace.open(hinted);
+    await ws.importExport(fakeExport('c.jsonl', [conv('a', [['user', 'Sort this.'], ['assistant', 'xs.sort()'], ['user', 'No, in Python.']])]));
+    ws.setLabel('openai:a', 1, { reward: -1, hint: 'Use Python.' });
+    ws.close();
+    // lessons: the Ollama name is the judge's model (the tiny model's answer holds no lessons, so rules write them).
+    const byName = await runCli('lessons', '--regenerate', '--judge-backend', 'local', '--judge-model', 'qwen3:0.6b', '--db', hinted, '--json');
+    expect(byName.code, byName.stderr).toBe(0);
+    expect(byName.json()).toMatchObject({ distiller: `local:${blob}`, hints: 1 });
+    // An unknown name: the same line from both, exit status 1.
+    const evalArgs = ['eval', '--model', blob, '--judge-backend', 'local', '--judge-model', 'qwen3:8b', '--db', hinted];
+    const lessonsArgs = ['lessons', '--regenerate', '--judge-backend', 'local', '--judge-model', 'qwen3:8b', '--db', hinted];
+    for (const argv of [evalArgs, lessonsArgs]) {
+      const r = await runCli(...argv);
+      expect(r.code, argv.join(' ')).toBe(1);
+      expect(r.stderr, argv.join(' ')).toBe(`hindsight ${argv[0]}: --judge-model qwen3:8b: no such file or folder, and no model of that name in 'hindsight models'; the closest: qwen3:0.6b\n`);
+    }
+  }, 60_000);
 });
