@@ -30,6 +30,21 @@ describe('hand-off calls', () => {
     await expect(api(server, 'handoffTrl', { baseModel: 'x', outDir, method: 'ppo', gpus: 1 })).rejects.toThrow(/method/);
   });
 
+  it("handoffTrl and handoffReplayStart take the Training page's loss aggregation and top-K, checked like its other inputs", async () => {
+    const outDir = path.join(server.dir, 'trl-loss');
+    await api(server, 'handoffTrl', { baseModel: 'x', outDir, method: 'sdft', gpus: 1, lossAgg: 'token-mean', opdTopK: 50 });
+    const script = fs.readFileSync(path.join(outDir, 'train.py'), 'utf8');
+    expect(script).toMatch(/^LOSS_AGG = "token-mean"$/m);
+    expect(script).toMatch(/^OPD_TOPK = 50$/m);
+    await expect(api(server, 'handoffTrl', { baseModel: 'x', outDir, method: 'grpo', gpus: 1, lossAgg: 'token-sum' })).rejects.toThrow(/lossAgg/);
+    await expect(api(server, 'handoffTrl', { baseModel: 'x', outDir, method: 'sdft', gpus: 1, opdTopK: 5000 })).rejects.toThrow(/opdTopK/);
+    await expect(api(server, 'handoffTrl', { baseModel: 'x', outDir, method: 'sdft', gpus: 1, opdTopK: '' })).rejects.toThrow(/opdTopK/);
+    const replay = { endpoint: `${server.url}v1`, outDir: path.join(server.dir, 'replay-loss'), method: 'opd', concurrency: 1, paceMs: 0 };
+    await expect(api(server, 'handoffReplayStart', { ...replay, lossAgg: 'mean' })).rejects.toThrow(/lossAgg/);
+    await expect(api(server, 'handoffReplayStart', { ...replay, opdTopK: -1 })).rejects.toThrow(/opdTopK/);
+    expect((await api<ReplayProgress>(server, 'handoffReplayStatus')).state).toBe('idle'); // refused: nothing started
+  });
+
   it('handoffTrl leaves the held-out sessions out of data/ and says how many; includeHeldOut puts them back', async () => {
     const split = await api<{ heldOut: { sessions: number; samples: number } }>(server, 'split');
     expect(split.heldOut.sessions).toBeGreaterThan(0);

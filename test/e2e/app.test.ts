@@ -189,11 +189,20 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     const out = path.join(dir, 'handoff-trl');
     await page.fill('[data-testid=handoff-base-model]', 'Qwen/Qwen3-14B');
     await page.fill('[data-testid=handoff-out]', out);
-    await page.locator('[data-testid=handoff-method]').selectOption('sft');
+    // The loss settings show where the chosen trainer reads them: grpo's aggregation, sdft's top K.
+    await page.locator('[data-testid=handoff-method]').selectOption('grpo');
+    await page.locator('[data-testid=handoff-loss-agg]').selectOption('token-mean');
+    expect(await page.locator('[data-testid=handoff-opd-topk]').count()).toBe(0);
+    await page.locator('[data-testid=handoff-method]').selectOption('sdft');
+    expect(await page.locator('[data-testid=handoff-loss-agg]').count()).toBe(0);
+    await page.fill('[data-testid=handoff-opd-topk]', '50');
     await page.locator('[data-action=write-handoff]').click();
     await page.locator('[data-testid=handoff-result]').waitFor();
     expect(await page.locator('[data-testid=handoff-heldout]').textContent()).toMatch(/^Left \d+ held-out sessions? \(\d+ samples?\) out of data\/; they are in heldout\/ for evaluation\.$/);
-    expect(fs.readFileSync(path.join(out, 'train.py'), 'utf8')).toContain('METHOD = "sft"');
+    const script = fs.readFileSync(path.join(out, 'train.py'), 'utf8');
+    expect(script).toContain('METHOD = "sdft"');
+    expect(script).toMatch(/^OPD_TOPK = 50$/m);
+    expect(script).toMatch(/^LOSS_AGG = "sample-mean"$/m); // grpo's choice is not sdft's: the default goes
     expect(fs.readFileSync(path.join(out, 'data/kto.jsonl'), 'utf8').trim().split('\n').length).toBeGreaterThanOrEqual(1);
     await page.locator('[data-target=openclaw-rl]').check();
     await page.locator('[data-testid=handoff-endpoint]').waitFor();
