@@ -28,6 +28,7 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Com
   eval: { summary: 'measure the base model and adapters on the held-out samples, side by side', load: () => import('./cli/eval.js') },
   lessons: { summary: 'distil your hints into a system prompt of lessons (no training): show, regenerate, edit, write', load: () => import('./cli/lessons.js') },
   serve: { summary: 'serve the app and the OpenAI-compatible API to a browser', load: () => import('./cli/serve.js') },
+  'api-key': { summary: "print (or --regenerate) the API key chat clients send to serve's /v1", load: () => import('./cli/api-key.js') },
   demo: { summary: "run the app's core path on the bundled demo exports", load: () => import('./cli/demo.js') },
   'export-model': { summary: 'write a run\'s adapter as a GGUF LoRA + Ollama Modelfile (and optionally a merged GGUF)', load: () => import('./cli/export-model.js') },
   handoff: { summary: "hand the data to a GPU cluster's trainer (TRL files, or a replay into OpenClaw-RL)", load: () => import('./cli/handoff.js') },

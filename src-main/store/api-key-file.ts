@@ -47,7 +47,7 @@ export function keyHint(key: string): string {
 
 function refused(file: string, problem: string, fix: 'replace' | 'chmod' = 'replace'): SurfaceError {
   const chmod = fix === 'chmod';
-  const cli = `refusing the API key file ${file}: it ${problem}; ${chmod ? `run chmod 600 ${file}, or ` : ''}delete it and restart \`hindsight serve\` (a new key is made), or press Regenerate key in Settings → Live capture`;
+  const cli = `refusing the API key file ${file}: it ${problem}; ${chmod ? `run chmod 600 ${file}, or ` : ''}run \`hindsight api-key --regenerate\` or press Regenerate key in Settings → Live capture (a new key is made)`;
   const app = `Refusing the API key file ${file}: it ${problem}. ${chmod ? 'Run chmod 600 on it, or press' : 'Press'} Regenerate key to replace it with a new key.`;
   return new SurfaceError(cli, app);
 }
