@@ -77,8 +77,9 @@ export function readModelConfig(dir: string): ModelConfig {
     ropeTheta: rope.theta,
     ropeScaling: rope.scaling,
     tieWordEmbeddings: raw.tie_word_embeddings === true,
+    // attention_bias: biases on q, k, v and o (Llama, Qwen3); Qwen2 has q, k, v biases always and no o bias.
     qkvBias: family === 'qwen2' || raw.attention_bias === true,
-    oBias: family === 'llama' && raw.attention_bias === true,
+    oBias: family !== 'qwen2' && raw.attention_bias === true,
     mlpBias: raw.mlp_bias === true,
     qkNorm: family === 'qwen3',
     bosTokenId: typeof raw.bos_token_id === 'number' ? raw.bos_token_id : undefined,

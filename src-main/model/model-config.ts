@@ -23,9 +23,9 @@ export interface ModelConfig {
   ropeTheta: number;
   ropeScaling?: RopeScaling;
   tieWordEmbeddings: boolean;
-  /** Bias on q, k and v projections (Qwen2 always; Llama with attention_bias). */
+  /** Bias on q, k and v projections (Qwen2 always; Llama and Qwen3 with attention_bias). */
   qkvBias: boolean;
-  /** Bias on the output projection (Llama with attention_bias). */
+  /** Bias on the output projection (Llama and Qwen3 with attention_bias; Qwen2 never). */
   oBias: boolean;
   mlpBias: boolean;
   /** Qwen3: RMSNorm of each head's q and k before RoPE. */

@@ -1,5 +1,6 @@
 // Checkpoints written by transformers itself (test/interop/py/make_models.py): tiny random Llama,
-// Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, saved
+// Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, a
+// Qwen3 with attention_bias (biases on q, k, v and o, which released Qwen3 models leave off), saved
 // by save_pretrained with transformers 5's config.json (rope_parameters, dtype). For each one,
 // Hindsight's `score` (the CLI, rows batched together) gives transformers' per-token log-probs
 // within 1e-4 nats, and greedy generation (LocalModel.generate, temperature 0) gives the tokens
@@ -26,7 +27,7 @@ const TEXTS = [
 ];
 const PROMPTS = ['Hello, who are you?', 'Write one sentence about the sea.', 'x'];
 
-interface Model { name: string; family: 'llama' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16'; head_dim?: number; rope_theta?: number; rope_scaling?: Record<string, unknown> }
+interface Model { name: string; family: 'llama' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16'; head_dim?: number; rope_theta?: number; rope_scaling?: Record<string, unknown>; attention_bias?: boolean }
 const LLAMA3_ROPE = { rope_type: 'llama3', factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 64 };
 const MODELS: Model[] = [
   { name: 'llama-fp32-untied', family: 'llama', tie: false, dtype: 'F32', rope_theta: 500000, rope_scaling: LLAMA3_ROPE },
@@ -35,6 +36,7 @@ const MODELS: Model[] = [
   { name: 'qwen2-bf16-untied', family: 'qwen2', tie: false, dtype: 'BF16' },
   { name: 'qwen3-fp32-untied', family: 'qwen3', tie: false, dtype: 'F32', head_dim: 32, rope_theta: 1000000 },
   { name: 'qwen3-bf16-tied', family: 'qwen3', tie: true, dtype: 'BF16' },
+  { name: 'qwen3-fp32-attention-bias', family: 'qwen3', tie: true, dtype: 'F32', attention_bias: true },
 ];
 
 interface Reference {
@@ -69,6 +71,7 @@ describe.skipIf(!interopPython)('checkpoints written by transformers', () => {
       expect(c.rope_theta, m.name).toBeUndefined();
       expect(c.dtype, m.name).toBe(m.dtype === 'BF16' ? 'bfloat16' : 'float32');
       expect(c.tie_word_embeddings, m.name).toBe(m.tie);
+      if (m.attention_bias) expect(c.attention_bias, m.name).toBe(true);
     }
   });
 

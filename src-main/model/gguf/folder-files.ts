@@ -30,7 +30,7 @@ export function configJson(c: ModelConfig): Record<string, unknown> {
       rope_type: 'llama3', factor: s.factor, low_freq_factor: s.lowFreqFactor, high_freq_factor: s.highFreqFactor, original_max_position_embeddings: s.originalMaxPositionEmbeddings,
     },
     tie_word_embeddings: c.tieWordEmbeddings,
-    ...(c.family === 'llama' ? { attention_bias: c.qkvBias } : {}),
+    ...(c.family !== 'qwen2' ? { attention_bias: c.qkvBias } : {}),
     mlp_bias: c.mlpBias,
     ...(c.bosTokenId !== undefined ? { bos_token_id: c.bosTokenId } : {}),
     eos_token_id: c.eosTokenIds.length === 1 ? c.eosTokenIds[0] : c.eosTokenIds,

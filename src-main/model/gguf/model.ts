@@ -178,7 +178,7 @@ export function openGgufModel(file: string): GgufModel {
     ropeScaling: ropeScaling(gguf, arch, file, byName.get('rope_freqs.weight'), headDim, num('rope.freq_base', 10000)),
     tieWordEmbeddings: !byName.has('output.weight'),
     qkvBias: fam.family === 'qwen2' || has('attn_q.bias'),
-    oBias: fam.family === 'llama' && has('attn_output.bias'),
+    oBias: fam.family !== 'qwen2' && has('attn_output.bias'),
     mlpBias: has('ffn_up.bias'),
     qkNorm: fam.family === 'qwen3',
     bosTokenId: idOf('bos_token_id'),

@@ -2,11 +2,12 @@
 log-probs and greedy tokens on them, for test/interop/checkpoints.test.ts.
 
 usage: make_models.py < spec.json > result.json
-spec: {"models": [{"dir", "family", "tie", "dtype", "head_dim"?, "rope_theta"?, "rope_scaling"?}],
+spec: {"models": [{"dir", "family", "tie", "dtype", "head_dim"?, "rope_theta"?, "rope_scaling"?, "attention_bias"?}],
        "texts": [...], "prompts": [...], "max_new_tokens": N}
 Each dir already holds tokenizer.json and tokenizer_config.json. For each model: a random init
 (torch.manual_seed(0), initializer_range 0.15, then the RMSNorm weights and Qwen2's q/k/v biases
-drawn too, which transformers would leave at 1 and 0, so that reading them is tested), saved by
+drawn too (and every bias attention_bias adds), which transformers would leave at 1 and 0, so
+that reading them is tested), saved by
 save_pretrained as safetensors in the model's dtype; then reloaded from disk in fp32 (a bf16
 checkpoint's values widen exactly) and, for each text, the log-prob of every token after the
 first; for each prompt (one user message through the chat template), generate(do_sample=False)
@@ -27,7 +28,7 @@ def make(m):
     tok = AutoTokenizer.from_pretrained(m["dir"])
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
     eot = tok.convert_tokens_to_ids("<|endoftext|>")
-    extra = {k: m[k] for k in ("head_dim", "rope_scaling") if k in m}
+    extra = {k: m[k] for k in ("head_dim", "rope_scaling", "attention_bias") if k in m}
     config = CONFIGS[m["family"]](
         vocab_size=len(tok) + 3, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, tie_word_embeddings=m["tie"], max_position_embeddings=512, rms_norm_eps=1e-6,
