@@ -229,6 +229,8 @@ const real = (flag: string, field: string | null, label: string, min: number, op
 export const TRAIN_BOUNDS = {
   steps: int('steps', 'steps', 'steps', 1, 1_000_000),
   batchSize: int('batch-size', 'batchSize', 'batch size', 1, 4096),
+  // Rows per pass of the step (gradient accumulation); unset: the most the memory estimate fits.
+  microBatch: int('micro-batch', 'microBatch', 'micro-batch', 1, 4096),
   // 0 would train nothing while the run looks fine. AdamW moves every weight by about lr a
   // step, and LoRA's weights are far smaller than 1, so a rate above 1 is a typo, not a setting.
   lr: real('lr', 'lr', 'learning rate', 0, { above: true, max: 1 }),

@@ -15,6 +15,7 @@ export interface CheckedOptions {
   optimizer: OptimizerConfig;
   vocabChunk?: number;
   value?: ValueHeadConfig;
+  microBatch?: number;
 }
 
 /** The step's settings within training's bounds (src-shared/training.ts TRAIN_BOUNDS, the CLI's and the run's), said in the step's own words. */
@@ -34,6 +35,7 @@ export function checkOptions(o: CheckedOptions): void {
   within('klBeta', o.loss.klBeta);
   if (o.loss.opdTopK !== undefined) within('opdTopK', o.loss.opdTopK);
   if (o.loss.lossAgg !== undefined && !LOSS_AGGS.includes(o.loss.lossAgg)) throw new UserError(`loss aggregation must be ${LOSS_AGGS.join(' or ')}, got ${JSON.stringify(o.loss.lossAgg)}`);
+  if (o.microBatch !== undefined) within('microBatch', o.microBatch);
   if (o.value) {
     within('valueClip', o.value.clip);
     within('valueCoef', o.value.coef);

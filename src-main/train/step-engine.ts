@@ -42,12 +42,13 @@ import { defaultPrecision, type Precision, type Quantize } from '../../src-share
 import { checkOptions } from './step-checks.js';
 import { ort, createSession, fusesMatMul, type Device, type SessionConfig } from '../model/ort-session.js';
 import type {
-  LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, LossMetricValues, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TeacherTopK, TrainStep,
+  LoraConfig, LoraTensorSpec, LoraWeights, LossConfig, OptimizerConfig, OptimizerState, StepBatch, StepMetrics, StepResult, TeacherTopK, TrainStep,
 } from './training-step.js';
 import { methodLoss, type LossMetric } from '../../src-shared/training-methods.js';
-import { buildForwardGraph, buildTopKGraph, buildTrainGraph, gradName, loraKeys, TOPK_KL, type MemoryOptions } from './step-graph.js';
+import { buildForwardGraph, buildTopKGraph, buildTrainGraph, gradName, loraKeys, TOPK_KL_SUM, type MemoryOptions } from './step-graph.js';
 import { TopKTeacher } from './step-topk.js';
-import { lossFeeds, modelFeeds, pickAll, pickResponse, toGrid, type Picked } from './step-feeds.js';
+import { checkLossBatch, checkTokens, distilledTokens, lossFeeds, lossWeightGrid, modelFeeds, pickAll, pickResponse, toGrid, type LossNeeds, type Picked } from './step-feeds.js';
+import { microBatches, placeRows, type MicroBatch } from './micro-batch.js';
 import type { ValueHeadConfig } from './step-loss.js';
 import { isValueHeadKey, valueHeadShapes } from './value-head.js';
 import { SCALAR_INPUTS, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from './step-optimizer.js';
@@ -94,6 +95,13 @@ export interface TrainStepOptions {
   memoryPattern?: boolean;
   /** Train a value head with this loss (the `gae` estimator, docs/design.md §Advantage estimators); default none. */
   value?: ValueHeadConfig;
+  /**
+   * Rows per pass of every graph (gradient accumulation, ./micro-batch.ts; docs/design.md
+   * §Micro-batches): a batch of more rows goes through in micro-batches of this many, their
+   * gradients summed before the one update, with the same loss, metrics and gradients as one
+   * pass. Default: the whole batch in one pass.
+   */
+  microBatch?: number;
 }
 
 /**
@@ -127,8 +135,20 @@ export interface Gradients {
   /** With a value head: the values on the same grid, and the value loss. */
   values?: Float32Array;
   valueLoss?: number;
-  /** With top-K OPD: the token mean of the top-K KL where a teacher distils. */
+  /** With top-K OPD: the token mean of the top-K KL where a teacher distils, over the whole batch. */
   topkKl?: number;
+}
+
+/** What one pass (a micro-batch) of the training graph gives, before the passes are added up. */
+interface Pass {
+  loss: number;
+  metrics: number[];
+  tokens: number;
+  valueLoss: number;
+  topkKlSum: number;
+  grads: LoraWeights;
+  logprobs: Float32Array;
+  values?: Float32Array;
 }
 
 const scalarOf = (t: ort.Tensor | undefined) => (t!.data as Float32Array)[0]!;
@@ -194,25 +214,46 @@ export class TrainStepEngine implements TrainStep {
 
   async baseTopK(batch: StepBatch, k: number): Promise<{ logprobs: Float32Array; topK: TeacherTopK }> {
     this.checkOpen();
-    return this.topK.score(batch, k, this.paramFeeds(this.zeroWeights(), true));
+    checkTokens(batch, this.weights.config.vocabSize);
+    const params = this.paramFeeds(this.zeroWeights(), true);
+    const parts = microBatches(batch, this.options.microBatch);
+    if (parts.length === 1) return this.topK.score(batch, k, params);
+    const cells = batch.batch * batch.seqLen;
+    const out = { logprobs: new Float32Array(cells), topK: { k, logprobs: new Float32Array(cells * k), indices: new Int32Array(cells * k) } };
+    for (const part of parts) {
+      const got = await this.topK.score(part.batch, k, params);
+      placeRows(out.logprobs, batch.seqLen, got.logprobs, part);
+      placeRows(out.topK.logprobs, batch.seqLen, got.topK.logprobs, part, k);
+      placeRows(out.topK.indices, batch.seqLen, got.topK.indices, part, k);
+    }
+    return out;
   }
 
   async policyLogprobs(batch: StepBatch, weights: LoraWeights): Promise<Float32Array> {
     this.checkOpen();
-    const picked = pickAll(batch);
     // Scoring needs no value head: one left out is fed as zeros.
-    const feeds = { ...modelFeeds(batch, picked, this.weights.config.vocabSize), ...this.paramFeeds(weights, true) };
-    const out = await (await this.forward()).run(feeds, ['logprobs']);
-    return toGrid(out.logprobs!.data as Float32Array, picked, batch);
+    const [logprobs] = await this.forwardPasses(batch, this.paramFeeds(weights, true), ['logprobs']);
+    return logprobs!;
   }
 
   async policyValues(batch: StepBatch, weights: LoraWeights): Promise<{ logprobs: Float32Array; values: Float32Array }> {
     this.checkOpen();
     if (!this.valueHead) throw new Error('policyValues: this training step has no value head');
-    const picked = pickAll(batch);
-    const feeds = { ...modelFeeds(batch, picked, this.weights.config.vocabSize), ...this.paramFeeds(weights) };
-    const out = await (await this.forward()).run(feeds, ['logprobs', 'values']);
-    return { logprobs: toGrid(out.logprobs!.data as Float32Array, picked, batch), values: toGrid(out.values!.data as Float32Array, picked, batch) };
+    const [logprobs, values] = await this.forwardPasses(batch, this.paramFeeds(weights), ['logprobs', 'values']);
+    return { logprobs: logprobs!, values: values! };
+  }
+
+  /** The forward graph's `fetches` at every token of the batch, on its [B, T] grid, a micro-batch at a time. */
+  private async forwardPasses(batch: StepBatch, params: Record<string, ort.Tensor>, fetches: string[]): Promise<Float32Array[]> {
+    checkTokens(batch, this.weights.config.vocabSize);
+    const session = await this.forward();
+    const grids = fetches.map(() => new Float32Array(batch.batch * batch.seqLen));
+    for (const part of microBatches(batch, this.options.microBatch)) {
+      const picked = pickAll(part.batch);
+      const out = await session.run({ ...modelFeeds(part.batch, picked, this.weights.config.vocabSize), ...params }, fetches);
+      fetches.forEach((name, i) => placeRows(grids[i]!, batch.seqLen, toGrid(out[name]!.data as Float32Array, picked, part.batch), part));
+    }
+    return grids;
   }
 
   async baseLogprobs(batch: StepBatch): Promise<Float32Array> {
@@ -228,37 +269,50 @@ export class TrainStepEngine implements TrainStep {
     return this.zeroLora;
   }
 
-  /** Loss, metrics and gradients at `weights`, without an update (host placement's first half). */
+  /**
+   * Loss, metrics and gradients at `weights`, without an update (host placement's first half):
+   * one pass of the training graph, or one per micro-batch, added up (./micro-batch.ts).
+   */
   async gradients(batch: StepBatch, weights: LoraWeights): Promise<Gradients> {
     this.checkOpen();
-    const picked = pickResponse(batch);
-    const feeds = { ...this.feeds(batch, picked), ...this.paramFeeds(weights) };
+    const needs = this.needs();
+    checkLossBatch(batch, needs, this.weights.config.vocabSize);
+    // Every token's weight in the whole batch's mean, whichever micro-batch it goes through.
+    const lossWeights = lossWeightGrid(batch, needs.lossAgg);
+    const params = this.paramFeeds(weights);
     // The in-graph optimizer's inputs must be fed even though only the gradients are fetched.
-    if (this.placement === 'graph') Object.assign(feeds, this.optimizerFeeds(weights, emptyState()));
-    const out = await this.trainSession.run(feeds, this.trainFetches());
-    return this.readGradients(out, batch, picked);
+    if (this.placement === 'graph') Object.assign(params, this.optimizerFeeds(weights, emptyState()));
+    const passes: Pass[] = [];
+    const parts = microBatches(batch, this.options.microBatch, [lossWeights]);
+    for (const part of parts) {
+      const picked = pickResponse(part.batch);
+      const out = await this.trainSession.run({ ...this.feeds(part, picked), ...params }, this.trainFetches());
+      passes.push(this.readPass(out, part, picked));
+    }
+    return this.addUp(passes, parts, batch);
   }
 
   async step(batch: StepBatch, weights: LoraWeights, state: OptimizerState): Promise<StepResult> {
     this.checkOpen();
-    if (this.placement === 'host') {
-      const g = await this.gradients(batch, weights);
-      const gradNorm = globalGradNorm(g.grads);
-      const metrics = this.metrics(g, gradNorm);
-      if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
-      const next = applyUpdate(this.options.optimizer, weights, g.grads, state, clipScale(gradNorm, this.options.optimizer.maxGradNorm));
-      return { ...next, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
-    }
-    return this.stepInGraph(batch, weights, state);
+    // The in-graph update needs the whole gradient in one pass; micro-batches are added up on the host and updated there.
+    if (this.placement === 'graph' && (this.options.microBatch ?? Infinity) >= batch.batch) return this.stepInGraph(batch, weights, state);
+    const g = await this.gradients(batch, weights);
+    const gradNorm = globalGradNorm(g.grads);
+    const metrics = this.metrics(g, gradNorm);
+    if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
+    const next = applyUpdate(this.options.optimizer, weights, g.grads, state, clipScale(gradNorm, this.options.optimizer.maxGradNorm));
+    return { ...next, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
   }
 
   private async stepInGraph(batch: StepBatch, weights: LoraWeights, state: OptimizerState): Promise<StepResult> {
     const cfg = this.options.optimizer;
     const step = state.step + 1;
+    const needs = this.needs();
+    checkLossBatch(batch, needs, this.weights.config.vocabSize);
+    const [part] = microBatches(batch, undefined, [lossWeightGrid(batch, needs.lossAgg)]);
     const picked = pickResponse(batch);
-    const feeds = { ...this.feeds(batch, picked), ...this.paramFeeds(weights), ...this.optimizerFeeds(weights, state) };
-    const out = await this.trainSession.run(feeds);
-    const g = this.readGradients(out, batch, picked);
+    const out = await this.trainSession.run({ ...this.feeds(part!, picked), ...this.paramFeeds(weights), ...this.optimizerFeeds(weights, state) });
+    const g = this.addUp([this.readPass(out, part!, picked)], [part!], batch);
     const gradNorm = scalarOf(out.grad_norm as ort.Tensor);
     const metrics = this.metrics(g, gradNorm);
     if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
@@ -305,9 +359,16 @@ export class TrainStepEngine implements TrainStep {
     return feeds;
   }
 
-  private feeds(batch: StepBatch, picked: Picked): Record<string, ort.Tensor> {
-    const loss = this.options.loss, needs = { ref: loss.klBeta > 0, value: this.valueHead, sampleMean: loss.lossAgg === 'sample-mean', topK: loss.opdTopK ?? 0 };
-    return { ...modelFeeds(batch, picked, this.weights.config.vocabSize), ...lossFeeds(batch, picked, needs) };
+  /** What the training graph reads besides the model's inputs (./step-feeds.ts LossNeeds). */
+  private needs(): LossNeeds {
+    const loss = this.options.loss;
+    // A LossConfig without lossAgg is token-mean, what every step did before the option existed.
+    return { ref: loss.klBeta > 0, value: this.valueHead, lossAgg: loss.lossAgg ?? 'token-mean', topK: loss.opdTopK ?? 0 };
+  }
+
+  /** A micro-batch's feeds; its loss weights are its cells' weights in the whole batch's mean. */
+  private feeds(part: MicroBatch, picked: Picked): Record<string, ort.Tensor> {
+    return { ...modelFeeds(part.batch, picked, this.weights.config.vocabSize), ...lossFeeds(part.batch, picked, this.needs(), part.grids[0]) };
   }
 
   private optimizerFeeds(weights: LoraWeights, state: OptimizerState): Record<string, ort.Tensor> {
@@ -331,29 +392,58 @@ export class TrainStepEngine implements TrainStep {
 
   private trainFetches(): string[] {
     const value = this.valueHead ? ['values', 'value_loss'] : [];
-    const topK = this.options.loss.opdTopK ? [TOPK_KL] : [];
+    const topK = this.options.loss.opdTopK ? [TOPK_KL_SUM] : [];
     return ['loss', 'logprobs', ...this.lossMetrics.map((m) => m.field), 'tokens', ...value, ...topK, ...[...this.paramDims.keys()].map(gradName)];
   }
 
-  private readGradients(out: ort.InferenceSession.OnnxValueMapType, batch: StepBatch, picked: Picked): Gradients {
+  /** One pass's outputs; its log-probs and values on its micro-batch's grid. */
+  private readPass(out: ort.InferenceSession.OnnxValueMapType, part: MicroBatch, picked: Picked): Pass {
     const grads: LoraWeights = new Map();
     for (const key of this.paramDims.keys()) grads.set(key, (out[gradName(key)] as ort.Tensor).data as Float32Array);
-    const value = this.valueHead
-      ? { values: toGrid((out.values as ort.Tensor).data as Float32Array, picked, batch), valueLoss: scalarOf(out.value_loss as ort.Tensor) }
-      : {};
     return {
-      ...value,
-      ...(this.options.loss.opdTopK ? { topkKl: scalarOf(out[TOPK_KL] as ort.Tensor) } : {}),
-      ...this.metricValues(out),
       loss: scalarOf(out.loss as ort.Tensor),
-      grads,
-      logprobs: toGrid((out.logprobs as ort.Tensor).data as Float32Array, picked, batch),
+      metrics: this.lossMetrics.map((m) => scalarOf(out[m.field] as ort.Tensor)),
       tokens: scalarOf(out.tokens as ort.Tensor),
+      valueLoss: this.valueHead ? scalarOf(out.value_loss as ort.Tensor) : 0,
+      topkKlSum: this.options.loss.opdTopK ? scalarOf(out[TOPK_KL_SUM] as ort.Tensor) : 0,
+      grads,
+      logprobs: toGrid((out.logprobs as ort.Tensor).data as Float32Array, picked, part.batch),
+      ...(this.valueHead ? { values: toGrid((out.values as ort.Tensor).data as Float32Array, picked, part.batch) } : {}),
     };
   }
 
-  private metricValues(out: ort.InferenceSession.OnnxValueMapType): LossMetricValues {
-    return Object.fromEntries(this.lossMetrics.map((m) => [m.key, scalarOf(out[m.field] as ort.Tensor)]));
+  /**
+   * The passes added up: each is its micro-batch's share of the batch's loss, metrics and
+   * gradients (its tokens weighed in the whole batch's mean), so their sums are the batch's; the
+   * top-K KL's sum is divided by the batch's distilled tokens; log-probs and values go back to
+   * the batch's grid.
+   */
+  private addUp(passes: Pass[], parts: MicroBatch[], batch: StepBatch): Gradients {
+    const sum = (f: (p: Pass) => number) => passes.reduce((a, p) => a + f(p), 0);
+    const [first, ...rest] = passes;
+    const grads = first!.grads;
+    for (const p of rest) {
+      for (const [key, g] of p.grads) {
+        const into = grads.get(key)!;
+        for (let i = 0; i < g.length; i++) into[i]! += g[i]!;
+      }
+    }
+    const whole = (grid: (p: Pass) => Float32Array) => {
+      if (passes.length === 1) return grid(first!);
+      const out = new Float32Array(batch.batch * batch.seqLen);
+      passes.forEach((p, i) => placeRows(out, batch.seqLen, grid(p), parts[i]!));
+      return out;
+    };
+    const metrics = Object.fromEntries(this.lossMetrics.map((m, i) => [m.key, sum((p) => p.metrics[i]!)]));
+    return {
+      ...(this.valueHead ? { values: whole((p) => p.values!), valueLoss: sum((p) => p.valueLoss) } : {}),
+      ...(this.options.loss.opdTopK ? { topkKl: sum((p) => p.topkKlSum) / Math.max(distilledTokens(batch), 1) } : {}),
+      ...metrics,
+      loss: sum((p) => p.loss),
+      grads,
+      logprobs: whole((p) => p.logprobs),
+      tokens: sum((p) => p.tokens),
+    };
   }
 
   private metrics(g: Gradients, gradNorm: number): StepMetrics {

@@ -13,8 +13,8 @@
  */
 import { UserError } from '../../src-shared/types.js';
 import { ort } from '../model/ort-session.js';
-import type { StepBatch } from './training-step.js';
-import { SAMPLE_WEIGHTS, TOPK_INPUTS } from './step-graph.js';
+import type { LossAgg, StepBatch } from './training-step.js';
+import { LOSS_WEIGHTS, TOPK_INPUTS } from './step-graph.js';
 
 /** Token-grid indices whose log-probs a pass computes. */
 export interface Picked {
@@ -62,18 +62,25 @@ export function modelFeeds(batch: StepBatch, picked: Picked, vocabSize: number):
 
 /**
  * What a training graph takes besides every loss's inputs: `ref` the KL reference, `value` the
- * value head's returns and old values, `sampleMean` --loss-agg sample-mean's weights, `topK`
- * the top-K OPD teacher (K).
+ * value head's returns and old values, `lossAgg` how the loss weights are made (--loss-agg),
+ * `topK` the top-K OPD teacher (K).
  */
 export interface LossNeeds {
   ref: boolean;
   value?: boolean;
-  sampleMean?: boolean;
+  lossAgg: LossAgg;
   topK?: number;
 }
 
-/** The loss inputs at the picked positions (see {@link LossNeeds}). */
-export function lossFeeds(batch: StepBatch, picked: Picked, needs: LossNeeds): Record<string, ort.Tensor> {
+/** Refuses a batch that lacks what the training graph reads, or has it in the wrong size (the whole batch, before any micro-batch is cut). */
+export function checkLossBatch(batch: StepBatch, needs: LossNeeds, vocabSize: number): void {
+  checkTokens(batch, vocabSize);
+  checkLossArrays(batch, needs);
+  if (needs.topK) checkTopK(batch, needs.topK);
+}
+
+/** The loss's per-token inputs present (those it needs) and in the batch's size. */
+function checkLossArrays(batch: StepBatch, needs: LossNeeds): void {
   type Named = [string, Float32Array | undefined];
   const optional: Named[] = [['oldFromPolicy', batch.oldFromPolicy], ['teacherLogprobs', batch.teacherLogprobs], ['opdWeights', batch.opdWeights]];
   checkArrays(batch, [
@@ -82,47 +89,92 @@ export function lossFeeds(batch: StepBatch, picked: Picked, needs: LossNeeds): R
     ...(needs.value ? [['returns', batch.returns], ['valuesOld', batch.valuesOld]] as Named[] : []),
     ...optional.filter(([, a]) => a !== undefined),
   ]);
+}
+
+/**
+ * The loss inputs at the picked positions (see {@link LossNeeds}). `weights`: each cell's weight
+ * in the run's mean ({@link lossWeightGrid}) on this batch's grid; default the batch's own, which
+ * a micro-batch must not use (its weights are its share of the whole batch's).
+ */
+export function lossFeeds(batch: StepBatch, picked: Picked, needs: LossNeeds, weights?: Float32Array): Record<string, ort.Tensor> {
+  checkLossArrays(batch, needs);
+  const w = weights ?? lossWeightGrid(batch, needs.lossAgg);
   const n = picked.tokens.length;
   // Absent: zeros, so old and the advantages are exactly the ones given.
   const gathered = (a: Float32Array | undefined) => new ort.Tensor('float32', a ? Float32Array.from(picked.tokens, (k) => a[k]!) : new Float32Array(n), [n]);
+  const zeros = () => new ort.Tensor('float32', new Float32Array(n), [n]);
   const feeds: Record<string, ort.Tensor> = {
-    response_mask: picked.standIn ? new ort.Tensor('float32', new Float32Array(n), [n]) : gathered(batch.responseMask),
+    response_mask: picked.standIn ? zeros() : gathered(batch.responseMask),
     old_logprobs: gathered(batch.oldLogprobs),
     advantages: gathered(batch.advantages),
     old_from_policy: gathered(batch.oldFromPolicy),
     teacher_logprobs: gathered(batch.teacherLogprobs),
     opd_weights: gathered(batch.opdWeights),
+    [LOSS_WEIGHTS]: picked.standIn ? zeros() : gathered(w),
   };
   if (needs.ref) feeds.ref_logprobs = gathered(batch.refLogprobs!);
   if (needs.value) {
     feeds.returns = gathered(batch.returns!);
     feeds.values_old = gathered(batch.valuesOld!);
   }
-  if (needs.sampleMean) feeds[SAMPLE_WEIGHTS] = new ort.Tensor('float32', picked.standIn ? new Float32Array(n) : sampleWeights(batch, picked), [n]);
   if (needs.topK) Object.assign(feeds, topKFeeds(batch, picked, needs.topK));
   return feeds;
 }
 
 /**
- * --loss-agg sample-mean's weight of each picked token: mask / (max(Σ mask of its row, 1) · B),
- * B the batch's rows, each of its rows counted whether it has a trained token or not (as
- * OpenClaw-RL's slime divides by the global batch size). Σ w·x is then Σ_b mean_b(x) / B.
+ * Each cell's weight in the run's mean over the trained tokens (./step-loss.ts aggregator), on
+ * the batch's [B, T] grid, 0 where nothing trains: token-mean mask / max(Σ mask, 1);
+ * sample-mean mask / (max(Σ mask of its row, 1) · B), B the batch's rows, each of its rows
+ * counted whether it has a trained token or not (as OpenClaw-RL's slime divides by the global
+ * batch size). Σ w·x is then the token mean, or Σ_b mean_b(x) / B. Made once for the whole
+ * batch, the weights of a micro-batch's tokens are their share of the batch's mean, so the
+ * micro-batches' sums add up to it (./micro-batch.ts). A row's first cell never trains (it has
+ * no log-prob).
  */
-export function sampleWeights(batch: StepBatch, picked: Picked): Float32Array {
-  const T = batch.seqLen;
-  const perRow = new Float64Array(batch.batch);
-  picked.tokens.forEach((k) => (perRow[Math.floor(k / T)]! += batch.responseMask[k]!));
-  return Float32Array.from(picked.tokens, (k) => batch.responseMask[k]! / (Math.max(perRow[Math.floor(k / T)]!, 1) * batch.batch));
+export function lossWeightGrid(batch: StepBatch, lossAgg: LossAgg): Float32Array {
+  const { batch: B, seqLen: T, responseMask: mask } = batch;
+  const out = new Float32Array(B * T);
+  const rows = new Float64Array(B);
+  let all = 0;
+  for (let r = 0; r < B; r++) for (let t = 1; t < T; t++) rows[r]! += mask[r * T + t]!;
+  for (const n of rows) all += n;
+  for (let r = 0; r < B; r++) {
+    const denominator = lossAgg === 'sample-mean' ? Math.max(rows[r]!, 1) * B : Math.max(all, 1);
+    for (let t = 1; t < T; t++) out[r * T + t] = mask[r * T + t]! / denominator;
+  }
+  return out;
 }
 
-/** The top-K OPD inputs at the picked positions: the teacher's K log-probs and token ids, and each token's distillation weight. */
-function topKFeeds(batch: StepBatch, picked: Picked, k: number): Record<string, ort.Tensor> {
+/** --loss-agg sample-mean's weight of each picked token ({@link lossWeightGrid}), in the picked order. */
+export function sampleWeights(batch: StepBatch, picked: Picked): Float32Array {
+  const grid = lossWeightGrid(batch, 'sample-mean');
+  return Float32Array.from(picked.tokens, (k) => grid[k]!);
+}
+
+/** The cells where top-K distillation trains (a trained token with a distillation weight): the count its metric is a mean over. */
+export function distilledTokens(batch: StepBatch): number {
+  const w = batch.distillWeights;
+  if (!w) return 0;
+  let n = 0;
+  batch.responseMask.forEach((m, k) => {
+    if (m !== 0 && k % batch.seqLen !== 0 && w[k]! > 0) n++;
+  });
+  return n;
+}
+
+function checkTopK(batch: StepBatch, k: number): void {
   const top = batch.teacherTopK;
   if (!top || !batch.distillWeights) throw new UserError('step batch: top-K distillation needs teacherTopK and distillWeights');
   if (top.k !== k) throw new UserError(`step batch: the teacher's top-K has K = ${top.k}, the step was built for K = ${k}`);
   const cells = batch.batch * batch.seqLen * k;
   if (top.logprobs.length !== cells || top.indices.length !== cells) throw new UserError(`step batch: teacherTopK has ${top.logprobs.length} log-probs and ${top.indices.length} ids, expected ${batch.batch} × ${batch.seqLen} × ${k} = ${cells}`);
   checkArrays(batch, [['distillWeights', batch.distillWeights]]);
+}
+
+/** The top-K OPD inputs at the picked positions: the teacher's K log-probs and token ids, and each token's distillation weight. */
+function topKFeeds(batch: StepBatch, picked: Picked, k: number): Record<string, ort.Tensor> {
+  checkTopK(batch, k);
+  const top = batch.teacherTopK!;
   const n = picked.tokens.length;
   const logprobs = new Float32Array(n * k), indices = new BigInt64Array(n * k);
   picked.tokens.forEach((cell, i) => {
@@ -152,7 +204,8 @@ export function checkArrays(batch: StepBatch, arrays: [string, { length: number 
   }
 }
 
-function checkTokens(batch: StepBatch, vocabSize: number): void {
+/** The model's inputs in their sizes, every token id in the vocabulary. */
+export function checkTokens(batch: StepBatch, vocabSize: number): void {
   checkArrays(batch, [['inputIds', batch.inputIds], ['attentionMask', batch.attentionMask], ['positionIds', batch.positionIds]]);
   const T = batch.seqLen;
   for (let i = 0; i < batch.inputIds.length; i++) {

@@ -23,13 +23,15 @@
  * [N] at the picked positions. The last three make `old` := stopgrad(logprobs) where
  * old_from_policy is 1 and add opd_weights·(teacher − old) to the advantages (./step-loss.ts,
  * in-step old); with them all zero the loss trains on old_logprobs and advantages exactly as given.
- * With --loss-agg sample-mean the training graph also takes `sample_weights` [N], each
- * token's share of a sample mean (./step-loss.ts aggregator, ./step-feeds.ts). With top-K
+ * The training graph also takes `loss_weights` [N], each token's weight in the run's mean over
+ * the trained tokens (--loss-agg; ./step-loss.ts aggregator, ./step-feeds.ts lossWeightGrid),
+ * made for the whole batch so that a micro-batch's pass gives its share of it (./micro-batch.ts). With top-K
  * OPD (LossConfig.opdTopK = K > 0) it takes `teacher_topk_indices` (int64 [N, K]),
  * `teacher_topk_logprobs` [N, K] and `distill_weights` [N], gathers the student's log-probs of
  * those K tokens from the same head (../model/chunked-head.ts appendHeadLogprobs), adds the
- * distillation term (./step-loss.ts appendTopKDistillation) and outputs `topk_kl`, the token mean of
- * the per-token KL where distill_weights > 0. {@link buildTopKGraph} is the teacher's pass.
+ * distillation term (./step-loss.ts appendTopKDistillation) and outputs `topk_kl_sum`, the sum of
+ * the per-token KL where distill_weights > 0 (the engine divides it by the batch's count of those
+ * tokens, so that micro-batches add up). {@link buildTopKGraph} is the teacher's pass.
  * Train outputs: loss, the metrics its loss declares (./losses.ts; PPO-clip's approx_kl and
  * clipfrac), tokens (scalars), logprobs [N], `grad.<key>`
  * for every LoRA tensor, and with the in-graph optimizer its outputs (./step-optimizer.ts).
@@ -50,7 +52,7 @@ import { loraAKey, loraBKey, loraInputHook } from '../model/lora-inputs.js';
 import { appendHeadLogprobs, appendHeadTopK } from '../model/chunked-head.js';
 import { appendGradients } from '../graph/autodiff.js';
 import type { LoraConfig, LoraTensorSpec, LossConfig, OptimizerConfig } from './training-step.js';
-import { aggregator, appendInStepOld, appendTopKDistillation, appendValueLoss, type ValueHeadConfig } from './step-loss.js';
+import { aggregator, appendInStepOld, appendTopKDistillation, appendValueLoss, sumAll, type ValueHeadConfig } from './step-loss.js';
 import { checkLossConfig, lossRecord } from './losses.js';
 import { methodRecord } from '../../src-shared/training-methods.js';
 import { appendUpdate } from './step-optimizer.js';
@@ -69,11 +71,11 @@ export const gradName = (key: string) => `grad.${key}`;
 export const LOSS_INPUTS = ['response_mask', 'old_logprobs', 'advantages', 'old_from_policy', 'teacher_logprobs', 'opd_weights'] as const;
 /** The value loss's inputs, with a value head: GAE's returns R and the values at the start of the step. */
 export const VALUE_INPUTS = ['returns', 'values_old'] as const;
-/** --loss-agg sample-mean's input: each token's weight in the sample mean. */
-export const SAMPLE_WEIGHTS = 'sample_weights';
-/** Top-K OPD's inputs (float32 [N, K], int64 [N, K], float32 [N]) and its metric's output. */
+/** Each token's weight in the run's mean over the trained tokens (token-mean or sample-mean, normalised over the whole batch). */
+export const LOSS_WEIGHTS = 'loss_weights';
+/** Top-K OPD's inputs (float32 [N, K], int64 [N, K], float32 [N]) and its metric's output: Σ KL over the distilled tokens. */
 export const TOPK_INPUTS = { logprobs: 'teacher_topk_logprobs', indices: 'teacher_topk_indices', weights: 'distill_weights' } as const;
-export const TOPK_KL = 'topk_kl';
+export const TOPK_KL_SUM = 'topk_kl_sum';
 
 /** How the head and the backward pass are built (docs/design.md §Memory). */
 export interface MemoryOptions {
@@ -214,8 +216,7 @@ export function buildTrainGraph(weights: WeightSource, options: TrainGraphOption
   checkLossConfig(record, options.loss);
   const [mask, oldIn, advantagesIn, oldFromPolicy, teacher, opdWeights] = LOSS_INPUTS.map((n) => b.input(n, 'float32', ['N']));
   const ref = options.loss.klBeta > 0 ? b.input('ref_logprobs', 'float32', ['N']) : undefined;
-  const sampleWeights = options.loss.lossAgg === 'sample-mean' ? b.input(SAMPLE_WEIGHTS, 'float32', ['N']) : undefined;
-  const { mean } = aggregator(b, mask!, sampleWeights);
+  const { mean } = aggregator(b, mask!, b.input(LOSS_WEIGHTS, 'float32', ['N']));
   const { old, advantages } = appendInStepOld(b, {
     logprobs: d.logprobs, old: oldIn!, oldFromPolicy: oldFromPolicy!, advantages: advantagesIn!, teacher: teacher!, opdWeights: opdWeights!,
   });
@@ -226,10 +227,10 @@ export function buildTrainGraph(weights: WeightSource, options: TrainGraphOption
     const distillWeights = b.input(TOPK_INPUTS.weights, 'float32', ['N']);
     const distill = appendTopKDistillation(b, { student: d.columns!, teacher: teacherTopK, weights: distillWeights }, mean);
     loss.loss = b.add(loss.loss, distill.loss);
-    // The metric: the token mean of KL_t over the tokens that distil (no gradient is taken of it).
+    // The metric: Σ KL_t over the tokens that distil (no gradient is taken of it); the engine
+    // divides by how many the whole batch has, so that the micro-batches' sums add up.
     const on = b.cast(b.greater(distillWeights, b.scalar(0)), 'float32');
-    const distilled = aggregator(b, on);
-    b.output(b.identityAs(distilled.mean(distill.perToken), TOPK_KL));
+    b.output(b.identityAs(sumAll(b, b.mul(on, distill.perToken)), TOPK_KL_SUM));
   }
   if (options.value) {
     const [returns, valuesOld] = VALUE_INPUTS.map((n) => b.input(n, 'float32', ['N']));

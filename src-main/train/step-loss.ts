@@ -15,8 +15,11 @@
  * trained tokens" here is the run's. `token-mean` is the Σ mask·x / Σ mask above; `sample-mean`
  * is Σ_b (Σ_t mask·x / max(Σ_t mask, 1)) / B, each row's own mean summed and divided by the
  * rows of the batch (a row with no trained token adds 0 and still counts), as OpenClaw-RL's
- * slime does by default. The host feeds sample-mean as one weight per token,
- * mask / (max(Σ_t mask of its row, 1) · B) (./step-feeds.ts), so both are Σ w·x in the graph.
+ * slime does by default. The host feeds either as one weight per token (./step-feeds.ts
+ * lossWeightGrid): token-mean mask / max(Σ mask, 1), sample-mean mask / (max(Σ_t mask of its row,
+ * 1) · B), both made over the whole batch, so both are Σ w·x in the graph and a micro-batch's pass
+ * (gradient accumulation, ./micro-batch.ts) gives exactly its share of the batch's mean: every
+ * term of the loss and every metric is such a mean, so the passes' sums are the one-pass step's.
  *
  * Top-K distillation ({@link appendTopKDistillation}, --opd-topk K): at each token the reverse
  * KL from the student to the teacher over the teacher's top K tokens plus a tail bin, weighted
@@ -61,13 +64,14 @@ export interface LossInputs {
 export type Aggregate = (value: string) => string;
 
 /**
- * The run's mean over the trained tokens: with `sampleWeights` (float32 [N], the host's
- * mask / (max(row's Σ mask, 1) · B); ./step-feeds.ts) sample-mean, Σ w·x; without, token-mean,
+ * The run's mean over the trained tokens: with `weights` (float32 [N], the host's weight of each
+ * token in the batch's mean, token-mean or sample-mean; ./step-feeds.ts lossWeightGrid), Σ w·x,
+ * which the training graph always takes; without, the token mean of this pass's own tokens,
  * Σ mask·x / max(Σ mask, 1). `tokens` is Σ mask either way.
  */
-export function aggregator(b: GraphBuilder, mask: string, sampleWeights?: string): { mean: Aggregate; tokens: string } {
+export function aggregator(b: GraphBuilder, mask: string, weights?: string): { mean: Aggregate; tokens: string } {
   const tokens = sumAll(b, mask);
-  if (sampleWeights) return { mean: (v) => sumAll(b, b.mul(sampleWeights, v)), tokens };
+  if (weights) return { mean: (v) => sumAll(b, b.mul(weights, v)), tokens };
   const denom = b.max(tokens, b.scalar(1));
   return { mean: (v) => b.div(sumAll(b, b.mul(mask, v)), denom), tokens };
 }
@@ -79,7 +83,8 @@ export interface LossValues {
   tokens: string;
 }
 
-const sumAll = (b: GraphBuilder, x: string) => b.op('ReduceSum', [x], { keepdims: int(0) }, 1, [{ dtype: 'float32', shape: [] }])[0]!;
+/** Σ of every element of x, a scalar. */
+export const sumAll = (b: GraphBuilder, x: string) => b.op('ReduceSum', [x], { keepdims: int(0) }, 1, [{ dtype: 'float32', shape: [] }])[0]!;
 
 /** k3(p ‖ q) = exp(p − q) − (p − q) − 1, element-wise, for two log-prob tensors (the KL penalty passes ref and logp, approx KL logp and old). */
 function k3(b: GraphBuilder, p: string, q: string): string {
