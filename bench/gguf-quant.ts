@@ -13,6 +13,8 @@
  * float32 (Math.fround) where ggml's does, so the codes match its at rounding boundaries.
  */
 
+import { floatToHalf, halfToFloat } from '../src-main/model/half.js';
+
 export type GgmlType = 'f32' | 'f16' | 'q8_0' | 'q4_0';
 
 /** ggml_type ids as GGUF stores them. */
@@ -29,44 +31,6 @@ export function encodedBytes(type: GgmlType, count: number): number {
   return (count / QK) * BLOCK_BYTES[type];
 }
 
-const f32Scratch = new Float32Array(1);
-const u32Scratch = new Uint32Array(f32Scratch.buffer);
-
-/** float32 → IEEE binary16 bits, round to nearest even, with subnormals, infinities and NaN. */
-export function f32ToF16(value: number): number {
-  f32Scratch[0] = value;
-  const x = u32Scratch[0]!;
-  const sign = (x >>> 16) & 0x8000;
-  const exp = (x >>> 23) & 0xff;
-  let mant = x & 0x7fffff;
-  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
-  const e = exp - 127 + 15;
-  if (e >= 0x1f) return sign | 0x7c00;
-  if (e <= 0) {
-    if (e < -10) return sign; // below half the smallest subnormal
-    mant |= 0x800000;
-    const shift = 14 - e;
-    let half = mant >>> shift;
-    const rest = mant & ((1 << shift) - 1);
-    const mid = 1 << (shift - 1);
-    if (rest > mid || (rest === mid && half & 1)) half++;
-    return sign | half;
-  }
-  let half = (e << 10) | (mant >>> 13);
-  const rest = mant & 0x1fff;
-  if (rest > 0x1000 || (rest === 0x1000 && half & 1)) half++; // a carry rounds into the exponent, as it should
-  return sign | half;
-}
-
-/** IEEE binary16 bits → number. */
-export function f16ToF32(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >> 10) & 0x1f, frac = h & 0x3ff;
-  if (exp === 0) return sign * 2 ** -14 * (frac / 1024);
-  if (exp === 0x1f) return frac ? NaN : sign * Infinity;
-  return sign * 2 ** (exp - 15) * (1 + frac / 1024);
-}
-
 /** C's roundf: halves away from zero (Math.round sends −2.5 to −2). */
 const roundAway = (v: number) => (v < 0 ? -Math.round(-v) : Math.round(v));
 
@@ -77,7 +41,7 @@ export function encode(type: GgmlType, values: Float32Array): Uint8Array {
   if (type === 'f32') {
     out.set(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
   } else if (type === 'f16') {
-    for (let i = 0; i < values.length; i++) view.setUint16(2 * i, f32ToF16(values[i]!), true);
+    for (let i = 0; i < values.length; i++) view.setUint16(2 * i, floatToHalf(values[i]!), true);
   } else if (type === 'q8_0') {
     for (let b = 0; b < values.length / QK; b++) encodeQ8Block(values, b * QK, view, b * BLOCK_BYTES.q8_0);
   } else {
@@ -91,7 +55,7 @@ function encodeQ8Block(x: Float32Array, from: number, out: DataView, at: number)
   for (let j = 0; j < QK; j++) amax = Math.max(amax, Math.abs(x[from + j]!));
   const d = Math.fround(amax / 127);
   const id = d ? Math.fround(1 / d) : 0;
-  out.setUint16(at, f32ToF16(d), true);
+  out.setUint16(at, floatToHalf(d), true);
   for (let j = 0; j < QK; j++) out.setInt8(at + 2 + j, roundAway(Math.fround(x[from + j]! * id)));
 }
 
@@ -106,7 +70,7 @@ function encodeQ4Block(x: Float32Array, from: number, out: DataView, at: number)
   }
   const d = Math.fround(max / -8);
   const id = d ? Math.fround(1 / d) : 0;
-  out.setUint16(at, f32ToF16(d), true);
+  out.setUint16(at, floatToHalf(d), true);
   const code = (v: number) => Math.min(15, Math.trunc(Math.fround(Math.fround(v * id) + 8.5)));
   for (let j = 0; j < QK / 2; j++) out.setUint8(at + 2 + j, code(x[from + j]!) | (code(x[from + QK / 2 + j]!) << 4));
 }
@@ -115,12 +79,12 @@ function encodeQ4Block(x: Float32Array, from: number, out: DataView, at: number)
 export function decode(type: GgmlType, bytes: Uint8Array): Float32Array {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (type === 'f32') return new Float32Array(Uint8Array.from(bytes).buffer); // a copy: `bytes` may be an unaligned view
-  if (type === 'f16') return Float32Array.from({ length: bytes.length / 2 }, (_, i) => f16ToF32(view.getUint16(2 * i, true)));
+  if (type === 'f16') return Float32Array.from({ length: bytes.length / 2 }, (_, i) => halfToFloat(view.getUint16(2 * i, true)));
   const blockBytes = BLOCK_BYTES[type];
   const out = new Float32Array((bytes.length / blockBytes) * QK);
   for (let b = 0; b < bytes.length / blockBytes; b++) {
     const at = b * blockBytes;
-    const d = f16ToF32(view.getUint16(at, true));
+    const d = halfToFloat(view.getUint16(at, true));
     for (let j = 0; j < QK; j++) {
       out[b * QK + j] = type === 'q8_0'
         ? d * view.getInt8(at + 2 + j)

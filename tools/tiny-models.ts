@@ -10,6 +10,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { fp16ToFloat32, float32ToFp16 } from '../src-main/model/half.js';
 import { float32ToBf16, writeSafetensors, type TensorToWrite } from '../src-main/model/safetensors.js';
 import { seededRandom } from '../src-main/model/sampling.js';
 
@@ -186,16 +187,16 @@ export function writeTinyModel(dir: string, options: TinyModelOptions): TinyMode
   shapes.forEach(([name, shape], k) => {
     const n = shape.reduce((a, b) => a * b, 1);
     const isNorm = name.endsWith('norm.weight');
-    let data = Float32Array.from({ length: n }, () => (isNorm ? 1 : 0) + o.std * gaussian(rand));
+    let data: Float32Array = Float32Array.from({ length: n }, () => (isNorm ? 1 : 0) + o.std * gaussian(rand));
     let stored: TensorToWrite = { dtype: 'F32', shape, data };
     if (o.dtype === 'BF16') {
       const bits = float32ToBf16(data);
       stored = { dtype: 'BF16', shape, data: bits };
       data = new Float32Array(Uint32Array.from(bits, (b) => b << 16).buffer);
     } else if (o.dtype === 'F16') {
-      const bits = Uint16Array.from(data, float32ToF16);
+      const bits = float32ToFp16(data);
       stored = { dtype: 'F16', shape, data: bits };
-      data = Float32Array.from(bits, f16ToFloat32);
+      data = fp16ToFloat32(bits);
     }
     weights.set(name, { shape, data });
     files[Math.floor((k * o.shards) / shapes.length)]![name] = stored;
@@ -212,22 +213,6 @@ export function writeTinyModel(dir: string, options: TinyModelOptions): TinyMode
     fs.writeFileSync(path.join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: {}, weight_map: weightMap }, null, 2));
   }
   return { dir, config, weights };
-}
-
-/** fp32 → fp16 bits, round to nearest (test data only: normal range). */
-function float32ToF16(v: number): number {
-  const f = new Float32Array([v]);
-  const x = new Uint32Array(f.buffer)[0]!;
-  const sign = (x >>> 16) & 0x8000;
-  const exp = ((x >>> 23) & 0xff) - 127 + 15;
-  if (exp <= 0) return sign; // flush tiny values to zero
-  if (exp >= 31) return sign | 0x7c00;
-  return sign | ((exp << 10) + Math.round((x & 0x7fffff) / 8192)); // a carry rounds up the exponent
-}
-function f16ToFloat32(h: number): number {
-  const exp = (h >> 10) & 0x1f, frac = h & 0x3ff, sign = h & 0x8000 ? -1 : 1;
-  if (exp === 0) return sign * 2 ** -14 * (frac / 1024);
-  return sign * 2 ** (exp - 15) * (1 + frac / 1024);
 }
 
 /**

@@ -7,7 +7,7 @@
  */
 import type { GraphBuilder, Tensor } from '../graph/ir.js';
 import type { WeightSource } from './weight-source.js';
-import { float32ToFp16 } from './safetensors.js';
+import { float32ToFp16 } from './half.js';
 
 export function halfPrecisionMatmul(b: GraphBuilder, x: string, weights: WeightSource, name: string, outF: number, inF: number): string {
   const key = `${name}.T.fp16`;

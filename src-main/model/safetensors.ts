@@ -15,6 +15,7 @@
  */
 import fs from 'node:fs';
 import { UserError } from '../../src-shared/types.js';
+import { fp16ToFloat32 } from './half.js';
 import { openRegularFile } from './regular-file.js';
 
 export type SafetensorsDType = 'F64' | 'F32' | 'F16' | 'BF16' | 'I64' | 'I32' | 'I16' | 'I8' | 'U8' | 'BOOL';
@@ -99,23 +100,6 @@ export function readTensorBytes(entry: TensorEntry): Uint8Array {
   return bytes;
 }
 
-let halfTable: Float32Array | undefined;
-/** fp16 bit pattern → fp32 value, for all 65536 patterns (built once, 256 KiB). */
-function fp16Table(): Float32Array {
-  if (halfTable) return halfTable;
-  halfTable = new Float32Array(65536);
-  for (let h = 0; h < 65536; h++) {
-    const sign = h & 0x8000 ? -1 : 1;
-    const exp = (h >> 10) & 0x1f;
-    const frac = h & 0x3ff;
-    halfTable[h] =
-      exp === 0 ? sign * 2 ** -14 * (frac / 1024)
-        : exp === 31 ? (frac ? NaN : sign * Infinity)
-          : sign * 2 ** (exp - 15) * (1 + frac / 1024);
-  }
-  return halfTable;
-}
-
 /** Widens a floating tensor's bytes to fp32. */
 export function toFloat32(bytes: Uint8Array, dtype: SafetensorsDType, where: string): Float32Array {
   switch (dtype) {
@@ -130,53 +114,11 @@ export function toFloat32(bytes: Uint8Array, dtype: SafetensorsDType, where: str
       for (let i = 0; i < src.length; i++) out[i] = src[i]! << 16;
       return new Float32Array(out.buffer);
     }
-    case 'F16': {
-      const src = new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 2);
-      const table = fp16Table();
-      const out = new Float32Array(src.length);
-      for (let i = 0; i < src.length; i++) out[i] = table[src[i]!]!;
-      return out;
-    }
+    case 'F16':
+      return fp16ToFloat32(new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 2));
     default:
       throw new UserError(`${where}: expected a floating-point tensor, found ${dtype}`);
   }
-}
-
-/**
- * fp32 → IEEE fp16 bits, round-to-nearest-even (what torch's `.half()` does): overflow goes
- * to ±inf, values below fp16's smallest subnormal to ±0, NaN stays NaN.
- */
-export function float32ToFp16(values: Float32Array): Uint16Array {
-  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
-  const out = new Uint16Array(values.length);
-  for (let i = 0; i < bits.length; i++) {
-    const b = bits[i]!;
-    const sign = (b >>> 16) & 0x8000;
-    const exp = (b >>> 23) & 0xff;
-    const mant = b & 0x7fffff;
-    if (exp === 0xff) { out[i] = sign | 0x7c00 | (mant ? 0x200 : 0); continue; } // inf, NaN
-    const e = exp - 127 + 15; // the exponent re-biased for fp16
-    if (e >= 0x1f) { out[i] = sign | 0x7c00; continue; } // too large: inf
-    if (e <= 0) {
-      // A subnormal (or zero): the implicit 1 joins the mantissa, shifted right by 1 − e more.
-      if (e < -10) { out[i] = sign; continue; }
-      const m = mant | 0x800000;
-      const shift = 14 - e;
-      const half = 1 << (shift - 1);
-      const rest = m & ((1 << shift) - 1);
-      let h = m >>> shift;
-      if (rest > half || (rest === half && h & 1)) h++;
-      out[i] = sign | h;
-      continue;
-    }
-    // A normal: keep 10 mantissa bits, rounding the 13 dropped ones to nearest-even (a carry
-    // into the exponent is right, up to inf).
-    let h = (e << 10) | (mant >>> 13);
-    const rest = mant & 0x1fff;
-    if (rest > 0x1000 || (rest === 0x1000 && h & 1)) h++;
-    out[i] = sign | h;
-  }
-  return out;
 }
 
 /** fp32 → bf16 bits with round-to-nearest-even (what torch does). */

@@ -8,27 +8,28 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { decode, encode, f16ToF32, f32ToF16, type GgmlType } from '../../bench/gguf-quant.js';
+import { decode, encode, type GgmlType } from '../../bench/gguf-quant.js';
+import { floatToHalf, halfToFloat } from '../../src-main/model/half.js';
 import { GGUF_ALIGNMENT, GgufValue, permuteForLlamaRope, writeGguf } from '../../bench/gguf-writer.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'gguf-test-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
-describe('f16', () => {
+describe('f16 (src-main/model/half.ts, which the benches write with)', () => {
   it('rounds float32 to the nearest half, ties to even, with subnormals and overflow', () => {
-    expect(f32ToF16(1)).toBe(0x3c00);
-    expect(f32ToF16(-2)).toBe(0xc000);
-    expect(f32ToF16(0.1)).toBe(0x2e66);
-    expect(f32ToF16(65504)).toBe(0x7bff);
-    expect(f32ToF16(70000)).toBe(0x7c00);
-    expect(f32ToF16(2 ** -24)).toBe(0x0001); // the smallest subnormal
-    expect(f32ToF16(1e-8)).toBe(0); // under half of it
-    expect(f32ToF16(1 + 2 ** -11)).toBe(0x3c00); // halfway: to the even neighbour
-    expect(f32ToF16(1 + 3 * 2 ** -11)).toBe(0x3c02);
-    expect(f32ToF16(2 - 2 ** -12)).toBe(0x4000); // the carry rounds into the exponent
-    expect(f16ToF32(0x3555)).toBeCloseTo(1 / 3, 3);
-    expect(f16ToF32(0x0001)).toBe(2 ** -24);
+    expect(floatToHalf(1)).toBe(0x3c00);
+    expect(floatToHalf(-2)).toBe(0xc000);
+    expect(floatToHalf(0.1)).toBe(0x2e66);
+    expect(floatToHalf(65504)).toBe(0x7bff);
+    expect(floatToHalf(70000)).toBe(0x7c00);
+    expect(floatToHalf(2 ** -24)).toBe(0x0001); // the smallest subnormal
+    expect(floatToHalf(1e-8)).toBe(0); // under half of it
+    expect(floatToHalf(1 + 2 ** -11)).toBe(0x3c00); // halfway: to the even neighbour
+    expect(floatToHalf(1 + 3 * 2 ** -11)).toBe(0x3c02);
+    expect(floatToHalf(2 - 2 ** -12)).toBe(0x4000); // the carry rounds into the exponent
+    expect(halfToFloat(0x3555)).toBeCloseTo(1 / 3, 3);
+    expect(halfToFloat(0x0001)).toBe(2 ** -24);
   });
 });
 

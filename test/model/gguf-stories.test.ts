@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { permuteForLlamaRope } from '../../bench/gguf-writer.js';
-import { f32ToF16 } from '../../bench/gguf-quant.js';
+import { float32ToFp16 } from '../../src-main/model/half.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
@@ -38,7 +38,7 @@ function writeStoriesGguf(file: string, type: 0 | 1): void {
     if (/k_proj/.test(name)) data = permuteForLlamaRope(data, c.numKvHeads, shape[1]!);
     const rule = GGUF_NAMES.find(([re]) => re.test(name))!;
     const matrix = shape.length === 2 && type === 1;
-    const bytes = matrix ? new Uint8Array(Uint16Array.from(data, f32ToF16).buffer) : f32Bytes(data);
+    const bytes = matrix ? new Uint8Array(float32ToFp16(data).buffer) : f32Bytes(data);
     return { name: name.replace(rule[0], rule[1]), dims: [...shape].reverse(), type: matrix ? 1 : 0, bytes };
   });
   const tok = JSON.parse(fs.readFileSync(path.join(DIR, 'tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> } };

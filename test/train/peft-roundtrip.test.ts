@@ -10,6 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { readSafetensorsHeader, readTensorBytes, toFloat32, writeSafetensors, type TensorToWrite } from '../../src-main/model/safetensors.js';
+import { float32ToFp16 } from '../../src-main/model/half.js';
 import { loraAKey, loraBKey } from '../../src-main/train/lora.js';
 import { readAdapter } from '../../src-main/train/peft.js';
 import { runCli } from '../helpers/cli.js';
@@ -40,31 +41,13 @@ function variant(name: string, options: { dtype?: 'F32' | 'F16'; rename?: (k: st
   const tensors: Record<string, TensorToWrite> = {};
   for (const [k, t] of fixtureTensors()) {
     const key = options.rename ? options.rename(k) : k;
-    tensors[key] = options.dtype === 'F16' ? { dtype: 'F16', shape: t.shape, data: toHalf(t.data) } : { dtype: 'F32', shape: t.shape, data: t.data };
+    tensors[key] = options.dtype === 'F16' ? { dtype: 'F16', shape: t.shape, data: float32ToFp16(t.data) } : { dtype: 'F32', shape: t.shape, data: t.data };
   }
   writeSafetensors(path.join(dir, 'adapter_model.safetensors'), { ...tensors, ...options.extra });
   const config = structuredClone(baseConfig);
   options.config?.(config);
   fs.writeFileSync(path.join(dir, 'adapter_config.json'), JSON.stringify(config));
   return dir;
-}
-
-/** fp32 → fp16 bits for values that bf16 holds (exact: fp16 has more mantissa bits, and these are in range). */
-function toHalf(values: Float32Array): Uint16Array {
-  const out = new Uint16Array(values.length);
-  const f = new Float32Array(1);
-  const u = new Uint32Array(f.buffer);
-  values.forEach((v, i) => {
-    f[0] = v;
-    const bits = u[0]!;
-    const sign = (bits >>> 16) & 0x8000;
-    const exp = ((bits >>> 23) & 0xff) - 127 + 15;
-    const mant = bits & 0x7fffff;
-    if (v === 0) out[i] = sign;
-    else if (exp <= 0) out[i] = sign | Math.round((mant | 0x800000) / 2 ** (14 - exp));
-    else out[i] = sign | (exp << 10) | (mant >>> 13);
-  });
-  return out;
 }
 
 async function scoreWith(adapter: string): Promise<number[]> {

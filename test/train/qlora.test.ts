@@ -11,7 +11,8 @@ import path from 'node:path';
 import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import { trainingScheme } from '../../src-main/train/step-graph.js';
 import { dequantize, quantizeBlockwise, type Quantize } from '../../src-main/model/quantize.js';
-import { float32ToFp16, writeSafetensors, type TensorToWrite } from '../../src-main/model/safetensors.js';
+import { float32ToFp16, fp16ToFloat32 } from '../../src-main/model/half.js';
+import { writeSafetensors, type TensorToWrite } from '../../src-main/model/safetensors.js';
 import { writeTinyModel, type TinyFamily, type TinyModel } from '../../tools/tiny-models.js';
 import { writeGguf } from '../../bench/gguf-writer.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
@@ -27,12 +28,7 @@ const TABLE = /^(model\.embed_tokens|lm_head)\.weight$/;
 
 /** fp32 → fp16 → fp32. */
 function halfRounded(v: Float32Array): Float32Array {
-  const h = float32ToFp16(v), out = new Float32Array(v.length);
-  for (let i = 0; i < h.length; i++) {
-    const x = h[i]!, exp = (x >> 10) & 0x1f, frac = x & 0x3ff, sign = x & 0x8000 ? -1 : 1;
-    out[i] = exp === 0 ? sign * 2 ** -14 * (frac / 1024) : sign * 2 ** (exp - 15) * (1 + frac / 1024);
-  }
-  return out;
+  return fp16ToFloat32(float32ToFp16(v));
 }
 
 /** A copy of `model` whose weights are what a `quantize` step computes with, as plain fp32. */

@@ -10,7 +10,8 @@
  *   Q6_K (210 bytes): 128 bytes of low nibbles, 64 of 2-bit high parts, 16 int8 scales, fp16
  *        d (last). x = d·sc·(q − 32), sixteen values to a scale.
  */
-import { halfToFloat, view } from './ggml-types.js';
+import { halfToFloat } from '../half.js';
+import { view } from './ggml-types.js';
 
 const f = Math.fround;
 

@@ -8,7 +8,8 @@
  * TQ*, MXFP4…) is refused with a line naming it and the tensor.
  */
 import { UserError } from '../../../src-shared/types.js';
-import { GGML_TYPES, ggmlTypeName, halfToFloat, view } from './ggml-types.js';
+import { halfToFloat } from '../half.js';
+import { GGML_TYPES, ggmlTypeName, view } from './ggml-types.js';
 import { dequantizeQ4K, dequantizeQ5K, dequantizeQ6K } from './dequantize-k.js';
 
 const f = Math.fround;

@@ -1,47 +1,17 @@
 /**
  * fp32 → the ggml encodings an exported GGUF holds (./writer.ts): F32 as it is, F16 (IEEE
- * binary16, round to nearest even) and Q8_0 as ggml's reference row quantiser writes it
+ * binary16, round to nearest even: ../half.ts) and Q8_0 as ggml's reference row quantiser writes it
  * (quantize_row_q8_0_ref: per block of 32, d = max|x| / 127 in fp32, codes round(x / d), half
  * away from zero, then d stored as fp16), so llama.cpp reads back the numbers meant.
  */
-import { halfToFloat } from './ggml-types.js';
-
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-
-/** float32 → IEEE binary16 bits, round to nearest even (subnormals, infinities and NaN kept). */
-export function floatToHalf(value: number): number {
-  f32[0] = value;
-  const x = u32[0]!;
-  const sign = (x >>> 16) & 0x8000;
-  const exp = (x >>> 23) & 0xff;
-  let mant = x & 0x7fffff;
-  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
-  let e = exp - 127 + 15;
-  if (e >= 0x1f) return sign | 0x7c00;
-  if (e <= 0) {
-    if (e < -10) return sign;
-    mant |= 0x800000;
-    const shift = 14 - e;
-    let h = mant >>> shift;
-    const rem = mant & ((1 << shift) - 1), halfway = 1 << (shift - 1);
-    if (rem > halfway || (rem === halfway && (h & 1))) h++;
-    return sign | h;
-  }
-  let h = (e << 10) | (mant >>> 13);
-  const rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem === 0x1000 && (h & 1))) h++; // a carry into the exponent is still right
-  return sign | h;
-}
+import { float32ToFp16, floatToHalf, halfToFloat } from '../half.js';
 
 export function encodeF32(values: Float32Array): Uint8Array {
   return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
 }
 
 export function encodeF16(values: Float32Array): Uint8Array {
-  const out = new Uint16Array(values.length);
-  for (let i = 0; i < values.length; i++) out[i] = floatToHalf(values[i]!);
-  return new Uint8Array(out.buffer);
+  return new Uint8Array(float32ToFp16(values).buffer);
 }
 
 /** Q8_0: blocks of 32 values as an fp16 scale and 32 int8 codes (34 bytes). */

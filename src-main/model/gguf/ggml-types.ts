@@ -31,21 +31,6 @@ export function ggmlTypeName(type: number): string {
   return GGML_TYPES[type]?.name ?? `type ${type}`;
 }
 
-let halfTable: Float32Array | undefined;
-/** IEEE fp16 bits → fp32 (every one of the 65536 patterns, built once). */
-export function halfToFloat(h: number): number {
-  if (!halfTable) {
-    halfTable = new Float32Array(65536);
-    for (let x = 0; x < 65536; x++) {
-      const sign = x & 0x8000 ? -1 : 1;
-      const exp = (x >> 10) & 0x1f;
-      const frac = x & 0x3ff;
-      halfTable[x] = exp === 0 ? sign * 2 ** -14 * (frac / 1024) : exp === 31 ? (frac ? NaN : sign * Infinity) : sign * 2 ** (exp - 15) * (1 + frac / 1024);
-    }
-  }
-  return halfTable[h]!;
-}
-
 export function view(src: Uint8Array): DataView {
   return new DataView(src.buffer, src.byteOffset, src.byteLength);
 }

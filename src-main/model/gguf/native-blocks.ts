@@ -13,7 +13,7 @@
  * Other types (Q4_1's and the k-quants' offsets are no integer zero point) are re-quantised.
  */
 import type { QuantizedWeight, QuantScheme } from '../quantize.js';
-import { halfToFloat } from './ggml-types.js';
+import { halfToFloat } from '../half.js';
 import { readGgufTensorBytes } from './reader.js';
 import type { GgufModel, GgufTensor } from './model.js';
 
