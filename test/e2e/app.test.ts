@@ -206,6 +206,9 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     expect(fs.readFileSync(path.join(out, 'data/kto.jsonl'), 'utf8').trim().split('\n').length).toBeGreaterThanOrEqual(1);
     await page.locator('[data-target=openclaw-rl]').check();
     await page.locator('[data-testid=handoff-endpoint]').waitFor();
+    // OpenClaw-RL: slime's aggregation always; the top K with opd only (combine distils the sampled token).
+    expect(await page.locator('[data-testid=handoff-loss-agg]').count()).toBe(1);
+    expect(await page.locator('[data-testid=handoff-opd-topk]').count()).toBe(0);
   });
 
   it('shows the training page with the demo model preselected', async () => {
