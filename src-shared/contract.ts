@@ -189,6 +189,7 @@ const trainConfig = object({
   quantize: optional(oneOf(QUANTIZE_CHOICES)),
   lossAgg: optional(oneOf(LOSS_AGGS)),
   opdTopK: optional(bounded('opdTopK')),
+  microBatch: optional(bounded('microBatch')),
   ignoreMemory: optional(boolean()),
   onPolicy: optional(onPolicyInput),
 });

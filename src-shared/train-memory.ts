@@ -35,7 +35,14 @@ export interface ModelShape {
 export interface MemoryRun {
   /** Tokens per row: the run's max length (rows are padded to the batch's longest). */
   maxLength: number;
+  /** Rows of one optimizer update (the batch, or a PPO minibatch). */
   batchSize: number;
+  /**
+   * Rows per pass of the step (gradient accumulation, docs/design.md §Micro-batches): what the
+   * activations are priced at. Unset: {@link memoryVerdict} chooses the most that fit
+   * ({@link chooseMicroBatch}); {@link estimateTrainMemory} prices the whole batch in one pass.
+   */
+  microBatch?: number;
   loraR: number;
   targets: readonly LoraTarget[];
   quantize: Quantize;
@@ -179,11 +186,14 @@ export function attentionRows(maxLength: number): number {
 /** The estimate (see the module comment). */
 export function estimateTrainMemory(shape: ModelShape, run: MemoryRun, c: Record<keyof typeof COEFFICIENTS, number> = COEFFICIENTS): MemoryEstimate {
   const f = 4; // fp32 bytes
-  const B = run.batchSize, T = run.maxLength, L = shape.numLayers;
+  // A pass holds one micro-batch's activations; the batch's other rows wait as token ids.
+  const B = Math.min(run.microBatch ?? run.batchSize, run.batchSize), T = run.maxLength, L = shape.numLayers;
+  const accumulates = B < run.batchSize;
   const recompute = recomputeOn(run.recompute, T);
   const weights = weightBytes(shape, run.quantize, run.precision);
-  // Weights fed in, new weights out, gradients; AdamW's two moments in and out.
-  const lora = loraParameters(shape, run.loraR, run.targets) * f * (run.optimizer === 'adamw' ? 7 : 3);
+  // Weights fed in, new weights out, gradients; AdamW's two moments in and out; with
+  // micro-batches, the next pass's gradients beside the sum.
+  const lora = loraParameters(shape, run.loraR, run.targets) * f * ((run.optimizer === 'adamw' ? 7 : 3) + (accumulates ? 1 : 0));
   const tokens = B * T;
   const layer = layerFloatsPerToken(shape, run.loraR, run.targets.length);
   // One layer's [B, heads, rows, T]. Past 2,048 tokens the chunks hold less than one piece did at
@@ -211,10 +221,11 @@ export function estimateTrainMemory(shape: ModelShape, run: MemoryRun, c: Record
  * once; the forward pass of the teacher or the held-out evaluation beside the step; recomputation 'auto', as the
  * app's runs have it.
  */
-export function memoryRunOf(config: Pick<TrainConfig, 'method' | 'batchSize' | 'loraR' | 'targets' | 'optimizer' | 'device' | 'maxLength' | 'quantize' | 'onPolicy'>, shape: ModelShape): MemoryRun {
+export function memoryRunOf(config: Pick<TrainConfig, 'method' | 'batchSize' | 'microBatch' | 'loraR' | 'targets' | 'optimizer' | 'device' | 'maxLength' | 'quantize' | 'onPolicy'>, shape: ModelShape): MemoryRun {
   return {
     maxLength: config.maxLength ?? Math.min(TRAIN_DEFAULTS.maxLength, shape.maxPositionEmbeddings),
     batchSize: config.onPolicy ? config.onPolicy.contextsPerStep * config.onPolicy.rollouts : config.batchSize,
+    ...(config.microBatch !== undefined ? { microBatch: config.microBatch } : {}),
     loraR: config.loraR,
     targets: config.targets,
     quantize: config.quantize ?? TRAIN_DEFAULTS.quantize,
@@ -246,20 +257,26 @@ export function formatBytes(bytes: number): string {
   return `${Math.max(1, Math.round(bytes / 2 ** 20))} MB`;
 }
 
-/** Who reads the line: the CLI names flags, the page its fields. */
-export type MemoryReader = 'cli' | 'app';
+/** Who reads the line: the CLI names flags, the Training page its fields, live capture's background runs the Settings page's. */
+export type MemoryReader = 'cli' | 'app' | 'capture';
 
 /** A change that would make a run fit, with its estimate. */
 export interface MemorySuggestion {
   quantize?: Quantize;
   maxLength?: number;
-  batchSize?: number;
+  microBatch?: number;
   bytes: number;
 }
 
 export interface MemoryVerdict {
+  /** The estimate at the run's micro-batch (one row when not even one fits). */
   estimate: MemoryEstimate;
   fits: boolean;
+  /**
+   * Rows per pass the run goes with: the one asked for (--micro-batch), else the most that fit
+   * ({@link chooseMicroBatch}), else 1 (a run started anyway).
+   */
+  microBatch: number;
   /** Changes that would make the run fit, best first (empty when it fits, or when nothing tried does). */
   suggestions: MemorySuggestion[];
   /** One line: what the run needs beside what the machine has. */
@@ -294,88 +311,120 @@ function longestFitting(shape: ModelShape, run: MemoryRun, room: number): number
  */
 export const SHORTEST_SUGGESTED_LENGTH = 512;
 
-/** The largest batch size up to the run's that fits, or null when not even 1 does. */
-function largestBatch(shape: ModelShape, run: MemoryRun, room: number): number | null {
-  for (let batch = run.batchSize; batch >= 1; batch = batch > 8 ? Math.floor(batch / 2) : batch - 1) {
-    if (estimateTrainMemory(shape, { ...run, batchSize: batch }).host <= room) return batch;
+/**
+ * The rows per pass of the training step (gradient accumulation, docs/design.md §Micro-batches)
+ * that the estimate fits in `room`: the fewest passes over the batch whose micro-batch fits, its
+ * rows spread evenly (16 rows of which 5 fit go as 4 passes of 4, not 5, 5, 5 and 1: as many
+ * passes, less memory). The whole batch when it fits; null when not even one row does. The one
+ * place the choice is made: the CLI, the app's training service and live capture's background
+ * runs ask {@link memoryVerdict}, which asks this.
+ */
+export function chooseMicroBatch(shape: ModelShape, run: MemoryRun, room: number): number | null {
+  for (let rows = run.batchSize; rows >= 1; rows--) {
+    if (estimateTrainMemory(shape, { ...run, microBatch: rows }).host > room) continue;
+    return Math.ceil(run.batchSize / Math.ceil(run.batchSize / rows));
   }
   return null;
 }
 
+/** "batch 16 as 4 micro-batches of 4", "batch 16 as 6 micro-batches of 3 (the last of 1)"; null when the batch is one pass. */
+export function microBatchText(batchSize: number, microBatch: number): string | null {
+  if (microBatch >= batchSize) return null;
+  const passes = Math.ceil(batchSize / microBatch), last = batchSize - (passes - 1) * microBatch;
+  return `batch ${n(batchSize)} as ${passes} micro-batches of ${n(microBatch)}${last < microBatch ? ` (the last of ${n(last)})` : ''}`;
+}
+
 /**
- * The changes that make the run fit, in the order they are offered: int4 alone; a shorter max
- * length alone, when it still holds a chat ({@link SHORTEST_SUGGESTED_LENGTH}); a smaller batch
- * alone; then int4 with a shorter length or a smaller batch. At most three.
+ * When not even one row fits: int4 alone; a shorter max length alone, when it still holds a chat
+ * ({@link SHORTEST_SUGGESTED_LENGTH}; not for live capture, whose runs take the model's length);
+ * then int4 with a shorter length. At most three, each one row at a time.
  */
-function suggestionsFor(shape: ModelShape, run: MemoryRun, room: number): MemorySuggestion[] {
+function suggestionsFor(shape: ModelShape, run: MemoryRun, room: number, reader: MemoryReader): MemorySuggestion[] {
   const out: MemorySuggestion[] = [];
-  const at = (change: Partial<MemoryRun>) => estimateTrainMemory(shape, { ...run, ...change }).host;
+  const one = { ...run, microBatch: 1 };
+  const at = (change: Partial<MemoryRun>) => estimateTrainMemory(shape, { ...one, ...change }).host;
   const floor = Math.min(SHORTEST_SUGGESTED_LENGTH, Math.floor(run.maxLength / 2));
   const length = (r: MemoryRun) => {
+    if (reader === 'capture') return null;
     const t = longestFitting(shape, r, room);
     return t !== null && t < r.maxLength && t >= floor ? t : null;
   };
-  const batch = (r: MemoryRun) => {
-    const b = largestBatch(shape, r, room);
-    return b !== null && b < r.batchSize ? b : null;
-  };
   const int4 = run.quantize !== 'int4';
   if (int4 && at({ quantize: 'int4' }) <= room) out.push({ quantize: 'int4', bytes: at({ quantize: 'int4' }) });
-  const shorter = length(run);
+  const shorter = length(one);
   if (shorter !== null) out.push({ maxLength: shorter, bytes: at({ maxLength: shorter }) });
-  const smaller = batch(run);
-  if (smaller !== null) out.push({ batchSize: smaller, bytes: at({ batchSize: smaller }) });
   if (int4 && out.length === 0) {
-    const q = { ...run, quantize: 'int4' as const };
-    const shorterQ = length(q);
+    const shorterQ = length({ ...one, quantize: 'int4' });
     if (shorterQ !== null) out.push({ quantize: 'int4', maxLength: shorterQ, bytes: at({ quantize: 'int4', maxLength: shorterQ }) });
-    const smallerQ = batch(q);
-    if (smallerQ !== null) out.push({ quantize: 'int4', batchSize: smallerQ, bytes: at({ quantize: 'int4', batchSize: smallerQ }) });
-  }
-  if (out.length === 0 && run.batchSize > 1) {
-    const one = { ...run, quantize: 'int4' as const, batchSize: 1 };
-    const shortest = length(one);
-    if (shortest !== null) out.push({ ...(int4 ? { quantize: 'int4' as const } : {}), batchSize: 1, maxLength: shortest, bytes: at({ quantize: 'int4', batchSize: 1, maxLength: shortest }) });
   }
   return out.slice(0, 3);
 }
 
 const n = (x: number) => x.toLocaleString('en-US');
 
+/** How each reader names the settings a refusal offers, and how it starts a run anyway. */
+const READER_WORDS: Record<MemoryReader, { quantize: string; maxLength: string; microBatch: string; run: string; override: string; nothing: string }> = {
+  cli: {
+    quantize: '--quantize', maxLength: '--max-length', microBatch: '--micro-batch', run: 'This run', override: ', or --ignore-memory to start anyway',
+    nothing: 'no --quantize or --max-length fits it; free memory or use a smaller model',
+  },
+  app: {
+    quantize: 'Quantize', maxLength: 'Max length', microBatch: 'Micro-batch', run: 'This run', override: ', or tick Start anyway',
+    nothing: 'no Quantize or Max length fits it; free memory or choose a smaller model',
+  },
+  capture: {
+    quantize: 'Base in training', maxLength: '', microBatch: '', run: 'Background training was not started: it', override: '',
+    nothing: 'free memory or choose a smaller model',
+  },
+};
+
 /** A suggestion in the reader's words: "--quantize int4 (about 2.1 GB)", "Max length 512 (about 3.0 GB)". */
 function suggestionText(s: MemorySuggestion, reader: MemoryReader): string {
-  const parts: string[] = [];
-  if (s.quantize) parts.push(reader === 'cli' ? `--quantize ${s.quantize}` : `Quantize ${s.quantize}`);
-  if (s.maxLength) parts.push(reader === 'cli' ? `--max-length ${n(s.maxLength)}` : `Max length ${n(s.maxLength)}`);
-  if (s.batchSize) parts.push(reader === 'cli' ? `--batch-size ${s.batchSize}` : `Batch size ${s.batchSize}`);
+  const w = READER_WORDS[reader], parts: string[] = [];
+  if (s.quantize) parts.push(`${w.quantize} ${s.quantize}`);
+  if (s.maxLength) parts.push(`${w.maxLength} ${n(s.maxLength)}`);
+  if (s.microBatch) parts.push(`${w.microBatch} ${n(s.microBatch)}`);
   return `${parts.join(' with ')} (about ${formatBytes(s.bytes)})`;
 }
 
-/** The parts of the estimate in one parenthesis: "weights 2.2 GB, activations 1.1 GB at 1 × 2,048 tokens, …". */
+/**
+ * The parts of the estimate in one parenthesis: "weights 2.2 GB, activations 1.1 GB at 4 × 2,048
+ * tokens a pass (batch 16 as 4 micro-batches of 4), …".
+ */
 export function estimateParts(e: MemoryEstimate, run: MemoryRun): string {
+  const rows = Math.min(run.microBatch ?? run.batchSize, run.batchSize), split = microBatchText(run.batchSize, rows);
   const base = `${run.quantize === 'none' ? (run.precision === 'fp16' ? 'fp16' : 'fp32') : run.quantize} weights ${formatBytes(e.weights)}`;
   const lora = `LoRA${run.optimizer === 'adamw' ? ' and AdamW' : ''} ${formatBytes(e.lora)}`;
-  const acts = `activations ${formatBytes(e.activations + e.logits + e.teacher)} at ${n(run.batchSize)} × ${n(run.maxLength)} tokens${e.recompute ? ' with recomputation' : ''}${run.teacher ? ' and a teacher pass' : ''}${e.onGpu ? ' on the GPU' : ''}`;
+  const acts = `activations ${formatBytes(e.activations + e.logits + e.teacher)} at ${n(rows)} × ${n(run.maxLength)} tokens${split ? ` a pass (${split})` : ''}${e.recompute ? ' with recomputation' : ''}${run.teacher ? ' and a teacher pass' : ''}${e.onGpu ? ' on the GPU' : ''}`;
   return `${base}, ${lora}, ${acts}, runtime ${formatBytes(e.runtime)}`;
 }
 
 /**
- * The estimate against the host's memory: whether it fits in what is available, and the
- * line each reader prints. A run on a GPU is checked for what the host holds (weights, LoRA,
- * runtime); the GPU's own memory is not read here.
+ * The estimate against the host's memory, with the micro-batch the run goes with: the one
+ * `run.microBatch` asks for, else {@link chooseMicroBatch}'s, so that the batch size, a learning
+ * setting, never makes a run not fit. It is refused, in one line in the reader's words, only
+ * when not even one row at the max length fits (offering int4 and a shorter max length), or when
+ * the micro-batch asked for does not fit (offering the one that does). A run on a GPU is checked
+ * for what the host holds (weights, LoRA, runtime); the GPU's own memory is not read here.
  */
 export function memoryVerdict(shape: ModelShape, run: MemoryRun, host: HostMemory, reader: MemoryReader): MemoryVerdict {
-  const estimate = estimateTrainMemory(shape, run);
   const room = host.availableBytes;
+  const asked = run.microBatch === undefined ? undefined : Math.min(run.microBatch, run.batchSize);
+  const chosen = chooseMicroBatch(shape, run, room);
+  const microBatch = asked ?? chosen ?? 1;
+  const at = { ...run, microBatch };
+  const estimate = estimateTrainMemory(shape, at);
   const fits = estimate.host <= room;
   const have = `${formatBytes(room)} ${host.source === 'budget' ? 'allowed (HINDSIGHT_MEMORY_BUDGET)' : 'available'} of ${formatBytes(host.totalBytes)}`;
-  const summary = `about ${formatBytes(estimate.total)}${estimate.onGpu ? `, ${formatBytes(estimate.host)} of it in the host's memory` : ''} (${estimateParts(estimate, run)}); this machine has ${have}`;
-  if (fits) return { estimate, fits, suggestions: [], summary, refusal: null };
-  const suggestions = suggestionsFor(shape, run, room);
-  const advice = suggestions.length
-    ? `try ${suggestions.map((s) => suggestionText(s, reader)).join(' or ')}`
-    : reader === 'cli' ? 'no --quantize, --max-length or --batch-size fits it; free memory or use a smaller model' : 'no Quantize, Max length or Batch size fits it; free memory or choose a smaller model';
-  const override = reader === 'cli' ? ', or --ignore-memory to start anyway' : ', or tick Start anyway';
-  const refusal = `This run needs about ${formatBytes(estimate.host)} but this machine has ${have}: ${advice}${override}.`;
-  return { estimate, fits, suggestions, summary, refusal };
+  const summary = `about ${formatBytes(estimate.total)}${estimate.onGpu ? `, ${formatBytes(estimate.host)} of it in the host's memory` : ''} (${estimateParts(estimate, at)}); this machine has ${have}`;
+  if (fits) return { estimate, fits, microBatch, suggestions: [], summary, refusal: null };
+  const w = READER_WORDS[reader];
+  // Asked for more rows a pass than fit, where fewer would: offer those.
+  const suggestions = asked !== undefined && chosen !== null
+    ? [{ microBatch: chosen, bytes: estimateTrainMemory(shape, { ...run, microBatch: chosen }).host }]
+    : suggestionsFor(shape, run, room, reader);
+  const advice = suggestions.length ? `try ${suggestions.map((s) => suggestionText(s, reader)).join(' or ')}` : w.nothing;
+  const what = asked !== undefined && asked > 1 ? `${n(asked)} rows of ${n(run.maxLength)} tokens a pass (${w.microBatch} ${n(asked)})` : `one row of ${n(run.maxLength)} tokens at a time`;
+  const refusal = `${w.run} needs about ${formatBytes(estimate.host)} even with ${what}, but this machine has ${have}: ${advice}${w.override}.`;
+  return { estimate, fits, microBatch, suggestions, summary, refusal };
 }

@@ -39,6 +39,12 @@ export interface TrainConfig {
   /** Top-K on-policy distillation's K (opd, combine; docs/design.md §Top-K distillation); absent or 0: the sampled token. */
   opdTopK?: number;
   /**
+   * Rows per pass of the training step (gradient accumulation, docs/design.md §Micro-batches):
+   * the batch's gradients are summed over passes of this many rows before its one update.
+   * Absent: the most the memory estimate fits (src-shared/train-memory.ts chooseMicroBatch).
+   */
+  microBatch?: number;
+  /**
    * Start even when the memory estimate says the run cannot fit in the machine's memory
    * (src-shared/train-memory.ts): the page's Start anyway, the CLI's --ignore-memory.
    */

@@ -33,6 +33,8 @@ export interface TrainJob {
   dbPath: string;
   /** True when continuing from the last checkpoint in `config.outDir` (optimizer state restored). */
   resume: boolean;
+  /** Rows per pass of the step (the memory check's choice, or the page's Micro-batch); absent: the whole batch at once. */
+  microBatch?: number;
   /** Aborted by Cancel: stop after the current step and keep a checkpoint. */
   signal: AbortSignal;
   onProgress(progress: Omit<TrainProgress, 'runId'>): void;
@@ -84,6 +86,7 @@ function commonOptions(job: TrainJob): TrainerOptions {
     ...(config.maxLength ? { maxLength: config.maxLength } : {}),
     ...(config.quantize ? { quantize: config.quantize } : {}),
     ...(config.lossAgg ? { lossAgg: config.lossAgg } : {}), ...(config.opdTopK !== undefined ? { opdTopK: config.opdTopK } : {}),
+    ...(job.microBatch !== undefined ? { microBatch: job.microBatch } : {}),
     // A resumed run reads its rows (or contexts) and settings back from its own folder; both
     // check them against, and evaluate, the held-out split (docs/design.md §Evaluation).
     ...(job.resume ? { resume: config.outDir } : {}),
@@ -251,11 +254,13 @@ export class TrainingService {
     // own contexts and rewards, so an on-policy run with one needs no labelled sample.
     const nothing = config.onPolicy?.taskFile === undefined ? this.workspace().nothingToTrain(config.method) : null;
     if (nothing) throw new UserError(nothing);
-    // The memory estimate (src-shared/train-memory.ts), as the page shows it: a run that cannot
-    // fit is refused with the page's line, unless it was asked to start anyway.
-    if (!config.ignoreMemory) checkConfigMemory(config);
+    // The memory estimate (src-shared/train-memory.ts), as the page shows it: it chooses the
+    // micro-batch, and a run that cannot fit even one row at a time is refused with the page's
+    // line, unless it was asked to start anyway.
+    const memory = checkConfigMemory(config);
+    if (memory.refusal && !config.ignoreMemory) throw new UserError(memory.refusal);
     const runId = crypto.randomBytes(6).toString('hex');
-    this.launch(this.engine, runId, config, false);
+    this.launch(this.engine, runId, config, false, memory.microBatch);
     return { runId };
   }
 
@@ -266,7 +271,8 @@ export class TrainingService {
     if (checkpointStep(run.info.config.outDir) === null) {
       throw new UserError(`Run ${runId} has no checkpoint in ${run.info.config.outDir} to resume from; start a new fine-tune instead.`);
     }
-    this.launch(this.engine, runId, run.info.config, true, this.historyOf(run));
+    // The micro-batch is no part of the math: a resume chooses it for the memory the machine has now.
+    this.launch(this.engine, runId, run.info.config, true, resumedMicroBatch(run.info.config), this.historyOf(run));
     return { runId };
   }
 
@@ -304,7 +310,7 @@ export class TrainingService {
     if (patch.status !== undefined) this.persist(run.file);
   }
 
-  private launch(engine: TrainingEngine, runId: string, config: TrainConfig, resume: boolean, history: TrainProgress[] = []): void {
+  private launch(engine: TrainingEngine, runId: string, config: TrainConfig, resume: boolean, microBatch: number | undefined, history: TrainProgress[] = []): void {
     const run: Run = {
       info: { runId, status: 'running', config, startedAt: Date.now(), executionProvider: null, phase: null, lastProgress: history.at(-1) ?? null, adapterDir: null, error: null },
       history,
@@ -322,6 +328,7 @@ export class TrainingService {
       workspace: this.workspace(),
       dbPath: this.workspace().dbPath,
       resume,
+      ...(microBatch !== undefined ? { microBatch } : {}),
       signal: run.abort.signal,
       onProgress: (p) => {
         const progress = { ...p, runId };
@@ -344,6 +351,15 @@ export class TrainingService {
       ({ adapterDir, status }) => this.update(run, { status, adapterDir, phase: null }),
       (err: Error) => this.update(run, { status: run.abort.signal.aborted ? 'cancelled' : 'failed', phase: null, error: failureText(err) }),
     );
+  }
+}
+
+/** A resumed run's micro-batch for the memory available now; when its model cannot be read, the trainer says why. */
+function resumedMicroBatch(config: TrainConfig): number | undefined {
+  try {
+    return checkConfigMemory(config).microBatch;
+  } catch {
+    return config.microBatch;
   }
 }
 

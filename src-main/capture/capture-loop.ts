@@ -11,6 +11,9 @@
  *    the adapter being served (a continuation, like OpenClaw-RL's policy updates), with their
  *    rollout log-probs as `old` where they match. Only samples with signal count as trained:
  *    a kept one teaches nothing, so it must not stop a later label from being trained on.
+ *    The memory check the CLI and the Training page make (src-main/train/memory-check.ts)
+ *    chooses its micro-batch; a run that cannot fit even one row at a time is not started,
+ *    and the check's one line is the loop's last error (the capture status and log show it).
  * 3. Hot swap: the finished adapter is loaded beside the served model, then served; the one
  *    before stays on the rollback stack.
  *
@@ -28,7 +31,10 @@ import { openJudgeBackend, type JudgeBackendSpec } from '../judge/backends.js';
 import { runJudge, type JudgeTarget } from '../judge/runner.js';
 import type { CaptureStatus } from '../../src-shared/contract.js';
 import type { SettingsStore } from '../store/settings-file.js';
-import type { TrainMethod } from '../../src-shared/training.js';
+import { TRAIN_DEFAULTS, type Quantize, type TrainMethod } from '../../src-shared/training.js';
+import { methodRecord } from '../../src-shared/training-methods.js';
+import { memoryRunOf, type MemoryVerdict } from '../../src-shared/train-memory.js';
+import { checkRunMemory } from '../train/memory-check.js';
 
 export type LoopState = CaptureStatus['loop']['state'];
 
@@ -63,6 +69,18 @@ export function untrainedSamples(ws: WorkspaceApi, modelDir: string, trained: Re
 
 /** How many of these samples carry signal (kept samples never start a run on their own). */
 export const countWithSignal = (samples: readonly TrainingSample[]) => samples.filter((s) => !s.keptByAtLeastOne).length;
+
+/**
+ * The memory check of a background run (its settings are the trainer's defaults but for the
+ * method, the base's storage and the batch): the micro-batch it goes with, or the one line why
+ * it cannot start. No held-out evaluation runs beside it, so the forward pass is counted only
+ * for a method that reads hints (its teacher).
+ */
+function backgroundRunMemory(modelDir: string, method: TrainMethod, quantize: Quantize, batchSize: number): MemoryVerdict {
+  const d = TRAIN_DEFAULTS;
+  const config = { method, batchSize, loraR: d.loraR, targets: [...d.targets], optimizer: d.optimizer, device: d.device, quantize };
+  return checkRunMemory(modelDir, (shape) => ({ ...memoryRunOf(config, shape), teacher: methodRecord(method).uses.hint }), 'capture');
+}
 
 export class CaptureLoop {
   state: LoopState = 'idle';
@@ -149,6 +167,16 @@ export class CaptureLoop {
   private async train(samples: TrainingSample[]): Promise<void> {
     const s = this.ctx.settings().raw;
     const modelDir = this.ctx.modelDir();
+    const batchSize = Math.min(16, samples.length);
+    let memory: MemoryVerdict;
+    try {
+      memory = backgroundRunMemory(modelDir, s.captureTrainMethod, s.captureTrainQuantize, batchSize);
+      if (memory.refusal) throw new Error(memory.refusal);
+    } catch (err) {
+      // Not retried until more samples come in, as a failed run is not.
+      this.failedAt = countWithSignal(samples);
+      throw err;
+    }
     const initAdapter = this.ctx.servedAdapter();
     const runId = `run-${new Date().toISOString().replace(/[-:.TZ]/g, '').slice(0, 17)}`;
     const outDir = path.join(this.ctx.adapterRoot(), runId);
@@ -166,7 +194,8 @@ export class CaptureLoop {
           quantize: s.captureTrainQuantize,
           samples,
           ...(s.captureTrainSteps > 0 ? { steps: s.captureTrainSteps } : {}),
-          batchSize: Math.min(16, samples.length),
+          batchSize,
+          microBatch: memory.microBatch,
           ...(initAdapter ? { initAdapter } : {}),
           device: 'cpu',
           saveEvery: 0,

@@ -22,8 +22,8 @@ import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, modelFlag, precisionFlag, QUANT
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS as P, type AdvantageEstimator } from '../../src-shared/rollout.js';
 import { isOnPolicyCommand, ON_POLICY_EPOCHS_NOTE, ON_POLICY_OPTIONS, ON_POLICY_STEPS_NOTE, runOnPolicy } from './train-on-policy.js';
 import { ON_POLICY_DEFAULTS } from '../../src-shared/rollout.js';
-import { memoryVerdict, type MemoryRun, type ModelShape } from '../../src-shared/train-memory.js';
-import { hostMemory, modelShape } from '../train/memory-check.js';
+import type { MemoryRun, MemoryVerdict } from '../../src-shared/train-memory.js';
+import { checkRunMemory } from '../train/memory-check.js';
 import { resumePoint } from '../train/trainer.js';
 
 const num = (x: number) => String(x);
@@ -46,6 +46,10 @@ export const spec = {
     data: { type: 'string', value: 'IN.jsonl', help: 'pre-tokenised rows to train on', otherwise: "the database's labelled samples" },
     steps: { type: 'string', value: 'N', help: ranged('steps', 'training steps (a batch each; on-policy: a round of rollouts each)'), otherwise: `one epoch, ⌈rows / batch size⌉; ${ON_POLICY_STEPS_NOTE}` },
     'batch-size': { type: 'string', value: 'B', help: ranged('batchSize', 'samples per update'), otherwise: num(D.batchSize) },
+    'micro-batch': {
+      type: 'string', value: 'N', otherwise: 'the most rows the memory estimate fits in the available memory',
+      help: ranged('microBatch', "rows per pass of the step: a batch's gradients are summed over passes of N rows, then one update (the same update; less memory, a little more time)"),
+    },
     lr: { type: 'string', value: 'X', help: ranged('lr', 'learning rate, constant'), otherwise: D.lr.toExponential() },
     optimizer: { type: 'string', value: OPTIMIZER_KINDS.join('|'), help: `the optimizer (AdamW betas ${D.betas.join('/')}, eps ${D.adamEps})`, otherwise: D.optimizer },
     'max-grad-norm': { type: 'string', value: 'X', help: ranged('maxGradNorm', 'global gradient-norm clip, 0 off'), otherwise: num(D.maxGradNorm) },
@@ -194,10 +198,13 @@ function trainedFromDatabase(dir: string): boolean {
 }
 
 /**
- * The memory estimate before the run starts (src-shared/train-memory.ts): printed beside the
- * machine's memory, and a run that cannot fit is refused in one line naming what would fit,
- * unless --ignore-memory. A resumed run is estimated with its own settings and the flags
- * given again. An on-policy run updates on contexts × rollouts rows (or its minibatch) at once.
+ * The memory estimate before the run starts (src-shared/train-memory.ts): it chooses the rows
+ * per pass (--micro-batch, else the most that fit), which go into `o.microBatch`, and is printed
+ * beside the machine's memory; a run that cannot fit even one row at a time (or the
+ * --micro-batch asked for) is refused in one line naming what would fit, unless
+ * --ignore-memory. A resumed run is estimated with its own settings and the flags given again,
+ * and chooses its micro-batch anew. An on-policy run updates on contexts × rollouts rows (or its
+ * minibatch) at once.
  */
 function checkMemory(v: Record<string, unknown>, o: TrainerOptions, onPolicy: boolean): string | null {
   const saved = o.resume ? (resumePoint(o.resume).settings as unknown as SavedSettings) : undefined;
@@ -209,8 +216,9 @@ function checkMemory(v: Record<string, unknown>, o: TrainerOptions, onPolicy: bo
   const rollouts = boundFlag('rollouts', v.rollouts as string | undefined) ?? saved?.onPolicy?.rollouts ?? ON_POLICY_DEFAULTS.rollouts;
   const minibatch = o.minibatch ?? saved?.ppo?.minibatch ?? 0;
   const rows = onPolicy ? contexts * rollouts : o.batchSize ?? saved?.batchSize ?? D.batchSize;
-  const shapeRun = {
+  const run = (shape: { maxPositionEmbeddings: number }): MemoryRun => ({
     batchSize: minibatch > 0 ? Math.min(minibatch, rows) : rows,
+    ...(o.microBatch !== undefined ? { microBatch: o.microBatch } : {}),
     loraR: o.loraR ?? saved?.lora.r ?? D.loraR,
     targets: o.targets ?? saved?.lora.targets ?? D.targets,
     quantize: o.quantize ?? saved?.quantize ?? D.quantize,
@@ -219,16 +227,16 @@ function checkMemory(v: Record<string, unknown>, o: TrainerOptions, onPolicy: bo
     teacher: methodRecord(method).uses.hint || onPolicy || (o.klBeta ?? saved?.loss.klBeta ?? 0) > 0,
     device,
     precision: o.precision ?? saved?.precision ?? defaultPrecision(device),
-  };
-  let shape: ModelShape;
+    maxLength: o.maxLength ?? saved?.maxLength ?? Math.min(D.maxLength, shape.maxPositionEmbeddings),
+  });
+  let verdict: MemoryVerdict;
   try {
-    shape = modelShape(modelDir);
+    verdict = checkRunMemory(modelDir, run, 'cli');
   } catch {
     return null; // the trainer says what is wrong with the model, in its words
   }
-  const maxLength = o.maxLength ?? saved?.maxLength ?? Math.min(D.maxLength, shape.maxPositionEmbeddings);
-  const verdict = memoryVerdict(shape, { ...shapeRun, maxLength }, hostMemory(), 'cli');
   if (verdict.refusal && !v['ignore-memory']) throw new UserError(verdict.refusal);
+  o.microBatch = verdict.microBatch;
   return `memory: ${verdict.summary}` + (verdict.refusal ? '\nmemory: more than this machine has; starting anyway (--ignore-memory)' : '');
 }
 
@@ -262,6 +270,7 @@ export const command: Command = async (argv) => {
     method: v.method as TrainMethod | undefined,
     steps: boundFlag('steps', v.steps),
     batchSize: boundFlag('batchSize', v['batch-size']),
+    microBatch: boundFlag('microBatch', v['micro-batch']),
     lr: boundFlag('lr', v.lr),
     optimizer: v.optimizer as OptimizerKind | undefined,
     loraR: boundFlag('loraR', v['lora-r']),

@@ -94,7 +94,7 @@ export async function trainOnPolicy(options: OnPolicyTrainerOptions, hooks: OnPo
     claimOutFolder(o, p, log);
     if (o.heldOut) log.append({ type: 'held_out', sessions: heldOut.sessionIds.length, samples: heldOut.samples.length });
 
-    const step = await openRunStep(checkpoint, settings, emit);
+    const step = await openRunStep(checkpoint, settings, emit, o.microBatch);
     closers.push(() => step.close());
     const engine = ModelEngine.open(settings.modelDir, { device: settings.device, threads: settings.threads ?? undefined, lora: settings.lora, precision: settings.precision ?? undefined, quantize: settings.quantize }, tokenizer);
     closers.push(() => engine.close());

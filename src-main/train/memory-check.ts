@@ -1,9 +1,11 @@
 /**
- * The memory check before a fine-tune (issue 31, docs/design.md §Memory estimate): the
- * host's memory, a model's shape, and the verdict of src-shared/train-memory.ts for a run's
- * settings. `hindsight train` prints the verdict and refuses a run that cannot fit unless
- * --ignore-memory is given; the training service (the Training page's trainStart) refuses it
- * unless the page's Start anyway was ticked.
+ * The memory check before a fine-tune (issue 31, docs/design.md §Memory estimate,
+ * §Micro-batches): the host's memory, a model's shape, and the verdict of
+ * src-shared/train-memory.ts for a run's settings, with the micro-batch the run goes with.
+ * `hindsight train`, the training service (the Training page's trainStart) and live capture's
+ * background runs all ask {@link checkRunMemory}, and hand its micro-batch to the trainer. A run
+ * that cannot fit even one row at a time is refused: the CLI unless --ignore-memory is given,
+ * the service unless the page's Start anyway was ticked; live capture does not start it.
  *
  * HINDSIGHT_MEMORY_BUDGET (bytes, or with a unit: 6G, 6GB, 800M) caps the memory a run may
  * plan on below what the machine has: for a machine shared with other work, and for tests,
@@ -56,7 +58,10 @@ export function modelShape(modelPath: string): ModelShape {
   };
 }
 
-/** The verdict for a run on `modelPath` on this machine now; `run` may depend on the model's shape (its default max length does). */
+/**
+ * The verdict for a run on `modelPath` on this machine now, with the rows per pass it goes with
+ * (MemoryVerdict.microBatch); `run` may depend on the model's shape (its default max length does).
+ */
 export function checkRunMemory(modelPath: string, run: MemoryRun | ((shape: ModelShape) => MemoryRun), reader: MemoryReader, env: NodeJS.ProcessEnv = process.env): MemoryVerdict {
   const shape = modelShape(modelPath);
   return memoryVerdict(shape, typeof run === 'function' ? run(shape) : run, hostMemory(env), reader);
@@ -72,9 +77,7 @@ export function trainMemoryInfo(modelDir: string): TrainMemoryInfo {
   }
 }
 
-/** Refuses, with the Training page's one line, a run whose estimate does not fit in what the machine has available. */
-export function checkConfigMemory(config: TrainConfig): void {
-  const shape = modelShape(config.modelDir);
-  const verdict = memoryVerdict(shape, memoryRunOf(config, shape), hostMemory(), 'app');
-  if (verdict.refusal) throw new UserError(verdict.refusal);
+/** The verdict for the Training page's run (its refusal in the page's words), as the page computes it. */
+export function checkConfigMemory(config: TrainConfig): MemoryVerdict {
+  return checkRunMemory(config.modelDir, (shape) => memoryRunOf(config, shape), 'app');
 }

@@ -93,11 +93,14 @@ export interface RunLoopInput<S extends RunSettings> {
 
 /**
  * The run's training step, built from its settings; the same for both kinds of run. Sends the
- * `compiling` status before and the `executionProvider` event after.
+ * `compiling` status before and the `executionProvider` event after. `microBatch`: rows per
+ * pass (TrainerOptions.microBatch), not a setting of the run.
  */
-export async function openRunStep(checkpoint: Checkpoint, settings: RunSettings, emit: EmitEvent): Promise<TrainStep> {
-  emit({ type: 'status', phase: 'compiling', message: 'building the training graph' });
+export async function openRunStep(checkpoint: Checkpoint, settings: RunSettings, emit: EmitEvent, microBatch?: number): Promise<TrainStep> {
+  const passes = microBatch !== undefined && microBatch < settings.batchSize ? ` (micro-batches of ${microBatch} rows)` : '';
+  emit({ type: 'status', phase: 'compiling', message: `building the training graph${passes}` });
   const step = await createTrainStep(checkpoint, {
+    microBatch,
     lora: settings.lora, optimizer: settings.optimizer, loss: settings.loss, device: settings.device, threads: settings.threads ?? undefined,
     recompute: recomputeOn(settings.recompute, settings.maxLength), maxLength: settings.maxLength, precision: settings.precision ?? undefined,
     quantize: settings.quantize,

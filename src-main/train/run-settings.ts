@@ -33,6 +33,12 @@ export interface TrainerOptions {
   /** Total steps; default one epoch. */
   steps?: number;
   batchSize?: number;
+  /**
+   * Rows per pass of the step (gradient accumulation, docs/design.md §Micro-batches); default
+   * the whole update at once. No part of the math, so not saved with the run: the CLI, the app
+   * and live capture pass the memory check's choice (./memory-check.ts), a resume its own.
+   */
+  microBatch?: number;
   lr?: number;
   optimizer?: OptimizerKind;
   maxGradNorm?: number;

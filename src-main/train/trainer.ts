@@ -203,7 +203,7 @@ export async function train(options: TrainerOptions, hooks: TrainerHooks = {}): 
   if (o.heldOut) log.append({ type: 'held_out', sessions: heldOut.sessionIds.length, samples: heldOut.samples.length });
   const { settings } = p;
   if (overLengthCount(p) > 0) emit({ type: 'overLength', count: overLengthCount(p), maxLength: settings.maxLength, positions: checkpoint.config.maxPositionEmbeddings });
-  const step = await openRunStep(checkpoint, settings, emit);
+  const step = await openRunStep(checkpoint, settings, emit, o.microBatch);
   try {
     return await runLoop({
       outDir: o.outDir, settings, savedSettings: settings, progress: p, dataSha256: p.datasetSha, step, checkpoint, log, emit,

@@ -8,15 +8,17 @@
 //   none and with int4 than int8;
 // - its constants agree with the step's (block size, attention chunks), and
 //   its int4 / int8 weight bytes with quantize.ts's layout;
-// - the refusal names what would fit, computed with the same function; the host's memory and
-//   HINDSIGHT_MEMORY_BUDGET; `hindsight train` prints the estimate and refuses a run that
-//   cannot fit unless --ignore-memory.
+// - the micro-batch it chooses (the fewest passes that fit, rows spread evenly), so the app's
+//   default batch is never refused for its size; the refusal, when not even one row fits (or a
+//   --micro-batch asked for does not), names what would fit, computed with the same function;
+//   the host's memory and HINDSIGHT_MEMORY_BUDGET; `hindsight train` prints the estimate with
+//   its micro-batch, trains through it, and refuses a run that cannot fit unless --ignore-memory.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
-  ATTENTION_CHUNK_ABOVE, ATTENTION_CHUNK_ROWS, ESTIMATE_MARGIN, ESTIMATE_MARGIN_QUOTED, estimateTrainMemory, memoryRunOf, memoryVerdict, QUANT_BLOCK,
+  ATTENTION_CHUNK_ABOVE, ATTENTION_CHUNK_ROWS, chooseMicroBatch, ESTIMATE_MARGIN, ESTIMATE_MARGIN_QUOTED, estimateTrainMemory, memoryRunOf, memoryVerdict, QUANT_BLOCK,
   quantizedBytes, weightBytes, type HostMemory, type MemoryRun, type ModelShape,
 } from '../../src-shared/train-memory.js';
 import { LORA_TARGETS, QUANTIZE_CHOICES, RECOMPUTE_AUTO_FROM } from '../../src-shared/training.js';
@@ -26,6 +28,7 @@ import { hostMemory, modelShape, parseMemoryBudget } from '../../src-main/train/
 import { estimateCase, measureInChild } from '../../bench/train-memory-estimate.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 import { runCli } from '../helpers/cli.js';
+import { readLog } from '../../src-main/train/trainer-log.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-train-memory-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
@@ -169,7 +172,7 @@ describe('the verdict and its refusal', () => {
     const v = memoryVerdict(QWEN3_06B, run, host(4), 'cli');
     expect(v.fits).toBe(false);
     expect(v.refusal).not.toContain('\n');
-    expect(v.refusal).toMatch(/^This run needs about [\d.]+ GB but this machine has 4\.0 GB available of 16\.0 GB: try --quantize int4 \(about [\d.]+ GB\) or --max-length [\d,]+ \(about [\d.]+ GB\), or --ignore-memory to start anyway\.$/);
+    expect(v.refusal).toMatch(/^This run needs about [\d.]+ GB even with one row of 2,048 tokens at a time, but this machine has 4\.0 GB available of 16\.0 GB: try --quantize int4 \(about [\d.]+ GB\) or --max-length [\d,]+ \(about [\d.]+ GB\), or --ignore-memory to start anyway\.$/);
     for (const s of v.suggestions) {
       expect(s.bytes).toBeLessThanOrEqual(4 * GiB);
       expect(estimateTrainMemory(QWEN3_06B, { ...run, ...s }).host).toBe(s.bytes);
@@ -181,12 +184,44 @@ describe('the verdict and its refusal', () => {
     expect(memoryVerdict(QWEN3_06B, run, host(4), 'app').refusal).toMatch(/try Quantize int4 \(about [\d.]+ GB\) or Max length [\d,]+ \(about [\d.]+ GB\), or tick Start anyway\.$/);
   });
 
-  it('a batch too large for any length: a smaller batch; nothing fits: says so', () => {
-    const big = memoryVerdict(QWEN3_06B, { ...run, batchSize: 16, teacher: true }, host(13), 'cli');
-    expect(big.refusal).toMatch(/try --batch-size \d+ \(about [\d.]+ GB\)/);
-    const none = memoryVerdict(QWEN3_8B, run, host(1), 'cli');
+  it("the app's default batch (16 × 2,048 on Qwen3-0.6B, 44 GB at once) runs as micro-batches: the fewest passes that fit, rows spread evenly", () => {
+    const batch: MemoryRun = { ...run, batchSize: 16, teacher: true };
+    expect(estimateTrainMemory(QWEN3_06B, batch).host).toBeGreaterThan(40 * GiB);
+    const v = memoryVerdict(QWEN3_06B, batch, host(13), 'cli');
+    expect(v.fits).toBe(true);
+    expect(v.refusal).toBeNull();
+    // 3 rows a pass fit in 13 GB, 4 do not: 6 passes, 3 rows each but the last.
+    expect(v.microBatch).toBe(3);
+    expect(chooseMicroBatch(QWEN3_06B, batch, 13 * GiB)).toBe(3);
+    expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 3 }).host).toBeLessThanOrEqual(13 * GiB);
+    expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 4 }).host).toBeGreaterThan(13 * GiB);
+    expect(v.estimate).toEqual(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 3 }));
+    expect(v.summary).toMatch(/activations [\d.]+ GB at 3 × 2,048 tokens a pass \(batch 16 as 6 micro-batches of 3 \(the last of 1\)\) with recomputation and a teacher pass/);
+    // 5 rows a pass fit in 19 GB: 4 passes of 4, not 5, 5, 5 and 1.
+    expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 5 }).host).toBeLessThanOrEqual(19 * GiB);
+    expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 6 }).host).toBeGreaterThan(19 * GiB);
+    const even = memoryVerdict(QWEN3_06B, batch, host(19), 'app');
+    expect(even.microBatch).toBe(4);
+    expect(even.summary).toContain('at 4 × 2,048 tokens a pass (batch 16 as 4 micro-batches of 4)');
+    // The whole batch when it fits: one pass, said as before.
+    const roomy = memoryVerdict(QWEN3_06B, batch, host(64), 'cli');
+    expect(roomy.microBatch).toBe(16);
+    expect(roomy.summary).toContain('at 16 × 2,048 tokens with recomputation');
+  });
+
+  it('a micro-batch asked for that does not fit: the one that does; nothing fits: says so', () => {
+    const batch: MemoryRun = { ...run, batchSize: 16, teacher: true };
+    const asked = memoryVerdict(QWEN3_06B, { ...batch, microBatch: 8 }, host(13), 'cli');
+    expect(asked.microBatch).toBe(8);
+    expect(asked.refusal).toMatch(/^This run needs about [\d.]+ GB even with 8 rows of 2,048 tokens a pass \(--micro-batch 8\), but this machine has 13\.0 GB available of 16\.0 GB: try --micro-batch 3 \(about [\d.]+ GB\), or --ignore-memory to start anyway\.$/);
+    expect(memoryVerdict(QWEN3_06B, { ...batch, microBatch: 2 }, host(13), 'cli')).toMatchObject({ fits: true, microBatch: 2, refusal: null });
+    const none = memoryVerdict(QWEN3_8B, { ...batch, batchSize: 4 }, host(1), 'cli');
     expect(none.suggestions).toEqual([]);
-    expect(none.refusal).toContain('no --quantize, --max-length or --batch-size fits it');
+    expect(none.microBatch).toBe(1);
+    expect(none.refusal).toContain('one row of 2,048 tokens at a time');
+    expect(none.refusal).toContain('no --quantize or --max-length fits it');
+    // Live capture's background runs: the Settings page's words, no max length to offer, no override.
+    expect(memoryVerdict(QWEN3_06B, run, host(4), 'capture').refusal).toMatch(/^Background training was not started: it needs about [\d.]+ GB even with one row of 2,048 tokens at a time, but this machine has 4\.0 GB available of 16\.0 GB: try Base in training int4 \(about [\d.]+ GB\)\.$/);
   });
 
   it('a GPU run is checked for what the host holds: the weights, LoRA and the runtime', () => {
@@ -255,12 +290,30 @@ describe('hindsight train and the estimate', () => {
     expect(refused.code).not.toBe(0);
     // A refusal is one line; the estimate's breakdown is printed only with a run that starts.
     expect(refused.stderr.trim().split('\n')).toHaveLength(1);
-    expect(refused.stderr).toMatch(/This run needs about [\d.]+ [GM]B but this machine has 300 MB allowed \(HINDSIGHT_MEMORY_BUDGET\) of [\d.]+ GB: try --max-length [\d,]+ \(about \d+ MB\).*, or --ignore-memory to start anyway\./);
+    expect(refused.stderr).toMatch(/This run needs about [\d.]+ [GM]B even with one row of 8,192 tokens at a time, but this machine has 300 MB allowed \(HINDSIGHT_MEMORY_BUDGET\) of [\d.]+ GB: try --max-length [\d,]+ \(about \d+ MB\).*, or --ignore-memory to start anyway\./);
     expect(fs.existsSync(path.join(out, 'trainer_log.jsonl'))).toBe(false);
     const forced = await train(['--model', model, '--out', out, '--data', data, '--steps', '1', '--batch-size', '2', '--max-length', '64', '--ignore-memory'], { HINDSIGHT_MEMORY_BUDGET: '1M' });
-    expect(forced.stderr).toMatch(/^memory: about [\d.]+ [GM]B \(fp32 weights .* at 2 × 64 tokens.*\); this machine has 1 MB allowed \(HINDSIGHT_MEMORY_BUDGET\) of [\d.]+ GB$/m);
+    // Started anyway, one row a pass: the least it can need.
+    expect(forced.stderr).toMatch(/^memory: about [\d.]+ [GM]B \(fp32 weights .* at 1 × 64 tokens a pass \(batch 2 as 2 micro-batches of 1\).*\); this machine has 1 MB allowed \(HINDSIGHT_MEMORY_BUDGET\) of [\d.]+ GB$/m);
     expect(forced.stderr).toMatch(/^memory: more than this machine has; starting anyway \(--ignore-memory\)$/m);
     expect(forced.code).toBe(0);
     expect(fs.existsSync(path.join(out, 'adapter_model.safetensors'))).toBe(true);
+  });
+
+  it('chooses the micro-batch that fits the budget and trains the whole batch through it; refuses a --micro-batch that does not fit', { timeout: 600_000 }, async () => {
+    prepare();
+    // At 512 tokens one row is about 117 MB of this model's estimate, two 132 MB, four 162 MB.
+    const budget = { HINDSIGHT_MEMORY_BUDGET: '140M' };
+    const args = (out: string) => ['--model', model, '--out', out, '--data', data, '--steps', '1', '--batch-size', '4', '--max-length', '512'];
+    const split = await train([...args(path.join(root, 'split')), '--json'], budget);
+    expect(split.code, split.stderr).toBe(0);
+    expect(split.stderr).toMatch(/^memory: about \d+ MB \(.* at 2 × 512 tokens a pass \(batch 4 as 2 micro-batches of 2\).*; this machine has 140 MB allowed/m);
+    expect(split.stderr).toMatch(/^building the training graph \(micro-batches of 2 rows\)$/m);
+    expect(readLog(path.join(root, 'split', 'trainer_log.jsonl'))[0]).toMatchObject({ step: 1, tokens: 16 });
+    const asked = await train([...args(path.join(root, 'asked')), '--micro-batch', '4'], budget);
+    expect(asked.code).not.toBe(0);
+    expect(asked.stderr.trim().split('\n')).toHaveLength(1);
+    expect(asked.stderr).toMatch(/even with 4 rows of 512 tokens a pass \(--micro-batch 4\), but this machine has 140 MB allowed \(HINDSIGHT_MEMORY_BUDGET\) of [\d.]+ GB: try --micro-batch 2 \(about \d+ MB\), or --ignore-memory to start anyway\.$/m);
+    expect(fs.existsSync(path.join(root, 'asked'))).toBe(false);
   });
 });
