@@ -327,11 +327,11 @@ export function chooseMicroBatch(shape: ModelShape, run: MemoryRun, room: number
   return null;
 }
 
-/** "batch 16 as 4 micro-batches of 4", "batch 16 as 6 micro-batches of 3 (the last of 1)"; null when the batch is one pass. */
+/** "batch 16 as 4 micro-batches of 4", "batch 16 as 6 micro-batches of 3, the last of 1"; null when the batch is one pass. */
 export function microBatchText(batchSize: number, microBatch: number): string | null {
   if (microBatch >= batchSize) return null;
   const passes = Math.ceil(batchSize / microBatch), last = batchSize - (passes - 1) * microBatch;
-  return `batch ${n(batchSize)} as ${passes} micro-batches of ${n(microBatch)}${last < microBatch ? ` (the last of ${n(last)})` : ''}`;
+  return `batch ${n(batchSize)} as ${passes} micro-batches of ${n(microBatch)}${last < microBatch ? `, the last of ${n(last)}` : ''}`;
 }
 
 /**

@@ -196,7 +196,7 @@ describe('the verdict and its refusal', () => {
     expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 3 }).host).toBeLessThanOrEqual(13 * GiB);
     expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 4 }).host).toBeGreaterThan(13 * GiB);
     expect(v.estimate).toEqual(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 3 }));
-    expect(v.summary).toMatch(/activations [\d.]+ GB at 3 × 2,048 tokens a pass \(batch 16 as 6 micro-batches of 3 \(the last of 1\)\) with recomputation and a teacher pass/);
+    expect(v.summary).toMatch(/activations [\d.]+ GB at 3 × 2,048 tokens a pass \(batch 16 as 6 micro-batches of 3, the last of 1\) with recomputation and a teacher pass/);
     // 5 rows a pass fit in 19 GB: 4 passes of 4, not 5, 5, 5 and 1.
     expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 5 }).host).toBeLessThanOrEqual(19 * GiB);
     expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 6 }).host).toBeGreaterThan(19 * GiB);
