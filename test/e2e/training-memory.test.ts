@@ -2,9 +2,11 @@
 // real `hindsight serve` on the demo model (issue 31 item 2, issue 34):
 //   - the estimate is shown beside the machine's memory and changes as the form does (batch
 //     size, Quantize); Fine-tune stays on screen at 1400 × 900;
-//   - a run that cannot fit: the refusal line names what would fit, Fine-tune is disabled, and
-//     trainStart refuses it with the same line. The machine is made small through
-//     HINDSIGHT_MEMORY_BUDGET (a real setting: the memory a run may plan on), not a mock;
+//   - a batch larger than fits at once runs as micro-batches, which the estimate names, and
+//     Fine-tune stays on; a Micro-batch asked for that cannot fit: the refusal line names the one
+//     that would, Fine-tune is disabled, and trainStart refuses it with the same line. The machine
+//     is made small through HINDSIGHT_MEMORY_BUDGET (a real setting: the memory a run may plan
+//     on), not a mock;
 //   - two finished runs listed in Past runs, ticked, overlay their loss curves.
 // Screenshots: training-memory.png, training-memory-refused.png, training-history.png.
 import fs from 'node:fs';
@@ -68,12 +70,25 @@ describe.skipIf(!haveChromium)('the memory estimate and past runs on the Trainin
     await shot(page, 'training-memory');
   });
 
-  it('refuses a run that cannot fit, naming what would, on the page and in the API', async () => {
+  it('runs a large batch as micro-batches; refuses a micro-batch that cannot fit, naming the one that would, on the page and in the API', async () => {
+    // The batch is a learning setting: 64 rows do not fit at once in 700 MB, so they go through the step a few at a time.
     await page.fill('[data-testid=train-batch]', '64');
+    const parts = page.locator('[data-testid=train-memory-parts]');
+    await parts.filter({ hasText: /batch 64 as/ }).waitFor();
+    const [, rows, passes] = /at (\d+) × 512 tokens a pass \(batch 64 as (\d+) micro-batches of \d+/.exec((await parts.textContent())!)!;
+    expect(Number(rows)).toBeGreaterThan(1);
+    expect(Number(rows) * Number(passes)).toBeGreaterThanOrEqual(64);
+    expect(await page.locator('[data-testid=train-memory-refusal]').count()).toBe(0);
+    expect(await page.locator('[data-action=fine-tune]').isEnabled()).toBe(true);
+    expect(await page.locator('[data-testid=train-memory-short]').textContent()).toMatch(/^Memory: about \d+ MB of 700 MB allowed$/);
+
+    // Asking for all 64 rows in one pass (the advanced Micro-batch) does not fit.
+    await page.locator('details.advanced summary', { hasText: 'Optimizer and LoRA' }).click();
+    await page.fill('[data-testid=train-micro-batch]', '64');
     const refusal = page.locator('[data-testid=train-memory-refusal]');
     await refusal.waitFor();
     const line = (await refusal.textContent())!;
-    expect(line).toMatch(/^This run needs about [\d.]+ GB but this machine has 700 MB allowed \(HINDSIGHT_MEMORY_BUDGET\) of [\d.]+ GB: try Batch size \d+ \(about \d+ MB\), or tick Start anyway\.$/);
+    expect(line).toMatch(new RegExp(`^This run needs about [\\d.]+ GB even with 64 rows of 512 tokens a pass \\(Micro-batch 64\\), but this machine has 700 MB allowed \\(HINDSIGHT_MEMORY_BUDGET\\) of [\\d.]+ GB: try Micro-batch ${rows} \\(about \\d+ MB\\), or tick Start anyway\\.$`));
     expect(await page.locator('[data-action=fine-tune]').isDisabled()).toBe(true);
     expect(await page.locator('[data-testid=train-memory-short]').textContent()).toMatch(/of 700 MB allowed: does not fit$/);
     await page.locator('[data-testid=train-memory-refusal]').scrollIntoViewIfNeeded();
@@ -82,20 +97,21 @@ describe.skipIf(!haveChromium)('the memory estimate and past runs on the Trainin
     // The API refuses the same run with the same line (the page computed it with the same estimate).
     const d = TRAIN_DEFAULTS;
     const config: TrainConfig = {
-      modelDir: await page.locator('[data-testid=train-model]').inputValue(), outDir: path.join(dir, 'refused'), method: 'combine', steps: 2, batchSize: 64,
+      modelDir: await page.locator('[data-testid=train-model]').inputValue(), outDir: path.join(dir, 'refused'), method: 'combine', steps: 2, batchSize: 64, microBatch: 64,
       lr: d.lr, optimizer: d.optimizer, loraR: d.loraR, loraAlpha: d.loraAlpha, targets: [...d.targets], device: 'cpu', seed: 0, checkpointEvery: 0, quantize: 'none',
     };
     await expect(serve.api('trainStart', config)).rejects.toThrow(line.replace(/tick Start anyway\.$/, ''));
     expect(fs.existsSync(path.join(dir, 'refused'))).toBe(false);
 
-    // Start anyway lets it through; the suggested batch size fits.
+    // Start anyway lets it through; the suggested micro-batch fits, and so does leaving it to the estimate.
     await page.locator('[data-testid=train-memory-ignore]').check();
     expect(await page.locator('[data-action=fine-tune]').isEnabled()).toBe(true);
     await page.locator('[data-testid=train-memory-ignore]').uncheck();
-    const suggested = /try Batch size (\d+)/.exec(line)![1]!;
-    await page.fill('[data-testid=train-batch]', suggested);
+    await page.fill('[data-testid=train-micro-batch]', rows!);
     await refusal.waitFor({ state: 'detached' });
     expect(await page.locator('[data-action=fine-tune]').isEnabled()).toBe(true);
+    await page.fill('[data-testid=train-micro-batch]', '');
+    await parts.filter({ hasText: `batch 64 as ${passes} micro-batches` }).waitFor();
   });
 
   it('lists past runs and overlays the loss curves of the runs ticked', async () => {
