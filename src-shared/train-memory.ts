@@ -7,8 +7,11 @@
  * API refuses the same way (docs/design.md §Memory estimate). Node-free: the page computes it
  * as the form changes, from the model's shape and the host's memory the API gives it.
  *
- * It is an estimate of the peak resident memory (RSS) of the CPU step, for rows as long as the
- * max length (a batch is padded to its longest row, and a run's longest rows set its peak).
+ * It is an estimate of the peak resident memory of the CPU step, for rows as long as the max
+ * length (a batch is padded to its longest row, and a run's longest rows set its peak): its RSS
+ * with the weight file's pages counted once. Every session of the process maps that one file
+ * and RSS counts its pages once per mapping, so with the teacher's session beside the step's
+ * RSS shows the weights twice while memory holds them once (docs/design.md §Memory estimate).
  * Its structure follows what the step holds (docs/design.md §Memory); its coefficients are
  * fitted to the peaks `npm run bench:train-memory` measures (the Qwen3-0.6B shape at 256 to
  * 8,192 tokens, with and without recomputation, and a 68M Qwen3 shape with the real vocabulary
@@ -122,12 +125,14 @@ export const COEFFICIENTS = {
    */
   logitShare: 0.95,
   /**
-   * The teacher's forward pass (and the held-out evaluation's, which uses the same session):
-   * measured, about one more copy of the weights (in their run's storage: fp32, int8 or int4)
-   * whatever the length, and copies of one layer's per-token values.
+   * The teacher's forward pass (and the held-out evaluation's and the KL reference's: the same
+   * session), which reads the weights from the step's mapped file, so no copy of them: its
+   * session and what its arena keeps, bytes, and copies of one layer's per-token values and of
+   * its attention scores (the pass scores every position, its head one vocabulary chunk at a time).
    */
-  teacherWeights: 1.25,
-  teacherLayerCopies: 1,
+  teacherRuntime: 48 * 2 ** 20,
+  teacherLayerCopies: 1.3,
+  teacherAttentionCopies: 1,
 } as const;
 
 /** The in and out features of each LoRA target. */
@@ -208,7 +213,7 @@ export function estimateTrainMemory(shape: ModelShape, run: MemoryRun, c: Record
   const reply = tokens / 2;
   const logits = f * (reply * shape.vocabSize * c.logitShare + reply * shape.hiddenSize * 2);
   const table = shape.vocabSize * shape.hiddenSize * f;
-  const teacher = run.teacher ? c.teacherWeights * weights + f * tokens * c.teacherLayerCopies * layer : 0;
+  const teacher = run.teacher ? c.teacherRuntime + f * (tokens * c.teacherLayerCopies * layer + c.teacherAttentionCopies * scores) : 0;
   const runtime = c.runtime + c.tableCopies * table + (run.tokenizer === false ? 0 : c.tokenizerPerToken * shape.vocabSize);
   const total = weights + lora + activations + logits + teacher + runtime;
   const onGpu = (run.device ?? 'cpu') !== 'cpu';
