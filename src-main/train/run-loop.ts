@@ -97,7 +97,7 @@ export interface RunLoopInput<S extends RunSettings> {
  * pass (TrainerOptions.microBatch), not a setting of the run.
  */
 export async function openRunStep(checkpoint: Checkpoint, settings: RunSettings, emit: EmitEvent, microBatch?: number): Promise<TrainStep> {
-  const passes = microBatch !== undefined && microBatch < settings.batchSize ? ` (micro-batches of ${microBatch} rows)` : '';
+  const passes = microBatch !== undefined && microBatch < settings.batchSize ? ` (micro-batches of ${microBatch} row${microBatch === 1 ? '' : 's'})` : '';
   emit({ type: 'status', phase: 'compiling', message: `building the training graph${passes}` });
   const step = await createTrainStep(checkpoint, {
     microBatch,
