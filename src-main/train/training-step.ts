@@ -173,7 +173,11 @@ export interface TrainStep {
    * beside them: the top-K OPD teacher. Never holds more than a vocabulary chunk per position.
    */
   baseTopK(batch: StepBatch, k: number): Promise<{ logprobs: Float32Array; topK: TeacherTopK }>;
-  /** Loss, gradients, clipping and one optimizer update. Pure: inputs are not mutated. */
+  /**
+   * Loss, gradients, clipping and one optimizer update. Pure: inputs are not mutated. A step
+   * built with a micro-batch (./step-engine.ts TrainStepOptions.microBatch) runs the batch in
+   * passes of that many rows and sums them (./micro-batch.ts): the same result as one pass.
+   */
   step(batch: StepBatch, weights: LoraWeights, state: OptimizerState): Promise<StepResult>;
   close(): Promise<void>;
 }
