@@ -11,6 +11,29 @@ export type TrlMethod = (typeof TRL_METHODS)[number];
 export const OPENCLAW_METHODS = ['rl', 'opd', 'combine'] as const;
 export type OpenclawMethod = (typeof OPENCLAW_METHODS)[number];
 
+/**
+ * Which of Hindsight's loss settings each trainer's method reads, so the Export page offers only
+ * those: TRL's grpo its loss_type from --loss-agg, TRL's sdft the top K; OpenClaw-RL's slime the
+ * aggregation in every mode, and the top K in opd only (its combine distils the sampled token).
+ */
+export const HANDOFF_LOSS_SETTINGS: {
+  readonly trl: Readonly<Record<TrlMethod, { readonly lossAgg: boolean; readonly opdTopK: boolean }>>;
+  readonly 'openclaw-rl': Readonly<Record<OpenclawMethod, { readonly lossAgg: boolean; readonly opdTopK: boolean }>>;
+} = {
+  trl: {
+    kto: { lossAgg: false, opdTopK: false },
+    dpo: { lossAgg: false, opdTopK: false },
+    sft: { lossAgg: false, opdTopK: false },
+    sdft: { lossAgg: false, opdTopK: true },
+    grpo: { lossAgg: true, opdTopK: false },
+  },
+  'openclaw-rl': {
+    rl: { lossAgg: true, opdTopK: false },
+    opd: { lossAgg: true, opdTopK: true },
+    combine: { lossAgg: true, opdTopK: false },
+  },
+};
+
 export interface TrlHandoffOptions {
   baseModel: string;
   outDir: string;
