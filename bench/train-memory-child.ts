@@ -15,6 +15,7 @@ import type { Device } from '../src-main/model/ort-session.js';
 import type { Precision, Quantize } from '../src-shared/training.js';
 import { saveCheckpoint } from '../src-main/train/run-checkpoint.js';
 import { QWEN3_8B, randomQuantizedSource } from './quantized-model.js';
+import type { AttentionChunking } from '../src-main/model/attention.js';
 
 export interface ChildRequest {
   kind: 'step' | 'sessions' | 'prepack';
@@ -41,6 +42,8 @@ export interface ChildRequest {
   quantizedLayers?: number;
   /** Where the checkpoint goes (quantizedShape). */
   checkpointDir?: string;
+  /** When and how the step chunks attention (default the step's own, ATTENTION_CHUNKING). */
+  attentionChunking?: AttentionChunking;
 }
 
 export interface ChildResult {
@@ -113,7 +116,7 @@ export async function runChild(q: ChildRequest): Promise<ChildResult> {
   const [step, loadS, loadCpu] = await timed(() => createTrainStep(ckpt, {
     lora: DEFAULT_LORA, loss: LOSS, optimizer: OPTIMIZER, device: q.device ?? 'cpu', threads: q.threads,
     vocabChunk: q.vocabChunk, recompute: q.recompute, shareWeights: share, prepack: q.sessions?.stepPrepack,
-    memoryPattern: q.memoryPattern, maxLength: q.seqLen, precision: q.precision, quantize: q.quantize,
+    memoryPattern: q.memoryPattern, maxLength: q.seqLen, precision: q.precision, quantize: q.quantize, attentionChunking: q.attentionChunking,
   }));
   const loadedMb = memoryNow().rssMb;
   const batch = batchOf(ckpt.config.vocabSize, q.seqLen, q.everyPosition ?? false);

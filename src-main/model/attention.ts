@@ -55,16 +55,23 @@ export interface AttentionChunking {
   rows: number;
   /** The row length up to which attention stays in one piece. */
   above: number;
+  /**
+   * Bytes of one layer's fp32 [heads, T, T] value past which attention is chunked at shorter
+   * rows too (more than `rows` tokens), for models with many heads; default: by length only.
+   */
+  scoreBytes?: number;
 }
 
 /**
- * Attention in chunks of 1,024 query rows past 2,048 tokens (docs/design.md §Memory). Past
- * 2,048 tokens one layer's [heads, T, T] attention values outgrow the rest of a training step
- * or a score (Qwen3-0.6B shape at 8,192 tokens: 4.3 GB each); in chunks each is
- * [heads, 1,024, T]. Up to 2,048 they are small beside the rest (0.27 GB), and chunks would
- * cost the step a third pass through attention for nothing.
+ * Attention in chunks of 1,024 query rows past 2,048 tokens, or past 256 MiB per [heads, T, T]
+ * value (docs/design.md §Memory). Past 2,048 tokens one layer's [heads, T, T] attention values
+ * outgrow the rest of a training step or a score (Qwen3-0.6B shape at 8,192 tokens: 4.3 GB
+ * each); in chunks each is [heads, 1,024, T]. Up to 2,048 they are small beside the rest at 16
+ * heads (0.27 GB), and chunks would cost the step a third pass through attention for nothing;
+ * at 32 heads (Qwen3-8B, Llama 3.1 8B) they are 0.5 GB each at 2,048 tokens, and two chunks took
+ * 1.1 GB off the 8B shape's step (docs/design.md §QLoRA).
  */
-export const ATTENTION_CHUNKING: AttentionChunking = { rows: 1024, above: 2048 };
+export const ATTENTION_CHUNKING: AttentionChunking = { rows: 1024, above: 2048, scoreBytes: 256 * 2 ** 20 };
 
 /**
  * Scoring's attention chunks: 512 query rows each, past 1,024 tokens. In an inference graph each
@@ -87,9 +94,14 @@ export function attentionChunksFor(length: number, chunking: AttentionChunking =
   return 2 ** Math.ceil(Math.log2(Math.ceil(length / chunking.rows)));
 }
 
-/** Whether rows of `length` tokens are past the length up to which attention stays in one piece. */
-export function chunksAttention(length: number, chunking: AttentionChunking = ATTENTION_CHUNKING): boolean {
-  return length > Math.max(chunking.rows, chunking.above);
+/**
+ * Whether rows of `length` tokens are past the length up to which attention stays in one piece:
+ * `chunking.above`, or for a model of `heads` query heads, the length whose [heads, T, T] fp32
+ * value passes `chunking.scoreBytes`.
+ */
+export function chunksAttention(length: number, chunking: AttentionChunking = ATTENTION_CHUNKING, heads?: number): boolean {
+  if (length <= chunking.rows) return false;
+  return length > chunking.above || (heads !== undefined && chunking.scoreBytes !== undefined && 4 * heads * length ** 2 > chunking.scoreBytes);
 }
 
 /** The attention context [B, kv, rep, T, d]. */

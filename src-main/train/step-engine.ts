@@ -81,7 +81,7 @@ export interface TrainStepOptions {
   quantize?: Quantize;
   /**
    * The longest row the step will see (--max-length): past {@link ATTENTION_CHUNKING}'s
-   * `above` the graph computes attention in ⌈maxLength / rows⌉ chunks of query rows
+   * `above` (or its `scoreBytes` at the model's heads) the graph computes attention in ⌈maxLength / rows⌉ chunks of query rows
    * (docs/design.md §Memory); any row length computes right. Default: attention in one piece.
    */
   maxLength?: number;
@@ -177,7 +177,7 @@ export class TrainStepEngine implements TrainStep {
     }));
     if (options.value) for (const [k, dims] of valueHeadShapes(weights.config.hiddenSize)) this.paramDims.set(k, dims);
     this.topK = new TopKTeacher(weights.config.vocabSize, (k) => {
-      const { graph } = buildTopKGraph(weights, options.lora, memoryOptions(options), k, { fusedScores: fusesMatMul(options.device) });
+      const { graph } = buildTopKGraph(weights, options.lora, memoryOptions(options, weights), k, { fusedScores: fusesMatMul(options.device) });
       return createSession(graph, sessionConfig(options, weights)).then((s) => s.session);
     });
   }
@@ -194,7 +194,7 @@ export class TrainStepEngine implements TrainStep {
     const placement = options.placement ?? DEFAULT_PLACEMENT;
     const { graph, specs } = buildTrainGraph(weights, {
       lora: options.lora,
-      memory: memoryOptions(options),
+      memory: memoryOptions(options, weights),
       loss: options.loss,
       optimizerInGraph: placement === 'graph' ? options.optimizer : undefined,
       value: options.value,
@@ -205,7 +205,7 @@ export class TrainStepEngine implements TrainStep {
 
   private forward(): Promise<ort.InferenceSession> {
     if (!this.forwardSession) {
-      const { graph } = buildForwardGraph(this.weights, this.options.lora, memoryOptions(this.options), { valueHead: this.valueHead, fusedScores: fusesMatMul(this.options.device) });
+      const { graph } = buildForwardGraph(this.weights, this.options.lora, memoryOptions(this.options, this.weights), { valueHead: this.valueHead, fusedScores: fusesMatMul(this.options.device) });
       this.forwardSession = createSession(graph, sessionConfig(this.options, this.weights)).then((s) => s.session);
       this.forwardSession.catch(() => (this.forwardSession = undefined));
     }
@@ -475,9 +475,9 @@ function sessionConfig(o: TrainStepOptions, weights: WeightSource): SessionConfi
 
 const quantized = (o: TrainStepOptions) => o.quantize !== undefined && o.quantize !== 'none';
 
-function memoryOptions(o: TrainStepOptions): MemoryOptions {
+function memoryOptions(o: TrainStepOptions, weights: WeightSource): MemoryOptions {
   const chunking = o.attentionChunking ?? ATTENTION_CHUNKING;
-  const chunked = o.maxLength !== undefined && chunksAttention(o.maxLength, chunking);
+  const chunked = o.maxLength !== undefined && chunksAttention(o.maxLength, chunking, weights.config.numHeads);
   return {
     vocabChunk: o.vocabChunk ?? DEFAULT_VOCAB_CHUNK, recompute: o.recompute ?? false, precision: o.precision ?? defaultPrecision(o.device),
     ...(quantized(o) ? { quantize: o.quantize } : {}),

@@ -16,6 +16,7 @@ import { GraphBuilder, type Node } from '../../src-main/graph/ir.js';
 import { appendGradients } from '../../src-main/graph/autodiff.js';
 import type { LoraWeights, StepBatch } from '../../src-main/train/training-step.js';
 import { writeTinyModel, type TinyFamily } from '../../tools/tiny-models.js';
+import { ATTENTION_CHUNKING, chunksAttention } from '../../src-main/model/attention.js';
 import { LORA, lossConfig, randomLora, sgd, tinyBatch } from './step-helpers.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-step-memory-'));
@@ -127,6 +128,15 @@ describe.each(CASES)('$family (tied: $tie)', ({ family, tie }) => {
       expect(Math.abs(chunked.loss - whole.loss), `${what} loss`).toBeLessThan(1e-5);
       expect(gradDiff(chunked.grads, whole.grads), `${what} grads`).toBeLessThan(1e-5);
     }
+  });
+
+  it("chunks attention past 2,048 tokens, or where one layer's [heads, T, T] passes 256 MiB", () => {
+    expect(chunksAttention(2048, ATTENTION_CHUNKING, 16)).toBe(false); // Qwen3-0.6B: 256 MiB, one piece
+    expect(chunksAttention(2048, ATTENTION_CHUNKING, 32)).toBe(true); // Qwen3-8B: 512 MiB, two chunks
+    expect(chunksAttention(1448, ATTENTION_CHUNKING, 32)).toBe(false);
+    expect(chunksAttention(1024, ATTENTION_CHUNKING, 512)).toBe(false); // never at one chunk's rows or fewer
+    expect(chunksAttention(2049, ATTENTION_CHUNKING)).toBe(true);
+    expect(chunksAttention(2048, { rows: 1024, above: 2048 }, 32)).toBe(false); // by length only
   });
 });
 
