@@ -180,7 +180,10 @@ export function foldVocabularyChunks(
       q = qChunk;
     }
     m = mNext;
-    anchor = q ?? s!; // the chunk's last result: the next chunk starts once this one is done
+    // The next chunk starts once this one's results are made: q, and s too, for with s left out
+    // ONNX Runtime ran every chunk's Σ e at the end, keeping each chunk's [N, C] exponentials
+    // alive to there, N × V floats in all (docs/design.md §Memory).
+    anchor = q ? b.add(after(b, q), after(b, s!)) : s!;
   }
   return { lse: b.squeeze(b.add(m!, b.log(s!)), [1]), s: s!, q };
 }
