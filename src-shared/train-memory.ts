@@ -97,9 +97,13 @@ export const ESTIMATE_MARGIN_QUOTED = 0.1;
 
 /** src-main/model/quantize.ts QUANT_BLOCK_SIZE: weights per MatMulNBits block. */
 export const QUANT_BLOCK = 128;
-/** src-main/model/attention.ts ATTENTION_CHUNKING: attention in chunks of 1,024 query rows past 2,048 tokens. */
+/**
+ * src-main/model/attention.ts ATTENTION_CHUNKING: attention in chunks of 1,024 query rows past
+ * 2,048 tokens, or past 256 MiB per layer's fp32 [heads, T, T] value.
+ */
 export const ATTENTION_CHUNK_ROWS = 1024;
 export const ATTENTION_CHUNK_ABOVE = 2048;
+export const ATTENTION_CHUNK_SCORE_BYTES = 256 * 2 ** 20;
 
 // ── The fitted coefficients (see the module comment) ───────────────────────────────────────
 
@@ -181,9 +185,14 @@ function layerFloatsPerToken(shape: ModelShape, r: number, targets: number): num
   return 6 * H + 5 * q + 4 * kv + 5 * I + r * targets;
 }
 
-/** Query rows of one attention piece at max length T (chunks of 1,024 rows past 2,048: src-main/model/attention.ts). */
-export function attentionRows(maxLength: number): number {
-  if (maxLength <= ATTENTION_CHUNK_ABOVE) return maxLength;
+/** The longest row whose attention stays in one piece for a model of `heads` query heads (src-main/model/attention.ts chunksAttention). */
+export function attentionOnePiece(heads: number): number {
+  return Math.max(ATTENTION_CHUNK_ROWS, Math.min(ATTENTION_CHUNK_ABOVE, Math.floor(Math.sqrt(ATTENTION_CHUNK_SCORE_BYTES / (4 * heads)))));
+}
+
+/** Query rows of one attention piece at max length T (chunks of 1,024 rows past {@link attentionOnePiece}). */
+export function attentionRows(maxLength: number, heads: number): number {
+  if (maxLength <= attentionOnePiece(heads)) return maxLength;
   const chunks = Math.ceil(maxLength / ATTENTION_CHUNK_ROWS);
   return Math.ceil((maxLength + chunks) / chunks);
 }
@@ -201,9 +210,10 @@ export function estimateTrainMemory(shape: ModelShape, run: MemoryRun, c: Record
   const lora = loraParameters(shape, run.loraR, run.targets) * f * ((run.optimizer === 'adamw' ? 7 : 3) + (accumulates ? 1 : 0));
   const tokens = B * T;
   const layer = layerFloatsPerToken(shape, run.loraR, run.targets.length);
-  // One layer's [B, heads, rows, T]. Past 2,048 tokens the chunks hold less than one piece did at
-  // 2,048, but a chunked layer's extra pass has its own values: counted as no less than at 2,048.
-  const scores = B * shape.numHeads * Math.max(attentionRows(T) * T, Math.min(T, ATTENTION_CHUNK_ABOVE) ** 2);
+  // One layer's [B, heads, rows, T]. Chunked, the chunks hold less than one piece did at the
+  // longest one-piece length, but a chunked layer's extra pass has its own values: counted as no less.
+  const onePiece = attentionOnePiece(shape.numHeads);
+  const scores = B * shape.numHeads * Math.max(attentionRows(T, shape.numHeads) * T, Math.min(T, onePiece) ** 2);
   // A quantised layer's projection is dequantised for its input gradient, one at a time.
   const dequantised = run.quantize === 'none' ? 0 : Math.max(...LORA_TARGETS.map((t) => targetDims(shape, t).reduce((a, b) => a * b, 1))) * f * 2;
   const activations = recompute

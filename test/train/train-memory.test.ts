@@ -19,12 +19,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
-  ATTENTION_CHUNK_ABOVE, ATTENTION_CHUNK_ROWS, chooseMicroBatch, ESTIMATE_MARGIN, ESTIMATE_MARGIN_QUOTED, estimateTrainMemory, memoryRunOf, memoryVerdict, QUANT_BLOCK,
+  ATTENTION_CHUNK_ABOVE, ATTENTION_CHUNK_ROWS, ATTENTION_CHUNK_SCORE_BYTES, attentionOnePiece, chooseMicroBatch, ESTIMATE_MARGIN, ESTIMATE_MARGIN_QUOTED, estimateTrainMemory, memoryRunOf, memoryVerdict, QUANT_BLOCK,
   quantizedBytes, weightBytes, type HostMemory, type MemoryRun, type ModelShape,
 } from '../../src-shared/train-memory.js';
 import { LORA_TARGETS, QUANTIZE_CHOICES, RECOMPUTE_AUTO_FROM } from '../../src-shared/training.js';
 import { QUANT_BLOCK_SIZE, quantizedDims, quantScheme } from '../../src-main/model/quantize.js';
-import { ATTENTION_CHUNKING } from '../../src-main/model/attention.js';
+import { ATTENTION_CHUNKING, chunksAttention } from '../../src-main/model/attention.js';
 import { hostMemory, modelShape, parseMemoryBudget } from '../../src-main/train/memory-check.js';
 import { estimateCase, measureInChild } from '../../bench/train-memory-estimate.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
@@ -142,7 +142,12 @@ describe('the estimate is monotone in its inputs', () => {
 describe("the estimate's constants and weight bytes are the step's", () => {
   it('block size, attention chunks', () => {
     expect(QUANT_BLOCK).toBe(QUANT_BLOCK_SIZE);
-    expect([ATTENTION_CHUNK_ROWS, ATTENTION_CHUNK_ABOVE]).toEqual([ATTENTION_CHUNKING.rows, ATTENTION_CHUNKING.above]);
+    expect([ATTENTION_CHUNK_ROWS, ATTENTION_CHUNK_ABOVE, ATTENTION_CHUNK_SCORE_BYTES]).toEqual([ATTENTION_CHUNKING.rows, ATTENTION_CHUNKING.above, ATTENTION_CHUNKING.scoreBytes]);
+    // The longest one-piece row is the step's: Qwen3-0.6B's 16 heads 2,048 tokens, Qwen3-8B's 32 heads 1,448.
+    for (const heads of [6, 16, 32, 64]) {
+      const t = attentionOnePiece(heads);
+      expect([chunksAttention(t, ATTENTION_CHUNKING, heads), chunksAttention(t + 1, ATTENTION_CHUNKING, heads)]).toEqual([false, true]);
+    }
   });
 
   it("int8 and int4 blocks take the bytes of quantize.ts's layout (codes, scales, zero points)", () => {
