@@ -19,7 +19,7 @@
  *   prepack  ONNX Runtime's prepacking of matmul weights on and off, alternated in one process:
  *            CPU time of a step and of decoding
  *   quantize QLoRA: the Qwen3-0.6B shape at 1 × 2,048 with a none / int8 / int4 base, and one step
- *            and a checkpoint of the Qwen3-8B shape in int4 (BENCH_8B=int4,int8; BENCH_8B_LENGTH,
+ *            and a checkpoint of the Qwen3-8B shape in int4 (BENCH_8B=int4,int8; BENCH_8B_LENGTH, BENCH_8B_LAYERS,
  *            BENCH_QLORA_LENGTH, BENCH_QLORA_REPEATS, BENCH_QLORA_SHAPES=0.6b,8b in that order)
  *
  * Options (env): BENCH_THREADS (2), BENCH_REPEATS (3), BENCH_PARTS (loss,recompute,sessions; also prepack, quantize),
@@ -126,8 +126,10 @@ function eightB(): void {
     const T8 = Number(process.env.BENCH_8B_LENGTH ?? 2048);
     const dir = path.join(OUT, `qwen3-8b-${quantize}-checkpoint`);
     fs.rmSync(dir, { recursive: true, force: true });
-    const r = child({ kind: 'step', model: '', seqLen: T8, recompute: true, quantize, quantizedShape: 'qwen3-8b', checkpointDir: dir, repeats: 0 });
-    console.log(`Qwen3-8B shape (${(parameterCount(QWEN3_8B) / 1e9).toFixed(2)}B parameters), ${quantize} blocks, fp16 embedding and head, 1 × ${T8} (reply ${T8 / 2}), LoRA r16 all targets, AdamW: ` +
+    // BENCH_8B_LAYERS: the same shape with fewer layers (each layer's work, the tables, the head and the loss as at 36; docs/design.md §QLoRA).
+    const layers = process.env.BENCH_8B_LAYERS ? Number(process.env.BENCH_8B_LAYERS) : undefined;
+    const r = child({ kind: 'step', model: '', seqLen: T8, recompute: true, quantize, quantizedShape: 'qwen3-8b', quantizedLayers: layers, checkpointDir: dir, repeats: 0 });
+    console.log(`Qwen3-8B shape${layers ? ` with ${layers} layers` : ''} (${(parameterCount({ ...QWEN3_8B, numLayers: layers ?? QWEN3_8B.numLayers }) / 1e9).toFixed(2)}B parameters), ${quantize} blocks, fp16 embedding and head, 1 × ${T8} (reply ${T8 / 2}), LoRA r16 all targets, AdamW: ` +
       `peak ${gb(r.peakMb)} (${gb(r.loadedMb!)} after loading); one step ${secs(r)}, ${r.firstStepS![0].toFixed(0)} s (${r.firstStepS![1].toFixed(0)} s CPU) with building the graph; checkpoint ${r.checkpointS!.toFixed(1)} s`);
   }
 }
