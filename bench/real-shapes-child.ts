@@ -3,10 +3,12 @@
  * peak RSS is its own and, for the first-token figure, its start is a new process's. The
  * training step's measurement is bench/train-memory-child.ts's.
  */
+import fs from 'node:fs';
 import type { Quantize } from '../src-main/model/quantize.js';
 import type { ScoreRow } from '../src-main/model/inference-engine.js';
 import type { Device } from '../src-main/model/ort-session.js';
 import type { Precision } from '../src-shared/training.js';
+import type { LoraShape } from '../src-main/model/lora-inputs.js';
 
 /** Each request runs on `device` (default cpu; bench/gpu.ts asks for a GPU), in `precision` (default: the device's). */
 export type RealChildRequest = { device?: Device; precision?: Precision } & (
@@ -18,6 +20,12 @@ export type RealChildRequest = { device?: Device; precision?: Precision } & (
   /** prefill: a long prompt to its first token (the warm-up: a 64-token piece of it). */
   | { kind: 'prefill'; model: string; threads: number; quantize: Quantize; prompt: number[]; repeats: number }
   | { kind: 'judge'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number }
+  /**
+   * rollout: the engine an on-policy run decodes its rollouts with (ModelEngine in the trainer's
+   * thread, LoRA inputs of `lora`'s shape), greedy, with ONNX Runtime's prepacking on or off;
+   * private memory from /proc/self/smaps_rollup after load and after the decodes.
+   */
+  | { kind: 'rollout'; model: string; threads: number; quantize: Quantize; prepack: boolean; lora: LoraShape; prompt: number[]; newTokens: number; repeats: number }
   /** Loads the model with `graph` prepared and closes it: fills the graph cache for the processes measured after it. */
   | { kind: 'prime'; model: string; threads: number; quantize: Quantize; graph: 'score' | 'generate' }
 );
@@ -42,6 +50,28 @@ export interface RealChildResult {
   importedMs?: number;
   loadedMs?: number;
   firstTokenMs?: number;
+  /** rollout: /proc/self/smaps_rollup before the engine opens, after load + warm-up, after the timed decodes. */
+  memory?: { before: SmapsMb; loaded: SmapsMb; decoded: SmapsMb };
+}
+
+/**
+ * The process's memory as the kernel accounts it (MB). RSS counts a file mapped by two
+ * sessions twice and counts the clean pages of the weight file the page cache could drop;
+ * `anonymous` (RssAnon) and `pssAnon` are what the process holds privately: packed copies,
+ * the arena, the KV cache.
+ */
+export interface SmapsMb {
+  rss: number;
+  pss: number;
+  pssAnon: number;
+  pssFile: number;
+  anonymous: number;
+}
+
+function smapsRollup(): SmapsMb {
+  const text = fs.readFileSync('/proc/self/smaps_rollup', 'utf8');
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN) / 1024;
+  return { rss: kb('Rss'), pss: kb('Pss'), pssAnon: kb('Pss_Anon'), pssFile: kb('Pss_File'), anonymous: kb('Anonymous') };
 }
 
 async function timed<R>(f: () => Promise<R>): Promise<[R, Timed]> {
@@ -64,6 +94,7 @@ const peakMb = () => process.resourceUsage().maxRSS / 1024;
 
 export async function runRealChild(q: RealChildRequest): Promise<RealChildResult> {
   if (q.kind === 'first-token') return firstToken(q);
+  if (q.kind === 'rollout') return rolloutDecode(q);
   const { LocalModel } = await import('../src-main/model/local-model.js');
   const prepare = q.kind === 'prime' ? [q.graph] : q.kind === 'score' ? ['score' as const] : ['generate' as const];
   const [model, load] = await timed(() => LocalModel.load(q.model, { threads: q.threads, quantize: q.quantize, prepare, device: q.device, precision: q.precision }));
@@ -111,6 +142,26 @@ async function firstToken(q: Extract<RealChildRequest, { kind: 'first-token' }>)
   const firstTokenMs = performance.now();
   await model.close();
   return { peakMb: peakMb(), importedMs, loadedMs, firstTokenMs, tokens: out.tokens };
+}
+
+/** The on-policy trainer's rollout engine (src-main/onpolicy/onpolicy-trainer.ts), opened as it opens it, with `prepack` set. */
+async function rolloutDecode(q: Extract<RealChildRequest, { kind: 'rollout' }>): Promise<RealChildResult> {
+  const { ModelEngine } = await import('../src-main/model/inference-engine.js');
+  const before = smapsRollup();
+  const [engine, load] = await timed(async () => {
+    const e = ModelEngine.open(q.model, { device: q.device, threads: q.threads, lora: q.lora, quantize: q.quantize, prepack: q.prepack, precision: q.precision });
+    await e.prepare(['generate']);
+    return e;
+  });
+  try {
+    const request = { maxNewTokens: q.newTokens, stopTokenIds: [], temperature: 0, decodeText: false };
+    await engine.generate(q.prompt, { ...request, maxNewTokens: 4 }); // warm-up
+    const loaded = smapsRollup();
+    const [out, run] = await median(q.repeats, () => engine.generate(q.prompt, request));
+    return { peakMb: peakMb(), loadS: load.wallS, run, tokens: out.tokens, memory: { before, loaded, decoded: smapsRollup() } };
+  } finally {
+    await engine.close();
+  }
 }
 
 // Run as its own entry (`tsx bench/real-shapes-child.ts REQUEST_JSON`), so a first-token

@@ -24,15 +24,24 @@
  * measured processes load from a graph cache filled by a process before them (a launch after a
  * model's first); first-token measures the cold and cache-off loads.
  *
+ * rollout     the on-policy trainer's rollout engine (ModelEngine with LoRA inputs r16 on all
+ *             seven targets, in the trainer's thread) on the Qwen3-0.6B shape, greedy, 32 new
+ *             tokens (BENCH_ROLLOUT_TOKENS) after 32: ONNX Runtime's prepacking on and off for
+ *             --quantize none / int8 / int4 (BENCH_ROLLOUT_QUANTIZE), each process measuring one
+ *             setting (after a process that fills the graph cache), on, off, off, on: decode
+ *             wall and CPU seconds, and private memory from /proc/self/smaps_rollup (Pss_Anon:
+ *             a packed copy is anonymous; the mapped weight file is not), docs/design.md §QLoRA
+ *
  * gguf        the user's GGUF file, read by Hindsight beside llama.cpp on the same file: first
  *             token in a new process, peak RSS and decode speed (bench/gguf-load.ts)
  *
- * Options (env): BENCH_PARTS (train,long,generate,first-token,judge,score; prefill and gguf on
- * request: minutes per process), BENCH_THREADS (2),
+ * Options (env): BENCH_PARTS (train,long,generate,first-token,judge,score; prefill, rollout and
+ * gguf on request: minutes per process), BENCH_THREADS (2),
  * BENCH_REPEATS (3), BENCH_NEW_TOKENS (128), BENCH_SHAPES (125m,1.5b: generate's models),
  * BENCH_TRAIN_LEN (2048), BENCH_LONG_LEN (8192), BENCH_RSS_LIMIT_GB (14: the long step is
  * stopped past it; every other child past 18 GB), BENCH_GENERATE_TORCH (1; 0 leaves PyTorch
- * out of the decode part), BENCH_PREFILL_LEN (8192). Models, GGUF files and the graph cache go to bench/output/ (git-ignored).
+ * out of the decode part), BENCH_PREFILL_LEN (8192), BENCH_ROLLOUT_TOKENS (32),
+ * BENCH_ROLLOUT_QUANTIZE (none,int8,int4), BENCH_ROLLOUT_ORDER (on,off,off,on). Models, GGUF files and the graph cache go to bench/output/ (git-ignored).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -59,6 +68,9 @@ const SHAPES = (process.env.BENCH_SHAPES ?? '125m,1.5b').split(',');
 const TRAIN_LEN = Number(process.env.BENCH_TRAIN_LEN ?? 2048);
 const LONG_LEN = Number(process.env.BENCH_LONG_LEN ?? 8192);
 const PREFILL_LEN = Number(process.env.BENCH_PREFILL_LEN ?? 8192);
+const ROLLOUT_TOKENS = Number(process.env.BENCH_ROLLOUT_TOKENS ?? 32);
+const ROLLOUT_QUANTIZE = (process.env.BENCH_ROLLOUT_QUANTIZE ?? 'none,int8,int4').split(',') as Quantize[];
+const ROLLOUT_ORDER = (process.env.BENCH_ROLLOUT_ORDER ?? 'on,off,off,on').split(',').map((x) => x.trim() === 'on');
 const RSS_LIMIT_MB = Number(process.env.BENCH_RSS_LIMIT_GB ?? 14) * 1024;
 /** No ordinary child may take the machine down either. */
 const ANY_LIMIT_MB = 18 * 1024;
@@ -380,6 +392,38 @@ async function prefillPart(): Promise<void> {
   verdict(`first token after ${PREFILL_LEN.toLocaleString('en-US')} tokens, 0.6B, fp32`, `×${f(speed, 2)} PyTorch eager's speed, ×${f(rss, 2)} its peak RSS (medians of ${ratios.length} rounds)`, '—', undefined);
 }
 
+/**
+ * Prepacking on / off for the rollout engine of an on-policy run (docs/design.md §QLoRA): what
+ * the packed private copy costs in memory and buys in decode speed, per --quantize.
+ */
+async function rolloutPart(): Promise<void> {
+  const model = MODELS['0.6b']();
+  const rand = seededRandom(11);
+  const prompt = Array.from({ length: 32 }, () => 3 + Math.floor(rand() * 30000));
+  const lora = { r: DEFAULT_LORA.r, alpha: DEFAULT_LORA.alpha, targets: DEFAULT_LORA.targets };
+  console.log(`\n## Rollout engine, Qwen3-0.6B shape, LoRA r${lora.r} inputs on ${lora.targets.length} targets: greedy ${ROLLOUT_TOKENS} tokens after ${prompt.length}, ${THREADS} threads, prepacking on / off (median of ${REPEATS} per process)`);
+  console.log('| --quantize | prepack | load | decode | CPU ms / token | tokens/s (wall) | private (Pss_Anon) loaded → decoded | PSS | RSS | same tokens as on | load avg |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const quantize of ROLLOUT_QUANTIZE) {
+    const request = { kind: 'rollout' as const, model, threads: THREADS, quantize, lora, prompt, newTokens: ROLLOUT_TOKENS, repeats: REPEATS };
+    await hindsight({ ...request, prepack: true, repeats: 1 }); // fills the graph cache
+    const runs: Record<'on' | 'off', RealChildResult[]> = { on: [], off: [] };
+    for (const prepack of ROLLOUT_ORDER) {
+      const [h, loadAvg] = await measured(() => hindsight({ ...request, prepack }));
+      const on = prepack ? 'on' : 'off';
+      runs[on].push(h);
+      const m = h.memory!;
+      const same = runs.on[0] ? (h.tokens!.join() === runs.on[0].tokens!.join() ? 'yes' : 'NO') : '—';
+      console.log(`| ${quantize} | ${on} | ${f(h.loadS!, 1)} s | ${secs(h.run!)} | ${f(h.run!.cpuS * 1000 / ROLLOUT_TOKENS, 0)} | ${f(ROLLOUT_TOKENS / h.run!.wallS, 1)} | ${gb(m.loaded.pssAnon)} → ${gb(m.decoded.pssAnon)} | ${gb(m.decoded.pss)} | ${gb(m.decoded.rss)} | ${same} | ${loadAvg} |`);
+    }
+    const cpu = (k: 'on' | 'off') => median(runs[k], (h) => h.run!.cpuS).run!.cpuS;
+    const mem = (k: 'on' | 'off') => median(runs[k], (h) => h.memory!.decoded.pssAnon).memory!.decoded.pssAnon;
+    if (runs.on.length && runs.off.length) {
+      verdict(`rollout decode, 0.6B, ${quantize}: prepacking off / on`, `×${f(cpu('off') / cpu('on'), 2)} CPU seconds, private memory ${gb(mem('off'))} vs ${gb(mem('on'))}`, '—', undefined);
+    }
+  }
+}
+
 function prefillRun(t: Record<string, any>): Timed {
   const [run] = t.prefill_runs as { wall_s: number; cpu_s: number }[];
   return { wallS: run!.wall_s, cpuS: run!.cpu_s };
@@ -394,7 +438,7 @@ function torchRun(t: Record<string, any>): Timed {
 async function main(): Promise<void> {
   fs.mkdirSync(OUT, { recursive: true });
   console.log(`# bench:real-shapes — ${os.cpus()[0]?.model ?? 'cpu'}, ${os.cpus().length} cores, ${f(os.totalmem() / 1024 ** 3)} GB, ${THREADS} threads; load average at start ${os.loadavg().map((x) => f(x)).join(' ')}`);
-  const parts: Record<string, () => Promise<void>> = { train: trainPart, long: longPart, generate: generatePart, 'first-token': firstTokenPart, judge: judgePart, score: scorePart, prefill: prefillPart, gguf: () => ggufPart({ threads: THREADS, repeats: REPEATS, newTokens: NEW_TOKENS }) };
+  const parts: Record<string, () => Promise<void>> = { train: trainPart, long: longPart, generate: generatePart, 'first-token': firstTokenPart, judge: judgePart, score: scorePart, prefill: prefillPart, rollout: rolloutPart, gguf: () => ggufPart({ threads: THREADS, repeats: REPEATS, newTokens: NEW_TOKENS }) };
   for (const part of PARTS) {
     if (!parts[part]) throw new Error(`BENCH_PARTS: unknown part '${part}' (${Object.keys(parts).join(', ')})`);
     await parts[part]!();
