@@ -25,6 +25,7 @@ import { openCompleter } from '../judge/backends.js';
 import type { ChatCompleter } from '../judge/llm-judge.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
 import { ModelEngine } from '../model/inference-engine.js';
+import type { Quantize } from '../model/quantize.js';
 import { ChatTokenizer } from '../model/tokenizer.js';
 import { builtinTools } from '../rollout/builtin-tools.js';
 import { EpisodeWriter, readEpisodes } from '../rollout/episodes-file.js';
@@ -54,6 +55,17 @@ export interface OnPolicyResult extends TrainResult {
   /** Episodes in <out>/episodes.jsonl at the end. */
   episodes: number;
   episodesFile: string;
+}
+
+/**
+ * Whether the rollouts' engine lets ONNX Runtime prepack its matmul weights (docs/design.md
+ * §QLoRA). Packed, each session keeps a private copy beside the weight file the step maps. An
+ * fp32 engine reads the mapped file unpacked at a few percent of decode speed, so the run holds
+ * the weights once; MatMulNBits unpacked expands every block on every call (the head's too), so
+ * a quantised engine decodes many times slower and holds as much private memory: it stays packed.
+ */
+export function rolloutPrepack(quantize: Quantize): boolean {
+  return quantize !== 'none';
 }
 
 /**
@@ -96,7 +108,10 @@ export async function trainOnPolicy(options: OnPolicyTrainerOptions, hooks: OnPo
 
     const step = await openRunStep(checkpoint, settings, emit, o.microBatch);
     closers.push(() => step.close());
-    const engine = ModelEngine.open(settings.modelDir, { device: settings.device, threads: settings.threads ?? undefined, lora: settings.lora, precision: settings.precision ?? undefined, quantize: settings.quantize }, tokenizer);
+    const engine = ModelEngine.open(settings.modelDir, {
+      device: settings.device, threads: settings.threads ?? undefined, lora: settings.lora, precision: settings.precision ?? undefined,
+      quantize: settings.quantize, prepack: rolloutPrepack(settings.quantize),
+    }, tokenizer);
     closers.push(() => engine.close());
     const judge = await openJudge(settings, emit);
     if (judge) closers.push(() => judge.close());

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { rolloutPrepack } from '../../src-main/onpolicy/onpolicy-trainer.js';
 import { ModelEngine, type GenerateOptions } from '../../src-main/model/inference-engine.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
@@ -118,6 +119,17 @@ describe('generation with LoRA tensors as graph inputs', () => {
       expect(got[0]!.tokens).not.toEqual(baseTokens);
     } finally {
       await quantized.close();
+    }
+  });
+
+  it('an fp32 engine without prepacking (an on-policy run\'s rollouts, rolloutPrepack) generates with the adapter what the merged model does', async () => {
+    expect(rolloutPrepack('none')).toBe(false);
+    const unpacked = ModelEngine.open(tiny.dir, { threads: 1, lora: LORA, prepack: rolloutPrepack('none') });
+    try {
+      unpacked.setLora(weights);
+      expectSame(await greedy(unpacked), await greedy(merged), 1e-4);
+    } finally {
+      await unpacked.close();
     }
   });
 
