@@ -6,7 +6,8 @@
  */
 import { call, returns } from './call-spec.js';
 import { object, string } from './validate.js';
-import type { HostMemory, ModelShape } from './train-memory.js';
+import type { ModelShape } from './train-memory.js';
+import type { HostMemory } from './memory-verdict.js';
 
 export interface TrainMemoryInfo {
   /** The model's shape (config.json or the GGUF header); null when it cannot be read. */

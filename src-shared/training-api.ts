@@ -41,7 +41,7 @@ export interface TrainConfig {
   /**
    * Rows per pass of the training step (gradient accumulation, docs/design.md §Micro-batches):
    * the batch's gradients are summed over passes of this many rows before its one update.
-   * Absent: the most the memory estimate fits (src-shared/train-memory.ts chooseMicroBatch).
+   * Absent: the most the memory estimate fits (src-shared/memory-verdict.ts chooseMicroBatch).
    */
   microBatch?: number;
   /**

@@ -22,7 +22,7 @@ import type { OnPolicySettings } from '../../src-shared/on-policy-api.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import type { OnPolicyTrainerOptions } from '../onpolicy/options.js';
 import { isModelPath } from '../model/model-path.js';
-import { checkConfigMemory } from '../train/memory-check.js';
+import { checkConfigMemory, resumedMicroBatch } from '../train/memory-check.js';
 
 /** One fine-tune as the engine sees it. */
 export interface TrainJob {
@@ -351,15 +351,6 @@ export class TrainingService {
       ({ adapterDir, status }) => this.update(run, { status, adapterDir, phase: null }),
       (err: Error) => this.update(run, { status: run.abort.signal.aborted ? 'cancelled' : 'failed', phase: null, error: failureText(err) }),
     );
-  }
-}
-
-/** A resumed run's micro-batch for the memory available now; when its model cannot be read, the trainer says why. */
-function resumedMicroBatch(config: TrainConfig): number | undefined {
-  try {
-    return checkConfigMemory(config).microBatch;
-  } catch {
-    return config.microBatch;
   }
 }
 

@@ -33,7 +33,8 @@ import type { CaptureStatus } from '../../src-shared/contract.js';
 import type { SettingsStore } from '../store/settings-file.js';
 import { TRAIN_DEFAULTS, type Quantize, type TrainMethod } from '../../src-shared/training.js';
 import { methodRecord } from '../../src-shared/training-methods.js';
-import { memoryRunOf, type MemoryVerdict } from '../../src-shared/train-memory.js';
+import { memoryRunOf } from '../../src-shared/train-memory.js';
+import { type MemoryVerdict } from '../../src-shared/memory-verdict.js';
 import { checkRunMemory } from '../train/memory-check.js';
 
 export type LoopState = CaptureStatus['loop']['state'];

@@ -22,7 +22,8 @@ import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, modelFlag, precisionFlag, QUANT
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS as P, type AdvantageEstimator } from '../../src-shared/rollout.js';
 import { isOnPolicyCommand, ON_POLICY_EPOCHS_NOTE, ON_POLICY_OPTIONS, ON_POLICY_STEPS_NOTE, runOnPolicy } from './train-on-policy.js';
 import { ON_POLICY_DEFAULTS } from '../../src-shared/rollout.js';
-import type { MemoryRun, MemoryVerdict } from '../../src-shared/train-memory.js';
+import type { MemoryRun } from '../../src-shared/train-memory.js';
+import type { MemoryVerdict } from '../../src-shared/memory-verdict.js';
 import { checkRunMemory } from '../train/memory-check.js';
 import { resumePoint } from '../train/trainer.js';
 

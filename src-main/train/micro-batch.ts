@@ -9,7 +9,7 @@
  * A micro-batch is rows [start, start + rows) of the batch, cut to its own longest row (padding
  * is on the right, ./batches.ts padBatch), every per-token grid of the batch carried along. The
  * answers of a pass (log-probs, values, a teacher's top K) go back to the batch's grid with
- * {@link placeRows}. How many rows a pass takes is the run's choice (src-shared/train-memory.ts
+ * {@link placeRows}. How many rows a pass takes is the run's choice (src-shared/memory-verdict.ts
  * memoryVerdict: the most the memory estimate fits, or --micro-batch); it is no part of the math.
  */
 import type { StepBatch, TeacherTopK } from './training-step.js';

@@ -18,10 +18,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  ATTENTION_CHUNK_ABOVE, ATTENTION_CHUNK_ROWS, ATTENTION_CHUNK_SCORE_BYTES, attentionOnePiece, chooseMicroBatch, ESTIMATE_MARGIN, ESTIMATE_MARGIN_QUOTED, estimateTrainMemory, memoryRunOf, memoryVerdict, QUANT_BLOCK,
-  quantizedBytes, weightBytes, type HostMemory, type MemoryRun, type ModelShape,
-} from '../../src-shared/train-memory.js';
+import { ATTENTION_CHUNK_ABOVE, ATTENTION_CHUNK_ROWS, ATTENTION_CHUNK_SCORE_BYTES, attentionOnePiece, ESTIMATE_MARGIN, ESTIMATE_MARGIN_QUOTED, estimateTrainMemory, memoryRunOf, QUANT_BLOCK, quantizedBytes, weightBytes, type MemoryRun, type ModelShape } from '../../src-shared/train-memory.js';
+import { chooseMicroBatch, memoryVerdict, type HostMemory } from '../../src-shared/memory-verdict.js';
 import { LORA_TARGETS, QUANTIZE_CHOICES, RECOMPUTE_AUTO_FROM } from '../../src-shared/training.js';
 import { QUANT_BLOCK_SIZE, quantizedDims, quantScheme } from '../../src-main/model/quantize.js';
 import { ATTENTION_CHUNKING, chunksAttention } from '../../src-main/model/attention.js';
