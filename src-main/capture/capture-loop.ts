@@ -168,7 +168,7 @@ export class CaptureLoop {
   private async train(samples: TrainingSample[]): Promise<void> {
     const s = this.ctx.settings().raw;
     const modelDir = this.ctx.modelDir();
-    const batchSize = Math.min(16, samples.length);
+    const batchSize = Math.min(TRAIN_DEFAULTS.batchSize, samples.length);
     let memory: MemoryVerdict;
     try {
       memory = backgroundRunMemory(modelDir, s.captureTrainMethod, s.captureTrainQuantize, batchSize);
