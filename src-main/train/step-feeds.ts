@@ -93,12 +93,11 @@ function checkLossArrays(batch: StepBatch, needs: LossNeeds): void {
 
 /**
  * The loss inputs at the picked positions (see {@link LossNeeds}). `weights`: each cell's weight
- * in the run's mean ({@link lossWeightGrid}) on this batch's grid; default the batch's own, which
- * a micro-batch must not use (its weights are its share of the whole batch's).
+ * in the run's mean ({@link lossWeightGrid}) on this batch's grid, made from the whole batch (a
+ * micro-batch's weights are its share of the whole batch's, not its own mean).
  */
-export function lossFeeds(batch: StepBatch, picked: Picked, needs: LossNeeds, weights?: Float32Array): Record<string, ort.Tensor> {
+export function lossFeeds(batch: StepBatch, picked: Picked, needs: LossNeeds, weights: Float32Array): Record<string, ort.Tensor> {
   checkLossArrays(batch, needs);
-  const w = weights ?? lossWeightGrid(batch, needs.lossAgg);
   const n = picked.tokens.length;
   // Absent: zeros, so old and the advantages are exactly the ones given.
   const gathered = (a: Float32Array | undefined) => new ort.Tensor('float32', a ? Float32Array.from(picked.tokens, (k) => a[k]!) : new Float32Array(n), [n]);
@@ -110,7 +109,7 @@ export function lossFeeds(batch: StepBatch, picked: Picked, needs: LossNeeds, we
     old_from_policy: gathered(batch.oldFromPolicy),
     teacher_logprobs: gathered(batch.teacherLogprobs),
     opd_weights: gathered(batch.opdWeights),
-    [LOSS_WEIGHTS]: picked.standIn ? zeros() : gathered(w),
+    [LOSS_WEIGHTS]: picked.standIn ? zeros() : gathered(weights),
   };
   if (needs.ref) feeds.ref_logprobs = gathered(batch.refLogprobs!);
   if (needs.value) {
@@ -143,12 +142,6 @@ export function lossWeightGrid(batch: StepBatch, lossAgg: LossAgg): Float32Array
     for (let t = 1; t < T; t++) out[r * T + t] = mask[r * T + t]! / denominator;
   }
   return out;
-}
-
-/** --loss-agg sample-mean's weight of each picked token ({@link lossWeightGrid}), in the picked order. */
-export function sampleWeights(batch: StepBatch, picked: Picked): Float32Array {
-  const grid = lossWeightGrid(batch, 'sample-mean');
-  return Float32Array.from(picked.tokens, (k) => grid[k]!);
 }
 
 /** The cells where top-K distillation trains (a trained token with a distillation weight): the count its metric is a mean over. */

@@ -21,7 +21,8 @@ import { appendGradients } from '../../src-main/graph/autodiff.js';
 import { GraphBuilder } from '../../src-main/graph/ir.js';
 import { serializeModel } from '../../src-main/graph/onnx.js';
 import { lossRecord } from '../../src-main/train/losses.js';
-import { sampleWeights } from '../../src-main/train/step-feeds.js';
+import { lossFeeds, lossWeightGrid } from '../../src-main/train/step-feeds.js';
+import { LOSS_WEIGHTS } from '../../src-main/train/step-graph.js';
 import { aggregator, appendTopKDistillation } from '../../src-main/train/step-loss.js';
 import type { LossAgg, StepBatch } from '../../src-main/train/training-step.js';
 import { seededRandom } from '../../tools/tiny-models.js';
@@ -75,7 +76,11 @@ function hindsightMean(b: GraphBuilder, agg: LossAgg, masks: number[][]) {
   const mask = b.input('mask', 'float32', [n]);
   const weights = agg === 'sample-mean' ? b.input('sample_weights', 'float32', [n]) : undefined;
   const feeds: Record<string, ort.Tensor> = { mask: new ort.Tensor('float32', Float32Array.from(masks.flat()), [n]) };
-  if (weights) feeds.sample_weights = new ort.Tensor('float32', sampleWeights(batch, { tokens: Int32Array.from(cells), standIn: false }), [n]);
+  if (weights) {
+    // The step's own feed: the whole batch's weight grid, gathered at these cells.
+    const picked = { tokens: Int32Array.from(cells), standIn: false };
+    feeds.sample_weights = lossFeeds(batch, picked, { ref: false, lossAgg: agg }, lossWeightGrid(batch, agg))[LOSS_WEIGHTS]!;
+  }
   return { mask, feeds, ...aggregator(b, mask, weights) };
 }
 

@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { sampleWeights, pickResponse } from '../../src-main/train/step-feeds.js';
+import { lossFeeds, lossWeightGrid, pickResponse } from '../../src-main/train/step-feeds.js';
+import { LOSS_WEIGHTS } from '../../src-main/train/step-graph.js';
 import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import type { LossAgg, LoraWeights, StepBatch } from '../../src-main/train/training-step.js';
 import { seededRandom, writeTinyModel } from '../../tools/tiny-models.js';
@@ -115,7 +116,8 @@ describe('--loss-agg: hand-computed values', () => {
   it("the host's weights: mask / (max(row's trained tokens, 1) · rows)", () => {
     const batch = threeRows(A);
     const picked = pickResponse(batch);
-    expect(Array.from(sampleWeights(batch, picked))).toEqual([1 / 12, 1 / 12, 1 / 12, 1 / 12, 1 / 3].map(Math.fround));
+    const feeds = lossFeeds(batch, picked, { ref: false, lossAgg: 'sample-mean' }, lossWeightGrid(batch, 'sample-mean'));
+    expect(Array.from(feeds[LOSS_WEIGHTS]!.data as Float32Array)).toEqual([1 / 12, 1 / 12, 1 / 12, 1 / 12, 1 / 3].map(Math.fround));
   });
 
   it('a batch whose only row has no trained token: loss 0 under either, not NaN', async () => {
