@@ -18,7 +18,7 @@ import { loraSpecs } from './lora.js';
 import { buildForwardGraph, loraKeys } from './step-graph.js';
 import { DEFAULT_VOCAB_CHUNK } from '../model/chunked-head.js';
 import { SCORE_ATTENTION_CHUNKING, attentionChunksFor, type AttentionChunking } from '../model/attention.js';
-import { modelFeeds, pickAll, toGrid } from './step-feeds.js';
+import { checkTokens, modelFeeds, pickAll, toGrid } from './step-feeds.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights, StepBatch } from './training-step.js';
 
 export interface ScorerOptions {
@@ -82,8 +82,9 @@ export class LoraScorer {
   private async run(batch: StepBatch, weights: LoraWeights): Promise<Float32Array> {
     // Every token after each row's first goes through the (chunked) LM head, as in the training
     // step's forward pass (./step-feeds.ts).
+    checkTokens(batch, this.vocabSize);
     const picked = pickAll(batch);
-    const feeds: Record<string, ort.Tensor> = modelFeeds(batch, picked, this.vocabSize);
+    const feeds: Record<string, ort.Tensor> = modelFeeds(batch, picked);
     const r = this.lora.r;
     for (const spec of this.specs) {
       const k = loraKeys(spec);

@@ -183,7 +183,7 @@ export class TrainStepEngine implements TrainStep {
     const grids = fetches.map(() => new Float32Array(batch.batch * batch.seqLen));
     for (const part of microBatches(batch, this.options.microBatch)) {
       const picked = pickAll(part.batch);
-      const out = await session.run({ ...modelFeeds(part.batch, picked, this.weights.config.vocabSize), ...params }, fetches);
+      const out = await session.run({ ...modelFeeds(part.batch, picked), ...params }, fetches);
       fetches.forEach((name, i) => placeRows(grids[i]!, batch.seqLen, toGrid(out[name]!.data as Float32Array, picked, part.batch), part));
     }
     return grids;
@@ -208,15 +208,11 @@ export class TrainStepEngine implements TrainStep {
    */
   async gradients(batch: StepBatch, weights: LoraWeights): Promise<Gradients> {
     this.checkOpen();
-    const needs = this.needs();
-    checkLossBatch(batch, needs, this.weights.config.vocabSize);
-    // Every token's weight in the whole batch's mean, whichever micro-batch it goes through.
-    const lossWeights = lossWeightGrid(batch, needs.lossAgg);
+    const parts = this.trainParts(batch, this.options.microBatch);
     const params = this.paramFeeds(weights);
     // The in-graph optimizer's inputs must be fed even though only the gradients are fetched.
     if (this.placement === 'graph') Object.assign(params, this.optimizerFeeds(weights, emptyState()));
     const passes: Pass[] = [];
-    const parts = microBatches(batch, this.options.microBatch, [lossWeights]);
     for (const part of parts) {
       const picked = pickResponse(part.batch);
       const out = await this.trainSession.run({ ...this.feeds(part, picked), ...params }, this.trainFetches());
@@ -240,9 +236,7 @@ export class TrainStepEngine implements TrainStep {
   private async stepInGraph(batch: StepBatch, weights: LoraWeights, state: OptimizerState): Promise<StepResult> {
     const cfg = this.options.optimizer;
     const step = state.step + 1;
-    const needs = this.needs();
-    checkLossBatch(batch, needs, this.weights.config.vocabSize);
-    const [part] = microBatches(batch, undefined, [lossWeightGrid(batch, needs.lossAgg)]);
+    const [part] = this.trainParts(batch, undefined);
     const picked = pickResponse(batch);
     const out = await this.trainSession.run({ ...this.feeds(part!, picked), ...this.paramFeeds(weights), ...this.optimizerFeeds(weights, state) });
     const g = this.addUp([this.readPass(out, part!, picked)], [part!], batch);
@@ -299,9 +293,17 @@ export class TrainStepEngine implements TrainStep {
     return { ref: loss.klBeta > 0, value: this.valueHead, lossAgg: loss.lossAgg ?? 'token-mean', topK: loss.opdTopK ?? 0 };
   }
 
+  /** The one way a batch reaches the training graph: checked whole, once (the feeds do not check again), then cut into micro-batches. */
+  private trainParts(batch: StepBatch, microBatch: number | undefined): MicroBatch[] {
+    const needs = this.needs();
+    checkLossBatch(batch, needs, this.weights.config.vocabSize);
+    // Every token's weight in the whole batch's mean, whichever micro-batch it goes through.
+    return microBatches(batch, microBatch, [lossWeightGrid(batch, needs.lossAgg)]);
+  }
+
   /** A micro-batch's feeds; its loss weights are its cells' weights in the whole batch's mean. */
   private feeds(part: MicroBatch, picked: Picked): Record<string, ort.Tensor> {
-    return { ...modelFeeds(part.batch, picked, this.weights.config.vocabSize), ...lossFeeds(part.batch, picked, this.needs(), part.grids[0]) };
+    return { ...modelFeeds(part.batch, picked), ...lossFeeds(part.batch, picked, this.needs(), part.grids[0]) };
   }
 
   private optimizerFeeds(weights: LoraWeights, state: OptimizerState): Record<string, ort.Tensor> {

@@ -42,8 +42,8 @@ export function pickAll(batch: StepBatch): Picked {
   return { tokens, standIn: false };
 }
 
-export function modelFeeds(batch: StepBatch, picked: Picked, vocabSize: number): Record<string, ort.Tensor> {
-  checkTokens(batch, vocabSize);
+/** The model's inputs at the picked positions; the caller has checked the whole batch ({@link checkTokens}) before cutting it. */
+export function modelFeeds(batch: StepBatch, picked: Picked): Record<string, ort.Tensor> {
   const n = picked.tokens.length;
   const positions = new BigInt64Array(n), targets = new BigInt64Array(n);
   picked.tokens.forEach((k, i) => {
@@ -72,7 +72,10 @@ export interface LossNeeds {
   topK?: number;
 }
 
-/** Refuses a batch that lacks what the training graph reads, or has it in the wrong size (the whole batch, before any micro-batch is cut). */
+/**
+ * Refuses a batch that lacks what the training graph reads, or has it in the wrong size: once,
+ * on the whole batch, before any micro-batch is cut (the feeds below do not check again).
+ */
 export function checkLossBatch(batch: StepBatch, needs: LossNeeds, vocabSize: number): void {
   checkTokens(batch, vocabSize);
   checkLossArrays(batch, needs);
@@ -97,7 +100,6 @@ function checkLossArrays(batch: StepBatch, needs: LossNeeds): void {
  * micro-batch's weights are its share of the whole batch's, not its own mean).
  */
 export function lossFeeds(batch: StepBatch, picked: Picked, needs: LossNeeds, weights: Float32Array): Record<string, ort.Tensor> {
-  checkLossArrays(batch, needs);
   const n = picked.tokens.length;
   // Absent: zeros, so old and the advantages are exactly the ones given.
   const gathered = (a: Float32Array | undefined) => new ort.Tensor('float32', a ? Float32Array.from(picked.tokens, (k) => a[k]!) : new Float32Array(n), [n]);
@@ -166,7 +168,6 @@ function checkTopK(batch: StepBatch, k: number): void {
 
 /** The top-K OPD inputs at the picked positions: the teacher's K log-probs and token ids, and each token's distillation weight. */
 function topKFeeds(batch: StepBatch, picked: Picked, k: number): Record<string, ort.Tensor> {
-  checkTopK(batch, k);
   const top = batch.teacherTopK!;
   const n = picked.tokens.length;
   const logprobs = new Float32Array(n * k), indices = new BigInt64Array(n * k);

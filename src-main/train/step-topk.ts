@@ -26,10 +26,13 @@ export class TopKTeacher {
     return session;
   }
 
-  /** The top k and the targets' log-probs at each response token of the batch (0 elsewhere); `params` the model's LoRA (and value head) feeds. */
+  /**
+   * The top k and the targets' log-probs at each response token of the batch (0 elsewhere);
+   * `params` the model's LoRA (and value head) feeds. The caller has checked the batch's tokens.
+   */
   async score(batch: StepBatch, k: number, params: Record<string, ort.Tensor>): Promise<{ logprobs: Float32Array; topK: TeacherTopK }> {
     const picked = pickResponse(batch);
-    const out = await (await this.session(k)).run({ ...modelFeeds(batch, picked, this.vocabSize), ...params }, ['logprobs', 'topk_logprobs', 'topk_indices']);
+    const out = await (await this.session(k)).run({ ...modelFeeds(batch, picked), ...params }, ['logprobs', 'topk_logprobs', 'topk_indices']);
     const cells = batch.batch * batch.seqLen;
     const topK: TeacherTopK = { k, logprobs: new Float32Array(cells * k), indices: new Int32Array(cells * k) };
     if (!picked.standIn) {
