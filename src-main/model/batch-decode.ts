@@ -11,6 +11,7 @@
  *   smaller batch.
  */
 import type { ModelConfig } from './hf-checkpoint.js';
+import { releaseDeviceOutputs, type DecodeCache, type DecodeCacheFactory } from './cache-slots.js';
 import { KvCache } from './kv-cache.js';
 import type { ort } from './ort-session.js';
 import { sampleToken, seededRandom } from './sampling.js';
@@ -57,6 +58,11 @@ export interface DecodeSettings {
    * worker's event loop does not run while it generates.
    */
   stopFlag?: Int32Array;
+  /**
+   * Makes the decode cache: in host memory by default (./kv-cache.ts), on the GPU where the
+   * device keeps tensors there (./device-kv-cache.ts, docs/design.md §Devices).
+   */
+  newCache?: DecodeCacheFactory;
 }
 
 /**
@@ -132,14 +138,14 @@ class Sequence {
  * attention value is [heads, piece, prompt] rather than [heads, prompt, prompt], and the
  * generate graph's packed weights serve a prompt of any length.
  */
-async function prefillInPieces(run: (feeds: Feeds) => Promise<Outputs>, cache: KvCache, prompts: { ids: number[][]; mask: number[][] }, piece: number): Promise<Outputs> {
+async function prefillInPieces(run: (feeds: Feeds) => Promise<Outputs>, cache: DecodeCache, prompts: { ids: number[][]; mask: number[][] }, piece: number): Promise<Outputs> {
   const length = prompts.ids[0]!.length;
   let out: Outputs | undefined;
   for (let start = 0; start < length; start += piece) {
     const cut = (rows: number[][]) => rows.map((row) => row.slice(start, start + piece));
     const mask = cut(prompts.mask);
     out = await run(cache.feeds(cut(prompts.ids), mask));
-    cache.append(out, mask);
+    await cache.append(out, mask);
   }
   return out!;
 }
@@ -161,42 +167,58 @@ export async function generateSequences(
   const used = [...new Set(requests.map((r) => r.prompt))];
   const prefill = leftPadded(used.map((p) => prompts[p]!));
   const promptLength = prefill.ids[0]!.length;
-  let cache = KvCache.empty(config, used.length, promptLength + Math.max(...requests.map((r) => r.maxNew)));
-  let out = settings.useKvCache
-    ? await prefillInPieces(run, cache, prefill, settings.prefillPiece)
-    : await run(cache.feeds(prefill.ids, prefill.mask));
-  // Row of the current log-probs and cache for each sequence still running.
-  let rows = requests.map((r) => used.indexOf(r.prompt));
-  let active = seqs.map((_, i) => i);
-  const V = config.vocabSize;
-  for (;;) {
-    const logprobs = out.last_logprobs!.data as Float32Array;
-    const last = active.map((i, j) => {
-      const token = seqs[i]!.take(logprobs.subarray(rows[j]! * V, (rows[j]! + 1) * V), settings);
-      onToken?.(i, token, seqs[i]!.out.logprobs.at(-1)!);
-      return token;
-    });
-    // Positions (in `active`) of the sequences that go on.
-    const keep = active.map((_, j) => j).filter((j) => !seqs[active[j]!]!.done);
-    if (!keep.length) break;
-    if (settings.stopFlag && Atomics.load(settings.stopFlag, 0) !== 0) {
-      for (const j of keep) seqs[active[j]!]!.cancel();
-      break;
+  const newCache = settings.newCache ?? ((rows: number, reserve?: number) => KvCache.empty(config, rows, reserve));
+  /** One run over whole sequences and an empty cache (the check without the cache). */
+  const runWhole = async (ids: number[][], mask: number[][]) => {
+    const empty = newCache(ids.length);
+    try {
+      const result = await run(empty.feeds(ids, mask));
+      releaseDeviceOutputs(result);
+      return result;
+    } finally {
+      empty.dispose();
     }
-    if (settings.useKvCache) {
-      cache = cache.select(keep.map((j) => rows[j]!));
-      const mask = keep.map(() => [1]);
-      out = await run(cache.feeds(keep.map((j) => [last[j]!]), mask));
-      cache.append(out, mask);
-    } else {
-      const whole = leftPadded(keep.map((j) => {
-        const s = seqs[active[j]!]!;
-        return [...prompts[s.request.prompt]!, ...s.out.tokens];
-      }));
-      out = await run(KvCache.empty(config, keep.length).feeds(whole.ids, whole.mask));
+  };
+  let cache = newCache(used.length, promptLength + Math.max(...requests.map((r) => r.maxNew)));
+  try {
+    let out = settings.useKvCache
+      ? await prefillInPieces(run, cache, prefill, settings.prefillPiece)
+      : await runWhole(prefill.ids, prefill.mask);
+    // Row of the current log-probs and cache for each sequence still running.
+    let rows = requests.map((r) => used.indexOf(r.prompt));
+    let active = seqs.map((_, i) => i);
+    const V = config.vocabSize;
+    for (;;) {
+      const logprobs = out.last_logprobs!.data as Float32Array;
+      const last = active.map((i, j) => {
+        const token = seqs[i]!.take(logprobs.subarray(rows[j]! * V, (rows[j]! + 1) * V), settings);
+        onToken?.(i, token, seqs[i]!.out.logprobs.at(-1)!);
+        return token;
+      });
+      // Positions (in `active`) of the sequences that go on.
+      const keep = active.map((_, j) => j).filter((j) => !seqs[active[j]!]!.done);
+      if (!keep.length) break;
+      if (settings.stopFlag && Atomics.load(settings.stopFlag, 0) !== 0) {
+        for (const j of keep) seqs[active[j]!]!.cancel();
+        break;
+      }
+      if (settings.useKvCache) {
+        cache = await cache.select(keep.map((j) => rows[j]!));
+        const mask = keep.map(() => [1]);
+        out = await run(cache.feeds(keep.map((j) => [last[j]!]), mask));
+        await cache.append(out, mask);
+      } else {
+        const whole = leftPadded(keep.map((j) => {
+          const s = seqs[active[j]!]!;
+          return [...prompts[s.request.prompt]!, ...s.out.tokens];
+        }));
+        out = await runWhole(whole.ids, whole.mask);
+      }
+      active = keep.map((j) => active[j]!);
+      rows = keep.map((_, j) => j);
     }
-    active = keep.map((j) => active[j]!);
-    rows = keep.map((_, j) => j);
+  } finally {
+    cache.dispose();
   }
   return seqs.map((s) => {
     if (settings.decodeText && s.out.finishReason !== 'stop') s.out.text = settings.decode(s.out.tokens);

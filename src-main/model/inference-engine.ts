@@ -24,18 +24,20 @@
  * (docs/design.md §Rollouts). LoRA trains against fp32 weights, so it does not combine with
  * `quantize`.
  *
- * The KV cache goes in and out of each step through host memory (the Node binding has no
- * device-resident outputs); per token that costs 2 × layers × kvHeads × seq × headDim floats.
+ * The decode cache lives in host memory on the CPU and CUDA (./kv-cache.ts) and in GPU memory
+ * on WebGPU (./device-kv-cache.ts), the one device the Node binding keeps outputs on.
  */
 import { UserError } from '../../src-shared/types.js';
 import { Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 import { checkpointWeights, decoderGraph, type WeightSource } from './decoder.js';
 import { defaultPrecision, type Precision } from '../../src-shared/training.js';
-import { ort, createSession, assertDeviceAvailable, fusesMatMul, type Device, type SessionConfig } from './ort-session.js';
+import { ort, createSession, assertDeviceAvailable, fusesMatMul, holdsTensorsOnDevice, type Device, type SessionConfig } from './ort-session.js';
 import { ChatTokenizer } from './tokenizer.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { PREFILL_PIECE, generateSequences, type GeneratedTokens } from './batch-decode.js';
 import { KvCache } from './kv-cache.js';
+import type { DecodeCacheFactory } from './cache-slots.js';
+import { DeviceCacheSessions, cacheOutputNames } from './device-kv-cache.js';
 import { quantScheme, type Quantize } from './quantize.js';
 import { scoreRows, type ScoreRow } from './score-feeds.js';
 import { SCORE_ATTENTION_CHUNKING, attentionChunksFor, type AttentionChunking } from './attention.js';
@@ -113,6 +115,12 @@ export interface EngineOptions {
   /** The base's projections in fp16 or fp32 (../graph's decoder, docs/design.md §Precision); default: {@link defaultPrecision} of the device. */
   precision?: Precision;
   /**
+   * Keep the decode cache in GPU memory (./device-kv-cache.ts); default: where the device
+   * can ({@link holdsTensorsOnDevice}). false keeps it in host memory: the benches' and tests'
+   * comparison on one device.
+   */
+  decodeCacheOnDevice?: boolean;
+  /**
    * The tokenizer's end-of-sequence ids, from a caller that holds the tokenizer itself
    * (LocalModel, in its own thread). Given, the engine loads no tokenizer until it needs one
    * (stop strings, the drift measure, `decodeText`): a real vocabulary's costs over 100 MB.
@@ -151,6 +159,10 @@ export class ModelEngine {
   private readonly fusedScores: boolean;
   /** The precision of the base's projections; fp32 graphs are built for quantised engines whatever this says (MatMulNBits has its own weights). */
   readonly precision: Precision;
+  /** The decode cache's own graphs where it stays on the GPU (WebGPU); undefined: host memory. */
+  private readonly deviceCache?: DeviceCacheSessions;
+  /** Makes the decode cache generation and `scoreIncremental` use. */
+  private readonly newCache: DecodeCacheFactory;
 
   private constructor(readonly dir: string, checkpoint: Checkpoint, options: EngineOptions) {
     this.config = checkpoint.config;
@@ -170,6 +182,11 @@ export class ModelEngine {
     this.fusedScores = options.fusedScores ?? fusesMatMul(this.sessionConfig.device);
     this.precision = options.precision ?? defaultPrecision(this.sessionConfig.device);
     if (!(Number.isInteger(this.prefillPiece) && this.prefillPiece >= 1)) throw new UserError(`prefillPiece must be a whole number ≥ 1, got ${options.prefillPiece}`);
+    if (options.decodeCacheOnDevice && !holdsTensorsOnDevice(this.sessionConfig.device)) {
+      throw new UserError(`the decode cache cannot stay on ${this.sessionConfig.device}: onnxruntime-node keeps GPU-resident tensors for WebGPU only`);
+    }
+    if (options.decodeCacheOnDevice ?? holdsTensorsOnDevice(this.sessionConfig.device)) this.deviceCache = new DeviceCacheSessions(this.config, this.sessionConfig);
+    this.newCache = (rows, reserve) => this.deviceCache?.empty(rows) ?? KvCache.empty(this.config, rows, reserve);
     this.lora = options.lora && { ...options.lora, targets: [...options.lora.targets] };
     this.loraSpecs = this.lora ? loraSpecs(this.config, this.lora.targets) : [];
     if (this.lora) this.setLora(null);
@@ -215,7 +232,9 @@ export class ModelEngine {
       // about what chunking saves, and past the chunking length the keys its chunks skip pay
       // for the unpacked matmuls (SCORE_ATTENTION_CHUNKING). MatMulNBits (quantised) is only
       // fast packed, so quantised graphs keep packing.
-      const config = chunks && !quantize ? { ...this.sessionConfig, prepack: false } : this.sessionConfig;
+      const config = chunks && !quantize ? { ...this.sessionConfig, prepack: false }
+        : which === 'generate' && this.deviceCache ? { ...this.sessionConfig, deviceOutputs: cacheOutputNames(this.config) }
+        : this.sessionConfig;
       s = createSession(graph, config).then(({ session, executionProvider }) => {
         this.executionProvider = executionProvider;
         return session;
@@ -307,16 +326,20 @@ export class ModelEngine {
     if (prefill < 1 || prefill > row.responseStart) throw new UserError(`prefill ${prefill} must be in [1, response_start]`);
     if (row.responseStart >= row.inputIds.length) return [];
     const run = this.runner(await this.session('generate'));
-    const cache = KvCache.empty(this.config, 1);
+    const cache = this.newCache(1);
     const logprobs: number[] = [];
     let fed = 0;
-    while (fed < row.inputIds.length - 1) {
-      const chunk = row.inputIds.slice(fed, fed === 0 ? prefill : fed + 1);
-      const mask = [chunk.map(() => 1)];
-      const out = await run(cache.feeds([chunk], mask));
-      cache.append(out, mask);
-      fed += chunk.length;
-      if (fed >= row.responseStart) logprobs.push((out.last_logprobs!.data as Float32Array)[row.inputIds[fed]!]!);
+    try {
+      while (fed < row.inputIds.length - 1) {
+        const chunk = row.inputIds.slice(fed, fed === 0 ? prefill : fed + 1);
+        const mask = [chunk.map(() => 1)];
+        const out = await run(cache.feeds([chunk], mask));
+        await cache.append(out, mask);
+        fed += chunk.length;
+        if (fed >= row.responseStart) logprobs.push((out.last_logprobs!.data as Float32Array)[row.inputIds[fed]!]!);
+      }
+    } finally {
+      cache.dispose();
     }
     return logprobs;
   }
@@ -356,6 +379,7 @@ export class ModelEngine {
       prefillPiece: this.prefillPiece,
       decode: (ids) => this.tokenizer.decode(ids),
       decodeText: options.decodeText ?? true,
+      newCache: this.newCache,
       ...(options.stopFlag ? { stopFlag: options.stopFlag } : {}),
     }, onToken);
     let k = 0;
@@ -366,5 +390,6 @@ export class ModelEngine {
     const sessions = [...this.sessions.values()];
     this.sessions.clear();
     for (const s of sessions) await (await s.catch(() => undefined))?.release();
+    await this.deviceCache?.close();
   }
 }

@@ -77,6 +77,11 @@ export interface SessionConfig {
   graphCache?: string | false;
   /** Keep this graph in the cache, to load it from there next time (inference graphs; the training step's are rebuilt). */
   keepGraph?: boolean;
+  /**
+   * Outputs the run leaves in GPU memory, as GPU-resident tensors another run takes as inputs
+   * (the decode cache, ./device-kv-cache.ts); WebGPU only ({@link holdsTensorsOnDevice}).
+   */
+  deviceOutputs?: string[];
 }
 
 /** The folder holding onnxruntime-node's native libraries for this platform. */
@@ -112,6 +117,15 @@ export function fusesMatMul(device: Device): boolean {
   return device !== 'webgpu';
 }
 
+/**
+ * Whether a run's outputs can stay on `device` for the next run: onnxruntime-node's binding
+ * has GPU-resident tensors ('gpu-buffer') for WebGPU only; on CUDA every output comes back to
+ * host memory (docs/design.md §Devices).
+ */
+export function holdsTensorsOnDevice(device: Device): boolean {
+  return device === 'webgpu';
+}
+
 /** Fails now, with the reason in the user's terms, if `device` cannot be had on this machine. */
 export function assertDeviceAvailable(device: Device): void {
   if (device === 'cuda') assertCudaAvailable();
@@ -127,6 +141,7 @@ function sessionOptions(config: SessionConfig): ort.InferenceSession.SessionOpti
     logSeverityLevel: 3,
     ...(config.memoryPattern === false ? { enableMemPattern: false } : {}),
     ...(config.prepack === false ? { extra: { session: { disable_prepacking: '1' } } } : {}),
+    ...(config.deviceOutputs?.length ? { preferredOutputLocation: Object.fromEntries(config.deviceOutputs.map((name) => [name, 'gpu-buffer' as const])) } : {}),
   };
 }
 
@@ -135,6 +150,7 @@ let sessionCount = 0;
 /** Creates a session for `graph` on `config.device`; reports the EP it runs on. */
 export async function createSession(graph: Graph, config: SessionConfig): Promise<{ session: ort.InferenceSession; executionProvider: Device }> {
   assertDeviceAvailable(config.device);
+  if (config.deviceOutputs?.length && !holdsTensorsOnDevice(config.device)) throw new Error(`deviceOutputs: ${config.device} cannot hold outputs on the device`);
   const options = sessionOptions(config);
   let cleanup: (() => void) | undefined;
   try {

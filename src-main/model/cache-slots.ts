@@ -1,0 +1,124 @@
+/**
+ * The decode cache's slot bookkeeping (docs/design.md §Batched generation), shared by the
+ * host cache (./kv-cache.ts) and the GPU-resident one (./device-kv-cache.ts): which slots of
+ * each row hold a real token, how many are written, the capacity the graph sees, and the
+ * token, mask and position feeds that follow from them. The keys and values themselves live
+ * wherever the cache keeps them.
+ *
+ * - Every row has the same number of slots: rows are left-padded, and a padding slot is
+ *   masked (its `filled` flag is 0), as is every slot past `length`.
+ * - Capacity grows in blocks of {@link SLOT_BLOCK} slots, so attention reads at most a block
+ *   of empty (masked) slots, and the graph's shapes change once a block, not every token.
+ * - The graph always sees at least one slot, empty at first: ONNX Runtime's MatMul over a
+ *   zero-length dimension is not to be trusted (docs/design.md §Batched generation).
+ */
+import { positionIdsFromMask } from './decoder.js';
+import { int64Tensor, ort } from './ort-session.js';
+
+/** Slots added at a time when the cache is full. */
+export const SLOT_BLOCK = 32;
+
+/** `slots` rounded up to whole blocks. */
+export function blocksFor(slots: number): number {
+  return Math.max(1, Math.ceil(slots / SLOT_BLOCK)) * SLOT_BLOCK;
+}
+
+export class CacheSlots {
+  constructor(
+    /** Per row, per slot: 1 where the slot holds a real token. */
+    private filled: Uint8Array[],
+    /** Slots the graph sees per row (whole blocks). */
+    public capacity: number,
+    /** Slots written so far (the same for every row). */
+    public length: number,
+  ) {}
+
+  /** One block of empty slots for `rows` rows. */
+  static empty(rows: number): CacheSlots {
+    return new CacheSlots(Array.from({ length: rows }, () => new Uint8Array(SLOT_BLOCK)), SLOT_BLOCK, 0);
+  }
+
+  get rows(): number {
+    return this.filled.length;
+  }
+
+  /** How many real tokens each row holds: the position of its next token. */
+  realTokens(): number[] {
+    return this.filled.map((row) => row.subarray(0, this.length).reduce((a, m) => a + m, 0));
+  }
+
+  /**
+   * The token feeds for `tokens` (one list per row, all the same length) after the cache, with
+   * `mask` marking which of them are real (1) or padding (0); positions count real tokens only.
+   */
+  tokenFeeds(tokens: number[][], mask: number[][]): Record<string, ort.Tensor> {
+    const T = tokens[0]!.length, R = this.rows;
+    const positions = positionIdsFromMask(mask, this.realTokens());
+    const fullMask = this.filled.flatMap((row, r) => [...row, ...mask[r]!]);
+    return {
+      input_ids: int64Tensor(tokens.flat(), [R, T]),
+      attention_mask: int64Tensor(fullMask, [R, this.capacity + T]),
+      position_ids: int64Tensor(positions.flat(), [R, T]),
+    };
+  }
+
+  /** The capacity `T` more slots need: the current one, or more whole blocks. */
+  capacityFor(T: number): number {
+    return this.length + T > this.capacity ? blocksFor(this.length + T) : this.capacity;
+  }
+
+  /** Records `mask`'s tokens in the next slots, widening every row to `capacity` first. */
+  record(mask: number[][], capacity: number): void {
+    if (capacity !== this.capacity) {
+      this.filled = this.filled.map((row) => {
+        const wider = new Uint8Array(capacity);
+        wider.set(row);
+        return wider;
+      });
+      this.capacity = capacity;
+    }
+    this.filled.forEach((row, r) => row.set(mask[r]!, this.length));
+    this.length += mask[0]!.length;
+  }
+
+  /** The bookkeeping of the given rows, in that order (a row may repeat). */
+  pick(rows: number[]): CacheSlots {
+    return new CacheSlots(rows.map((r) => this.filled[r]!.slice()), this.capacity, this.length);
+  }
+}
+
+/** Whether `rows` keeps every row of `count`, in order (selecting it changes nothing). */
+export function keepsEveryRow(rows: number[], count: number): boolean {
+  return rows.length === count && rows.every((r, i) => r === i);
+}
+
+type Outputs = ort.InferenceSession.OnnxValueMapType;
+
+/**
+ * The decode cache as generation uses it (./batch-decode.ts): host memory (./kv-cache.ts) or
+ * GPU memory (./device-kv-cache.ts). `append` takes ownership of the step's new keys and
+ * values; `select` hands this cache's contents to the cache it returns, so the caller uses
+ * only that one afterwards; `dispose` frees what the cache holds (GPU memory at once, rather
+ * than whenever the garbage collector runs).
+ */
+export interface DecodeCache {
+  readonly rows: number;
+  realTokens(): number[];
+  feeds(tokens: number[][], mask: number[][]): Record<string, ort.Tensor>;
+  append(out: Outputs, mask: number[][]): void | Promise<void>;
+  select(rows: number[]): DecodeCache | Promise<DecodeCache>;
+  dispose(): void;
+}
+
+/** Makes an empty cache of `rows` rows with room for `reserve` slots. */
+export type DecodeCacheFactory = (rows: number, reserve?: number) => DecodeCache;
+
+/**
+ * Frees the GPU-resident tensors among a run's outputs that nothing keeps (the new keys and
+ * values of a run without the cache): GPU memory is not the garbage collector's to watch.
+ */
+export function releaseDeviceOutputs(out: Outputs): void {
+  for (const value of Object.values(out)) {
+    if ((value as ort.Tensor).location === 'gpu-buffer') (value as ort.Tensor).dispose();
+  }
+}

@@ -1,0 +1,147 @@
+// The decode cache in GPU memory (docs/design.md §Devices, src-main/model/device-kv-cache.ts):
+// on WebGPU the keys and values stay on the GPU between steps. Its slots hold, bit for bit,
+// what the host cache's hold through appends that cross a block, and rows picked and repeated;
+// and generation through it gives the host cache's tokens and log-probs: batches whose
+// sequences finish at different steps, prompts in pieces, sampling, incremental scoring and
+// the check without a cache. Runs where a WebGPU adapter answers: on the build machines,
+// Mesa's lavapipe (software Vulkan, which .ci/run installs); elsewhere it says so and checks
+// only that the option is refused off WebGPU.
+import path from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { GraphBuilder } from '../../src-main/graph/ir.js';
+import { serializeModel } from '../../src-main/graph/onnx.js';
+import type { ModelConfig } from '../../src-main/model/hf-checkpoint.js';
+import { SLOT_BLOCK, type DecodeCache } from '../../src-main/model/cache-slots.js';
+import { DeviceCacheSessions } from '../../src-main/model/device-kv-cache.js';
+import { KvCache } from '../../src-main/model/kv-cache.js';
+import { ModelEngine, type BatchPrompt } from '../../src-main/model/inference-engine.js';
+import { createSession, ort } from '../../src-main/model/ort-session.js';
+import { UserError } from '../../src-shared/types.js';
+
+const STORIES = path.resolve('resources/models/stories260K');
+const config = { numLayers: 2, numKvHeads: 2, headDim: 3 } as ModelConfig;
+
+/** Whether a WebGPU session starts on this machine (said once in the log when not). */
+async function webGpuAnswers(): Promise<boolean> {
+  try {
+    const b = new GraphBuilder('probe');
+    b.output(b.identityAs(b.input('x', 'float32', [1]), 'y'));
+    await (await createSession(b.graph, { device: 'webgpu' })).session.release();
+    return true;
+  } catch (err) {
+    console.info(`device-kv-cache: no WebGPU adapter here, so only the refusal off WebGPU is checked: ${(err as Error).message}`);
+    return false;
+  }
+}
+
+/** Step outputs whose every entry names its layer, kind, row, head, token and step: no two alike. */
+function outputs(rows: number, T: number, tag: number): Record<string, ort.Tensor> {
+  const out: Record<string, ort.Tensor> = {};
+  for (let i = 0; i < config.numLayers; i++) {
+    for (const [kind, extra] of [['key', 0], ['value', 0.5]] as const) {
+      const data = new Float32Array(rows * 2 * T * 3);
+      for (let k = 0; k < data.length; k++) data[k] = 100_000 * i + 10_000 * Math.floor(k / (2 * T * 3)) + tag + k * 0.25 + extra;
+      out[`new_${kind}_${i}`] = new ort.Tensor('float32', data, [rows, 2, T, 3]);
+    }
+  }
+  return out;
+}
+
+/** A WebGPU graph that copies a tensor back to host memory, to read a GPU-resident cache. */
+async function hostReader(): Promise<(t: ort.Tensor) => Promise<Float32Array>> {
+  const b = new GraphBuilder('read_back');
+  b.output(b.identityAs(b.identity(b.input('x', 'float32', ['A', 'B', 'C', 'D'])), 'y'));
+  const { session } = await createSession(b.graph, { device: 'webgpu' });
+  return async (t) => (await session.run({ x: t })).y!.data as Float32Array;
+}
+
+const hasWebGpu = await webGpuAnswers();
+
+describe('the decode cache on the GPU', () => {
+  it('is refused where the device cannot hold tensors, in one line', () => {
+    expect(() => ModelEngine.open(STORIES, { device: 'cpu', decodeCacheOnDevice: true })).toThrow(UserError);
+    expect(() => ModelEngine.open(STORIES, { device: 'cpu', decodeCacheOnDevice: true })).toThrow(/^the decode cache cannot stay on cpu: onnxruntime-node keeps GPU-resident tensors for WebGPU only$/);
+  });
+
+  describe.runIf(hasWebGpu)('on WebGPU', () => {
+    let read: (t: ort.Tensor) => Promise<Float32Array>;
+    beforeAll(async () => {
+      read = await hostReader();
+    });
+
+    /** Every fed past tensor of both caches, the device's read back: the same dims and values. */
+    async function expectSameSlots(device: DecodeCache, host: DecodeCache): Promise<void> {
+      const tokens = Array.from({ length: host.rows }, () => [1]), mask = tokens;
+      const d = device.feeds(tokens, mask), h = host.feeds(tokens, mask);
+      expect(d.past_key_0!.location).toBe('gpu-buffer');
+      for (const name of Object.keys(h)) {
+        expect(d[name]!.dims).toEqual(h[name]!.dims);
+        const got = name.startsWith('past_') ? await read(d[name]!) : d[name]!.data;
+        expect(Array.from(got as ArrayLike<number | bigint>)).toEqual(Array.from(h[name]!.data as ArrayLike<number | bigint>));
+      }
+      expect(device.realTokens()).toEqual(host.realTokens());
+    }
+
+    it('holds what the host cache holds, bit for bit, across a block and rows picked and repeated', async () => {
+      const kit = new DeviceCacheSessions(config, { device: 'webgpu' });
+      let device: DecodeCache = kit.empty(2);
+      let host: DecodeCache = KvCache.empty(config, 2);
+      try {
+        const prefill = SLOT_BLOCK - 2;
+        const first: [number[], number[]] = [new Array(prefill).fill(1), [0, 0, ...new Array(prefill - 2).fill(1)]];
+        for (const cache of [device, host]) await cache.append(outputs(2, prefill, 0), first);
+        for (const tag of [1000, 2000, 3000]) {
+          for (const cache of [device, host]) await cache.append(outputs(2, 1, tag), [[1], [1]]);
+        }
+        await expectSameSlots(device, host);
+        device = await device.select([1, 1, 0]);
+        host = await host.select([1, 1, 0]);
+        for (const cache of [device, host]) await cache.append(outputs(3, 2, 5000), [[1, 1], [0, 1], [1, 1]]);
+        await expectSameSlots(device, host);
+        device = await device.select([2]);
+        host = await host.select([2]);
+        await expectSameSlots(device, host);
+      } finally {
+        device.dispose();
+        await kit.close();
+      }
+    });
+
+    it('generates what the host cache generates: batches, pieces, sampling, rows leaving, incremental scores', async () => {
+      const prompts: BatchPrompt[] = [
+        { promptIds: [1, 403, 407, 261, 378], seeds: [1, 2, 3] },
+        { promptIds: [1, 9, 10], seeds: [5], maxNewTokens: 7 },
+      ];
+      const row = { inputIds: [1, 403, 407, 261, 378, 9, 10, 11, 12], responseStart: 4 };
+      const results = [];
+      for (const decodeCacheOnDevice of [true, false]) {
+        const engine = ModelEngine.open(STORIES, { device: 'webgpu', prefillPiece: 2, graphCache: false, decodeCacheOnDevice });
+        try {
+          results.push({
+            sampled: await engine.generateBatch(prompts, { maxNewTokens: 40, temperature: 0.8, stopTokenIds: [] }),
+            // 3 + 60 tokens: the cache grows past its first block.
+            greedy: await engine.generate([1, 403, 407], { maxNewTokens: 60, stopTokenIds: [] }),
+            whole: await engine.generate([1, 403, 407], { maxNewTokens: 6, stopTokenIds: [], useKvCache: false }),
+            incremental: await engine.scoreIncremental(row, 2),
+          });
+        } finally {
+          await engine.close();
+        }
+      }
+      const [gpu, host] = results as [typeof results[0], typeof results[0]];
+      const close = (a: number[], b: number[]) => {
+        expect(a).toHaveLength(b.length);
+        a.forEach((x, i) => expect(Math.abs(x - b[i]!)).toBeLessThan(1e-4));
+      };
+      expect(gpu.sampled.map((p) => p.map((s) => s.tokens))).toEqual(host.sampled.map((p) => p.map((s) => s.tokens)));
+      expect(gpu.sampled[1]![0]!.tokens).toHaveLength(7);
+      gpu.sampled.flat().forEach((s, i) => close(s.logprobs, host.sampled.flat()[i]!.logprobs));
+      expect(gpu.greedy.tokens).toEqual(host.greedy.tokens);
+      expect(gpu.greedy.tokens).toHaveLength(60);
+      close(gpu.greedy.logprobs, host.greedy.logprobs);
+      expect(gpu.whole.tokens).toEqual(gpu.greedy.tokens.slice(0, 6));
+      close(gpu.incremental, host.incremental);
+      expect(gpu.incremental).toHaveLength(row.inputIds.length - row.responseStart);
+    });
+  });
+});
