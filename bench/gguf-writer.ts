@@ -308,8 +308,8 @@ export function writeGguf(modelDir: string, outFile: string, options: GgufOption
     for (const t of tensors) {
       let values = ckpt.readFloat32(t.hfName, t.shape);
       if (t.permuteHeads) values = permuteForLlamaRope(values, t.permuteHeads, t.shape[1]!);
-      // f32 goes out as it is read: no second copy of a large embedding.
-      const bytes = t.type === 'f32' ? new Uint8Array(values.buffer, values.byteOffset, values.byteLength) : encode(t.type, values);
+      // f32 goes out as it is read (its encoding is a view): no second copy of a large embedding.
+      const bytes = encode(t.type, values);
       fs.writeSync(fd, bytes, 0, bytes.length, header.length + t.offset);
       end = header.length + t.offset + bytes.length;
     }

@@ -10,7 +10,7 @@ import { writeGguf } from '../../bench/gguf-writer.js';
 import { UserError } from '../../src-shared/types.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { dequantize } from '../../src-main/model/gguf/dequantize.js';
-import { encodeF16, encodeQ8_0 } from '../../src-main/model/gguf/encode.js';
+import { encodeF16, encodeQ4_0, encodeQ8_0 } from '../../src-main/model/gguf/encode.js';
 import { floatToHalf, halfToFloat } from '../../src-main/model/half.js';
 import { permuteRows, unpermuteRows } from '../../src-main/model/gguf/model.js';
 import { readGgufHeader } from '../../src-main/model/gguf/reader.js';
@@ -75,6 +75,18 @@ describe('GGUF writing', () => {
     for (let b = 0; b < 2; b++) {
       const amax = Math.max(...x.subarray(b * 32, b * 32 + 32).map(Math.abs));
       for (let i = b * 32; i < b * 32 + 32; i++) expect(Math.abs(q[i]! - x[i]!)).toBeLessThanOrEqual(amax / 127 / 2 + amax * 1e-3);
+    }
+  });
+
+  it('encodes Q4_0 as the dequantiser reads them: the largest-magnitude value exactly, the rest within a step of it / 8', () => {
+    const x = Float32Array.from({ length: 96 }, (_, i) => Math.sin(i * 0.7) * (i < 32 ? 1 : i < 64 ? -0.01 : 30));
+    const q = dequantize(encodeQ4_0(x), 2, 96, 'q4_0');
+    for (let b = 0; b < 3; b++) {
+      const block = Array.from(x.subarray(b * 32, b * 32 + 32)), amax = Math.max(...block.map(Math.abs));
+      const at = b * 32 + block.findIndex((v) => Math.abs(v) === amax);
+      expect(Math.abs(q[at]! - x[at]!)).toBeLessThanOrEqual(amax * 1e-3); // code 0: d · −8 = m, up to d's fp16 rounding
+      // Code 15 is the top: a value near −m (x / d ≈ 8) is clamped to 7 d, a whole step off.
+      for (let i = b * 32; i < b * 32 + 32; i++) expect(Math.abs(q[i]! - x[i]!)).toBeLessThanOrEqual(amax / 8 + amax * 1e-3);
     }
   });
 
