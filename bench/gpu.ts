@@ -26,6 +26,15 @@
  * BENCH_THREADS (every core: the CPU side's threads), BENCH_REPEATS (3), BENCH_TRAIN_LEN (2048),
  * BENCH_NEW_TOKENS (128), BENCH_MODEL (another checkpoint folder instead of the random 0.6B shape).
  * The model goes to bench/output/ (git-ignored).
+ *
+ * BENCH_PROFILE=1 turns on ONNX Runtime's profiler in every Hindsight row's process
+ * (HINDSIGHT_ORT_PROFILE, one trace per session in bench/output/gpu-profile/<part>-<device>-
+ * <precision>/) and prints, under each part's table, where that row's last timed repetition
+ * went (bench/ort-profile.ts): time in node kernels, in session runs outside them and outside
+ * runs, by execution provider and by op type (top 15), each as a share of the repetition's
+ * wall time, and the Memcpy nodes between providers. The profiler slows the rows it records,
+ * so a profiled run's timings are not the table's figures. On CUDA a node's time is its launch
+ * on the host unless CUDA_LAUNCH_BLOCKING=1 is set as well (bench/ort-profile.ts).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -41,6 +50,7 @@ import { ensureRandomModel } from './random-model.js';
 import type { RealChildRequest, RealChildResult, Timed } from './real-shapes-child.js';
 import { torchTrainRequest, type ChildRequest as StepRequest, type ChildResult as StepResult } from './train-memory-child.js';
 import { findTorchPython, parseLast, runWatched, torchThreadEnv } from './watched-process.js';
+import { formatProfile, summariseProfiles, type ProfileWindow } from './ort-profile.js';
 
 const OUT = path.resolve('bench/output');
 const DEVICES = (process.env.BENCH_DEVICES ?? process.env.BENCH_DEVICE ?? 'webgpu').split(',') as Device[];
@@ -53,6 +63,8 @@ const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 const TRAIN_LEN = Number(process.env.BENCH_TRAIN_LEN ?? 2048);
 const NEW_TOKENS = Number(process.env.BENCH_NEW_TOKENS ?? 128);
 const MEMORY_LIMIT_MB = 64 * 1024;
+const PROFILE = process.env.BENCH_PROFILE === '1';
+const PROFILE_DIR = path.join(OUT, 'gpu-profile');
 
 const f = (x: number, d = 2) => x.toFixed(d);
 const secs = (t: Timed) => `${f(t.wallS)} s / ${f(t.cpuS, 1)} s CPU`;
@@ -87,21 +99,40 @@ async function withGpuPeak<T>(work: () => Promise<T>): Promise<{ result: T; gpuP
   }
 }
 
-/** A Hindsight child's result (with the GPU's peak), or the error it ended with (a GPU that cannot run it is a finding, not a crash). */
-async function hindsightChild<T>(args: string[], what: string): Promise<(T & { gpuPeakMb?: number }) | Error> {
-  const { result: w, gpuPeakMb } = await withGpuPeak(() => runWatched(process.execPath, [...process.execArgv, ...args], process.env, MEMORY_LIMIT_MB));
+/** The profile summaries of the part being run (BENCH_PROFILE), printed under its table. */
+const profiles: string[] = [];
+
+/**
+ * A Hindsight child's result (with the GPU's peak), or the error it ended with (a GPU that
+ * cannot run it is a finding, not a crash). Under BENCH_PROFILE its sessions write their
+ * traces to a folder of the row's own, and the summary of its last timed run joins `profiles`.
+ */
+async function hindsightChild<T extends { lastRun?: ProfileWindow }>(args: string[], what: string, row: string): Promise<(T & { gpuPeakMb?: number }) | Error> {
+  const traces = path.join(PROFILE_DIR, row);
+  if (PROFILE) fs.rmSync(traces, { recursive: true, force: true });
+  const env = PROFILE ? { ...process.env, HINDSIGHT_ORT_PROFILE: traces } : process.env;
+  const { result: w, gpuPeakMb } = await withGpuPeak(() => runWatched(process.execPath, [...process.execArgv, ...args], env, MEMORY_LIMIT_MB));
   try {
-    return { ...parseLast<T>(w, what), gpuPeakMb };
+    const r = parseLast<T>(w, what);
+    if (PROFILE) profiles.push(formatProfile(`${what}, its last timed run (${traces})`, await summariseProfiles(traces, r.lastRun)));
+    return { ...r, gpuPeakMb };
   } catch (err) {
     return err as Error;
   }
 }
 
+const rowName = (part: string, r: { device?: Device; precision?: Precision }) => `${part}-${r.device ?? 'cpu'}-${r.precision ?? 'default'}`;
+
 const hindsight = (request: RealChildRequest) =>
-  hindsightChild<RealChildResult>([path.resolve('bench/real-shapes-child.ts'), JSON.stringify(request)], `hindsight ${request.kind} on ${request.device ?? 'cpu'}`);
+  hindsightChild<RealChildResult>([path.resolve('bench/real-shapes-child.ts'), JSON.stringify(request)], `hindsight ${request.kind} on ${request.device ?? 'cpu'} ${request.precision ?? ''}`.trim(), rowName(request.kind, request));
 
 const hindsightStep = (request: StepRequest) =>
-  hindsightChild<StepResult>([path.resolve('bench/train-memory.ts'), '--child', JSON.stringify(request)], `training step on ${request.device ?? 'cpu'}`);
+  hindsightChild<StepResult>([path.resolve('bench/train-memory.ts'), '--child', JSON.stringify(request)], `training step on ${request.device ?? 'cpu'} ${request.precision ?? ''}`.trim(), rowName('train', request));
+
+/** Prints the part's profile summaries (BENCH_PROFILE) under its table. */
+function printProfiles(): void {
+  for (const p of profiles.splice(0)) console.log(p);
+}
 
 /** One Hindsight side of a table: a device, and on a GPU its precision. */
 interface Side { device: Device; precision: Precision }
@@ -215,6 +246,7 @@ async function main(): Promise<void> {
   for (const part of PARTS) {
     if (!parts[part]) throw new Error(`BENCH_PARTS: unknown part '${part}' (${Object.keys(parts).join(', ')})`);
     await parts[part]!(model);
+    printProfiles();
   }
 }
 

@@ -9,6 +9,7 @@ import type { ScoreRow } from '../src-main/model/inference-engine.js';
 import type { Device } from '../src-main/model/ort-session.js';
 import type { Precision } from '../src-shared/training.js';
 import type { LoraShape } from '../src-main/model/lora-inputs.js';
+import { epochMs, type ProfileWindow } from './ort-profile.js';
 
 /** Each request runs on `device` (default cpu; bench/gpu.ts asks for a GPU), in `precision` (default: the device's). */
 export type RealChildRequest = { device?: Device; precision?: Precision } & (
@@ -52,6 +53,8 @@ export interface RealChildResult {
   firstTokenMs?: number;
   /** rollout: /proc/self/smaps_rollup before the engine opens, after load + warm-up, after the timed decodes. */
   memory?: { before: SmapsMb; loaded: SmapsMb; decoded: SmapsMb };
+  /** generate, score, prefill, judge, rollout: the last timed run's span (epoch ms). */
+  lastRun?: ProfileWindow;
 }
 
 /**
@@ -81,10 +84,17 @@ async function timed<R>(f: () => Promise<R>): Promise<[R, Timed]> {
   return [r, { wallS: (performance.now() - t0) / 1000, cpuS: (c.user + c.system) / 1e6 }];
 }
 
+/** The last timed run's span, for bench/gpu.ts's profile summary (BENCH_PROFILE) to keep that run alone. */
+let lastRun: ProfileWindow | undefined;
+
 /** The run of median wall time among `repeats`, and the last result. */
 async function median<R>(repeats: number, f: () => Promise<R>): Promise<[R, Timed]> {
   const runs: [R, Timed][] = [];
-  for (let i = 0; i < repeats; i++) runs.push(await timed(f));
+  for (let i = 0; i < repeats; i++) {
+    const startMs = epochMs();
+    runs.push(await timed(f));
+    lastRun = { startMs, endMs: epochMs() };
+  }
   const last = runs.at(-1)![0];
   runs.sort((a, b) => a[1].wallS - b[1].wallS);
   return [last, runs[Math.floor(runs.length / 2)]![1]];
@@ -167,5 +177,5 @@ async function rolloutDecode(q: Extract<RealChildRequest, { kind: 'rollout' }>):
 // Run as its own entry (`tsx bench/real-shapes-child.ts REQUEST_JSON`), so a first-token
 // process loads nothing but what the app would.
 if (process.argv[1]?.endsWith('real-shapes-child.ts') && process.argv[2]) {
-  console.log(JSON.stringify(await runRealChild(JSON.parse(process.argv[2]) as RealChildRequest)));
+  console.log(JSON.stringify({ ...(await runRealChild(JSON.parse(process.argv[2]) as RealChildRequest)), lastRun }));
 }

@@ -16,6 +16,7 @@ import type { Precision, Quantize } from '../src-shared/training.js';
 import { saveCheckpoint } from '../src-main/train/run-checkpoint.js';
 import { QWEN3_8B, randomQuantizedSource } from './quantized-model.js';
 import type { AttentionChunking } from '../src-main/model/attention.js';
+import { epochMs, type ProfileWindow } from './ort-profile.js';
 
 export interface ChildRequest {
   kind: 'step' | 'sessions' | 'prepack';
@@ -64,6 +65,8 @@ export interface ChildResult {
   loadedMb?: number;
   /** kind 'prepack': CPU seconds per step and ms per decoded token, [prepacked, not prepacked]. */
   prepack?: { stepCpuS: [number, number]; decodeCpuMs: [number, number] };
+  /** The last step's span (epoch ms): bench/gpu.ts's profile summary (BENCH_PROFILE) keeps that step alone. */
+  lastRun?: ProfileWindow;
 }
 
 const LOSS = { method: 'rl' as const, epsLow: 0.2, epsHigh: 0.28, klBeta: 0 };
@@ -126,14 +129,17 @@ export async function runChild(q: ChildRequest): Promise<ChildResult> {
   const wall: number[] = [], cpu: number[] = [];
   let first: StepMetrics | undefined;
   let firstStepS: [number, number] | undefined;
+  let lastRun: ProfileWindow | undefined;
   for (let i = 0; i <= q.repeats; i++) {
+    const startMs = epochMs();
     const [r, s, c] = await timed(() => step.step(batch, weights, state));
+    lastRun = { startMs, endMs: epochMs() };
     ({ weights, state } = r);
     first ??= r.metrics;
     firstStepS ??= [s + loadS, c + loadCpu];
     if (i > 0 || q.repeats === 0) (wall.push(s), cpu.push(c)); // the first is the warm-up, unless it is the only step
   }
-  const result: ChildResult = { peakMb: 0, wallS: median(wall), cpuS: median(cpu), firstLoss: first?.loss, firstGradNorm: first?.gradNorm, loadedMb, firstStepS };
+  const result: ChildResult = { peakMb: 0, wallS: median(wall), cpuS: median(cpu), firstLoss: first?.loss, firstGradNorm: first?.gradNorm, loadedMb, firstStepS, lastRun };
   if (q.checkpointDir) {
     const t0 = performance.now();
     const settings = { bench: 'train-memory', quantize: q.quantize, shape: q.quantizedShape ?? q.model };

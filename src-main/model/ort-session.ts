@@ -78,6 +78,14 @@ export interface SessionConfig {
   /** Keep this graph in the cache, to load it from there next time (inference graphs; the training step's are rebuilt). */
   keepGraph?: boolean;
   /**
+   * ONNX Runtime's profiler for this session: the folder its trace goes to, one
+   * `<graph>-<pid>-<thread>-<n>_<start time>.json` per session, written when the session is
+   * released (every run's nodes with their op, provider and microseconds; bench/ort-profile.ts
+   * sums them). false: off. Default: HINDSIGHT_ORT_PROFILE when set, so that a bench or a CLI
+   * run is profiled without an option in every layer between it and here; else off.
+   */
+  profile?: string | false;
+  /**
    * Outputs the run leaves in GPU memory, as GPU-resident tensors another run takes as inputs
    * (the decode cache, ./device-kv-cache.ts); WebGPU only ({@link holdsTensorsOnDevice}).
    */
@@ -132,7 +140,18 @@ export function assertDeviceAvailable(device: Device): void {
   if (device === 'webgpu') assertWebGpuAvailable();
 }
 
-function sessionOptions(config: SessionConfig): ort.InferenceSession.SessionOptions {
+/** The folder `option` (SessionConfig.profile) resolves to; undefined: profiling off. */
+export function profileFolder(option?: string | false): string | undefined {
+  if (option === false) return undefined;
+  const folder = option || process.env.HINDSIGHT_ORT_PROFILE;
+  return folder ? path.resolve(folder) : undefined;
+}
+
+let profiledSessions = 0;
+
+function sessionOptions(config: SessionConfig, graphName: string): ort.InferenceSession.SessionOptions {
+  const profile = profileFolder(config.profile);
+  if (profile) fs.mkdirSync(profile, { recursive: true });
   return {
     executionProviders: [config.device],
     graphOptimizationLevel: 'all',
@@ -141,6 +160,8 @@ function sessionOptions(config: SessionConfig): ort.InferenceSession.SessionOpti
     logSeverityLevel: 3,
     ...(config.memoryPattern === false ? { enableMemPattern: false } : {}),
     ...(config.prepack === false ? { extra: { session: { disable_prepacking: '1' } } } : {}),
+    // A prefix of its own per session: ONNX Runtime adds only its start time, to the millisecond.
+    ...(profile ? { enableProfiling: true, profileFilePrefix: path.join(profile, `${graphName}-${process.pid}-${threadId}-${profiledSessions++}`) } : {}),
     ...(config.deviceOutputs?.length ? { preferredOutputLocation: Object.fromEntries(config.deviceOutputs.map((name) => [name, 'gpu-buffer' as const])) } : {}),
   };
 }
@@ -151,7 +172,7 @@ let sessionCount = 0;
 export async function createSession(graph: Graph, config: SessionConfig): Promise<{ session: ort.InferenceSession; executionProvider: Device }> {
   assertDeviceAvailable(config.device);
   if (config.deviceOutputs?.length && !holdsTensorsOnDevice(config.device)) throw new Error(`deviceOutputs: ${config.device} cannot hold outputs on the device`);
-  const options = sessionOptions(config);
+  const options = sessionOptions(config, graph.name);
   let cleanup: (() => void) | undefined;
   try {
     let session: ort.InferenceSession;
