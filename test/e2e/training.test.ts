@@ -230,6 +230,10 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
   it('starts a second run with empty charts, and says why Binary RL has no teacher gap', async () => {
     await page.locator('input[name=method][value=rl]').check();
     await page.fill('[data-testid=train-steps]', '4');
+    // Two fields of the folded Optimizer and LoRA section, off their defaults for the reload below: a pass per row, every token weighed alike.
+    await page.locator('summary', { hasText: 'Optimizer and LoRA' }).click();
+    await page.fill('[data-testid=train-micro-batch]', '1');
+    await page.selectOption('[data-testid=train-loss-agg]', 'token-mean');
     const outDir = await page.locator('[data-testid=train-out]').inputValue();
     expect(outDir).toMatch(/[/\\]rl-\d{8}-\d{6}$/);
     const before = await page.locator('.run-line').getAttribute('data-run-id');
@@ -245,11 +249,13 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
   });
 
   it('a wrong model folder: its error shows at the top of the page and of Progress, and the last run reads as the previous one', async () => {
-    // The settings typed for the last run survive a reload (Steps was 4).
+    // The settings typed for the last run survive a reload (Steps was 4, Micro-batch 1, Loss aggregation token-mean).
     await page.reload();
     await page.locator('[data-testid=train-status]').waitFor();
     expect(await page.locator('[data-testid=train-steps]').inputValue()).toBe('4');
     expect(await page.locator('input[name=method][value=rl]').isChecked()).toBe(true);
+    expect(await page.locator('[data-testid=train-micro-batch]').inputValue()).toBe('1');
+    expect(await page.locator('[data-testid=train-loss-agg]').inputValue()).toBe('token-mean');
     const model = await page.locator('[data-testid=train-model]').inputValue();
     // The model picker (where there is one) types a path through "Other…".
     const picker = page.locator('[data-testid=train-model-pick]');
