@@ -21,6 +21,7 @@ import { GraphBuilder } from '../src-main/graph/ir.js';
 import { serializeModel } from '../src-main/graph/onnx.js';
 import { SCALAR_INPUTS, appendUpdate, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from '../src-main/train/step-optimizer.js';
 import type { LoraWeights, OptimizerConfig, OptimizerState, StepBatch } from '../src-main/train/training-step.js';
+import { cloneWeights } from '../src-main/train/lora.js';
 import { randomLora, seededRandom, writeTinyModel } from '../tools/tiny-models.js';
 
 const args = process.argv.slice(2);
@@ -65,7 +66,8 @@ async function measure(dir: string, steps: number) {
     const batch = batchFor(vocab);
     const start = randomLora(engines[0]!.specs, 16, 2, 0.01);
     batch.oldLogprobs = await engines[0]!.policyLogprobs(batch, start);
-    const runs = engines.map(() => ({ weights: start, state: emptyState() as OptimizerState, times: [] as number[] }));
+    // Each placement's own copy: a step writes its update into the arrays it is given.
+    const runs = engines.map(() => ({ weights: cloneWeights(start), state: emptyState() as OptimizerState, times: [] as number[] }));
     for (let s = 0; s <= steps; s++) {
       for (const [k, engine] of engines.entries()) {
         const run = runs[k]!;
@@ -104,8 +106,10 @@ async function optimizerOnly(sizes: number[], repeats = 30) {
   const state: OptimizerState = { step: 3, m: new Map(data.map((d, i) => [`p${i}`, d.map((x) => x * 0.1)])), v: new Map(data.map((d, i) => [`p${i}`, d.map((x) => x * x)])) };
   const host: number[] = [], graph: number[] = [];
   for (let r = 0; r < repeats; r++) {
+    // applyUpdate writes in place: each repeat updates a fresh copy of the same inputs, as the session does.
+    const w = cloneWeights(weights), st = { ...state, m: cloneWeights(state.m), v: cloneWeights(state.v) };
     let t0 = performance.now();
-    applyUpdate(cfg, weights, weights, state, clipScale(globalGradNorm(weights), cfg.maxGradNorm));
+    applyUpdate(cfg, w, weights, st, clipScale(globalGradNorm(weights), cfg.maxGradNorm));
     host.push(performance.now() - t0);
     t0 = performance.now();
     const feeds: Record<string, ort.Tensor> = {};

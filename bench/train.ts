@@ -38,7 +38,7 @@ import { spawnSync } from 'node:child_process';
 import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
 import { seededRandom } from '../src-main/model/sampling.js';
 import { padBatch } from '../src-main/train/batches.js';
-import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
+import { cloneWeights, initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
 import { writeAdapter } from '../src-main/train/peft.js';
 import { createTrainStep } from '../src-main/train/step-engine.js';
 import type { OptimizerConfig, OptimizerState } from '../src-main/train/training-step.js';
@@ -97,7 +97,8 @@ async function main(): Promise<void> {
   // forward session exists, so the peak memory read then is the trainer's for rl.
   const inStep = { ...batch, oldFromPolicy: batch.responseMask, advantages: Float32Array.from(batch.responseMask, (m, i) => (m ? (Math.floor(i / T) % 2 ? -1 : 1) : 0)) };
   let state: OptimizerState = { step: 0, m: new Map(), v: new Map() };
-  let w = weights;
+  // The step writes its update into the arrays it is given: the runs below go on from copies, so `weights` stays the initial adapter.
+  let w = cloneWeights(weights);
   const [warm, warmS] = await timed(() => step.step(inStep, w, state));
   ({ weights: w, state } = warm);
   const inStepPeak = process.resourceUsage().maxRSS;
@@ -111,7 +112,7 @@ async function main(): Promise<void> {
     batch.advantages[i] = inStep.advantages[i]!;
   }
   const empty = (): OptimizerState => ({ step: 0, m: new Map(), v: new Map() });
-  const [first] = await timed(() => step.step(batch, weights, empty())); // from the initial weights, for the cross-check
+  const [first] = await timed(() => step.step(batch, cloneWeights(weights), empty())); // from the initial weights, for the cross-check
 
   // Both paths in turn, so load from other jobs falls on both alike.
   const wall = { inStep: [] as number[], forward: [] as number[], given: [] as number[] };
@@ -123,7 +124,8 @@ async function main(): Promise<void> {
     record('inStep', s, cs);
     const [, fs, fc] = await timed(() => step.policyLogprobs(batch, weights));
     record('forward', fs, fc);
-    const [, gs, gc] = await timed(() => step.step(batch, weights, empty()));
+    const start = cloneWeights(weights);
+    const [, gs, gc] = await timed(() => step.step(batch, start, empty()));
     record('given', gs, gc);
   }
   await step.close();

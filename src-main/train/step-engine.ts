@@ -49,7 +49,7 @@ import { TopKTeacher } from './step-topk.js';
 import { checkLossBatch, checkTokens, distilledTokens, lossFeeds, lossWeightGrid, modelFeeds, pickAll, pickResponse, toGrid, type LossNeeds, type Picked } from './step-feeds.js';
 import { microBatches, placeRows, type MicroBatch } from './micro-batch.js';
 import { isValueHeadKey, valueHeadShapes } from './value-head.js';
-import { SCALAR_INPUTS, applyUpdate, clipScale, emptyState, globalGradNorm, stateNames, updateScalars } from './step-optimizer.js';
+import { SCALAR_INPUTS, applyUpdate, clipScale, emptyState, globalGradNorm, moment, stateNames, updateScalars } from './step-optimizer.js';
 
 /** Builds the training graph and its session now, in this thread (so a bad model or device fails here). */
 export function createTrainStep(model: string | Checkpoint | WeightSource, options: TrainStepOptions): Promise<TrainStepEngine> {
@@ -234,8 +234,6 @@ export class TrainStepEngine implements TrainStep {
   }
 
   private async stepInGraph(batch: StepBatch, weights: LoraWeights, state: OptimizerState): Promise<StepResult> {
-    const cfg = this.options.optimizer;
-    const step = state.step + 1;
     const [part] = this.trainParts(batch, undefined);
     const picked = pickResponse(batch);
     const out = await this.trainSession.run({ ...this.feeds(part!, picked), ...this.paramFeeds(weights), ...this.optimizerFeeds(weights, state) });
@@ -243,16 +241,17 @@ export class TrainStepEngine implements TrainStep {
     const gradNorm = scalarOf(out.grad_norm as ort.Tensor);
     const metrics = this.metrics(g, gradNorm);
     if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
-    const next: LoraWeights = new Map(), m = new Map<string, Float32Array>(), v = new Map<string, Float32Array>();
-    for (const key of weights.keys()) {
+    // Into the caller's arrays, where the host update writes too (./step-optimizer.ts applyUpdate).
+    const data = (name: string) => (out[name] as ort.Tensor).data as Float32Array;
+    for (const [key, p] of weights) {
       const n = stateNames(key);
-      next.set(key, (out[n.newP] as ort.Tensor).data as Float32Array);
-      if (cfg.kind === 'adamw') {
-        m.set(key, (out[n.newM] as ort.Tensor).data as Float32Array);
-        v.set(key, (out[n.newV] as ort.Tensor).data as Float32Array);
+      p.set(data(n.newP));
+      if (this.options.optimizer.kind === 'adamw') {
+        moment(state.m, key, p.length).set(data(n.newM));
+        moment(state.v, key, p.length).set(data(n.newV));
       }
     }
-    return { weights: next, state: { step, m, v }, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
+    return { weights, state: { step: state.step + 1, m: state.m, v: state.v }, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
   }
 
   async close(): Promise<void> {

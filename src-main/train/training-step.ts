@@ -174,7 +174,11 @@ export interface TrainStep {
    */
   baseTopK(batch: StepBatch, k: number): Promise<{ logprobs: Float32Array; topK: TeacherTopK }>;
   /**
-   * Loss, gradients, clipping and one optimizer update. Pure: inputs are not mutated. A step
+   * Loss, gradients, clipping and one optimizer update, in place: the new values are written
+   * into `weights`' arrays and `state`'s moments (made on the first step), and the result holds
+   * those same arrays (./step-optimizer.ts applyUpdate says why). A caller that still needs the
+   * weights or moments it passed passes copies (./lora.ts cloneWeights). A non-finite loss or
+   * gradient norm leaves them as they were. The batch is not written to. A step
    * built with a micro-batch (./step-engine.ts TrainStepOptions.microBatch) runs the batch in
    * passes of that many rows and sums them (./micro-batch.ts): the same result as one pass.
    */

@@ -9,7 +9,7 @@ import { writeGguf } from '../../bench/gguf-writer.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { writeMergedModel } from '../../src-main/train/merge.js';
-import { loraSpecs } from '../../src-main/train/lora.js';
+import { cloneWeights, loraSpecs } from '../../src-main/train/lora.js';
 import { createTrainStep } from '../../src-main/train/step-engine.js';
 import { adamw, LORA, lossConfig, randomLora, tinyBatch } from '../train/step-helpers.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
@@ -28,7 +28,7 @@ describe('a GGUF base for training', () => {
     const stepOn = async (model: string) => {
       const step = await createTrainStep(model, { lora: LORA, loss: lossConfig('combine'), optimizer: adamw(1e-3), device: 'cpu', threads: 1 });
       try {
-        return await step.step(tinyBatch('combine', config.vocabSize, 3), weights, { step: 0, m: new Map(), v: new Map() });
+        return await step.step(tinyBatch('combine', config.vocabSize, 3), cloneWeights(weights), { step: 0, m: new Map(), v: new Map() }); // each from the same start
       } finally {
         await step.close();
       }

@@ -14,7 +14,7 @@ import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { checkpointWeights, decoderGraph } from '../../src-main/model/decoder.js';
 import { createTrainStep } from '../../src-main/train/step-engine.js';
 import type { StepMetrics } from '../../src-main/train/training-step.js';
-import { initLora, loraSpecs } from '../../src-main/train/lora.js';
+import { cloneWeights, initLora, loraSpecs } from '../../src-main/train/lora.js';
 import { defaultPrecision, type Precision } from '../../src-shared/training.js';
 import { adamw, LORA, lossConfig, randomLora, tinyBatch } from '../train/step-helpers.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
@@ -100,7 +100,7 @@ describe('fp16 projections', () => {
     const run = async (precision: Precision): Promise<{ metrics: StepMetrics; a: Float32Array }> => {
       const step = await createTrainStep(dir, { lora: LORA, loss: lossConfig('combine'), optimizer: adamw(1e-3), device: 'cpu', threads: 1, precision });
       try {
-        const r = await step.step(tinyBatch('combine', config.vocabSize, 3), weights, { step: 0, m: new Map(), v: new Map() });
+        const r = await step.step(tinyBatch('combine', config.vocabSize, 3), cloneWeights(weights), { step: 0, m: new Map(), v: new Map() });
         const firstA = [...r.weights.keys()].find((k) => k.includes('lora_A'))!;
         return { metrics: r.metrics, a: r.weights.get(firstA)! };
       } finally {

@@ -16,6 +16,7 @@ import { trainBatch } from '../../src-main/train/ppo-batch.js';
 import { grpoAdvantages, informativeRows } from '../../src-main/train/grpo-gae.js';
 import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import { emptyState } from '../../src-main/train/step-optimizer.js';
+import { cloneWeights } from '../../src-main/train/lora.js';
 import { splitValueHead, withValueHead, VALUE_HEAD_BIAS, VALUE_HEAD_WEIGHT, type ValueHead } from '../../src-main/train/value-head.js';
 import { seededRandom, writeTinyModel } from '../../tools/tiny-models.js';
 import { LORA, lossConfig, randomLora, sgd } from './step-helpers.js';
@@ -197,7 +198,8 @@ describe.each(CASES)('$name: one step against the float64 reference', ({ ppo: ov
     const want = referenceMetrics(tokens, A, R, gae);
 
     const result = await trainBatch({
-      step: e, rows, weights, optimizer: emptyState(), valueHead, random: seededRandom(1),
+      // Copies: the update is written into the arrays given, and `params` stays the start for the reference.
+      step: e, rows, weights: cloneWeights(weights), optimizer: emptyState(), valueHead: valueHead && cloneWeights(valueHead), random: seededRandom(1),
       settings: { method: 'rl', wOpd: 1, wRl: 1, klBeta: 0, ppo },
     });
     const m = result.metrics;

@@ -16,6 +16,7 @@ import { fillAdvantages, fillInStepAdvantages, inStepAdvantageMetrics } from '..
 import { padBatch, responseValues, type TrainRow } from '../../src-main/train/batches.js';
 import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import { emptyState } from '../../src-main/train/step-optimizer.js';
+import { cloneWeights } from '../../src-main/train/lora.js';
 import type { LoraWeights, OptimizerConfig, StepBatch, TrainMethod } from '../../src-main/train/training-step.js';
 import { seededRandom, writeTinyModel } from '../../tools/tiny-models.js';
 import { LORA, adamw, lossConfig, randomLora, sgd } from './step-helpers.js';
@@ -129,12 +130,12 @@ describe('in-step old vs a separate forward pass for old', () => {
     const before = padBatch(list);
     const policyOld = await e.policyLogprobs(before, weights);
     const hostMetrics = fillAdvantages({ ...inputs(before), policyOld });
-    const separate = await e.step(before, weights, emptyState());
+    const separate = await e.step(before, cloneWeights(weights), emptyState()); // each path updates a copy of the same start
 
     // In-step old: one run of the training graph.
     const inStep = padBatch(list);
     fillInStepAdvantages(inputs(inStep));
-    const fused = await e.step(inStep, weights, emptyState());
+    const fused = await e.step(inStep, cloneWeights(weights), emptyState());
     const fusedMetrics = inStepAdvantageMetrics({ ...inputs(inStep), policyOld: fused.logprobs });
     return { e, list, separate, fused, policyOld, hostMetrics, fusedMetrics, before };
   }

@@ -14,6 +14,7 @@ import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import { readLog } from '../../src-main/train/trainer-log.js';
 import { train } from '../../src-main/train/trainer.js';
 import type { LoraWeights, StepBatch } from '../../src-main/train/training-step.js';
+import { cloneWeights } from '../../src-main/train/lora.js';
 import { methodLoss, methodRecord, registerMethod, TRAIN_METHODS } from '../../src-shared/training-methods.js';
 import { seededRandom, writeTinyModel } from '../../tools/tiny-models.js';
 import { LORA, axpy, dot, randomDirection, randomLora, scaled, sgd, tinyBatch } from './step-helpers.js';
@@ -125,7 +126,7 @@ describe('a method added by one method record and one loss record', () => {
       }
 
       // One SGD step moves the weights by −lr·∇ and reports the metric under its key.
-      const { weights: next, metrics } = await engine.step(batch, weights, { step: 0, m: new Map(), v: new Map() });
+      const { weights: next, metrics } = await engine.step(batch, cloneWeights(weights), { step: 0, m: new Map(), v: new Map() });
       expect(metrics.meanLogprob).toBeCloseTo(at.meanLogprob as number, 6);
       const [key, w0] = [...weights][0]!;
       expect(next.get(key)![0]).toBeCloseTo(w0[0]! - 0.1 * at.grads.get(key)![0]!, 6);

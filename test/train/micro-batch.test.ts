@@ -16,7 +16,8 @@ import type { TrainStepOptions } from '../../src-main/train/step-options.js';
 import { emptyOptimizerState, train } from '../../src-main/train/trainer.js';
 import { readAdapter } from '../../src-main/train/peft-read.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
-import type { LoraWeights, LossAgg, StepBatch, StepResult, TrainMethod } from '../../src-main/train/training-step.js';
+import type { LoraWeights, LossAgg, OptimizerState, StepBatch, StepResult, TrainMethod } from '../../src-main/train/training-step.js';
+import { cloneWeights } from '../../src-main/train/lora.js';
 import { zeroValueHead } from '../../src-main/train/value-head.js';
 import { seededRandom, writeTinyModel } from '../../tools/tiny-models.js';
 import { LORA, adamw, lossConfig, randomLora } from './step-helpers.js';
@@ -121,6 +122,9 @@ function expectSameStep(got: StepResult, want: StepResult, what: string): void {
 
 const MICRO = [4, 2, 1] as const;
 
+/** A step's own copy of the start (a step writes its update into the arrays it is given), so steps run side by side from the same one. */
+const fromStart = (weights: LoraWeights): [LoraWeights, OptimizerState] => [cloneWeights(weights), emptyOptimizerState(weights, 'adamw')];
+
 describe('a batch of 4 as 1 × 4, 2 × 2 and 4 × 1: the same step', () => {
   for (const lossAgg of ['token-mean', 'sample-mean'] as LossAgg[]) {
     for (const method of ['rl', 'opd', 'combine'] as TrainMethod[]) {
@@ -129,8 +133,7 @@ describe('a batch of 4 as 1 × 4, 2 × 2 and 4 × 1: the same step', () => {
         const weights = randomLora(steps[0]!.specs, LORA.r, 5);
         const batch = batchOf(method, await steps[0]!.policyLogprobs(batchOf(method, null, 9), weights), 9);
         batch.refLogprobs = await steps[0]!.baseLogprobs(batch);
-        const state = emptyOptimizerState(weights, 'adamw');
-        const [whole, ...split] = await Promise.all(steps.map((s) => s.step(batch, weights, state)));
+        const [whole, ...split] = await Promise.all(steps.map((s) => s.step(batch, ...fromStart(weights))));
         expect(whole!.metrics.clipfrac).toBeGreaterThan(0);
         expect(whole!.metrics.approxKl).toBeGreaterThan(0);
         split.forEach((r, i) => expectSameStep(r, whole!, `${method} ${lossAgg} micro-batch ${MICRO[i + 1]}`));
@@ -148,8 +151,7 @@ describe('a batch of 4 as 1 × 4, 2 × 2 and 4 × 1: the same step', () => {
       const scored = await steps[0]!.policyValues(batch, weights);
       batch.valuesOld = scored.values;
       batch.returns = Float32Array.from(batch.responseMask, (m, k) => (m ? 0.5 + 0.1 * (k % 5) : 0));
-      const state = emptyOptimizerState(weights, 'adamw');
-      const [whole, ...split] = await Promise.all(steps.map((s) => s.step(batch, weights, state)));
+      const [whole, ...split] = await Promise.all(steps.map((s) => s.step(batch, ...fromStart(weights))));
       expect(whole!.metrics.valueLoss).toBeGreaterThan(0);
       split.forEach((r, i) => expectSameStep(r, whole!, `gae ${lossAgg} micro-batch ${MICRO[i + 1]}`));
       // The forward pass a batch starts from (old and V_old) gives the same grid at every real
@@ -181,8 +183,7 @@ describe('a batch of 4 as 1 × 4, 2 × 2 and 4 × 1: the same step', () => {
         ...batch, teacherTopK: { k: K, indices: teacher!.topK.indices, logprobs: shifted },
         distillWeights: Float32Array.from(batch.responseMask, (m, k) => (m && k < 2 * batch.seqLen ? (k < batch.seqLen ? 1 : 0.5) : 0)),
       };
-      const state = emptyOptimizerState(weights, 'adamw');
-      const [whole, ...split] = await Promise.all(steps.map((s) => s.step(distilled, weights, state)));
+      const [whole, ...split] = await Promise.all(steps.map((s) => s.step(distilled, ...fromStart(weights))));
       expect(whole!.metrics.topkKl).toBeGreaterThan(0);
       split.forEach((r, i) => expectSameStep(r, whole!, `top-K ${lossAgg} micro-batch ${MICRO[i + 1]}`));
     }

@@ -15,6 +15,7 @@ import { minibatchRandom, trainBatch, type TrainBatchInput } from '../../src-mai
 import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import { appendPolicyLoss } from '../../src-main/train/step-loss.js';
 import { emptyState } from '../../src-main/train/step-optimizer.js';
+import { cloneWeights } from '../../src-main/train/lora.js';
 import { zeroValueHead } from '../../src-main/train/value-head.js';
 import { seededRandom, writeTinyModel } from '../../tools/tiny-models.js';
 import { LORA, adamw, lossConfig, randomLora } from './step-helpers.js';
@@ -62,17 +63,18 @@ function input(rows: TrainRow[], ppo: Partial<PpoSettings>, extra: Partial<Train
   };
 }
 
+// A batch's updates are written into the weights it is given: each run below starts from its own copy.
 describe('PPO epochs and minibatches', () => {
   it('with old from the rows, the first update has ρ = 1; later epochs have ρ ≠ 1, so clip fraction and approx KL are non-zero', async () => {
     const weights = randomLora(plain.specs, LORA.r, 3);
     const rows = await withOwnOld(makeRows(1), weights);
-    const once = await trainBatch(input(rows, { advantage: 'grpo', ppoEpochs: 1 }, { weights }));
+    const once = await trainBatch(input(rows, { advantage: 'grpo', ppoEpochs: 1 }, { weights: cloneWeights(weights) }));
     expect(once.metrics.updates).toBe(1);
     expect(once.metrics.drift).toBeLessThan(1e-5); // the same policy produced the old
     expect(once.metrics.approxKl).toBeLessThan(1e-9);
     expect(once.metrics.clipfrac).toBe(0);
 
-    const thrice = await trainBatch(input(rows, { advantage: 'grpo', ppoEpochs: 3 }, { weights }));
+    const thrice = await trainBatch(input(rows, { advantage: 'grpo', ppoEpochs: 3 }, { weights: cloneWeights(weights) }));
     expect(thrice.metrics.updates).toBe(3);
     expect(thrice.optimizer.step).toBe(3);
     expect(thrice.metrics.drift).toBe(once.metrics.drift);
@@ -117,8 +119,8 @@ describe('response_mask', () => {
     own[1] = { ...own[1]!, responseMask: [1, 0, 1, 1] };
     const wild = own.map((r, b) => (b === 1 ? { ...r, oldLogprobs: r.oldLogprobs!.map((x, i) => (i === 1 ? -20 : x)) } : r));
     for (const ppo of [{ advantage: 'reward' as const }, { advantage: 'gae' as const, ppoEpochs: 2 }]) {
-      const a = await trainBatch(input(own, ppo, { weights }));
-      const b = await trainBatch(input(wild, ppo, { weights }));
+      const a = await trainBatch(input(own, ppo, { weights: cloneWeights(weights) }));
+      const b = await trainBatch(input(wild, ppo, { weights: cloneWeights(weights) }));
       expect(a.metrics.tokens).toBe(own.reduce((s, r) => s + r.inputIds.length - r.responseStart, 0) - 1);
       expect(b.metrics).toEqual(a.metrics);
       for (const [k, w] of a.weights) expect(b.weights.get(k)).toEqual(w);

@@ -12,6 +12,7 @@ import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import type { TrainStepOptions } from '../../src-main/train/step-options.js';
 import { buildTrainGraph, opTypes } from '../../src-main/train/step-graph.js';
 import { emptyState } from '../../src-main/train/step-optimizer.js';
+import { cloneWeights } from '../../src-main/train/lora.js';
 import { hasGradientRule } from '../../src-main/graph/op-table.js';
 import type { LoraWeights, OptimizerConfig, OptimizerState, StepBatch } from '../../src-main/train/training-step.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
@@ -145,14 +146,14 @@ describe('optimizer step', () => {
   it('SGD moves A and B by exactly −lr × gradient', async () => {
     const e = await engine({ optimizer: sgd(0.05, 0) });
     const w = randomLora(e.specs, LORA.r, 7);
-    const snapshot = new Map([...w].map(([k, v]) => [k, v.slice()]));
     const batch = await batchWithOld(e, w, () => 0.01);
-    const r = await e.step(batch, w, emptyState());
+    const given = cloneWeights(w);
+    const r = await e.step(batch, given, emptyState());
     expect(r.state.step).toBe(1);
     for (const [key, p] of w) {
       const g = r.grads.get(key)!;
       r.weights.get(key)!.forEach((v, i) => expect(v).toBe(Math.fround(p[i]! - 0.05 * g[i]!)));
-      expect(p).toEqual(snapshot.get(key)); // inputs untouched
+      expect(r.weights.get(key)).toBe(given.get(key)); // written into the arrays given (step-optimizer.ts applyUpdate)
     }
     const again = await e.gradients(batch, w);
     for (const [key, g] of r.grads) expect(again.grads.get(key)).toEqual(g);
@@ -162,10 +163,10 @@ describe('optimizer step', () => {
     const probe = await engine({ optimizer: sgd(0.05, 0) });
     const w = randomLora(probe.specs, LORA.r, 8);
     const batch = await batchWithOld(probe, w, () => 0.01);
-    const norm = (await probe.step(batch, w, emptyState())).metrics.gradNorm;
+    const norm = (await probe.step(batch, cloneWeights(w), emptyState())).metrics.gradNorm;
     const maxNorm = norm / 4;
     const clipped = await engine({ optimizer: sgd(0.05, maxNorm) });
-    const r = await clipped.step(batch, w, emptyState());
+    const r = await clipped.step(batch, cloneWeights(w), emptyState());
     expect(r.metrics.gradNorm).toBeCloseTo(norm, 6); // reported before clipping
     const scale = maxNorm / (norm + 1e-6);
     for (const [key, p] of w) {
@@ -173,7 +174,7 @@ describe('optimizer step', () => {
       r.weights.get(key)!.forEach((v, i) => expect(v).toBe(Math.fround(p[i]! - 0.05 * (g[i]! * scale))));
     }
     const loose = await engine({ optimizer: sgd(0.05, norm * 2) });
-    const u = await loose.step(batch, w, emptyState());
+    const u = await loose.step(batch, cloneWeights(w), emptyState());
     for (const [key, p] of w) u.weights.get(key)!.forEach((v, i) => expect(v).toBe(Math.fround(p[i]! - 0.05 * u.grads.get(key)![i]!)));
   });
 
@@ -181,7 +182,7 @@ describe('optimizer step', () => {
     const probe = await engine({ optimizer: sgd(0.05, 0), placement: 'graph' });
     const w = randomLora(probe.specs, LORA.r, 8);
     const batch = await batchWithOld(probe, w, () => 0.01);
-    const plain = await probe.step(batch, w, emptyState());
+    const plain = await probe.step(batch, cloneWeights(w), emptyState());
     const lr = Math.fround(0.05);
     for (const [key, p] of w) {
       const g = plain.grads.get(key)!;
@@ -189,7 +190,7 @@ describe('optimizer step', () => {
     }
     const norm = plain.metrics.gradNorm;
     expect(norm).toBeCloseTo(Math.sqrt(dot(plain.grads, plain.grads)), 5);
-    const clipped = await (await engine({ optimizer: sgd(0.05, norm / 4), placement: 'graph' })).step(batch, w, emptyState());
+    const clipped = await (await engine({ optimizer: sgd(0.05, norm / 4), placement: 'graph' })).step(batch, cloneWeights(w), emptyState());
     const scale = norm / 4 / (norm + 1e-6);
     for (const [key, p] of w) {
       const g = clipped.grads.get(key)!;
@@ -210,7 +211,7 @@ describe('optimizer step', () => {
       const v2 = new Map([...w].map(([k, v]) => [k, new Float64Array(v.length)]));
       let state: OptimizerState = emptyState();
       for (let t = 1; t <= 2; t++) {
-        const r = await e.step(batch, w, state);
+        const r = await e.step(batch, cloneWeights(w), state);
         const norm = Math.sqrt(dot(r.grads, r.grads));
         expect(r.metrics.gradNorm).toBeCloseTo(norm, 4);
         expect(norm).toBeGreaterThan(0.05);

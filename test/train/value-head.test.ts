@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import type { LoraWeights, StepBatch } from '../../src-main/train/training-step.js';
+import { cloneWeights } from '../../src-main/train/lora.js';
 import {
   readValueHead, VALUE_HEAD_BIAS, VALUE_HEAD_FILE, VALUE_HEAD_WEIGHT, withValueHead, writeValueHead, zeroValueHead, type ValueHead,
 } from '../../src-main/train/value-head.js';
@@ -137,7 +138,7 @@ describe('value head', () => {
       const norm = Math.sqrt(dot(g.grads, g.grads));
       const clipped = await TrainStepEngine.create(dir, { lora: LORA, loss: lossConfig('rl'), optimizer: sgd(0.1, norm / 4), device: 'cpu', value: VALUE });
       try {
-        const r = await clipped.step(batch, params, { step: 0, m: new Map(), v: new Map() });
+        const r = await clipped.step(batch, cloneWeights(params), { step: 0, m: new Map(), v: new Map() });
         expect(r.metrics.gradNorm).toBeCloseTo(norm, 5); // the norm counts the head's gradient
         const scale = norm / 4 / (norm + 1e-6);
         for (const key of [VALUE_HEAD_WEIGHT, VALUE_HEAD_BIAS]) {
