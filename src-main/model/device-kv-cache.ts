@@ -70,22 +70,43 @@ function selectGraph(config: ModelConfig) {
   return b.graph;
 }
 
-/** The two cache graphs' sessions on one device, built on first use; one per engine. */
-export class DeviceCacheSessions {
-  private readonly sessions = new Map<'append' | 'select', Promise<ort.InferenceSession>>();
+/** lora_upload: each input copied to an output of the same name prefixed `gpu_`, left on the device. */
+function uploadGraph(feeds: Feeds) {
+  const b = new GraphBuilder('lora_upload');
+  for (const [name, t] of Object.entries(feeds)) b.output(b.identityAs(b.identity(b.input(name, 'float32', [...t.dims])), `gpu_${name}`));
+  return b.graph;
+}
+
+/**
+ * The small graphs that keep tensors on one device, built on first use, one set per engine:
+ * the cache's kv_append and kv_select, and lora_upload (./lora-feeds.ts).
+ */
+export class DeviceGraphs {
+  private readonly sessions = new Map<string, Promise<ort.InferenceSession>>();
 
   constructor(readonly config: ModelConfig, private readonly sessionConfig: SessionConfig) {}
 
   run(which: 'append' | 'select', feeds: Feeds): Promise<Outputs> {
-    let session = this.sessions.get(which);
+    return this.session(which, () => (which === 'append' ? appendGraph(this.config) : selectGraph(this.config))).then((s) => s.run(feeds));
+  }
+
+  /** GPU-resident copies of host tensors, under the same names. */
+  async upload(feeds: Feeds): Promise<Feeds> {
+    const key = `upload:${Object.entries(feeds).map(([name, t]) => `${name}=${t.dims.join('x')}`).join(',')}`;
+    const out = await (await this.session(key, () => uploadGraph(feeds))).run(feeds);
+    return Object.fromEntries(Object.keys(feeds).map((name) => [name, out[`gpu_${name}`] as ort.Tensor]));
+  }
+
+  private session(key: string, build: () => ReturnType<typeof appendGraph>): Promise<ort.InferenceSession> {
+    let session = this.sessions.get(key);
     if (!session) {
-      const graph = which === 'append' ? appendGraph(this.config) : selectGraph(this.config);
+      const graph = build();
       const outputs = graph.outputs.map((o) => o.name);
       session = createSession(graph, { ...this.sessionConfig, sharedWeights: undefined, keepGraph: false, deviceOutputs: outputs }).then((s) => s.session);
-      session.catch(() => this.sessions.delete(which));
-      this.sessions.set(which, session);
+      session.catch(() => this.sessions.delete(key));
+      this.sessions.set(key, session);
     }
-    return session.then((s) => s.run(feeds));
+    return session;
   }
 
   /** An empty cache of `rows` rows. */
@@ -102,14 +123,14 @@ export class DeviceCacheSessions {
 
 export class DeviceKvCache implements DecodeCache {
   private constructor(
-    private readonly kit: DeviceCacheSessions,
+    private readonly kit: DeviceGraphs,
     private readonly slots: CacheSlots,
     /** Per layer and kind ('key_3', 'value_3'): [rows, kvHeads, capacity, headDim], on the GPU once written. */
     private tensors: Map<string, ort.Tensor>,
   ) {}
 
   /** One block of empty slots, zeros in host memory until the first append moves the cache to the GPU. */
-  static empty(kit: DeviceCacheSessions, rows: number): DeviceKvCache {
+  static empty(kit: DeviceGraphs, rows: number): DeviceKvCache {
     const { numKvHeads: H, headDim: D, numLayers } = kit.config;
     const zeros = new ort.Tensor('float32', new Float32Array(rows * H * SLOT_BLOCK * D), [rows, H, SLOT_BLOCK, D]);
     const tensors = new Map<string, ort.Tensor>();

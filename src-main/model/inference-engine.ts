@@ -19,10 +19,9 @@
  * unless `prepack` is false, so a process that only scores never builds the other.
  *
  * With `lora` both graphs take the adapter's A/B tensors as inputs (./lora-inputs.ts), fed on
- * every run from the weights `setLora` was last given (zeros, the base model, until then): the
- * policy of on-policy training changes every step, and one built graph serves every step
- * (docs/design.md §Rollouts). LoRA trains against fp32 weights, so it does not combine with
- * `quantize`.
+ * every run from the weights `setLora` was last given (./lora-feeds.ts): the policy of
+ * on-policy training changes every step, and one built graph serves every step
+ * (docs/design.md §Rollouts).
  *
  * The decode cache lives in host memory on the CPU and CUDA (./kv-cache.ts) and in GPU memory
  * on WebGPU (./device-kv-cache.ts), the one device the Node binding keeps outputs on.
@@ -37,12 +36,13 @@ import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { PREFILL_PIECE, generateSequences, type GeneratedTokens } from './batch-decode.js';
 import { KvCache } from './kv-cache.js';
 import type { DecodeCacheFactory } from './cache-slots.js';
-import { DeviceCacheSessions, cacheOutputNames } from './device-kv-cache.js';
+import { DeviceGraphs, cacheOutputNames } from './device-kv-cache.js';
+import { LoraFeeds } from './lora-feeds.js';
 import { quantScheme, type Quantize } from './quantize.js';
 import { scoreRows, type ScoreRow } from './score-feeds.js';
 import { SCORE_ATTENTION_CHUNKING, attentionChunksFor, type AttentionChunking } from './attention.js';
 import { driftTextIds, measureDrift, type QuantDrift } from './quant-drift.js';
-import { checkLoraShape, checkLoraWeights, loraAKey, loraBKey, loraInputHook, loraSpecs, type LoraShape, type LoraSpec } from './lora-inputs.js';
+import { checkLoraShape, loraInputHook, loraSpecs, type LoraShape, type LoraSpec } from './lora-inputs.js';
 
 export type { ScoreRow } from './score-feeds.js';
 
@@ -152,15 +152,15 @@ export class ModelEngine {
   readonly lora?: LoraShape;
   /** Every LoRA pair of the graphs (empty without `lora`). */
   readonly loraSpecs: readonly LoraSpec[];
-  /** The LoRA inputs fed on every run: the last `setLora` weights, zeros before. */
-  private loraFeeds: Feeds = {};
+  /** The LoRA inputs fed on every run: the last `setLora` weights, zeros before (./lora-feeds.ts). */
+  private readonly loraFeeds?: LoraFeeds;
   private readonly attentionChunking?: AttentionChunking;
   private readonly prefillPiece: number;
   private readonly fusedScores: boolean;
   /** The precision of the base's projections; fp32 graphs are built for quantised engines whatever this says (MatMulNBits has its own weights). */
   readonly precision: Precision;
-  /** The decode cache's own graphs where it stays on the GPU (WebGPU); undefined: host memory. */
-  private readonly deviceCache?: DeviceCacheSessions;
+  /** The graphs that keep the decode cache and LoRA inputs on the GPU (WebGPU); undefined: host memory. */
+  private readonly deviceCache?: DeviceGraphs;
   /** Makes the decode cache generation and `scoreIncremental` use. */
   private readonly newCache: DecodeCacheFactory;
 
@@ -185,11 +185,11 @@ export class ModelEngine {
     if (options.decodeCacheOnDevice && !holdsTensorsOnDevice(this.sessionConfig.device)) {
       throw new UserError(`the decode cache cannot stay on ${this.sessionConfig.device}: onnxruntime-node keeps GPU-resident tensors for WebGPU only`);
     }
-    if (options.decodeCacheOnDevice ?? holdsTensorsOnDevice(this.sessionConfig.device)) this.deviceCache = new DeviceCacheSessions(this.config, this.sessionConfig);
+    if (options.decodeCacheOnDevice ?? holdsTensorsOnDevice(this.sessionConfig.device)) this.deviceCache = new DeviceGraphs(this.config, this.sessionConfig);
     this.newCache = (rows, reserve) => this.deviceCache?.empty(rows) ?? KvCache.empty(this.config, rows, reserve);
     this.lora = options.lora && { ...options.lora, targets: [...options.lora.targets] };
     this.loraSpecs = this.lora ? loraSpecs(this.config, this.lora.targets) : [];
-    if (this.lora) this.setLora(null);
+    if (this.lora) this.loraFeeds = new LoraFeeds(this.loraSpecs, this.lora.r, this.deviceCache && ((feeds) => this.deviceCache!.upload(feeds)));
   }
 
   /**
@@ -252,22 +252,21 @@ export class ModelEngine {
    * rather than writing into ones a running call may still read.
    */
   setLora(weights: ReadonlyMap<string, Float32Array> | null): void {
-    const lora = this.lora;
-    if (!lora) throw new UserError('setLora: this engine was opened without the lora option');
-    if (weights) checkLoraWeights(this.loraSpecs, lora.r, weights);
-    const feeds: Feeds = {};
-    for (const spec of this.loraSpecs) {
-      const a = loraAKey(spec), b = loraBKey(spec);
-      feeds[a] = new ort.Tensor('float32', weights?.get(a) ?? new Float32Array(lora.r * spec.inFeatures), [lora.r, spec.inFeatures]);
-      feeds[b] = new ort.Tensor('float32', weights?.get(b) ?? new Float32Array(spec.outFeatures * lora.r), [spec.outFeatures, lora.r]);
-    }
-    this.loraFeeds = feeds;
+    if (!this.loraFeeds) throw new UserError('setLora: this engine was opened without the lora option');
+    this.loraFeeds.set(weights);
   }
 
-  /** Runs `session` with the LoRA inputs current now added to each run's feeds (one call, one set of weights). */
-  private runner(session: ort.InferenceSession): Runner {
-    const lora = this.lora ? this.loraFeeds : undefined;
-    return (feeds) => session.run(lora ? { ...feeds, ...lora } : feeds);
+  /**
+   * Runs `fn` with a runner factory that adds the LoRA inputs current when it starts to every
+   * run's feeds: one call, one set of weights, held until the call ends (./lora-feeds.ts).
+   */
+  private async withLora<T>(fn: (runner: (session: ort.InferenceSession) => Runner) => Promise<T>): Promise<T> {
+    const lease = this.loraFeeds?.lease();
+    try {
+      return await fn((session) => async (feeds) => session.run(lease ? { ...feeds, ...(await lease.feeds()) } : feeds));
+    } finally {
+      lease?.release();
+    }
   }
 
   private checkIds(ids: number[], where: string): void {
@@ -290,13 +289,14 @@ export class ModelEngine {
     // Longest first, so each batch pads little; results go back in input order.
     const order = rows.map((_, i) => i).sort((a, b) => rows[b]!.inputIds.length - rows[a]!.inputIds.length || a - b);
     const results: number[][] = new Array(rows.length);
-    for (let k = 0; k < order.length; k += batchSize) {
-      const batch = order.slice(k, k + batchSize);
-      const chunks = attentionChunksFor(rows[batch[0]!]!.inputIds.length, this.attentionChunking ?? SCORE_ATTENTION_CHUNKING);
-      const run = this.runner(await this.session('score', chunks));
-      const lp = await scoreRows(run, batch.map((i) => rows[i]!), options.padding ?? 'right');
-      batch.forEach((i, j) => (results[i] = lp[j]!));
-    }
+    await this.withLora(async (runner) => {
+      for (let k = 0; k < order.length; k += batchSize) {
+        const batch = order.slice(k, k + batchSize);
+        const chunks = attentionChunksFor(rows[batch[0]!]!.inputIds.length, this.attentionChunking ?? SCORE_ATTENTION_CHUNKING);
+        const lp = await scoreRows(runner(await this.session('score', chunks)), batch.map((i) => rows[i]!), options.padding ?? 'right');
+        batch.forEach((i, j) => (results[i] = lp[j]!));
+      }
+    });
     return results;
   }
 
@@ -311,7 +311,8 @@ export class ModelEngine {
     const fp32Config = { ...this.sessionConfig, sharedWeights: this.fp32Identity };
     const { session: fp32 } = await createSession(decoderGraph(this.weights, { output: 'target_logprobs', fusedScores: fusesMatMul(fp32Config.device) }, 'score_fp32').graph, fp32Config);
     try {
-      return await measureDrift(textIds ?? driftTextIds(this.tokenizer), this.config.maxPositionEmbeddings, (row, s) => scoreRows(this.runner(s), [row]).then((r) => r[0]!), quantised, fp32);
+      const ids = textIds ?? driftTextIds(this.tokenizer);
+      return await this.withLora((runner) => measureDrift(ids, this.config.maxPositionEmbeddings, (row, s) => scoreRows(runner(s), [row]).then((r) => r[0]!), quantised, fp32));
     } finally {
       await fp32.release();
     }
@@ -325,19 +326,22 @@ export class ModelEngine {
     this.checkIds(row.inputIds, 'row');
     if (prefill < 1 || prefill > row.responseStart) throw new UserError(`prefill ${prefill} must be in [1, response_start]`);
     if (row.responseStart >= row.inputIds.length) return [];
-    const run = this.runner(await this.session('generate'));
+    const session = await this.session('generate');
     const cache = this.newCache(1);
     const logprobs: number[] = [];
     let fed = 0;
     try {
-      while (fed < row.inputIds.length - 1) {
-        const chunk = row.inputIds.slice(fed, fed === 0 ? prefill : fed + 1);
-        const mask = [chunk.map(() => 1)];
-        const out = await run(cache.feeds([chunk], mask));
-        await cache.append(out, mask);
-        fed += chunk.length;
-        if (fed >= row.responseStart) logprobs.push((out.last_logprobs!.data as Float32Array)[row.inputIds[fed]!]!);
-      }
+      await this.withLora(async (runner) => {
+        const run = runner(session);
+        while (fed < row.inputIds.length - 1) {
+          const chunk = row.inputIds.slice(fed, fed === 0 ? prefill : fed + 1);
+          const mask = [chunk.map(() => 1)];
+          const out = await run(cache.feeds([chunk], mask));
+          await cache.append(out, mask);
+          fed += chunk.length;
+          if (fed >= row.responseStart) logprobs.push((out.last_logprobs!.data as Float32Array)[row.inputIds[fed]!]!);
+        }
+      });
     } finally {
       cache.dispose();
     }
@@ -370,7 +374,7 @@ export class ModelEngine {
     });
     if (!requests.length) return prompts.map(() => []);
     const session = await this.session('generate');
-    const outs = await generateSequences(this.config, this.runner(session), prompts.map((p) => p.promptIds), requests, {
+    const outs = await this.withLora((runner) => generateSequences(this.config, runner(session), prompts.map((p) => p.promptIds), requests, {
       temperature,
       topP,
       stopIds: new Set(options.stopTokenIds ?? this.eosTokenIds ?? this.tokenizer.eosTokenIds),
@@ -381,7 +385,7 @@ export class ModelEngine {
       decodeText: options.decodeText ?? true,
       newCache: this.newCache,
       ...(options.stopFlag ? { stopFlag: options.stopFlag } : {}),
-    }, onToken);
+    }, onToken));
     let k = 0;
     return prompts.map((p) => p.seeds.map(() => outs[k++]!));
   }
@@ -390,6 +394,7 @@ export class ModelEngine {
     const sessions = [...this.sessions.values()];
     this.sessions.clear();
     for (const s of sessions) await (await s.catch(() => undefined))?.release();
+    this.loraFeeds?.dispose();
     await this.deviceCache?.close();
   }
 }

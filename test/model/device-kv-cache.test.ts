@@ -12,11 +12,14 @@ import { GraphBuilder } from '../../src-main/graph/ir.js';
 import { serializeModel } from '../../src-main/graph/onnx.js';
 import type { ModelConfig } from '../../src-main/model/hf-checkpoint.js';
 import { SLOT_BLOCK, type DecodeCache } from '../../src-main/model/cache-slots.js';
-import { DeviceCacheSessions } from '../../src-main/model/device-kv-cache.js';
+import { DeviceGraphs } from '../../src-main/model/device-kv-cache.js';
 import { KvCache } from '../../src-main/model/kv-cache.js';
 import { ModelEngine, type BatchPrompt } from '../../src-main/model/inference-engine.js';
 import { createSession, ort } from '../../src-main/model/ort-session.js';
 import { UserError } from '../../src-shared/types.js';
+import { loraBKey, loraSpecs, type LoraShape } from '../../src-main/model/lora-inputs.js';
+import { initLora } from '../../src-main/train/lora.js';
+import { seededRandom } from '../../src-main/model/sampling.js';
 
 const STORIES = path.resolve('resources/models/stories260K');
 const config = { numLayers: 2, numKvHeads: 2, headDim: 3 } as ModelConfig;
@@ -83,7 +86,7 @@ describe('the decode cache on the GPU', () => {
     }
 
     it('holds what the host cache holds, bit for bit, across a block and rows picked and repeated', async () => {
-      const kit = new DeviceCacheSessions(config, { device: 'webgpu' });
+      const kit = new DeviceGraphs(config, { device: 'webgpu' });
       let device: DecodeCache = kit.empty(2);
       let host: DecodeCache = KvCache.empty(config, 2);
       try {
@@ -142,6 +145,39 @@ describe('the decode cache on the GPU', () => {
       expect(gpu.whole.tokens).toEqual(gpu.greedy.tokens.slice(0, 6));
       close(gpu.incremental, host.incremental);
       expect(gpu.incremental).toHaveLength(row.inputIds.length - row.responseStart);
+    });
+
+    it('uploads each set of LoRA weights once and generates what host-fed weights generate, before and after a new set', async () => {
+      const lora: LoraShape = { r: 2, alpha: 4, targets: ['q', 'v', 'down'] };
+      const adapter = (seed: number) => {
+        const specs = loraSpecs(ModelEngine.open(STORIES).config, lora.targets);
+        const w = initLora(specs, lora.r, seed);
+        const rand = seededRandom(seed + 1);
+        for (const s of specs) w.get(loraBKey(s))!.forEach((_, i, b) => (b[i] = (rand() * 2 - 1) * 0.3));
+        return w;
+      };
+      const runs = [];
+      for (const decodeCacheOnDevice of [true, false]) {
+        const engine = ModelEngine.open(STORIES, { device: 'webgpu', graphCache: false, lora, decodeCacheOnDevice });
+        try {
+          const story = () => engine.generate([1, 403, 407], { maxNewTokens: 12, stopTokenIds: [] });
+          const base = await story();
+          engine.setLora(adapter(3));
+          const first = await story();
+          engine.setLora(adapter(8)); // the first set is freed: no call holds it
+          runs.push({ base, first, second: await story(), scores: await engine.score([{ inputIds: [1, 403, 407, 261, 378], responseStart: 2 }]) });
+        } finally {
+          await engine.close();
+        }
+      }
+      const [gpu, host] = runs as [typeof runs[0], typeof runs[0]];
+      for (const key of ['base', 'first', 'second'] as const) {
+        expect(gpu[key].tokens).toEqual(host[key].tokens);
+        gpu[key].logprobs.forEach((x, i) => expect(Math.abs(x - host[key].logprobs[i]!)).toBeLessThan(1e-4));
+      }
+      expect(gpu.first.tokens).not.toEqual(gpu.base.tokens); // the adapter really changes the story
+      expect(gpu.second.tokens).not.toEqual(gpu.first.tokens);
+      gpu.scores[0]!.forEach((x, i) => expect(Math.abs(x - host.scores[0]![i]!)).toBeLessThan(1e-4));
     });
   });
 });
