@@ -43,7 +43,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { keepCudaFp32Exact } from '../src-main/model/cuda-env.js';
 import { PRECISIONS, type Precision } from '../src-shared/training.js';
 import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
-import type { Device } from '../src-main/model/ort-session.js';
+import { holdsTensorsOnDevice, type Device } from '../src-main/model/ort-session.js';
 import { seededRandom } from '../src-main/model/sampling.js';
 import { DEFAULT_LORA } from '../src-main/train/lora.js';
 import { ensureRandomModel } from './random-model.js';
@@ -135,13 +135,20 @@ function printProfiles(): void {
 }
 
 /** One Hindsight side of a table: a device, and on a GPU its precision. */
-interface Side { device: Device; precision: Precision }
-/** The CPU (fp32) when `part` runs there, then each GPU in each precision. */
+interface Side { device: Device; precision: Precision; decodeCacheOnDevice?: boolean }
+/**
+ * The CPU (fp32) when `part` runs there, then each GPU in each precision; for generate, where
+ * the decode cache stays on the GPU (WebGPU), each precision again with it in host memory.
+ */
 const sides = (part: string): Side[] => [
   ...(CPU_PARTS.includes(part) ? [{ device: 'cpu' as Device, precision: 'fp32' as Precision }] : []),
-  ...DEVICES.flatMap((device) => GPU_PRECISIONS.map((precision) => ({ device, precision }))),
+  ...DEVICES.flatMap((device) => GPU_PRECISIONS.flatMap((precision) => [
+    { device, precision },
+    ...(part === 'generate' && holdsTensorsOnDevice(device) ? [{ device, precision, decodeCacheOnDevice: false }] : []),
+  ])),
 ];
-const sideLabel = ({ device, precision }: Side) => (device === 'cpu' ? `Hindsight, cpu (${THREADS} threads)` : `Hindsight, ${device}, ${precision}`);
+const sideLabel = ({ device, precision, decodeCacheOnDevice }: Side) =>
+  device === 'cpu' ? `Hindsight, cpu (${THREADS} threads)` : `Hindsight, ${device}, ${precision}${decodeCacheOnDevice === false ? ', decode cache in host memory' : ''}`;
 const gpuMem = (r: { gpuPeakMb?: number }) => (r.gpuPeakMb === undefined ? '—' : gb(r.gpuPeakMb));
 
 /** PyTorch's JSON result on TORCH_DEVICE, or undefined when it is left out or fails (said on stderr). */
