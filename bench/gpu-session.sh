@@ -25,6 +25,8 @@
 #   profile   bench:gpu with BENCH_PROFILE=1 on cuda and webgpu in fp32 and fp16 beside PyTorch
 #             CUDA: each row's table line and where its last timed repetition went
 #             (bench/ort-profile.ts); the CUDA rows' traces  → $OUT/profile.txt, profiles.tar.xz
+#   timing    the profile stage's rows without the profiler: the figures to quote (not in the
+#             calls above; add it where time is left)                        → $OUT/timing.txt
 #   blocking  the same for the CUDA training step alone with CUDA_LAUNCH_BLOCKING=1, so each
 #             node's time is its kernels' GPU time  → $OUT/blocking.txt, blocking-profiles.tar.xz
 #   checks    the CLI checks issue 32 lists: `generate --device cuda` (fp32, fp16; webgpu fp32)
@@ -120,10 +122,10 @@ ready() {
   . "$W/env.sh"
 }
 
-# bench:gpu with BENCH_PROFILE=1; $1: where its output goes, the rest: VAR=value settings.
+# bench:gpu; $1: where its output goes, the rest: VAR=value settings.
 bench() {
   local out=$1; shift
-  env BENCH_PROFILE=1 BENCH_PRECISIONS="${BENCH_PRECISIONS:-fp32,fp16}" BENCH_NEW_TOKENS="${BENCH_NEW_TOKENS:-32}" "$@" \
+  env BENCH_PRECISIONS="${BENCH_PRECISIONS:-fp32,fp16}" BENCH_NEW_TOKENS="${BENCH_NEW_TOKENS:-32}" "$@" \
     timeout "$STAGE_S" node node_modules/tsx/dist/cli.mjs bench/gpu.ts 2>&1 | grep -v 'artificially reduced' | tee "$out"
 }
 
@@ -134,17 +136,27 @@ keep_traces() {
   if [ "$(stat -c %s "$archive")" -gt $((15 * 1024 * 1024)) ]; then rm -f "$archive"; say "the training rows' traces are over 15 MiB compressed: left in bench/output/gpu-profile/"; fi
 }
 
+# The rows of the profile and timing stages.
+rows() {
+  bench "$@" BENCH_DEVICES="${BENCH_DEVICES:-cuda,webgpu}" BENCH_PARTS="${GPU_SESSION_PARTS:-train}" \
+    BENCH_CPU_PARTS="${BENCH_CPU_PARTS:-none}" BENCH_REPEATS="${BENCH_REPEATS:-2}"
+}
+
 profile() {
   ready || return 1
-  bench "$OUT/profile.txt" BENCH_DEVICES="${BENCH_DEVICES:-cuda,webgpu}" BENCH_PARTS="${GPU_SESSION_PARTS:-train}" \
-    BENCH_CPU_PARTS="${BENCH_CPU_PARTS:-none}" BENCH_REPEATS="${BENCH_REPEATS:-2}"
+  rows "$OUT/profile.txt" BENCH_PROFILE=1
   keep_traces "$OUT/profiles.tar.xz"
+}
+
+timing() {
+  ready || return 1
+  rows "$OUT/timing.txt" BENCH_PROFILE=0
 }
 
 blocking() {
   ready || return 1
   local STAGE_S=${GPU_SESSION_BLOCKING_S:-150} # two rows; it shares its call with setup and profile
-  bench "$OUT/blocking.txt" CUDA_LAUNCH_BLOCKING=1 BENCH_DEVICES=cuda BENCH_PARTS=train BENCH_CPU_PARTS=none BENCH_TORCH_DEVICE=none BENCH_REPEATS=1
+  bench "$OUT/blocking.txt" BENCH_PROFILE=1 CUDA_LAUNCH_BLOCKING=1 BENCH_DEVICES=cuda BENCH_PARTS=train BENCH_CPU_PARTS=none BENCH_TORCH_DEVICE=none BENCH_REPEATS=1
   keep_traces "$OUT/blocking-profiles.tar.xz"
 }
 
@@ -208,10 +220,11 @@ for stage in "$@"; do
     stash) stash ;;
     setup) setup 2>&1 | tee "$OUT/setup.txt"; [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     profile) profile || status=1 ;;
+    timing) timing || status=1 ;;
     blocking) blocking || status=1 ;;
     checks) checks 2>&1 | tee "$OUT/checks.txt" ;;
     tests) tests | tee "$OUT/tests.txt" ;;
-    *) say "unknown stage '$stage' (stash, setup, profile, blocking, checks, tests)"; exit 2 ;;
+    *) say "unknown stage '$stage' (stash, setup, profile, timing, blocking, checks, tests)"; exit 2 ;;
   esac
 done
 ls -la "$OUT"
