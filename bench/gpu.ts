@@ -121,13 +121,15 @@ async function hindsightChild<T extends { lastRun?: ProfileWindow }>(args: strin
   }
 }
 
-const rowName = (part: string, r: { device?: Device; precision?: Precision }) => `${part}-${r.device ?? 'cpu'}-${r.precision ?? 'default'}`;
+/** A row's folder of traces and its profile's title: the part and its side (sideLabel). */
+const rowName = (part: string, r: Partial<Side>) => `${part}-${r.device ?? 'cpu'}-${r.precision ?? 'default'}${r.decodeCacheOnDevice === false ? '-host-cache' : ''}`;
+const rowTitle = (part: string, r: Partial<Side>) => `${part}: ${sideLabel({ device: r.device ?? 'cpu', precision: r.precision ?? 'fp32', decodeCacheOnDevice: r.decodeCacheOnDevice })}`;
 
 const hindsight = (request: RealChildRequest) =>
-  hindsightChild<RealChildResult>([path.resolve('bench/real-shapes-child.ts'), JSON.stringify(request)], `hindsight ${request.kind} on ${request.device ?? 'cpu'} ${request.precision ?? ''}`.trim(), rowName(request.kind, request));
+  hindsightChild<RealChildResult>([path.resolve('bench/real-shapes-child.ts'), JSON.stringify(request)], rowTitle(request.kind, request), rowName(request.kind, request));
 
 const hindsightStep = (request: StepRequest) =>
-  hindsightChild<StepResult>([path.resolve('bench/train-memory.ts'), '--child', JSON.stringify(request)], `training step on ${request.device ?? 'cpu'} ${request.precision ?? ''}`.trim(), rowName('train', request));
+  hindsightChild<StepResult>([path.resolve('bench/train-memory.ts'), '--child', JSON.stringify(request)], rowTitle('train', request), rowName('train', request));
 
 /** Prints the part's profile summaries (BENCH_PROFILE) under its table. */
 function printProfiles(): void {
