@@ -44,6 +44,8 @@ export interface ProfileSummary {
   /** The window's length, or the runs' time when summed whole. */
   wallMs: number;
   files: number;
+  /** The kept runs by session, named by its graph (the trace's file name up to `-<pid>`): runs and their time. */
+  bySession: ProfileGroup[];
   /** Session runs kept (model_run events) and their time. */
   runs: number;
   runMs: number;
@@ -107,6 +109,7 @@ export async function summariseProfiles(folder: string, window?: ProfileWindow):
   const byOp = new Map<string, ProfileGroup>(), byProvider = new Map<string, ProfileGroup>();
   const copies = { nodes: 0, ms: 0, byOp: {} as Record<string, number> };
   const unanchored: string[] = [];
+  const bySession = new Map<string, ProfileGroup>();
   let runs = 0, runUs = 0, kernelUs = 0;
   const files = profileFiles(folder);
   for (const file of files) {
@@ -117,7 +120,10 @@ export async function summariseProfiles(folder: string, window?: ProfileWindow):
       .filter((r) => !window || start === undefined || inWindow(start + (r.ts + r.dur / 2) / US_PER_MS, window))
       .sort((a, b) => a.ts - b.ts);
     runs += kept.length;
-    for (const r of kept) runUs += r.dur;
+    for (const r of kept) {
+      runUs += r.dur;
+      add(bySession, graphOf(file), r.dur);
+    }
     for (const n of trace.nodes) {
       if (!insideAny(n.ts, kept)) continue;
       kernelUs += n.dur;
@@ -135,9 +141,12 @@ export async function summariseProfiles(folder: string, window?: ProfileWindow):
   return {
     wallMs: window ? window.endMs - window.startMs : runUs / US_PER_MS,
     files: files.length, runs, runMs: runUs / US_PER_MS, kernelMs: kernelUs / US_PER_MS,
-    byOp: inMs(byOp), byProvider: inMs(byProvider), copies: { ...copies, ms: copies.ms / US_PER_MS }, unanchored,
+    bySession: inMs(bySession), byOp: inMs(byOp), byProvider: inMs(byProvider), copies: { ...copies, ms: copies.ms / US_PER_MS }, unanchored,
   };
 }
+
+/** The graph a trace is of: SessionConfig.profile names it `<graph>-<pid>-<thread>-<n>_<time>.json`. */
+const graphOf = (file: string) => path.basename(file).replace(/(-\d+-\d+-\d+)?_[\d_-]+\.json$/, '');
 
 const inWindow = (ms: number, w: ProfileWindow) => ms >= w.startMs && ms <= w.endMs;
 
@@ -162,6 +171,7 @@ export function formatProfile(title: string, s: ProfileSummary, top = 15): strin
   const w = s.wallMs;
   const lines = [`\n### Profile: ${title}: ${ms(w)}${s.runs ? '' : ' (no session runs in the window)'}`, ''];
   lines.push(`- ${s.runs} session runs in ${s.files} trace file(s): ${ms(s.runMs)} (${share(s.runMs, w)}); in node kernels ${ms(s.kernelMs)} (${share(s.kernelMs, w)}); in runs outside kernels ${ms(s.runMs - s.kernelMs)} (${share(s.runMs - s.kernelMs, w)}); outside runs (JavaScript: feeds, outputs, the host's optimizer) ${ms(Math.max(0, w - s.runMs))} (${share(Math.max(0, w - s.runMs), w)})`);
+  if (s.bySession.length) lines.push(`- by session: ${s.bySession.map((g) => `${g.key} ${g.nodes} run${g.nodes === 1 ? '' : 's'}, ${ms(g.ms)}`).join('; ')}`);
   const copyOps = Object.entries(s.copies.byOp).map(([op, n]) => `${op} ${n}`).join(', ');
   lines.push(`- copies between providers: ${s.copies.nodes} Memcpy nodes${copyOps ? ` (${copyOps})` : ''}, ${ms(s.copies.ms)} (${share(s.copies.ms, w)})`);
   if (s.byProvider.some((g) => GPU_PROVIDERS.has(g.key))) {

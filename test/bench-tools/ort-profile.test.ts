@@ -87,8 +87,10 @@ describe('a real training step profiled on the CPU', () => {
     expect(last.byOp.reduce((s, g) => s + g.nodes, 0) * 3).toBe(whole.byOp.reduce((s, g) => s + g.nodes, 0));
     expect(last.copies.nodes).toBe(0);
 
+    expect(last.bySession.map((g) => [g.key, g.nodes])).toEqual([['lora_train', 1]]);
     const text = formatProfile('cpu step', last, 5);
     expect(text).toContain('1 session runs in 1 trace file(s)');
+    expect(text).toContain(`- by session: lora_train 1 run, ${last.runMs.toFixed(1)} ms`);
     expect(text.split('\n').filter((l) => /^\| \w+ \| CPU \| \d+ \|/.test(l))).toHaveLength(5);
     expect(text).not.toContain('CUDA_LAUNCH_BLOCKING'); // the GPU note is for GPU providers only
   });
@@ -113,6 +115,7 @@ describe('a trace with copies between providers (written here)', () => {
     expect(profileStartMs(file)).toBe(start);
     const s = await summariseProfiles(folder, { startMs: start + 9, endMs: start + 15 });
     expect(s).toMatchObject({ wallMs: 6, files: 1, runs: 1, runMs: 4, kernelMs: 3, copies: { nodes: 2, ms: 0.9, byOp: { MemcpyFromHost: 1, MemcpyToHost: 1 } } });
+    expect(s.bySession).toEqual([{ key: 'train', nodes: 1, ms: 4 }]);
     expect(s.byOp[0]).toEqual({ key: 'MatMul', nodes: 2, ms: 2, providers: ['CUDA'] });
     expect(s.byProvider).toEqual([{ key: 'CUDA', nodes: 4, ms: 2.9 }, { key: 'CPU', nodes: 1, ms: 0.1 }]);
     const text = formatProfile('cuda step', s);
