@@ -57,6 +57,10 @@ stash() {
   need=$(sed -n 's/^parts=//p' "$W/parts/MANIFEST" 2>/dev/null)
   say "parts on this machine: $have of ${need:-?} ($(du -sh "$W/parts" | cut -f1))"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || say "no nvidia-smi: no NVIDIA GPU here"
+  if [ "$have" = 1 ]; then # the first call: what the machine has, while the other parts travel
+    python3 -c 'import sys, torch; print("gpu-session: python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())' 2>&1 | tail -1
+    say "Vulkan loader: $(ldconfig -p 2>/dev/null | grep -c 'libvulkan.so.1 ') found; free disk in /tmp: $(df -h /tmp | awk 'NR==2 {print $4}')"
+  fi
 }
 
 unpack() {
