@@ -32,7 +32,8 @@
  * <precision>/) and prints, under each part's table, where that row's last timed repetition
  * went (bench/ort-profile.ts): time in node kernels, in session runs outside them and outside
  * runs, by execution provider and by op type (top 15), each as a share of the repetition's
- * wall time, and the Memcpy nodes between providers. The profiler slows the rows it records,
+ * wall time, and the Memcpy nodes between providers; PyTorch's training row adds one step under
+ * torch.profiler after its timed ones (its ops' own GPU time). The profiler slows the rows it records,
  * so a profiled run's timings are not the table's figures. On CUDA a node's time is its launch
  * on the host unless CUDA_LAUNCH_BLOCKING=1 is set as well (bench/ort-profile.ts).
  */
@@ -222,8 +223,20 @@ async function trainPart(model: string): Promise<void> {
     if (failed(r)) console.log(`| ${sideLabel(side)} | failed: ${reason(r)} | | | | |`);
     else console.log(`| ${sideLabel(side)} | ${secs(r)} | ${r.firstLoss} | ${r.firstGradNorm} | ${gb(r.peakMb)} | ${gpuMem(r)} |`);
   }
-  const t = await torch('train_torch.py', { ...torchTrainRequest(model, T, path.join(OUT, 'gpu-adapter')), repeats: REPEATS });
+  const t = await torch('train_torch.py', { ...torchTrainRequest(model, T, path.join(OUT, 'gpu-adapter')), repeats: REPEATS, profile: PROFILE });
   if (t) console.log(`| PyTorch ${t.torch}, ${TORCH_DEVICE}, fp32 | ${secs({ wallS: t.step_s, cpuS: t.step_cpu_s })} | ${t.first_loss} | ${t.first_grad_norm} | ${gb(t.peak_rss_mb)} | ${gpuMem(t)} |`);
+  if (t?.profile) profiles.push(torchProfile(`train: PyTorch ${t.torch}, ${TORCH_DEVICE}`, t.profile));
+}
+
+/** bench/train_torch.py's profiled step (one more after the timed ones), as the Hindsight rows' summaries read. */
+function torchProfile(title: string, p: { wall_ms: number; clock: string; total_ms: number; top: { op: string; calls: number; ms: number }[] }): string {
+  const share = (x: number) => `${((100 * x) / p.wall_ms).toFixed(1)}%`;
+  return [
+    `\n### Profile: ${title}, one step under torch.profiler after the timed ones: ${f(p.wall_ms, 1)} ms`, '',
+    `- the ops' own ${p.clock} time: ${f(p.total_ms, 1)} ms (${share(p.total_ms)} of the step's wall time)`, '',
+    `| op (top ${p.top.length}) | calls | ${p.clock} time | share of wall |`, '|---|---|---|---|',
+    ...p.top.map((o) => `| ${o.op} | ${o.calls} | ${f(o.ms, 1)} ms | ${share(o.ms)} |`),
+  ].join('\n');
 }
 
 async function generatePart(model: string): Promise<void> {

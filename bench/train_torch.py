@@ -104,7 +104,28 @@ def main():
         "first_loss": first_loss, "first_grad_norm": first_norm, "step_s": sorted(times)[median],
         "step_cpu_s": sorted(zip(times, cpu))[median][1],
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **({"profile": profiled_step(model, opt, batch, req, device)} if req.get("profile") else {}),
     }))
+
+
+def profiled_step(model, opt, batch, req, device):
+    """One more step under torch.profiler, after the timed ones (whose times it leaves alone):
+    its wall time and the top 15 ops by their own time on the GPU (CPU time on the CPU), for
+    bench/gpu.ts's BENCH_PROFILE beside Hindsight's ONNX Runtime profile."""
+    from torch.profiler import ProfilerActivity, profile
+    on_gpu = device.type == "cuda"
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])) as prof:
+        t = time.time()
+        step(model, opt, batch, req)  # returns floats, so the GPU has finished
+        wall = time.time() - t
+    def own_us(e):  # self_device_time_total since torch 2.4, self_cuda_time_total before
+        return getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) if on_gpu else e.self_cpu_time_total
+    ops = sorted(prof.key_averages(), key=own_us, reverse=True)
+    return {
+        "wall_ms": wall * 1e3, "clock": "GPU" if on_gpu else "CPU",
+        "total_ms": sum(own_us(e) for e in ops) / 1e3,
+        "top": [{"op": e.key, "calls": e.count, "ms": own_us(e) / 1e3} for e in ops[:15]],
+    }
 
 
 if __name__ == "__main__":
