@@ -4,10 +4,11 @@
  * after a warm-up step (two steps, as bench/train-memory.ts measures), printed side by side
  * with the estimate and its error. The peak is the peak RSS with the weight file's pages
  * counted once ({@link peakMemoryMb}): a case with the teacher pass has two sessions mapping
- * the same file, and RSS counts its pages once per mapping. The cases cover what
- * bench/train-memory.ts does not: batch sizes above 1, the teacher's forward pass, int8 and
- * int4 bases, on the same 68M Qwen3 shape (the real 151,936-token vocabulary, small layers). test/train/train-memory.test.ts holds the
- * estimate to these figures and to bench/train-memory.ts's Qwen3-0.6B ones.
+ * the same file, and RSS counts its pages once per mapping. The cases are one row of 512 to
+ * 4,096 tokens with recomputation on and off, batch sizes above 1, the teacher's forward pass,
+ * int8 and int4 bases, on the same 68M Qwen3 shape (the real 151,936-token vocabulary, small
+ * layers); BENCH_MODEL runs them on another checkpoint. test/train/train-memory.test.ts holds the
+ * estimate to these figures and to bench/train-memory.ts's Qwen3-0.6B and 8B ones.
  *
  * Each weight file is built by a throwaway step first: the first run of a model (or of a
  * --quantize choice) writes its weights into the graph cache, which peaks higher (measured at
@@ -140,13 +141,18 @@ export function shapeOf(model: string): ModelShape {
 }
 
 const CASES: Record<string, Omit<EstimateCase, 'model'>> = {
+  '1x512 on': { batch: 1, length: 512, recompute: true },
   '1x1024 on': { batch: 1, length: 1024, recompute: true },
+  '1x2048 on': { batch: 1, length: 2048, recompute: true },
   '2x512 on': { batch: 2, length: 512, recompute: true },
   '4x256 on': { batch: 4, length: 256, recompute: true },
   '4x1024 on': { batch: 4, length: 1024, recompute: true },
   '2x2048 on': { batch: 2, length: 2048, recompute: true },
   '1x4096 on': { batch: 1, length: 4096, recompute: true },
   '1x256 off': { batch: 1, length: 256, recompute: false },
+  '1x512 off': { batch: 1, length: 512, recompute: false },
+  '1x1024 off': { batch: 1, length: 1024, recompute: false },
+  '1x2048 off': { batch: 1, length: 2048, recompute: false },
   '2x512 off': { batch: 2, length: 512, recompute: false },
   '1x1024 int8': { batch: 1, length: 1024, recompute: true, quantize: 'int8' },
   '1x1024 int4': { batch: 1, length: 1024, recompute: true, quantize: 'int4' },
