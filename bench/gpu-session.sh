@@ -56,6 +56,12 @@ stash() {
   have=$(ls "$W"/parts/payload.tar.part* 2>/dev/null | wc -l)
   need=$(sed -n 's/^parts=//p' "$W/parts/MANIFEST" 2>/dev/null)
   say "parts on this machine: $have of ${need:-?} ($(du -sh "$W/parts" | cut -f1))"
+  missing=""
+  for k in $(seq 1 "${need:-0}"); do
+    [ -f "$W/parts/payload.tar.part$(printf %02d $((k - 1)))" ] || missing="$missing .gpu-session/call-$k"
+  done
+  # A machine given back between calls (30 s idle) starts bare: the earlier parts are gone.
+  [ -z "$missing" ] || say "still to carry:$missing"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || say "no nvidia-smi: no NVIDIA GPU here"
   if [ "$have" = 1 ]; then # the first call: what the machine has, while the other parts travel
     python3 -c 'import sys, torch; print("gpu-session: python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())' 2>&1 | tail -1
@@ -65,7 +71,7 @@ stash() {
 
 unpack() {
   [ -x "$W/node/nodebin/node" ] && [ -f "$W/provider/libonnxruntime_providers_cuda.so" ] && return 0
-  [ -n "${need:-}" ] && [ "$have" = "$need" ] || { say "parts missing: carry every .gpu-session/call-K first (bash bench/gpu-session-pack.sh lists the calls)"; return 1; }
+  [ -n "${need:-}" ] && [ -z "$missing" ] || { say "parts missing:${missing:- all} (a machine given back between calls loses them; bash bench/gpu-session-pack.sh lists the calls)"; return 1; }
   say "assembling and unpacking the payload…"
   want=$(sed -n 's/^sha256=//p' "$W/parts/MANIFEST")
   rm -rf "$W/payload" && mkdir -p "$W/payload"
