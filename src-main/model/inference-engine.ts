@@ -115,9 +115,8 @@ export interface EngineOptions {
   /** The base's projections in fp16 or fp32 (../graph's decoder, docs/design.md §Precision); default: {@link defaultPrecision} of the device. */
   precision?: Precision;
   /**
-   * Keep the decode cache in GPU memory (./device-kv-cache.ts); default: where the device
-   * can ({@link holdsTensorsOnDevice}). false keeps it in host memory: the benches' and tests'
-   * comparison on one device.
+   * Keep the decode cache (and LoRA inputs) in GPU memory (./device-kv-cache.ts); default: where the
+   * device can ({@link holdsTensorsOnDevice}). false: host memory, the benches' and tests' comparison.
    */
   decodeCacheOnDevice?: boolean;
   /**
