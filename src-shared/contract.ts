@@ -38,7 +38,7 @@ import { call, returns, type Returns } from './call-spec.js';
 import { onPolicyInput } from './on-policy-api.js';
 import { ROLLOUT_CALLS } from './rollouts-api.js';
 import type { Availability, TrainEval, TrainingState, TrainProgress, TrainRunInfo } from './training-api.js';
-import { bounded, LORA_TARGETS, LOSS_AGGS, OPTIMIZER_KINDS, QUANTIZE_CHOICES, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type Quantize, type TrainDevice, type TrainMethod } from './training.js';
+import { bounded, LORA_TARGETS, LOSS_AGGS, OPTIMIZER_KINDS, PRECISIONS, QUANTIZE_CHOICES, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type Quantize, type TrainDevice, type TrainMethod } from './training.js';
 import { array, boolean, integer, nullable, object, oneOf, optional, string, ValidationError, variants, type Infer } from './validate.js';
 
 export { ValidationError };
@@ -187,6 +187,7 @@ const trainConfig = object({
   checkpointEvery: bounded('saveEvery'),
   maxLength: optional(bounded('maxLength')),
   quantize: optional(oneOf(QUANTIZE_CHOICES)),
+  precision: optional(oneOf(PRECISIONS)),
   lossAgg: optional(oneOf(LOSS_AGGS)),
   opdTopK: optional(bounded('opdTopK')),
   microBatch: optional(bounded('microBatch')),

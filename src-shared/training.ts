@@ -50,6 +50,15 @@ export type Quantize = 'none' | 'int8' | 'int4';
 export const QUANTIZE_CHOICES: readonly Quantize[] = ['none', 'int8', 'int4'];
 
 /**
+ * How a run holds its frozen base, in one word for its card and the Past runs table: the
+ * quantisation when there is one (it wins over the precision in the step), else the precision
+ * asked for or, when none was, the device's default: what the step ran with.
+ */
+export function baseWeightsOf(run: { device: TrainDevice; quantize?: Quantize; precision?: Precision }): Quantize | Precision {
+  return run.quantize && run.quantize !== 'none' ? run.quantize : (run.precision ?? defaultPrecision(run.device));
+}
+
+/**
  * How a step's per-token loss becomes one number (docs/design.md §Losses, "Aggregation"):
  * `token-mean` averages over every trained token of the batch, so a long reply weighs as many
  * times more as it has tokens; `sample-mean` averages each sample over its own trained tokens,
