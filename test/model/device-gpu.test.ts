@@ -1,6 +1,6 @@
 // --device webgpu and --device cuda (docs/design.md §Devices). Where the GPU path can run, the
 // model runs there and, in fp32, gives the CPU's results: the golden story token for token, a
-// training step's loss and gradient norm; in fp16 (CUDA's default, docs/design.md §Precision)
+// training step's loss and gradient norm, a QLoRA (int4) step's as the CPU's int4 step; in fp16 (CUDA's default, docs/design.md §Precision)
 // close ones. Where it cannot (the build machines: no NVIDIA GPU; WebGPU without a Vulkan
 // driver), each surface fails in one line that names what is missing, and nothing runs on the
 // CPU instead. Mesa's lavapipe is a WebGPU adapter on a CPU (slow: up to some 25 s per test on
@@ -12,7 +12,7 @@ import { SurfaceError, UserError } from '../../src-shared/types.js';
 import { WebGpuUnavailableError, webGpuProblemFrom } from '../../src-main/model/webgpu-errors.js';
 import { CudaUnavailableError } from '../../src-main/model/cuda-errors.js';
 import type { Device } from '../../src-main/model/ort-session.js';
-import { defaultPrecision, type Precision } from '../../src-shared/training.js';
+import { defaultPrecision, type Precision, type Quantize } from '../../src-shared/training.js';
 import { errorPayload } from '../../src-main/model/worker-serve.js';
 import { reviveError } from '../../src-main/model/worker-host.js';
 import { createTrainStep } from '../../src-main/train/step-engine.js';
@@ -53,9 +53,9 @@ function noGpuHere(device: string, line: string): void {
 }
 
 /** A first training step of the demo model: its loss and gradient norm. */
-async function firstStep(device: Device, precision?: Precision): Promise<StepMetrics> {
+async function firstStep(device: Device, precision?: Precision, quantize?: Quantize): Promise<StepMetrics> {
   const config = Checkpoint.open(STORIES).config;
-  const step = await createTrainStep(STORIES, { lora: LORA, loss: lossConfig('combine'), optimizer: adamw(1e-3), device, precision });
+  const step = await createTrainStep(STORIES, { lora: LORA, loss: lossConfig('combine'), optimizer: adamw(1e-3), device, precision, quantize });
   try {
     const weights = initLora(loraSpecs(config, LORA.targets), LORA.r, 1);
     const batch = tinyBatch('combine', config.vocabSize, 3);
@@ -104,6 +104,20 @@ for (const gpu of GPUS) {
       console.info(`device-gpu: ${gpu.device} first step: loss cpu ${cpu.loss}, fp32 ${fp32.loss}, fp16 ${fp16.loss}; gradient norm cpu ${cpu.gradNorm}, fp32 ${fp32.gradNorm}, fp16 ${fp16.gradNorm}`);
       expect(Math.abs(fp16.loss - cpu.loss)).toBeLessThan(1e-3);
       expect(Math.abs(fp16.gradNorm - cpu.gradNorm) / cpu.gradNorm).toBeLessThan(2e-2);
+    });
+
+    it('a QLoRA (int4) training step: the CPU\'s int4 loss within 1e-5 and gradient norm within 1e-4 relative, or the device\'s error', async () => {
+      const cpu = await firstStep('cpu', 'fp32', 'int4');
+      const gpuStep: StepMetrics | Error = await firstStep(gpu.device, 'fp32', 'int4').catch((e: Error) => e);
+      if (gpuStep instanceof Error) {
+        expect(gpuStep).toBeInstanceOf(gpu.error);
+        expect(gpuStep.message).toMatch(gpu.refusal);
+        noGpuHere(gpu.device, gpuStep.message);
+        return;
+      }
+      console.info(`device-gpu: ${gpu.device} int4 first step: loss cpu ${cpu.loss}, gpu ${gpuStep.loss}; gradient norm cpu ${cpu.gradNorm}, gpu ${gpuStep.gradNorm}`);
+      expect(Math.abs(gpuStep.loss - cpu.loss)).toBeLessThan(1e-5);
+      expect(Math.abs(gpuStep.gradNorm - cpu.gradNorm) / cpu.gradNorm).toBeLessThan(1e-4);
     });
   });
 }
