@@ -3,7 +3,7 @@
 // (resources/models/stories260K) and the real trainer (ONNX Runtime, CPU EP):
 //   - a small crafted export is uploaded, labelled by the heuristic judge through Settings'
 //     "Run this judge now" (±1 rewards and hints), and one label is set with the keyboard;
-//   - Fine-tune on the Training page: the live progress bar with ETA, the six charts filling
+//   - Fine-tune on the Training page with Precision fp16 (priced and recorded as such): the live progress bar with ETA, the six charts filling
 //     from the trainer's events, the execution provider actually used ("CPU");
 //   - Cancel mid-run, then Resume to the end without losing or repeating a step;
 //   - the adapter folder at the end, checked on disk (PEFT files and trainer_log.jsonl),
@@ -44,7 +44,7 @@ interface RunInfo {
   status: string;
   executionProvider: string | null;
   adapterDir: string | null;
-  config: { outDir: string; steps: number; device: string };
+  config: { outDir: string; steps: number; device: string; precision?: string };
 }
 interface Progress {
   step: number;
@@ -76,6 +76,11 @@ const logLines = (outDir: string) =>
   fs.readFileSync(path.join(outDir, 'trainer_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Progress & { type?: string });
 const stepLines = (outDir: string) => logLines(outDir).filter((l) => l.type === undefined);
 const checkpointStep = (outDir: string) => JSON.parse(fs.readFileSync(path.join(outDir, 'checkpoints', 'latest.json'), 'utf8')).step as number;
+/** The run settings its latest checkpoint holds (trainer_state.json), which a resume continues with. */
+const checkpointSettings = (outDir: string) => {
+  const latest = JSON.parse(fs.readFileSync(path.join(outDir, 'checkpoints', 'latest.json'), 'utf8')) as { dir: string };
+  return JSON.parse(fs.readFileSync(path.join(outDir, 'checkpoints', latest.dir, 'trainer_state.json'), 'utf8')).settings as { precision: string | null };
+};
 
 async function allSamples(): Promise<SampleView[]> {
   const { sessions } = await serve.api<{ sessions: { id: string }[] }>('listSessions', {});
@@ -143,8 +148,15 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     await page.fill('[data-testid=train-steps]', String(STEPS));
     await page.fill('[data-testid=train-batch]', String(BATCH));
     await page.fill('[data-testid=train-save-every]', String(SAVE_EVERY));
+    // Precision beside Device: the device's default (fp32 on the CPU) until fp16 is chosen, which the estimate prices.
+    expect(await page.locator('[data-testid=train-quantize] option[value=none]').textContent()).toBe('none (fp32)');
+    expect(await page.locator('[data-testid=train-precision] option').first().textContent()).toBe('default (fp32)');
+    await page.selectOption('[data-testid=train-precision]', 'fp16');
+    await page.locator('[data-testid=train-memory-parts]', { hasText: /^fp16 weights / }).waitFor();
+    expect(await page.locator('[data-testid=train-quantize] option[value=none]').textContent()).toBe('none (fp16)');
     const outDir = await page.locator('[data-testid=train-out]').inputValue();
     await page.locator('[data-action=fine-tune]').click();
+    expect(await page.locator('[data-testid=train-run-weights]').textContent()).toBe('fp16 base');
 
     // The trainer reports the execution provider it really runs on.
     await page.locator('[data-testid=train-device]', { hasText: /^\s*CPU\s*$/ }).waitFor();
@@ -194,6 +206,9 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     expect(withGap).toBeGreaterThan(0);
     expect(await chartPoints('gap')).toBe(withGap);
     expect(run!.executionProvider).toMatch(/cpu/i);
+    // The run's record and the settings it resumed with carry the Precision chosen.
+    expect(run!.config.precision).toBe('fp16');
+    expect(checkpointSettings(outDir).precision).toBe('fp16');
 
     // The adapter folder really holds a PEFT adapter and one log line per step.
     expect(run!.adapterDir).toBe(outDir);
@@ -249,13 +264,17 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
   });
 
   it('a wrong model folder: its error shows at the top of the page and of Progress, and the last run reads as the previous one', async () => {
-    // The settings typed for the last run survive a reload (Steps was 4, Micro-batch 1, Loss aggregation token-mean).
+    // The settings typed for the last runs survive a reload (Steps was 4, Micro-batch 1, Loss aggregation token-mean, Precision fp16).
     await page.reload();
     await page.locator('[data-testid=train-status]').waitFor();
     expect(await page.locator('[data-testid=train-steps]').inputValue()).toBe('4');
     expect(await page.locator('input[name=method][value=rl]').isChecked()).toBe(true);
     expect(await page.locator('[data-testid=train-micro-batch]').inputValue()).toBe('1');
     expect(await page.locator('[data-testid=train-loss-agg]').inputValue()).toBe('token-mean');
+    expect(await page.locator('[data-testid=train-precision]').inputValue()).toBe('fp16');
+    // Back to the device's default (the first option) for the later runs: the runs record no precision, and a reload keeps none.
+    await page.selectOption('[data-testid=train-precision]', { index: 0 });
+    await page.waitForFunction(() => !('precision' in JSON.parse(localStorage.getItem('hindsight.training.form') ?? '{}')));
     const model = await page.locator('[data-testid=train-model]').inputValue();
     // The model picker (where there is one) types a path through "Other…".
     const picker = page.locator('[data-testid=train-model-pick]');
@@ -298,7 +317,11 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
   }
 
   it('reports a CUDA request plainly: it runs on CUDA where the provider is installed, or fails with the reason', async () => {
-    if ((await runOnDevice('cuda')) === 'failed') {
+    const status = await runOnDevice('cuda');
+    // No Precision chosen: the run takes CUDA's default, fp16, and its card says so.
+    expect(await page.locator('[data-testid=train-precision] option').first().textContent()).toBe('default (fp16)');
+    expect(await page.locator('[data-testid=train-run-weights]').textContent()).toBe('fp16 base');
+    if (status === 'failed') {
       // Never a silent fall-back to the CPU: the run stops and says what is missing.
       expect(await page.locator('[data-testid=train-run-error]').textContent()).toMatch(/CUDA provider is not installed.*setup:gpu/);
       expect(await page.locator('[data-testid=train-device]').textContent()).toContain('CUDA requested, did not start');
@@ -382,6 +405,7 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     const onGpu = expect.stringMatching(/^(failed|finished)$/);
     expect(runs.map((r) => r.status)).toEqual(['finished', 'finished', onGpu, onGpu, 'finished', 'finished']);
     expect(runs.map((r) => r.config.device)).toEqual(['cpu', 'cpu', 'cuda', 'webgpu', 'cpu', 'cpu']);
+    expect(runs.map((r) => r.config.precision)).toEqual(['fp16', 'fp16', undefined, undefined, undefined, undefined]);
   });
 
   it('logged no errors in the page', () => {
