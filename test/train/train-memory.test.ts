@@ -1,13 +1,14 @@
 // The memory estimate before a run (src-shared/train-memory.ts, issue 31 item 2):
-// - within ESTIMATE_MARGIN of measured peaks (RSS, the weight file's pages counted once): the
+// - within ESTIMATE_MARGIN under and ESTIMATE_MARGIN_OVER over measured peaks (RSS, the weight file's pages counted once): the
 //   Qwen3-0.6B shape's figures (docs/design.md §Memory's table and docs/benchmarks.md,
 //   bench/train-memory.ts), the 68M Qwen3 shape's
 //   (bench/train-memory-estimate.ts), and a small case measured here in a child process;
-//   the three figures the README quotes (3.6 / 4.7 / 11.2 GB) within ESTIMATE_MARGIN_QUOTED;
+//   the figures the README quotes (the 0.6B shape at 1,024 / 2,048 / 8,192 tokens, the 8B in int4
+//   at 2,048) within ESTIMATE_MARGIN_QUOTED and never under them;
 // - monotone in the max length (for recomputation on and off; 'auto' switches it on at 1,024,
 //   where the need drops), the batch size, the rank and the targets, and smaller with int8 than
 //   none and with int4 than int8;
-// - its constants agree with the step's (block size, attention chunks), and
+// - its constants agree with the step's (block size, attention chunks, vocabulary chunk), and
 //   its int4 / int8 weight bytes with quantize.ts's layout;
 // - the micro-batch it chooses (the fewest passes that fit, rows spread evenly), so the app's
 //   default batch is never refused for its size; the refusal, when not even one row fits (or a
@@ -18,11 +19,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ATTENTION_CHUNK_ABOVE, ATTENTION_CHUNK_ROWS, ATTENTION_CHUNK_SCORE_BYTES, attentionOnePiece, ESTIMATE_MARGIN, ESTIMATE_MARGIN_QUOTED, estimateTrainMemory, memoryRunOf, QUANT_BLOCK, quantizedBytes, weightBytes, type MemoryRun, type ModelShape } from '../../src-shared/train-memory.js';
+import { ATTENTION_CHUNK_ABOVE, ATTENTION_CHUNK_ROWS, ATTENTION_CHUNK_SCORE_BYTES, attentionOnePiece, ESTIMATE_MARGIN, ESTIMATE_MARGIN_OVER, ESTIMATE_MARGIN_QUOTED, estimateTrainMemory, memoryRunOf, QUANT_BLOCK, quantizedBytes, VOCAB_CHUNK, weightBytes, type MemoryRun, type ModelShape } from '../../src-shared/train-memory.js';
 import { chooseMicroBatch, memoryVerdict, type HostMemory } from '../../src-shared/memory-verdict.js';
 import { LORA_TARGETS, QUANTIZE_CHOICES, RECOMPUTE_AUTO_FROM } from '../../src-shared/training.js';
 import { QUANT_BLOCK_SIZE, quantizedDims, quantScheme } from '../../src-main/model/quantize.js';
 import { ATTENTION_CHUNKING, chunksAttention } from '../../src-main/model/attention.js';
+import { DEFAULT_VOCAB_CHUNK } from '../../src-main/model/chunked-head.js';
 import { hostMemory, modelShape, parseMemoryBudget } from '../../src-main/train/memory-check.js';
 import { estimateCase, measureInChild } from '../../bench/train-memory-estimate.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
@@ -47,46 +49,57 @@ const bench = (maxLength: number, recompute: boolean, more: Partial<MemoryRun> =
 /**
  * Measured peaks (MiB; the benches print GiB as "GB"): peak RSS, less the pages of the weight file
  * that a second session maps again (bench/train-memory-estimate.ts peakMemoryMb; only the rows with
- * the teacher pass have a second session). The Qwen3-0.6B rows are docs/design.md
- * §Memory's table (recomputation off / on, "after"), with 2,048 and 8,192 from docs/benchmarks.md
- * (bench/train-memory.ts, 2 threads; the README quotes 1,024, 2,048 and 8,192). The 68M rows were
- * measured with bench/train-memory-estimate.ts (and bench/train-memory.ts for 1 × 512 … 2,048)
- * on this project's 2-core machine, each weight file built beforehand; the 0.6B row with the teacher
- * pass with bench/train-memory-estimate.ts too (BENCH_MODEL).
+ * the teacher pass have a second session), on this project's 2-core machine, each weight file
+ * built beforehand. Since the loss's head stopped holding every vocabulary chunk's exponentials
+ * (docs/design.md §Memory, the loss part): the 68M and small rows (bench/train-memory-estimate.ts,
+ * BENCH_MODEL for the small one); the Qwen3-0.6B shape at 1 × 1,024 and 8,192 (bench/real-shapes.ts
+ * `BENCH_PARTS=long`), at 1 × 2,048 (its train part) and int8 / int4 (bench/train-memory.ts's
+ * quantize part); the Qwen3-8B shape in int4 (the quantize part; at 1 × 2,048 also with 2 of its 36
+ * layers, BENCH_8B_LAYERS=2). The README quotes the rows marked `quoted`. The other 0.6B rows were
+ * measured before that change (docs/design.md §Memory's table, and the teacher pass with
+ * bench/train-memory-estimate.ts), so they hold the old head's buffers too (0.3 GB at 1,024 tokens).
  */
 const MEASURED: { name: string; shape: ModelShape; run: MemoryRun; mib: number; quoted?: boolean }[] = [
-  { name: '0.6B 1 × 256, recomputation', shape: QWEN3_06B, run: bench(256, true), mib: 3.0 * 1024 },
-  { name: '0.6B 1 × 512, recomputation', shape: QWEN3_06B, run: bench(512, true), mib: 3.2 * 1024 },
-  { name: '0.6B 1 × 1,024, recomputation', shape: QWEN3_06B, run: bench(1024, true), mib: 3.6 * 1024, quoted: true },
-  { name: '0.6B 1 × 2,048, recomputation', shape: QWEN3_06B, run: bench(2048, true), mib: 4.7 * 1024, quoted: true },
-  { name: '0.6B 1 × 8,192, recomputation', shape: QWEN3_06B, run: bench(8192, true), mib: 11.2 * 1024, quoted: true },
-  { name: '0.6B 1 × 256, no recomputation', shape: QWEN3_06B, run: bench(256, false), mib: 4.0 * 1024 },
-  { name: '0.6B 1 × 512, no recomputation', shape: QWEN3_06B, run: bench(512, false), mib: 5.9 * 1024 },
-  { name: '0.6B 1 × 1,024, no recomputation', shape: QWEN3_06B, run: bench(1024, false), mib: 9.0 * 1024 },
-  { name: '68M 1 × 512, recomputation', shape: QWEN3_68M, run: bench(512, true), mib: 0.68 * 1024 },
-  { name: '68M 1 × 1,024, recomputation', shape: QWEN3_68M, run: bench(1024, true), mib: 887 },
-  { name: '68M 1 × 2,048, recomputation', shape: QWEN3_68M, run: bench(2048, true), mib: 1.45 * 1024 },
-  { name: '68M 1 × 4,096, recomputation', shape: QWEN3_68M, run: bench(4096, true), mib: 2127 },
-  { name: '68M 2 × 512, recomputation', shape: QWEN3_68M, run: bench(512, true, { batchSize: 2 }), mib: 847 },
-  { name: '68M 4 × 256, recomputation', shape: QWEN3_68M, run: bench(256, true, { batchSize: 4 }), mib: 855 },
-  { name: '68M 4 × 1,024, recomputation', shape: QWEN3_68M, run: bench(1024, true, { batchSize: 4 }), mib: 2232 },
-  { name: '68M 2 × 2,048, recomputation', shape: QWEN3_68M, run: bench(2048, true, { batchSize: 2 }), mib: 2488 },
-  { name: '68M 1 × 256, no recomputation', shape: QWEN3_68M, run: bench(256, false), mib: 585 },
-  { name: '68M 1 × 512, no recomputation', shape: QWEN3_68M, run: bench(512, false), mib: 0.77 * 1024 },
-  { name: '68M 1 × 1,024, no recomputation', shape: QWEN3_68M, run: bench(1024, false), mib: 1.15 * 1024 },
-  { name: '68M 1 × 2,048, no recomputation', shape: QWEN3_68M, run: bench(2048, false), mib: 2.14 * 1024 },
-  { name: '68M 2 × 512, no recomputation', shape: QWEN3_68M, run: bench(512, false, { batchSize: 2 }), mib: 1081 },
-  { name: '68M 1 × 1,024 int8', shape: QWEN3_68M, run: bench(1024, true, { quantize: 'int8' }), mib: 755 },
-  { name: '68M 1 × 1,024 int4', shape: QWEN3_68M, run: bench(1024, true, { quantize: 'int4' }), mib: 747 },
-  // With the teacher pass (peak RSS 881, 1,270, 1,754 and, below, 986 and 6,191 MB: the weights mapped twice).
-  { name: '68M 1 × 256 with the teacher pass', shape: QWEN3_68M, run: bench(256, true, { teacher: true }), mib: 621 },
-  { name: '68M 1 × 1,024 with the teacher pass', shape: QWEN3_68M, run: bench(1024, true, { teacher: true }), mib: 1010 },
-  { name: '68M 4 × 512 with the teacher pass', shape: QWEN3_68M, run: bench(512, true, { batchSize: 4, teacher: true }), mib: 1495 },
-  // docs/design.md §QLoRA: the Qwen3-8B shape written as int4 blocks (bench/train-memory.ts quantize part), one step and its checkpoint.
-  { name: '8B int4 1 × 128, recomputation', shape: QWEN3_8B, run: bench(128, true, { quantize: 'int4' }), mib: 7.26 * 1024 },
-  { name: 'small (hidden 256, 4 layers, 32,000 tokens) 4 × 256, recomputation', shape: SMALL, run: bench(256, true, { batchSize: 4 }), mib: 354 },
-  { name: '68M 1 × 1,024 int4 with the teacher pass', shape: QWEN3_68M, run: bench(1024, true, { quantize: 'int4', teacher: true }), mib: 864 },
-  { name: '0.6B 1 × 1,024 with the teacher pass', shape: QWEN3_06B, run: bench(1024, true, { teacher: true }), mib: 3915 },
+  { name: '0.6B 1 × 1,024, recomputation', shape: QWEN3_06B, run: bench(1024, true), mib: 3.24 * 1024, quoted: true },
+  { name: '0.6B 1 × 2,048, recomputation', shape: QWEN3_06B, run: bench(2048, true), mib: 4.50 * 1024, quoted: true },
+  { name: '0.6B 1 × 8,192, recomputation', shape: QWEN3_06B, run: bench(8192, true), mib: 8.91 * 1024, quoted: true },
+  { name: '0.6B 1 × 2,048 int8', shape: QWEN3_06B, run: bench(2048, true, { quantize: 'int8' }), mib: 2.91 * 1024 },
+  { name: '0.6B 1 × 2,048 int4', shape: QWEN3_06B, run: bench(2048, true, { quantize: 'int4' }), mib: 2.72 * 1024 },
+  { name: '8B int4 1 × 128, recomputation', shape: QWEN3_8B, run: bench(128, true, { quantize: 'int4' }), mib: 6.89 * 1024 },
+  { name: '8B int4 1 × 2,048, recomputation', shape: QWEN3_8B, run: bench(2048, true, { quantize: 'int4' }), mib: 10.58 * 1024, quoted: true },
+  { name: '8B int4 with 2 layers, 1 × 2,048, recomputation', shape: { ...QWEN3_8B, numLayers: 2 }, run: bench(2048, true, { quantize: 'int4' }), mib: 5.45 * 1024 },
+  { name: '68M 1 × 512, recomputation', shape: QWEN3_68M, run: bench(512, true), mib: 513 },
+  { name: '68M 1 × 1,024, recomputation', shape: QWEN3_68M, run: bench(1024, true), mib: 590 },
+  { name: '68M 1 × 2,048, recomputation', shape: QWEN3_68M, run: bench(2048, true), mib: 1043 },
+  { name: '68M 1 × 4,096, recomputation', shape: QWEN3_68M, run: bench(4096, true), mib: 1108 },
+  { name: '68M 2 × 512, recomputation', shape: QWEN3_68M, run: bench(512, true, { batchSize: 2 }), mib: 580 },
+  { name: '68M 4 × 256, recomputation', shape: QWEN3_68M, run: bench(256, true, { batchSize: 4 }), mib: 551 },
+  { name: '68M 4 × 1,024, recomputation', shape: QWEN3_68M, run: bench(1024, true, { batchSize: 4 }), mib: 1092 },
+  { name: '68M 2 × 2,048, recomputation', shape: QWEN3_68M, run: bench(2048, true, { batchSize: 2 }), mib: 1646 },
+  { name: '68M 1 × 256, no recomputation', shape: QWEN3_68M, run: bench(256, false), mib: 531 },
+  { name: '68M 1 × 512, no recomputation', shape: QWEN3_68M, run: bench(512, false), mib: 626 },
+  { name: '68M 1 × 1,024, no recomputation', shape: QWEN3_68M, run: bench(1024, false), mib: 849 },
+  { name: '68M 1 × 2,048, no recomputation', shape: QWEN3_68M, run: bench(2048, false), mib: 1780 },
+  { name: '68M 2 × 512, no recomputation', shape: QWEN3_68M, run: bench(512, false, { batchSize: 2 }), mib: 774 },
+  { name: '68M 1 × 1,024 int8', shape: QWEN3_68M, run: bench(1024, true, { quantize: 'int8' }), mib: 481 },
+  { name: '68M 1 × 1,024 int4', shape: QWEN3_68M, run: bench(1024, true, { quantize: 'int4' }), mib: 476 },
+  // With the teacher pass (peak RSS 794, 958, 1,161 and 713 MB: the weights mapped twice).
+  { name: '68M 1 × 256 with the teacher pass', shape: QWEN3_68M, run: bench(256, true, { teacher: true }), mib: 534 },
+  { name: '68M 1 × 1,024 with the teacher pass', shape: QWEN3_68M, run: bench(1024, true, { teacher: true }), mib: 698 },
+  { name: '68M 4 × 512 with the teacher pass', shape: QWEN3_68M, run: bench(512, true, { batchSize: 4, teacher: true }), mib: 901 },
+  { name: '68M 1 × 1,024 int4 with the teacher pass', shape: QWEN3_68M, run: bench(1024, true, { quantize: 'int4', teacher: true }), mib: 597 },
+  { name: 'small (hidden 256, 4 layers, 32,000 tokens) 1 × 512, recomputation', shape: SMALL, run: bench(512, true), mib: 258 },
+  { name: 'small 1 × 1,024, recomputation', shape: SMALL, run: bench(1024, true), mib: 340 },
+  { name: 'small 1 × 2,048, recomputation', shape: SMALL, run: bench(2048, true), mib: 542 },
+  { name: 'small 4 × 256, recomputation', shape: SMALL, run: bench(256, true, { batchSize: 4 }), mib: 305 },
+  { name: 'small 2 × 512, no recomputation', shape: SMALL, run: bench(512, false, { batchSize: 2 }), mib: 386 },
+  // Before the head's change.
+  { name: '0.6B 1 × 256, recomputation (before)', shape: QWEN3_06B, run: bench(256, true), mib: 3.0 * 1024 },
+  { name: '0.6B 1 × 512, recomputation (before)', shape: QWEN3_06B, run: bench(512, true), mib: 3.2 * 1024 },
+  { name: '0.6B 1 × 256, no recomputation (before)', shape: QWEN3_06B, run: bench(256, false), mib: 4.0 * 1024 },
+  { name: '0.6B 1 × 512, no recomputation (before)', shape: QWEN3_06B, run: bench(512, false), mib: 5.9 * 1024 },
+  { name: '0.6B 1 × 1,024, no recomputation (before)', shape: QWEN3_06B, run: bench(1024, false), mib: 9.0 * 1024 },
+  { name: '0.6B 1 × 1,024 with the teacher pass (before; peak RSS 6,191 MB)', shape: QWEN3_06B, run: bench(1024, true, { teacher: true }), mib: 3915 },
 ];
 
 const error = (estimate: number, measured: number) => estimate / measured - 1;
@@ -95,7 +108,9 @@ describe('the memory estimate against measured peaks', () => {
   for (const m of MEASURED) {
     it(`${m.name}: measured ${m.mib.toFixed(0)} MB`, () => {
       const e = estimateTrainMemory(m.shape, m.run).total / MiB;
-      expect(Math.abs(error(e, m.mib)), `estimate ${e.toFixed(0)} MB`).toBeLessThanOrEqual(m.quoted ? ESTIMATE_MARGIN_QUOTED : ESTIMATE_MARGIN);
+      expect(error(e, m.mib), `estimate ${e.toFixed(0)} MB`).toBeLessThanOrEqual(m.quoted ? ESTIMATE_MARGIN_QUOTED : ESTIMATE_MARGIN_OVER);
+      // What the README quotes is never under-estimated: a run the estimate lets start fits.
+      expect(error(e, m.mib), `estimate ${e.toFixed(0)} MB`).toBeGreaterThanOrEqual(m.quoted ? 0 : -ESTIMATE_MARGIN);
     });
   }
 
@@ -108,7 +123,9 @@ describe('the memory estimate against measured peaks', () => {
     measureInChild({ model, batch: 1, length: 32, recompute: true }, env);
     for (const q of [{ model, batch: 2, length: 256, recompute: true }, { model, batch: 1, length: 1024, recompute: true }, { model, batch: 2, length: 512, recompute: false }]) {
       const measured = measureInChild(q, env), estimated = estimateCase(shape, q);
-      expect(Math.abs(error(estimated, measured)), `${JSON.stringify(q)}: measured ${measured.toFixed(0)} MB, estimated ${estimated.toFixed(0)} MB`).toBeLessThanOrEqual(ESTIMATE_MARGIN);
+      const what = `${JSON.stringify(q)}: measured ${measured.toFixed(0)} MB, estimated ${estimated.toFixed(0)} MB`;
+      expect(error(estimated, measured), what).toBeLessThanOrEqual(ESTIMATE_MARGIN_OVER);
+      expect(error(estimated, measured), what).toBeGreaterThanOrEqual(-ESTIMATE_MARGIN);
     }
   });
 });
@@ -138,8 +155,9 @@ describe('the estimate is monotone in its inputs', () => {
 });
 
 describe("the estimate's constants and weight bytes are the step's", () => {
-  it('block size, attention chunks', () => {
+  it('block size, attention chunks, vocabulary chunk', () => {
     expect(QUANT_BLOCK).toBe(QUANT_BLOCK_SIZE);
+    expect(VOCAB_CHUNK).toBe(DEFAULT_VOCAB_CHUNK);
     expect([ATTENTION_CHUNK_ROWS, ATTENTION_CHUNK_ABOVE, ATTENTION_CHUNK_SCORE_BYTES]).toEqual([ATTENTION_CHUNKING.rows, ATTENTION_CHUNKING.above, ATTENTION_CHUNKING.scoreBytes]);
     // The longest one-piece row is the step's: Qwen3-0.6B's 16 heads 2,048 tokens, Qwen3-8B's 32 heads 1,448.
     for (const heads of [6, 16, 32, 64]) {
@@ -193,23 +211,23 @@ describe('the verdict and its refusal', () => {
     expect(memoryVerdict(QWEN3_06B, run, host(4), 'app').refusal).toMatch(/try Quantize int4 \(about [\d.]+ GB\) or Max length [\d,]+ \(about [\d.]+ GB\), or tick Start anyway\.$/);
   });
 
-  it("the app's default batch (16 × 2,048 on Qwen3-0.6B, 47 GB at once) runs as micro-batches: the fewest passes that fit, rows spread evenly", () => {
+  it("the app's default batch (16 × 2,048 on Qwen3-0.6B, 35 GB at once) runs as micro-batches: the fewest passes that fit, rows spread evenly", () => {
     const batch: MemoryRun = { ...run, batchSize: 16, teacher: true };
-    expect(estimateTrainMemory(QWEN3_06B, batch).host).toBeGreaterThan(40 * GiB);
-    const v = memoryVerdict(QWEN3_06B, batch, host(13), 'cli');
+    expect(estimateTrainMemory(QWEN3_06B, batch).host).toBeGreaterThan(30 * GiB);
+    const v = memoryVerdict(QWEN3_06B, batch, host(10), 'cli');
     expect(v.fits).toBe(true);
     expect(v.refusal).toBeNull();
-    // 3 rows a pass fit in 13 GB, 4 do not: 6 passes, 3 rows each but the last.
+    // 3 rows a pass fit in 10 GB, 4 do not: 6 passes, 3 rows each but the last.
     expect(v.microBatch).toBe(3);
-    expect(chooseMicroBatch(QWEN3_06B, batch, 13 * GiB)).toBe(3);
-    expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 3 }).host).toBeLessThanOrEqual(13 * GiB);
-    expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 4 }).host).toBeGreaterThan(13 * GiB);
+    expect(chooseMicroBatch(QWEN3_06B, batch, 10 * GiB)).toBe(3);
+    expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 3 }).host).toBeLessThanOrEqual(10 * GiB);
+    expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 4 }).host).toBeGreaterThan(10 * GiB);
     expect(v.estimate).toEqual(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 3 }));
     expect(v.summary).toMatch(/activations [\d.]+ GB at 3 × 2,048 tokens a pass \(batch 16 as 6 micro-batches of 3, the last of 1\) with recomputation and a teacher pass/);
-    // 5 rows a pass fit in 19 GB: 4 passes of 4, not 5, 5, 5 and 1.
-    expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 5 }).host).toBeLessThanOrEqual(19 * GiB);
-    expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 6 }).host).toBeGreaterThan(19 * GiB);
-    const even = memoryVerdict(QWEN3_06B, batch, host(19), 'app');
+    // 5 rows a pass fit in 14 GB: 4 passes of 4, not 5, 5, 5 and 1.
+    expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 5 }).host).toBeLessThanOrEqual(14 * GiB);
+    expect(estimateTrainMemory(QWEN3_06B, { ...batch, microBatch: 6 }).host).toBeGreaterThan(14 * GiB);
+    const even = memoryVerdict(QWEN3_06B, batch, host(14), 'app');
     expect(even.microBatch).toBe(4);
     expect(even.summary).toContain('at 4 × 2,048 tokens a pass (batch 16 as 4 micro-batches of 4)');
     // The whole batch when it fits: one pass, said as before.
@@ -220,10 +238,10 @@ describe('the verdict and its refusal', () => {
 
   it('a micro-batch asked for that does not fit: the one that does; nothing fits: says so', () => {
     const batch: MemoryRun = { ...run, batchSize: 16, teacher: true };
-    const asked = memoryVerdict(QWEN3_06B, { ...batch, microBatch: 8 }, host(13), 'cli');
+    const asked = memoryVerdict(QWEN3_06B, { ...batch, microBatch: 8 }, host(10), 'cli');
     expect(asked.microBatch).toBe(8);
-    expect(asked.refusal).toMatch(/^This run needs about [\d.]+ GB even with 8 rows of 2,048 tokens a pass \(--micro-batch 8\), but this machine has 13\.0 GB available of 16\.0 GB: try --micro-batch 3 \(about [\d.]+ GB\), or --ignore-memory to start anyway\.$/);
-    expect(memoryVerdict(QWEN3_06B, { ...batch, microBatch: 2 }, host(13), 'cli')).toMatchObject({ fits: true, microBatch: 2, refusal: null });
+    expect(asked.refusal).toMatch(/^This run needs about [\d.]+ GB even with 8 rows of 2,048 tokens a pass \(--micro-batch 8\), but this machine has 10\.0 GB available of 16\.0 GB: try --micro-batch 3 \(about [\d.]+ GB\), or --ignore-memory to start anyway\.$/);
+    expect(memoryVerdict(QWEN3_06B, { ...batch, microBatch: 2 }, host(10), 'cli')).toMatchObject({ fits: true, microBatch: 2, refusal: null });
     const none = memoryVerdict(QWEN3_8B, { ...batch, batchSize: 4 }, host(1), 'cli');
     expect(none.suggestions).toEqual([]);
     expect(none.microBatch).toBe(1);
@@ -311,18 +329,18 @@ describe('hindsight train and the estimate', () => {
 
   it('chooses the micro-batch that fits the budget and trains the whole batch through it; refuses a --micro-batch that does not fit', { timeout: 600_000 }, async () => {
     prepare();
-    // At 512 tokens one row is about 117 MB of this model's estimate, two 132 MB, four 162 MB.
-    const budget = { HINDSIGHT_MEMORY_BUDGET: '140M' };
+    // At 512 tokens one row is about 131 MB of this model's estimate, two 150 MB, four 188 MB.
+    const budget = { HINDSIGHT_MEMORY_BUDGET: '165M' };
     const args = (out: string) => ['--model', model, '--out', out, '--data', data, '--steps', '1', '--batch-size', '4', '--max-length', '512'];
     const split = await train([...args(path.join(root, 'split')), '--json'], budget);
     expect(split.code, split.stderr).toBe(0);
-    expect(split.stderr).toMatch(/^memory: about \d+ MB \(.* at 2 × 512 tokens a pass \(batch 4 as 2 micro-batches of 2\).*; this machine has 140 MB allowed/m);
+    expect(split.stderr).toMatch(/^memory: about \d+ MB \(.* at 2 × 512 tokens a pass \(batch 4 as 2 micro-batches of 2\).*; this machine has 165 MB allowed/m);
     expect(split.stderr).toMatch(/^building the training graph \(micro-batches of 2 rows\)$/m);
     expect(readLog(path.join(root, 'split', 'trainer_log.jsonl'))[0]).toMatchObject({ step: 1, tokens: 16 });
     const asked = await train([...args(path.join(root, 'asked')), '--micro-batch', '4'], budget);
     expect(asked.code).not.toBe(0);
     expect(asked.stderr.trim().split('\n')).toHaveLength(1);
-    expect(asked.stderr).toMatch(/even with 4 rows of 512 tokens a pass \(--micro-batch 4\), but this machine has 140 MB allowed \(HINDSIGHT_MEMORY_BUDGET\) of [\d.]+ GB: try --micro-batch 2 \(about \d+ MB\), or --ignore-memory to start anyway\.$/m);
+    expect(asked.stderr).toMatch(/even with 4 rows of 512 tokens a pass \(--micro-batch 4\), but this machine has 165 MB allowed \(HINDSIGHT_MEMORY_BUDGET\) of [\d.]+ GB: try --micro-batch 2 \(about \d+ MB\), or --ignore-memory to start anyway\.$/m);
     expect(fs.existsSync(path.join(root, 'asked'))).toBe(false);
   });
 });
