@@ -132,7 +132,7 @@ export const COEFFICIENTS = {
   /** With recomputation: copies of one layer's per-token values alive in its backward pass. */
   layerCopies: 3.1,
   /** With recomputation: copies of one layer's attention scores ([heads, rows, T]) alive at once. */
-  attentionCopies: 3.25,
+  attentionCopies: 3.3,
   /** Without recomputation: copies of every layer's per-token values kept for the backward pass. */
   keptLayerCopies: 1.3,
   /** Without recomputation: copies of every layer's attention scores kept. */
