@@ -5,9 +5,8 @@
  * cannot fit even one row at a time, with what would fit, in the words of its reader (the CLI's
  * flags, the Training page's fields, live capture's status). Node-free: the page computes it too.
  */
-import { defaultPrecision, type Quantize } from './training.js';
-import type { TrainConfig } from './training-api.js';
-import { estimateTrainMemory, memoryRunOf, type MemoryEstimate, type MemoryRun, type ModelShape } from './train-memory.js';
+import type { Quantize } from './training.js';
+import { estimateTrainMemory, type MemoryEstimate, type MemoryRun, type ModelShape } from './train-memory.js';
 
 /** The machine's memory as the back end reads it. */
 export interface HostMemory {
@@ -18,15 +17,6 @@ export interface HostMemory {
   source: 'MemAvailable' | 'freemem' | 'budget';
   /** HINDSIGHT_MEMORY_BUDGET, when set: the most a run may plan to use (below what the machine has). */
   budgetBytes: number | null;
-}
-
-/**
- * The Training page's run (trainStart's TrainConfig) as its estimate and trainStart's check
- * price it: memoryRunOf, with the weights in the Precision the page chose (absent: the device's
- * default, as the step runs it).
- */
-export function appMemoryRun(config: Parameters<typeof memoryRunOf>[0] & Pick<TrainConfig, 'precision'>, shape: ModelShape): MemoryRun {
-  return { ...memoryRunOf(config, shape), precision: config.precision ?? defaultPrecision(config.device) };
 }
 
 /** "3.6 GB", "820 MB": binary units (GiB, MiB) as the benches print them. */

@@ -256,7 +256,7 @@ export function estimateTrainMemory(shape: ModelShape, run: MemoryRun, c: Record
  * once; the forward pass of the teacher or the held-out evaluation beside the step; recomputation 'auto', as the
  * app's runs have it.
  */
-export function memoryRunOf(config: Pick<TrainConfig, 'method' | 'batchSize' | 'microBatch' | 'loraR' | 'targets' | 'optimizer' | 'device' | 'maxLength' | 'quantize' | 'onPolicy'>, shape: ModelShape): MemoryRun {
+export function memoryRunOf(config: Pick<TrainConfig, 'method' | 'batchSize' | 'microBatch' | 'loraR' | 'targets' | 'optimizer' | 'device' | 'maxLength' | 'quantize' | 'precision' | 'onPolicy'>, shape: ModelShape): MemoryRun {
   return {
     maxLength: config.maxLength ?? Math.min(TRAIN_DEFAULTS.maxLength, shape.maxPositionEmbeddings),
     batchSize: config.onPolicy ? config.onPolicy.contextsPerStep * config.onPolicy.rollouts : config.batchSize,
@@ -269,6 +269,7 @@ export function memoryRunOf(config: Pick<TrainConfig, 'method' | 'batchSize' | '
     // The app evaluates the held-out split with the same forward session whatever the method.
     teacher: true,
     device: config.device,
-    precision: defaultPrecision(config.device),
+    // The Precision the run asked for; absent: the device's default, as the step runs it.
+    precision: config.precision ?? defaultPrecision(config.device),
   };
 }

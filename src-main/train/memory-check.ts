@@ -14,8 +14,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { appWording, UserError } from '../../src-shared/types.js';
-import type { MemoryRun, ModelShape } from '../../src-shared/train-memory.js';
-import { appMemoryRun, memoryVerdict, type HostMemory, type MemoryReader, type MemoryVerdict } from '../../src-shared/memory-verdict.js';
+import { memoryRunOf, type MemoryRun, type ModelShape } from '../../src-shared/train-memory.js';
+import { memoryVerdict, type HostMemory, type MemoryReader, type MemoryVerdict } from '../../src-shared/memory-verdict.js';
 import type { TrainMemoryInfo } from '../../src-shared/train-memory-api.js';
 import type { TrainConfig } from '../../src-shared/training-api.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
@@ -80,7 +80,7 @@ export function trainMemoryInfo(modelDir: string): TrainMemoryInfo {
 
 /** The verdict for the Training page's run (its refusal in the page's words), as the page computes it. */
 export function checkConfigMemory(config: TrainConfig): MemoryVerdict {
-  return checkRunMemory(config.modelDir, (shape) => appMemoryRun(config, shape), 'app');
+  return checkRunMemory(config.modelDir, (shape) => memoryRunOf(config, shape), 'app');
 }
 
 /** A resumed run's micro-batch for the memory available now; when its model cannot be read, the trainer says why. */
