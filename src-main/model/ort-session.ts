@@ -147,7 +147,8 @@ export function profileFolder(option?: string | false): string | undefined {
   return folder ? path.resolve(folder) : undefined;
 }
 
-let profiledSessions = 0;
+/** Numbers this process's sessions, so each one's files (a profile, a shared-weights graph) have names of their own. */
+let sessionCount = 0;
 
 function sessionOptions(config: SessionConfig, graphName: string): ort.InferenceSession.SessionOptions {
   const profile = profileFolder(config.profile);
@@ -161,12 +162,10 @@ function sessionOptions(config: SessionConfig, graphName: string): ort.Inference
     ...(config.memoryPattern === false ? { enableMemPattern: false } : {}),
     ...(config.prepack === false ? { extra: { session: { disable_prepacking: '1' } } } : {}),
     // A prefix of its own per session: ONNX Runtime adds only its start time, to the millisecond.
-    ...(profile ? { enableProfiling: true, profileFilePrefix: path.join(profile, `${graphName}-${process.pid}-${threadId}-${profiledSessions++}`) } : {}),
+    ...(profile ? { enableProfiling: true, profileFilePrefix: path.join(profile, `${graphName}-${process.pid}-${threadId}-${sessionCount++}`) } : {}),
     ...(config.deviceOutputs?.length ? { preferredOutputLocation: Object.fromEntries(config.deviceOutputs.map((name) => [name, 'gpu-buffer' as const])) } : {}),
   };
 }
-
-let sessionCount = 0;
 
 /** Creates a session for `graph` on `config.device`; reports the EP it runs on. */
 export async function createSession(graph: Graph, config: SessionConfig): Promise<{ session: ort.InferenceSession; executionProvider: Device }> {

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXPORT_FORMATS, type ExportFormat } from '../../src-shared/views.js';
 import type { TrainConfig, TrainRunInfo } from '../../src-shared/contract.js';
 import { serveApp, type ServeHandle } from '../../src-main/api/serve-app.js';
-import { api } from '../helpers/api.js';
+import { api, tinyTrainRun, trainToEnd } from '../helpers/api.js';
 import { CUDA_PROVIDER_LIBS, ortBinaryDir } from '../../src-main/model/ort-session.js';
 import { CudaUnavailableError, type CudaProblem } from '../../src-main/model/cuda-errors.js';
 import { errorPayload } from '../../src-main/model/worker-serve.js';
@@ -34,23 +34,9 @@ async function labelEverySession(): Promise<void> {
   for (const [i, s] of sessions.entries()) await call('setLabel', { sessionId: s.id, responseTurn: 1, patch: { reward: i === 0 ? 1 : -1 } });
 }
 
-/** A two-step rl run of the demo model into `outDir` (under the test's folder), on the CPU unless `changes` say otherwise. */
-function tinyRun(outDir: string, changes: Partial<TrainConfig> = {}): TrainConfig {
-  return {
-    modelDir: MODEL, outDir: path.join(dir, outDir), method: 'rl', steps: 2, batchSize: 2, lr: 1e-3, optimizer: 'adamw',
-    loraR: 4, loraAlpha: 8, targets: ['q', 'v'], device: 'cpu', seed: 0, checkpointEvery: 0, ...changes,
-  };
-}
-
-/** Starts a run through the API and polls its status until it has stopped. */
-async function runToEnd(config: TrainConfig): Promise<TrainRunInfo> {
-  const { runId } = await call<{ runId: string }>('trainStart', config);
-  for (;;) {
-    const run = (await call<{ runs: TrainRunInfo[] }>('trainStatus')).runs.find((r) => r.runId === runId);
-    if (run && run.status !== 'running' && run.status !== 'cancelling') return run;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** A two-step rl run of the demo model into `outDir` (under the test's folder). */
+const tinyRun = (outDir: string, changes: Partial<TrainConfig> = {}) => tinyTrainRun(MODEL, path.join(dir, outDir), changes);
+const runToEnd = (config: TrainConfig) => trainToEnd(server, config);
 
 beforeAll(async () => {
   const made = await tempWorkspace();

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serveApp, type ServeHandle } from '../../src-main/api/serve-app.js';
 import type { TrainConfig, TrainProgress, TrainRunInfo } from '../../src-shared/contract.js';
-import { api } from '../helpers/api.js';
+import { api, tinyTrainRun, trainToEnd } from '../helpers/api.js';
 import { runCli } from '../helpers/cli.js';
 import { conv, fakeExport, tempWorkspace, trainOnEverySession } from '../store/helpers.js';
 
@@ -19,22 +19,9 @@ let dbPath: string;
 
 const call = <T = any>(name: string, input: unknown = {}): Promise<T> => api<T>(server, name, input);
 
-/** A two-step rl run of the demo model on the CPU into `outDir` (under the test's folder). */
-function tinyRun(outDir: string, changes: Partial<TrainConfig> = {}): TrainConfig {
-  return {
-    modelDir: MODEL, outDir: path.join(dir, outDir), method: 'rl', steps: 2, batchSize: 2, lr: 1e-3, optimizer: 'adamw',
-    loraR: 4, loraAlpha: 8, targets: ['q', 'v'], device: 'cpu', seed: 0, checkpointEvery: 0, ...changes,
-  };
-}
-
-async function runToEnd(config: TrainConfig): Promise<TrainRunInfo> {
-  const { runId } = await call<{ runId: string }>('trainStart', config);
-  for (;;) {
-    const run = (await call<{ runs: TrainRunInfo[] }>('trainStatus')).runs.find((r) => r.runId === runId);
-    if (run && run.status !== 'running' && run.status !== 'cancelling') return run;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** A two-step rl run of the demo model into `outDir` (under the test's folder). */
+const tinyRun = (outDir: string, changes: Partial<TrainConfig> = {}) => tinyTrainRun(MODEL, path.join(dir, outDir), changes);
+const runToEnd = (config: TrainConfig) => trainToEnd(server, config);
 
 /** The settings a run's latest checkpoint holds (src-main/train/run-checkpoint.ts trainer_state.json). */
 function checkpointedSettings(outDir: string): { precision: string | null; device: string } {
