@@ -8,7 +8,7 @@ export const OPSET = 18;
 /** Version of ONNX Runtime's contrib domain ('com.microsoft') that graphs using its ops import. */
 export const CONTRIB_OPSET = 1;
 
-export type DType = 'float32' | 'float16' | 'bfloat16' | 'int64' | 'int32' | 'int8' | 'uint8' | 'bool';
+export type DType = 'float32' | 'float64' | 'float16' | 'bfloat16' | 'int64' | 'int32' | 'int8' | 'uint8' | 'bool';
 export type Dim = number | string;
 export type Shape = Dim[];
 
@@ -33,7 +33,9 @@ export type Attr =
   | { kind: 'string'; value: string }
   | { kind: 'ints'; value: number[] }
   | { kind: 'floats'; value: number[] }
-  | { kind: 'tensor'; value: Tensor };
+  | { kind: 'tensor'; value: Tensor }
+  /** A subgraph (Loop's body): its nodes read outer values by name; its initializers stay in the outer graph. */
+  | { kind: 'graph'; value: Graph };
 
 export interface Node {
   op: string;
@@ -106,7 +108,7 @@ export function numel(dims: readonly number[]): number {
 export function bytesPerElement(dtype: DType): number {
   switch (dtype) {
     case 'float32': case 'int32': return 4;
-    case 'int64': return 8;
+    case 'int64': case 'float64': return 8;
     case 'float16': case 'bfloat16': return 2;
     case 'int8': case 'uint8': case 'bool': return 1;
   }
@@ -141,7 +143,7 @@ export const normAxis = (axis: number, rank: number): number => (axis < 0 ? axis
 
 /** ONNX TensorProto.DataType codes. */
 export const ONNX_DTYPE: Record<DType, number> = {
-  float32: 1, uint8: 2, int8: 3, int32: 6, int64: 7, bool: 9, float16: 10, bfloat16: 16,
+  float32: 1, uint8: 2, int8: 3, int32: 6, int64: 7, bool: 9, float16: 10, float64: 11, bfloat16: 16,
 };
 
 /** The DType of an ONNX TensorProto.DataType code (Cast's `to`). */

@@ -69,6 +69,7 @@ function attributeProto(name: string, a: Attr): Onnx.IAttributeProto {
     case 'ints': return { name, type: T.INTS, ints: a.value };
     case 'floats': return { name, type: T.FLOATS, floats: a.value };
     case 'tensor': return { name, type: T.TENSOR, t: tensorProto('', a.value) };
+    case 'graph': return { name, type: T.GRAPH, g: graphProto(a.value, []) };
   }
 }
 
@@ -96,6 +97,23 @@ export function liveNodes(graph: Graph): Graph['nodes'] {
   return graph.nodes.filter((node) => node.outputs.some((o) => needed.has(o)));
 }
 
+function graphProto(graph: Graph, initializers: Onnx.ITensorProto[]): Onnx.IGraphProto {
+  return {
+    name: graph.name,
+    node: liveNodes(graph).map((n) => ({
+      name: n.name,
+      opType: n.op,
+      ...(n.domain ? { domain: n.domain } : {}),
+      input: n.inputs,
+      output: n.outputs,
+      attribute: Object.entries(n.attrs).map(([k, a]) => attributeProto(k, a)),
+    })),
+    input: graph.inputs.map(valueInfoProto),
+    output: graph.outputs.map(valueInfoProto),
+    initializer: initializers,
+  };
+}
+
 function modelProto(graph: Graph, initializers: Onnx.ITensorProto[]): Onnx.IModelProto {
   return {
     irVersion: IR_VERSION,
@@ -105,20 +123,7 @@ function modelProto(graph: Graph, initializers: Onnx.ITensorProto[]): Onnx.IMode
       // Only where a node uses one of ONNX Runtime's contrib ops (quantised MatMul: docs/design.md §Quantisation).
       ...(graph.nodes.some((n) => n.domain === 'com.microsoft') ? [{ domain: 'com.microsoft', version: CONTRIB_OPSET }] : []),
     ],
-    graph: {
-      name: graph.name,
-      node: liveNodes(graph).map((n) => ({
-        name: n.name,
-        opType: n.op,
-        ...(n.domain ? { domain: n.domain } : {}),
-        input: n.inputs,
-        output: n.outputs,
-        attribute: Object.entries(n.attrs).map(([k, a]) => attributeProto(k, a)),
-      })),
-      input: graph.inputs.map(valueInfoProto),
-      output: graph.outputs.map(valueInfoProto),
-      initializer: initializers,
-    },
+    graph: graphProto(graph, initializers),
   };
 }
 

@@ -75,7 +75,7 @@ type Feeds = Record<string, ort.Tensor>;
 type Outputs = ort.InferenceSession.OnnxValueMapType;
 
 /** Sequences left-padded to the longest: their ids and masks (1 = real token). */
-function leftPadded(seqs: number[][]): { ids: number[][]; mask: number[][] } {
+export function leftPadded(seqs: number[][]): { ids: number[][]; mask: number[][] } {
   const T = Math.max(...seqs.map((s) => s.length));
   const ids = seqs.map((s) => [...new Array<number>(T - s.length).fill(0), ...s]);
   const mask = seqs.map((s) => [...new Array<number>(T - s.length).fill(0), ...new Array<number>(s.length).fill(1)]);
@@ -92,7 +92,7 @@ function firstStop(text: string, stops: string[]): number {
 }
 
 /** A sequence in flight: what it has generated and whether it is done. */
-class Sequence {
+export class Sequence {
   readonly out: GeneratedTokens = { tokens: [], logprobs: [], text: '', finishReason: 'length' };
   done = false;
   private readonly rand: () => number;
@@ -104,6 +104,16 @@ class Sequence {
   /** Samples the next token from its row of log-probs; records it and whether it ends the sequence. */
   take(logprobs: Float32Array, s: DecodeSettings): number {
     const { token, logprob } = sampleToken(logprobs, s.temperature, s.topP, this.rand);
+    return this.accept(token, logprob, s);
+  }
+
+  /** The next `count` draws of this sequence's PRNG: what sampling `count` tokens takes (none when greedy). */
+  draws(count: number, s: DecodeSettings): number[] {
+    return Array.from({ length: count }, () => (s.temperature > 0 ? this.rand() : 0));
+  }
+
+  /** Records a token chosen for this sequence (by {@link take}, or by a graph that samples) and whether it ends it. */
+  accept(token: number, logprob: number, s: DecodeSettings): number {
     const out = this.out;
     out.tokens.push(token);
     out.logprobs.push(logprob);
@@ -220,6 +230,11 @@ export async function generateSequences(
   } finally {
     cache.dispose();
   }
+  return results(seqs, settings);
+}
+
+/** What each sequence generated, with its text decoded where asked (a stop string's cut text is already there). */
+export function results(seqs: Sequence[], settings: DecodeSettings): GeneratedTokens[] {
   return seqs.map((s) => {
     if (settings.decodeText && s.out.finishReason !== 'stop') s.out.text = settings.decode(s.out.tokens);
     return s.out;

@@ -39,19 +39,24 @@ export function graphFingerprint(graph: Graph): string {
     const v = tensorValues(t);
     h.update(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
   };
-  const attr = (a: Attr) => (a.kind === 'tensor' ? tensor(a.value, true) : text(`${a.kind}=${JSON.stringify(a.value)}`));
-  text(`format ${GRAPH_CACHE_VERSION}`);
-  text(graph.name);
-  graph.inputs.forEach(value);
-  text('|');
-  graph.outputs.forEach(value);
-  for (const n of graph.nodes) {
-    text(`${n.domain ?? ''}:${n.op}:${n.name}:${n.inputs.join(',')}>${n.outputs.join(',')}`);
-    for (const key of Object.keys(n.attrs).sort()) {
-      text(key);
-      attr(n.attrs[key]!);
+  const attr = (a: Attr) => (a.kind === 'tensor' ? tensor(a.value, true) : a.kind === 'graph' ? structure(a.value) : text(`${a.kind}=${JSON.stringify(a.value)}`));
+  /** Names, inputs, outputs and nodes: all of a graph but its initializers (a subgraph has none of its own). */
+  function structure(g: Graph): void {
+    text(g.name);
+    g.inputs.forEach(value);
+    text('|');
+    g.outputs.forEach(value);
+    for (const n of g.nodes) {
+      text(`${n.domain ?? ''}:${n.op}:${n.name}:${n.inputs.join(',')}>${n.outputs.join(',')}`);
+      for (const key of Object.keys(n.attrs).sort()) {
+        text(key);
+        attr(n.attrs[key]!);
+      }
     }
+    text('end graph');
   }
+  text(`format ${GRAPH_CACHE_VERSION}`);
+  structure(graph);
   for (const [name, t] of graph.initializers) {
     text(name);
     // A checkpoint weight's values come from the folder the identity names; constants are hashed.

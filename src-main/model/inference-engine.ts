@@ -4,7 +4,7 @@
  * uses this through `LocalModel` (./local-model.ts), which runs it in a worker. Code that
  * already lives in a worker (the trainer) may use it directly.
  *
- * Two graphs, built on first use:
+ * The graphs, each built on first use:
  * - score:    no cache, output `target_logprobs`: the LM head and its log-sum-exp at the
  *             response positions only (./score-feeds.ts, docs/design.md §Scoring), in fp32 in
  *             the graph, so one float per response token crosses the Node binding, never logits.
@@ -12,6 +12,9 @@
  *             (empty past, the whole sequence each step) as a check of the incremental path.
  *             Every generation is a batch (./batch-decode.ts, docs/design.md §Batched
  *             generation); `generate` is a batch of one.
+ * - decode_chunk: on CUDA, generation's instead of generate: the same decoder inside a loop
+ *             that samples in the graph, several tokens a run (./decode-chunk-graph.ts,
+ *             ./chunk-decode.ts), so the host cache crosses to the GPU once a chunk.
  * With `quantize` int8/int4 both graphs use weight-only quantised projections (MatMulNBits,
  * docs/design.md §Quantisation); `quantizationDrift` measures what that costs in log-probs.
  * On the CPU both read the weights from the process's one memory-mapped copy
@@ -24,7 +27,8 @@
  * (docs/design.md §Rollouts).
  *
  * The decode cache lives in host memory on the CPU and CUDA (./kv-cache.ts) and in GPU memory
- * on WebGPU (./device-kv-cache.ts), the one device the Node binding keeps outputs on.
+ * on WebGPU (./device-kv-cache.ts), the one device the Node binding keeps outputs on; CUDA's
+ * stays on the GPU within a chunk.
  */
 import { UserError } from '../../src-shared/types.js';
 import { Checkpoint, type ModelConfig } from './hf-checkpoint.js';
@@ -38,6 +42,9 @@ import { KvCache } from './kv-cache.js';
 import type { DecodeCacheFactory } from './cache-slots.js';
 import { DeviceGraphs, cacheOutputNames } from './device-kv-cache.js';
 import { LoraFeeds } from './lora-feeds.js';
+import type { EngineOptions } from './engine-options.js';
+import { generateInChunks } from './chunk-decode.js';
+import { decodeChunkGraph } from './decode-chunk-graph.js';
 import { quantScheme, type Quantize } from './quantize.js';
 import { scoreRows, type ScoreRow } from './score-feeds.js';
 import { SCORE_ATTENTION_CHUNKING, attentionChunksFor, type AttentionChunking } from './attention.js';
@@ -45,6 +52,7 @@ import { driftTextIds, measureDrift, type QuantDrift } from './quant-drift.js';
 import { checkLoraShape, loraInputHook, loraSpecs, type LoraShape, type LoraSpec } from './lora-inputs.js';
 
 export type { ScoreRow } from './score-feeds.js';
+export type { EngineOptions } from './engine-options.js';
 
 export interface ScoreOptions {
   /** Rows per ONNX Runtime call (rows are grouped by length first). Default 8. */
@@ -87,51 +95,11 @@ export interface BatchPrompt {
   maxNewTokens?: number;
 }
 
-export interface EngineOptions {
-  device?: Device;
-  threads?: number;
-  cacheDir?: string;
-  /** Force the external-data path (used for models over 2 GiB anyway); for tests. */
-  externalData?: boolean;
-  /** Weight-only quantised projections for score and generate (docs/design.md §Quantisation). Default 'none'. */
-  quantize?: Quantize;
-  /** Read the weights from the process's one shared file (./weight-file.ts); default true. */
-  shareWeights?: boolean;
-  /** Let ONNX Runtime repack matmul weights (a private copy, faster decoding); default true. */
-  prepack?: boolean;
-  /** Build score and generate with this adapter shape's A/B tensors as inputs; weights from `setLora`. */
-  lora?: LoraShape;
-  /**
-   * Where built graphs are kept for the next process (./graph-cache.ts, docs/design.md §Graph
-   * cache); false: not kept. Default: HINDSIGHT_GRAPH_CACHE, else the OS cache folder.
-   */
-  graphCache?: string | false;
-  /** When score chunks attention by query rows (docs/design.md §Scoring); default SCORE_ATTENTION_CHUNKING. */
-  attentionChunking?: AttentionChunking;
-  /** The most prompt tokens per row one prefill step feeds the generate graph; default {@link PREFILL_PIECE}. */
-  prefillPiece?: number;
-  /** Attention's q·kᵀ as FusedMatMul (./attention.ts); default: where the device has it ({@link fusesMatMul}). For tests. */
-  fusedScores?: boolean;
-  /** The base's projections in fp16 or fp32 (../graph's decoder, docs/design.md §Precision); default: {@link defaultPrecision} of the device. */
-  precision?: Precision;
-  /**
-   * Keep the decode cache (and LoRA inputs) in GPU memory (./device-kv-cache.ts); default: where the
-   * device can ({@link holdsTensorsOnDevice}). false: host memory, the benches' and tests' comparison.
-   */
-  decodeCacheOnDevice?: boolean;
-  /**
-   * The tokenizer's end-of-sequence ids, from a caller that holds the tokenizer itself
-   * (LocalModel, in its own thread). Given, the engine loads no tokenizer until it needs one
-   * (stop strings, the drift measure, `decodeText`): a real vocabulary's costs over 100 MB.
-   */
-  eosTokenIds?: readonly number[];
-}
-
 type Feeds = Record<string, ort.Tensor>;
 type Runner = (feeds: Feeds) => Promise<ort.InferenceSession.OnnxValueMapType>;
 
 /** The graphs an engine builds. */
-type Graphs = 'score' | 'generate';
+type Graphs = 'score' | 'generate' | 'decode_chunk';
 
 export class ModelEngine {
   readonly config: ModelConfig;
@@ -162,6 +130,8 @@ export class ModelEngine {
   private readonly deviceCache?: DeviceGraphs;
   /** Makes the decode cache generation and `scoreIncremental` use. */
   private readonly newCache: DecodeCacheFactory;
+  /** Whether generation runs the decode chunk graph (EngineOptions.decodeInGraph). */
+  private readonly decodeInGraph: boolean;
 
   private constructor(readonly dir: string, checkpoint: Checkpoint, options: EngineOptions) {
     this.config = checkpoint.config;
@@ -184,8 +154,10 @@ export class ModelEngine {
     if (options.decodeCacheOnDevice && !holdsTensorsOnDevice(this.sessionConfig.device)) {
       throw new UserError(`the decode cache cannot stay on ${this.sessionConfig.device}: onnxruntime-node keeps GPU-resident tensors for WebGPU only`);
     }
-    if (options.decodeCacheOnDevice ?? holdsTensorsOnDevice(this.sessionConfig.device)) this.deviceCache = new DeviceGraphs(this.config, this.sessionConfig);
+    if (options.decodeCacheOnDevice ?? (holdsTensorsOnDevice(this.sessionConfig.device) && !options.decodeInGraph)) this.deviceCache = new DeviceGraphs(this.config, this.sessionConfig);
     this.newCache = (rows, reserve) => this.deviceCache?.empty(rows) ?? KvCache.empty(this.config, rows, reserve);
+    this.decodeInGraph = options.decodeInGraph ?? this.sessionConfig.device === 'cuda';
+    if (this.decodeInGraph && this.deviceCache) throw new UserError('decodeInGraph: the decode cache is on the GPU already (decodeCacheOnDevice); choose one');
     this.lora = options.lora && { ...options.lora, targets: [...options.lora.targets] };
     this.loraSpecs = this.lora ? loraSpecs(this.config, this.lora.targets) : [];
     if (this.lora) this.loraFeeds = new LoraFeeds(this.loraSpecs, this.lora.r, this.deviceCache && ((feeds) => this.deviceCache!.upload(feeds)));
@@ -210,9 +182,14 @@ export class ModelEngine {
     return (this.loadedTokenizer ??= ChatTokenizer.load(this.dir));
   }
 
+  /** The graph generation runs: the decode chunk graph where the engine decodes in the graph. */
+  private get generationGraph(): Graphs {
+    return this.decodeInGraph ? 'decode_chunk' : 'generate';
+  }
+
   /** Builds the named sessions now (to fail early, or to time loading apart from work). */
   async prepare(which: ('score' | 'generate')[]): Promise<void> {
-    await Promise.all(which.map((w) => this.session(w)));
+    await Promise.all(which.map((w) => this.session(w === 'generate' ? this.generationGraph : w)));
   }
 
   /** The session of graph `which`, with attention in `chunks` query chunks when given (long rows). */
@@ -224,9 +201,9 @@ export class ModelEngine {
       const linear = this.lora && loraInputHook(this.lora);
       const named = `${which}${this.lora ? '_lora' : ''}${chunks ? `_chunks${chunks}` : ''}`;
       const { fusedScores, precision } = this;
-      const { graph } = which === 'generate'
-        ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear, fusedScores, precision }, named)
-        : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks, fusedScores, precision }, named);
+      const graph = which === 'decode_chunk' ? decodeChunkGraph(this.weights, { quantize, linear, fusedScores, precision }, named)
+        : which === 'generate' ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear, fusedScores, precision }, named).graph
+        : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks, fusedScores, precision }, named).graph;
       // A chunked fp32 graph reads the mapped weights unpacked: a second packed copy would cost
       // about what chunking saves, and past the chunking length the keys its chunks skip pay
       // for the unpacked matmuls (SCORE_ATTENTION_CHUNKING). MatMulNBits (quantised) is only
@@ -372,13 +349,16 @@ export class ModelEngine {
       return p.seeds.map((seed) => ({ prompt: i, seed, maxNew }));
     });
     if (!requests.length) return prompts.map(() => []);
-    const session = await this.session('generate');
-    const outs = await this.withLora((runner) => generateSequences(this.config, runner(session), prompts.map((p) => p.promptIds), requests, {
+    const useKvCache = options.useKvCache ?? true;
+    const inGraph = this.decodeInGraph && useKvCache;
+    const session = await this.session(inGraph ? 'decode_chunk' : 'generate');
+    const decode = inGraph ? generateInChunks : generateSequences;
+    const outs = await this.withLora((runner) => decode(this.config, runner(session), prompts.map((p) => p.promptIds), requests, {
       temperature,
       topP,
       stopIds: new Set(options.stopTokenIds ?? this.eosTokenIds ?? this.tokenizer.eosTokenIds),
       stopStrings: (options.stopStrings ?? []).filter((x) => x.length > 0),
-      useKvCache: options.useKvCache ?? true,
+      useKvCache,
       prefillPiece: this.prefillPiece,
       decode: (ids) => this.tokenizer.decode(ids),
       decodeText: options.decodeText ?? true,
