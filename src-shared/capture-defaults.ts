@@ -4,7 +4,7 @@
  * capture form shows them until the server's values arrive, so both import them from here.
  * Node-free on purpose: the browser bundle loads this file.
  */
-import { APP_TRAIN_DEFAULTS, TRAIN_DEFAULTS, type Quantize, type TrainMethod } from './training.js';
+import { APP_TRAIN_DEFAULTS, TRAIN_DEFAULTS, type Precision, type Quantize, type TrainMethod } from './training.js';
 
 export interface CaptureSettingFields {
   /** Off until the user turns it on. */
@@ -22,6 +22,8 @@ export interface CaptureSettingFields {
   captureTrainMethod: TrainMethod;
   /** The base stored quantised in each background run (docs/design.md §QLoRA): a machine too small for the fp32 base trains on int4. */
   captureTrainQuantize: Quantize;
+  /** The unquantised base's precision in each background run (docs/design.md §Precision); null: the device's default. */
+  captureTrainPrecision: Precision | null;
 }
 
 export const CAPTURE_SETTING_DEFAULTS: Readonly<CaptureSettingFields> = {
@@ -35,4 +37,5 @@ export const CAPTURE_SETTING_DEFAULTS: Readonly<CaptureSettingFields> = {
   captureTrainSteps: 0,
   captureTrainMethod: APP_TRAIN_DEFAULTS.method,
   captureTrainQuantize: TRAIN_DEFAULTS.quantize,
+  captureTrainPrecision: null,
 };

@@ -38,7 +38,7 @@ import { call, returns, type Returns } from './call-spec.js';
 import { onPolicyInput } from './on-policy-api.js';
 import { ROLLOUT_CALLS } from './rollouts-api.js';
 import type { Availability, TrainEval, TrainingState, TrainProgress, TrainRunInfo } from './training-api.js';
-import { bounded, LORA_TARGETS, LOSS_AGGS, OPTIMIZER_KINDS, PRECISIONS, QUANTIZE_CHOICES, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type Quantize, type TrainDevice, type TrainMethod } from './training.js';
+import { bounded, LORA_TARGETS, LOSS_AGGS, OPTIMIZER_KINDS, PRECISIONS, QUANTIZE_CHOICES, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type Precision, type Quantize, type TrainDevice, type TrainMethod } from './training.js';
 import { array, boolean, integer, nullable, object, oneOf, optional, string, ValidationError, variants, type Infer } from './validate.js';
 
 export { ValidationError };
@@ -107,6 +107,8 @@ export interface Settings {
     trainSteps: number;
     trainMethod: TrainMethod;
     trainQuantize: Quantize;
+    /** The frozen base's precision in each background run; null: the device's default (docs/design.md §Precision). */
+    trainPrecision: Precision | null;
   };
 }
 
@@ -170,7 +172,11 @@ const replayStart = object({
   opdTopK: optional(bounded('opdTopK')),
 });
 
-const trainConfig = object({
+/** A run's Precision (docs/design.md §Precision), one rule for the Training page's runs and live capture's. */
+const precisionChoice = oneOf(PRECISIONS);
+
+/** trainStart's fields and their rules, which also check the settings the Training page kept in the browser. */
+export const TRAIN_CONFIG_FIELDS = {
   modelDir: path,
   outDir: path,
   method: oneOf(TRAIN_METHODS),
@@ -187,13 +193,14 @@ const trainConfig = object({
   checkpointEvery: bounded('saveEvery'),
   maxLength: optional(bounded('maxLength')),
   quantize: optional(oneOf(QUANTIZE_CHOICES)),
-  precision: optional(oneOf(PRECISIONS)),
+  precision: optional(precisionChoice),
   lossAgg: optional(oneOf(LOSS_AGGS)),
   opdTopK: optional(bounded('opdTopK')),
   microBatch: optional(bounded('microBatch')),
   ignoreMemory: optional(boolean()),
   onPolicy: optional(onPolicyInput),
-});
+};
+const trainConfig = object(TRAIN_CONFIG_FIELDS);
 
 /** The jobs `cancel` stops, by kind: a fine-tune is named by its run; the others run one at a time. */
 export const CANCEL_JOBS = ['judge', 'tokenView', 'train', 'eval'] as const;
@@ -311,6 +318,8 @@ export const CALLS = {
       captureTrainSteps: optional(integer({ min: 0, max: 100_000 })),
       captureTrainMethod: optional(oneOf(TRAIN_METHODS)),
       captureTrainQuantize: optional(oneOf(QUANTIZE_CHOICES)),
+      // null: the device's default, as a Training-page run without a Precision.
+      captureTrainPrecision: optional(nullable(precisionChoice)),
     }),
     returns<Settings>(),
   ),

@@ -31,7 +31,8 @@ import { openJudgeBackend, type JudgeBackendSpec } from '../judge/backends.js';
 import { runJudge, type JudgeTarget } from '../judge/runner.js';
 import type { CaptureStatus } from '../../src-shared/contract.js';
 import type { SettingsStore } from '../store/settings-file.js';
-import { TRAIN_DEFAULTS, type Quantize, type TrainMethod } from '../../src-shared/training.js';
+import { TRAIN_DEFAULTS, type TrainMethod } from '../../src-shared/training.js';
+import type { CaptureSettingFields } from '../../src-shared/capture-defaults.js';
 import { methodRecord } from '../../src-shared/training-methods.js';
 import { memoryRunOf } from '../../src-shared/train-memory.js';
 import { type MemoryVerdict } from '../../src-shared/memory-verdict.js';
@@ -71,15 +72,22 @@ export function untrainedSamples(ws: WorkspaceApi, modelDir: string, trained: Re
 /** How many of these samples carry signal (kept samples never start a run on their own). */
 export const countWithSignal = (samples: readonly TrainingSample[]) => samples.filter((s) => !s.keptByAtLeastOne).length;
 
+/** What a background run takes from the capture settings besides its samples. */
+type BackgroundRun = Pick<CaptureSettingFields, 'captureTrainMethod' | 'captureTrainQuantize' | 'captureTrainPrecision'>;
+
 /**
  * The memory check of a background run (its settings are the trainer's defaults but for the
- * method, the base's storage and the batch): the micro-batch it goes with, or the one line why
- * it cannot start. No held-out evaluation runs beside it, so the forward pass is counted only
- * for a method that reads hints (its teacher).
+ * method, the base's storage and precision, and the batch): the micro-batch it goes with, or the
+ * one line why it cannot start. No held-out evaluation runs beside it, so the forward pass is
+ * counted only for a method that reads hints (its teacher).
  */
-function backgroundRunMemory(modelDir: string, method: TrainMethod, quantize: Quantize, batchSize: number): MemoryVerdict {
+function backgroundRunMemory(modelDir: string, s: BackgroundRun, batchSize: number): MemoryVerdict {
   const d = TRAIN_DEFAULTS;
-  const config = { method, batchSize, loraR: d.loraR, targets: [...d.targets], optimizer: d.optimizer, device: d.device, quantize };
+  const method = s.captureTrainMethod;
+  const config = {
+    method, batchSize, loraR: d.loraR, targets: [...d.targets], optimizer: d.optimizer, device: d.device, quantize: s.captureTrainQuantize,
+    ...(s.captureTrainPrecision ? { precision: s.captureTrainPrecision } : {}),
+  };
   return checkRunMemory(modelDir, (shape) => ({ ...memoryRunOf(config, shape), teacher: methodRecord(method).uses.hint }), 'capture');
 }
 
@@ -171,7 +179,7 @@ export class CaptureLoop {
     const batchSize = Math.min(TRAIN_DEFAULTS.batchSize, samples.length);
     let memory: MemoryVerdict;
     try {
-      memory = backgroundRunMemory(modelDir, s.captureTrainMethod, s.captureTrainQuantize, batchSize);
+      memory = backgroundRunMemory(modelDir, s, batchSize);
       if (memory.refusal) throw new Error(memory.refusal);
     } catch (err) {
       // Not retried until more samples come in, as a failed run is not.
@@ -193,6 +201,8 @@ export class CaptureLoop {
           outDir,
           method: s.captureTrainMethod,
           quantize: s.captureTrainQuantize,
+          // Absent: the device's default, recorded as null like a Training-page run without a Precision.
+          ...(s.captureTrainPrecision ? { precision: s.captureTrainPrecision } : {}),
           samples,
           ...(s.captureTrainSteps > 0 ? { steps: s.captureTrainSteps } : {}),
           batchSize,

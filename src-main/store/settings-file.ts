@@ -10,7 +10,7 @@ import type { CallInput, JudgeBackend, Settings, TrainMethod } from '../../src-s
 import { JUDGE_BACKENDS, TRAIN_METHODS } from '../../src-shared/contract.js';
 import { DEFAULT_COMPOSITE_THRESHOLDS, thresholdProblem, type CompositeThresholds } from '../../src-shared/composite.js';
 import { UserError } from '../../src-shared/types.js';
-import { QUANTIZE_CHOICES, type Quantize } from '../../src-shared/training.js';
+import { PRECISIONS, QUANTIZE_CHOICES, type Precision, type Quantize } from '../../src-shared/training.js';
 import { CAPTURE_SETTING_DEFAULTS, type CaptureSettingFields } from '../../src-shared/capture-defaults.js';
 import { adoptFolderFile, folderFilePath, FOLDER_SETTINGS_FILE, otherDatabasesBeside, PRIVATE_FILE_MODE } from './db-companions.js';
 
@@ -93,6 +93,10 @@ export class SettingsStore {
     if (out.judgeBackend !== undefined && !JUDGE_BACKENDS.includes(out.judgeBackend as JudgeBackend)) delete out.judgeBackend;
     if (out.captureTrainMethod !== undefined && !TRAIN_METHODS.includes(out.captureTrainMethod as TrainMethod)) delete out.captureTrainMethod;
     if (out.captureTrainQuantize !== undefined && !QUANTIZE_CHOICES.includes(out.captureTrainQuantize as Quantize)) delete out.captureTrainQuantize;
+    // Null (the device's default) or a precision: the type check above reads null as an object.
+    const precision = (raw as Record<string, unknown>).captureTrainPrecision;
+    if (precision === null || PRECISIONS.includes(precision as Precision)) out.captureTrainPrecision = precision;
+    else delete out.captureTrainPrecision;
     if (thresholdProblem({ pos: (out.compositePos ?? defaults.compositePos) as number, neg: (out.compositeNeg ?? defaults.compositeNeg) as number })) {
       delete out.compositePos;
       delete out.compositeNeg;
@@ -141,6 +145,7 @@ export class SettingsStore {
         trainSteps: s.captureTrainSteps,
         trainMethod: s.captureTrainMethod,
         trainQuantize: s.captureTrainQuantize,
+        trainPrecision: s.captureTrainPrecision,
       },
     };
   }

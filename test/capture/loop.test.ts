@@ -91,7 +91,8 @@ describe('auto-judge → auto-train after N samples → hot swap under load → 
     expect(path.dirname(swapped)).toBe(`${server.dbPath}.capture-adapters`); // the database's own folder, not the folder's
     expect(status.pendingTrain).toBe(0);
     expect(fs.existsSync(`${swapped}/adapter_model.safetensors`)).toBe(true);
-    expect(readCheckpointState<RunSettings>(swapped).state.settings.quantize).toBe('int4');
+    // No Precision chosen: the run records the device's default as null, as a Training-page run does (precision.test.ts chooses fp16).
+    expect(readCheckpointState<RunSettings>(swapped).state.settings).toMatchObject({ quantize: 'int4', precision: null });
     const log = fs.readFileSync(status.logPath, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     expect(log.filter((r) => r.t === 'trained')).toEqual([expect.objectContaining({ samples: ['capture:happy/1', 'capture:unhappy/1'], adapterDir: swapped })]);
     const adapterId = `stories260K+${swapped.split('/').at(-1)}`;

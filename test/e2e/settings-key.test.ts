@@ -50,18 +50,27 @@ describe.skipIf(!haveChromium)('Settings and the API key, in a browser', { timeo
     await page.locator('input[name=backend][value=local]').check();
     await page.fill('label:has-text("Votes") input', '5');
     await page.locator('[data-field=capture-auto-judge]').check();
+    // The background runs' Precision, as the Training page's: the CPU's default (fp32) first; off for a quantised base.
+    const precision = page.locator('[data-field=capture-train-precision]');
+    expect(await precision.locator('option').first().textContent()).toBe('default (fp32)');
+    await page.locator('[data-field=capture-train-quantize]').selectOption('int4');
+    expect(await precision.isDisabled()).toBe(true);
+    await page.locator('[data-field=capture-train-quantize]').selectOption('none');
+    await precision.selectOption('fp16');
     await page.locator('[data-testid=settings-unsaved]').waitFor();
     await page.locator('[data-action=save-settings]').click();
     await toasts.next('Settings saved');
     await page.locator('[data-testid=settings-unsaved]').waitFor({ state: 'detached' });
     const saved = await serve.api<Settings>('getSettings');
     expect(saved.judge).toMatchObject({ backend: 'local', votes: 5 });
-    expect(saved.capture.autoJudge).toBe(true);
+    expect(saved.capture).toMatchObject({ autoJudge: true, trainQuantize: 'none', trainPrecision: 'fp16' });
     // Back to the defaults, for the screenshot.
     await page.locator('input[name=backend][value=heuristic]').check();
     await page.locator('[data-field=capture-auto-judge]').uncheck();
+    await precision.selectOption({ index: 0 });
     await page.locator('[data-action=save-settings]').click();
     await toasts.next('Settings saved');
+    expect((await serve.api<Settings>('getSettings')).capture.trainPrecision).toBeNull();
     await page.evaluate(() => document.querySelector('.content')!.scrollTo(0, 0));
     await shot(page, 'settings');
   });
