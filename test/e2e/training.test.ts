@@ -272,6 +272,19 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     expect(await page.locator('[data-testid=train-micro-batch]').inputValue()).toBe('1');
     expect(await page.locator('[data-testid=train-loss-agg]').inputValue()).toBe('token-mean');
     expect(await page.locator('[data-testid=train-precision]').inputValue()).toBe('fp16');
+    // Top-K distillation is kept too (0 again before a run: Binary RL has no teacher to distil), and a
+    // kept value outside its bounds falls back to the default.
+    await page.locator('summary', { hasText: 'Optimizer and LoRA' }).click();
+    await page.fill('[data-testid=train-opd-topk]', '8');
+    await page.waitForFunction(() => JSON.parse(localStorage.getItem('hindsight.training.form') ?? '{}').opdTopK === 8);
+    await page.reload();
+    await page.locator('[data-testid=train-status]').waitFor();
+    expect(await page.locator('[data-testid=train-opd-topk]').inputValue()).toBe('8');
+    await page.evaluate(() => localStorage.setItem('hindsight.training.form', JSON.stringify({ ...JSON.parse(localStorage.getItem('hindsight.training.form')!), opdTopK: 5000 })));
+    await page.reload();
+    await page.locator('[data-testid=train-status]').waitFor();
+    expect(await page.locator('[data-testid=train-opd-topk]').inputValue()).toBe('0');
+    expect(await page.locator('[data-testid=train-micro-batch]').inputValue()).toBe('1');
     // Back to the device's default (the first option) for the later runs: the runs record no precision, and a reload keeps none.
     await page.selectOption('[data-testid=train-precision]', { index: 0 });
     await page.waitForFunction(() => !('precision' in JSON.parse(localStorage.getItem('hindsight.training.form') ?? '{}')));
