@@ -63,6 +63,22 @@ export async function chatStream(base: string, token: string, messages: Message[
   return { content, events };
 }
 
+/**
+ * The three captured chats the background-loop tests train on: each an opener, the reply, and
+ * the user's reaction. The split rule holds 'heldout' out (sha256 gives it 8, below 10), so a
+ * run trains on exactly 'happy' (+1 from the heuristic judge) and 'unhappy' (−1).
+ */
+export async function talkThreeChats(server: Pick<ServeHandle, 'url' | 'token'>): Promise<void> {
+  const talk = async (id: string, opener: string, reaction: string) => {
+    const first = [{ role: 'user', content: opener }];
+    const r1 = await chat(`${server.url}v1`, server.token, first, { headers: { 'X-Session-Id': id } });
+    await chat(`${server.url}v1`, server.token, [...first, { role: 'assistant', content: r1.content }, { role: 'user', content: reaction }], { headers: { 'X-Session-Id': id } });
+  };
+  await talk('heldout', 'Tell me a story about a bird.', 'Perfect, thanks!');
+  await talk('happy', 'Tell me a story about a dog.', 'Perfect, thanks! That was great.');
+  await talk('unhappy', 'Tell me a story about a cat.', 'No, that is wrong. I asked for a short one.');
+}
+
 export { api } from '../helpers/api.js';
 
 export function collect<E extends EventName>(server: ServeHandle, name: E): ApiEvents[E][] {

@@ -6,7 +6,7 @@
 // towards the next run.
 import fs from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { api, chat, startCapture, waitFor } from './helpers.js';
+import { api, startCapture, talkThreeChats, waitFor } from './helpers.js';
 
 const budgetBefore = process.env.HINDSIGHT_MEMORY_BUDGET;
 let server: Awaited<ReturnType<typeof startCapture>> | undefined;
@@ -23,16 +23,7 @@ describe('a background run that cannot fit one row', () => {
     server = await startCapture({}, {
       captureAutoJudge: true, captureAutoTrain: true, captureTrainEvery: 2, captureTrainSteps: 1, captureTrainMethod: 'rl', judgeBackend: 'heuristic', judgeHints: false,
     });
-    const base = `${server.url}v1`;
-    const talk = async (id: string, opener: string, reaction: string) => {
-      const first = [{ role: 'user', content: opener }];
-      const r1 = await chat(base, server!.token, first, { headers: { 'X-Session-Id': id } });
-      await chat(base, server!.token, [...first, { role: 'assistant', content: r1.content }, { role: 'user', content: reaction }], { headers: { 'X-Session-Id': id } });
-    };
-    // As in loop.test.ts: the split rule holds 'heldout' out, so the run would train on the other two.
-    await talk('heldout', 'Tell me a story about a bird.', 'Perfect, thanks!');
-    await talk('happy', 'Tell me a story about a dog.', 'Perfect, thanks! That was great.');
-    await talk('unhappy', 'Tell me a story about a cat.', 'No, that is wrong. I asked for a short one.');
+    await talkThreeChats(server);
 
     const error = await waitFor('the loop to give up on the run', async () => (await api(server!, 'captureStatus')).loop.lastError as string | null);
     expect(error).toMatch(/^Background training was not started: it needs about \d+ MB even with one row of 512 tokens at a time, but this machine has 50 MB allowed \(HINDSIGHT_MEMORY_BUDGET\) of [\d.]+ GB: free memory or choose a smaller model\.$/);

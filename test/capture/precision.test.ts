@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { Settings } from '../../src-shared/contract.js';
 import { readCheckpointState } from '../../src-main/train/run-checkpoint.js';
 import type { RunSettings } from '../../src-main/train/run-settings.js';
-import { api, chat, startCapture, TEST_TIMEOUT_MS, waitFor } from './helpers.js';
+import { api, startCapture, talkThreeChats, TEST_TIMEOUT_MS, waitFor } from './helpers.js';
 
 let server: Awaited<ReturnType<typeof startCapture>> | undefined;
 afterAll(async () => {
@@ -26,16 +26,7 @@ describe("a background run's precision", () => {
     );
     expect((await api<Settings>(server, 'updateSettings', { captureTrainPrecision: 'fp16' })).capture.trainPrecision).toBe('fp16');
 
-    const base = `${server.url}v1`;
-    const talk = async (id: string, opener: string, reaction: string) => {
-      const first = [{ role: 'user', content: opener }];
-      const r1 = await chat(base, server!.token, first, { headers: { 'X-Session-Id': id } });
-      await chat(base, server!.token, [...first, { role: 'assistant', content: r1.content }, { role: 'user', content: reaction }], { headers: { 'X-Session-Id': id } });
-    };
-    // As in loop.test.ts: the split rule holds 'heldout' out, so the run trains on the other two.
-    await talk('heldout', 'Tell me a story about a bird.', 'Perfect, thanks!');
-    await talk('happy', 'Tell me a story about a dog.', 'Perfect, thanks! That was great.');
-    await talk('unhappy', 'Tell me a story about a cat.', 'No, that is wrong. I asked for a short one.');
+    await talkThreeChats(server);
 
     const swapped = await waitFor('the adapter swap', async () => (await api(server!, 'captureStatus')).adapter.active as string | null);
     expect(readCheckpointState<RunSettings>(swapped).state.settings).toMatchObject({ precision: 'fp16', quantize: 'none', device: 'cpu' });
