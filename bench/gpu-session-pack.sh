@@ -145,5 +145,5 @@ for k in $(seq 1 "$PARTS"); do
   if [ "$k" -lt "$PARTS" ]; then echo "  run(carry=[\"$DIR/call-$k\"], timeout_s=120, command=\"bash bench/gpu-session.sh stash\")"
   else echo "  run(carry=[\"$DIR/call-$k\"], timeout_s=590, command=\"bash bench/gpu-session.sh setup profile blocking\")"; fi
 done
-echo "  run(timeout_s=400, command=\"bash bench/gpu-session.sh checks tests\")"
+echo "  run(timeout_s=540, command=\"bash bench/gpu-session.sh checks tests decode\")"
 echo "  give_back()"

@@ -8,12 +8,13 @@
 #                                           working tree) and prints the calls below
 #   run(carry=[".gpu-session/call-K"], command="bash bench/gpu-session.sh stash")     K < N
 #   run(carry=[".gpu-session/call-N"], command="bash bench/gpu-session.sh setup profile blocking", timeout_s=590)
-#   run(command="bash bench/gpu-session.sh checks tests", timeout_s=400)
+#   run(command="bash bench/gpu-session.sh checks tests decode", timeout_s=540)
 #
 # Budget (15 minutes of device time, start-up included): the machine's start 1–2 min, four
 # stash calls of some 20 s, setup ~1 min, profile (the training step: 4 Hindsight rows and
 # PyTorch's, the 0.6B model written first) ~3 min, blocking ~1 min, checks and tests ~2 min on
-# an H200 by the 2026-11-26 session's timings, which leaves room to rerun one call.
+# an H200 by the 2026-11-26 session's timings, decode ~2 min (estimated: six processes, each
+# loading the 0.6B model), which leaves room to rerun one call.
 #
 # Files a call carried and /tmp stay on the machine while it is warm (30 s after a call, so
 # make the calls back to back), which is how the parts add up. The stages, in the order given:
@@ -33,8 +34,12 @@
 #             against the demo model's golden story, their log-probs against the CPU's (and
 #             with TF32 allowed), `train` on the demo data: the first step's loss and gradient
 #             norm on cuda and webgpu against the CPU's                    → $OUT/checks.txt
-#   tests     test/model/device-gpu.test.ts, precision.test.ts, test/api/app-words.test.ts
-#             (bench/gpu-session.vitest.config.ts: no renderer build)      → $OUT/tests.txt
+#   tests     test/model/device-gpu.test.ts, precision.test.ts, test/api/app-words.test.ts,
+#             chunk-decode.test.ts (bench/gpu-session.vitest.config.ts: no renderer build)
+#                                                                          → $OUT/tests.txt
+#   decode    bench:gpu's greedy decode on CUDA fp32 after prompts of 32 and 2,048 tokens, in
+#             chunks (the default) and token by token, beside PyTorch: what sending the host
+#             cache once a chunk instead of once a token gains                → $OUT/decode.txt
 # Each stage runs under a timeout of its own (GPU_SESSION_STAGE_S, 400 s), so one that hangs
 # leaves the others their time. bench:gpu's BENCH_* settings pass through; the defaults here:
 # the training step alone (GPU_SESSION_PARTS=train; add score or generate where time allows),
@@ -220,7 +225,14 @@ EOF
 tests() {
   ready || return 1
   timeout "$STAGE_S" node node_modules/vitest/vitest.mjs run --config bench/gpu-session.vitest.config.ts \
-    test/model/device-gpu.test.ts test/model/precision.test.ts test/api/app-words.test.ts 2>&1 | grep -v 'artificially reduced'
+    test/model/device-gpu.test.ts test/model/precision.test.ts test/api/app-words.test.ts test/model/chunk-decode.test.ts 2>&1 | grep -v 'artificially reduced'
+}
+
+decode() {
+  ready || return 1
+  local STAGE_S=${GPU_SESSION_DECODE_S:-240}
+  bench "$OUT/decode.txt" BENCH_DEVICES=cuda BENCH_PRECISIONS=fp32 BENCH_PARTS=generate BENCH_PROMPT_LENS=32,2048 \
+    BENCH_CPU_PARTS=none BENCH_REPEATS=2 BENCH_NEW_TOKENS=64
 }
 
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0"; exit 2; }
@@ -234,7 +246,8 @@ for stage in "$@"; do
     blocking) blocking || status=1 ;;
     checks) checks 2>&1 | tee "$OUT/checks.txt" ;;
     tests) tests | tee "$OUT/tests.txt" ;;
-    *) say "unknown stage '$stage' (stash, setup, profile, timing, blocking, checks, tests)"; exit 2 ;;
+    decode) decode || status=1 ;;
+    *) say "unknown stage '$stage' (stash, setup, profile, timing, blocking, checks, tests, decode)"; exit 2 ;;
   esac
 done
 ls -la "$OUT"

@@ -8,8 +8,10 @@
  *   train     one LoRA step (r16, all seven targets, AdamW, rl loss, recomputation off),
  *             1 × BENCH_TRAIN_LEN tokens with the reply the second half: time, and the first
  *             step's loss and gradient norm on each
- *   generate  greedy decode of BENCH_NEW_TOKENS after a 32-token prompt: tokens/s, and whether
- *             the tokens are the CPU's
+ *   generate  greedy decode of BENCH_NEW_TOKENS after a prompt of each of BENCH_PROMPT_LENS
+ *             tokens: tokens/s, and whether the tokens are the CPU's; each GPU also the other
+ *             way it can decode (WebGPU: the cache in host memory instead of on the GPU; CUDA:
+ *             token by token, the whole cache sent every token, instead of in chunks)
  *
  * Every measurement runs in a process of its own (bench/real-shapes-child.ts,
  * bench/train-memory-child.ts, bench/model_torch.py, bench/train_torch.py), one after another;
@@ -24,7 +26,7 @@
  * (score,train,generate: the parts that also run on the CPU, for the same machine's figure),
  * BENCH_TORCH_DEVICE (cuda; none leaves PyTorch out), BENCH_PARTS (score,train,generate),
  * BENCH_THREADS (every core: the CPU side's threads), BENCH_REPEATS (3), BENCH_TRAIN_LEN (2048),
- * BENCH_NEW_TOKENS (128), BENCH_MODEL (another checkpoint folder instead of the random 0.6B shape).
+ * BENCH_NEW_TOKENS (128), BENCH_PROMPT_LENS (32; e.g. 32,2048), BENCH_MODEL (another checkpoint folder instead of the random 0.6B shape).
  * The model goes to bench/output/ (git-ignored).
  *
  * BENCH_PROFILE=1 turns on ONNX Runtime's profiler in every Hindsight row's process
@@ -63,6 +65,7 @@ const THREADS = Number(process.env.BENCH_THREADS ?? os.cpus().length);
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 const TRAIN_LEN = Number(process.env.BENCH_TRAIN_LEN ?? 2048);
 const NEW_TOKENS = Number(process.env.BENCH_NEW_TOKENS ?? 128);
+const PROMPT_LENS = (process.env.BENCH_PROMPT_LENS ?? '32').split(',').map(Number);
 const MEMORY_LIMIT_MB = 64 * 1024;
 const PROFILE = process.env.BENCH_PROFILE === '1';
 const PROFILE_DIR = path.join(OUT, 'gpu-profile');
@@ -123,8 +126,8 @@ async function hindsightChild<T extends { lastRun?: ProfileWindow }>(args: strin
 }
 
 /** A row's folder of traces and its profile's title: the part and its side (sideLabel). */
-const rowName = (part: string, r: Partial<Side>) => `${part}-${r.device ?? 'cpu'}-${r.precision ?? 'default'}${r.decodeCacheOnDevice === false ? '-host-cache' : ''}`;
-const rowTitle = (part: string, r: Partial<Side>) => `${part}: ${sideLabel({ device: r.device ?? 'cpu', precision: r.precision ?? 'fp32', decodeCacheOnDevice: r.decodeCacheOnDevice })}`;
+const rowName = (part: string, r: Partial<Side>) => `${part}-${r.device ?? 'cpu'}-${r.precision ?? 'default'}${r.decodeCacheOnDevice === false ? '-host-cache' : ''}${r.decodeInGraph === false ? '-token-by-token' : ''}`;
+const rowTitle = (part: string, r: Partial<Side>) => `${part}: ${sideLabel({ device: r.device ?? 'cpu', precision: r.precision ?? 'fp32', decodeCacheOnDevice: r.decodeCacheOnDevice, decodeInGraph: r.decodeInGraph })}`;
 
 const hindsight = (request: RealChildRequest) =>
   hindsightChild<RealChildResult>([path.resolve('bench/real-shapes-child.ts'), JSON.stringify(request)], rowTitle(request.kind, request), rowName(request.kind, request));
@@ -138,20 +141,24 @@ function printProfiles(): void {
 }
 
 /** One Hindsight side of a table: a device, and on a GPU its precision. */
-interface Side { device: Device; precision: Precision; decodeCacheOnDevice?: boolean }
+interface Side { device: Device; precision: Precision; decodeCacheOnDevice?: boolean; decodeInGraph?: boolean }
 /**
- * The CPU (fp32) when `part` runs there, then each GPU in each precision; for generate, where
- * the decode cache stays on the GPU (WebGPU), each precision again with it in host memory.
+ * The other way a GPU can decode, beside its default (docs/design.md §Devices): WebGPU with the
+ * cache in host memory, CUDA token by token (its cache sent to the GPU every token).
  */
+const otherDecodePath = (device: Device): Partial<Side> | undefined =>
+  holdsTensorsOnDevice(device) ? { decodeCacheOnDevice: false } : device === 'cuda' ? { decodeInGraph: false } : undefined;
+/** The CPU (fp32) when `part` runs there, then each GPU in each precision; for generate, each precision again the other way. */
 const sides = (part: string): Side[] => [
   ...(CPU_PARTS.includes(part) ? [{ device: 'cpu' as Device, precision: 'fp32' as Precision }] : []),
   ...DEVICES.flatMap((device) => GPU_PRECISIONS.flatMap((precision) => [
     { device, precision },
-    ...(part === 'generate' && holdsTensorsOnDevice(device) ? [{ device, precision, decodeCacheOnDevice: false }] : []),
+    ...(part === 'generate' && otherDecodePath(device) ? [{ device, precision, ...otherDecodePath(device) }] : []),
   ])),
 ];
-const sideLabel = ({ device, precision, decodeCacheOnDevice }: Side) =>
-  device === 'cpu' ? `Hindsight, cpu (${THREADS} threads)` : `Hindsight, ${device}, ${precision}${decodeCacheOnDevice === false ? ', decode cache in host memory' : ''}`;
+const sideLabel = ({ device, precision, decodeCacheOnDevice, decodeInGraph }: Side) =>
+  device === 'cpu' ? `Hindsight, cpu (${THREADS} threads)`
+  : `Hindsight, ${device}, ${precision}${decodeCacheOnDevice === false ? ', decode cache in host memory' : ''}${decodeInGraph === false ? ', token by token' : ''}`;
 const gpuMem = (r: { gpuPeakMb?: number }) => (r.gpuPeakMb === undefined ? '—' : gb(r.gpuPeakMb));
 
 /** PyTorch's JSON result on TORCH_DEVICE, or undefined when it is left out or fails (said on stderr). */
@@ -240,8 +247,12 @@ function torchProfile(title: string, p: { wall_ms: number; clock: string; total_
 }
 
 async function generatePart(model: string): Promise<void> {
-  const prompt = randomIds(32, Checkpoint.open(model).config.vocabSize, 11);
-  console.log(`\n## Decode: greedy, ${NEW_TOKENS} tokens after a 32-token prompt, median of ${REPEATS}`);
+  for (const length of PROMPT_LENS) await decodeTable(model, length);
+}
+
+async function decodeTable(model: string, promptLength: number): Promise<void> {
+  const prompt = randomIds(promptLength, Checkpoint.open(model).config.vocabSize, 11);
+  console.log(`\n## Decode: greedy, ${NEW_TOKENS} tokens after a ${promptLength}-token prompt (generate's wall time includes its prefill), median of ${REPEATS}`);
   console.log('| | load | generate (wall / CPU) | tokens/s | greedy tokens = the first row |');
   console.log('|---|---|---|---|---|');
   let base: number[] | undefined;

@@ -12,7 +12,7 @@ import type { LoraShape } from '../src-main/model/lora-inputs.js';
 import { epochMs, type ProfileWindow } from './ort-profile.js';
 
 /** Each request runs on `device` (default cpu; bench/gpu.ts asks for a GPU), in `precision` (default: the device's). */
-export type RealChildRequest = { device?: Device; precision?: Precision; decodeCacheOnDevice?: boolean } & (
+export type RealChildRequest = { device?: Device; precision?: Precision; decodeCacheOnDevice?: boolean; decodeInGraph?: boolean } & (
   | { kind: 'generate'; model: string; threads: number; quantize: Quantize; prompt: number[]; newTokens: number; repeats: number }
   /** first-token: `quantize` as generate's (default none). */
   | { kind: 'first-token'; model: string; threads: number; prompt: number[]; quantize?: Quantize }
@@ -107,7 +107,7 @@ export async function runRealChild(q: RealChildRequest): Promise<RealChildResult
   if (q.kind === 'rollout') return rolloutDecode(q);
   const { LocalModel } = await import('../src-main/model/local-model.js');
   const prepare = q.kind === 'prime' ? [q.graph] : q.kind === 'score' ? ['score' as const] : ['generate' as const];
-  const [model, load] = await timed(() => LocalModel.load(q.model, { threads: q.threads, quantize: q.quantize, prepare, device: q.device, precision: q.precision, decodeCacheOnDevice: q.decodeCacheOnDevice }));
+  const [model, load] = await timed(() => LocalModel.load(q.model, { threads: q.threads, quantize: q.quantize, prepare, device: q.device, precision: q.precision, decodeCacheOnDevice: q.decodeCacheOnDevice, decodeInGraph: q.decodeInGraph }));
   try {
     if (q.kind === 'prime') return { peakMb: peakMb(), loadS: load.wallS };
     if (q.kind === 'generate') {

@@ -5,7 +5,8 @@
 // loop, which samples on the host: the same tokens and finish reasons for greedy decoding,
 // sampling at a temperature and nucleus sampling with each sequence's own seed, stop ids, stop
 // strings, budgets that end rows inside a chunk, prompts prefilled in pieces, a LoRA adapter,
-// and the Stop button; the log-probs within float rounding.
+// and the Stop button; the log-probs within float rounding. Where CUDA's provider is installed
+// (the GPU session's tests, bench/gpu-session.sh) the same comparison runs there.
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ModelEngine, type BatchPrompt, type GenerateOptions } from '../../src-main/model/inference-engine.js';
@@ -14,12 +15,14 @@ import { CHUNK_TOKENS } from '../../src-main/model/chunk-decode.js';
 import { loraBKey, loraSpecs, type LoraShape } from '../../src-main/model/lora-inputs.js';
 import { initLora } from '../../src-main/train/lora.js';
 import { seededRandom } from '../../src-main/model/sampling.js';
+import { CudaUnavailableError } from '../../src-main/model/cuda-errors.js';
+import type { Device } from '../../src-main/model/ort-session.js';
 
 const STORIES = path.resolve('resources/models/stories260K');
 
 /** Both engines' results for each option set: [in the graph, on the host]. */
-async function bothWays(prompts: BatchPrompt[], optionSets: Omit<GenerateOptions, 'seed'>[]): Promise<[GeneratedTokens[][], GeneratedTokens[][]][]> {
-  const engines = [true, false].map((decodeInGraph) => ModelEngine.open(STORIES, { device: 'cpu', graphCache: false, prefillPiece: 3, decodeInGraph }));
+async function bothWays(prompts: BatchPrompt[], optionSets: Omit<GenerateOptions, 'seed'>[], device: Device = 'cpu'): Promise<[GeneratedTokens[][], GeneratedTokens[][]][]> {
+  const engines = [true, false].map((decodeInGraph) => ModelEngine.open(STORIES, { device, graphCache: false, prefillPiece: 3, decodeInGraph }));
   try {
     const out: [GeneratedTokens[][], GeneratedTokens[][]][] = [];
     for (const options of optionSets) out.push([await engines[0]!.generateBatch(prompts, options), await engines[1]!.generateBatch(prompts, options)]);
@@ -99,5 +102,19 @@ describe('decoding in chunks, sampling in the graph', () => {
     } finally {
       await engine.close();
     }
+  });
+
+  it('on CUDA, where its provider is installed, gives the token-by-token loop\'s tokens there too (elsewhere, the one-line refusal)', async () => {
+    const runs = await bothWays(prompts, [
+      { temperature: 0, stopTokenIds: [] },
+      { temperature: 0.8, stopTokenIds: [], maxNewTokens: 30 },
+      { temperature: 1, topP: 0.9, stopTokenIds: [] },
+    ], 'cuda').catch((err: Error) => err);
+    if (runs instanceof Error) {
+      expect(runs).toBeInstanceOf(CudaUnavailableError);
+      console.info(`chunk-decode: no CUDA here, so only the CPU's chunks are checked: ${runs.message}`);
+      return;
+    }
+    for (const [inGraph, onHost] of runs) expectSame(inGraph.flat(), onHost.flat());
   });
 });
