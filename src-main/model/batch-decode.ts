@@ -75,7 +75,7 @@ type Feeds = Record<string, ort.Tensor>;
 type Outputs = ort.InferenceSession.OnnxValueMapType;
 
 /** Sequences left-padded to the longest: their ids and masks (1 = real token). */
-export function leftPadded(seqs: number[][]): { ids: number[][]; mask: number[][] } {
+function leftPadded(seqs: number[][]): { ids: number[][]; mask: number[][] } {
   const T = Math.max(...seqs.map((s) => s.length));
   const ids = seqs.map((s) => [...new Array<number>(T - s.length).fill(0), ...s]);
   const mask = seqs.map((s) => [...new Array<number>(T - s.length).fill(0), ...new Array<number>(s.length).fill(1)]);
@@ -161,21 +161,29 @@ async function prefillInPieces(run: (feeds: Feeds) => Promise<Outputs>, cache: D
 }
 
 /**
- * Generates every sequence of `requests` over `prompts`; results in request order.
- * `run` runs the generate graph (last_logprobs + the new tokens' keys and values). `onToken(i, token, logprob)`
- * sees each token of sequence i as it is chosen.
+ * A way to generate every sequence of `requests` over `prompts` with one graph (`run`), results
+ * in request order: token by token (below) or in chunks (./chunk-decode.ts). `onToken(i, token,
+ * logprob)` sees each token of sequence i as it is chosen.
  */
-export async function generateSequences(
+export type DecodeLoop = (
   config: ModelConfig,
   run: (feeds: Feeds) => Promise<Outputs>,
   prompts: number[][],
   requests: SequenceRequest[],
   settings: DecodeSettings,
   onToken?: (sequence: number, token: number, logprob: number) => void,
-): Promise<GeneratedTokens[]> {
+) => Promise<GeneratedTokens[]>;
+
+/** The sequences of `requests`, the prompts they use (each once, in first use order) and those prompts left-padded. */
+export function startSequences(prompts: number[][], requests: SequenceRequest[]): { seqs: Sequence[]; used: number[]; padded: { ids: number[][]; mask: number[][] } } {
   const seqs = requests.map((r) => new Sequence(r));
   const used = [...new Set(requests.map((r) => r.prompt))];
-  const prefill = leftPadded(used.map((p) => prompts[p]!));
+  return { seqs, used, padded: leftPadded(used.map((p) => prompts[p]!)) };
+}
+
+/** Token by token: `run` runs the generate graph (last_logprobs + the new tokens' keys and values). */
+export const generateSequences: DecodeLoop = async (config, run, prompts, requests, settings, onToken) => {
+  const { seqs, used, padded: prefill } = startSequences(prompts, requests);
   const promptLength = prefill.ids[0]!.length;
   const newCache = settings.newCache ?? ((rows: number, reserve?: number) => KvCache.empty(config, rows, reserve));
   /** One run over whole sequences and an empty cache (the check without the cache). */
@@ -231,7 +239,7 @@ export async function generateSequences(
     cache.dispose();
   }
   return results(seqs, settings);
-}
+};
 
 /** What each sequence generated, with its text decoded where asked (a stop string's cut text is already there). */
 export function results(seqs: Sequence[], settings: DecodeSettings): GeneratedTokens[] {

@@ -18,13 +18,12 @@
 import type { ModelConfig } from './hf-checkpoint.js';
 import { KvCache } from './kv-cache.js';
 import { int64Tensor, ort } from './ort-session.js';
-import { leftPadded, results, Sequence, type DecodeSettings, type GeneratedTokens, type SequenceRequest } from './batch-decode.js';
+import { results, startSequences, type DecodeLoop, type DecodeSettings } from './batch-decode.js';
 
 /** The most tokens one run decodes: each run sends the whole cache to the device, so this divides that cost. */
 export const CHUNK_TOKENS = 16;
 
 type Feeds = Record<string, ort.Tensor>;
-type Outputs = ort.InferenceSession.OnnxValueMapType;
 
 /** The decode chunk graph's sampling inputs for a run of `steps` over rows with these draws and budgets. */
 function samplingFeeds(steps: number, draws: number[][], budgets: number[], settings: DecodeSettings): Feeds {
@@ -45,17 +44,8 @@ function samplingFeeds(steps: number, draws: number[][], budgets: number[], sett
  * Generates every sequence of `requests` over `prompts` with the decode chunk graph (`run`);
  * results in request order, as {@link generateSequences} gives them.
  */
-export async function generateInChunks(
-  config: ModelConfig,
-  run: (feeds: Feeds) => Promise<Outputs>,
-  prompts: number[][],
-  requests: SequenceRequest[],
-  settings: DecodeSettings,
-  onToken?: (sequence: number, token: number, logprob: number) => void,
-): Promise<GeneratedTokens[]> {
-  const seqs = requests.map((r) => new Sequence(r));
-  const used = [...new Set(requests.map((r) => r.prompt))];
-  const prompt = leftPadded(used.map((p) => prompts[p]!));
+export const generateInChunks: DecodeLoop = async (config, run, prompts, requests, settings, onToken) => {
+  const { seqs, used, padded: prompt } = startSequences(prompts, requests);
   const length = prompt.ids[0]!.length;
   let cache = KvCache.empty(config, used.length, length + Math.max(...requests.map((r) => r.maxNew)));
   for (let start = 0; start < length - 1; start += settings.prefillPiece) {
@@ -97,4 +87,4 @@ export async function generateInChunks(
     active = keep.map((row) => active[row]!);
   }
   return results(seqs, settings);
-}
+};
