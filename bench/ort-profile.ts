@@ -17,6 +17,14 @@
  * (on WebGPU through lavapipe, 98% of a score's run) or the run's end (time in runs outside
  * kernels). CUDA_LAUNCH_BLOCKING=1 makes each CUDA launch wait, which puts each kernel's GPU
  * time on its node (and a launch's latency on every node).
+ *
+ * WebGPU does better: while profiling, its provider reads the GPU's timestamps around every
+ * kernel it dispatches and writes them as "Api" events named `<node>&<op type>&<program>` (its
+ * shader), their times on the GPU's own clock. They cannot be placed in the window by time, so
+ * each one is given to a run by count: the n-th occurrence of an event name, in GPU time order,
+ * is of the session's n-th run (a node dispatches its programs once a run). The summary then
+ * has the GPU's own kernel time, by op type, by program, and by program and shapes (which
+ * kernel, at which sizes, takes the time).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -57,6 +65,8 @@ export interface ProfileSummary {
   copies: { nodes: number; ms: number; byOp: Record<string, number> };
   /** Files whose start time could not be read from their name (summed whole). */
   unanchored: string[];
+  /** WebGPU's kernels timed on the GPU (its "Api" events) in the kept runs: their count and time, by op type, program, and program and shapes. */
+  gpu: { kernels: number; ms: number; byOp: ProfileGroup[]; byProgram: ProfileGroup[]; byShape: ProfileGroup[] };
 }
 
 const US_PER_MS = 1000;
@@ -67,6 +77,8 @@ const GPU_PROVIDERS = new Set(['CUDA', 'WebGpu', 'Dml', 'ROCm', 'TensorRT']);
 
 interface NodeEvent { ts: number; dur: number; op: string; provider: string }
 interface RunEvent { ts: number; dur: number }
+/** A kernel WebGPU timed on the GPU: `name` is `<node>&<op type>&<program>`, `ts` on the GPU's clock. */
+interface GpuEvent { ts: number; dur: number; name: string; shapes: string }
 
 /** The trace's start in epoch ms, from ONNX Runtime's file name (local time); undefined if the name has none. */
 export function profileStartMs(file: string): number | undefined {
@@ -77,17 +89,34 @@ export function profileStartMs(file: string): number | undefined {
 }
 
 /** A trace's runs and nodes, read a line at a time (ONNX Runtime writes one event a line; a decode's trace runs to hundreds of MB). */
-async function readTrace(file: string): Promise<{ runs: RunEvent[]; nodes: NodeEvent[] }> {
-  const runs: RunEvent[] = [], nodes: NodeEvent[] = [];
+async function readTrace(file: string): Promise<{ runs: RunEvent[]; nodes: NodeEvent[]; gpu: GpuEvent[] }> {
+  const runs: RunEvent[] = [], nodes: NodeEvent[] = [], gpu: GpuEvent[] = [];
   const lines = readline.createInterface({ input: fs.createReadStream(file), crlfDelay: Infinity });
   for await (const raw of lines) {
     const line = raw.trim().replace(/,$/, '');
     if (!line.startsWith('{')) continue; // the array's brackets
-    const e = JSON.parse(line) as { cat?: string; name?: string; ts: number; dur: number; args?: { op_name?: string; provider?: string } };
+    const e = JSON.parse(line) as { cat?: string; name?: string; ts: number; dur: number; args?: { op_name?: string; provider?: string; shapes?: string } };
     if (e.cat === 'Session' && e.name === 'model_run') runs.push({ ts: e.ts, dur: e.dur });
     else if (e.cat === 'Node' && e.args?.op_name) nodes.push({ ts: e.ts, dur: e.dur, op: e.args.op_name, provider: shortProvider(e.args.provider ?? '?') });
+    else if (e.cat === 'Api' && e.name?.includes('&')) gpu.push({ ts: e.ts, dur: e.dur, name: e.name, shapes: (e.args?.shapes ?? '').trim() });
   }
-  return { runs, nodes };
+  return { runs, nodes, gpu };
+}
+
+/**
+ * The GPU kernels of the runs numbered in `kept` (0-based, in run order): the n-th occurrence of
+ * a name, in GPU time order, belongs to run ⌊n / m⌋, m being how many times a run dispatches it
+ * (its occurrences ÷ the runs). A name whose count is no multiple of the runs is left out.
+ */
+function keptKernels(gpu: GpuEvent[], runs: number, kept: Set<number>): GpuEvent[] {
+  const seen = new Map<string, number>(), total = new Map<string, number>();
+  for (const e of gpu) total.set(e.name, (total.get(e.name) ?? 0) + 1);
+  return [...gpu].sort((a, b) => a.ts - b.ts).filter((e) => {
+    const n = seen.get(e.name) ?? 0;
+    seen.set(e.name, n + 1);
+    const perRun = total.get(e.name)! / runs;
+    return Number.isInteger(perRun) && kept.has(Math.floor(n / perRun));
+  });
 }
 
 /** The profile files in `folder` (ONNX Runtime's traces; anything else is skipped). */
@@ -110,15 +139,24 @@ export async function summariseProfiles(folder: string, window?: ProfileWindow):
   const copies = { nodes: 0, ms: 0, byOp: {} as Record<string, number> };
   const unanchored: string[] = [];
   const bySession = new Map<string, ProfileGroup>();
-  let runs = 0, runUs = 0, kernelUs = 0;
+  const gpuByOp = new Map<string, ProfileGroup>(), gpuByProgram = new Map<string, ProfileGroup>(), gpuByShape = new Map<string, ProfileGroup>();
+  let runs = 0, runUs = 0, kernelUs = 0, gpuKernels = 0, gpuUs = 0;
   const files = profileFiles(folder);
   for (const file of files) {
     const trace = await readTrace(file);
     const start = profileStartMs(file);
     if (window && start === undefined) unanchored.push(path.basename(file));
-    const kept = trace.runs
-      .filter((r) => !window || start === undefined || inWindow(start + (r.ts + r.dur / 2) / US_PER_MS, window))
-      .sort((a, b) => a.ts - b.ts);
+    const ordered = [...trace.runs].sort((a, b) => a.ts - b.ts);
+    const keep = (r: RunEvent) => !window || start === undefined || inWindow(start + (r.ts + r.dur / 2) / US_PER_MS, window);
+    const kept = ordered.filter(keep);
+    for (const k of keptKernels(trace.gpu, ordered.length, new Set(ordered.flatMap((r, i) => (keep(r) ? [i] : []))))) {
+      const [, op = '?', program = '?'] = k.name.split('&');
+      gpuKernels++;
+      gpuUs += k.dur;
+      add(gpuByOp, op, k.dur);
+      add(gpuByProgram, program, k.dur);
+      add(gpuByShape, `${program}: ${k.shapes}`, k.dur);
+    }
     runs += kept.length;
     for (const r of kept) {
       runUs += r.dur;
@@ -142,6 +180,7 @@ export async function summariseProfiles(folder: string, window?: ProfileWindow):
     wallMs: window ? window.endMs - window.startMs : runUs / US_PER_MS,
     files: files.length, runs, runMs: runUs / US_PER_MS, kernelMs: kernelUs / US_PER_MS,
     bySession: inMs(bySession), byOp: inMs(byOp), byProvider: inMs(byProvider), copies: { ...copies, ms: copies.ms / US_PER_MS }, unanchored,
+    gpu: { kernels: gpuKernels, ms: gpuUs / US_PER_MS, byOp: inMs(gpuByOp), byProgram: inMs(gpuByProgram), byShape: inMs(gpuByShape) },
   };
 }
 
@@ -182,6 +221,13 @@ export function formatProfile(title: string, s: ProfileSummary, top = 15): strin
   for (const g of s.byProvider) lines.push(`| ${g.key} | ${g.nodes} | ${ms(g.ms)} | ${share(g.ms, w)} |`);
   lines.push('', `| op type (top ${top}) | providers | nodes | time | share of wall |`, '|---|---|---|---|---|');
   for (const g of s.byOp.slice(0, top)) lines.push(`| ${g.key} | ${g.providers!.join(', ')} | ${g.nodes} | ${ms(g.ms)} | ${share(g.ms, w)} |`);
+  if (s.gpu.kernels) {
+    lines.push('', `- on the GPU's own clock (WebGPU's timestamps): ${s.gpu.kernels} kernels, ${ms(s.gpu.ms)} (${share(s.gpu.ms, w)} of wall)`);
+    for (const [what, groups] of [['op type', s.gpu.byOp], ['program', s.gpu.byProgram], ['program and shapes', s.gpu.byShape]] as const) {
+      lines.push('', `| GPU time by ${what} (top ${top}) | kernels | time | share of GPU time |`, '|---|---|---|---|');
+      for (const g of groups.slice(0, top)) lines.push(`| ${g.key} | ${g.nodes} | ${ms(g.ms)} | ${share(g.ms, s.gpu.ms)} |`);
+    }
+  }
   return lines.join('\n');
 }
 

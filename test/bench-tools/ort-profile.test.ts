@@ -3,14 +3,17 @@
  * the traces ONNX Runtime writes for a real training step on the CPU (a tiny model, three
  * steps, profiling turned on by HINDSIGHT_ORT_PROFILE as the bench's children have it), the
  * window of one step keeps that step's runs and nodes only; and on a trace written here, the
- * Memcpy nodes and the time split come out as counted by hand.
+ * Memcpy nodes and the time split come out as counted by hand. WebGPU's kernels timed on the
+ * GPU go to their runs by count: by hand, and on a real WebGPU session where an adapter answers
+ * (Mesa's lavapipe on the build machines).
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { epochMs, formatProfile, profileFiles, profileStartMs, summariseProfiles, type ProfileWindow } from '../../bench/ort-profile.js';
-import { profileFolder } from '../../src-main/model/ort-session.js';
+import { createSession, ort, profileFolder } from '../../src-main/model/ort-session.js';
+import { GraphBuilder } from '../../src-main/graph/ir.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { createTrainStep } from '../../src-main/train/step-engine.js';
 import { initLora, loraSpecs } from '../../src-main/train/lora.js';
@@ -123,5 +126,64 @@ describe('a trace with copies between providers (written here)', () => {
     expect(text).toContain('2 Memcpy nodes (MemcpyFromHost 1, MemcpyToHost 1), 0.9 ms (15.0%)');
     expect(text).toContain('CUDA_LAUNCH_BLOCKING=1');
     expect((await summariseProfiles(folder)).runs).toBe(2); // no window: every run
+  });
+});
+
+describe('WebGPU\'s kernels timed on the GPU', () => {
+  it('go to the runs by count (a trace written here): the window\'s run\'s kernels, a name no run count divides left out', async () => {
+    const folder = path.join(tmp, 'webgpu-hand');
+    fs.mkdirSync(folder);
+    const event = (cat: string, name: string, ts: number, dur: number, args: Record<string, string> = {}) => JSON.stringify({ cat, pid: 1, tid: 1, dur, ts, ph: 'X', name, args });
+    const kernel = (name: string, ts: number, dur: number) => event('Api', name, ts, dur, { shapes: 'inputs[0] = {2,3} outputs[0] = {2,3} ', cache_key: 'x' });
+    // Two runs; the GPU's clock starts at its first kernel. Run 2's kernels: 700 + 300 + 200 µs.
+    const events = [
+      event('Session', 'model_run', 1_000, 2_000), event('Session', 'model_run', 10_000, 4_000),
+      kernel('n_MatMul_1&MatMul&MatMulPacked', 5_000, 700), kernel('n_MatMul_1&MatMul&MatMulPacked', 0, 400),
+      kernel('n_Add_2&Add&Add', 100, 50), kernel('n_Add_2&Add&Add', 5_800, 300),
+      kernel('n_Mul_3&Mul&Mul', 150, 60), kernel('n_Mul_3&Mul&Mul', 220, 70), kernel('n_Mul_3&Mul&Mul', 6_200, 100), kernel('n_Mul_3&Mul&Mul', 6_400, 100),
+      kernel('n_Odd_4&Odd&Odd', 300, 999), kernel('n_Odd_4&Odd&Odd', 400, 999), kernel('n_Odd_4&Odd&Odd', 6_600, 999),
+    ];
+    const file = path.join(folder, 'train-1-0-0_2026-11-27_07-05-09_7.json');
+    fs.writeFileSync(file, `[\n${events.join(',\n')}\n]\n`);
+    const start = new Date(2026, 10, 27, 7, 5, 9, 7).getTime();
+    const s = await summariseProfiles(folder, { startMs: start + 9, endMs: start + 15 });
+    expect(s.gpu).toMatchObject({ kernels: 4, ms: 1.2 });
+    expect(s.gpu.byOp).toEqual([{ key: 'MatMul', nodes: 1, ms: 0.7 }, { key: 'Add', nodes: 1, ms: 0.3 }, { key: 'Mul', nodes: 2, ms: 0.2 }]);
+    expect(s.gpu.byProgram.map((g) => g.key)).toEqual(['MatMulPacked', 'Add', 'Mul']);
+    expect(s.gpu.byShape[0]!.key).toBe('MatMulPacked: inputs[0] = {2,3} outputs[0] = {2,3}');
+    const text = formatProfile('webgpu step', s);
+    expect(text).toContain('- on the GPU\'s own clock (WebGPU\'s timestamps): 4 kernels, 1.2 ms (20.0% of wall)');
+    expect(text).toContain('| MatMulPacked | 1 | 0.7 ms | 58.3% |');
+    expect((await summariseProfiles(folder)).gpu.kernels).toBe(8); // no window: both runs, the odd name still out
+  });
+
+  it('are in a real WebGPU session\'s trace, where an adapter answers', async () => {
+    const folder = path.join(tmp, 'webgpu-real');
+    const b = new GraphBuilder('webgpu_probe');
+    // Big enough that a run lasts milliseconds: the trace's anchor is to the millisecond, and a run is kept by its middle.
+    const x = b.input('x', 'float32', [512, 512]);
+    b.output(b.identityAs(b.add(b.matmul(x, b.transpose(x, [1, 0])), b.scalar(1)), 'y'));
+    const made = await createSession(b.graph, { device: 'webgpu', profile: folder }).catch((err: Error) => err);
+    if (made instanceof Error) {
+      console.info(`ort-profile: no WebGPU adapter here, so only the trace written by hand is checked: ${made.message}`);
+      return;
+    }
+    const windows: ProfileWindow[] = [];
+    const feeds = { x: new ort.Tensor('float32', Float32Array.from({ length: 512 * 512 }, (_, i) => (i % 97) / 97), [512, 512]) };
+    for (let i = 0; i < 3; i++) {
+      const startMs = epochMs();
+      await made.session.run(feeds);
+      windows.push({ startMs, endMs: epochMs() });
+    }
+    await made.session.release();
+    const whole = await summariseProfiles(folder), last = await summariseProfiles(folder, windows[2]);
+    if (whole.gpu.kernels === 0) {
+      console.info('ort-profile: this WebGPU adapter has no timestamp queries, so its trace holds no GPU kernel times');
+      return;
+    }
+    expect(last.runs).toBe(1);
+    expect(whole.gpu.kernels).toBe(3 * last.gpu.kernels);
+    expect(last.gpu.byOp.map((g) => g.key)).toEqual(expect.arrayContaining(['MatMul', 'Add']));
+    expect(last.gpu.ms).toBeGreaterThan(0);
   });
 });
