@@ -4,7 +4,7 @@
  * after a warm-up step (two steps, as bench/train-memory.ts measures), printed side by side
  * with the estimate and its error. The peak is the peak RSS with the weight file's pages
  * counted once ({@link peakMemoryMb}): a case with the teacher pass has two sessions mapping
- * the same file, and RSS counts its pages once per mapping. The cases are one row of 512 to
+ * the same file, and RSS counts its pages once per mapping. The cases are one row of 256 to
  * 4,096 tokens with recomputation on and off, batch sizes above 1, the teacher's forward pass,
  * int8 and int4 bases, on the same 68M Qwen3 shape (the real 151,936-token vocabulary, small
  * layers); BENCH_MODEL runs them on another checkpoint. test/train/train-memory.test.ts holds the
@@ -141,6 +141,7 @@ export function shapeOf(model: string): ModelShape {
 }
 
 const CASES: Record<string, Omit<EstimateCase, 'model'>> = {
+  '1x256 on': { batch: 1, length: 256, recompute: true },
   '1x512 on': { batch: 1, length: 512, recompute: true },
   '1x1024 on': { batch: 1, length: 1024, recompute: true },
   '1x2048 on': { batch: 1, length: 2048, recompute: true },

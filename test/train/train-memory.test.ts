@@ -55,9 +55,9 @@ const bench = (maxLength: number, recompute: boolean, more: Partial<MemoryRun> =
  * BENCH_MODEL for the small one); the Qwen3-0.6B shape at 1 × 1,024 and 8,192 (bench/real-shapes.ts
  * `BENCH_PARTS=long`), at 1 × 2,048 (its train part) and int8 / int4 (bench/train-memory.ts's
  * quantize part); the Qwen3-8B shape in int4 (the quantize part; at 1 × 2,048 also with 2 of its 36
- * layers, BENCH_8B_LAYERS=2). The README quotes the rows marked `quoted`. The other 0.6B rows were
- * measured before that change (docs/design.md §Memory's table, and the teacher pass with
- * bench/train-memory-estimate.ts), so they hold the old head's buffers too (0.3 GB at 1,024 tokens).
+ * layers, BENCH_8B_LAYERS=2); the Qwen3-0.6B shape at 1 × 256 and 512 with recomputation, 256 to
+ * 1,024 without, and 1,024 with the teacher pass (bench/train-memory-estimate.ts with
+ * BENCH_MODEL=bench/output/qwen3-0.6b). The README quotes the rows marked `quoted`.
  */
 const MEASURED: { name: string; shape: ModelShape; run: MemoryRun; mib: number; quoted?: boolean }[] = [
   { name: '0.6B 1 × 1,024, recomputation', shape: QWEN3_06B, run: bench(1024, true), mib: 3.24 * 1024, quoted: true },
@@ -93,13 +93,13 @@ const MEASURED: { name: string; shape: ModelShape; run: MemoryRun; mib: number; 
   { name: 'small 1 × 2,048, recomputation', shape: SMALL, run: bench(2048, true), mib: 542 },
   { name: 'small 4 × 256, recomputation', shape: SMALL, run: bench(256, true, { batchSize: 4 }), mib: 305 },
   { name: 'small 2 × 512, no recomputation', shape: SMALL, run: bench(512, false, { batchSize: 2 }), mib: 386 },
-  // Before the head's change.
-  { name: '0.6B 1 × 256, recomputation (before)', shape: QWEN3_06B, run: bench(256, true), mib: 3.0 * 1024 },
-  { name: '0.6B 1 × 512, recomputation (before)', shape: QWEN3_06B, run: bench(512, true), mib: 3.2 * 1024 },
-  { name: '0.6B 1 × 256, no recomputation (before)', shape: QWEN3_06B, run: bench(256, false), mib: 4.0 * 1024 },
-  { name: '0.6B 1 × 512, no recomputation (before)', shape: QWEN3_06B, run: bench(512, false), mib: 5.9 * 1024 },
-  { name: '0.6B 1 × 1,024, no recomputation (before)', shape: QWEN3_06B, run: bench(1024, false), mib: 9.0 * 1024 },
-  { name: '0.6B 1 × 1,024 with the teacher pass (before; peak RSS 6,191 MB)', shape: QWEN3_06B, run: bench(1024, true, { teacher: true }), mib: 3915 },
+  // The 0.6B shape's shorter rows and its teacher pass (bench/train-memory-estimate.ts, BENCH_MODEL).
+  { name: '0.6B 1 × 256, recomputation', shape: QWEN3_06B, run: bench(256, true), mib: 2811 },
+  { name: '0.6B 1 × 512, recomputation', shape: QWEN3_06B, run: bench(512, true), mib: 2931 },
+  { name: '0.6B 1 × 256, no recomputation', shape: QWEN3_06B, run: bench(256, false), mib: 3786 },
+  { name: '0.6B 1 × 512, no recomputation', shape: QWEN3_06B, run: bench(512, false), mib: 5780 },
+  { name: '0.6B 1 × 1,024, no recomputation', shape: QWEN3_06B, run: bench(1024, false), mib: 8933 },
+  { name: '0.6B 1 × 1,024 with the teacher pass (peak RSS 5,894 MB)', shape: QWEN3_06B, run: bench(1024, true, { teacher: true }), mib: 3616 },
 ];
 
 const error = (estimate: number, measured: number) => estimate / measured - 1;
