@@ -97,6 +97,11 @@ export function liveNodes(graph: Graph): Graph['nodes'] {
   return graph.nodes.filter((node) => node.outputs.some((o) => needed.has(o)));
 }
 
+/** Whether a node of the graph, or of a subgraph (a Loop's body), is one of ONNX Runtime's contrib ops. */
+function usesContribOps(graph: Graph): boolean {
+  return graph.nodes.some((n) => n.domain === 'com.microsoft' || Object.values(n.attrs).some((a) => a.kind === 'graph' && usesContribOps(a.value)));
+}
+
 function graphProto(graph: Graph, initializers: Onnx.ITensorProto[]): Onnx.IGraphProto {
   return {
     name: graph.name,
@@ -121,7 +126,7 @@ function modelProto(graph: Graph, initializers: Onnx.ITensorProto[]): Onnx.IMode
     opsetImport: [
       { domain: '', version: OPSET },
       // Only where a node uses one of ONNX Runtime's contrib ops (quantised MatMul: docs/design.md §Quantisation).
-      ...(graph.nodes.some((n) => n.domain === 'com.microsoft') ? [{ domain: 'com.microsoft', version: CONTRIB_OPSET }] : []),
+      ...(usesContribOps(graph) ? [{ domain: 'com.microsoft', version: CONTRIB_OPSET }] : []),
     ],
     graph: graphProto(graph, initializers),
   };

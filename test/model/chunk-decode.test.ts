@@ -4,7 +4,7 @@
 // this way by default; here it runs on the CPU (decodeInGraph: true) against the token-by-token
 // loop, which samples on the host: the same tokens and finish reasons for greedy decoding,
 // sampling at a temperature and nucleus sampling with each sequence's own seed, stop ids, stop
-// strings, budgets that end rows inside a chunk, prompts prefilled in pieces, a LoRA adapter,
+// strings, budgets that end rows inside a chunk, prompts prefilled in pieces, a LoRA adapter, an int4 base,
 // and the Stop button; the log-probs within float rounding. Where CUDA's provider is installed
 // (the GPU session's tests, bench/gpu-session.sh) the same comparison runs there.
 import path from 'node:path';
@@ -85,6 +85,19 @@ describe('decoding in chunks, sampling in the graph', () => {
     }
     expectSame([stories[0]!.base, stories[0]!.adapted], [stories[1]!.base, stories[1]!.adapted]);
     expect(stories[0]!.adapted.tokens).not.toEqual(stories[0]!.base.tokens);
+  });
+
+  it('runs a quantised base (int4, MatMulNBits inside the loop) as the host loop does', async () => {
+    const stories = [];
+    for (const decodeInGraph of [true, false]) {
+      const engine = ModelEngine.open(STORIES, { device: 'cpu', graphCache: false, quantize: 'int4', decodeInGraph });
+      try {
+        stories.push(await engine.generate([1, 403, 407], { maxNewTokens: 24, temperature: 0.9, seed: 4, stopTokenIds: [] }));
+      } finally {
+        await engine.close();
+      }
+    }
+    expectSame([stories[0]!], [stories[1]!]);
   });
 
   it('stops at the end of the chunk it is on when the Stop flag goes up', async () => {
