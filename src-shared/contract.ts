@@ -38,7 +38,7 @@ import { call, returns, type Returns } from './call-spec.js';
 import { onPolicyInput } from './on-policy-api.js';
 import { ROLLOUT_CALLS } from './rollouts-api.js';
 import type { Availability, TrainEval, TrainingState, TrainProgress, TrainRunInfo } from './training-api.js';
-import { bounded, LORA_TARGETS, LOSS_AGGS, OPTIMIZER_KINDS, PRECISIONS, QUANTIZE_CHOICES, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type Precision, type Quantize, type TrainDevice, type TrainMethod } from './training.js';
+import { bounded, LORA_TARGETS, LOSS_AGGS, OPTIMIZER_KINDS, PRECISIONS, QUANTIZE_CHOICES, RECOMPUTE_MODES, TRAIN_DEVICES, TRAIN_METHODS, type LoraTarget, type Precision, type Quantize, type TrainDevice, type TrainMethod } from './training.js';
 import { array, boolean, integer, nullable, object, oneOf, optional, string, ValidationError, variants, type Infer } from './validate.js';
 
 export { ValidationError };
@@ -194,6 +194,7 @@ export const TRAIN_CONFIG_FIELDS = {
   maxLength: optional(bounded('maxLength')),
   quantize: optional(oneOf(QUANTIZE_CHOICES)),
   precision: optional(precisionChoice),
+  recompute: optional(oneOf(RECOMPUTE_MODES)),
   lossAgg: optional(oneOf(LOSS_AGGS)),
   opdTopK: optional(bounded('opdTopK')),
   microBatch: optional(bounded('microBatch')),

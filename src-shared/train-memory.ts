@@ -253,10 +253,10 @@ export function estimateTrainMemory(shape: ModelShape, run: MemoryRun, c: Record
 /**
  * The run the Training page's settings make (the trainStart call's TrainConfig): its max length
  * or min(2,048, the model's positions); an on-policy run updates on contexts × rollouts rows at
- * once; the forward pass of the teacher or the held-out evaluation beside the step; recomputation 'auto', as the
- * app's runs have it.
+ * once; the forward pass of the teacher or the held-out evaluation beside the step; the
+ * recomputation chosen (absent: 'auto', as the step runs it).
  */
-export function memoryRunOf(config: Pick<TrainConfig, 'method' | 'batchSize' | 'microBatch' | 'loraR' | 'targets' | 'optimizer' | 'device' | 'maxLength' | 'quantize' | 'precision' | 'onPolicy'>, shape: ModelShape): MemoryRun {
+export function memoryRunOf(config: Pick<TrainConfig, 'method' | 'batchSize' | 'microBatch' | 'loraR' | 'targets' | 'optimizer' | 'device' | 'maxLength' | 'quantize' | 'precision' | 'recompute' | 'onPolicy'>, shape: ModelShape): MemoryRun {
   return {
     maxLength: config.maxLength ?? Math.min(TRAIN_DEFAULTS.maxLength, shape.maxPositionEmbeddings),
     batchSize: config.onPolicy ? config.onPolicy.contextsPerStep * config.onPolicy.rollouts : config.batchSize,
@@ -264,7 +264,7 @@ export function memoryRunOf(config: Pick<TrainConfig, 'method' | 'batchSize' | '
     loraR: config.loraR,
     targets: config.targets,
     quantize: config.quantize ?? TRAIN_DEFAULTS.quantize,
-    recompute: TRAIN_DEFAULTS.recompute,
+    recompute: config.recompute ?? TRAIN_DEFAULTS.recompute,
     optimizer: config.optimizer,
     // The app evaluates the held-out split with the same forward session whatever the method.
     teacher: true,

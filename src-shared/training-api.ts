@@ -2,7 +2,7 @@
 // its progress events and its state. Node-free, like everything in src-shared/.
 import type { EvalLogLine, StepLog } from './trainer-log-line.js';
 import type { OnPolicySettings } from './on-policy-api.js';
-import type { LoraTarget, LossAgg, OptimizerKind, Precision, Quantize, TrainDevice, TrainMethod } from './training.js';
+import type { LoraTarget, LossAgg, OptimizerKind, Precision, Quantize, RecomputeMode, TrainDevice, TrainMethod } from './training.js';
 
 /** Whether an optional part (the trainer, an LLM judge) is present in this build, and why not. */
 export interface Availability {
@@ -39,6 +39,11 @@ export interface TrainConfig {
    * device's default (defaultPrecision: fp16 on CUDA). A quantised base (`quantize`) ignores it.
    */
   precision?: Precision;
+  /**
+   * Activation recomputation in the step (docs/design.md §Memory): less memory, more time per
+   * step; absent: 'auto', on from max length 1,024 (src-shared/training.ts recomputeOn).
+   */
+  recompute?: RecomputeMode;
   /** How the per-token loss is averaged (docs/design.md §Losses, "Aggregation"); absent: the trainer's default (TRAIN_DEFAULTS.lossAgg). */
   lossAgg?: LossAgg;
   /** Top-K on-policy distillation's K (opd, combine; docs/design.md §Top-K distillation); absent or 0: the sampled token. */

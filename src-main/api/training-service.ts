@@ -84,7 +84,7 @@ function commonOptions(job: TrainJob): TrainerOptions {
     device: config.device,
     saveEvery: config.checkpointEvery,
     ...(config.maxLength ? { maxLength: config.maxLength } : {}),
-    ...(config.quantize ? { quantize: config.quantize } : {}), ...(config.precision ? { precision: config.precision } : {}),
+    ...(config.quantize ? { quantize: config.quantize } : {}), ...(config.precision ? { precision: config.precision } : {}), ...(config.recompute ? { recompute: config.recompute } : {}),
     ...(config.lossAgg ? { lossAgg: config.lossAgg } : {}), ...(config.opdTopK !== undefined ? { opdTopK: config.opdTopK } : {}),
     ...(job.microBatch !== undefined ? { microBatch: job.microBatch } : {}),
     // A resumed run reads its rows (or contexts) and settings back from its own folder; both

@@ -2,6 +2,8 @@
 // HTTP API the page calls: a value that is no precision is refused in one line naming the
 // field; fp16 reaches the training step (its first gradient is not the fp32 run's), the run's
 // record and its checkpointed settings; and `hindsight train --resume` keeps a run's precision.
+// The page's Recomputation (TrainConfig.recompute) likewise: refused in one line when it is no
+// mode, recorded in the run and its checkpoint when chosen, 'auto' when not.
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -24,7 +26,7 @@ const tinyRun = (outDir: string, changes: Partial<TrainConfig> = {}) => tinyTrai
 const runToEnd = (config: TrainConfig) => trainToEnd(server, config);
 
 /** The settings a run's latest checkpoint holds (src-main/train/run-checkpoint.ts trainer_state.json). */
-function checkpointedSettings(outDir: string): { precision: string | null; device: string } {
+function checkpointedSettings(outDir: string): { precision: string | null; recompute: string; device: string } {
   const latest = JSON.parse(fs.readFileSync(path.join(outDir, 'checkpoints', 'latest.json'), 'utf8')) as { dir: string };
   return JSON.parse(fs.readFileSync(path.join(outDir, 'checkpoints', latest.dir, 'trainer_state.json'), 'utf8')).settings;
 }
@@ -85,5 +87,24 @@ describe('the Training page\'s Precision', () => {
     const changed = await runCli('train', '--resume', out, '--steps', '3', '--precision', 'fp32', '--json');
     expect(changed.code, changed.stderr).toBe(0);
     expect(checkpointedSettings(out).precision).toBe('fp32');
+  });
+});
+
+describe('the Training page\'s Recomputation', () => {
+  it('refuses a value that is no mode in one line naming the field, and starts no run', async () => {
+    const before = (await call<{ runs: TrainRunInfo[] }>('trainStatus')).runs.length;
+    const refused = call('trainStart', { ...tinyRun('sometimes'), recompute: 'sometimes' });
+    await expect(refused).rejects.toThrow(/^trainStart: invalid input: recompute must be one of "auto", "on", "off", got "sometimes"$/);
+    expect(fs.existsSync(path.join(dir, 'sometimes'))).toBe(false);
+    expect((await call<{ runs: TrainRunInfo[] }>('trainStatus')).runs).toHaveLength(before);
+  });
+
+  it('off reaches the run\'s record and its checkpoint; absent, the run records none and its checkpoint auto', async () => {
+    const off = await runToEnd(tinyRun('recompute-off', { recompute: 'off' }));
+    const plain = await runToEnd(tinyRun('recompute-default'));
+    expect([off.status, plain.status]).toEqual(['finished', 'finished']);
+    expect([off.config.recompute, plain.config.recompute]).toEqual(['off', undefined]);
+    expect(checkpointedSettings(off.config.outDir).recompute).toBe('off');
+    expect(checkpointedSettings(plain.config.outDir).recompute).toBe('auto');
   });
 });

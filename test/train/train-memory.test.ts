@@ -257,12 +257,16 @@ describe('the verdict and its refusal', () => {
     expect(gpu.host).toBeLessThan(gpu.total);
   });
 
-  it("the page's run: the model's own length when it has fewer positions, contexts × rollouts rows on-policy", () => {
+  it("the page's run: the model's own length when it has fewer positions, contexts × rollouts rows on-policy, the recomputation chosen", () => {
     const config = { method: 'combine' as const, batchSize: 4, loraR: 8, targets: [...LORA_TARGETS], optimizer: 'adamw' as const, device: 'cpu' as const };
     expect(memoryRunOf(config, { ...QWEN3_68M, maxPositionEmbeddings: 512 }).maxLength).toBe(512);
     expect(memoryRunOf(config, QWEN3_68M)).toMatchObject({ maxLength: 2048, batchSize: 4, quantize: 'none', recompute: 'auto', teacher: true });
     const onPolicy = { rollouts: 4, contextsPerStep: 3, ppoEpochs: 1, advantage: 'grpo' as const, grpoStd: false, normalizeAdvantages: false, maxTurns: 1, maxTokens: 64 };
     expect(memoryRunOf({ ...config, onPolicy, quantize: 'int4' }, QWEN3_68M)).toMatchObject({ batchSize: 12, quantize: 'int4' });
+    // The page's Recomputation is priced: off at 2,048 tokens keeps every layer's activations, on keeps their inputs.
+    const [on, off] = (['on', 'off'] as const).map((recompute) => estimateTrainMemory(QWEN3_68M, memoryRunOf({ ...config, recompute }, QWEN3_68M)));
+    expect([on!.recompute, off!.recompute]).toEqual([true, false]);
+    expect(off!.activations).toBeGreaterThan(1.5 * on!.activations);
   });
 });
 
