@@ -7,7 +7,8 @@
  *             of each run against the table's first row (Hindsight on the CPU, where it runs)
  *   train     one LoRA step (r16, all seven targets, AdamW, rl loss, recomputation off),
  *             1 × BENCH_TRAIN_LEN tokens with the reply the second half: time, and the first
- *             step's loss and gradient norm on each
+ *             step's loss and gradient norm on each; each GPU also with the optimizer update on
+ *             the host instead of in the graph (its default there, OPTIMIZER_PLACEMENT)
  *   generate  greedy decode of BENCH_NEW_TOKENS after a prompt of each of BENCH_PROMPT_LENS
  *             tokens: tokens/s, and whether the tokens are the CPU's; each GPU also the other
  *             way it can decode (WebGPU: the cache in host memory instead of on the GPU; CUDA:
@@ -44,7 +45,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { keepCudaFp32Exact } from '../src-main/model/cuda-env.js';
-import { PRECISIONS, type Precision } from '../src-shared/training.js';
+import { PRECISIONS, defaultPrecision, type Precision } from '../src-shared/training.js';
+import { OPTIMIZER_PLACEMENT, type OptimizerPlacement } from '../src-main/train/step-options.js';
 import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
 import { holdsTensorsOnDevice, type Device } from '../src-main/model/ort-session.js';
 import { seededRandom } from '../src-main/model/sampling.js';
@@ -126,8 +128,8 @@ async function hindsightChild<T extends { lastRun?: ProfileWindow }>(args: strin
 }
 
 /** A row's folder of traces and its profile's title: the part and its side (sideLabel). */
-const rowName = (part: string, r: Partial<Side>) => `${part}-${r.device ?? 'cpu'}-${r.precision ?? 'default'}${r.decodeCacheOnDevice === false ? '-host-cache' : ''}${r.decodeInGraph === false ? '-token-by-token' : ''}`;
-const rowTitle = (part: string, r: Partial<Side>) => `${part}: ${sideLabel({ device: r.device ?? 'cpu', precision: r.precision ?? 'fp32', decodeCacheOnDevice: r.decodeCacheOnDevice, decodeInGraph: r.decodeInGraph })}`;
+const rowName = (part: string, r: Partial<Side>) => `${part}-${r.device ?? 'cpu'}-${r.precision ?? 'default'}${r.decodeCacheOnDevice === false ? '-host-cache' : ''}${r.decodeInGraph === false ? '-token-by-token' : ''}${r.placement === 'host' ? '-host-update' : ''}`;
+const rowTitle = (part: string, r: Partial<Side>) => `${part}: ${sideLabel({ device: r.device ?? 'cpu', precision: r.precision ?? 'fp32', decodeCacheOnDevice: r.decodeCacheOnDevice, decodeInGraph: r.decodeInGraph, placement: r.placement })}`;
 
 const hindsight = (request: RealChildRequest) =>
   hindsightChild<RealChildResult>([path.resolve('bench/real-shapes-child.ts'), JSON.stringify(request)], rowTitle(request.kind, request), rowName(request.kind, request));
@@ -141,24 +143,31 @@ function printProfiles(): void {
 }
 
 /** One Hindsight side of a table: a device, and on a GPU its precision. */
-interface Side { device: Device; precision: Precision; decodeCacheOnDevice?: boolean; decodeInGraph?: boolean }
+interface Side { device: Device; precision: Precision; decodeCacheOnDevice?: boolean; decodeInGraph?: boolean; placement?: OptimizerPlacement }
 /**
  * The other way a GPU can decode, beside its default (docs/design.md §Devices): WebGPU with the
  * cache in host memory, CUDA token by token (its cache sent to the GPU every token).
  */
 const otherDecodePath = (device: Device): Partial<Side> | undefined =>
   holdsTensorsOnDevice(device) ? { decodeCacheOnDevice: false } : device === 'cuda' ? { decodeInGraph: false } : undefined;
-/** The CPU (fp32) when `part` runs there, then each GPU in each precision; for generate, each precision again the other way. */
+/**
+ * The CPU (fp32) when `part` runs there, then each GPU in each precision; for generate, each
+ * precision again the other way; for train, the device's default precision again with the
+ * optimizer update on the host.
+ */
 const sides = (part: string): Side[] => [
   ...(CPU_PARTS.includes(part) ? [{ device: 'cpu' as Device, precision: 'fp32' as Precision }] : []),
-  ...DEVICES.flatMap((device) => GPU_PRECISIONS.flatMap((precision) => [
-    { device, precision },
-    ...(part === 'generate' && otherDecodePath(device) ? [{ device, precision, ...otherDecodePath(device) }] : []),
-  ])),
+  ...DEVICES.flatMap((device) => [
+    ...GPU_PRECISIONS.flatMap((precision) => [
+      { device, precision },
+      ...(part === 'generate' && otherDecodePath(device) ? [{ device, precision, ...otherDecodePath(device) }] : []),
+    ]),
+    ...(part === 'train' && OPTIMIZER_PLACEMENT[device] === 'graph' ? [{ device, precision: defaultPrecision(device), placement: 'host' as const }] : []),
+  ]),
 ];
-const sideLabel = ({ device, precision, decodeCacheOnDevice, decodeInGraph }: Side) =>
+const sideLabel = ({ device, precision, decodeCacheOnDevice, decodeInGraph, placement }: Side) =>
   device === 'cpu' ? `Hindsight, cpu (${THREADS} threads)`
-  : `Hindsight, ${device}, ${precision}${decodeCacheOnDevice === false ? ', decode cache in host memory' : ''}${decodeInGraph === false ? ', token by token' : ''}`;
+  : `Hindsight, ${device}, ${precision}${decodeCacheOnDevice === false ? ', decode cache in host memory' : ''}${decodeInGraph === false ? ', token by token' : ''}${placement === 'host' ? ', optimizer on the host' : ''}`;
 const gpuMem = (r: { gpuPeakMb?: number }) => (r.gpuPeakMb === undefined ? '—' : gb(r.gpuPeakMb));
 
 /** PyTorch's JSON result on TORCH_DEVICE, or undefined when it is left out or fails (said on stderr). */

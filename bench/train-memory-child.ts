@@ -10,6 +10,7 @@ import { padBatch } from '../src-main/train/batches.js';
 import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
 import { writeAdapter } from '../src-main/train/peft.js';
 import { createTrainStep } from '../src-main/train/step-engine.js';
+import type { OptimizerPlacement } from '../src-main/train/step-options.js';
 import type { OptimizerConfig, OptimizerState, StepBatch, StepMetrics } from '../src-main/train/training-step.js';
 import type { Device } from '../src-main/model/ort-session.js';
 import type { Precision, Quantize } from '../src-shared/training.js';
@@ -45,6 +46,8 @@ export interface ChildRequest {
   checkpointDir?: string;
   /** When and how the step chunks attention (default the step's own, ATTENTION_CHUNKING). */
   attentionChunking?: AttentionChunking;
+  /** Where the optimizer update runs (default the device's, OPTIMIZER_PLACEMENT). */
+  placement?: OptimizerPlacement;
 }
 
 export interface ChildResult {
@@ -120,6 +123,7 @@ export async function runChild(q: ChildRequest): Promise<ChildResult> {
     lora: DEFAULT_LORA, loss: LOSS, optimizer: OPTIMIZER, device: q.device ?? 'cpu', threads: q.threads,
     vocabChunk: q.vocabChunk, recompute: q.recompute, shareWeights: share, prepack: q.sessions?.stepPrepack,
     memoryPattern: q.memoryPattern, maxLength: q.seqLen, precision: q.precision, quantize: q.quantize, attentionChunking: q.attentionChunking,
+    placement: q.placement,
   }));
   const loadedMb = memoryNow().rssMb;
   const batch = batchOf(ckpt.config.vocabSize, q.seqLen, q.everyPosition ?? false);
