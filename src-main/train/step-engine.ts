@@ -6,8 +6,10 @@
  *
  * Where the optimizer runs. The Node binding copies every input and output through host
  * memory, so the in-graph update (./step-optimizer.ts `appendUpdate`) pays for sending the AdamW
- * moments in and the new weights and moments out (and ~12 small nodes per tensor), while the
- * host update pays a single-threaded JS loop over the LoRA weights. Both are implemented
+ * moments in and the new weights and moments out, while the host update pays a
+ * single-threaded JS loop over the LoRA weights. (When measured below, the in-graph update took
+ * ~12 small nodes per tensor; it now joins every tensor into one vector first: at the Qwen3-0.6B
+ * shape's 392 LoRA tensors, 12,896 nodes in the step's graph instead of 20,321.) Both are implemented
  * (`placement`); measured with `npm run bench:step-placement -- --steps 10` on
  * the CPU EP of a 2-core VM shared with other jobs (load average 6–9, so single runs swing
  * 2–3×; the two placements alternate step by step so load hits both alike). AdamW, LoRA
@@ -51,7 +53,7 @@ import { TopKTeacher } from './step-topk.js';
 import { checkLossBatch, checkTokens, distilledTokens, lossFeeds, lossWeightGrid, modelFeeds, pickAll, pickResponse, toGrid, type LossNeeds, type Picked } from './step-feeds.js';
 import { microBatches, placeRows, type MicroBatch } from './micro-batch.js';
 import { isValueHeadKey, valueHeadShapes } from './value-head.js';
-import { SCALAR_INPUTS, applyUpdate, clipScale, emptyState, globalGradNorm, moment, stateNames, updateScalars } from './step-optimizer.js';
+import { FlatLayout, applyUpdate, clipScale, emptyState, globalGradNorm } from './step-optimizer.js';
 
 /** Builds the training graph and its session now, in this thread (so a bad model or device fails here). */
 export function createTrainStep(model: string | Checkpoint | WeightSource, options: TrainStepOptions): Promise<TrainStepEngine> {
@@ -96,6 +98,8 @@ export class TrainStepEngine implements TrainStep {
   private closed = false;
   /** Every trained tensor's dims by key: the LoRA pairs, then the value head's two. */
   private readonly paramDims: Map<string, number[]>;
+  /** Where each trained tensor lies in the in-graph update's flat vectors. */
+  private readonly flat: FlatLayout;
 
   private constructor(
     private readonly weights: WeightSource,
@@ -111,6 +115,7 @@ export class TrainStepEngine implements TrainStep {
       return [[k.a, [r, spec.inFeatures]], [k.b, [spec.outFeatures, r]]];
     }));
     if (options.value) for (const [k, dims] of valueHeadShapes(weights.config.hiddenSize)) this.paramDims.set(k, dims);
+    this.flat = new FlatLayout(new Map([...this.paramDims].map(([k, dims]) => [k, dims.reduce((a, d) => a * d, 1)])));
     this.topK = new TopKTeacher(weights.config.vocabSize, (k) => {
       const { graph } = buildTopKGraph(weights, options.lora, memoryOptions(options, weights), k, { fusedScores: fusesMatMul(options.device) });
       return createSession(graph, sessionConfig(options, weights)).then((s) => s.session);
@@ -213,7 +218,7 @@ export class TrainStepEngine implements TrainStep {
     const parts = this.trainParts(batch, this.options.microBatch);
     const params = this.paramFeeds(weights);
     // The in-graph optimizer's inputs must be fed even though only the gradients are fetched.
-    if (this.placement === 'graph') Object.assign(params, this.optimizerFeeds(weights, emptyState()));
+    if (this.placement === 'graph') Object.assign(params, this.flat.feeds(this.options.optimizer, emptyState()));
     const passes: Pass[] = [];
     for (const part of parts) {
       const picked = pickResponse(part.batch);
@@ -238,21 +243,13 @@ export class TrainStepEngine implements TrainStep {
   private async stepInGraph(batch: StepBatch, weights: LoraWeights, state: OptimizerState): Promise<StepResult> {
     const [part] = this.trainParts(batch, undefined);
     const picked = pickResponse(batch);
-    const out = await this.trainSession.run({ ...this.feeds(part!, picked), ...this.paramFeeds(weights), ...this.optimizerFeeds(weights, state) });
+    const out = await this.trainSession.run({ ...this.feeds(part!, picked), ...this.paramFeeds(weights), ...this.flat.feeds(this.options.optimizer, state) });
     const g = this.addUp([this.readPass(out, part!, picked)], [part!], batch);
     const gradNorm = scalarOf(out.grad_norm as ort.Tensor);
     const metrics = this.metrics(g, gradNorm);
     if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
     // Into the caller's arrays, where the host update writes too (./step-optimizer.ts applyUpdate).
-    const data = (name: string) => (out[name] as ort.Tensor).data as Float32Array;
-    for (const [key, p] of weights) {
-      const n = stateNames(key);
-      p.set(data(n.newP));
-      if (this.options.optimizer.kind === 'adamw') {
-        moment(state.m, key, p.length).set(data(n.newM));
-        moment(state.v, key, p.length).set(data(n.newV));
-      }
-    }
+    this.flat.apply(this.options.optimizer, out, weights, state);
     return { weights, state: { step: state.step + 1, m: state.m, v: state.v }, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
   }
 
@@ -305,20 +302,6 @@ export class TrainStepEngine implements TrainStep {
   /** A micro-batch's feeds; its loss weights are its cells' weights in the whole batch's mean. */
   private feeds(part: MicroBatch, picked: Picked): Record<string, ort.Tensor> {
     return { ...modelFeeds(part.batch, picked), ...lossFeeds(part.batch, picked, this.needs(), part.grids[0]) };
-  }
-
-  private optimizerFeeds(weights: LoraWeights, state: OptimizerState): Record<string, ort.Tensor> {
-    const feeds: Record<string, ort.Tensor> = {};
-    const s = updateScalars(this.options.optimizer, state.step + 1);
-    [s.lr, s.decay, s.stepSize, s.bc2Sqrt].forEach((v, i) => (feeds[SCALAR_INPUTS[i]!] = new ort.Tensor('float32', Float32Array.of(v), [])));
-    if (this.options.optimizer.kind === 'adamw') {
-      for (const [key, p] of weights) {
-        const n = stateNames(key);
-        feeds[n.m] = new ort.Tensor('float32', state.m.get(key) ?? new Float32Array(p.length), this.dims(key));
-        feeds[n.v] = new ort.Tensor('float32', state.v.get(key) ?? new Float32Array(p.length), this.dims(key));
-      }
-    }
-    return feeds;
   }
 
   /** The metrics the run's loss declares (./losses.ts): the graph outputs the step fetches besides the loss. */

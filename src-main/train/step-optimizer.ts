@@ -11,6 +11,7 @@
  *   p ← p − (lr / (1−β₁ᵗ)) · m / (√v / √(1−β₂ᵗ) + eps), with t the step count after increment.
  */
 import { GraphBuilder, int } from '../graph/ir.js';
+import { ort } from '../model/ort-session.js';
 import type { LoraWeights, OptimizerConfig, OptimizerState } from './training-step.js';
 
 export const CLIP_EPS = 1e-6;
@@ -82,40 +83,105 @@ export function moment(moments: Map<string, Float32Array>, key: string, size: nu
   return a;
 }
 
-/** Names of the in-graph optimizer's extra inputs and outputs for one parameter. */
-export const stateNames = (key: string) => ({ m: `m.${key}`, v: `v.${key}`, newP: `new.${key}`, newM: `new_m.${key}`, newV: `new_v.${key}` });
+/** The in-graph update's scalar inputs (float32, from {@link updateScalars}). */
 export const SCALAR_INPUTS = ['opt_lr', 'opt_decay', 'opt_step_size', 'opt_bc2_sqrt'] as const;
+/** Its flat vectors: the AdamW moments in, and the updated weights and moments out, every trained tensor in {@link flatOrder}. */
+export const FLAT = { m: 'opt_m', v: 'opt_v', newParams: 'opt_new_params', newM: 'opt_new_m', newV: 'opt_new_v' } as const;
+
+/** The order the trained tensors take in the flat vectors: by key, which the graph and the engine both know. */
+export const flatOrder = (keys: Iterable<string>): string[] => [...keys].sort();
 
 /**
- * Appends clipping and the update to a training graph. Inputs: the scalars of
- * {@link updateScalars} (as `opt_*`) and, for AdamW, `m.<key>` / `v.<key>`. Outputs
- * `grad_norm`, `new.<key>` and, for AdamW, `new_m.<key>` / `new_v.<key>`.
+ * Appends clipping and the update to a training graph, over every trained tensor joined into
+ * one vector: a dozen kernels for the whole update instead of a dozen per tensor (392 tensors
+ * at a 28-layer model with LoRA on all seven targets), and three flat outputs instead of one per
+ * tensor and moment. Inputs: the scalars of {@link updateScalars} (as `opt_*`) and, for AdamW,
+ * the moments `opt_m` / `opt_v` [N]. Outputs `grad_norm`, `opt_new_params` and, for AdamW,
+ * `opt_new_m` / `opt_new_v`, all [N] in {@link flatOrder}.
  */
 export function appendUpdate(b: GraphBuilder, cfg: OptimizerConfig, params: Map<string, string>, grads: Map<string, string>): void {
   const [lr, decay, stepSize, bc2Sqrt] = SCALAR_INPUTS.map((n) => b.input(n, 'float32', []));
-  const squares = [...grads.values()].map((g) => b.op('ReduceSum', [b.mul(g, g)], { keepdims: int(0) }, 1, [{ dtype: 'float32', shape: [] }])[0]!);
-  const norm = b.sqrt(squares.reduce((acc, s) => b.add(acc, s)));
+  const keys = flatOrder(params.keys());
+  const flat = (values: string[]) => b.concat(values.map((v) => b.reshape(v, [-1])), 0);
+  const g = flat(keys.map((k) => grads.get(k)!));
+  const p = flat(keys.map((k) => params.get(k)!));
+  const norm = b.sqrt(b.op('ReduceSum', [b.mul(g, g)], { keepdims: int(0) }, 1, [{ dtype: 'float32', shape: [] }])[0]!);
   b.output(b.identityAs(norm, 'grad_norm'));
   const scale = cfg.maxGradNorm > 0
     ? b.where(b.greater(norm, b.scalar(cfg.maxGradNorm)), b.div(b.scalar(cfg.maxGradNorm), b.add(norm, b.scalar(CLIP_EPS))), b.scalar(1))
     : b.scalar(1);
+  const gs = b.mul(g, scale);
+  if (cfg.kind === 'sgd') {
+    const step = cfg.weightDecay ? b.add(gs, b.mul(b.scalar(cfg.weightDecay), p)) : gs;
+    b.output(b.identityAs(b.sub(p, b.mul(lr!, step)), FLAT.newParams));
+    return;
+  }
   const [beta1, beta2] = cfg.betas;
-  for (const [key, p] of params) {
-    const g = b.mul(grads.get(key)!, scale);
-    const names = stateNames(key);
-    if (cfg.kind === 'sgd') {
-      const step = cfg.weightDecay ? b.add(g, b.mul(b.scalar(cfg.weightDecay), p)) : g;
-      b.output(b.identityAs(b.sub(p, b.mul(lr!, step)), names.newP));
-      continue;
+  const shape = b.shapeOf(g) ?? ['N'];
+  const m0 = b.input(FLAT.m, 'float32', shape), v0 = b.input(FLAT.v, 'float32', shape);
+  const m1 = b.add(b.mul(b.scalar(beta1), m0), b.mul(b.scalar(1 - beta1), gs));
+  const v1 = b.add(b.mul(b.scalar(beta2), v0), b.mul(b.scalar(1 - beta2), b.mul(gs, gs)));
+  const denom = b.add(b.div(b.sqrt(v1), bc2Sqrt!), b.scalar(cfg.eps));
+  b.output(b.identityAs(b.sub(b.mul(p, decay!), b.mul(stepSize!, b.div(m1, denom))), FLAT.newParams));
+  b.output(b.identityAs(m1, FLAT.newM));
+  b.output(b.identityAs(v1, FLAT.newV));
+}
+
+/**
+ * Where each trained tensor lies in the in-graph update's flat vectors ({@link flatOrder}). The
+ * AdamW moments live in one flat vector each, which `state` sees as per-tensor views (what a
+ * checkpoint saves and the host update reads), so a step feeds them without a copy.
+ */
+export class FlatLayout {
+  private readonly spans: { key: string; offset: number; length: number }[] = [];
+  readonly size: number;
+
+  constructor(sizes: Map<string, number>) {
+    let offset = 0;
+    for (const key of flatOrder(sizes.keys())) {
+      this.spans.push({ key, offset, length: sizes.get(key)! });
+      offset += sizes.get(key)!;
     }
-    const shape = b.shapeOf(p)!;
-    const m0 = b.input(names.m, 'float32', shape), v0 = b.input(names.v, 'float32', shape);
-    const m1 = b.add(b.mul(b.scalar(beta1), m0), b.mul(b.scalar(1 - beta1), g));
-    const v1 = b.add(b.mul(b.scalar(beta2), v0), b.mul(b.scalar(1 - beta2), b.mul(g, g)));
-    const denom = b.add(b.div(b.sqrt(v1), bc2Sqrt!), b.scalar(cfg.eps));
-    const updated = b.sub(b.mul(p, decay!), b.mul(stepSize!, b.div(m1, denom)));
-    b.output(b.identityAs(updated, names.newP));
-    b.output(b.identityAs(m1, names.newM));
-    b.output(b.identityAs(v1, names.newV));
+    this.size = offset;
+  }
+
+  /** The scalars and, for AdamW, the flat moments of `state` (made flat on first use, and after a resume). */
+  feeds(cfg: OptimizerConfig, state: OptimizerState): Record<string, ort.Tensor> {
+    const s = updateScalars(cfg, state.step + 1);
+    const feeds: Record<string, ort.Tensor> = {};
+    [s.lr, s.decay, s.stepSize, s.bc2Sqrt].forEach((v, i) => (feeds[SCALAR_INPUTS[i]!] = new ort.Tensor('float32', Float32Array.of(v), [])));
+    if (cfg.kind === 'adamw') {
+      feeds[FLAT.m] = new ort.Tensor('float32', this.flatten(state.m), [this.size]);
+      feeds[FLAT.v] = new ort.Tensor('float32', this.flatten(state.v), [this.size]);
+    }
+    return feeds;
+  }
+
+  /** Writes a step's flat outputs into `weights` and `state`'s moments, in place. */
+  apply(cfg: OptimizerConfig, out: ort.InferenceSession.OnnxValueMapType, weights: LoraWeights, state: OptimizerState): void {
+    const data = (name: string) => (out[name] as ort.Tensor).data as Float32Array;
+    const params = data(FLAT.newParams);
+    for (const { key, offset, length } of this.spans) weights.get(key)!.set(params.subarray(offset, offset + length));
+    if (cfg.kind === 'adamw') {
+      this.flatten(state.m).set(data(FLAT.newM));
+      this.flatten(state.v).set(data(FLAT.newV));
+    }
+  }
+
+  /** `moments` as one flat vector: the one its views already share, else a new one (zeros where a tensor has none yet) that they become views of. */
+  private flatten(moments: Map<string, Float32Array>): Float32Array {
+    const first = moments.get(this.spans[0]!.key);
+    const shared = first && first.buffer.byteLength === this.size * 4 && this.spans.every(({ key, offset, length }) => {
+      const a = moments.get(key);
+      return a !== undefined && a.buffer === first.buffer && a.byteOffset === offset * 4 && a.length === length;
+    });
+    if (shared) return new Float32Array(first.buffer, 0, this.size);
+    const flat = new Float32Array(this.size);
+    for (const { key, offset, length } of this.spans) {
+      const own = moments.get(key);
+      if (own) flat.set(own, offset);
+      moments.set(key, flat.subarray(offset, offset + length));
+    }
+    return flat;
   }
 }

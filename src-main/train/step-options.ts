@@ -71,7 +71,8 @@ export const DEFAULT_PREPACK = false;
  *   every LoRA weight. At the Qwen3-0.6B shape with r16 on all seven targets (10.1 M weights),
  *   it took 160–260 ms a step on the build machine, with the gradient norm 21–32 ms more. A
  *   CUDA step at 2,048 tokens took 0.46–0.56 s in all (README *GPU*). On the GPU the update is
- *   a few elementwise kernels per tensor, and the weights and moments cross the bus (some 280 MB).
+ *   a dozen elementwise kernels over one vector of every weight, and the weights and moments
+ *   cross the bus (some 280 MB with the gradients, which a step returns).
  *   **Not yet measured on a GPU**: bench:gpu's training table has a row with it on the host.
  */
 export const OPTIMIZER_PLACEMENT: Record<Device, OptimizerPlacement> = { cpu: 'host', cuda: 'graph', webgpu: 'graph' };
