@@ -11,10 +11,12 @@
 #   run(command="bash bench/gpu-session.sh checks tests decode", timeout_s=540)
 #
 # Budget (15 minutes of device time, start-up included): the machine's start 1–2 min, four
-# stash calls of some 20 s, setup ~1 min, profile (the training step: 4 Hindsight rows and
-# PyTorch's, the 0.6B model written first) ~3 min, blocking ~1 min, checks and tests ~2 min on
-# an H200 by the 2026-11-26 session's timings, decode ~2 min (estimated: six processes, each
-# loading the 0.6B model), which leaves room to rerun one call.
+# stash calls of some 20 s, setup ~1 min, profile (the training step: 6 Hindsight rows, two of
+# them with the optimizer on the host, and PyTorch's, the 0.6B model written first) ~4 min,
+# blocking ~1 min, checks and tests ~2 min on an H200 by the 2026-11-26 session's timings, decode
+# ~2 min (estimated: six processes, each loading the 0.6B model): some 13 minutes, so little room
+# to rerun a call. Where a call must be rerun, leave out `blocking` (the least needed) and run
+# `decode` only if time is left.
 #
 # Files a call carried and /tmp stay on the machine while it is warm (30 s after a call, so
 # make the calls back to back), which is how the parts add up. The stages, in the order given:
