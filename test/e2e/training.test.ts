@@ -3,7 +3,7 @@
 // (resources/models/stories260K) and the real trainer (ONNX Runtime, CPU EP):
 //   - a small crafted export is uploaded, labelled by the heuristic judge through Settings'
 //     "Run this judge now" (±1 rewards and hints), and one label is set with the keyboard;
-//   - Fine-tune on the Training page with Precision fp16 (priced and recorded as such): the live progress bar with ETA, the six charts filling
+//   - Fine-tune on the Training page with Precision fp16 (priced and recorded as such) and Recomputation off: the live progress bar with ETA, the six charts filling
 //     from the trainer's events, the execution provider actually used ("CPU");
 //   - Cancel mid-run, then Resume to the end without losing or repeating a step;
 //   - the adapter folder at the end, checked on disk (PEFT files and trainer_log.jsonl),
@@ -44,7 +44,7 @@ interface RunInfo {
   status: string;
   executionProvider: string | null;
   adapterDir: string | null;
-  config: { outDir: string; steps: number; device: string; precision?: string };
+  config: { outDir: string; steps: number; device: string; precision?: string; recompute?: string };
 }
 interface Progress {
   step: number;
@@ -79,7 +79,7 @@ const checkpointStep = (outDir: string) => JSON.parse(fs.readFileSync(path.join(
 /** The run settings its latest checkpoint holds (trainer_state.json), which a resume continues with. */
 const checkpointSettings = (outDir: string) => {
   const latest = JSON.parse(fs.readFileSync(path.join(outDir, 'checkpoints', 'latest.json'), 'utf8')) as { dir: string };
-  return JSON.parse(fs.readFileSync(path.join(outDir, 'checkpoints', latest.dir, 'trainer_state.json'), 'utf8')).settings as { precision: string | null };
+  return JSON.parse(fs.readFileSync(path.join(outDir, 'checkpoints', latest.dir, 'trainer_state.json'), 'utf8')).settings as { precision: string | null; recompute: string };
 };
 
 async function allSamples(): Promise<SampleView[]> {
@@ -154,6 +154,12 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     await page.selectOption('[data-testid=train-precision]', 'fp16');
     await page.locator('[data-testid=train-memory-parts]', { hasText: /^fp16 weights / }).waitFor();
     expect(await page.locator('[data-testid=train-quantize] option[value=none]').textContent()).toBe('none (fp16)');
+    // Recomputation, in the folded Optimizer and LoRA section (folded again for the screenshots): Auto until Off is chosen.
+    const advanced = page.locator('summary', { hasText: 'Optimizer and LoRA' });
+    await advanced.click();
+    expect(await page.locator('[data-testid=train-recompute] option:checked').textContent()).toBe('Auto (from 1,024)');
+    await page.selectOption('[data-testid=train-recompute]', 'off');
+    await advanced.click();
     const outDir = await page.locator('[data-testid=train-out]').inputValue();
     await page.locator('[data-action=fine-tune]').click();
     expect(await page.locator('[data-testid=train-run-weights]').textContent()).toBe('fp16 base');
@@ -206,9 +212,9 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     expect(withGap).toBeGreaterThan(0);
     expect(await chartPoints('gap')).toBe(withGap);
     expect(run!.executionProvider).toMatch(/cpu/i);
-    // The run's record and the settings it resumed with carry the Precision chosen.
+    // The run's record and the settings it resumed with carry the Precision and Recomputation chosen.
     expect(run!.config.precision).toBe('fp16');
-    expect(checkpointSettings(outDir).precision).toBe('fp16');
+    expect(checkpointSettings(outDir)).toMatchObject({ precision: 'fp16', recompute: 'off' });
 
     // The adapter folder really holds a PEFT adapter and one log line per step.
     expect(run!.adapterDir).toBe(outDir);
@@ -249,6 +255,10 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     await page.locator('summary', { hasText: 'Optimizer and LoRA' }).click();
     await page.fill('[data-testid=train-micro-batch]', '1');
     await page.selectOption('[data-testid=train-loss-agg]', 'token-mean');
+    // Recomputation on below 1,024 tokens, where Auto leaves it off: the estimate prices it.
+    expect(await page.locator('[data-testid=train-memory-parts]').textContent()).not.toContain('with recomputation');
+    await page.selectOption('[data-testid=train-recompute]', 'on');
+    await page.locator('[data-testid=train-memory-parts]', { hasText: 'with recomputation' }).waitFor();
     const outDir = await page.locator('[data-testid=train-out]').inputValue();
     expect(outDir).toMatch(/[/\\]rl-\d{8}-\d{6}$/);
     const before = await page.locator('.run-line').getAttribute('data-run-id');
@@ -261,10 +271,11 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     expect(await chartPoints('gap')).toBe(0);
     expect(await page.locator('[data-chart=gap] .chart-empty').textContent()).toContain('no teacher');
     expect(fs.existsSync(path.join(outDir, 'adapter_model.safetensors'))).toBe(true);
+    expect(checkpointSettings(outDir).recompute).toBe('on');
   });
 
   it('a wrong model folder: its error shows at the top of the page and of Progress, and the last run reads as the previous one', async () => {
-    // The settings typed for the last runs survive a reload (Steps was 4, Micro-batch 1, Loss aggregation token-mean, Precision fp16).
+    // The settings typed for the last runs survive a reload (Steps was 4, Micro-batch 1, Loss aggregation token-mean, Precision fp16, Recomputation on).
     await page.reload();
     await page.locator('[data-testid=train-status]').waitFor();
     expect(await page.locator('[data-testid=train-steps]').inputValue()).toBe('4');
@@ -272,9 +283,11 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     expect(await page.locator('[data-testid=train-micro-batch]').inputValue()).toBe('1');
     expect(await page.locator('[data-testid=train-loss-agg]').inputValue()).toBe('token-mean');
     expect(await page.locator('[data-testid=train-precision]').inputValue()).toBe('fp16');
+    expect(await page.locator('[data-testid=train-recompute]').inputValue()).toBe('on');
     // Top-K distillation is kept too (0 again before a run: Binary RL has no teacher to distil), and a
     // kept value outside its bounds falls back to the default.
     await page.locator('summary', { hasText: 'Optimizer and LoRA' }).click();
+    await page.selectOption('[data-testid=train-recompute]', 'auto'); // Auto again for the later runs
     await page.fill('[data-testid=train-opd-topk]', '8');
     await page.waitForFunction(() => JSON.parse(localStorage.getItem('hindsight.training.form') ?? '{}').opdTopK === 8);
     await page.reload();
@@ -419,6 +432,7 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     expect(runs.map((r) => r.status)).toEqual(['finished', 'finished', onGpu, onGpu, 'finished', 'finished']);
     expect(runs.map((r) => r.config.device)).toEqual(['cpu', 'cpu', 'cuda', 'webgpu', 'cpu', 'cpu']);
     expect(runs.map((r) => r.config.precision)).toEqual(['fp16', 'fp16', undefined, undefined, undefined, undefined]);
+    expect(runs.map((r) => r.config.recompute)).toEqual(['off', 'on', 'auto', 'auto', 'auto', 'auto']);
   });
 
   it('logged no errors in the page', () => {

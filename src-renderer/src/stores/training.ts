@@ -23,6 +23,7 @@ export function defaultTrainConfig(modelDir: string, outDir: string): TrainConfi
     targets: [...d.targets],
     device: d.device,
     quantize: d.quantize,
+    recompute: d.recompute,
     lossAgg: d.lossAgg,
     opdTopK: d.opdTopK,
     seed: d.seed,
