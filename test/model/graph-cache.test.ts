@@ -8,7 +8,9 @@ import path from 'node:path';
 import { ModelEngine, type EngineOptions } from '../../src-main/model/inference-engine.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { cachedWeightFolder, defaultGraphCacheRoot, graphCacheRoot } from '../../src-main/model/graph-cache.js';
-import { GRAPH_CACHE_FORMAT } from '../../src-main/model/graph-fingerprint.js';
+import { GRAPH_CACHE_FORMAT, graphFingerprint } from '../../src-main/model/graph-fingerprint.js';
+import { decodeChunkGraph } from '../../src-main/model/decode-chunk-graph.js';
+import { checkpointWeights } from '../../src-main/model/decoder.js';
 import { ort } from '../../src-main/model/ort-session.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 
@@ -69,6 +71,20 @@ describe('the graph cache', () => {
     // Without the cache the zeroed weights are what is read: the outputs differ.
     const uncached = await run(dir, { graphCache: false });
     expect(uncached.scores).not.toEqual(first.none.scores);
+  });
+
+  it('keeps a decode chunk graph (a Loop and its body) like the others, and a change inside its body changes its fingerprint', async () => {
+    const dir = writeModel('llama-chunks', { family: 'llama', seed: 8, hiddenSize: 32, intermediateSize: 64 });
+    const graphCache = path.join(root, 'cache-chunks');
+    const first = await run(dir, { graphCache, decodeInGraph: true });
+    const folder = cachedWeightFolder(graphCache, Checkpoint.open(dir).identity());
+    expect(fs.readdirSync(folder).filter((f) => f.endsWith('.onnx')).map((f) => f.replace(/-[0-9a-f]{16,}\./, '-HASH.')).sort()).toEqual(['decode_chunk-HASH.onnx', 'score-HASH.onnx']);
+    zeroWeightsKeepingIdentity(dir);
+    expect(await run(dir, { graphCache, decodeInGraph: true })).toEqual(first);
+    // Only the body differs (FusedMatMul or MatMul against transposed keys): the outer graphs are alike.
+    const weights = checkpointWeights(Checkpoint.open(dir));
+    expect(graphFingerprint(decodeChunkGraph(weights, { fusedScores: true }))).not.toBe(graphFingerprint(decodeChunkGraph(weights, { fusedScores: false })));
+    expect(graphFingerprint(decodeChunkGraph(weights, { fusedScores: true }))).toBe(graphFingerprint(decodeChunkGraph(weights, { fusedScores: true })));
   });
 
   it('builds again, and drops the old folders, when config.json changes', async () => {
