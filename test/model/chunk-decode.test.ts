@@ -4,7 +4,7 @@
 // this way by default; here it runs on the CPU (decodeInGraph: true) against the token-by-token
 // loop, which samples on the host: the same tokens and finish reasons for greedy decoding,
 // sampling at a temperature and nucleus sampling with each sequence's own seed, stop ids, stop
-// strings, budgets that end rows inside a chunk, prompts prefilled in pieces, a LoRA adapter, an int4 base,
+// strings, budgets that end rows inside a chunk, prompts prefilled in pieces, a LoRA adapter, int4 and fp16 bases,
 // and the Stop button; the log-probs within float rounding. Where CUDA's provider is installed
 // (the GPU session's tests, bench/gpu-session.sh) the same comparison runs there.
 import path from 'node:path';
@@ -87,17 +87,19 @@ describe('decoding in chunks, sampling in the graph', () => {
     expect(stories[0]!.adapted.tokens).not.toEqual(stories[0]!.base.tokens);
   });
 
-  it('runs a quantised base (int4, MatMulNBits inside the loop) as the host loop does', async () => {
-    const stories = [];
-    for (const decodeInGraph of [true, false]) {
-      const engine = ModelEngine.open(STORIES, { device: 'cpu', graphCache: false, quantize: 'int4', decodeInGraph });
-      try {
-        stories.push(await engine.generate([1, 403, 407], { maxNewTokens: 24, temperature: 0.9, seed: 4, stopTokenIds: [] }));
-      } finally {
-        await engine.close();
+  it('runs a quantised base (int4, MatMulNBits inside the loop) and an fp16 one (CUDA\'s default) as the host loop does', async () => {
+    for (const base of [{ quantize: 'int4' as const }, { precision: 'fp16' as const }]) {
+      const stories = [];
+      for (const decodeInGraph of [true, false]) {
+        const engine = ModelEngine.open(STORIES, { device: 'cpu', graphCache: false, ...base, decodeInGraph });
+        try {
+          stories.push(await engine.generate([1, 403, 407], { maxNewTokens: 24, temperature: 0.9, seed: 4, stopTokenIds: [] }));
+        } finally {
+          await engine.close();
+        }
       }
+      expectSame([stories[0]!], [stories[1]!]);
     }
-    expectSame([stories[0]!], [stories[1]!]);
   });
 
   it('stops at the end of the chunk it is on when the Stop flag goes up', async () => {
