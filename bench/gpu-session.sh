@@ -212,7 +212,8 @@ EOF
   done
   node - "$T" <<'EOF'
 const fs = require('fs'), dir = process.argv[2];
-const first = (run) => { try { return fs.readFileSync(`${dir}/t-${run}/trainer_log.jsonl`, 'utf8').split('\n').filter(Boolean).map(JSON.parse).find((l) => l.step === 1 && l.loss !== undefined); } catch { return undefined; } };
+const stepOf = (run, step) => { try { return fs.readFileSync(`${dir}/t-${run}/trainer_log.jsonl`, 'utf8').split('\n').filter(Boolean).map(JSON.parse).find((l) => l.step === step && l.loss !== undefined); } catch { return undefined; } };
+const first = (run) => stepOf(run, 1);
 const c = first('cpu-fp32');
 for (const run of ['cuda-fp32', 'cuda-fp16', 'webgpu-fp32']) {
   const g = first(run);
@@ -220,6 +221,9 @@ for (const run of ['cuda-fp32', 'cuda-fp16', 'webgpu-fp32']) {
   const dLoss = Math.abs(g.loss - c.loss), dNorm = Math.abs(g.grad_norm - c.grad_norm) / c.grad_norm;
   const verdict = run.endsWith('fp32') ? (dLoss <= 1e-5 && dNorm <= 1e-4 ? 'within issue 32\'s 1e-5 / 1e-4' : 'OUTSIDE issue 32\'s 1e-5 / 1e-4') : 'fp16: no bound';
   console.log(`TRAIN ${run} on ${g.execution_provider}: loss ${g.loss} vs ${c.loss} (|Δ| ${dLoss.toExponential(2)}), gradient norm ${g.grad_norm} vs ${c.grad_norm} (relative ${dNorm.toExponential(2)}): ${verdict}`);
+  // The second step's loss follows the first update (in the graph on a GPU, on the host on the CPU).
+  const c2 = stepOf('cpu-fp32', 2), g2 = stepOf(run, 2);
+  if (c2 && g2) console.log(`TRAIN ${run} step 2 (after the first update): loss ${g2.loss} vs ${c2.loss} (|Δ| ${Math.abs(g2.loss - c2.loss).toExponential(2)})`);
 }
 EOF
 }
