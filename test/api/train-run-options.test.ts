@@ -1,4 +1,4 @@
-// The Training page's Precision (TrainConfig.precision, docs/design.md §Precision) over the
+// The Training page's run options. Its Precision (TrainConfig.precision, docs/design.md §Precision) over the
 // HTTP API the page calls: a value that is no precision is refused in one line naming the
 // field; fp16 reaches the training step (its first gradient is not the fp32 run's), the run's
 // record and its checkpointed settings; and `hindsight train --resume` keeps a run's precision.
