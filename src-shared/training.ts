@@ -94,6 +94,15 @@ export function recomputeOn(mode: RecomputeMode, maxLength: number): boolean {
   return mode === 'on' || (mode === 'auto' && maxLength >= RECOMPUTE_AUTO_FROM);
 }
 
+/**
+ * A run's recomputation in two words for its card and the Past runs table, beside its base: only
+ * when it was chosen (on or off); `auto`, or a run recorded before the choice, adds nothing, to
+ * keep them short.
+ */
+export function recomputeWordsOf(run: { recompute?: RecomputeMode }): string | null {
+  return run.recompute && run.recompute !== 'auto' ? `recomputation ${run.recompute}` : null;
+}
+
 /** The decoder linears a LoRA adapter can target, in canonical (PEFT module) order. */
 export const LORA_TARGETS = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
 export type LoraTarget = (typeof LORA_TARGETS)[number];

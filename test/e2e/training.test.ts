@@ -163,6 +163,7 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     const outDir = await page.locator('[data-testid=train-out]').inputValue();
     await page.locator('[data-action=fine-tune]').click();
     expect(await page.locator('[data-testid=train-run-weights]').textContent()).toBe('fp16 base');
+    expect(await page.locator('[data-testid=train-run-recompute]').textContent()).toBe('recomputation off');
 
     // The trainer reports the execution provider it really runs on.
     await page.locator('[data-testid=train-device]', { hasText: /^\s*CPU\s*$/ }).waitFor();
@@ -272,6 +273,12 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     expect(await page.locator('[data-chart=gap] .chart-empty').textContent()).toContain('no teacher');
     expect(fs.existsSync(path.join(outDir, 'adapter_model.safetensors'))).toBe(true);
     expect(checkpointSettings(outDir).recompute).toBe('on');
+    // The card and Past runs (newest first) say the Recomputation chosen beside the base.
+    expect(await page.locator('[data-testid=train-run-recompute]').textContent()).toBe('recomputation on');
+    expect(await page.locator('[data-history-run] td.small').allTextContents()).toEqual([
+      expect.stringMatching(/ · fp16 base · recomputation on$/),
+      expect.stringMatching(/ · fp16 base · recomputation off$/),
+    ]);
   });
 
   it('a wrong model folder: its error shows at the top of the page and of Progress, and the last run reads as the previous one', async () => {
@@ -347,6 +354,8 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     // No Precision chosen: the run takes CUDA's default, fp16, and its card says so.
     expect(await page.locator('[data-testid=train-precision] option').first().textContent()).toBe('default (fp16)');
     expect(await page.locator('[data-testid=train-run-weights]').textContent()).toBe('fp16 base');
+    // Recomputation left at Auto: the card says nothing of it.
+    expect(await page.locator('[data-testid=train-run-recompute]').count()).toBe(0);
     if (status === 'failed') {
       // Never a silent fall-back to the CPU: the run stops and says what is missing.
       expect(await page.locator('[data-testid=train-run-error]').textContent()).toMatch(/CUDA provider is not installed.*setup:gpu/);
