@@ -53,7 +53,7 @@ import { TopKTeacher } from './step-topk.js';
 import { checkLossBatch, checkTokens, distilledTokens, lossFeeds, lossWeightGrid, modelFeeds, pickAll, pickResponse, toGrid, type LossNeeds, type Picked } from './step-feeds.js';
 import { microBatches, placeRows, type MicroBatch } from './micro-batch.js';
 import { isValueHeadKey, valueHeadShapes } from './value-head.js';
-import { FlatLayout, applyUpdate, clipScale, emptyState, globalGradNorm } from './step-optimizer.js';
+import { FlatLayout, GRAD_NORM, applyUpdate, clipScale, emptyState, globalGradNorm, updateOutputs } from './step-optimizer.js';
 
 /** Builds the training graph and its session now, in this thread (so a bad model or device fails here). */
 export function createTrainStep(model: string | Checkpoint | WeightSource, options: TrainStepOptions): Promise<TrainStepEngine> {
@@ -83,7 +83,8 @@ interface Pass {
   tokens: number;
   valueLoss: number;
   topkKlSum: number;
-  grads: LoraWeights;
+  /** Absent from an in-graph step, which does not fetch them. */
+  grads?: LoraWeights;
   logprobs: Float32Array;
   values?: Float32Array;
 }
@@ -95,6 +96,8 @@ export class TrainStepEngine implements TrainStep {
   /** The top-K OPD teacher's pass (./step-topk.ts). */
   private readonly topK: TopKTeacher;
   private zeroLora?: LoraWeights;
+  /** The in-graph update's inputs at a fresh state: what a pass that only reads the gradients feeds them. */
+  private idleUpdateFeeds?: Record<string, ort.Tensor>;
   private closed = false;
   /** Every trained tensor's dims by key: the LoRA pairs, then the value head's two. */
   private readonly paramDims: Map<string, number[]>;
@@ -217,8 +220,9 @@ export class TrainStepEngine implements TrainStep {
     this.checkOpen();
     const parts = this.trainParts(batch, this.options.microBatch);
     const params = this.paramFeeds(weights);
-    // The in-graph optimizer's inputs must be fed even though only the gradients are fetched.
-    if (this.placement === 'graph') Object.assign(params, this.flat.feeds(this.options.optimizer, emptyState()));
+    // The in-graph optimizer's inputs must be fed even though only the gradients are fetched:
+    // zeros made once (AdamW's two flat moments are 80 MB at the 0.6B shape's adapter).
+    if (this.placement === 'graph') Object.assign(params, this.idleUpdateFeeds ??= this.flat.feeds(this.options.optimizer, emptyState()));
     const passes: Pass[] = [];
     for (const part of parts) {
       const picked = pickResponse(part.batch);
@@ -240,17 +244,24 @@ export class TrainStepEngine implements TrainStep {
     return { ...next, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
   }
 
+  /**
+   * One run that updates too. It fetches the new weights and moments but not the gradients: on a
+   * GPU each fetched output crosses the bus, and the gradients would add 4 bytes per trained
+   * weight a step (40 MB at the 0.6B shape's adapter) that nothing reads. So its result has no
+   * `grads`; `gradients()` gives them on any placement.
+   */
   private async stepInGraph(batch: StepBatch, weights: LoraWeights, state: OptimizerState): Promise<StepResult> {
     const [part] = this.trainParts(batch, undefined);
     const picked = pickResponse(batch);
-    const out = await this.trainSession.run({ ...this.feeds(part!, picked), ...this.paramFeeds(weights), ...this.flat.feeds(this.options.optimizer, state) });
+    const feeds = { ...this.feeds(part!, picked), ...this.paramFeeds(weights), ...this.flat.feeds(this.options.optimizer, state) };
+    const out = await this.trainSession.run(feeds, [...this.trainFetches(false), ...updateOutputs(this.options.optimizer)]);
     const g = this.addUp([this.readPass(out, part!, picked)], [part!], batch);
-    const gradNorm = scalarOf(out.grad_norm as ort.Tensor);
+    const gradNorm = scalarOf(out[GRAD_NORM] as ort.Tensor);
     const metrics = this.metrics(g, gradNorm);
-    if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
+    if (!Number.isFinite(g.loss) || !Number.isFinite(gradNorm)) return { weights, state, metrics, logprobs: g.logprobs, values: g.values };
     // Into the caller's arrays, where the host update writes too (./step-optimizer.ts applyUpdate).
     this.flat.apply(this.options.optimizer, out, weights, state);
-    return { weights, state: { step: state.step + 1, m: state.m, v: state.v }, metrics, grads: g.grads, logprobs: g.logprobs, values: g.values };
+    return { weights, state: { step: state.step + 1, m: state.m, v: state.v }, metrics, logprobs: g.logprobs, values: g.values };
   }
 
   async close(): Promise<void> {
@@ -309,23 +320,26 @@ export class TrainStepEngine implements TrainStep {
     return methodLoss(this.options.loss.method).metrics;
   }
 
-  private trainFetches(): string[] {
+  /** The training graph's outputs a pass reads; `withGradients` false: all but the gradients. */
+  private trainFetches(withGradients = true): string[] {
     const value = this.valueHead ? ['values', 'value_loss'] : [];
     const topK = this.options.loss.opdTopK ? [TOPK_KL_SUM] : [];
-    return ['loss', 'logprobs', ...this.lossMetrics.map((m) => m.field), 'tokens', ...value, ...topK, ...[...this.paramDims.keys()].map(gradName)];
+    const grads = withGradients ? [...this.paramDims.keys()].map(gradName) : [];
+    return ['loss', 'logprobs', ...this.lossMetrics.map((m) => m.field), 'tokens', ...value, ...topK, ...grads];
   }
 
   /** One pass's outputs; its log-probs and values on its micro-batch's grid. */
   private readPass(out: ort.InferenceSession.OnnxValueMapType, part: MicroBatch, picked: Picked): Pass {
-    const grads: LoraWeights = new Map();
-    for (const key of this.paramDims.keys()) grads.set(key, (out[gradName(key)] as ort.Tensor).data as Float32Array);
+    const fetched = [...this.paramDims.keys()].every((key) => out[gradName(key)] !== undefined);
+    const grads: LoraWeights | undefined = fetched ? new Map() : undefined;
+    for (const key of grads ? this.paramDims.keys() : []) grads!.set(key, (out[gradName(key)] as ort.Tensor).data as Float32Array);
     return {
       loss: scalarOf(out.loss as ort.Tensor),
       metrics: this.lossMetrics.map((m) => scalarOf(out[m.field] as ort.Tensor)),
       tokens: scalarOf(out.tokens as ort.Tensor),
       valueLoss: this.valueHead ? scalarOf(out.value_loss as ort.Tensor) : 0,
       topkKlSum: this.options.loss.opdTopK ? scalarOf(out[TOPK_KL_SUM] as ort.Tensor) : 0,
-      grads,
+      ...(grads ? { grads } : {}),
       logprobs: toGrid((out.logprobs as ort.Tensor).data as Float32Array, picked, part.batch),
       ...(this.valueHead ? { values: toGrid((out.values as ort.Tensor).data as Float32Array, picked, part.batch) } : {}),
     };
@@ -340,9 +354,10 @@ export class TrainStepEngine implements TrainStep {
   private addUp(passes: Pass[], parts: MicroBatch[], batch: StepBatch): Gradients {
     const sum = (f: (p: Pass) => number) => passes.reduce((a, p) => a + f(p), 0);
     const [first, ...rest] = passes;
-    const grads = first!.grads;
+    // Every pass fetches its gradients but an in-graph step's one pass, which fetches none.
+    const grads = first!.grads ?? new Map<string, Float32Array>();
     for (const p of rest) {
-      for (const [key, g] of p.grads) {
+      for (const [key, g] of p.grads!) {
         const into = grads.get(key)!;
         for (let i = 0; i < g.length; i++) into[i]! += g[i]!;
       }

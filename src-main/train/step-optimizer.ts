@@ -88,6 +88,14 @@ export const SCALAR_INPUTS = ['opt_lr', 'opt_decay', 'opt_step_size', 'opt_bc2_s
 /** Its flat vectors: the AdamW moments in, and the updated weights and moments out, every trained tensor in {@link flatOrder}. */
 export const FLAT = { m: 'opt_m', v: 'opt_v', newParams: 'opt_new_params', newM: 'opt_new_m', newV: 'opt_new_v' } as const;
 
+/** The gradients' global norm, before clipping: an output of the in-graph update. */
+export const GRAD_NORM = 'grad_norm';
+
+/** The in-graph update's outputs: the norm and the new flat vectors, what a step that updates reads back. */
+export function updateOutputs(cfg: OptimizerConfig): string[] {
+  return [GRAD_NORM, FLAT.newParams, ...(cfg.kind === 'adamw' ? [FLAT.newM, FLAT.newV] : [])];
+}
+
 /** The order the trained tensors take in the flat vectors: by key, which the graph and the engine both know. */
 export const flatOrder = (keys: Iterable<string>): string[] => [...keys].sort();
 
@@ -106,7 +114,7 @@ export function appendUpdate(b: GraphBuilder, cfg: OptimizerConfig, params: Map<
   const g = flat(keys.map((k) => grads.get(k)!));
   const p = flat(keys.map((k) => params.get(k)!));
   const norm = b.sqrt(b.op('ReduceSum', [b.mul(g, g)], { keepdims: int(0) }, 1, [{ dtype: 'float32', shape: [] }])[0]!);
-  b.output(b.identityAs(norm, 'grad_norm'));
+  b.output(b.identityAs(norm, GRAD_NORM));
   const scale = cfg.maxGradNorm > 0
     ? b.where(b.greater(norm, b.scalar(cfg.maxGradNorm)), b.div(b.scalar(cfg.maxGradNorm), b.add(norm, b.scalar(CLIP_EPS))), b.scalar(1))
     : b.scalar(1);

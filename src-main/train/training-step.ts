@@ -140,8 +140,12 @@ export interface StepResult {
   weights: LoraWeights;
   state: OptimizerState;
   metrics: StepMetrics;
-  /** Gradients before clipping, for tests and diagnostics. */
-  grads: LoraWeights;
+  /**
+   * Gradients before clipping, for tests and diagnostics: from the host update only. The
+   * in-graph update (a GPU's default) leaves them where they were made rather than fetch 4 bytes
+   * per trained weight a step that nothing reads; `gradients()` gives them on either.
+   */
+  grads?: LoraWeights;
   /**
    * Policy log-probs at the weights fed in (before the update), on the [B, T] grid: the
    * in-step old. Only the trained tokens (responseMask ≠ 0) are scored; every other position is 0.

@@ -149,7 +149,7 @@ describe('in-step old vs a separate forward pass for old', () => {
         expect(fused.metrics.gradNorm).toBeGreaterThan(1e-3);
         expect(relDiff([fused.metrics.loss], [separate.metrics.loss])).toBeLessThan(1e-6);
         expect(relDiff([fused.metrics.gradNorm], [separate.metrics.gradNorm])).toBeLessThan(1e-6);
-        expect(maxRelDiff(fused.grads, separate.grads)).toBeLessThan(1e-6);
+        expect(maxRelDiff(fused.grads!, separate.grads!)).toBeLessThan(1e-6);
         expect(maxRelDiff(fused.weights, separate.weights)).toBeLessThan(1e-6);
         expect(maxRelDiff(fused.state.m, separate.state.m)).toBeLessThan(1e-6);
         expect(fused.metrics.tokens).toBe(separate.metrics.tokens);

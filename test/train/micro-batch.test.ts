@@ -113,8 +113,8 @@ function expectSameStep(got: StepResult, want: StepResult, what: string): void {
     expect(Math.abs(got.metrics[key]! - want.metrics[key]!), `${what} ${key}`).toBeLessThan(1e-6 * Math.max(1, Math.abs(want.metrics[key]!)));
   }
   expect(relative(got.metrics.gradNorm, want.metrics.gradNorm), `${what} grad norm`).toBeLessThan(1e-5);
-  expect(relativeNorm(got.grads, want.grads), `${what} gradients`).toBeLessThan(1e-5);
-  for (const [key, g] of want.grads) expect(maxRelative(got.grads.get(key)!, g), `${what} ${key}`).toBeLessThan(1e-5);
+  expect(relativeNorm(got.grads!, want.grads!), `${what} gradients`).toBeLessThan(1e-5);
+  for (const [key, g] of want.grads!) expect(maxRelative(got.grads!.get(key)!, g), `${what} ${key}`).toBeLessThan(1e-5);
   expect(relativeNorm(got.weights, want.weights), `${what} weights`).toBeLessThan(1e-5);
   expect(maxRelative(got.logprobs, want.logprobs), `${what} log-probs`).toBeLessThan(1e-5);
   if (want.values) expect(maxRelative(got.values!, want.values), `${what} values`).toBeLessThan(1e-5);

@@ -151,12 +151,12 @@ describe('optimizer step', () => {
     const r = await e.step(batch, given, emptyState());
     expect(r.state.step).toBe(1);
     for (const [key, p] of w) {
-      const g = r.grads.get(key)!;
+      const g = r.grads!.get(key)!;
       r.weights.get(key)!.forEach((v, i) => expect(v).toBe(Math.fround(p[i]! - 0.05 * g[i]!)));
       expect(r.weights.get(key)).toBe(given.get(key)); // written into the arrays given (step-optimizer.ts applyUpdate)
     }
     const again = await e.gradients(batch, w);
-    for (const [key, g] of r.grads) expect(again.grads.get(key)).toEqual(g);
+    for (const [key, g] of r.grads!) expect(again.grads.get(key)).toEqual(g);
   });
 
   it('clipping scales the gradient by max_norm / (norm + 1e-6) only when norm > max_norm', async () => {
@@ -170,30 +170,33 @@ describe('optimizer step', () => {
     expect(r.metrics.gradNorm).toBeCloseTo(norm, 6); // reported before clipping
     const scale = maxNorm / (norm + 1e-6);
     for (const [key, p] of w) {
-      const g = r.grads.get(key)!;
+      const g = r.grads!.get(key)!;
       r.weights.get(key)!.forEach((v, i) => expect(v).toBe(Math.fround(p[i]! - 0.05 * (g[i]! * scale))));
     }
     const loose = await engine({ optimizer: sgd(0.05, norm * 2) });
     const u = await loose.step(batch, cloneWeights(w), emptyState());
-    for (const [key, p] of w) u.weights.get(key)!.forEach((v, i) => expect(v).toBe(Math.fround(p[i]! - 0.05 * u.grads.get(key)![i]!)));
+    for (const [key, p] of w) u.weights.get(key)!.forEach((v, i) => expect(v).toBe(Math.fround(p[i]! - 0.05 * u.grads!.get(key)![i]!)));
   });
 
   it('the in-graph SGD update and clipping compute the same in fp32 arithmetic', async () => {
     const probe = await engine({ optimizer: sgd(0.05, 0), placement: 'graph' });
     const w = randomLora(probe.specs, LORA.r, 8);
     const batch = await batchWithOld(probe, w, () => 0.01);
+    // The in-graph step does not fetch its gradients: they come from a pass without the update.
+    const grads = (await probe.gradients(batch, w)).grads;
     const plain = await probe.step(batch, cloneWeights(w), emptyState());
+    expect(plain.grads).toBeUndefined();
     const lr = Math.fround(0.05);
     for (const [key, p] of w) {
-      const g = plain.grads.get(key)!;
+      const g = grads.get(key)!;
       plain.weights.get(key)!.forEach((v, i) => expect(v).toBe(Math.fround(p[i]! - Math.fround(lr * g[i]!))));
     }
     const norm = plain.metrics.gradNorm;
-    expect(norm).toBeCloseTo(Math.sqrt(dot(plain.grads, plain.grads)), 5);
+    expect(norm).toBeCloseTo(Math.sqrt(dot(grads, grads)), 5);
     const clipped = await (await engine({ optimizer: sgd(0.05, norm / 4), placement: 'graph' })).step(batch, cloneWeights(w), emptyState());
     const scale = norm / 4 / (norm + 1e-6);
     for (const [key, p] of w) {
-      const g = clipped.grads.get(key)!;
+      const g = grads.get(key)!;
       clipped.weights.get(key)!.forEach((v, i) => {
         const expected = p[i]! - 0.05 * g[i]! * scale;
         expect(Math.abs(v - expected)).toBeLessThan(3e-7 * (Math.abs(p[i]!) + 1e-3)); // 2 ulp: fp32 norm and scale
@@ -214,13 +217,17 @@ describe('optimizer step', () => {
         // Before the second step the moments come back in arrays of their own, as a resumed run's
         // do from its checkpoint (the in-graph update keeps them as views of one flat vector).
         if (t === 2) state = { step: state.step, m: cloneWeights(state.m), v: cloneWeights(state.v) };
+        const grads = (await e.gradients(batch, w)).grads;
         const r = await e.step(batch, cloneWeights(w), state);
-        const norm = Math.sqrt(dot(r.grads, r.grads));
+        // Only the host update brings the gradients back (training-step.ts StepResult.grads).
+        if (placement === 'host') expect(r.grads).toEqual(grads);
+        else expect(r.grads).toBeUndefined();
+        const norm = Math.sqrt(dot(grads, grads));
         expect(r.metrics.gradNorm).toBeCloseTo(norm, 4);
         expect(norm).toBeGreaterThan(0.05);
         const scale = 0.05 / (norm + 1e-6);
         for (const [key, p] of w) {
-          const g = Float32Array.from(r.grads.get(key)!, (x) => x * scale);
+          const g = Float32Array.from(grads.get(key)!, (x) => x * scale);
           const expected = referenceAdamW(cfg, p, g, m.get(key)!, v2.get(key)!, t);
           r.weights.get(key)!.forEach((x, i) => expect(Math.abs(x - expected[i]!)).toBeLessThan(1e-6 + 1e-5 * Math.abs(expected[i]!)));
           r.state.m.get(key)!.forEach((x, i) => expect(Math.abs(x - m.get(key)![i]!)).toBeLessThan(1e-8 + 1e-5 * Math.abs(x)));

@@ -142,7 +142,7 @@ describe('value head', () => {
         expect(r.metrics.gradNorm).toBeCloseTo(norm, 5); // the norm counts the head's gradient
         const scale = norm / 4 / (norm + 1e-6);
         for (const key of [VALUE_HEAD_WEIGHT, VALUE_HEAD_BIAS]) {
-          const p = params.get(key)!, grad = r.grads.get(key)!;
+          const p = params.get(key)!, grad = r.grads!.get(key)!;
           r.weights.get(key)!.forEach((x, i) => expect(x).toBe(Math.fround(p[i]! - 0.1 * (grad[i]! * scale))));
         }
       } finally {
