@@ -1,11 +1,13 @@
 /**
  * The verdict on a run's memory (issue 31, docs/design.md §Memory estimate, §Micro-batches):
- * src-shared/train-memory.ts's estimate set against the host's memory, the micro-batch a run goes
- * with (the most rows a pass fits, or the one forced), and the one line that refuses a run that
- * cannot fit even one row at a time, with what would fit, in the words of its reader (the CLI's
- * flags, the Training page's fields, live capture's status). Node-free: the page computes it too.
+ * src-shared/train-memory.ts's estimate set against the host's memory, and a CUDA run's against
+ * its GPU's too when that is known; the micro-batch a run goes with (the most rows a pass fits,
+ * or the one forced), whether `recompute: 'auto'` recomputes, and the one line that refuses a
+ * run that cannot fit even one row at a time, with what would fit, in the words of its reader
+ * (the CLI's flags, the Training page's fields, live capture's status). Node-free: the page
+ * computes it too.
  */
-import type { Quantize } from './training.js';
+import { recomputeOn, type Quantize, type RecomputeMode } from './training.js';
 import { estimateTrainMemory, type MemoryEstimate, type MemoryRun, type ModelShape } from './train-memory.js';
 
 /** The machine's memory as the back end reads it. */
@@ -17,6 +19,61 @@ export interface HostMemory {
   source: 'MemAvailable' | 'freemem' | 'budget';
   /** HINDSIGHT_MEMORY_BUDGET, when set: the most a run may plan to use (below what the machine has). */
   budgetBytes: number | null;
+}
+
+/** A CUDA GPU's memory as nvidia-smi reports it (src-main/train/gpu-memory.ts). */
+export interface GpuMemory {
+  name: string;
+  totalBytes: number;
+  /** What nothing on the card uses now: a run's sessions can have at most this. */
+  freeBytes: number;
+}
+
+/**
+ * What a CUDA process holds on the card beside its sessions' buffers: the CUDA context (the
+ * provider's kernels, cuBLAS's and cuDNN's handles and workspaces), which nvidia-smi counts as
+ * used. Some 0.3–0.5 GB by the cards' generation; not measured alone here (the measured peaks of
+ * docs/benchmarks.md "On a GPU" include it), so the larger figure.
+ */
+export const CUDA_CONTEXT_BYTES = 0.5 * 2 ** 30;
+
+/**
+ * What a CUDA run needs in the GPU's memory: the frozen weights once for each session that
+ * holds them there (ONNX Runtime's CUDA provider copies a session's initializers to the card:
+ * the step's training session, and its forward session for the teacher pass, the KL reference
+ * and the held-out evaluation), LoRA with its gradients and optimizer state (fed in every run),
+ * the activations, the loss's logits, the teacher pass's buffers, and {@link CUDA_CONTEXT_BYTES}.
+ * The activations are the CPU step's fitted figure: at the one measured row (the Qwen3-0.6B
+ * shape, 1 × 2,048, no recomputation, an H200) this is 21.8 GB for 18.7 GB measured in fp32
+ * and 21.0 for 18.9 in fp16, over by 11–17%, which only refuses a run early.
+ */
+export function cudaBytes(e: MemoryEstimate, run: MemoryRun): number {
+  return e.weights * (run.teacher ? 2 : 1) + e.lora + e.activations + e.logits + e.teacher + CUDA_CONTEXT_BYTES;
+}
+
+/** The room a run must fit in: the host's available bytes, and the CUDA GPU's free bytes where known (else null). */
+interface Room {
+  host: number;
+  gpu: number | null;
+}
+
+/** The memories an estimate does not fit in `room`, the GPU first; empty when it fits. */
+function shortOf(e: MemoryEstimate, run: MemoryRun, room: Room): ('gpu' | 'host')[] {
+  const short: ('gpu' | 'host')[] = [];
+  if (room.gpu !== null && cudaBytes(e, run) > room.gpu) short.push('gpu');
+  if (e.host > room.host) short.push('host');
+  return short;
+}
+
+/** The one fit predicate: whether `run` fits the host's room and, where known, the GPU's. */
+function fitsRoom(shape: ModelShape, run: MemoryRun, room: Room): boolean {
+  return shortOf(estimateTrainMemory(shape, run), run, room).length === 0;
+}
+
+/** The bytes a run needs in one memory: the GPU's (cudaBytes) or the host's. */
+function bytesIn(memory: 'gpu' | 'host', shape: ModelShape, run: MemoryRun): number {
+  const e = estimateTrainMemory(shape, run);
+  return memory === 'gpu' ? cudaBytes(e, run) : e.host;
 }
 
 /** "3.6 GB", "820 MB": binary units (GiB, MiB) as the benches print them. */
@@ -35,7 +92,9 @@ export interface MemorySuggestion {
   quantize?: Quantize;
   maxLength?: number;
   microBatch?: number;
+  /** What it would need in the memory that was short: the GPU's when `memory` says so, else the host's. */
   bytes: number;
+  memory?: 'gpu';
 }
 
 export interface MemoryVerdict {
@@ -47,6 +106,17 @@ export interface MemoryVerdict {
    * ({@link chooseMicroBatch}), else 1 (a run started anyway).
    */
   microBatch: number;
+  /**
+   * Whether the step recomputes activations: the run's recompute mode at its max length
+   * (recomputeOn), except that `auto` on a CUDA GPU whose memory is known is off when the run
+   * fits without it ({@link memoryVerdict}). How the step runs, as the micro-batch is; the run
+   * keeps the mode asked for.
+   */
+  recompute: boolean;
+  /** `auto` left recomputation off because the CUDA GPU has room, where the length rule would have turned it on. */
+  autoRecomputeOff: boolean;
+  /** The GPU's part of the estimate ({@link cudaBytes}) and the card, for a CUDA run whose GPU is known; else null. */
+  gpu: { bytes: number; memory: GpuMemory } | null;
   /** Changes that would make the run fit, best first (empty when it fits, or when nothing tried does). */
   suggestions: MemorySuggestion[];
   /** One line: what the run needs beside what the machine has. */
@@ -62,8 +132,8 @@ function roundLength(n: number): number {
 }
 
 /** The longest max length (rounded down) at which the run fits, or null when not even 16 tokens do. */
-function longestFitting(shape: ModelShape, run: MemoryRun, room: number): number | null {
-  const fits = (T: number) => estimateTrainMemory(shape, { ...run, maxLength: T }).host <= room;
+function longestFitting(shape: ModelShape, run: MemoryRun, room: Room): number | null {
+  const fits = (T: number) => fitsRoom(shape, { ...run, maxLength: T }, room);
   if (!fits(16)) return null;
   let lo = 16, hi = run.maxLength;
   while (hi - lo > 1) {
@@ -85,13 +155,18 @@ export const SHORTEST_SUGGESTED_LENGTH = 512;
  * The rows per pass of the training step (gradient accumulation, docs/design.md §Micro-batches)
  * that the estimate fits in `room`: the fewest passes over the batch whose micro-batch fits, its
  * rows spread evenly (16 rows of which 5 fit go as 4 passes of 4, not 5, 5, 5 and 1: as many
- * passes, less memory). The whole batch when it fits; null when not even one row does. The one
- * place the choice is made: the CLI, the app's training service and live capture's background
- * runs ask {@link memoryVerdict}, which asks this.
+ * passes, less memory); `gpuRoom`, a CUDA GPU's free bytes, must hold it too. The whole batch
+ * when it fits; null when not even one row does. The one place the choice is made: the CLI, the
+ * app's training service and live capture's background runs ask {@link memoryVerdict}, which
+ * asks this.
  */
-export function chooseMicroBatch(shape: ModelShape, run: MemoryRun, room: number): number | null {
+export function chooseMicroBatch(shape: ModelShape, run: MemoryRun, hostRoom: number, gpuRoom: number | null = null): number | null {
+  return chooseIn(shape, run, { host: hostRoom, gpu: gpuRoom });
+}
+
+function chooseIn(shape: ModelShape, run: MemoryRun, room: Room): number | null {
   for (let rows = run.batchSize; rows >= 1; rows--) {
-    if (estimateTrainMemory(shape, { ...run, microBatch: rows }).host > room) continue;
+    if (!fitsRoom(shape, { ...run, microBatch: rows }, room)) continue;
     return Math.ceil(run.batchSize / Math.ceil(run.batchSize / rows));
   }
   return null;
@@ -109,10 +184,11 @@ export function microBatchText(batchSize: number, microBatch: number): string | 
  * ({@link SHORTEST_SUGGESTED_LENGTH}; not for live capture, whose runs take the model's length);
  * then int4 with a shorter length. At most three, each one row at a time.
  */
-function suggestionsFor(shape: ModelShape, run: MemoryRun, room: number, reader: MemoryReader): MemorySuggestion[] {
+function suggestionsFor(shape: ModelShape, run: MemoryRun, room: Room, short: 'gpu' | 'host', reader: MemoryReader): MemorySuggestion[] {
   const out: MemorySuggestion[] = [];
   const one = { ...run, microBatch: 1 };
-  const at = (change: Partial<MemoryRun>) => estimateTrainMemory(shape, { ...one, ...change }).host;
+  const fits = (change: Partial<MemoryRun>) => fitsRoom(shape, { ...one, ...change }, room);
+  const at = (change: Partial<MemoryRun>) => bytesIn(short, shape, { ...one, ...change });
   const floor = Math.min(SHORTEST_SUGGESTED_LENGTH, Math.floor(run.maxLength / 2));
   const length = (r: MemoryRun) => {
     if (reader === 'capture') return null;
@@ -120,31 +196,31 @@ function suggestionsFor(shape: ModelShape, run: MemoryRun, room: number, reader:
     return t !== null && t < r.maxLength && t >= floor ? t : null;
   };
   const int4 = run.quantize !== 'int4';
-  if (int4 && at({ quantize: 'int4' }) <= room) out.push({ quantize: 'int4', bytes: at({ quantize: 'int4' }) });
+  if (int4 && fits({ quantize: 'int4' })) out.push({ quantize: 'int4', bytes: at({ quantize: 'int4' }) });
   const shorter = length(one);
   if (shorter !== null) out.push({ maxLength: shorter, bytes: at({ maxLength: shorter }) });
   if (int4 && out.length === 0) {
     const shorterQ = length({ ...one, quantize: 'int4' });
     if (shorterQ !== null) out.push({ quantize: 'int4', maxLength: shorterQ, bytes: at({ quantize: 'int4', maxLength: shorterQ }) });
   }
-  return out.slice(0, 3);
+  return out.slice(0, 3).map((s) => (short === 'gpu' ? { ...s, memory: 'gpu' } : s));
 }
 
 const n = (x: number) => x.toLocaleString('en-US');
 
-/** How each reader names the settings a refusal offers, and how it starts a run anyway. */
-const READER_WORDS: Record<MemoryReader, { quantize: string; maxLength: string; microBatch: string; run: string; override: string; nothing: string }> = {
+/** How each reader names the settings a refusal offers, how it starts a run anyway, and its recompute mode `auto`. */
+const READER_WORDS: Record<MemoryReader, { quantize: string; maxLength: string; microBatch: string; run: string; override: string; nothing: string; recomputeAuto: string }> = {
   cli: {
     quantize: '--quantize', maxLength: '--max-length', microBatch: '--micro-batch', run: 'This run', override: ', or --ignore-memory to start anyway',
-    nothing: 'no --quantize or --max-length fits it; free memory or use a smaller model',
+    nothing: 'no --quantize or --max-length fits it; free memory or use a smaller model', recomputeAuto: '--recompute auto',
   },
   app: {
     quantize: 'Quantize', maxLength: 'Max length', microBatch: 'Micro-batch', run: 'This run', override: ', or tick Start anyway',
-    nothing: 'no Quantize or Max length fits it; free memory or choose a smaller model',
+    nothing: 'no Quantize or Max length fits it; free memory or choose a smaller model', recomputeAuto: 'Recomputation Auto',
   },
   capture: {
     quantize: 'Base in training', maxLength: '', microBatch: '', run: 'Background training was not started: it', override: '',
-    nothing: 'free memory or choose a smaller model',
+    nothing: 'free memory or choose a smaller model', recomputeAuto: 'Recomputation auto',
   },
 };
 
@@ -154,7 +230,7 @@ function suggestionText(s: MemorySuggestion, reader: MemoryReader): string {
   if (s.quantize) parts.push(`${w.quantize} ${s.quantize}`);
   if (s.maxLength) parts.push(`${w.maxLength} ${n(s.maxLength)}`);
   if (s.microBatch) parts.push(`${w.microBatch} ${n(s.microBatch)}`);
-  return `${parts.join(' with ')} (about ${formatBytes(s.bytes)})`;
+  return `${parts.join(' with ')} (about ${formatBytes(s.bytes)}${s.memory === 'gpu' ? ' on the GPU' : ''})`;
 }
 
 /**
@@ -170,31 +246,56 @@ export function estimateParts(e: MemoryEstimate, run: MemoryRun): string {
 }
 
 /**
- * The estimate against the host's memory, with the micro-batch the run goes with: the one
- * `run.microBatch` asks for, else {@link chooseMicroBatch}'s, so that the batch size, a learning
- * setting, never makes a run not fit. It is refused, in one line in the reader's words, only
- * when not even one row at the max length fits (offering int4 and a shorter max length), or when
- * the micro-batch asked for does not fit (offering the one that does). A run on a GPU is checked
- * for what the host holds (weights, LoRA, runtime); the GPU's own memory is not read here.
+ * `auto` on a CUDA GPU whose memory is known: off when the run (at its micro-batch as asked,
+ * else the whole batch in one pass) fits both memories without it, since recomputing costs the
+ * step a second forward pass, about a third more time; else the length rule (recomputeOn). The
+ * CPU keeps the length rule: its memory is shared with the user's other work, which a step that
+ * takes all it can would push into swap, and its runs are long enough for that to matter.
  */
-export function memoryVerdict(shape: ModelShape, run: MemoryRun, host: HostMemory, reader: MemoryReader): MemoryVerdict {
-  const room = host.availableBytes;
-  const asked = run.microBatch === undefined ? undefined : Math.min(run.microBatch, run.batchSize);
-  const chosen = chooseMicroBatch(shape, run, room);
-  const microBatch = asked ?? chosen ?? 1;
+function decidedRecompute(shape: ModelShape, run: MemoryRun, room: Room): RecomputeMode {
+  if (run.recompute !== 'auto' || room.gpu === null) return run.recompute;
+  return fitsRoom(shape, { ...run, recompute: 'off', microBatch: run.microBatch ?? run.batchSize }, room) ? 'off' : 'auto';
+}
+
+/**
+ * The estimate against the host's memory, and a CUDA run's against `gpu`, its card's, when that
+ * is known (null: no nvidia-smi, or another device; then the host's alone, as before the GPU was
+ * read). With it, the micro-batch the run goes with: the one `run.microBatch` asks for, else
+ * {@link chooseMicroBatch}'s, so that the batch size, a learning setting, never makes a run not
+ * fit; and whether it recomputes ({@link decidedRecompute}). It is refused, in one line in the
+ * reader's words naming the memory that is short, only when not even one row at the max length
+ * fits (offering int4 and a shorter max length), or when the micro-batch asked for does not fit
+ * (offering the one that does). Each choice asks the one fit predicate, {@link fitsRoom}.
+ */
+export function memoryVerdict(shape: ModelShape, asked: MemoryRun, host: HostMemory, reader: MemoryReader, gpu: GpuMemory | null = null): MemoryVerdict {
+  const card = asked.device === 'cuda' ? gpu : null;
+  const room: Room = { host: host.availableBytes, gpu: card?.freeBytes ?? null };
+  const run = { ...asked, recompute: decidedRecompute(shape, asked, room) };
+  const askedRows = run.microBatch === undefined ? undefined : Math.min(run.microBatch, run.batchSize);
+  const chosen = chooseIn(shape, run, room);
+  const microBatch = askedRows ?? chosen ?? 1;
   const at = { ...run, microBatch };
   const estimate = estimateTrainMemory(shape, at);
-  const fits = estimate.host <= room;
-  const have = `${formatBytes(room)} ${host.source === 'budget' ? 'allowed (HINDSIGHT_MEMORY_BUDGET)' : 'available'} of ${formatBytes(host.totalBytes)}`;
-  const summary = `about ${formatBytes(estimate.total)}${estimate.onGpu ? `, ${formatBytes(estimate.host)} of it in the host's memory` : ''} (${estimateParts(estimate, at)}); this machine has ${have}`;
-  if (fits) return { estimate, fits, microBatch, suggestions: [], summary, refusal: null };
+  const recompute = estimate.recompute;
+  const onCard = card && { bytes: cudaBytes(estimate, at), memory: card };
+  const autoRecomputeOff = run.recompute !== asked.recompute && recomputeOn(asked.recompute, run.maxLength);
+  const short = shortOf(estimate, at, room);
+  const have = `${formatBytes(room.host)} ${host.source === 'budget' ? 'allowed (HINDSIGHT_MEMORY_BUDGET)' : 'available'} of ${formatBytes(host.totalBytes)}`;
   const w = READER_WORDS[reader];
+  const summary = onCard
+    ? `about ${formatBytes(estimate.host)} in the host's memory and ${formatBytes(onCard.bytes)} on the GPU (${estimateParts(estimate, at)}, CUDA context ${formatBytes(CUDA_CONTEXT_BYTES)}); this machine has ${have}, the GPU (${card.name}) ${formatBytes(card.freeBytes)} free of ${formatBytes(card.totalBytes)}`
+      + (autoRecomputeOff ? `; ${w.recomputeAuto} leaves recomputation off: the GPU has room without it` : '')
+    : `about ${formatBytes(estimate.total)}${estimate.onGpu ? `, ${formatBytes(estimate.host)} of it in the host's memory` : ''} (${estimateParts(estimate, at)}); this machine has ${have}`;
+  const verdict = { estimate, microBatch, recompute, autoRecomputeOff, gpu: onCard, summary };
+  if (short.length === 0) return { ...verdict, fits: true, suggestions: [], refusal: null };
   // Asked for more rows a pass than fit, where fewer would: offer those.
-  const suggestions = asked !== undefined && chosen !== null
-    ? [{ microBatch: chosen, bytes: estimateTrainMemory(shape, { ...run, microBatch: chosen }).host }]
-    : suggestionsFor(shape, run, room, reader);
+  const suggestions: MemorySuggestion[] = askedRows !== undefined && chosen !== null
+    ? [{ microBatch: chosen, bytes: bytesIn(short[0]!, shape, { ...run, microBatch: chosen }), ...(short[0] === 'gpu' ? { memory: 'gpu' as const } : {}) }]
+    : suggestionsFor(shape, run, room, short[0]!, reader);
   const advice = suggestions.length ? `try ${suggestions.map((s) => suggestionText(s, reader)).join(' or ')}` : w.nothing;
-  const what = asked !== undefined && asked > 1 ? `${n(asked)} rows of ${n(run.maxLength)} tokens a pass (${w.microBatch} ${n(asked)})` : `one row of ${n(run.maxLength)} tokens at a time`;
-  const refusal = `${w.run} needs about ${formatBytes(estimate.host)} even with ${what}, but this machine has ${have}: ${advice}${w.override}.`;
-  return { estimate, fits, microBatch, suggestions, summary, refusal };
+  const what = askedRows !== undefined && askedRows > 1 ? `${n(askedRows)} rows of ${n(run.maxLength)} tokens a pass (${w.microBatch} ${n(askedRows)})` : `one row of ${n(run.maxLength)} tokens at a time`;
+  const needs = { gpu: onCard && `${formatBytes(onCard.bytes)} on the GPU (${onCard.memory.name})`, host: `${formatBytes(estimate.host)}${short.length > 1 ? " in the host's memory" : ''}` };
+  const has = { gpu: card && `the GPU has ${formatBytes(card.freeBytes)} free of ${formatBytes(card.totalBytes)}`, host: `this machine has ${have}` };
+  const refusal = `${w.run} needs about ${short.map((m) => needs[m]).join(' and ')} even with ${what}, but ${short.map((m) => has[m]).join(' and ')}: ${advice}${w.override}.`;
+  return { ...verdict, fits: false, suggestions, refusal };
 }

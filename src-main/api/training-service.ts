@@ -19,10 +19,10 @@ import type { Availability, TrainConfig, TrainEval, TrainProgress, TrainRunInfo,
 import type { EventHub } from '../workspace/event-hub.js';
 import { overLengthNote } from '../../src-shared/training.js';
 import type { OnPolicySettings } from '../../src-shared/on-policy-api.js';
-import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
+import type { StepPlan, TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import type { OnPolicyTrainerOptions } from '../onpolicy/options.js';
 import { isModelPath } from '../model/model-path.js';
-import { checkConfigMemory, resumedMicroBatch } from '../train/memory-check.js';
+import { checkConfigMemory, resumedStepPlan, stepPlan } from '../train/memory-check.js';
 
 /** One fine-tune as the engine sees it. */
 export interface TrainJob {
@@ -33,8 +33,8 @@ export interface TrainJob {
   dbPath: string;
   /** True when continuing from the last checkpoint in `config.outDir` (optimizer state restored). */
   resume: boolean;
-  /** Rows per pass of the step (the memory check's choice, or the page's Micro-batch); absent: the whole batch at once. */
-  microBatch?: number;
+  /** How the step runs: rows per pass and whether it recomputes (the memory check's choice, or the page's Micro-batch); absent: the trainer's defaults. */
+  plan?: StepPlan;
   /** Aborted by Cancel: stop after the current step and keep a checkpoint. */
   signal: AbortSignal;
   onProgress(progress: Omit<TrainProgress, 'runId'>): void;
@@ -86,7 +86,7 @@ function commonOptions(job: TrainJob): TrainerOptions {
     ...(config.maxLength ? { maxLength: config.maxLength } : {}),
     ...(config.quantize ? { quantize: config.quantize } : {}), ...(config.precision ? { precision: config.precision } : {}), ...(config.recompute ? { recompute: config.recompute } : {}),
     ...(config.lossAgg ? { lossAgg: config.lossAgg } : {}), ...(config.opdTopK !== undefined ? { opdTopK: config.opdTopK } : {}),
-    ...(job.microBatch !== undefined ? { microBatch: job.microBatch } : {}),
+    ...job.plan,
     // A resumed run reads its rows (or contexts) and settings back from its own folder; both
     // check them against, and evaluate, the held-out split (docs/design.md §Evaluation).
     ...(job.resume ? { resume: config.outDir } : {}),
@@ -257,10 +257,10 @@ export class TrainingService {
     // The memory estimate (src-shared/train-memory.ts), as the page shows it: it chooses the
     // micro-batch, and a run that cannot fit even one row at a time is refused with the page's
     // line, unless it was asked to start anyway.
-    const memory = checkConfigMemory(config);
+    const memory = await checkConfigMemory(config);
     if (memory.refusal && !config.ignoreMemory) throw new UserError(memory.refusal);
     const runId = crypto.randomBytes(6).toString('hex');
-    this.launch(this.engine, runId, config, false, memory.microBatch);
+    this.launch(this.engine, runId, config, false, stepPlan(memory));
     return { runId };
   }
 
@@ -271,8 +271,8 @@ export class TrainingService {
     if (checkpointStep(run.info.config.outDir) === null) {
       throw new UserError(`Run ${runId} has no checkpoint in ${run.info.config.outDir} to resume from; start a new fine-tune instead.`);
     }
-    // The micro-batch is no part of the math: a resume chooses it for the memory the machine has now.
-    this.launch(this.engine, runId, run.info.config, true, resumedMicroBatch(run.info.config), this.historyOf(run));
+    // How the step runs is no part of the math: a resume chooses it for the memory the machine has now.
+    this.launch(this.engine, runId, run.info.config, true, await resumedStepPlan(run.info.config), this.historyOf(run));
     return { runId };
   }
 
@@ -310,7 +310,7 @@ export class TrainingService {
     if (patch.status !== undefined) this.persist(run.file);
   }
 
-  private launch(engine: TrainingEngine, runId: string, config: TrainConfig, resume: boolean, microBatch: number | undefined, history: TrainProgress[] = []): void {
+  private launch(engine: TrainingEngine, runId: string, config: TrainConfig, resume: boolean, plan: StepPlan, history: TrainProgress[] = []): void {
     const run: Run = {
       info: { runId, status: 'running', config, startedAt: Date.now(), executionProvider: null, phase: null, lastProgress: history.at(-1) ?? null, adapterDir: null, error: null },
       history,
@@ -328,7 +328,7 @@ export class TrainingService {
       workspace: this.workspace(),
       dbPath: this.workspace().dbPath,
       resume,
-      ...(microBatch !== undefined ? { microBatch } : {}),
+      plan,
       signal: run.abort.signal,
       onProgress: (p) => {
         const progress = { ...p, runId };

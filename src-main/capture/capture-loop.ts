@@ -36,7 +36,7 @@ import type { CaptureSettingFields } from '../../src-shared/capture-defaults.js'
 import { methodRecord } from '../../src-shared/training-methods.js';
 import { memoryRunOf } from '../../src-shared/train-memory.js';
 import { type MemoryVerdict } from '../../src-shared/memory-verdict.js';
-import { checkRunMemory } from '../train/memory-check.js';
+import { checkRunMemory, stepPlan } from '../train/memory-check.js';
 
 export type LoopState = CaptureStatus['loop']['state'];
 
@@ -81,7 +81,7 @@ type BackgroundRun = Pick<CaptureSettingFields, 'captureTrainMethod' | 'captureT
  * one line why it cannot start. No held-out evaluation runs beside it, so the forward pass is
  * counted only for a method that reads hints (its teacher).
  */
-function backgroundRunMemory(modelDir: string, s: BackgroundRun, batchSize: number): MemoryVerdict {
+function backgroundRunMemory(modelDir: string, s: BackgroundRun, batchSize: number): Promise<MemoryVerdict> {
   const d = TRAIN_DEFAULTS;
   const method = s.captureTrainMethod;
   const config = {
@@ -179,7 +179,7 @@ export class CaptureLoop {
     const batchSize = Math.min(TRAIN_DEFAULTS.batchSize, samples.length);
     let memory: MemoryVerdict;
     try {
-      memory = backgroundRunMemory(modelDir, s, batchSize);
+      memory = await backgroundRunMemory(modelDir, s, batchSize);
       if (memory.refusal) throw new Error(memory.refusal);
     } catch (err) {
       // Not retried until more samples come in, as a failed run is not.
@@ -206,7 +206,7 @@ export class CaptureLoop {
           samples,
           ...(s.captureTrainSteps > 0 ? { steps: s.captureTrainSteps } : {}),
           batchSize,
-          microBatch: memory.microBatch,
+          ...stepPlan(memory),
           ...(initAdapter ? { initAdapter } : {}),
           device: 'cpu',
           saveEvery: 0,

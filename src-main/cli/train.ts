@@ -24,7 +24,7 @@ import { isOnPolicyCommand, ON_POLICY_EPOCHS_NOTE, ON_POLICY_OPTIONS, ON_POLICY_
 import { ON_POLICY_DEFAULTS } from '../../src-shared/rollout.js';
 import type { MemoryRun } from '../../src-shared/train-memory.js';
 import type { MemoryVerdict } from '../../src-shared/memory-verdict.js';
-import { checkRunMemory } from '../train/memory-check.js';
+import { checkRunMemory, stepPlan } from '../train/memory-check.js';
 import { resumePoint } from '../train/trainer.js';
 
 const num = (x: number) => String(x);
@@ -200,14 +200,15 @@ function trainedFromDatabase(dir: string): boolean {
 
 /**
  * The memory estimate before the run starts (src-shared/train-memory.ts): it chooses the rows
- * per pass (--micro-batch, else the most that fit), which go into `o.microBatch`, and is printed
- * beside the machine's memory; a run that cannot fit even one row at a time (or the
+ * per pass (--micro-batch, else the most that fit) and, for --recompute auto on a CUDA GPU,
+ * whether the step recomputes, which go into `o` (stepPlan), and is printed beside the
+ * machine's memory (and the GPU's); a run that cannot fit even one row at a time (or the
  * --micro-batch asked for) is refused in one line naming what would fit, unless
  * --ignore-memory. A resumed run is estimated with its own settings and the flags given again,
  * and chooses its micro-batch anew. An on-policy run updates on contexts × rollouts rows (or its
  * minibatch) at once.
  */
-function checkMemory(v: Record<string, unknown>, o: TrainerOptions, onPolicy: boolean): string | null {
+async function checkMemory(v: Record<string, unknown>, o: TrainerOptions, onPolicy: boolean): Promise<string | null> {
   const saved = o.resume ? (resumePoint(o.resume).settings as unknown as SavedSettings) : undefined;
   const modelDir = o.modelDir ?? saved?.modelDir;
   if (!modelDir) return null;
@@ -232,12 +233,12 @@ function checkMemory(v: Record<string, unknown>, o: TrainerOptions, onPolicy: bo
   });
   let verdict: MemoryVerdict;
   try {
-    verdict = checkRunMemory(modelDir, run, 'cli');
+    verdict = await checkRunMemory(modelDir, run, 'cli');
   } catch {
     return null; // the trainer says what is wrong with the model, in its words
   }
   if (verdict.refusal && !v['ignore-memory']) throw new UserError(verdict.refusal);
-  o.microBatch = verdict.microBatch;
+  Object.assign(o, stepPlan(verdict));
   return `memory: ${verdict.summary}` + (verdict.refusal ? '\nmemory: more than this machine has; starting anyway (--ignore-memory)' : '');
 }
 
@@ -313,7 +314,7 @@ export const command: Command = async (argv) => {
   // The memory estimate first: a run that cannot fit is refused before the database is read.
   // Its summary is printed with the run's first event, so that a run refused for another
   // reason (a used --out folder, nothing to train on) still says so in one line.
-  let memoryLine = checkMemory(v, options, onPolicy);
+  let memoryLine = await checkMemory(v, options, onPolicy);
   // An on-policy run reads the database its own way (./train-on-policy.ts).
   if (!onPolicy && !options.dataFile && !options.resume) Object.assign(options, await databaseSamples(v.db ?? defaultDbPath(), options.method ?? D.method));
   else if (!onPolicy && options.resume) options.heldOut = await databaseHeldOut(v.db, options.resume);

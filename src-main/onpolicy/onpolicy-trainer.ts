@@ -106,7 +106,7 @@ export async function trainOnPolicy(options: OnPolicyTrainerOptions, hooks: OnPo
     claimOutFolder(o, p, log);
     if (o.heldOut) log.append({ type: 'held_out', sessions: heldOut.sessionIds.length, samples: heldOut.samples.length });
 
-    const step = await openRunStep(checkpoint, settings, emit, o.microBatch);
+    const step = await openRunStep(checkpoint, settings, emit, o);
     closers.push(() => step.close());
     const engine = ModelEngine.open(settings.modelDir, {
       device: settings.device, threads: settings.threads ?? undefined, lora: settings.lora, precision: settings.precision ?? undefined,

@@ -1,9 +1,10 @@
 /**
  * The memory check before a fine-tune (issue 31, docs/design.md §Memory estimate,
- * §Micro-batches): the host's memory, a model's shape, and the verdict of
- * src-shared/train-memory.ts for a run's settings, with the micro-batch the run goes with.
- * `hindsight train`, the training service (the Training page's trainStart) and live capture's
- * background runs all ask {@link checkRunMemory}, and hand its micro-batch to the trainer. A run
+ * §Micro-batches): the host's memory, a CUDA run's GPU's (./gpu-memory.ts), a model's shape, and
+ * the verdict of src-shared/memory-verdict.ts for a run's settings, with how the step runs: its
+ * micro-batch and whether it recomputes. `hindsight train`, the training service (the Training
+ * page's trainStart) and live capture's background runs all ask {@link checkRunMemory}, and hand
+ * its {@link stepPlan} to the trainer. A run
  * that cannot fit even one row at a time is refused: the CLI unless --ignore-memory is given,
  * the service unless the page's Start anyway was ticked; live capture does not start it.
  *
@@ -19,6 +20,8 @@ import { memoryVerdict, type HostMemory, type MemoryReader, type MemoryVerdict }
 import type { TrainMemoryInfo } from '../../src-shared/train-memory-api.js';
 import type { TrainConfig } from '../../src-shared/training-api.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
+import { gpuMemory } from './gpu-memory.js';
+import type { StepPlan } from './run-settings.js';
 
 const UNITS: Record<string, number> = { '': 1, k: 2 ** 10, m: 2 ** 20, g: 2 ** 30, t: 2 ** 40 };
 
@@ -60,34 +63,42 @@ export function modelShape(modelPath: string): ModelShape {
 }
 
 /**
- * The verdict for a run on `modelPath` on this machine now, with the rows per pass it goes with
- * (MemoryVerdict.microBatch); `run` may depend on the model's shape (its default max length does).
+ * The verdict for a run on `modelPath` on this machine now, with how its step runs
+ * (MemoryVerdict.microBatch, .recompute); `run` may depend on the model's shape (its default max
+ * length does). A CUDA run's GPU is read too (null where nvidia-smi gives nothing).
  */
-export function checkRunMemory(modelPath: string, run: MemoryRun | ((shape: ModelShape) => MemoryRun), reader: MemoryReader, env: NodeJS.ProcessEnv = process.env): MemoryVerdict {
+export async function checkRunMemory(modelPath: string, run: MemoryRun | ((shape: ModelShape) => MemoryRun), reader: MemoryReader, env: NodeJS.ProcessEnv = process.env): Promise<MemoryVerdict> {
   const shape = modelShape(modelPath);
-  return memoryVerdict(shape, typeof run === 'function' ? run(shape) : run, hostMemory(env), reader);
+  const settled = typeof run === 'function' ? run(shape) : run;
+  const gpu = settled.device === 'cuda' ? await gpuMemory(env) : null;
+  return memoryVerdict(shape, settled, hostMemory(env), reader, gpu);
 }
 
-/** The trainMemory call: a model's shape (or why it cannot be read) and this machine's memory. */
-export function trainMemoryInfo(modelDir: string): TrainMemoryInfo {
-  const host = hostMemory();
+/** What the verdict decided of how the step runs, as the trainer takes it (not saved with the run). */
+export function stepPlan(verdict: MemoryVerdict): Required<StepPlan> {
+  return { microBatch: verdict.microBatch, recomputeActivations: verdict.recompute };
+}
+
+/** The trainMemory call: a model's shape (or why it cannot be read), this machine's memory and its CUDA GPU's (null where none is read). */
+export async function trainMemoryInfo(modelDir: string): Promise<TrainMemoryInfo> {
+  const host = hostMemory(), gpu = await gpuMemory();
   try {
-    return { shape: modelShape(modelDir), problem: null, host };
+    return { shape: modelShape(modelDir), problem: null, host, gpu };
   } catch (err) {
-    return { shape: null, problem: appWording(err as Error).split('\n')[0] ?? String(err), host };
+    return { shape: null, problem: appWording(err as Error).split('\n')[0] ?? String(err), host, gpu };
   }
 }
 
 /** The verdict for the Training page's run (its refusal in the page's words), as the page computes it. */
-export function checkConfigMemory(config: TrainConfig): MemoryVerdict {
+export function checkConfigMemory(config: TrainConfig): Promise<MemoryVerdict> {
   return checkRunMemory(config.modelDir, (shape) => memoryRunOf(config, shape), 'app');
 }
 
-/** A resumed run's micro-batch for the memory available now; when its model cannot be read, the trainer says why. */
-export function resumedMicroBatch(config: TrainConfig): number | undefined {
+/** A resumed run's step for the memory available now; when its model cannot be read, the trainer says why. */
+export async function resumedStepPlan(config: TrainConfig): Promise<StepPlan> {
   try {
-    return checkConfigMemory(config).microBatch;
+    return stepPlan(await checkConfigMemory(config));
   } catch {
-    return config.microBatch;
+    return config.microBatch !== undefined ? { microBatch: config.microBatch } : {};
   }
 }

@@ -34,7 +34,7 @@ import { informativeRows } from './grpo-gae.js';
 import { findCheckpoint, saveCheckpoint, type RunProgress, type TrainerState } from './run-checkpoint.js';
 import { RunEvaluations } from './run-evaluations.js';
 import type { EmitEvent, TrainResult } from './run-events.js';
-import type { RunSettings } from './run-settings.js';
+import type { RunSettings, StepPlan } from './run-settings.js';
 import { defaultEvalEvery, type RunEvaluator } from './train-eval.js';
 import type { StepLog, TrainerLog } from './trainer-log.js';
 import { createTrainStep } from './step-engine.js';
@@ -93,16 +93,23 @@ export interface RunLoopInput<S extends RunSettings> {
 
 /**
  * The run's training step, built from its settings; the same for both kinds of run. Sends the
- * `compiling` status before and the `executionProvider` event after. `microBatch`: rows per
- * pass (TrainerOptions.microBatch), not a setting of the run.
+ * `compiling` status before (naming the micro-batches and recomputation, when there are) and the
+ * `executionProvider` event after. `plan`: rows per pass and whether to recompute, as the memory
+ * check chose them (TrainerOptions.microBatch, .recomputeActivations), not settings of the run;
+ * without a choice, the whole batch at once and the run's recompute mode at its max length.
  */
-export async function openRunStep(checkpoint: Checkpoint, settings: RunSettings, emit: EmitEvent, microBatch?: number): Promise<TrainStep> {
-  const passes = microBatch !== undefined && microBatch < settings.batchSize ? ` (micro-batches of ${microBatch} row${microBatch === 1 ? '' : 's'})` : '';
-  emit({ type: 'status', phase: 'compiling', message: `building the training graph${passes}` });
+export async function openRunStep(checkpoint: Checkpoint, settings: RunSettings, emit: EmitEvent, plan: StepPlan = {}): Promise<TrainStep> {
+  const { microBatch } = plan;
+  const recompute = plan.recomputeActivations ?? recomputeOn(settings.recompute, settings.maxLength);
+  const how = [
+    ...(microBatch !== undefined && microBatch < settings.batchSize ? [`micro-batches of ${microBatch} row${microBatch === 1 ? '' : 's'}`] : []),
+    ...(recompute ? ['recomputing activations'] : []),
+  ];
+  emit({ type: 'status', phase: 'compiling', message: `building the training graph${how.length ? ` (${how.join(', ')})` : ''}` });
   const step = await createTrainStep(checkpoint, {
     microBatch,
     lora: settings.lora, optimizer: settings.optimizer, loss: settings.loss, device: settings.device, threads: settings.threads ?? undefined,
-    recompute: recomputeOn(settings.recompute, settings.maxLength), maxLength: settings.maxLength, precision: settings.precision ?? undefined,
+    recompute, maxLength: settings.maxLength, precision: settings.precision ?? undefined,
     quantize: settings.quantize,
     value: settings.ppo.advantage === 'gae' ? { clip: settings.ppo.valueClip, coef: settings.ppo.valueCoef } : undefined,
   });

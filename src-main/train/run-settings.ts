@@ -20,6 +20,9 @@ import { readAdapter } from './peft.js';
 import type { HeldOutSet } from './train-eval.js';
 import type { LossConfig, LoraConfig, LoraWeights, OptimizerConfig, OptimizerKind, TrainMethod } from './training-step.js';
 
+/** How the step runs, as the memory check chose it (../train/memory-check.ts stepPlan); not saved with the run. */
+export type StepPlan = Pick<TrainerOptions, 'microBatch' | 'recomputeActivations'>;
+
 /** What a run is asked to do (CLI flags, the app's TrainConfig). Unset: the default, or on resume the run's own. */
 export interface TrainerOptions {
   /** Required for a new run; a resume takes the run's own unless given. */
@@ -39,6 +42,12 @@ export interface TrainerOptions {
    * and live capture pass the memory check's choice (./memory-check.ts), a resume its own.
    */
   microBatch?: number;
+  /**
+   * Whether the step recomputes activations, as the memory check decided (MemoryVerdict.recompute:
+   * `auto` is off on a CUDA GPU with room for the run without it). Like microBatch, how the step
+   * runs, not a setting: the run records `recompute` as asked. Default recomputeOn(recompute, maxLength).
+   */
+  recomputeActivations?: boolean;
   lr?: number;
   optimizer?: OptimizerKind;
   maxGradNorm?: number;

@@ -48,7 +48,7 @@ import { assertNoHeldOutRows, RunEvaluator } from './train-eval.js';
 import type { LoraWeights, OptimizerKind, OptimizerState } from './training-step.js';
 
 export { DATASET_FILE } from './run-folder.js';
-export type { RunSettings, TrainerOptions } from './run-settings.js';
+export type { RunSettings, StepPlan, TrainerOptions } from './run-settings.js';
 
 export type { TrainerEvent, TrainerHooks, TrainResult } from './run-events.js';
 
@@ -203,7 +203,7 @@ export async function train(options: TrainerOptions, hooks: TrainerHooks = {}): 
   if (o.heldOut) log.append({ type: 'held_out', sessions: heldOut.sessionIds.length, samples: heldOut.samples.length });
   const { settings } = p;
   if (overLengthCount(p) > 0) emit({ type: 'overLength', count: overLengthCount(p), maxLength: settings.maxLength, positions: checkpoint.config.maxPositionEmbeddings });
-  const step = await openRunStep(checkpoint, settings, emit, o.microBatch);
+  const step = await openRunStep(checkpoint, settings, emit, o);
   try {
     return await runLoop({
       outDir: o.outDir, settings, savedSettings: settings, progress: p, dataSha256: p.datasetSha, step, checkpoint, log, emit,
