@@ -35,7 +35,9 @@
 #   checks    the CLI checks issue 32 lists: `generate --device cuda` (fp32, fp16; webgpu fp32)
 #             against the demo model's golden story, their log-probs against the CPU's (and
 #             with TF32 allowed), `train` on the demo data: the first step's loss and gradient
-#             norm on cuda and webgpu against the CPU's                    → $OUT/checks.txt
+#             norm on cuda and webgpu against the CPU's; the GPU as the memory check reads it
+#             (src-main/train/gpu-memory.ts, about a second) and the CUDA runs' `memory:`
+#             lines, the estimate to set beside nvidia-smi's figures          → $OUT/checks.txt
 #   tests     test/model/device-gpu.test.ts, precision.test.ts, test/api/app-words.test.ts,
 #             chunk-decode.test.ts (bench/gpu-session.vitest.config.ts: no renderer build)
 #                                                                          → $OUT/tests.txt
@@ -203,6 +205,8 @@ for (const run of ['cpu-fp32', 'cuda-fp32', 'cuda-fp16', 'webgpu-fp32', 'cuda-tf
   console.log(`GOLDEN ${run} (ran on ${g.execution_provider} ${g.precision}): ${same}/${n} tokens as the reference; log-probs within ${worst.toExponential(2)} of the CPU's`);
 }
 EOF
+  # The GPU as the memory check reads it (nvidia-smi for CUDA's device 0; null: not read).
+  say "GPU for the memory check: $(timeout 30 node node_modules/tsx/dist/cli.mjs -e "import('./src-main/train/gpu-memory.ts').then(async (m) => console.log(JSON.stringify(await m.gpuMemory())))" 2>&1 | tail -1)"
   # The first training step on the demo data: loss and gradient norm against the CPU's.
   timeout 120 $H demo --db "$T/demo.db" > "$T/demo.log" 2>&1 || say "demo: $(tail -1 "$T/demo.log")"
   for d in "cpu fp32" "cuda fp32" "cuda fp16" "webgpu fp32"; do
@@ -210,6 +214,7 @@ EOF
     timeout 180 $H train --model $S --db "$T/demo.db" --out "$T/t-$1-$2" --method combine --steps 2 --device "$1" --precision "$2" > "$T/t-$1-$2.log" 2>&1
     say "train on $1 $2: $(tail -1 "$T/t-$1-$2.log")"
   done
+  grep -H '^memory:' "$T"/t-cuda-*.log
   node - "$T" <<'EOF'
 const fs = require('fs'), dir = process.argv[2];
 const stepOf = (run, step) => { try { return fs.readFileSync(`${dir}/t-${run}/trainer_log.jsonl`, 'utf8').split('\n').filter(Boolean).map(JSON.parse).find((l) => l.step === step && l.loss !== undefined); } catch { return undefined; } };
