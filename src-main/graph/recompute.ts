@@ -30,6 +30,7 @@
  */
 import type { GraphBuilder } from './ir.js';
 import type { Node } from './ir-data.js';
+import { deviceZeroAfter } from './ops/shape.js';
 
 /** A run of forward nodes, [start, end) in graph.nodes. */
 export interface Segment {
@@ -95,12 +96,9 @@ export class Recomputer {
     return copy;
   }
 
-  /** An exact 0 (float scalar) that ONNX Runtime can only compute once every value of `after` exists. */
+  /** An exact 0 (float scalar) that ONNX Runtime can only compute once every value of `after` exists (./ops/shape.ts deviceZeroAfter). */
   zeroAfter(after: string[]): string {
-    const { b } = this;
-    const sizes = after.map((v) => b.op('Size', [v], {}, 1, [{ dtype: 'int64', shape: [] }])[0]!);
-    const total = sizes.reduce((acc, s) => b.add(acc, s));
-    return b.cast(b.sub(total, total), 'float32');
+    return deviceZeroAfter(this.b, after);
   }
 
   private recompute(segment: Segment, dy: string): Map<string, string> {

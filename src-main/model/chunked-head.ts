@@ -26,6 +26,7 @@
  */
 import { int, type GraphBuilder, type Shape } from '../graph/ir.js';
 import { stopGradient } from '../graph/autodiff.js';
+import { zeroAfter } from '../graph/ops/shape.js';
 
 /**
  * Rows of the LM head per chunk of the log-sum-exp. The chunk's [N, C] logits and
@@ -102,8 +103,8 @@ export function appendHeadTopK(b: GraphBuilder, x: HeadInputs, options: { chunk:
   }
   const [, width] = b.shapeOf(x.hidden) ?? ['N', 'H'];
   let best: { values: string; indices: string; count: number } | undefined;
-  const { lse } = foldVocabularyChunks(b, x.vocabSize, options.chunk, x.hidden, (start, end, anchor) => {
-    const rows = fp32(b, b.op('Slice', [x.rows, b.add(b.int64s([start]), after(b, anchor)), b.int64s([end]), b.int64s([0])], {}, 1, [{ dtype: b.dtypeOf(x.rows), shape: [end - start, width!] }])[0]!);
+  const { lse } = foldVocabularyChunks(b, x.vocabSize, options.chunk, x.hidden, (start, end, after) => {
+    const rows = fp32(b, b.op('Slice', [x.rows, b.add(b.int64s([start]), after), b.int64s([end]), b.int64s([0])], {}, 1, [{ dtype: b.dtypeOf(x.rows), shape: [end - start, width!] }])[0]!);
     const logits = b.op('Gemm', [x.hidden, rows], { transB: int(1) }, 1, [{ dtype: 'float32', shape: [n!, end - start] }])[0]!;
     const own = topK(logits, Math.min(k, end - start));
     const ownIds = b.add(own.indices, b.scalar(start, 'int64'));
@@ -125,8 +126,8 @@ function logSumExp(b: GraphBuilder, x: HeadInputs, options: HeadOptions): string
   const h = stopGradient(b, x.hidden);
   const [n, width] = b.shapeOf(x.hidden) ?? ['N', 'H'];
   const f32 = (shape: Shape) => [{ dtype: 'float32' as const, shape }];
-  const { lse, q, s } = foldVocabularyChunks(b, x.vocabSize, options.chunk, h, (start, end, anchor) => {
-    const sliced = b.op('Slice', [x.rows, b.add(b.int64s([start]), after(b, anchor)), b.int64s([end]), b.int64s([0])], {}, 1, [{ dtype: b.dtypeOf(x.rows), shape: [end - start, width!] }])[0]!;
+  const { lse, q, s } = foldVocabularyChunks(b, x.vocabSize, options.chunk, h, (start, end, after) => {
+    const sliced = b.op('Slice', [x.rows, b.add(b.int64s([start]), after), b.int64s([end]), b.int64s([0])], {}, 1, [{ dtype: b.dtypeOf(x.rows), shape: [end - start, width!] }])[0]!;
     const rows = fp32(b, sliced);
     const logits = b.op('Gemm', [h, rows], { transB: int(1) }, 1, f32([n!, end - start]))[0]!;
     return { logits, weighted: options.withGradient ? (e) => b.matmul(e, rows) : undefined };
@@ -152,19 +153,20 @@ export interface VocabularyChunk {
  * Runs the online softmax over vocabulary chunks [start, end) of `chunk` rows: the running max
  * m, the sum s of exp(l − m) and, when chunks give `weighted`, q = Σ e·w, each chunk rescaling
  * the previous ones. `chunkOf` builds chunk [start, end)'s logits so that they run after
- * `anchor` (the previous chunk's last result; the first chunk gets `first`), which keeps the
- * chunks one after another in ONNX Runtime's schedule (see {@link after}).
+ * `after`, an int64 [1] zero made after the previous chunk's results (the first chunk's after
+ * `first`; ../graph/ops/shape.ts zeroAfter), which keeps the chunks one after another in ONNX
+ * Runtime's schedule.
  * Returns lse = m + log s [N], and s and q as [N, 1] and [N, H].
  */
 export function foldVocabularyChunks(
   b: GraphBuilder, vocabSize: number, chunk: number, first: string,
-  chunkOf: (start: number, end: number, anchor: string) => VocabularyChunk,
+  chunkOf: (start: number, end: number, after: string) => VocabularyChunk,
 ): { lse: string; s: string; q?: string } {
   let m: string | undefined, s: string | undefined, q: string | undefined;
-  let anchor = first;
+  let after = zeroAfter(b, [first]);
   for (let start = 0; start < vocabSize; start += chunk) {
     const end = Math.min(vocabSize, start + chunk);
-    const { logits, weighted } = chunkOf(start, end, anchor);
+    const { logits, weighted } = chunkOf(start, end, after);
     const n = b.shapeOf(logits)?.[0] ?? 'N';
     const chunkMax = b.op('ReduceMax', [logits, b.int64s([1])], { keepdims: int(1) }, 1, [{ dtype: 'float32', shape: [n, 1] }])[0]!;
     const mNext = m ? b.max(m, chunkMax) : chunkMax;
@@ -183,13 +185,7 @@ export function foldVocabularyChunks(
     // The next chunk starts once this one's results are made: q, and s too, for with s left out
     // ONNX Runtime ran every chunk's Σ e at the end, keeping each chunk's [N, C] exponentials
     // alive to there, N × V floats in all (docs/design.md §Memory).
-    anchor = q ? b.add(after(b, q), after(b, s!)) : s!;
+    after = zeroAfter(b, q ? [q, s!] : [s!]);
   }
   return { lse: b.squeeze(b.add(m!, b.log(s!)), [1]), s: s!, q };
-}
-
-/** int64 [1] holding 0, computed from `value` so that whatever uses it runs after `value`. */
-export function after(b: GraphBuilder, value: string): string {
-  const size = b.op('Size', [value], {}, 1, [{ dtype: 'int64', shape: [] }])[0]!;
-  return b.unsqueeze(b.sub(size, size), [0]);
 }

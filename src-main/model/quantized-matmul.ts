@@ -12,7 +12,7 @@
  * whatever the scheme asked for: they are never expanded to fp32 or quantised a second time.
  */
 import { int, tensorValues, type GraphBuilder, type Tensor } from '../graph/ir.js';
-import { after, foldVocabularyChunks } from './chunked-head.js';
+import { foldVocabularyChunks } from './chunked-head.js';
 import type { WeightSource } from './weight-source.js';
 import { quantizedDims, quantizeBlockwise, type QuantizedWeight, type QuantScheme } from './quantize.js';
 import type { Checkpoint } from './hf-checkpoint.js';
@@ -85,9 +85,9 @@ export function quantizedTargetLogprobs(
   const { read, scheme } = lazyQuantization(weights, name, vocabSize, k, asked, 3 * Math.ceil(vocabSize / chunk));
   const zero = b.scalar(0);
   let targetLogit: string | undefined;
-  const { lse } = foldVocabularyChunks(b, vocabSize, chunk, h, (start, end, anchor) => {
+  const { lse } = foldVocabularyChunks(b, vocabSize, chunk, h, (start, end, after) => {
     // h + an exact 0 computed from the previous chunk: this chunk's matmul waits for it.
-    const input = start === 0 ? h : b.add(h, b.add(zero, b.cast(after(b, anchor), 'float32')));
+    const input = start === 0 ? h : b.add(h, b.add(zero, b.cast(after, 'float32')));
     const logits = matMulNBits(b, input, read, `${name}.rows${start}`, [start, end], k, scheme);
     const local = b.sub(targets, b.int64s([start]));
     const clipped = b.op('Clip', [local, b.scalar(0, 'int64'), b.scalar(end - start - 1, 'int64')], {}, 1, [{ dtype: 'int64', shape: b.shapeOf(targets) }])[0]!;

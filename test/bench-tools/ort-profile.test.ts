@@ -157,6 +157,32 @@ describe('WebGPU\'s kernels timed on the GPU', () => {
     expect((await summariseProfiles(folder)).gpu.kernels).toBe(8); // no window: both runs, the odd name still out
   });
 
+  it('show a real WebGPU training step reading nothing back to the host mid-run: int4, recomputation and vocabulary chunks wait on dims, not data', async () => {
+    // ../../src-main/graph/ops/shape.ts zeroAfter: with Size, WebGPU copied each anchor to the
+    // host (a MemcpyToHost and a wait for the GPU's queue) to learn a number it never read.
+    const folder = path.join(tmp, 'webgpu-step');
+    const model = writeTinyModel(path.join(tmp, 'model-webgpu'), { family: 'qwen3', tie: true }).dir;
+    const ckpt = Checkpoint.open(model);
+    const before = process.env.HINDSIGHT_ORT_PROFILE;
+    process.env.HINDSIGHT_ORT_PROFILE = folder;
+    const made = await createTrainStep(ckpt, {
+      lora: LORA, loss: lossConfig('combine'), optimizer: adamw(1e-3), device: 'webgpu', quantize: 'int4', recompute: true, vocabChunk: 64,
+    }).catch((err: Error) => err);
+    if (before === undefined) delete process.env.HINDSIGHT_ORT_PROFILE;
+    else process.env.HINDSIGHT_ORT_PROFILE = before;
+    if (made instanceof Error) {
+      console.info(`ort-profile: no WebGPU adapter here, so the step's copies are not checked: ${made.message}`);
+      return;
+    }
+    const weights = initLora(loraSpecs(ckpt.config, LORA.targets), LORA.r, 1);
+    await made.step(tinyBatch('combine', ckpt.config.vocabSize, 3, 32), weights, { step: 0, m: new Map(), v: new Map() });
+    await made.close();
+    const s = await summariseProfiles(folder);
+    expect(s.runs).toBe(1);
+    expect(s.byProvider.find((g) => g.key === 'WebGpu')?.nodes).toBeGreaterThan(100);
+    expect(s.copies.byOp.MemcpyToHost ?? 0).toBe(0);
+  });
+
   it('are in a real WebGPU session\'s trace, where an adapter answers', async () => {
     const folder = path.join(tmp, 'webgpu-real');
     const b = new GraphBuilder('webgpu_probe');

@@ -15,6 +15,7 @@
 import type { GraphBuilder } from '../ir.js';
 import type { Attr, Shape } from '../ir-data.js';
 import type { OpRecord } from '../op-record.js';
+import { zeroAfter } from './shape.js';
 
 const attrInt = (attrs: Record<string, Attr>, key: string): number => {
   const a = attrs[key];
@@ -45,8 +46,7 @@ function unpack(b: GraphBuilder, packed: string, bits: number, keep: string): st
 export function dequantizeNBits(b: GraphBuilder, inputs: { codes: string; scales: string; zeroPoints?: string }, attrs: Record<string, Attr>, anchor: string): string {
   const K = attrInt(attrs, 'K'), N = attrInt(attrs, 'N'), bits = attrInt(attrs, 'bits'), blockSize = attrInt(attrs, 'block_size');
   const kBlocks = Math.ceil(K / blockSize);
-  const size = b.op('Size', [anchor], {}, 1, [{ dtype: 'int64', shape: [] }])[0]!;
-  const zero = b.sub(size, size); // 0, known only at run time
+  const zero = b.squeeze(zeroAfter(b, [anchor]), [0]); // 0, known only at run time
   const keep = b.cast(b.add(zero, b.scalar(0xff, 'int64')), 'uint8');
   const codes = b.cast(unpack(b, inputs.codes, bits, keep), 'float32'); // [N, kBlocks, blockSize]
   const zeros = inputs.zeroPoints

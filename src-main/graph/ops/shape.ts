@@ -112,6 +112,57 @@ export const ShapeOf = {
   gradient: NOT_DIFFERENTIABLE,
 } satisfies OpRecord;
 
+/** The index of a dim of `v` only known at run time, or -1 when every dim is a number (or none is known). */
+const symbolicDim = (b: GraphBuilder, v: string) => b.shapeOf(v)?.findIndex((d) => typeof d !== 'number') ?? -1;
+
+/**
+ * int64 [1] holding 0, made at run time from the dims of `values`, never their data: whatever
+ * uses it waits until every one of them exists. ONNX Runtime orders nodes by their inputs, so this
+ * is how a graph says "after these" (the vocabulary chunks of ../../model/chunked-head.ts, the
+ * dequantisation of ./quantized.ts; ../recompute.ts uses {@link deviceZeroAfter}). The zero lives
+ * in host memory, for inputs read on the host (Slice's starts).
+ *
+ * It reads a symbolic dim with Shape(start, end): every provider runs Shape on the host from the
+ * tensor's dims, so a GPU waits for nothing. Size orders the same on the CPU and CUDA, but WebGPU
+ * has no Size kernel: ONNX Runtime runs it on the CPU after copying the whole tensor to the host,
+ * a readback that waits for the GPU's queue to drain (37 in a training step at the 68M shape,
+ * bench/ort-profile.ts). A value whose dims are all numbers still gets Size: ONNX Runtime folds a
+ * Shape of static dims into a constant, which would drop the ordering.
+ */
+export function zeroAfter(b: GraphBuilder, values: string[]): string {
+  const zeros = values.map((v) => {
+    const dim = symbolicDim(b, v);
+    const size = dim >= 0
+      ? b.op('Shape', [v], { start: int(dim), end: int(dim + 1) }, 1, [{ dtype: 'int64', shape: [1] }])[0]!
+      : b.unsqueeze(b.op('Size', [v], {}, 1, [{ dtype: 'int64', shape: [] }])[0]!, [0]);
+    return b.sub(size, size);
+  });
+  return zeros.reduce((acc, z) => b.add(acc, z));
+}
+
+/**
+ * float32 [] holding 0, made after every value of `values` exists, where they are (for a sum that
+ * stays on the device). The ones with a symbolic dim go through {@link zeroAfter}; for the ones
+ * whose dims are all numbers (a LoRA weight's gradient, which ../recompute.ts waits for: 14 a
+ * layer with all seven targets) the zero is clip(v₀, 0, 0) of each one's first element, on the
+ * device, so WebGPU reads none of them back (Size would copy each to the host). A NaN first
+ * element gives NaN, where the gradient is not finite anyway.
+ */
+export function deviceZeroAfter(b: GraphBuilder, values: string[]): string {
+  const symbolic = values.filter((v) => symbolicDim(b, v) >= 0), fixed = values.filter((v) => symbolicDim(b, v) < 0);
+  const parts: string[] = [];
+  if (symbolic.length) parts.push(b.cast(b.squeeze(zeroAfter(b, symbolic), [0]), 'float32'));
+  if (fixed.length) {
+    const firsts = fixed.map((v) => {
+      const first = b.slice(b.reshape(v, [-1]), [0], [1], [0]);
+      return b.dtypeOf(first) === 'float32' ? first : b.cast(first, 'float32');
+    });
+    const zeros = b.clip(firsts.length > 1 ? b.concat(firsts, 0) : firsts[0]!, b.scalar(0), b.scalar(0));
+    parts.push(b.op('ReduceSum', [zeros], { keepdims: int(0) }, 1, [{ dtype: 'float32', shape: [] }])[0]!);
+  }
+  return parts.reduce((acc, z) => b.add(acc, z));
+}
+
 /** Range(start, limit, delta) over scalar values of one dtype; only the caller can tell its length. */
 export const Range = {
   name: 'Range',
