@@ -7,6 +7,9 @@
 //     that would, Fine-tune is disabled, and trainStart refuses it with the same line. The machine
 //     is made small through HINDSIGHT_MEMORY_BUDGET (a real setting: the memory a run may plan
 //     on), not a mock;
+//   - with Device CUDA the estimate also shows the GPU that nvidia-smi reports (an executable
+//     `nvidia-smi` script on the server's PATH stands in for a card, which this machine lacks), and
+//     not for the CPU;
 //   - two finished runs listed in Past runs, ticked, overlay their loss curves.
 // Screenshots: training-memory.png, training-memory-refused.png, training-history.png.
 import fs from 'node:fs';
@@ -34,7 +37,12 @@ const needBytes = async () => Number(await page.locator('[data-testid=train-memo
 describe.skipIf(!haveChromium)('the memory estimate and past runs on the Training page', { timeout: TEST_TIMEOUT_MS }, () => {
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-e2e-train-memory-'));
-    serve = await startServe(path.join(dir, 'm.db'), { env: { ...process.env, HINDSIGHT_MEMORY_BUDGET: BUDGET } });
+    const smi = path.join(dir, 'bin');
+    fs.mkdirSync(smi);
+    fs.writeFileSync(path.join(smi, 'nvidia-smi'), "#!/bin/sh\necho 'NVIDIA Test Card, 16384, 16000'\n", { mode: 0o755 });
+    const env = { ...process.env, HINDSIGHT_MEMORY_BUDGET: BUDGET, PATH: `${smi}${path.delimiter}${process.env.PATH}` };
+    delete env.CUDA_VISIBLE_DEVICES;
+    serve = await startServe(path.join(dir, 'm.db'), { env });
     await serve.api('loadSampleData');
     await serve.api('judgeRun', { backend: 'heuristic', hints: true });
     ({ browser, page, pageErrors } = await openApp(serve, { viewport: { width: 1400, height: 900 } }));
@@ -115,6 +123,20 @@ describe.skipIf(!haveChromium)('the memory estimate and past runs on the Trainin
     expect(await page.locator('[data-action=fine-tune]').isEnabled()).toBe(true);
     await page.fill('[data-testid=train-micro-batch]', '');
     await parts.filter({ hasText: `batch 64 as ${passes} micro-batches` }).waitFor();
+  });
+
+  it.skipIf(process.platform === 'win32')('with Device CUDA, checks the GPU nvidia-smi reports as well; not with the CPU', async () => {
+    await page.locator('[data-nav=training]').click();
+    await page.fill('[data-testid=train-batch]', '2');
+    await page.locator('[data-testid=train-memory-need]').waitFor();
+    const gpu = page.locator('[data-testid=train-memory-gpu]');
+    expect(await gpu.count()).toBe(0);
+    await page.selectOption('[data-testid=train-device-select]', 'cuda');
+    await gpu.waitFor();
+    expect(await gpu.textContent()).toMatch(/^GPU: about \d+ MB\s*of 15\.6 GB free \(NVIDIA Test Card, 16\.0 GB\)$/);
+    expect(await page.locator('[data-testid=train-memory-short]').textContent()).toMatch(/^Memory: about \d+ MB of 700 MB allowed, GPU about \d+ MB of 15\.6 GB free$/);
+    await page.selectOption('[data-testid=train-device-select]', 'cpu');
+    await gpu.waitFor({ state: 'detached' });
   });
 
   it('lists past runs and overlays the loss curves of the runs ticked', async () => {
