@@ -40,7 +40,7 @@ describe.skipIf(!haveChromium)('the memory estimate and past runs on the Trainin
     const smi = path.join(dir, 'bin');
     fs.mkdirSync(smi);
     fs.writeFileSync(path.join(smi, 'nvidia-smi'), "#!/bin/sh\necho 'NVIDIA Test Card, 16384, 16000'\n", { mode: 0o755 });
-    const env = { ...process.env, HINDSIGHT_MEMORY_BUDGET: BUDGET, PATH: `${smi}${path.delimiter}${process.env.PATH}` };
+    const env: NodeJS.ProcessEnv = { ...process.env, HINDSIGHT_MEMORY_BUDGET: BUDGET, PATH: `${smi}${path.delimiter}${process.env.PATH}` };
     delete env.CUDA_VISIBLE_DEVICES;
     serve = await startServe(path.join(dir, 'm.db'), { env });
     await serve.api('loadSampleData');
