@@ -5,34 +5,31 @@
  * the app and the CLI run it in the trainer's worker thread (./trainer-thread.ts).
  *
  * Where the optimizer runs. The Node binding copies every input and output through host
- * memory, so the in-graph update (./step-optimizer.ts `appendUpdate`) pays for sending the AdamW
- * moments in and the new weights and moments out, while the host update pays a
- * single-threaded JS loop over the LoRA weights. (When measured below, the in-graph update took
- * ~12 small nodes per tensor; it now joins every tensor into one vector first: at the Qwen3-0.6B
- * shape's 392 LoRA tensors, 12,896 nodes in the step's graph instead of 20,321.) Both are implemented
- * (`placement`); measured with `npm run bench:step-placement -- --steps 10` on
- * the CPU EP of a 2-core VM shared with other jobs (load average 6–9, so single runs swing
- * 2–3×; the two placements alternate step by step so load hits both alike). AdamW, LoRA
- * r=16/alpha 32 on all seven targets, batch 4 × 128; min / median per run, five runs:
+ * memory, so the in-graph update (./step-optimizer.ts `appendUpdate`, every trained tensor
+ * joined into one vector) pays for sending the AdamW moments in and the new weights and moments
+ * out, while the host update pays a single-threaded JS loop over the LoRA weights. Both are
+ * implemented (`placement`); `npm run bench:step-placement -- --steps 10` on the CPU EP of a
+ * 2-core VM (load 0.3–1.7; the placements alternate step by step), AdamW, LoRA r=16 on all seven
+ * targets, batch 4 × 128, min / median of each of five runs, 2026-11-27:
  *
  *   random Llama 24M (hidden 512, 8 layers), 1.20 M LoRA params, 10 steps per run
- *     host   1269/2345  2763/3439  2155/2968   578/1894  3204/4083 ms
- *     graph  1442/2381  2684/3686  2272/2669   737/1827  2896/3884 ms
- *   stories260K, 0.09 M LoRA params (5 runs, 8–40 steps)
- *     host    308/357    297/367    308/339    121/153    269/420 ms
- *     graph   331/401    312/370    287/328    150/225    273/403 ms
- *   the AdamW update alone on the 24M model’s 1.20 M params (15–30 repeats)
- *     host (JS loop)                 43/71   27/33   33/65 ms
- *     ONNX session, copies included  26/49   17/26   29/75 ms
+ *     host   486/532  555/605  543/619  439/504  511/618 ms
+ *     graph  440/507  507/580  536/578  424/483  529/588 ms
+ *   stories260K, 0.09 M LoRA params, 40 steps per run
+ *     host    31/47    48/68    51/67    31/45    46/59 ms
+ *     graph   33/45    53/67    49/67    31/43    43/57 ms
+ *   the AdamW update alone on the 24M model's 1.20 M params: host (JS loop) 19–21 / 22–33 ms,
+ *     an ONNX session, copies included, 11–12 / 18–22 ms
  *
- * For the whole step the two are within the noise on the 24M model (each wins some runs),
- * and the host update is ahead on stories260K (min faster in 4 of 5 runs), where the in-graph
- * version's hundreds of tiny nodes cost more than the JS loop over 90 K weights. So the
- * CPU's default is 'host': as fast here, simpler (fewer graph inputs and outputs), and its
- * update uses float64 scalars, so SGD moves a weight by exactly −lr·g. On a GPU the default is
- * 'graph' (./step-options.ts OPTIMIZER_PLACEMENT): there the host loop over a 0.6B model's
- * 10.1 M LoRA weights (160–260 ms a step here) is a large share of a step that takes half a
- * second, and the GPU runs the update's elementwise nodes in far less.
+ * The in-graph update is now a little faster on the CPU too (the median 3–7% at 24M, 0–4% at
+ * 260K). The CPU's default stays 'host': the graph holds its joined gradients and weights, the
+ * new moments and weights and their copies out, five to seven vectors of 4 bytes per trained
+ * weight that the in-place host update does not (0.9–1.2 GB at the Qwen3-8B shape's 43.6 M LoRA
+ * weights), which a QLoRA run on a 16 GB laptop cannot spare for a few per cent; and the host
+ * update uses float64 scalars, so SGD moves a weight by
+ * exactly −lr·g. On a GPU the default is 'graph' (./step-options.ts OPTIMIZER_PLACEMENT): there
+ * the host loop over a 0.6B model's 10.1 M LoRA weights (160–260 ms a step here) is a large
+ * share of a step that takes half a second, and the GPU runs the update's kernels in far less.
  *
  * Sessions are created on the requested EP only (../model/ort-session.ts: CUDA when its
  * provider is installed, else a UserError; never a silent CPU fallback).
