@@ -11,7 +11,7 @@
 //     `nvidia-smi` script on the server's PATH stands in for a card, which this machine lacks), and
 //     not for the CPU;
 //   - two finished runs listed in Past runs, ticked, overlay their loss curves.
-// Screenshots: training-memory.png, training-memory-refused.png, training-history.png.
+// Screenshots: training-memory.png, training-memory-refused.png, training-memory-gpu.png, training-history.png.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -135,6 +135,8 @@ describe.skipIf(!haveChromium)('the memory estimate and past runs on the Trainin
     await gpu.waitFor();
     expect(await gpu.textContent()).toMatch(/^GPU: about \d+ MB\s*of 15\.6 GB free \(NVIDIA Test Card, 16\.0 GB\)$/);
     expect(await page.locator('[data-testid=train-memory-short]').textContent()).toMatch(/^Memory: about \d+ MB of 700 MB allowed, GPU about \d+ MB of 15\.6 GB free$/);
+    await gpu.scrollIntoViewIfNeeded();
+    await shot(page, 'training-memory-gpu');
     await page.selectOption('[data-testid=train-device-select]', 'cpu');
     await gpu.waitFor({ state: 'detached' });
   });
