@@ -85,11 +85,18 @@ export class KvCache implements DecodeCache {
     this.slots.record(mask, capacity);
   }
 
-  /** A cache of the given rows, in that order (a row may repeat: a prompt's n sequences). */
+  /**
+   * A cache of the given rows, in that order (a row may repeat: a prompt's n sequences). Rows
+   * that only leave (finished sequences; the rest in order) are dropped in place: the rows kept
+   * move down in the same buffers, which this cache hands over. A copy there would hold the
+   * batch's cache twice until the garbage collector ran: a batch whose sequences end one by one
+   * peaked 25% higher (docs/design.md §Memory estimate, the rollouts' cache).
+   */
   select(rows: number[]): KvCache {
     if (keepsEveryRow(rows, this.rows)) return this;
-    return new KvCache(this.config, this.slots.pick(rows), this.copyRows(rows, this.keys),
-      this.copyRows(rows, this.values), this.reserved);
+    const drops = rows.every((r, i) => i === 0 || r > rows[i - 1]!);
+    const pick = (buffers: Float32Array[]) => (drops ? buffers.map((b) => this.keepInPlace(b, rows)) : this.copyRows(rows, buffers));
+    return new KvCache(this.config, this.slots.pick(rows), pick(this.keys), pick(this.values), this.reserved);
   }
 
   /** Host memory goes with the garbage collector. */
@@ -121,6 +128,25 @@ export class KvCache implements DecodeCache {
       wider.fill(0, to + written, to + capacity * d);
     }
     return wider;
+  }
+
+  /**
+   * `buffer`'s rows `rows` (increasing) as the first rows of the same memory. Each row moves to a
+   * lower offset (or stays), so moving them in order never overwrites one not yet moved; the
+   * slots past the written ones are zero in every row (./cache-slots.ts: all rows have the same
+   * length), so only the written ones move.
+   */
+  private keepInPlace(buffer: Float32Array, rows: number[]): Float32Array {
+    const { numKvHeads: heads, headDim: d } = this.config;
+    const capacity = this.slots.capacity, written = this.slots.length * d;
+    rows.forEach((r, to) => {
+      if (r === to) return;
+      for (let h = 0; h < heads; h++) {
+        const from = (r * heads + h) * capacity * d;
+        buffer.copyWithin((to * heads + h) * capacity * d, from, from + written);
+      }
+    });
+    return new Float32Array(buffer.buffer, buffer.byteOffset, rows.length * heads * capacity * d);
   }
 
   /** New per-layer buffers of `capacity` slots (reserving at least as many as this cache) holding `rows` of `buffers`. */

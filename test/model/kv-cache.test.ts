@@ -103,4 +103,25 @@ describe('KvCache', () => {
     expect(fedKey(feeds, 0, 1, 0, 3)).toBe(100 + 50);
     expect(cache.realTokens()).toEqual([3, 2]); // the original is untouched
   });
+
+  it('dropping finished rows moves the rest down in the same memory, and they grow on from there', () => {
+    const cache = KvCache.empty(config, 4, 2 * SLOT_BLOCK);
+    cache.append(outputs(4, 3, 0), [[1, 1, 1], [1, 1, 1], [0, 1, 1], [1, 1, 1]]);
+    const buffer = (cache.feeds([[1], [1], [1], [1]], [[1], [1], [1], [1]]).past_key_0!.data as Float32Array).buffer;
+    const kept = cache.select([1, 2]);
+    expect(kept.rows).toBe(2);
+    expect(kept.realTokens()).toEqual([3, 2]);
+    // Past the first block, within the slots reserved: still the same memory.
+    kept.append(outputs(2, SLOT_BLOCK, 50), [new Array(SLOT_BLOCK).fill(1), new Array(SLOT_BLOCK).fill(1)]);
+    const feeds = kept.feeds([[1], [1]], [[1], [1]]);
+    expect((feeds.past_key_0!.data as Float32Array).buffer).toBe(buffer);
+    expect(feeds.past_key_0!.dims).toEqual([2, 2, 2 * SLOT_BLOCK, 3]);
+    for (const [to, from] of [[0, 1], [1, 2]]) {
+      for (let h = 0; h < 2; h++) {
+        expect(fedKey(feeds, 1, to!, h, 2)).toBe(1000 + 100 * from! + 10 * h + 2);
+        expect(fedKey(feeds, 1, to!, h, 3)).toBe(1000 + 100 * to! + 10 * h + 50);
+        expect(fedKey(feeds, 1, to!, h, 3 + SLOT_BLOCK)).toBe(0);
+      }
+    }
+  });
 });
