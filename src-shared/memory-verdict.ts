@@ -46,10 +46,21 @@ export const CUDA_CONTEXT_BYTES = 0.5 * 2 ** 30;
  * The activations are the CPU step's fitted figure: at the one measured row (the Qwen3-0.6B
  * shape, 1 × 2,048, no recomputation, an H200) this is 21.8 GB for 18.7 GB measured in fp32
  * and 21.0 for 18.9 in fp16, over by 11–17%, which only refuses a run early.
+ *
+ * An on-policy run's rollouts add their generation engine's session, which holds the weights on
+ * the card once more, and its decode chunk graph's cache (src-main/model/decode-chunk-graph.ts):
+ * each run takes the host cache to the card, and its Loop carries the cache grown by a token a
+ * step, each step's Concat making the next copy while the last is alive, so about
+ * {@link CHUNK_CACHE_COPIES} copies of the sequences' cache. The CUDA arena keeps what it reserved,
+ * so this counts beside the step's. Read from the graph, not measured on a card.
  */
 export function cudaBytes(e: MemoryEstimate, run: MemoryRun): number {
-  return e.weights * (run.teacher ? 2 : 1) + e.lora + e.activations + e.logits + e.teacher + CUDA_CONTEXT_BYTES;
+  const rollouts = run.rollouts ? e.weights + CHUNK_CACHE_COPIES * e.rolloutRow * run.rollouts.sequences : 0;
+  return e.weights * (run.teacher ? 2 : 1) + e.lora + e.activations + e.logits + e.teacher + rollouts + CUDA_CONTEXT_BYTES;
 }
+
+/** Copies of the sequences' decode cache a CUDA chunk run holds on the card: the one it takes in, the Loop's carried one and the next (see {@link cudaBytes}). */
+export const CHUNK_CACHE_COPIES = 3;
 
 /** The room a run must fit in: the host's available bytes, and the CUDA GPU's free bytes where known (else null). */
 interface Room {
@@ -235,14 +246,16 @@ function suggestionText(s: MemorySuggestion, reader: MemoryReader): string {
 
 /**
  * The parts of the estimate in one parenthesis: "weights 2.2 GB, activations 1.1 GB at 4 × 2,048
- * tokens a pass (batch 16 as 4 micro-batches of 4), …".
+ * tokens a pass (batch 16 as 4 micro-batches of 4), …", with an on-policy run's "rollout cache
+ * 3.5 GB for 16 sequences".
  */
 export function estimateParts(e: MemoryEstimate, run: MemoryRun): string {
   const rows = Math.min(run.microBatch ?? run.batchSize, run.batchSize), split = microBatchText(run.batchSize, rows);
   const base = `${run.quantize === 'none' ? (run.precision === 'fp16' ? 'fp16' : 'fp32') : run.quantize} weights ${formatBytes(e.weights)}`;
   const lora = `LoRA${run.optimizer === 'adamw' ? ' and AdamW' : ''} ${formatBytes(e.lora)}`;
   const acts = `activations ${formatBytes(e.activations + e.logits + e.teacher)} at ${n(rows)} × ${n(run.maxLength)} tokens${split ? ` a pass (${split})` : ''}${e.recompute ? ' with recomputation' : ''}${run.teacher ? ' and a teacher pass' : ''}${e.onGpu ? ' on the GPU' : ''}`;
-  return `${base}, ${lora}, ${acts}, runtime ${formatBytes(e.runtime)}`;
+  const rollouts = run.rollouts ? `, rollout cache ${formatBytes(e.rolloutCache)} for ${n(run.rollouts.sequences)} sequences${run.device === 'webgpu' ? ' on the GPU' : ''}` : '';
+  return `${base}, ${lora}, ${acts}${rollouts}, runtime ${formatBytes(e.runtime)}`;
 }
 
 /**

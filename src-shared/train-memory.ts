@@ -62,6 +62,23 @@ export interface MemoryRun {
   precision?: Precision;
   /** The process holds the model's tokenizer (a run does; the benches' bare steps do not); default true. */
   tokenizer?: boolean;
+  /** An on-policy run's rollouts, generated beside the step ({@link rolloutsOf}); absent for an offline run. */
+  rollouts?: RolloutBatch;
+}
+
+/**
+ * What an on-policy step generates at once (src-main/rollout/manager.ts: every running episode
+ * of every context in one `generateBatch` per turn): its decode cache is what the rollouts hold.
+ */
+export interface RolloutBatch {
+  /** Sequences decoded together: contexts per step × rollouts (a turn's episodes; never more). */
+  sequences: number;
+  /**
+   * Prompts prefilled before them: the step's contexts. A prompt's cache is prefilled once and
+   * then copied to each of its sequences (src-main/model/batch-decode.ts), and the prompts' cache
+   * is garbage from then on, which the garbage collector need not free before the sequences end.
+   */
+  prompts: number;
 }
 
 /** The estimate in bytes, by part. */
@@ -82,10 +99,19 @@ export interface MemoryEstimate {
   teacher: number;
   /** Node, ONNX Runtime, the tokenizer and the allocator's slack. */
   runtime: number;
+  /**
+   * An on-policy run's rollouts (MemoryRun.rollouts): the generation engine's decode cache, its
+   * sequences' and its prompts' rows of {@link rolloutRow} each ({@link rolloutCacheBytes}); 0 for
+   * an offline run. In host memory on the CPU and CUDA (onnxruntime-node keeps CUDA's cache in
+   * the host: src-main/model/kv-cache.ts), on the GPU on WebGPU (device-kv-cache.ts).
+   */
+  rolloutCache: number;
+  /** One sequence's decode cache at the run's max length (0 for an offline run): what a CUDA chunk run takes to the card per row. */
+  rolloutRow: number;
   total: number;
   /** Whether the run recomputes activations (src-shared/training.ts recomputeOn). */
   recompute: boolean;
-  /** Whether `activations`, `logits` and `teacher` are on a GPU (device cuda / webgpu): then the host needs weights, lora and runtime. */
+  /** Whether `activations`, `logits` and `teacher` are on a GPU (device cuda / webgpu): then the host needs weights, lora and runtime (and CUDA's rollout cache). */
   onGpu: boolean;
   /** What the host's memory must hold: total on the CPU, less what a GPU holds. */
   host: number;
@@ -119,6 +145,8 @@ export const ATTENTION_CHUNK_ABOVE = 2048;
 export const ATTENTION_CHUNK_SCORE_BYTES = 256 * 2 ** 20;
 /** src-main/model/chunked-head.ts DEFAULT_VOCAB_CHUNK: the loss's head runs over this many vocabulary rows at a time. */
 export const VOCAB_CHUNK = 8192;
+/** src-main/model/cache-slots.ts SLOT_BLOCK: the decode cache's slots grow in blocks of this many. */
+export const SLOT_BLOCK = 32;
 
 // ── The fitted coefficients (see the module comment) ───────────────────────────────────────
 
@@ -216,6 +244,23 @@ export function attentionRows(maxLength: number, heads: number): number {
   return Math.ceil((maxLength + chunks) / chunks);
 }
 
+/**
+ * An on-policy run's decode cache (src-main/model/kv-cache.ts): fp32 keys and values, layers × 2 ×
+ * kvHeads × headDim × 4 bytes a slot, for (sequences + prompts) rows of the run's max length (or
+ * the model's positions) rounded up to whole blocks. A row's slots are its prompt and what it has
+ * generated, and the longest row sets every row's (left-padded to it), so a run whose contexts
+ * reach the max length holds this at the end of a step's generation; a context longer than it
+ * generates past it (its row is then cut for training), which an estimate cannot know. Sequences
+ * that end leave in place (KvCache.select), so nothing more per row is held. Measured: 16
+ * sequences of 480 + 256 tokens of the Qwen3-0.6B shape's layout (bench/rollout-memory.ts; see
+ * docs/design.md §Memory estimate).
+ */
+export function rolloutCacheBytes(shape: ModelShape, maxLength: number, rollouts: RolloutBatch): { row: number; cache: number } {
+  const slots = Math.max(1, Math.ceil(Math.min(maxLength, shape.maxPositionEmbeddings) / SLOT_BLOCK)) * SLOT_BLOCK;
+  const row = shape.numLayers * 2 * shape.numKvHeads * shape.headDim * 4 * slots;
+  return { row, cache: row * (rollouts.sequences + rollouts.prompts) };
+}
+
 /** The estimate (see the module comment). */
 export function estimateTrainMemory(shape: ModelShape, run: MemoryRun, c: Record<keyof typeof COEFFICIENTS, number> = COEFFICIENTS): MemoryEstimate {
   const f = 4; // fp32 bytes
@@ -245,21 +290,29 @@ export function estimateTrainMemory(shape: ModelShape, run: MemoryRun, c: Record
   const table = shape.vocabSize * shape.hiddenSize * f;
   const teacher = run.teacher ? c.teacherRuntime + f * (tokens * c.teacherLayerCopies * layer + c.teacherAttentionCopies * scores) : 0;
   const runtime = c.runtime + c.tableCopies * table + (run.tokenizer === false ? 0 : c.tokenizerPerToken * shape.vocabSize);
-  const total = weights + lora + activations + logits + teacher + runtime;
-  const onGpu = (run.device ?? 'cpu') !== 'cpu';
-  return { weights, lora, activations, logits, teacher, runtime, total, recompute, onGpu, host: onGpu ? weights + lora + runtime : total };
+  const rollouts = run.rollouts ? rolloutCacheBytes(shape, T, run.rollouts) : { row: 0, cache: 0 };
+  const total = weights + lora + activations + logits + teacher + runtime + rollouts.cache;
+  const device = run.device ?? 'cpu', onGpu = device !== 'cpu';
+  const host = onGpu ? weights + lora + runtime + (device === 'webgpu' ? 0 : rollouts.cache) : total;
+  return { weights, lora, activations, logits, teacher, runtime, rolloutCache: rollouts.cache, rolloutRow: rollouts.row, total, recompute, onGpu, host };
+}
+
+/** An on-policy run's rollouts: its contexts per step, each generating `rollouts` sequences. */
+export function rolloutsOf(contextsPerStep: number, rollouts: number): RolloutBatch {
+  return { sequences: contextsPerStep * rollouts, prompts: contextsPerStep };
 }
 
 /**
  * The run the Training page's settings make (the trainStart call's TrainConfig): its max length
  * or min(2,048, the model's positions); an on-policy run updates on contexts × rollouts rows at
- * once; the forward pass of the teacher or the held-out evaluation beside the step; the
+ * once and generates them first (its rollouts' cache); the forward pass of the teacher or the held-out evaluation beside the step; the
  * recomputation chosen (absent: 'auto', as the step runs it).
  */
 export function memoryRunOf(config: Pick<TrainConfig, 'method' | 'batchSize' | 'microBatch' | 'loraR' | 'targets' | 'optimizer' | 'device' | 'maxLength' | 'quantize' | 'precision' | 'recompute' | 'onPolicy'>, shape: ModelShape): MemoryRun {
   return {
     maxLength: config.maxLength ?? Math.min(TRAIN_DEFAULTS.maxLength, shape.maxPositionEmbeddings),
     batchSize: config.onPolicy ? config.onPolicy.contextsPerStep * config.onPolicy.rollouts : config.batchSize,
+    ...(config.onPolicy ? { rollouts: rolloutsOf(config.onPolicy.contextsPerStep, config.onPolicy.rollouts) } : {}),
     ...(config.microBatch !== undefined ? { microBatch: config.microBatch } : {}),
     loraR: config.loraR,
     targets: config.targets,

@@ -22,7 +22,7 @@ import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, modelFlag, precisionFlag, QUANT
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS as P, type AdvantageEstimator } from '../../src-shared/rollout.js';
 import { isOnPolicyCommand, ON_POLICY_EPOCHS_NOTE, ON_POLICY_OPTIONS, ON_POLICY_STEPS_NOTE, runOnPolicy } from './train-on-policy.js';
 import { ON_POLICY_DEFAULTS } from '../../src-shared/rollout.js';
-import type { MemoryRun } from '../../src-shared/train-memory.js';
+import { rolloutsOf, type MemoryRun } from '../../src-shared/train-memory.js';
 import type { MemoryVerdict } from '../../src-shared/memory-verdict.js';
 import { checkRunMemory, stepPlan } from '../train/memory-check.js';
 import { resumePoint } from '../train/trainer.js';
@@ -206,7 +206,7 @@ function trainedFromDatabase(dir: string): boolean {
  * --micro-batch asked for) is refused in one line naming what would fit, unless
  * --ignore-memory. A resumed run is estimated with its own settings and the flags given again,
  * and chooses its micro-batch anew. An on-policy run updates on contexts × rollouts rows (or its
- * minibatch) at once.
+ * minibatch) at once, and holds the decode cache of the contexts × rollouts sequences it generates.
  */
 async function checkMemory(v: Record<string, unknown>, o: TrainerOptions, onPolicy: boolean): Promise<string | null> {
   const saved = o.resume ? (resumePoint(o.resume).settings as unknown as SavedSettings) : undefined;
@@ -230,6 +230,7 @@ async function checkMemory(v: Record<string, unknown>, o: TrainerOptions, onPoli
     device,
     precision: o.precision ?? saved?.precision ?? defaultPrecision(device),
     maxLength: o.maxLength ?? saved?.maxLength ?? Math.min(D.maxLength, shape.maxPositionEmbeddings),
+    ...(onPolicy ? { rollouts: rolloutsOf(contexts, rollouts) } : {}),
   });
   let verdict: MemoryVerdict;
   try {
