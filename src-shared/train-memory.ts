@@ -251,9 +251,9 @@ export function attentionRows(maxLength: number, heads: number): number {
  * generated, and the longest row sets every row's (left-padded to it), so a run whose contexts
  * reach the max length holds this at the end of a step's generation; a context longer than it
  * generates past it (its row is then cut for training), which an estimate cannot know. Sequences
- * that end leave in place (KvCache.select), so nothing more per row is held. Measured: 16
- * sequences of 480 + 256 tokens of the Qwen3-0.6B shape's layout (bench/rollout-memory.ts; see
- * docs/design.md §Memory estimate).
+ * that end leave in place (KvCache.select), so nothing more per row is held. Measured at the
+ * Qwen3-0.6B shape's layout, 4 prompts of up to 480 tokens × 4 sequences of 256 new ones: 3,192 MB
+ * above the loaded engine, this 3,220 MB (bench/rollout-memory.ts, docs/design.md §Memory estimate).
  */
 export function rolloutCacheBytes(shape: ModelShape, maxLength: number, rollouts: RolloutBatch): { row: number; cache: number } {
   const slots = Math.max(1, Math.ceil(Math.min(maxLength, shape.maxPositionEmbeddings) / SLOT_BLOCK)) * SLOT_BLOCK;

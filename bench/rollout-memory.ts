@@ -1,0 +1,118 @@
+/**
+ * `npx tsx bench/rollout-memory.ts` — what an on-policy step's rollouts hold in memory beside
+ * the training step (docs/design.md §Memory estimate, "The rollouts' decode cache"): the host
+ * decode cache of C prompts × K sequences generated together, as ModelEngine.generateBatch
+ * allocates it, against the estimate's `rolloutCache` part (src-shared/train-memory.ts).
+ *
+ * The model is random, with the Qwen3-0.6B shape's KV layout (28 layers, 8 KV heads of 128:
+ * 224 KiB a slot, as at 0.6B) but small everything else (hidden 256, 16 query heads, MLP 512, the
+ * tiny ~300-token vocabulary), so the cache dominates and 2 cores run it in a few minutes. Each
+ * case runs in a process of its own: it opens the engine, builds the generate session with a
+ * short warm-up generation, resets the peak (Linux /proc/self/clear_refs 5) and takes the RSS
+ * then as its baseline, generates, and reports the peak RSS above the baseline (VmHWM).
+ *
+ *   budget     every sequence runs to its budget: the cache at its longest, no row leaving
+ *   staggered  temperature 1 with three stop tokens: sequences end at different steps, and the
+ *              rows that go on move down in place (src-main/model/kv-cache.ts select)
+ *
+ * Options (env): BENCH_THREADS (2), BENCH_CONTEXTS (4), BENCH_ROLLOUTS (4), BENCH_PROMPT (480),
+ * BENCH_NEW (256), BENCH_CASES (budget,staggered). Writes the model to bench/output/rollout-cache-model.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { ModelEngine } from '../src-main/model/inference-engine.js';
+import { seededRandom } from '../src-main/model/sampling.js';
+import { estimateTrainMemory, memoryRunOf, type ModelShape } from '../src-shared/train-memory.js';
+import { writeTinyModel } from '../tools/tiny-models.js';
+import { parseLast, runWatched } from './watched-process.js';
+
+const MODEL = path.resolve('bench/output/rollout-cache-model');
+const SHAPE = { family: 'qwen3', hiddenSize: 256, numLayers: 28, numHeads: 16, numKvHeads: 8, headDim: 128, intermediateSize: 512, std: 0.02, seed: 5, maxPositions: 4096 } as const;
+const env = (key: string, fallback: string) => process.env[key] ?? fallback;
+
+interface Case {
+  kind: 'budget' | 'staggered';
+  threads: number;
+  contexts: number;
+  rollouts: number;
+  prompt: number;
+  maxNew: number;
+}
+
+interface Result {
+  baselineMb: number;
+  peakAboveMb: number;
+  wallS: number;
+  cpuS: number;
+  /** Tokens each sequence generated (the staggered case's spread). */
+  generated: number[];
+}
+
+const signedPercent = (x: number) => `${x >= 0 ? '+' : '−'}${Math.abs(x * 100).toFixed(0)}%`;
+const kb = (key: string) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(fs.readFileSync('/proc/self/status', 'utf8'))?.[1] ?? NaN);
+
+async function measure(c: Case): Promise<Result> {
+  const engine = ModelEngine.open(MODEL, { threads: c.threads, graphCache: false });
+  const V = engine.config.vocabSize;
+  const rand = seededRandom(3);
+  // Prompts of a little different lengths, as a step's contexts are (left-padded to the longest).
+  const prompts = Array.from({ length: c.contexts }, (_, i) => Array.from({ length: c.prompt - 8 * i }, () => 10 + Math.floor(rand() * (V - 20))));
+  await engine.generateBatch([{ promptIds: prompts[0]!.slice(0, 8), seeds: [0] }], { maxNewTokens: 2 });
+  if (global.gc) global.gc();
+  fs.writeFileSync('/proc/self/clear_refs', '5');
+  const baselineKb = kb('VmRSS');
+  const t0 = performance.now(), c0 = process.cpuUsage();
+  // Staggered: three stop tokens of the ~300 end a sequence at a random step (about 1 in 100 a token).
+  const stops = c.kind === 'budget' ? [] : [V - 5, V - 6, V - 7];
+  const out = await engine.generateBatch(
+    prompts.map((promptIds, i) => ({ promptIds, seeds: Array.from({ length: c.rollouts }, (_, k) => i * c.rollouts + k) })),
+    { maxNewTokens: c.maxNew, temperature: 1, stopTokenIds: stops, decodeText: false },
+  );
+  const cpu = process.cpuUsage(c0);
+  const result = {
+    baselineMb: baselineKb / 1024, peakAboveMb: (kb('VmHWM') - baselineKb) / 1024, wallS: (performance.now() - t0) / 1000,
+    cpuS: (cpu.user + cpu.system) / 1e6, generated: out.flat().map((s) => s.tokens.length),
+  };
+  await engine.close();
+  return result;
+}
+
+function shapeOf(): ModelShape {
+  const c = JSON.parse(fs.readFileSync(path.join(MODEL, 'config.json'), 'utf8')) as Record<string, number | boolean>;
+  return {
+    hiddenSize: c.hidden_size as number, intermediateSize: c.intermediate_size as number, numLayers: c.num_hidden_layers as number,
+    numHeads: c.num_attention_heads as number, numKvHeads: c.num_key_value_heads as number, headDim: c.head_dim as number,
+    vocabSize: c.vocab_size as number, tieWordEmbeddings: c.tie_word_embeddings as boolean, maxPositionEmbeddings: c.max_position_embeddings as number,
+  };
+}
+
+async function main(): Promise<void> {
+  const childAt = process.argv.indexOf('--child');
+  if (childAt >= 0) {
+    console.log(JSON.stringify(await measure(JSON.parse(process.argv[childAt + 1]!) as Case)));
+    return;
+  }
+  if (!fs.existsSync(path.join(MODEL, 'config.json'))) writeTinyModel(MODEL, SHAPE);
+  const base = {
+    threads: Number(env('BENCH_THREADS', '2')), contexts: Number(env('BENCH_CONTEXTS', '4')), rollouts: Number(env('BENCH_ROLLOUTS', '4')),
+    prompt: Number(env('BENCH_PROMPT', '480')), maxNew: Number(env('BENCH_NEW', '256')),
+  };
+  const shape = shapeOf();
+  // The estimate's run: the page's on-policy config at a max length of the longest sequence.
+  const run = memoryRunOf({
+    method: 'rl', batchSize: 1, loraR: 16, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'], optimizer: 'adamw', device: 'cpu',
+    maxLength: base.prompt + base.maxNew, onPolicy: { contextsPerStep: base.contexts, rollouts: base.rollouts } as never,
+  }, shape);
+  const estimateMb = estimateTrainMemory(shape, run).rolloutCache / 2 ** 20;
+  console.log(`# Rollout cache: ${base.contexts} prompts × ${base.rollouts} sequences, prompt ≤ ${base.prompt} + ${base.maxNew} new tokens, ` +
+    `${shape.numLayers} layers × ${shape.numKvHeads} KV heads of ${shape.headDim}`);
+  for (const kind of env('BENCH_CASES', 'budget,staggered').split(',') as Case['kind'][]) {
+    const w = await runWatched(process.execPath, [...process.execArgv, path.resolve(import.meta.filename), '--child', JSON.stringify({ ...base, kind })], process.env, 12_000);
+    const r = parseLast<Result>(w, kind);
+    const spread = r.generated.length ? `${Math.min(...r.generated)}–${Math.max(...r.generated)} tokens a sequence` : '';
+    console.log(`${kind}: peak ${r.peakAboveMb.toFixed(0)} MB above the engine's ${r.baselineMb.toFixed(0)} MB (${spread}), ${r.wallS.toFixed(1)} s wall / ${r.cpuS.toFixed(1)} s CPU; ` +
+      `estimate ${estimateMb.toFixed(0)} MB (${signedPercent(estimateMb / r.peakAboveMb - 1)})`);
+  }
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(import.meta.filename)) await main();
