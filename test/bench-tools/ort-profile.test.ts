@@ -24,6 +24,18 @@ import { adamw, LORA, lossConfig, tinyBatch } from '../train/step-helpers.js';
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ort-profile-test-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
+/** Runs `work` with HINDSIGHT_ORT_PROFILE set to `folder`, as the benches' children have it (sessions read it when created). */
+async function withProfileFolder<T>(folder: string, work: () => Promise<T>): Promise<T> {
+  const before = process.env.HINDSIGHT_ORT_PROFILE;
+  process.env.HINDSIGHT_ORT_PROFILE = folder;
+  try {
+    return await work();
+  } finally {
+    if (before === undefined) delete process.env.HINDSIGHT_ORT_PROFILE;
+    else process.env.HINDSIGHT_ORT_PROFILE = before;
+  }
+}
+
 describe('profileFolder (SessionConfig.profile)', () => {
   it('is the option, else HINDSIGHT_ORT_PROFILE, and false or neither is off', () => {
     const before = process.env.HINDSIGHT_ORT_PROFILE;
@@ -46,11 +58,9 @@ describe('a real training step profiled on the CPU', () => {
     const folder = path.join(tmp, 'step');
     const model = writeTinyModel(path.join(tmp, 'model'), { family: 'qwen3', tie: true }).dir;
     const ckpt = Checkpoint.open(model);
-    const before = process.env.HINDSIGHT_ORT_PROFILE;
-    process.env.HINDSIGHT_ORT_PROFILE = folder;
     const windows: ProfileWindow[] = [];
-    let created: ProfileWindow;
-    try {
+    let created: ProfileWindow = { startMs: 0, endMs: 0 };
+    await withProfileFolder(folder, async () => {
       const t0 = epochMs();
       const step = await createTrainStep(ckpt, { lora: LORA, loss: lossConfig('rl'), optimizer: adamw(1e-3), device: 'cpu', threads: 1 });
       created = { startMs: t0, endMs: epochMs() };
@@ -65,10 +75,7 @@ describe('a real training step profiled on the CPU', () => {
       // ONNX Runtime opens the file when the session starts and writes it when the session is released.
       expect(profileFiles(folder).map((f) => fs.statSync(f).size)).toEqual([0]);
       await step.close();
-    } finally {
-      if (before === undefined) delete process.env.HINDSIGHT_ORT_PROFILE;
-      else process.env.HINDSIGHT_ORT_PROFILE = before;
-    }
+    });
     const files = profileFiles(folder);
     expect(files).toHaveLength(1); // the step's one session (no forward or teacher pass was asked for)
     const start = profileStartMs(files[0]!)!;
@@ -163,13 +170,9 @@ describe('WebGPU\'s kernels timed on the GPU', () => {
     const folder = path.join(tmp, 'webgpu-step');
     const model = writeTinyModel(path.join(tmp, 'model-webgpu'), { family: 'qwen3', tie: true }).dir;
     const ckpt = Checkpoint.open(model);
-    const before = process.env.HINDSIGHT_ORT_PROFILE;
-    process.env.HINDSIGHT_ORT_PROFILE = folder;
-    const made = await createTrainStep(ckpt, {
+    const made = await withProfileFolder(folder, () => createTrainStep(ckpt, {
       lora: LORA, loss: lossConfig('combine'), optimizer: adamw(1e-3), device: 'webgpu', quantize: 'int4', recompute: true, vocabChunk: 64,
-    }).catch((err: Error) => err);
-    if (before === undefined) delete process.env.HINDSIGHT_ORT_PROFILE;
-    else process.env.HINDSIGHT_ORT_PROFILE = before;
+    }).catch((err: Error) => err));
     if (made instanceof Error) {
       console.info(`ort-profile: no WebGPU adapter here, so the step's copies are not checked: ${made.message}`);
       return;
