@@ -14,24 +14,30 @@
  *   budget     every sequence runs to its budget: the cache at its longest, no row leaving
  *   staggered  temperature 1 with three stop tokens: sequences end at different steps, and the
  *              rows that go on move down in place (src-main/model/kv-cache.ts select)
+ *   turns      two turns, as the rollout manager runs an episode that calls a tool: half the budget,
+ *              then every sequence as its own prompt (what it has, and 16 tokens of a tool's turn)
+ *              for the other half, while the first turn's cache waits for the garbage collector
  *
  * Options (env): BENCH_THREADS (2), BENCH_CONTEXTS (4), BENCH_ROLLOUTS (4), BENCH_PROMPT (480),
- * BENCH_NEW (256), BENCH_CASES (budget,staggered). Writes the model to bench/output/rollout-cache-model.
+ * BENCH_NEW (256), BENCH_CASES (budget,staggered,turns). Writes the model to bench/output/rollout-cache-model.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { ModelEngine } from '../src-main/model/inference-engine.js';
 import { seededRandom } from '../src-main/model/sampling.js';
-import { estimateTrainMemory, memoryRunOf, type ModelShape } from '../src-shared/train-memory.js';
+import { rolloutCacheBytes, rolloutsOf } from '../src-shared/train-memory.js';
+import { modelShape } from '../src-main/train/memory-check.js';
 import { writeTinyModel } from '../tools/tiny-models.js';
 import { parseLast, runWatched } from './watched-process.js';
 
 const MODEL = path.resolve('bench/output/rollout-cache-model');
 const SHAPE = { family: 'qwen3', hiddenSize: 256, numLayers: 28, numHeads: 16, numKvHeads: 8, headDim: 128, intermediateSize: 512, std: 0.02, seed: 5, maxPositions: 4096 } as const;
+/** Tokens of the tool turn between the two turns of the `turns` case. */
+const TOOL_TURN = 16;
 const env = (key: string, fallback: string) => process.env[key] ?? fallback;
 
 interface Case {
-  kind: 'budget' | 'staggered';
+  kind: 'budget' | 'staggered' | 'turns';
   threads: number;
   contexts: number;
   rollouts: number;
@@ -63,11 +69,19 @@ async function measure(c: Case): Promise<Result> {
   const baselineKb = kb('VmRSS');
   const t0 = performance.now(), c0 = process.cpuUsage();
   // Staggered: three stop tokens of the ~300 end a sequence at a random step (about 1 in 100 a token).
-  const stops = c.kind === 'budget' ? [] : [V - 5, V - 6, V - 7];
-  const out = await engine.generateBatch(
+  const stops = c.kind === 'staggered' ? [V - 5, V - 6, V - 7] : [];
+  const options = { temperature: 1, stopTokenIds: stops, decodeText: false };
+  const turns = c.kind === 'turns' ? 2 : 1, budget = c.maxNew / turns;
+  let out = await engine.generateBatch(
     prompts.map((promptIds, i) => ({ promptIds, seeds: Array.from({ length: c.rollouts }, (_, k) => i * c.rollouts + k) })),
-    { maxNewTokens: c.maxNew, temperature: 1, stopTokenIds: stops, decodeText: false },
+    { ...options, maxNewTokens: budget },
   );
+  if (turns === 2) {
+    const tool = Array.from({ length: TOOL_TURN }, (_, i) => 10 + i);
+    const next = out.flatMap((seqs, i) => seqs.map((s, k) => ({ promptIds: [...prompts[i]!, ...s.tokens, ...tool], seeds: [1000 + i * c.rollouts + k] })));
+    const second = await engine.generateBatch(next, { ...options, maxNewTokens: budget });
+    out = out.map((seqs, i) => seqs.map((s, k) => ({ ...s, tokens: [...s.tokens, ...second[i * c.rollouts + k]![0]!.tokens] })));
+  }
   const cpu = process.cpuUsage(c0);
   const result = {
     baselineMb: baselineKb / 1024, peakAboveMb: (kb('VmHWM') - baselineKb) / 1024, wallS: (performance.now() - t0) / 1000,
@@ -75,15 +89,6 @@ async function measure(c: Case): Promise<Result> {
   };
   await engine.close();
   return result;
-}
-
-function shapeOf(): ModelShape {
-  const c = JSON.parse(fs.readFileSync(path.join(MODEL, 'config.json'), 'utf8')) as Record<string, number | boolean>;
-  return {
-    hiddenSize: c.hidden_size as number, intermediateSize: c.intermediate_size as number, numLayers: c.num_hidden_layers as number,
-    numHeads: c.num_attention_heads as number, numKvHeads: c.num_key_value_heads as number, headDim: c.head_dim as number,
-    vocabSize: c.vocab_size as number, tieWordEmbeddings: c.tie_word_embeddings as boolean, maxPositionEmbeddings: c.max_position_embeddings as number,
-  };
 }
 
 async function main(): Promise<void> {
@@ -97,21 +102,17 @@ async function main(): Promise<void> {
     threads: Number(env('BENCH_THREADS', '2')), contexts: Number(env('BENCH_CONTEXTS', '4')), rollouts: Number(env('BENCH_ROLLOUTS', '4')),
     prompt: Number(env('BENCH_PROMPT', '480')), maxNew: Number(env('BENCH_NEW', '256')),
   };
-  const shape = shapeOf();
-  // The estimate's run: the page's on-policy config at a max length of the longest sequence.
-  const run = memoryRunOf({
-    method: 'rl', batchSize: 1, loraR: 16, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'], optimizer: 'adamw', device: 'cpu',
-    maxLength: base.prompt + base.maxNew, onPolicy: { contextsPerStep: base.contexts, rollouts: base.rollouts } as never,
-  }, shape);
-  const estimateMb = estimateTrainMemory(shape, run).rolloutCache / 2 ** 20;
+  const shape = modelShape(MODEL);
+  // The estimate's part at a max length of the longest sequence (its prompt, what it generates, a tool turn).
+  const estimateMb = (kind: Case['kind']) => rolloutCacheBytes(shape, base.prompt + base.maxNew + (kind === 'turns' ? TOOL_TURN : 0), rolloutsOf(base.contexts, base.rollouts, kind === 'turns' ? 2 : 1)).cache / 2 ** 20;
   console.log(`# Rollout cache: ${base.contexts} prompts × ${base.rollouts} sequences, prompt ≤ ${base.prompt} + ${base.maxNew} new tokens, ` +
     `${shape.numLayers} layers × ${shape.numKvHeads} KV heads of ${shape.headDim}`);
-  for (const kind of env('BENCH_CASES', 'budget,staggered').split(',') as Case['kind'][]) {
+  for (const kind of env('BENCH_CASES', 'budget,staggered,turns').split(',') as Case['kind'][]) {
     const w = await runWatched(process.execPath, [...process.execArgv, path.resolve(import.meta.filename), '--child', JSON.stringify({ ...base, kind })], process.env, 12_000);
     const r = parseLast<Result>(w, kind);
     const spread = r.generated.length ? `${Math.min(...r.generated)}–${Math.max(...r.generated)} tokens a sequence` : '';
     console.log(`${kind}: peak ${r.peakAboveMb.toFixed(0)} MB above the engine's ${r.baselineMb.toFixed(0)} MB (${spread}), ${r.wallS.toFixed(1)} s wall / ${r.cpuS.toFixed(1)} s CPU; ` +
-      `estimate ${estimateMb.toFixed(0)} MB (${signedPercent(estimateMb / r.peakAboveMb - 1)})`);
+      `estimate ${estimateMb(kind).toFixed(0)} MB (${signedPercent(estimateMb(kind) / r.peakAboveMb - 1)})`);
   }
 }
 

@@ -2,7 +2,8 @@
  * What a fine-tune will need in memory, before it starts (issue 31): the frozen weights in
  * the run's storage, the LoRA weights with their gradients and optimizer state, the
  * activations of one step at the run's max length and batch size, the loss's logits path,
- * the teacher's forward pass and the runtime itself. `hindsight train` prints it beside the
+ * the teacher's forward pass, the runtime itself, and an on-policy run's rollouts' decode cache
+ * ({@link rolloutCacheBytes}). `hindsight train` prints it beside the
  * machine's memory and refuses a run that cannot fit; the Training page shows it live and the
  * API refuses the same way (docs/design.md §Memory estimate). Node-free: the page computes it
  * as the form changes, from the model's shape and the host's memory the API gives it.
@@ -79,6 +80,11 @@ export interface RolloutBatch {
    * is garbage from then on, which the garbage collector need not free before the sequences end.
    */
   prompts: number;
+  /**
+   * Assistant turns an episode may take (maxTurns): past one, a later turn prefills every
+   * sequence again as its own prompt, beside the last turn's cache (see {@link rolloutCacheBytes}).
+   */
+  turns: number;
 }
 
 /** The estimate in bytes, by part. */
@@ -147,6 +153,8 @@ export const ATTENTION_CHUNK_SCORE_BYTES = 256 * 2 ** 20;
 export const VOCAB_CHUNK = 8192;
 /** src-main/model/cache-slots.ts SLOT_BLOCK: the decode cache's slots grow in blocks of this many. */
 export const SLOT_BLOCK = 32;
+/** src-main/model/batch-decode.ts PREFILL_PIECE: prompt tokens per row a prefill run feeds. */
+export const PREFILL_PIECE = 512;
 
 // ── The fitted coefficients (see the module comment) ───────────────────────────────────────
 
@@ -246,19 +254,27 @@ export function attentionRows(maxLength: number, heads: number): number {
 
 /**
  * An on-policy run's decode cache (src-main/model/kv-cache.ts): fp32 keys and values, layers × 2 ×
- * kvHeads × headDim × 4 bytes a slot, for (sequences + prompts) rows of the run's max length (or
- * the model's positions) rounded up to whole blocks. A row's slots are its prompt and what it has
- * generated, and the longest row sets every row's (left-padded to it), so a run whose contexts
- * reach the max length holds this at the end of a step's generation; a context longer than it
- * generates past it (its row is then cut for training), which an estimate cannot know. Sequences
- * that end leave in place (KvCache.select), so nothing more per row is held. Measured at the
- * Qwen3-0.6B shape's layout, 4 prompts of up to 480 tokens × 4 sequences of 256 new ones: 3,192 MB
- * above the loaded engine, this 3,220 MB (bench/rollout-memory.ts, docs/design.md §Memory estimate).
+ * kvHeads × headDim × 4 bytes a slot, every row as long as the run's max length (or the model's
+ * positions) in whole blocks. A row's slots are its prompt and what it has generated, and the
+ * longest row sets every row's (left-padded to it); a context longer than the max length
+ * generates past it (its row is then cut for training), which an estimate cannot know.
+ * - One turn: the sequences' rows and their prompts' ({@link RolloutBatch.prompts}). Sequences
+ *   that end leave in place (KvCache.select), so nothing more per row is held.
+ * - More turns: the next turn prefills every sequence as its own prompt into a new cache while
+ *   the last turn's is garbage the collector has not freed (host memory goes with the garbage
+ *   collector, and it ran late), and a prefill run's new keys and values for a piece of
+ *   {@link PREFILL_PIECE} tokens of every row are held beside the cache until they are written in.
+ * Measured at the Qwen3-0.6B shape's layout, 4 prompts of up to 480 tokens × 4 sequences
+ * (bench/rollout-memory.ts, docs/design.md §Memory estimate): 256 new tokens in one turn 3,192 MB
+ * above the loaded engine, this 3,220 MB; in two turns of 128 with 16 tokens of a tool's turn
+ * between them 7,304 MB, this 7,840 MB.
  */
 export function rolloutCacheBytes(shape: ModelShape, maxLength: number, rollouts: RolloutBatch): { row: number; cache: number } {
   const slots = Math.max(1, Math.ceil(Math.min(maxLength, shape.maxPositionEmbeddings) / SLOT_BLOCK)) * SLOT_BLOCK;
-  const row = shape.numLayers * 2 * shape.numKvHeads * shape.headDim * 4 * slots;
-  return { row, cache: row * (rollouts.sequences + rollouts.prompts) };
+  const slot = shape.numLayers * 2 * shape.numKvHeads * shape.headDim * 4, row = slot * slots;
+  const oneTurn = row * (rollouts.sequences + rollouts.prompts);
+  const laterTurn = rollouts.turns > 1 ? row * rollouts.sequences + slot * rollouts.sequences * Math.min(PREFILL_PIECE, slots) : 0;
+  return { row, cache: oneTurn + laterTurn };
 }
 
 /** The estimate (see the module comment). */
@@ -297,9 +313,9 @@ export function estimateTrainMemory(shape: ModelShape, run: MemoryRun, c: Record
   return { weights, lora, activations, logits, teacher, runtime, rolloutCache: rollouts.cache, rolloutRow: rollouts.row, total, recompute, onGpu, host };
 }
 
-/** An on-policy run's rollouts: its contexts per step, each generating `rollouts` sequences. */
-export function rolloutsOf(contextsPerStep: number, rollouts: number): RolloutBatch {
-  return { sequences: contextsPerStep * rollouts, prompts: contextsPerStep };
+/** An on-policy run's rollouts: its contexts per step, each generating `rollouts` sequences over up to `maxTurns` turns. */
+export function rolloutsOf(contextsPerStep: number, rollouts: number, maxTurns: number): RolloutBatch {
+  return { sequences: contextsPerStep * rollouts, prompts: contextsPerStep, turns: maxTurns };
 }
 
 /**
@@ -312,7 +328,7 @@ export function memoryRunOf(config: Pick<TrainConfig, 'method' | 'batchSize' | '
   return {
     maxLength: config.maxLength ?? Math.min(TRAIN_DEFAULTS.maxLength, shape.maxPositionEmbeddings),
     batchSize: config.onPolicy ? config.onPolicy.contextsPerStep * config.onPolicy.rollouts : config.batchSize,
-    ...(config.onPolicy ? { rollouts: rolloutsOf(config.onPolicy.contextsPerStep, config.onPolicy.rollouts) } : {}),
+    ...(config.onPolicy ? { rollouts: rolloutsOf(config.onPolicy.contextsPerStep, config.onPolicy.rollouts, config.onPolicy.maxTurns) } : {}),
     ...(config.microBatch !== undefined ? { microBatch: config.microBatch } : {}),
     loraR: config.loraR,
     targets: config.targets,

@@ -216,6 +216,7 @@ async function checkMemory(v: Record<string, unknown>, o: TrainerOptions, onPoli
   const device = o.device ?? saved?.device ?? D.device;
   const contexts = boundFlag('contextsPerStep', v['contexts-per-step'] as string | undefined) ?? saved?.onPolicy?.contextsPerStep ?? ON_POLICY_DEFAULTS.contextsPerStep;
   const rollouts = boundFlag('rollouts', v.rollouts as string | undefined) ?? saved?.onPolicy?.rollouts ?? ON_POLICY_DEFAULTS.rollouts;
+  const maxTurns = boundFlag('maxTurns', v['max-turns'] as string | undefined) ?? saved?.onPolicy?.maxTurns ?? ON_POLICY_DEFAULTS.maxTurns;
   const minibatch = o.minibatch ?? saved?.ppo?.minibatch ?? 0;
   const rows = onPolicy ? contexts * rollouts : o.batchSize ?? saved?.batchSize ?? D.batchSize;
   const run = (shape: { maxPositionEmbeddings: number }): MemoryRun => ({
@@ -230,7 +231,7 @@ async function checkMemory(v: Record<string, unknown>, o: TrainerOptions, onPoli
     device,
     precision: o.precision ?? saved?.precision ?? defaultPrecision(device),
     maxLength: o.maxLength ?? saved?.maxLength ?? Math.min(D.maxLength, shape.maxPositionEmbeddings),
-    ...(onPolicy ? { rollouts: rolloutsOf(contexts, rollouts) } : {}),
+    ...(onPolicy ? { rollouts: rolloutsOf(contexts, rollouts, maxTurns) } : {}),
   });
   let verdict: MemoryVerdict;
   try {
@@ -248,7 +249,7 @@ interface SavedSettings {
   modelDir: string; method: TrainMethod; batchSize: number; maxLength: number; device: NonNullable<TrainerOptions['device']>;
   lora: { r: number; targets: NonNullable<TrainerOptions['targets']> }; quantize?: MemoryRun['quantize']; recompute: RecomputeMode;
   optimizer: { kind: OptimizerKind }; loss: { klBeta: number }; precision: MemoryRun['precision'] | null; ppo?: { minibatch: number };
-  onPolicy?: { contextsPerStep: number; rollouts: number };
+  onPolicy?: { contextsPerStep: number; rollouts: number; maxTurns: number };
 }
 
 export const command: Command = async (argv) => {
