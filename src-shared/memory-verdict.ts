@@ -103,6 +103,9 @@ export interface MemorySuggestion {
   quantize?: Quantize;
   maxLength?: number;
   microBatch?: number;
+  /** An on-policy run: one assistant turn an episode, or fewer contexts each step (the rollouts' cache shrinks with both). */
+  maxTurns?: number;
+  contextsPerStep?: number;
   /** What it would need in the memory that was short: the GPU's when `memory` says so, else the host's. */
   bytes: number;
   memory?: 'gpu';
@@ -191,9 +194,11 @@ export function microBatchText(batchSize: number, microBatch: number): string | 
 }
 
 /**
- * When not even one row fits: int4 alone; a shorter max length alone, when it still holds a chat
- * ({@link SHORTEST_SUGGESTED_LENGTH}; not for live capture, whose runs take the model's length);
- * then int4 with a shorter length. At most three, each one row at a time.
+ * When not even one row fits: for an on-policy run first what shrinks its rollouts' cache and
+ * keeps the model and its context whole (one turn an episode; the most contexts a step that
+ * fit, each with its rollouts); then int4 alone; a shorter max length alone, when it still holds
+ * a chat ({@link SHORTEST_SUGGESTED_LENGTH}; not for live capture, whose runs take the model's
+ * length); then int4 with a shorter length. At most three, each one row at a time.
  */
 function suggestionsFor(shape: ModelShape, run: MemoryRun, room: Room, short: 'gpu' | 'host', reader: MemoryReader): MemorySuggestion[] {
   const out: MemorySuggestion[] = [];
@@ -206,31 +211,46 @@ function suggestionsFor(shape: ModelShape, run: MemoryRun, room: Room, short: 'g
     const t = longestFitting(shape, r, room);
     return t !== null && t < r.maxLength && t >= floor ? t : null;
   };
-  const int4 = run.quantize !== 'int4';
-  if (int4 && fits({ quantize: 'int4' })) out.push({ quantize: 'int4', bytes: at({ quantize: 'int4' }) });
-  const shorter = length(one);
-  if (shorter !== null) out.push({ maxLength: shorter, bytes: at({ maxLength: shorter }) });
-  if (int4 && out.length === 0) {
-    const shorterQ = length({ ...one, quantize: 'int4' });
-    if (shorterQ !== null) out.push({ quantize: 'int4', maxLength: shorterQ, bytes: at({ quantize: 'int4', maxLength: shorterQ }) });
+  const rollouts = run.rollouts;
+  if (rollouts) {
+    const oneTurn = { rollouts: { ...rollouts, turns: 1 } };
+    if (rollouts.turns > 1 && fits(oneTurn)) out.push({ maxTurns: 1, bytes: at(oneTurn) });
+    const perContext = rollouts.sequences / rollouts.prompts;
+    for (let contexts = rollouts.prompts - 1; contexts >= 1; contexts--) {
+      const fewer = { batchSize: Math.min(run.batchSize, contexts * perContext), rollouts: { ...rollouts, prompts: contexts, sequences: contexts * perContext } };
+      if (!fits(fewer)) continue;
+      out.push({ contextsPerStep: contexts, bytes: at(fewer) });
+      break;
+    }
   }
-  return out.slice(0, 3).map((s) => (short === 'gpu' ? { ...s, memory: 'gpu' } : s));
+  const general: MemorySuggestion[] = [];
+  const int4 = run.quantize !== 'int4';
+  if (int4 && fits({ quantize: 'int4' })) general.push({ quantize: 'int4', bytes: at({ quantize: 'int4' }) });
+  const shorter = length(one);
+  if (shorter !== null) general.push({ maxLength: shorter, bytes: at({ maxLength: shorter }) });
+  if (int4 && general.length === 0) {
+    const shorterQ = length({ ...one, quantize: 'int4' });
+    if (shorterQ !== null) general.push({ quantize: 'int4', maxLength: shorterQ, bytes: at({ quantize: 'int4', maxLength: shorterQ }) });
+  }
+  return [...out, ...general].slice(0, 3).map((s) => (short === 'gpu' ? { ...s, memory: 'gpu' } : s));
 }
 
 const n = (x: number) => x.toLocaleString('en-US');
 
 /** How each reader names the settings a refusal offers, how it starts a run anyway, and its recompute mode `auto`. */
-const READER_WORDS: Record<MemoryReader, { quantize: string; maxLength: string; microBatch: string; run: string; override: string; nothing: string; recomputeAuto: string }> = {
+const READER_WORDS: Record<MemoryReader, {
+  quantize: string; maxLength: string; microBatch: string; maxTurns: string; contextsPerStep: string; run: string; override: string; nothing: string; recomputeAuto: string;
+}> = {
   cli: {
-    quantize: '--quantize', maxLength: '--max-length', microBatch: '--micro-batch', run: 'This run', override: ', or --ignore-memory to start anyway',
+    quantize: '--quantize', maxLength: '--max-length', microBatch: '--micro-batch', maxTurns: '--max-turns', contextsPerStep: '--contexts-per-step', run: 'This run', override: ', or --ignore-memory to start anyway',
     nothing: 'no --quantize or --max-length fits it; free memory or use a smaller model', recomputeAuto: '--recompute auto',
   },
   app: {
-    quantize: 'Quantize', maxLength: 'Max length', microBatch: 'Micro-batch', run: 'This run', override: ', or tick Start anyway',
+    quantize: 'Quantize', maxLength: 'Max length', microBatch: 'Micro-batch', maxTurns: 'Max turns', contextsPerStep: 'Contexts per step', run: 'This run', override: ', or tick Start anyway',
     nothing: 'no Quantize or Max length fits it; free memory or choose a smaller model', recomputeAuto: 'Recomputation Auto',
   },
   capture: {
-    quantize: 'Base in training', maxLength: '', microBatch: '', run: 'Background training was not started: it', override: '',
+    quantize: 'Base in training', maxLength: '', microBatch: '', maxTurns: '', contextsPerStep: '', run: 'Background training was not started: it', override: '',
     nothing: 'free memory or choose a smaller model', recomputeAuto: 'Recomputation auto',
   },
 };
@@ -241,6 +261,8 @@ function suggestionText(s: MemorySuggestion, reader: MemoryReader): string {
   if (s.quantize) parts.push(`${w.quantize} ${s.quantize}`);
   if (s.maxLength) parts.push(`${w.maxLength} ${n(s.maxLength)}`);
   if (s.microBatch) parts.push(`${w.microBatch} ${n(s.microBatch)}`);
+  if (s.maxTurns) parts.push(`${w.maxTurns} ${n(s.maxTurns)}`);
+  if (s.contextsPerStep) parts.push(`${w.contextsPerStep} ${n(s.contextsPerStep)}`);
   return `${parts.join(' with ')} (about ${formatBytes(s.bytes)}${s.memory === 'gpu' ? ' on the GPU' : ''})`;
 }
 
@@ -306,7 +328,9 @@ export function memoryVerdict(shape: ModelShape, asked: MemoryRun, host: HostMem
     ? [{ microBatch: chosen, bytes: bytesIn(short[0]!, shape, { ...run, microBatch: chosen }), ...(short[0] === 'gpu' ? { memory: 'gpu' as const } : {}) }]
     : suggestionsFor(shape, run, room, short[0]!, reader);
   const advice = suggestions.length ? `try ${suggestions.map((s) => suggestionText(s, reader)).join(' or ')}` : w.nothing;
-  const what = askedRows !== undefined && askedRows > 1 ? `${n(askedRows)} rows of ${n(run.maxLength)} tokens a pass (${w.microBatch} ${n(askedRows)})` : `one row of ${n(run.maxLength)} tokens at a time`;
+  const rows = askedRows !== undefined && askedRows > 1 ? `${n(askedRows)} rows of ${n(run.maxLength)} tokens a pass (${w.microBatch} ${n(askedRows)})` : `one row of ${n(run.maxLength)} tokens at a time`;
+  // An on-policy run's rollouts' cache does not shrink with the step's micro-batch: say it is in.
+  const what = run.rollouts ? `${rows}, beside its rollouts' cache for ${n(run.rollouts.sequences)} sequences` : rows;
   const needs = { gpu: onCard && `${formatBytes(onCard.bytes)} on the GPU (${onCard.memory.name})`, host: `${formatBytes(estimate.host)}${short.length > 1 ? " in the host's memory" : ''}` };
   const has = { gpu: card && `the GPU has ${formatBytes(card.freeBytes)} free of ${formatBytes(card.totalBytes)}`, host: `this machine has ${have}` };
   const refusal = `${w.run} needs about ${short.map((m) => needs[m]).join(' and ')} even with ${what}, but ${short.map((m) => has[m]).join(' and ')}: ${advice}${w.override}.`;

@@ -85,12 +85,21 @@ describe("the rollouts' decode cache", () => {
     expect(estimateParts(estimateTrainMemory(QWEN3_06B, webgpu), webgpu)).toContain('rollout cache 17.5 GB for 16 sequences on the GPU');
   });
 
-  it('refuses an on-policy run at the Qwen3-0.6B shape whose cache does not fit, which passed before; a shorter max length fits', () => {
+  it('refuses an on-policy run at the Qwen3-0.6B shape whose cache does not fit, which passed before, offering one turn, fewer contexts and a shorter max length', () => {
     const before = memoryVerdict(QWEN3_06B, offline, host(12), 'cli');
     expect(before.fits).toBe(true);
     const now = memoryVerdict(QWEN3_06B, onPolicy, host(12), 'cli');
     expect(now.fits).toBe(false);
-    expect(now.refusal).toMatch(/^This run needs about [\d.]+ GB even with one row of 2,048 tokens at a time, but this machine has 12\.0 GB available of 64\.0 GB: try --max-length [\d,]+ \(about [\d.]+ GB\)/);
+    expect(now.refusal).toMatch(/^This run needs about [\d.]+ GB even with one row of 2,048 tokens at a time, beside its rollouts' cache for 16 sequences, but this machine has 12\.0 GB available of 64\.0 GB: try --contexts-per-step 1 \(about [\d.]+ GB\) or --max-length [\d,]+ \(about [\d.]+ GB\)/);
+    // With a little more room one turn an episode fits too, offered first; each suggestion fits
+    // where the run did not, and the contexts offered are the most that fit (their rollouts each).
+    const roomier = memoryVerdict(QWEN3_06B, onPolicy, host(14), 'cli');
+    expect(roomier.refusal).toMatch(/: try --max-turns 1 \(about [\d.]+ GB\) or --contexts-per-step 2 \(about [\d.]+ GB\) or --max-length 1,024 \(about [\d.]+ GB\), or --ignore-memory to start anyway\.$/);
+    const fits = (change: Partial<MemoryRun>) => memoryVerdict(QWEN3_06B, { ...onPolicy, ...change }, host(14), 'cli').fits;
+    const withContexts = (c: number) => ({ batchSize: c * 4, rollouts: { ...onPolicy.rollouts!, prompts: c, sequences: c * 4 } });
+    expect(fits({ rollouts: { ...onPolicy.rollouts!, turns: 1 } })).toBe(true);
+    expect([fits(withContexts(2)), fits(withContexts(3))]).toEqual([true, false]);
+    expect(memoryVerdict(QWEN3_06B, onPolicy, host(14), 'app').refusal).toContain(': try Max turns 1 (about');
     const shorter = now.suggestions.find((s) => s.maxLength)!;
     expect(shorter.bytes).toBeLessThanOrEqual(12 * GiB);
     expect(estimateTrainMemory(QWEN3_06B, { ...onPolicy, microBatch: 1, ...shorter }).rolloutCache).toBe(rolloutCacheBytes(QWEN3_06B, shorter.maxLength!, onPolicy.rollouts!).cache);
