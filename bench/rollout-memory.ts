@@ -16,7 +16,7 @@
  *              rows that go on move down in place (src-main/model/kv-cache.ts select)
  *   turns      two turns, as the rollout manager runs an episode that calls a tool: half the budget,
  *              then every sequence as its own prompt (what it has, and 16 tokens of a tool's turn)
- *              for the other half, while the first turn's cache waits for the garbage collector
+ *              for the other half, prefilled in steps of at most 2,048 tokens over the 16 rows
  *
  * Options (env): BENCH_THREADS (2), BENCH_CONTEXTS (4), BENCH_ROLLOUTS (4), BENCH_PROMPT (480),
  * BENCH_NEW (256), BENCH_CASES (budget,staggered,turns). Writes the model to bench/output/rollout-cache-model.

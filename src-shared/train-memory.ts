@@ -155,6 +155,8 @@ export const VOCAB_CHUNK = 8192;
 export const SLOT_BLOCK = 32;
 /** src-main/model/batch-decode.ts PREFILL_PIECE: prompt tokens per row a prefill run feeds. */
 export const PREFILL_PIECE = 512;
+/** src-main/model/batch-decode.ts PREFILL_STEP_TOKENS: the most prompt tokens a prefill run feeds over all its rows. */
+export const PREFILL_STEP_TOKENS = 2048;
 
 // ── The fitted coefficients (see the module comment) ───────────────────────────────────────
 
@@ -260,20 +262,23 @@ export function attentionRows(maxLength: number, heads: number): number {
  * generates past it (its row is then cut for training), which an estimate cannot know.
  * - One turn: the sequences' rows and their prompts' ({@link RolloutBatch.prompts}). Sequences
  *   that end leave in place (KvCache.select), so nothing more per row is held.
- * - More turns: the next turn prefills every sequence as its own prompt into a new cache while
- *   the last turn's is garbage the collector has not freed (host memory goes with the garbage
- *   collector, and it ran late), and a prefill run's new keys and values for a piece of
- *   {@link PREFILL_PIECE} tokens of every row are held beside the cache until they are written in.
+ * - More turns: the next turn prefills every sequence as its own prompt into a new cache, the last
+ *   turn's being garbage by then, no bigger; what a later turn adds is its prefill step's new keys
+ *   and values for a piece of every row ({@link PREFILL_PIECE} tokens, fewer past
+ *   {@link PREFILL_STEP_TOKENS} a step), held beside the cache until written in, and as much
+ *   again for the step's own buffers in ONNX Runtime's arena.
  * Measured at the Qwen3-0.6B shape's layout, 4 prompts of up to 480 tokens × 4 sequences
  * (bench/rollout-memory.ts, docs/design.md §Memory estimate): 256 new tokens in one turn 3,192 MB
  * above the loaded engine, this 3,220 MB; in two turns of 128 with 16 tokens of a tool's turn
- * between them 7,304 MB, this 7,840 MB.
+ * between them 3,810–3,886 MB, this 4,256 MB (before a prefill step was capped at 2,048 tokens, 512 of
+ * each of the 16 rows made that 7,333 MB).
  */
 export function rolloutCacheBytes(shape: ModelShape, maxLength: number, rollouts: RolloutBatch): { row: number; cache: number } {
   const slots = Math.max(1, Math.ceil(Math.min(maxLength, shape.maxPositionEmbeddings) / SLOT_BLOCK)) * SLOT_BLOCK;
   const slot = shape.numLayers * 2 * shape.numKvHeads * shape.headDim * 4, row = slot * slots;
   const oneTurn = row * (rollouts.sequences + rollouts.prompts);
-  const laterTurn = rollouts.turns > 1 ? row * rollouts.sequences + slot * rollouts.sequences * Math.min(PREFILL_PIECE, slots) : 0;
+  const piece = Math.max(1, Math.min(PREFILL_PIECE, Math.floor(PREFILL_STEP_TOKENS / rollouts.sequences), slots));
+  const laterTurn = rollouts.turns > 1 ? 2 * slot * rollouts.sequences * piece : 0;
   return { row, cache: oneTurn + laterTurn };
 }
 

@@ -71,6 +71,19 @@ export interface DecodeSettings {
  */
 export const PREFILL_PIECE = 512;
 
+/**
+ * The most prompt tokens one prefill step feeds over all its rows. A step's new keys and values
+ * and its attention scores grow with rows × piece: an on-policy run's later turn prefills every
+ * sequence (16 at the defaults) as its own prompt, 8,192 tokens a step at 512 a row, whose new
+ * keys and values alone are 1.8 GB at the Qwen3-0.6B shape. Capped, a step of many rows takes
+ * fewer tokens of each; one to four rows (a chat, a judge's prompts, an on-policy run's first
+ * turn) keep {@link PREFILL_PIECE}.
+ */
+export const PREFILL_STEP_TOKENS = 2048;
+
+/** Prompt tokens per row in one prefill step of `rows` rows: `piece`, fewer when the rows would pass {@link PREFILL_STEP_TOKENS}. */
+export const prefillPieceFor = (rows: number, piece: number): number => Math.max(1, Math.min(piece, Math.floor(PREFILL_STEP_TOKENS / rows)));
+
 type Feeds = Record<string, ort.Tensor>;
 type Outputs = ort.InferenceSession.OnnxValueMapType;
 
@@ -150,6 +163,7 @@ export class Sequence {
  */
 async function prefillInPieces(run: (feeds: Feeds) => Promise<Outputs>, cache: DecodeCache, prompts: { ids: number[][]; mask: number[][] }, piece: number): Promise<Outputs> {
   const length = prompts.ids[0]!.length;
+  piece = prefillPieceFor(prompts.ids.length, piece);
   let out: Outputs | undefined;
   for (let start = 0; start < length; start += piece) {
     const cut = (rows: number[][]) => rows.map((row) => row.slice(start, start + piece));

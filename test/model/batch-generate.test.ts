@@ -9,6 +9,7 @@ import path from 'node:path';
 import { ModelEngine, type GenerateOptions } from '../../src-main/model/inference-engine.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { sequenceSeeds } from '../../src-main/model/sampling.js';
+import { PREFILL_PIECE, prefillPieceFor } from '../../src-main/model/batch-decode.js';
 import { writeTinyModel, type TinyModel } from '../../tools/tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-batchgen-'));
@@ -78,6 +79,21 @@ describe('batched generation equals single runs with the same seeds', () => {
     }
     // Prefill: 1 row of the prompt's length; then 3 rows of one token per step.
     expect(runs).toEqual([1000 + prompts[0]!.length, 3001, 3001]);
+  });
+
+  it('many rows of a long prompt prefill in pieces of fewer tokens a row (PREFILL_STEP_TOKENS a step), giving what single runs give', async () => {
+    // 12 prompts of 300 tokens: 3,600 prompt tokens, so a step takes 170 of each row, where a
+    // single run's one row takes 300 in one step.
+    expect(prefillPieceFor(12, PREFILL_PIECE)).toBe(170);
+    expect(prefillPieceFor(1, PREFILL_PIECE)).toBe(PREFILL_PIECE);
+    const long = Array.from({ length: 12 }, (_, p) => Array.from({ length: 300 }, (_, i) => 3 + ((i * (p + 2)) % 200)));
+    const options = { temperature: 0, maxNewTokens: 4, stopTokenIds: [] };
+    const batch = await engine.generateBatch(long.map((promptIds) => ({ promptIds, seeds: [1] })), options);
+    for (let p = 0; p < long.length; p += 5) {
+      const single = await engine.generate(long[p]!, options);
+      expect(batch[p]![0]!.tokens).toEqual(single.tokens);
+      batch[p]![0]!.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(single.logprobs[i]!, 4));
+    }
   });
 
   it('sequenceSeeds: seed, seed + 1, … (so --n N --seed S equals N runs with seeds S … S + N − 1)', () => {

@@ -15,11 +15,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { estimateTrainMemory, memoryRunOf, PREFILL_PIECE, rolloutCacheBytes, rolloutsOf, SLOT_BLOCK, type MemoryRun, type ModelShape } from '../../src-shared/train-memory.js';
+import { estimateTrainMemory, memoryRunOf, PREFILL_PIECE, PREFILL_STEP_TOKENS, rolloutCacheBytes, rolloutsOf, SLOT_BLOCK, type MemoryRun, type ModelShape } from '../../src-shared/train-memory.js';
 import { CHUNK_CACHE_COPIES, CUDA_CONTEXT_BYTES, cudaBytes, estimateParts, memoryVerdict, type HostMemory } from '../../src-shared/memory-verdict.js';
 import { LORA_TARGETS } from '../../src-shared/training.js';
 import { SLOT_BLOCK as CACHE_SLOT_BLOCK } from '../../src-main/model/cache-slots.js';
-import { PREFILL_PIECE as ENGINE_PREFILL_PIECE } from '../../src-main/model/batch-decode.js';
+import { PREFILL_PIECE as ENGINE_PREFILL_PIECE, PREFILL_STEP_TOKENS as ENGINE_PREFILL_STEP_TOKENS } from '../../src-main/model/batch-decode.js';
 import { runCli } from '../helpers/cli.js';
 import { MODEL, writeTasks } from '../onpolicy/helpers.js';
 
@@ -38,19 +38,21 @@ const SLOT_06B = 28 * 2 * 8 * 128 * 4;
 describe("the rollouts' decode cache", () => {
   it('is the shape’s bytes a slot × the max length in whole blocks × (sequences + prompts), and more for later turns', () => {
     expect(SLOT_BLOCK).toBe(CACHE_SLOT_BLOCK);
-    expect(PREFILL_PIECE).toBe(ENGINE_PREFILL_PIECE);
+    expect([PREFILL_PIECE, PREFILL_STEP_TOKENS]).toEqual([ENGINE_PREFILL_PIECE, ENGINE_PREFILL_STEP_TOKENS]);
     expect(SLOT_06B).toBe(229_376);
     expect(rolloutsOf(4, 4, 1)).toEqual({ sequences: 16, prompts: 4, turns: 1 });
     expect(rolloutCacheBytes(QWEN3_06B, 2048, rolloutsOf(4, 4, 1))).toEqual({ row: SLOT_06B * 2048, cache: SLOT_06B * 2048 * 20 });
     // 1,000 tokens take 32 blocks of 32 slots; past the model's positions, the positions.
     expect(rolloutCacheBytes(QWEN3_06B, 1000, rolloutsOf(2, 3, 1)).cache).toBe(SLOT_06B * 1024 * 8);
     expect(rolloutCacheBytes({ ...QWEN3_06B, maxPositionEmbeddings: 512 }, 2048, rolloutsOf(1, 1, 1)).row).toBe(SLOT_06B * 512);
-    // A second turn: the last turn's 16 sequences beside the new ones, and a prefill piece of each.
-    expect(rolloutCacheBytes(QWEN3_06B, 2048, rolloutsOf(4, 4, 2)).cache).toBe(SLOT_06B * (2048 * (20 + 16) + PREFILL_PIECE * 16));
+    // A later turn: its prefill step's new keys and values for a piece of every row, twice (the
+    // step's own buffers); 2,048 tokens a step over 16 rows is 128 of each, over 2 rows 512.
+    expect(rolloutCacheBytes(QWEN3_06B, 2048, rolloutsOf(4, 4, 2)).cache).toBe(SLOT_06B * (2048 * 20 + 2 * 128 * 16));
+    expect(rolloutCacheBytes(QWEN3_06B, 2048, rolloutsOf(1, 2, 2)).cache).toBe(SLOT_06B * (2048 * 3 + 2 * PREFILL_PIECE * 2));
     expect(rolloutCacheBytes(QWEN3_06B, 2048, rolloutsOf(4, 4, 4)).cache).toBe(rolloutCacheBytes(QWEN3_06B, 2048, rolloutsOf(4, 4, 2)).cache);
-    expect(rolloutCacheBytes(QWEN3_06B, 256, rolloutsOf(4, 4, 2)).cache).toBe(SLOT_06B * 256 * (20 + 16 + 16));
+    expect(rolloutCacheBytes(QWEN3_06B, 256, rolloutsOf(4, 4, 2)).cache).toBe(SLOT_06B * (256 * 20 + 2 * 128 * 16));
     const e = estimateTrainMemory(QWEN3_06B, onPolicy);
-    expect(e.rolloutCache / GiB).toBeCloseTo(17.5, 2);
+    expect(e.rolloutCache / GiB).toBeCloseTo(9.625, 3);
   });
 
   it('is counted for an on-policy run only: the page’s and an offline run’s estimate are as before', () => {
@@ -79,10 +81,10 @@ describe("the rollouts' decode cache", () => {
 
   it('is named in the memory line only when present', () => {
     const e = estimateTrainMemory(QWEN3_06B, onPolicy);
-    expect(estimateParts(e, onPolicy)).toMatch(/, rollout cache 17\.5 GB for 16 sequences, runtime \d+ MB$/);
+    expect(estimateParts(e, onPolicy)).toMatch(/, rollout cache 9\.6 GB for 16 sequences, runtime \d+ MB$/);
     expect(estimateParts(estimateTrainMemory(QWEN3_06B, offline), offline)).not.toContain('rollout');
     const webgpu = { ...onPolicy, device: 'webgpu' as const };
-    expect(estimateParts(estimateTrainMemory(QWEN3_06B, webgpu), webgpu)).toContain('rollout cache 17.5 GB for 16 sequences on the GPU');
+    expect(estimateParts(estimateTrainMemory(QWEN3_06B, webgpu), webgpu)).toContain('rollout cache 9.6 GB for 16 sequences on the GPU');
   });
 
   it('refuses an on-policy run at the Qwen3-0.6B shape whose cache does not fit, which passed before, offering one turn, fewer contexts and a shorter max length', () => {
@@ -90,15 +92,15 @@ describe("the rollouts' decode cache", () => {
     expect(before.fits).toBe(true);
     const now = memoryVerdict(QWEN3_06B, onPolicy, host(12), 'cli');
     expect(now.fits).toBe(false);
-    expect(now.refusal).toMatch(/^This run needs about [\d.]+ GB even with one row of 2,048 tokens at a time, beside its rollouts' cache for 16 sequences, but this machine has 12\.0 GB available of 64\.0 GB: try --contexts-per-step 1 \(about [\d.]+ GB\) or --max-length [\d,]+ \(about [\d.]+ GB\)/);
+    expect(now.refusal).toMatch(/^This run needs about [\d.]+ GB even with one row of 2,048 tokens at a time, beside its rollouts' cache for 16 sequences, but this machine has 12\.0 GB available of 64\.0 GB: try --contexts-per-step 2 \(about [\d.]+ GB\) or --max-length [\d,]+ \(about [\d.]+ GB\)/);
     // With a little more room one turn an episode fits too, offered first; each suggestion fits
     // where the run did not, and the contexts offered are the most that fit (their rollouts each).
     const roomier = memoryVerdict(QWEN3_06B, onPolicy, host(14), 'cli');
-    expect(roomier.refusal).toMatch(/: try --max-turns 1 \(about [\d.]+ GB\) or --contexts-per-step 2 \(about [\d.]+ GB\) or --max-length 1,024 \(about [\d.]+ GB\), or --ignore-memory to start anyway\.$/);
+    expect(roomier.refusal).toMatch(/: try --max-turns 1 \(about [\d.]+ GB\) or --contexts-per-step 3 \(about [\d.]+ GB\) or --quantize int4 \(about [\d.]+ GB\), or --ignore-memory to start anyway\.$/);
     const fits = (change: Partial<MemoryRun>) => memoryVerdict(QWEN3_06B, { ...onPolicy, ...change }, host(14), 'cli').fits;
     const withContexts = (c: number) => ({ batchSize: c * 4, rollouts: { ...onPolicy.rollouts!, prompts: c, sequences: c * 4 } });
     expect(fits({ rollouts: { ...onPolicy.rollouts!, turns: 1 } })).toBe(true);
-    expect([fits(withContexts(2)), fits(withContexts(3))]).toEqual([true, false]);
+    expect([fits(withContexts(3)), fits(withContexts(4))]).toEqual([true, false]);
     expect(memoryVerdict(QWEN3_06B, onPolicy, host(14), 'app').refusal).toContain(': try Max turns 1 (about');
     const shorter = now.suggestions.find((s) => s.maxLength)!;
     expect(shorter.bytes).toBeLessThanOrEqual(12 * GiB);
@@ -107,7 +109,7 @@ describe("the rollouts' decode cache", () => {
     const roomy = memoryVerdict(QWEN3_06B, onPolicy, host(28), 'cli');
     expect(roomy.fits).toBe(true);
     expect(roomy.microBatch).toBeLessThan(16);
-    expect(roomy.summary).toContain('rollout cache 17.5 GB for 16 sequences');
+    expect(roomy.summary).toContain('rollout cache 9.6 GB for 16 sequences');
   });
 
   it('hindsight train --on-policy prices its rollouts: the memory line names their cache', { timeout: 600_000 }, async () => {
