@@ -20,21 +20,13 @@ import { initLora, loraSpecs } from '../../src-main/train/lora.js';
 import type { OptimizerState } from '../../src-main/train/training-step.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 import { adamw, LORA, lossConfig, tinyBatch } from '../train/step-helpers.js';
+import { withEnv } from '../helpers/env.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ort-profile-test-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 /** Runs `work` with HINDSIGHT_ORT_PROFILE set to `folder`, as the benches' children have it (sessions read it when created). */
-async function withProfileFolder<T>(folder: string, work: () => Promise<T>): Promise<T> {
-  const before = process.env.HINDSIGHT_ORT_PROFILE;
-  process.env.HINDSIGHT_ORT_PROFILE = folder;
-  try {
-    return await work();
-  } finally {
-    if (before === undefined) delete process.env.HINDSIGHT_ORT_PROFILE;
-    else process.env.HINDSIGHT_ORT_PROFILE = before;
-  }
-}
+const withProfileFolder = <T>(folder: string, work: () => Promise<T>): Promise<T> => withEnv('HINDSIGHT_ORT_PROFILE', folder, work);
 
 describe('profileFolder (SessionConfig.profile)', () => {
   it('is the option, else HINDSIGHT_ORT_PROFILE, and false or neither is off', () => {

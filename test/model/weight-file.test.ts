@@ -12,6 +12,7 @@ import { cachedWeightFolder } from '../../src-main/model/graph-cache.js';
 import { TrainStepEngine } from '../../src-main/train/step-engine.js';
 import { LORA, lossConfig, randomLora, sgd, tinyBatch } from '../train/step-helpers.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
+import { withEnv } from '../helpers/env.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-weight-file-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
@@ -19,16 +20,7 @@ afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 const mappedWeightFiles = () => new Set(fs.readFileSync('/proc/self/maps', 'utf8').split('\n').filter((l) => /weights-[0-9a-f]+\.data$/.test(l)).map((l) => l.split(/\s+/).slice(5).join(' ')));
 
 /** Runs `f` with HINDSIGHT_GRAPH_CACHE set to `value` (the training step takes the cache from it). */
-async function withGraphCache<T>(value: string, f: () => Promise<T>): Promise<T> {
-  const before = process.env.HINDSIGHT_GRAPH_CACHE;
-  process.env.HINDSIGHT_GRAPH_CACHE = value;
-  try {
-    return await f();
-  } finally {
-    if (before === undefined) delete process.env.HINDSIGHT_GRAPH_CACHE;
-    else process.env.HINDSIGHT_GRAPH_CACHE = before;
-  }
-}
+const withGraphCache = <T>(value: string, f: () => Promise<T>): Promise<T> => withEnv('HINDSIGHT_GRAPH_CACHE', value, f);
 
 describe('the shared weight file', () => {
   // Per process (the graph cache off: a folder removed at exit), and in the graph cache's folder.
