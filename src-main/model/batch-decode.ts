@@ -156,12 +156,13 @@ export class Sequence {
 }
 
 /**
- * Feeds the left-padded prompts into the empty `cache` at most `piece` tokens per row at a time;
- * the last step's outputs (its last log-probs) are the prompts'. In pieces, the largest
+ * Feeds the left-padded prompts into the empty `cache` at most `piece` tokens per row at a time
+ * ({@link prefillPieceFor}: fewer with many rows); the last step's outputs (its last log-probs)
+ * are the prompts'. The chunk loop (./chunk-decode.ts) prefills through it too. In pieces, the largest
  * attention value is [heads, piece, prompt] rather than [heads, prompt, prompt], and the
  * generate graph's packed weights serve a prompt of any length.
  */
-async function prefillInPieces(run: (feeds: Feeds) => Promise<Outputs>, cache: DecodeCache, prompts: { ids: number[][]; mask: number[][] }, piece: number): Promise<Outputs> {
+export async function prefillInPieces(run: (feeds: Feeds) => Promise<Outputs>, cache: DecodeCache, prompts: { ids: number[][]; mask: number[][] }, piece: number): Promise<Outputs> {
   const length = prompts.ids[0]!.length;
   piece = prefillPieceFor(prompts.ids.length, piece);
   let out: Outputs | undefined;

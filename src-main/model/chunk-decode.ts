@@ -18,7 +18,7 @@
 import type { ModelConfig } from './hf-checkpoint.js';
 import { KvCache } from './kv-cache.js';
 import { int64Tensor, ort } from './ort-session.js';
-import { prefillPieceFor, results, startSequences, type DecodeLoop, type DecodeSettings } from './batch-decode.js';
+import { prefillInPieces, results, startSequences, type DecodeLoop, type DecodeSettings } from './batch-decode.js';
 
 /** The most tokens one run decodes: each run sends the whole cache to the device, so this divides that cost. */
 export const CHUNK_TOKENS = 16;
@@ -48,12 +48,11 @@ export const generateInChunks: DecodeLoop = async (config, run, prompts, request
   const { seqs, used, padded: prompt } = startSequences(prompts, requests);
   const length = prompt.ids[0]!.length;
   let cache = KvCache.empty(config, used.length, length + Math.max(...requests.map((r) => r.maxNew)));
-  const piece = prefillPieceFor(prompt.ids.length, settings.prefillPiece);
-  for (let start = 0; start < length - 1; start += piece) {
-    const cut = (rows: number[][]) => rows.map((row) => row.slice(start, Math.min(start + piece, length - 1)));
-    const mask = cut(prompt.mask);
-    const out = await run({ ...cache.feeds(cut(prompt.ids), mask), ...samplingFeeds(1, mask.map(() => [0]), mask.map(() => 1), settings) });
-    cache.append(out, mask);
+  if (length > 1) {
+    // All but the last token, through the token-by-token loop's prefill; a step of one sample, unread.
+    const unread = samplingFeeds(1, used.map(() => [0]), used.map(() => 1), settings);
+    const allButLast = (rows: number[][]) => rows.map((row) => row.slice(0, -1));
+    await prefillInPieces((feeds) => run({ ...feeds, ...unread }), cache, { ids: allButLast(prompt.ids), mask: allButLast(prompt.mask) }, settings.prefillPiece);
   }
   cache = cache.select(requests.map((r) => used.indexOf(r.prompt)));
   // Per row of the cache: its sequence, and the token it feeds next (not yet in the cache).

@@ -66,13 +66,14 @@ export const DEFAULT_PREPACK = false;
 
 /**
  * Where the optimizer update runs, by device (./step-engine.ts's header has the measurements).
- * - The CPU: on the host. As fast as in the graph where it was measured, and simpler.
+ * - The CPU: on the host. The graph measured only 3–7% faster there, and its joined vectors
+ *   would cost an 8B QLoRA run about a gigabyte more; the host update writes in place.
  * - A GPU: in the graph, on the GPU. The host update is a single-threaded JavaScript loop over
  *   every LoRA weight. At the Qwen3-0.6B shape with r16 on all seven targets (10.1 M weights),
  *   it took 160–260 ms a step on the build machine, with the gradient norm 21–32 ms more. A
  *   CUDA step at 2,048 tokens took 0.46–0.56 s in all (README *GPU*). On the GPU the update is
  *   a dozen elementwise kernels over one vector of every weight, and the weights and moments
- *   cross the bus (some 280 MB with the gradients, which a step returns).
+ *   cross the bus (some 240 MB; the gradients are not fetched).
  *   **Not yet measured on a GPU**: bench:gpu's training table has a row with it on the host.
  */
 export const OPTIMIZER_PLACEMENT: Record<Device, OptimizerPlacement> = { cpu: 'host', cuda: 'graph', webgpu: 'graph' };
