@@ -82,7 +82,7 @@ export interface RolloutBatch {
   prompts: number;
   /**
    * Assistant turns an episode may take (maxTurns): past one, a later turn prefills every
-   * sequence again as its own prompt, beside the last turn's cache (see {@link rolloutCacheBytes}).
+   * sequence again as its own prompt (see {@link rolloutCacheBytes}).
    */
   turns: number;
 }
@@ -155,8 +155,18 @@ export const VOCAB_CHUNK = 8192;
 export const SLOT_BLOCK = 32;
 /** src-main/model/batch-decode.ts PREFILL_PIECE: prompt tokens per row a prefill run feeds. */
 export const PREFILL_PIECE = 512;
-/** src-main/model/batch-decode.ts PREFILL_STEP_TOKENS: the most prompt tokens a prefill run feeds over all its rows. */
+/**
+ * The most prompt tokens one prefill step feeds over all its rows (src-main/model/batch-decode.ts
+ * prefillInPieces). A step's new keys and values and its attention scores grow with rows × piece:
+ * an on-policy run's later turn prefills every sequence (16 at the defaults) as its own prompt,
+ * 8,192 tokens a step at 512 a row, whose new keys and values alone are 1.8 GB at the Qwen3-0.6B
+ * shape. Capped, a step of many rows takes fewer tokens of each; one to four rows (a chat, a
+ * judge's prompts, an on-policy run's first turn) keep {@link PREFILL_PIECE}.
+ */
 export const PREFILL_STEP_TOKENS = 2048;
+
+/** Prompt tokens per row in one prefill step of `rows` rows: `piece`, fewer when the rows would pass {@link PREFILL_STEP_TOKENS}. */
+export const prefillPieceFor = (rows: number, piece: number): number => Math.max(1, Math.min(piece, Math.floor(PREFILL_STEP_TOKENS / rows)));
 
 // ── The fitted coefficients (see the module comment) ───────────────────────────────────────
 
@@ -277,7 +287,7 @@ export function rolloutCacheBytes(shape: ModelShape, maxLength: number, rollouts
   const slots = Math.max(1, Math.ceil(Math.min(maxLength, shape.maxPositionEmbeddings) / SLOT_BLOCK)) * SLOT_BLOCK;
   const slot = shape.numLayers * 2 * shape.numKvHeads * shape.headDim * 4, row = slot * slots;
   const oneTurn = row * (rollouts.sequences + rollouts.prompts);
-  const piece = Math.max(1, Math.min(PREFILL_PIECE, Math.floor(PREFILL_STEP_TOKENS / rollouts.sequences), slots));
+  const piece = Math.min(prefillPieceFor(rollouts.sequences, PREFILL_PIECE), slots);
   const laterTurn = rollouts.turns > 1 ? 2 * slot * rollouts.sequences * piece : 0;
   return { row, cache: oneTurn + laterTurn };
 }

@@ -15,6 +15,7 @@ import { releaseDeviceOutputs, type DecodeCache, type DecodeCacheFactory } from 
 import { KvCache } from './kv-cache.js';
 import type { ort } from './ort-session.js';
 import { sampleToken, seededRandom } from './sampling.js';
+import { prefillPieceFor } from '../../src-shared/train-memory.js';
 
 /** One sequence to generate: the prompt it continues (an index), its seed and its token budget. */
 export interface SequenceRequest {
@@ -71,18 +72,9 @@ export interface DecodeSettings {
  */
 export const PREFILL_PIECE = 512;
 
-/**
- * The most prompt tokens one prefill step feeds over all its rows. A step's new keys and values
- * and its attention scores grow with rows × piece: an on-policy run's later turn prefills every
- * sequence (16 at the defaults) as its own prompt, 8,192 tokens a step at 512 a row, whose new
- * keys and values alone are 1.8 GB at the Qwen3-0.6B shape. Capped, a step of many rows takes
- * fewer tokens of each; one to four rows (a chat, a judge's prompts, an on-policy run's first
- * turn) keep {@link PREFILL_PIECE}.
- */
-export const PREFILL_STEP_TOKENS = 2048;
-
-/** Prompt tokens per row in one prefill step of `rows` rows: `piece`, fewer when the rows would pass {@link PREFILL_STEP_TOKENS}. */
-export const prefillPieceFor = (rows: number, piece: number): number => Math.max(1, Math.min(piece, Math.floor(PREFILL_STEP_TOKENS / rows)));
+// A prefill step's cap over all its rows, and the piece a row gets under it, are the memory
+// estimate's too (its rollouts' cache), so they live beside it.
+export { PREFILL_STEP_TOKENS, prefillPieceFor } from '../../src-shared/train-memory.js';
 
 type Feeds = Record<string, ort.Tensor>;
 type Outputs = ort.InferenceSession.OnnxValueMapType;

@@ -15,11 +15,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { estimateTrainMemory, memoryRunOf, PREFILL_PIECE, PREFILL_STEP_TOKENS, rolloutCacheBytes, rolloutsOf, SLOT_BLOCK, type MemoryRun, type ModelShape } from '../../src-shared/train-memory.js';
+import { estimateTrainMemory, memoryRunOf, PREFILL_PIECE, rolloutCacheBytes, rolloutsOf, SLOT_BLOCK, type MemoryRun, type ModelShape } from '../../src-shared/train-memory.js';
 import { CHUNK_CACHE_COPIES, CUDA_CONTEXT_BYTES, cudaBytes, estimateParts, memoryVerdict, type HostMemory } from '../../src-shared/memory-verdict.js';
 import { LORA_TARGETS } from '../../src-shared/training.js';
 import { SLOT_BLOCK as CACHE_SLOT_BLOCK } from '../../src-main/model/cache-slots.js';
-import { PREFILL_PIECE as ENGINE_PREFILL_PIECE, PREFILL_STEP_TOKENS as ENGINE_PREFILL_STEP_TOKENS } from '../../src-main/model/batch-decode.js';
+import { PREFILL_PIECE as ENGINE_PREFILL_PIECE } from '../../src-main/model/batch-decode.js';
 import { runCli } from '../helpers/cli.js';
 import { MODEL, writeTasks } from '../onpolicy/helpers.js';
 
@@ -38,7 +38,7 @@ const SLOT_06B = 28 * 2 * 8 * 128 * 4;
 describe("the rollouts' decode cache", () => {
   it('is the shape’s bytes a slot × the max length in whole blocks × (sequences + prompts), and more for later turns', () => {
     expect(SLOT_BLOCK).toBe(CACHE_SLOT_BLOCK);
-    expect([PREFILL_PIECE, PREFILL_STEP_TOKENS]).toEqual([ENGINE_PREFILL_PIECE, ENGINE_PREFILL_STEP_TOKENS]);
+    expect(PREFILL_PIECE).toBe(ENGINE_PREFILL_PIECE);
     expect(SLOT_06B).toBe(229_376);
     expect(rolloutsOf(4, 4, 1)).toEqual({ sequences: 16, prompts: 4, turns: 1 });
     expect(rolloutCacheBytes(QWEN3_06B, 2048, rolloutsOf(4, 4, 1))).toEqual({ row: SLOT_06B * 2048, cache: SLOT_06B * 2048 * 20 });
