@@ -14,30 +14,38 @@
  *   budget     every sequence runs to its budget: the cache at its longest, no row leaving
  *   staggered  temperature 1 with three stop tokens: sequences end at different steps, and the
  *              rows that go on move down in place (src-main/model/kv-cache.ts select)
- *   turns      two turns, as the rollout manager runs an episode that calls a tool: half the budget,
- *              then every sequence as its own prompt (what it has, and 16 tokens of a tool's turn)
- *              for the other half, prefilled in steps of at most 2,048 tokens over the 16 rows
+ *   turns      two turns, as an episode that calls a tool runs: half the budget, then every
+ *              sequence as its own prompt (what it has, and 16 tokens of a tool's turn) for the
+ *              other half, prefilled whole, in steps of at most 2,048 tokens over the 16 rows
+ *   carried    the same two turns as the rollout manager runs them: the second continues each
+ *              sequence's cache row from the first (src-main/model/carried-rows.ts), so only the
+ *              last token and the tool's turn are prefilled
  *
  * Options (env): BENCH_THREADS (2), BENCH_CONTEXTS (4), BENCH_ROLLOUTS (4), BENCH_PROMPT (480),
- * BENCH_NEW (256), BENCH_CASES (budget,staggered,turns). Writes the model to bench/output/rollout-cache-model.
+ * BENCH_NEW (256), BENCH_CASES (budget,staggered,turns,carried), BENCH_MODEL (a checkpoint folder
+ * instead of the cache-layout model, which goes to bench/output/rollout-cache-model: e.g. a real
+ * shape, where a prefill costs what it does with real weights).
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { ModelEngine } from '../src-main/model/inference-engine.js';
+import { CarriedRows } from '../src-main/model/carried-rows.js';
 import { seededRandom } from '../src-main/model/sampling.js';
 import { rolloutCacheBytes, rolloutsOf } from '../src-shared/train-memory.js';
 import { modelShape } from '../src-main/train/memory-check.js';
 import { writeTinyModel } from '../tools/tiny-models.js';
 import { parseLast, runWatched } from './watched-process.js';
 
-const MODEL = path.resolve('bench/output/rollout-cache-model');
+const CACHE_MODEL = path.resolve('bench/output/rollout-cache-model');
+/** The model measured: BENCH_MODEL, or the cache-layout model written here. */
+const MODEL = path.resolve(process.env.BENCH_MODEL ?? CACHE_MODEL);
 const SHAPE = { family: 'qwen3', hiddenSize: 256, numLayers: 28, numHeads: 16, numKvHeads: 8, headDim: 128, intermediateSize: 512, std: 0.02, seed: 5, maxPositions: 4096 } as const;
 /** Tokens of the tool turn between the two turns of the `turns` case. */
 const TOOL_TURN = 16;
 const env = (key: string, fallback: string) => process.env[key] ?? fallback;
 
 interface Case {
-  kind: 'budget' | 'staggered' | 'turns';
+  kind: 'budget' | 'staggered' | 'turns' | 'carried';
   threads: number;
   contexts: number;
   rollouts: number;
@@ -71,15 +79,17 @@ async function measure(c: Case): Promise<Result> {
   // Staggered: three stop tokens of the ~300 end a sequence at a random step (about 1 in 100 a token).
   const stops = c.kind === 'staggered' ? [V - 5, V - 6, V - 7] : [];
   const options = { temperature: 1, stopTokenIds: stops, decodeText: false };
-  const turns = c.kind === 'turns' ? 2 : 1, budget = c.maxNew / turns;
+  const turns = c.kind === 'turns' || c.kind === 'carried' ? 2 : 1, budget = c.maxNew / turns;
+  const carry = c.kind === 'carried' ? new CarriedRows() : undefined;
   let out = await engine.generateBatch(
     prompts.map((promptIds, i) => ({ promptIds, seeds: Array.from({ length: c.rollouts }, (_, k) => i * c.rollouts + k) })),
-    { ...options, maxNewTokens: budget },
+    { ...options, maxNewTokens: budget, carry },
   );
   if (turns === 2) {
     const tool = Array.from({ length: TOOL_TURN }, (_, i) => 10 + i);
     const next = out.flatMap((seqs, i) => seqs.map((s, k) => ({ promptIds: [...prompts[i]!, ...s.tokens, ...tool], seeds: [1000 + i * c.rollouts + k] })));
-    const second = await engine.generateBatch(next, { ...options, maxNewTokens: budget });
+    const second = await engine.generateBatch(next, { ...options, maxNewTokens: budget, carry });
+    carry?.clear();
     out = out.map((seqs, i) => seqs.map((s, k) => ({ ...s, tokens: [...s.tokens, ...second[i * c.rollouts + k]![0]!.tokens] })));
   }
   const cpu = process.cpuUsage(c0);
@@ -97,17 +107,17 @@ async function main(): Promise<void> {
     console.log(JSON.stringify(await measure(JSON.parse(process.argv[childAt + 1]!) as Case)));
     return;
   }
-  if (!fs.existsSync(path.join(MODEL, 'config.json'))) writeTinyModel(MODEL, SHAPE);
+  if (MODEL === CACHE_MODEL && !fs.existsSync(path.join(MODEL, 'config.json'))) writeTinyModel(MODEL, SHAPE);
   const base = {
     threads: Number(env('BENCH_THREADS', '2')), contexts: Number(env('BENCH_CONTEXTS', '4')), rollouts: Number(env('BENCH_ROLLOUTS', '4')),
     prompt: Number(env('BENCH_PROMPT', '480')), maxNew: Number(env('BENCH_NEW', '256')),
   };
   const shape = modelShape(MODEL);
   // The estimate's part at a max length of the longest sequence (its prompt, what it generates, a tool turn).
-  const estimateMb = (kind: Case['kind']) => rolloutCacheBytes(shape, base.prompt + base.maxNew + (kind === 'turns' ? TOOL_TURN : 0), rolloutsOf(base.contexts, base.rollouts, kind === 'turns' ? 2 : 1)).cache / 2 ** 20;
+  const estimateMb = (kind: Case['kind']) => rolloutCacheBytes(shape, base.prompt + base.maxNew + (kind === 'turns' || kind === 'carried' ? TOOL_TURN : 0), rolloutsOf(base.contexts, base.rollouts, kind === 'turns' || kind === 'carried' ? 2 : 1)).cache / 2 ** 20;
   console.log(`# Rollout cache: ${base.contexts} prompts × ${base.rollouts} sequences, prompt ≤ ${base.prompt} + ${base.maxNew} new tokens, ` +
     `${shape.numLayers} layers × ${shape.numKvHeads} KV heads of ${shape.headDim}`);
-  for (const kind of env('BENCH_CASES', 'budget,staggered,turns').split(',') as Case['kind'][]) {
+  for (const kind of env('BENCH_CASES', 'budget,staggered,turns,carried').split(',') as Case['kind'][]) {
     const w = await runWatched(process.execPath, [...process.execArgv, path.resolve(import.meta.filename), '--child', JSON.stringify({ ...base, kind })], process.env, 12_000);
     const r = parseLast<Result>(w, kind);
     const spread = r.generated.length ? `${Math.min(...r.generated)}–${Math.max(...r.generated)} tokens a sequence` : '';

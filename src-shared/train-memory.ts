@@ -81,8 +81,8 @@ export interface RolloutBatch {
    */
   prompts: number;
   /**
-   * Assistant turns an episode may take (maxTurns): past one, a later turn prefills every
-   * sequence again as its own prompt (see {@link rolloutCacheBytes}).
+   * Assistant turns an episode may take (maxTurns): past one, a later turn prefills a tool's
+   * turn for every sequence that goes on (see {@link rolloutCacheBytes}).
    */
   turns: number;
 }
@@ -158,10 +158,11 @@ export const PREFILL_PIECE = 512;
 /**
  * The most prompt tokens one prefill step feeds over all its rows (src-main/model/batch-decode.ts
  * prefillInPieces). A step's new keys and values and its attention scores grow with rows × piece:
- * an on-policy run's later turn prefills every sequence (16 at the defaults) as its own prompt,
- * 8,192 tokens a step at 512 a row, whose new keys and values alone are 1.8 GB at the Qwen3-0.6B
- * shape. Capped, a step of many rows takes fewer tokens of each; one to four rows (a chat, a
- * judge's prompts, an on-policy run's first turn) keep {@link PREFILL_PIECE}.
+ * an on-policy run's later turn prefills a tool's turn for every sequence (16 at the defaults;
+ * a tool's result may be 4,000 characters), 8,192 tokens a step at 512 a row, whose new keys and
+ * values alone are 1.8 GB at the Qwen3-0.6B shape. Capped, a step of many rows takes fewer tokens
+ * of each; one to four rows (a chat, a judge's prompts, an on-policy run's first turn) keep
+ * {@link PREFILL_PIECE}.
  */
 export const PREFILL_STEP_TOKENS = 2048;
 
@@ -272,16 +273,17 @@ export function attentionRows(maxLength: number, heads: number): number {
  * generates past it (its row is then cut for training), which an estimate cannot know.
  * - One turn: the sequences' rows and their prompts' ({@link RolloutBatch.prompts}). Sequences
  *   that end leave in place (KvCache.select), so nothing more per row is held.
- * - More turns: the next turn prefills every sequence as its own prompt into a new cache, the last
- *   turn's being garbage by then, no bigger; what a later turn adds is its prefill step's new keys
- *   and values for a piece of every row ({@link PREFILL_PIECE} tokens, fewer past
- *   {@link PREFILL_STEP_TOKENS} a step), held beside the cache until written in, and as much
- *   again for the step's own buffers in ONNX Runtime's arena.
+ * - More turns: the next turn continues each sequence's row (src-main/model/carried-rows.ts), in
+ *   the last turn's memory when it has room, no bigger, and prefills only a tool's turn; what a
+ *   later turn adds is its prefill step's new keys and values for a piece of every row
+ *   ({@link PREFILL_PIECE} tokens, fewer past {@link PREFILL_STEP_TOKENS} a step: a tool's result
+ *   may be long), held beside the cache until written in, and as much again for the step's own
+ *   buffers in ONNX Runtime's arena, which also covers the rows copied out of a batch when their
+ *   sequences end before it does.
  * Measured at the Qwen3-0.6B shape's layout, 4 prompts of up to 480 tokens × 4 sequences
  * (bench/rollout-memory.ts, docs/design.md §Memory estimate): 256 new tokens in one turn 3,192 MB
  * above the loaded engine, this 3,220 MB; in two turns of 128 with 16 tokens of a tool's turn
- * between them 3,810–3,886 MB, this 4,256 MB (before a prefill step was capped at 2,048 tokens, 512 of
- * each of the 16 rows made that 7,333 MB).
+ * between them 3,264 MB continued (3,789–3,886 MB prefilled whole, as before), this 4,256 MB.
  */
 export function rolloutCacheBytes(shape: ModelShape, maxLength: number, rollouts: RolloutBatch): { row: number; cache: number } {
   const slots = Math.max(1, Math.ceil(Math.min(maxLength, shape.maxPositionEmbeddings) / SLOT_BLOCK)) * SLOT_BLOCK;

@@ -12,6 +12,7 @@
  */
 import type { ModelConfig } from './hf-checkpoint.js';
 import { releaseDeviceOutputs, type DecodeCache, type DecodeCacheFactory } from './cache-slots.js';
+import type { CarriedRows } from './carried-rows.js';
 import { KvCache } from './kv-cache.js';
 import type { ort } from './ort-session.js';
 import { sampleToken, seededRandom } from './sampling.js';
@@ -59,6 +60,11 @@ export interface DecodeSettings {
    * worker's event loop does not run while it generates.
    */
   stopFlag?: Int32Array;
+  /**
+   * Cache rows of earlier batches that this batch's prompts may continue, and where its ended
+   * sequences leave theirs (./carried-rows.ts; the rollout manager's later turns).
+   */
+  carry?: CarriedRows;
   /**
    * Makes the decode cache: in host memory by default (./kv-cache.ts), on the GPU where the
    * device keeps tensors there (./device-kv-cache.ts, docs/design.md §Devices).
@@ -181,18 +187,59 @@ export type DecodeLoop = (
   onToken?: (sequence: number, token: number, logprob: number) => void,
 ) => Promise<GeneratedTokens[]>;
 
-/** The sequences of `requests`, the prompts they use (each once, in first use order) and those prompts left-padded. */
-export function startSequences(prompts: number[][], requests: SequenceRequest[]): { seqs: Sequence[]; used: number[]; padded: { ids: number[][]; mask: number[][] } } {
+/** A batch's sequences and what it starts from ({@link startBatch}). */
+export interface BatchStart {
+  seqs: Sequence[];
+  /** The prompts the sequences use, each once, in the order of the cache's rows: first use, or the order joined carried rows lie in. */
+  used: number[];
+  /** What of each used prompt is still to be fed (all of it unless a carried row holds its start), left-padded. */
+  padded: { ids: number[][]; mask: number[][] };
+  /** The cache the padded tokens go after: the carried rows the prompts continue, side by side, or empty. */
+  cache: DecodeCache;
+}
+
+/**
+ * The sequences of `requests` and the cache they start from: the rows of `settings.carry` that
+ * the prompts continue (./carried-rows.ts), each prompt then feeding only the rest of its ids;
+ * else `empty(rows, reserve)`. The cache has memory reserved for the prompts and every budget.
+ */
+export function startBatch(config: ModelConfig, prompts: number[][], requests: SequenceRequest[], settings: DecodeSettings, empty: DecodeCacheFactory): BatchStart {
   const seqs = requests.map((r) => new Sequence(r));
-  const used = [...new Set(requests.map((r) => r.prompt))];
-  return { seqs, used, padded: leftPadded(used.map((p) => prompts[p]!)) };
+  const maxNew = Math.max(...requests.map((r) => r.maxNew));
+  let used = [...new Set(requests.map((r) => r.prompt))];
+  let carried = settings.carry?.takeFor(used.map((p) => prompts[p]!)) ?? [];
+  let joined: KvCache | undefined;
+  if (carried.some(Boolean)) {
+    // The joined cache picks the order of its rows (the last batch's stay where they lie); the prompts follow it.
+    const rest = Math.max(...used.map((p, u) => prompts[p]!.length - (carried[u]?.ids.length ?? 0)));
+    const { cache, order } = KvCache.joined(config, carried, rest + maxNew + (settings.carry?.room ?? 0));
+    [joined, used, carried] = [cache, order.map((u) => used[u]!), order.map((u) => carried[u])];
+  }
+  const padded = leftPadded(used.map((p, u) => prompts[p]!.slice(carried[u]?.ids.length ?? 0)));
+  const slotsAfter = padded.ids[0]!.length + maxNew;
+  return { seqs, used, padded, cache: joined ?? empty(used.length, slotsAfter + (settings.carry?.room ?? 0)) };
+}
+
+/**
+ * Keeps, for a later batch (`settings.carry`), the cache rows of sequences that have just ended
+ * (not those stopped from outside) and that the carry wants: `ids` is what each row holds.
+ * `last`: the cache is not used after this, so its rows are kept where they lie; else each is
+ * copied out first. Only the host cache keeps rows (./carried-rows.ts).
+ */
+export function carryEnded(settings: DecodeSettings, cache: DecodeCache, ended: { row: number; ids: number[]; out: GeneratedTokens }[], last: boolean): void {
+  const carry = settings.carry;
+  if (!carry || !(cache instanceof KvCache)) return;
+  for (const { row, ids, out } of ended) {
+    if (!carry.wanted(out)) continue;
+    carry.keep(ids, last ? cache : cache.rowCopy(row), last ? row : 0);
+  }
 }
 
 /** Token by token: `run` runs the generate graph (last_logprobs + the new tokens' keys and values). */
 export const generateSequences: DecodeLoop = async (config, run, prompts, requests, settings, onToken) => {
-  const { seqs, used, padded: prefill } = startSequences(prompts, requests);
-  const promptLength = prefill.ids[0]!.length;
   const newCache = settings.newCache ?? ((rows: number, reserve?: number) => KvCache.empty(config, rows, reserve));
+  const start = startBatch(config, prompts, requests, settings, newCache);
+  const { seqs, used, padded: prefill } = start;
   /** One run over whole sequences and an empty cache (the check without the cache). */
   const runWhole = async (ids: number[][], mask: number[][]) => {
     const empty = newCache(ids.length);
@@ -204,7 +251,7 @@ export const generateSequences: DecodeLoop = async (config, run, prompts, reques
       empty.dispose();
     }
   };
-  let cache = newCache(used.length, promptLength + Math.max(...requests.map((r) => r.maxNew)));
+  let cache = start.cache;
   try {
     let out = settings.useKvCache
       ? await prefillInPieces(run, cache, prefill, settings.prefillPiece)
@@ -222,6 +269,13 @@ export const generateSequences: DecodeLoop = async (config, run, prompts, reques
       });
       // Positions (in `active`) of the sequences that go on.
       const keep = active.map((_, j) => j).filter((j) => !seqs[active[j]!]!.done);
+      if (settings.useKvCache) {
+        const ended = active.flatMap((i, j) => {
+          const s = seqs[i]!;
+          return s.done ? [{ row: rows[j]!, ids: [...prompts[s.request.prompt]!, ...s.out.tokens.slice(0, -1)], out: s.out }] : [];
+        });
+        carryEnded(settings, cache, ended, !keep.length);
+      }
       if (!keep.length) break;
       if (settings.stopFlag && Atomics.load(settings.stopFlag, 0) !== 0) {
         for (const j of keep) seqs[active[j]!]!.cancel();

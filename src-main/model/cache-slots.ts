@@ -85,6 +85,21 @@ export class CacheSlots {
   pick(rows: number[]): CacheSlots {
     return new CacheSlots(rows.map((r) => this.filled[r]!.slice()), this.capacity, this.length);
   }
+
+  /**
+   * Rows of other caches side by side (./carried-rows.ts), each as long as the longest: a
+   * shorter row's missing slots are masked, so it reads as if padded there, and an absent part
+   * is a row with every slot empty. `capacity`: whole blocks for the longest, unless given.
+   */
+  static joined(parts: ({ slots: CacheSlots; row: number } | undefined)[], capacity?: number): CacheSlots {
+    const length = Math.max(0, ...parts.map((p) => p?.slots.length ?? 0));
+    capacity ??= blocksFor(length);
+    return new CacheSlots(parts.map((p) => {
+      const row = new Uint8Array(capacity);
+      if (p) row.set(p.slots.filled[p.row]!.subarray(0, p.slots.length));
+      return row;
+    }), capacity, length);
+  }
 }
 
 /** Whether `rows` keeps every row of `count`, in order (selecting it changes nothing). */

@@ -18,7 +18,7 @@
 import type { ModelConfig } from './hf-checkpoint.js';
 import { KvCache } from './kv-cache.js';
 import { int64Tensor, ort } from './ort-session.js';
-import { prefillInPieces, results, startSequences, type DecodeLoop, type DecodeSettings } from './batch-decode.js';
+import { carryEnded, prefillInPieces, results, startBatch, type DecodeLoop, type DecodeSettings } from './batch-decode.js';
 
 /** The most tokens one run decodes: each run sends the whole cache to the device, so this divides that cost. */
 export const CHUNK_TOKENS = 16;
@@ -45,10 +45,10 @@ function samplingFeeds(steps: number, draws: number[][], budgets: number[], sett
  * results in request order, as {@link generateSequences} gives them.
  */
 export const generateInChunks: DecodeLoop = async (config, run, prompts, requests, settings, onToken) => {
-  const { seqs, used, padded: prompt } = startSequences(prompts, requests);
-  const length = prompt.ids[0]!.length;
-  let cache = KvCache.empty(config, used.length, length + Math.max(...requests.map((r) => r.maxNew)));
-  if (length > 1) {
+  const start = startBatch(config, prompts, requests, settings, (rows, reserve) => KvCache.empty(config, rows, reserve));
+  const { seqs, used, padded: prompt } = start;
+  let cache = start.cache as KvCache;
+  if (prompt.ids[0]!.length > 1) {
     // All but the last token, through the token-by-token loop's prefill; a step of one sample, unread.
     const unread = samplingFeeds(1, used.map(() => [0]), used.map(() => 1), settings);
     const allButLast = (rows: number[][]) => rows.map((row) => row.slice(0, -1));
@@ -59,6 +59,8 @@ export const generateInChunks: DecodeLoop = async (config, run, prompts, request
   let active = seqs.map((_, i) => i);
   let pending = requests.map((r) => prompt.ids[used.indexOf(r.prompt)]!.at(-1)!);
   for (let chunk = 1; ; chunk = Math.min(CHUNK_TOKENS, chunk * 4)) {
+    // What each row's cache holds now, for a row carried (settings.carry): its prompt and its tokens but the pending one.
+    const held = settings.carry ? active.map((i) => [...prompts[seqs[i]!.request.prompt]!, ...seqs[i]!.out.tokens].slice(0, -1)) : [];
     const left = active.map((i) => seqs[i]!.request.maxNew - seqs[i]!.out.tokens.length);
     const steps = Math.min(chunk, Math.max(...left));
     const mask = active.map(() => [1]);
@@ -76,6 +78,8 @@ export const generateInChunks: DecodeLoop = async (config, run, prompts, request
       }
     });
     const keep = active.map((_, row) => row).filter((row) => !seqs[active[row]!]!.done);
+    // An ended row is carried as it was before this chunk: its tokens from the chunk are fed again.
+    carryEnded(settings, cache, active.flatMap((i, row) => (seqs[i]!.done ? [{ row, ids: held[row]!, out: seqs[i]!.out }] : [])), !keep.length);
     if (!keep.length) break;
     if (settings.stopFlag && Atomics.load(settings.stopFlag, 0) !== 0) {
       for (const row of keep) seqs[active[row]!]!.cancel();

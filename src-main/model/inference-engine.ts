@@ -39,6 +39,7 @@ import { ChatTokenizer } from './tokenizer.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { PREFILL_PIECE, generateSequences, type GeneratedTokens } from './batch-decode.js';
 import { KvCache } from './kv-cache.js';
+import type { CarriedRows } from './carried-rows.js';
 import type { DecodeCacheFactory } from './cache-slots.js';
 import { DeviceGraphs, cacheOutputNames } from './device-kv-cache.js';
 import { LoraFeeds } from './lora-feeds.js';
@@ -86,6 +87,9 @@ export interface GenerateOptions {
 }
 
 export type { FinishReason, GeneratedTokens } from './batch-decode.js';
+
+/** A batch's options: a generation's, and the cache rows it may continue and leaves its own in (./carried-rows.ts; in process only). */
+export type BatchOptions = Omit<GenerateOptions, 'seed'> & { carry?: CarriedRows };
 
 /** One prompt of a batch and the seeds of its sequences: one sequence per seed. */
 export interface BatchPrompt {
@@ -336,7 +340,7 @@ export class ModelEngine {
    * prompts, shared by each prompt's sequences. Sequence j of a prompt samples with
    * `seeds[j]` and gives the tokens `generate` gives with that seed. Results per prompt, per seed.
    */
-  async generateBatch(prompts: BatchPrompt[], options: Omit<GenerateOptions, 'seed'> = {}, onToken?: (sequence: number, token: number, logprob: number) => void): Promise<GeneratedTokens[][]> {
+  async generateBatch(prompts: BatchPrompt[], options: BatchOptions = {}, onToken?: (sequence: number, token: number, logprob: number) => void): Promise<GeneratedTokens[][]> {
     const temperature = options.temperature ?? 0;
     const topP = options.topP ?? 1;
     if (!(temperature >= 0)) throw new UserError(`temperature must be ≥ 0, got ${temperature}`);
@@ -364,6 +368,7 @@ export class ModelEngine {
       decodeText: options.decodeText ?? true,
       newCache: this.newCache,
       ...(options.stopFlag ? { stopFlag: options.stopFlag } : {}),
+      ...(options.carry && useKvCache ? { carry: options.carry } : {}),
     }, onToken));
     let k = 0;
     return prompts.map((p) => p.seeds.map(() => outs[k++]!));

@@ -99,6 +99,83 @@ export class KvCache implements DecodeCache {
     return new KvCache(this.config, this.slots.pick(rows), pick(this.keys), pick(this.values), this.reserved);
   }
 
+  /** Row `row` alone, in buffers of its own sized to what it holds (a row that a later batch may continue: ./carried-rows.ts). */
+  rowCopy(row: number): KvCache {
+    const copy = (buffers: Float32Array[]) => this.copyRows([row], buffers, this.slots.capacity, this.slots.capacity);
+    return new KvCache(this.config, this.slots.pick([row]), copy(this.keys), copy(this.values), this.slots.capacity);
+  }
+
+  /**
+   * One cache of rows of other caches (absent: an empty row), with memory for `extra` slots
+   * more (in place, the last batch's reserve): what a batch continuing carried rows starts from
+   * (./carried-rows.ts). `order` says
+   * which part each of its rows holds. The rows of the cache most parts come from (the last
+   * batch's) stay in its memory, in their order, moved down in place, and the other parts are
+   * written after them, when that memory has room for every part and the others are no longer:
+   * so a turn's cache becomes the next turn's without a second one beside it. Else every part
+   * is copied into new buffers, in the order given. Each row keeps its slots, a shorter one
+   * masked after its own (CacheSlots.joined).
+   */
+  static joined(config: ModelConfig, parts: (CarriedPart | undefined)[], extra: number): { cache: KvCache; order: number[] } {
+    const base = baseFor(parts);
+    if (base) {
+      const inBase: { part: number; row: number }[] = [], others: number[] = [];
+      parts.forEach((p, part) => {
+        if (p?.cache === base && !inBase.some((x) => x.row === p.row)) inBase.push({ part, row: p.row });
+        else others.push(part);
+      });
+      inBase.sort((a, b) => a.row - b.row);
+      const fits = others.every((k) => !parts[k] || (parts[k]!.cache !== base && parts[k]!.cache.slots.length <= base.slots.length));
+      if (fits) return { cache: base.extendedInPlace(inBase.map((x) => x.row), others.map((k) => parts[k])), order: [...inBase.map((x) => x.part), ...others] };
+    }
+    const slots = CacheSlots.joined(parts.map((p) => p && { slots: p.cache.slots, row: p.row }));
+    const reserved = blocksFor(slots.length + extra);
+    const buffers = (which: 'keys' | 'values') => Array.from({ length: config.numLayers }, (_, layer) => {
+      const dst = slotBuffer(config, parts.length, slots.capacity, reserved);
+      parts.forEach((p, to) => p && p.cache.writeRow(which, layer, p.row, dst, to, slots.capacity));
+      return dst;
+    });
+    return { cache: new KvCache(config, slots, buffers('keys'), buffers('values'), reserved), order: parts.map((_, k) => k) };
+  }
+
+  /**
+   * Rows this cache's memory has room for, each with its reserved slots (or its capacity, once
+   * grown past them), so that growing in place ({@link grow}) stays inside it.
+   */
+  roomForRows(): number {
+    const perRow = Float32Array.BYTES_PER_ELEMENT * this.config.numKvHeads * Math.max(this.reserved, this.slots.capacity) * this.config.headDim;
+    return Math.floor(this.keys[0]!.buffer.byteLength / perRow);
+  }
+
+  /** Writes what row `row` of layer `layer`'s keys or values holds into row `to` of `dst`, laid out for `capacity` slots. */
+  private writeRow(which: 'keys' | 'values', layer: number, row: number, dst: Float32Array, to: number, capacity: number): void {
+    const { numKvHeads: heads, headDim: d } = this.config;
+    const src = this[which][layer]!, old = this.slots.capacity, written = this.slots.length * d;
+    for (let h = 0; h < heads; h++) {
+      const from = (row * heads + h) * old * d;
+      dst.set(src.subarray(from, from + written), (to * heads + h) * capacity * d);
+    }
+  }
+
+  /**
+   * This cache's rows `keep` (increasing), moved down in place, then `others` (absent: empty),
+   * in the same memory ({@link joined}); this cache is not to be used afterwards.
+   */
+  private extendedInPlace(keep: number[], others: (CarriedPart | undefined)[]): KvCache {
+    const { numKvHeads: heads, headDim: d } = this.config;
+    const rows = keep.length + others.length, capacity = this.slots.capacity;
+    const extend = (which: 'keys' | 'values') => this[which].map((buffer, layer) => {
+      this.keepInPlace(buffer, keep);
+      const all = new Float32Array(buffer.buffer, buffer.byteOffset, rows * heads * capacity * d);
+      // The rows after the kept ones may hold what earlier rows left there: cleared first, so every slot past a row's own is zero.
+      all.fill(0, keep.length * heads * capacity * d);
+      others.forEach((p, k) => p?.cache.writeRow(which, layer, p.row, all, keep.length + k, capacity));
+      return all;
+    });
+    const slots = CacheSlots.joined([...keep.map((row) => ({ slots: this.slots, row })), ...others.map((p) => p && { slots: p.cache.slots, row: p.row })], capacity);
+    return new KvCache(this.config, slots, extend('keys'), extend('values'), this.reserved);
+  }
+
   /** Host memory goes with the garbage collector. */
   dispose(): void {}
 
@@ -149,12 +226,12 @@ export class KvCache implements DecodeCache {
     return new Float32Array(buffer.buffer, buffer.byteOffset, rows.length * heads * capacity * d);
   }
 
-  /** New per-layer buffers of `capacity` slots (reserving at least as many as this cache) holding `rows` of `buffers`. */
-  private copyRows(rows: number[], buffers: Float32Array[], capacity = this.slots.capacity): Float32Array[] {
+  /** New per-layer buffers of `capacity` slots (with room for `reserve`: by default as many as this cache) holding `rows` of `buffers`. */
+  private copyRows(rows: number[], buffers: Float32Array[], capacity = this.slots.capacity, reserve = this.reserved): Float32Array[] {
     const { numKvHeads: heads, headDim: d } = this.config;
     const old = this.slots.capacity, written = this.slots.length * d;
     return buffers.map((src) => {
-      const dst = slotBuffer(this.config, rows.length, capacity, Math.max(capacity, this.reserved));
+      const dst = slotBuffer(this.config, rows.length, capacity, Math.max(capacity, reserve));
       rows.forEach((r, to) => {
         for (let h = 0; h < heads; h++) {
           const from = (r * heads + h) * old * d;
@@ -164,6 +241,23 @@ export class KvCache implements DecodeCache {
       return dst;
     });
   }
+}
+
+/** A carried row: row `row` of `cache`. */
+interface CarriedPart {
+  cache: KvCache;
+  row: number;
+}
+
+/**
+ * The cache whose memory the parts can be joined in ({@link KvCache.joined}): of those with room
+ * for every part (the last batch's, whose memory held all its sequences), the one most parts
+ * come from; none if none has the room.
+ */
+function baseFor(parts: (CarriedPart | undefined)[]): KvCache | undefined {
+  const counts = new Map<KvCache, number>();
+  for (const p of parts) if (p) counts.set(p.cache, (counts.get(p.cache) ?? 0) + 1);
+  return [...counts.entries()].filter(([c]) => c.roomForRows() >= parts.length).sort((a, b) => b[1] - a[1])[0]?.[0];
 }
 
 /**

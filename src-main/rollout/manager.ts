@@ -18,11 +18,15 @@ import crypto from 'node:crypto';
 import type { Episode, EpisodeFinish, EpisodeMessage, RolloutRewardSource, ToolCallRecord } from '../../src-shared/rollout.js';
 import { ON_POLICY_DEFAULTS } from '../../src-shared/rollout.js';
 import { UserError } from '../../src-shared/types.js';
+import { CarriedRows } from '../model/carried-rows.js';
 import { parseReply } from '../model/chat-output.js';
 import type { ChatMessage } from '../model/tokenizer.js';
 import { turnSeed, type Policy, type PolicyOutput, type PolicyPrompt } from './policy.js';
 import type { ToolRegistry, ToolSchema } from './tools.js';
 import { toolTurnIds } from './turn-tokens.js';
+
+/** Whether a parsed reply calls a tool (a call that does not parse counts: it becomes a tool turn saying so). */
+const callsTools = (parsed: ReturnType<typeof parseReply>) => parsed.toolCalls.length > 0 || parsed.toolCallErrors.length > 0;
 
 /** A prompt message of a context (a tool message names its tool). */
 export type PromptMessage = { role: 'system' | 'user' | 'assistant'; content: string } | { role: 'tool'; name: string; content: string };
@@ -139,6 +143,8 @@ export async function runRollouts(policy: Policy, contexts: readonly RolloutCont
 
 class RolloutRun {
   private readonly started = performance.now();
+  /** Each turn's ended sequences' cache rows, which the next turn's prompts continue (docs/design.md §Rollouts). */
+  private readonly carry = new CarriedRows();
 
   constructor(private readonly policy: Policy, private readonly settings: RolloutSettings, private readonly options: RunOptions) {}
 
@@ -164,13 +170,24 @@ class RolloutRun {
   }
 
   async run(contexts: readonly RolloutContext[]): Promise<Episode[]> {
+    try {
+      return await this.turns(contexts);
+    } finally {
+      this.carry.clear();
+    }
+  }
+
+  private async turns(contexts: readonly RolloutContext[]): Promise<Episode[]> {
     const all = this.start(contexts);
     for (;;) {
       const ready = all.filter((r) => !r.finish && this.hasRoom(r));
       await this.emitFinished(all);
       if (!ready.length) break;
       const groups = this.batchGroups(ready);
-      const outputs = await this.policy.generate(groups.map((g) => this.prompt(g)));
+      // Only a reply that calls a tool before the last turn goes on, so only its cache row is kept for the next turn.
+      const lastTurn = ready.every((r) => r.turns + 1 >= this.settings.maxTurns);
+      this.carry.wanted = (out) => !lastTurn && out.finishReason !== 'length' && callsTools(this.parse(out.tokens));
+      const outputs = await this.policy.generate(groups.map((g) => this.prompt(g)), this.carry);
       const withCalls: { r: Running; calls: ReturnType<typeof parseReply> }[] = [];
       groups.forEach((g, i) => g.forEach((r, j) => {
         const calls = this.absorb(r, outputs[i]![j]!);
@@ -212,22 +229,30 @@ class RolloutRun {
     return { promptIds: first.ids, seeds: group.map((r) => turnSeed(r.seed, r.turns)), maxNewTokens: this.budget(first) };
   }
 
+  /** A reply's tokens less the end token it stopped on. */
+  private body(tokens: number[]): number[] {
+    return this.policy.tokenizer.eosTokenIds.includes(tokens.at(-1)!) ? tokens.slice(0, -1) : tokens;
+  }
+
+  /** A reply's content and tool calls. */
+  private parse(tokens: number[]): ReturnType<typeof parseReply> {
+    const tok = this.policy.tokenizer;
+    return parseReply(this.body(tokens), { thinkStartId: tok.thinkStartId, thinkEndId: tok.thinkEndId, decode: (ids) => tok.decode(ids) });
+  }
+
   /** Records a reply; returns its parsed calls when tools must run before the next turn. */
   private absorb(r: Running, out: PolicyOutput): ReturnType<typeof parseReply> | undefined {
     if (out.tokens.length !== out.logprobs.length || !out.tokens.length) throw new Error('the policy returned a reply without tokens, or without one log-prob per token');
-    const tok = this.policy.tokenizer;
     const start = r.ids.length;
     r.ids.push(...out.tokens);
     r.logprobs.push(...out.logprobs);
     r.generated.push({ start, end: r.ids.length });
     r.turns++;
-    const last = out.tokens.at(-1)!;
-    const body = tok.eosTokenIds.includes(last) ? out.tokens.slice(0, -1) : out.tokens;
-    const parsed = parseReply(body, { thinkStartId: tok.thinkStartId, thinkEndId: tok.thinkEndId, decode: (ids) => tok.decode(ids) });
-    r.messages.push({ role: 'assistant', content: tok.decode(body), finish: out.finishReason });
+    const parsed = this.parse(out.tokens);
+    r.messages.push({ role: 'assistant', content: this.policy.tokenizer.decode(this.body(out.tokens)), finish: out.finishReason });
     r.answer = parsed.content;
     if (out.finishReason === 'length') this.end(r, 'max_tokens');
-    else if (!parsed.toolCalls.length && !parsed.toolCallErrors.length) this.end(r, 'answer');
+    else if (!callsTools(parsed)) this.end(r, 'answer');
     else if (r.turns >= this.settings.maxTurns) this.end(r, 'max_turns');
     else return parsed;
     return undefined;

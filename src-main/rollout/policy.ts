@@ -6,6 +6,7 @@
  * policy without rebuilding anything); tests drive the manager with a scripted one.
  */
 import type { GeneratedTokens } from '../model/batch-decode.js';
+import type { CarriedRows } from '../model/carried-rows.js';
 import type { ModelEngine } from '../model/inference-engine.js';
 import type { ChatMessage, TemplateOptions } from '../model/tokenizer.js';
 
@@ -33,8 +34,12 @@ export interface Policy {
   readonly tokenizer: PolicyTokenizer;
   /** Positions the model has: a prompt and its reply fit in them. */
   readonly maxPositions: number;
-  /** Every prompt's sequences in one batch; results per prompt, in seed order. */
-  generate(prompts: PolicyPrompt[]): Promise<PolicyOutput[][]>;
+  /**
+   * Every prompt's sequences in one batch; results per prompt, in seed order. `carry` holds the
+   * cache rows of the run's previous batch, which prompts that continue a sequence pick up, and
+   * takes this batch's (./carried-rows.ts); a policy without a cache ignores it.
+   */
+  generate(prompts: PolicyPrompt[], carry?: CarriedRows): Promise<PolicyOutput[][]>;
 }
 
 export interface Sampling {
@@ -51,10 +56,11 @@ export function enginePolicy(engine: ModelEngine, sampling: Sampling): Policy {
   return {
     tokenizer: engine.tokenizer,
     maxPositions: engine.config.maxPositionEmbeddings,
-    async generate(prompts) {
+    async generate(prompts, carry) {
       const out = await engine.generateBatch(prompts.map((p) => ({ promptIds: p.promptIds, seeds: p.seeds, maxNewTokens: p.maxNewTokens })), {
         temperature: sampling.temperature,
         topP: sampling.topP,
+        ...(carry ? { carry } : {}),
       });
       return out.map((seqs) => seqs.map(({ tokens, logprobs, finishReason }) => ({ tokens, logprobs, finishReason })));
     },

@@ -124,4 +124,54 @@ describe('KvCache', () => {
       }
     }
   });
+
+  describe('joining carried rows (./carried-rows.ts)', () => {
+    /** A batch of 4 rows, 3 slots written (row 2 left-padded), with room for 2 blocks; and a 1-row cache of 2 slots (keys 700 + token). */
+    const batch = () => {
+      const cache = KvCache.empty(config, 4, 2 * SLOT_BLOCK);
+      cache.append(outputs(4, 3, 0), [[1, 1, 1], [1, 1, 1], [0, 1, 1], [1, 1, 1]]);
+      const single = KvCache.empty(config, 1);
+      single.append(outputs(1, 2, 700), [[1, 1]]);
+      return { cache, single };
+    };
+    const mask = (feeds: Record<string, ort.Tensor>, r: number, slots: number) => Array.from(feeds.attention_mask!.data as BigInt64Array, Number).slice(r * (slots + 1), r * (slots + 1) + slots);
+
+    it("keeps the last batch's rows in its memory, in their order, then writes the others after them", () => {
+      const { cache, single } = batch();
+      const buffer = (cache.feeds([[1], [1], [1], [1]], [[1], [1], [1], [1]]).past_key_0!.data as Float32Array).buffer;
+      // Parts: batch row 3, the single row, nothing (a new prompt), batch row 1.
+      const { cache: joined, order } = KvCache.joined(config, [{ cache, row: 3 }, { cache: single, row: 0 }, undefined, { cache, row: 1 }], 8);
+      expect(order).toEqual([3, 0, 1, 2]);
+      expect(joined.rows).toBe(4);
+      expect(joined.realTokens()).toEqual([3, 3, 2, 0]);
+      const feeds = joined.feeds([[1], [1], [1], [1]], [[1], [1], [1], [1]]);
+      expect((feeds.past_key_0!.data as Float32Array).buffer).toBe(buffer);
+      for (let h = 0; h < 2; h++) {
+        for (let s = 0; s < 3; s++) {
+          expect(fedKey(feeds, 1, 0, h, s)).toBe(1000 + 100 * 1 + 10 * h + s);
+          expect(fedKey(feeds, 1, 1, h, s)).toBe(1000 + 100 * 3 + 10 * h + s);
+          // The single row's two slots, then a masked one; the new prompt's row empty (cleared of what batch row 3 held).
+          expect(fedKey(feeds, 1, 2, h, s)).toBe(s < 2 ? 1000 + 10 * h + 700 + s : 0);
+          expect(fedKey(feeds, 1, 3, h, s)).toBe(0);
+        }
+      }
+      expect(mask(feeds, 2, SLOT_BLOCK).slice(0, 3)).toEqual([1, 1, 0]);
+      expect(mask(feeds, 3, SLOT_BLOCK).slice(0, 3)).toEqual([0, 0, 0]);
+    });
+
+    it('copies every part into new memory, in the order given, when the batch has no room for them all', () => {
+      const { cache, single } = batch();
+      const parts = [{ cache, row: 2 }, { cache: single, row: 0 }, { cache, row: 0 }, undefined, { cache, row: 1 }];
+      const { cache: joined, order } = KvCache.joined(config, parts, 8);
+      expect(order).toEqual([0, 1, 2, 3, 4]);
+      expect(joined.realTokens()).toEqual([2, 2, 3, 0, 3]);
+      const feeds = joined.feeds([[1], [1], [1], [1], [1]], [[1], [1], [1], [1], [1]]);
+      expect(fedKey(feeds, 0, 0, 1, 2)).toBe(200 + 10 + 2);
+      expect(fedKey(feeds, 0, 1, 1, 1)).toBe(10 + 700 + 1);
+      expect(fedKey(feeds, 0, 4, 0, 2)).toBe(100 + 2);
+      expect(mask(feeds, 0, SLOT_BLOCK).slice(0, 3)).toEqual([0, 1, 1]);
+      // The batch itself is untouched.
+      expect(fedKey(cache.feeds([[1], [1], [1], [1]], [[1], [1], [1], [1]]), 0, 0, 1, 2)).toBe(10 + 2);
+    });
+  });
 });

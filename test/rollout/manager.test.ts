@@ -62,6 +62,14 @@ describe('the tool loop', () => {
     expect(episodes.map((e) => e.seed)).toEqual([100, 101, 102, 103]);
   });
 
+  it('hands every turn the same carried cache rows, and clears them when the run ends', () => {
+    expect(policy.carries.length).toBe(policy.batches.length);
+    const [carry] = policy.carries;
+    expect(carry).toBeDefined();
+    expect(policy.carries.every((c) => c === carry)).toBe(true);
+    expect(carry!.size).toBe(0);
+  });
+
   it('records the call, its result as a tool turn, and the answer', () => {
     const e = episodes[0]!;
     expectConsistent(e);

@@ -1,0 +1,89 @@
+/**
+ * Decode-cache rows that a batch's finished sequences leave for a later batch that continues
+ * them (docs/design.md §Rollouts, "Later turns continue the cache"). The rollout manager's next
+ * turn of an episode is its tokens so far, the end of its reply, a tool's turn and a new
+ * generation prompt; with the episode's row carried over, only those new tokens are prefilled,
+ * not the whole conversation again.
+ *
+ * - A row holds the keys and values of exactly `ids` (a sequence's prompt and every token it
+ *   generated but the last, which was sampled and never fed), so it serves only a prompt that
+ *   begins with those ids and has at least one more: a carried row never changes what a prompt
+ *   means, only what has to be computed for it.
+ * - Each batch takes the rows its prompts continue and drops the rest, so the store holds one
+ *   batch's rows at most; whoever owns the store clears it when its batches are done.
+ * - Host cache only (./kv-cache.ts: the CPU, and CUDA's chunks). On WebGPU, whose cache lies in
+ *   GPU memory (./device-kv-cache.ts), nothing is carried and later turns prefill whole.
+ */
+import type { KvCache } from './kv-cache.js';
+
+/**
+ * {@link CarriedRows.room}'s default: a tool's turn or two of tokens. Reserved memory is not
+ * touched until written (where the system commits memory lazily, as Linux and macOS do), and a
+ * longer turn only makes the cache grow by a copy, as any batch past its reserve does.
+ */
+export const CARRY_ROOM = 512;
+
+/** What a sequence generated and why it stopped (batch-decode's GeneratedTokens, which imports this module). */
+export interface EndedSequence {
+  tokens: number[];
+  finishReason: string;
+}
+
+/** Row `row` of `cache`, which holds the keys and values of `ids`. */
+export interface CarriedRow {
+  ids: number[];
+  cache: KvCache;
+  row: number;
+}
+
+/** Whether `prompt` begins with all of `ids` and has at least one token more. */
+function continues(prompt: number[], ids: number[]): boolean {
+  if (ids.length >= prompt.length) return false;
+  for (let i = 0; i < ids.length; i++) if (ids[i] !== prompt[i]) return false;
+  return true;
+}
+
+export class CarriedRows {
+  private rows: CarriedRow[] = [];
+  /**
+   * Whether a sequence that ended with `out` goes on in a later batch: only its row is kept
+   * (the rollout manager: a reply that calls a tool, before the last turn). Default: every one.
+   */
+  wanted: (out: EndedSequence) => boolean = () => true;
+  /**
+   * Slots of room (memory reserved, not touched) that a batch's cache keeps beyond its own
+   * prompts and budgets, so that the next batch, continuing its rows with a few more tokens
+   * each (a tool's turn), grows it in place rather than into a second cache beside it.
+   */
+  room = CARRY_ROOM;
+
+  get size(): number {
+    return this.rows.length;
+  }
+
+  /** Keeps row `row` of `cache` (which nothing changes afterwards), holding `ids`. */
+  keep(ids: number[], cache: KvCache, row: number): void {
+    this.rows.push({ ids, cache, row });
+  }
+
+  /**
+   * For each prompt, the longest kept row it continues, or undefined; each row serves one
+   * prompt. Every row is then dropped from the store: a batch's own rows replace them.
+   */
+  takeFor(prompts: number[][]): (CarriedRow | undefined)[] {
+    const left = [...this.rows];
+    this.rows = [];
+    return prompts.map((prompt) => {
+      let best = -1;
+      left.forEach((r, i) => {
+        if (continues(prompt, r.ids) && (best < 0 || r.ids.length > left[best]!.ids.length)) best = i;
+      });
+      return best < 0 ? undefined : left.splice(best, 1)[0];
+    });
+  }
+
+  /** Drops every kept row (host memory goes with the garbage collector). */
+  clear(): void {
+    this.rows = [];
+  }
+}
