@@ -8,11 +8,15 @@
  * 2. The local judge's shape: 3 votes of 128 tokens on one prompt (600 tokens, or what the
  *    model's positions leave: 383 on the 512-position 125M model), sampled at temperature 0.6
  *    with 3 seeds — one batched call against 3 sequential ones (fp32 and int4).
+ * 3. A chat's next turn: a conversation of 2,000 tokens (or what the positions leave: 240 on the
+ *    125M model), its reply, then 16 tokens more, answered with the last reply's cache
+ *    continued (`reusePrefix`, as the chat endpoint does) and prefilled whole.
  *
  * Every figure is the median of BENCH_REPEATS runs (default 3), with the process's CPU seconds
  * (all threads: the model worker and ONNX Runtime's pool) beside the wall seconds.
  *
  * Options (env): BENCH_THREADS (default: all cores), BENCH_REPEATS (3), BENCH_NEW_TOKENS (128),
+ * BENCH_PARTS (decode,judge,chat),
  * BENCH_SHAPES (comma list of 125m, 0.6b, 1.5b; default 125m: the larger ones need 2.4 / 6.2 GB
  * of fp32 weights on disk, and minutes per run; bench/real-shapes.ts measures them against
  * PyTorch and llama.cpp).
@@ -31,6 +35,7 @@ const THREADS = Number(process.env.BENCH_THREADS ?? os.cpus().length);
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 const NEW_TOKENS = Number(process.env.BENCH_NEW_TOKENS ?? 128);
 const SHAPES = (process.env.BENCH_SHAPES ?? '125m').split(',').map((s) => s.trim());
+const PARTS = new Set((process.env.BENCH_PARTS ?? 'decode,judge,chat').split(',').map((s) => s.trim()));
 
 const MODELS: Record<string, { label: string; write: (dir: string) => void }> = {
   '125m': {
@@ -104,6 +109,40 @@ async function decodeSpeeds(dir: string, prompt: number[]): Promise<void> {
   }
 }
 
+/**
+ * A chat's next turn (src-main/openai/local-chat.ts): a conversation of `length` tokens and the
+ * reply to it, then the same conversation with that reply and 16 tokens of a new message,
+ * answered with NEW_TOKENS greedy tokens; the next turn timed with the last reply's cache
+ * continued (`reusePrefix`, what the chat endpoint does) and prefilled whole.
+ */
+async function chatTurn(dir: string, length: number): Promise<void> {
+  const model = await LocalModel.load(dir, { threads: THREADS, prepare: ['generate'] });
+  try {
+    const rand = seededRandom(7);
+    const conversation = Array.from({ length }, () => 3 + Math.floor(rand() * (model.config.vocabSize - 10)));
+    const request = { maxNewTokens: NEW_TOKENS, stopTokenIds: [] };
+    const reply = await model.generate(conversation, request);
+    const next = [...conversation, ...reply.tokens, ...Array.from({ length: 16 }, (_, i) => 100 + i)];
+    const answers = new Set<string>();
+    for (const reusePrefix of [true, false]) {
+      const runs: Timed[] = [];
+      for (let i = 0; i < REPEATS; i++) {
+        // The first turn again, untimed, so that the engine holds its reply's cache; then the next turn, timed.
+        await model.generate(conversation, { ...request, reusePrefix });
+        const cpu0 = process.cpuUsage(), t0 = performance.now();
+        answers.add((await model.generate(next, { ...request, reusePrefix })).tokens.join());
+        const cpu = process.cpuUsage(cpu0);
+        runs.push({ wall: (performance.now() - t0) / 1000, cpu: (cpu.user + cpu.system) / 1e6 });
+      }
+      runs.sort((a, b) => a.wall - b.wall);
+      console.log(`| ${reusePrefix ? 'continued (reusePrefix)' : 'prefilled whole'} | ${next.length} tokens | ${secs(runs[Math.floor(runs.length / 2)]!)} |`);
+    }
+    console.log(`same tokens: ${answers.size === 1 ? 'yes' : 'NO'}`);
+  } finally {
+    await model.close();
+  }
+}
+
 /** The judge's prompt length: 600 tokens, or what the model's positions leave beside the votes. */
 const judgePromptLength = (maxPositions: number) => Math.min(600, maxPositions - NEW_TOKENS - 1);
 
@@ -142,12 +181,20 @@ async function main(): Promise<void> {
     const dir = ensureModel(key);
     const rand = seededRandom(11);
     const prompt = Array.from({ length: 32 }, () => 3 + Math.floor(rand() * 30000));
-    await decodeSpeeds(dir, prompt);
+    if (PARTS.has('decode')) await decodeSpeeds(dir, prompt);
     const positions = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8')).max_position_embeddings as number;
-    console.log(`\n### Judge: 3 votes × ${NEW_TOKENS} tokens on one ${judgePromptLength(positions)}-token prompt (t = 0.6, 3 seeds)`);
-    console.log('| --quantize | 3 sequential | 1 batch of 3 | speed-up | same tokens |');
-    console.log('|---|---|---|---|---|');
-    for (const q of ['none', 'int4'] as Quantize[]) await judgeVotes(dir, q);
+    if (PARTS.has('judge')) {
+      console.log(`\n### Judge: 3 votes × ${NEW_TOKENS} tokens on one ${judgePromptLength(positions)}-token prompt (t = 0.6, 3 seeds)`);
+      console.log('| --quantize | 3 sequential | 1 batch of 3 | speed-up | same tokens |');
+      console.log('|---|---|---|---|---|');
+      for (const q of ['none', 'int4'] as Quantize[]) await judgeVotes(dir, q);
+    }
+    if (!PARTS.has('chat')) continue;
+    const conversation = Math.min(2000, positions - 2 * NEW_TOKENS - 16);
+    console.log(`\n### Chat: the next turn of a ${conversation}-token conversation, ${NEW_TOKENS} new tokens (greedy)`);
+    console.log('| the last reply\'s cache | prompt | next turn (median) |');
+    console.log('|---|---|---|');
+    await chatTurn(dir, conversation);
   }
   console.log(`\nload average at end ${os.loadavg().map((x) => f(x)).join(' ')}`);
 }

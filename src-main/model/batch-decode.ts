@@ -211,11 +211,11 @@ export function startBatch(config: ModelConfig, prompts: number[][], requests: S
   let joined: KvCache | undefined;
   if (carried.some(Boolean)) {
     // The joined cache picks the order of its rows (the last batch's stay where they lie); the prompts follow it.
-    const rest = Math.max(...used.map((p, u) => prompts[p]!.length - (carried[u]?.ids.length ?? 0)));
+    const rest = Math.max(...used.map((p, u) => prompts[p]!.length - (carried[u]?.tokens ?? 0)));
     const { cache, order } = KvCache.joined(config, carried, rest + maxNew + (settings.carry?.room ?? 0));
     [joined, used, carried] = [cache, order.map((u) => used[u]!), order.map((u) => carried[u])];
   }
-  const padded = leftPadded(used.map((p, u) => prompts[p]!.slice(carried[u]?.ids.length ?? 0)));
+  const padded = leftPadded(used.map((p, u) => prompts[p]!.slice(carried[u]?.tokens ?? 0)));
   const slotsAfter = padded.ids[0]!.length + maxNew;
   return { seqs, used, padded, cache: joined ?? empty(used.length, slotsAfter + (settings.carry?.room ?? 0)) };
 }

@@ -86,17 +86,26 @@ export class CacheSlots {
     return new CacheSlots(rows.map((r) => this.filled[r]!.slice()), this.capacity, this.length);
   }
 
+  /** How many of row `row`'s first slots hold its first `tokens` real tokens (all it has written, when it has no more). */
+  slotsHolding(row: number, tokens: number): number {
+    const filled = this.filled[row]!;
+    let slot = 0;
+    for (let seen = 0; slot < this.length && seen < tokens; slot++) seen += filled[slot]!;
+    return tokens >= this.realTokens()[row]! ? this.length : slot;
+  }
+
   /**
-   * Rows of other caches side by side (./carried-rows.ts), each as long as the longest: a
-   * shorter row's missing slots are masked, so it reads as if padded there, and an absent part
-   * is a row with every slot empty. `capacity`: whole blocks for the longest, unless given.
+   * Rows of other caches side by side (./carried-rows.ts), each part its row's first `slots`
+   * slots, every row as long as the longest: a shorter row's missing slots are masked, so it
+   * reads as if padded there, and an absent part is a row with every slot empty. `capacity`:
+   * whole blocks for the longest, unless given.
    */
-  static joined(parts: ({ slots: CacheSlots; row: number } | undefined)[], capacity?: number): CacheSlots {
-    const length = Math.max(0, ...parts.map((p) => p?.slots.length ?? 0));
+  static joined(parts: ({ slots: CacheSlots; row: number; keep: number } | undefined)[], capacity?: number): CacheSlots {
+    const length = Math.max(0, ...parts.map((p) => p?.keep ?? 0));
     capacity ??= blocksFor(length);
     return new CacheSlots(parts.map((p) => {
       const row = new Uint8Array(capacity);
-      if (p) row.set(p.slots.filled[p.row]!.subarray(0, p.slots.length));
+      if (p) row.set(p.slots.filled[p.row]!.subarray(0, p.keep));
       return row;
     }), capacity, length);
   }

@@ -6,9 +6,10 @@
  * not the whole conversation again.
  *
  * - A row holds the keys and values of exactly `ids` (a sequence's prompt and every token it
- *   generated but the last, which was sampled and never fed), so it serves only a prompt that
- *   begins with those ids and has at least one more: a carried row never changes what a prompt
- *   means, only what has to be computed for it.
+ *   generated but the last, which was sampled and never fed). It serves a prompt for as many of
+ *   its first ids as the prompt begins with, leaving at least one prompt token to feed; its slots
+ *   past those are masked. So a carried row never changes what a prompt means, only what has
+ *   to be computed for it.
  * - Each batch takes the rows its prompts continue and drops the rest, so the store holds one
  *   batch's rows at most; whoever owns the store clears it when its batches are done.
  * - Host cache only (./kv-cache.ts: the CPU, and CUDA's chunks). On WebGPU, whose cache lies in
@@ -36,11 +37,17 @@ export interface CarriedRow {
   row: number;
 }
 
-/** Whether `prompt` begins with all of `ids` and has at least one token more. */
-function continues(prompt: number[], ids: number[]): boolean {
-  if (ids.length >= prompt.length) return false;
-  for (let i = 0; i < ids.length; i++) if (ids[i] !== prompt[i]) return false;
-  return true;
+/** A row taken for a prompt: its first `tokens` ids are the prompt's first (the rest of the row is not used). */
+export interface TakenRow extends CarriedRow {
+  tokens: number;
+}
+
+/** How many of `ids` begin `prompt`, leaving at least one prompt token to feed. */
+function shared(prompt: number[], ids: number[]): number {
+  const most = Math.min(ids.length, prompt.length - 1);
+  let n = 0;
+  while (n < most && ids[n] === prompt[n]) n++;
+  return n;
 }
 
 export class CarriedRows {
@@ -67,19 +74,29 @@ export class CarriedRows {
   }
 
   /**
-   * For each prompt, the longest kept row it continues, or undefined; each row serves one
-   * prompt. Every row is then dropped from the store: a batch's own rows replace them.
+   * For each prompt, the kept row that holds the most of its first tokens, or undefined; each
+   * row serves one prompt. Rows a prompt continues whole go first (a later turn and its own
+   * episode's row); then a row may serve a prompt it shares only a beginning with (a chat whose
+   * history the template renders otherwise than the reply was generated, or another
+   * conversation with the same system prompt), cut to what they share. Every row is then
+   * dropped from the store: a batch's own rows replace them.
    */
-  takeFor(prompts: number[][]): (CarriedRow | undefined)[] {
+  takeFor(prompts: number[][]): (TakenRow | undefined)[] {
     const left = [...this.rows];
     this.rows = [];
-    return prompts.map((prompt) => {
-      let best = -1;
-      left.forEach((r, i) => {
-        if (continues(prompt, r.ids) && (best < 0 || r.ids.length > left[best]!.ids.length)) best = i;
+    const taken: (TakenRow | undefined)[] = prompts.map(() => undefined);
+    for (const whole of [true, false]) {
+      prompts.forEach((prompt, p) => {
+        if (taken[p]) return;
+        let best = -1, bestTokens = 0;
+        left.forEach((r, i) => {
+          const n = shared(prompt, r.ids);
+          if ((whole ? n === r.ids.length : n > 0) && n > bestTokens) [best, bestTokens] = [i, n];
+        });
+        if (best >= 0) taken[p] = { ...left.splice(best, 1)[0]!, tokens: bestTokens };
       });
-      return best < 0 ? undefined : left.splice(best, 1)[0];
-    });
+    }
+    return taken;
   }
 
   /** Drops every kept row (host memory goes with the garbage collector). */

@@ -39,7 +39,7 @@ import { ChatTokenizer } from './tokenizer.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { PREFILL_PIECE, generateSequences, type GeneratedTokens } from './batch-decode.js';
 import { KvCache } from './kv-cache.js';
-import type { CarriedRows } from './carried-rows.js';
+import { CarriedRows } from './carried-rows.js';
 import type { DecodeCacheFactory } from './cache-slots.js';
 import { DeviceGraphs, cacheOutputNames } from './device-kv-cache.js';
 import { LoraFeeds } from './lora-feeds.js';
@@ -84,6 +84,12 @@ export interface GenerateOptions {
    * tokenizer (LocalModel) decodes the tokens itself, so the engine need not load one.
    */
   decodeText?: boolean;
+  /**
+   * Continue the decode cache of the engine's last such reply as far as this prompt begins the
+   * same way, and keep this reply's for the next (a chat's next turn prefills only what is new:
+   * ./carried-rows.ts). `generate` only; default false. Costs the memory of that cache between calls.
+   */
+  reusePrefix?: boolean;
 }
 
 export type { FinishReason, GeneratedTokens } from './batch-decode.js';
@@ -125,6 +131,8 @@ export class ModelEngine {
   readonly loraSpecs: readonly LoraSpec[];
   /** The LoRA inputs fed on every run: the last `setLora` weights, zeros before (./lora-feeds.ts). */
   private readonly loraFeeds?: LoraFeeds;
+  /** The decode cache of the last `generate` with `reusePrefix`, which the next continues as far as it can. */
+  private readonly lastReply = new CarriedRows();
   private readonly attentionChunking?: AttentionChunking;
   private readonly prefillPiece: number;
   private readonly fusedScores: boolean;
@@ -234,6 +242,8 @@ export class ModelEngine {
   setLora(weights: ReadonlyMap<string, Float32Array> | null): void {
     if (!this.loraFeeds) throw new UserError('setLora: this engine was opened without the lora option');
     this.loraFeeds.set(weights);
+    // Keys and values computed with the old weights are not this policy's.
+    this.lastReply.clear();
   }
 
   /**
@@ -330,8 +340,9 @@ export class ModelEngine {
 
   /** Generates from `promptIds` (batch 1). `onToken` sees each token as it is chosen. */
   async generate(promptIds: number[], options: GenerateOptions = {}, onToken?: (token: number, logprob: number) => void): Promise<GeneratedTokens> {
-    const seed = options.seed ?? Math.floor(Math.random() * 2 ** 32);
-    const [[out]] = await this.generateBatch([{ promptIds, seeds: [seed] }], options, onToken && ((_, token, logprob) => onToken(token, logprob)));
+    const { seed = Math.floor(Math.random() * 2 ** 32), reusePrefix, ...rest } = options;
+    const batchOptions = reusePrefix ? { ...rest, carry: this.lastReply } : rest;
+    const [[out]] = await this.generateBatch([{ promptIds, seeds: [seed] }], batchOptions, onToken && ((_, token, logprob) => onToken(token, logprob)));
     return out!;
   }
 
@@ -375,6 +386,7 @@ export class ModelEngine {
   }
 
   async close(): Promise<void> {
+    this.lastReply.clear();
     const sessions = [...this.sessions.values()];
     this.sessions.clear();
     for (const s of sessions) await (await s.catch(() => undefined))?.release();

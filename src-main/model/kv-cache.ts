@@ -106,33 +106,31 @@ export class KvCache implements DecodeCache {
   }
 
   /**
-   * One cache of rows of other caches (absent: an empty row), with memory for `extra` slots
-   * more (in place, the last batch's reserve): what a batch continuing carried rows starts from
-   * (./carried-rows.ts). `order` says
-   * which part each of its rows holds. The rows of the cache most parts come from (the last
-   * batch's) stay in its memory, in their order, moved down in place, and the other parts are
-   * written after them, when that memory has room for every part and the others are no longer:
-   * so a turn's cache becomes the next turn's without a second one beside it. Else every part
-   * is copied into new buffers, in the order given. Each row keeps its slots, a shorter one
-   * masked after its own (CacheSlots.joined).
+   * One cache of rows of other caches (absent: an empty row), each part its row's first
+   * `tokens` real tokens (all, without), with memory for `extra` slots more (in place, the last
+   * batch's reserve): what a batch continuing carried rows starts from (./carried-rows.ts).
+   * `order` says which part each of its rows holds. The rows of the cache most parts come from
+   * (the last batch's) stay in its memory, in their order, moved down in place, and the other
+   * parts are written after them, when that memory has room for every part and the others are
+   * no longer: so a turn's cache becomes the next turn's without a second one beside it. Else
+   * every part is copied into new buffers, in the order given. Each row keeps its slots, a
+   * shorter one masked after its own (CacheSlots.joined).
    */
   static joined(config: ModelConfig, parts: (CarriedPart | undefined)[], extra: number): { cache: KvCache; order: number[] } {
-    const base = baseFor(parts);
+    const kept = parts.map((p) => p && { ...p, keep: p.cache.slots.slotsHolding(p.row, p.tokens ?? Infinity) });
+    const base = baseFor(kept);
     if (base) {
-      const inBase: { part: number; row: number }[] = [], others: number[] = [];
-      parts.forEach((p, part) => {
-        if (p?.cache === base && !inBase.some((x) => x.row === p.row)) inBase.push({ part, row: p.row });
-        else others.push(part);
-      });
-      inBase.sort((a, b) => a.row - b.row);
-      const fits = others.every((k) => !parts[k] || (parts[k]!.cache !== base && parts[k]!.cache.slots.length <= base.slots.length));
-      if (fits) return { cache: base.extendedInPlace(inBase.map((x) => x.row), others.map((k) => parts[k])), order: [...inBase.map((x) => x.part), ...others] };
+      const inBase: number[] = [], others: number[] = [];
+      kept.forEach((p, part) => (p?.cache === base && !inBase.some((k) => kept[k]!.row === p.row) ? inBase : others).push(part));
+      inBase.sort((a, b) => kept[a]!.row - kept[b]!.row);
+      const fits = others.every((k) => !kept[k] || (kept[k]!.cache !== base && kept[k]!.keep <= base.slots.length));
+      if (fits) return { cache: base.extendedInPlace(inBase.map((k) => kept[k]!), others.map((k) => kept[k])), order: [...inBase, ...others] };
     }
-    const slots = CacheSlots.joined(parts.map((p) => p && { slots: p.cache.slots, row: p.row }));
+    const slots = CacheSlots.joined(kept.map((p) => p && { slots: p.cache.slots, row: p.row, keep: p.keep }));
     const reserved = blocksFor(slots.length + extra);
     const buffers = (which: 'keys' | 'values') => Array.from({ length: config.numLayers }, (_, layer) => {
       const dst = slotBuffer(config, parts.length, slots.capacity, reserved);
-      parts.forEach((p, to) => p && p.cache.writeRow(which, layer, p.row, dst, to, slots.capacity));
+      kept.forEach((p, to) => p && p.cache.writeRow(which, layer, p, dst, to, slots.capacity));
       return dst;
     });
     return { cache: new KvCache(config, slots, buffers('keys'), buffers('values'), reserved), order: parts.map((_, k) => k) };
@@ -147,32 +145,36 @@ export class KvCache implements DecodeCache {
     return Math.floor(this.keys[0]!.buffer.byteLength / perRow);
   }
 
-  /** Writes what row `row` of layer `layer`'s keys or values holds into row `to` of `dst`, laid out for `capacity` slots. */
-  private writeRow(which: 'keys' | 'values', layer: number, row: number, dst: Float32Array, to: number, capacity: number): void {
+  /** Writes the first `part.keep` slots of row `part.row` of layer `layer`'s keys or values into row `to` of `dst`, laid out for `capacity` slots. */
+  private writeRow(which: 'keys' | 'values', layer: number, part: KeptPart, dst: Float32Array, to: number, capacity: number): void {
     const { numKvHeads: heads, headDim: d } = this.config;
-    const src = this[which][layer]!, old = this.slots.capacity, written = this.slots.length * d;
+    const src = this[which][layer]!, old = this.slots.capacity;
     for (let h = 0; h < heads; h++) {
-      const from = (row * heads + h) * old * d;
-      dst.set(src.subarray(from, from + written), (to * heads + h) * capacity * d);
+      const from = (part.row * heads + h) * old * d;
+      dst.set(src.subarray(from, from + part.keep * d), (to * heads + h) * capacity * d);
     }
   }
 
   /**
-   * This cache's rows `keep` (increasing), moved down in place, then `others` (absent: empty),
-   * in the same memory ({@link joined}); this cache is not to be used afterwards.
+   * This cache's rows `keep` (increasing), moved down in place, each cut to its own first slots,
+   * then `others` (absent: empty), in the same memory ({@link joined}); this cache is not to be
+   * used afterwards.
    */
-  private extendedInPlace(keep: number[], others: (CarriedPart | undefined)[]): KvCache {
+  private extendedInPlace(keep: KeptPart[], others: (KeptPart | undefined)[]): KvCache {
     const { numKvHeads: heads, headDim: d } = this.config;
-    const rows = keep.length + others.length, capacity = this.slots.capacity;
+    const rows = keep.length + others.length, capacity = this.slots.capacity, rowSize = heads * capacity * d;
     const extend = (which: 'keys' | 'values') => this[which].map((buffer, layer) => {
-      this.keepInPlace(buffer, keep);
-      const all = new Float32Array(buffer.buffer, buffer.byteOffset, rows * heads * capacity * d);
-      // The rows after the kept ones may hold what earlier rows left there: cleared first, so every slot past a row's own is zero.
-      all.fill(0, keep.length * heads * capacity * d);
-      others.forEach((p, k) => p?.cache.writeRow(which, layer, p.row, all, keep.length + k, capacity));
+      this.keepInPlace(buffer, keep.map((p) => p.row));
+      const all = new Float32Array(buffer.buffer, buffer.byteOffset, rows * rowSize);
+      // Every slot past a row's own is zero: a cut row's tail, and the rows after the kept ones (what earlier rows left there).
+      keep.forEach((p, to) => {
+        for (let h = 0; h < heads; h++) all.fill(0, (to * heads + h) * capacity * d + p.keep * d, (to * heads + h + 1) * capacity * d);
+      });
+      all.fill(0, keep.length * rowSize);
+      others.forEach((p, k) => p?.cache.writeRow(which, layer, p, all, keep.length + k, capacity));
       return all;
     });
-    const slots = CacheSlots.joined([...keep.map((row) => ({ slots: this.slots, row })), ...others.map((p) => p && { slots: p.cache.slots, row: p.row })], capacity);
+    const slots = CacheSlots.joined([...keep, ...others].map((p) => p && { slots: p.cache.slots, row: p.row, keep: p.keep }), capacity);
     return new KvCache(this.config, slots, extend('keys'), extend('values'), this.reserved);
   }
 
@@ -243,18 +245,22 @@ export class KvCache implements DecodeCache {
   }
 }
 
-/** A carried row: row `row` of `cache`. */
+/** A carried row: row `row` of `cache`, or its first `tokens` real tokens. */
 interface CarriedPart {
   cache: KvCache;
   row: number;
+  tokens?: number;
 }
+
+/** A carried row and how many of its first slots are used. */
+type KeptPart = CarriedPart & { keep: number };
 
 /**
  * The cache whose memory the parts can be joined in ({@link KvCache.joined}): of those with room
  * for every part (the last batch's, whose memory held all its sequences), the one most parts
  * come from; none if none has the room.
  */
-function baseFor(parts: (CarriedPart | undefined)[]): KvCache | undefined {
+function baseFor(parts: (KeptPart | undefined)[]): KvCache | undefined {
   const counts = new Map<KvCache, number>();
   for (const p of parts) if (p) counts.set(p.cache, (counts.get(p.cache) ?? 0) + 1);
   return [...counts.entries()].filter(([c]) => c.roomForRows() >= parts.length).sort((a, b) => b[1] - a[1])[0]?.[0];

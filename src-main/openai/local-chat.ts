@@ -153,6 +153,8 @@ export async function completeChat(model: LocalModel, request: ChatRequest, prom
     temperature: request.temperature,
     topP: request.topP,
     maxNewTokens: prompt.maxTokens,
+    // A conversation's next request begins with this one: only what is new is prefilled.
+    reusePrefix: true,
     ...(request.seed !== undefined ? { seed: request.seed } : {}),
     ...(request.stop.length ? { stopStrings: request.stop } : {}),
     ...(stream ? { onToken: (token: number) => emit(stream.push(token)) } : {}),

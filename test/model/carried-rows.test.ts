@@ -4,7 +4,10 @@
 // gives, with the rows carried, what it gives prefilled whole: the same tokens and log-probs
 // within float rounding, token by token and in chunks (CUDA's loop, here on the CPU), with
 // prompts of several lengths, several sequences a prompt, rows that ended early, a prompt that
-// continues nothing, and one carried row going to two prompts' only one.
+// continues nothing, the rows joined in the last batch's memory or copied; which row goes to
+// which prompt (each row once, whole continuations first, else a shared beginning); and a chat's
+// next turn (generate with reusePrefix), continued whole or as far as it shares the last reply's
+// tokens, and not at all once the adapter's weights changed.
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ModelEngine, type BatchPrompt } from '../../src-main/model/inference-engine.js';
@@ -12,6 +15,8 @@ import type { GeneratedTokens } from '../../src-main/model/batch-decode.js';
 import { CarriedRows } from '../../src-main/model/carried-rows.js';
 import { KvCache } from '../../src-main/model/kv-cache.js';
 import { seededRandom } from '../../src-main/model/sampling.js';
+import { loraBKey, loraSpecs, type LoraShape } from '../../src-main/model/lora-inputs.js';
+import { initLora } from '../../src-main/train/lora.js';
 
 const STORIES = path.resolve('resources/models/stories260K');
 
@@ -34,7 +39,19 @@ describe('carried cache rows', () => {
     const taken = store.takeFor([[1, 2, 3, 4], [1, 2, 3, 5], [1, 2, 3], [1, 2, 3, 6], [7]]);
     // The longest two go to the first two prompts; [1, 2, 3] itself has nothing left to feed after [1, 2, 3].
     expect(taken.map((r) => r?.ids)).toEqual([[1, 2, 3], [1, 2, 3], [1, 2], undefined, undefined]);
+    expect(taken.map((r) => r?.tokens)).toEqual([3, 3, 2, undefined, undefined]);
     expect(store.size).toBe(0);
+  });
+
+  it('lets a row serve a prompt it shares only a beginning with, once the rows continued whole are given out', () => {
+    const store = new CarriedRows();
+    const cache = KvCache.empty({ numLayers: 1, numKvHeads: 1, headDim: 2 } as never, 1);
+    store.keep([1, 2, 3, 4], cache, 0);
+    store.keep([1, 2, 8], cache, 0);
+    store.keep([5, 6], cache, 0);
+    // The second prompt continues [1, 2, 8] whole, so the first gets [1, 2, 3, 4] cut to its first three; a prompt may not take all of itself.
+    const taken = store.takeFor([[1, 2, 3, 9], [1, 2, 8, 8], [5, 6]]);
+    expect(taken.map((r) => r && [r.ids, r.tokens])).toEqual([[[1, 2, 3, 4], 3], [[1, 2, 8], 3], [[5, 6], 1]]);
   });
 
   // With a prompt that continues nothing, the first batch's cache has no room for all five rows,
@@ -79,4 +96,37 @@ describe('carried cache rows', () => {
       });
     }
   }
+
+  it("a chat's next turn (generate with reusePrefix) continues the last reply's cache as far as it begins the same way", async () => {
+    const lora: LoraShape = { r: 2, alpha: 4, targets: ['q', 'v'] };
+    const reusing = ModelEngine.open(STORIES, { threads: 1, graphCache: false, prefillPiece: 3, lora });
+    const fresh = ModelEngine.open(STORIES, { threads: 1, graphCache: false, prefillPiece: 3, lora });
+    try {
+      const joined = vi.spyOn(KvCache, 'joined');
+      const options = { temperature: 0.9, maxNewTokens: 12, stopTokenIds: [] };
+      const prompt = [1, 403, 407, 261, 378, 300, 301];
+      const first = await reusing.generate(prompt, { ...options, seed: 1, reusePrefix: true });
+      // The next turn: the conversation so far and more; then one that parts from the reply after three tokens.
+      const turns = [[...prompt, ...first.tokens, 290, 291, 292], [...prompt, ...first.tokens.slice(0, 3), 500, 501]];
+      for (const [t, next] of turns.entries()) {
+        const continued = await reusing.generate(next, { ...options, seed: 2 + t, reusePrefix: true });
+        expectSame([continued], [await fresh.generate(next, { ...options, seed: 2 + t })]);
+        // The first reuses every token the reply's row holds; the second, what it shares with the first's row.
+        expect(joined.mock.calls.at(-1)![1][0]!).toMatchObject({ tokens: t === 0 ? prompt.length + first.tokens.length - 1 : prompt.length + 3 });
+      }
+      // New adapter weights: what the cache holds is the old policy's, so nothing is continued.
+      const specs = loraSpecs(reusing.config, lora.targets);
+      const weights = initLora(specs, lora.r, 3);
+      const rand = seededRandom(9);
+      for (const spec of specs) weights.get(loraBKey(spec))!.forEach((_, i, b) => (b[i] = (rand() * 2 - 1) * 0.3));
+      reusing.setLora(weights);
+      fresh.setLora(weights);
+      const calls = joined.mock.calls.length;
+      const again = turns[1]!;
+      expectSame([await reusing.generate(again, { ...options, seed: 7, reusePrefix: true })], [await fresh.generate(again, { ...options, seed: 7 })]);
+      expect(joined.mock.calls.length).toBe(calls);
+    } finally {
+      await Promise.all([reusing.close(), fresh.close()]);
+    }
+  });
 });

@@ -159,6 +159,28 @@ describe('KvCache', () => {
       expect(mask(feeds, 3, SLOT_BLOCK).slice(0, 3)).toEqual([0, 0, 0]);
     });
 
+    it('cuts a part to its first tokens: the slots past them masked and zero, in place or copied', () => {
+      for (const room of [true, false]) {
+        const { cache, single } = batch();
+        // Batch row 2 is [pad, t1, t2]: its first real token ends at slot 2. Without room: a fifth part.
+        const parts = [{ cache, row: 2, tokens: 1 }, { cache: single, row: 0, tokens: 1 }, ...(room ? [] : [undefined, undefined, undefined])];
+        const { cache: joined, order } = KvCache.joined(config, parts, 8);
+        expect(order.slice(0, 2)).toEqual([0, 1]);
+        expect(joined.realTokens().slice(0, 2)).toEqual([1, 1]);
+        const tokens = Array.from({ length: joined.rows }, () => [1]);
+        const feeds = joined.feeds(tokens, tokens);
+        const slots = feeds.past_key_0!.dims[2]!;
+        expect(mask(feeds, 0, slots).slice(0, 3)).toEqual([0, 1, 0]);
+        expect(mask(feeds, 1, slots).slice(0, 3)).toEqual([1, 0, 0]);
+        for (let h = 0; h < 2; h++) {
+          expect(fedKey(feeds, 1, 0, h, 1)).toBe(1000 + 200 + 10 * h + 1);
+          expect(fedKey(feeds, 1, 0, h, 2)).toBe(0);
+          expect(fedKey(feeds, 1, 1, h, 0)).toBe(1000 + 10 * h + 700);
+          expect(fedKey(feeds, 1, 1, h, 1)).toBe(0);
+        }
+      }
+    });
+
     it('copies every part into new memory, in the order given, when the batch has no room for them all', () => {
       const { cache, single } = batch();
       const parts = [{ cache, row: 2 }, { cache: single, row: 0 }, { cache, row: 0 }, undefined, { cache, row: 1 }];
