@@ -120,7 +120,8 @@ async function generateFor(m: ReplayModel, contexts: readonly ReplayContext[], r
         prompt: keepPromptTail(model.promptIds(m.system ? withLessons(c.context, m.system) : c.context), model.maxPositions, maxNewTokens, model.tokenizer.bosTokenId).ids,
         seeds: Array.from({ length: rollouts }, (_, k) => replySeed(run.seed, c.key, k)),
       }));
-      const results = await model.generateBatch(prompts, { temperature, maxNewTokens });
+      // Contexts of one conversation follow each other: a batch continues the last one's cache as far as they agree.
+      const results = await model.generateBatch(prompts, { temperature, maxNewTokens, reusePrefix: true });
       part.forEach((c, j) => {
         replies[c.key] = results[j]!.map((r, k) => ({ seed: prompts[j]!.seeds[k]!, text: r.content, reward: 0, votes: [] }));
         generated.push(...results[j]!.map((r) => ({

@@ -155,7 +155,8 @@ export class LocalCompleter implements ChatCompleter {
       const { temperature, maxTokens } = votes[0]!.options;
       const out = await this.localModel.generateBatch(
         prompts.map((same) => ({ prompt: same[0]!.ids, seeds: same.map((v) => v.options.seed) })),
-        { temperature, maxNewTokens: maxTokens },
+        // The judge's prompts begin with the same instructions: a batch continues the last one's cache as far as they agree.
+        { temperature, maxNewTokens: maxTokens, reusePrefix: true },
       );
       prompts.forEach((same, i) => same.forEach((v, j) => {
         const reply = out[i]![j]!;

@@ -85,9 +85,10 @@ export interface GenerateOptions {
    */
   decodeText?: boolean;
   /**
-   * Continue the decode cache of the engine's last such reply as far as this prompt begins the
-   * same way, and keep this reply's for the next (a chat's next turn prefills only what is new:
-   * ./carried-rows.ts). `generate` only; default false. Costs the memory of that cache between calls.
+   * Continue the decode cache the engine's last call with this option left, as far as each
+   * prompt begins the same way, and leave this call's for the next (./carried-rows.ts): a chat's
+   * next message, or the next batch of contexts from the same conversations, prefills only what
+   * is new. Default false. Costs the memory of that cache between calls.
    */
   reusePrefix?: boolean;
 }
@@ -131,7 +132,7 @@ export class ModelEngine {
   readonly loraSpecs: readonly LoraSpec[];
   /** The LoRA inputs fed on every run: the last `setLora` weights, zeros before (./lora-feeds.ts). */
   private readonly loraFeeds?: LoraFeeds;
-  /** The decode cache of the last `generate` with `reusePrefix`, which the next continues as far as it can. */
+  /** The decode cache the last call with `reusePrefix` left, which the next continues as far as it can. */
   private readonly lastReply = new CarriedRows();
   private readonly attentionChunking?: AttentionChunking;
   private readonly prefillPiece: number;
@@ -340,9 +341,8 @@ export class ModelEngine {
 
   /** Generates from `promptIds` (batch 1). `onToken` sees each token as it is chosen. */
   async generate(promptIds: number[], options: GenerateOptions = {}, onToken?: (token: number, logprob: number) => void): Promise<GeneratedTokens> {
-    const { seed = Math.floor(Math.random() * 2 ** 32), reusePrefix, ...rest } = options;
-    const batchOptions = reusePrefix ? { ...rest, carry: this.lastReply } : rest;
-    const [[out]] = await this.generateBatch([{ promptIds, seeds: [seed] }], batchOptions, onToken && ((_, token, logprob) => onToken(token, logprob)));
+    const seed = options.seed ?? Math.floor(Math.random() * 2 ** 32);
+    const [[out]] = await this.generateBatch([{ promptIds, seeds: [seed] }], options, onToken && ((_, token, logprob) => onToken(token, logprob)));
     return out!;
   }
 
@@ -379,7 +379,7 @@ export class ModelEngine {
       decodeText: options.decodeText ?? true,
       newCache: this.newCache,
       ...(options.stopFlag ? { stopFlag: options.stopFlag } : {}),
-      ...(options.carry && useKvCache ? { carry: options.carry } : {}),
+      ...(useKvCache && (options.carry || options.reusePrefix) ? { carry: options.carry ?? this.lastReply } : {}),
     }, onToken));
     let k = 0;
     return prompts.map((p) => p.seeds.map(() => outs[k++]!));
