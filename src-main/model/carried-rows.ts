@@ -24,6 +24,12 @@ import type { KvCache } from './kv-cache.js';
  */
 export const CARRY_ROOM = 512;
 
+/**
+ * How long the engine keeps what a `reusePrefix` call left for the next such call (a chat's
+ * next message usually comes within it); then it is dropped, as Ollama unloads an idle model.
+ */
+export const REUSE_KEEP_MS = 5 * 60_000;
+
 /** What a sequence generated and why it stopped (batch-decode's GeneratedTokens, which imports this module). */
 export interface EndedSequence {
   tokens: number[];
@@ -63,6 +69,7 @@ export class CarriedRows {
    * each (a tool's turn), grows it in place rather than into a second cache beside it.
    */
   room = CARRY_ROOM;
+  private expiry?: ReturnType<typeof setTimeout>;
 
   get size(): number {
     return this.rows.length;
@@ -102,5 +109,13 @@ export class CarriedRows {
   /** Drops every kept row (host memory goes with the garbage collector). */
   clear(): void {
     this.rows = [];
+    clearTimeout(this.expiry);
+  }
+
+  /** Drops the rows kept now (and any kept later) `ms` from now, unless cleared or called again first; the timer keeps no process alive. */
+  expireAfter(ms: number): void {
+    clearTimeout(this.expiry);
+    this.expiry = setTimeout(() => this.clear(), ms);
+    this.expiry.unref?.();
   }
 }

@@ -39,7 +39,7 @@ import { ChatTokenizer } from './tokenizer.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { PREFILL_PIECE, generateSequences, type GeneratedTokens } from './batch-decode.js';
 import { KvCache } from './kv-cache.js';
-import { CarriedRows } from './carried-rows.js';
+import { CarriedRows, REUSE_KEEP_MS } from './carried-rows.js';
 import type { DecodeCacheFactory } from './cache-slots.js';
 import { DeviceGraphs, cacheOutputNames } from './device-kv-cache.js';
 import { LoraFeeds } from './lora-feeds.js';
@@ -88,7 +88,7 @@ export interface GenerateOptions {
    * Continue the decode cache the engine's last call with this option left, as far as each
    * prompt begins the same way, and leave this call's for the next (./carried-rows.ts): a chat's
    * next message, or the next batch of contexts from the same conversations, prefills only what
-   * is new. Default false. Costs the memory of that cache between calls.
+   * is new. Default false. Costs the memory of that cache between calls (for REUSE_KEEP_MS at most).
    */
   reusePrefix?: boolean;
 }
@@ -381,6 +381,7 @@ export class ModelEngine {
       ...(options.stopFlag ? { stopFlag: options.stopFlag } : {}),
       ...(useKvCache && (options.carry || options.reusePrefix) ? { carry: options.carry ?? this.lastReply } : {}),
     }, onToken));
+    if (options.reusePrefix) this.lastReply.expireAfter(REUSE_KEEP_MS);
     let k = 0;
     return prompts.map((p) => p.seeds.map(() => outs[k++]!));
   }

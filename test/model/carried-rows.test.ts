@@ -7,12 +7,12 @@
 // continues nothing, the rows joined in the last batch's memory or copied; which row goes to
 // which prompt (each row once, whole continuations first, else a shared beginning); and a chat's
 // next turn (generate with reusePrefix), continued whole or as far as it shares the last reply's
-// tokens, and not at all once the adapter's weights changed.
+// tokens, and not at all once the adapter's weights changed or the time it is held has passed.
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ModelEngine, type BatchPrompt } from '../../src-main/model/inference-engine.js';
 import type { GeneratedTokens } from '../../src-main/model/batch-decode.js';
-import { CarriedRows } from '../../src-main/model/carried-rows.js';
+import { CarriedRows, REUSE_KEEP_MS } from '../../src-main/model/carried-rows.js';
 import { KvCache } from '../../src-main/model/kv-cache.js';
 import { seededRandom } from '../../src-main/model/sampling.js';
 import { loraBKey, loraSpecs, type LoraShape } from '../../src-main/model/lora-inputs.js';
@@ -41,6 +41,24 @@ describe('carried cache rows', () => {
     expect(taken.map((r) => r?.ids)).toEqual([[1, 2, 3], [1, 2, 3], [1, 2], undefined, undefined]);
     expect(taken.map((r) => r?.tokens)).toEqual([3, 3, 2, undefined, undefined]);
     expect(store.size).toBe(0);
+  });
+
+  it('drops what it keeps once the time given to expireAfter has passed, unless given more time first', () => {
+    vi.useFakeTimers();
+    try {
+      const store = new CarriedRows();
+      const cache = KvCache.empty({ numLayers: 1, numKvHeads: 1, headDim: 2 } as never, 1);
+      store.keep([1, 2], cache, 0);
+      store.expireAfter(1000);
+      vi.advanceTimersByTime(900);
+      store.expireAfter(1000);
+      vi.advanceTimersByTime(900);
+      expect(store.size).toBe(1);
+      vi.advanceTimersByTime(100);
+      expect(store.size).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('lets a row serve a prompt it shares only a beginning with, once the rows continued whole are given out', () => {
@@ -103,9 +121,12 @@ describe('carried cache rows', () => {
     const fresh = ModelEngine.open(STORIES, { threads: 1, graphCache: false, prefillPiece: 3, lora });
     try {
       const joined = vi.spyOn(KvCache, 'joined');
+      const expiring = vi.spyOn(CarriedRows.prototype, 'expireAfter');
       const options = { temperature: 0.9, maxNewTokens: 12, stopTokenIds: [] };
       const prompt = [1, 403, 407, 261, 378, 300, 301];
       const first = await reusing.generate(prompt, { ...options, seed: 1, reusePrefix: true });
+      // Held for the next message for a while only.
+      expect(expiring).toHaveBeenLastCalledWith(REUSE_KEEP_MS);
       // The next turn: the conversation so far and more; then one that parts from the reply after three tokens.
       const turns = [[...prompt, ...first.tokens, 290, 291, 292], [...prompt, ...first.tokens.slice(0, 3), 500, 501]];
       for (const [t, next] of turns.entries()) {
