@@ -1,9 +1,11 @@
 /**
  * Decode-cache rows that a batch's finished sequences leave for a later batch that continues
- * them (docs/design.md §Rollouts, "Later turns continue the cache"). The rollout manager's next
- * turn of an episode is its tokens so far, the end of its reply, a tool's turn and a new
- * generation prompt; with the episode's row carried over, only those new tokens are prefilled,
- * not the whole conversation again.
+ * them (docs/design.md §Rollouts, "Later turns continue the cache"; §Batched generation). The
+ * rollout manager's next turn of an episode is its tokens so far, the end of its reply, a tool's
+ * turn and a new generation prompt; with the episode's row carried over, only those new tokens
+ * are prefilled, not the whole conversation again. The engine keeps a store of its own for calls
+ * with `reusePrefix` (a chat's next message, the local judge's and evaluation replay's next
+ * batch), dropped after {@link REUSE_KEEP_MS} without another.
  *
  * - A row holds the keys and values of exactly `ids` (a sequence's prompt and every token it
  *   generated but the last, which was sampled and never fed). It serves a prompt for as many of
