@@ -269,7 +269,7 @@ export const generateSequences: DecodeLoop = async (config, run, prompts, reques
       });
       // Positions (in `active`) of the sequences that go on.
       const keep = active.map((_, j) => j).filter((j) => !seqs[active[j]!]!.done);
-      if (settings.useKvCache) {
+      if (settings.carry && settings.useKvCache) {
         const ended = active.flatMap((i, j) => {
           const s = seqs[i]!;
           return s.done ? [{ row: rows[j]!, ids: [...prompts[s.request.prompt]!, ...s.out.tokens.slice(0, -1)], out: s.out }] : [];

@@ -88,10 +88,11 @@ export class CacheSlots {
 
   /** How many of row `row`'s first slots hold its first `tokens` real tokens (all it has written, when it has no more). */
   slotsHolding(row: number, tokens: number): number {
-    const filled = this.filled[row]!;
+    const filled = this.filled[row]!.subarray(0, this.length);
+    if (tokens >= filled.reduce((a, m) => a + m, 0)) return this.length;
     let slot = 0;
-    for (let seen = 0; slot < this.length && seen < tokens; slot++) seen += filled[slot]!;
-    return tokens >= this.realTokens()[row]! ? this.length : slot;
+    for (let seen = 0; seen < tokens; slot++) seen += filled[slot]!;
+    return slot;
   }
 
   /**

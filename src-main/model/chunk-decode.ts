@@ -59,8 +59,8 @@ export const generateInChunks: DecodeLoop = async (config, run, prompts, request
   let active = seqs.map((_, i) => i);
   let pending = requests.map((r) => prompt.ids[used.indexOf(r.prompt)]!.at(-1)!);
   for (let chunk = 1; ; chunk = Math.min(CHUNK_TOKENS, chunk * 4)) {
-    // What each row's cache holds now, for a row carried (settings.carry): its prompt and its tokens but the pending one.
-    const held = settings.carry ? active.map((i) => [...prompts[seqs[i]!.request.prompt]!, ...seqs[i]!.out.tokens].slice(0, -1)) : [];
+    // Tokens each row had before this chunk: its cache holds its prompt and those but the last (the pending one).
+    const before = active.map((i) => seqs[i]!.out.tokens.length);
     const left = active.map((i) => seqs[i]!.request.maxNew - seqs[i]!.out.tokens.length);
     const steps = Math.min(chunk, Math.max(...left));
     const mask = active.map(() => [1]);
@@ -79,7 +79,10 @@ export const generateInChunks: DecodeLoop = async (config, run, prompts, request
     });
     const keep = active.map((_, row) => row).filter((row) => !seqs[active[row]!]!.done);
     // An ended row is carried as it was before this chunk: its tokens from the chunk are fed again.
-    carryEnded(settings, cache, active.flatMap((i, row) => (seqs[i]!.done ? [{ row, ids: held[row]!, out: seqs[i]!.out }] : [])), !keep.length);
+    if (settings.carry) {
+      const held = (i: number, row: number) => [...prompts[seqs[i]!.request.prompt]!, ...seqs[i]!.out.tokens.slice(0, before[row])].slice(0, -1);
+      carryEnded(settings, cache, active.flatMap((i, row) => (seqs[i]!.done ? [{ row, ids: held(i, row), out: seqs[i]!.out }] : [])), !keep.length);
+    }
     if (!keep.length) break;
     if (settings.stopFlag && Atomics.load(settings.stopFlag, 0) !== 0) {
       for (const row of keep) seqs[active[row]!]!.cancel();

@@ -147,11 +147,16 @@ export class KvCache implements DecodeCache {
 
   /** Writes the first `part.keep` slots of row `part.row` of layer `layer`'s keys or values into row `to` of `dst`, laid out for `capacity` slots. */
   private writeRow(which: 'keys' | 'values', layer: number, part: KeptPart, dst: Float32Array, to: number, capacity: number): void {
+    this.copyRow(this[which][layer]!, part.row, part.keep, dst, to, capacity);
+  }
+
+  /** Copies the first `slots` slots of each head of row `row` of `src` (laid out as this cache is) into row `to` of `dst`, laid out for `capacity` slots. */
+  private copyRow(src: Float32Array, row: number, slots: number, dst: Float32Array, to: number, capacity: number): void {
     const { numKvHeads: heads, headDim: d } = this.config;
-    const src = this[which][layer]!, old = this.slots.capacity;
+    const old = this.slots.capacity;
     for (let h = 0; h < heads; h++) {
-      const from = (part.row * heads + h) * old * d;
-      dst.set(src.subarray(from, from + part.keep * d), (to * heads + h) * capacity * d);
+      const from = (row * heads + h) * old * d;
+      dst.set(src.subarray(from, from + slots * d), (to * heads + h) * capacity * d);
     }
   }
 
@@ -230,16 +235,9 @@ export class KvCache implements DecodeCache {
 
   /** New per-layer buffers of `capacity` slots (with room for `reserve`: by default as many as this cache) holding `rows` of `buffers`. */
   private copyRows(rows: number[], buffers: Float32Array[], capacity = this.slots.capacity, reserve = this.reserved): Float32Array[] {
-    const { numKvHeads: heads, headDim: d } = this.config;
-    const old = this.slots.capacity, written = this.slots.length * d;
     return buffers.map((src) => {
       const dst = slotBuffer(this.config, rows.length, capacity, Math.max(capacity, reserve));
-      rows.forEach((r, to) => {
-        for (let h = 0; h < heads; h++) {
-          const from = (r * heads + h) * old * d;
-          dst.set(src.subarray(from, from + written), (to * heads + h) * capacity * d);
-        }
-      });
+      rows.forEach((r, to) => this.copyRow(src, r, this.slots.length, dst, to, capacity));
       return dst;
     });
   }
