@@ -28,9 +28,12 @@
  * across it and the Identity rule is never called for it. The policy loss
  * uses it for `old` := stopgrad(logp), so one run gives the log-probs, the ratio of exactly 1
  * and the gradient A·∇logp without a second forward pass.
+ *
+ * `halfProduct(b, x, w16)` is x·W in half precision, its gradient scaled on its way through
+ * fp16 (see {@link halfProduct}); its two Casts are marked by node-name prefixes, as above.
  */
 import type { GraphBuilder } from './ir.js';
-import { valuesNeededFor, type DType, type Node } from './ir-data.js';
+import { int, valuesNeededFor, type DType, type Node } from './ir-data.js';
 import type { GradContext } from './op-record.js';
 import { gradientRule, isNonDifferentiable } from './op-table.js';
 import { describeAs, sumToShape, zerosLike } from './gradient-shapes.js';
@@ -61,6 +64,62 @@ export function stopGradient(b: GraphBuilder, x: string): string {
   return y!;
 }
 
+/** Node-name prefixes of a half-precision product's Casts (see {@link halfProduct}). */
+const HALF_IN = 'HalfGradIn', HALF_OUT = 'HalfGradOut';
+
+/**
+ * What the largest gradient entry of a half-precision product becomes on its way through fp16:
+ * far above fp16's smallest normal (6.1e-5) and far below its largest (65,504), with room for
+ * the products' sums (fp16 accumulation on WebGPU) not to overflow.
+ */
+const HALF_GRADIENT_PEAK = 256;
+
+/**
+ * x·W for an fp32 x and an fp16 W, in half precision, cast back to fp32 (docs/design.md
+ * §Precision). Its gradient is the transposed fp16 product, like any Cast–MatMul–Cast chain's,
+ * but scaled: the gradient reaching a projection of a real model is small (1e-6 to 1e-5 at the
+ * 0.6B shape's 1,024 reply tokens), under fp16's normal range, and WebGPU flushes fp16
+ * subnormals to zero, which left its fp16 gradients 20–60% short. So the gradient is multiplied
+ * by HALF_GRADIENT_PEAK / max|dy| before it is cast down and the product's gradient divided by
+ * the same after it is cast up (mixed precision's loss scaling, per product and per step, so
+ * no scale is carried between steps and nothing overflows to skip a step for).
+ */
+export function halfProduct(b: GraphBuilder, x: string, w16: string): string {
+  const id = b.fresh('half');
+  const x16 = b.cast(x, 'float16');
+  b.graph.nodes.at(-1)!.name = `${HALF_IN}_${id}`;
+  const y = b.cast(b.matmul(x16, w16), 'float32');
+  b.graph.nodes.at(-1)!.name = `${HALF_OUT}_${id}`;
+  return y;
+}
+
+/**
+ * The gradient rule of a {@link halfProduct}'s Cast, or undefined for any other node. The
+ * output Cast's rule (walked first) leaves the scale's inverse in `scales` under the product's
+ * id for the input Cast's.
+ */
+function halfProductRule(node: Node, scales: Map<string, string>): ((c: GradContext) => (string | undefined)[]) | undefined {
+  if (node.op !== 'Cast') return undefined;
+  if (node.name.startsWith(`${HALF_OUT}_`)) {
+    const id = node.name.slice(HALF_OUT.length + 1);
+    return ({ b, dy }) => {
+      const peak = b.op('ReduceMax', [b.op('Abs', [dy[0]!], {}, 1, [{ dtype: 'float32', shape: b.shapeOf(dy[0]!) }])[0]!], { keepdims: int(0) }, 1, [{ dtype: 'float32', shape: [] }])[0]!;
+      const floor = b.op('Max', [peak, b.scalar(1e-30)], {}, 1, [{ dtype: 'float32', shape: [] }])[0]!; // an all-zero gradient stays zero
+      scales.set(id, b.div(floor, b.scalar(HALF_GRADIENT_PEAK)));
+      return [b.cast(b.mul(dy[0]!, b.div(b.scalar(HALF_GRADIENT_PEAK), floor)), 'float16')];
+    };
+  }
+  if (node.name.startsWith(`${HALF_IN}_`)) {
+    const id = node.name.slice(HALF_IN.length + 1);
+    return ({ b, dy }) => {
+      const inverse = scales.get(id);
+      if (!inverse) throw new Error(`autodiff: the half-precision product ${id} was reached at its input before its output`);
+      return [b.mul(b.cast(dy[0]!, 'float32'), inverse)];
+    };
+  }
+  return undefined;
+}
+
 /** Appends d(loss)/d(v) for each v in `wrt`; returns wrt name → gradient value name. */
 export interface GradientOptions {
   /** Segments of the forward nodes to recompute in the backward pass (./recompute.ts). */
@@ -89,6 +148,7 @@ export function appendGradients(b: GraphBuilder, loss: string, wrt: string[], op
   };
 
   const trained = new Set(wrt);
+  const halfScales = new Map<string, string>(); // halfProductRule's scales, by product
   // What the gradient entering a segment waits for (see ./recompute.ts): for a layer, the
   // trained values' gradients made since the last layer was entered; for a piece (an attention
   // chunk), the gradients the piece walked before it made.
@@ -113,7 +173,7 @@ export function appendGradients(b: GraphBuilder, loss: string, wrt: string[], op
     if (!node.outputs.some(onPath)) return;
     const dy = node.outputs.map((o) => (onPath(o) ? gradientOf(o) : undefined));
     if (dy.every((g) => g === undefined)) return; // on the path, but nothing flowed back to it
-    const rule = gradientRule(node.op);
+    const rule = halfProductRule(node, halfScales) ?? gradientRule(node.op);
     if (!rule) throw new Error(`autodiff: no gradient rule for op ${node.op} (node ${node.name}), which lies between the trained values and the loss`);
     const outShape = b.shapeOf(node.outputs[0]!);
     const seen = recomputer.view(i, node, dy.find((g) => g !== undefined)!);

@@ -3,16 +3,17 @@
  * fp16 initializer `<name>.T.fp16` ([in, out], converted from the checkpoint's fp32 when the
  * session is made; the fp32 copy is not kept), the input cast down and the product cast back up
  * to fp32, so what surrounds it (LoRA, norms, attention, the head) stays fp32. Its gradient is
- * autodiff's Cast and MatMul rules: the transposed fp16 product, no fp32 copy of W.
+ * the transposed fp16 product, scaled through fp16 (autodiff's halfProduct), no fp32 copy of W.
  */
 import type { GraphBuilder, Tensor } from '../graph/ir.js';
 import type { WeightSource } from './weight-source.js';
 import { float32ToFp16 } from './half.js';
+import { halfProduct } from '../graph/autodiff.js';
 
 export function halfPrecisionMatmul(b: GraphBuilder, x: string, weights: WeightSource, name: string, outF: number, inF: number): string {
   const key = `${name}.T.fp16`;
   if (!b.graph.initializers.has(key)) b.initializer(key, halfOf(weights.lazyFloat32(name, [outF, inF], true)));
-  return b.cast(b.matmul(b.cast(x, 'float16'), key), 'float32');
+  return halfProduct(b, x, key);
 }
 
 /** An fp32 tensor (lazy or not) as a lazy fp16 one: converted when read, the fp32 values not kept. */
