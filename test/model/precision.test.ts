@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { float32ToFp16 } from '../../src-main/model/half.js';
+import { float32ToFp16, floatToHalf } from '../../src-main/model/half.js';
 import { toFloat32 } from '../../src-main/model/safetensors.js';
 import { ModelEngine } from '../../src-main/model/inference-engine.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
@@ -46,6 +46,19 @@ describe('fp32 → fp16', () => {
     const exact = mids.map((m, i) => f32Mids[i] === m);
     const got = float32ToFp16(f32Mids);
     expected.forEach((e, i) => { if (exact[i]) expect(got[i], `midpoint ${mids[i]}`).toBe(e); });
+  });
+
+  it('the fast path for normals agrees with the one-value encoder: random fp32 patterns and every pattern near its two edges', () => {
+    const rand = seededRandom(9);
+    // 2^-14 (the smallest normal) and 65,520 (the first value that rounds to inf), ±4,096 patterns, both signs.
+    const edges = [0x38800000, 0x477ff000].flatMap((edge) => [0, 0x80000000].flatMap((sign) => Array.from({ length: 8193 }, (_, d) => ((edge + d - 4096) | sign) >>> 0)));
+    const bits = Uint32Array.from([...edges, ...Array.from({ length: 2_000_000 }, () => Math.floor(rand() * 2 ** 32))]);
+    const values = new Float32Array(bits.buffer);
+    const got = float32ToFp16(values);
+    for (let i = 0; i < values.length; i++) {
+      if (Number.isNaN(values[i])) continue; // a NaN's bits do not survive a JS number; NaN stays NaN, checked above
+      if (got[i] !== floatToHalf(values[i]!)) expect.fail(`fp32 bits ${bits[i]!.toString(16)}: ${got[i]!.toString(16)}, one by one ${floatToHalf(values[i]!).toString(16)}`);
+    }
   });
 
   it('overflow is ±inf, underflow ±0, and the fp32 sign survives', () => {
