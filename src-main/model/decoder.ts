@@ -2,11 +2,10 @@
  * Builds the decoder of a Llama / Qwen2 / Qwen3 checkpoint in the graph IR (./graph/ir.ts).
  *
  * Written for autodiff as much as for inference: only standard ONNX ops (but for an inference
- * graph's attention, `inference`: see ./attention.ts), attention as MatMul → Softmax → MatMul,
- * RMSNorm from Mul/ReduceMean/Add/Sqrt/Reciprocal, RoPE as x·cos + rotate_half(x)·sin with
- * rotate_half from Split/Concat (its sign on the sin table), SiLU as x·Sigmoid(x).
- * The cos/sin tables and the attention mask are computed in the graph from the inputs, so
- * they sit upstream of every weight and autodiff prunes them.
+ * graph's attention and `fusedNorms`), attention as MatMul → Softmax → MatMul, RMSNorm from
+ * Mul/ReduceMean/Add/Sqrt/Reciprocal, RoPE as x·cos + rotate_half(x)·sin with rotate_half from
+ * Split/Concat (its sign on the sin table), SiLU as x·Sigmoid(x). The cos/sin tables and the
+ * attention mask are computed in the graph from the inputs, upstream of every weight: autodiff prunes them.
  *
  * Graph inputs
  *   input_ids       int64 [B, T]
@@ -42,7 +41,7 @@
  * receives the site (layer, target, HF module path, input value, sizes) and the base
  * output value (x·Wᵀ + b) and returns the value to use instead, e.g. base + x·Aᵀ·Bᵀ·s.
  */
-import { GraphBuilder, f32Tensor, int, type Graph } from '../graph/ir.js';
+import { GraphBuilder, f32Tensor, float, int, type Graph } from '../graph/ir.js';
 import { ropeInverseFrequencies, type Checkpoint } from './hf-checkpoint.js';
 import { attend, queryChunks } from './attention.js';
 import { DEFAULT_VOCAB_CHUNK, appendTargetLogprobs } from './chunked-head.js';
@@ -101,6 +100,8 @@ export interface DecoderOptions {
   inference?: boolean;
   /** With `inference`: attention's q·kᵀ as FusedMatMul (default true; off for WebGPU, ./attention.ts). */
   fusedScores?: boolean;
+  /** With `inference`: each RMSNorm as ONNX Runtime's SimplifiedLayerNormalization, one kernel (default false; on for WebGPU, ./ort-session.ts fusesNorms). */
+  fusedNorms?: boolean;
   /** `fp16`: each q/k/v/o/gate/up/down projection in half precision (./half-matmul.ts); default fp32; `quantize` wins. */
   precision?: Precision;
   /** Scoring: vocabulary rows per chunk of the head's log-sum-exp (default {@link DEFAULT_VOCAB_CHUNK}; docs/design.md §Scoring). */
@@ -191,8 +192,9 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     return b.graph.initializers.has(key) ? key : b.initializer(key, weights.lazyFloat32(name, shape, transpose));
   };
   const rmsNorm = (x: string, weightName: string, dim: number) => {
-    const variance = b.reduceMean(b.mul(x, x), [-1], true);
-    const inv = b.reciprocal(b.sqrt(b.add(variance, b.scalar(c.rmsNormEps))));
+    const fused = options.inference && options.fusedNorms && { axis: int(-1), epsilon: float(c.rmsNormEps), stash_type: int(1) };
+    if (fused) return b.op('SimplifiedLayerNormalization', [x, weight(weightName, [dim])], fused, 1, [{ dtype: 'float32', shape: b.shapeOf(x) }])[0]!;
+    const inv = b.reciprocal(b.sqrt(b.add(b.reduceMean(b.mul(x, x), [-1], true), b.scalar(c.rmsNormEps)))); // 1 / √(mean x² + ε)
     return b.mul(b.mul(x, inv), weight(weightName, [dim]));
   };
   const project = (x: string, module: string, inF: number, outF: number) => {

@@ -6,7 +6,7 @@ import type { Precision, defaultPrecision } from '../../src-shared/training.js';
 import type { AttentionChunking } from './attention.js';
 import type { PREFILL_PIECE } from './batch-decode.js';
 import type { LoraShape } from './lora-inputs.js';
-import type { Device, fusesMatMul, holdsTensorsOnDevice } from './ort-session.js';
+import type { Device, fusesMatMul, fusesNorms, holdsTensorsOnDevice } from './ort-session.js';
 import type { Quantize } from './quantize.js';
 
 export interface EngineOptions {
@@ -34,6 +34,8 @@ export interface EngineOptions {
   prefillPiece?: number;
   /** Attention's q·kᵀ as FusedMatMul (./attention.ts); default: where the device has it ({@link fusesMatMul}). For tests. */
   fusedScores?: boolean;
+  /** Each RMSNorm as SimplifiedLayerNormalization (../graph's decoder); default: where the device's table says ({@link fusesNorms}). For tests and benches. */
+  fusedNorms?: boolean;
   /** The base's projections in fp16 or fp32 (../graph's decoder, docs/design.md §Precision); default: {@link defaultPrecision} of the device. */
   precision?: Precision;
   /**

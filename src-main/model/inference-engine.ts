@@ -34,7 +34,7 @@ import { UserError } from '../../src-shared/types.js';
 import { Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 import { checkpointWeights, decoderGraph, type WeightSource } from './decoder.js';
 import { defaultPrecision, type Precision } from '../../src-shared/training.js';
-import { ort, createSession, assertDeviceAvailable, fusesMatMul, holdsTensorsOnDevice, type Device, type SessionConfig } from './ort-session.js';
+import { ort, createSession, assertDeviceAvailable, fusesMatMul, fusesNorms, holdsTensorsOnDevice, type Device, type SessionConfig } from './ort-session.js';
 import { ChatTokenizer } from './tokenizer.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { PREFILL_PIECE, generateSequences, type GeneratedTokens } from './batch-decode.js';
@@ -136,7 +136,8 @@ export class ModelEngine {
   private readonly lastReply = new CarriedRows();
   private readonly attentionChunking?: AttentionChunking;
   private readonly prefillPiece: number;
-  private readonly fusedScores: boolean;
+  /** The fused ops its inference graphs use (./ort-session.ts, INFERENCE_FUSIONS). */
+  private readonly fusions: { fusedScores: boolean; fusedNorms: boolean };
   /** The precision of the base's projections; fp32 graphs are built for quantised engines whatever this says (MatMulNBits has its own weights). */
   readonly precision: Precision;
   /** The graphs that keep the decode cache and LoRA inputs on the GPU (WebGPU); undefined: host memory. */
@@ -161,7 +162,7 @@ export class ModelEngine {
     };
     this.attentionChunking = options.attentionChunking;
     this.prefillPiece = options.prefillPiece ?? PREFILL_PIECE;
-    this.fusedScores = options.fusedScores ?? fusesMatMul(this.sessionConfig.device);
+    this.fusions = { fusedScores: options.fusedScores ?? fusesMatMul(this.sessionConfig.device), fusedNorms: options.fusedNorms ?? fusesNorms(this.sessionConfig.device) };
     this.precision = options.precision ?? defaultPrecision(this.sessionConfig.device);
     if (!(Number.isInteger(this.prefillPiece) && this.prefillPiece >= 1)) throw new UserError(`prefillPiece must be a whole number ≥ 1, got ${options.prefillPiece}`);
     if (options.decodeCacheOnDevice && !holdsTensorsOnDevice(this.sessionConfig.device)) {
@@ -213,10 +214,10 @@ export class ModelEngine {
       const quantize = quantScheme(this.quantize);
       const linear = this.lora && loraInputHook(this.lora);
       const named = `${which}${this.lora ? '_lora' : ''}${chunks ? `_chunks${chunks}` : ''}`;
-      const { fusedScores, precision } = this;
-      const graph = which === 'decode_chunk' ? decodeChunkGraph(this.weights, { quantize, linear, fusedScores, precision }, named)
-        : which === 'generate' ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear, fusedScores, precision }, named).graph
-        : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks, fusedScores, precision }, named).graph;
+      const { fusions, precision } = this;
+      const graph = which === 'decode_chunk' ? decodeChunkGraph(this.weights, { quantize, linear, ...fusions, precision }, named)
+        : which === 'generate' ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear, ...fusions, precision }, named).graph
+        : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks, ...fusions, precision }, named).graph;
       // A chunked fp32 graph reads the mapped weights unpacked: a second packed copy would cost
       // about what chunking saves, and past the chunking length the keys its chunks skip pay
       // for the unpacked matmuls (SCORE_ATTENTION_CHUNKING). MatMulNBits (quantised) is only

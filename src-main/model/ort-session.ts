@@ -118,11 +118,30 @@ export function assertWebGpuAvailable(): void {
 }
 
 /**
- * Whether `device`'s execution provider has ONNX Runtime's FusedMatMul: WebGPU's has not, and
- * would hand each layer's attention scores to the CPU (docs/design.md §Devices).
+ * ONNX Runtime's fused ops that inference graphs (scoring, generation) use on each device
+ * (docs/design.md §Devices); the training step's graph, which autodiff differentiates, uses
+ * neither.
+ * - `scores`: attention's q·kᵀ as FusedMatMul. WebGPU's provider has no kernel for it and
+ *   would hand each layer's attention scores to the CPU.
+ * - `norms`: each RMSNorm as SimplifiedLayerNormalization, one kernel instead of seven. A
+ *   WebGPU decode step is bound by how many kernels it dispatches (some 85 a layer). The CPU
+ *   keeps the seven standard ops the training graph has, so its scores are the trainer's to
+ *   the last bit; CUDA keeps them until the fused one has been measured there.
  */
+const INFERENCE_FUSIONS: Record<Device, { scores: boolean; norms: boolean }> = {
+  cpu: { scores: true, norms: false },
+  cuda: { scores: true, norms: false },
+  webgpu: { scores: false, norms: true },
+};
+
+/** Whether inference graphs on `device` take attention's q·kᵀ as FusedMatMul ({@link INFERENCE_FUSIONS}). */
 export function fusesMatMul(device: Device): boolean {
-  return device !== 'webgpu';
+  return INFERENCE_FUSIONS[device].scores;
+}
+
+/** Whether inference graphs on `device` take each RMSNorm as SimplifiedLayerNormalization ({@link INFERENCE_FUSIONS}). */
+export function fusesNorms(device: Device): boolean {
+  return INFERENCE_FUSIONS[device].norms;
 }
 
 /**

@@ -9,6 +9,7 @@ import { LocalModel } from '../../src-main/model/local-model.js';
 import { checkpointWeights, decoderGraph } from '../../src-main/model/decoder.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import type { ScoreRow } from '../../src-main/model/inference-engine.js';
+import { fusesMatMul, fusesNorms, type Device } from '../../src-main/model/ort-session.js';
 import { writeTinyModel, type TinyModel, type TinyModelOptions } from '../../tools/tiny-models.js';
 import { logSoftmaxAt, referenceLogits } from './reference-forward.js';
 
@@ -116,9 +117,9 @@ describe.each(VARIANTS)('$label', (variant) => {
     }
   });
 
-  it('without FusedMatMul (the graphs WebGPU gets) it scores and generates what the fused graphs do', async () => {
+  it('without FusedMatMul and with each RMSNorm one SimplifiedLayerNormalization (the graphs WebGPU gets) it scores and generates what the CPU\'s graphs do', async () => {
     const cache = path.join(root, `${variant.label.replace(/\W+/g, '-')}-unfused-cache`);
-    const unfused = await LocalModel.load(tiny.dir, { fusedScores: false, prefillPiece: 3, graphCache: cache });
+    const unfused = await LocalModel.load(tiny.dir, { fusedScores: false, fusedNorms: true, prefillPiece: 3, graphCache: cache });
     try {
       const [fused, plain] = [await model.score(rows, { batchSize: 2 }), await unfused.score(rows, { batchSize: 2 })];
       plain.forEach((row, i) => expect(maxAbsDiff(row, fused[i]!)).toBeLessThan(1e-5));
@@ -130,7 +131,13 @@ describe.each(VARIANTS)('$label', (variant) => {
       // The graphs it ran (kept in its cache) hold no FusedMatMul: an op type is a string in the file.
       const graphs = fs.readdirSync(cache, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.onnx'));
       expect(graphs.map((f) => path.basename(f).split('-')[0]).sort()).toEqual(['generate', 'score']);
-      for (const f of graphs) expect(fs.readFileSync(path.join(cache, f)).includes('FusedMatMul')).toBe(false);
+      expect(['cpu', 'cuda', 'webgpu'].map((d) => [fusesMatMul(d as Device), fusesNorms(d as Device)])).toEqual([[true, false], [true, false], [false, true]]);
+      for (const f of graphs) {
+        const file = fs.readFileSync(path.join(cache, f));
+        expect(file.includes('FusedMatMul')).toBe(false);
+        expect(file.includes('SimplifiedLayerNormalization')).toBe(true);
+        expect(file.includes('ReduceMean')).toBe(false); // no norm left in standard ops
+      }
     } finally {
       await unfused.close();
     }
