@@ -79,10 +79,11 @@ const HALF_GRADIENT_PEAK = 256;
  * §Precision). Its gradient is the transposed fp16 product, like any Cast–MatMul–Cast chain's,
  * but scaled: the gradient reaching a projection is small (the loss's, averaged over the reply's
  * tokens), much of it under fp16's normal range, and WebGPU flushes fp16 subnormals to zero
- * (the CPU's fp16 path lost them too): the update came out 60% wrong at hidden 256. So the gradient is multiplied
- * by HALF_GRADIENT_PEAK / max|dy| before it is cast down and the product's gradient divided by
- * the same after it is cast up (mixed precision's loss scaling, per product and per step, so
- * no scale is carried between steps and nothing overflows to skip a step for).
+ * (the CPU's fp16 path lost them too): the update came out 60% wrong at hidden 256. So the
+ * gradient is multiplied by HALF_GRADIENT_PEAK / max|dy| before it is cast down and the
+ * product's gradient divided by the same after it is cast up (mixed precision's loss scaling,
+ * per product and per step, so no scale is carried between steps and nothing overflows to skip
+ * a step for).
  */
 export function halfProduct(b: GraphBuilder, x: string, w16: string): string {
   const id = b.fresh('half');

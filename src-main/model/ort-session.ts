@@ -118,15 +118,16 @@ export function assertWebGpuAvailable(): void {
 }
 
 /**
- * ONNX Runtime's fused ops that inference graphs (scoring, generation) use on each device
- * (docs/design.md §Devices); the training step's graph, which autodiff differentiates, uses
- * neither.
- * - `scores`: attention's q·kᵀ as FusedMatMul. WebGPU's provider has no kernel for it and
- *   would hand each layer's attention scores to the CPU.
- * - `norms`: each RMSNorm as SimplifiedLayerNormalization, one kernel instead of seven. A
- *   WebGPU decode step is bound by how many kernels it dispatches (some 85 a layer). The CPU
- *   keeps the seven standard ops the training graph has, so its scores are the trainer's to
- *   the last bit; CUDA keeps them until the fused one has been measured there.
+ * ONNX Runtime's fused ops that inference graphs use on each device (docs/design.md §Devices);
+ * the training step's graph, which autodiff differentiates, uses neither.
+ * - `scores`: attention's q·kᵀ as FusedMatMul, in every inference graph (the trainer's
+ *   forward-only ones too). WebGPU's provider has no kernel for it and would hand each layer's
+ *   attention scores to the CPU.
+ * - `norms`: each RMSNorm as SimplifiedLayerNormalization, one kernel instead of seven, in the
+ *   model engine's graphs (scoring, generation). A WebGPU decode step is bound by how many
+ *   kernels it dispatches (some 85 a layer). The CPU keeps the seven standard ops the training
+ *   graph has, so its scores are the trainer's to the last bit; CUDA keeps them until the fused
+ *   one has been measured there.
  */
 const INFERENCE_FUSIONS: Record<Device, { scores: boolean; norms: boolean }> = {
   cpu: { scores: true, norms: false },
