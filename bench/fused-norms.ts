@@ -10,8 +10,10 @@
  * prompt, BENCH_REPEATS (7) runs of each engine after a warm-up; prints ms a token (median, min)
  * for each, their ratio, whether the tokens agree and the largest |Δ log-prob| between them.
  *
- * Options (env): BENCH_DEVICE (webgpu), BENCH_NEW_TOKENS (64), BENCH_REPEATS (7). Without a
- * WebGPU adapter it says so and stops (Mesa's lavapipe is one on a CPU).
+ * Options (env): BENCH_DEVICE (webgpu), BENCH_NEW_TOKENS (64), BENCH_REPEATS (7), BENCH_MODEL
+ * (a checkpoint folder measured after those two: on a GPU, bench:gpu's bench/output/qwen3-0.6b;
+ * bench/gpu-session.sh's `norms` stage). Without a WebGPU adapter it says so and stops (Mesa's
+ * lavapipe is one on a CPU).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -56,6 +58,9 @@ try {
   await measure('stories260K', path.resolve('resources/models/stories260K'), [1, 403, 407, 261, 166, 13, 13]);
   const qwen3 = writeTinyModel(path.join(tmp, 'qwen3'), { family: 'qwen3', seed: 5, hiddenSize: 256, intermediateSize: 512, numLayers: 8, numHeads: 8, numKvHeads: 4, headDim: 32, std: 0.05, tie: true }).dir;
   await measure('random Qwen3 (hidden 256, 8 layers)', qwen3, [5, 9, 40, 41, 42, 7, 3]);
+  const extra = process.env.BENCH_MODEL;
+  if (extra && !fs.existsSync(path.join(extra, 'config.json'))) throw new Error(`BENCH_MODEL ${extra} holds no config.json (bench:gpu writes bench/output/qwen3-0.6b)`);
+  if (extra) await measure(path.basename(extra), path.resolve(extra), [5, 9, 40, 41, 42, 7, 3]);
   console.log(`load ${os.loadavg()[0]!.toFixed(1)}`);
 } catch (error) {
   console.error(`fused-norms: ${(error as Error).message.split('\n')[0]}`);
