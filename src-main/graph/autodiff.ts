@@ -104,8 +104,8 @@ function halfProductRule(node: Node, scales: Map<string, string>): ((c: GradCont
   if (node.name.startsWith(`${HALF_OUT}_`)) {
     const id = node.name.slice(HALF_OUT.length + 1);
     return ({ b, dy }) => {
-      const peak = b.op('ReduceMax', [b.op('Abs', [dy[0]!], {}, 1, [{ dtype: 'float32', shape: b.shapeOf(dy[0]!) }])[0]!], { keepdims: int(0) }, 1, [{ dtype: 'float32', shape: [] }])[0]!;
-      const floor = b.op('Max', [peak, b.scalar(1e-30)], {}, 1, [{ dtype: 'float32', shape: [] }])[0]!; // an all-zero gradient stays zero
+      const peak = b.op('ReduceMax', [b.abs(dy[0]!)], { keepdims: int(0) }, 1, [{ dtype: 'float32', shape: [] }])[0]!;
+      const floor = b.max(peak, b.scalar(1e-30)); // an all-zero gradient stays zero
       scales.set(id, b.div(floor, b.scalar(HALF_GRADIENT_PEAK)));
       return [b.cast(b.mul(dy[0]!, b.div(b.scalar(HALF_GRADIENT_PEAK), floor)), 'float16')];
     };
