@@ -44,9 +44,10 @@
 #   decode    bench:gpu's greedy decode on CUDA fp32 after prompts of 32 and 2,048 tokens, in
 #             chunks (the default) and token by token, beside PyTorch: what sending the host
 #             cache once a chunk instead of once a token gains                → $OUT/decode.txt
-#   norms     bench/fused-norms.ts on WebGPU: decoding with each RMSNorm one kernel beside seven,
-#             the demo model, a small random Qwen3 and bench:gpu's 0.6B model (written by the
-#             profile stage); not in the calls above, add it where time is left  → $OUT/norms.txt
+#   fusions   bench/fusions.ts on WebGPU: decoding with fused norms, RoPE and attention (each
+#             alone, and all three) beside standard ops, the demo model, a small random Qwen3
+#             and bench:gpu's 0.6B model (written by the profile stage); not in the calls
+#             above, add it where time is left                               → $OUT/fusions.txt
 # Each stage runs under a timeout of its own (GPU_SESSION_STAGE_S, 400 s), so one that hangs
 # leaves the others their time. bench:gpu's BENCH_* settings pass through; the defaults here:
 # the training step alone (GPU_SESSION_PARTS=train; add score or generate where time allows),
@@ -249,10 +250,10 @@ decode() {
     BENCH_CPU_PARTS=none BENCH_REPEATS=2 BENCH_NEW_TOKENS=64
 }
 
-norms() {
+fusions() {
   ready || return 1
   BENCH_DEVICE=webgpu BENCH_NEW_TOKENS=32 BENCH_REPEATS=${BENCH_REPEATS:-3} BENCH_MODEL=bench/output/qwen3-0.6b \
-    timeout "$STAGE_S" node node_modules/tsx/dist/cli.mjs bench/fused-norms.ts 2>&1 | grep -v 'artificially reduced' | tee "$OUT/norms.txt"
+    timeout "$STAGE_S" node node_modules/tsx/dist/cli.mjs bench/fusions.ts 2>&1 | grep -v 'artificially reduced' | tee "$OUT/fusions.txt"
 }
 
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0"; exit 2; }
@@ -267,8 +268,8 @@ for stage in "$@"; do
     checks) checks 2>&1 | tee "$OUT/checks.txt" ;;
     tests) tests | tee "$OUT/tests.txt" ;;
     decode) decode || status=1 ;;
-    norms) norms || status=1 ;;
-    *) say "unknown stage '$stage' (stash, setup, profile, timing, blocking, checks, tests, decode, norms)"; exit 2 ;;
+    fusions) fusions || status=1 ;;
+    *) say "unknown stage '$stage' (stash, setup, profile, timing, blocking, checks, tests, decode, fusions)"; exit 2 ;;
   esac
 done
 ls -la "$OUT"

@@ -2,9 +2,9 @@
  * Builds the decoder of a Llama / Qwen2 / Qwen3 checkpoint in the graph IR (./graph/ir.ts).
  *
  * Written for autodiff as much as for inference: only standard ONNX ops (but for an inference
- * graph's attention and `fusedNorms`), attention as MatMul → Softmax → MatMul, RMSNorm from
- * Mul/ReduceMean/Add/Sqrt/Reciprocal, RoPE as x·cos + rotate_half(x)·sin with rotate_half from
- * Split/Concat (its sign on the sin table), SiLU as x·Sigmoid(x). The cos/sin tables and the
+ * graph's fused ones: FusedMatMul in attention, `fusedNorms`, `fusedRope`),
+ * attention as MatMul → Softmax → MatMul, RMSNorm from Mul/ReduceMean/Add/Sqrt/Reciprocal, RoPE
+ * as x·cos + rotate_half(x)·sin (./rope.ts), SiLU as x·Sigmoid(x). The cos/sin tables and the
  * attention mask are computed in the graph from the inputs, upstream of every weight: autodiff prunes them.
  *
  * Graph inputs
@@ -41,8 +41,9 @@
  * receives the site (layer, target, HF module path, input value, sizes) and the base
  * output value (x·Wᵀ + b) and returns the value to use instead, e.g. base + x·Aᵀ·Bᵀ·s.
  */
-import { GraphBuilder, f32Tensor, float, int, type Graph } from '../graph/ir.js';
-import { ropeInverseFrequencies, type Checkpoint } from './hf-checkpoint.js';
+import { GraphBuilder, float, int, type Graph } from '../graph/ir.js';
+import type { Checkpoint } from './hf-checkpoint.js';
+import { applyRope, ropeTables } from './rope.js';
 import { attend, queryChunks } from './attention.js';
 import { DEFAULT_VOCAB_CHUNK, appendTargetLogprobs } from './chunked-head.js';
 import { HEAD_SCHEME, type QuantScheme } from './quantize.js';
@@ -102,6 +103,8 @@ export interface DecoderOptions {
   fusedScores?: boolean;
   /** With `inference`: each RMSNorm as ONNX Runtime's SimplifiedLayerNormalization, one kernel (default false; on for WebGPU, ./ort-session.ts fusesNorms). */
   fusedNorms?: boolean;
+  /** With `inference`: RoPE as ONNX Runtime's RotaryEmbedding, one kernel (default false; on for WebGPU, ./rope.ts). */
+  fusedRope?: boolean;
   /** `fp16`: each q/k/v/o/gate/up/down projection in half precision (./half-matmul.ts); default fp32; `quantize` wins. */
   precision?: Precision;
   /** Scoring: vocabulary rows per chunk of the head's log-sum-exp (default {@link DEFAULT_VOCAB_CHUNK}; docs/design.md §Scoring). */
@@ -220,19 +223,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   const maskBias = b.unsqueeze(b.where(allowed, b.scalar(0), b.scalar(MASKED)), [1, 2]); // [B, 1, 1, T, S]
   const chunks = queryChunks(b, maskBias, options.attentionChunks, options.inference);
 
-  // RoPE tables [B, T, 1, headDim], shared by every layer.
-  const invFreq = b.constant(f32Tensor([headDim / 2], ropeInverseFrequencies(c)), 'inv_freq');
-  const freqs = b.mul(b.unsqueeze(b.cast(positionIds, 'float32'), [-1]), invFreq);
-  const cos = b.unsqueeze(b.cos(b.concat([freqs, freqs], -1)), [2]);
-  // rotate_half(x)·sin = [−x₂, x₁]·[sin, sin] = [x₂, x₁]·[−sin, sin]: the sign rides on the
-  // table, made once, instead of a Neg of x in every layer (the same values to the bit).
-  const halfSin = b.sin(freqs);
-  const signedSin = b.unsqueeze(b.concat([b.neg(halfSin), halfSin], -1), [2]);
-  const rope = (x: string, table = { cos, signedSin }) => {
-    const [x1, x2] = b.split(x, -1, [headDim / 2, headDim / 2]) as [string, string];
-    const swapped = b.concat([x2, x1], -1);
-    return b.add(b.mul(x, table.cos), b.mul(swapped, table.signedSin));
-  };
+  const ropes = ropeTables(b, c, positionIds, headDim, options.inference && options.fusedRope); // shared by every layer
   // An inference graph's last layer makes queries, o and MLP only for the rows the output reads.
   const gatheredRows = scoring ? targetPositions : options.hiddenRows;
   const outputFrom = options.inference ? firstOutputRow(b, options.output, seqLen, gatheredRows) : undefined;
@@ -262,8 +253,8 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
       q = rmsNorm(q, `${p}.self_attn.q_norm.weight`, headDim);
       k = rmsNorm(k, `${p}.self_attn.k_norm.weight`, headDim);
     }
-    q = rope(q, cut ? { cos: cut.rows(cos), signedSin: cut.rows(signedSin) } : undefined);
-    k = rope(k);
+    q = applyRope(b, q, ropes, numHeads, headDim, cut ? cut.rows : undefined);
+    k = applyRope(b, k, ropes, numKvHeads, headDim);
     // Grouped-query attention without copying K/V: q heads are grouped [B, kv, rep, T, d]
     // and K/V [B, kv, 1, S, d] broadcast across the group in MatMul.
     const qGrouped = b.transpose(b.reshape(q, [0, 0, numKvHeads, rep, headDim]), [0, 2, 3, 1, 4]);

@@ -6,7 +6,7 @@ import type { Precision, defaultPrecision } from '../../src-shared/training.js';
 import type { AttentionChunking } from './attention.js';
 import type { PREFILL_PIECE } from './batch-decode.js';
 import type { LoraShape } from './lora-inputs.js';
-import type { Device, fusesMatMul, fusesNorms, holdsTensorsOnDevice } from './ort-session.js';
+import type { Device, InferenceFusions, holdsTensorsOnDevice, inferenceFusions } from './ort-session.js';
 import type { Quantize } from './quantize.js';
 
 export interface EngineOptions {
@@ -32,10 +32,8 @@ export interface EngineOptions {
   attentionChunking?: AttentionChunking;
   /** The most prompt tokens per row one prefill step feeds the generate graph; default {@link PREFILL_PIECE}. */
   prefillPiece?: number;
-  /** Attention's q·kᵀ as FusedMatMul (./attention.ts); default: where the device has it ({@link fusesMatMul}). For tests. */
-  fusedScores?: boolean;
-  /** Each RMSNorm as SimplifiedLayerNormalization (../graph's decoder); default: where the device's table says ({@link fusesNorms}). For tests and benches. */
-  fusedNorms?: boolean;
+  /** ONNX Runtime's fused ops in the inference graphs, each where set; default: the device's ({@link inferenceFusions}). For tests and benches. */
+  fusions?: Partial<InferenceFusions>;
   /** The base's projections in fp16 or fp32 (../graph's decoder, docs/design.md §Precision); default: {@link defaultPrecision} of the device. */
   precision?: Precision;
   /**

@@ -34,7 +34,7 @@ import { UserError } from '../../src-shared/types.js';
 import { Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 import { checkpointWeights, decoderGraph, type WeightSource } from './decoder.js';
 import { defaultPrecision, type Precision } from '../../src-shared/training.js';
-import { ort, createSession, assertDeviceAvailable, fusesMatMul, fusesNorms, holdsTensorsOnDevice, type Device, type SessionConfig } from './ort-session.js';
+import { ort, createSession, assertDeviceAvailable, fusesMatMul, holdsTensorsOnDevice, inferenceFusions, type InferenceFusions, type Device, type SessionConfig } from './ort-session.js';
 import { ChatTokenizer } from './tokenizer.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { PREFILL_PIECE, generateSequences, type GeneratedTokens } from './batch-decode.js';
@@ -137,7 +137,7 @@ export class ModelEngine {
   private readonly attentionChunking?: AttentionChunking;
   private readonly prefillPiece: number;
   /** The fused ops its inference graphs use (./ort-session.ts, INFERENCE_FUSIONS). */
-  private readonly fusions: { fusedScores: boolean; fusedNorms: boolean };
+  private readonly fusions: InferenceFusions;
   /** The precision of the base's projections; fp32 graphs are built for quantised engines whatever this says (MatMulNBits has its own weights). */
   readonly precision: Precision;
   /** The graphs that keep the decode cache and LoRA inputs on the GPU (WebGPU); undefined: host memory. */
@@ -162,7 +162,7 @@ export class ModelEngine {
     };
     this.attentionChunking = options.attentionChunking;
     this.prefillPiece = options.prefillPiece ?? PREFILL_PIECE;
-    this.fusions = { fusedScores: options.fusedScores ?? fusesMatMul(this.sessionConfig.device), fusedNorms: options.fusedNorms ?? fusesNorms(this.sessionConfig.device) };
+    this.fusions = { ...inferenceFusions(this.sessionConfig.device), ...options.fusions };
     this.precision = options.precision ?? defaultPrecision(this.sessionConfig.device);
     if (!(Number.isInteger(this.prefillPiece) && this.prefillPiece >= 1)) throw new UserError(`prefillPiece must be a whole number ≥ 1, got ${options.prefillPiece}`);
     if (options.decodeCacheOnDevice && !holdsTensorsOnDevice(this.sessionConfig.device)) {

@@ -119,30 +119,37 @@ export function assertWebGpuAvailable(): void {
 
 /**
  * ONNX Runtime's fused ops that inference graphs use on each device (docs/design.md §Devices);
- * the training step's graph, which autodiff differentiates, uses neither.
- * - `scores`: attention's q·kᵀ as FusedMatMul, in every inference graph (the trainer's
+ * the training step's graph, which autodiff differentiates, uses none. The names are
+ * ./decoder.ts's options.
+ * - `fusedScores`: attention's q·kᵀ as FusedMatMul, in every inference graph (the trainer's
  *   forward-only ones too). WebGPU's provider has no kernel for it and would hand each layer's
  *   attention scores to the CPU.
- * - `norms`: each RMSNorm as SimplifiedLayerNormalization, one kernel instead of seven, in the
- *   model engine's graphs (scoring, generation). A WebGPU decode step is bound by how many
- *   kernels it dispatches (some 85 a layer). The CPU keeps the seven standard ops the training
- *   graph has, so its scores are the trainer's to the last bit; CUDA keeps them until the fused
- *   one has been measured there.
+ * - `fusedNorms`: each RMSNorm as SimplifiedLayerNormalization, one kernel instead of seven, and
+ * - `fusedRope`: RoPE as RotaryEmbedding, one kernel instead of five (./rope.ts), in the model
+ *   engine's graphs (scoring, generation). A WebGPU decode step is bound by how many kernels it
+ *   dispatches. The CPU keeps the standard ops the training graph has, so its scores are the
+ *   trainer's to the last bit; CUDA keeps them until the fused ones have been measured there.
  */
-const INFERENCE_FUSIONS: Record<Device, { scores: boolean; norms: boolean }> = {
-  cpu: { scores: true, norms: false },
-  cuda: { scores: true, norms: false },
-  webgpu: { scores: false, norms: true },
-};
-
-/** Whether inference graphs on `device` take attention's q·kᵀ as FusedMatMul ({@link INFERENCE_FUSIONS}). */
-export function fusesMatMul(device: Device): boolean {
-  return INFERENCE_FUSIONS[device].scores;
+export interface InferenceFusions {
+  fusedScores: boolean;
+  fusedNorms: boolean;
+  fusedRope: boolean;
 }
 
-/** Whether inference graphs on `device` take each RMSNorm as SimplifiedLayerNormalization ({@link INFERENCE_FUSIONS}). */
-export function fusesNorms(device: Device): boolean {
-  return INFERENCE_FUSIONS[device].norms;
+const INFERENCE_FUSIONS: Record<Device, InferenceFusions> = {
+  cpu: { fusedScores: true, fusedNorms: false, fusedRope: false },
+  cuda: { fusedScores: true, fusedNorms: false, fusedRope: false },
+  webgpu: { fusedScores: false, fusedNorms: true, fusedRope: true },
+};
+
+/** The fused ops inference graphs on `device` use ({@link INFERENCE_FUSIONS}). */
+export function inferenceFusions(device: Device): InferenceFusions {
+  return INFERENCE_FUSIONS[device];
+}
+
+/** Whether inference graphs on `device` take attention's q·kᵀ as FusedMatMul (the trainer's forward-only graphs ask). */
+export function fusesMatMul(device: Device): boolean {
+  return INFERENCE_FUSIONS[device].fusedScores;
 }
 
 /**

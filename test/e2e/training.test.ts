@@ -300,7 +300,13 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     await page.reload();
     await page.locator('[data-testid=train-status]').waitFor();
     expect(await page.locator('[data-testid=train-opd-topk]').inputValue()).toBe('8');
-    await page.evaluate(() => localStorage.setItem('hindsight.training.form', JSON.stringify({ ...JSON.parse(localStorage.getItem('hindsight.training.form')!), opdTopK: 5000 })));
+    // Written before the page's scripts run on the next load (once: the flag lives in this tab's
+    // sessionStorage), so no late form write of the open page can put 8 back over it.
+    await page.addInitScript(() => {
+      if (sessionStorage.getItem('hs-test-topk-written')) return;
+      sessionStorage.setItem('hs-test-topk-written', '1');
+      localStorage.setItem('hindsight.training.form', JSON.stringify({ ...JSON.parse(localStorage.getItem('hindsight.training.form')!), opdTopK: 5000 }));
+    });
     await page.reload();
     await page.locator('[data-testid=train-status]').waitFor();
     expect(await page.locator('[data-testid=train-opd-topk]').inputValue()).toBe('0');

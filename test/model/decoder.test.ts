@@ -9,7 +9,7 @@ import { LocalModel } from '../../src-main/model/local-model.js';
 import { checkpointWeights, decoderGraph } from '../../src-main/model/decoder.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import type { ScoreRow } from '../../src-main/model/inference-engine.js';
-import { fusesMatMul, fusesNorms, type Device } from '../../src-main/model/ort-session.js';
+import { inferenceFusions, type Device } from '../../src-main/model/ort-session.js';
 import { writeTinyModel, type TinyModel, type TinyModelOptions } from '../../tools/tiny-models.js';
 import { logSoftmaxAt, referenceLogits } from './reference-forward.js';
 
@@ -117,9 +117,9 @@ describe.each(VARIANTS)('$label', (variant) => {
     }
   });
 
-  it('without FusedMatMul and with each RMSNorm one SimplifiedLayerNormalization (the graphs WebGPU gets) it scores and generates what the CPU\'s graphs do', async () => {
+  it('with WebGPU\'s fusions (no FusedMatMul; each RMSNorm and RoPE one op) it scores and generates what the CPU\'s graphs do', async () => {
     const cache = path.join(root, `${variant.label.replace(/\W+/g, '-')}-unfused-cache`);
-    const unfused = await LocalModel.load(tiny.dir, { fusedScores: false, fusedNorms: true, prefillPiece: 3, graphCache: cache });
+    const unfused = await LocalModel.load(tiny.dir, { fusions: inferenceFusions('webgpu'), prefillPiece: 3, graphCache: cache });
     try {
       const [fused, plain] = [await model.score(rows, { batchSize: 2 }), await unfused.score(rows, { batchSize: 2 })];
       plain.forEach((row, i) => expect(maxAbsDiff(row, fused[i]!)).toBeLessThan(1e-5));
@@ -128,15 +128,26 @@ describe.each(VARIANTS)('$label', (variant) => {
       const [a, b] = [await model.generate(prompt, request), await unfused.generate(prompt, request)];
       expect(b.tokens).toEqual(a.tokens);
       expect(maxAbsDiff(b.logprobs, a.logprobs)).toBeLessThan(1e-4);
+      // Two prompts of different lengths, left-padded together and sampled: each token's RoPE
+      // row follows its padding-aware position as the standard form's does.
+      const batch = [rows[0]!, rows[1]!].map((row, i) => ({ prompt: row.inputIds.slice(0, row.responseStart), seeds: [30 + i] }));
+      const sampled = { temperature: 1, maxNewTokens: 6, stopTokenIds: [] };
+      const [standard, withFusions] = [await model.generateBatch(batch, sampled), await unfused.generateBatch(batch, sampled)];
+      withFusions.flat().forEach((out, j) => {
+        expect(out.tokens).toEqual(standard.flat()[j]!.tokens);
+        expect(maxAbsDiff(out.logprobs, standard.flat()[j]!.logprobs)).toBeLessThan(1e-4);
+      });
       // The graphs it ran (kept in its cache) hold no FusedMatMul: an op type is a string in the file.
       const graphs = fs.readdirSync(cache, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.onnx'));
       expect(graphs.map((f) => path.basename(f).split('-')[0]).sort()).toEqual(['generate', 'score']);
-      expect(['cpu', 'cuda', 'webgpu'].map((d) => [fusesMatMul(d as Device), fusesNorms(d as Device)])).toEqual([[true, false], [true, false], [false, true]]);
+      expect(inferenceFusions('webgpu')).toEqual({ fusedScores: false, fusedNorms: true, fusedRope: true });
+      expect(['cpu', 'cuda'].map((d) => inferenceFusions(d as Device))).toEqual([1, 2].map(() => ({ fusedScores: true, fusedNorms: false, fusedRope: false })));
       for (const f of graphs) {
         const file = fs.readFileSync(path.join(cache, f));
         expect(file.includes('FusedMatMul')).toBe(false);
         expect(file.includes('SimplifiedLayerNormalization')).toBe(true);
         expect(file.includes('ReduceMean')).toBe(false); // no norm left in standard ops
+        expect(file.includes('RotaryEmbedding')).toBe(true);
       }
     } finally {
       await unfused.close();

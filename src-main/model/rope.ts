@@ -1,0 +1,63 @@
+/**
+ * Rotary position embedding (RoPE, rotate-half form, as Hugging Face's Llama and Qwen apply it)
+ * for ./decoder.ts, in one of two forms:
+ *
+ * - standard ops (every graph autodiff differentiates, and inference graphs on the CPU and CUDA):
+ *   x·cos + rotate_half(x)·sin, with rotate_half from Split/Concat and its sign on the sin table,
+ *   five nodes a call;
+ * - ONNX Runtime's RotaryEmbedding contrib op (`fused`; inference graphs on WebGPU, where a
+ *   decode step is bound by how many kernels it dispatches: docs/design.md §Devices, "Fewer
+ *   kernels a decode step on WebGPU"), one kernel a call. It reads its cos/sin rows from a table
+ *   by position; the table here holds one row per token of the batch (the same cos and sin of
+ *   position·inv_freq the standard form computes), and each token's "position" is its own row,
+ *   so padding-aware positions work as they do in the standard form.
+ *
+ * Both compute x₁·cos − x₂·sin and x₂·cos + x₁·sin per pair in fp32: the same values but for
+ * rounding in the kernel's order of operations.
+ */
+import { GraphBuilder, f32Tensor, int } from '../graph/ir.js';
+import { ropeInverseFrequencies, type ModelConfig } from './hf-checkpoint.js';
+
+/** The per-token tables every layer shares; made once per graph by {@link ropeTables}. */
+export type RopeTables =
+  /** cos and signed sin [B, T, 1, headDim] */
+  | { form: 'standard'; cos: string; signedSin: string }
+  /** cos and sin [B·T, headDim / 2], and each token's row in them, int64 [B, T] */
+  | { form: 'fused'; cos: string; sin: string; rows: string };
+
+/**
+ * The RoPE tables for `positionIds` int64 [B, T], in the contrib op's form when `fused`.
+ */
+export function ropeTables(b: GraphBuilder, config: ModelConfig, positionIds: string, headDim: number, fused = false): RopeTables {
+  const invFreq = b.constant(f32Tensor([headDim / 2], ropeInverseFrequencies(config)), 'inv_freq');
+  const freqs = b.mul(b.unsqueeze(b.cast(positionIds, 'float32'), [-1]), invFreq); // [B, T, d/2]
+  if (fused) {
+    const flat = b.reshape(freqs, [-1, headDim / 2]); // [B·T, d/2]
+    const tokens = b.gather(b.shape(flat), b.scalar(0, 'int64'), 0);
+    const tokenRows = b.range(b.scalar(0, 'int64'), tokens, b.scalar(1, 'int64'), ['N']);
+    const [rows] = b.op('Reshape', [tokenRows, b.shape(positionIds)], {}, 1, [{ dtype: 'int64', shape: b.graph.values.get(positionIds)?.shape }]);
+    return { form: 'fused', cos: b.cos(flat), sin: b.sin(flat), rows: rows! };
+  }
+  const cos = b.unsqueeze(b.cos(b.concat([freqs, freqs], -1)), [2]);
+  // rotate_half(x)·sin = [−x₂, x₁]·[sin, sin] = [x₂, x₁]·[−sin, sin]: the sign rides on the
+  // table, made once, instead of a Neg of x in every layer (the same values to the bit).
+  const halfSin = b.sin(freqs);
+  const signedSin = b.unsqueeze(b.concat([b.neg(halfSin), halfSin], -1), [2]);
+  return { form: 'standard', cos, signedSin };
+}
+
+/**
+ * RoPE applied to x [B, T, heads, headDim]. `rows` narrows the tables to the rows x holds when
+ * it is a cut of the batch's tokens (the last layer's output rows: a Slice along axis 1).
+ */
+export function applyRope(b: GraphBuilder, x: string, tables: RopeTables, heads: number, headDim: number, rows?: (value: string) => string): string {
+  const cut = rows ?? ((value: string) => value);
+  if (tables.form === 'fused') {
+    const flat = b.reshape(x, [0, 0, heads * headDim]); // the op's [B, T, hidden] form
+    const rotated = b.contribOp('RotaryEmbedding', [flat, cut(tables.rows), tables.cos, tables.sin], { num_heads: int(heads), interleaved: int(0) }, { dtype: 'float32', shape: b.graph.values.get(flat)?.shape });
+    return b.reshape(rotated, [0, 0, heads, headDim]);
+  }
+  const [x1, x2] = b.split(x, -1, [headDim / 2, headDim / 2]) as [string, string];
+  const swapped = b.concat([x2, x1], -1);
+  return b.add(b.mul(x, cut(tables.cos)), b.mul(swapped, cut(tables.signedSin)));
+}
