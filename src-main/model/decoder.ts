@@ -101,7 +101,7 @@ export interface DecoderOptions {
   inference?: boolean;
   /** With `inference`: attention's q·kᵀ as FusedMatMul (default true; off for WebGPU, ./attention.ts). */
   fusedScores?: boolean;
-  /** With `inference`: each RMSNorm as ONNX Runtime's SimplifiedLayerNormalization, one kernel (default false; on for WebGPU, ./ort-session.ts fusesNorms). */
+  /** With `inference`: each RMSNorm as ONNX Runtime's SimplifiedLayerNormalization, one kernel (default false; on for WebGPU, ./ort-session.ts inferenceFusions). */
   fusedNorms?: boolean;
   /** With `inference`: RoPE as ONNX Runtime's RotaryEmbedding, one kernel (default false; on for WebGPU, ./rope.ts). */
   fusedRope?: boolean;

@@ -35,7 +35,7 @@ export function ropeTables(b: GraphBuilder, config: ModelConfig, positionIds: st
     const flat = b.reshape(freqs, [-1, headDim / 2]); // [B·T, d/2]
     const tokens = b.gather(b.shape(flat), b.scalar(0, 'int64'), 0);
     const tokenRows = b.range(b.scalar(0, 'int64'), tokens, b.scalar(1, 'int64'), ['N']);
-    const [rows] = b.op('Reshape', [tokenRows, b.shape(positionIds)], {}, 1, [{ dtype: 'int64', shape: b.graph.values.get(positionIds)?.shape }]);
+    const [rows] = b.op('Reshape', [tokenRows, b.shape(positionIds)], {}, 1, [{ dtype: 'int64', shape: b.shapeOf(positionIds) }]);
     return { form: 'fused', cos: b.cos(flat), sin: b.sin(flat), rows: rows! };
   }
   const cos = b.unsqueeze(b.cos(b.concat([freqs, freqs], -1)), [2]);
@@ -54,7 +54,7 @@ export function applyRope(b: GraphBuilder, x: string, tables: RopeTables, heads:
   const cut = rows ?? ((value: string) => value);
   if (tables.form === 'fused') {
     const flat = b.reshape(x, [0, 0, heads * headDim]); // the op's [B, T, hidden] form
-    const rotated = b.contribOp('RotaryEmbedding', [flat, cut(tables.rows), tables.cos, tables.sin], { num_heads: int(heads), interleaved: int(0) }, { dtype: 'float32', shape: b.graph.values.get(flat)?.shape });
+    const rotated = b.contribOp('RotaryEmbedding', [flat, cut(tables.rows), tables.cos, tables.sin], { num_heads: int(heads), interleaved: int(0) }, { dtype: 'float32', shape: b.shapeOf(flat) });
     return b.reshape(rotated, [0, 0, heads, headDim]);
   }
   const [x1, x2] = b.split(x, -1, [headDim / 2, headDim / 2]) as [string, string];

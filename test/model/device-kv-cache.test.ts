@@ -16,6 +16,7 @@ import { DeviceGraphs } from '../../src-main/model/device-kv-cache.js';
 import { KvCache } from '../../src-main/model/kv-cache.js';
 import { ModelEngine, type BatchPrompt } from '../../src-main/model/inference-engine.js';
 import { createSession, ort } from '../../src-main/model/ort-session.js';
+import { webGpuAnswers } from '../helpers/webgpu.js';
 import { UserError } from '../../src-shared/types.js';
 import { loraBKey, loraSpecs, type LoraShape } from '../../src-main/model/lora-inputs.js';
 import { initLora } from '../../src-main/train/lora.js';
@@ -23,19 +24,6 @@ import { seededRandom } from '../../src-main/model/sampling.js';
 
 const STORIES = path.resolve('resources/models/stories260K');
 const config = { numLayers: 2, numKvHeads: 2, headDim: 3 } as ModelConfig;
-
-/** Whether a WebGPU session starts on this machine (said once in the log when not). */
-async function webGpuAnswers(): Promise<boolean> {
-  try {
-    const b = new GraphBuilder('probe');
-    b.output(b.identityAs(b.input('x', 'float32', [1]), 'y'));
-    await (await createSession(b.graph, { device: 'webgpu' })).session.release();
-    return true;
-  } catch (err) {
-    console.info(`device-kv-cache: no WebGPU adapter here, so only the refusal off WebGPU is checked: ${(err as Error).message}`);
-    return false;
-  }
-}
 
 /** Step outputs whose every entry names its layer, kind, row, head, token and step: no two alike. */
 function outputs(rows: number, T: number, tag: number): Record<string, ort.Tensor> {
@@ -58,7 +46,7 @@ async function hostReader(): Promise<(t: ort.Tensor) => Promise<Float32Array>> {
   return async (t) => (await session.run({ x: t })).y!.data as Float32Array;
 }
 
-const hasWebGpu = await webGpuAnswers();
+const hasWebGpu = await webGpuAnswers('device-kv-cache', 'only the refusal off WebGPU is checked');
 
 describe('the decode cache on the GPU', () => {
   it('is refused where the device cannot hold tensors, in one line', () => {

@@ -11,24 +11,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { GraphBuilder } from '../../src-main/graph/ir.js';
 import { ModelEngine, type BatchPrompt } from '../../src-main/model/inference-engine.js';
-import { createSession, inferenceFusions } from '../../src-main/model/ort-session.js';
+import { inferenceFusions } from '../../src-main/model/ort-session.js';
+import { webGpuAnswers } from '../helpers/webgpu.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 
-async function webGpuAnswers(): Promise<boolean> {
-  try {
-    const b = new GraphBuilder('probe');
-    b.output(b.identityAs(b.input('x', 'float32', [1]), 'y'));
-    await (await createSession(b.graph, { device: 'webgpu' })).session.release();
-    return true;
-  } catch (err) {
-    console.info(`webgpu-fusions: no WebGPU adapter here, so nothing is checked: ${(err as Error).message}`);
-    return false;
-  }
-}
-
-const hasWebGpu = await webGpuAnswers();
+const hasWebGpu = await webGpuAnswers('webgpu-fusions', 'nothing is checked');
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-webgpu-fusions-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 
