@@ -39,7 +39,8 @@
 #             (src-main/train/gpu-memory.ts, about a second) and the CUDA runs' `memory:`
 #             lines, the estimate to set beside nvidia-smi's figures          → $OUT/checks.txt
 #   tests     test/model/device-gpu.test.ts, precision.test.ts, test/api/app-words.test.ts,
-#             chunk-decode.test.ts (bench/gpu-session.vitest.config.ts: no renderer build)
+#             chunk-decode.test.ts, webgpu-fusions.test.ts (WebGPU's fused graphs against the
+#             CPU's), device-kv-cache.test.ts (bench/gpu-session.vitest.config.ts: no renderer build)
 #                                                                          → $OUT/tests.txt
 #   decode    bench:gpu's greedy decode on CUDA fp32 after prompts of 32 and 2,048 tokens, in
 #             chunks (the default) and token by token, beside PyTorch: what sending the host
@@ -240,7 +241,8 @@ EOF
 tests() {
   ready || return 1
   timeout "$STAGE_S" node node_modules/vitest/vitest.mjs run --config bench/gpu-session.vitest.config.ts \
-    test/model/device-gpu.test.ts test/model/precision.test.ts test/api/app-words.test.ts test/model/chunk-decode.test.ts 2>&1 | grep -v 'artificially reduced'
+    test/model/device-gpu.test.ts test/model/precision.test.ts test/api/app-words.test.ts test/model/chunk-decode.test.ts \
+    test/model/webgpu-fusions.test.ts test/model/device-kv-cache.test.ts 2>&1 | grep -v 'artificially reduced'
 }
 
 decode() {
