@@ -3,8 +3,8 @@
  *
  * Written for autodiff as much as for inference: only standard ONNX ops (but for an inference
  * graph's fused ones: FusedMatMul in attention, `fusedNorms`, `fusedRope`),
- * attention as MatMul → Softmax → MatMul, RMSNorm from Mul/ReduceMean/Add/Sqrt/Reciprocal, RoPE
- * as x·cos + rotate_half(x)·sin (./rope.ts), SiLU as x·Sigmoid(x). The cos/sin tables and the
+ * attention as MatMul → Softmax → MatMul, RMSNorm from Mul/ReduceMean/Add/Sqrt/Reciprocal
+ * (./norms.ts), RoPE as x·cos + rotate_half(x)·sin (./rope.ts), SiLU as x·Sigmoid(x). The cos/sin tables and the
  * attention mask are computed in the graph from the inputs, upstream of every weight: autodiff prunes them.
  *
  * Graph inputs
@@ -41,9 +41,10 @@
  * receives the site (layer, target, HF module path, input value, sizes) and the base
  * output value (x·Wᵀ + b) and returns the value to use instead, e.g. base + x·Aᵀ·Bᵀ·s.
  */
-import { GraphBuilder, float, int, type Graph } from '../graph/ir.js';
+import { GraphBuilder, int, type Graph } from '../graph/ir.js';
 import type { Checkpoint } from './hf-checkpoint.js';
 import { applyRope, ropeTables } from './rope.js';
+import { normBuilders } from './norms.js';
 import { attend, queryChunks } from './attention.js';
 import { DEFAULT_VOCAB_CHUNK, appendTargetLogprobs } from './chunked-head.js';
 import { HEAD_SCHEME, type QuantScheme } from './quantize.js';
@@ -101,7 +102,7 @@ export interface DecoderOptions {
   inference?: boolean;
   /** With `inference`: attention's q·kᵀ as FusedMatMul (default true; off for WebGPU, ./attention.ts). */
   fusedScores?: boolean;
-  /** With `inference`: each RMSNorm as ONNX Runtime's SimplifiedLayerNormalization, one kernel (default false; on for WebGPU, ./ort-session.ts inferenceFusions). */
+  /** With `inference`: each RMSNorm, with the residual add before it, one ONNX Runtime op (./norms.ts; default false; on for WebGPU, ./ort-session.ts inferenceFusions). */
   fusedNorms?: boolean;
   /** With `inference`: RoPE as ONNX Runtime's RotaryEmbedding, one kernel (default false; on for WebGPU, ./rope.ts). */
   fusedRope?: boolean;
@@ -194,12 +195,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const key = transpose ? `${name}.T` : name;
     return b.graph.initializers.has(key) ? key : b.initializer(key, weights.lazyFloat32(name, shape, transpose));
   };
-  const rmsNorm = (x: string, weightName: string, dim: number) => {
-    const fused = options.inference && options.fusedNorms && { axis: int(-1), epsilon: float(c.rmsNormEps), stash_type: int(1) };
-    if (fused) return b.op('SimplifiedLayerNormalization', [x, weight(weightName, [dim])], fused, 1, [{ dtype: 'float32', shape: b.shapeOf(x) }])[0]!;
-    const inv = b.reciprocal(b.sqrt(b.add(b.reduceMean(b.mul(x, x), [-1], true), b.scalar(c.rmsNormEps)))); // 1 / √(mean x² + ε)
-    return b.mul(b.mul(x, inv), weight(weightName, [dim]));
-  };
+  const { rmsNorm, addNorm, fusesResidual } = normBuilders(b, c.rmsNormEps, weight, (options.inference ?? false) && (options.fusedNorms ?? false));
   const project = (x: string, module: string, inF: number, outF: number) => {
     if (options.quantize) return quantizedMatmul(b, x, weights, `${module}.weight`, outF, inF, options.quantize);
     if (options.precision === 'fp16') return halfPrecisionMatmul(b, x, weights, `${module}.weight`, outF, inF);
@@ -239,10 +235,14 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
 
   const layerSpans: { start: number; end: number }[] = [];
   const attentionSpans: { start: number; end: number }[] = [];
+  // With fused norms, each layer's last residual add is left to the next norm, one op with it.
+  let pending: string | undefined;
   for (let i = 0; i < c.numLayers; i++) {
     const start = b.graph.nodes.length;
     const p = `model.layers.${i}`;
-    const x = rmsNorm(h, `${p}.input_layernorm.weight`, H);
+    let x: string;
+    if (pending) ({ sum: h, normed: x } = addNorm(h, pending, `${p}.input_layernorm.weight`, H));
+    else x = rmsNorm(h, `${p}.input_layernorm.weight`, H);
     // Keys and values need every row; past them, the last layer needs only the output's rows.
     const cut = i === c.numLayers - 1 ? outputRows : undefined;
     const xq = cut ? cut.rows(x) : x;
@@ -271,16 +271,17 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const context = attend(b, { q: qGrouped, k: kHeads, v: vHeads, scale, maskBias: queryMask }, { past, chunks: queryChunking, blockSpans: attentionSpans, inference: options.inference, fusedScores: options.fusedScores }); // [B, kv, rep, T, d]
     const merged = b.reshape(b.transpose(context, [0, 3, 1, 2, 4]), [0, 0, numHeads * headDim]);
     if (cut) h = cut.rows(h);
-    h = b.add(h, linear(merged, i, 'o', `${p}.self_attn.o_proj`, numHeads * headDim, H, c.oBias));
-
-    const y = rmsNorm(h, `${p}.post_attention_layernorm.weight`, H);
+    let y: string;
+    ({ sum: h, normed: y } = addNorm(h, linear(merged, i, 'o', `${p}.self_attn.o_proj`, numHeads * headDim, H, c.oBias), `${p}.post_attention_layernorm.weight`, H));
     const gate = linear(y, i, 'gate', `${p}.mlp.gate_proj`, H, c.intermediateSize, c.mlpBias);
     const up = linear(y, i, 'up', `${p}.mlp.up_proj`, H, c.intermediateSize, c.mlpBias);
     const act = b.mul(b.mul(gate, b.sigmoid(gate)), up);
-    h = b.add(h, linear(act, i, 'down', `${p}.mlp.down_proj`, c.intermediateSize, H, c.mlpBias));
+    const down = linear(act, i, 'down', `${p}.mlp.down_proj`, c.intermediateSize, H, c.mlpBias);
+    if (fusesResidual) pending = down;
+    else h = b.add(h, down);
     layerSpans.push({ start, end: b.graph.nodes.length });
   }
-  let final = rmsNorm(h, 'model.norm.weight', H);
+  let final = pending ? addNorm(h, pending, 'model.norm.weight', H).normed : rmsNorm(h, 'model.norm.weight', H);
   const values = { inputIds, attentionMask, positionIds, targetIds, pastKeys, pastValues, newKeys, newValues, layerSpans, attentionSpans };
   // The output's rows [N, H] of the final norm, at flat positions into [B·T].
   const rowsAt = (positions: string) => b.gather(b.reshape(final, [-1, H]), outputRows ? positionsFrom(b, positions, seqLen, outputRows.from) : positions, 0);

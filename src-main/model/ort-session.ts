@@ -124,7 +124,8 @@ export function assertWebGpuAvailable(): void {
  * - `fusedScores`: attention's q·kᵀ as FusedMatMul, in every inference graph (the trainer's
  *   forward-only ones too). WebGPU's provider has no kernel for it and would hand each layer's
  *   attention scores to the CPU.
- * - `fusedNorms`: each RMSNorm as SimplifiedLayerNormalization, one kernel instead of seven, and
+ * - `fusedNorms`: each RMSNorm as SimplifiedLayerNormalization, one kernel instead of seven (with
+ *   the residual add before it, SkipSimplifiedLayerNormalization: ./norms.ts), and
  * - `fusedRope`: RoPE as RotaryEmbedding, one kernel instead of five (./rope.ts), in the model
  *   engine's graphs (scoring, generation). A WebGPU decode step is bound by how many kernels it
  *   dispatches. The CPU keeps the standard ops the training graph has, so its scores are the

@@ -117,7 +117,7 @@ describe.each(VARIANTS)('$label', (variant) => {
     }
   });
 
-  it('with WebGPU\'s fusions (no FusedMatMul; each RMSNorm and RoPE one op) it scores and generates what the CPU\'s graphs do', async () => {
+  it('with WebGPU\'s fusions (no FusedMatMul; each RMSNorm, with its residual add, and each RoPE one op) it scores and generates what the CPU\'s graphs do', async () => {
     const cache = path.join(root, `${variant.label.replace(/\W+/g, '-')}-unfused-cache`);
     const unfused = await LocalModel.load(tiny.dir, { fusions: inferenceFusions('webgpu'), prefillPiece: 3, graphCache: cache });
     try {
@@ -147,6 +147,7 @@ describe.each(VARIANTS)('$label', (variant) => {
         expect(file.includes('FusedMatMul')).toBe(false);
         expect(file.includes('SimplifiedLayerNormalization')).toBe(true);
         expect(file.includes('ReduceMean')).toBe(false); // no norm left in standard ops
+        expect(file.includes('SkipSimplifiedLayerNormalization')).toBe(true); // residual adds fused into the norms after them
         expect(file.includes('RotaryEmbedding')).toBe(true);
       }
     } finally {
