@@ -2,9 +2,9 @@
  * Builds the decoder of a Llama / Qwen2 / Qwen3 checkpoint in the graph IR (./graph/ir.ts).
  *
  * Written for autodiff as much as for inference: only standard ONNX ops (but for an inference
- * graph's fused ones: FusedMatMul in attention, `fusedNorms`, `fusedRope`),
- * attention as MatMul → Softmax → MatMul, RMSNorm from Mul/ReduceMean/Add/Sqrt/Reciprocal
- * (./norms.ts), RoPE as x·cos + rotate_half(x)·sin (./rope.ts), SiLU as x·Sigmoid(x). The cos/sin tables and the
+ * graph's fused ones: FusedMatMul in attention, `fusedNorms`, `fusedRope`), attention as MatMul →
+ * Softmax → MatMul, RMSNorm from Mul/ReduceMean/Add/Sqrt/Reciprocal (./norms.ts), RoPE as
+ * x·cos + rotate_half(x)·sin (./rope.ts), SiLU as x·Sigmoid(x). The cos/sin tables and the
  * attention mask are computed in the graph from the inputs, upstream of every weight: autodiff prunes them.
  *
  * Graph inputs
