@@ -120,7 +120,8 @@ export class GraphBuilder {
 
   /**
    * Adds any ONNX op. `outputs` is a count (fresh names made from the op type) or explicit
-   * names. The caller may pass `infer` output infos; otherwise they stay unknown.
+   * names, where '' leaves an optional output out (no value is made for it). The caller may pass
+   * `infer` output infos; otherwise they stay unknown.
    */
   op(op: string, inputs: string[], attrs: Record<string, Attr> = {}, outputs: number | string[] = 1, infer?: Omit<Value, 'name'>[]): string[] {
     for (const i of inputs) {
@@ -129,7 +130,7 @@ export class GraphBuilder {
     const names = typeof outputs === 'number' ? Array.from({ length: outputs }, () => this.fresh(op.toLowerCase())) : outputs;
     const node: Node = { op, name: this.fresh(`n_${op}`), inputs, outputs: names, attrs };
     this.graph.nodes.push(node);
-    names.forEach((name, k) => this.graph.values.set(name, { name, ...(infer?.[k] ?? {}) }));
+    names.forEach((name, k) => name !== '' && this.graph.values.set(name, { name, ...(infer?.[k] ?? {}) }));
     return names;
   }
 

@@ -34,7 +34,6 @@ export function normBuilders(b: GraphBuilder, eps: number, weight: (name: string
     // Outputs: the norm, the mean and 1/σ (left out: empty names), and input + skip.
     const info = { dtype: 'float32' as const, shape: b.shapeOf(h) };
     const [normed, , , sum] = b.op('SkipSimplifiedLayerNormalization', [h, delta, weight(weightName, [dim])], { epsilon: float(eps) }, [b.fresh('skip_norm'), '', '', b.fresh('skip_sum')], [info, {}, {}, info]);
-    b.graph.values.delete('');
     b.graph.nodes[b.graph.nodes.length - 1]!.domain = 'com.microsoft';
     return { sum: sum!, normed: normed! };
   };
