@@ -43,7 +43,7 @@ type Variant = keyof typeof VARIANTS;
 
 /** Nodes in the generate graph (a decode step's, before ONNX Runtime's own fusions), a device-independent count. */
 function decodeStepNodes(dir: string, fusions: (typeof VARIANTS)[Variant]): number {
-  return liveNodes(decoderGraph(checkpointWeights(Checkpoint.open(dir)), { output: 'last_logprobs', kvCache: true, fusedScores: false, ...fusions }).graph).length;
+  return liveNodes(decoderGraph(checkpointWeights(Checkpoint.open(dir)), { output: 'last_logprobs', kvCache: 'written', fusedScores: false, ...fusions }).graph).length;
 }
 
 async function measure(label: string, dir: string, prompt: number[]): Promise<void> {

@@ -1,8 +1,11 @@
 /**
- * The decoder's softmax attention, in the graph IR, in one of three shapes:
+ * The decoder's softmax attention, in the graph IR, in one of four shapes:
  * - in one piece: softmax(q·kᵀ·scale + mask)·v;
  * - after a decode cache (inference): the cache's slots, then the current tokens, without
  *   joining them (docs/design.md §Batched generation);
+ * - over a written decode cache (inference, the GPU-resident cache): the graph writes the
+ *   current tokens' keys and values into the cache's slots ({@link cacheWriter}), and attention
+ *   reads the whole cache, keys stored as q·kᵀ reads them (docs/design.md §Devices);
  * - in chunks of query rows (long rows): no [heads, T, T] value is made; in training each
  *   chunk's nodes are a span that the backward pass recomputes on its own (docs/design.md
  *   §Memory), and in an inference graph each chunk reads only the keys it may see.
@@ -31,6 +34,8 @@ export interface AttentionInputs {
 export interface AttentionOptions {
   /** A decode cache's keys and values [B, kv, P, d], before the current tokens. */
   past?: { keys: string; values: string };
+  /** A written decode cache ({@link cacheWriter}): the only keys and values read; `k` and `v` are ignored. */
+  written?: WrittenCache;
   /** Query chunks (from {@link queryChunks}); not with `past`. */
   chunks?: QueryChunks;
   /** Receives each chunk's node span [start, end) in graph.nodes, for recomputation. */
@@ -109,6 +114,10 @@ export function attend(b: GraphBuilder, x: AttentionInputs, options: AttentionOp
   const fused = (options.inference ?? false) && (options.fusedScores ?? true);
   const scores = (q: string, keys: string) => scaledScores(b, q, keys, x.scale, fused);
   if (options.past) return attendAfterCache(b, x, options.past, fused, scores);
+  if (options.written) {
+    const keys = b.unsqueeze(options.written.keys, [2]); // [B, kv, 1, d, C], as q·kᵀ reads them
+    return b.matmul(b.softmax(b.add(scaledScores(b, x.q, keys, x.scale, fused, true), x.maskBias), -1), valueRows(b, options.written.values));
+  }
   const keys = keyOperand(b, x.k, fused);
   const v = valueRows(b, x.v);
   const block = (rows: string, k: string, mask: string, values: string) => b.matmul(b.softmax(b.add(scores(rows, k), mask), -1), values);
@@ -171,12 +180,43 @@ function keyAxis(fused: boolean): number {
   return fused ? 3 : 4;
 }
 
-/** q·kᵀ·scale for grouped queries q [B, kv, rep, T, d] and {@link keyOperand}'s keys: [B, kv, rep, T, S]. */
-function scaledScores(b: GraphBuilder, q: string, keys: string, scale: number, fused: boolean): string {
+/**
+ * q·kᵀ·scale for grouped queries q [B, kv, rep, T, d] and keys [B, kv, 1, S, d] (`transposed`
+ * false: FusedMatMul reads them with transB) or [B, kv, 1, d, S] (true): [B, kv, rep, T, S].
+ */
+function scaledScores(b: GraphBuilder, q: string, keys: string, scale: number, fused: boolean, transposed = !fused): string {
   if (!fused) return b.mul(b.matmul(q, keys), b.scalar(scale));
   const qShape = b.shapeOf(q), kShape = b.shapeOf(keys);
-  const shape = qShape && kShape && [...qShape.slice(0, -1), kShape[3]!];
-  return b.contribOp('FusedMatMul', [q, keys], { transB: int(1), alpha: float(scale) }, { dtype: 'float32', shape });
+  const shape = qShape && kShape && [...qShape.slice(0, -1), kShape[transposed ? 4 : 3]!];
+  return b.contribOp('FusedMatMul', [q, keys], { transB: int(transposed ? 0 : 1), alpha: float(scale) }, { dtype: 'float32', shape });
+}
+
+/**
+ * A decode cache that the graph writes into (the GPU-resident cache, ./device-kv-cache.ts):
+ * every layer's keys [B, kv, d, C], stored transposed as q·kᵀ reads them (no Transpose of the
+ * whole cache per step and layer), and values [B, kv, C, d]; C slots, filled or not, as the
+ * attention mask says.
+ */
+export interface WrittenCache {
+  keys: string;
+  values: string;
+}
+
+/**
+ * Writes a step's keys [B, kv, d, T] (transposed) and values [B, kv, T, d] into a
+ * {@link WrittenCache} at `slots` (int64 [T], the same for every row): one ScatterElements per
+ * tensor, which leaves the cache as it was elsewhere and returns it whole. The slots' indices,
+ * expanded to the step's shapes, are made once and shared by every layer.
+ */
+export function cacheWriter(b: GraphBuilder, slots: string): (past: WrittenCache, keys: string, values: string) => WrittenCache {
+  let indices: { keys: string; values: string } | undefined;
+  const along = (x: string, shape: number[]) => b.expand(b.reshape(slots, shape), b.shape(x), b.shapeOf(x));
+  const scatter = (into: string, at: string, update: string, axis: number) =>
+    b.op('ScatterElements', [into, at, update], { axis: int(axis) }, 1, [{ dtype: 'float32', shape: b.shapeOf(into) }])[0]!;
+  return (past, keys, values) => {
+    indices ??= { keys: along(keys, [1, 1, 1, -1]), values: along(values, [1, 1, -1, 1]) };
+    return { keys: scatter(past.keys, indices.keys, keys, 3), values: scatter(past.values, indices.values, values, 2) };
+  };
 }
 
 /** Values [B, kv, S, d] as [B, kv, 1, S, d], broadcast across each query group. */

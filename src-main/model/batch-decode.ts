@@ -167,7 +167,7 @@ export async function prefillInPieces(run: (feeds: Feeds) => Promise<Outputs>, c
   for (let start = 0; start < length; start += piece) {
     const cut = (rows: number[][]) => rows.map((row) => row.slice(start, start + piece));
     const mask = cut(prompts.mask);
-    out = await run(cache.feeds(cut(prompts.ids), mask));
+    out = await run(await cache.feeds(cut(prompts.ids), mask));
     await cache.append(out, mask);
   }
   return out!;
@@ -244,7 +244,7 @@ export const generateSequences: DecodeLoop = async (config, run, prompts, reques
   const runWhole = async (ids: number[][], mask: number[][]) => {
     const empty = newCache(ids.length);
     try {
-      const result = await run(empty.feeds(ids, mask));
+      const result = await run(await empty.feeds(ids, mask));
       releaseDeviceOutputs(result);
       return result;
     } finally {
@@ -284,7 +284,7 @@ export const generateSequences: DecodeLoop = async (config, run, prompts, reques
       if (settings.useKvCache) {
         cache = await cache.select(keep.map((j) => rows[j]!));
         const mask = keep.map(() => [1]);
-        out = await run(cache.feeds(keep.map((j) => [last[j]!]), mask));
+        out = await run(await cache.feeds(keep.map((j) => [last[j]!]), mask));
         await cache.append(out, mask);
       } else {
         const whole = leftPadded(keep.map((j) => {

@@ -12,7 +12,6 @@
  * - The graph always sees at least one slot, empty at first: ONNX Runtime's MatMul over a
  *   zero-length dimension is not to be trusted (docs/design.md §Batched generation).
  */
-import { positionIdsFromMask } from './decoder.js';
 import { int64Tensor, ort } from './ort-session.js';
 
 /** Slots added at a time when the cache is full. */
@@ -53,12 +52,32 @@ export class CacheSlots {
    */
   tokenFeeds(tokens: number[][], mask: number[][]): Record<string, ort.Tensor> {
     const T = tokens[0]!.length, R = this.rows;
-    const positions = positionIdsFromMask(mask, this.realTokens());
     const fullMask = this.filled.flatMap((row, r) => [...row, ...mask[r]!]);
     return {
       input_ids: int64Tensor(tokens.flat(), [R, T]),
       attention_mask: int64Tensor(fullMask, [R, this.capacity + T]),
-      position_ids: int64Tensor(positions.flat(), [R, T]),
+      position_ids: int64Tensor(positionIdsFromMask(mask, this.realTokens()).flat(), [R, T]),
+    };
+  }
+
+  /**
+   * The token feeds for a graph that writes the tokens into the cache's next slots (decoder.ts
+   * kvCache 'written'; the capacity must hold them, {@link widen}): the mask covers the slots as
+   * they will be, the tokens' own included, and `write_slots` names the tokens' slots.
+   */
+  writtenTokenFeeds(tokens: number[][], mask: number[][]): Record<string, ort.Tensor> {
+    const T = tokens[0]!.length, R = this.rows, C = this.capacity;
+    if (this.length + T > C) throw new Error(`${T} tokens do not fit after ${this.length} of ${C} slots: widen the cache first`);
+    const fullMask = this.filled.flatMap((row, r) => {
+      const slots = Array.from(row); // empty past `length`
+      slots.splice(this.length, T, ...mask[r]!);
+      return slots;
+    });
+    return {
+      input_ids: int64Tensor(tokens.flat(), [R, T]),
+      attention_mask: int64Tensor(fullMask, [R, C]),
+      position_ids: int64Tensor(positionIdsFromMask(mask, this.realTokens()).flat(), [R, T]),
+      write_slots: int64Tensor(Array.from({ length: T }, (_, t) => this.length + t), [T]),
     };
   }
 
@@ -69,16 +88,20 @@ export class CacheSlots {
 
   /** Records `mask`'s tokens in the next slots, widening every row to `capacity` first. */
   record(mask: number[][], capacity: number): void {
-    if (capacity !== this.capacity) {
-      this.filled = this.filled.map((row) => {
-        const wider = new Uint8Array(capacity);
-        wider.set(row);
-        return wider;
-      });
-      this.capacity = capacity;
-    }
+    this.widen(capacity);
     this.filled.forEach((row, r) => row.set(mask[r]!, this.length));
     this.length += mask[0]!.length;
+  }
+
+  /** Gives every row `capacity` slots (at least the current capacity), the new ones empty. */
+  widen(capacity: number): void {
+    if (capacity === this.capacity) return;
+    this.filled = this.filled.map((row) => {
+      const wider = new Uint8Array(capacity);
+      wider.set(row);
+      return wider;
+    });
+    this.capacity = capacity;
   }
 
   /** The bookkeeping of the given rows, in that order (a row may repeat). */
@@ -112,6 +135,17 @@ export class CacheSlots {
   }
 }
 
+/**
+ * HF-style position ids for a padded batch: each real token's index among the real tokens of
+ * its row (after `pastReal` real tokens of that row), padding gets 0 (its result is never read).
+ */
+export function positionIdsFromMask(mask: number[][], pastReal: number[] = []): number[][] {
+  return mask.map((row, r) => {
+    let n = pastReal[r] ?? 0;
+    return row.map((m) => (m ? n++ : 0));
+  });
+}
+
 /** Whether `rows` keeps every row of `count`, in order (selecting it changes nothing). */
 export function keepsEveryRow(rows: number[], count: number): boolean {
   return rows.length === count && rows.every((r, i) => r === i);
@@ -129,7 +163,7 @@ type Outputs = ort.InferenceSession.OnnxValueMapType;
 export interface DecodeCache {
   readonly rows: number;
   realTokens(): number[];
-  feeds(tokens: number[][], mask: number[][]): Record<string, ort.Tensor>;
+  feeds(tokens: number[][], mask: number[][]): Record<string, ort.Tensor> | Promise<Record<string, ort.Tensor>>;
   append(out: Outputs, mask: number[][]): void | Promise<void>;
   select(rows: number[]): DecodeCache | Promise<DecodeCache>;
   dispose(): void;

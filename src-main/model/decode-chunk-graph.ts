@@ -52,7 +52,7 @@ export function decodeChunkGraph(weights: WeightSource, options: ChunkGraphOptio
   const logprobsSoFar = b.input('step_token_logprobs', 'float32', ['B', 'K']);
   const fedKeys = Array.from({ length: L }, (_, i) => b.input(`step_new_key_${i}`, 'float32', ['B', c.numKvHeads, 'F', c.headDim]));
   const fedValues = Array.from({ length: L }, (_, i) => b.input(`step_new_value_${i}`, 'float32', ['B', c.numKvHeads, 'F', c.headDim]));
-  const d = buildDecoder(b, weights, { ...options, output: 'last_logprobs', kvCache: true, inference: true });
+  const d = buildDecoder(b, weights, { ...options, output: 'last_logprobs', kvCache: 'appended', inference: true });
   const logprobs = d.output; // [B, V]
   const token = sampleInGraph(b, logprobs, c.vocabSize, { uniform: b.unsqueeze(b.gather(uniforms, iteration, 0), [1]), temperature, topP });
   const one = b.scalar(1, 'int64');

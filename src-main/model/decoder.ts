@@ -12,10 +12,13 @@
  *   attention_mask  int64 [B, S]  1 = real token, 0 = padding, over past + current (S = P + T);
  *                                 left or right padding both work
  *   position_ids    int64 [B, T]  positions of the current tokens (padding-aware: the caller
- *                                 counts real tokens, see positionIdsFromMask)
+ *                                 counts real tokens, see ./cache-slots.ts positionIdsFromMask)
  *   past_key_<i>, past_value_<i>  float32 [B, kvHeads, P, headDim]  (kvCache only; P ≥ 1: the
  *                                 cache's slots, filled or not, as attention_mask says; see
- *                                 ./kv-cache.ts)
+ *                                 ./kv-cache.ts). kvCache 'written': keys [B, kvHeads, headDim,
+ *                                 C] and values [B, kvHeads, C, headDim], C slots that will
+ *                                 hold the current tokens too (S = C; ./device-kv-cache.ts)
+ *   write_slots     int64 [T]     (kvCache 'written' only) the slots the current tokens go in
  *   target_positions int64 [N]    (output 'target_logprobs' only) flat indices into [B·T] of
  *                                 the positions to score: only these rows go through the LM head
  *   target_ids      int64 [N]     (output 'target_logprobs' only) the token whose log-prob to
@@ -30,8 +33,10 @@
  *                      training step applies the head itself, in vocabulary chunks: see
  *                      {@link headRows} and ./chunked-head.ts); with `hiddenRows`, only
  *                      those rows of it, [N, H]
- *   new_key_<i>, new_value_<i> float32 [B, kvHeads, T, headDim]  (kvCache only) the current
- *                      tokens' keys and values, which the caller writes into its cache
+ *   new_key_<i>, new_value_<i> float32 [B, kvHeads, T, headDim]  (kvCache 'appended') the
+ *                      current tokens' keys and values, which the caller writes into its cache
+ *   present_key_<i>, present_value_<i>  (kvCache 'written') the cache with the current tokens
+ *                      written in, laid out as past_key_<i>, past_value_<i>
  *
  * Weights are initializers named after the Hugging Face tensors. Linear weights are stored
  * transposed, as `<hf name>.T` with shape [in, out], so each linear is one MatMul. The LM head
@@ -45,7 +50,7 @@ import { GraphBuilder, int, type Graph } from '../graph/ir.js';
 import type { Checkpoint } from './hf-checkpoint.js';
 import { applyRope, ropeTables } from './rope.js';
 import { normBuilders } from './norms.js';
-import { attend, queryChunks } from './attention.js';
+import { attend, cacheWriter, queryChunks } from './attention.js';
 import { DEFAULT_VOCAB_CHUNK, appendTargetLogprobs } from './chunked-head.js';
 import { HEAD_SCHEME, type QuantScheme } from './quantize.js';
 import { halfPrecisionMatmul, halfTable } from './half-matmul.js';
@@ -76,7 +81,13 @@ export type DecoderOutput = 'logits' | 'last_logprobs' | 'target_logprobs' | 'hi
 
 export interface DecoderOptions {
   output: DecoderOutput;
-  kvCache?: boolean;
+  /**
+   * A decode cache before the current tokens (docs/design.md §Batched generation): 'appended',
+   * the graph returns the tokens' keys and values for the caller to append (the host cache,
+   * ./kv-cache.ts); 'written', it writes them into the cache it is given and returns that
+   * (the GPU-resident cache, ./device-kv-cache.ts; attention.ts cacheWriter).
+   */
+  kvCache?: 'appended' | 'written';
   linear?: LinearHook;
   /**
    * Weight-only quantised projections (docs/design.md §Quantisation): each q/k/v/o/gate/up/down
@@ -157,7 +168,7 @@ export interface DecoderValues {
   output: string;
   pastKeys: string[];
   pastValues: string[];
-  /** kvCache: this step's keys and values, [B, kvHeads, T, headDim] per layer. */
+  /** kvCache: this step's keys and values, [B, kvHeads, T, headDim] per layer ('written': the caches written). */
   newKeys: string[];
   newValues: string[];
   /** Each layer's nodes as [start, end) indices into graph.nodes: what per-layer recomputation (../graph/autodiff.ts) clones. */
@@ -184,12 +195,14 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   const targetPositions = scoring ? b.input('target_positions', 'int64', ['N']) : undefined;
   const targetIds = scoring ? b.input('target_ids', 'int64', ['N']) : undefined;
   const pastKeys: string[] = [], pastValues: string[] = [], newKeys: string[] = [], newValues: string[] = [];
-  if (options.kvCache) {
-    for (let i = 0; i < c.numLayers; i++) {
-      pastKeys.push(b.input(`past_key_${i}`, 'float32', ['B', numKvHeads, 'P', headDim]));
-      pastValues.push(b.input(`past_value_${i}`, 'float32', ['B', numKvHeads, 'P', headDim]));
-    }
+  const writesCache = options.kvCache === 'written';
+  const slots = writesCache ? 'C' : 'P';
+  for (let i = 0; options.kvCache && i < c.numLayers; i++) {
+    pastKeys.push(b.input(`past_key_${i}`, 'float32', writesCache ? ['B', numKvHeads, headDim, slots] : ['B', numKvHeads, slots, headDim]));
+    pastValues.push(b.input(`past_value_${i}`, 'float32', ['B', numKvHeads, slots, headDim]));
   }
+  const writeSlots = writesCache ? b.input('write_slots', 'int64', ['T']) : undefined;
+  const writeCache = writeSlots ? cacheWriter(b, writeSlots) : undefined;
 
   const weight = (name: string, shape: number[], transpose = false) => {
     const key = transpose ? `${name}.T` : name;
@@ -212,7 +225,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   const totalLen = b.gather(b.shape(attentionMask), b.scalar(1, 'int64'), 0);
   const one = b.scalar(1, 'int64');
   const keyIdx = b.range(b.scalar(0, 'int64'), totalLen, one, ['S']);
-  const queryIdx = b.range(b.sub(totalLen, seqLen), totalLen, one, ['T']);
+  const queryIdx = writeSlots ?? b.range(b.sub(totalLen, seqLen), totalLen, one, ['T']); // the queries' slots
   const causal = b.lessOrEqual(b.unsqueeze(keyIdx, [0]), b.unsqueeze(queryIdx, [1])); // [T, S]
   const notPadding = b.unsqueeze(b.cast(attentionMask, 'bool'), [1]); // [B, 1, S]
   const allowed = b.and(b.unsqueeze(causal, [0]), notPadding); // [B, T, S]
@@ -258,17 +271,18 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     // Grouped-query attention without copying K/V: q heads are grouped [B, kv, rep, T, d]
     // and K/V [B, kv, 1, S, d] broadcast across the group in MatMul.
     const qGrouped = b.transpose(b.reshape(q, [0, 0, numKvHeads, rep, headDim]), [0, 2, 3, 1, 4]);
-    const kHeads = b.transpose(k, [0, 2, 1, 3]); // [B, kv, T, d]
-    const vHeads = b.transpose(v, [0, 2, 1, 3]);
+    const vHeads = b.transpose(v, [0, 2, 1, 3]); // [B, kv, T, d]
+    const kHeads = b.transpose(k, writesCache ? [0, 2, 3, 1] : [0, 2, 1, 3]); // [B, kv, d, T] for the written cache, else [B, kv, T, d]
     const past = options.kvCache ? { keys: pastKeys[i]!, values: pastValues[i]! } : undefined;
+    const written = writeCache?.(past!, kHeads, vHeads); // the whole cache, this step's tokens in
     if (past) {
-      newKeys.push(kHeads);
-      newValues.push(vHeads);
+      newKeys.push(written?.keys ?? kHeads);
+      newValues.push(written?.values ?? vHeads);
     }
     // The cut's queries are still the last rows of the keys, as queryChunks requires.
     const queryMask = cut ? cut.rows(maskBias, 3) : maskBias;
     const queryChunking = cut && chunks ? queryChunks(b, queryMask, options.attentionChunks, options.inference) : chunks;
-    const context = attend(b, { q: qGrouped, k: kHeads, v: vHeads, scale, maskBias: queryMask }, { past, chunks: queryChunking, blockSpans: attentionSpans, inference: options.inference, fusedScores: options.fusedScores }); // [B, kv, rep, T, d]
+    const context = attend(b, { q: qGrouped, k: kHeads, v: vHeads, scale, maskBias: queryMask }, { past: written ? undefined : past, written, chunks: queryChunking, blockSpans: attentionSpans, inference: options.inference, fusedScores: options.fusedScores }); // [B, kv, rep, T, d]
     const merged = b.reshape(b.transpose(context, [0, 3, 1, 2, 4]), [0, 0, numHeads * headDim]);
     if (cut) h = cut.rows(h);
     let y: string;
@@ -374,18 +388,8 @@ export function decoderGraph(weights: WeightSource, options: DecoderOptions, nam
   const out = b.identityAs(values.output, outName);
   b.output(out);
   values.output = out;
-  values.newKeys = values.newKeys.map((v, i) => b.output(b.identityAs(v, `new_key_${i}`)));
-  values.newValues = values.newValues.map((v, i) => b.output(b.identityAs(v, `new_value_${i}`)));
+  const cacheOut = options.kvCache === 'written' ? 'present' : 'new';
+  values.newKeys = values.newKeys.map((v, i) => b.output(b.identityAs(v, `${cacheOut}_key_${i}`)));
+  values.newValues = values.newValues.map((v, i) => b.output(b.identityAs(v, `${cacheOut}_value_${i}`)));
   return { graph: b.graph, values };
-}
-
-/**
- * HF-style position ids for a padded batch: each real token's index among the real tokens
- * of its row (offset by `pastLengths`), padding gets 0 (its result is never read).
- */
-export function positionIdsFromMask(mask: number[][], pastReal: number[] = []): number[][] {
-  return mask.map((row, r) => {
-    let n = pastReal[r] ?? 0;
-    return row.map((m) => (m ? n++ : 0));
-  });
 }

@@ -1,72 +1,72 @@
 /**
  * The decode cache in GPU memory (docs/design.md §Devices, "The decode cache on the GPU"): on
  * WebGPU every layer's keys and values stay on the GPU between steps, and a step reads back
- * only `last_logprobs`, what sampling needs. The generate graph's new keys and values come
- * out as GPU-resident tensors (the session's `deviceOutputs`), and two small graphs on the
- * same device fold them in:
+ * only `last_logprobs`, what sampling needs. The generate graph writes each step's keys and
+ * values into the cache it is given (decoder.ts kvCache 'written': one ScatterElements per
+ * tensor) and returns the whole cache as GPU-resident tensors (the session's `deviceOutputs`),
+ * which are the next step's cache; keys are kept transposed, [rows, kvHeads, headDim, capacity],
+ * as attention's q·kᵀ reads them, values [rows, kvHeads, capacity, headDim]. Two small graphs
+ * on the same device do the rest:
  *
- * - kv_append: past [rows, kvHeads, capacity, headDim] and the step's new [rows, kvHeads, T,
- *   headDim] → the written slots, then the new ones, then zeros up to the step's capacity
- *   (Slice, Concat, Pad). Capacity grows in whole blocks, as the host cache's does
- *   (./cache-slots.ts), so the generate graph sees the same shapes, masks and positions on
- *   either cache, and new shapes once a block.
+ * - kv_grow: the cache with more empty slots (Pad), before a step that would not fit, in whole
+ *   blocks as the host cache grows (./cache-slots.ts), so the generate graph sees new shapes
+ *   once a block, not every token.
  * - kv_select: the rows a batch keeps, in order, repeated for a prompt's n sequences (Gather).
  *
  * Host memory's cache (./kv-cache.ts) writes one token's keys per step into buffers the graph
- * reads; here each step copies the cache once, GPU to GPU, instead of sending it to the GPU and
- * reading the new keys back (2 × layers tensors each way per token). onnxruntime-node holds
- * GPU-resident tensors for WebGPU only, so the CPU and CUDA keep the host cache.
+ * reads; here each step copies the cache once, GPU to GPU, inside the generate graph, instead of
+ * sending it to the GPU and reading the new keys back (2 × layers tensors each way per token).
+ * onnxruntime-node holds GPU-resident tensors for WebGPU only, so the CPU and CUDA keep the host
+ * cache.
  *
  * A GPU-resident tensor cannot be read from Node (its download is not implemented in
  * onnxruntime-node 1.30, and calling it aborts the process), so nothing here ever reads one:
- * the tests compare what generation gives with the host cache's tokens and log-probs.
+ * the tests read the cache through a WebGPU graph with a host output.
  */
 import { GraphBuilder, str } from '../graph/ir.js';
 import type { ModelConfig } from './hf-checkpoint.js';
 import { CacheSlots, SLOT_BLOCK, keepsEveryRow, type DecodeCache } from './cache-slots.js';
-import { createSession, int64Tensor, ort, type SessionConfig } from './ort-session.js';
+import { createSession, holdsTensorsOnDevice, int64Tensor, ort, type SessionConfig } from './ort-session.js';
 
 type Feeds = Record<string, ort.Tensor>;
 type Outputs = ort.InferenceSession.OnnxValueMapType;
 
-/** The generate graph's outputs that stay on the device: every layer's new keys and values. */
+/** The generate graph's outputs that stay on the device: every layer's cache, written. */
 export function cacheOutputNames(config: ModelConfig): string[] {
-  return Array.from({ length: config.numLayers }, (_, i) => [`new_key_${i}`, `new_value_${i}`]).flat();
+  return cacheNames(config).map((name) => `present_${name}`);
 }
 
-const KINDS = ['key', 'value'] as const;
+/** Per layer and kind: 'key_3', 'value_3'. */
+function cacheNames(config: ModelConfig): string[] {
+  return Array.from({ length: config.numLayers }, (_, i) => [`key_${i}`, `value_${i}`]).flat();
+}
 
-/** kv_append: per layer and kind, past's first `kept` slots, then `new`, padded by `pads` (see the module comment). */
-function appendGraph(config: ModelConfig) {
-  const b = new GraphBuilder('kv_append');
-  const { numKvHeads: H, headDim: D } = config;
-  const kept = b.input('kept', 'int64', [1]);
-  const pads = b.input('pads', 'int64', [8]);
-  const start = b.int64s([0]), slotAxis = b.int64s([2]);
-  for (let i = 0; i < config.numLayers; i++) {
-    for (const kind of KINDS) {
-      const past = b.input(`past_${kind}_${i}`, 'float32', ['R', H, 'S', D]);
-      const step = b.input(`new_${kind}_${i}`, 'float32', ['R', H, 'T', D]);
-      const [written] = b.op('Slice', [past, start, kept, slotAxis], {}, 1, [{ dtype: 'float32', shape: ['R', H, 'K', D] }]);
-      const joined = b.concat([written!, step], 2);
-      const [grown] = b.op('Pad', [joined, pads], { mode: str('constant') }, 1, [{ dtype: 'float32', shape: ['R', H, 'C', D] }]);
-      b.output(b.identityAs(grown!, `${kind}_${i}`));
-    }
+/** The slot axis of a cached tensor ('key_3', 'value_3'): keys are stored transposed. */
+const slotAxis = (name: string) => (name.startsWith('key_') ? 3 : 2);
+
+/** A cached tensor's dims for `rows` rows of `capacity` slots. */
+function cacheDims<D extends number | string>(config: ModelConfig, name: string, rows: D, capacity: D): (number | D)[] {
+  const { numKvHeads: H, headDim } = config;
+  return slotAxis(name) === 3 ? [rows, H, headDim, capacity] : [rows, H, capacity, headDim];
+}
+
+/** kv_grow: every cached tensor with `key_pads`/`value_pads` empty slots after its last (Pad). */
+function growGraph(config: ModelConfig) {
+  const b = new GraphBuilder('kv_grow');
+  const pads = { 3: b.input('key_pads', 'int64', [8]), 2: b.input('value_pads', 'int64', [8]) };
+  for (const name of cacheNames(config)) {
+    const past = b.input(`past_${name}`, 'float32', cacheDims(config, name, 'R', 'S'));
+    const [grown] = b.op('Pad', [past, pads[slotAxis(name)]], { mode: str('constant') }, 1, [{ dtype: 'float32', shape: cacheDims(config, name, 'R', 'C') }]);
+    b.output(b.identityAs(grown!, name));
   }
   return b.graph;
 }
 
-/** kv_select: per layer and kind, the rows `rows` names, in order. */
+/** kv_select: every cached tensor's rows that `rows` names, in order. */
 function selectGraph(config: ModelConfig) {
   const b = new GraphBuilder('kv_select');
-  const { numKvHeads: H, headDim: D } = config;
   const rows = b.input('rows', 'int32', ['N']);
-  for (let i = 0; i < config.numLayers; i++) {
-    for (const kind of KINDS) {
-      const past = b.input(`past_${kind}_${i}`, 'float32', ['R', H, 'S', D]);
-      b.output(b.identityAs(b.gather(past, rows, 0), `${kind}_${i}`));
-    }
-  }
+  for (const name of cacheNames(config)) b.output(b.identityAs(b.gather(b.input(`past_${name}`, 'float32', cacheDims(config, name, 'R', 'S')), rows, 0), name));
   return b.graph;
 }
 
@@ -79,15 +79,15 @@ function uploadGraph(feeds: Feeds) {
 
 /**
  * The small graphs that keep tensors on one device, built on first use, one set per engine:
- * the cache's kv_append and kv_select, and lora_upload (./lora-feeds.ts).
+ * the cache's kv_grow and kv_select, and lora_upload (./lora-feeds.ts).
  */
 export class DeviceGraphs {
   private readonly sessions = new Map<string, Promise<ort.InferenceSession>>();
 
   constructor(readonly config: ModelConfig, private readonly sessionConfig: SessionConfig) {}
 
-  run(which: 'append' | 'select', feeds: Feeds): Promise<Outputs> {
-    return this.session(which, () => (which === 'append' ? appendGraph(this.config) : selectGraph(this.config))).then((s) => s.run(feeds));
+  run(which: 'grow' | 'select', feeds: Feeds): Promise<Outputs> {
+    return this.session(which, () => (which === 'grow' ? growGraph(this.config) : selectGraph(this.config))).then((s) => s.run(feeds));
   }
 
   /** GPU-resident copies of host tensors, under the same names. */
@@ -97,12 +97,14 @@ export class DeviceGraphs {
     return Object.fromEntries(Object.keys(feeds).map((name) => [name, out[`gpu_${name}`] as ort.Tensor]));
   }
 
-  private session(key: string, build: () => ReturnType<typeof appendGraph>): Promise<ort.InferenceSession> {
+  private session(key: string, build: () => ReturnType<typeof growGraph>): Promise<ort.InferenceSession> {
     let session = this.sessions.get(key);
     if (!session) {
       const graph = build();
       const outputs = graph.outputs.map((o) => o.name);
-      session = createSession(graph, { ...this.sessionConfig, sharedWeights: undefined, keepGraph: false, deviceOutputs: outputs }).then((s) => s.session);
+      // Elsewhere than WebGPU (the CPU, in tests) the same graphs keep the cache in host memory.
+      const deviceOutputs = holdsTensorsOnDevice(this.sessionConfig.device) ? outputs : undefined;
+      session = createSession(graph, { ...this.sessionConfig, sharedWeights: undefined, keepGraph: false, deviceOutputs }).then((s) => s.session);
       session.catch(() => this.sessions.delete(key));
       this.sessions.set(key, session);
     }
@@ -125,17 +127,15 @@ export class DeviceKvCache implements DecodeCache {
   private constructor(
     private readonly kit: DeviceGraphs,
     private readonly slots: CacheSlots,
-    /** Per layer and kind ('key_3', 'value_3'): [rows, kvHeads, capacity, headDim], on the GPU once written. */
+    /** Per layer and kind ('key_3', 'value_3'): laid out as {@link cacheDims}, on the GPU once written. */
     private tensors: Map<string, ort.Tensor>,
   ) {}
 
-  /** One block of empty slots, zeros in host memory until the first append moves the cache to the GPU. */
+  /** One block of empty slots, zeros in host memory until the first step moves the cache to the GPU. */
   static empty(kit: DeviceGraphs, rows: number): DeviceKvCache {
-    const { numKvHeads: H, headDim: D, numLayers } = kit.config;
-    const zeros = new ort.Tensor('float32', new Float32Array(rows * H * SLOT_BLOCK * D), [rows, H, SLOT_BLOCK, D]);
-    const tensors = new Map<string, ort.Tensor>();
-    for (let i = 0; i < numLayers; i++) for (const kind of KINDS) tensors.set(`${kind}_${i}`, zeros);
-    return new DeviceKvCache(kit, CacheSlots.empty(rows), tensors);
+    const zeros = (dims: number[]) => new ort.Tensor('float32', new Float32Array(dims.reduce((a, d) => a * d, 1)), dims);
+    const [keys, values] = [zeros(cacheDims(kit.config, 'key_0', rows, SLOT_BLOCK)), zeros(cacheDims(kit.config, 'value_0', rows, SLOT_BLOCK))];
+    return new DeviceKvCache(kit, CacheSlots.empty(rows), new Map(cacheNames(kit.config).map((name) => [name, slotAxis(name) === 3 ? keys : values])));
   }
 
   get rows(): number {
@@ -146,31 +146,22 @@ export class DeviceKvCache implements DecodeCache {
     return this.slots.realTokens();
   }
 
-  feeds(tokens: number[][], mask: number[][]): Feeds {
-    const feeds = this.slots.tokenFeeds(tokens, mask);
+  /** The step's feeds (the generate graph writes the tokens in, decoder.ts kvCache 'written'), widening the cache first where they would not fit. */
+  async feeds(tokens: number[][], mask: number[][]): Promise<Feeds> {
+    const capacity = this.slots.capacityFor(tokens[0]!.length);
+    if (capacity > this.slots.capacity) await this.widen(capacity);
+    const feeds = this.slots.writtenTokenFeeds(tokens, mask);
     for (const [name, tensor] of this.tensors) feeds[`past_${name}`] = tensor;
     return feeds;
   }
 
-  /** Folds the step's new keys and values (`out`, GPU-resident) into the cache, on the GPU; frees the step's and the old cache's. */
-  async append(out: Outputs, mask: number[][]): Promise<void> {
-    const T = mask[0]!.length;
-    const capacity = this.slots.capacityFor(T), length = this.slots.length;
-    const feeds: Feeds = {
-      kept: int64Tensor([length], [1]),
-      pads: int64Tensor([0, 0, 0, 0, 0, 0, capacity - length - T, 0], [8]),
-    };
-    const steps: ort.Tensor[] = [];
-    for (const [name, tensor] of this.tensors) {
-      const step = out[`new_${name}`] as ort.Tensor;
-      feeds[`past_${name}`] = tensor;
-      feeds[`new_${name}`] = step;
-      steps.push(step);
-    }
-    const grown = await this.kit.run('append', feeds);
-    for (const step of steps) if (step.location === 'gpu-buffer') step.dispose();
-    this.replace(grown);
-    this.slots.record(mask, capacity);
+  /** Takes the step's written cache (`out`'s present_*, GPU-resident) as this cache; frees the one it replaces. */
+  append(out: Outputs, mask: number[][]): void {
+    const next = new Map<string, ort.Tensor>();
+    for (const name of this.tensors.keys()) next.set(name, out[`present_${name}`] as ort.Tensor);
+    this.dispose();
+    this.tensors = next;
+    this.slots.record(mask, this.slots.capacity);
   }
 
   /** The given rows, in that order (a row may repeat), in a new cache; this one is emptied. */
@@ -179,8 +170,7 @@ export class DeviceKvCache implements DecodeCache {
     const feeds: Feeds = { rows: new ort.Tensor('int32', Int32Array.from(rows), [rows.length]) };
     for (const [name, tensor] of this.tensors) feeds[`past_${name}`] = tensor;
     const picked = await this.kit.run('select', feeds);
-    const next = new DeviceKvCache(this.kit, this.slots.pick(rows), new Map());
-    next.replace(picked);
+    const next = new DeviceKvCache(this.kit, this.slots.pick(rows), this.taken(picked));
     this.dispose();
     return next;
   }
@@ -190,11 +180,23 @@ export class DeviceKvCache implements DecodeCache {
     this.tensors = new Map();
   }
 
-  /** Takes `outputs` (named like `tensors`) as the cache's contents, freeing what it held. */
-  private replace(outputs: Outputs): void {
-    const next = new Map<string, ort.Tensor>();
-    for (const name of this.tensors.size ? this.tensors.keys() : Object.keys(outputs)) next.set(name, outputs[name] as ort.Tensor);
+  /**
+   * Every row `capacity` slots wide, the new ones empty, on the GPU (kv_grow): an empty cache's
+   * first block goes there as it is, not a host array of zeros as wide as a long prompt.
+   */
+  private async widen(capacity: number): Promise<void> {
+    const grow = capacity - this.slots.capacity;
+    const pads = (axis: number) => int64Tensor([0, 0, 0, 0, ...[0, 0, 0, 0].map((_, a) => (a === axis ? grow : 0))], [8]);
+    const feeds: Feeds = { key_pads: pads(3), value_pads: pads(2) };
+    for (const [name, tensor] of this.tensors) feeds[`past_${name}`] = tensor;
+    const grown = this.taken(await this.kit.run('grow', feeds));
     this.dispose();
-    this.tensors = next;
+    this.tensors = grown;
+    this.slots.widen(capacity);
+  }
+
+  /** A run's outputs, named as this cache's tensors. */
+  private taken(outputs: Outputs): Map<string, ort.Tensor> {
+    return new Map(cacheNames(this.kit.config).map((name) => [name, outputs[name] as ort.Tensor]));
   }
 }

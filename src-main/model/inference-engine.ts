@@ -216,7 +216,7 @@ export class ModelEngine {
       const named = `${which}${this.lora ? '_lora' : ''}${chunks ? `_chunks${chunks}` : ''}`;
       const { fusions, precision } = this;
       const graph = which === 'decode_chunk' ? decodeChunkGraph(this.weights, { quantize, linear, ...fusions, precision }, named)
-        : which === 'generate' ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: true, quantize, linear, ...fusions, precision }, named).graph
+        : which === 'generate' ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: this.deviceCache ? 'written' : 'appended', quantize, linear, ...fusions, precision }, named).graph
         : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks, ...fusions, precision }, named).graph;
       // A chunked fp32 graph reads the mapped weights unpacked: a second packed copy would cost
       // about what chunking saves, and past the chunking length the keys its chunks skip pay
@@ -328,7 +328,7 @@ export class ModelEngine {
         while (fed < row.inputIds.length - 1) {
           const chunk = row.inputIds.slice(fed, fed === 0 ? prefill : fed + 1);
           const mask = [chunk.map(() => 1)];
-          const out = await run(cache.feeds([chunk], mask));
+          const out = await run(await cache.feeds([chunk], mask));
           await cache.append(out, mask);
           fed += chunk.length;
           if (fed >= row.responseStart) logprobs.push((out.last_logprobs!.data as Float32Array)[row.inputIds[fed]!]!);

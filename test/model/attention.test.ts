@@ -9,7 +9,8 @@ import path from 'node:path';
 import ort from 'onnxruntime-node';
 import { GraphBuilder } from '../../src-main/graph/ir.js';
 import { serializeModel } from '../../src-main/graph/onnx.js';
-import { buildDecoder, checkpointWeights, positionIdsFromMask, type WeightSource } from '../../src-main/model/decoder.js';
+import { buildDecoder, checkpointWeights, type WeightSource } from '../../src-main/model/decoder.js';
+import { positionIdsFromMask } from '../../src-main/model/cache-slots.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { seededRandom, writeTinyModel } from '../../tools/tiny-models.js';
 

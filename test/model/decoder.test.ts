@@ -12,6 +12,7 @@ import type { ScoreRow } from '../../src-main/model/inference-engine.js';
 import { inferenceFusions, type Device } from '../../src-main/model/ort-session.js';
 import { writeTinyModel, type TinyModel, type TinyModelOptions } from '../../tools/tiny-models.js';
 import { logSoftmaxAt, referenceLogits } from './reference-forward.js';
+import { bothCaches, expectSameRuns } from '../helpers/cache-steps.js';
 
 const VARIANTS: (TinyModelOptions & { label: string })[] = [
   { label: 'qwen3 tied bf16', family: 'qwen3', tie: true, dtype: 'BF16' },
@@ -153,6 +154,12 @@ describe.each(VARIANTS)('$label', (variant) => {
     } finally {
       await unfused.close();
     }
+  });
+
+  it('the generate graph that writes its cache (the GPU-resident cache\'s form) scores what the one the host cache appends to does, and leaves the same slots', async () => {
+    const { host, written } = await bothCaches(tiny.dir, 'cpu', async (t) => t.data as Float32Array);
+    expectSameRuns(written, host);
+    expect(host.slots.get('key_0')!.some((x) => x !== 0)).toBe(true);
   });
 
   it('a row with nothing to score gives an empty list, alone and beside others', async () => {

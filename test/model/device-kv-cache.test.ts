@@ -1,42 +1,24 @@
 // The decode cache in GPU memory (docs/design.md §Devices, src-main/model/device-kv-cache.ts):
-// on WebGPU the keys and values stay on the GPU between steps. Its slots hold, bit for bit,
-// what the host cache's hold through appends that cross a block, and rows picked and repeated;
-// and generation through it gives the host cache's tokens and log-probs: batches whose
+// on WebGPU the keys and values stay on the GPU between steps, written in by the generate graph.
+// Its slots hold what the host cache's hold through steps that cross a block, and rows picked and
+// repeated; and generation through it gives the host cache's tokens and log-probs: batches whose
 // sequences finish at different steps, prompts in pieces, sampling, incremental scoring and
 // the check without a cache. Runs where a WebGPU adapter answers: on the build machines,
 // Mesa's lavapipe (software Vulkan, which .ci/run installs); elsewhere it says so and checks
 // only that the option is refused off WebGPU.
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { GraphBuilder } from '../../src-main/graph/ir.js';
-import { serializeModel } from '../../src-main/graph/onnx.js';
-import type { ModelConfig } from '../../src-main/model/hf-checkpoint.js';
-import { SLOT_BLOCK, type DecodeCache } from '../../src-main/model/cache-slots.js';
-import { DeviceGraphs } from '../../src-main/model/device-kv-cache.js';
-import { KvCache } from '../../src-main/model/kv-cache.js';
 import { ModelEngine, type BatchPrompt } from '../../src-main/model/inference-engine.js';
 import { createSession, ort } from '../../src-main/model/ort-session.js';
 import { webGpuAnswers } from '../helpers/webgpu.js';
+import { bothCaches, expectSameRuns } from '../helpers/cache-steps.js';
+import { GraphBuilder } from '../../src-main/graph/ir.js';
 import { UserError } from '../../src-shared/types.js';
 import { loraBKey, loraSpecs, type LoraShape } from '../../src-main/model/lora-inputs.js';
 import { initLora } from '../../src-main/train/lora.js';
 import { seededRandom } from '../../src-main/model/sampling.js';
 
 const STORIES = path.resolve('resources/models/stories260K');
-const config = { numLayers: 2, numKvHeads: 2, headDim: 3 } as ModelConfig;
-
-/** Step outputs whose every entry names its layer, kind, row, head, token and step: no two alike. */
-function outputs(rows: number, T: number, tag: number): Record<string, ort.Tensor> {
-  const out: Record<string, ort.Tensor> = {};
-  for (let i = 0; i < config.numLayers; i++) {
-    for (const [kind, extra] of [['key', 0], ['value', 0.5]] as const) {
-      const data = new Float32Array(rows * 2 * T * 3);
-      for (let k = 0; k < data.length; k++) data[k] = 100_000 * i + 10_000 * Math.floor(k / (2 * T * 3)) + tag + k * 0.25 + extra;
-      out[`new_${kind}_${i}`] = new ort.Tensor('float32', data, [rows, 2, T, 3]);
-    }
-  }
-  return out;
-}
 
 /** A WebGPU graph that copies a tensor back to host memory, to read a GPU-resident cache. */
 async function hostReader(): Promise<(t: ort.Tensor) => Promise<Float32Array>> {
@@ -60,42 +42,9 @@ describe('the decode cache on the GPU', () => {
       read = await hostReader();
     });
 
-    /** Every fed past tensor of both caches, the device's read back: the same dims and values. */
-    async function expectSameSlots(device: DecodeCache, host: DecodeCache): Promise<void> {
-      const tokens = Array.from({ length: host.rows }, () => [1]), mask = tokens;
-      const d = device.feeds(tokens, mask), h = host.feeds(tokens, mask);
-      expect(d.past_key_0!.location).toBe('gpu-buffer');
-      for (const name of Object.keys(h)) {
-        expect(d[name]!.dims).toEqual(h[name]!.dims);
-        const got = name.startsWith('past_') ? await read(d[name]!) : d[name]!.data;
-        expect(Array.from(got as ArrayLike<number | bigint>)).toEqual(Array.from(h[name]!.data as ArrayLike<number | bigint>));
-      }
-      expect(device.realTokens()).toEqual(host.realTokens());
-    }
-
-    it('holds what the host cache holds, bit for bit, across a block and rows picked and repeated', async () => {
-      const kit = new DeviceGraphs(config, { device: 'webgpu' });
-      let device: DecodeCache = kit.empty(2);
-      let host: DecodeCache = KvCache.empty(config, 2);
-      try {
-        const prefill = SLOT_BLOCK - 2;
-        const first: [number[], number[]] = [new Array(prefill).fill(1), [0, 0, ...new Array(prefill - 2).fill(1)]];
-        for (const cache of [device, host]) await cache.append(outputs(2, prefill, 0), first);
-        for (const tag of [1000, 2000, 3000]) {
-          for (const cache of [device, host]) await cache.append(outputs(2, 1, tag), [[1], [1]]);
-        }
-        await expectSameSlots(device, host);
-        device = await device.select([1, 1, 0]);
-        host = await host.select([1, 1, 0]);
-        for (const cache of [device, host]) await cache.append(outputs(3, 2, 5000), [[1, 1], [0, 1], [1, 1]]);
-        await expectSameSlots(device, host);
-        device = await device.select([2]);
-        host = await host.select([2]);
-        await expectSameSlots(device, host);
-      } finally {
-        device.dispose();
-        await kit.close();
-      }
+    it('holds what the host cache holds and scores what it scores: a padded row, across a block, rows picked and repeated, two tokens a step', async () => {
+      const { host, written } = await bothCaches(STORIES, 'webgpu', read);
+      expectSameRuns(written, host);
     });
 
     it('generates what the host cache generates: batches, pieces, sampling, rows leaving, incremental scores', async () => {
