@@ -12,6 +12,7 @@ import { DeviceGraphs, cacheOutputNames } from '../../src-main/model/device-kv-c
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { KvCache } from '../../src-main/model/kv-cache.js';
 import { createSession, holdsTensorsOnDevice, inferenceFusions, ort, type Device } from '../../src-main/model/ort-session.js';
+import { maxAbsDiff } from './numbers.js';
 
 export interface CacheRun {
   /** Each step's last_logprobs, [rows · vocab]. */
@@ -27,17 +28,13 @@ export interface CacheRun {
  * terms in another order.
  */
 export function expectSameRuns(written: CacheRun, host: CacheRun, tolerance = 1e-5): void {
-  const maxDiff = (a: Float32Array, b: Float32Array) => {
-    expect(a.length).toBe(b.length);
-    return a.reduce((m, x, i) => Math.max(m, Math.abs(x - b[i]!)), 0);
-  };
   expect(written.logprobs).toHaveLength(host.logprobs.length);
-  written.logprobs.forEach((step, i) => expect(maxDiff(step, host.logprobs[i]!)).toBeLessThan(tolerance));
+  written.logprobs.forEach((step, i) => expect(maxAbsDiff(step, host.logprobs[i]!)).toBeLessThan(tolerance));
   expect([...written.slots.keys()]).toEqual([...host.slots.keys()]);
   for (const [name, slots] of written.slots) {
     const expected = host.slots.get(name)!;
     const scale = expected.reduce((m, x) => Math.max(m, Math.abs(x)), 1); // keys and values run to tens: relative past 1
-    expect(maxDiff(slots, expected) / scale).toBeLessThan(tolerance);
+    expect(maxAbsDiff(slots, expected) / scale).toBeLessThan(tolerance);
   }
   expect(written.realTokens).toEqual(host.realTokens);
 }

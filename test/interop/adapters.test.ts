@@ -15,7 +15,8 @@ import { readSafetensorsHeader } from '../../src-main/model/safetensors.js';
 import { writeMergedModel } from '../../src-main/train/merge.js';
 import { readAdapter } from '../../src-main/train/peft.js';
 import { runCli } from '../helpers/cli.js';
-import { maxDifference, runPython, writeTinyTokenizerFolder } from './helpers.js';
+import { runPython, writeTinyTokenizerFolder } from './helpers.js';
+import { maxAbsDiffRows } from '../helpers/numbers.js';
 import { interopPython, pythonEnv } from './python.js';
 
 const TOLERANCE = 1e-4;
@@ -80,13 +81,13 @@ describe.skipIf(!interopPython)('LoRA adapters between Hindsight and PEFT', () =
   });
 
   it('scores the base model as transformers does', () => {
-    expect((diffs.base = maxDifference(scored.base!, made.base))).toBeLessThan(TOLERANCE);
+    expect((diffs.base = maxAbsDiffRows(scored.base!, made.base))).toBeLessThan(TOLERANCE);
   });
 
   it(`an adapter Hindsight trained: PeftModel.from_pretrained's log-probs equal score --adapter's within ${TOLERANCE}`, () => {
     const [ours] = checked;
-    expect((diffs.ours = maxDifference(scored.ours!, ours!.peft))).toBeLessThan(TOLERANCE);
-    expect(maxDifference(ours!.peft, made.base)).toBeGreaterThan(0.05); // training moved it: the comparison can fail
+    expect((diffs.ours = maxAbsDiffRows(scored.ours!, ours!.peft))).toBeLessThan(TOLERANCE);
+    expect(maxAbsDiffRows(ours!.peft, made.base)).toBeGreaterThan(0.05); // training moved it: the comparison can fail
   });
 
   it('an adapter Hindsight trained: merge_and_unload equals train --merge, which transformers loads as fp32', () => {
@@ -94,8 +95,8 @@ describe.skipIf(!interopPython)('LoRA adapters between Hindsight and PEFT', () =
     expect(ours!.missing).toEqual([]);
     expect((diffs.oursMergedWeights = ours!.merged_weight_diff)).toBeLessThan(WEIGHT_TOLERANCE);
     expect(ours!.merged_dtype_default).toBe('torch.float32');
-    expect((diffs.oursMerged = maxDifference(scored['ours-merged']!, ours!.peft))).toBeLessThan(TOLERANCE);
-    expect(maxDifference(ours!.merged_plain, ours!.peft)).toBeLessThan(TOLERANCE);
+    expect((diffs.oursMerged = maxAbsDiffRows(scored['ours-merged']!, ours!.peft))).toBeLessThan(TOLERANCE);
+    expect(maxAbsDiffRows(ours!.merged_plain, ours!.peft)).toBeLessThan(TOLERANCE);
   });
 
   it('an adapter PEFT trained (rank_pattern, alpha_pattern, use_rslora, bf16) scores in Hindsight as in PEFT', () => {
@@ -105,16 +106,16 @@ describe.skipIf(!interopPython)('LoRA adapters between Hindsight and PEFT', () =
     expect(Object.keys(config.alpha_pattern).length).toBeGreaterThan(1);
     const dtypes = new Set(readSafetensorsHeader(path.join(peftDir, 'adapter_model.safetensors')).tensors.map((t) => t.dtype));
     expect([...dtypes]).toEqual(['BF16']);
-    expect((diffs.peft = maxDifference(scored.peft!, made.peft))).toBeLessThan(TOLERANCE);
-    expect(maxDifference(checked[1]!.peft, made.peft)).toBe(0); // the same adapter, loaded twice by PEFT
-    expect(maxDifference(made.peft, made.base)).toBeGreaterThan(0.05);
+    expect((diffs.peft = maxAbsDiffRows(scored.peft!, made.peft))).toBeLessThan(TOLERANCE);
+    expect(maxAbsDiffRows(checked[1]!.peft, made.peft)).toBe(0); // the same adapter, loaded twice by PEFT
+    expect(maxAbsDiffRows(made.peft, made.base)).toBeGreaterThan(0.05);
   });
 
   it("an adapter PEFT trained: Hindsight's merge equals merge_and_unload", () => {
     const [, theirs] = checked;
     expect(theirs!.missing).toEqual([]);
     expect((diffs.peftMergedWeights = theirs!.merged_weight_diff)).toBeLessThan(WEIGHT_TOLERANCE);
-    expect((diffs.peftMerged = maxDifference(scored['peft-merged']!, made.peft_merged))).toBeLessThan(TOLERANCE);
-    expect(maxDifference(made.peft_merged, made.peft)).toBeLessThan(TOLERANCE);
+    expect((diffs.peftMerged = maxAbsDiffRows(scored['peft-merged']!, made.peft_merged))).toBeLessThan(TOLERANCE);
+    expect(maxAbsDiffRows(made.peft_merged, made.peft)).toBeLessThan(TOLERANCE);
   });
 });

@@ -25,6 +25,7 @@ import { runCli } from '../helpers/cli.js';
 import { writeRealTokenizer } from '../../tools/real-tokenizers.js';
 import { SESSION_001, SESSION_002, SESSION_003, SORTING, conv, fakeExport, tempWorkspace, trainOnEverySession } from '../store/helpers.js';
 import { interopPython, pythonEnv } from './python.js';
+import { maxAbsDiffRows } from '../helpers/numbers.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(here, '../..');
@@ -109,10 +110,6 @@ async function startServe(upstream: string): Promise<{ url: string; key: string 
 
 const readJson = (file: string) => JSON.parse(fs.readFileSync(file, 'utf8'));
 const jsonl = (file: string) => fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
-const maxDiff = (a: number[][], b: number[][]) => {
-  expect(a.map((r) => r.length)).toEqual(b.map((r) => r.length));
-  return Math.max(...a.flatMap((row, i) => row.map((x, j) => Math.abs(x - b[i]![j]!))));
-};
 
 describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
   beforeAll(async () => {
@@ -198,8 +195,8 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
       expect(r.code, r.stderr).toBe(0);
       const ours = jsonl(out).map((l: { logprobs: number[] }) => l.logprobs);
       const theirs = reference[adapter ?? 'base']!;
-      const diff = maxDiff(ours, theirs);
-      const moved = adapter ? maxDiff(theirs, reference.base!) : 0;
+      const diff = maxAbsDiffRows(ours, theirs);
+      const moved = adapter ? maxAbsDiffRows(theirs, reference.base!) : 0;
       console.log(`score ${adapter ? path.basename(adapter) : 'base'}: max |Hindsight - PEFT| ${diff.toExponential(2)}, adapter moved log-probs by up to ${moved.toFixed(3)} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
       expect(diff).toBeLessThan(1e-4);
       if (adapter) expect(moved).toBeGreaterThan(1e-2); // the comparison could fail: the adapter really changes the model

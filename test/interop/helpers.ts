@@ -35,13 +35,3 @@ export function writeTinyTokenizerFolder(dir: string): string {
   return dir;
 }
 
-/** The largest absolute difference between two lists of log-prob rows of the same shape. */
-export function maxDifference(a: number[][], b: number[][]): number {
-  if (a.length !== b.length) throw new Error(`${a.length} rows vs ${b.length}`);
-  let worst = 0;
-  a.forEach((row, i) => {
-    if (row.length !== b[i]!.length) throw new Error(`row ${i}: ${row.length} tokens vs ${b[i]!.length}`);
-    row.forEach((v, t) => (worst = Math.max(worst, Math.abs(v - b[i]![t]!))));
-  });
-  return worst;
-}

@@ -23,7 +23,8 @@ import type { ModelExportResult } from '../../src-shared/model-export-api.js';
 import { readAdapter, writeAdapter } from '../../src-main/train/peft.js';
 import type { LinearTarget } from '../../src-main/model/decoder.js';
 import { writeTinyModel, type TinyFamily } from '../../tools/tiny-models.js';
-import { llamaCppLogprobs, llamaCppModule, maxAbsDiff, meanAbsDiff } from './llama-cpp.js';
+import { llamaCppLogprobs, llamaCppModule, meanAbsDiff } from './llama-cpp.js';
+import { maxAbsDiffRows } from '../helpers/numbers.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const SMOLLM2 = path.join(root, '.cache/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf');
@@ -85,7 +86,7 @@ function runNode(args: string[]): Promise<{ status: number | null; stdout: strin
 }
 
 function report(label: string, ours: number[][], theirs: number[][]): { max: number; mean: number } {
-  const max = maxAbsDiff(ours, theirs), mean = meanAbsDiff(ours, theirs);
+  const max = maxAbsDiffRows(ours, theirs), mean = meanAbsDiff(ours, theirs);
   console.log(`llama.cpp vs Hindsight, ${label}: max |Δ log-prob| ${max.toExponential(2)}, mean ${mean.toExponential(2)} nats over ${ours.flat().length} tokens`);
   return { max, mean };
 }
@@ -112,7 +113,7 @@ describe.skipIf(!module)('export-model: llama.cpp loads the GGUF adapter and the
       const merged = await llamaCppLogprobs(module!, { model: out.mergedGguf!, rows, prompt, greedy: 12 });
       report(`tiny ${family} F32 base alone`, plain.logprobs, baseOnly.logprobs);
 
-      const adapterEffect = maxAbsDiff(ours.logprobs, plain.logprobs);
+      const adapterEffect = maxAbsDiffRows(ours.logprobs, plain.logprobs);
       console.log(`tiny ${family}: the adapter moves Hindsight's log-probs by up to ${adapterEffect.toFixed(3)} nats`);
       expect(adapterEffect).toBeGreaterThan(50 * F32_TOLERANCE);
       expect(report(`tiny ${family} F32 + GGUF LoRA`, ours.logprobs, withLora.logprobs).max).toBeLessThan(F32_TOLERANCE);
@@ -149,7 +150,7 @@ describe.skipIf(!module)('export-model: llama.cpp loads the GGUF adapter and the
     const withLora = await llamaCppLogprobs(module!, { model: SMOLLM2, lora: out.adapterGguf, rows, prompt, greedy: 16 });
     const merged = await llamaCppLogprobs(module!, { model: out.mergedGguf!, rows, prompt, greedy: 16 });
     lap('llama.cpp runs');
-    const adapterEffect = maxAbsDiff(ours.logprobs, plain.logprobs);
+    const adapterEffect = maxAbsDiffRows(ours.logprobs, plain.logprobs);
     console.log(`SmolLM2: the adapter moves Hindsight's log-probs by up to ${adapterEffect.toFixed(3)} nats; greedy Hindsight ${JSON.stringify(ours.greedy)}, llama.cpp+LoRA ${JSON.stringify(withLora.greedy)}, merged ${JSON.stringify(merged.greedy)}`);
     const baseDiff = report('SmolLM2 Q4_1 base alone', plain.logprobs, baseOnly.logprobs);
     const loraDiff = report('SmolLM2 Q4_1 + GGUF LoRA', ours.logprobs, withLora.logprobs);

@@ -44,13 +44,6 @@ export function llamaCppLogprobs(module: string, request: LlamaCppRows): Promise
   });
 }
 
-/** max |a − b| over every token of every row. */
-export function maxAbsDiff(a: number[][], b: number[][]): number {
-  let m = 0;
-  a.forEach((row, i) => row.forEach((v, j) => (m = Math.max(m, Math.abs(v - b[i]![j]!)))));
-  return m;
-}
-
 export function meanAbsDiff(a: number[][], b: number[][]): number {
   let s = 0, n = 0;
   a.forEach((row, i) => row.forEach((v, j) => { s += Math.abs(v - b[i]![j]!); n++; }));

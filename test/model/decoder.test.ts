@@ -13,6 +13,7 @@ import { inferenceFusions, type Device } from '../../src-main/model/ort-session.
 import { writeTinyModel, type TinyModel, type TinyModelOptions } from '../../tools/tiny-models.js';
 import { logSoftmaxAt, referenceLogits } from './reference-forward.js';
 import { bothCaches, expectSameRuns } from '../helpers/cache-steps.js';
+import { maxAbsDiff } from '../helpers/numbers.js';
 
 const VARIANTS: (TinyModelOptions & { label: string })[] = [
   { label: 'qwen3 tied bf16', family: 'qwen3', tie: true, dtype: 'BF16' },
@@ -22,11 +23,6 @@ const VARIANTS: (TinyModelOptions & { label: string })[] = [
   { label: 'llama untied fp32 (MHA, head_dim = hidden/heads)', family: 'llama', numKvHeads: 4, headDim: 8, seed: 5 },
   { label: 'llama tied bf16 in 3 shards', family: 'llama', tie: true, dtype: 'BF16', shards: 3, seed: 6 },
 ];
-
-const maxAbsDiff = (a: number[], b: number[]) => {
-  expect(a).toHaveLength(b.length);
-  return Math.max(0, ...a.map((v, i) => Math.abs(v - b[i]!)));
-};
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-decoder-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));

@@ -15,12 +15,11 @@ import { ModelEngine, type BatchPrompt } from '../../src-main/model/inference-en
 import { inferenceFusions } from '../../src-main/model/ort-session.js';
 import { webGpuAnswers } from '../helpers/webgpu.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
+import { maxAbsDiff } from '../helpers/numbers.js';
 
 const hasWebGpu = await webGpuAnswers('webgpu-fusions', 'nothing is checked');
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-webgpu-fusions-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
-
-const maxAbsDiff = (a: number[], b: number[]) => Math.max(...a.map((x, i) => Math.abs(x - b[i]!)));
 
 /** The same requests on the CPU (its own graphs) and on WebGPU (its fused ones). */
 async function onBoth<T>(dir: string, run: (engine: ModelEngine) => Promise<T>): Promise<{ cpu: T; webgpu: T }> {

@@ -14,6 +14,7 @@ import { float32ToFp16 } from '../../src-main/model/half.js';
 import { loraAKey, loraBKey } from '../../src-main/train/lora.js';
 import { readAdapter } from '../../src-main/train/peft.js';
 import { runCli } from '../helpers/cli.js';
+import { maxAbsDiff } from '../helpers/numbers.js';
 
 const MODEL = path.resolve('resources/models/stories260K');
 const FIXTURE = path.resolve('test/fixtures/peft-roundtrip');
@@ -57,16 +58,11 @@ async function scoreWith(adapter: string): Promise<number[]> {
   return JSON.parse(fs.readFileSync(out, 'utf8').split('\n')[0]!).logprobs;
 }
 
-function maxDiff(a: number[], b: number[]): number {
-  expect(a.length).toBe(b.length);
-  return Math.max(...a.map((x, i) => Math.abs(x - b[i]!)));
-}
-
 describe('a PEFT adapter trained elsewhere', () => {
   it('scores as PyTorch applying it does, within 1e-4 in log-prob', async () => {
     const got = await scoreWith(path.join(FIXTURE, 'adapter'));
-    expect(maxDiff(got, expected.logprobs)).toBeLessThan(1e-4);
-    expect(maxDiff(expected.logprobs, expected.base_logprobs)).toBeGreaterThan(0.5); // the adapter does matter
+    expect(maxAbsDiff(got, expected.logprobs)).toBeLessThan(1e-4);
+    expect(maxAbsDiff(expected.logprobs, expected.base_logprobs)).toBeGreaterThan(0.5); // the adapter does matter
   });
 
   it('gives the same log-probs in fp16 and fp32, without the key prefix, with the adapter name, with full-path targets', async () => {
@@ -78,7 +74,7 @@ describe('a PEFT adapter trained elsewhere', () => {
       variant('full-paths', { config: (c) => (c.target_modules = paths) }),
       variant('regex-targets', { config: (c) => (c.target_modules = '.*\\.(q_proj|v_proj|down_proj)') }),
     ];
-    for (const dir of dirs) expect(maxDiff(await scoreWith(dir), expected.logprobs), path.basename(dir)).toBeLessThan(1e-4);
+    for (const dir of dirs) expect(maxAbsDiff(await scoreWith(dir), expected.logprobs), path.basename(dir)).toBeLessThan(1e-4);
   });
 
   it('folds rank_pattern, alpha_pattern and use_rslora into one exact r and alpha', () => {

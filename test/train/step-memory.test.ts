@@ -19,6 +19,7 @@ import type { LoraWeights, StepBatch } from '../../src-main/train/training-step.
 import { writeTinyModel, type TinyFamily } from '../../tools/tiny-models.js';
 import { ATTENTION_CHUNKING, chunksAttention } from '../../src-main/model/attention.js';
 import { LORA, lossConfig, randomLora, sgd, tinyBatch } from './step-helpers.js';
+import { maxAbsDiff } from '../helpers/numbers.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-step-memory-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
@@ -29,12 +30,6 @@ const CASES: { family: TinyFamily; tie: boolean }[] = [
   { family: 'llama', tie: false },
   { family: 'llama', tie: true },
 ];
-
-const maxAbsDiff = (a: ArrayLike<number>, b: ArrayLike<number>) => {
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
-  return m;
-};
 
 function gradDiff(a: LoraWeights, b: LoraWeights): number {
   let m = 0;
