@@ -155,8 +155,10 @@ type Outputs = ort.InferenceSession.OnnxValueMapType;
 
 /**
  * The decode cache as generation uses it (./batch-decode.ts): host memory (./kv-cache.ts) or
- * GPU memory (./device-kv-cache.ts). `append` takes ownership of the step's new keys and
- * values; `select` hands this cache's contents to the cache it returns, so the caller uses
+ * GPU memory (./device-kv-cache.ts). `feeds` gives a step's inputs (the GPU cache may first
+ * widen itself, on the GPU: hence a promise there); `append` takes ownership of what the step
+ * returned for the cache (the host cache's new keys and values, the GPU cache's whole written
+ * cache); `select` hands this cache's contents to the cache it returns, so the caller uses
  * only that one afterwards; `dispose` frees what the cache holds (GPU memory at once, rather
  * than whenever the garbage collector runs).
  */
