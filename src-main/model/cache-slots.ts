@@ -23,6 +23,9 @@ export function blocksFor(slots: number): number {
 }
 
 export class CacheSlots {
+  /** Per row, how many of its written slots hold a real token (kept, not counted each step). */
+  private readonly real: number[];
+
   constructor(
     /** Per row, per slot: 1 where the slot holds a real token. */
     private filled: Uint8Array[],
@@ -30,7 +33,9 @@ export class CacheSlots {
     public capacity: number,
     /** Slots written so far (the same for every row). */
     public length: number,
-  ) {}
+  ) {
+    this.real = filled.map((row) => row.subarray(0, length).reduce((a, m) => a + m, 0));
+  }
 
   /** One block of empty slots for `rows` rows. */
   static empty(rows: number): CacheSlots {
@@ -43,7 +48,7 @@ export class CacheSlots {
 
   /** How many real tokens each row holds: the position of its next token. */
   realTokens(): number[] {
-    return this.filled.map((row) => row.subarray(0, this.length).reduce((a, m) => a + m, 0));
+    return [...this.real];
   }
 
   /**
@@ -52,11 +57,10 @@ export class CacheSlots {
    */
   tokenFeeds(tokens: number[][], mask: number[][]): Record<string, ort.Tensor> {
     const T = tokens[0]!.length, R = this.rows;
-    const fullMask = this.filled.flatMap((row, r) => [...row, ...mask[r]!]);
     return {
       input_ids: int64Tensor(tokens.flat(), [R, T]),
-      attention_mask: int64Tensor(fullMask, [R, this.capacity + T]),
-      position_ids: int64Tensor(positionIdsFromMask(mask, this.realTokens()).flat(), [R, T]),
+      attention_mask: this.maskFeed(this.capacity + T, mask, this.capacity),
+      position_ids: int64Tensor(positionIdsFromMask(mask, this.real).flat(), [R, T]),
     };
   }
 
@@ -68,17 +72,28 @@ export class CacheSlots {
   writtenTokenFeeds(tokens: number[][], mask: number[][]): Record<string, ort.Tensor> {
     const T = tokens[0]!.length, R = this.rows, C = this.capacity;
     if (this.length + T > C) throw new Error(`${T} tokens do not fit after ${this.length} of ${C} slots: widen the cache first`);
-    const fullMask = this.filled.flatMap((row, r) => {
-      const slots = Array.from(row); // empty past `length`
-      slots.splice(this.length, T, ...mask[r]!);
-      return slots;
-    });
     return {
       input_ids: int64Tensor(tokens.flat(), [R, T]),
-      attention_mask: int64Tensor(fullMask, [R, C]),
-      position_ids: int64Tensor(positionIdsFromMask(mask, this.realTokens()).flat(), [R, T]),
+      attention_mask: this.maskFeed(C, mask, this.length),
+      position_ids: int64Tensor(positionIdsFromMask(mask, this.real).flat(), [R, T]),
       write_slots: int64Tensor(Array.from({ length: T }, (_, t) => this.length + t), [T]),
     };
+  }
+
+  /**
+   * attention_mask [rows, width]: each row's written slots, then `mask`'s row from slot `at`,
+   * zeros elsewhere. Written straight into the int64 array: built through number arrays, this
+   * took 11 ms a step at 16 rows of 2,048 slots (a step of on-policy rollouts), a real share of
+   * a decode step on a GPU.
+   */
+  private maskFeed(width: number, mask: number[][], at: number): ort.Tensor {
+    const data = new BigInt64Array(this.rows * width);
+    this.filled.forEach((row, r) => {
+      const base = r * width;
+      for (let s = 0; s < this.length; s++) if (row[s]) data[base + s] = 1n;
+      mask[r]!.forEach((m, t) => m && (data[base + at + t] = 1n));
+    });
+    return new ort.Tensor('int64', data, [this.rows, width]);
   }
 
   /** The capacity `T` more slots need: the current one, or more whole blocks. */
@@ -90,6 +105,7 @@ export class CacheSlots {
   record(mask: number[][], capacity: number): void {
     this.widen(capacity);
     this.filled.forEach((row, r) => row.set(mask[r]!, this.length));
+    mask.forEach((row, r) => (this.real[r] += row.reduce((a, m) => a + (m ? 1 : 0), 0)));
     this.length += mask[0]!.length;
   }
 
