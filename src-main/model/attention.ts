@@ -202,6 +202,14 @@ export interface WrittenCache {
   values: string;
 }
 
+/** The slot axis of a {@link WrittenCache}'s keys and values. */
+export const WRITTEN_SLOT_AXIS = { key: 3, value: 2 } as const;
+
+/** A {@link WrittenCache}'s dims, keys or values, for `rows` rows of `slots` slots. */
+export function writtenCacheDims<D extends number | string>(kind: 'key' | 'value', rows: D, kvHeads: number, headDim: number, slots: D): (number | D)[] {
+  return kind === 'key' ? [rows, kvHeads, headDim, slots] : [rows, kvHeads, slots, headDim];
+}
+
 /**
  * Writes a step's keys [B, kv, d, T] (transposed) and values [B, kv, T, d] into a
  * {@link WrittenCache} at `slots` (int64 [T], the same for every row): one ScatterElements per
@@ -210,12 +218,14 @@ export interface WrittenCache {
  */
 export function cacheWriter(b: GraphBuilder, slots: string): (past: WrittenCache, keys: string, values: string) => WrittenCache {
   let indices: { keys: string; values: string } | undefined;
-  const along = (x: string, shape: number[]) => b.expand(b.reshape(slots, shape), b.shape(x), b.shapeOf(x));
+  // `slots` laid along `axis` and expanded to x's shape: each element's slot.
+  const along = (x: string, axis: number) => b.expand(b.reshape(slots, [0, 1, 2, 3].map((a) => (a === axis ? -1 : 1))), b.shape(x), b.shapeOf(x));
   const scatter = (into: string, at: string, update: string, axis: number) =>
     b.op('ScatterElements', [into, at, update], { axis: int(axis) }, 1, [{ dtype: 'float32', shape: b.shapeOf(into) }])[0]!;
+  const { key, value } = WRITTEN_SLOT_AXIS;
   return (past, keys, values) => {
-    indices ??= { keys: along(keys, [1, 1, 1, -1]), values: along(values, [1, 1, -1, 1]) };
-    return { keys: scatter(past.keys, indices.keys, keys, 3), values: scatter(past.values, indices.values, values, 2) };
+    indices ??= { keys: along(keys, key), values: along(values, value) };
+    return { keys: scatter(past.keys, indices.keys, keys, key), values: scatter(past.values, indices.values, values, value) };
   };
 }
 

@@ -56,12 +56,7 @@ export class CacheSlots {
    * `mask` marking which of them are real (1) or padding (0); positions count real tokens only.
    */
   tokenFeeds(tokens: number[][], mask: number[][]): Record<string, ort.Tensor> {
-    const T = tokens[0]!.length, R = this.rows;
-    return {
-      input_ids: int64Tensor(tokens.flat(), [R, T]),
-      attention_mask: this.maskFeed(this.capacity + T, mask, this.capacity),
-      position_ids: int64Tensor(positionIdsFromMask(mask, this.real).flat(), [R, T]),
-    };
+    return this.feedsWithMask(tokens, mask, this.capacity + tokens[0]!.length, this.capacity);
   }
 
   /**
@@ -70,30 +65,30 @@ export class CacheSlots {
    * they will be, the tokens' own included, and `write_slots` names the tokens' slots.
    */
   writtenTokenFeeds(tokens: number[][], mask: number[][]): Record<string, ort.Tensor> {
-    const T = tokens[0]!.length, R = this.rows, C = this.capacity;
+    const T = tokens[0]!.length, C = this.capacity;
     if (this.length + T > C) throw new Error(`${T} tokens do not fit after ${this.length} of ${C} slots: widen the cache first`);
-    return {
-      input_ids: int64Tensor(tokens.flat(), [R, T]),
-      attention_mask: this.maskFeed(C, mask, this.length),
-      position_ids: int64Tensor(positionIdsFromMask(mask, this.real).flat(), [R, T]),
-      write_slots: int64Tensor(Array.from({ length: T }, (_, t) => this.length + t), [T]),
-    };
+    return { ...this.feedsWithMask(tokens, mask, C, this.length), write_slots: int64Tensor(Array.from({ length: T }, (_, t) => this.length + t), [T]) };
   }
 
   /**
-   * attention_mask [rows, width]: each row's written slots, then `mask`'s row from slot `at`,
-   * zeros elsewhere. Written straight into the int64 array: built through number arrays, this
-   * took 11 ms a step at 16 rows of 2,048 slots (a step of on-policy rollouts), a real share of
-   * a decode step on a GPU.
+   * input_ids, position_ids and attention_mask [rows, width]: each row's written slots, then
+   * `mask`'s row from slot `at`, zeros elsewhere. The mask is written straight into the int64
+   * array: built through number arrays, it took 11 ms a step at 16 rows of 2,048 slots (a step
+   * of on-policy rollouts), a real share of a decode step on a GPU.
    */
-  private maskFeed(width: number, mask: number[][], at: number): ort.Tensor {
-    const data = new BigInt64Array(this.rows * width);
+  private feedsWithMask(tokens: number[][], mask: number[][], width: number, at: number): Record<string, ort.Tensor> {
+    const T = tokens[0]!.length, R = this.rows;
+    const data = new BigInt64Array(R * width);
     this.filled.forEach((row, r) => {
       const base = r * width;
       for (let s = 0; s < this.length; s++) if (row[s]) data[base + s] = 1n;
       mask[r]!.forEach((m, t) => m && (data[base + at + t] = 1n));
     });
-    return new ort.Tensor('int64', data, [this.rows, width]);
+    return {
+      input_ids: int64Tensor(tokens.flat(), [R, T]),
+      attention_mask: new ort.Tensor('int64', data, [R, width]),
+      position_ids: int64Tensor(positionIdsFromMask(mask, this.real).flat(), [R, T]),
+    };
   }
 
   /** The capacity `T` more slots need: the current one, or more whole blocks. */
@@ -105,7 +100,7 @@ export class CacheSlots {
   record(mask: number[][], capacity: number): void {
     this.widen(capacity);
     this.filled.forEach((row, r) => row.set(mask[r]!, this.length));
-    mask.forEach((row, r) => (this.real[r] += row.reduce((a, m) => a + (m ? 1 : 0), 0)));
+    mask.forEach((row, r) => (this.real[r] += row.reduce((a, m) => a + m, 0)));
     this.length += mask[0]!.length;
   }
 
@@ -127,8 +122,8 @@ export class CacheSlots {
 
   /** How many of row `row`'s first slots hold its first `tokens` real tokens (all it has written, when it has no more). */
   slotsHolding(row: number, tokens: number): number {
-    const filled = this.filled[row]!.subarray(0, this.length);
-    if (tokens >= filled.reduce((a, m) => a + m, 0)) return this.length;
+    if (tokens >= this.real[row]!) return this.length;
+    const filled = this.filled[row]!;
     let slot = 0;
     for (let seen = 0; seen < tokens; slot++) seen += filled[slot]!;
     return slot;

@@ -50,7 +50,7 @@ import { GraphBuilder, int, type Graph } from '../graph/ir.js';
 import type { Checkpoint } from './hf-checkpoint.js';
 import { applyRope, ropeTables } from './rope.js';
 import { normBuilders } from './norms.js';
-import { attend, cacheWriter, queryChunks } from './attention.js';
+import { attend, cacheWriter, queryChunks, writtenCacheDims } from './attention.js';
 import { DEFAULT_VOCAB_CHUNK, appendTargetLogprobs } from './chunked-head.js';
 import { HEAD_SCHEME, type QuantScheme } from './quantize.js';
 import { halfPrecisionMatmul, halfTable } from './half-matmul.js';
@@ -196,10 +196,10 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   const targetIds = scoring ? b.input('target_ids', 'int64', ['N']) : undefined;
   const pastKeys: string[] = [], pastValues: string[] = [], newKeys: string[] = [], newValues: string[] = [];
   const writesCache = options.kvCache === 'written';
-  const slots = writesCache ? 'C' : 'P';
+  const cacheDims = (kind: 'key' | 'value') => (writesCache ? writtenCacheDims(kind, 'B', numKvHeads, headDim, 'C') : ['B', numKvHeads, 'P', headDim]);
   for (let i = 0; options.kvCache && i < c.numLayers; i++) {
-    pastKeys.push(b.input(`past_key_${i}`, 'float32', writesCache ? ['B', numKvHeads, headDim, slots] : ['B', numKvHeads, slots, headDim]));
-    pastValues.push(b.input(`past_value_${i}`, 'float32', ['B', numKvHeads, slots, headDim]));
+    pastKeys.push(b.input(`past_key_${i}`, 'float32', cacheDims('key')));
+    pastValues.push(b.input(`past_value_${i}`, 'float32', cacheDims('value')));
   }
   const writeSlots = writesCache ? b.input('write_slots', 'int64', ['T']) : undefined;
   const writeCache = writeSlots ? cacheWriter(b, writeSlots) : undefined;

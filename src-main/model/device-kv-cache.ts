@@ -24,6 +24,7 @@
  * the tests read the cache through a WebGPU graph with a host output.
  */
 import { GraphBuilder, str } from '../graph/ir.js';
+import { WRITTEN_SLOT_AXIS, writtenCacheDims } from './attention.js';
 import type { ModelConfig } from './hf-checkpoint.js';
 import { CacheSlots, SLOT_BLOCK, keepsEveryRow, type DecodeCache } from './cache-slots.js';
 import { createSession, holdsTensorsOnDevice, int64Tensor, ort, type SessionConfig } from './ort-session.js';
@@ -41,22 +42,21 @@ function cacheNames(config: ModelConfig): string[] {
   return Array.from({ length: config.numLayers }, (_, i) => [`key_${i}`, `value_${i}`]).flat();
 }
 
-/** The slot axis of a cached tensor ('key_3', 'value_3'): keys are stored transposed. */
-const slotAxis = (name: string) => (name.startsWith('key_') ? 3 : 2);
+/** A cached tensor's kind: 'key_3' holds keys. */
+const kindOf = (name: string) => (name.startsWith('key_') ? 'key' : 'value');
 
-/** A cached tensor's dims for `rows` rows of `capacity` slots. */
+/** A cached tensor's dims for `rows` rows of `capacity` slots (keys stored transposed, as attention.ts lays a written cache out). */
 function cacheDims<D extends number | string>(config: ModelConfig, name: string, rows: D, capacity: D): (number | D)[] {
-  const { numKvHeads: H, headDim } = config;
-  return slotAxis(name) === 3 ? [rows, H, headDim, capacity] : [rows, H, capacity, headDim];
+  return writtenCacheDims(kindOf(name), rows, config.numKvHeads, config.headDim, capacity);
 }
 
 /** kv_grow: every cached tensor with `key_pads`/`value_pads` empty slots after its last (Pad). */
 function growGraph(config: ModelConfig) {
   const b = new GraphBuilder('kv_grow');
-  const pads = { 3: b.input('key_pads', 'int64', [8]), 2: b.input('value_pads', 'int64', [8]) };
+  const pads = { key: b.input('key_pads', 'int64', [8]), value: b.input('value_pads', 'int64', [8]) };
   for (const name of cacheNames(config)) {
     const past = b.input(`past_${name}`, 'float32', cacheDims(config, name, 'R', 'S'));
-    const [grown] = b.op('Pad', [past, pads[slotAxis(name)]], { mode: str('constant') }, 1, [{ dtype: 'float32', shape: cacheDims(config, name, 'R', 'C') }]);
+    const [grown] = b.op('Pad', [past, pads[kindOf(name)]], { mode: str('constant') }, 1, [{ dtype: 'float32', shape: cacheDims(config, name, 'R', 'C') }]);
     b.output(b.identityAs(grown!, name));
   }
   return b.graph;
@@ -133,9 +133,12 @@ export class DeviceKvCache implements DecodeCache {
 
   /** One block of empty slots, zeros in host memory until the first step moves the cache to the GPU. */
   static empty(kit: DeviceGraphs, rows: number): DeviceKvCache {
-    const zeros = (dims: number[]) => new ort.Tensor('float32', new Float32Array(dims.reduce((a, d) => a * d, 1)), dims);
-    const [keys, values] = [zeros(cacheDims(kit.config, 'key_0', rows, SLOT_BLOCK)), zeros(cacheDims(kit.config, 'value_0', rows, SLOT_BLOCK))];
-    return new DeviceKvCache(kit, CacheSlots.empty(rows), new Map(cacheNames(kit.config).map((name) => [name, slotAxis(name) === 3 ? keys : values])));
+    const zeros = (kind: 'key' | 'value') => {
+      const dims = writtenCacheDims(kind, rows, kit.config.numKvHeads, kit.config.headDim, SLOT_BLOCK);
+      return new ort.Tensor('float32', new Float32Array(dims.reduce((a, d) => a * d, 1)), dims);
+    };
+    const shared = { key: zeros('key'), value: zeros('value') }; // one array per kind, fed for every layer
+    return new DeviceKvCache(kit, CacheSlots.empty(rows), new Map(cacheNames(kit.config).map((name) => [name, shared[kindOf(name)]])));
   }
 
   get rows(): number {
@@ -186,8 +189,9 @@ export class DeviceKvCache implements DecodeCache {
    */
   private async widen(capacity: number): Promise<void> {
     const grow = capacity - this.slots.capacity;
-    const pads = (axis: number) => int64Tensor([0, 0, 0, 0, ...[0, 0, 0, 0].map((_, a) => (a === axis ? grow : 0))], [8]);
-    const feeds: Feeds = { key_pads: pads(3), value_pads: pads(2) };
+    // Pad's pads: each axis's start, then each axis's end; only the slot axis grows, at its end.
+    const pads = (axis: number) => int64Tensor([0, 0, 0, 0, ...[0, 1, 2, 3].map((a) => (a === axis ? grow : 0))], [8]);
+    const feeds: Feeds = { key_pads: pads(WRITTEN_SLOT_AXIS.key), value_pads: pads(WRITTEN_SLOT_AXIS.value) };
     for (const [name, tensor] of this.tensors) feeds[`past_${name}`] = tensor;
     const grown = this.taken(await this.kit.run('grow', feeds));
     this.dispose();

@@ -59,12 +59,14 @@ export async function bothCaches(dir: string, device: Device, read: (t: ort.Tens
 
 async function script(session: ort.InferenceSession, cache: DecodeCache, layers: number, vocab: number, read: (t: ort.Tensor) => Promise<Float32Array>): Promise<CacheRun> {
   const logprobs: Float32Array[] = [];
+  let length = 0; // slots written
   const token = (step: number, row: number, t: number) => 1 + ((step * 31 + row * 7 + t * 3) % (vocab - 1));
   const step = async (mask: number[][]) => {
     const tokens = mask.map((row, r) => row.map((_, t) => token(logprobs.length, r, t)));
     const out = await session.run(await cache.feeds(tokens, mask));
     logprobs.push(Float32Array.from(out.last_logprobs!.data as Float32Array));
     await cache.append(out, mask);
+    length += mask[0]!.length;
   };
   try {
     const prefill = SLOT_BLOCK - 2;
@@ -75,7 +77,6 @@ async function script(session: ort.InferenceSession, cache: DecodeCache, layers:
     cache = await cache.select([2]);
     await step([[1]]);
     const feeds = await cache.feeds([[1]], [[1]]);
-    const length = prefill + 3 + 2 + 1;
     const slots = new Map<string, Float32Array>();
     for (let i = 0; i < layers; i++) {
       for (const kind of ['key', 'value']) {
