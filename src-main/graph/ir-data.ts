@@ -5,7 +5,8 @@
  * has no imports, so the op records (./ops/) can use it without going through the builder.
  */
 export const OPSET = 18;
-/** Version of ONNX Runtime's contrib domain ('com.microsoft') that graphs using its ops import. */
+/** ONNX Runtime's contrib op domain, and the version of it that graphs using its ops import. */
+export const CONTRIB_DOMAIN = 'com.microsoft';
 export const CONTRIB_OPSET = 1;
 
 export type DType = 'float32' | 'float64' | 'float16' | 'bfloat16' | 'int64' | 'int32' | 'int8' | 'uint8' | 'bool';
@@ -39,8 +40,8 @@ export type Attr =
 
 export interface Node {
   op: string;
-  /** The op's domain: absent for standard ONNX ops, 'com.microsoft' for ONNX Runtime's contrib ops. */
-  domain?: string;
+  /** The op's domain: absent for standard ONNX ops, CONTRIB_DOMAIN for ONNX Runtime's contrib ops. */
+  domain?: typeof CONTRIB_DOMAIN;
   name: string;
   inputs: string[];
   outputs: string[];

@@ -35,7 +35,7 @@
  * Serialise with `toModelProto` / `saveModel` in ./onnx.ts.
  */
 
-import { f32Tensor, i64Tensor, tensorValues, type Attr, type DType, type Graph, type Node, type Shape, type Tensor, type Value } from './ir-data.js';
+import { CONTRIB_DOMAIN, f32Tensor, i64Tensor, tensorValues, type Attr, type DType, type Graph, type Node, type Shape, type Tensor, type Value } from './ir-data.js';
 import type { InputInfo, OpRecord } from './op-record.js';
 import { Abs, Clip, Cos, LogSoftmax, Relu, Sigmoid, Sin, Softmax, Tanh } from './ops/activations.js';
 import { Add, Cast, Div, Exp, Identity, Log, Max, Min, Mul, Neg, Pow, Reciprocal, Sqrt, Sub } from './ops/arithmetic.js';
@@ -121,27 +121,26 @@ export class GraphBuilder {
   /**
    * Adds any ONNX op. `outputs` is a count (fresh names made from the op type) or explicit
    * names, where '' leaves an optional output out (no value is made for it). The caller may pass
-   * `infer` output infos; otherwise they stay unknown.
+   * `infer` output infos; otherwise they stay unknown. `domain`: CONTRIB_DOMAIN for one of ONNX
+   * Runtime's contrib ops (inference only: autodiff has no rules for them).
    */
-  op(op: string, inputs: string[], attrs: Record<string, Attr> = {}, outputs: number | string[] = 1, infer?: Omit<Value, 'name'>[]): string[] {
+  op(op: string, inputs: string[], attrs: Record<string, Attr> = {}, outputs: number | string[] = 1, infer?: Omit<Value, 'name'>[], domain?: Node['domain']): string[] {
     for (const i of inputs) {
       if (i !== '' && !this.graph.values.has(i)) throw new Error(`${op}: unknown input value '${i}'`);
     }
     const names = typeof outputs === 'number' ? Array.from({ length: outputs }, () => this.fresh(op.toLowerCase())) : outputs;
-    const node: Node = { op, name: this.fresh(`n_${op}`), inputs, outputs: names, attrs };
+    const node: Node = { op, name: this.fresh(`n_${op}`), inputs, outputs: names, attrs, ...(domain ? { domain } : {}) };
     this.graph.nodes.push(node);
     names.forEach((name, k) => name !== '' && this.graph.values.set(name, { name, ...(infer?.[k] ?? {}) }));
     return names;
   }
 
   /**
-   * Adds one of ONNX Runtime's contrib ops (domain 'com.microsoft'), with the output infos
-   * the caller knows. Inference only: autodiff has no rules for them.
+   * Adds one of ONNX Runtime's single-output contrib ops, with the output info the caller
+   * knows (op() with CONTRIB_DOMAIN takes those of several outputs).
    */
   contribOp(op: string, inputs: string[], attrs: Record<string, Attr>, infer: Omit<Value, 'name'>): string {
-    const [out] = this.op(op, inputs, attrs, 1, [infer]);
-    this.graph.nodes[this.graph.nodes.length - 1]!.domain = 'com.microsoft';
-    return out!;
+    return this.op(op, inputs, attrs, 1, [infer], CONTRIB_DOMAIN)[0]!;
   }
 
   /**

@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import type { onnx as Onnx } from 'onnx-proto';
-import { CONTRIB_OPSET, OPSET, ONNX_DTYPE, bytesPerElement, numel, tensorValues, valuesNeededFor, type Attr, type Graph, type Tensor, type Value } from './ir-data.js';
+import { CONTRIB_DOMAIN, CONTRIB_OPSET, OPSET, ONNX_DTYPE, bytesPerElement, numel, tensorValues, valuesNeededFor, type Attr, type Graph, type Tensor, type Value } from './ir-data.js';
 
 // onnx-proto is CommonJS with a single `module.exports`, so Node ESM sees only a default export.
 const { onnx } = onnxProto;
@@ -99,7 +99,7 @@ export function liveNodes(graph: Graph): Graph['nodes'] {
 
 /** Whether a node of the graph, or of a subgraph (a Loop's body), is one of ONNX Runtime's contrib ops. */
 function usesContribOps(graph: Graph): boolean {
-  return graph.nodes.some((n) => n.domain === 'com.microsoft' || Object.values(n.attrs).some((a) => a.kind === 'graph' && usesContribOps(a.value)));
+  return graph.nodes.some((n) => n.domain === CONTRIB_DOMAIN || Object.values(n.attrs).some((a) => a.kind === 'graph' && usesContribOps(a.value)));
 }
 
 function graphProto(graph: Graph, initializers: Onnx.ITensorProto[]): Onnx.IGraphProto {
@@ -126,7 +126,7 @@ function modelProto(graph: Graph, initializers: Onnx.ITensorProto[]): Onnx.IMode
     opsetImport: [
       { domain: '', version: OPSET },
       // Only where a node uses one of ONNX Runtime's contrib ops (quantised MatMul: docs/design.md §Quantisation).
-      ...(usesContribOps(graph) ? [{ domain: 'com.microsoft', version: CONTRIB_OPSET }] : []),
+      ...(usesContribOps(graph) ? [{ domain: CONTRIB_DOMAIN, version: CONTRIB_OPSET }] : []),
     ],
     graph: graphProto(graph, initializers),
   };

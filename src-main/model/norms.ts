@@ -9,7 +9,7 @@
  *   (h + Δ, then the norm), SkipSimplifiedLayerNormalization, which also returns the sum: the add
  *   and the norm in one kernel.
  */
-import { float, int, type GraphBuilder } from '../graph/ir.js';
+import { CONTRIB_DOMAIN, float, int, type GraphBuilder } from '../graph/ir.js';
 
 export interface NormBuilders {
   /** RMSNorm of x over its last axis ([…, dim]) with the weight named `weightName`. */
@@ -33,8 +33,7 @@ export function normBuilders(b: GraphBuilder, eps: number, weight: (name: string
     }
     // Outputs: the norm, the mean and 1/σ (left out: empty names), and input + skip.
     const info = { dtype: 'float32' as const, shape: b.shapeOf(h) };
-    const [normed, , , sum] = b.op('SkipSimplifiedLayerNormalization', [h, delta, weight(weightName, [dim])], { epsilon: float(eps) }, [b.fresh('skip_norm'), '', '', b.fresh('skip_sum')], [info, {}, {}, info]);
-    b.graph.nodes[b.graph.nodes.length - 1]!.domain = 'com.microsoft';
+    const [normed, , , sum] = b.op('SkipSimplifiedLayerNormalization', [h, delta, weight(weightName, [dim])], { epsilon: float(eps) }, [b.fresh('skip_norm'), '', '', b.fresh('skip_sum')], [info, {}, {}, info], CONTRIB_DOMAIN);
     return { sum: sum!, normed: normed! };
   };
   return { rmsNorm, addNorm, fusesResidual: fused };
