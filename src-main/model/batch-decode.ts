@@ -14,6 +14,7 @@ import type { ModelConfig } from './hf-checkpoint.js';
 import { releaseDeviceOutputs, type DecodeCache, type DecodeCacheFactory } from './cache-slots.js';
 import type { CarriedRows } from './carried-rows.js';
 import { KvCache } from './kv-cache.js';
+import { DeviceKvCache } from './device-kv-cache.js';
 import type { ort } from './ort-session.js';
 import { sampleToken, seededRandom } from './sampling.js';
 import { prefillPieceFor } from '../../src-shared/train-memory.js';
@@ -203,16 +204,18 @@ export interface BatchStart {
  * the prompts continue (./carried-rows.ts), each prompt then feeding only the rest of its ids;
  * else `empty(rows, reserve)`. The cache has memory reserved for the prompts and every budget.
  */
-export function startBatch(config: ModelConfig, prompts: number[][], requests: SequenceRequest[], settings: DecodeSettings, empty: DecodeCacheFactory): BatchStart {
+export async function startBatch(config: ModelConfig, prompts: number[][], requests: SequenceRequest[], settings: DecodeSettings, empty: DecodeCacheFactory): Promise<BatchStart> {
   const seqs = requests.map((r) => new Sequence(r));
   const maxNew = Math.max(...requests.map((r) => r.maxNew));
   let used = [...new Set(requests.map((r) => r.prompt))];
   let carried = settings.carry?.takeFor(used.map((p) => prompts[p]!)) ?? [];
-  let joined: KvCache | undefined;
+  let joined: DecodeCache | undefined;
   if (carried.some(Boolean)) {
-    // The joined cache picks the order of its rows (the last batch's stay where they lie); the prompts follow it.
+    // The joined cache picks the order of its rows (the host's: the last batch's stay where they lie); the prompts follow it.
     const rest = Math.max(...used.map((p, u) => prompts[p]!.length - (carried[u]?.tokens ?? 0)));
-    const { cache, order } = KvCache.joined(config, carried, rest + maxNew + (settings.carry?.room ?? 0));
+    const { cache, order } = carried.some((c) => c?.cache instanceof DeviceKvCache)
+      ? await DeviceKvCache.joined(carried as ({ cache: DeviceKvCache; row: number; tokens: number } | undefined)[])
+      : KvCache.joined(config, carried as ({ cache: KvCache; row: number; tokens: number } | undefined)[], rest + maxNew + (settings.carry?.room ?? 0));
     [joined, used, carried] = [cache, order.map((u) => used[u]!), order.map((u) => carried[u])];
   }
   const padded = leftPadded(used.map((p, u) => prompts[p]!.slice(carried[u]?.tokens ?? 0)));
@@ -223,22 +226,23 @@ export function startBatch(config: ModelConfig, prompts: number[][], requests: S
 /**
  * Keeps, for a later batch (`settings.carry`), the cache rows of sequences that have just ended
  * (not those stopped from outside) and that the carry wants: `ids` is what each row holds.
- * `last`: the cache is not used after this, so its rows are kept where they lie; else each is
- * copied out first. Only the host cache keeps rows (./carried-rows.ts).
+ * `last`: the cache is not used after this, so the host's rows are kept where they lie; else,
+ * and always for the GPU's cache (which the batch disposes), each is copied out first.
  */
-export function carryEnded(settings: DecodeSettings, cache: DecodeCache, ended: { row: number; ids: number[]; out: GeneratedTokens }[], last: boolean): void {
+export async function carryEnded(settings: DecodeSettings, cache: DecodeCache, ended: { row: number; ids: number[]; out: GeneratedTokens }[], last: boolean): Promise<void> {
   const carry = settings.carry;
-  if (!carry || !(cache instanceof KvCache)) return;
+  if (!carry) return;
   for (const { row, ids, out } of ended) {
     if (!carry.wanted(out)) continue;
-    carry.keep(ids, last ? cache : cache.rowCopy(row), last ? row : 0);
+    if (cache instanceof DeviceKvCache) carry.keep(ids, await cache.rowCopy(row), 0);
+    else if (cache instanceof KvCache) carry.keep(ids, last ? cache : cache.rowCopy(row), last ? row : 0);
   }
 }
 
 /** Token by token: `run` runs the generate graph (last_logprobs + the new tokens' keys and values). */
 export const generateSequences: DecodeLoop = async (config, run, prompts, requests, settings, onToken) => {
   const newCache = settings.newCache ?? ((rows: number, reserve?: number) => KvCache.empty(config, rows, reserve));
-  const start = startBatch(config, prompts, requests, settings, newCache);
+  const start = await startBatch(config, prompts, requests, settings, newCache);
   const { seqs, used, padded: prefill } = start;
   /** One run over whole sequences and an empty cache (the check without the cache). */
   const runWhole = async (ids: number[][], mask: number[][]) => {
@@ -274,7 +278,7 @@ export const generateSequences: DecodeLoop = async (config, run, prompts, reques
           const s = seqs[i]!;
           return s.done ? [{ row: rows[j]!, ids: [...prompts[s.request.prompt]!, ...s.out.tokens.slice(0, -1)], out: s.out }] : [];
         });
-        carryEnded(settings, cache, ended, !keep.length);
+        await carryEnded(settings, cache, ended, !keep.length);
       }
       if (!keep.length) break;
       if (settings.stopFlag && Atomics.load(settings.stopFlag, 0) !== 0) {

@@ -14,9 +14,12 @@
  *   to be computed for it.
  * - Each batch takes the rows its prompts continue and drops the rest, so the store holds one
  *   batch's rows at most; whoever owns the store clears it when its batches are done.
- * - Host cache only (./kv-cache.ts: the CPU, and CUDA's chunks). On WebGPU, whose cache lies in
- *   GPU memory (./device-kv-cache.ts), nothing is carried and later turns prefill whole.
+ * - Either cache: host memory's (./kv-cache.ts: the CPU, and CUDA's chunks), whose rows may
+ *   stay in the batch's own memory; or GPU memory's (./device-kv-cache.ts: WebGPU), where each
+ *   kept row is a copy of its own on the GPU, freed (`dispose`) as soon as the store drops it,
+ *   not whenever the garbage collector runs.
  */
+import type { DeviceKvCache } from './device-kv-cache.js';
 import type { KvCache } from './kv-cache.js';
 
 /**
@@ -41,7 +44,7 @@ export interface EndedSequence {
 /** Row `row` of `cache`, which holds the keys and values of `ids`. */
 export interface CarriedRow {
   ids: number[];
-  cache: KvCache;
+  cache: KvCache | DeviceKvCache;
   row: number;
 }
 
@@ -78,7 +81,7 @@ export class CarriedRows {
   }
 
   /** Keeps row `row` of `cache` (which nothing changes afterwards), holding `ids`. */
-  keep(ids: number[], cache: KvCache, row: number): void {
+  keep(ids: number[], cache: CarriedRow['cache'], row: number): void {
     this.rows.push({ ids, cache, row });
   }
 
@@ -105,11 +108,14 @@ export class CarriedRows {
         if (best >= 0) taken[p] = { ...left.splice(best, 1)[0]!, tokens: bestTokens };
       });
     }
+    // Rows no prompt took go now (a host row may share its cache with a taken one: that stays).
+    release(left, taken.filter((t) => t !== undefined));
     return taken;
   }
 
-  /** Drops every kept row (host memory goes with the garbage collector). */
+  /** Drops every kept row: GPU memory is freed now, host memory goes with the garbage collector. */
   clear(): void {
+    release(this.rows, []);
     this.rows = [];
     clearTimeout(this.expiry);
   }
@@ -120,4 +126,10 @@ export class CarriedRows {
     this.expiry = setTimeout(() => this.clear(), ms);
     this.expiry.unref?.();
   }
+}
+
+/** Disposes the caches of `dropped` rows that none of `still` uses. */
+function release(dropped: CarriedRow[], still: CarriedRow[]): void {
+  const used = new Set(still.map((r) => r.cache));
+  for (const cache of new Set(dropped.map((r) => r.cache))) if (!used.has(cache)) cache.dispose();
 }

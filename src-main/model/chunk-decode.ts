@@ -45,7 +45,7 @@ function samplingFeeds(steps: number, draws: number[][], budgets: number[], sett
  * results in request order, as {@link generateSequences} gives them.
  */
 export const generateInChunks: DecodeLoop = async (config, run, prompts, requests, settings, onToken) => {
-  const start = startBatch(config, prompts, requests, settings, (rows, reserve) => KvCache.empty(config, rows, reserve));
+  const start = await startBatch(config, prompts, requests, settings, (rows, reserve) => KvCache.empty(config, rows, reserve));
   const { seqs, used, padded: prompt } = start;
   let cache = start.cache as KvCache;
   if (prompt.ids[0]!.length > 1) {
@@ -81,7 +81,7 @@ export const generateInChunks: DecodeLoop = async (config, run, prompts, request
     // An ended row is carried as it was before this chunk: its tokens from the chunk are fed again.
     if (settings.carry) {
       const held = (i: number, row: number) => [...prompts[seqs[i]!.request.prompt]!, ...seqs[i]!.out.tokens.slice(0, before[row])].slice(0, -1);
-      carryEnded(settings, cache, active.flatMap((i, row) => (seqs[i]!.done ? [{ row, ids: held(i, row), out: seqs[i]!.out }] : [])), !keep.length);
+      await carryEnded(settings, cache, active.flatMap((i, row) => (seqs[i]!.done ? [{ row, ids: held(i, row), out: seqs[i]!.out }] : [])), !keep.length);
     }
     if (!keep.length) break;
     if (settings.stopFlag && Atomics.load(settings.stopFlag, 0) !== 0) {

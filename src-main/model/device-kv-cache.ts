@@ -11,7 +11,12 @@
  * - kv_grow: the cache with more empty slots (Pad), before a step that would not fit, in whole
  *   blocks as the host cache grows (./cache-slots.ts), so the generate graph sees new shapes
  *   once a block, not every token.
- * - kv_select: the rows a batch keeps, in order, repeated for a prompt's n sequences (Gather).
+ * - kv_select: the rows a batch keeps, in order, repeated for a prompt's n sequences (Gather);
+ *   one row of it is a row a later batch may continue (./carried-rows.ts: a chat's next turn,
+ *   a rollout's next turn after a tool's).
+ * - kv_join: carried rows side by side, each cut to the slots it serves and padded with empty
+ *   ones to one capacity (Slice, Pad, Concat): what a batch continuing them starts from
+ *   ({@link DeviceKvCache.joined}).
  *
  * Host memory's cache (./kv-cache.ts) writes one token's keys per step into buffers the graph
  * reads; here each step copies the cache once, GPU to GPU, inside the generate graph, instead of
@@ -50,6 +55,11 @@ function cacheDims<D extends number | string>(config: ModelConfig, name: string,
   return writtenCacheDims(kindOf(name), rows, config.numKvHeads, config.headDim, capacity);
 }
 
+/** Pad's pads (each axis's start, then each axis's end) for `grow` empty slots after a cached tensor's last. */
+function slotPads(kind: 'key' | 'value', grow: number): ort.Tensor {
+  return int64Tensor([0, 0, 0, 0, ...[0, 1, 2, 3].map((axis) => (axis === WRITTEN_SLOT_AXIS[kind] ? grow : 0))], [8]);
+}
+
 /** kv_grow: every cached tensor with `key_pads`/`value_pads` empty slots after its last (Pad). */
 function growGraph(config: ModelConfig) {
   const b = new GraphBuilder('kv_grow');
@@ -67,6 +77,30 @@ function selectGraph(config: ModelConfig) {
   const b = new GraphBuilder('kv_select');
   const rows = b.input('rows', 'int32', ['N']);
   for (const name of cacheNames(config)) b.output(b.identityAs(b.gather(b.input(`past_${name}`, 'float32', cacheDims(config, name, 'R', 'S')), rows, 0), name));
+  return b.graph;
+}
+
+/**
+ * kv_join for `parts` rows: every cached tensor of part p (`part<p>_key_3`, one row of any
+ * capacity) cut to `ends<p>` slots and padded with `key_pads<p>`/`value_pads<p>` empty ones,
+ * the parts then one after another on the row axis.
+ */
+function joinGraph(config: ModelConfig, parts: number) {
+  const b = new GraphBuilder(`kv_join_${parts}`);
+  const zero = b.int64s([0]);
+  const inputs = Array.from({ length: parts }, (_, p) => ({
+    ends: b.input(`ends${p}`, 'int64', [1]),
+    pads: { key: b.input(`key_pads${p}`, 'int64', [8]), value: b.input(`value_pads${p}`, 'int64', [8]) },
+  }));
+  for (const name of cacheNames(config)) {
+    const kind = kindOf(name), axis = b.int64s([WRITTEN_SLOT_AXIS[kind]]);
+    const rows = inputs.map(({ ends, pads }, p) => {
+      const part = b.input(`part${p}_${name}`, 'float32', cacheDims<number | string>(config, name, 1, `S${p}`));
+      const [cut] = b.op('Slice', [part, zero, ends, axis], {}, 1, [{ dtype: 'float32', shape: cacheDims<number | string>(config, name, 1, `K${p}`) }]);
+      return b.op('Pad', [cut!, pads[kind]], { mode: str('constant') }, 1, [{ dtype: 'float32', shape: cacheDims<number | string>(config, name, 1, 'C') }])[0]!;
+    });
+    b.output(b.identityAs(b.concat(rows, 0), name));
+  }
   return b.graph;
 }
 
@@ -88,6 +122,11 @@ export class DeviceGraphs {
 
   run(which: 'grow' | 'select', feeds: Feeds): Promise<Outputs> {
     return this.session(which, () => (which === 'grow' ? growGraph(this.config) : selectGraph(this.config))).then((s) => s.run(feeds));
+  }
+
+  /** kv_join of `parts` rows (a session for each count of parts). */
+  join(parts: number, feeds: Feeds): Promise<Outputs> {
+    return this.session(`join:${parts}`, () => joinGraph(this.config, parts)).then((s) => s.run(feeds));
   }
 
   /** GPU-resident copies of host tensors, under the same names. */
@@ -178,6 +217,44 @@ export class DeviceKvCache implements DecodeCache {
     return next;
   }
 
+  /** Row `row` alone, in a cache of its own on the device (a row that a later batch may continue: ./carried-rows.ts); this cache is unchanged. */
+  async rowCopy(row: number): Promise<DeviceKvCache> {
+    const feeds: Feeds = { rows: new ort.Tensor('int32', Int32Array.from([row]), [1]) };
+    for (const [name, tensor] of this.tensors) feeds[`past_${name}`] = tensor;
+    return new DeviceKvCache(this.kit, this.slots.pick([row]), this.taken(await this.kit.run('select', feeds)));
+  }
+
+  /**
+   * One cache of carried rows (absent: an empty row), each part its row's first `tokens` real
+   * tokens (all, without), in the order given: what a batch continuing them starts from, as
+   * the host's KvCache.joined, on the device (kv_join). Each part is a {@link rowCopy}, which
+   * this disposes. Each row is cut to the slots it serves and padded with zeros to the joined
+   * capacity, so, as in the host's, every slot past a row's own is zero and masked.
+   */
+  static async joined(parts: ({ cache: DeviceKvCache; row: number; tokens?: number } | undefined)[]): Promise<{ cache: DeviceKvCache; order: number[] }> {
+    const kit = parts.find(Boolean)!.cache.kit;
+    const kept = parts.map((p) => p && { ...p, keep: p.cache.slots.slotsHolding(p.row, p.tokens ?? Infinity) });
+    const slots = CacheSlots.joined(kept.map((p) => p && { slots: p.cache.slots, row: p.row, keep: p.keep }));
+    const oneSlot = (kind: 'key' | 'value') => new ort.Tensor('float32', new Float32Array(kit.config.numKvHeads * kit.config.headDim), writtenCacheDims(kind, 1, kit.config.numKvHeads, kit.config.headDim, 1));
+    const empty = { key: oneSlot('key'), value: oneSlot('value') }; // an absent part: one empty slot, padded
+    const feeds: Feeds = {};
+    kept.forEach((p, k) => {
+      if (p && p.row !== 0) throw new Error('DeviceKvCache.joined: each part is a one-row copy (rowCopy)');
+      const keep = p?.keep ?? 1;
+      feeds[`ends${k}`] = int64Tensor([keep], [1]);
+      feeds[`key_pads${k}`] = slotPads('key', slots.capacity - keep);
+      feeds[`value_pads${k}`] = slotPads('value', slots.capacity - keep);
+      for (const name of cacheNames(kit.config)) feeds[`part${k}_${name}`] = p ? p.cache.tensors.get(name)! : empty[kindOf(name)];
+    });
+    const joined = new DeviceKvCache(kit, slots, new Map());
+    try {
+      joined.tensors = joined.taken(await kit.join(parts.length, feeds));
+    } finally {
+      for (const p of parts) p?.cache.dispose();
+    }
+    return { cache: joined, order: parts.map((_, k) => k) };
+  }
+
   dispose(): void {
     for (const tensor of this.tensors.values()) if (tensor.location === 'gpu-buffer') tensor.dispose();
     this.tensors = new Map();
@@ -189,9 +266,7 @@ export class DeviceKvCache implements DecodeCache {
    */
   private async widen(capacity: number): Promise<void> {
     const grow = capacity - this.slots.capacity;
-    // Pad's pads: each axis's start, then each axis's end; only the slot axis grows, at its end.
-    const pads = (axis: number) => int64Tensor([0, 0, 0, 0, ...[0, 1, 2, 3].map((a) => (a === axis ? grow : 0))], [8]);
-    const feeds: Feeds = { key_pads: pads(WRITTEN_SLOT_AXIS.key), value_pads: pads(WRITTEN_SLOT_AXIS.value) };
+    const feeds: Feeds = { key_pads: slotPads('key', grow), value_pads: slotPads('value', grow) };
     for (const [name, tensor] of this.tensors) feeds[`past_${name}`] = tensor;
     const grown = this.taken(await this.kit.run('grow', feeds));
     this.dispose();

@@ -18,6 +18,7 @@ import { KvCache } from '../../src-main/model/kv-cache.js';
 import { seededRandom } from '../../src-main/model/sampling.js';
 import { loraBKey, loraSpecs, type LoraShape } from '../../src-main/model/lora-inputs.js';
 import { initLora } from '../../src-main/train/lora.js';
+import { carriedRounds } from '../helpers/carried-rounds.js';
 
 const STORIES = path.resolve('resources/models/stories260K');
 
@@ -152,11 +153,9 @@ describe('carried cache rows', () => {
     }
   });
 
-  // Rounds of batches on one store, each round's prompts made from the last round's sequences:
-  // some continue one whole, some part from it after a few tokens, some continue nothing; seeds,
-  // budgets and prompt counts drawn at random, three draws. Every round gives what a whole
-  // prefill gives, and the draws between them continue rows whole and cut, joined in the last
-  // batch's memory (joining by copy is the tests' above).
+  // test/helpers/carried-rounds.ts's rounds of random batches on one store, three draws. Every
+  // round gives what a whole prefill gives, and the draws between them continue rows whole and
+  // cut, joined in the last batch's memory (joining by copy is the tests' above).
   for (const decodeInGraph of [false, true]) {
     it(`rounds of random batches on one store give a whole prefill's tokens (${decodeInGraph ? 'in chunks' : 'token by token'})`, async () => {
       const carrying = ModelEngine.open(STORIES, { threads: 1, graphCache: false, prefillPiece: 4, decodeInGraph });
@@ -164,28 +163,7 @@ describe('carried cache rows', () => {
       const joined = vi.spyOn(KvCache, 'joined');
       const inPlace = vi.spyOn(KvCache.prototype as unknown as { extendedInPlace: () => KvCache }, 'extendedInPlace');
       try {
-        for (const draw of [17, 31, 45]) {
-          const rand = seededRandom(draw);
-          const pick = (n: number) => Math.floor(rand() * n);
-          const tokens = (n: number) => Array.from({ length: n }, () => 260 + pick(200));
-          const carry = new CarriedRows();
-          const options = { temperature: 1, stopTokenIds: [261, 300, 378] };
-          let last: number[][] = [[1, ...tokens(6)], [1, ...tokens(2)], [1, ...tokens(9)]];
-          for (let round = 0; round < 4; round++) {
-            const prompts: BatchPrompt[] = last.map((ids) => ({ promptIds: ids, seeds: Array.from({ length: 1 + pick(3) }, () => pick(1000)), maxNewTokens: 2 + pick(14) }));
-            const carried = (await carrying.generateBatch(prompts, { ...options, carry })).flat();
-            expectSame(carried, (await whole.generateBatch(prompts, options)).flat());
-            const ended = prompts.flatMap((p) => p.seeds.map(() => p.promptIds)).map((ids, i) => [...ids, ...carried[i]!.tokens]);
-            last = ended.slice(0, 5).map((ids) => {
-              const kind = pick(3);
-              if (kind === 0) return [...ids, ...tokens(1 + pick(4))];
-              if (kind === 1) return [...ids.slice(0, Math.max(2, ids.length - 1 - pick(6))), ...tokens(1 + pick(3))];
-              return [1, ...tokens(1 + pick(8))];
-            });
-            // Now and then a prompt more that continues nothing.
-            if (pick(2)) last.push([1, ...tokens(1 + pick(8))]);
-          }
-        }
+        for (const draw of [17, 31, 45]) await carriedRounds(carrying, whole, new CarriedRows(), draw, expectSame);
         const parts = joined.mock.calls.flatMap((call) => call[1].filter((p) => p !== undefined) as TakenRow[]);
         expect(inPlace.mock.calls.length).toBeGreaterThan(0);
         expect(parts.some((p) => p.tokens < p.ids.length)).toBe(true);

@@ -3,16 +3,20 @@
 // Its slots hold what the host cache's hold through steps that cross a block, and rows picked and
 // repeated; and generation through it gives the host cache's tokens and log-probs: batches whose
 // sequences finish at different steps, prompts in pieces, sampling, incremental scoring and
-// the check without a cache. Runs where a WebGPU adapter answers: on the build machines,
+// the check without a cache; and later batches continuing carried rows (./carried-rows.ts) on
+// the GPU, which give a whole prefill's tokens and free every row they copied. Runs where a WebGPU adapter answers: on the build machines,
 // Mesa's lavapipe (software Vulkan, which .ci/run installs); elsewhere it says so and checks
 // only that the option is refused off WebGPU.
 import path from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ModelEngine, type BatchPrompt } from '../../src-main/model/inference-engine.js';
 import { createSession, ort } from '../../src-main/model/ort-session.js';
 import { webGpuAnswers } from '../helpers/webgpu.js';
 import { bothCaches, expectSameRuns } from '../helpers/cache-steps.js';
+import { carriedRounds } from '../helpers/carried-rounds.js';
 import { GraphBuilder } from '../../src-main/graph/ir.js';
+import { CarriedRows, type TakenRow } from '../../src-main/model/carried-rows.js';
+import { DeviceKvCache } from '../../src-main/model/device-kv-cache.js';
 import { UserError } from '../../src-shared/types.js';
 import { loraBKey, loraSpecs, type LoraShape } from '../../src-main/model/lora-inputs.js';
 import { initLora } from '../../src-main/train/lora.js';
@@ -27,6 +31,8 @@ async function hostReader(): Promise<(t: ort.Tensor) => Promise<Float32Array>> {
   const { session } = await createSession(b.graph, { device: 'webgpu' });
   return async (t) => (await session.run({ x: t })).y!.data as Float32Array;
 }
+
+afterEach(() => vi.restoreAllMocks());
 
 const hasWebGpu = await webGpuAnswers('device-kv-cache', 'only the refusal off WebGPU is checked');
 
@@ -115,6 +121,56 @@ describe('the decode cache on the GPU', () => {
       expect(gpu.first.tokens).not.toEqual(gpu.base.tokens); // the adapter really changes the story
       expect(gpu.second.tokens).not.toEqual(gpu.first.tokens);
       gpu.scores[0]!.forEach((x, i) => expect(Math.abs(x - host.scores[0]![i]!)).toBeLessThan(1e-4));
+    });
+
+    // As test/model/carried-rows.test.ts's rounds on the host cache: each round's prompts made
+    // from the last round's sequences (continuing one whole, parting from it after a few tokens,
+    // or sharing only its first token) and one that continues nothing, seeds and budgets drawn at random; then a chat's next turn.
+    it('continues carried rows on the GPU: rounds of random batches and a chat turn give a whole prefill\'s tokens, and every row copied is freed', async () => {
+      const open = () => ModelEngine.open(STORIES, { device: 'webgpu', graphCache: false, prefillPiece: 4, decodeCacheOnDevice: true });
+      const carrying = open(), whole = open();
+      const joined = vi.spyOn(DeviceKvCache, 'joined');
+      const copies: DeviceKvCache[] = [];
+      const rowCopy = DeviceKvCache.prototype.rowCopy;
+      vi.spyOn(DeviceKvCache.prototype, 'rowCopy').mockImplementation(async function (this: DeviceKvCache, row: number) {
+        const copy = await rowCopy.call(this, row);
+        copies.push(copy);
+        return copy;
+      });
+      const disposed = new Set<DeviceKvCache>();
+      const dispose = DeviceKvCache.prototype.dispose;
+      vi.spyOn(DeviceKvCache.prototype, 'dispose').mockImplementation(function (this: DeviceKvCache) {
+        disposed.add(this);
+        dispose.call(this);
+      });
+      const same = (a: { tokens: number[]; logprobs: number[] }[], b: { tokens: number[]; logprobs: number[] }[]) => {
+        expect(a.map((s) => s.tokens)).toEqual(b.map((s) => s.tokens));
+        a.forEach((s, i) => s.logprobs.forEach((x, k) => expect(Math.abs(x - b[i]!.logprobs[k]!)).toBeLessThan(1e-4)));
+      };
+      try {
+        const carry = new CarriedRows();
+        await carriedRounds(carrying, whole, carry, 23, same);
+        const parts = joined.mock.calls.flatMap((call) => call[0].filter((p) => p !== undefined) as TakenRow[]);
+        expect(parts.some((p) => p.tokens < p.ids.length)).toBe(true); // rows cut to a shared beginning
+        expect(parts.some((p) => p.tokens === p.ids.length)).toBe(true); // and continued whole
+        expect(joined.mock.calls.some((call) => call[0].includes(undefined))).toBe(true); // beside a prompt that continues nothing
+        carry.clear();
+        expect(copies.length).toBeGreaterThan(0);
+        expect(copies.filter((c) => !disposed.has(c))).toEqual([]);
+
+        // A chat's next turn: the conversation so far and more, continuing the reply's row on the GPU.
+        const chat = { temperature: 0.9, maxNewTokens: 12, stopTokenIds: [] };
+        const prompt = [1, 403, 407, 261, 378, 300, 301];
+        const first = await carrying.generate(prompt, { ...chat, seed: 1, reusePrefix: true });
+        const next = [...prompt, ...first.tokens, 290, 291, 292];
+        const calls = joined.mock.calls.length;
+        same([await carrying.generate(next, { ...chat, seed: 2, reusePrefix: true })], [await whole.generate(next, { ...chat, seed: 2 })]);
+        expect(joined.mock.calls.length).toBe(calls + 1);
+        expect(joined.mock.calls.at(-1)![0][0]).toMatchObject({ tokens: prompt.length + first.tokens.length - 1 });
+      } finally {
+        await Promise.all([carrying.close(), whole.close()]);
+      }
+      expect(copies.filter((c) => !disposed.has(c))).toEqual([]); // the chat's row too, with the engine
     });
   });
 });
