@@ -212,9 +212,9 @@ export class ModelEngine {
     let s = this.sessions.get(key);
     if (!s) {
       const quantize = quantScheme(this.quantize);
-      const linear = this.lora && loraInputHook(this.lora);
+      const { fusedLora, ...fusions } = this.fusions, precision = this.precision;
+      const linear = this.lora && loraInputHook(this.lora, undefined, fusedLora);
       const named = `${which}${this.lora ? '_lora' : ''}${chunks ? `_chunks${chunks}` : ''}`;
-      const { fusions, precision } = this;
       const graph = which === 'decode_chunk' ? decodeChunkGraph(this.weights, { quantize, linear, ...fusions, precision }, named)
         : which === 'generate' ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: this.deviceCache ? 'written' : 'appended', quantize, linear, ...fusions, precision }, named).graph
         : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks, ...fusions, precision }, named).graph;

@@ -12,6 +12,7 @@
  * their shapes.
  */
 import { UserError } from '../../src-shared/types.js';
+import { float, int } from '../graph/ir.js';
 import type { ModelConfig } from './hf-checkpoint.js';
 import { LINEAR_TARGETS, type LinearHook, type LinearTarget } from './decoder.js';
 
@@ -81,8 +82,15 @@ export function loraSpecs(config: ModelConfig, targets: readonly LinearTarget[])
  * The decoder's linear hook that adds LoRA with A and B as graph inputs (named by their PEFT
  * keys) on every targeted projection. `onPair` hears of each pair as it is added, with the
  * names of its two inputs, in the decoder's order (layer by layer, q k v o gate up down).
+ *
+ * `gemm` (inference graphs where ./ort-session.ts INFERENCE_FUSIONS says `fusedLora`): the
+ * branch as two Gemms over the rows, ((x·Aᵀ)·s) from the first (transB, alpha = s) and
+ * (that·Bᵀ + base) from the second (transB, C = the base's product): two kernels where the
+ * standard form dispatches six (two Transposes of the fed A and B, two MatMuls, the Mul and the
+ * Add), every step. The reshapes to rows and back copy nothing. Autodiff has no Gemm rule for a
+ * fed B, so the training step keeps the standard form.
  */
-export function loraInputHook(lora: LoraShape, onPair: (spec: LoraSpec, a: string, b: string) => void = () => {}): LinearHook {
+export function loraInputHook(lora: LoraShape, onPair: (spec: LoraSpec, a: string, b: string) => void = () => {}, gemm = false): LinearHook {
   const targets = new Set(lora.targets);
   const scaling = lora.alpha / lora.r;
   return (g, site, base) => {
@@ -91,6 +99,13 @@ export function loraInputHook(lora: LoraShape, onPair: (spec: LoraSpec, a: strin
     const a = g.input(loraAKey(spec), 'float32', [lora.r, site.inFeatures]);
     const bb = g.input(loraBKey(spec), 'float32', [site.outFeatures, lora.r]);
     onPair(spec, a, bb);
+    if (gemm) {
+      const rows = g.reshape(site.input, [-1, site.inFeatures]);
+      const count = g.shapeOf(rows)?.[0] ?? g.fresh('rows');
+      const [down] = g.op('Gemm', [rows, a], { transB: int(1), alpha: float(scaling) }, 1, [{ dtype: 'float32', shape: [count, lora.r] }]);
+      const [sum] = g.op('Gemm', [down!, bb, g.reshape(base, [-1, site.outFeatures])], { transB: int(1) }, 1, [{ dtype: 'float32', shape: [count, site.outFeatures] }]);
+      return g.reshapeTo(sum!, g.shape(base), g.shapeOf(base));
+    }
     const down = g.mul(g.matmul(site.input, g.transpose(a, [1, 0])), g.scalar(scaling));
     return g.add(base, g.matmul(down, g.transpose(bb, [1, 0])));
   };

@@ -128,19 +128,24 @@ export function assertWebGpuAvailable(): void {
  *   the residual add before it, SkipSimplifiedLayerNormalization: ./norms.ts), and
  * - `fusedRope`: RoPE as RotaryEmbedding, one kernel instead of five (./rope.ts), in the model
  *   engine's graphs (scoring, generation). A WebGPU decode step is bound by how many kernels it
- *   dispatches. The CPU keeps the standard ops the training graph has, so its scores are the
- *   trainer's to the last bit; CUDA keeps them until the fused ones have been measured there.
+ *   dispatches.
+ * - `fusedLora`: a live adapter's branch on each projection as two Gemms instead of six kernels
+ *   (./lora-inputs.ts loraInputHook), in the model engine's graphs. ONNX Runtime's CPU and CUDA
+ *   providers fold the Transposes into their matmuls themselves; WebGPU's does not.
+ * The CPU keeps the standard ops the training graph has, so its scores are the trainer's to the
+ * last bit; CUDA keeps them until the fused ones have been measured there.
  */
 export interface InferenceFusions {
   fusedScores: boolean;
   fusedNorms: boolean;
   fusedRope: boolean;
+  fusedLora: boolean;
 }
 
 const INFERENCE_FUSIONS: Record<Device, InferenceFusions> = {
-  cpu: { fusedScores: true, fusedNorms: false, fusedRope: false },
-  cuda: { fusedScores: true, fusedNorms: false, fusedRope: false },
-  webgpu: { fusedScores: false, fusedNorms: true, fusedRope: true },
+  cpu: { fusedScores: true, fusedNorms: false, fusedRope: false, fusedLora: false },
+  cuda: { fusedScores: true, fusedNorms: false, fusedRope: false, fusedLora: false },
+  webgpu: { fusedScores: false, fusedNorms: true, fusedRope: true, fusedLora: true },
 };
 
 /** The fused ops inference graphs on `device` use ({@link INFERENCE_FUSIONS}). */

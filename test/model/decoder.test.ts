@@ -137,8 +137,8 @@ describe.each(VARIANTS)('$label', (variant) => {
       // The graphs it ran (kept in its cache) hold no FusedMatMul: an op type is a string in the file.
       const graphs = fs.readdirSync(cache, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.onnx'));
       expect(graphs.map((f) => path.basename(f).split('-')[0]).sort()).toEqual(['generate', 'score']);
-      expect(inferenceFusions('webgpu')).toEqual({ fusedScores: false, fusedNorms: true, fusedRope: true });
-      expect(['cpu', 'cuda'].map((d) => inferenceFusions(d as Device))).toEqual([1, 2].map(() => ({ fusedScores: true, fusedNorms: false, fusedRope: false })));
+      expect(inferenceFusions('webgpu')).toEqual({ fusedScores: false, fusedNorms: true, fusedRope: true, fusedLora: true });
+      expect(['cpu', 'cuda'].map((d) => inferenceFusions(d as Device))).toEqual([1, 2].map(() => ({ fusedScores: true, fusedNorms: false, fusedRope: false, fusedLora: false })));
       for (const f of graphs) {
         const file = fs.readFileSync(path.join(cache, f));
         expect(file.includes('FusedMatMul')).toBe(false);

@@ -1,9 +1,10 @@
 // WebGPU's inference graphs (src-main/model/ort-session.ts, INFERENCE_FUSIONS: fused norms and
-// RoPE, no FusedMatMul) against the CPU's standard ones, across devices: scores of rows long
+// RoPE, a live adapter's branch as two Gemms, no FusedMatMul) against the CPU's standard ones,
+// across devices: scores of rows long
 // enough to cross the kernels' tiles (40 tokens; ONNX Runtime's WebGPU MultiHeadAttention, tried
 // for the same purpose, went wrong from the 9th, docs/design.md §Devices), for grouped and plain
 // attention and two head sizes; and sampled generation, one long prompt's n sequences and two
-// prompts left-padded together. The other WebGPU tests compare WebGPU with itself (host cache
+// prompts left-padded together; the same with an adapter on all seven projections. The other WebGPU tests compare WebGPU with itself (host cache
 // and GPU cache) or with a short golden story, so a kernel wrong on longer inputs passes them.
 // Runs where a WebGPU adapter answers (Mesa's lavapipe on the build machines, which .ci/run
 // installs); elsewhere it says so and skips.
@@ -16,17 +17,21 @@ import { inferenceFusions } from '../../src-main/model/ort-session.js';
 import { webGpuAnswers } from '../helpers/webgpu.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 import { maxAbsDiff } from '../helpers/numbers.js';
+import { loraBKey, loraSpecs, type LoraShape } from '../../src-main/model/lora-inputs.js';
+import { initLora } from '../../src-main/train/lora.js';
+import { seededRandom } from '../../src-main/model/sampling.js';
 
 const hasWebGpu = await webGpuAnswers('webgpu-fusions', 'nothing is checked');
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-webgpu-fusions-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 
-/** The same requests on the CPU (its own graphs) and on WebGPU (its fused ones). */
-async function onBoth<T>(dir: string, run: (engine: ModelEngine) => Promise<T>): Promise<{ cpu: T; webgpu: T }> {
+/** The same requests on the CPU (its own graphs) and on WebGPU (its fused ones), with `adapter`'s weights where given. */
+async function onBoth<T>(dir: string, run: (engine: ModelEngine) => Promise<T>, adapter?: { lora: LoraShape; seed: number }): Promise<{ cpu: T; webgpu: T }> {
   const results = {} as { cpu: T; webgpu: T };
   for (const device of ['cpu', 'webgpu'] as const) {
-    const engine = ModelEngine.open(dir, { device, graphCache: false });
+    const engine = ModelEngine.open(dir, { device, graphCache: false, ...(adapter ? { lora: adapter.lora } : {}) });
     try {
+      if (adapter) engine.setLora(randomAdapter(engine, adapter.lora, adapter.seed));
       results[device] = await run(engine);
     } finally {
       await engine.close();
@@ -35,9 +40,18 @@ async function onBoth<T>(dir: string, run: (engine: ModelEngine) => Promise<T>):
   return results;
 }
 
+/** LoRA weights with B far from zero, so the branch moves every projection. */
+function randomAdapter(engine: ModelEngine, lora: LoraShape, seed: number): Map<string, Float32Array> {
+  const specs = loraSpecs(engine.config, lora.targets);
+  const weights = initLora(specs, lora.r, seed);
+  const rand = seededRandom(seed + 1);
+  for (const spec of specs) weights.get(loraBKey(spec))!.forEach((_, i, b) => (b[i] = (rand() * 2 - 1) * 0.3));
+  return weights;
+}
+
 describe.runIf(hasWebGpu)('WebGPU\'s fused graphs against the CPU\'s', () => {
-  it('are what the table says: fused norms and RoPE, no FusedMatMul', () => {
-    expect(inferenceFusions('webgpu')).toEqual({ fusedScores: false, fusedNorms: true, fusedRope: true });
+  it('are what the table says: fused norms and RoPE, LoRA as Gemms, no FusedMatMul', () => {
+    expect(inferenceFusions('webgpu')).toEqual({ fusedScores: false, fusedNorms: true, fusedRope: true, fusedLora: true });
   });
 
   it.each([
@@ -69,6 +83,24 @@ describe.runIf(hasWebGpu)('WebGPU\'s fused graphs against the CPU\'s', () => {
     webgpu.forEach((out, j) => {
       expect(out.tokens).toEqual(cpu[j]!.tokens);
       expect(maxAbsDiff(out.logprobs, cpu[j]!.logprobs)).toBeLessThan(1e-4);
+    });
+  });
+
+  it('with an adapter on all seven projections: scores and sampled generation as the CPU\'s', async () => {
+    const lora: LoraShape = { r: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] };
+    const dir = writeTinyModel(path.join(root, 'adapted'), { family: 'qwen3', seed: 6, hiddenSize: 32, intermediateSize: 64, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 8, std: 0.3, tie: true }).dir;
+    const rows = [{ inputIds: Array.from({ length: 40 }, (_, i) => (i * 5 + 2) % 50), responseStart: 1 }];
+    const run = async (engine: ModelEngine) => ({
+      scores: await engine.score(rows),
+      sampled: (await engine.generateBatch([{ promptIds: [1, 7, 9, 11], seeds: [3, 4] }], { temperature: 1, maxNewTokens: 16, stopTokenIds: [] })).flat(),
+    });
+    const { cpu, webgpu } = await onBoth(dir, run, { lora, seed: 11 });
+    const base = await onBoth(dir, run);
+    expect(maxAbsDiff(webgpu.scores[0]!, cpu.scores[0]!)).toBeLessThan(1e-4);
+    expect(maxAbsDiff(webgpu.scores[0]!, base.webgpu.scores[0]!)).toBeGreaterThan(1e-2); // the adapter moves the scores
+    webgpu.sampled.forEach((out, j) => {
+      expect(out.tokens).toEqual(cpu.sampled[j]!.tokens);
+      expect(maxAbsDiff(out.logprobs, cpu.sampled[j]!.logprobs)).toBeLessThan(1e-4);
     });
   });
 });
