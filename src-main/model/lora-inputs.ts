@@ -87,8 +87,8 @@ export function loraSpecs(config: ModelConfig, targets: readonly LinearTarget[])
  * branch as two Gemms over the rows, ((x·Aᵀ)·s) from the first (transB, alpha = s) and
  * (that·Bᵀ + base) from the second (transB, C = the base's product): two kernels where the
  * standard form dispatches six (two Transposes of the fed A and B, two MatMuls, the Mul and the
- * Add), every step. The reshapes to rows and back copy nothing. Autodiff has no Gemm rule for a
- * fed B, so the training step keeps the standard form.
+ * Add), every step. The reshapes to rows and back copy nothing. Autodiff has no rule for Gemm
+ * (../graph/ops/), so the training step keeps the standard form.
  */
 export function loraInputHook(lora: LoraShape, onPair: (spec: LoraSpec, a: string, b: string) => void = () => {}, gemm = false): LinearHook {
   const targets = new Set(lora.targets);
