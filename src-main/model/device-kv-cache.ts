@@ -192,9 +192,7 @@ export class DeviceKvCache implements DecodeCache {
   async feeds(tokens: number[][], mask: number[][]): Promise<Feeds> {
     const capacity = this.slots.capacityFor(tokens[0]!.length);
     if (capacity > this.slots.capacity) await this.widen(capacity);
-    const feeds = this.slots.writtenTokenFeeds(tokens, mask);
-    for (const [name, tensor] of this.tensors) feeds[`past_${name}`] = tensor;
-    return feeds;
+    return this.withCache(this.slots.writtenTokenFeeds(tokens, mask));
   }
 
   /** Takes the step's written cache (`out`'s present_*, GPU-resident) as this cache; frees the one it replaces. */
@@ -209,19 +207,20 @@ export class DeviceKvCache implements DecodeCache {
   /** The given rows, in that order (a row may repeat), in a new cache; this one is emptied. */
   async select(rows: number[]): Promise<DecodeCache> {
     if (keepsEveryRow(rows, this.rows)) return this;
-    const feeds: Feeds = { rows: new ort.Tensor('int32', Int32Array.from(rows), [rows.length]) };
-    for (const [name, tensor] of this.tensors) feeds[`past_${name}`] = tensor;
-    const picked = await this.kit.run('select', feeds);
-    const next = new DeviceKvCache(this.kit, this.slots.pick(rows), this.taken(picked));
+    const next = await this.copyOfRows(rows);
     this.dispose();
     return next;
   }
 
   /** Row `row` alone, in a cache of its own on the device (a row that a later batch may continue: ./carried-rows.ts); this cache is unchanged. */
-  async rowCopy(row: number): Promise<DeviceKvCache> {
-    const feeds: Feeds = { rows: new ort.Tensor('int32', Int32Array.from([row]), [1]) };
-    for (const [name, tensor] of this.tensors) feeds[`past_${name}`] = tensor;
-    return new DeviceKvCache(this.kit, this.slots.pick([row]), this.taken(await this.kit.run('select', feeds)));
+  rowCopy(row: number): Promise<DeviceKvCache> {
+    return this.copyOfRows([row]);
+  }
+
+  /** The given rows, in that order, copied into a new cache on the device (kv_select). */
+  private async copyOfRows(rows: number[]): Promise<DeviceKvCache> {
+    const picked = await this.kit.run('select', this.withCache({ rows: new ort.Tensor('int32', Int32Array.from(rows), [rows.length]) }));
+    return new DeviceKvCache(this.kit, this.slots.pick(rows), this.taken(picked));
   }
 
   /**
@@ -266,12 +265,16 @@ export class DeviceKvCache implements DecodeCache {
    */
   private async widen(capacity: number): Promise<void> {
     const grow = capacity - this.slots.capacity;
-    const feeds: Feeds = { key_pads: slotPads('key', grow), value_pads: slotPads('value', grow) };
-    for (const [name, tensor] of this.tensors) feeds[`past_${name}`] = tensor;
-    const grown = this.taken(await this.kit.run('grow', feeds));
+    const grown = this.taken(await this.kit.run('grow', this.withCache({ key_pads: slotPads('key', grow), value_pads: slotPads('value', grow) })));
     this.dispose();
     this.tensors = grown;
     this.slots.widen(capacity);
+  }
+
+  /** `feeds` with this cache's tensors as the graph's `past_<name>` inputs. */
+  private withCache(feeds: Feeds): Feeds {
+    for (const [name, tensor] of this.tensors) feeds[`past_${name}`] = tensor;
+    return feeds;
   }
 
   /** A run's outputs, named as this cache's tensors. */
