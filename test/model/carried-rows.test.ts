@@ -16,8 +16,8 @@ import type { GeneratedTokens } from '../../src-main/model/batch-decode.js';
 import { CarriedRows, REUSE_KEEP_MS, type TakenRow } from '../../src-main/model/carried-rows.js';
 import { KvCache } from '../../src-main/model/kv-cache.js';
 import { seededRandom } from '../../src-main/model/sampling.js';
-import { loraBKey, loraSpecs, type LoraShape } from '../../src-main/model/lora-inputs.js';
-import { initLora } from '../../src-main/train/lora.js';
+import type { LoraShape } from '../../src-main/model/lora-inputs.js';
+import { randomAdapter } from '../helpers/adapters.js';
 import { carriedRounds } from '../helpers/carried-rounds.js';
 
 const STORIES = path.resolve('resources/models/stories260K');
@@ -138,10 +138,7 @@ describe('carried cache rows', () => {
         expect(joined.mock.calls.at(-1)![1][0]!).toMatchObject({ tokens: t === 0 ? prompt.length + first.tokens.length - 1 : prompt.length + 3 });
       }
       // New adapter weights: what the cache holds is the old policy's, so nothing is continued.
-      const specs = loraSpecs(reusing.config, lora.targets);
-      const weights = initLora(specs, lora.r, 3);
-      const rand = seededRandom(9);
-      for (const spec of specs) weights.get(loraBKey(spec))!.forEach((_, i, b) => (b[i] = (rand() * 2 - 1) * 0.3));
+      const weights = randomAdapter(reusing.config, lora, 3);
       reusing.setLora(weights);
       fresh.setLora(weights);
       const calls = joined.mock.calls.length;

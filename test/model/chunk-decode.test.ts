@@ -12,9 +12,8 @@ import { describe, expect, it } from 'vitest';
 import { ModelEngine, type BatchPrompt, type GenerateOptions } from '../../src-main/model/inference-engine.js';
 import type { GeneratedTokens } from '../../src-main/model/batch-decode.js';
 import { CHUNK_TOKENS } from '../../src-main/model/chunk-decode.js';
-import { loraBKey, loraSpecs, type LoraShape } from '../../src-main/model/lora-inputs.js';
-import { initLora } from '../../src-main/train/lora.js';
-import { seededRandom } from '../../src-main/model/sampling.js';
+import type { LoraShape } from '../../src-main/model/lora-inputs.js';
+import { randomAdapter } from '../helpers/adapters.js';
 import { CudaUnavailableError } from '../../src-main/model/cuda-errors.js';
 import type { Device } from '../../src-main/model/ort-session.js';
 
@@ -68,10 +67,7 @@ describe('decoding in chunks, sampling in the graph', () => {
 
   it('runs an adapter\'s weights, as the host loop does', async () => {
     const lora: LoraShape = { r: 2, alpha: 4, targets: ['q', 'v', 'down'] };
-    const specs = loraSpecs(ModelEngine.open(STORIES).config, lora.targets);
-    const weights = initLora(specs, lora.r, 3);
-    const rand = seededRandom(4);
-    for (const s of specs) weights.get(loraBKey(s))!.forEach((_, i, b) => (b[i] = (rand() * 2 - 1) * 0.3));
+    const weights = randomAdapter(ModelEngine.open(STORIES).config, lora, 3);
     const stories = [];
     for (const decodeInGraph of [true, false]) {
       const engine = ModelEngine.open(STORIES, { device: 'cpu', graphCache: false, lora, decodeInGraph });

@@ -18,9 +18,8 @@ import { GraphBuilder } from '../../src-main/graph/ir.js';
 import { CarriedRows, type TakenRow } from '../../src-main/model/carried-rows.js';
 import { DeviceKvCache } from '../../src-main/model/device-kv-cache.js';
 import { UserError } from '../../src-shared/types.js';
-import { loraBKey, loraSpecs, type LoraShape } from '../../src-main/model/lora-inputs.js';
-import { initLora } from '../../src-main/train/lora.js';
-import { seededRandom } from '../../src-main/model/sampling.js';
+import type { LoraShape } from '../../src-main/model/lora-inputs.js';
+import { randomAdapter } from '../helpers/adapters.js';
 
 const STORIES = path.resolve('resources/models/stories260K');
 
@@ -92,13 +91,7 @@ describe('the decode cache on the GPU', () => {
 
     it('uploads each set of LoRA weights once and generates what host-fed weights generate, before and after a new set', async () => {
       const lora: LoraShape = { r: 2, alpha: 4, targets: ['q', 'v', 'down'] };
-      const adapter = (seed: number) => {
-        const specs = loraSpecs(ModelEngine.open(STORIES).config, lora.targets);
-        const w = initLora(specs, lora.r, seed);
-        const rand = seededRandom(seed + 1);
-        for (const s of specs) w.get(loraBKey(s))!.forEach((_, i, b) => (b[i] = (rand() * 2 - 1) * 0.3));
-        return w;
-      };
+      const adapter = (seed: number) => randomAdapter(ModelEngine.open(STORIES).config, lora, seed);
       const runs = [];
       for (const decodeCacheOnDevice of [true, false]) {
         const engine = ModelEngine.open(STORIES, { device: 'webgpu', graphCache: false, lora, decodeCacheOnDevice });

@@ -17,9 +17,8 @@ import { inferenceFusions } from '../../src-main/model/ort-session.js';
 import { webGpuAnswers } from '../helpers/webgpu.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 import { maxAbsDiff } from '../helpers/numbers.js';
-import { loraBKey, loraSpecs, type LoraShape } from '../../src-main/model/lora-inputs.js';
-import { initLora } from '../../src-main/train/lora.js';
-import { seededRandom } from '../../src-main/model/sampling.js';
+import type { LoraShape } from '../../src-main/model/lora-inputs.js';
+import { randomAdapter } from '../helpers/adapters.js';
 
 const hasWebGpu = await webGpuAnswers('webgpu-fusions', 'nothing is checked');
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-webgpu-fusions-'));
@@ -31,22 +30,13 @@ async function onBoth<T>(dir: string, run: (engine: ModelEngine) => Promise<T>, 
   for (const device of ['cpu', 'webgpu'] as const) {
     const engine = ModelEngine.open(dir, { device, graphCache: false, ...(adapter ? { lora: adapter.lora } : {}) });
     try {
-      if (adapter) engine.setLora(randomAdapter(engine, adapter.lora, adapter.seed));
+      if (adapter) engine.setLora(randomAdapter(engine.config, adapter.lora, adapter.seed));
       results[device] = await run(engine);
     } finally {
       await engine.close();
     }
   }
   return results;
-}
-
-/** LoRA weights with B far from zero, so the branch moves every projection. */
-function randomAdapter(engine: ModelEngine, lora: LoraShape, seed: number): Map<string, Float32Array> {
-  const specs = loraSpecs(engine.config, lora.targets);
-  const weights = initLora(specs, lora.r, seed);
-  const rand = seededRandom(seed + 1);
-  for (const spec of specs) weights.get(loraBKey(spec))!.forEach((_, i, b) => (b[i] = (rand() * 2 - 1) * 0.3));
-  return weights;
 }
 
 describe.runIf(hasWebGpu)('WebGPU\'s fused graphs against the CPU\'s', () => {
