@@ -4,13 +4,21 @@
 // whole, parting from it after a few tokens, or sharing only its first token; one more continues
 // nothing (no row begins with its first token). Seeds, budgets and prompt counts are drawn from
 // `seed`. Every round's sequences go through `carrying` with the store and `whole` without it,
-// and `expectSame` compares them.
+// and must agree ({@link expectSame}).
+import { expect } from 'vitest';
 import type { GeneratedTokens } from '../../src-main/model/batch-decode.js';
 import type { CarriedRows } from '../../src-main/model/carried-rows.js';
 import type { BatchPrompt, ModelEngine } from '../../src-main/model/inference-engine.js';
 import { seededRandom } from '../../src-main/model/sampling.js';
 
-export async function carriedRounds(carrying: ModelEngine, whole: ModelEngine, carry: CarriedRows, seed: number, expectSame: (carried: GeneratedTokens[], whole: GeneratedTokens[]) => void, rounds = 4): Promise<void> {
+/** A carried row never changes what a prompt means: the same tokens and ends, log-probs within float rounding. */
+export function expectSame(carried: GeneratedTokens[], whole: GeneratedTokens[]): void {
+  expect(carried.map((s) => s.tokens)).toEqual(whole.map((s) => s.tokens));
+  expect(carried.map((s) => s.finishReason)).toEqual(whole.map((s) => s.finishReason));
+  carried.forEach((s, i) => s.logprobs.forEach((x, k) => expect(Math.abs(x - whole[i]!.logprobs[k]!)).toBeLessThan(1e-4)));
+}
+
+export async function carriedRounds(carrying: ModelEngine, whole: ModelEngine, carry: CarriedRows, seed: number, rounds = 4): Promise<void> {
   const rand = seededRandom(seed);
   const pick = (n: number) => Math.floor(rand() * n);
   const tokens = (n: number) => Array.from({ length: n }, () => 260 + pick(200));

@@ -4,8 +4,8 @@
 // repeated; and generation through it gives the host cache's tokens and log-probs: batches whose
 // sequences finish at different steps, prompts in pieces, sampling, incremental scoring and
 // the check without a cache; and later batches continuing carried rows (./carried-rows.ts) on
-// the GPU, which give a whole prefill's tokens and free every row they copied. Runs where a WebGPU adapter answers: on the build machines,
-// Mesa's lavapipe (software Vulkan, which .ci/run installs); elsewhere it says so and checks
+// the GPU, which give a whole prefill's tokens and free every row they copied. Runs where a
+// WebGPU adapter answers: on the build machines, Mesa's lavapipe (software Vulkan, which .ci/run installs); elsewhere it says so and checks
 // only that the option is refused off WebGPU.
 import path from 'node:path';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -13,7 +13,7 @@ import { ModelEngine, type BatchPrompt } from '../../src-main/model/inference-en
 import { createSession, ort } from '../../src-main/model/ort-session.js';
 import { webGpuAnswers } from '../helpers/webgpu.js';
 import { bothCaches, expectSameRuns } from '../helpers/cache-steps.js';
-import { carriedRounds } from '../helpers/carried-rounds.js';
+import { carriedRounds, expectSame } from '../helpers/carried-rounds.js';
 import { GraphBuilder } from '../../src-main/graph/ir.js';
 import { CarriedRows, type TakenRow } from '../../src-main/model/carried-rows.js';
 import { DeviceKvCache } from '../../src-main/model/device-kv-cache.js';
@@ -116,9 +116,8 @@ describe('the decode cache on the GPU', () => {
       gpu.scores[0]!.forEach((x, i) => expect(Math.abs(x - host.scores[0]![i]!)).toBeLessThan(1e-4));
     });
 
-    // As test/model/carried-rows.test.ts's rounds on the host cache: each round's prompts made
-    // from the last round's sequences (continuing one whole, parting from it after a few tokens,
-    // or sharing only its first token) and one that continues nothing, seeds and budgets drawn at random; then a chat's next turn.
+    // test/helpers/carried-rounds.ts's rounds of random batches, as the host cache runs them
+    // (test/model/carried-rows.test.ts); then a chat's next turn.
     it('continues carried rows on the GPU: rounds of random batches and a chat turn give a whole prefill\'s tokens, and every row copied is freed', async () => {
       const open = () => ModelEngine.open(STORIES, { device: 'webgpu', graphCache: false, prefillPiece: 4, decodeCacheOnDevice: true });
       const carrying = open(), whole = open();
@@ -136,13 +135,9 @@ describe('the decode cache on the GPU', () => {
         disposed.add(this);
         dispose.call(this);
       });
-      const same = (a: { tokens: number[]; logprobs: number[] }[], b: { tokens: number[]; logprobs: number[] }[]) => {
-        expect(a.map((s) => s.tokens)).toEqual(b.map((s) => s.tokens));
-        a.forEach((s, i) => s.logprobs.forEach((x, k) => expect(Math.abs(x - b[i]!.logprobs[k]!)).toBeLessThan(1e-4)));
-      };
       try {
         const carry = new CarriedRows();
-        await carriedRounds(carrying, whole, carry, 23, same);
+        await carriedRounds(carrying, whole, carry, 23);
         const parts = joined.mock.calls.flatMap((call) => call[0].filter((p) => p !== undefined) as TakenRow[]);
         expect(parts.some((p) => p.tokens < p.ids.length)).toBe(true); // rows cut to a shared beginning
         expect(parts.some((p) => p.tokens === p.ids.length)).toBe(true); // and continued whole
@@ -157,7 +152,7 @@ describe('the decode cache on the GPU', () => {
         const first = await carrying.generate(prompt, { ...chat, seed: 1, reusePrefix: true });
         const next = [...prompt, ...first.tokens, 290, 291, 292];
         const calls = joined.mock.calls.length;
-        same([await carrying.generate(next, { ...chat, seed: 2, reusePrefix: true })], [await whole.generate(next, { ...chat, seed: 2 })]);
+        expectSame([await carrying.generate(next, { ...chat, seed: 2, reusePrefix: true })], [await whole.generate(next, { ...chat, seed: 2 })]);
         expect(joined.mock.calls.length).toBe(calls + 1);
         expect(joined.mock.calls.at(-1)![0][0]).toMatchObject({ tokens: prompt.length + first.tokens.length - 1 });
       } finally {
