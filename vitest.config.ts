@@ -8,7 +8,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    globalSetup: ['test/global-setup.ts'],
+    globalSetup: ['test/global-setup.ts', 'test/run-temp.ts'],
     testTimeout: 600_000,
     hookTimeout: 600_000,
     // The graph cache (docs/design.md §Graph cache) of every model a test loads goes to the
