@@ -6,26 +6,18 @@
 // schedules one save after a short quiet period (and at most `maxWaitMs` after the first
 // unsaved change), so a burst of label edits in the annotator costs one write instead of
 // one per edit. `flush()` saves at once (after imports, before exit); `close()` flushes.
+// Until that save, each committed change is in the write journal (write-journal.ts), appended
+// and fsynced as it commits, which opening the database replays: what was acknowledged stays.
 import fs from 'node:fs';
-import { createRequire } from 'node:module';
-import initSqlJs, { type Database, type SqlJsStatic, type SqlValue, type Statement } from 'sql.js';
+import type { Database, SqlJsStatic, SqlValue, Statement } from 'sql.js';
 import { UserError } from '../../src-shared/types.js';
 import { MIGRATIONS } from './migrations.js';
+import { loadSqlJs } from './sql-js.js';
 import { PRIVATE_FILE_MODE, sweepStaleTempFiles, writeFileAtomicSync } from './atomic-file.js';
 import { openForWriting, readDatabaseBytes, realPathOf, removeCreatedDirs, type WriterFootprint } from './db-files.js';
+import { JournalWriter, journalPathFor, newSaveNumber, removeJournal, replayJournal, type JournalStatement } from './write-journal.js';
 
-let sqlJsPromise: Promise<SqlJsStatic> | null = null;
-
-/** Loads sql.js once, from the wasm file inside node_modules (never the network). */
-export function loadSqlJs(): Promise<SqlJsStatic> {
-  if (!sqlJsPromise) {
-    const require = createRequire(import.meta.url);
-    const wasmPath = require.resolve('sql.js/dist/sql-wasm.wasm');
-    const wasmBinary = fs.readFileSync(wasmPath);
-    sqlJsPromise = initSqlJs({ wasmBinary: wasmBinary.buffer.slice(wasmBinary.byteOffset, wasmBinary.byteOffset + wasmBinary.byteLength) as ArrayBuffer });
-  }
-  return sqlJsPromise;
-}
+export { loadSqlJs };
 
 export type Params = SqlValue[] | Record<string, SqlValue>;
 export type Row = Record<string, SqlValue>;
@@ -49,6 +41,9 @@ export interface PersistStats {
 
 const SQLITE_MAGIC = 'SQLite format 3\0';
 
+/** A transaction of more statements is saved whole at its commit (an import, saved at its end anyway), not journaled. */
+export const JOURNALED_STATEMENTS_MAX = 2000;
+
 /**
  * 'write': this process may save the database; it holds the database's lock (db-lock.ts)
  * until `close()`. 'read': the database must exist; nothing is ever written, no lock is
@@ -62,6 +57,10 @@ export class Store {
   private firstDirtyAt = 0;
   private txDepth = 0;
   private closed = false;
+  /** The write journal, once this writer's database file exists (a new one's first save creates both). */
+  private journal: JournalWriter | null = null;
+  /** The open transaction's statements for the journal; null past JOURNALED_STATEMENTS_MAX (its commit saves instead). */
+  private pending: JournalStatement[] | null = [];
   /** Prepared statements by SQL text: preparing dominates the cost of small queries. */
   private readonly statements = new Map<string, Statement>();
   readonly persistStats: PersistStats = { saves: 0, lastSaveMs: 0, totalSaveMs: 0, bytes: 0 };
@@ -117,10 +116,25 @@ export class Store {
       throw new UserError(`${displayPath}: the database is damaged (${(err as Error).message})`);
     }
     const store = new Store(resolved, db, persist, writer);
+    const fileExists = bytes !== null && bytes.length > 0;
+    // The journal continues the saved file, whose schema it was written in: replayed before migrations.
+    const replayed = fileExists && replayJournal(journalPathFor(resolved), store.saveNumber, (statements) => store.transaction(() => {
+      for (const [sql, params] of statements) store.run(sql, params);
+    }));
     const migrated = store.migrate(displayPath);
-    // A new database is written at its first save, so a command that fails creates nothing.
-    if (migrated && writer && !writer.fileIsNew) store.flush(true);
+    if (writer) {
+      // A new database is written at its first save, so a command that fails creates nothing;
+      // a journal beside it is an older database's (deleted since), never its own.
+      if (!fileExists) removeJournal(journalPathFor(resolved));
+      else if (migrated || replayed) store.flush(true);
+      else store.journal = JournalWriter.start(journalPathFor(resolved), store.saveNumber);
+    }
     return store;
+  }
+
+  /** SQLite's user_version in the file's header: the number of the save that wrote it (write-journal.ts). */
+  private get saveNumber(): number {
+    return (this.db.exec('PRAGMA user_version')[0]?.values[0]?.[0] as number | undefined) ?? 0;
   }
 
   get readOnly(): boolean {
@@ -196,6 +210,27 @@ export class Store {
     } finally {
       stmt.reset();
     }
+    if (!this.journal) return;
+    if (this.txDepth === 0) this.journalCommitted([[sql, params]]);
+    else if (this.pending && this.pending.length < JOURNALED_STATEMENTS_MAX) this.pending.push([sql, params]);
+    else this.pending = null;
+  }
+
+  /** Makes a committed change durable: a journal line, or, for one too large or a journal that cannot be written, a save. */
+  private journalCommitted(statements: JournalStatement[] | null): void {
+    if (statements) {
+      try {
+        this.journal!.append(statements);
+        // Not saved yet: close() and flush() save it even if the caller marks nothing dirty.
+        if (!this.dirty) this.firstDirtyAt = Date.now();
+        this.dirty = true;
+        return;
+      } catch {
+        // Saving rewrites the file and starts the journal anew; if that fails too, its error says why.
+      }
+    }
+    this.dirty = true;
+    this.flush();
   }
 
   /** Rows changed by the last INSERT/UPDATE/DELETE. */
@@ -234,15 +269,19 @@ export class Store {
   private begin(): void {
     this.db.exec('BEGIN');
     this.txDepth = 1;
+    this.pending = [];
   }
 
   private commit(): void {
     this.db.exec('COMMIT');
     this.txDepth = 0;
+    if (this.journal && this.pending?.length !== 0) this.journalCommitted(this.pending);
+    this.pending = [];
   }
 
   private rollback(): void {
     this.txDepth = 0;
+    this.pending = [];
     try {
       this.db.exec('ROLLBACK');
     } catch {
@@ -295,10 +334,14 @@ export class Store {
     }
     if (!this.dirty && !force && fs.existsSync(this.path)) return;
     const start = performance.now();
+    // The save's number in the file's header, which the journal started after it names.
+    const save = newSaveNumber(this.saveNumber);
+    this.db.exec(`PRAGMA user_version = ${save}`);
     const bytes = this.db.export();
     writeFileAtomicSync(this.path, bytes, PRIVATE_FILE_MODE);
-    const ms = performance.now() - start;
     this.dirty = false;
+    this.journal = JournalWriter.start(journalPathFor(this.path), save, this.journal ?? undefined);
+    const ms = performance.now() - start;
     this.persistStats.saves += 1;
     this.persistStats.lastSaveMs = ms;
     this.persistStats.totalSaveMs += ms;
@@ -320,6 +363,8 @@ export class Store {
     if (this.closed) return;
     if (this.inTransaction) this.rollback();
     this.flush();
+    // Saved: the journal holds nothing the file lacks.
+    if (this.journal) removeJournal(this.journal.file);
     this.free();
   }
 
@@ -341,6 +386,8 @@ export class Store {
 
   private free(): void {
     this.closed = true;
+    this.journal?.close();
+    this.journal = null;
     for (const stmt of this.statements.values()) stmt.free();
     this.statements.clear();
     this.db.close();

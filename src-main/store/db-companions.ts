@@ -1,6 +1,7 @@
 /**
  * Files that belong to one database sit beside it under its own name, as its training runs do
- * (`<db>.training-runs.json`): `<db>.settings.json`, `<db>.capture-log.jsonl`, the API key of
+ * (`<db>.training-runs.json`): `<db>.settings.json`, `<db>.capture-log.jsonl`, the write journal
+ * `<db>.journal.jsonl`, the API key of
  * capture clients `<db>.api-key`, and the folder live capture's background runs write their
  * adapters to, `<db>.capture-adapters/`. Two
  * databases in one folder then never share settings, captured chats or trained adapters.
@@ -27,6 +28,11 @@ export function captureLogPathFor(dbPath: string): string {
 /** The stable API key of live-capture clients (/v1), 0600 (src-main/store/api-key-file.ts). */
 export function apiKeyPathFor(dbPath: string): string {
   return `${path.resolve(dbPath)}.api-key`;
+}
+
+/** Changes committed since the database's last save (./write-journal.ts). */
+export function journalPathFor(dbPath: string): string {
+  return `${path.resolve(dbPath)}.journal.jsonl`;
 }
 
 /** The list of a database's training runs (src-main/api/training-service.ts). */

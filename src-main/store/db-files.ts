@@ -6,7 +6,7 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { DbLock, lockPathFor } from './db-lock.js';
 import { settingsPathFor } from './settings-file.js';
-import { apiKeyPathFor, captureAdaptersPathFor, captureLogPathFor, folderFilePath, FOLDER_CAPTURE_LOG_FILE, FOLDER_SETTINGS_FILE, trainingRunsPathFor } from './db-companions.js';
+import { apiKeyPathFor, captureAdaptersPathFor, captureLogPathFor, folderFilePath, FOLDER_CAPTURE_LOG_FILE, FOLDER_SETTINGS_FILE, journalPathFor, trainingRunsPathFor } from './db-companions.js';
 
 /** What opening for writing created on disk, so a failed command can leave nothing behind. */
 export interface WriterFootprint {
@@ -118,6 +118,7 @@ export function databaseFileRole(dbPath: string, candidate: string): string | nu
     [captureAdaptersPathFor(db), "the database's capture adapters folder"],
     [trainingRunsPathFor(db), "the database's list of training runs"],
     [apiKeyPathFor(db), "the database's API key file"],
+    [journalPathFor(db), "the database's write journal"],
     // An earlier version's folder-level files, which the database may still adopt on open.
     [folderFilePath(db, FOLDER_CAPTURE_LOG_FILE), "the folder's capture log"],
     [folderFilePath(db, FOLDER_SETTINGS_FILE), "the folder's settings file"],

@@ -139,9 +139,10 @@ describe('store', () => {
 /**
  * Runs the save loop and kills it with SIGKILL: either a random 0–40 ms after a save
  * starts, or (`whileWriting`) the moment its temp file appears, i.e. in the middle of
- * writing the new database. Returns the last save it reported finished.
+ * writing the new database. Returns the last save it reported finished, and the last generation
+ * it reported committed (journaled, about to be saved).
  */
-function runAndKill(dbPath: string, savesBeforeKill: number, whileWriting: boolean): Promise<number> {
+function runAndKill(dbPath: string, savesBeforeKill: number, whileWriting: boolean): Promise<{ saved: number; committed: number }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', SAVE_LOOP, dbPath], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
@@ -168,14 +169,14 @@ function runAndKill(dbPath: string, savesBeforeKill: number, whileWriting: boole
     child.stderr.on('data', (d) => (err += d));
     child.on('exit', (code, signal) => {
       if (signal !== 'SIGKILL') return reject(new Error(`save loop ended with ${code}: ${err}`));
-      const saves = [...out.matchAll(/saved (\d+)\n/g)].map((m) => Number(m[1]));
-      resolve(saves.length ? saves[saves.length - 1] : -1);
+      const last = (pattern: RegExp) => Math.max(-1, ...[...out.matchAll(pattern)].map((m) => Number(m[1])));
+      resolve({ saved: last(/saved (\d+)\n/g), committed: last(/saving (\d+)\n/g) });
     });
   });
 }
 
 describe('a kill during persistence', () => {
-  it('leaves the old or the new database, never a broken one (SIGKILL at random moments)', async () => {
+  it('leaves the old or the new database, never a broken one, and its journal the last commit (SIGKILL at random moments)', async () => {
     const dbPath = path.join(tempDir(), 'kill.db');
     const SQL = await loadSqlJs();
     let previous = 0;
@@ -184,7 +185,7 @@ describe('a kill during persistence', () => {
     // middle of a write: on a loaded machine the kill sent on sight of the temp file can arrive
     // after the rename. The round limit only catches a writer that never leaves a temp file.
     for (let round = 0; round < 4 || (killedMidWrite === 0 && round < 40); round++) {
-      const lastReported = await runAndKill(dbPath, 1 + Math.floor(Math.random() * 3), round % 2 === 1);
+      const { saved: lastReported, committed } = await runAndKill(dbPath, 1 + Math.floor(Math.random() * 3), round % 2 === 1);
       if (fs.readdirSync(path.dirname(dbPath)).some((f) => f.includes('.tmp-'))) killedMidWrite++;
       const db = new SQL.Database(fs.readFileSync(dbPath));
       expect(db.exec('PRAGMA integrity_check')[0].values[0][0]).toBe('ok');
@@ -197,6 +198,11 @@ describe('a kill during persistence', () => {
       expect(ends).toEqual([String(n), String(n)]);
       expect(db.exec('SELECT COUNT(*) FROM payload')[0].values[0][0]).toBe(1000);
       db.close();
+      // Opened as the app opens it, the file and its write journal: the last generation committed,
+      // or the next when the kill landed between its commit and the report.
+      const store = await Store.open(dbPath, undefined, 'read');
+      expect([committed, committed + 1]).toContain(store.get<{ n: number }>('SELECT n FROM gen')!.n);
+      store.close();
       previous = n;
     }
     // Temp files of the killed writers are swept on the next open.
