@@ -9,6 +9,7 @@ import { UserError } from '../../src-shared/types.js';
 import { JOURNALED_STATEMENTS_MAX, Store } from '../../src-main/store/database.js';
 import { journalPathFor } from '../../src-main/store/write-journal.js';
 import { TEST_TIMEOUT_MS } from '../helpers/deadlines.js';
+import { startServe } from '../e2e/helpers.js';
 import { tempDir } from './helpers.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -149,4 +150,26 @@ describe('the write journal', () => {
     expect(store.all("SELECT name FROM sqlite_master WHERE name = 'intruder'")).toEqual([]);
     store.close();
   });
+
+  it('serve: labels set through the API just before a kill -9 are there after the restart', async () => {
+    const dir = tempDir();
+    const chats = Array.from({ length: 6 }, (_, i) => ({ messages: [{ role: 'user', content: `question ${i}` }, { role: 'assistant', content: `answer ${i}` }, { role: 'user', content: 'thanks' }] }));
+    fs.writeFileSync(path.join(dir, 'chats.jsonl'), chats.map((c) => JSON.stringify(c)).join('\n') + '\n');
+    const dbPath = path.join(dir, 'serve.db');
+    let serve = await startServe(dbPath);
+    await serve.api('importFiles', { paths: [path.join(dir, 'chats.jsonl')] });
+    const { sessions } = await serve.api<{ sessions: { id: string }[] }>('listSessions', {});
+    // Each answered call is acknowledged; the kill follows the last answer at once, well inside the save's quiet period.
+    for (const [i, s] of sessions.entries()) await serve.api('setLabel', { sessionId: s.id, responseTurn: 1, patch: { reward: i % 2 ? 1 : -1, notes: `note ${i}` } });
+    await serve.stop('SIGKILL');
+    serve = await startServe(dbPath);
+    try {
+      for (const [i, s] of sessions.entries()) {
+        const { samples } = await serve.api<{ samples: { responseTurn: number; label: { reward: number | null; notes: string | null } }[] }>('getSession', { id: s.id });
+        expect(samples.find((x) => x.responseTurn === 1)!.label).toMatchObject({ reward: i % 2 ? 1 : -1, notes: `note ${i}` });
+      }
+    } finally {
+      await serve.stop();
+    }
+  }, TEST_TIMEOUT_MS);
 });
