@@ -275,7 +275,8 @@ export class Store {
   private commit(): void {
     this.db.exec('COMMIT');
     this.txDepth = 0;
-    if (this.journal && this.pending?.length !== 0) this.journalCommitted(this.pending);
+    // null: too many statements to journal, so journalCommitted saves instead.
+    if (this.journal && (this.pending === null || this.pending.length > 0)) this.journalCommitted(this.pending);
     this.pending = [];
   }
 

@@ -31,7 +31,10 @@ export type JournalStatement = [sql: string, params?: JournalParams];
 
 const FORMAT = 1;
 
-/** A new save's number for the file's header: random, so a file restored from a copy never matches a later journal by chance of counting. */
+/**
+ * A new save's number for the file's header. Random, not counted: a file put back from an older
+ * copy could have the count of the journal beside it, but hardly (1 in 2³¹) its random number.
+ */
 export function newSaveNumber(previous: number): number {
   for (;;) {
     const n = 1 + Math.floor(Math.random() * 0x7ffffffe);
