@@ -1,6 +1,7 @@
-// What a judge run left undone, in the same words for the command line's summary and the app's
-// toast (docs/design.md §Judges): samples too long for the judge's context, samples that failed
-// on their own, and votes cut off before their answer.
+// What a judge run did and left undone, in the same words for the command line's summary and the
+// app's toast (docs/design.md §Judges): the rewards it gave; samples too long for the judge's
+// context, samples that failed on their own, and votes cut off before their answer.
+import type { RewardCounts } from './views.js';
 
 /** What a judge run skipped or could not read, beside its JudgeSummary (src-main/judge/runner.ts). */
 export interface JudgeRunSkips {
@@ -16,6 +17,13 @@ export interface JudgeRunSkips {
 }
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+/** The rewards a run gave, e.g. "7 good (+1), 3 bad (−1), 2 no signal (0)"; empty when it labelled nothing. */
+export function rewardCountsText(r: RewardCounts | undefined): string {
+  if (!r) return '';
+  const parts: [number, string][] = [[r.good, 'good (+1)'], [r.bad, 'bad (−1)'], [r.neutral, 'no signal (0)']];
+  return parts.filter(([n]) => n > 0).map(([n, what]) => `${n} ${what}`).join(', ');
+}
 
 /** One clause per thing the run skipped or could not read; empty when there is none. */
 export function judgeRunNotes(s: Partial<JudgeRunSkips>): string[] {

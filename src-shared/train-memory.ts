@@ -19,7 +19,7 @@
  * lengths, batch sizes and quantisations), and test/train/train-memory.test.ts holds it
  * within {@link ESTIMATE_MARGIN} under and {@link ESTIMATE_MARGIN_OVER} over them.
  */
-import { defaultPrecision, recomputeOn, LORA_TARGETS, TRAIN_DEFAULTS, type LoraTarget, type OptimizerKind, type Precision, type Quantize, type RecomputeMode, type TrainDevice } from './training.js';
+import { defaultMaxLength, defaultPrecision, recomputeOn, LORA_TARGETS, TRAIN_DEFAULTS, type LoraTarget, type OptimizerKind, type Precision, type Quantize, type RecomputeMode, type TrainDevice } from './training.js';
 import type { TrainConfig } from './training-api.js';
 
 /** What the estimate reads of a model: its config.json's shape (ModelConfig, src-main/model/model-config.ts). */
@@ -343,7 +343,7 @@ export function rolloutsOf(contextsPerStep: number, rollouts: number, maxTurns: 
  */
 export function memoryRunOf(config: Pick<TrainConfig, 'method' | 'batchSize' | 'microBatch' | 'loraR' | 'targets' | 'optimizer' | 'device' | 'maxLength' | 'quantize' | 'precision' | 'recompute' | 'onPolicy'>, shape: ModelShape): MemoryRun {
   return {
-    maxLength: config.maxLength ?? Math.min(TRAIN_DEFAULTS.maxLength, shape.maxPositionEmbeddings),
+    maxLength: config.maxLength ?? defaultMaxLength(shape.maxPositionEmbeddings),
     batchSize: config.onPolicy ? config.onPolicy.contextsPerStep * config.onPolicy.rollouts : config.batchSize,
     ...(config.onPolicy ? { rollouts: rolloutsOf(config.onPolicy.contextsPerStep, config.onPolicy.rollouts, config.onPolicy.maxTurns) } : {}),
     ...(config.microBatch !== undefined ? { microBatch: config.microBatch } : {}),

@@ -190,6 +190,11 @@ export function shortHintNote(hint: string | null | undefined): string | null {
   return `${length} character${length === 1 ? '' : 's'}: a judge's hint needs more than ${SHORT_HINT_CHARS}, but a hint you type is always used for training.`;
 }
 
+/** A run's tokens per row when none is asked for: TRAIN_DEFAULTS.maxLength, or the model's `positions` (max_position_embeddings) if fewer. */
+export function defaultMaxLength(positions: number): number {
+  return Math.min(TRAIN_DEFAULTS.maxLength, positions);
+}
+
 /** The reason, in a run's `skipped` counts, of samples that do not fit `maxLength` tokens. */
 export function overLengthReason(maxLength: number): string {
   return `over ${maxLength.toLocaleString('en-US')} tokens`;

@@ -187,8 +187,17 @@ export interface CheckReport {
   warnings: string[]; // imbalance warnings that matter for training
 }
 
+/** How many labels have each reward. */
+export interface RewardCounts {
+  good: number;
+  bad: number;
+  neutral: number;
+}
+
 export interface JudgeSummary {
   judged: number;
+  /** The rewards of the labels it wrote: how many +1 (the reply was good), −1 (bad) and 0 (no signal). */
+  rewards?: RewardCounts;
   skippedManual: number;
   /** Samples left alone because a higher-precedence label (an LLM judge's) is there. */
   skippedHigher?: number;

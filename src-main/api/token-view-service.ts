@@ -14,7 +14,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
-import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
+import { defaultMaxLength } from '../../src-shared/training.js';
 import type { TokenView, TokenViewMode, TokenViewResult } from '../../src-shared/token-view.js';
 import type { CallInput } from '../../src-shared/contract.js';
 import type { WorkspaceApi } from '../workspace/workspace-api.js';
@@ -142,7 +142,7 @@ export class TokenViewService {
 
     progress(1, `Loading ${path.basename(modelDir)}`);
     const base = await unlessAborted(this.model(modelDir), signal);
-    const { row, truncated } = replyRow(sample, base.tokenizer, Math.min(TRAIN_DEFAULTS.maxLength, base.config.maxPositionEmbeddings));
+    const { row, truncated } = replyRow(sample, base.tokenizer, defaultMaxLength(base.config.maxPositionEmbeddings));
     // Merging writes the adapted weights once (cached on disk by the adapter's bytes); the
     // merged folder's name is that content key.
     const adapted = adapterDir ? mergedModelDir(modelDir, adapterDir) : null;

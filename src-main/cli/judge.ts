@@ -12,7 +12,7 @@ import { DEFAULT_COMPOSITE_THRESHOLDS, thresholdProblem, type CompositeThreshold
 import { QUANTIZE_CHOICES } from '../model/quantize.js';
 import { deviceFlag, modelFlag, quantizeFlag } from './model-flags.js';
 import { TRAIN_DEVICES } from '../../src-shared/training.js';
-import { judgeRunNotes } from '../../src-shared/judge-notes.js';
+import { judgeRunNotes, rewardCountsText } from '../../src-shared/judge-notes.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
 
 const BACKENDS = ['heuristic', 'local', 'openai'] as const;
@@ -142,7 +142,7 @@ export const command: Command = async (argv) => {
     else {
       const model = summary.model ? ` (${summary.model})` : '';
       process.stdout.write(
-        `${name} judge${model}: ${summary.judged} sample${summary.judged === 1 ? '' : 's'} judged${values.hints ? ' with hints' : ''}${summary.cancelled ? ' before cancelling' : ''}; ` +
+        `${name} judge${model}: ${summary.judged} sample${summary.judged === 1 ? '' : 's'} judged${values.hints ? ' with hints' : ''}${summary.judged ? ` (${rewardCountsText(summary.rewards)})` : ''}${summary.cancelled ? ' before cancelling' : ''}; ` +
           `skipped ${summary.skippedManual} manual, ${summary.skippedHigher} with an LLM judge's label, ${summary.skippedUnchanged} already judged` +
           (summary.judged ? `; ${(summary.msPerSample / 1000).toFixed(2)} s per sample` : '') +
           judgeRunNotes(summary).map((note) => `; ${note}`).join('') +

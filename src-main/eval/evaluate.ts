@@ -28,7 +28,7 @@ import {
   BASE_MODEL_NAME, gapDelta, hintMetrics, LESSONS_MODEL_NAME, likelihoodMetrics, marginDelta,
   type Comparison, type EvalMetric, type EvalReport, type EvalSplit, type ModelEval, type SampleScore,
 } from '../../src-shared/eval-report.js';
-import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
+import { defaultMaxLength } from '../../src-shared/training.js';
 import { UserError } from '../../src-shared/types.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
@@ -99,7 +99,7 @@ export async function evaluate(options: EvalOptions, hooks: EvalHooks = {}): Pro
   const tokenizer = ChatTokenizer.load(options.modelDir);
   const lessons = lessonsOf(options);
   const adapters = loadAdapters(options.adapters, checkpoint);
-  const maxLength = options.maxLength ?? Math.min(TRAIN_DEFAULTS.maxLength, checkpoint.config.maxPositionEmbeddings);
+  const maxLength = options.maxLength ?? defaultMaxLength(checkpoint.config.maxPositionEmbeddings);
   const { rows, skipped } = evalRowsFromSamples(options.samples, tokenizer, maxLength);
   const notes = Object.entries(skipped).map(([why, n]) => `${n} sample${n === 1 ? '' : 's'} not measured: ${why}`);
   const lessonRows = lessons ? evalRowsFromSamples(options.samples, tokenizer, maxLength, { lessons }) : null;

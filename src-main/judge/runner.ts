@@ -115,7 +115,7 @@ export async function runJudge(workspace: JudgeTarget, backend: JudgeBackend, op
   const promptVersion = runPromptVersion(backend, options.hints);
   const provenance = { labelSource: backend.labelSource, backend: backend.provenance.backend, model: backend.provenance.model, promptVersion };
   const summary: JudgeRunSummary = {
-    judged: 0, skippedManual: 0, skippedHigher: 0, skippedUnchanged: 0, cancelled: false,
+    judged: 0, rewards: { good: 0, bad: 0, neutral: 0 }, skippedManual: 0, skippedHigher: 0, skippedUnchanged: 0, cancelled: false,
     skippedTooLong: 0, judgeContext: null, failed: 0, failedReason: null, cutOffVotes: 0,
     backend: backend.provenance.backend, model: backend.provenance.model, promptVersion, votes, elapsedMs: 0, msPerSample: 0,
   };
@@ -150,8 +150,10 @@ export async function runJudge(workspace: JudgeTarget, backend: JudgeBackend, op
           return;
         }
         summary.cutOffVotes += verdict.votes.filter((v) => (v.reward === undefined && wasCutOff(v.raw)) || (v.hintRaw !== undefined && v.hintAnswer === undefined && wasCutOff(v.hintRaw))).length;
-        if (workspace.recordJudgeVerdict(input, verdict, provenance)) summary.judged++;
-        else summary.skippedManual++;
+        if (workspace.recordJudgeVerdict(input, verdict, provenance)) {
+          summary.judged++;
+          summary.rewards[verdict.reward === 1 ? 'good' : verdict.reward === -1 ? 'bad' : 'neutral']++;
+        } else summary.skippedManual++;
       } catch (err) {
         if (isAbort(err, options.signal)) {
           summary.cancelled = true;

@@ -10,7 +10,7 @@ import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS, type AdvantageEstimator, type PpoSe
 import { ADVANTAGE_NAMES } from '../../src-shared/on-policy-api.js';
 import { methodRecord, methodsUsing, orList } from '../../src-shared/training-methods.js';
 import { SurfaceError, UserError } from '../../src-shared/types.js';
-import { BOUNDED_OPTIONS, checkBound, defaultEpsHigh, LOSS_AGGS, TRAIN_DEFAULTS, type BoundedOption, type LossAgg, type Precision, type Quantize, type RecomputeMode } from '../../src-shared/training.js';
+import { BOUNDED_OPTIONS, checkBound, defaultEpsHigh, defaultMaxLength, LOSS_AGGS, TRAIN_DEFAULTS, type BoundedOption, type LossAgg, type Precision, type Quantize, type RecomputeMode } from '../../src-shared/training.js';
 import type { ModelConfig } from '../model/hf-checkpoint.js';
 import type { LinearTarget } from '../model/decoder.js';
 import type { Device } from '../model/ort-session.js';
@@ -152,7 +152,7 @@ export function checkBounds(options: { [K in BoundedOption]?: unknown }): void {
 /** The run's tokens per sample: the one asked for, which the model's positions must hold; else min(2,048, positions). */
 function maxLengthFor(asked: number | undefined, model: ModelConfig): number {
   const positions = model.maxPositionEmbeddings;
-  if (asked === undefined) return Math.min(TRAIN_DEFAULTS.maxLength, positions);
+  if (asked === undefined) return defaultMaxLength(positions);
   if (asked > positions) throw new UserError(`max length ${asked} is more than the model's ${positions} positions (max_position_embeddings in config.json)`);
   return asked;
 }

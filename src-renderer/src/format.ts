@@ -1,7 +1,7 @@
 // Small display helpers shared by the views.
 import type { LabelSource, Reward, SessionFormat } from '../../src-shared/types.js';
 import type { JudgeSummary, SessionSplit } from '../../src-shared/views.js';
-import { judgeRunNotes, type JudgeRunSkips } from '../../src-shared/judge-notes.js';
+import { judgeRunNotes, rewardCountsText, type JudgeRunSkips } from '../../src-shared/judge-notes.js';
 
 // Typed over every session format, so a new importer or source cannot go unlabelled.
 const SOURCE_LABELS: Record<SessionFormat, string> = {
@@ -65,7 +65,8 @@ export function judgeSummaryText(r: JudgeSummary & Partial<JudgeRunSkips>): stri
     r.skippedHigher ? `${r.skippedHigher} kept an LLM judge's label` : '',
     r.skippedUnchanged ? `${r.skippedUnchanged} already judged with these settings` : '',
   ].filter(Boolean);
-  const judged = `${r.judged} sample${r.judged === 1 ? '' : 's'}`;
+  const rewards = rewardCountsText(r.rewards);
+  const judged = `${r.judged} sample${r.judged === 1 ? '' : 's'}${rewards ? `: ${rewards}` : ''}`;
   const head = !r.cancelled
     ? `Judged ${judged}`
     : r.judged

@@ -129,6 +129,13 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     await hint.fill('Summarise in three bullet points, as the user asked.');
     await page.keyboard.press('Control+Enter'); // leave the field: it saves
     await toasts.next('Hint saved');
+    // Toasts sit beside the inspector, not over its hint, repair and notes boxes (their column's
+    // edge, which stays when a toast has gone).
+    const edges = await page.evaluate(() => ({
+      toasts: document.querySelector('.toasts')!.getBoundingClientRect().right,
+      pane: document.querySelector('.inspector-pane')!.getBoundingClientRect().left,
+    }));
+    expect(edges.toasts).toBeLessThanOrEqual(edges.pane);
     await page.keyboard.press('?');
     await page.locator('[data-testid=key-help]').waitFor();
     await shot('annotator');

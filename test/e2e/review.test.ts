@@ -130,6 +130,10 @@ describe.skipIf(!haveChromium)('Review mode, in a browser', () => {
     const card = page.locator('[data-testid=unreviewed-card]');
     await card.waitFor();
     expect(await card.textContent()).toMatch(/^\s*0\s*labels still unreviewed and uncertain/);
+    // All five cards in one row: none left alone on a second.
+    const tops = await page.locator('.cards > .card').evaluateAll((cards) => cards.map((c) => c.getBoundingClientRect().top));
+    expect(tops).toHaveLength(5);
+    expect(new Set(tops).size).toBe(1);
   });
 
   it('logged no errors in the page', () => {

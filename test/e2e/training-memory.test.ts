@@ -62,6 +62,8 @@ describe.skipIf(!haveChromium)('the memory estimate and past runs on the Trainin
     await page.fill('[data-testid=train-batch]', '2');
     await page.waitForFunction((before) => document.querySelector('[data-testid=train-memory-need]')?.textContent === before, atTwo);
     expect(await page.locator('[data-testid=train-memory-parts]').textContent()).toMatch(/^fp32 weights \d+ MB, LoRA and AdamW \d+ MB, activations \d+ MB at 2 × 512 tokens and a teacher pass, runtime \d+ MB$/);
+    // An empty Max length is the model's 512 positions here (2,048 for a model that reads more), and the field says so.
+    expect(await page.locator('[data-testid=train-max-length]').getAttribute('placeholder')).toBe('auto: 512');
 
     // Quantize: int4 stores the base in 4-bit blocks; the estimate says so and shrinks.
     await page.selectOption('[data-testid=train-quantize]', 'int4');

@@ -113,7 +113,8 @@ describe.skipIf(!haveChromium)('a fine-tune from the Training page, in a browser
     await page.locator('[data-nav=settings]').click();
     await page.locator('input[name=backend][value=heuristic]').check();
     await page.locator('[data-action=run-judge]').click();
-    await toasts.next('Judged 4 samples');
+    // The toast counts the rewards it gave, as the labels below are.
+    expect(await toasts.next('Judged 4 samples')).toContain('Judged 4 samples: 2 good (+1), 2 bad (−1).');
     const judged = await allSamples();
     expect(judged.map((s) => s.label?.reward).sort()).toEqual([-1, -1, 1, 1]);
     expect(judged.filter((s) => s.label?.hint).length).toBe(2);

@@ -33,7 +33,7 @@ describe('judge runner', () => {
     ws.setLabel('openai:sort', 6, { reward: -1, hint: 'My own hint for this one.' });
     const { judge, server } = await judgeAnswering(sensible);
     const first = await runJudge(ws, judge, { hints: false, votes: 3 });
-    expect(first).toMatchObject({ judged: 2, skippedManual: 1, skippedUnchanged: 0, cancelled: false, promptVersion: 'reward-v1', model: 'judge-a' });
+    expect(first).toMatchObject({ judged: 2, rewards: { good: 1, bad: 1, neutral: 0 }, skippedManual: 1, skippedUnchanged: 0, cancelled: false, promptVersion: 'reward-v1', model: 'judge-a' });
     expect(ws.listSamples().map((s) => [s.label.reward, s.label.source])).toEqual([
       [-1, 'judge:judge-a'],
       [1, 'judge:judge-a'],
@@ -43,7 +43,7 @@ describe('judge runner', () => {
     expect(server.requests).toHaveLength(6);
 
     const again = await runJudge(ws, judge, { hints: false, votes: 3 });
-    expect(again).toMatchObject({ judged: 0, skippedManual: 1, skippedUnchanged: 2 });
+    expect(again).toMatchObject({ judged: 0, rewards: { good: 0, bad: 0, neutral: 0 }, skippedManual: 1, skippedUnchanged: 2 });
     expect(server.requests).toHaveLength(6); // nothing was asked
 
     const forced = await runJudge(ws, judge, { hints: false, votes: 3, force: true });
