@@ -39,6 +39,11 @@ export interface GenerateRequest extends Omit<GenerateOptions, 'decodeText'> {
   signal?: AbortSignal;
 }
 
+/** A batch's options: a generation's, but per sequence (no one seed, no stop signal); `onToken` names the sequence. */
+export interface BatchGenerateRequest extends Omit<GenerateRequest, 'seed' | 'onToken' | 'signal'> {
+  onToken?: (sequence: number, token: number, logprob: number) => void;
+}
+
 export interface GenerateResult extends GeneratedTokens, ParsedReply {
   promptTokens: number;
   /** The budget generation ran with: the one asked for, capped to the positions the prompt left. */
@@ -161,15 +166,17 @@ export class LocalModel {
    * Several prompts, several sequences each, generated as one batch (docs/design.md §Batched
    * generation): sequence j of a prompt gives what `generate` gives with `seed: seeds[j]`.
    * Results per prompt, in seed order. Prompts that leave no room throw as in `generate`.
+   * `onToken` sees each token as it is chosen, with its sequence: the prompts' seeds counted in order.
    */
-  async generateBatch(prompts: BatchRequestPrompt[], request: Omit<GenerateRequest, 'seed' | 'onToken' | 'signal'> = {}): Promise<GenerateResult[][]> {
-    const { chatTemplate, template, ...options } = request;
+  async generateBatch(prompts: BatchRequestPrompt[], request: BatchGenerateRequest = {}): Promise<GenerateResult[][]> {
+    const { chatTemplate, template, onToken, ...options } = request;
     const requested = options.maxNewTokens ?? DEFAULT_MAX_NEW_TOKENS;
     const batch = prompts.map((p) => {
       const promptIds = this.promptIds(p.prompt, { chatTemplate, template });
       return { promptIds, seeds: p.seeds, maxNewTokens: replyBudget(promptIds.length, requested, this.maxPositions) };
     });
-    const out = await this.worker.call<{ outputs: GeneratedTokens[][]; executionProvider: Device }>('generateBatch', [batch, { ...options, maxNewTokens: requested, decodeText: false }]);
+    const onEvent = onToken && ((m: WorkerEvent) => onToken(m.sequence as number, m.token as number, m.logprob as number));
+    const out = await this.worker.call<{ outputs: GeneratedTokens[][]; executionProvider: Device }>('generateBatch', [batch, { ...options, maxNewTokens: requested, decodeText: false }, !!onToken], onEvent);
     this.ep = out.executionProvider;
     return out.outputs.map((seqs, i) => seqs.map((s) => this.result(s, batch[i]!.promptIds.length, batch[i]!.maxNewTokens, out.executionProvider)));
   }

@@ -37,8 +37,11 @@ async function handle({ id, method, args }: Request): Promise<unknown> {
       const out = await engine.generate(args[0] as never, args[1] as never, stream ? (token, logprob) => port.postMessage({ id, event: 'token', token, logprob }) : undefined);
       return { ...out, executionProvider: engine.executionProvider };
     }
-    case 'generateBatch':
-      return { outputs: await engine.generateBatch(args[0] as never, args[1] as never), executionProvider: engine.executionProvider };
+    case 'generateBatch': {
+      const stream = args[2] === true;
+      const onToken = stream ? (sequence: number, token: number, logprob: number) => port.postMessage({ id, event: 'token', sequence, token, logprob }) : undefined;
+      return { outputs: await engine.generateBatch(args[0] as never, args[1] as never, onToken), executionProvider: engine.executionProvider };
+    }
     case 'setLora':
       engine.setLora(args[0] as never);
       return true;

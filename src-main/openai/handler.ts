@@ -52,7 +52,7 @@ import { bearerOf, type ApiKeyCheck } from '../http/access.js';
 import { BodyTooLargeError, mediaType, readBody, refuseOversizedBody, sendJson } from '../http/json.js';
 import type { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
-import { chatPrompt, completeChat, completeChats, tokenLogprobs, type ChatPrompt, type ChatResult } from './local-chat.js';
+import { chatPrompt, completeChat, completeChats, tokenLogprobs, type ChatPrompt, type ChatResult, type StreamDelta } from './local-chat.js';
 import { loadServedModel, servedModelId } from './served-model.js';
 import type { CaptureHook, CaptureTicket, FeedbackHandler } from './capture-hook.js';
 import { chunkBody, completionBody, errorBody, parseChatRequest, RequestError, type ChatRequest } from './protocol.js';
@@ -295,18 +295,24 @@ export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandle
       if (open) res.write(`data: ${JSON.stringify(body)}\n\n`);
     };
     res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-store', Connection: 'keep-alive' });
-    send(chunkBody(meta, { role: 'assistant', content: '' }, null, usageField));
+    // Each choice opens with its role; with n > 1 the choices' chunks interleave, each naming its index.
+    for (let choice = 0; choice < request.n; choice++) send(chunkBody(meta, { role: 'assistant', content: '' }, null, usageField, choice));
     try {
-      const result = await completeChat(model, request, prompt, (delta) =>
-        send(chunkBody(meta, { ...(delta.reasoning ? { reasoning_content: delta.reasoning } : {}), ...(delta.content ? { content: delta.content } : {}) }, null, usageField)),
-      );
-      if (result.toolCalls.length) send(chunkBody(meta, { tool_calls: result.toolCalls.map((c, index) => ({ index, ...c })) }, null, usageField));
-      send(chunkBody(meta, {}, result.finishReason, usageField));
+      const onDelta = (choice: number, delta: StreamDelta) =>
+        send(chunkBody(meta, { ...(delta.reasoning ? { reasoning_content: delta.reasoning } : {}), ...(delta.content ? { content: delta.content } : {}) }, null, usageField, choice));
+      const results = request.n > 1
+        ? await completeChats(model, request, prompt, onDelta)
+        : [await completeChat(model, request, prompt, (delta) => onDelta(0, delta))];
+      results.forEach((result, choice) => {
+        if (result.toolCalls.length) send(chunkBody(meta, { tool_calls: result.toolCalls.map((c, index) => ({ index, ...c })) }, null, usageField, choice));
+        send(chunkBody(meta, {}, result.finishReason, usageField, choice));
+      });
       if (request.includeUsage) {
-        const usage = { prompt_tokens: result.promptTokens, completion_tokens: result.completionTokens, total_tokens: result.promptTokens + result.completionTokens };
-        send(chunkBody(meta, null, null, usage));
+        const completionTokens = results.reduce((a, r) => a + r.completionTokens, 0);
+        send(chunkBody(meta, null, null, { prompt_tokens: prompt.ids.length, completion_tokens: completionTokens, total_tokens: prompt.ids.length + completionTokens }));
       }
-      commit?.(result); // before [DONE]: a client that saw the end knows the exchange is recorded
+      // Before [DONE]: a client that saw the end knows the exchange is recorded (the first choice, as without streaming).
+      commit?.(results[0]!);
     } catch (err) {
       // The status line is gone; the error travels as an event, as OpenAI's API does.
       const message = err instanceof UserError ? err.message : `generation failed: ${(err as Error).message}`;

@@ -141,14 +141,21 @@ export function chatPrompt(model: LocalModel, request: ChatRequest): ChatPrompt 
   }
 }
 
+/** A reply's stream of text deltas (the module comment says what it holds back). */
+function replyStream(model: LocalModel, ids: number[], request: ChatRequest): StreamText {
+  return new StreamText((t) => model.tokenizer.decode(t), promptOpensThinking(model, ids), request.stop, model.tokenizer.eosTokenIds);
+}
+
+/** `onDelta` for the deltas that carry text. */
+const textOnly = (onDelta: (d: StreamDelta) => void) => (d: StreamDelta) => {
+  if (d.content !== undefined || d.reasoning !== undefined) onDelta(d);
+};
+
 /** One reply, streamed through `onDelta` when given; aborting `signal` ends it after the current token (the app's Chat page). */
 export async function completeChat(model: LocalModel, request: ChatRequest, prompt: ChatPrompt, onDelta?: (delta: StreamDelta) => void, signal?: AbortSignal): Promise<ChatResult> {
   const { ids } = prompt;
-  const eos = model.tokenizer.eosTokenIds;
-  const stream = onDelta ? new StreamText((t) => model.tokenizer.decode(t), promptOpensThinking(model, ids), request.stop, eos) : null;
-  const emit = (d: StreamDelta) => {
-    if (d.content !== undefined || d.reasoning !== undefined) onDelta!(d);
-  };
+  const stream = onDelta ? replyStream(model, ids, request) : null;
+  const emit = onDelta ? textOnly(onDelta) : () => {};
   const out = await model.generate(ids, {
     temperature: request.temperature,
     topP: request.topP,
@@ -166,16 +173,20 @@ export async function completeChat(model: LocalModel, request: ChatRequest, prom
 
 /**
  * OpenAI's `n` > 1: the choices as one batched generation sharing the prompt's prefill
- * (docs/design.md §Batched generation). Choice j is the reply `seed + j` alone gives.
+ * (docs/design.md §Batched generation). Choice j is the reply `seed + j` alone gives. Streamed
+ * through `onDelta` when given, each choice's text held back as one reply's is (StreamText).
  */
-export async function completeChats(model: LocalModel, request: ChatRequest, prompt: ChatPrompt): Promise<ChatResult[]> {
+export async function completeChats(model: LocalModel, request: ChatRequest, prompt: ChatPrompt, onDelta?: (choice: number, delta: StreamDelta) => void): Promise<ChatResult[]> {
   const { ids } = prompt;
+  const streams = onDelta ? Array.from({ length: request.n }, (_, choice) => ({ text: replyStream(model, ids, request), emit: textOnly((d) => onDelta(choice, d)) })) : null;
   const [outs] = await model.generateBatch([{ prompt: ids, seeds: sequenceSeeds(request.seed, request.n) }], {
     temperature: request.temperature,
     topP: request.topP,
     maxNewTokens: prompt.maxTokens,
     ...(request.stop.length ? { stopStrings: request.stop } : {}),
+    ...(streams ? { onToken: (choice: number, token: number) => streams[choice]!.emit(streams[choice]!.text.push(token)) } : {}),
   });
+  if (streams) outs!.forEach((out, choice) => streams[choice]!.emit(streams[choice]!.text.finish(out.content, out.reasoning)));
   return outs!.map((out) => chatResult(model, ids, out));
 }
 

@@ -6,8 +6,9 @@
  * Supported: messages (text content; string or [{type:"text"}] parts; assistant
  * tool_calls and tool results), model, temperature, top_p, max_tokens /
  * max_completion_tokens, seed, stop, stream (+ stream_options.include_usage), logprobs
- * (non-streaming), tools (rendered by the model's chat template), n (up to {@link MAX_N}, without
- * streaming: the choices are one batched generation, choice j seeded with seed + j). Unknown fields are
+ * (non-streaming), tools (rendered by the model's chat template), n (up to {@link MAX_N}: the choices
+ * are one batched generation, choice j seeded with seed + j; streamed, each chunk names its choice's
+ * index, as OpenAI's do). Unknown fields are
  * ignored, as OpenAI-compatible servers do; unsupported values of known ones are refused.
  * max_tokens is checked here against MAX_MAX_TOKENS only: the served model's context caps it
  * further once the prompt is rendered (./local-chat.ts).
@@ -147,7 +148,6 @@ export function parseChatRequest(body: unknown): ChatRequest {
   if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') throw new RequestError('stream must be true or false', 'stream');
   const logprobs = body.logprobs === true;
   if (logprobs && stream) throw new RequestError('logprobs are only returned by non-streaming requests here', 'logprobs');
-  if (n > 1 && stream) throw new RequestError('n > 1 is only supported by non-streaming requests here', 'n');
   if ((integerField(body, 'top_logprobs', 0, 20) ?? 0) > 0) throw new RequestError('top_logprobs is not supported (only each chosen token’s logprob)', 'top_logprobs');
   const maxTokens = integerField(body, 'max_completion_tokens', 1, MAX_MAX_TOKENS) ?? integerField(body, 'max_tokens', 1, MAX_MAX_TOKENS) ?? DEFAULT_MAX_TOKENS;
   if (body.tools !== undefined && body.tools !== null && !Array.isArray(body.tools)) throw new RequestError('tools must be an array', 'tools');
@@ -237,13 +237,14 @@ export function chunkBody(
   delta: ChunkDelta | null,
   finishReason: FinishReason | null,
   usage?: Usage | null,
+  index = 0,
 ) {
   return {
     id: meta.id,
     object: 'chat.completion.chunk' as const,
     created: meta.created,
     model: meta.model,
-    choices: delta === null ? [] : [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+    choices: delta === null ? [] : [{ index, delta, logprobs: null, finish_reason: finishReason }],
     ...(usage !== undefined ? { usage } : {}),
   };
 }

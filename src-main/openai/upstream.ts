@@ -41,7 +41,10 @@ function describeFailure(target: UpstreamTarget, err: unknown): RequestError {
   return new RequestError(`cannot reach the upstream server ${target.baseUrl}: ${why}`, null, 502, 'server_error', 'upstream_unreachable');
 }
 
-/** Builds one reply out of stream deltas: text, reasoning, and tool calls merged by index. */
+/**
+ * Builds one reply out of stream deltas: text, reasoning, and tool calls merged by index. Of a
+ * stream of n > 1 choices, the first (index 0), which capture records as it does without streaming.
+ */
 export class ReplyAccumulator {
   content = '';
   reasoning = '';
@@ -51,10 +54,10 @@ export class ReplyAccumulator {
   private readonly calls = new Map<number, ToolCallOut>();
 
   addChunk(chunk: unknown): void {
-    const c = chunk as { id?: unknown; model?: unknown; choices?: { delta?: Record<string, unknown>; finish_reason?: unknown }[] };
+    const c = chunk as { id?: unknown; model?: unknown; choices?: { index?: unknown; delta?: Record<string, unknown>; finish_reason?: unknown }[] };
     if (typeof c.model === 'string') this.model = c.model;
     if (typeof c.id === 'string' && this.completionId === null) this.completionId = c.id;
-    const choice = c.choices?.[0];
+    const choice = c.choices?.find((x) => (x.index ?? 0) === 0);
     if (!choice) return;
     const d = choice.delta ?? {};
     if (typeof d.content === 'string') this.content += d.content;

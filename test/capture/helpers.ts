@@ -43,7 +43,7 @@ export async function chat(base: string, token: string, messages: Message[], opt
   return { content: body?.choices?.[0]?.message?.content ?? '', body, status: res.status, headers: res.headers };
 }
 
-/** The same with stream: true: the concatenated deltas and the raw events. */
+/** The same with stream: true: the first choice's concatenated deltas and the raw events. */
 export async function chatStream(base: string, token: string, messages: Message[], options: ChatOptions = {}): Promise<{ content: string; events: string[] }> {
   const res = await fetch(`${base}/chat/completions`, {
     method: 'POST',
@@ -58,7 +58,8 @@ export async function chatStream(base: string, token: string, messages: Message[
   let content = '';
   for (const e of events) {
     if (e === '[DONE]') continue;
-    content += JSON.parse(e).choices?.[0]?.delta?.content ?? '';
+    const choice = JSON.parse(e).choices?.[0];
+    if ((choice?.index ?? 0) === 0) content += choice?.delta?.content ?? '';
   }
   return { content, events };
 }

@@ -52,6 +52,18 @@ describe('forwarding to another Hindsight', () => {
     expect(x!.servedBy).toBe('upstream');
   });
 
+  it('streams n = 2 through and records the first choice, as without streaming', async () => {
+    const messages = [{ role: 'user', content: 'Tell me about a frog.' }];
+    const body = { n: 2, temperature: 0.9, seed: 4 };
+    const streamed = await chatStream(base, proxy.token, messages, { headers: { 'X-Session-Id': 'up-stream-n' }, body });
+    const direct = await chat(upstream.baseUrl, upstream.token, messages, { body });
+    expect(direct.body.choices[1].message.content).not.toBe(direct.content);
+    expect(streamed.events.some((e) => e !== '[DONE]' && JSON.parse(e).choices?.[0]?.index === 1)).toBe(true);
+    expect(streamed.content).toBe(direct.content);
+    const [x] = ws().captureExchanges('capture:up-stream-n');
+    expect(x!.reply.content).toBe(direct.content);
+  });
+
   it('passes an upstream error through unchanged and records no reply', async () => {
     const before = ws().captureExchanges().length;
     const bad = await chat(base, proxy.token, [{ role: 'user', content: 'hi' }], { body: { top_logprobs: 3 } });

@@ -144,6 +144,27 @@ describe('POST /v1/chat/completions', () => {
     expect(usage.usage).toEqual(whole.usage);
   });
 
+  it('n = 3 streamed: each choice’s chunks name its index, open with its role, end once, and add up to that choice without streaming; usage sums them', async () => {
+    const request = { messages, seed: 21, max_tokens: 30, temperature: 0.9, n: 3 };
+    const whole = await (await post(request)).json();
+    const data = events(await (await post({ ...request, stream: true, stream_options: { include_usage: true } })).text());
+    expect(data.at(-1)).toBe('[DONE]');
+    const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
+    const usage = chunks.pop();
+    expect(usage.usage).toEqual(whole.usage);
+    for (const c of chunks) expect(c.choices).toHaveLength(1);
+    for (let j = 0; j < 3; j++) {
+      const mine = chunks.filter((c) => c.choices[0].index === j).map((c) => c.choices[0]);
+      expect(mine[0].delta).toEqual({ role: 'assistant', content: '' });
+      expect(mine.map((c) => c.delta.content ?? '').join('')).toBe(whole.choices[j].message.content);
+      expect(mine.filter((c) => c.finish_reason).map((c) => c.finish_reason)).toEqual([whole.choices[j].finish_reason]);
+      expect(mine.at(-1).finish_reason).not.toBeNull();
+    }
+    // Streamed as they come: one choice’s text arrives between another's chunks, not choice after choice.
+    const order = chunks.filter((c) => c.choices[0].delta.content).map((c) => c.choices[0].index);
+    expect(order.some((index, k) => k > 0 && index < order[k - 1])).toBe(true);
+  });
+
   it('a streamed reply with a stop string never shows the stop text', async () => {
     const full = (await (await post({ messages, seed: 5, max_tokens: 60 })).json()).choices[0].message.content as string;
     const stop = full.split(' ').slice(2, 4).join(' ');
@@ -166,7 +187,6 @@ describe('POST /v1/chat/completions', () => {
     expect(await bad({ messages, temperature: 5 })).toMatchObject({ param: 'temperature', message: 'temperature must be a number in [0, 2] (got 5)' });
     expect(await bad({ messages, max_tokens: 0 })).toMatchObject({ param: 'max_tokens' });
     expect(await bad({ messages, n: 17 })).toMatchObject({ param: 'n' });
-    expect(await bad({ messages, n: 2, stream: true })).toMatchObject({ param: 'n' });
     expect(await bad({ messages: [{ role: 'robot', content: 'x' }] })).toMatchObject({ param: 'messages[0].role' });
     expect(await bad({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] })).toMatchObject({
       param: 'messages[0].content[0]',
