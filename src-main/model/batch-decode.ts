@@ -14,7 +14,6 @@ import type { ModelConfig } from './hf-checkpoint.js';
 import { releaseDeviceOutputs, type DecodeCache, type DecodeCacheFactory } from './cache-slots.js';
 import type { CarriedRows } from './carried-rows.js';
 import { KvCache } from './kv-cache.js';
-import { DeviceKvCache } from './device-kv-cache.js';
 import type { ort } from './ort-session.js';
 import { sampleToken, seededRandom } from './sampling.js';
 import { prefillPieceFor } from '../../src-shared/train-memory.js';
@@ -213,9 +212,7 @@ export async function startBatch(config: ModelConfig, prompts: number[][], reque
   if (carried.some(Boolean)) {
     // The joined cache picks the order of its rows (the host's: the last batch's stay where they lie); the prompts follow it.
     const rest = Math.max(...used.map((p, u) => prompts[p]!.length - (carried[u]?.tokens ?? 0)));
-    const { cache, order } = carried.some((c) => c?.cache instanceof DeviceKvCache)
-      ? await DeviceKvCache.joined(carried as ({ cache: DeviceKvCache; row: number; tokens: number } | undefined)[])
-      : KvCache.joined(config, carried as ({ cache: KvCache; row: number; tokens: number } | undefined)[], rest + maxNew + (settings.carry?.room ?? 0));
+    const { cache, order } = await carried.find(Boolean)!.cache.join(carried, rest + maxNew + (settings.carry?.room ?? 0));
     [joined, used, carried] = [cache, order.map((u) => used[u]!), order.map((u) => carried[u])];
   }
   const padded = leftPadded(used.map((p, u) => prompts[p]!.slice(carried[u]?.tokens ?? 0)));
@@ -234,8 +231,8 @@ export async function carryEnded(settings: DecodeSettings, cache: DecodeCache, e
   if (!carry) return;
   for (const { row, ids, out } of ended) {
     if (!carry.wanted(out)) continue;
-    if (cache instanceof DeviceKvCache) carry.keep(ids, await cache.rowCopy(row), 0);
-    else if (cache instanceof KvCache) carry.keep(ids, last ? cache : cache.rowCopy(row), last ? row : 0);
+    const kept = await cache.carry(row, last);
+    carry.keep(ids, kept.cache, kept.row);
   }
 }
 

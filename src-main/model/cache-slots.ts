@@ -171,7 +171,8 @@ type Outputs = ort.InferenceSession.OnnxValueMapType;
  * returned for the cache (the host cache's new keys and values, the GPU cache's whole written
  * cache); `select` hands this cache's contents to the cache it returns, so the caller uses
  * only that one afterwards; `dispose` frees what the cache holds (GPU memory at once, rather
- * than whenever the garbage collector runs).
+ * than whenever the garbage collector runs). `carry` and `join` keep rows for a later batch and
+ * start one from them (./carried-rows.ts).
  */
 export interface DecodeCache {
   readonly rows: number;
@@ -179,7 +180,31 @@ export interface DecodeCache {
   feeds(tokens: number[][], mask: number[][]): Record<string, ort.Tensor> | Promise<Record<string, ort.Tensor>>;
   append(out: Outputs, mask: number[][]): void | Promise<void>;
   select(rows: number[]): DecodeCache | Promise<DecodeCache>;
+  /**
+   * Row `row`, kept for a later batch: a copy of its own, or, with `last` (the batch is done with
+   * this cache), this cache where its rows can stay where they lie (the host's).
+   */
+  carry(row: number, last: boolean): CarriedPart | Promise<CarriedPart>;
+  /**
+   * One cache of carried rows (absent: an empty row), each its first `tokens` real tokens, with
+   * room for `extra` slots more: what a batch continuing them starts from. Called on a part's
+   * cache; the parts are all of its kind (one engine's). `order`: which part each row holds.
+   */
+  join(parts: (CarriedPart | undefined)[], extra: number): JoinedCache | Promise<JoinedCache>;
   dispose(): void;
+}
+
+/** A carried row: row `row` of `cache`, or its first `tokens` real tokens. */
+export interface CarriedPart {
+  cache: DecodeCache;
+  row: number;
+  tokens?: number;
+}
+
+/** A cache of carried rows and which part each of its rows holds. */
+export interface JoinedCache {
+  cache: DecodeCache;
+  order: number[];
 }
 
 /** Makes an empty cache of `rows` rows with room for `reserve` slots. */

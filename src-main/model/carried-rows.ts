@@ -19,8 +19,7 @@
  *   kept row is a copy of its own on the GPU, freed (`dispose`) as soon as the store drops it,
  *   not whenever the garbage collector runs.
  */
-import type { DeviceKvCache } from './device-kv-cache.js';
-import type { KvCache } from './kv-cache.js';
+import type { DecodeCache } from './cache-slots.js';
 
 /**
  * {@link CarriedRows.room}'s default: a tool's turn or two of tokens. Reserved memory is not
@@ -44,7 +43,7 @@ export interface EndedSequence {
 /** Row `row` of `cache`, which holds the keys and values of `ids`. */
 export interface CarriedRow {
   ids: number[];
-  cache: KvCache | DeviceKvCache;
+  cache: DecodeCache;
   row: number;
 }
 

@@ -31,7 +31,7 @@
 import { GraphBuilder, str } from '../graph/ir.js';
 import { WRITTEN_SLOT_AXIS, writtenCacheDims } from './attention.js';
 import type { ModelConfig } from './hf-checkpoint.js';
-import { CacheSlots, SLOT_BLOCK, keepsEveryRow, type DecodeCache } from './cache-slots.js';
+import { CacheSlots, SLOT_BLOCK, keepsEveryRow, type CarriedPart, type DecodeCache } from './cache-slots.js';
 import { createSession, holdsTensorsOnDevice, int64Tensor, ort, type SessionConfig } from './ort-session.js';
 
 type Feeds = Record<string, ort.Tensor>;
@@ -210,6 +210,15 @@ export class DeviceKvCache implements DecodeCache {
     const next = await this.copyOfRows(rows);
     this.dispose();
     return next;
+  }
+
+  /** Always a copy: the batch disposes its own cache, `last` or not. */
+  async carry(row: number): Promise<CarriedPart> {
+    return { cache: await this.rowCopy(row), row: 0 };
+  }
+
+  join(parts: (CarriedPart | undefined)[]): Promise<{ cache: DeviceKvCache; order: number[] }> {
+    return DeviceKvCache.joined(parts as ({ cache: DeviceKvCache; row: number; tokens?: number } | undefined)[]);
   }
 
   /** Row `row` alone, in a cache of its own on the device (a row that a later batch may continue: ./carried-rows.ts); this cache is unchanged. */

@@ -17,7 +17,7 @@
  * (./device-kv-cache.ts).
  */
 import type { ModelConfig } from './hf-checkpoint.js';
-import { CacheSlots, SLOT_BLOCK, blocksFor, keepsEveryRow, type DecodeCache } from './cache-slots.js';
+import { CacheSlots, SLOT_BLOCK, blocksFor, keepsEveryRow, type CarriedPart, type DecodeCache } from './cache-slots.js';
 import { ort } from './ort-session.js';
 
 export { SLOT_BLOCK } from './cache-slots.js';
@@ -99,6 +99,14 @@ export class KvCache implements DecodeCache {
     return new KvCache(this.config, this.slots.pick(rows), pick(this.keys), pick(this.values), this.reserved);
   }
 
+  carry(row: number, last: boolean): CarriedPart {
+    return last ? { cache: this, row } : { cache: this.rowCopy(row), row: 0 };
+  }
+
+  join(parts: (CarriedPart | undefined)[], extra: number): { cache: KvCache; order: number[] } {
+    return KvCache.joined(this.config, parts as (KvPart | undefined)[], extra);
+  }
+
   /** Row `row` alone, in buffers of its own sized to what it holds (a row that a later batch may continue: ./carried-rows.ts). */
   rowCopy(row: number): KvCache {
     const copy = (buffers: Float32Array[]) => this.copyRows([row], buffers, this.slots.capacity, this.slots.capacity);
@@ -116,7 +124,7 @@ export class KvCache implements DecodeCache {
    * every part is copied into new buffers, in the order given. Each row keeps its slots, a
    * shorter one masked after its own (CacheSlots.joined).
    */
-  static joined(config: ModelConfig, parts: (CarriedPart | undefined)[], extra: number): { cache: KvCache; order: number[] } {
+  static joined(config: ModelConfig, parts: (KvPart | undefined)[], extra: number): { cache: KvCache; order: number[] } {
     const kept = parts.map((p) => p && { ...p, keep: p.cache.slots.slotsHolding(p.row, p.tokens ?? Infinity) });
     const base = baseFor(kept);
     if (base) {
@@ -243,15 +251,11 @@ export class KvCache implements DecodeCache {
   }
 }
 
-/** A carried row: row `row` of `cache`, or its first `tokens` real tokens. */
-interface CarriedPart {
-  cache: KvCache;
-  row: number;
-  tokens?: number;
-}
+/** A carried row of a host cache. */
+type KvPart = CarriedPart & { cache: KvCache };
 
 /** A carried row and how many of its first slots are used. */
-type KeptPart = CarriedPart & { keep: number };
+type KeptPart = KvPart & { keep: number };
 
 /**
  * The cache whose memory the parts can be joined in ({@link KvCache.joined}): of those with room

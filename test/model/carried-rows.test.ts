@@ -154,7 +154,7 @@ describe('carried cache rows', () => {
       const inPlace = vi.spyOn(KvCache.prototype as unknown as { extendedInPlace: () => KvCache }, 'extendedInPlace');
       try {
         for (const draw of [17, 31, 45]) await carriedRounds(carrying, whole, new CarriedRows(), draw);
-        const parts = joined.mock.calls.flatMap((call) => call[1].filter((p) => p !== undefined) as TakenRow[]);
+        const parts = joined.mock.calls.flatMap((call) => call[1].filter((p) => p !== undefined) as unknown as TakenRow[]);
         expect(inPlace.mock.calls.length).toBeGreaterThan(0);
         expect(parts.some((p) => p.tokens < p.ids.length)).toBe(true);
         expect(parts.some((p) => p.tokens === p.ids.length)).toBe(true);

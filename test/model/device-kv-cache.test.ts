@@ -138,7 +138,7 @@ describe('the decode cache on the GPU', () => {
       try {
         const carry = new CarriedRows();
         await carriedRounds(carrying, whole, carry, 23);
-        const parts = joined.mock.calls.flatMap((call) => call[0].filter((p) => p !== undefined) as TakenRow[]);
+        const parts = joined.mock.calls.flatMap((call) => call[0].filter((p) => p !== undefined) as unknown as TakenRow[]);
         expect(parts.some((p) => p.tokens < p.ids.length)).toBe(true); // rows cut to a shared beginning
         expect(parts.some((p) => p.tokens === p.ids.length)).toBe(true); // and continued whole
         expect(joined.mock.calls.some((call) => call[0].includes(undefined))).toBe(true); // beside a prompt that continues nothing
