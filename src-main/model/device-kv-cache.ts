@@ -218,7 +218,7 @@ export class DeviceKvCache implements DecodeCache {
   }
 
   join(parts: (CarriedPart | undefined)[]): Promise<{ cache: DeviceKvCache; order: number[] }> {
-    return DeviceKvCache.joined(parts as ({ cache: DeviceKvCache; row: number; tokens?: number } | undefined)[]);
+    return DeviceKvCache.joined(parts as (DevicePart | undefined)[]);
   }
 
   /** Row `row` alone, in a cache of its own on the device (a row that a later batch may continue: ./carried-rows.ts); this cache is unchanged. */
@@ -239,7 +239,7 @@ export class DeviceKvCache implements DecodeCache {
    * this disposes. Each row is cut to the slots it serves and padded with zeros to the joined
    * capacity, so, as in the host's, every slot past a row's own is zero and masked.
    */
-  static async joined(parts: ({ cache: DeviceKvCache; row: number; tokens?: number } | undefined)[]): Promise<{ cache: DeviceKvCache; order: number[] }> {
+  static async joined(parts: (DevicePart | undefined)[]): Promise<{ cache: DeviceKvCache; order: number[] }> {
     const kit = parts.find(Boolean)!.cache.kit;
     const kept = parts.map((p) => p && { ...p, keep: p.cache.slots.slotsHolding(p.row, p.tokens ?? Infinity) });
     const slots = CacheSlots.joined(kept.map((p) => p && { slots: p.cache.slots, row: p.row, keep: p.keep }));
@@ -291,3 +291,6 @@ export class DeviceKvCache implements DecodeCache {
     return new Map(cacheNames(this.kit.config).map((name) => [name, outputs[name] as ort.Tensor]));
   }
 }
+
+/** A carried row of a GPU cache. */
+type DevicePart = CarriedPart & { cache: DeviceKvCache };

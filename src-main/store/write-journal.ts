@@ -31,6 +31,9 @@ export type JournalStatement = [sql: string, params?: JournalParams];
 
 const FORMAT = 1;
 
+/** What a journal that cannot be replayed leaves the user to do (it is kept). */
+const MOVE_AWAY = 'move it away to open the database without the changes it holds';
+
 /**
  * A new save's number for the file's header. Random, not counted: a file put back from an older
  * copy could have the count of the journal beside it, but hardly (1 in 2³¹) its random number.
@@ -90,7 +93,7 @@ export function readJournal(file: string, save: number): JournalStatement[][] {
   lines.pop();
   if (!lines.length) return [];
   const damaged = (line: number, why: string) =>
-    new UserError(`${file}:${line}: the write journal is damaged (${why}); move it away to open the database without the changes it holds`);
+    new UserError(`${file}:${line}: the write journal is damaged (${why}); ${MOVE_AWAY}`);
   let header: { journal?: unknown; save?: unknown };
   try {
     header = JSON.parse(lines[0]!) as typeof header;
@@ -118,7 +121,7 @@ export function replayJournal(file: string, save: number, apply: (statements: Jo
     try {
       apply(statements);
     } catch (err) {
-      throw new UserError(`${file}:${i + 2}: the write journal does not apply to this database (${(err as Error).message}); move it away to open the database without the changes it holds`);
+      throw new UserError(`${file}:${i + 2}: the write journal does not apply to this database (${(err as Error).message}); ${MOVE_AWAY}`);
     }
   });
   return entries.length > 0;
@@ -149,7 +152,7 @@ export class JournalWriter {
   }
 }
 
-/** Removes a journal that cannot belong to the database beside it (one never saved yet). */
+/** Removes the journal: after a clean close's save, or beside a database never saved yet (so an older one's). */
 export function removeJournal(file: string): void {
   fs.rmSync(file, { force: true });
 }
