@@ -12,6 +12,10 @@
  * Privacy: deleting a session rewrites the log without that session's records (compaction,
  * through a temporary file, fsync and rename), so its text leaves the disk rather than being
  * merely marked deleted.
+ *
+ * Size: a request, or a rollout's prompt, that begins as its session's previous one did is
+ * written as the length of that shared beginning and the rest (./log-prefixes.ts), so a
+ * session's log grows with what is new in each turn, not with the whole conversation again.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -19,6 +23,7 @@ import { UserError } from '../../src-shared/types.js';
 import { adoptFolderFile, captureLogPathFor, folderFilePath, FOLDER_CAPTURE_LOG_FILE, otherDatabasesBeside } from '../store/db-companions.js';
 import type { CaptureRecord } from './capture-records.js';
 import { parseRecord, recordSession } from './capture-records.js';
+import { LogPrefixes } from './log-prefixes.js';
 
 export { captureLogPathFor };
 
@@ -47,6 +52,8 @@ export class CaptureLog {
   private fd: number;
   /** Whether the file ends mid-line (a torn write): the next record starts with a newline. */
   private needsNewline = false;
+  /** The sessions' last records as the file has them, which the next ones may share a beginning with. */
+  private prefixes = new LogPrefixes();
 
   private constructor(readonly filePath: string) {
     fs.mkdirSync(path.dirname(filePath), { recursive: true });
@@ -72,27 +79,47 @@ export class CaptureLog {
     return new CaptureLog(filePath);
   }
 
-  /** Every well-formed record in order; a bad line is skipped and reported, never fatal. */
+  /**
+   * Every well-formed record in order, whole; a bad line is skipped and reported, never fatal.
+   * The records appended after it may share beginnings with these (a log not read first is
+   * appended to with whole records).
+   */
   read(): ReadResult {
-    return readCaptureLog(this.filePath);
+    const prefixes = new LogPrefixes();
+    const result = readCaptureLog(this.filePath, prefixes);
+    this.prefixes = prefixes;
+    return result;
   }
 
-  /** Appends one record and fsyncs: when this returns, the record survives a crash. */
-  append(record: CaptureRecord): void {
-    const line = (this.needsNewline ? '\n' : '') + JSON.stringify(record) + '\n';
-    fs.writeSync(this.fd, line);
+  /**
+   * Appends one record and fsyncs: when this returns, the record survives a crash. Returns the
+   * record to keep in memory, whose messages shared with its session's last request are that
+   * request's own objects.
+   */
+  append(record: CaptureRecord): CaptureRecord {
+    const encoded = this.prefixes.encode(record);
+    fs.writeSync(this.fd, (this.needsNewline ? '\n' : '') + JSON.stringify(encoded.line) + '\n');
     fs.fsyncSync(this.fd);
     this.needsNewline = false;
+    this.prefixes.note(encoded.record);
+    return encoded.record;
   }
 
   /** Rewrites the log keeping only the records `keep` accepts (atomic: temp file, fsync, rename). */
   compact(keep: (record: CaptureRecord) => boolean): { removed: number } {
     const { records } = this.read();
     const kept = records.filter(keep);
+    // Written afresh: a kept record whose base was dropped is written whole, or against an earlier one kept.
+    const prefixes = new LogPrefixes();
+    const lines = kept.map((r) => {
+      const encoded = prefixes.encode(r);
+      prefixes.note(encoded.record);
+      return JSON.stringify(encoded.line) + '\n';
+    });
     const tmp = `${this.filePath}.${process.pid}.tmp`;
     const fd = fs.openSync(tmp, 'w', 0o600);
     try {
-      fs.writeSync(fd, kept.map((r) => JSON.stringify(r) + '\n').join(''));
+      fs.writeSync(fd, lines.join(''));
       fs.fsyncSync(fd);
     } finally {
       fs.closeSync(fd);
@@ -102,6 +129,7 @@ export class CaptureLog {
     syncDir(path.dirname(this.filePath));
     this.fd = fs.openSync(this.filePath, 'a', 0o600);
     this.needsNewline = false;
+    this.prefixes = prefixes;
     return { removed: records.length - kept.length };
   }
 
@@ -114,8 +142,8 @@ export class CaptureLog {
   }
 }
 
-/** The records of a capture log file, without opening it for writing (a missing file has none). */
-export function readCaptureLog(filePath: string): ReadResult {
+/** The records of a capture log file, whole, without opening it for writing (a missing file has none). */
+export function readCaptureLog(filePath: string, prefixes = new LogPrefixes()): ReadResult {
   let text: string;
   try {
     text = fs.readFileSync(filePath, 'utf8');
@@ -128,7 +156,7 @@ export function readCaptureLog(filePath: string): ReadResult {
   text.split('\n').forEach((line, i) => {
     if (!line.trim()) return;
     try {
-      records.push(parseRecord(JSON.parse(line)));
+      records.push(prefixes.decode(parseRecord(JSON.parse(line))));
     } catch (err) {
       skipped.push(`${filePath}:${i + 1}: ${(err as Error).message.split('\n')[0]}`);
     }

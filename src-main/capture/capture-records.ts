@@ -1,5 +1,5 @@
 /**
- * The records of the capture log (./log.ts), one JSON object a line, version 1:
+ * The records of the capture log (./capture-log.ts), one JSON object a line, version 1:
  *
  *   request  a chat-completions request arrived: its session, main or side, the messages
  *   reply    its reply was delivered: text, reasoning, tool calls, who served it, and for the
@@ -93,29 +93,55 @@ export interface AdapterRecord {
 
 export type CaptureRecord = RequestRecord | ReplyRecord | CloseRecord | TrainedRecord | AdapterRecord | FeedbackRecord;
 
+/**
+ * Version 2 lines (./log-prefixes.ts): a request or a reply's rollout written as the part it
+ * shares with its session's previous one (its id and a length) and the rest. Read back whole.
+ */
+export interface SharedRequestLine extends Omit<RequestRecord, 'v'> {
+  v: 2;
+  /** The session's last main request before this one, whose first `kept` messages this one begins with. */
+  base: string;
+  kept: number;
+}
+
+export interface SharedReplyLine extends Omit<ReplyRecord, 'v' | 'rollout'> {
+  v: 2;
+  /** `promptIds` holds what follows the first `promptKept` of the base reply's prompt ids and tokens. */
+  rollout: Rollout & { promptBase: string; promptKept: number };
+}
+
+export type LogLine = CaptureRecord | SharedRequestLine | SharedReplyLine;
+
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function need(ok: boolean, what: string): void {
   if (!ok) throw new Error(`capture record: ${what}`);
 }
 
-/** Checks one parsed line; throws naming what is wrong (the log reader skips such lines). */
-export function parseRecord(value: unknown): CaptureRecord {
+/**
+ * Checks one parsed line; throws naming what is wrong (the log reader skips such lines). A
+ * version 2 line is checked here and made whole by ./log-prefixes.ts.
+ */
+export function parseRecord(value: unknown): LogLine {
   need(isObject(value), 'not a JSON object');
   const r = value as Record<string, unknown>;
-  need(r.v === 1, `unknown version ${JSON.stringify(r.v)}`);
+  const shared = r.v === 2 && (r.t === 'request' || r.t === 'reply');
+  need(r.v === 1 || shared, `unknown version ${JSON.stringify(r.v)}`);
   need(typeof r.at === 'number', 'no time');
   switch (r.t) {
     case 'request':
       need(typeof r.id === 'string' && typeof r.session === 'string' && typeof r.seq === 'number', 'request without id, session or seq');
       need(r.kind === 'main' || r.kind === 'side', 'request kind must be main or side');
       need(Array.isArray(r.messages) && r.messages.every((m) => isObject(m) && typeof m.role === 'string' && typeof m.content === 'string'), 'request messages malformed');
-      return r as unknown as RequestRecord;
+      need(!shared || (typeof r.base === 'string' && Number.isInteger(r.kept)), 'shared request without base or kept');
+      return r as unknown as RequestRecord | SharedRequestLine;
     case 'reply':
       need(typeof r.id === 'string' && typeof r.session === 'string', 'reply without id or session');
       need(isObject(r.reply) && typeof r.reply.content === 'string' && Array.isArray(r.reply.toolCalls), 'reply malformed');
       need(r.servedBy === 'local' || r.servedBy === 'upstream', 'reply servedBy must be local or upstream');
-      return r as unknown as ReplyRecord;
+      need(r.rollout === null || r.rollout === undefined || (isObject(r.rollout) && [r.rollout.promptIds, r.rollout.tokens, r.rollout.logprobs].every(Array.isArray)), 'reply rollout malformed');
+      need(!shared || (isObject(r.rollout) && typeof r.rollout.promptBase === 'string' && Number.isInteger(r.rollout.promptKept)), 'shared reply without promptBase or promptKept');
+      return r as unknown as ReplyRecord | SharedReplyLine;
     case 'close':
       need(typeof r.session === 'string', 'close without session');
       return r as unknown as CloseRecord;

@@ -182,8 +182,7 @@ export class CaptureService {
   }
 
   private append(st: DbState, record: CaptureRecord): void {
-    st.log.append(record);
-    st.sessions.apply(record);
+    st.sessions.apply(st.log.append(record)); // the logged record shares its messages with the session's last request
   }
 
   enabled(): boolean {

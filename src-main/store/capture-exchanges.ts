@@ -1,5 +1,6 @@
 // The `capture_exchanges` table: every chat-completions exchange recorded by live capture
 // (src-main/capture/), with the local model's rollout when it generated the reply.
+import { sharedPrefixLength } from '../../src-shared/shared-prefix.js';
 import type { Store } from './database.js';
 
 /** One captured chat-completions exchange as the database keeps it. */
@@ -25,33 +26,69 @@ export interface CaptureExchangeRow {
 
 export type Rollout = NonNullable<CaptureExchangeRow['rollout']>;
 
-/** Inserts an exchange by id; one already there (a replayed record) is left as it is. */
+/**
+ * Inserts an exchange by id; one already there (a replayed record) is left as it is. Its
+ * messages are stored as what follows the part they share with the session's previous main
+ * exchange (migration 8), since a client resends the whole conversation with each request.
+ */
 export function insertCaptureExchange(store: Store, x: CaptureExchangeRow): void {
+  if (store.get('SELECT 1 FROM capture_exchanges WHERE id = ?', [x.id])) return;
+  const base = previousMain(store, x.sessionId, x.seq);
+  const kept = base ? sharedPrefixLength(base.messages, x.messages, (a, b) => a === b || JSON.stringify(a) === JSON.stringify(b)) : 0;
   store.run(
-    `INSERT OR IGNORE INTO capture_exchanges (id, session_id, seq, kind, at, reply_turn, messages, reply, served_by, model, model_dir, prompt_ids, token_ids, logprobs,
-       completion_id)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO capture_exchanges (id, session_id, seq, kind, at, reply_turn, messages, messages_base, messages_kept, reply, served_by, model, model_dir,
+       prompt_ids, token_ids, logprobs, completion_id)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     [
-      x.id, x.sessionId, x.seq, x.kind, x.at, x.replyTurn, JSON.stringify(x.messages), JSON.stringify(x.reply), x.servedBy, x.model,
-      x.modelDir, x.rollout ? JSON.stringify(x.rollout.promptIds) : null, x.rollout ? JSON.stringify(x.rollout.tokens) : null,
+      x.id, x.sessionId, x.seq, x.kind, x.at, x.replyTurn, JSON.stringify(x.messages.slice(kept)), kept ? base!.id : null, kept, JSON.stringify(x.reply),
+      x.servedBy, x.model, x.modelDir, x.rollout ? JSON.stringify(x.rollout.promptIds) : null, x.rollout ? JSON.stringify(x.rollout.tokens) : null,
       x.rollout ? JSON.stringify(x.rollout.logprobs) : null, x.completionId ?? null,
     ],
   );
 }
 
-/** Every captured exchange of a session (or all), oldest first. */
+interface StoredRow {
+  id: string; session_id: string; seq: number; kind: 'main' | 'side'; at: number; reply_turn: number | null; messages: string; messages_base: string | null;
+  messages_kept: number; reply: string; served_by: 'local' | 'upstream'; model: string | null; model_dir: string | null; prompt_ids: string | null;
+  token_ids: string | null; logprobs: string | null; completion_id: string | null;
+}
+
+/** Every captured exchange of a session (or all), oldest first, each with all its messages. */
 export function readCaptureExchanges(store: Store, sessionId?: string): CaptureExchangeRow[] {
-  const rows = store.all<{
-    id: string; session_id: string; seq: number; kind: 'main' | 'side'; at: number; reply_turn: number | null; messages: string; reply: string;
-    served_by: 'local' | 'upstream'; model: string | null; model_dir: string | null; prompt_ids: string | null; token_ids: string | null; logprobs: string | null;
-    completion_id: string | null;
-  }>(`SELECT * FROM capture_exchanges ${sessionId !== undefined ? 'WHERE session_id = ?' : ''} ORDER BY at, session_id, seq`, sessionId !== undefined ? [sessionId] : []);
+  const rows = store.all<StoredRow>(`SELECT * FROM capture_exchanges ${sessionId !== undefined ? 'WHERE session_id = ?' : ''} ORDER BY at, session_id, seq`, sessionId !== undefined ? [sessionId] : []);
+  const messages = wholeMessages(rows);
   return rows.map((r) => ({
-    id: r.id, sessionId: r.session_id, seq: r.seq, kind: r.kind, at: r.at, replyTurn: r.reply_turn, messages: JSON.parse(r.messages),
+    id: r.id, sessionId: r.session_id, seq: r.seq, kind: r.kind, at: r.at, replyTurn: r.reply_turn, messages: messages.get(r.id)!,
     reply: JSON.parse(r.reply), servedBy: r.served_by, model: r.model, modelDir: r.model_dir,
     rollout: r.token_ids ? { promptIds: JSON.parse(r.prompt_ids!), tokens: JSON.parse(r.token_ids), logprobs: JSON.parse(r.logprobs!) } : null,
     completionId: r.completion_id,
   }));
+}
+
+/** The session's main exchange stored last before `seq`, with all its messages. */
+function previousMain(store: Store, sessionId: string, seq: number): { id: string; messages: unknown[] } | undefined {
+  const rows = store.all<Pick<StoredRow, 'id' | 'seq' | 'kind' | 'messages' | 'messages_base' | 'messages_kept'>>(
+    'SELECT id, seq, kind, messages, messages_base, messages_kept FROM capture_exchanges WHERE session_id = ? AND seq < ? ORDER BY seq',
+    [sessionId, seq],
+  );
+  const last = rows.findLast((r) => r.kind === 'main');
+  return last && { id: last.id, messages: wholeMessages(rows).get(last.id)! };
+}
+
+/** Each row's messages, its base's shared ones first (bases are earlier rows of the same session; the arrays share their objects). */
+function wholeMessages(rows: readonly Pick<StoredRow, 'id' | 'seq' | 'messages' | 'messages_base' | 'messages_kept'>[]): Map<string, unknown[]> {
+  const whole = new Map<string, unknown[]>();
+  for (const r of [...rows].sort((a, b) => a.seq - b.seq)) {
+    const own = JSON.parse(r.messages) as unknown[];
+    if (r.messages_base === null) {
+      whole.set(r.id, own);
+      continue;
+    }
+    const base = whole.get(r.messages_base);
+    if (!base) throw new Error(`capture exchange ${r.id}: its base exchange ${r.messages_base} is not in the database`);
+    whole.set(r.id, [...base.slice(0, r.messages_kept), ...own]);
+  }
+  return whole;
 }
 
 /** A captured reply as feedback names it: by its completion id, or by session and reply turn. */

@@ -181,4 +181,13 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX chats_updated ON chats(updated_at);
   `,
+  // 8: a captured exchange's messages are kept as what follows the part it shares with its
+  // session's previous main exchange (docs/design.md §Capture log size): a client resends the
+  // whole conversation each turn, which made a session's rows quadratic in its length. The
+  // row's messages are its base's first `messages_kept`, then its own `messages`. Rows written
+  // before have no base and hold all their messages.
+  `
+  ALTER TABLE capture_exchanges ADD COLUMN messages_base TEXT;
+  ALTER TABLE capture_exchanges ADD COLUMN messages_kept INTEGER NOT NULL DEFAULT 0;
+  `,
 ];

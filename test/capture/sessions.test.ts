@@ -3,6 +3,7 @@
 // stands for — and that replaying the same records gives the same state.
 import { describe, expect, it } from 'vitest';
 import { parseRecord, type CapturedMessage, type CaptureRecord } from '../../src-main/capture/capture-records.js';
+import { LogPrefixes } from '../../src-main/capture/log-prefixes.js';
 import { LiveSessions, RECENT_MS } from '../../src-main/capture/capture-sessions.js';
 
 const u = (content: string): CapturedMessage => ({ role: 'user', content });
@@ -81,7 +82,17 @@ describe('session resolution', () => {
     exchange(s, log, null, [u('yo')], 'hey');
     exchange(s, log, 'k', [u('hi'), a('hello'), u('bye')], 'ciao');
     const replayed = new LiveSessions();
-    for (const r of log) replayed.apply(parseRecord(JSON.parse(JSON.stringify(r))));
+    // Through the log's lines: 'k''s second request is written as the part it shares with its first.
+    const writer = new LogPrefixes();
+    const reader = new LogPrefixes();
+    const versions: number[] = [];
+    for (const r of log) {
+      const { line, record } = writer.encode(r);
+      writer.note(record);
+      versions.push(line.v);
+      replayed.apply(reader.decode(parseRecord(JSON.parse(JSON.stringify(line)))));
+    }
+    expect(versions.filter((v) => v === 2)).toHaveLength(1);
     expect(replayed.conversationIds().sort()).toEqual(s.conversationIds().sort());
     for (const id of s.conversationIds()) expect(replayed.conversation(id)).toEqual(s.conversation(id));
     // …and continues numbering where the live process was.
@@ -91,7 +102,8 @@ describe('session resolution', () => {
 
 describe('log records', () => {
   it('are checked and a bad one is named', () => {
-    expect(() => parseRecord({ v: 2, t: 'request', at: 1 })).toThrow(/unknown version 2/);
+    expect(() => parseRecord({ v: 3, t: 'request', at: 1 })).toThrow(/unknown version 3/);
+    expect(() => parseRecord({ v: 2, t: 'close', at: 1, session: 's' })).toThrow(/unknown version 2/);
     expect(() => parseRecord({ v: 1, t: 'request', at: 1, id: 'x', session: 's', seq: 0, kind: 'main', messages: [{ role: 'user' }] })).toThrow(/messages malformed/);
     expect(() => parseRecord({ v: 1, t: 'gossip', at: 1 })).toThrow(/unknown type "gossip"/);
   });

@@ -55,12 +55,13 @@ describe('review queue', () => {
     const SQL = await loadSqlJs();
     const db = new SQL.Database(fs.readFileSync(dbPath));
     db.exec('ALTER TABLE labels DROP COLUMN reviewed_at; ALTER TABLE labels DROP COLUMN composite; DROP INDEX capture_exchanges_completion; ALTER TABLE capture_exchanges DROP COLUMN completion_id; DROP TABLE split_overrides; DROP TABLE chats;');
+    db.exec('ALTER TABLE capture_exchanges DROP COLUMN messages_base; ALTER TABLE capture_exchanges DROP COLUMN messages_kept;');
     db.exec('UPDATE schema_version SET version = 4');
     db.run("INSERT INTO labels (session_id, response_turn, reward, source, updated_at) VALUES ('openai:sorting', 2, -1, 'manual', 7)");
     db.run("INSERT INTO labels (session_id, response_turn, reward, source, updated_at, confidence) VALUES ('openai:sorting', 4, 1, 'heuristic', 8, 0.2)");
     fs.writeFileSync(dbPath, db.export());
     db.close();
-    expect(MIGRATIONS).toHaveLength(7);
+    expect(MIGRATIONS).toHaveLength(8);
 
     const ws = await Workspace.open(dbPath);
     const [manual, judged] = ws.listSamples();
