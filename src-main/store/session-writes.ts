@@ -4,8 +4,9 @@
 // A session's id is stable across exports: `${format}:${externalId}`, or
 // `${format}:${sha256(turns)[:16]}` when the export gives the conversation no id. Its
 // `content_hash` covers everything imported, so re-importing an unchanged conversation
-// is recognised and touches nothing. When the content did change, the session's turns
-// and samples are rebuilt and each label moves to the new sample whose reply text and
+// is recognised and touches nothing. When the content did change and every labelled reply
+// stays where it was (a chat that went on), only the rows that differ change; otherwise the
+// session's turns and samples are rebuilt and each label moves to the new sample whose reply text and
 // full context (roles and texts of every earlier turn) are unchanged — matched by
 // `match_hash`, so a label follows its reply even if turn indices shift. Labels whose
 // reply or context changed are dropped, and the import reports how many.
@@ -79,33 +80,39 @@ export function matchHashes(turns: readonly { role: string; text: string }[], in
 
 const json = (value: unknown) => JSON.stringify(value ?? []);
 
+/** A turn row's columns, in the order `turnValues` gives them (updateConversationInPlace reads them back in it). */
+const TURN_COLUMNS = [
+  'session_id', 'idx', 'role', 'text', 'reasoning', 'tool_calls', 'tool_call_id', 'tool_name', 'attachments', 'citations',
+  'timestamp', 'hidden', 'external_id', 'classification', 'side_reason', 'in_context',
+] as const;
+const INSERT_TURN = `INSERT INTO turns (${TURN_COLUMNS.join(', ')}) VALUES (${TURN_COLUMNS.map(() => '?').join(', ')})`;
+
+/** Turn `i`'s row values, in TURN_COLUMNS' order. */
+function turnValues(sessionId: string, i: number, t: ImportedTurn, analysis: SessionSamples): (string | number | null)[] {
+  const cls = analysis.turns[i]!;
+  return [
+    sessionId, i, t.role, t.text, t.reasoning ?? null, json(t.toolCalls), t.toolCallId ?? null, t.toolName ?? null,
+    json(t.attachments), json(t.citations), t.timestamp ?? null, t.hidden ? 1 : 0, t.externalId ?? null,
+    cls.classification, cls.sideReason, analysis.inContext[i] ? 1 : 0,
+  ];
+}
+
 function insertTurns(store: Store, sessionId: string, turns: readonly ImportedTurn[], analysis: SessionSamples): void {
-  turns.forEach((t, i) => {
-    const cls = analysis.turns[i];
-    store.run(
-      `INSERT INTO turns (session_id, idx, role, text, reasoning, tool_calls, tool_call_id, tool_name, attachments, citations,
-         timestamp, hidden, external_id, classification, side_reason, in_context)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      [
-        sessionId, i, t.role, t.text, t.reasoning ?? null, json(t.toolCalls), t.toolCallId ?? null, t.toolName ?? null,
-        json(t.attachments), json(t.citations), t.timestamp ?? null, t.hidden ? 1 : 0, t.externalId ?? null,
-        cls.classification, cls.sideReason, analysis.inContext[i] ? 1 : 0,
-      ],
-    );
-  });
+  turns.forEach((t, i) => store.run(INSERT_TURN, turnValues(sessionId, i, t, analysis)));
   writeSamples(store, sessionId, turns, analysis);
 }
+
+/** A sample row's values after its key (session, response turn), as INSERT_SAMPLE and updateConversationInPlace's comparison take them. */
+function sampleValues(s: SessionSamples['samples'][number], matchHash: string): (string | number | null)[] {
+  return [s.feedbackTurn, s.nextStateRole, s.context.headEnd, s.context.tailStart, matchHash];
+}
+const INSERT_SAMPLE = `INSERT INTO samples (session_id, response_turn, feedback_turn, next_state_role, context_head_end, context_tail_start, match_hash)
+       VALUES (?, ?, ?, ?, ?, ?, ?)`;
 
 /** Writes a session's samples and its no-sample reason; returns the sample count. */
 function writeSamples(store: Store, sessionId: string, turns: readonly { role: string; text: string }[], analysis: SessionSamples): number {
   const hashes = matchHashes(turns, analysis.inContext, analysis.samples.map((s) => s.responseTurn));
-  for (const s of analysis.samples) {
-    store.run(
-      `INSERT INTO samples (session_id, response_turn, feedback_turn, next_state_role, context_head_end, context_tail_start, match_hash)
-       VALUES (?, ?, ?, ?, ?, ?, ?)`,
-      [sessionId, s.responseTurn, s.feedbackTurn, s.nextStateRole, s.context.headEnd, s.context.tailStart, hashes.get(s.responseTurn)!],
-    );
-  }
+  for (const s of analysis.samples) store.run(INSERT_SAMPLE, [sessionId, s.responseTurn, ...sampleValues(s, hashes.get(s.responseTurn)!)]);
   store.run('UPDATE sessions SET no_sample_reason = ? WHERE id = ?', [analysis.noSampleReason, sessionId]);
   return analysis.samples.length;
 }
@@ -173,6 +180,10 @@ export interface ConversationWrite {
 export function writeConversation(store: Store, conv: ImportedConversation, write: ConversationWrite): UpsertResult {
   const { id } = write;
   const existed = storedContentHash(store, id) !== undefined;
+  // A conversation that grew (live capture's next turn, a later export of a chat that went on)
+  // changes in place when every labelled reply stays where it was: a few rows, not all of them.
+  const inPlace = existed ? updateConversationInPlace(store, conv, write) : null;
+  if (inPlace) return inPlace;
   let saved: SavedLabel[] = [];
   if (existed) {
     saved = store.all<SavedLabel>(
@@ -192,6 +203,53 @@ export function writeConversation(store: Store, conv: ImportedConversation, writ
   insertAlternatives(store, id, conv);
   const labelsKept = saved.length ? restoreLabels(store, id, saved) : 0;
   return { id, outcome: existed ? 'updated' : 'added', labelsKept, labelsDropped: saved.length - labelsKept };
+}
+
+/**
+ * Brings a stored session to `conv` by changing only the rows that differ, when no labelled
+ * reply would move: every stored sample is still a sample at the same turn with the same match
+ * hash (so its label stays on its row). Otherwise returns null and the caller rewrites the
+ * session. This is live capture's every request (the conversation plus a turn or two) and a
+ * re-import of a chat that went on; rewriting all of a 400-turn session's rows there cost tens of
+ * milliseconds and as many journal lines a request (docs/design.md §Capture log size).
+ */
+function updateConversationInPlace(store: Store, conv: ImportedConversation, write: ConversationWrite): UpsertResult | null {
+  const { id, analysis } = write;
+  const hashes = matchHashes(conv.turns, analysis.inContext, analysis.samples.map((s) => s.responseTurn));
+  type SampleRow = { response_turn: number; feedback_turn: number | null; next_state_role: string | null; context_head_end: number; context_tail_start: number; match_hash: string };
+  const storedSamples = new Map(
+    store
+      .all<SampleRow>('SELECT response_turn, feedback_turn, next_state_role, context_head_end, context_tail_start, match_hash FROM samples WHERE session_id = ?', [id])
+      .map((r) => [r.response_turn, r]),
+  );
+  for (const [turn, row] of storedSamples) if (hashes.get(turn) !== row.match_hash) return null;
+
+  store.run('UPDATE sessions SET source_id = ?, format = ?, external_id = ?, title = ?, created_at = ?, metadata = ?, content_hash = ?, no_sample_reason = ?, updated_at = ? WHERE id = ?', [
+    write.sourceId, write.format, conv.externalId ?? null, conv.title?.trim() || 'Untitled conversation', conv.createdAt ?? null, JSON.stringify(conv.metadata ?? {}),
+    write.hash, analysis.noSampleReason, write.now, id,
+  ]);
+  const storedTurns = store.all<Record<(typeof TURN_COLUMNS)[number], string | number | null>>(`SELECT ${TURN_COLUMNS.join(', ')} FROM turns WHERE session_id = ? ORDER BY idx`, [id]);
+  conv.turns.forEach((t, i) => {
+    const values = turnValues(id, i, t, analysis);
+    const stored = storedTurns[i];
+    if (!stored) store.run(INSERT_TURN, values);
+    else if (TURN_COLUMNS.some((c, k) => stored[c] !== values[k])) store.run(`UPDATE turns SET ${TURN_COLUMNS.slice(2).map((c) => `${c} = ?`).join(', ')} WHERE session_id = ? AND idx = ?`, [...values.slice(2), id, i]);
+  });
+  if (storedTurns.length > conv.turns.length) store.run('DELETE FROM turns WHERE session_id = ? AND idx >= ?', [id, conv.turns.length]);
+  for (const s of analysis.samples) {
+    const values = sampleValues(s, hashes.get(s.responseTurn)!);
+    const stored = storedSamples.get(s.responseTurn);
+    if (!stored) store.run(INSERT_SAMPLE, [id, s.responseTurn, ...values]);
+    else if ([stored.feedback_turn, stored.next_state_role, stored.context_head_end, stored.context_tail_start, stored.match_hash].some((v, k) => v !== values[k])) {
+      store.run('UPDATE samples SET feedback_turn = ?, next_state_role = ?, context_head_end = ?, context_tail_start = ?, match_hash = ? WHERE session_id = ? AND response_turn = ?', [...values, id, s.responseTurn]);
+    }
+  }
+  if (conv.alternatives.length || store.get('SELECT 1 FROM alternatives WHERE session_id = ?', [id])) {
+    store.run('DELETE FROM alternatives WHERE session_id = ?', [id]);
+    insertAlternatives(store, id, conv);
+  }
+  const labels = store.get<{ n: number }>('SELECT COUNT(*) AS n FROM labels WHERE session_id = ?', [id])!.n;
+  return { id, outcome: 'updated', labelsKept: labels, labelsDropped: 0 };
 }
 
 /** Puts each saved label on the new sample with the same match hash; returns how many found one. */
