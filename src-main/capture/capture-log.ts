@@ -98,8 +98,15 @@ export class CaptureLog {
    */
   append(record: CaptureRecord): CaptureRecord {
     const encoded = this.prefixes.encode(record);
-    fs.writeSync(this.fd, (this.needsNewline ? '\n' : '') + JSON.stringify(encoded.line) + '\n');
-    fs.fsyncSync(this.fd);
+    const bytes = Buffer.from((this.needsNewline ? '\n' : '') + JSON.stringify(encoded.line) + '\n');
+    try {
+      // A short write (a full disk) is continued; a failed one may have left part of the line.
+      for (let done = 0; done < bytes.length; ) done += fs.writeSync(this.fd, bytes, done);
+      fs.fsyncSync(this.fd);
+    } catch (err) {
+      this.needsNewline = true; // the next record starts on a line of its own; the torn one is skipped on reading
+      throw err;
+    }
     this.needsNewline = false;
     this.prefixes.note(encoded.record);
     return encoded.record;

@@ -46,7 +46,7 @@ export class LogPrefixes {
   private readonly lastMain = new Map<string, RequestRecord>();
   private readonly lastRollout = new Map<string, RolloutTail>();
   /** Every request's whole messages (arrays of shared objects) and kind by id, for decoding a base. */
-  private readonly requests = new Map<string, { messages: CapturedMessage[]; kind: RequestRecord['kind'] }>();
+  private readonly requests = new Map<string, { messages: CapturedMessage[]; kind: RequestRecord['kind']; session: string }>();
 
   /**
    * The line to write for `record` (whole when it shares nothing with its session's last one),
@@ -72,7 +72,7 @@ export class LogPrefixes {
   /** Makes a record written (or read) a base for its session's next ones. */
   note(record: CaptureRecord): void {
     if (record.t === 'request') {
-      this.requests.set(record.id, { messages: record.messages, kind: record.kind });
+      this.requests.set(record.id, { messages: record.messages, kind: record.kind, session: record.session });
       if (record.kind === 'main') this.lastMain.set(record.session, record);
     } else if (record.t === 'reply' && record.rollout && this.requests.get(record.id)?.kind === 'main') {
       this.lastRollout.set(record.session, { id: record.id, promptIds: record.rollout.promptIds, tokens: record.rollout.tokens });
@@ -90,8 +90,9 @@ export class LogPrefixes {
     if (line.v !== 2) return line;
     if (line.t === 'request') {
       const { base, kept, ...rest } = line;
-      const messages = this.requests.get(base)?.messages;
-      if (!messages) throw new Error(`capture record: its base request ${base} is not in the log`);
+      const found = this.requests.get(base);
+      if (found?.session !== rest.session) throw new Error(`capture record: its base request ${base} is not in the log${found ? ` under session ${rest.session}` : ''}`);
+      const { messages } = found;
       if (!Number.isInteger(kept) || kept < 1 || kept > messages.length) throw new Error(`capture record: kept ${kept} is not within its base's ${messages.length} messages`);
       return { ...rest, v: 1, messages: [...messages.slice(0, kept), ...rest.messages] };
     }

@@ -129,6 +129,9 @@ export function replayJournal(file: string, save: number, apply: (statements: Jo
 
 /** The journal being written: started after each save, appended to after each commit. */
 export class JournalWriter {
+  /** A write failed partway: the file may end in part of a line, after which nothing may go (it would join it). */
+  private torn = false;
+
   private constructor(private fd: number | null, readonly file: string) {}
 
   /** Replaces the journal with an empty one that follows save `save` (atomic: the old one stays until the new one is whole). */
@@ -141,8 +144,16 @@ export class JournalWriter {
   /** Appends one committed change and fsyncs: when this returns, it survives a crash. */
   append(statements: JournalStatement[]): void {
     if (this.fd === null) throw new Error(`${path.basename(this.file)} is closed`);
-    fs.writeSync(this.fd, `${encodeEntry(statements)}\n`);
-    fs.fsyncSync(this.fd);
+    // The caller saves instead (which starts a journal anew): a line after a torn one would be damaged.
+    if (this.torn) throw new Error(`${path.basename(this.file)} ends in a line a failed write cut short`);
+    const line = Buffer.from(`${encodeEntry(statements)}\n`);
+    try {
+      for (let done = 0; done < line.length; ) done += fs.writeSync(this.fd, line, done); // a full disk can write part of it
+      fs.fsyncSync(this.fd);
+    } catch (err) {
+      this.torn = true;
+      throw err;
+    }
   }
 
   close(): void {

@@ -5,7 +5,7 @@
 // before all read back what was appended; a line whose base is gone is skipped and named.
 import fs from 'node:fs';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { CaptureLog, captureLogPathFor } from '../../src-main/capture/capture-log.js';
 import type { CapturedMessage, CaptureRecord, ReplyRecord, RequestRecord } from '../../src-main/capture/capture-records.js';
 import { loadSqlJs } from '../../src-main/store/sql-js.js';
@@ -107,6 +107,43 @@ describe('the capture log on disk', () => {
     expect(skipped[0]).toMatch(/capture-log\.jsonl:2: capture record: its base request s-0 is not in the log/);
     expect(read.map((r) => `${r.t} ${(r as ReplyRecord).id}`)).toContain('request t-0');
     expect(read.some((r) => r.t === 'request' && r.id === 's-1')).toBe(false);
+  });
+});
+
+describe('the capture log against bad lines and a full disk', () => {
+  it('a line whose base is another session’s request is skipped and named', () => {
+    const file = path.join(tempDir(), 'capture-log.jsonl');
+    const log = CaptureLog.open(file);
+    for (const r of session('s', 2)) log.append(r);
+    log.close();
+    const [first] = lines(file);
+    const forged = { ...first, v: 2, id: 'forged', session: 'capture:other', base: first.id, kept: 1, messages: [] };
+    fs.appendFileSync(file, JSON.stringify(forged) + '\n');
+    const { records, skipped } = CaptureLog.open(file).read();
+    expect(skipped).toEqual([expect.stringMatching(/:5: capture record: its base request s-0 is not in the log under session capture:other/)]);
+    expect(records).toHaveLength(4);
+  });
+
+  it('a write that fails halfway leaves a torn line the next record does not join', () => {
+    const file = path.join(tempDir(), 'capture-log.jsonl');
+    const log = CaptureLog.open(file);
+    const [r0, p0, r1, p1] = session('s', 2);
+    log.append(r0!);
+    const write = fs.writeSync;
+    const spy = vi.spyOn(fs, 'writeSync').mockImplementationOnce(((fd: number, buffer: Buffer) => {
+      write(fd, buffer, 0, Math.floor(buffer.length / 2));
+      throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' });
+    }) as unknown as typeof fs.writeSync);
+    expect(() => log.append(p0!)).toThrow(/ENOSPC/);
+    spy.mockRestore();
+    // The failed reply was never acknowledged; the next request shares with what the log really holds.
+    log.append(r1!);
+    const { records, skipped } = log.read();
+    expect(skipped).toHaveLength(1);
+    expect(records).toEqual([r0, r1]);
+    log.append(p1!);
+    expect(CaptureLog.open(file).read().records).toEqual([r0, r1, p1]);
+    log.close();
   });
 });
 

@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { UserError } from '../../src-shared/types.js';
 import { JOURNALED_STATEMENTS_MAX, Store } from '../../src-main/store/database.js';
 import { journalPathFor } from '../../src-main/store/write-journal.js';
@@ -137,6 +137,32 @@ describe('the write journal', () => {
     expect(fs.readFileSync(journalPathFor(dbPath), 'utf8').trim().split('\n')).toHaveLength(1);
     store.transaction(() => store.run('INSERT INTO edits (i) VALUES (7)'));
     expect(fs.readFileSync(journalPathFor(dbPath), 'utf8').trim().split('\n')).toHaveLength(2);
+    store.close();
+  });
+
+  it('a journal line a full disk cut short: the store saves instead, and nothing is written after the torn part', async () => {
+    const dbPath = await savedDatabase();
+    const store = await Store.open(dbPath, SLOW);
+    const write = fs.writeSync;
+    const full = () => Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' });
+    // The journal's line gets half-way, then the save that stands in for it fails too.
+    const spy = vi
+      .spyOn(fs, 'writeSync')
+      .mockImplementationOnce(((fd: number, buffer: Buffer) => {
+        write(fd, buffer, 0, Math.floor(buffer.length / 2));
+        throw full();
+      }) as unknown as typeof fs.writeSync)
+      .mockImplementationOnce((() => {
+        throw full();
+      }) as unknown as typeof fs.writeSync);
+    expect(() => store.run("INSERT INTO edits (i, note) VALUES (1, 'first')")).toThrow(/ENOSPC/);
+    spy.mockRestore();
+    // Space again: the next edit is not appended after the torn half-line (that journal would not open); it saves.
+    store.run("INSERT INTO edits (i, note) VALUES (2, 'second')");
+    const reader = await Store.open(dbPath, SLOW, 'read');
+    expect(reader.all('SELECT i, note FROM edits ORDER BY i')).toEqual([{ i: 1, note: 'first' }, { i: 2, note: 'second' }]);
+    reader.close();
+    expect(fs.readFileSync(journalPathFor(dbPath), 'utf8').trim().split('\n')).toHaveLength(1);
     store.close();
   });
 
