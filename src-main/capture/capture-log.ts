@@ -21,6 +21,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { adoptFolderFile, captureLogPathFor, folderFilePath, FOLDER_CAPTURE_LOG_FILE, otherDatabasesBeside } from '../store/db-companions.js';
+import { appendLineSync } from '../store/jsonl-file.js';
 import type { CaptureRecord } from './capture-records.js';
 import { parseRecord, recordSession } from './capture-records.js';
 import { LogPrefixes } from './log-prefixes.js';
@@ -98,11 +99,8 @@ export class CaptureLog {
    */
   append(record: CaptureRecord): CaptureRecord {
     const encoded = this.prefixes.encode(record);
-    const bytes = Buffer.from((this.needsNewline ? '\n' : '') + JSON.stringify(encoded.line) + '\n');
     try {
-      // A short write (a full disk) is continued; a failed one may have left part of the line.
-      for (let done = 0; done < bytes.length; ) done += fs.writeSync(this.fd, bytes, done);
-      fs.fsyncSync(this.fd);
+      appendLineSync(this.fd, (this.needsNewline ? '\n' : '') + JSON.stringify(encoded.line) + '\n');
     } catch (err) {
       this.needsNewline = true; // the next record starts on a line of its own; the torn one is skipped on reading
       throw err;

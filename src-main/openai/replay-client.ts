@@ -15,6 +15,7 @@
 // counted abandoned. A failed request (an HTTP error) ends its session the same way.
 import fs from 'node:fs';
 import { PRIVATE_FILE_MODE } from '../store/atomic-file.js';
+import { appendLineSync } from '../store/jsonl-file.js';
 import type { ChatMessage } from '../pipeline/chat-messages.js';
 import type { ReplaySession } from '../export/replay-plan.js';
 
@@ -82,8 +83,7 @@ class ProgressLog {
     this.fd = fs.openSync(file, 'a', PRIVATE_FILE_MODE); // it holds the replies: chat text
   }
   append(line: ProgressLine): void {
-    fs.writeSync(this.fd, JSON.stringify(line) + '\n');
-    fs.fsyncSync(this.fd);
+    appendLineSync(this.fd, JSON.stringify(line) + '\n');
   }
   close(): void {
     fs.closeSync(this.fd);

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { episodeProblem } from '../../src-shared/episode-check.js';
 import type { Episode } from '../../src-shared/rollout.js';
 import { UserError } from '../../src-shared/types.js';
-import { readJsonLines } from '../store/jsonl-file.js';
+import { appendLineSync, readJsonLines } from '../store/jsonl-file.js';
 import { contextFingerprint, type RolloutContext } from './manager.js';
 
 export interface EpisodesRead {
@@ -85,10 +85,7 @@ export class EpisodeWriter {
 
   append(episode: Episode): void {
     if (this.fd === null) throw new Error(`${this.file}: the episode writer is closed`);
-    const line = Buffer.from(JSON.stringify(episode) + '\n', 'utf8');
-    let written = 0;
-    while (written < line.length) written += fs.writeSync(this.fd, line, written);
-    fs.fsyncSync(this.fd);
+    appendLineSync(this.fd, JSON.stringify(episode) + '\n'); // a torn line is cut when the file is next opened
   }
 
   close(): void {

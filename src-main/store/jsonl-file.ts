@@ -48,3 +48,14 @@ export function readJsonLines(file: string, options: { allowTornLast?: boolean }
   });
   return out;
 }
+
+/**
+ * Appends `line` (its newline included) to the open file and fsyncs: when this returns, it
+ * survives a crash. A short write (a disk filling up) is continued; a failed one throws and may
+ * leave part of the line, which the caller must not append after (each says how it avoids it).
+ */
+export function appendLineSync(fd: number, line: string): void {
+  const bytes = Buffer.from(line, 'utf8');
+  for (let done = 0; done < bytes.length; ) done += fs.writeSync(fd, bytes, done);
+  fs.fsyncSync(fd);
+}

@@ -22,6 +22,7 @@ import path from 'node:path';
 import type { SqlValue } from 'sql.js';
 import { UserError } from '../../src-shared/types.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from './atomic-file.js';
+import { appendLineSync } from './jsonl-file.js';
 
 export { journalPathFor } from './db-companions.js';
 
@@ -146,10 +147,8 @@ export class JournalWriter {
     if (this.fd === null) throw new Error(`${path.basename(this.file)} is closed`);
     // The caller saves instead (which starts a journal anew): a line after a torn one would be damaged.
     if (this.torn) throw new Error(`${path.basename(this.file)} ends in a line a failed write cut short`);
-    const line = Buffer.from(`${encodeEntry(statements)}\n`);
     try {
-      for (let done = 0; done < line.length; ) done += fs.writeSync(this.fd, line, done); // a full disk can write part of it
-      fs.fsyncSync(this.fd);
+      appendLineSync(this.fd, `${encodeEntry(statements)}\n`);
     } catch (err) {
       this.torn = true;
       throw err;

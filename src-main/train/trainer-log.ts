@@ -18,6 +18,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
+import { appendLineSync } from '../store/jsonl-file.js';
 import type { EvalLogLine, StepLog, TrainerLogLine } from '../../src-shared/trainer-log-line.js';
 
 export type { EvalLogLine, StepLog, TrainerLogLine };
@@ -50,8 +51,7 @@ export class TrainerLog {
   append(line: LogLine): void {
     const fd = fs.openSync(this.file, 'a', PRIVATE_FILE_MODE);
     try {
-      fs.writeSync(fd, JSON.stringify(line) + '\n');
-      fs.fsyncSync(fd);
+      appendLineSync(fd, JSON.stringify(line) + '\n');
     } finally {
       fs.closeSync(fd);
     }
