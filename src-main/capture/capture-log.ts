@@ -21,6 +21,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { adoptFolderFile, captureLogPathFor, folderFilePath, FOLDER_CAPTURE_LOG_FILE, otherDatabasesBeside } from '../store/db-companions.js';
+import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
 import { appendLineSync } from '../store/jsonl-file.js';
 import type { CaptureRecord } from './capture-records.js';
 import { parseRecord, recordSession } from './capture-records.js';
@@ -121,18 +122,13 @@ export class CaptureLog {
       prefixes.note(encoded.record);
       return JSON.stringify(encoded.line) + '\n';
     });
-    const tmp = `${this.filePath}.${process.pid}.tmp`;
-    const fd = fs.openSync(tmp, 'w', 0o600);
-    try {
-      fs.writeSync(fd, lines.join(''));
-      fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
-    }
+    // Atomic (temp file, fsync, rename): a full disk or a kill leaves the old log whole.
     fs.closeSync(this.fd);
-    fs.renameSync(tmp, this.filePath);
-    syncDir(path.dirname(this.filePath));
-    this.fd = fs.openSync(this.filePath, 'a', 0o600);
+    try {
+      writeFileAtomicSync(this.filePath, Buffer.from(lines.join(''), 'utf8'), PRIVATE_FILE_MODE);
+    } finally {
+      this.fd = fs.openSync(this.filePath, 'a', PRIVATE_FILE_MODE);
+    }
     this.needsNewline = false;
     this.prefixes = prefixes;
     return { removed: records.length - kept.length };
@@ -167,18 +163,4 @@ export function readCaptureLog(filePath: string, prefixes = new LogPrefixes()): 
     }
   });
   return { records, skipped };
-}
-
-/** fsync a folder so a rename in it is durable (a no-op where the platform cannot). */
-function syncDir(dir: string): void {
-  try {
-    const fd = fs.openSync(dir, 'r');
-    try {
-      fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
-    }
-  } catch {
-    // Windows cannot open folders for fsync; NTFS renames are journaled anyway.
-  }
 }

@@ -14,8 +14,8 @@
  *            its prompt ids are the first k of the base's prompt ids followed by its tokens, then the rest.
  *
  * The rest of the app never sees this: `encode` is the last step before a line is written (and
- * `note` the first after it was), `decode` the first after one is parsed, so records in memory are whole (their shared
- * messages are the same objects, so memory holds each message once). A base is always an
+ * `note` the first after it was), `decode` the first after one is parsed. So records in memory
+ * are whole, and their shared messages are the same objects: memory holds each message once. A base is always an
  * earlier record of the same session, so dropping a session's records (compaction) never
  * strands another's; a line whose base is not in the log is skipped and named, as a torn one is.
  */
