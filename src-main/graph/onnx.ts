@@ -180,7 +180,8 @@ export function saveModel(
         continue;
       }
       const bytes = bytesOf(t);
-      fs.writeSync(fd, bytes, 0, bytes.byteLength, offset);
+      // store/atomic-file.ts's writeAllSync, which this layer may not import: short writes continued, at most 1 GiB a call.
+      for (let done = 0; done < bytes.byteLength; ) done += fs.writeSync(fd, bytes, done, Math.min(1 << 30, bytes.byteLength - done), offset + done);
       inits.push(tensorProto(name, t, { location, offset, length }));
       offset = Math.ceil((offset + length) / ALIGN) * ALIGN;
     }

@@ -15,6 +15,7 @@
  */
 import fs from 'node:fs';
 import { UserError } from '../../src-shared/types.js';
+import { writeAllSync } from '../store/atomic-file.js';
 import { fp16ToFloat32 } from './half.js';
 import { openRegularFile } from './regular-file.js';
 
@@ -163,9 +164,9 @@ export function writeSafetensors(file: string, tensors: Record<string, TensorToW
   len.writeBigUInt64LE(BigInt(Buffer.byteLength(json)));
   const fd = fs.openSync(file, 'w', mode);
   try {
-    fs.writeSync(fd, len);
-    fs.writeSync(fd, Buffer.from(json, 'utf8'));
-    for (const c of chunks) fs.writeSync(fd, c);
+    writeAllSync(fd, len);
+    writeAllSync(fd, Buffer.from(json, 'utf8'));
+    for (const c of chunks) writeAllSync(fd, c);
   } finally {
     fs.closeSync(fd);
   }

@@ -32,6 +32,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { isMainThread, threadId } from 'node:worker_threads';
 import { bytesPerElement, numel, tensorValues, type Graph, type Tensor } from '../graph/ir.js';
+import { writeAllSync } from '../store/atomic-file.js';
 import type { ExternalRef } from '../graph/onnx.js';
 
 const INDEX = 'index.json';
@@ -109,7 +110,7 @@ function writeWeights(dir: string, graph: Graph): Index {
   try {
     for (const [name, at] of Object.entries(tensors)) {
       const v = tensorValues(graph.initializers.get(name)!);
-      fs.writeSync(fd, new Uint8Array(v.buffer, v.byteOffset, v.byteLength), 0, v.byteLength, at.offset);
+      writeAllSync(fd, new Uint8Array(v.buffer, v.byteOffset, v.byteLength), at.offset);
     }
   } finally {
     fs.closeSync(fd);

@@ -8,6 +8,20 @@ import path from 'node:path';
 
 let tempCounter = 0;
 
+/** The most one write call is given: Node refuses more than 2 GiB at once (a large fp32 embedding is more). */
+const WRITE_CALL_MAX = 1 << 30;
+
+/**
+ * Writes all of `data` at the file's position (or at `position`), continuing short writes (a
+ * disk filling up writes part and says so) and splitting what one call cannot take.
+ */
+export function writeAllSync(fd: number, data: Uint8Array, position?: number): void {
+  for (let done = 0; done < data.byteLength; ) {
+    const length = Math.min(WRITE_CALL_MAX, data.byteLength - done);
+    done += fs.writeSync(fd, data, done, length, position === undefined ? null : position + done);
+  }
+}
+
 /** Databases, capture logs and settings hold private chats: only their owner may read them. */
 export const PRIVATE_FILE_MODE = 0o600;
 
@@ -88,8 +102,7 @@ export class AtomicFileWriter {
   private drain(): void {
     if (this.fd === null) throw new Error(`${this.target}: writer already closed`);
     const all = this.pending.length === 1 ? this.pending[0] : Buffer.concat(this.pending, this.pendingBytes);
-    let offset = 0;
-    while (offset < all.length) offset += fs.writeSync(this.fd, all, offset, all.length - offset);
+    writeAllSync(this.fd, all);
     this.pending = [];
     this.pendingBytes = 0;
   }

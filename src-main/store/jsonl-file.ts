@@ -3,6 +3,7 @@
 // every problem names its line. One reader, so every such file fails the same clear way.
 import fs from 'node:fs';
 import { UserError } from '../../src-shared/types.js';
+import { writeAllSync } from './atomic-file.js';
 
 export interface JsonLine {
   value: unknown;
@@ -55,7 +56,6 @@ export function readJsonLines(file: string, options: { allowTornLast?: boolean }
  * leave part of the line, which the caller must not append after (each says how it avoids it).
  */
 export function appendLineSync(fd: number, line: string): void {
-  const bytes = Buffer.from(line, 'utf8');
-  for (let done = 0; done < bytes.length; ) done += fs.writeSync(fd, bytes, done);
+  writeAllSync(fd, Buffer.from(line, 'utf8'));
   fs.fsyncSync(fd);
 }
