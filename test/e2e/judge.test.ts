@@ -72,7 +72,9 @@ describe.skipIf(!haveChromium)('the judge actions, in a browser', { timeout: TES
       () => {
         const done = Number(/(\d+) \/ 5/.exec(document.querySelector('[data-testid=judge-progress]')?.textContent ?? '')?.[1] ?? 0);
         if (done < 1) return false;
-        (document.querySelector('[data-action=cancel-judge]') as HTMLButtonElement).click();
+        const cancel = document.querySelector<HTMLButtonElement>('[data-action=cancel-judge]');
+        if (!cancel) throw new Error(`${done} of 5 judged was first seen with the run over: too late to cancel`);
+        cancel.click();
         return true;
       },
       undefined,
