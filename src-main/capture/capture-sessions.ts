@@ -37,7 +37,7 @@ interface Segment {
   closed: boolean;
   lastSeenMs: number;
   nextSeq: number;
-  /** Main requests in order, each with its reply once delivered. */
+  /** Main requests in order, each with its reply once delivered (its rollout left out). */
   mains: { request: RequestRecord; reply: ReplyRecord | null }[];
 }
 
@@ -89,7 +89,10 @@ export class LiveSessions {
       const seg = this.segmentFor(record.session);
       seg.lastSeenMs = Math.max(seg.lastSeenMs, record.at);
       const main = seg.mains.find((m) => m.request.id === record.id);
-      if (main) main.reply = record;
+      // Without its rollout: the prompt's ids (as many as the conversation's tokens, each reply)
+      // go to the database with exchangeRow, and held here for the process's life would make a
+      // long local-model session's memory grow with the square of its length.
+      if (main) main.reply = record.rollout ? { ...record, rollout: null } : record;
     } else if (record.t === 'close') {
       this.segmentFor(record.session).closed = true;
     }
