@@ -6,8 +6,8 @@
 // `content_hash` covers everything imported, so re-importing an unchanged conversation
 // is recognised and touches nothing. When the content did change and every labelled reply
 // stays where it was (a chat that went on), only the rows that differ change; otherwise the
-// session's turns and samples are rebuilt and each label moves to the new sample whose reply text and
-// full context (roles and texts of every earlier turn) are unchanged — matched by
+// session's turns and samples are rebuilt and each label moves to the new sample whose reply
+// text and full context (roles and texts of every earlier turn) are unchanged — matched by
 // `match_hash`, so a label follows its reply even if turn indices shift. Labels whose
 // reply or context changed are dropped, and the import reports how many.
 //

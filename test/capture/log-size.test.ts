@@ -2,7 +2,8 @@
 // conversation again (docs/design.md §Capture log size): a request that begins as its
 // session's last one did is written as that shared part's length and the rest, and read back
 // whole; the same for a rollout's prompt ids; compaction, a reopened log and a log written whole
-// before all read back what was appended; a line whose base is gone is skipped and named.
+// before all read back what was appended; a line whose base is gone (or another session's) is
+// skipped and named; a write a full disk cut short does not take the next record with it.
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
