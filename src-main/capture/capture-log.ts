@@ -22,7 +22,7 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { adoptFolderFile, captureLogPathFor, folderFilePath, FOLDER_CAPTURE_LOG_FILE, otherDatabasesBeside } from '../store/db-companions.js';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
-import { appendLineSync } from '../store/jsonl-file.js';
+import { appendLineSync, endsMidLine } from '../store/jsonl-file.js';
 import type { CaptureRecord } from './capture-records.js';
 import { parseRecord, recordSession } from './capture-records.js';
 import { LogPrefixes } from './log-prefixes.js';
@@ -64,17 +64,7 @@ export class CaptureLog {
     } catch (err) {
       throw new UserError(`cannot open the capture log ${filePath}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
-    const size = fs.fstatSync(this.fd).size;
-    if (size > 0) {
-      const last = Buffer.alloc(1);
-      const rfd = fs.openSync(filePath, 'r');
-      try {
-        fs.readSync(rfd, last, 0, 1, size - 1);
-      } finally {
-        fs.closeSync(rfd);
-      }
-      this.needsNewline = last[0] !== 0x0a;
-    }
+    this.needsNewline = endsMidLine(filePath);
   }
 
   static open(filePath: string): CaptureLog {

@@ -50,6 +50,25 @@ export function readJsonLines(file: string, options: { allowTornLast?: boolean }
   return out;
 }
 
+/** Whether a file ends part-way through a line (a write a crash or a full disk cut short): the next line must start with a newline. */
+export function endsMidLine(file: string): boolean {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, 'r');
+  } catch {
+    return false; // no file yet
+  }
+  try {
+    const size = fs.fstatSync(fd).size;
+    if (size === 0) return false;
+    const last = Buffer.alloc(1);
+    fs.readSync(fd, last, 0, 1, size - 1);
+    return last[0] !== 0x0a;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 /**
  * Appends `line` (its newline included) to the open file and fsyncs: when this returns, it
  * survives a crash. A short write (a disk filling up) is continued; a failed one throws and may

@@ -18,7 +18,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
-import { appendLineSync } from '../store/jsonl-file.js';
+import { appendLineSync, endsMidLine } from '../store/jsonl-file.js';
 import type { EvalLogLine, StepLog, TrainerLogLine } from '../../src-shared/trainer-log-line.js';
 
 export type { EvalLogLine, StepLog, TrainerLogLine };
@@ -49,9 +49,11 @@ export class TrainerLog {
   }
 
   append(line: LogLine): void {
+    // After a line a crash or a full disk cut short, on a line of its own (the reader skips the torn one).
+    const after = endsMidLine(this.file) ? '\n' : '';
     const fd = fs.openSync(this.file, 'a', PRIVATE_FILE_MODE);
     try {
-      appendLineSync(fd, JSON.stringify(line) + '\n');
+      appendLineSync(fd, after + JSON.stringify(line) + '\n');
     } finally {
       fs.closeSync(fd);
     }

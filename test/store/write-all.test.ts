@@ -5,7 +5,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { writeAllSync } from '../../src-main/store/atomic-file.js';
-import { appendLineSync } from '../../src-main/store/jsonl-file.js';
+import { appendLineSync, endsMidLine } from '../../src-main/store/jsonl-file.js';
+import { readLogLines, TrainerLog } from '../../src-main/train/trainer-log.js';
 import { tempDir } from './helpers.js';
 
 /** fs.writeSync as a disk that takes at most 3 bytes a call. */
@@ -38,5 +39,16 @@ describe('writeAllSync', () => {
     vi.restoreAllMocks();
     fs.closeSync(fd);
     expect(fs.readFileSync(file, 'utf8')).toBe('{"a":1}\n{"b":"ünïcode"}\n');
+  });
+
+  it('a trainer log cut mid-line takes the next line on a line of its own', () => {
+    const dir = tempDir();
+    const log = new TrainerLog(dir);
+    expect(endsMidLine(log.file)).toBe(false); // no file yet
+    log.append({ note: 'first', skipped_over_length: 1, max_length: 8 });
+    fs.appendFileSync(log.file, '{"step": 1, "lo'); // a crash, or a full disk, mid-write
+    expect(endsMidLine(log.file)).toBe(true);
+    log.append({ note: 'second', skipped_over_length: 2, max_length: 8 });
+    expect(readLogLines(log.file).map((l) => (l as { note: string }).note)).toEqual(['first', 'second']);
   });
 });
