@@ -1,6 +1,7 @@
 // writeAllSync (src-main/store/atomic-file.ts), under every appended line, adapter and weight
 // file: a write the disk shortened is continued, at the file's position or at a given one, so a
-// file ends whole or with an error, never silently cut.
+// file ends whole or with an error, never silently cut; and a log cut mid-line (endsMidLine)
+// takes its next line on a line of its own.
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -18,7 +19,7 @@ function shortWrites(): void {
 
 afterEach(() => vi.restoreAllMocks());
 
-describe('writeAllSync', () => {
+describe('writing whole lines and buffers', () => {
   it('continues short writes, at the end and at a position', () => {
     const file = path.join(tempDir(), 'f.bin');
     const fd = fs.openSync(file, 'w');
