@@ -19,6 +19,7 @@
  *   kept row is a copy of its own on the GPU, freed (`dispose`) as soon as the store drops it,
  *   not whenever the garbage collector runs.
  */
+import { sharedPrefixLength } from '../../src-shared/shared-prefix.js';
 import type { DecodeCache } from './cache-slots.js';
 
 /**
@@ -54,10 +55,7 @@ export interface TakenRow extends CarriedRow {
 
 /** How many of `ids` begin `prompt`, leaving at least one prompt token to feed. */
 function shared(prompt: number[], ids: number[]): number {
-  const most = Math.min(ids.length, prompt.length - 1);
-  let n = 0;
-  while (n < most && ids[n] === prompt[n]) n++;
-  return n;
+  return Math.max(0, Math.min(sharedPrefixLength(ids, prompt), prompt.length - 1));
 }
 
 export class CarriedRows {

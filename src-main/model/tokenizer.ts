@@ -23,6 +23,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { Environment, Template } from '@huggingface/jinja';
+import { sharedPrefixLength } from '../../src-shared/shared-prefix.js';
 import { UserError } from '../../src-shared/types.js';
 import { TemplateInterpreter } from './template-interpreter.js';
 import { isGgufPath } from './gguf/model.js';
@@ -233,9 +234,7 @@ export class ChatTokenizer {
    * Anything else throws the UserError of a reply that does not follow its prompt.
    */
   private continueOpenedThink(messages: ChatMessage[], response: string, options: TemplateOptions, now: Date, prompt: string, full: string): string {
-    let shared = 0;
-    while (shared < prompt.length && prompt[shared] === full[shared]) shared++;
-    const opened = prompt.slice(shared);
+    const opened = prompt.slice(sharedPrefixLength(prompt, full));
     if (!/^<think>\s*$/.test(opened)) throw new UserError(notAPrefixMessage(prompt, full));
     const endOfTurn = this.endOfTurn(messages, options, now);
     if (response.startsWith(opened)) return response.slice(opened.length) + endOfTurn;
@@ -255,8 +254,7 @@ export class ChatTokenizer {
 }
 
 function notAPrefixMessage(prompt: string, full: string): string {
-  let i = 0;
-  while (i < prompt.length && i < full.length && prompt[i] === full[i]) i++;
+  const i = sharedPrefixLength(prompt, full);
   const excerpt = (s: string) => JSON.stringify(s.slice(Math.max(0, i - 20), i + 30));
   return (
     'the chat template renders the reply so that the prompt (with its generation prompt) is not the start of the conversation with the reply, ' +
