@@ -102,12 +102,14 @@ function insertTurns(store: Store, sessionId: string, turns: readonly ImportedTu
   writeSamples(store, sessionId, turns, analysis);
 }
 
-/** A sample row's values after its key (session, response turn), as INSERT_SAMPLE and updateConversationInPlace's comparison take them. */
+/** A sample row's columns after its key (session, response turn), in the order `sampleValues` gives them. */
+const SAMPLE_COLUMNS = ['feedback_turn', 'next_state_role', 'context_head_end', 'context_tail_start', 'match_hash'] as const;
+const INSERT_SAMPLE = `INSERT INTO samples (session_id, response_turn, ${SAMPLE_COLUMNS.join(', ')}) VALUES (?, ?, ${SAMPLE_COLUMNS.map(() => '?').join(', ')})`;
+
+/** A sample row's values after its key, in SAMPLE_COLUMNS' order. */
 function sampleValues(s: SessionSamples['samples'][number], matchHash: string): (string | number | null)[] {
   return [s.feedbackTurn, s.nextStateRole, s.context.headEnd, s.context.tailStart, matchHash];
 }
-const INSERT_SAMPLE = `INSERT INTO samples (session_id, response_turn, feedback_turn, next_state_role, context_head_end, context_tail_start, match_hash)
-       VALUES (?, ?, ?, ?, ?, ?, ?)`;
 
 /** Writes a session's samples and its no-sample reason; returns the sample count. */
 function writeSamples(store: Store, sessionId: string, turns: readonly { role: string; text: string }[], analysis: SessionSamples): number {
@@ -216,11 +218,9 @@ export function writeConversation(store: Store, conv: ImportedConversation, writ
 function updateConversationInPlace(store: Store, conv: ImportedConversation, write: ConversationWrite): UpsertResult | null {
   const { id, analysis } = write;
   const hashes = matchHashes(conv.turns, analysis.inContext, analysis.samples.map((s) => s.responseTurn));
-  type SampleRow = { response_turn: number; feedback_turn: number | null; next_state_role: string | null; context_head_end: number; context_tail_start: number; match_hash: string };
+  type SampleRow = Record<(typeof SAMPLE_COLUMNS)[number], string | number | null> & { response_turn: number };
   const storedSamples = new Map(
-    store
-      .all<SampleRow>('SELECT response_turn, feedback_turn, next_state_role, context_head_end, context_tail_start, match_hash FROM samples WHERE session_id = ?', [id])
-      .map((r) => [r.response_turn, r]),
+    store.all<SampleRow>(`SELECT response_turn, ${SAMPLE_COLUMNS.join(', ')} FROM samples WHERE session_id = ?`, [id]).map((r) => [r.response_turn, r]),
   );
   for (const [turn, row] of storedSamples) if (hashes.get(turn) !== row.match_hash) return null;
 
@@ -240,8 +240,8 @@ function updateConversationInPlace(store: Store, conv: ImportedConversation, wri
     const values = sampleValues(s, hashes.get(s.responseTurn)!);
     const stored = storedSamples.get(s.responseTurn);
     if (!stored) store.run(INSERT_SAMPLE, [id, s.responseTurn, ...values]);
-    else if ([stored.feedback_turn, stored.next_state_role, stored.context_head_end, stored.context_tail_start, stored.match_hash].some((v, k) => v !== values[k])) {
-      store.run('UPDATE samples SET feedback_turn = ?, next_state_role = ?, context_head_end = ?, context_tail_start = ?, match_hash = ? WHERE session_id = ? AND response_turn = ?', [...values, id, s.responseTurn]);
+    else if (SAMPLE_COLUMNS.some((c, k) => stored[c] !== values[k])) {
+      store.run(`UPDATE samples SET ${SAMPLE_COLUMNS.map((c) => `${c} = ?`).join(', ')} WHERE session_id = ? AND response_turn = ?`, [...values, id, s.responseTurn]);
     }
   }
   if (conv.alternatives.length || store.get('SELECT 1 FROM alternatives WHERE session_id = ?', [id])) {
