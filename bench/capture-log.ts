@@ -3,9 +3,12 @@
 // turn), as the capture log writes it (each record as what it adds to its session's last one,
 // docs/design.md §Capture log size) beside the same records written whole, as versions before
 // did: bytes on disk, an append (with its fsync), reading the log back (what every start does);
-// and the database's rows, through the Workspace as live capture writes them.
+// the database's rows, through the Workspace as live capture writes them; and rotation
+// (docs/design.md §Capture log rotation): a log of --settled closed sessions of --turns / 4
+// turns beside the open one, what a start reads and replays before and after they move to the
+// archive, and the rotation's own time.
 //
-//   npm run bench:capture-log [-- --turns 200 --tool-bytes 4000]
+//   npm run bench:capture-log [-- --turns 200 --tool-bytes 4000 --settled 20]
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,23 +16,25 @@ import { parseArgs } from 'node:util';
 import { CaptureLog, readCaptureLog } from '../src-main/capture/capture-log.js';
 import type { CapturedMessage, CaptureRecord, ReplyRecord, RequestRecord } from '../src-main/capture/capture-records.js';
 import { LiveSessions } from '../src-main/capture/capture-sessions.js';
+import { CaptureArchive, rotateCaptureLog } from '../src-main/capture/log-archive.js';
 import { Workspace } from '../src-main/workspace/workspace.js';
 
-const { values } = parseArgs({ options: { turns: { type: 'string', default: '200' }, 'tool-bytes': { type: 'string', default: '4000' } } });
+const { values } = parseArgs({ options: { turns: { type: 'string', default: '200' }, 'tool-bytes': { type: 'string', default: '4000' }, settled: { type: 'string', default: '20' } } });
 const TURNS = Number(values.turns);
 const TOOL_BYTES = Number(values['tool-bytes']);
+const SETTLED = Number(values.settled);
 const SESSION = 'capture:agent';
 
-/** The session's records: request k resends everything so far; its reply calls a tool. */
-function agentSession(): CaptureRecord[] {
+/** A session's records: request k resends everything so far; its reply calls a tool. */
+function agentSession(session = SESSION, turns = TURNS, start = 1.7e12): CaptureRecord[] {
   const records: CaptureRecord[] = [];
   const messages: CapturedMessage[] = [{ role: 'system', content: 'You are a coding agent. Use the tools.' }, { role: 'user', content: 'Fix the failing test in src/.' }];
-  for (let k = 0; k < TURNS; k++) {
-    const id = `req-${k}`;
-    records.push({ v: 1, t: 'request', id, session: SESSION, seq: k, kind: 'main', at: 1.7e12 + k * 1000, messages: [...messages] });
+  for (let k = 0; k < turns; k++) {
+    const id = `${session}-req-${k}`;
+    records.push({ v: 1, t: 'request', id, session, seq: k, kind: 'main', at: start + k * 1000, messages: [...messages] });
     const call = { id: `call-${k}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `src/file-${k}.ts` }) } };
     const reply: ReplyRecord = {
-      v: 1, t: 'reply', id, session: SESSION, at: 1.7e12 + k * 1000 + 500, reply: { content: `Reading file ${k}.`, toolCalls: [call], finishReason: 'tool_calls' },
+      v: 1, t: 'reply', id, session, at: start + k * 1000 + 500, reply: { content: `Reading file ${k}.`, toolCalls: [call], finishReason: 'tool_calls' },
       servedBy: 'upstream', model: 'agent-model', modelDir: null, rollout: null, completionId: `chatcmpl-${k}`,
     };
     records.push(reply);
@@ -114,6 +119,34 @@ try {
   console.log(
     `database: ${mb(db)} on disk (the rows' messages whole would be ${mb(wholeRowBytes)}; read back whole ${mb(stored)}); a turn applied: median ${median(applyTimes).toFixed(1)} ms, last 20 ${median(applyTimes.slice(-20)).toFixed(1)} ms`,
   );
+
+  // Rotation: the settled sessions (closed a day before) leave, the open agent session stays.
+  const rotating = path.join(dir, 'rotating.jsonl');
+  const log = CaptureLog.open(rotating);
+  for (let i = 0; i < SETTLED; i++) {
+    for (const r of agentSession(`capture:done-${i}`, Math.ceil(TURNS / 4), 1.7e12 - 86_400_000)) log.append(r);
+    log.append({ v: 1, t: 'close', session: `capture:done-${i}`, at: 1.7e12 - 86_400_000 + TURNS * 250 });
+  }
+  for (const r of records) log.append(r);
+  /** What a start does with the log before the database: read it, and replay it into the live sessions. */
+  const start = () => {
+    const times: number[] = [];
+    let live = new LiveSessions();
+    for (let i = 0; i < 5; i++) {
+      const t = performance.now();
+      live = new LiveSessions();
+      for (const r of CaptureLog.open(rotating).read().records) live.apply(r);
+      times.push(performance.now() - t);
+    }
+    return { ms: median(times), live };
+  };
+  const before = { bytes: fs.statSync(rotating).size, ...start() };
+  const t = performance.now();
+  const stubs = rotateCaptureLog(log, new CaptureArchive(path.join(dir, 'archive')), before.live.settledIds(1.7e12 + TURNS * 1000 + 7 * 3_600_000));
+  const rotateMs = performance.now() - t;
+  const after = { bytes: fs.statSync(rotating).size, ...start() };
+  if (stubs.length !== SETTLED || after.live.conversationCount !== SETTLED + 1) throw new Error(`rotation moved ${stubs.length} sessions of ${SETTLED}`);
+  console.log(`rotation: ${SETTLED} settled sessions of ${Math.ceil(TURNS / 4)} turns and the open one: log ${mb(before.bytes)} → ${mb(after.bytes)}, a start's read and replay ${before.ms.toFixed(0)} → ${after.ms.toFixed(0)} ms (×${(before.ms / after.ms).toFixed(1)}); the rotation ${rotateMs.toFixed(0)} ms`);
 } finally {
   fs.rmSync(dir, { recursive: true, force: true });
 }

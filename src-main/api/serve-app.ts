@@ -32,6 +32,8 @@ export interface ServeOptions {
   upstream?: UpstreamTarget;
   /** How long a /v1 request waits for a loading model before a 503 (default 60 s). */
   loadWaitMs?: number;
+  /** The capture log's size at which settled sessions move to its archive (default 64 MiB, src-main/capture/log-rotation.ts). */
+  captureRotateAtBytes?: number;
 }
 
 export interface ServeHandle extends RunningServer {
@@ -81,6 +83,7 @@ export async function serveApp(options: ServeOptions): Promise<ServeHandle> {
     endpoint: () => endpoint,
     log,
     launchUpstream: options.upstream ?? null,
+    rotateAtBytes: options.captureRotateAtBytes,
   });
   const openai = createOpenAiHandler({
     modelDir,

@@ -16,6 +16,8 @@
  * Size: a request, or a rollout's prompt, that begins as its session's previous one did is
  * written as the length of that shared beginning and the rest (./log-prefixes.ts), so a
  * session's log grows with what is new in each turn, not with the whole conversation again.
+ * Settled sessions move to the archive (./log-archive.ts), leaving a stub each, so the log
+ * read at every start holds the sessions that may still go on.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -56,6 +58,8 @@ export class CaptureLog {
   private needsNewline = false;
   /** The sessions' last records as the file has them, which the next ones may share a beginning with. */
   private prefixes = new LogPrefixes();
+  /** The file's size in bytes, as this process wrote it. */
+  private bytes: number;
 
   private constructor(readonly filePath: string) {
     fs.mkdirSync(path.dirname(filePath), { recursive: true });
@@ -65,6 +69,12 @@ export class CaptureLog {
       throw new UserError(`cannot open the capture log ${filePath}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
     this.needsNewline = endsMidLine(filePath);
+    this.bytes = fs.fstatSync(this.fd).size;
+  }
+
+  /** The log's size in bytes. */
+  get size(): number {
+    return this.bytes;
   }
 
   static open(filePath: string): CaptureLog {
@@ -90,38 +100,49 @@ export class CaptureLog {
    */
   append(record: CaptureRecord): CaptureRecord {
     const encoded = this.prefixes.encode(record);
+    const line = (this.needsNewline ? '\n' : '') + JSON.stringify(encoded.line) + '\n';
     try {
-      appendLineSync(this.fd, (this.needsNewline ? '\n' : '') + JSON.stringify(encoded.line) + '\n');
+      appendLineSync(this.fd, line);
     } catch (err) {
       this.needsNewline = true; // the next record starts on a line of its own; the torn one is skipped on reading
+      this.bytes = fs.fstatSync(this.fd).size;
       throw err;
     }
     this.needsNewline = false;
+    this.bytes += Buffer.byteLength(line);
     this.prefixes.note(encoded.record);
     return encoded.record;
   }
 
   /** Rewrites the log keeping only the records `keep` accepts (atomic: temp file, fsync, rename). */
   compact(keep: (record: CaptureRecord) => boolean): { removed: number } {
-    const { records } = this.read();
-    const kept = records.filter(keep);
-    // Written afresh: a kept record whose base was dropped is written whole, or against an earlier one kept.
-    const prefixes = new LogPrefixes();
-    const lines = kept.map((r) => {
-      const encoded = prefixes.encode(r);
-      prefixes.note(encoded.record);
-      return JSON.stringify(encoded.line) + '\n';
+    let removed = 0;
+    this.rewrite((records) => {
+      const kept = records.filter(keep);
+      removed = records.length - kept.length;
+      return kept;
     });
-    // Atomic (temp file, fsync, rename): a full disk or a kill leaves the old log whole.
+    return { removed };
+  }
+
+  /**
+   * Rewrites the log as `change` makes its records over (atomic: temp file, fsync, rename; a
+   * full disk or a kill leaves the old log whole); `change` returning null leaves it as it is.
+   */
+  rewrite(change: (records: CaptureRecord[]) => CaptureRecord[] | null): void {
+    const next = change(this.read().records);
+    if (next === null) return;
+    // Written afresh: a kept record whose base was dropped is written whole, or against an earlier one kept.
+    const { text, prefixes } = encodeRecords(next);
     fs.closeSync(this.fd);
     try {
-      writeFileAtomicSync(this.filePath, Buffer.from(lines.join(''), 'utf8'), PRIVATE_FILE_MODE);
+      writeFileAtomicSync(this.filePath, Buffer.from(text, 'utf8'), PRIVATE_FILE_MODE);
     } finally {
       this.fd = fs.openSync(this.filePath, 'a', PRIVATE_FILE_MODE);
+      this.bytes = fs.fstatSync(this.fd).size;
     }
     this.needsNewline = false;
     this.prefixes = prefixes;
-    return { removed: records.length - kept.length };
   }
 
   close(): void {
@@ -131,6 +152,17 @@ export class CaptureLog {
       // already closed
     }
   }
+}
+
+/** Records as log lines, each written as what it adds to its session's earlier ones (./log-prefixes.ts). */
+export function encodeRecords(records: readonly CaptureRecord[]): { text: string; prefixes: LogPrefixes } {
+  const prefixes = new LogPrefixes();
+  const lines = records.map((r) => {
+    const encoded = prefixes.encode(r);
+    prefixes.note(encoded.record);
+    return JSON.stringify(encoded.line) + '\n';
+  });
+  return { text: lines.join(''), prefixes };
 }
 
 /** The records of a capture log file, whole, without opening it for writing (a missing file has none). */

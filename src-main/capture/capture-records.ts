@@ -9,6 +9,8 @@
  *   adapter  the served adapter changed (after a run, or a rollback): the new one, or null
  *   feedback a chat client's thumbs-up or -down on a reply (`POST /v1/feedback`): it becomes a
  *            manual label once the reply is a sample (docs/design.md §Feedback endpoint)
+ *   archived a settled session's records were moved to an archive file (./log-archive.ts); this
+ *            stub keeps its place: its id, its next sequence number, which file has it
  *
  * A request whose reply never came (the client or the server went away) still counts: the
  * user did say it, so its last message is the next state of the previous reply.
@@ -91,7 +93,28 @@ export interface AdapterRecord {
   reason: 'trained' | 'rollback';
 }
 
-export type CaptureRecord = RequestRecord | ReplyRecord | CloseRecord | TrainedRecord | AdapterRecord | FeedbackRecord;
+/**
+ * A settled session's records moved to `file` in the log's archive folder (./log-archive.ts).
+ * Written where the session's first record was, so its key's segments keep their order.
+ */
+export interface ArchivedRecord {
+  v: 1;
+  t: 'archived';
+  session: string;
+  /** The session's last activity. */
+  at: number;
+  /** The archive file (a bare name in the archive folder) that holds the records. */
+  file: string;
+  /** The sequence number its next request would take: a later side request must not reuse one. */
+  nextSeq: number;
+  /** Whether the records include a main request (the session is a conversation in the database). */
+  conversation: boolean;
+}
+
+export type CaptureRecord = RequestRecord | ReplyRecord | CloseRecord | TrainedRecord | AdapterRecord | FeedbackRecord | ArchivedRecord;
+
+/** What an archive file may be called: a bare name, so a hand-edited stub cannot point outside the folder. */
+export const ARCHIVE_FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9-]{0,100}\.jsonl$/;
 
 /**
  * Version 2 lines (./log-prefixes.ts): a request or a reply's rollout written as the part it
@@ -156,6 +179,10 @@ export function parseRecord(value: unknown): LogLine {
     case 'adapter':
       need(r.dir === null || typeof r.dir === 'string', 'adapter record malformed');
       return r as unknown as AdapterRecord;
+    case 'archived':
+      need(typeof r.session === 'string' && typeof r.file === 'string' && ARCHIVE_FILE_NAME.test(r.file), 'archived record without session or with a file name that is not a bare archive name');
+      need(Number.isInteger(r.nextSeq) && (r.nextSeq as number) >= 0 && typeof r.conversation === 'boolean', 'archived record malformed');
+      return r as unknown as ArchivedRecord;
     default:
       throw new Error(`capture record: unknown type ${JSON.stringify(r.t)}`);
   }
@@ -163,5 +190,5 @@ export function parseRecord(value: unknown): LogLine {
 
 /** The session a record belongs to, if any (what per-session delete removes). */
 export function recordSession(r: CaptureRecord): string | null {
-  return r.t === 'request' || r.t === 'reply' || r.t === 'close' || r.t === 'feedback' ? r.session : null;
+  return r.t === 'request' || r.t === 'reply' || r.t === 'close' || r.t === 'feedback' || r.t === 'archived' ? r.session : null;
 }

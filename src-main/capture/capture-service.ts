@@ -26,6 +26,9 @@
  * - Per-session delete compacts the log (the session's records are rewritten away), then
  *   deletes from the database: the log is rewritten first, so a crash in between is healed
  *   by the next replay.
+ * - Rotation (./log-archive.ts): once the log passes `rotateAtBytes`, at open or as it grows,
+ *   settled sessions' records move to `<db>.capture-archive/`, a stub each left in the log. The
+ *   replay reads the archive only for archived sessions the database lacks (it was lost).
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -46,6 +49,8 @@ import { CaptureLoop, untrainedSamples, countWithSignal } from './capture-loop.j
 import { recordSession, type CapturedMessage, type CaptureRecord, type FeedbackRecord, type ReplyRecord, type RequestRecord } from './capture-records.js';
 import { applyFeedback, feedbackTarget, foldFeedback, parseFeedback } from './feedback.js';
 import { LiveSessions } from './capture-sessions.js';
+import { CaptureArchive } from './log-archive.js';
+import { queueRotationIfDue, recoverArchived, ROTATE_AT_BYTES, rotateIfDue, type ArchivingState } from './log-rotation.js';
 
 /** What capture needs of the open workspace: the data facade, and mirroring the capture log into it. */
 export interface CaptureWorkspace extends WorkspaceApi {
@@ -68,18 +73,16 @@ export interface CaptureServiceOptions {
   log(line: string): void;
   /** `serve --upstream`: forward there for this launch, whatever Settings say. */
   launchUpstream?: UpstreamTarget | null;
+  /** The capture log's size at which settled sessions move to its archive (default ROTATE_AT_BYTES). */
+  rotateAtBytes?: number;
 }
 
-interface DbState {
+interface DbState extends ArchivingState {
   dbPath: string;
-  log: CaptureLog;
-  sessions: LiveSessions;
   /** Adapters the loop swapped in, oldest first; the last is served. */
   adapters: string[];
   trained: Set<string>;
   deleted: Set<string>;
-  /** Feedback on replies that are not samples yet (no next message so far). */
-  pendingFeedback: FeedbackRecord[];
 }
 
 const MAX_SESSION_ID = 200;
@@ -140,9 +143,13 @@ export class CaptureService {
     if (adoptFolderCaptureLog(ws.dbPath, ws.captureCounts().sessionIds)) this.options.log(`capture: the folder's capture log is now this database's: ${logPath}`);
     const created = !fs.existsSync(logPath);
     const log = CaptureLog.open(logPath);
-    const st: DbState = { dbPath: ws.dbPath, log, sessions: new LiveSessions(), adapters: [], trained: new Set(), deleted: new Set(), pendingFeedback: [] };
+    const st: DbState = {
+      dbPath: ws.dbPath, log, archive: CaptureArchive.forDatabase(ws.dbPath), rotateAt: 0, rotateAtLeast: this.options.rotateAtBytes ?? ROTATE_AT_BYTES, rotationQueued: false,
+      sessions: new LiveSessions(), adapters: [], trained: new Set(), deleted: new Set(), pendingFeedback: [],
+    };
     this.state = st;
     this.replay(st, ws, created);
+    rotateIfDue(st, Date.now(), (line) => this.options.log(line));
     this.loop.kick();
     return st;
   }
@@ -171,6 +178,9 @@ export class CaptureService {
     }
     const conversations = st.sessions.conversationIds().map((id) => st.sessions.conversation(id)!);
     ws.applyCapture(rows, conversations, st.log.filePath);
+    const swept = st.archive.sweep(new Set(st.sessions.archived().flatMap((a) => a.files)));
+    if (swept.length) this.options.log(`capture: removed ${swept.length} archive files no log line names (a rotation cut short): ${swept.join(', ')}`);
+    recoverArchived(st, ws, (line) => this.options.log(line));
     // The log is the truth: captured sessions it no longer has were deleted. A log created just
     // now never had them (e.g. a neighbour adopted the folder's old shared log): they stay.
     const missing = ws.captureCounts().sessionIds.filter((id) => !st.sessions.has(id));
@@ -183,6 +193,7 @@ export class CaptureService {
 
   private append(st: DbState, record: CaptureRecord): void {
     st.sessions.apply(st.log.append(record)); // the logged record shares its messages with the session's last request
+    queueRotationIfDue(st, () => this.state === st, (line) => this.options.log(line));
   }
 
   enabled(): boolean {
@@ -299,6 +310,9 @@ export class CaptureService {
     const st = this.ensure();
     const inLog = new Set(ids.filter((id) => st.sessions.has(id)));
     if (inLog.size) {
+      // The archive first, then the log's stubs: a crash between leaves a stub whose records are gone, which deleting again clears.
+      const files = new Set(st.sessions.archived().filter((a) => inLog.has(a.id)).flatMap((a) => a.files));
+      for (const file of files) st.archive.removeSessions(file, inLog);
       st.log.compact((r) => !inLog.has(recordSession(r) as string));
       for (const id of inLog) {
         st.sessions.forget(id);
@@ -346,7 +360,7 @@ export class CaptureService {
       adaptersDir: captureAdaptersPathFor(st.dbPath),
       endpoint: this.options.endpoint(),
       upstream: this.upstream()?.baseUrl ?? null,
-      sessions: st.sessions.conversationIds().length,
+      sessions: st.sessions.conversationCount,
       openSessions: st.sessions.openCount,
       exchanges: counts.exchanges,
       pendingJudge: counts.pendingJudge,

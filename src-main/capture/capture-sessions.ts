@@ -39,6 +39,12 @@ interface Segment {
   nextSeq: number;
   /** Main requests in order, each with its reply once delivered (its rollout left out). */
   mains: { request: RequestRecord; reply: ReplyRecord | null }[];
+  /** Its requests' ids (main and side), to let go of them when it leaves memory. */
+  requestIds: string[];
+  /** The archive files holding its records (./log-archive.ts), once archived. */
+  archiveFiles: string[];
+  /** Whether its archived records include a conversation (a main request). */
+  archivedConversation: boolean;
 }
 
 export interface Resolution {
@@ -82,6 +88,7 @@ export class LiveSessions {
     if (record.t === 'request') {
       const seg = this.segmentFor(record.session);
       this.requests.set(record.id, record);
+      seg.requestIds.push(record.id);
       seg.nextSeq = Math.max(seg.nextSeq, record.seq + 1);
       seg.lastSeenMs = Math.max(seg.lastSeenMs, record.at);
       if (record.kind === 'main') seg.mains.push({ request: record, reply: null });
@@ -95,6 +102,18 @@ export class LiveSessions {
       if (main) main.reply = record.rollout ? { ...record, rollout: null } : record;
     } else if (record.t === 'close') {
       this.segmentFor(record.session).closed = true;
+    } else if (record.t === 'archived') {
+      // Its records are in the archive: memory keeps what resolving a request needs (its place
+      // among its key's segments, its next sequence number), not its conversation.
+      const seg = this.segmentFor(record.session);
+      seg.closed = true;
+      seg.nextSeq = Math.max(seg.nextSeq, record.nextSeq);
+      seg.lastSeenMs = Math.max(seg.lastSeenMs, record.at);
+      if (!seg.archiveFiles.includes(record.file)) seg.archiveFiles.push(record.file);
+      seg.archivedConversation ||= record.conversation || seg.mains.length > 0;
+      seg.mains = [];
+      for (const id of seg.requestIds) this.requests.delete(id);
+      seg.requestIds = [];
     }
   }
 
@@ -104,7 +123,7 @@ export class LiveSessions {
     if (!seg) {
       const rest = sessionId.startsWith(ID_PREFIX) ? sessionId.slice(ID_PREFIX.length) : sessionId;
       const key = rest.replace(/#\d+$/, '');
-      seg = { id: sessionId, key, keyed: !key.startsWith('live-') && !key.startsWith('side-'), closed: false, lastSeenMs: 0, nextSeq: 0, mains: [] };
+      seg = { id: sessionId, key, keyed: !key.startsWith('live-') && !key.startsWith('side-'), closed: false, lastSeenMs: 0, nextSeq: 0, mains: [], requestIds: [], archiveFiles: [], archivedConversation: false };
       this.segments.set(sessionId, seg);
       const list = this.byKey.get(key) ?? [];
       list.push(sessionId);
@@ -140,13 +159,39 @@ export class LiveSessions {
     return this.segments.get(sessionId)?.closed ?? false;
   }
 
-  /** Session ids that have a conversation (at least one main request). */
+  /** Session ids that have a conversation in memory (at least one main request; archived ones have none). */
   conversationIds(): string[] {
     return [...this.segments.values()].filter((s) => s.mains.length > 0).map((s) => s.id);
   }
 
+  /** Conversations recorded, the archived ones included. */
+  get conversationCount(): number {
+    return [...this.segments.values()].filter((s) => s.mains.length > 0 || s.archivedConversation).length;
+  }
+
   get sessionCount(): number {
     return this.segments.size;
+  }
+
+  /**
+   * Sessions whose records may move to the archive (docs/design.md §Capture log rotation): idle
+   * for RECENT_MS, and joined by no request any more, being closed, keyless (a keyless session is
+   * continued only within RECENT_MS) or not their key's latest segment (only the latest is
+   * continued). Archived ones are closed, so they stay settled: records logged for them since
+   * (feedback, a side request) move too.
+   */
+  settledIds(now: number): Set<string> {
+    const settled = new Set<string>();
+    for (const seg of this.segments.values()) {
+      if (now - seg.lastSeenMs <= RECENT_MS) continue;
+      if (seg.closed || !seg.keyed || this.byKey.get(seg.key)?.at(-1) !== seg.id) settled.add(seg.id);
+    }
+    return settled;
+  }
+
+  /** Archived sessions: the archive files that hold each one's records, and whether they include a conversation. */
+  archived(): { id: string; files: readonly string[]; conversation: boolean }[] {
+    return [...this.segments.values()].filter((s) => s.archiveFiles.length > 0).map((s) => ({ id: s.id, files: s.archiveFiles, conversation: s.archivedConversation }));
   }
 
   get openCount(): number {
@@ -213,7 +258,7 @@ export class LiveSessions {
     const seg = this.segments.get(sessionId);
     if (!seg) return;
     this.segments.delete(sessionId);
-    for (const [id, r] of this.requests) if (r.session === sessionId) this.requests.delete(id);
+    for (const id of seg.requestIds) this.requests.delete(id);
     // Keep the key's numbering: a later segment of the same key must not reuse this id.
   }
 }

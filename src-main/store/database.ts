@@ -111,7 +111,9 @@ export class Store {
     let db: Database;
     try {
       db = bytes && bytes.length > 0 ? new SQL.Database(bytes) : new SQL.Database();
-      db.exec('PRAGMA foreign_keys = ON');
+      // secure_delete: a deleted session's text is overwritten in the pages that held it, not
+      // left in free pages for the next save to write back to disk.
+      db.exec('PRAGMA foreign_keys = ON; PRAGMA secure_delete = ON');
     } catch (err) {
       throw new UserError(`${displayPath}: the database is damaged (${(err as Error).message})`);
     }

@@ -1,7 +1,7 @@
 /**
  * Files that belong to one database sit beside it under its own name, as its training runs do
  * (`<db>.training-runs.json`): `<db>.settings.json`, `<db>.capture-log.jsonl`, the write journal
- * `<db>.journal.jsonl`, the API key of
+ * `<db>.journal.jsonl`, the capture log's archive `<db>.capture-archive/`, the API key of
  * capture clients `<db>.api-key`, and the folder live capture's background runs write their
  * adapters to, `<db>.capture-adapters/`. Two
  * databases in one folder then never share settings, captured chats or trained adapters.
@@ -47,6 +47,14 @@ export function trainingRunsPathFor(dbPath: string): string {
  */
 export function captureAdaptersPathFor(dbPath: string): string {
   return `${path.resolve(dbPath)}.capture-adapters`;
+}
+
+/**
+ * Where settled sessions' capture records go when the capture log rotates, a folder of JSONL files
+ * (src-main/capture/log-archive.ts).
+ */
+export function captureArchivePathFor(dbPath: string): string {
+  return `${path.resolve(dbPath)}.capture-archive`;
 }
 
 /** Where an earlier version kept `name` for every database in the folder of `dbPath`. */

@@ -1,6 +1,7 @@
 // The Sessions list's sort order and bulk actions (src-main/store/overview-reads.ts,
 // src-main/workspace/bulk-edits.ts): label every sample of chosen sessions, delete them, each
 // in one transaction; and the API validates the calls (src-shared/sessions-api.ts).
+import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CALLS } from '../../src-shared/contract.js';
 import { conv, fakeExport, SESSION_001, SESSION_002, SESSION_003, SORTING, tempWorkspace } from './helpers.js';
@@ -80,6 +81,18 @@ describe('bulk labelling and deleting', () => {
     expect(ids(ws)).toEqual(['web', 'sort']);
     expect(ws.stats().labeled.pos).toBe(0);
     ws.close();
+  });
+
+  it('a deleted session’s text leaves the database file, not only its rows (secure_delete)', async () => {
+    const { ws, dbPath } = await tempWorkspace();
+    const secret = 'The vault code is ' + 'tangerine-4471.';
+    await ws.importExport(fakeExport('two.jsonl', [conv('secret', [['user', secret], ['assistant', 'Noted.'], ['user', 'Thanks.']]), conv('geo', SESSION_001)]));
+    ws.flush();
+    expect(fs.readFileSync(dbPath).includes(secret)).toBe(true);
+    expect(ws.deleteSessions(['openai:secret'])).toBe(1);
+    ws.close();
+    expect(fs.readFileSync(dbPath).includes(secret)).toBe(false);
+    expect(fs.readFileSync(dbPath).includes('capital of France')).toBe(true);
   });
 
   it('validates the calls: ids given, rewards +1, −1 or null only', () => {
