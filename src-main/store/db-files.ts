@@ -6,7 +6,7 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { DbLock, lockPathFor } from './db-lock.js';
 import { settingsPathFor } from './settings-file.js';
-import { apiKeyPathFor, captureAdaptersPathFor, captureLogPathFor, folderFilePath, FOLDER_CAPTURE_LOG_FILE, FOLDER_SETTINGS_FILE, journalPathFor, trainingRunsPathFor } from './db-companions.js';
+import { apiKeyPathFor, captureAdaptersPathFor, captureArchivePathFor, captureLogPathFor, folderFilePath, FOLDER_CAPTURE_LOG_FILE, FOLDER_SETTINGS_FILE, journalPathFor, trainingRunsPathFor } from './db-companions.js';
 
 /** What opening for writing created on disk, so a failed command can leave nothing behind. */
 export interface WriterFootprint {
@@ -116,6 +116,7 @@ export function databaseFileRole(dbPath: string, candidate: string): string | nu
     [settingsPathFor(db), "the database's settings file"],
     [captureLogPathFor(db), "the database's capture log"],
     [captureAdaptersPathFor(db), "the database's capture adapters folder"],
+    [captureArchivePathFor(db), "the database's capture archive folder"],
     [trainingRunsPathFor(db), "the database's list of training runs"],
     [apiKeyPathFor(db), "the database's API key file"],
     [journalPathFor(db), "the database's write journal"],
@@ -125,5 +126,9 @@ export function databaseFileRole(dbPath: string, candidate: string): string | nu
   ];
   for (const [file, role] of roles) if (target === file || sameInode(target, file)) return role;
   if (target.startsWith(`${db}.tmp-`)) return "the database's temporary file";
+  // The folders' contents are the store's too: archived chats, trained adapters.
+  for (const [folder, role] of [[captureArchivePathFor(db), "the database's capture archive"], [captureAdaptersPathFor(db), "the database's capture adapters"]] as const) {
+    if (target.startsWith(folder + path.sep)) return `a file in ${role}`;
+  }
   return null;
 }

@@ -40,7 +40,7 @@ describe('export never writes over the database or its files', () => {
     expect(fs.readFileSync(db).equals(before)).toBe(true);
   });
 
-  it('refuses its capture log, settings, lock and temporary files, its list of training runs, and its capture adapters folder', async () => {
+  it('refuses its capture log, settings, lock and temporary files, its list of training runs, and its capture adapters and archive folders and what is in them', async () => {
     const { dir, db } = await importedDb();
     fs.writeFileSync(captureLogPathFor(db), '{"keep":"me"}\n');
     const cases: [string, RegExp][] = [
@@ -50,6 +50,9 @@ describe('export never writes over the database or its files', () => {
       [lockPathFor(db), /that is the database's lock file/],
       [`${db}.tmp-4242-1`, /that is the database's temporary file/],
       [`${db}.capture-adapters`, /that is the database's capture adapters folder/],
+      [`${db}.capture-adapters/run-1/adapter_config.json`, /that is a file in the database's capture adapters; choose another output file/],
+      [`${db}.capture-archive`, /that is the database's capture archive folder/],
+      [`${db}.capture-archive/20261128-000000-abcd1234.jsonl`, /that is a file in the database's capture archive/],
       [`${db}.training-runs.json`, /that is the database's list of training runs/],
     ];
     for (const [out, message] of cases) {
