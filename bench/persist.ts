@@ -1,7 +1,9 @@
 // Persistence benchmark (`npm run bench:persist`): how long one atomic save of a realistic
 // database takes, and how many label edits per second the annotator gets when every edit is
-// saved at once versus with the store's coalesced saving. Both are measured in this run on
-// the same database, and the ratio is printed.
+// saved at once versus with the store's coalesced saving; and a heuristic judge run over every
+// sample, its verdicts stored in batches (src-main/judge/runner.ts) versus one transaction (one
+// fsynced journal line) each. Both ways are measured in this run on the same database, and the
+// ratios are printed.
 //
 //   npm run bench:persist [-- --sessions 2000 --edits 2000]
 import fs from 'node:fs';
@@ -10,7 +12,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { ImportedConversation } from '../src-shared/types.js';
 import { Workspace } from '../src-main/workspace/workspace.js';
-import { runJudge } from '../src-main/judge/runner.js';
+import { runJudge, type JudgeTarget } from '../src-main/judge/runner.js';
 import { HeuristicJudge } from '../src-main/judge/verdicts.js';
 
 const { values } = parseArgs({ options: { sessions: { type: 'string', default: '2000' }, edits: { type: 'string', default: '2000' } } });
@@ -102,6 +104,23 @@ console.log(`save every edit:   ${eagerRate.toFixed(0)} labels/s (${eagerEdits} 
 console.log(`coalesced saving:  ${coalescedRate.toFixed(0)} labels/s (${EDITS} edits, ${coalescedSaves} save(s), ${(coalescedMs / EDITS).toFixed(2)} ms each)`);
 console.log(`ratio coalesced / every-edit: ${(coalescedRate / eagerRate).toFixed(1)}×`);
 console.log(`a label edit costs ${((coalescedMs - saveMedian) / EDITS).toFixed(2)} ms (in memory and its journal line); a save ${saveMedian.toFixed(1)} ms, at most once per ${300} ms quiet period and within 2 s of an edit`);
+
+// 4. A heuristic judge run over every sample (forced), its verdicts in batches, then one transaction each, alternating.
+const oneEach: JudgeTarget = {
+  judgeCandidates: () => ws.judgeCandidates(),
+  recordJudgeVerdicts: (verdicts, provenance) => verdicts.map((v) => ws.recordJudgeVerdicts([v], provenance)[0]!),
+  flush: () => ws.flush(),
+};
+const judgeTimes: Record<'batches' | 'one each', number[]> = { batches: [], 'one each': [] };
+for (let r = 0; r < 3; r++) {
+  for (const [name, judgeTarget] of [['batches', ws], ['one each', oneEach]] as const) {
+    t = performance.now();
+    await runJudge(judgeTarget, new HeuristicJudge(), { hints: true, force: true });
+    judgeTimes[name].push(ms(t));
+  }
+}
+const judgeMedian = (name: keyof typeof judgeTimes) => [...judgeTimes[name]].sort((a, b) => a - b)[1]!;
+console.log(`heuristic judge over ${samples.length} samples: verdicts in batches ${(judgeMedian('batches') / 1000).toFixed(2)} s, one transaction each ${(judgeMedian('one each') / 1000).toFixed(2)} s (medians of 3, alternating): ×${(judgeMedian('one each') / judgeMedian('batches')).toFixed(1)}`);
 
 ws.close();
 fs.rmSync(dir, { recursive: true, force: true });

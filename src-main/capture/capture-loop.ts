@@ -166,7 +166,7 @@ export class CaptureLoop {
     const opened = await openJudgeBackend(this.judgeSpec());
     try {
       // The runner sees only the captured sessions.
-      const view: JudgeTarget = { judgeCandidates: captured, recordJudgeVerdict: ws.recordJudgeVerdict.bind(ws), flush: ws.flush.bind(ws) };
+      const view: JudgeTarget = { judgeCandidates: captured, recordJudgeVerdicts: ws.recordJudgeVerdicts.bind(ws), flush: ws.flush.bind(ws) };
       await runJudge(view, opened.judge, { hints: s.judgeHints, votes: s.judgeVotes, signal: this.abort.signal, concurrency: s.judgeBackend === 'openai' ? 4 : 1 });
     } finally {
       await opened.close();

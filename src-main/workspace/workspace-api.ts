@@ -35,14 +35,14 @@ export interface WorkspaceApi {
    */
   judgeCandidates(): JudgeCandidate[];
   /**
-   * ... and storing one verdict with its raw votes and provenance. Returns false (and
-   * stores nothing) when the sample has a manual label by now. Saved by the coalesced save.
+   * ... and storing verdicts with their raw votes and provenance, in one transaction (one
+   * journal line, one fsync). For each, false (and nothing stored) when its sample has a manual
+   * label by now.
    */
-  recordJudgeVerdict(
-    sample: { sessionId: string; responseTurn: number },
-    verdict: JudgeVerdict,
+  recordJudgeVerdicts(
+    verdicts: readonly { sample: { sessionId: string; responseTurn: number }; verdict: JudgeVerdict }[],
     provenance: VerdictProvenance,
-  ): boolean;
+  ): boolean[];
   /**
    * The samples a run of `method` (default combine) learns from: per session, those with
    * signal for the method (±1 for rl, a hint for opd, either for combine); a session with

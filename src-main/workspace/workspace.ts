@@ -141,8 +141,8 @@ export class Workspace implements WorkspaceApi {
     return judgeCandidates(this.store);
   }
 
-  recordJudgeVerdict(sample: { sessionId: string; responseTurn: number }, verdict: JudgeVerdict, provenance: VerdictProvenance): boolean {
-    return recordVerdict(this.store, sample, verdict, provenance);
+  recordJudgeVerdicts(verdicts: readonly { sample: { sessionId: string; responseTurn: number }; verdict: JudgeVerdict }[], provenance: VerdictProvenance): boolean[] {
+    return this.store.transaction(() => verdicts.map(({ sample, verdict }) => recordVerdict(this.store, sample, verdict, provenance)));
   }
 
   // ── checks, training set, window ──────────────────────────────────────────────────

@@ -224,7 +224,7 @@ describe('openai backend against Hindsight’s own endpoint serving the demo mod
       votes: 1,
       signal: abort.signal,
       onProgress: (p) => {
-        if (p.judged === 1) abort.abort();
+        if (p.done === 1) abort.abort(); // Cancel once the first verdict is in: it is kept (stored with its batch)
       },
     });
     expect(first).toMatchObject({ judged: 1, cancelled: true });

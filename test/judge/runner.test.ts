@@ -8,7 +8,7 @@ import { Workspace } from '../../src-main/workspace/workspace.js';
 import { openJudgeBackend } from '../../src-main/judge/backends.js';
 import { LlmJudge } from '../../src-main/judge/llm-judge.js';
 import { OpenAiClient } from '../../src-main/judge/openai-client.js';
-import { decide, runJudge } from '../../src-main/judge/runner.js';
+import { decide, runJudge, type JudgeTarget } from '../../src-main/judge/runner.js';
 import { HeuristicJudge } from '../../src-main/judge/verdicts.js';
 import { demoModelWithPositions, manyChats, ROOT, scriptedServer, sortingWorkspace, tempDir, workspaceWith, type ScriptedServer } from './helpers.js';
 
@@ -113,8 +113,32 @@ describe('judge runner', () => {
     const summary = await runJudge(ws, judge, { hints: false, votes: 1, concurrency: 4, onProgress: (p) => progress.push(p.done) });
     expect(summary.judged).toBe(8);
     expect(server.maxInFlight).toBe(4);
-    expect(progress).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    expect([...new Set(progress)]).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]); // a batch stored reports again, at the same count
     ws.close();
+  });
+});
+
+describe('storing verdicts', () => {
+  it('in batches, one transaction each: the heuristic over 600 samples in 3; a slow judge’s each within 200 ms, not at the end', async () => {
+    const ws = await workspaceWith(manyChats(300)); // 600 samples
+    let transactions = 0;
+    const target: JudgeTarget = {
+      judgeCandidates: () => ws.judgeCandidates(),
+      recordJudgeVerdicts: (verdicts, provenance) => (transactions++, ws.recordJudgeVerdicts(verdicts, provenance)),
+      flush: () => ws.flush(),
+    };
+    expect(await runJudge(target, new HeuristicJudge(), { hints: false })).toMatchObject({ judged: 600 });
+    expect(transactions).toBe(3);
+    expect(ws.listSamples().filter((s) => s.label.source === 'heuristic')).toHaveLength(600);
+    ws.close();
+
+    const slow = await workspaceWith(manyChats(2)); // 4 samples, 300 ms each
+    const { judge } = await judgeAnswering(() => '\\boxed{1}', 'judge-a', 300);
+    const judged: number[] = [];
+    expect(await runJudge(slow, judge, { hints: false, votes: 1, onProgress: (p) => judged.push(p.judged) })).toMatchObject({ judged: 4 });
+    expect(judged.at(-1)).toBe(4);
+    expect(judged.slice(0, -1)).toContain(3); // the third was stored before the fourth came
+    slow.close();
   });
 });
 
