@@ -29,6 +29,7 @@ import { readContextWindow, writeContextWindow } from '../store/context-window-s
 import { DEFAULT_PERSIST, Store, type Params, type PersistOptions, type StoreAccess } from '../store/database.js';
 import { listSessionSummaries, readStats } from '../store/overview-reads.js';
 import { rebuildAllSamples, samplesNeedRebuild } from '../store/session-writes.js';
+import { clearFreePagesOnce } from '../store/free-pages.js';
 import { applyCapture } from './capture-writes.js';
 import { defaultOpenExport, importOneOpened, importPaths, type ImportOptions, type OpenedExportLike, type OpenExportFn } from './import-into-store.js';
 import { judgeCandidates, recordVerdict, setManualLabel } from './label-edits.js';
@@ -71,6 +72,7 @@ export class Workspace implements WorkspaceApi {
     const store = await Store.open(dbPath, options.persist ?? DEFAULT_PERSIST, options.access ?? 'write');
     try {
       upgradeSamples(store);
+      clearFreePagesOnce(store);
     } catch (err) {
       store.closeAfterFailure();
       throw err;

@@ -3,6 +3,8 @@
 // in one transaction; and the API validates the calls (src-shared/sessions-api.ts).
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { loadSqlJs } from '../../src-main/store/sql-js.js';
+import { Workspace } from '../../src-main/workspace/workspace.js';
 import { CALLS } from '../../src-shared/contract.js';
 import { conv, fakeExport, SESSION_001, SESSION_002, SESSION_003, SORTING, tempWorkspace } from './helpers.js';
 
@@ -93,6 +95,27 @@ describe('bulk labelling and deleting', () => {
     ws.close();
     expect(fs.readFileSync(dbPath).includes(secret)).toBe(false);
     expect(fs.readFileSync(dbPath).includes('capital of France')).toBe(true);
+  });
+
+  it('a database an earlier version saved, its deleted text in free pages, is rewritten without them at its first open, once', async () => {
+    const { ws, dbPath } = await tempWorkspace();
+    const secret = 'The alarm code is ' + 'plum-9182.';
+    await ws.importExport(fakeExport('two.jsonl', [conv('secret', [['user', secret], ['assistant', 'Noted.'], ['user', 'Thanks.']]), conv('geo', SESSION_001)]));
+    ws.close();
+    // As an earlier version left it: the session deleted without secure_delete, and no note of a clearing.
+    const SQL = await loadSqlJs();
+    const db = new SQL.Database(fs.readFileSync(dbPath));
+    db.exec("PRAGMA foreign_keys = ON; PRAGMA secure_delete = OFF; DELETE FROM sessions WHERE id = 'openai:secret'; DELETE FROM settings WHERE key = 'free_pages_cleared'");
+    fs.writeFileSync(dbPath, db.export());
+    db.close();
+    expect(fs.readFileSync(dbPath).includes(secret)).toBe(true);
+    const reopened = await Workspace.open(dbPath);
+    expect(reopened.listSessions({}).sessions.map((x) => x.id)).toEqual(['openai:geo']);
+    reopened.close();
+    expect(fs.readFileSync(dbPath).includes(secret)).toBe(false);
+    const check = new SQL.Database(fs.readFileSync(dbPath));
+    expect(check.exec("SELECT value FROM settings WHERE key = 'free_pages_cleared'")[0]?.values).toEqual([['1']]);
+    check.close();
   });
 
   it('validates the calls: ids given, rewards +1, −1 or null only', () => {
