@@ -143,8 +143,9 @@ export class CaptureService {
     if (adoptFolderCaptureLog(ws.dbPath, ws.captureCounts().sessionIds)) this.options.log(`capture: the folder's capture log is now this database's: ${logPath}`);
     const created = !fs.existsSync(logPath);
     const log = CaptureLog.open(logPath);
+    const rotateAtLeast = this.options.rotateAtBytes ?? ROTATE_AT_BYTES;
     const st: DbState = {
-      dbPath: ws.dbPath, log, archive: CaptureArchive.forDatabase(ws.dbPath), rotateAt: 0, rotateAtLeast: this.options.rotateAtBytes ?? ROTATE_AT_BYTES, rotationQueued: false,
+      dbPath: ws.dbPath, log, archive: CaptureArchive.forDatabase(ws.dbPath), rotateAt: rotateAtLeast, rotateAtLeast, rotationQueued: false,
       sessions: new LiveSessions(), adapters: [], trained: new Set(), deleted: new Set(), pendingFeedback: [],
     };
     this.state = st;
@@ -161,7 +162,6 @@ export class CaptureService {
   private replay(st: DbState, ws: CaptureWorkspace, logCreated: boolean): void {
     const { records, skipped } = st.log.read();
     for (const line of skipped) this.options.log(`capture log: skipped ${line}`);
-    const rows = [];
     for (const r of records) {
       st.sessions.apply(r);
       if (r.t === 'feedback') st.pendingFeedback.push(r);
@@ -171,13 +171,7 @@ export class CaptureService {
         else st.adapters.pop();
       }
     }
-    for (const r of records) {
-      if (r.t !== 'reply') continue;
-      const row = st.sessions.exchangeRow(r);
-      if (row) rows.push(row);
-    }
-    const conversations = st.sessions.conversationIds().map((id) => st.sessions.conversation(id)!);
-    ws.applyCapture(rows, conversations, st.log.filePath);
+    ws.applyCapture(st.sessions.exchangeRows(records), st.sessions.conversations(), st.log.filePath);
     const swept = st.archive.sweep(new Set(st.sessions.archived().flatMap((a) => a.files)));
     if (swept.length) this.options.log(`capture: removed ${swept.length} archive files no log line names (a rotation cut short): ${swept.join(', ')}`);
     recoverArchived(st, ws, (line) => this.options.log(line));

@@ -164,6 +164,16 @@ export class LiveSessions {
     return [...this.segments.values()].filter((s) => s.mains.length > 0).map((s) => s.id);
   }
 
+  /** The conversations in memory, as an importer would hand them to the store (archived ones are not). */
+  conversations(): ImportedConversation[] {
+    return this.conversationIds().map((id) => this.conversation(id)!);
+  }
+
+  /** The database rows of the delivered replies among `records` (applied first). */
+  exchangeRows(records: readonly CaptureRecord[]): CaptureExchangeRow[] {
+    return records.flatMap((r) => (r.t === 'reply' ? (this.exchangeRow(r) ?? []) : []));
+  }
+
   /** Conversations recorded, the archived ones included. */
   get conversationCount(): number {
     return [...this.segments.values()].filter((s) => s.mains.length > 0 || s.archivedConversation).length;

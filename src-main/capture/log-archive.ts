@@ -19,7 +19,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
+import { PRIVATE_FILE_MODE, sweepStaleTempFiles, writeFileAtomicSync } from '../store/atomic-file.js';
 import { captureArchivePathFor } from '../store/db-companions.js';
 import { encodeRecords, readCaptureLog, type CaptureLog, type ReadResult } from './capture-log.js';
 import { ARCHIVE_FILE_NAME, recordSession, type ArchivedRecord, type CaptureRecord } from './capture-records.js';
@@ -41,8 +41,13 @@ export class CaptureArchive {
     fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     const stamp = new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
     const file = `${stamp}-${crypto.randomBytes(4).toString('hex')}.jsonl`;
-    writeFileAtomicSync(this.pathOf(file), Buffer.from(encodeRecords(records).text, 'utf8'), PRIVATE_FILE_MODE);
+    this.writeRecords(file, records);
     return file;
+  }
+
+  /** Replaces an archive file with `records` (atomic: temp file, fsync, rename). */
+  private writeRecords(file: string, records: readonly CaptureRecord[]): void {
+    writeFileAtomicSync(this.pathOf(file), Buffer.from(encodeRecords(records).text, 'utf8'), PRIVATE_FILE_MODE);
   }
 
   /** An archive file's records, whole (a missing file has none). */
@@ -56,13 +61,14 @@ export class CaptureArchive {
     const kept = records.filter((r) => !sessions.has(recordSession(r) ?? ''));
     if (kept.length === records.length) return;
     if (kept.length === 0) fs.rmSync(this.pathOf(file), { force: true });
-    else writeFileAtomicSync(this.pathOf(file), Buffer.from(encodeRecords(kept).text, 'utf8'), PRIVATE_FILE_MODE);
+    else this.writeRecords(file, kept);
   }
 
   /**
    * Removes the archive files no stub names (a rotation cut short between writing the file and
-   * rewriting the log: the log still has those sessions whole) and temporary files left by a
-   * kill. Returns the names removed.
+   * rewriting the log: the log still has those sessions whole), and the temporary files a killed
+   * writer left (the atomic writer's own sweep, which spares a live process's). Returns the
+   * archive files removed.
    */
   sweep(named: ReadonlySet<string>): string[] {
     let names: string[];
@@ -71,9 +77,11 @@ export class CaptureArchive {
     } catch {
       return [];
     }
-    const removed = names.filter((name) => (ARCHIVE_FILE_NAME.test(name) && !named.has(name)) || /\.jsonl\.tmp-\d+-\d+$/.test(name));
-    for (const name of removed) fs.rmSync(path.join(this.dir, name), { force: true });
-    return removed;
+    const orphans = names.filter((name) => ARCHIVE_FILE_NAME.test(name) && !named.has(name));
+    for (const name of orphans) fs.rmSync(path.join(this.dir, name), { force: true });
+    const tempTargets = new Set(names.flatMap((name) => /^(.+\.jsonl)\.tmp-/.exec(name)?.[1] ?? []));
+    for (const target of tempTargets) sweepStaleTempFiles(path.join(this.dir, target));
+    return orphans;
   }
 }
 

@@ -27,7 +27,7 @@ export interface ArchivingState {
   log: CaptureLog;
   archive: CaptureArchive;
   sessions: LiveSessions;
-  /** The log size at which settled sessions next move to the archive, when above `rotateAtLeast`. */
+  /** The log size at which settled sessions next move to the archive (never below `rotateAtLeast`). */
   rotateAt: number;
   /** The least `rotateAt` (ROTATE_AT_BYTES unless `serve` was given another). */
   rotateAtLeast: number;
@@ -42,7 +42,7 @@ export interface ArchivingState {
  * hand (it rewrites the log), while `current()` (the state is still the open database's).
  */
 export function queueRotationIfDue(st: ArchivingState, current: () => boolean, log: (line: string) => void): void {
-  if (st.log.size < Math.max(st.rotateAt, st.rotateAtLeast) || st.rotationQueued) return;
+  if (st.log.size < st.rotateAt || st.rotationQueued) return;
   st.rotationQueued = true;
   setImmediate(() => {
     st.rotationQueued = false;
@@ -58,7 +58,7 @@ interface RecoveryWorkspace extends FeedbackWorkspace {
 
 /** Moves the settled sessions to the archive once the log has reached `st.rotateAt`; a failure leaves the log as it was. */
 export function rotateIfDue(st: ArchivingState, now: number, log: (line: string) => void): void {
-  if (st.log.size < Math.max(st.rotateAt, st.rotateAtLeast)) return;
+  if (st.log.size < st.rotateAt) return;
   try {
     const stubs = rotateCaptureLog(st.log, st.archive, st.sessions.settledIds(now));
     for (const stub of stubs) st.sessions.apply(stub);
@@ -74,6 +74,7 @@ export function rotateIfDue(st: ArchivingState, now: number, log: (line: string)
 /** Replays the archived conversations the database lacks from their archive files; returns how many. */
 export function recoverArchived(st: ArchivingState, ws: RecoveryWorkspace, log: (line: string) => void): number {
   const archived = st.sessions.archived();
+  if (!archived.some((a) => a.conversation)) return 0; // the usual start: no database query
   const inDb = new Set(ws.captureCounts().sessionIds);
   const files = new Set(archived.filter((a) => a.conversation && !inDb.has(a.id)).flatMap((a) => a.files));
   if (files.size === 0) return 0;
@@ -86,10 +87,9 @@ export function recoverArchived(st: ArchivingState, ws: RecoveryWorkspace, log: 
   });
   const sessions = new LiveSessions();
   for (const r of records) sessions.apply(r);
-  const rows = records.flatMap((r) => (r.t === 'reply' ? (sessions.exchangeRow(r) ?? []) : []));
-  const ids = sessions.conversationIds();
-  ws.applyCapture(rows, ids.map((id) => sessions.conversation(id)!), st.log.filePath);
+  const conversations = sessions.conversations();
+  ws.applyCapture(sessions.exchangeRows(records), conversations, st.log.filePath);
   for (const f of foldFeedback(records.filter((r): r is FeedbackRecord => r.t === 'feedback'))) applyFeedback(ws, f);
-  log(`capture: rebuilt ${ids.length} archived sessions the database lacked from ${files.size} archive files`);
-  return ids.length;
+  log(`capture: rebuilt ${conversations.length} archived sessions the database lacked from ${files.size} archive files`);
+  return conversations.length;
 }

@@ -214,10 +214,14 @@ describe('rotation in serve', () => {
     log.close();
     // As if killed after writing the archive file, before rewriting the log: the log has the session whole.
     const orphan = CaptureArchive.forDatabase(dbPath).write(records);
+    // And a temporary file a killed writer left there (a pid no process has).
+    const temp = path.join(captureArchivePathFor(dbPath), `${orphan}.tmp-999999999-1`);
+    fs.writeFileSync(temp, 'partial');
     const logged: string[] = [];
     const server = await startCapture({ log: (line) => logged.push(line) }, {}, dir);
     try {
       expect(fs.existsSync(path.join(captureArchivePathFor(dbPath), orphan))).toBe(false);
+      expect(fs.existsSync(temp)).toBe(false);
       expect(logged.join('\n')).toContain(`removed 1 archive files no log line names (a rotation cut short): ${orphan}`);
       expect((await api(server, 'getSession', { id: 'capture:cut' })).turns).toHaveLength(4);
     } finally {
