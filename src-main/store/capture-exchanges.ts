@@ -34,6 +34,7 @@ export type Rollout = NonNullable<CaptureExchangeRow['rollout']>;
 export function insertCaptureExchange(store: Store, x: CaptureExchangeRow): void {
   if (store.get('SELECT 1 FROM capture_exchanges WHERE id = ?', [x.id])) return;
   const base = previousMain(store, x.sessionId, x.seq);
+  if (x.kind === 'main') rememberMain(store, x);
   const kept = base ? sharedPrefixLength(base.messages, x.messages, (a, b) => a === b || JSON.stringify(a) === JSON.stringify(b)) : 0;
   store.run(
     `INSERT INTO capture_exchanges (id, session_id, seq, kind, at, reply_turn, messages, messages_base, messages_kept, reply, served_by, model, model_dir,
@@ -65,14 +66,38 @@ export function readCaptureExchanges(store: Store, sessionId?: string): CaptureE
   }));
 }
 
+/**
+ * The main exchange each session inserted last in this process, with all its messages, per store
+ * (at most LAST_MAINS_KEPT sessions, the least recent dropped first). Rebuilding it from the
+ * database took reading and parsing every row of the session, then comparing every message as
+ * JSON: at each turn, time in proportion to the whole session (docs/design.md §Capture log
+ * size). Its messages are live capture's own objects, which the next request shares (the capture
+ * log's prefixes, ../capture/log-prefixes.ts), so the shared part compares by identity. A row
+ * never changes once inserted, so an entry holds while it is still the session's latest main
+ * exchange before the next one in the database; a rolled-back or deleted one is not.
+ */
+const lastMains = new WeakMap<Store, Map<string, { id: string; messages: unknown[] }>>();
+const LAST_MAINS_KEPT = 16;
+
+function rememberMain(store: Store, x: CaptureExchangeRow): void {
+  let sessions = lastMains.get(store);
+  if (!sessions) lastMains.set(store, (sessions = new Map()));
+  sessions.delete(x.sessionId);
+  sessions.set(x.sessionId, { id: x.id, messages: x.messages });
+  if (sessions.size > LAST_MAINS_KEPT) sessions.delete(sessions.keys().next().value!);
+}
+
 /** The session's main exchange stored last before `seq`, with all its messages. */
 function previousMain(store: Store, sessionId: string, seq: number): { id: string; messages: unknown[] } | undefined {
-  const rows = store.all<Pick<StoredRow, 'id' | 'seq' | 'kind' | 'messages' | 'messages_base' | 'messages_kept'>>(
-    'SELECT id, seq, kind, messages, messages_base, messages_kept FROM capture_exchanges WHERE session_id = ? AND seq < ? ORDER BY seq',
-    [sessionId, seq],
+  const latest = store.get<{ id: string; seq: number }>("SELECT id, seq FROM capture_exchanges WHERE session_id = ? AND seq < ? AND kind = 'main' ORDER BY seq DESC LIMIT 1", [sessionId, seq]);
+  if (!latest) return undefined;
+  const remembered = lastMains.get(store)?.get(sessionId);
+  if (remembered?.id === latest.id) return remembered;
+  const rows = store.all<Pick<StoredRow, 'id' | 'seq' | 'messages' | 'messages_base' | 'messages_kept'>>(
+    'SELECT id, seq, messages, messages_base, messages_kept FROM capture_exchanges WHERE session_id = ? AND seq <= ? ORDER BY seq',
+    [sessionId, latest.seq],
   );
-  const last = rows.findLast((r) => r.kind === 'main');
-  return last && { id: last.id, messages: wholeMessages(rows).get(last.id)! };
+  return { id: latest.id, messages: wholeMessages(rows).get(latest.id)! };
 }
 
 /** Each row's messages, its base's shared ones first (bases are earlier rows of the same session; the arrays share their objects). */

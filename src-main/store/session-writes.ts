@@ -57,25 +57,36 @@ export function sessionIdFor(format: SessionFormat, conv: ImportedConversation):
   return `${format}:${sha256(content).slice(0, 16)}`;
 }
 
-export function contentHash(conv: ImportedConversation): string {
-  return sha256(JSON.stringify([conv.title ?? null, conv.createdAt ?? null, conv.turns, conv.alternatives, conv.metadata]));
-}
-
 /**
  * What each sample's label is tied to: its reply text and the role and text of every context
  * turn before it (the whole, unwindowed context). A hash chain over the context turns makes
- * this one pass over the session, where hashing each context afresh was quadratic.
- * Returns the hashes by reply turn.
+ * this one pass over the session, where hashing each context afresh was quadratic; `previous`,
+ * the chain of an earlier version of the same session, is kept up to the first turn that differs
+ * from it, so a session that grew (live capture's next turn) is hashed only where it grew.
  */
-export function matchHashes(turns: readonly { role: string; text: string }[], inContext: readonly boolean[], responseTurns: readonly number[]): Map<number, string> {
-  const out = new Map<number, string>();
-  let chain = '';
-  let next = 0;
-  for (const r of [...responseTurns].sort((a, b) => a - b)) {
-    for (; next < r; next++) if (inContext[next]) chain = sha256(chain + JSON.stringify([turns[next].role, turns[next].text]));
-    out.set(r, sha256(JSON.stringify([chain, turns[r].text])));
+export function matchHashes(
+  turns: readonly { role: string; text: string }[], inContext: readonly boolean[], responseTurns: readonly number[], previous?: MatchChain,
+): MatchChain {
+  let same = 0;
+  if (previous) {
+    const p = previous;
+    while (same < turns.length && same < p.roles.length && turns[same]!.role === p.roles[same] && turns[same]!.text === p.texts[same] && !!inContext[same] === p.inContext[same]) same++;
   }
-  return out;
+  // before[i] is the chain over the in-context turns before turn i: the same as previous's up to `same`.
+  const before = previous ? previous.before.slice(0, same + 1) : [''];
+  for (let i = before.length - 1; i < turns.length; i++) before.push(inContext[i] ? sha256(before[i] + JSON.stringify([turns[i]!.role, turns[i]!.text])) : before[i]!);
+  const hashes = new Map<number, string>();
+  for (const r of responseTurns) hashes.set(r, (r < same && previous?.hashes.get(r)) || sha256(JSON.stringify([before[r], turns[r]!.text])));
+  return { roles: turns.map((t) => t.role), texts: turns.map((t) => t.text), inContext: turns.map((_, i) => !!inContext[i]), before, hashes };
+}
+
+/** The match hashes of a session's samples by reply turn, and what they were computed from (matchHashes). */
+export interface MatchChain {
+  roles: string[];
+  texts: string[];
+  inContext: boolean[];
+  before: string[];
+  hashes: Map<number, string>;
 }
 
 const json = (value: unknown) => JSON.stringify(value ?? []);
@@ -113,7 +124,7 @@ function sampleValues(s: SessionSamples['samples'][number], matchHash: string): 
 
 /** Writes a session's samples and its no-sample reason; returns the sample count. */
 function writeSamples(store: Store, sessionId: string, turns: readonly { role: string; text: string }[], analysis: SessionSamples): number {
-  const hashes = matchHashes(turns, analysis.inContext, analysis.samples.map((s) => s.responseTurn));
+  const { hashes } = matchHashes(turns, analysis.inContext, analysis.samples.map((s) => s.responseTurn));
   for (const s of analysis.samples) store.run(INSERT_SAMPLE, [sessionId, s.responseTurn, ...sampleValues(s, hashes.get(s.responseTurn)!)]);
   store.run('UPDATE sessions SET no_sample_reason = ? WHERE id = ?', [analysis.noSampleReason, sessionId]);
   return analysis.samples.length;
@@ -166,7 +177,7 @@ export function storedContentHash(store: Store, sessionId: string): string | und
 
 export interface ConversationWrite {
   id: string;
-  /** `contentHash(conv)`. */
+  /** `contentHash(conv)` (./content-hash.ts). */
   hash: string;
   format: SessionFormat;
   sourceId: number;
@@ -181,11 +192,13 @@ export interface ConversationWrite {
  */
 export function writeConversation(store: Store, conv: ImportedConversation, write: ConversationWrite): UpsertResult {
   const { id } = write;
-  const existed = storedContentHash(store, id) !== undefined;
+  const storedHash = storedContentHash(store, id);
+  const existed = storedHash !== undefined;
   // A conversation that grew (live capture's next turn, a later export of a chat that went on)
   // changes in place when every labelled reply stays where it was: a few rows, not all of them.
-  const inPlace = existed ? updateConversationInPlace(store, conv, write) : null;
+  const inPlace = existed ? updateConversationInPlace(store, conv, write, storedHash) : null;
   if (inPlace) return inPlace;
+  writtenInPlace.get(store)?.delete(id);
   let saved: SavedLabel[] = [];
   if (existed) {
     saved = store.all<SavedLabel>(
@@ -207,6 +220,48 @@ export function writeConversation(store: Store, conv: ImportedConversation, writ
   return { id, outcome: existed ? 'updated' : 'added', labelsKept, labelsDropped: saved.length - labelsKept };
 }
 
+type RowValues = (string | number | null)[];
+
+/** A session's rows as updateConversationInPlace wrote them: turns and samples in TURN_COLUMNS' / SAMPLE_COLUMNS' order. */
+interface WrittenRows {
+  /** The session's content hash with these rows: they are the database's while it still has it. */
+  hash: string;
+  turns: RowValues[];
+  samples: Map<number, RowValues>;
+  chain: MatchChain;
+}
+
+/**
+ * The sessions updated in place last in this process, per store (at most WRITTEN_KEPT, the least
+ * recent dropped first): each next update compares the conversation with these rows instead of
+ * reading the session's back and hashing its every turn again, which made live capture's turn
+ * cost grow with the whole session (docs/design.md §Capture log size). Only this file writes
+ * turns and samples: a rewrite drops the entry, rebuildAllSamples all of them, and a rolled-back
+ * or deleted write leaves the database without the entry's hash, so it is not used.
+ */
+const writtenInPlace = new WeakMap<Store, Map<string, WrittenRows>>();
+const WRITTEN_KEPT = 16;
+
+function rememberWritten(store: Store, id: string, rows: WrittenRows): void {
+  let sessions = writtenInPlace.get(store);
+  if (!sessions) writtenInPlace.set(store, (sessions = new Map()));
+  sessions.delete(id);
+  sessions.set(id, rows);
+  if (sessions.size > WRITTEN_KEPT) sessions.delete(sessions.keys().next().value!);
+}
+
+/** The session's stored turn and sample rows, as values in TURN_COLUMNS' / SAMPLE_COLUMNS' order. */
+function readRows(store: Store, id: string): Pick<WrittenRows, 'turns' | 'samples'> {
+  const turns = store.all<Record<string, string | number | null>>(`SELECT ${TURN_COLUMNS.join(', ')} FROM turns WHERE session_id = ? ORDER BY idx`, [id]);
+  const samples = store.all<Record<string, string | number | null>>(`SELECT response_turn, ${SAMPLE_COLUMNS.join(', ')} FROM samples WHERE session_id = ?`, [id]);
+  return {
+    turns: turns.map((r) => TURN_COLUMNS.map((c) => r[c]!)),
+    samples: new Map(samples.map((r) => [r.response_turn as number, SAMPLE_COLUMNS.map((c) => r[c]!)])),
+  };
+}
+
+const MATCH_HASH = SAMPLE_COLUMNS.indexOf('match_hash');
+
 /**
  * Brings a stored session to `conv` by changing only the rows that differ, when no labelled
  * reply would move: every stored sample is still a sample at the same turn with the same match
@@ -215,39 +270,38 @@ export function writeConversation(store: Store, conv: ImportedConversation, writ
  * re-import of a chat that went on; rewriting all of a 400-turn session's rows there cost tens of
  * milliseconds and as many journal lines a request (docs/design.md §Capture log size).
  */
-function updateConversationInPlace(store: Store, conv: ImportedConversation, write: ConversationWrite): UpsertResult | null {
+function updateConversationInPlace(store: Store, conv: ImportedConversation, write: ConversationWrite, storedHash: string): UpsertResult | null {
   const { id, analysis } = write;
-  const hashes = matchHashes(conv.turns, analysis.inContext, analysis.samples.map((s) => s.responseTurn));
-  type SampleRow = Record<(typeof SAMPLE_COLUMNS)[number], string | number | null> & { response_turn: number };
-  const storedSamples = new Map(
-    store.all<SampleRow>(`SELECT response_turn, ${SAMPLE_COLUMNS.join(', ')} FROM samples WHERE session_id = ?`, [id]).map((r) => [r.response_turn, r]),
-  );
-  for (const [turn, row] of storedSamples) if (hashes.get(turn) !== row.match_hash) return null;
+  const written = writtenInPlace.get(store)?.get(id);
+  const known = written?.hash === storedHash ? written : undefined;
+  const stored = known ?? readRows(store, id);
+  const chain = matchHashes(conv.turns, analysis.inContext, analysis.samples.map((s) => s.responseTurn), known?.chain);
+  for (const [turn, row] of stored.samples) if (chain.hashes.get(turn) !== row[MATCH_HASH]) return null;
 
   store.run('UPDATE sessions SET source_id = ?, format = ?, external_id = ?, title = ?, created_at = ?, metadata = ?, content_hash = ?, no_sample_reason = ?, updated_at = ? WHERE id = ?', [
     write.sourceId, write.format, conv.externalId ?? null, conv.title?.trim() || 'Untitled conversation', conv.createdAt ?? null, JSON.stringify(conv.metadata ?? {}),
     write.hash, analysis.noSampleReason, write.now, id,
   ]);
-  const storedTurns = store.all<Record<(typeof TURN_COLUMNS)[number], string | number | null>>(`SELECT ${TURN_COLUMNS.join(', ')} FROM turns WHERE session_id = ? ORDER BY idx`, [id]);
-  conv.turns.forEach((t, i) => {
-    const values = turnValues(id, i, t, analysis);
-    const stored = storedTurns[i];
-    if (!stored) store.run(INSERT_TURN, values);
-    else if (TURN_COLUMNS.some((c, k) => stored[c] !== values[k])) store.run(`UPDATE turns SET ${TURN_COLUMNS.slice(2).map((c) => `${c} = ?`).join(', ')} WHERE session_id = ? AND idx = ?`, [...values.slice(2), id, i]);
+  const turns = conv.turns.map((t, i) => turnValues(id, i, t, analysis));
+  turns.forEach((values, i) => {
+    const before = stored.turns[i];
+    if (!before) store.run(INSERT_TURN, values);
+    else if (values.some((v, k) => before[k] !== v)) store.run(`UPDATE turns SET ${TURN_COLUMNS.slice(2).map((c) => `${c} = ?`).join(', ')} WHERE session_id = ? AND idx = ?`, [...values.slice(2), id, i]);
   });
-  if (storedTurns.length > conv.turns.length) store.run('DELETE FROM turns WHERE session_id = ? AND idx >= ?', [id, conv.turns.length]);
-  for (const s of analysis.samples) {
-    const values = sampleValues(s, hashes.get(s.responseTurn)!);
-    const stored = storedSamples.get(s.responseTurn);
-    if (!stored) store.run(INSERT_SAMPLE, [id, s.responseTurn, ...values]);
-    else if (SAMPLE_COLUMNS.some((c, k) => stored[c] !== values[k])) {
-      store.run(`UPDATE samples SET ${SAMPLE_COLUMNS.map((c) => `${c} = ?`).join(', ')} WHERE session_id = ? AND response_turn = ?`, [...values, id, s.responseTurn]);
+  if (stored.turns.length > conv.turns.length) store.run('DELETE FROM turns WHERE session_id = ? AND idx >= ?', [id, conv.turns.length]);
+  const samples = new Map(analysis.samples.map((s) => [s.responseTurn, sampleValues(s, chain.hashes.get(s.responseTurn)!)]));
+  for (const [turn, values] of samples) {
+    const before = stored.samples.get(turn);
+    if (!before) store.run(INSERT_SAMPLE, [id, turn, ...values]);
+    else if (values.some((v, k) => before[k] !== v)) {
+      store.run(`UPDATE samples SET ${SAMPLE_COLUMNS.map((c) => `${c} = ?`).join(', ')} WHERE session_id = ? AND response_turn = ?`, [...values, id, turn]);
     }
   }
   if (conv.alternatives.length || store.get('SELECT 1 FROM alternatives WHERE session_id = ?', [id])) {
     store.run('DELETE FROM alternatives WHERE session_id = ?', [id]);
     insertAlternatives(store, id, conv);
   }
+  rememberWritten(store, id, { hash: write.hash, turns, samples, chain });
   const labels = store.get<{ n: number }>('SELECT COUNT(*) AS n FROM labels WHERE session_id = ?', [id])!.n;
   return { id, outcome: 'updated', labelsKept: labels, labelsDropped: 0 };
 }
@@ -277,6 +331,7 @@ function restoreLabels(store: Store, id: string, saved: readonly SavedLabel[]): 
  * changed since the import) is dropped.
  */
 export function rebuildAllSamples(store: Store, classify: ClassifySession): void {
+  writtenInPlace.delete(store);
   const labels = store.all('SELECT * FROM labels');
   store.run('DELETE FROM samples');
   const sessionIds = store.all<{ id: string }>('SELECT id FROM sessions').map((r) => r.id);

@@ -7,7 +7,8 @@ import type { ContextWindowSetting, ImportFileResult, ImportSummary } from '../.
 import { analyseSession } from '../pipeline/classify.js';
 import type { Store } from '../store/database.js';
 import { countTurnsAndSamples } from '../store/session-reads.js';
-import { contentHash, sessionIdFor, storedContentHash, writeConversation, type UpsertResult } from '../store/session-writes.js';
+import { contentHash } from '../store/content-hash.js';
+import { sessionIdFor, storedContentHash, writeConversation, type UpsertResult } from '../store/session-writes.js';
 import { findSourceId, insertSource, recordSourceTotals } from '../store/source-rows.js';
 import { nowSeconds } from './clock.js';
 import { expandImportPaths, skipReason } from '../import/folder-inputs.js';
@@ -72,7 +73,8 @@ export function upsertConversation(
   store: Store, conv: ImportedConversation, format: SessionFormat, sourceId: number, window: ContextWindowSetting, now: number,
 ): UpsertResult {
   const id = sessionIdFor(format, conv);
-  const hash = contentHash(conv);
+  // Live capture writes its session again at every turn: the hash continues from the last one's.
+  const hash = contentHash(conv, format === 'capture' ? id : undefined);
   if (storedContentHash(store, id) === hash) return { id, outcome: 'unchanged', labelsKept: 0, labelsDropped: 0 };
   return writeConversation(store, conv, { id, hash, format, sourceId, analysis: analyseSession(conv.turns, window), now });
 }
