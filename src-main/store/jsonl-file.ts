@@ -50,11 +50,14 @@ export function readJsonLines(file: string, options: { allowTornLast?: boolean }
   return out;
 }
 
-/** Whether a file ends part-way through a line (a write a crash or a full disk cut short): the next line must start with a newline. */
-export function endsMidLine(file: string): boolean {
+/**
+ * Whether a file (by path, or an open descriptor that can read) ends part-way through a line (a
+ * write a crash or a full disk cut short): the next line must start with a newline.
+ */
+export function endsMidLine(file: string | number): boolean {
   let fd: number;
   try {
-    fd = fs.openSync(file, 'r');
+    fd = typeof file === 'number' ? file : fs.openSync(file, 'r');
   } catch {
     return false; // no file yet
   }
@@ -65,7 +68,7 @@ export function endsMidLine(file: string): boolean {
     fs.readSync(fd, last, 0, 1, size - 1);
     return last[0] !== 0x0a;
   } finally {
-    fs.closeSync(fd);
+    if (typeof file !== 'number') fs.closeSync(fd);
   }
 }
 

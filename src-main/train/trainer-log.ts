@@ -49,11 +49,10 @@ export class TrainerLog {
   }
 
   append(line: LogLine): void {
-    // After a line a crash or a full disk cut short, on a line of its own (the reader skips the torn one).
-    const after = endsMidLine(this.file) ? '\n' : '';
-    const fd = fs.openSync(this.file, 'a', PRIVATE_FILE_MODE);
+    const fd = fs.openSync(this.file, 'a+', PRIVATE_FILE_MODE);
     try {
-      appendLineSync(fd, after + JSON.stringify(line) + '\n');
+      // After a line a crash or a full disk cut short, on a line of its own (the reader skips the torn one).
+      appendLineSync(fd, (endsMidLine(fd) ? '\n' : '') + JSON.stringify(line) + '\n');
     } finally {
       fs.closeSync(fd);
     }
