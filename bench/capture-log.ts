@@ -4,9 +4,9 @@
 // docs/design.md §Capture log size) beside the same records written whole, as versions before
 // did: bytes on disk, an append (with its fsync), reading the log back (what every start does);
 // the database's rows, through the Workspace as live capture writes them; and rotation
-// (docs/design.md §Capture log rotation): a log of --settled closed sessions of --turns / 4
-// turns beside the open one, what a start reads and replays before and after they move to the
-// archive, and the rotation's own time.
+// (docs/design.md §Capture log rotation): a log of --settled sessions idle for a day (half
+// closed, half open) of --turns / 4 turns beside the active one, what a start reads and
+// replays before and after they move to the archive, and the rotation's own time.
 //
 //   npm run bench:capture-log [-- --turns 200 --tool-bytes 4000 --settled 20]
 import fs from 'node:fs';
@@ -120,12 +120,13 @@ try {
     `database: ${mb(db)} on disk (the rows' messages whole would be ${mb(wholeRowBytes)}; read back whole ${mb(stored)}); a turn applied: median ${median(applyTimes).toFixed(1)} ms, last 20 ${median(applyTimes.slice(-20)).toFixed(1)} ms`,
   );
 
-  // Rotation: the settled sessions (closed a day before) leave, the open agent session stays.
+  // Rotation: the sessions idle for a day leave, half of them closed and half left open by a
+  // client that names each chat (its X-Session-Id); the open agent session, active an hour ago, stays.
   const rotating = path.join(dir, 'rotating.jsonl');
   const log = CaptureLog.open(rotating);
   for (let i = 0; i < SETTLED; i++) {
     for (const r of agentSession(`capture:done-${i}`, Math.ceil(TURNS / 4), 1.7e12 - 86_400_000)) log.append(r);
-    log.append({ v: 1, t: 'close', session: `capture:done-${i}`, at: 1.7e12 - 86_400_000 + TURNS * 250 });
+    if (i % 2 === 0) log.append({ v: 1, t: 'close', session: `capture:done-${i}`, at: 1.7e12 - 86_400_000 + TURNS * 250 });
   }
   for (const r of records) log.append(r);
   /** What a start does with the log before the database: read it, and replay it into the live sessions. */
@@ -142,11 +143,11 @@ try {
   };
   const before = { bytes: fs.statSync(rotating).size, ...start() };
   const t = performance.now();
-  const stubs = rotateCaptureLog(log, new CaptureArchive(path.join(dir, 'archive')), before.live.settledIds(1.7e12 + TURNS * 1000 + 7 * 3_600_000));
+  const stubs = rotateCaptureLog(log, new CaptureArchive(path.join(dir, 'archive')), before.live.settled(1.7e12 + TURNS * 1000 + 3_600_000));
   const rotateMs = performance.now() - t;
   const after = { bytes: fs.statSync(rotating).size, ...start() };
   if (stubs.length !== SETTLED || after.live.conversationCount !== SETTLED + 1) throw new Error(`rotation moved ${stubs.length} sessions of ${SETTLED}`);
-  console.log(`rotation: ${SETTLED} settled sessions of ${Math.ceil(TURNS / 4)} turns and the open one: log ${mb(before.bytes)} → ${mb(after.bytes)}, a start's read and replay ${before.ms.toFixed(0)} → ${after.ms.toFixed(0)} ms (×${(before.ms / after.ms).toFixed(1)}); the rotation ${rotateMs.toFixed(0)} ms`);
+  console.log(`rotation: ${SETTLED} idle sessions (half closed, half open) of ${Math.ceil(TURNS / 4)} turns and the open one: log ${mb(before.bytes)} → ${mb(after.bytes)}, a start's read and replay ${before.ms.toFixed(0)} → ${after.ms.toFixed(0)} ms (×${(before.ms / after.ms).toFixed(1)}); the rotation ${rotateMs.toFixed(0)} ms`);
 } finally {
   fs.rmSync(dir, { recursive: true, force: true });
 }

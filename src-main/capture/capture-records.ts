@@ -10,7 +10,8 @@
  *   feedback a chat client's thumbs-up or -down on a reply (`POST /v1/feedback`): it becomes a
  *            manual label once the reply is a sample (docs/design.md §Feedback endpoint)
  *   archived a settled session's records were moved to an archive file (./log-archive.ts); this
- *            stub keeps its place: its id, its next sequence number, which file has it
+ *            stub keeps its place: its id, its next sequence number, which file has it, and
+ *            for a key's open latest segment what a request must begin with to continue it
  *
  * A request whose reply never came (the client or the server went away) still counts: the
  * user did say it, so its last message is the next state of the previous reply.
@@ -109,6 +110,21 @@ export interface ArchivedRecord {
   nextSeq: number;
   /** Whether the records include a main request (the session is a conversation in the database). */
   conversation: boolean;
+  /**
+   * Set when the session was its key's open latest segment, which a later request of its key
+   * may still continue (docs/design.md §Capture log rotation).
+   */
+  open?: ArchivedContinuation;
+}
+
+/** What continuing an archived session needs, its records being out of the log. */
+export interface ArchivedContinuation {
+  /** How many messages a continuing request must begin with: its last main request's, then that one's reply. */
+  messages: number;
+  /** sha256 of those messages' roles and trimmed texts (capture-sessions.ts transcriptHash). */
+  transcript: string;
+  /** When its last main request's messages were first sent, in order: [time in ms, how many messages]. */
+  stamps: [number, number][];
 }
 
 export type CaptureRecord = RequestRecord | ReplyRecord | CloseRecord | TrainedRecord | AdapterRecord | FeedbackRecord | ArchivedRecord;
@@ -182,6 +198,7 @@ export function parseRecord(value: unknown): LogLine {
     case 'archived':
       need(typeof r.session === 'string' && typeof r.file === 'string' && ARCHIVE_FILE_NAME.test(r.file), 'archived record without session or with a file name that is not a bare archive name');
       need(Number.isInteger(r.nextSeq) && (r.nextSeq as number) >= 0 && typeof r.conversation === 'boolean', 'archived record malformed');
+      need(r.open === undefined || isContinuation(r.open), 'archived record with a malformed continuation');
       return r as unknown as ArchivedRecord;
     default:
       throw new Error(`capture record: unknown type ${JSON.stringify(r.t)}`);
@@ -191,4 +208,10 @@ export function parseRecord(value: unknown): LogLine {
 /** The session a record belongs to, if any (what per-session delete removes). */
 export function recordSession(r: CaptureRecord): string | null {
   return r.t === 'request' || r.t === 'reply' || r.t === 'close' || r.t === 'feedback' || r.t === 'archived' ? r.session : null;
+}
+
+function isContinuation(v: unknown): v is ArchivedContinuation {
+  const c = v as ArchivedContinuation;
+  return typeof c === 'object' && c !== null && Number.isInteger(c.messages) && c.messages >= 0 && typeof c.transcript === 'string' && /^[0-9a-f]{64}$/.test(c.transcript)
+    && Array.isArray(c.stamps) && c.stamps.every((p) => Array.isArray(p) && p.length === 2 && Number.isFinite(p[0]) && Number.isInteger(p[1]) && p[1] > 0);
 }

@@ -171,10 +171,12 @@ export class CaptureService {
         else st.adapters.pop();
       }
     }
-    ws.applyCapture(st.sessions.exchangeRows(records), st.sessions.conversations(), st.log.filePath);
     const swept = st.archive.sweep(new Set(st.sessions.archived().flatMap((a) => a.files)));
     if (swept.length) this.options.log(`capture: removed ${swept.length} archive files no log line names (a rotation cut short): ${swept.join(', ')}`);
+    // The archive before the log: a session archived while open and continued since has its
+    // first exchanges there and the later ones here, and a database that lost it needs both.
     recoverArchived(st, ws, (line) => this.options.log(line));
+    ws.applyCapture(st.sessions.exchangeRows(records), st.sessions.conversations(), st.log.filePath);
     // The log is the truth: captured sessions it no longer has were deleted. A log created just
     // now never had them (e.g. a neighbour adopted the folder's old shared log): they stay.
     const missing = ws.captureCounts().sessionIds.filter((id) => !st.sessions.has(id));

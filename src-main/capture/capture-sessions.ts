@@ -8,8 +8,9 @@
  * - The key is the `X-Session-Id` header, else `user:<user field>`, else none.
  * - A key's latest segment takes the request when the segment is open and the request
  *   CONTINUES it: its messages start with the previous main request's messages plus that
- *   request's reply (role and trimmed text compared), and add at least one message.
- *   Otherwise (a new chat under the same `user`, an edited or regenerated history, a closed
+ *   request's reply (role and trimmed text compared), and add at least one message; a
+ *   segment whose records moved to the archive while open is compared by the hash its stub
+ *   keeps of those messages (./log-archive.ts). Otherwise (a new chat under the same `user`, an edited or regenerated history, a closed
  *   session) the key starts a new segment `capture:<key>#<n>`, so nothing recorded before is
  *   ever rewritten away.
  * - Without a key, the request joins the most recently active keyless open segment (seen
@@ -24,7 +25,7 @@
 import crypto from 'node:crypto';
 import type { ImportedConversation, ImportedTurn, Role, ToolCall } from '../../src-shared/types.js';
 import type { CaptureExchangeRow } from '../workspace/workspace.js';
-import type { CapturedMessage, CaptureRecord, ReplyRecord, RequestRecord } from './capture-records.js';
+import type { ArchivedContinuation, CapturedMessage, CaptureRecord, ReplyRecord, RequestRecord } from './capture-records.js';
 
 /** How long a keyless session stays open to prefix matching after its last request. */
 export const RECENT_MS = 6 * 60 * 60 * 1000;
@@ -45,6 +46,10 @@ interface Segment {
   archiveFiles: string[];
   /** Whether its archived records include a conversation (a main request). */
   archivedConversation: boolean;
+  /** Archived while open, and no main request since: what a request must begin with to continue it. */
+  continuation: ArchivedContinuation | null;
+  /** When the messages of its last archived main request were first sent (ms), one a message. */
+  archivedStamps: number[];
 }
 
 export interface Resolution {
@@ -72,6 +77,26 @@ function continues(seg: Segment, messages: CapturedMessage[]): boolean {
   return base.length > 0 && messages.length > base.length && base.every((m, i) => sameMessage(m, messages[i]!));
 }
 
+/** What `continues` compares of a transcript (roles and trimmed texts), as one hash: an archived session keeps it in its stub. */
+export function transcriptHash(messages: readonly CapturedMessage[]): string {
+  return crypto.createHash('sha256').update(JSON.stringify(messages.map((m) => [m.role, m.content.trim()]))).digest('hex');
+}
+
+/** Whether a new main request joins the segment: it continues it, or the segment has no conversation yet. */
+function joins(seg: Segment, messages: CapturedMessage[]): boolean {
+  const c = seg.continuation;
+  if (c) return messages.length > c.messages && transcriptHash(messages.slice(0, c.messages)) === c.transcript;
+  return seg.mains.length === 0 || continues(seg, messages);
+}
+
+/** When each message of the segment's last main request was first sent (ms). */
+function stampsOf(seg: Segment): number[] {
+  const n = seg.mains.at(-1)?.request.messages.length ?? 0;
+  const stamps = seg.archivedStamps.slice(0, n);
+  for (const { request } of seg.mains) for (let i = stamps.length; i < Math.min(request.messages.length, n); i++) stamps.push(request.at);
+  return stamps;
+}
+
 function generatedKey(now: number): string {
   const stamp = new Date(now).toISOString().replace(/[-:T]/g, '').slice(0, 14);
   return `live-${stamp}-${crypto.randomBytes(3).toString('hex')}`;
@@ -91,7 +116,10 @@ export class LiveSessions {
       seg.requestIds.push(record.id);
       seg.nextSeq = Math.max(seg.nextSeq, record.seq + 1);
       seg.lastSeenMs = Math.max(seg.lastSeenMs, record.at);
-      if (record.kind === 'main') seg.mains.push({ request: record, reply: null });
+      if (record.kind === 'main') {
+        seg.mains.push({ request: record, reply: null });
+        seg.continuation = null; // continued: its transcript is in memory again
+      }
     } else if (record.t === 'reply') {
       const seg = this.segmentFor(record.session);
       seg.lastSeenMs = Math.max(seg.lastSeenMs, record.at);
@@ -104,9 +132,12 @@ export class LiveSessions {
       this.segmentFor(record.session).closed = true;
     } else if (record.t === 'archived') {
       // Its records are in the archive: memory keeps what resolving a request needs (its place
-      // among its key's segments, its next sequence number), not its conversation.
+      // among its key's segments, its next sequence number, what continues it), not its conversation.
       const seg = this.segmentFor(record.session);
-      seg.closed = true;
+      if (record.open) {
+        seg.continuation = record.open;
+        seg.archivedStamps = record.open.stamps.flatMap(([at, n]) => Array<number>(n).fill(at));
+      } else seg.closed = true;
       seg.nextSeq = Math.max(seg.nextSeq, record.nextSeq);
       seg.lastSeenMs = Math.max(seg.lastSeenMs, record.at);
       if (!seg.archiveFiles.includes(record.file)) seg.archiveFiles.push(record.file);
@@ -123,7 +154,10 @@ export class LiveSessions {
     if (!seg) {
       const rest = sessionId.startsWith(ID_PREFIX) ? sessionId.slice(ID_PREFIX.length) : sessionId;
       const key = rest.replace(/#\d+$/, '');
-      seg = { id: sessionId, key, keyed: !key.startsWith('live-') && !key.startsWith('side-'), closed: false, lastSeenMs: 0, nextSeq: 0, mains: [], requestIds: [], archiveFiles: [], archivedConversation: false };
+      seg = {
+        id: sessionId, key, keyed: !key.startsWith('live-') && !key.startsWith('side-'), closed: false, lastSeenMs: 0, nextSeq: 0, mains: [], requestIds: [],
+        archiveFiles: [], archivedConversation: false, continuation: null, archivedStamps: [],
+      };
       this.segments.set(sessionId, seg);
       const list = this.byKey.get(key) ?? [];
       list.push(sessionId);
@@ -138,7 +172,7 @@ export class LiveSessions {
     if (key !== null) {
       const ids = this.byKey.get(key);
       const latest = ids ? this.segments.get(ids.at(-1)!) : undefined;
-      if (latest && (kind === 'side' || (!latest.closed && (latest.mains.length === 0 || continues(latest, messages))))) seg = latest;
+      if (latest && (kind === 'side' || (!latest.closed && joins(latest, messages)))) seg = latest;
       else if (kind === 'main') seg = this.segmentFor(ids ? `${ID_PREFIX}${key}#${ids.length + 1}` : `${ID_PREFIX}${key}`);
     } else {
       const candidates = [...this.segments.values()].filter((s) => !s.keyed && !s.closed && now - s.lastSeenMs <= RECENT_MS && continues(s, messages));
@@ -184,19 +218,31 @@ export class LiveSessions {
   }
 
   /**
-   * Sessions whose records may move to the archive (docs/design.md §Capture log rotation): idle
-   * for RECENT_MS, and joined by no request any more, being closed, keyless (a keyless session is
-   * continued only within RECENT_MS) or not their key's latest segment (only the latest is
-   * continued). Archived ones are closed, so they stay settled: records logged for them since
-   * (feedback, a side request) move too.
+   * Sessions whose records may move to the archive (docs/design.md §Capture log rotation), those
+   * idle for RECENT_MS, each with what continuing it needs when a request may still join it
+   * (its key's open latest segment; a keyless one is continued only within RECENT_MS), else
+   * undefined. Archived ones stay settled: records logged for them since (feedback, a side
+   * request) move too.
    */
-  settledIds(now: number): Set<string> {
-    const settled = new Set<string>();
+  settled(now: number): Map<string, ArchivedContinuation | undefined> {
+    const settled = new Map<string, ArchivedContinuation | undefined>();
     for (const seg of this.segments.values()) {
       if (now - seg.lastSeenMs <= RECENT_MS) continue;
-      if (seg.closed || !seg.keyed || this.byKey.get(seg.key)?.at(-1) !== seg.id) settled.add(seg.id);
+      const open = !seg.closed && seg.keyed && this.byKey.get(seg.key)?.at(-1) === seg.id;
+      settled.set(seg.id, open ? (seg.continuation ?? this.continuationOf(seg)) : undefined);
     }
     return settled;
+  }
+
+  private continuationOf(seg: Segment): ArchivedContinuation {
+    const messages = transcript(seg);
+    const stamps: [number, number][] = [];
+    for (const at of stampsOf(seg)) {
+      const run = stamps.at(-1);
+      if (run?.[0] === at) run[1]++;
+      else stamps.push([at, 1]);
+    }
+    return { messages: messages.length, transcript: transcriptHash(messages), stamps };
   }
 
   /** Archived sessions: the archive files that hold each one's records, and whether they include a conversation. */
@@ -215,11 +261,8 @@ export class LiveSessions {
     if (!seg || !last) return null;
     const messages = last.request.messages;
     // Each message is stamped with the time of the first request that carried it.
-    const stamps: number[] = [];
-    for (const { request } of seg.mains) {
-      for (let i = stamps.length; i < Math.min(request.messages.length, messages.length); i++) stamps.push(request.at / 1000);
-    }
-    const turns: ImportedTurn[] = messages.map((m, i) => turnOf(m, stamps[i] ?? last.request.at / 1000));
+    const stamps = stampsOf(seg);
+    const turns: ImportedTurn[] = messages.map((m, i) => turnOf(m, (stamps[i] ?? last.request.at) / 1000));
     if (last.reply) {
       const r = last.reply.reply;
       turns.push({

@@ -1,8 +1,12 @@
 /**
  * The capture log's archive (docs/design.md §Capture log rotation): `<db>.capture-archive/`
  * beside the database, a folder (0700) of files (0600) in the log's own format, each holding
- * every record of some settled sessions: sessions no request can join or extend any more
- * (closed, keyless, or not their key's latest segment) and idle for six hours.
+ * every record of some settled sessions: sessions idle for six hours. Most can take no more
+ * requests (closed, keyless, or not their key's latest segment); a key's open latest segment
+ * can, and its stub keeps what joining it needs (ArchivedContinuation: how many messages a
+ * continuing request begins with and their hash, and when they were first sent). A request
+ * that continues it is logged after the stub, whole: a client resends the whole conversation,
+ * so the session's conversation is that request's again and the archive is not read back.
  *
  * Every start reads and replays the capture log, and live sessions hold its text in memory, so
  * a log that only grew would make both grow with everything ever captured. Rotation moves the
@@ -22,7 +26,7 @@ import path from 'node:path';
 import { PRIVATE_FILE_MODE, sweepStaleTempFiles, writeFileAtomicSync } from '../store/atomic-file.js';
 import { captureArchivePathFor } from '../store/db-companions.js';
 import { encodeRecords, readCaptureLog, type CaptureLog, type ReadResult } from './capture-log.js';
-import { ARCHIVE_FILE_NAME, recordSession, type ArchivedRecord, type CaptureRecord } from './capture-records.js';
+import { ARCHIVE_FILE_NAME, recordSession, type ArchivedContinuation, type ArchivedRecord, type CaptureRecord } from './capture-records.js';
 
 export class CaptureArchive {
   constructor(readonly dir: string) {}
@@ -86,14 +90,19 @@ export class CaptureArchive {
 }
 
 /**
- * Moves the records of the `settled` sessions (stubs aside) from the log to a new archive file,
- * leaving a stub for each where its first record was. Returns the stubs written (none when the
- * log holds no record of those sessions).
+ * Moves the records of the `settled` sessions (LiveSessions.settled: each with what continuing
+ * it needs, if it may go on) from the log to a new archive file, leaving a stub for each where
+ * its first record was. Stubs stay; so does the feedback on a session that may go on, for a
+ * reply that is no sample yet waits in the log for its next message (docs/design.md §Feedback
+ * endpoint). Returns the stubs written (none when the log holds no record of those sessions).
  */
-export function rotateCaptureLog(log: CaptureLog, archive: CaptureArchive, settled: ReadonlySet<string>): ArchivedRecord[] {
+export function rotateCaptureLog(log: CaptureLog, archive: CaptureArchive, settled: ReadonlyMap<string, ArchivedContinuation | undefined>): ArchivedRecord[] {
   const stubs: ArchivedRecord[] = [];
   log.rewrite((records) => {
-    const moving = (r: CaptureRecord) => r.t !== 'archived' && settled.has(recordSession(r) ?? '');
+    const moving = (r: CaptureRecord) => {
+      const session = recordSession(r) ?? '';
+      return r.t !== 'archived' && settled.has(session) && !(r.t === 'feedback' && settled.get(session));
+    };
     const moved = records.filter(moving);
     if (moved.length === 0) return null;
     const file = archive.write(moved);
@@ -101,7 +110,10 @@ export function rotateCaptureLog(log: CaptureLog, archive: CaptureArchive, settl
     for (const r of moved) {
       const session = recordSession(r)!;
       let stub = bySession.get(session);
-      if (!stub) bySession.set(session, (stub = { v: 1, t: 'archived', session, at: 0, file, nextSeq: 0, conversation: false }));
+      if (!stub) {
+        const open = settled.get(session);
+        bySession.set(session, (stub = { v: 1, t: 'archived', session, at: 0, file, nextSeq: 0, conversation: false, ...(open ? { open } : {}) }));
+      }
       stub.at = Math.max(stub.at, r.at);
       if (r.t === 'request') {
         stub.nextSeq = Math.max(stub.nextSeq, r.seq + 1);

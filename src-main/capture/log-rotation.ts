@@ -4,7 +4,7 @@
  *
  * - Rotation runs when the log has reached `rotateAt`: at open, after the replay, and after an
  *   append that crossed it (the capture service queues it behind the request in hand). It moves
- *   every settled session's records (LiveSessions.settledIds) and lets go of them in memory.
+ *   every settled session's records (LiveSessions.settled) and lets go of them in memory.
  *   The next rotation waits until the log is twice what was left, so a log of sessions that are
  *   all still open is not rewritten at every request.
  * - Recovery runs at open: archived conversations the database lacks (it was lost or replaced)
@@ -60,10 +60,11 @@ interface RecoveryWorkspace extends FeedbackWorkspace {
 export function rotateIfDue(st: ArchivingState, now: number, log: (line: string) => void): void {
   if (st.log.size < st.rotateAt) return;
   try {
-    const stubs = rotateCaptureLog(st.log, st.archive, st.sessions.settledIds(now));
+    const stubs = rotateCaptureLog(st.log, st.archive, st.sessions.settled(now));
     for (const stub of stubs) st.sessions.apply(stub);
-    const moved = new Set(stubs.map((stub) => stub.session));
-    st.pendingFeedback = st.pendingFeedback.filter((f) => !moved.has(f.session));
+    // Feedback waiting for a next message that can no longer come; an open session's stays (in the log too).
+    const ended = new Set(stubs.filter((stub) => !stub.open).map((stub) => stub.session));
+    st.pendingFeedback = st.pendingFeedback.filter((f) => !ended.has(f.session));
     if (stubs.length) log(`capture: moved ${stubs.length} settled sessions to ${st.archive.dir}/${stubs[0]!.file}; the log is ${(st.log.size / 1e6).toFixed(1)} MB now`);
   } catch (err) {
     log(`capture: could not move settled sessions out of the log (it stays as it was): ${(err as Error).message}`);
