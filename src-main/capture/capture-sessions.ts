@@ -10,9 +10,9 @@
  *   CONTINUES it: its messages start with the previous main request's messages plus that
  *   request's reply (role and trimmed text compared), and add at least one message; a
  *   segment whose records moved to the archive while open is compared by the hash its stub
- *   keeps of those messages (./log-archive.ts). Otherwise (a new chat under the same `user`, an edited or regenerated history, a closed
- *   session) the key starts a new segment `capture:<key>#<n>`, so nothing recorded before is
- *   ever rewritten away.
+ *   keeps of those messages (./log-archive.ts). Otherwise (a new chat under the same `user`,
+ *   an edited or regenerated history, a closed session) the key starts a new segment
+ *   `capture:<key>#<n>`, so nothing recorded before is ever rewritten away.
  * - Without a key, the request joins the most recently active keyless open segment (seen
  *   within RECENT_MS) that it continues; otherwise it starts a new one with a generated key.
  * - Side requests (`X-Turn-Type: side`) never start or extend a conversation: they are kept

@@ -68,10 +68,8 @@ export function matchHashes(
   turns: readonly { role: string; text: string }[], inContext: readonly boolean[], responseTurns: readonly number[], previous?: MatchChain,
 ): MatchChain {
   let same = 0;
-  if (previous) {
-    const p = previous;
-    while (same < turns.length && same < p.roles.length && turns[same]!.role === p.roles[same] && turns[same]!.text === p.texts[same] && !!inContext[same] === p.inContext[same]) same++;
-  }
+  const p = previous;
+  if (p) while (same < turns.length && same < p.roles.length && turns[same]!.role === p.roles[same] && turns[same]!.text === p.texts[same] && !!inContext[same] === p.inContext[same]) same++;
   // before[i] is the chain over the in-context turns before turn i: the same as previous's up to `same`.
   const before = previous ? previous.before.slice(0, same + 1) : [''];
   for (let i = before.length - 1; i < turns.length; i++) before.push(inContext[i] ? sha256(before[i] + JSON.stringify([turns[i]!.role, turns[i]!.text])) : before[i]!);
