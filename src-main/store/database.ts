@@ -329,6 +329,15 @@ export class Store {
 
   /** Saves now if anything changed (or if `force`). Atomic: see atomic-file.ts. */
   flush(force = false): void {
+    this.save(force, true);
+  }
+
+  /**
+   * The save behind flush and close: the file written whole, then (`journalAfter`) a new journal
+   * following it. Closing starts none: it removes the journal the save just made stale (one left
+   * by a kill between names another save, which the next open ignores).
+   */
+  private save(force: boolean, journalAfter: boolean): void {
     if (this.closed || !this.writer) return;
     if (this.inTransaction) throw new Error('flush() inside a transaction would persist uncommitted data');
     if (this.timer) {
@@ -343,7 +352,7 @@ export class Store {
     const bytes = this.db.export();
     writeFileAtomicSync(this.path, bytes, PRIVATE_FILE_MODE);
     this.dirty = false;
-    this.journal = JournalWriter.start(journalPathFor(this.path), save, this.journal ?? undefined);
+    if (journalAfter) this.journal = JournalWriter.start(journalPathFor(this.path), save, this.journal ?? undefined);
     const ms = performance.now() - start;
     this.persistStats.saves += 1;
     this.persistStats.lastSaveMs = ms;
@@ -365,7 +374,7 @@ export class Store {
   close(): void {
     if (this.closed) return;
     if (this.inTransaction) this.rollback();
-    this.flush();
+    this.save(false, false);
     // Saved: the journal holds nothing the file lacks.
     if (this.journal) removeJournal(this.journal.file);
     this.free();

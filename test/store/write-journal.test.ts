@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it, vi } from 'vitest';
 import { UserError } from '../../src-shared/types.js';
 import { JOURNALED_STATEMENTS_MAX, Store } from '../../src-main/store/database.js';
-import { journalPathFor } from '../../src-main/store/write-journal.js';
+import { journalPathFor, JournalWriter } from '../../src-main/store/write-journal.js';
 import { TEST_TIMEOUT_MS } from '../helpers/deadlines.js';
 import { startServe } from '../e2e/helpers.js';
 import { tempDir } from './helpers.js';
@@ -66,8 +66,11 @@ describe('the write journal', () => {
     // Replaying saved the database and started the journal anew: nothing is replayed twice.
     expect(fs.readFileSync(journalPathFor(dbPath), 'utf8').trim().split('\n')).toHaveLength(1);
     store.run('INSERT INTO edits (i, note, x) VALUES (?, ?, ?)', [10_000, 'after', Infinity]);
+    const started = vi.spyOn(JournalWriter, 'start');
     store.close();
     expect(fs.existsSync(journalPathFor(dbPath))).toBe(false); // a clean close leaves no journal
+    expect(started).not.toHaveBeenCalled(); // nor writes one (and its fsyncs) to remove it
+    started.mockRestore();
     const again = await Store.open(dbPath, SLOW, 'read');
     expect(count(again)).toBe(n + 1);
     expect(again.get<{ x: number }>('SELECT x FROM edits WHERE i = 10000')!.x).toBe(Infinity);
