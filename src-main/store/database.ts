@@ -327,17 +327,8 @@ export class Store {
     this.flush();
   }
 
-  /** Saves now if anything changed (or if `force`). Atomic: see atomic-file.ts. */
-  flush(force = false): void {
-    this.save(force, true);
-  }
-
-  /**
-   * The save behind flush and close: the file written whole, then (`journalAfter`) a new journal
-   * following it. Closing starts none: it removes the journal the save just made stale (one left
-   * by a kill between names another save, which the next open ignores).
-   */
-  private save(force: boolean, journalAfter: boolean): void {
+  /** Saves now if anything changed (or if `force`), atomic (atomic-file.ts); a new journal follows unless close() asks none. */
+  flush(force = false, journalAfter = true): void {
     if (this.closed || !this.writer) return;
     if (this.inTransaction) throw new Error('flush() inside a transaction would persist uncommitted data');
     if (this.timer) {
@@ -374,8 +365,7 @@ export class Store {
   close(): void {
     if (this.closed) return;
     if (this.inTransaction) this.rollback();
-    this.save(false, false);
-    // Saved: the journal holds nothing the file lacks.
+    this.flush(false, false); // saved: the journal holds nothing the file lacks (one a kill left names another save)
     if (this.journal) removeJournal(this.journal.file);
     this.free();
   }
