@@ -8,6 +8,7 @@
 // is refused, so the view cannot be pointed at an arbitrary file.
 import fs from 'node:fs';
 import path from 'node:path';
+import { LRUCache } from 'lru-cache';
 import { gapByTurn, placeRewards } from '../../src-shared/episode-check.js';
 import { EPISODE_FINISHES, EPISODES_FILE, type EpisodeFinish } from '../../src-shared/rollout.js';
 import { REWARD_SIGNS, rewardSign, type RewardSign, type RolloutDetail, type RolloutPage, type RolloutRun } from '../../src-shared/rollouts-api.js';
@@ -31,13 +32,10 @@ interface ResolvedRun {
   file: string;
 }
 
-/** A Map used as a small least-recently-used cache. */
-function cached<K, V>(cache: Map<K, V>, key: K, limit: number, make: () => V): V {
+/** The cache's value for `key`, made and kept if it has none. */
+function cached<K extends {}, V extends {}>(cache: LRUCache<K, V>, key: K, make: () => V): V {
   let value = cache.get(key);
-  if (value === undefined) value = make();
-  cache.delete(key);
-  cache.set(key, value);
-  while (cache.size > limit) cache.delete(cache.keys().next().value!);
+  if (value === undefined) cache.set(key, (value = make()));
   return value;
 }
 
@@ -56,8 +54,8 @@ function zeroCounts<K extends string>(keys: readonly K[]): Record<K, number> {
 }
 
 export class RolloutsService {
-  private readonly indexes = new Map<string, EpisodeIndex>();
-  private readonly tokenizers = new Map<string, ChatTokenizer>();
+  private readonly indexes = new LRUCache<string, EpisodeIndex>({ max: KEPT_INDEXES });
+  private readonly tokenizers = new LRUCache<string, ChatTokenizer>({ max: KEPT_TOKENIZERS });
 
   /** `listedRuns`: the training runs listed for the open database. */
   constructor(private readonly listedRuns: () => Promise<TrainRunInfo[]>) {}
@@ -126,13 +124,13 @@ export class RolloutsService {
   }
 
   private index(file: string): EpisodeIndex {
-    return cached(this.indexes, file, KEPT_INDEXES, () => new EpisodeIndex(file));
+    return cached(this.indexes, file, () => new EpisodeIndex(file));
   }
 
   /** The run's tokenizer for token texts, or why it cannot be read (not kept: the folder may come back). */
   private tokenizer(modelDir: string): ChatTokenizer | Error {
     try {
-      return cached(this.tokenizers, modelDir, KEPT_TOKENIZERS, () => ChatTokenizer.load(modelDir));
+      return cached(this.tokenizers, modelDir, () => ChatTokenizer.load(modelDir));
     } catch (err) {
       return err as Error;
     }

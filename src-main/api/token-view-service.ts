@@ -13,6 +13,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { LRUCache } from 'lru-cache';
 import { UserError } from '../../src-shared/types.js';
 import { defaultMaxLength } from '../../src-shared/training.js';
 import type { TokenView, TokenViewMode, TokenViewResult } from '../../src-shared/token-view.js';
@@ -34,43 +35,6 @@ const MODELS_KEPT = 2;
 
 class Cancelled extends Error {}
 
-/** A small least-recently-used map (a Map keeps insertion order). */
-class Lru<V> {
-  private readonly map = new Map<string, V>();
-  constructor(private readonly size: number, private readonly onEvict: (value: V) => void = () => {}) {}
-
-  get(key: string): V | undefined {
-    const value = this.map.get(key);
-    if (value !== undefined) {
-      this.map.delete(key);
-      this.map.set(key, value);
-    }
-    return value;
-  }
-
-  set(key: string, value: V): void {
-    this.map.delete(key);
-    this.map.set(key, value);
-    while (this.map.size > this.size) {
-      const [oldest, evicted] = this.map.entries().next().value!;
-      this.map.delete(oldest);
-      this.onEvict(evicted);
-    }
-  }
-
-  delete(key: string): void {
-    this.map.delete(key);
-  }
-
-  values(): V[] {
-    return [...this.map.values()];
-  }
-
-  clear(): void {
-    this.map.clear();
-  }
-}
-
 /** Rejects with Cancelled as soon as the signal aborts; the work itself runs on in its worker. */
 function unlessAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
   if (signal.aborted) return Promise.reject(new Cancelled());
@@ -91,8 +55,12 @@ interface Scored {
 
 export class TokenViewService {
   private running: AbortController | null = null;
-  private readonly views = new Lru<TokenView>(CACHE_ENTRIES);
-  private readonly models = new Lru<Promise<LocalModel>>(MODELS_KEPT, (m) => void m.then((model) => model.close(), () => {}));
+  private readonly views = new LRUCache<string, TokenView>({ max: CACHE_ENTRIES });
+  /** A model pushed out is closed; one deleted (its load failed) or cleared (close()) is not closed here. */
+  private readonly models = new LRUCache<string, Promise<LocalModel>>({
+    max: MODELS_KEPT,
+    dispose: (m, _dir, reason) => void (reason === 'evict' && m.then((model) => model.close(), () => {})),
+  });
 
   constructor(
     private readonly events: EventHub,
@@ -123,7 +91,7 @@ export class TokenViewService {
 
   async close(): Promise<void> {
     this.running?.abort();
-    const models = this.models.values();
+    const models = [...this.models.values()];
     this.models.clear();
     this.views.clear();
     await Promise.all(models.map((m) => m.then((model) => model.close(), () => {})));

@@ -1,5 +1,6 @@
 // The `capture_exchanges` table: every chat-completions exchange recorded by live capture
 // (src-main/capture/), with the local model's rollout when it generated the reply.
+import { LRUCache } from 'lru-cache';
 import { sharedPrefixLength } from '../../src-shared/shared-prefix.js';
 import type { Store } from './database.js';
 
@@ -76,15 +77,13 @@ export function readCaptureExchanges(store: Store, sessionId?: string): CaptureE
  * never changes once inserted, so an entry holds while it is still the session's latest main
  * exchange before the next one in the database; a rolled-back or deleted one is not.
  */
-const lastMains = new WeakMap<Store, Map<string, { id: string; messages: unknown[] }>>();
+const lastMains = new WeakMap<Store, LRUCache<string, { id: string; messages: unknown[] }>>();
 const LAST_MAINS_KEPT = 16;
 
 function rememberMain(store: Store, x: CaptureExchangeRow): void {
   let sessions = lastMains.get(store);
-  if (!sessions) lastMains.set(store, (sessions = new Map()));
-  sessions.delete(x.sessionId);
+  if (!sessions) lastMains.set(store, (sessions = new LRUCache({ max: LAST_MAINS_KEPT })));
   sessions.set(x.sessionId, { id: x.id, messages: x.messages });
-  if (sessions.size > LAST_MAINS_KEPT) sessions.delete(sessions.keys().next().value!);
 }
 
 /** The session's main exchange stored last before `seq`, with all its messages. */

@@ -1,6 +1,7 @@
 // A conversation's content hash (sessions.content_hash): a re-import of an unchanged
 // conversation is recognised by it and touches nothing.
 import { createHash, type Hash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import type { ImportedConversation, ImportedTurn } from '../../src-shared/types.js';
 
 /**
@@ -22,15 +23,12 @@ export function contentHash(conv: ImportedConversation, memoKey?: string): strin
   // states[i]: the hash of the head and the first i turns, with their commas.
   const states = prior?.head === head ? prior.states.slice(0, same + 1) : [createHash('sha256').update(head)];
   for (let i = states.length - 1; i < conv.turns.length; i++) states.push(states[i]!.copy().update((i ? ',' : '') + JSON.stringify(conv.turns[i])));
-  hashedPrefixes.delete(memoKey);
   hashedPrefixes.set(memoKey, { head, turns: conv.turns, states });
-  if (hashedPrefixes.size > PREFIXES_KEPT) hashedPrefixes.delete(hashedPrefixes.keys().next().value!);
   return states[conv.turns.length]!.copy().update(tail).digest('hex');
 }
 
-/** The conversations hashed last with a memo key (at most PREFIXES_KEPT, the least recent dropped first). */
-const hashedPrefixes = new Map<string, { head: string; turns: readonly ImportedTurn[]; states: Hash[] }>();
-const PREFIXES_KEPT = 16;
+/** The conversations hashed last with a memo key (at most 16, the least recent dropped first). */
+const hashedPrefixes = new LRUCache<string, { head: string; turns: readonly ImportedTurn[]; states: Hash[] }>({ max: 16 });
 
 /** Whether two values certainly have the same JSON: the same keys in the same order, their values so too. */
 function sameJson(a: unknown, b: unknown): boolean {

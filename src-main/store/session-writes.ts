@@ -15,6 +15,7 @@
 // hands it each session's classification and samples, so the store depends on nothing
 // above it.
 import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import type { ContextSpan } from '../../src-shared/context-span.js';
 import type { ImportedConversation, ImportedTurn, SessionFormat, TurnClass } from '../../src-shared/types.js';
 import type { NoSampleReason } from '../../src-shared/views.js';
@@ -237,15 +238,13 @@ interface WrittenRows {
  * turns and samples: a rewrite drops the entry, rebuildAllSamples all of them, and a rolled-back
  * or deleted write leaves the database without the entry's hash, so it is not used.
  */
-const writtenInPlace = new WeakMap<Store, Map<string, WrittenRows>>();
+const writtenInPlace = new WeakMap<Store, LRUCache<string, WrittenRows>>();
 const WRITTEN_KEPT = 16;
 
 function rememberWritten(store: Store, id: string, rows: WrittenRows): void {
   let sessions = writtenInPlace.get(store);
-  if (!sessions) writtenInPlace.set(store, (sessions = new Map()));
-  sessions.delete(id);
+  if (!sessions) writtenInPlace.set(store, (sessions = new LRUCache({ max: WRITTEN_KEPT })));
   sessions.set(id, rows);
-  if (sessions.size > WRITTEN_KEPT) sessions.delete(sessions.keys().next().value!);
 }
 
 /** The session's stored turn and sample rows, as values in TURN_COLUMNS' / SAMPLE_COLUMNS' order. */

@@ -11,6 +11,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { LRUCache } from 'lru-cache';
 import { UserError } from '../../../src-shared/types.js';
 import { GGML_TYPES, ggmlTypeName } from './ggml-types.js';
 
@@ -218,7 +219,7 @@ function placeTensor(file: string, t: { name: string; dims: number[]; type: numb
 const SPLIT = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/;
 
 /** The last models opened, by path, size and modification time: a command opens one several times (config, weights, tokenizer). */
-const opened = new Map<string, GgufFile & { files: string[] }>();
+const opened = new LRUCache<string, GgufFile & { files: string[] }>({ max: 2 });
 
 /**
  * A GGUF model: one file, or every part of a split one (given any part). The metadata is the
@@ -236,10 +237,7 @@ export function openGguf(file: string): GgufFile & { files: string[] } {
   const hit = key !== undefined ? opened.get(key) : undefined;
   if (hit) return hit;
   const model = openUncached(file);
-  if (key !== undefined) {
-    opened.set(key, model);
-    if (opened.size > 2) opened.delete(opened.keys().next().value!);
-  }
+  if (key !== undefined) opened.set(key, model);
   return model;
 }
 
