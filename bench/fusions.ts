@@ -30,9 +30,8 @@ import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
 import { liveNodes } from '../src-main/graph/onnx.js';
 import type { Device } from '../src-main/model/ort-session.js';
 import { writeTinyModel } from '../tools/tiny-models.js';
-import { loraBKey, loraInputHook, loraSpecs, type LoraShape } from '../src-main/model/lora-inputs.js';
-import { seededRandom } from '../src-main/model/sampling.js';
-import { initLora } from '../src-main/train/lora.js';
+import { loraInputHook, type LoraShape } from '../src-main/model/lora-inputs.js';
+import { randomAdapter } from '../tools/random-adapter.js';
 
 const device = (process.env.BENCH_DEVICE ?? 'webgpu') as Device;
 const newTokens = Number(process.env.BENCH_NEW_TOKENS ?? 64);
@@ -52,14 +51,6 @@ type Variant = keyof typeof VARIANTS;
 
 /** The adapter the LoRA variants decode with: rank 16 on all seven projections, B far from zero. */
 const ADAPTER: LoraShape = { r: 16, alpha: 32, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] };
-function adapterWeights(engine: ModelEngine): Map<string, Float32Array> {
-  const specs = loraSpecs(engine.config, ADAPTER.targets);
-  const weights = initLora(specs, ADAPTER.r, 3);
-  const rand = seededRandom(4);
-  for (const spec of specs) weights.get(loraBKey(spec))!.forEach((_, i, b) => (b[i] = (rand() * 2 - 1) * 0.02));
-  return weights;
-}
-
 /** Nodes in the generate graph (a decode step's, before ONNX Runtime's own fusions), a device-independent count. */
 function decodeStepNodes(dir: string, variant: (typeof VARIANTS)[Variant]): number {
   const { fusedLora, ...fusions } = { fusedLora: false, ...variant.fusions };
@@ -70,7 +61,7 @@ function decodeStepNodes(dir: string, variant: (typeof VARIANTS)[Variant]): numb
 async function measure(label: string, dir: string, prompt: number[]): Promise<void> {
   const engines = Object.fromEntries(Object.entries(VARIANTS).map(([name, v]) => {
     const engine = ModelEngine.open(dir, { device, graphCache: false, fusions: v.fusions, ...(v.adapter ? { lora: ADAPTER } : {}) });
-    if (v.adapter) engine.setLora(adapterWeights(engine));
+    if (v.adapter) engine.setLora(randomAdapter(engine.config, ADAPTER, 3, 0.02));
     return [name, engine];
   })) as Record<Variant, ModelEngine>;
   try {

@@ -16,7 +16,7 @@ import { CarriedRows, REUSE_KEEP_MS, type TakenRow } from '../../src-main/model/
 import { KvCache } from '../../src-main/model/kv-cache.js';
 import { seededRandom } from '../../src-main/model/sampling.js';
 import type { LoraShape } from '../../src-main/model/lora-inputs.js';
-import { randomAdapter } from '../helpers/adapters.js';
+import { randomAdapter } from '../../tools/random-adapter.js';
 import { carriedRounds, expectSame } from '../helpers/carried-rounds.js';
 
 const STORIES = path.resolve('resources/models/stories260K');

@@ -13,7 +13,7 @@ import { ModelEngine, type BatchPrompt, type GenerateOptions } from '../../src-m
 import type { GeneratedTokens } from '../../src-main/model/batch-decode.js';
 import { CHUNK_TOKENS } from '../../src-main/model/chunk-decode.js';
 import type { LoraShape } from '../../src-main/model/lora-inputs.js';
-import { randomAdapter } from '../helpers/adapters.js';
+import { randomAdapter } from '../../tools/random-adapter.js';
 import { CudaUnavailableError } from '../../src-main/model/cuda-errors.js';
 import type { Device } from '../../src-main/model/ort-session.js';
 

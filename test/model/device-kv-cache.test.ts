@@ -19,7 +19,7 @@ import { CarriedRows, type TakenRow } from '../../src-main/model/carried-rows.js
 import { DeviceKvCache } from '../../src-main/model/device-kv-cache.js';
 import { UserError } from '../../src-shared/types.js';
 import type { LoraShape } from '../../src-main/model/lora-inputs.js';
-import { randomAdapter } from '../helpers/adapters.js';
+import { randomAdapter } from '../../tools/random-adapter.js';
 
 const STORIES = path.resolve('resources/models/stories260K');
 

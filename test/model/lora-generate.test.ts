@@ -12,9 +12,9 @@ import { ModelEngine, type GenerateOptions } from '../../src-main/model/inferenc
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { loraBKey, loraSpecs, type LoraShape } from '../../src-main/model/lora-inputs.js';
-import { initLora } from '../../src-main/train/lora.js';
 import { writeMergedModel } from '../../src-main/train/merge.js';
-import { seededRandom, writeTinyModel, type TinyModel } from '../../tools/tiny-models.js';
+import { writeTinyModel, type TinyModel } from '../../tools/tiny-models.js';
+import { randomAdapter } from '../../tools/random-adapter.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-loragen-'));
 const LORA: LoraShape = { r: 4, alpha: 8, targets: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] };
@@ -26,20 +26,11 @@ let merged: ModelEngine;
 let weights: Map<string, Float32Array>;
 let prompts: number[][];
 
-/** An adapter whose B is far from zero, so the adapted model really differs from the base. */
-function randomAdapter(seed: number): Map<string, Float32Array> {
-  const specs = loraSpecs(base.config, LORA.targets);
-  const w = initLora(specs, LORA.r, seed);
-  const rand = seededRandom(seed + 1);
-  for (const s of specs) w.get(loraBKey(s))!.forEach((_, i, b) => (b[i] = (rand() * 2 - 1) * 0.3));
-  return w;
-}
-
 beforeAll(() => {
   tiny = writeTinyModel(path.join(root, 'm'), { family: 'qwen3', seed: 5 });
   base = ModelEngine.open(tiny.dir, { threads: 1 });
   live = ModelEngine.open(tiny.dir, { threads: 1, lora: LORA });
-  weights = randomAdapter(7);
+  weights = randomAdapter(base.config, LORA, 7);
   const specs = loraSpecs(base.config, LORA.targets);
   writeMergedModel(Checkpoint.open(tiny.dir), path.join(root, 'merged'), { ...LORA, targets: [...LORA.targets] }, specs, weights);
   merged = ModelEngine.open(path.join(root, 'merged'), { threads: 1 });

@@ -18,7 +18,7 @@ import { webGpuAnswers } from '../helpers/webgpu.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 import { maxAbsDiff } from '../helpers/numbers.js';
 import type { LoraShape } from '../../src-main/model/lora-inputs.js';
-import { randomAdapter } from '../helpers/adapters.js';
+import { randomAdapter } from '../../tools/random-adapter.js';
 
 const hasWebGpu = await webGpuAnswers('webgpu-fusions', 'nothing is checked');
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-webgpu-fusions-'));
