@@ -95,7 +95,7 @@ function readTree(mapping: JsonObject, tally: WarningTally): Map<string, TreeNod
   const nodes = new Map<string, TreeNode>();
   for (const [key, value] of Object.entries(mapping)) {
     if (!isObject(value)) {
-      tally.add('in "mapping" that are not objects skipped');
+      tally.add('in "mapping" that {are} not objects skipped');
       continue;
     }
     const id = idOf(value.id) ?? key;

@@ -39,7 +39,7 @@ export const convertClaude = conversationConverter((raw) => {
     const known = readMessageRole(item, SENDER, tally);
     if (!known) continue;
     const produced = messageTurns(known.message, known.role, tally);
-    if (produced.length === 0) tally.add('that are empty skipped');
+    if (produced.length === 0) tally.add('that {are} empty skipped');
     turns.push(...produced);
   }
 

@@ -141,6 +141,7 @@ export class WarningTally {
   private counts = new Map<string, number>();
   private order: string[] = [];
 
+  /** `what` follows "N message(s)"; its `{are}` becomes "is" for one message. */
   add(what: string): void {
     if (!this.counts.has(what)) this.order.push(what);
     this.counts.set(what, (this.counts.get(what) ?? 0) + 1);
@@ -149,15 +150,18 @@ export class WarningTally {
   lines(): string[] {
     return this.order.map((what) => {
       const n = this.counts.get(what)!;
-      return `${n} ${n === 1 ? 'message' : 'messages'} ${what}`;
+      return `${n} ${n === 1 ? 'message' : 'messages'} ${what.replaceAll('{are}', n === 1 ? 'is' : 'are')}`;
     });
   }
 }
 
-/** "conversation 1234 “Title”" or "conversation #3", for warnings a person can act on. */
+/**
+ * "conversation 1234 “Title” (conversation #3)", or without an id "conversation #3 “Title”",
+ * "the conversation", "conversation at line 17": for warnings a person can act on. `position`
+ * is json-records' ("conversation #3", "the conversation", "line 17").
+ */
 export function describeConversation(id: string | undefined, title: string | undefined, position: string): string {
-  const parts = ['conversation'];
-  parts.push(id ? id : position);
+  const parts = [id ? `conversation ${id}` : /conversation/.test(position) ? position : `conversation at ${position}`];
   if (title) parts.push(`“${title.length > 60 ? title.slice(0, 57) + '…' : title}”`);
   if (id) parts.push(`(${position})`);
   return parts.join(' ');
@@ -259,7 +263,7 @@ export interface RoleField<R> {
  */
 export function readMessageRole<R>(message: unknown, field: RoleField<R>, tally: WarningTally): { message: JsonObject; role: R } | undefined {
   if (!isObject(message)) {
-    tally.add('that are not objects skipped');
+    tally.add('that {are} not objects skipped');
     return undefined;
   }
   const name = str(message[field.key]) ?? '';

@@ -87,7 +87,7 @@ export const convertMessages = conversationConverter((raw) => {
       turn.toolName = str(message.name) ?? (turn.toolCallId ? callNames.get(turn.toolCallId) : undefined);
     }
     if (!hasContent(turn)) {
-      tally.add('that are empty skipped');
+      tally.add('that {are} empty skipped');
       continue;
     }
     turns.push(compact(turn));

@@ -127,7 +127,7 @@ function toTurn(item: unknown, id: string, tally: WarningTally): ImportedTurn | 
     status: message.done === false ? 'in_progress' : undefined,
   });
   if (!hasContent(turn)) {
-    tally.add('that are empty skipped');
+    tally.add('that {are} empty skipped');
     return undefined;
   }
   return turn;

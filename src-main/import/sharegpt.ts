@@ -74,7 +74,7 @@ export const convertShareGpt = conversationConverter((raw) => {
     const { text, attachments } = media.replace(value.trim());
     const turn = compact<ImportedTurn>({ role: speaker, text, attachments, toolName: speaker === 'tool' ? lastCall?.name : undefined });
     if (!hasContent(turn)) {
-      tally.add('that are empty skipped');
+      tally.add('that {are} empty skipped');
       continue;
     }
     turns.push(turn);

@@ -385,7 +385,7 @@ describe('ChatGPT files', () => {
     expect(opened.warnings).toEqual([
       `${file}: conversation conv-broken “Broken one” (conversation #1) skipped: it has no "mapping" (the message tree)`,
       `${file}: conversation conv-bad “Bad mapping” (conversation #3) skipped: its "mapping" is not an object`,
-      `${file}: conversation conversation #4 skipped: it is not a JSON object`,
+      `${file}: conversation #4 skipped: it is not a JSON object`,
     ]);
   });
 

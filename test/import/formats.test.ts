@@ -34,7 +34,7 @@ describe('ShareGPT', () => {
     expect(first!.metadata).toEqual({ tools });
     expect(roles(second!)).toEqual(['user', 'assistant']);
     expect(second!.externalId).toBeUndefined();
-    expect(opened.warnings).toEqual([`${file}: conversation conversation #2: 1 message from an unknown speaker "narrator" skipped`]);
+    expect(opened.warnings).toEqual([`${file}: conversation #2: 1 message from an unknown speaker "narrator" skipped`]);
   });
 
   it('reads a single ShareGPT object', async () => {
@@ -83,7 +83,7 @@ describe('OpenAI chat JSONL', () => {
     const file = writeText(dir, 'bad-line.jsonl', jsonl([{ messages: 'nope' }, { messages: [{ role: 'user', content: 'Hi' }] }]));
     const { opened, conversations } = await importAll(file, 'openai');
     expect(conversations).toHaveLength(1);
-    expect(opened.warnings).toEqual([`${file}: conversation line 1 skipped: its "messages" is not an array`]);
+    expect(opened.warnings).toEqual([`${file}: conversation at line 1 skipped: its "messages" is not an array`]);
   });
 });
 
@@ -135,6 +135,20 @@ describe('Hugging Face messages', () => {
     expect(opened.format).toBe('messages');
     expect(conversations[0]!.turns[0]).toEqual({ role: 'user', text: '[image]Who?', attachments: [{ kind: 'image', name: 'a.jpg' }] });
     expect(conversations).toHaveLength(2);
+  });
+
+  it('names what it skipped in plain words: one message "is", two "are"; a line, a titled conversation', async () => {
+    const empty = { role: 'assistant', content: '' };
+    const file = writeJson(dir, 'hf-empty.json', [
+      { messages: [{ role: 'user', content: 'A' }, empty, { role: 'assistant', content: 'B' }] },
+      { title: 'Two blanks', messages: [{ role: 'user', content: 'C' }, empty, empty, { role: 'assistant', content: 'D' }] },
+    ]);
+    expect((await importAll(file)).opened.warnings).toEqual([
+      `${file}: conversation #1: 1 message that is empty skipped`,
+      `${file}: conversation #2 “Two blanks”: 2 messages that are empty skipped`,
+    ]);
+    const lines = writeText(dir, 'hf-empty.jsonl', jsonl([{ messages: [{ role: 'user', content: 'A' }, empty, { role: 'assistant', content: 'B' }] }]));
+    expect((await importAll(lines)).opened.warnings).toEqual([`${lines}: conversation at line 1: 1 message that is empty skipped`]);
   });
 });
 
@@ -215,10 +229,10 @@ describe('names that are Object.prototype members', () => {
     }
     expect(results.map((r) => r.opened.warnings)).toEqual([
       [
-        `${openai}: conversation line 1: 1 message with an unknown content part "toString" (its text kept)`,
-        `${openai}: conversation line 1: 1 message with an unknown role "constructor" skipped`,
+        `${openai}: conversation at line 1: 1 message with an unknown content part "toString" (its text kept)`,
+        `${openai}: conversation at line 1: 1 message with an unknown role "constructor" skipped`,
       ],
-      [`${sharegpt}: conversation conversation #1: 1 message from an unknown speaker "__PROTO__" skipped`],
+      [`${sharegpt}: conversation #1: 1 message from an unknown speaker "__PROTO__" skipped`],
       [`${claude}: conversation c (conversation #1): 1 message from an unknown sender "hasOwnProperty" skipped`],
       [`${openwebui}: conversation w (conversation #1): 1 message with an unknown role "valueOf" skipped`],
     ]);
