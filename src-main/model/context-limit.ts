@@ -24,7 +24,7 @@ export class ContextLengthError extends UserError {
   ) {
     super(
       `the prompt is ${promptTokens} tokens, but the model has ${maxPositions} positions ` +
-        `(max_position_embeddings in its config.json), which leaves no room for a reply; shorten the prompt`,
+        `(its context length), which leaves no room for a reply; shorten the prompt`,
     );
   }
 }

@@ -2,8 +2,9 @@
  * A Hugging Face checkpoint folder: `config.json` and its weights (`model.safetensors`, or
  * shards listed in `model.safetensors.index.json`).
  *
- * Supported families: Llama (`LlamaForCausalLM`), Qwen2 (q/k/v bias) and Qwen3 (RMSNorm of
- * q and k over head_dim before RoPE). Also: GQA, head_dim ≠ hidden/heads, tied embeddings,
+ * Supported families: Llama (`LlamaForCausalLM`; Mistral's `MistralForCausalLM` is the same
+ * network), Qwen2 (q/k/v bias) and Qwen3 (RMSNorm of q and k over head_dim before RoPE). Also:
+ * GQA, head_dim ≠ hidden/heads, tied embeddings,
  * rope_theta, and rope_scaling of type `linear` or `llama3` (also as transformers 5's
  * `rope_parameters`). Anything else is refused with a
  * message that names the file and the field or tensor, rather than producing wrong numbers.
@@ -26,6 +27,8 @@ export type { ModelConfig, ModelFamily, RopeScaling };
 
 const ARCHITECTURES: Record<string, ModelFamily> = {
   LlamaForCausalLM: 'llama',
+  // Llama's layers, with a sliding attention window in its first version (below).
+  MistralForCausalLM: 'llama',
   Qwen2ForCausalLM: 'qwen2',
   Qwen3ForCausalLM: 'qwen3',
 };
@@ -84,12 +87,24 @@ export function readModelConfig(dir: string): ModelConfig {
     qkNorm: family === 'qwen3',
     bosTokenId: typeof raw.bos_token_id === 'number' ? raw.bos_token_id : undefined,
     eosTokenIds,
-    maxPositionEmbeddings: num('max_position_embeddings', 4096),
+    maxPositionEmbeddings: slidingWindowCap(arch, raw, num('max_position_embeddings', 4096)),
   };
   if (!Number.isInteger(config.headDim)) throw new UserError(`${file}: head_dim is missing and hidden_size is not a multiple of num_attention_heads`);
   if (config.headDim % 2) throw new UserError(`${file}: head_dim ${config.headDim} must be even for RoPE`);
   if (numHeads % config.numKvHeads) throw new UserError(`${file}: num_attention_heads ${numHeads} is not a multiple of num_key_value_heads ${config.numKvHeads}`);
   return config;
+}
+
+/**
+ * The positions a model is used at. Mistral 7B v0.1 attends over a sliding window (4,096 of its
+ * 32,768 positions; later Mistrals set `sliding_window` to null), which the decoder does not
+ * build: within the window every query sees all of it, so its context is taken to be the window
+ * and no row, prompt or reply goes past it (docs/design.md §The context window). Qwen2 and
+ * Qwen3 configs carry a `sliding_window` too, used only under `use_sliding_window` (refused above).
+ */
+function slidingWindowCap(arch: string, raw: Record<string, unknown>, positions: number): number {
+  const window = raw.sliding_window;
+  return arch === 'MistralForCausalLM' && typeof window === 'number' && window > 0 ? Math.min(positions, window) : positions;
 }
 
 /**

@@ -1,5 +1,5 @@
 // Checkpoints written by transformers itself (test/interop/py/make_models.py): tiny random Llama,
-// Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, a
+// Mistral, Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, a
 // Qwen3 with attention_bias (biases on q, k, v and o, which released Qwen3 models leave off), saved
 // by save_pretrained with transformers 5's config.json (rope_parameters, dtype). For each one,
 // Hindsight's `score` (the CLI, rows batched together) gives transformers' per-token log-probs
@@ -28,11 +28,15 @@ const TEXTS = [
 ];
 const PROMPTS = ['Hello, who are you?', 'Write one sentence about the sea.', 'x'];
 
-interface Model { name: string; family: 'llama' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16'; head_dim?: number; rope_theta?: number; rope_scaling?: Record<string, unknown>; attention_bias?: boolean }
+interface Model { name: string; family: 'llama' | 'mistral' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16'; head_dim?: number; rope_theta?: number; rope_scaling?: Record<string, unknown>; attention_bias?: boolean; sliding_window?: number | null }
 const LLAMA3_ROPE = { rope_type: 'llama3', factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 64 };
 const MODELS: Model[] = [
   { name: 'llama-fp32-untied', family: 'llama', tie: false, dtype: 'F32', rope_theta: 500000, rope_scaling: LLAMA3_ROPE },
   { name: 'llama-bf16-tied', family: 'llama', tie: true, dtype: 'BF16', head_dim: 24 },
+  // Mistral: Llama's network under MistralForCausalLM. Nemo's shape (no window, head_dim ≠ hidden/heads),
+  // and v0.1's window, here wider than the 512 positions (a narrower one caps them: test/model/mistral-config.test.ts).
+  { name: 'mistral-fp32-untied', family: 'mistral', tie: false, dtype: 'F32', head_dim: 24, rope_theta: 1000000, sliding_window: null },
+  { name: 'mistral-bf16-window', family: 'mistral', tie: true, dtype: 'BF16', sliding_window: 4096 },
   { name: 'qwen2-fp32-tied', family: 'qwen2', tie: true, dtype: 'F32', rope_theta: 1000000 },
   { name: 'qwen2-bf16-untied', family: 'qwen2', tie: false, dtype: 'BF16' },
   { name: 'qwen3-fp32-untied', family: 'qwen3', tie: false, dtype: 'F32', head_dim: 32, rope_theta: 1000000 },
@@ -73,6 +77,7 @@ describe.skipIf(!interopPython)('checkpoints written by transformers', () => {
       expect(c.dtype, m.name).toBe(m.dtype === 'BF16' ? 'bfloat16' : 'float32');
       expect(c.tie_word_embeddings, m.name).toBe(m.tie);
       if (m.attention_bias) expect(c.attention_bias, m.name).toBe(true);
+      if (m.family === 'mistral') expect([c.architectures, c.sliding_window], m.name).toEqual([['MistralForCausalLM'], m.sliding_window]);
     }
   });
 

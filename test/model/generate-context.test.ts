@@ -75,7 +75,7 @@ describe('hindsight generate', () => {
     const r = await cli('generate', '--model', STORIES, '--prompt', 'Once upon a time there was a cat. '.repeat(200));
     expect(r.code).toBe(1);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
-    expect(r.stderr).toMatch(/but the model has 512 positions \(max_position_embeddings in its config\.json\)/);
+    expect(r.stderr).toMatch(/but the model has 512 positions \(its context length\)/);
   });
 
   it('caps --max-new-tokens to the positions left, with a note', async () => {
