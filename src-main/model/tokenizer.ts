@@ -197,6 +197,11 @@ export class ChatTokenizer {
    * (DeepSeek-R1 and its distills write `<think>\n` there, and drop the reasoning from a
    * rendered reply) is continued instead: see {@link continueOpenedThink}.
    *
+   * A template that renders the history differently once the reply follows (Mistral's put the
+   * system message into the last user turn only while that turn is last, so the conversation
+   * with the reply has no system message at all) gives the reply as it ends that conversation,
+   * after the prompt as generation sees it: see {@link replyAfterRewrittenHistory}.
+   *
    * Any other mismatch (Qwen3 with `enable_thinking: false`, whose generation prompt is an
    * empty think block, and a reply that carries reasoning) leaves the reply's tokens without
    * a place, and this throws a UserError rather than train on a misaligned span.
@@ -210,7 +215,7 @@ export class ChatTokenizer {
     const now = new Date(); // every render sees the same date (Llama 3.2 writes today's date)
     const prompt = this.render(messages, { ...options, addGenerationPrompt: true }, now);
     const full = this.render([...messages, { role: 'assistant', content: response }], { ...options, addGenerationPrompt: false }, now);
-    const reply = full.startsWith(prompt) ? full.slice(prompt.length) : this.continueOpenedThink(messages, response, options, now, prompt, full);
+    const reply = full.startsWith(prompt) ? full.slice(prompt.length) : this.replyWhereHistoryDiffers(messages, response, options, now, prompt, full);
     const promptIds = this.encode(prompt);
     const fullIds = this.encode(prompt + reply);
     if (promptIds.every((id, i) => fullIds[i] === id) && fullIds.length > promptIds.length) {
@@ -219,6 +224,30 @@ export class ChatTokenizer {
     const tail = this.encode(reply);
     if (tail.length === 0) throw new UserError('the chat template renders the response as nothing: cannot find its tokens');
     return { inputIds: [...promptIds, ...tail], responseStart: promptIds.length };
+  }
+
+  /** The reply's text when the prompt is not the start of the conversation with the reply (encodeResponse). */
+  private replyWhereHistoryDiffers(messages: ChatMessage[], response: string, options: TemplateOptions, now: Date, prompt: string, full: string): string {
+    const opened = prompt.slice(sharedPrefixLength(prompt, full));
+    if (/^<think>\s*$/.test(opened)) return this.continueOpenedThink(messages, response, options, now, opened, prompt, full);
+    return this.replyAfterRewrittenHistory(messages, response, options, now, prompt, full);
+  }
+
+  /**
+   * The reply where the conversation's history renders otherwise once the reply follows it
+   * (Mistral's system message, written into the last user turn only while that turn is last).
+   * The model generates from the prompt, so what it learns to write is the reply as the
+   * template ends the conversation with it: the response and the end of turn, taken only when
+   * the conversation with the reply ends with the generation prompt, the response and that end
+   * of turn (the reply turn itself rendered as generation writes it). Anything else throws the
+   * UserError of a reply that does not follow its prompt.
+   */
+  private replyAfterRewrittenHistory(messages: ChatMessage[], response: string, options: TemplateOptions, now: Date, prompt: string, full: string): string {
+    const bare = this.render(messages, { ...options, addGenerationPrompt: false }, now);
+    if (!prompt.startsWith(bare)) throw new UserError(notAPrefixMessage(prompt, full));
+    const reply = response + this.endOfTurn(messages, options, now);
+    if (!full.endsWith(prompt.slice(bare.length) + reply)) throw new UserError(notAPrefixMessage(prompt, full));
+    return reply;
   }
 
   /**
@@ -233,9 +262,7 @@ export class ChatTokenizer {
    *     as Qwen3 writes an empty one), then the reply.
    * Anything else throws the UserError of a reply that does not follow its prompt.
    */
-  private continueOpenedThink(messages: ChatMessage[], response: string, options: TemplateOptions, now: Date, prompt: string, full: string): string {
-    const opened = prompt.slice(sharedPrefixLength(prompt, full));
-    if (!/^<think>\s*$/.test(opened)) throw new UserError(notAPrefixMessage(prompt, full));
+  private continueOpenedThink(messages: ChatMessage[], response: string, options: TemplateOptions, now: Date, opened: string, prompt: string, full: string): string {
     const endOfTurn = this.endOfTurn(messages, options, now);
     if (response.startsWith(opened)) return response.slice(opened.length) + endOfTurn;
     if (response.trimStart().startsWith('<think>')) throw new UserError(notAPrefixMessage(prompt, full));

