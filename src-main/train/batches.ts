@@ -96,6 +96,19 @@ export function skip(set: RowSet, reason: string): void {
   set.skipped[reason] = (set.skipped[reason] ?? 0) + 1;
 }
 
+/**
+ * Why the chat template leaves a sample without a row (the tokenizer's UserError): the
+ * template's own refusal (`raise_exception`: Mistral's tool-call ids of 9 characters, roles
+ * that must alternate), another failure to render, or a reply that does not follow its prompt.
+ */
+export function templateSkipReason(err: UserError): string {
+  const raised = /the template raised an error: ([\s\S]*)$/.exec(err.message);
+  if (raised) return `the chat template refuses the conversation: ${raised[1]!.trim()}`;
+  const failed = /^chat template failed to render: ([\s\S]*)$/.exec(err.message);
+  if (failed) return `the chat template fails on the conversation: ${failed[1]!.trim()}`;
+  return 'the chat template does not place the reply after its prompt';
+}
+
 // ── rows from the database ─────────────────────────────────────────────────────────────
 
 /**
@@ -121,14 +134,15 @@ export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: C
     const messages: ChatMessage[] = s.messages.map((m) => ({ ...m }));
     const rollout = rolloutSpan(s, tokenizer, messages, maxLength);
     // A template may render a reply that does not continue its own generation prompt (Qwen3
-    // without thinking, given a reply that contains <think>): that one sample cannot be
+    // without thinking, given a reply that contains <think>), or refuse the conversation
+    // (Mistral's, a tool call whose id is not 9 characters): that one sample cannot be
     // trained, the rest of the run can.
     let spans: ReturnType<typeof windowedSpans>;
     try {
       spans = windowedSpans(s, tokenizer, messages, rollout, wantTeacher, maxLength);
     } catch (err) {
       if (!(err instanceof UserError)) throw err;
-      skip(set, 'the chat template does not place the reply after its prompt');
+      skip(set, templateSkipReason(err));
       continue;
     }
     if (!spans) {

@@ -18,7 +18,7 @@ import type { TrainingSample } from '../../src-shared/views.js';
 import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
 import { withLessons } from '../../src-shared/lessons.js';
-import { fitRow, padBatch, responseValues, type TokenSpan, type TrainRow } from './batches.js';
+import { fitRow, padBatch, responseValues, templateSkipReason, type TokenSpan, type TrainRow } from './batches.js';
 import { windowedResponse } from './fit-max-length.js';
 import type { StepBatch } from './training-step.js';
 
@@ -106,7 +106,7 @@ export function evalRowsFromSamples(samples: readonly TrainingSample[], tokenize
       set.rows.push({ key: `${s.sessionId}/${s.responseTurn}`, sessionId: s.sessionId, reward: s.reward, ...spans, ...(repair ? { repair } : {}) });
     } catch (err) {
       if (!(err instanceof UserError)) throw err;
-      skip('the chat template does not place the reply after its prompt');
+      skip(templateSkipReason(err));
     }
   }
   return set;

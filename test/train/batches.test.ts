@@ -67,6 +67,16 @@ describe('rows from the database', () => {
     expect(set.skipped).toEqual({ 'no ±1 reward': 1, 'the chat template does not place the reply after its prompt': 3 });
   });
 
+  it("a conversation the template refuses (raise_exception, as Mistral's do) is skipped under the template's own words", () => {
+    const tok = withTemplate('refusing-model',
+      "{% if messages | length > 3 %}{{ raise_exception('Only short chats, please!') }}{% endif %}" +
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}" +
+      "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
+    const set = rowsFromSamples(samples, tok, 'rl', 512); // sort/6 has 6 messages before its reply
+    expect(origins(set.rows)).toEqual(['openai:sort/2', 'openai:s1/2']);
+    expect(set.skipped).toEqual({ 'no ±1 reward': 1, 'the chat template refuses the conversation: Only short chats, please!': 1 });
+  });
+
   it('DeepSeek-R1 style (the generation prompt opens <think>): the reply span starts where the prompt ends', () => {
     const tok = withTemplate('think-model',
       "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}" +
