@@ -84,6 +84,8 @@ export class ChatTokenizer {
   readonly thinkStartId?: number;
   readonly thinkEndId?: number;
   private readonly template: Template;
+  /** The tool-call id length the template insists on (Mistral's: 9), where it checks one. */
+  private readonly toolCallIdLength?: number;
 
   private constructor(private readonly tokenizer: Tokenizer, config: Record<string, unknown>, templateText: string | undefined, dir: string, moreEos: number[] = []) {
     this.bosToken = tokenText(config.bos_token);
@@ -100,6 +102,8 @@ export class ChatTokenizer {
     this.thinkStartId = tokenizer.token_to_id('<think>');
     this.thinkEndId = tokenizer.token_to_id('</think>');
     this.chatTemplateSource = templateText ? 'model' : 'fallback';
+    const idLength = /(?:\.id|tool_call_id)\s*\|\s*length\s*!=\s*(\d+)/.exec(templateText ?? '');
+    this.toolCallIdLength = idLength ? Number(idLength[1]) : undefined;
     try {
       this.template = new Template(templateText ?? FALLBACK_CHAT_TEMPLATE);
     } catch (err) {
@@ -162,7 +166,7 @@ export class ChatTokenizer {
   private render(messages: ChatMessage[], options: TemplateOptions, now: Date): string {
     const env = templateGlobals(now);
     const context: Record<string, unknown> = {
-      messages: templateMessages(messages),
+      messages: templateMessages(messages, this.toolCallIdLength),
       add_generation_prompt: options.addGenerationPrompt ?? false,
       bos_token: this.bosToken ?? '',
       eos_token: this.eosToken ?? '',
@@ -339,13 +343,25 @@ export function strftimeC(date: Date, format: string): string {
  * reply down the tool-call branch). Tool-call `arguments` given as a JSON-object string (the
  * OpenAI wire form) are parsed into the object the templates expect: Qwen2.5's and Llama 3's
  * `arguments | tojson` would otherwise write a quoted string of JSON.
+ *
+ * With `idLength` (a template that refuses tool-call ids of another length: Mistral's take 9
+ * characters, OpenAI's are `call_` and 24 more), a longer id is cut to its last `idLength`
+ * characters, in the call and in the tool result that answers it, as vLLM serves Mistral models;
+ * a shorter one is left for the template to refuse.
  */
-export function templateMessages(messages: readonly ChatMessage[]): ChatMessage[] {
+export function templateMessages(messages: readonly ChatMessage[], idLength?: number): ChatMessage[] {
+  const cut = (id: unknown) => (idLength !== undefined && typeof id === 'string' && id.length > idLength ? id.slice(-idLength) : id);
   return messages.map((m) => {
     const out = Object.fromEntries(Object.entries(m).filter(([, v]) => v !== undefined)) as ChatMessage;
-    if (Array.isArray(m.tool_calls)) out.tool_calls = m.tool_calls.map(withParsedArguments);
+    if (Array.isArray(m.tool_calls)) out.tool_calls = m.tool_calls.map((call) => withCutId(withParsedArguments(call), cut));
+    if (out.tool_call_id !== undefined) out.tool_call_id = cut(out.tool_call_id);
     return out;
   });
+}
+
+function withCutId(call: unknown, cut: (id: unknown) => unknown): unknown {
+  if (!call || typeof call !== 'object' || !('id' in call) || cut(call.id) === call.id) return call;
+  return { ...call, id: cut(call.id) };
 }
 
 function withParsedArguments(call: unknown): unknown {

@@ -352,6 +352,17 @@ describe('Mistral Nemo Instruct template', () => {
     expect(userError(() => mistralNemo.encodeResponse(TOOL_HISTORY, 'It is 18°C.'))).toMatch(/Tool call IDs should be alphanumeric strings with length 9/);
   });
 
+  it("OpenAI's longer tool-call ids go in as their last 9 characters, as vLLM serves Mistral", () => {
+    const id = 'call_AbCdEfGhIjKlMnOpQrStUvWx';
+    const messages: ChatMessage[] = [TOOL_HISTORY[0]!, { ...TOOL_HISTORY[1]!, tool_calls: [{ ...CALL, id }] }, { ...TOOL_HISTORY[2]!, tool_call_id: id }];
+    const text = mistralNemo.applyChatTemplate(messages, { addGenerationPrompt: true });
+    expect(text).toContain('"id": "pQrStUvWx"}]</s>');
+    expect(text).toContain('"call_id": "pQrStUvWx"}');
+    expect(mistralNemo.decode(mistralNemo.encodeResponse(messages, 'It is 18°C.').inputIds, false).endsWith('[/TOOL_RESULTS]It is 18°C.</s>')).toBe(true);
+    // A template without such a check sees the ids as they are.
+    expect(qwen25.applyChatTemplate(messages)).toBe(qwen25.applyChatTemplate(TOOL_HISTORY).replace('call_1', id));
+  });
+
   it('a reply after a tool result with a 9-character id: the span is the reply and </s>', () => {
     const call = { ...CALL, id: 'abcdefghi' };
     const messages: ChatMessage[] = [TOOL_HISTORY[0]!, { ...TOOL_HISTORY[1]!, tool_calls: [call] }, { ...TOOL_HISTORY[2]!, tool_call_id: 'abcdefghi' }];
