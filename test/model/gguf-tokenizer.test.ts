@@ -1,5 +1,5 @@
 // The tokenizer a GGUF's metadata describes (src-main/model/gguf/tokenizer-json.ts through
-// ChatTokenizer.load): real Qwen2.5 and Llama 3 vocabularies stored as llama.cpp's converter
+// ChatTokenizer.load): real Qwen2.5, Llama 3 and Mistral Nemo vocabularies stored as llama.cpp's converter
 // stores them (tokens, token types, merges, tokenizer.ggml.pre) encode like their own
 // tokenizer.json; a hand-made SentencePiece vocabulary with scores merges by score and falls
 // back to bytes; the chat template, BOS/EOS and add-BOS come from the metadata.
@@ -53,6 +53,7 @@ function gpt2Metadata(name: RealTokenizer, pre: string, bos: string | undefined,
 describe.each([
   { name: 'qwen2.5' as const, pre: 'qwen2', bos: undefined, eos: '<|im_end|>', eot: '<|endoftext|>' },
   { name: 'llama3' as const, pre: 'llama-bpe', bos: '<|begin_of_text|>', eos: '<|end_of_text|>', eot: '<|eot_id|>' },
+  { name: 'mistral-nemo' as const, pre: 'tekken', bos: '<s>', eos: '</s>', eot: undefined },
 ])('a $name vocabulary (gpt2, pre $pre) from GGUF metadata', ({ name, pre, bos, eos, eot }) => {
   const file = path.join(tmp, `${name}.gguf`);
   writeGguf(file, gpt2Metadata(name, pre, bos, eos, eot));
@@ -71,7 +72,7 @@ describe.each([
     const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }];
     expect(fromGguf.chatTemplateSource).toBe('model');
     expect(fromGguf.encodeChat(messages)).toEqual(fromFolder.encodeChat(messages));
-    expect(fromGguf.eosTokenIds.sort()).toEqual([fromGguf.tokenToId(eos)!, fromGguf.tokenToId(eot)!].sort());
+    expect(fromGguf.eosTokenIds.sort()).toEqual([eos, eot].filter((t) => t !== undefined).map((t) => fromGguf.tokenToId(t)!).sort());
     expect(fromGguf.bosTokenId).toBe(bos ? fromGguf.tokenToId(bos) : undefined);
   });
 });

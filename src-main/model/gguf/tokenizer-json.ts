@@ -4,7 +4,7 @@
  *
  *   `tokenizer.ggml.model` `gpt2`: byte-level BPE from `tokens` and `merges`; the split rule
  *       before it is the one `tokenizer.ggml.pre` names (llama.cpp's names: gpt-2/default,
- *       llama-bpe, qwen2 and its kin, smollm), each as the model's own tokenizer.json writes it.
+ *       llama-bpe, qwen2 and its kin, smollm, tekken), each as the model's own tokenizer.json writes it.
  *   `llama`: SentencePiece BPE from `tokens` and `scores`: a piece's merge ranks by its score
  *       (the merges transformers derives for SentencePiece models), byte fallback to the
  *       `<0xNN>` tokens, `▁` for spaces with one prepended unless `add_space_prefix` is false.
@@ -20,6 +20,8 @@ const CONTROL = 3, USER_DEFINED = 4;
 
 // The split rules, as the models' tokenizer.json files write them.
 const LLAMA3_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// Mistral Nemo's Tekken: letters split at case changes, every digit alone.
+const TEKKEN_REGEX = "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const QWEN2_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const byteLevel = (useRegex: boolean) => ({ type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: useRegex });
 const split = (regex: string) => ({ type: 'Split', pattern: { Regex: regex }, behavior: 'Isolated', invert: false });
@@ -30,6 +32,7 @@ const PRE_TOKENIZERS: Record<string, { pre: unknown; normalizer?: unknown; ignor
   'llama-bpe': { pre: { type: 'Sequence', pretokenizers: [split(LLAMA3_REGEX), byteLevel(false)] }, ignoreMerges: true },
   qwen2: { pre: { type: 'Sequence', pretokenizers: [split(QWEN2_REGEX), byteLevel(false)] }, normalizer: { type: 'NFC' } },
   smollm: { pre: { type: 'Sequence', pretokenizers: [{ type: 'Digits', individual_digits: true }, byteLevel(true)] } },
+  tekken: { pre: { type: 'Sequence', pretokenizers: [split(TEKKEN_REGEX), byteLevel(false)] }, ignoreMerges: true },
 };
 PRE_TOKENIZERS['llama3'] = PRE_TOKENIZERS['llama-v3'] = PRE_TOKENIZERS['llama-bpe']!;
 for (const name of ['deepseek-r1-qwen', 'qwen35']) PRE_TOKENIZERS[name] = PRE_TOKENIZERS['qwen2']!;
