@@ -1,6 +1,7 @@
 /**
- * Structure in generated text: `<think>…</think>` reasoning and Hermes-style
- * `<tool_call>{"name": …, "arguments": {…}}</tool_call>` blocks (Qwen's format).
+ * Structure in generated text: `<think>…</think>` reasoning and tool calls, as Hermes-style
+ * `<tool_call>{"name": …, "arguments": {…}}</tool_call>` blocks (Qwen's format) or, for a
+ * tokenizer with Mistral's `[TOOL_CALLS]` token, the JSON list the model writes after it.
  *
  * Reasoning is split by token ids where the tokenizer has `<think>`/`</think>` as tokens
  * (exact, and immune to the text "</think>" spelled out of ordinary pieces), else by text.
@@ -32,6 +33,9 @@ export interface ParsedReply {
 export interface ThinkTokens {
   thinkStartId?: number;
   thinkEndId?: number;
+  /** Mistral's `[TOOL_CALLS]` token (ChatTokenizer.toolCallsId): what follows it is the calls. */
+  toolCallsId?: number;
+  /** Text of ids, special tokens left out. */
   decode(ids: number[]): string;
 }
 
@@ -100,9 +104,39 @@ export function parseToolCalls(text: string): { content: string; toolCalls: Open
 
 /** Reasoning, tool calls and answer of one generated reply. */
 export function parseReply(tokens: number[], tok: ThinkTokens): ParsedReply {
-  const { reasoning, answer } = splitReasoning(tokens, tok);
-  const { content, toolCalls, errors } = parseToolCalls(answer);
+  const callsAt = tok.toolCallsId === undefined ? -1 : tokens.indexOf(tok.toolCallsId);
+  const { reasoning, answer } = splitReasoning(callsAt < 0 ? tokens : tokens.slice(0, callsAt), tok);
+  const { content, toolCalls, errors } = callsAt < 0 ? parseToolCalls(answer) : { content: answer, ...parseToolCallList(tok.decode(tokens.slice(callsAt + 1))) };
   return { content, reasoning, toolCalls, toolCallErrors: errors };
+}
+
+/**
+ * Mistral's calls: the JSON list written after `[TOOL_CALLS]`, `[{"name": …, "arguments": {…},
+ * "id"?: …}, …]` (one object alone is taken too). A call keeps an id of 9 characters, the only
+ * length Mistral's templates take back; others get `call00000`, `call00001`, … Bad JSON or a
+ * call without a name becomes an error entry, never a throw.
+ */
+export function parseToolCallList(text: string): { toolCalls: OpenAIToolCall[]; errors: ToolCallError[] } {
+  const raw = text.trim();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch (err) {
+    return { toolCalls: [], errors: [{ error: `invalid JSON after [TOOL_CALLS]: ${(err as Error).message}`, raw }] };
+  }
+  const toolCalls: OpenAIToolCall[] = [];
+  const errors: ToolCallError[] = [];
+  for (const item of Array.isArray(parsed) ? parsed : [parsed]) {
+    const call = item as { name?: unknown; arguments?: unknown; id?: unknown } | null;
+    if (!call || typeof call !== 'object' || typeof call.name !== 'string' || !call.name) {
+      errors.push({ error: 'a call after [TOOL_CALLS] has no "name" string', raw: JSON.stringify(item) ?? String(item) });
+      continue;
+    }
+    const args = call.arguments === undefined ? {} : call.arguments;
+    const id = typeof call.id === 'string' && call.id.length === 9 ? call.id : `call${String(toolCalls.length).padStart(5, '0')}`;
+    toolCalls.push({ id, type: 'function', function: { name: call.name, arguments: typeof args === 'string' ? args : JSON.stringify(args) } });
+  }
+  return { toolCalls, errors };
 }
 
 /** The project's own ToolCall shape (src-shared/types.ts) from an OpenAI-format call. */

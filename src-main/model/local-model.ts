@@ -190,6 +190,7 @@ export class LocalModel {
       : parseReply(out.tokens.filter((t) => !this.tokenizer.eosTokenIds.includes(t)), {
         thinkStartId: this.tokenizer.thinkStartId,
         thinkEndId: this.tokenizer.thinkEndId,
+        toolCallsId: this.tokenizer.toolCallsId,
         decode: (t) => this.tokenizer.decode(t),
       });
     const text = stopped ? out.text : this.tokenizer.decode(out.tokens);

@@ -83,6 +83,8 @@ export class ChatTokenizer {
   readonly chatTemplateSource: 'model' | 'fallback';
   readonly thinkStartId?: number;
   readonly thinkEndId?: number;
+  /** Mistral's `[TOOL_CALLS]` token, where the vocabulary has it and the template writes calls after it (./chat-output.ts). */
+  readonly toolCallsId?: number;
   private readonly template: Template;
   /** The tool-call id length the template insists on (Mistral's: 9), where it checks one. */
   private readonly toolCallIdLength?: number;
@@ -101,6 +103,7 @@ export class ChatTokenizer {
     if (this.bosTokenId === undefined) this.bosTokenId = idList(modelConfig.bos_token_id)[0];
     this.thinkStartId = tokenizer.token_to_id('<think>');
     this.thinkEndId = tokenizer.token_to_id('</think>');
+    this.toolCallsId = templateText?.includes('[TOOL_CALLS]') ? tokenizer.token_to_id('[TOOL_CALLS]') : undefined;
     this.chatTemplateSource = templateText ? 'model' : 'fallback';
     const idLength = /(?:\.id|tool_call_id)\s*\|\s*length\s*!=\s*(\d+)/.exec(templateText ?? '');
     this.toolCallIdLength = idLength ? Number(idLength[1]) : undefined;

@@ -6,8 +6,9 @@
  *
  * Streaming text is only ever emitted as a prefix of the final answer: a suffix that could
  * still become a stop string, a `<think>`/`</think>`/`<tool_call>` tag, or an incomplete
- * UTF-8 character is held back until the next token settles it, so a client that
- * concatenates the deltas gets the same content as a non-streaming request.
+ * UTF-8 character is held back until the next token settles it, and nothing after Mistral's
+ * `[TOOL_CALLS]` token is content, so a client that concatenates the deltas gets the same
+ * content as a non-streaming request.
  *
  * The result keeps every generated token id and its log-prob (fp32 from the model at
  * temperature 1), which live capture (issue 7) stores as the rollout's old log-probs.
@@ -58,16 +59,20 @@ export class StreamText {
   private readonly ids: number[] = [];
   private sentContent = '';
   private sentReasoning = '';
+  private callsStarted = false;
 
   constructor(
     private readonly decode: (ids: number[]) => string,
     private readonly opensThinking: boolean,
     private readonly stops: string[],
     private readonly skipIds: number[],
+    /** Mistral's `[TOOL_CALLS]` token (ChatTokenizer.toolCallsId): the tool calls follow it. */
+    private readonly toolCallsId?: number,
   ) {}
 
   push(token: number): StreamDelta {
-    if (this.skipIds.includes(token)) return {};
+    this.callsStarted ||= token === this.toolCallsId;
+    if (this.callsStarted || this.skipIds.includes(token)) return {};
     this.ids.push(token);
     let text = this.decode(this.ids);
     // An incomplete multi-byte character decodes as U+FFFD until its last byte arrives.
@@ -143,7 +148,7 @@ export function chatPrompt(model: LocalModel, request: ChatRequest): ChatPrompt 
 
 /** A reply's stream of text deltas (the module comment says what it holds back). */
 function replyStream(model: LocalModel, ids: number[], request: ChatRequest): StreamText {
-  return new StreamText((t) => model.tokenizer.decode(t), promptOpensThinking(model, ids), request.stop, model.tokenizer.eosTokenIds);
+  return new StreamText((t) => model.tokenizer.decode(t), promptOpensThinking(model, ids), request.stop, model.tokenizer.eosTokenIds, model.tokenizer.toolCallsId);
 }
 
 /** `onDelta` for the deltas that carry text. */

@@ -237,7 +237,7 @@ class RolloutRun {
   /** A reply's content and tool calls. */
   private parse(tokens: number[]): ReturnType<typeof parseReply> {
     const tok = this.policy.tokenizer;
-    return parseReply(this.body(tokens), { thinkStartId: tok.thinkStartId, thinkEndId: tok.thinkEndId, decode: (ids) => tok.decode(ids) });
+    return parseReply(this.body(tokens), { thinkStartId: tok.thinkStartId, thinkEndId: tok.thinkEndId, toolCallsId: tok.toolCallsId, decode: (ids) => tok.decode(ids) });
   }
 
   /** Records a reply; returns its parsed calls when tools must run before the next turn. */
@@ -284,10 +284,13 @@ class RolloutRun {
     r.messages.push(...toolMessages);
     if (r.toolErrors >= this.settings.toolErrorLimit) return this.end(r, 'tool_errors');
     const last = r.ids[r.generated.at(-1)!.end - 1]!;
+    // Each result names its call, as templates that pair them want (Mistral's, by 9-character
+    // ids); a call that could not be read gets an id of the same form.
+    const callIds = [...parsed.toolCalls.map((c) => c.id), ...parsed.toolCallErrors.map((_, i) => `call${String(parsed.toolCalls.length + i).padStart(5, '0')}`)];
     r.ids.push(...toolTurnIds(this.policy.tokenizer, {
       history,
       stopToken: this.policy.tokenizer.eosTokenIds.includes(last) ? last : undefined,
-      toolMessages: templateView(toolMessages),
+      toolMessages: templateView(toolMessages).map((m, i) => ({ ...m, tool_call_id: callIds[i] })),
       template: this.templateOptions(r.tools),
     }));
   }

@@ -18,6 +18,7 @@ export interface PolicyTokenizer {
   readonly eosTokenIds: number[];
   readonly thinkStartId?: number;
   readonly thinkEndId?: number;
+  readonly toolCallsId?: number;
 }
 
 /** One prompt of a batch: one sequence per seed, each with at most `maxNewTokens` new tokens. */

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseReply, parseToolCalls, splitReasoning, splitReasoningText } from '../../src-main/model/chat-output.js';
+import { parseReply, parseToolCallList, parseToolCalls, splitReasoning, splitReasoningText } from '../../src-main/model/chat-output.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 
@@ -65,6 +65,28 @@ describe('tool calls', () => {
       'unterminated <tool_call> block (no </tool_call>)',
     ]);
     expect(r.errors[0]!.raw).toBe('{"name": oops}');
+  });
+
+  it("reads Mistral's list after [TOOL_CALLS]: ids of 9 characters kept, others made; bad JSON and nameless calls as errors", () => {
+    expect(parseToolCallList(' [{"name": "w", "arguments": {"q": 1}, "id": "abcdefghi"}, {"name": "now", "id": "x"}, {"arguments": {}}]')).toEqual({
+      toolCalls: [
+        { id: 'abcdefghi', type: 'function', function: { name: 'w', arguments: '{"q":1}' } },
+        { id: 'call00001', type: 'function', function: { name: 'now', arguments: '{}' } },
+      ],
+      errors: [{ error: 'a call after [TOOL_CALLS] has no "name" string', raw: '{"arguments":{}}' }],
+    });
+    expect(parseToolCallList('{"name": "now"}').toolCalls).toEqual([{ id: 'call00000', type: 'function', function: { name: 'now', arguments: '{}' } }]);
+    expect(parseToolCallList('[{"name": "w", "argu').errors[0]!.error).toMatch(/^invalid JSON after \[TOOL_CALLS\]: /);
+  });
+
+  it('parseReply splits at the [TOOL_CALLS] token only for a tokenizer that has one', () => {
+    const pieces = ['Checking. ', '<tool_call>{"name":"h"}</tool_call>', '[{"name": "w", "arguments": {}}]'];
+    const decode = (ids: number[]) => ids.map((i) => pieces[i] ?? '').join(''); // id 9 stands for [TOOL_CALLS], a special token decode leaves out
+    expect(parseReply([0, 9, 2], { toolCallsId: 9, decode })).toEqual({
+      content: 'Checking.', reasoning: undefined, toolCalls: [{ id: 'call00000', type: 'function', function: { name: 'w', arguments: '{}' } }], toolCallErrors: [],
+    });
+    // Without the token, Hermes blocks as before (and a list in the text is text).
+    expect(parseReply([0, 1, 2], { decode }).toolCalls.map((c) => c.function.name)).toEqual(['h']);
   });
 
   it('parseReply combines both', () => {

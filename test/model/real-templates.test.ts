@@ -18,6 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ChatTokenizer, strftimeC, type ChatMessage } from '../../src-main/model/tokenizer.js';
+import { parseReply } from '../../src-main/model/chat-output.js';
 import { UserError } from '../../src-shared/types.js';
 import { deepSeekR1Template, realChatTemplate, writeRealTokenizer } from '../../tools/real-tokenizers.js';
 import { TINY_SPECIAL_TOKENS, tinyTokenizerJson } from '../../tools/tiny-models.js';
@@ -361,6 +362,21 @@ describe('Mistral Nemo Instruct template', () => {
     expect(mistralNemo.decode(mistralNemo.encodeResponse(messages, 'It is 18°C.').inputIds, false).endsWith('[/TOOL_RESULTS]It is 18°C.</s>')).toBe(true);
     // A template without such a check sees the ids as they are.
     expect(qwen25.applyChatTemplate(messages)).toBe(qwen25.applyChatTemplate(TOOL_HISTORY).replace('call_1', id));
+  });
+
+  it('a call the model writes after [TOOL_CALLS] is read, and goes back into the template as it came', () => {
+    expect(mistralNemo.toolCallsId).toBe(mistralNemo.tokenToId('[TOOL_CALLS]'));
+    expect(qwen25.toolCallsId).toBeUndefined();
+    const written = '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]';
+    const ids = mistralNemo.encode(written);
+    expect(ids[0]).toBe(mistralNemo.toolCallsId);
+    const parsed = parseReply(ids, { toolCallsId: mistralNemo.toolCallsId, decode: (t) => mistralNemo.decode(t) });
+    expect(parsed).toMatchObject({ content: '', toolCalls: [{ id: 'call00000', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }], toolCallErrors: [] });
+    const call = parsed.toolCalls[0]!;
+    const messages: ChatMessage[] = [TOOL_HISTORY[0]!, { role: 'assistant', content: '', tool_calls: [call] }, { role: 'tool', content: '18°C', tool_call_id: call.id }];
+    expect(mistralNemo.applyChatTemplate(messages, { addGenerationPrompt: true })).toContain(
+      '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "call00000"}]</s>[TOOL_RESULTS]{"content": 18°C, "call_id": "call00000"}[/TOOL_RESULTS]',
+    );
   });
 
   it('a reply after a tool result with a 9-character id: the span is the reply and </s>', () => {

@@ -281,6 +281,13 @@ describe('stream text: only prefixes of the final answer are sent', () => {
     expect(deltas[4]).toEqual({}); // "</" could be the start of "</think>"
   });
 
+  it("sends nothing after Mistral's [TOOL_CALLS] token: the calls come as tool_calls, not content", () => {
+    const s = new StreamText((ids) => ids.map((i) => (i === 9 ? '' : pieces[i])).join(''), false, [], [], 9);
+    expect([0, 1].map((t) => s.push(t))).toEqual([{ content: 'Hel' }, { content: 'lo' }]);
+    expect([9, 2, 3].map((t) => s.push(t))).toEqual([{}, {}, {}]);
+    expect(s.finish('Hello', undefined)).toEqual({});
+  });
+
   it('waits for the rest of a multi-byte character', () => {
     const bytes = ['caf', '\uFFFD', 'é'];
     const s = new StreamText((ids) => (ids.length === 2 ? 'caf\uFFFD' : ids.map((i) => bytes[i]).join('').replace('\uFFFD', '')), false, [], []);
