@@ -110,6 +110,9 @@ export function parseReply(tokens: number[], tok: ThinkTokens): ParsedReply {
   return { content, reasoning, toolCalls, toolCallErrors: errors };
 }
 
+/** The id given to the n-th call of a reply that brings none usable: 9 characters (`call00000`), the length Mistral's templates take. */
+export const madeCallId = (n: number): string => `call${String(n).padStart(5, '0')}`;
+
 /**
  * Mistral's calls: the JSON list written after `[TOOL_CALLS]`, `[{"name": …, "arguments": {…},
  * "id"?: …}, …]` (one object alone is taken too). A call keeps an id of 9 characters, the only
@@ -133,7 +136,7 @@ export function parseToolCallList(text: string): { toolCalls: OpenAIToolCall[]; 
       continue;
     }
     const args = call.arguments === undefined ? {} : call.arguments;
-    const id = typeof call.id === 'string' && call.id.length === 9 ? call.id : `call${String(toolCalls.length).padStart(5, '0')}`;
+    const id = typeof call.id === 'string' && call.id.length === 9 ? call.id : madeCallId(toolCalls.length);
     toolCalls.push({ id, type: 'function', function: { name: call.name, arguments: typeof args === 'string' ? args : JSON.stringify(args) } });
   }
   return { toolCalls, errors };

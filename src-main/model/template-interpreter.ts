@@ -17,6 +17,23 @@
  * untyped view of the class, and calls the library for every other filter.
  */
 import { Environment, Interpreter } from '@huggingface/jinja';
+import { UserError } from '../../src-shared/types.js';
+
+/** A template's own `raise_exception(message)`. */
+export class TemplateRaise extends Error {
+  constructor(readonly raised: string) {
+    super(`the template raised an error: ${raised}`);
+  }
+}
+
+/** A conversation the chat template could not render; `raised` is the template's own refusal, when it was one. */
+export class ChatTemplateError extends UserError {
+  readonly raised?: string;
+  constructor(readonly detail: Error) {
+    super(`chat template failed to render: ${detail.message}`);
+    if (detail instanceof TemplateRaise) this.raised = detail.raised;
+  }
+}
 
 /** The little of @huggingface/jinja's runtime values and AST nodes these filters touch. */
 interface RuntimeValue {

@@ -25,7 +25,7 @@ import { Tokenizer } from '@huggingface/tokenizers';
 import { Environment, Template } from '@huggingface/jinja';
 import { sharedPrefixLength } from '../../src-shared/shared-prefix.js';
 import { UserError } from '../../src-shared/types.js';
-import { TemplateInterpreter } from './template-interpreter.js';
+import { ChatTemplateError, TemplateInterpreter, TemplateRaise } from './template-interpreter.js';
 import { isGgufPath } from './gguf/model.js';
 import { openGguf } from './gguf/reader.js';
 import { ggufTokenizer } from './gguf/tokenizer-json.js';
@@ -180,7 +180,7 @@ export class ChatTokenizer {
       for (const [name, value] of Object.entries(context)) env.set(name, value);
       return new TemplateInterpreter(env).run(this.template.parsed).value as string;
     } catch (err) {
-      throw new UserError(`chat template failed to render: ${(err as Error).message}`);
+      throw new ChatTemplateError(err as Error);
     }
   }
 
@@ -309,7 +309,7 @@ function templateGlobals(now: Date): Environment {
   for (const [name, value] of Object.entries(constants)) env.set(name, value);
   env.set('range', pythonRange);
   env.set('raise_exception', (message: unknown) => {
-    throw new Error(`the template raised an error: ${String(message)}`);
+    throw new TemplateRaise(String(message));
   });
   env.set('strftime_now', (format: unknown) => strftimeC(now, String(format)));
   return env;

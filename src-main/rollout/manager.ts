@@ -19,7 +19,7 @@ import type { Episode, EpisodeFinish, EpisodeMessage, RolloutRewardSource, ToolC
 import { ON_POLICY_DEFAULTS } from '../../src-shared/rollout.js';
 import { UserError } from '../../src-shared/types.js';
 import { CarriedRows } from '../model/carried-rows.js';
-import { parseReply } from '../model/chat-output.js';
+import { madeCallId, parseReply } from '../model/chat-output.js';
 import type { ChatMessage } from '../model/tokenizer.js';
 import { turnSeed, type Policy, type PolicyOutput, type PolicyPrompt } from './policy.js';
 import type { ToolRegistry, ToolSchema } from './tools.js';
@@ -286,7 +286,7 @@ class RolloutRun {
     const last = r.ids[r.generated.at(-1)!.end - 1]!;
     // Each result names its call, as templates that pair them want (Mistral's, by 9-character
     // ids); a call that could not be read gets an id of the same form.
-    const callIds = [...parsed.toolCalls.map((c) => c.id), ...parsed.toolCallErrors.map((_, i) => `call${String(parsed.toolCalls.length + i).padStart(5, '0')}`)];
+    const callIds = [...parsed.toolCalls.map((c) => c.id), ...parsed.toolCallErrors.map((_, i) => madeCallId(parsed.toolCalls.length + i))];
     r.ids.push(...toolTurnIds(this.policy.tokenizer, {
       history,
       stopToken: this.policy.tokenizer.eosTokenIds.includes(last) ? last : undefined,

@@ -29,6 +29,7 @@ import { methodRecord, MISSING_SIGNAL, signalKind } from '../../src-shared/train
 import { UserError } from '../../src-shared/types.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
+import { ChatTemplateError } from '../model/template-interpreter.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
 import { hasSignalFor } from '../pipeline/training-signal.js';
 import { windowedResponse } from './fit-max-length.js';
@@ -102,11 +103,8 @@ export function skip(set: RowSet, reason: string): void {
  * that must alternate), another failure to render, or a reply that does not follow its prompt.
  */
 export function templateSkipReason(err: UserError): string {
-  const raised = /the template raised an error: ([\s\S]*)$/.exec(err.message);
-  if (raised) return `the chat template refuses the conversation: ${raised[1]!.trim()}`;
-  const failed = /^chat template failed to render: ([\s\S]*)$/.exec(err.message);
-  if (failed) return `the chat template fails on the conversation: ${failed[1]!.trim()}`;
-  return 'the chat template does not place the reply after its prompt';
+  if (!(err instanceof ChatTemplateError)) return 'the chat template does not place the reply after its prompt';
+  return err.raised !== undefined ? `the chat template refuses the conversation: ${err.raised.trim()}` : `the chat template fails on the conversation: ${err.detail.message.trim()}`;
 }
 
 // ── rows from the database ─────────────────────────────────────────────────────────────
