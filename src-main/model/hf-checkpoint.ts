@@ -3,10 +3,10 @@
  * shards listed in `model.safetensors.index.json`).
  *
  * Supported families: Llama (`LlamaForCausalLM`; Mistral's `MistralForCausalLM` is the same
- * network), Qwen2 (q/k/v bias) and Qwen3 (RMSNorm of q and k over head_dim before RoPE). Also:
- * GQA, head_dim ≠ hidden/heads, tied embeddings,
- * rope_theta, and rope_scaling of type `linear` or `llama3` (also as transformers 5's
- * `rope_parameters`). Anything else is refused with a
+ * network, and so is Phi-3's `Phi3ForCausalLM` with fused projections, ./fused-projections.ts),
+ * Qwen2 (q/k/v bias) and Qwen3 (RMSNorm of q and k over head_dim before RoPE). Also: GQA,
+ * head_dim ≠ hidden/heads, tied embeddings, rope_theta, partial rotation, and rope_scaling of
+ * type `linear`, `llama3` or `longrope` (also as transformers 5's `rope_parameters`). Anything else is refused with a
  * message that names the file and the field or tensor, rather than producing wrong numbers.
  *
  * Weights are read lazily by name, widened to fp32 (see ./safetensors.ts for why), and
@@ -22,6 +22,7 @@ import { UserError } from '../../src-shared/types.js';
 import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } from './safetensors.js';
 import { ggufIdentityFiles, isGgufPath, openGgufModel, readGgufTensor, type GgufModel } from './gguf/model.js';
 import type { ModelConfig, ModelFamily, RopeScaling } from './model-config.js';
+import { rowBytes, splitFusedTensors } from './fused-projections.js';
 
 export type { ModelConfig, ModelFamily, RopeScaling };
 
@@ -29,6 +30,9 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
   LlamaForCausalLM: 'llama',
   // Llama's layers, with a sliding attention window in its first version (below).
   MistralForCausalLM: 'llama',
+  // Llama's layers with q/k/v and gate/up each stored as one matrix (./fused-projections.ts),
+  // LongRoPE, and in Phi-4-mini a partial rotation.
+  Phi3ForCausalLM: 'llama',
   Qwen2ForCausalLM: 'qwen2',
   Qwen3ForCausalLM: 'qwen3',
 };
@@ -87,42 +91,70 @@ export function readModelConfig(dir: string): ModelConfig {
     qkNorm: family === 'qwen3',
     bosTokenId: typeof raw.bos_token_id === 'number' ? raw.bos_token_id : undefined,
     eosTokenIds,
-    maxPositionEmbeddings: slidingWindowCap(arch, raw, num('max_position_embeddings', 4096)),
+    maxPositionEmbeddings: contextCap(arch, raw, num('max_position_embeddings', 4096), rope),
   };
+  const rotaryDim = Math.floor(config.headDim * rope.partial);
+  if (rotaryDim !== config.headDim) config.rotaryDim = rotaryDim;
+  if (arch === 'Phi3ForCausalLM') config.fusedProjections = true;
   if (!Number.isInteger(config.headDim)) throw new UserError(`${file}: head_dim is missing and hidden_size is not a multiple of num_attention_heads`);
-  if (config.headDim % 2) throw new UserError(`${file}: head_dim ${config.headDim} must be even for RoPE`);
+  if ((config.rotaryDim ?? config.headDim) % 2) throw new UserError(`${file}: RoPE's ${config.rotaryDim ?? config.headDim} dimensions per head must be an even number`);
   if (numHeads % config.numKvHeads) throw new UserError(`${file}: num_attention_heads ${numHeads} is not a multiple of num_key_value_heads ${config.numKvHeads}`);
   return config;
 }
 
 /**
- * The positions a model is used at. Mistral 7B v0.1 attends over a sliding window (4,096 of its
- * 32,768 positions; later Mistrals set `sliding_window` to null), which the decoder does not
- * build: within the window every query sees all of it, so its context is taken to be the window
- * and no row, prompt or reply goes past it (docs/design.md §The context window). Qwen2 and
- * Qwen3 configs carry a `sliding_window` too, used only under `use_sliding_window` (refused above).
+ * The positions a model is used at (docs/design.md §The context window). A sliding attention
+ * window, which the decoder does not build, caps them: within the window every query sees all
+ * of it, so its context is taken to be the window and no row, prompt or reply goes past it
+ * (Mistral 7B v0.1: 4,096 of 32,768 positions; Phi-3-mini-4k: 2,047 of 4,096; later Mistrals set
+ * `sliding_window` to null). Qwen2 and Qwen3 configs carry a `sliding_window` too, used only under
+ * `use_sliding_window` (refused above). So does LongRoPE's original context: past it Phi-3 turns
+ * to other frequencies for the whole sequence, which transformers and llama.cpp decide
+ * differently (by the sequence's length, by the context asked for), and Hindsight stays within it.
  */
-function slidingWindowCap(arch: string, raw: Record<string, unknown>, positions: number): number {
+function contextCap(arch: string, raw: Record<string, unknown>, positions: number, rope: RopeRead): number {
   const window = raw.sliding_window;
-  return arch === 'MistralForCausalLM' && typeof window === 'number' && window > 0 ? Math.min(positions, window) : positions;
+  let cap = positions;
+  if (SLIDING_WINDOW_ARCHITECTURES.has(arch) && typeof window === 'number' && window > 0) cap = Math.min(cap, window);
+  if (rope.scaling?.type === 'longrope' && rope.originalContext) cap = Math.min(cap, rope.originalContext);
+  return cap;
+}
+const SLIDING_WINDOW_ARCHITECTURES = new Set(['MistralForCausalLM', 'Phi3ForCausalLM']);
+
+interface RopeRead {
+  theta: number;
+  scaling?: RopeScaling;
+  /** The fraction of each head RoPE turns (partial_rotary_factor). */
+  partial: number;
+  /** LongRoPE's original_max_position_embeddings. */
+  originalContext?: number;
 }
 
 /**
- * RoPE's base and scaling: transformers ≥ 5 writes them as one `rope_parameters` object
- * ({rope_type, rope_theta, factor…}), older configs as `rope_theta` and `rope_scaling`.
+ * RoPE's base, scaling and partial rotation: transformers ≥ 5 writes them as one
+ * `rope_parameters` object ({rope_type, rope_theta, partial_rotary_factor, factor…}), older
+ * configs as `rope_theta`, `rope_scaling` and (Phi-3) `partial_rotary_factor`,
+ * `original_max_position_embeddings` beside them.
  */
-function readRope(raw: Record<string, unknown>, file: string, num: (key: string, fallback?: number) => number): { theta: number; scaling?: RopeScaling } {
+function readRope(raw: Record<string, unknown>, file: string, num: (key: string, fallback?: number) => number): RopeRead {
   const p = raw.rope_parameters;
-  if (p === null || p === undefined) return { theta: num('rope_theta', 10000), scaling: parseRopeScaling(raw.rope_scaling, file) };
+  const topPartial = raw.partial_rotary_factor ?? 1;
+  if (p === null || p === undefined) return withScaling(num('rope_theta', 10000), raw.rope_scaling, topPartial, raw, file);
   if (typeof p !== 'object' || Array.isArray(p) || typeof (p as Record<string, unknown>).rope_theta !== 'number') {
     throw new UserError(`${file}: rope_parameters ${JSON.stringify(p)} is not supported (one object with rope_theta; per-layer-type parameters are not)`);
   }
   const { rope_theta: theta, partial_rotary_factor: partial, ...scaling } = p as Record<string, unknown>;
-  if (partial !== undefined && partial !== 1) throw new UserError(`${file}: rope_parameters.partial_rotary_factor ${JSON.stringify(partial)} is not supported (only 1)`);
-  return { theta: theta as number, scaling: scaling.rope_type === undefined && scaling.type === undefined ? undefined : parseRopeScaling(scaling, file) };
+  return withScaling(theta as number, scaling.rope_type === undefined && scaling.type === undefined ? undefined : scaling, partial ?? topPartial, raw, file);
 }
 
-function parseRopeScaling(raw: unknown, file: string): RopeScaling | undefined {
+function withScaling(theta: number, scaling: unknown, partial: unknown, raw: Record<string, unknown>, file: string): RopeRead {
+  if (typeof partial !== 'number' || !(partial > 0 && partial <= 1)) throw new UserError(`${file}: partial_rotary_factor ${JSON.stringify(partial)} must be a number in (0, 1]`);
+  const r = (scaling ?? {}) as Record<string, unknown>;
+  const original = Number(r.original_max_position_embeddings ?? raw.original_max_position_embeddings ?? raw.max_position_embeddings);
+  return { theta, partial, scaling: parseRopeScaling(scaling, file, raw, partial), ...(Number.isFinite(original) && original > 0 ? { originalContext: original } : {}) };
+}
+
+function parseRopeScaling(raw: unknown, file: string, config: Record<string, unknown>, partial: number): RopeScaling | undefined {
   if (raw === null || raw === undefined) return undefined;
   const r = raw as Record<string, unknown>;
   const type = r.rope_type ?? r.type;
@@ -138,16 +170,36 @@ function parseRopeScaling(raw: unknown, file: string): RopeScaling | undefined {
       originalMaxPositionEmbeddings: Number(r.original_max_position_embeddings ?? 8192),
     };
   }
-  throw new UserError(`${file}: rope_scaling ${JSON.stringify(raw)} is not supported (supported: linear, llama3)`);
+  // Phi-3's LongRoPE ("su" in its first configs), as transformers' _compute_longrope_parameters reads it.
+  if (type === 'longrope' || type === 'su') return longRope(r, config, partial, file);
+  throw new UserError(`${file}: rope_scaling ${JSON.stringify(raw)} is not supported (supported: linear, llama3, longrope)`);
 }
 
-/** RoPE inverse frequencies [headDim/2], with the config's scaling applied (as transformers does). */
+function longRope(r: Record<string, unknown>, config: Record<string, unknown>, partial: number, file: string): RopeScaling {
+  const headDim = typeof config.head_dim === 'number' ? config.head_dim : Number(config.hidden_size) / Number(config.num_attention_heads);
+  const pairs = Math.floor(headDim * partial) / 2;
+  const short = r.short_factor;
+  if (!Array.isArray(short) || short.length !== pairs || !short.every((f) => typeof f === 'number' && f > 0 && Number.isFinite(f))) {
+    throw new UserError(`${file}: rope_scaling.short_factor must be ${pairs} positive numbers (one per rotated pair), found ${JSON.stringify(short)?.slice(0, 80)}`);
+  }
+  const original = Number(r.original_max_position_embeddings ?? config.original_max_position_embeddings ?? config.max_position_embeddings);
+  // As transformers: the factor given, else the ratio of the two contexts.
+  const factor = typeof r.factor === 'number' ? r.factor : Number(config.max_position_embeddings) / original;
+  const given = r.attention_factor;
+  const attentionFactor = typeof given === 'number' ? given : factor <= 1 ? 1 : Math.sqrt(1 + Math.log(factor) / Math.log(original));
+  if (!(original > 0) || !Number.isFinite(attentionFactor)) throw new UserError(`${file}: rope_scaling ${JSON.stringify(r).slice(0, 120)} has no usable original_max_position_embeddings or factor`);
+  return { type: 'longrope', shortFactor: short as number[], attentionFactor };
+}
+
+/** RoPE inverse frequencies [rotaryDim/2], with the config's scaling applied (as transformers does). */
 export function ropeInverseFrequencies(config: ModelConfig): Float64Array {
-  const half = config.headDim / 2;
+  const dim = config.rotaryDim ?? config.headDim;
+  const half = dim / 2;
   const inv = new Float64Array(half);
-  for (let i = 0; i < half; i++) inv[i] = 1 / config.ropeTheta ** ((2 * i) / config.headDim);
+  for (let i = 0; i < half; i++) inv[i] = 1 / config.ropeTheta ** ((2 * i) / dim);
   const s = config.ropeScaling;
   if (s?.type === 'linear') for (let i = 0; i < half; i++) inv[i]! /= s.factor;
+  if (s?.type === 'longrope') for (let i = 0; i < half; i++) inv[i]! /= s.shortFactor[i]!;
   if (s?.type === 'llama3') {
     const lowWavelen = s.originalMaxPositionEmbeddings / s.lowFreqFactor;
     const highWavelen = s.originalMaxPositionEmbeddings / s.highFreqFactor;
@@ -188,6 +240,8 @@ export class Checkpoint {
     for (const file of files) {
       for (const e of readSafetensorsHeader(file).tensors) entries.set(e.name, e);
     }
+    // Phi-3's fused q/k/v and gate/up: each part a cut of the fused tensor's bytes.
+    splitFusedTensors(config, entries, dir, (e) => e.shape[0] ?? 0, (e, name, start, rows) => ({ ...e, name, shape: [rows, ...e.shape.slice(1)], ...rowBytes(e.begin, e.end, e.shape[0]!, start, rows) }));
     return new Checkpoint(dir, config, entries, files);
   }
 

@@ -15,6 +15,7 @@ import { UserError } from '../../src-shared/types.js';
 import { float, int } from '../graph/ir.js';
 import type { ModelConfig } from './hf-checkpoint.js';
 import { LINEAR_TARGETS, type LinearHook, type LinearTarget } from './decoder.js';
+import { PART_MODULES } from './fused-projections.js';
 
 /** The adapter's shape: rank, alpha (scaling = alpha / r) and the adapted projections. */
 export interface LoraShape {
@@ -36,9 +37,7 @@ export interface LoraSpec {
 }
 
 /** PEFT's name for each target (the HF module's last path element). */
-export const PEFT_MODULE_NAMES: Record<LinearTarget, string> = {
-  q: 'q_proj', k: 'k_proj', v: 'v_proj', o: 'o_proj', gate: 'gate_proj', up: 'up_proj', down: 'down_proj',
-};
+export const PEFT_MODULE_NAMES = Object.fromEntries(Object.entries(PART_MODULES).map(([t, module]) => [t, module.split('.').at(-1)!])) as Record<LinearTarget, string>;
 
 /** The PEFT key prefix of a module: PeftModel wraps the HF model twice (`base_model.model.`). */
 export const PEFT_PREFIX = 'base_model.model.';
@@ -48,8 +47,7 @@ export const loraBKey = (spec: Pick<LoraSpec, 'module'>) => `${spec.module}.lora
 
 /** The HF module path of one projection (as the decoder builder names it). */
 export function hfModulePath(layer: number, target: LinearTarget): string {
-  const block = target === 'gate' || target === 'up' || target === 'down' ? 'mlp' : 'self_attn';
-  return `model.layers.${layer}.${block}.${PEFT_MODULE_NAMES[target]}`;
+  return `model.layers.${layer}.${PART_MODULES[target]}`;
 }
 
 /** [in, out] of each target's projection for this model. */

@@ -6,7 +6,13 @@ export type ModelFamily = 'llama' | 'qwen2' | 'qwen3';
 
 export type RopeScaling =
   | { type: 'linear'; factor: number }
-  | { type: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositionEmbeddings: number };
+  | { type: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositionEmbeddings: number }
+  /**
+   * Phi-3's LongRoPE within its original context (the only one Hindsight uses it at,
+   * ./hf-checkpoint.ts ropeContextCap): each frequency divided by its short factor, cos and sin
+   * multiplied by the attention factor.
+   */
+  | { type: 'longrope'; shortFactor: number[]; attentionFactor: number };
 
 /** The decoder's hyper-parameters, normalised across families. */
 export interface ModelConfig {
@@ -30,6 +36,14 @@ export interface ModelConfig {
   mlpBias: boolean;
   /** Qwen3: RMSNorm of each head's q and k before RoPE. */
   qkNorm: boolean;
+  /** RoPE turns only the first this-many of each head's dimensions (Phi-4-mini: 3/4 of them); absent: all of them. */
+  rotaryDim?: number;
+  /**
+   * Phi-3: q, k and v stored as one qkv_proj, gate and up as one gate_up_proj
+   * (./fused-projections.ts). The decoder reads them as the separate projections; adapters are
+   * written for the fused modules again.
+   */
+  fusedProjections?: boolean;
   bosTokenId?: number;
   eosTokenIds: number[];
   maxPositionEmbeddings: number;

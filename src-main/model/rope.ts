@@ -20,30 +20,35 @@ import { ropeInverseFrequencies, type ModelConfig } from './hf-checkpoint.js';
 
 /** The per-token tables every layer shares; made once per graph by {@link ropeTables}. */
 export type RopeTables =
-  /** cos and signed sin [B, T, 1, headDim] */
-  | { form: 'standard'; cos: string; signedSin: string }
+  /** cos and signed sin [B, T, 1, rotaryDim]; the first rotaryDim of each head's headDim are turned */
+  | { form: 'standard'; cos: string; signedSin: string; rotaryDim: number }
   /** cos and sin [B·T, headDim / 2], and each token's row in them, int64 [B, T] */
   | { form: 'fused'; cos: string; sin: string; rows: string };
 
 /**
- * The RoPE tables for `positionIds` int64 [B, T], in the contrib op's form when `fused`.
+ * The RoPE tables for `positionIds` int64 [B, T], in the contrib op's form when `fused` (and the
+ * whole head turns: a partial rotation, Phi-4-mini's, takes the standard form everywhere). Cos
+ * and sin carry LongRoPE's attention factor, as transformers' Phi-3 multiplies them.
  */
 export function ropeTables(b: GraphBuilder, config: ModelConfig, positionIds: string, headDim: number, fused = false): RopeTables {
-  const invFreq = b.constant(f32Tensor([headDim / 2], ropeInverseFrequencies(config)), 'inv_freq');
+  const rotaryDim = config.rotaryDim ?? headDim;
+  const invFreq = b.constant(f32Tensor([rotaryDim / 2], ropeInverseFrequencies(config)), 'inv_freq');
   const freqs = b.mul(b.unsqueeze(b.cast(positionIds, 'float32'), [-1]), invFreq); // [B, T, d/2]
-  if (fused) {
+  const factor = config.ropeScaling?.type === 'longrope' ? config.ropeScaling.attentionFactor : 1;
+  const scaled = (table: string) => (factor === 1 ? table : b.mul(table, b.scalar(factor)));
+  if (fused && rotaryDim === headDim) {
     const flat = b.reshape(freqs, [-1, headDim / 2]); // [B·T, d/2]
     const tokens = b.gather(b.shape(flat), b.scalar(0, 'int64'), 0);
     const tokenRows = b.range(b.scalar(0, 'int64'), tokens, b.scalar(1, 'int64'), ['N']);
     const [rows] = b.op('Reshape', [tokenRows, b.shape(positionIds)], {}, 1, [{ dtype: 'int64', shape: b.shapeOf(positionIds) }]);
-    return { form: 'fused', cos: b.cos(flat), sin: b.sin(flat), rows: rows! };
+    return { form: 'fused', cos: scaled(b.cos(flat)), sin: scaled(b.sin(flat)), rows: rows! };
   }
-  const cos = b.unsqueeze(b.cos(b.concat([freqs, freqs], -1)), [2]);
+  const cos = b.unsqueeze(scaled(b.cos(b.concat([freqs, freqs], -1))), [2]);
   // rotate_half(x)·sin = [−x₂, x₁]·[sin, sin] = [x₂, x₁]·[−sin, sin]: the sign rides on the
   // table, made once, instead of a Neg of x in every layer (the same values to the bit).
-  const halfSin = b.sin(freqs);
+  const halfSin = scaled(b.sin(freqs));
   const signedSin = b.unsqueeze(b.concat([b.neg(halfSin), halfSin], -1), [2]);
-  return { form: 'standard', cos, signedSin };
+  return { form: 'standard', cos, signedSin, rotaryDim };
 }
 
 /**
@@ -57,7 +62,11 @@ export function applyRope(b: GraphBuilder, x: string, tables: RopeTables, heads:
     const rotated = b.contribOp('RotaryEmbedding', [flat, cut(tables.rows), tables.cos, tables.sin], { num_heads: int(heads), interleaved: int(0) }, { dtype: 'float32', shape: b.shapeOf(flat) });
     return b.reshape(rotated, [0, 0, heads, headDim]);
   }
-  const [x1, x2] = b.split(x, -1, [headDim / 2, headDim / 2]) as [string, string];
+  const d = tables.rotaryDim;
+  // A partial rotation turns the head's first d dimensions and passes the rest through.
+  const [turned, passed] = d === headDim ? [x, undefined] : (b.split(x, -1, [d, headDim - d]) as [string, string]);
+  const [x1, x2] = b.split(turned, -1, [d / 2, d / 2]) as [string, string];
   const swapped = b.concat([x2, x1], -1);
-  return b.add(b.mul(x, cut(tables.cos)), b.mul(swapped, cut(tables.signedSin)));
+  const rotated = b.add(b.mul(turned, cut(tables.cos)), b.mul(swapped, cut(tables.signedSin)));
+  return passed ? b.concat([rotated, passed], -1) : rotated;
 }

@@ -1,5 +1,5 @@
 // Checkpoints written by transformers itself (test/interop/py/make_models.py): tiny random Llama,
-// Mistral, Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, a
+// Mistral, Phi-3 (fused projections, LongRoPE, Phi-4-mini's partial rotation), Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, a
 // Qwen3 with attention_bias (biases on q, k, v and o, which released Qwen3 models leave off), saved
 // by save_pretrained with transformers 5's config.json (rope_parameters, dtype). For each one,
 // Hindsight's `score` (the CLI, rows batched together) gives transformers' per-token log-probs
@@ -28,7 +28,14 @@ const TEXTS = [
 ];
 const PROMPTS = ['Hello, who are you?', 'Write one sentence about the sea.', 'x'];
 
-interface Model { name: string; family: 'llama' | 'mistral' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16'; head_dim?: number; rope_theta?: number; rope_scaling?: Record<string, unknown>; attention_bias?: boolean; sliding_window?: number | null }
+interface Model {
+  name: string; family: 'llama' | 'mistral' | 'phi3' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16';
+  head_dim?: number; rope_theta?: number; rope_scaling?: Record<string, unknown>; attention_bias?: boolean; sliding_window?: number | null;
+  partial_rotary_factor?: number; original_max_position_embeddings?: number; max_position_embeddings?: number;
+}
+// LongRoPE's short factors for 8 and 6 rotated pairs (Phi-3's head of 16, and Phi-4-mini's 3/4 of it).
+const shortFactors = (n: number) => Array.from({ length: n }, (_, i) => 1 + 0.35 * i);
+const longRope = (n: number) => ({ rope_type: 'longrope', short_factor: shortFactors(n), long_factor: shortFactors(n).map((f) => 4 * f) });
 const LLAMA3_ROPE = { rope_type: 'llama3', factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 64 };
 const MODELS: Model[] = [
   { name: 'llama-fp32-untied', family: 'llama', tie: false, dtype: 'F32', rope_theta: 500000, rope_scaling: LLAMA3_ROPE },
@@ -37,6 +44,12 @@ const MODELS: Model[] = [
   // and v0.1's window, here wider than the 512 positions (a narrower one caps them: test/model/mistral-config.test.ts).
   { name: 'mistral-fp32-untied', family: 'mistral', tie: false, dtype: 'F32', head_dim: 24, rope_theta: 1000000, sliding_window: null },
   { name: 'mistral-bf16-window', family: 'mistral', tie: true, dtype: 'BF16', sliding_window: 4096 },
+  // Phi-3: fused qkv_proj and gate_up_proj; Phi-3.5-mini's LongRoPE (original context 1,024 of 4,096,
+  // so an attention factor of √(1 + ln 4 / ln 1024); every row within it, where transformers keeps
+  // the short factors) and Phi-3-mini-4k's window (2,047); Phi-4-mini's
+  // partial rotation (3/4 of each head) with tied embeddings.
+  { name: 'phi3-fp32-longrope', family: 'phi3', tie: false, dtype: 'F32', rope_scaling: longRope(8), original_max_position_embeddings: 1024, max_position_embeddings: 4096, sliding_window: 2047 },
+  { name: 'phi4-bf16-partial-rotary', family: 'phi3', tie: true, dtype: 'BF16', partial_rotary_factor: 0.75, rope_theta: 250000, rope_scaling: longRope(6), original_max_position_embeddings: 1024, max_position_embeddings: 8192 },
   { name: 'qwen2-fp32-tied', family: 'qwen2', tie: true, dtype: 'F32', rope_theta: 1000000 },
   { name: 'qwen2-bf16-untied', family: 'qwen2', tie: false, dtype: 'BF16' },
   { name: 'qwen3-fp32-untied', family: 'qwen3', tie: false, dtype: 'F32', head_dim: 32, rope_theta: 1000000 },
@@ -78,6 +91,8 @@ describe.skipIf(!interopPython)('checkpoints written by transformers', () => {
       expect(c.tie_word_embeddings, m.name).toBe(m.tie);
       if (m.attention_bias) expect(c.attention_bias, m.name).toBe(true);
       if (m.family === 'mistral') expect([c.architectures, c.sliding_window], m.name).toEqual([['MistralForCausalLM'], m.sliding_window]);
+      if (m.family === 'phi3') expect(c.architectures, m.name).toEqual(['Phi3ForCausalLM']);
+      if (m.rope_scaling?.rope_type === 'longrope') expect(c.rope_parameters, m.name).toMatchObject({ rope_type: 'longrope', short_factor: m.rope_scaling.short_factor });
     }
   });
 

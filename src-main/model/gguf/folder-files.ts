@@ -26,9 +26,10 @@ export function configJson(c: ModelConfig): Record<string, unknown> {
     hidden_act: 'silu',
     rms_norm_eps: c.rmsNormEps,
     rope_theta: c.ropeTheta,
-    rope_scaling: !s ? null : s.type === 'linear' ? { rope_type: 'linear', factor: s.factor } : {
-      rope_type: 'llama3', factor: s.factor, low_freq_factor: s.lowFreqFactor, high_freq_factor: s.highFreqFactor, original_max_position_embeddings: s.originalMaxPositionEmbeddings,
-    },
+    rope_scaling: ropeScalingJson(c),
+    ...(c.rotaryDim !== undefined ? { partial_rotary_factor: c.rotaryDim / c.headDim } : {}),
+    // LongRoPE is used within its original context only (hf-checkpoint.ts contextCap): that context is the model's.
+    ...(s?.type === 'longrope' ? { original_max_position_embeddings: c.maxPositionEmbeddings } : {}),
     tie_word_embeddings: c.tieWordEmbeddings,
     ...(c.family !== 'qwen2' ? { attention_bias: c.qkvBias } : {}),
     mlp_bias: c.mlpBias,
@@ -37,6 +38,14 @@ export function configJson(c: ModelConfig): Record<string, unknown> {
     max_position_embeddings: c.maxPositionEmbeddings,
     torch_dtype: 'float32',
   };
+}
+
+function ropeScalingJson(c: ModelConfig): Record<string, unknown> | null {
+  const s = c.ropeScaling;
+  if (!s) return null;
+  if (s.type === 'linear') return { rope_type: 'linear', factor: s.factor };
+  if (s.type === 'longrope') return { rope_type: 'longrope', short_factor: s.shortFactor, long_factor: s.shortFactor, attention_factor: s.attentionFactor };
+  return { rope_type: 'llama3', factor: s.factor, low_freq_factor: s.lowFreqFactor, high_freq_factor: s.highFreqFactor, original_max_position_embeddings: s.originalMaxPositionEmbeddings };
 }
 
 /** Writes config.json and the tokenizer files of `model` into `dir`. */

@@ -1,0 +1,93 @@
+/**
+ * Projections a checkpoint stores as one matrix (Phi-3: q, k and v as `self_attn.qkv_proj`,
+ * gate and up as `mlp.gate_up_proj`; llama.cpp keeps them fused too, as `attn_qkv` and `ffn_up`).
+ *
+ * The decoder reads them as the separate projections it builds for Llama: each part is a run of
+ * the fused matrix's rows, which in a safetensors or GGUF file is a run of its bytes, so a part
+ * is the fused tensor's byte range cut, read lazily like any other tensor (no copy, and a GGUF's
+ * quantised blocks stay usable as they are). LoRA trains one pair per part; an adapter is written
+ * for the fused module again (train/fused-adapter.ts), as PEFT and llama.cpp name it.
+ */
+import { UserError } from '../../src-shared/types.js';
+import type { LinearTarget } from './decoder.js';
+import type { ModelConfig } from './model-config.js';
+
+export interface FusedProjection {
+  /** The fused module within a layer, as Hugging Face names it. */
+  module: string;
+  /** llama.cpp's tensor name within a block. */
+  gguf: string;
+  /** The parts in row order. */
+  parts: readonly LinearTarget[];
+}
+
+/** Phi-3's two fused projections; the parts' rows in this order (transformers' Phi3Attention and Phi3MLP split them so). */
+export const FUSED_PROJECTIONS: readonly FusedProjection[] = [
+  { module: 'self_attn.qkv_proj', gguf: 'attn_qkv', parts: ['q', 'k', 'v'] },
+  { module: 'mlp.gate_up_proj', gguf: 'ffn_up', parts: ['gate', 'up'] },
+];
+
+/** Each projection's module within a layer, as the decoder (and PEFT) name it. */
+export const PART_MODULES: Record<LinearTarget, string> = {
+  q: 'self_attn.q_proj', k: 'self_attn.k_proj', v: 'self_attn.v_proj', o: 'self_attn.o_proj',
+  gate: 'mlp.gate_proj', up: 'mlp.up_proj', down: 'mlp.down_proj',
+};
+
+/** The number of rows a part has in the fused matrix. */
+export function partRows(config: ModelConfig, target: LinearTarget): number {
+  switch (target) {
+    case 'q': return config.numHeads * config.headDim;
+    case 'k':
+    case 'v': return config.numKvHeads * config.headDim;
+    case 'gate':
+    case 'up': return config.intermediateSize;
+    default: throw new Error(`${target} is not part of a fused projection`);
+  }
+}
+
+/** Each part's first row and row count within its fused matrix. */
+export function partSpans(config: ModelConfig, fused: FusedProjection): { target: LinearTarget; start: number; rows: number }[] {
+  let start = 0;
+  return fused.parts.map((target) => {
+    const rows = partRows(config, target);
+    const span = { target, start, rows };
+    start += rows;
+    return span;
+  });
+}
+
+/** The fused projection a target belongs to in this model, if its checkpoint fuses it. */
+export function fusedProjectionOf(config: ModelConfig, target: LinearTarget): FusedProjection | undefined {
+  return config.fusedProjections ? FUSED_PROJECTIONS.find((f) => f.parts.includes(target)) : undefined;
+}
+
+/** The byte range of rows [start, start + rows) of a row-major tensor stored in [begin, end) with `total` rows. */
+export function rowBytes(begin: number, end: number, total: number, start: number, rows: number): { begin: number; end: number } {
+  const perRow = (end - begin) / total;
+  if (!Number.isInteger(perRow)) throw new Error(`a tensor of ${end - begin} bytes does not hold ${total} whole rows`);
+  return { begin: begin + start * perRow, end: begin + (start + rows) * perRow };
+}
+
+/**
+ * Replaces each layer's fused tensors in `tensors` (by Hugging Face name) with their parts, each
+ * `cut(tensor, part name, start, rows)`. `where` names the file in the error for a fused tensor
+ * whose rows are not its parts'.
+ */
+export function splitFusedTensors<T>(config: ModelConfig, tensors: Map<string, T>, where: string, rowsOf: (t: T) => number, cut: (t: T, name: string, start: number, rows: number) => T): void {
+  if (!config.fusedProjections) return;
+  for (let layer = 0; layer < config.numLayers; layer++) {
+    for (const fused of FUSED_PROJECTIONS) {
+      const name = `model.layers.${layer}.${fused.module}.weight`;
+      const whole = tensors.get(name);
+      if (whole === undefined) continue;
+      const spans = partSpans(config, fused);
+      const expected = spans.reduce((n, s) => n + s.rows, 0);
+      if (rowsOf(whole) !== expected) throw new UserError(`${where}: tensor '${name}' has ${rowsOf(whole)} rows, expected ${expected} (${fused.parts.join(', ')} from the model's sizes)`);
+      tensors.delete(name);
+      for (const { target, start, rows } of spans) {
+        const part = `model.layers.${layer}.${PART_MODULES[target]}.weight`;
+        tensors.set(part, cut(whole, part, start, rows));
+      }
+    }
+  }
+}
