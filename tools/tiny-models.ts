@@ -14,7 +14,12 @@ import { fp16ToFloat32, float32ToFp16 } from '../src-main/model/half.js';
 import { float32ToBf16, writeSafetensors, type TensorToWrite } from '../src-main/model/safetensors.js';
 import { seededRandom } from '../src-main/model/sampling.js';
 
-export type TinyFamily = 'llama' | 'qwen2' | 'qwen3';
+/**
+ * phi3: Llama's layers with q/k/v and gate/up stored fused (qkv_proj, gate_up_proj), as Phi-3
+ * checkpoints have them, with Phi-3.5's LongRoPE (maxPositions its original context, twice that
+ * its extended one) and Phi-4-mini's partial rotation (half of each head here).
+ */
+export type TinyFamily = 'llama' | 'qwen2' | 'qwen3' | 'phi3';
 
 export interface TinyModelOptions {
   family: TinyFamily;
@@ -114,9 +119,12 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;
     out.push([`${p}.input_layernorm.weight`, [H]]);
-    out.push([`${p}.self_attn.q_proj.weight`, [numHeads * d, H]]);
-    out.push([`${p}.self_attn.k_proj.weight`, [numKvHeads * d, H]]);
-    out.push([`${p}.self_attn.v_proj.weight`, [numKvHeads * d, H]]);
+    if (c.family === 'phi3') out.push([`${p}.self_attn.qkv_proj.weight`, [(numHeads + 2 * numKvHeads) * d, H]]);
+    else {
+      out.push([`${p}.self_attn.q_proj.weight`, [numHeads * d, H]]);
+      out.push([`${p}.self_attn.k_proj.weight`, [numKvHeads * d, H]]);
+      out.push([`${p}.self_attn.v_proj.weight`, [numKvHeads * d, H]]);
+    }
     if (c.family === 'qwen2') {
       out.push([`${p}.self_attn.q_proj.bias`, [numHeads * d]]);
       out.push([`${p}.self_attn.k_proj.bias`, [numKvHeads * d]]);
@@ -128,8 +136,11 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
     }
     out.push([`${p}.self_attn.o_proj.weight`, [H, numHeads * d]]);
     out.push([`${p}.post_attention_layernorm.weight`, [H]]);
-    out.push([`${p}.mlp.gate_proj.weight`, [I, H]]);
-    out.push([`${p}.mlp.up_proj.weight`, [I, H]]);
+    if (c.family === 'phi3') out.push([`${p}.mlp.gate_up_proj.weight`, [2 * I, H]]);
+    else {
+      out.push([`${p}.mlp.gate_proj.weight`, [I, H]]);
+      out.push([`${p}.mlp.up_proj.weight`, [I, H]]);
+    }
     out.push([`${p}.mlp.down_proj.weight`, [H, I]]);
   }
   out.push(['model.norm.weight', [H]]);
@@ -137,7 +148,18 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
   return out;
 }
 
-const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM' };
+const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM' };
+
+function phi3Rope(headDim: number, positions: number): Record<string, unknown> {
+  const factors = Array.from({ length: headDim / 4 }, (_, i) => 1 + 0.5 * i);
+  return {
+    partial_rotary_factor: 0.5,
+    rope_scaling: { type: 'longrope', short_factor: factors, long_factor: factors.map((f) => 4 * f) },
+    original_max_position_embeddings: positions,
+    max_position_embeddings: 2 * positions,
+    sliding_window: 2 * positions - 1,
+  };
+}
 
 /** Writes a tiny random checkpoint into `dir` (created) and returns it with its fp32 weights. */
 export function writeTinyModel(dir: string, options: TinyModelOptions): TinyModel {
@@ -169,8 +191,9 @@ export function writeTinyModel(dir: string, options: TinyModelOptions): TinyMode
     bos_token_id: endOfText,
     eos_token_id: imEnd,
     torch_dtype: { F32: 'float32', BF16: 'bfloat16', F16: 'float16' }[o.dtype],
-    ...(o.family === 'llama' ? { attention_bias: false, mlp_bias: false } : {}),
+    ...(o.family === 'llama' || o.family === 'phi3' ? { attention_bias: false, mlp_bias: false } : {}),
     ...(o.family === 'qwen2' ? { use_sliding_window: false } : {}),
+    ...(o.family === 'phi3' ? phi3Rope(o.headDim, o.maxPositions) : {}),
   };
   fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config, null, 2));
   fs.writeFileSync(path.join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: [imEnd, endOfText] }));

@@ -91,3 +91,23 @@ export function splitFusedTensors<T>(config: ModelConfig, tensors: Map<string, T
     }
   }
 }
+
+/**
+ * The inverse of {@link splitFusedTensors} for tensors about to be written (a merged model's, by
+ * Hugging Face name): each layer's parts concatenated, in row order, under the fused name.
+ */
+export function joinFusedTensors(config: ModelConfig, tensors: Record<string, { dtype: 'F32'; shape: number[]; data: Float32Array } | { dtype: string; shape: number[]; data: unknown }>): void {
+  if (!config.fusedProjections) return;
+  for (let layer = 0; layer < config.numLayers; layer++) {
+    for (const fused of FUSED_PROJECTIONS) {
+      const names = fused.parts.map((t) => `model.layers.${layer}.${PART_MODULES[t]}.weight`);
+      const parts = names.map((n) => tensors[n]);
+      if (!parts.every((p) => p?.dtype === 'F32')) continue;
+      const arrays = parts.map((p) => p!.data as Float32Array);
+      const data = new Float32Array(arrays.reduce((n, a) => n + a.length, 0));
+      arrays.reduce((at, a) => (data.set(a, at), at + a.length), 0);
+      for (const n of names) delete tensors[n];
+      tensors[`model.layers.${layer}.${fused.module}.weight`] = { dtype: 'F32', shape: [parts.reduce((n, p) => n + p!.shape[0]!, 0), parts[0]!.shape[1]!], data };
+    }
+  }
+}

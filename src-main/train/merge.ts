@@ -21,6 +21,7 @@ import { createSession, type Device } from '../model/ort-session.js';
 import { scoreRows, type ScoreRow } from '../model/score-feeds.js';
 import { writeJsonAtomic, writeSafetensorsAtomic } from './files.js';
 import { loraAKey, loraBKey } from './lora.js';
+import { joinFusedTensors } from '../model/fused-projections.js';
 import { readAdapter } from './peft.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights } from './training-step.js';
 import type { TensorToWrite } from '../model/safetensors.js';
@@ -55,6 +56,7 @@ export function writeMergedModel(ckpt: Checkpoint, dir: string, lora: LoraConfig
     if (spec) mergeInto(data, weights.get(loraAKey(spec))!, weights.get(loraBKey(spec))!, lora.r, spec.inFeatures, spec.outFeatures, scaling);
     tensors[name] = { dtype: 'F32', shape: entry.shape, data };
   }
+  joinFusedTensors(ckpt.config, tensors); // Phi-3's q/k/v and gate/up stored fused again, as its config.json expects
   writeSafetensorsAtomic(path.join(dir, 'model.safetensors'), tensors, { format: 'pt' });
   if (ckpt.gguf) {
     writeGgufCompanionFiles(ckpt.gguf, dir); // a GGUF base: config.json and tokenizer files from its metadata

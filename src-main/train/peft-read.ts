@@ -11,7 +11,9 @@
  *     (scaling alpha/√r instead of alpha/r);
  *   - `target_modules` as short names, full module paths, a regular expression or
  *     "all-linear", and `layers_to_transform`: the tensors in the file say which modules
- *     are adapted, and a module without tensors is simply not adapted.
+ *     are adapted, and a module without tensors is simply not adapted;
+ *   - a fused module's pair (Phi-3's qkv_proj, gate_up_proj), read as its parts' pairs
+ *     (./fused-adapter.ts).
  *
  * Per-module ranks and scalings are folded into one exact equivalent: every pair is padded
  * with zeros to the largest rank R (zero rows of A and columns of B add nothing) and B is
@@ -29,7 +31,9 @@ import { LINEAR_TARGETS, type LinearTarget } from '../model/decoder.js';
 import { readRegularFile } from '../model/regular-file.js';
 import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } from '../model/safetensors.js';
 import { patternLookup } from './peft-pattern.js';
-import { PEFT_MODULE_NAMES, PEFT_PREFIX, linearShape, loraAKey, loraBKey, loraSpecs, targetFromModuleName } from './lora.js';
+import { PEFT_MODULE_NAMES, PEFT_PREFIX, hfModulePath, linearShape, loraAKey, loraBKey, loraSpecs, targetFromModuleName } from './lora.js';
+import { FUSED_PROJECTIONS, fusedProjectionOf, partSpans, type FusedProjection } from '../model/fused-projections.js';
+import { fusedByName, splitFusedPair } from './fused-adapter.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights } from './training-step.js';
 
 export const ADAPTER_CONFIG = 'adapter_config.json';
@@ -52,6 +56,8 @@ const MAX_UPDATE = 1e6;
 const PEFT_DEFAULT_ALPHA = 8;
 const EMBEDDING_MODULES = /(^|\.)(embed_tokens|wte|word_embeddings|embed_in)$/;
 const MODULE_PATH = /^model\.layers\.(\d+)\.(self_attn|mlp)\.([a-z_]+)$/;
+/** Phi-3's fused modules (qkv_proj, gate_up_proj): read as their parts' pairs (./fused-adapter.ts). */
+const FUSED_NAMES = FUSED_PROJECTIONS.map((f) => f.module.split('.').at(-1)!);
 
 interface AdapterSettings {
   r: number;
@@ -140,7 +146,7 @@ function checkTargetModules(modules: unknown, fail: (m: string) => never): boole
   for (const m of modules as string[]) {
     if (EMBEDDING_MODULES.test(m)) fail(`target module '${m}' is an embedding: embedding LoRA is not supported`);
     const last = m.split('.').at(-1)!;
-    if (!targetFromModuleName(last)) fail(`target module '${m}' is not supported; supported: ${Object.values(PEFT_MODULE_NAMES).join(', ')}`);
+    if (!targetFromModuleName(last) && !FUSED_NAMES.includes(last)) fail(`target module '${m}' is not supported; supported: ${[...Object.values(PEFT_MODULE_NAMES), ...FUSED_NAMES].join(', ')}`);
     if (m.includes('.')) plain = false;
   }
   return plain;
@@ -173,42 +179,60 @@ function parseKey(name: string, file: string): ParsedKey {
   return { modulePath: m![1]!, part: m![2] as 'A' | 'B' };
 }
 
-function specFor(modulePath: string, model: ModelConfig, file: string, tensor: string): LoraTensorSpec {
+/** A module an adapter holds a pair for: one projection (`spec`), or a fused one whose parts it adapts. */
+type ModuleSlot = { spec: LoraTensorSpec; fused?: undefined } | { fused: FusedProjection; layer: number; inFeatures: number; outFeatures: number; spec?: undefined };
+
+function slotFor(modulePath: string, model: ModelConfig, file: string, tensor: string): ModuleSlot {
   const fail = (msg: string): never => {
     throw new UserError(`${file}: tensor '${tensor}': ${msg}`);
   };
   if (EMBEDDING_MODULES.test(modulePath)) fail(`module '${modulePath}' is an embedding: embedding LoRA is not supported`);
   const m = MODULE_PATH.exec(modulePath);
-  const target = m ? targetFromModuleName(m[3]!) : undefined;
-  if (!m || !target) fail(`module '${modulePath}' is not supported; Hindsight adapts model.layers.N.(self_attn|mlp).(${Object.values(PEFT_MODULE_NAMES).join('|')})`);
+  const fused = m ? fusedByName(model, m[3]!) : undefined;
+  const target = m && !fused ? targetFromModuleName(m[3]!) : undefined;
+  // A model that fuses a projection has no separate module for its parts (PEFT would find none either).
+  const unfused = target && fusedProjectionOf(model, target);
+  if (!m || (!target && !fused) || unfused) {
+    const names = model.fusedProjections ? [...LINEAR_TARGETS.filter((t) => !fusedProjectionOf(model, t)).map((t) => PEFT_MODULE_NAMES[t]), ...FUSED_NAMES] : Object.values(PEFT_MODULE_NAMES);
+    fail(`module '${modulePath}' is not supported; Hindsight adapts model.layers.N.(self_attn|mlp).(${names.join('|')})${model.fusedProjections ? ' on this model, whose checkpoint fuses q/k/v and gate/up' : ''}`);
+  }
   const layer = Number(m![1]);
   if (layer >= model.numLayers) fail(`module '${modulePath}' does not exist: this model has ${model.numLayers} layers (0–${model.numLayers - 1}); is the adapter for another model?`);
-  return { module: PEFT_PREFIX + modulePath, layer, target: target!, ...linearShape(model, target!) };
+  if (fused) return { fused, layer, inFeatures: model.hiddenSize, outFeatures: partSpans(model, fused).reduce((n, p) => n + p.rows, 0) };
+  return { spec: { module: PEFT_PREFIX + modulePath, layer, target: target!, ...linearShape(model, target!) } };
 }
 
 function readPairs(file: string, model: ModelConfig, settings: AdapterSettings): LoraPair[] {
   const { tensors } = readSafetensorsHeader(file);
-  const byModule = new Map<string, { spec: LoraTensorSpec; a?: TensorEntry; b?: TensorEntry }>();
+  const byModule = new Map<string, { slot: ModuleSlot; a?: TensorEntry; b?: TensorEntry }>();
   for (const entry of tensors) {
     const { modulePath, part } = parseKey(entry.name, file);
     if (settings.targetNames && !settings.targetNames.some((t) => modulePath === t || modulePath.endsWith(`.${t}`))) {
       throw new UserError(`${file}: tensor '${entry.name}' does not belong to this model's LoRA: its module is not among target_modules ${JSON.stringify(settings.targetNames)}`);
     }
-    const slot = byModule.get(modulePath) ?? { spec: specFor(modulePath, model, file, entry.name) };
-    if (part === 'A') slot.a = entry;
-    else slot.b = entry;
-    byModule.set(modulePath, slot);
+    const held = byModule.get(modulePath) ?? { slot: slotFor(modulePath, model, file, entry.name) };
+    if (part === 'A') held.a = entry;
+    else held.b = entry;
+    byModule.set(modulePath, held);
   }
   const pairs: LoraPair[] = [];
-  for (const [modulePath, { spec, a, b }] of byModule) {
+  for (const [modulePath, { slot, a, b }] of byModule) {
     if (!a || !b) throw new UserError(`${file}: module '${modulePath}' has lora_${a ? 'A' : 'B'} but no lora_${a ? 'B' : 'A'}`);
     const rank = settings.rankPattern(modulePath) ?? settings.r;
     const alpha = settings.alphaPattern(modulePath) ?? settings.alpha;
-    checkShape(a, [rank, spec.inFeatures], file);
-    checkShape(b, [spec.outFeatures, rank], file);
-    const pair = { spec, rank, scaling: alpha / (settings.rslora ? Math.sqrt(rank) : rank), a: floats(a, file), b: floats(b, file) };
-    checkUpdateBound(pair, modulePath, file);
-    pairs.push(pair);
+    const { inFeatures, outFeatures } = slot.spec ?? slot;
+    checkShape(a, [rank, inFeatures], file);
+    checkShape(b, [outFeatures, rank], file);
+    const scaling = alpha / (settings.rslora ? Math.sqrt(rank) : rank);
+    const whole = { rank, scaling, a: floats(a, file), b: floats(b, file) };
+    checkUpdateBound(whole, modulePath, file);
+    if (slot.spec) pairs.push({ spec: slot.spec, ...whole });
+    else {
+      for (const part of splitFusedPair(model, slot.fused, rank, inFeatures, whole.a, whole.b)) {
+        const spec = { module: PEFT_PREFIX + hfModulePath(slot.layer, part.target), layer: slot.layer, target: part.target, ...linearShape(model, part.target) };
+        pairs.push({ spec, rank: part.rank, scaling, a: part.a, b: part.b });
+      }
+    }
   }
   if (!pairs.length) throw new UserError(`${file}: holds no LoRA tensors`);
   return pairs;
@@ -219,7 +243,7 @@ function readPairs(file: string, model: ModelConfig, settings: AdapterSettings):
  * and past MAX_UPDATE (a real adapter's is near 1) the forward pass overflows to NaN, which
  * would otherwise come out as token 0 and log-probs of null with exit 0.
  */
-function checkUpdateBound(pair: LoraPair, modulePath: string, file: string): void {
+function checkUpdateBound(pair: Pick<LoraPair, 'rank' | 'scaling' | 'a' | 'b'>, modulePath: string, file: string): void {
   const maxAbs = (x: Float32Array) => x.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
   const bound = Math.abs(pair.scaling) * pair.rank * maxAbs(pair.a) * maxAbs(pair.b);
   if (!(bound <= MAX_UPDATE)) {
@@ -243,7 +267,11 @@ function floats(entry: TensorEntry, file: string): Float32Array {
 function uniformAdapter(pairs: LoraPair[], model: ModelConfig, settings: AdapterSettings, file: string): { lora: LoraConfig; specs: LoraTensorSpec[]; weights: LoraWeights } {
   const present = new Set(pairs.map((p) => p.spec.target));
   // A list of plain names promises those projections in every layer: what is absent is missing.
-  if (settings.everyLayer) for (const name of settings.targetNames ?? []) present.add(targetFromModuleName(name)!);
+  // (A fused module's name promises nothing of its parts: a part it leaves alone has no pair.)
+  if (settings.everyLayer) for (const name of settings.targetNames ?? []) {
+    const target = targetFromModuleName(name);
+    if (target) present.add(target);
+  }
   const targets = LINEAR_TARGETS.filter((t: LinearTarget) => present.has(t));
   const specs = loraSpecs(model, targets);
   const uniform = !settings.rslora && pairs.every((p) => p.rank === settings.r && p.scaling === settings.alpha / settings.r);

@@ -7,7 +7,8 @@
  *   adapter_model.safetensors  base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight
  *                              [r, in] and …lora_B.weight [out, r], fp32
  *
- * Both files are written atomically. Loading (./peft-read.ts) takes any PEFT LoRA folder,
+ * A model whose checkpoint fuses projections (Phi-3) gets its fused modules' pairs
+ * (./fused-adapter.ts). Both files are written atomically. Loading (./peft-read.ts) takes any PEFT LoRA folder,
  * also one trained elsewhere, and refuses what it cannot honour with a one-line message.
  */
 import fs from 'node:fs';
@@ -15,7 +16,9 @@ import path from 'node:path';
 import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
 import { f32Tensors, writeJsonAtomic, writeSafetensorsAtomic } from './files.js';
 import { ADAPTER_CONFIG, ADAPTER_WEIGHTS } from './peft-read.js';
-import { PEFT_MODULE_NAMES, loraShapes } from './lora.js';
+import { PEFT_MODULE_NAMES, loraAKey, loraBKey, loraShapes } from './lora.js';
+import { writtenPairs, type WrittenPair } from './fused-adapter.js';
+import type { ModelConfig } from '../model/model-config.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights } from './training-step.js';
 
 export { ADAPTER_CONFIG, ADAPTER_WEIGHTS, readAdapter, type LoadedAdapter } from './peft-read.js';
@@ -26,15 +29,27 @@ export interface AdapterExport {
   weights: LoraWeights;
   /** The base model folder (written as base_model_name_or_path). */
   baseModel: string;
+  /** The base's config, which says whether its checkpoint fuses projections (Phi-3: ./fused-adapter.ts); absent: it does not. */
+  model?: ModelConfig;
 }
 
-export function adapterConfigJson(lora: LoraConfig, baseModel: string): Record<string, unknown> {
+/**
+ * adapter_config.json. A fused module (./fused-adapter.ts) has rank parts·r and alpha
+ * parts·alpha, given per module by rank_pattern and alpha_pattern.
+ */
+export function adapterConfigJson(lora: LoraConfig, baseModel: string, pairs: readonly WrittenPair[] = []): Record<string, unknown> {
+  const fused = new Map(pairs.filter((p) => p.parts).map((p) => [p.module.split('.').at(-1)!, p.parts!]));
+  const modules = lora.targets.map((t) => PEFT_MODULE_NAMES[t]).filter((m) => !pairs.length || pairs.some((p) => p.module.endsWith(`.${m}`)));
   return {
     peft_type: 'LORA',
     task_type: 'CAUSAL_LM',
     r: lora.r,
     lora_alpha: lora.alpha,
-    target_modules: lora.targets.map((t) => PEFT_MODULE_NAMES[t]),
+    target_modules: [...modules, ...fused.keys()],
+    ...(fused.size ? {
+      rank_pattern: Object.fromEntries([...fused].map(([m, n]) => [m, n * lora.r])),
+      alpha_pattern: Object.fromEntries([...fused].map(([m, n]) => [m, n * lora.alpha])),
+    } : {}),
     lora_dropout: TRAIN_DEFAULTS.loraDropout,
     bias: 'none',
     fan_in_fan_out: false,
@@ -51,13 +66,23 @@ export function adapterConfigJson(lora: LoraConfig, baseModel: string): Record<s
 /** Writes the adapter folder (weights first, then the config, so a config never points at missing weights). */
 export function writeAdapter(dir: string, adapter: AdapterExport): void {
   fs.mkdirSync(dir, { recursive: true });
-  const shapes = loraShapes(adapter.specs, adapter.lora.r);
+  for (const key of loraShapes(adapter.specs, adapter.lora.r).keys()) {
+    if (!adapter.weights.has(key)) throw new Error(`adapter export: missing LoRA tensor ${key}`);
+  }
+  const pairs = adapter.model?.fusedProjections ? writtenPairs(adapter.model, adapter.specs, adapter.weights, adapter.lora.r) : [];
   const ordered = new Map<string, Float32Array>();
-  for (const key of shapes.keys()) {
-    const data = adapter.weights.get(key);
-    if (!data) throw new Error(`adapter export: missing LoRA tensor ${key}`);
-    ordered.set(key, data);
+  const shapes = new Map<string, [number, number]>();
+  if (pairs.length) {
+    for (const p of pairs) {
+      ordered.set(loraAKey(p), p.a).set(loraBKey(p), p.b);
+      shapes.set(loraAKey(p), [p.rank, p.inFeatures]).set(loraBKey(p), [p.outFeatures, p.rank]);
+    }
+  } else {
+    for (const [key, shape] of loraShapes(adapter.specs, adapter.lora.r)) {
+      ordered.set(key, adapter.weights.get(key)!);
+      shapes.set(key, shape);
+    }
   }
   writeSafetensorsAtomic(path.join(dir, ADAPTER_WEIGHTS), f32Tensors(ordered, shapes), { format: 'pt' });
-  writeJsonAtomic(path.join(dir, ADAPTER_CONFIG), adapterConfigJson(adapter.lora, adapter.baseModel));
+  writeJsonAtomic(path.join(dir, ADAPTER_CONFIG), adapterConfigJson(adapter.lora, adapter.baseModel, pairs));
 }

@@ -60,6 +60,8 @@ export function checkpointsRoot(outDir: string): string {
 
 export function saveCheckpoint<S>(outDir: string, data: {
   state: TrainerState<S>; lora: LoraConfig; specs: readonly LoraTensorSpec[]; weights: LoraWeights; optimizer: OptimizerState; baseModel: string;
+  /** The base's config (a fused-projection model's adapter is written fused: ./fused-adapter.ts). */
+  model?: ModelConfig;
   valueHead?: ValueHead;
 }): string {
   const root = checkpointsRoot(outDir);
@@ -70,7 +72,7 @@ export function saveCheckpoint<S>(outDir: string, data: {
   }
   fs.rmSync(dir, { recursive: true, force: true }); // a leftover from a run killed mid-save
   fs.mkdirSync(dir, { recursive: true });
-  writeAdapter(dir, { lora: data.lora, specs: data.specs, weights: data.weights, baseModel: data.baseModel });
+  writeAdapter(dir, { lora: data.lora, specs: data.specs, weights: data.weights, baseModel: data.baseModel, model: data.model });
   if (data.valueHead) writeValueHead(dir, data.valueHead);
   const shapes = withValueHeadShapes(loraShapes(data.specs, data.lora.r), data.valueHead?.get(VALUE_HEAD_WEIGHT)!.length);
   const tensors = { ...f32Tensors(data.optimizer.m, shapes, 'm.'), ...f32Tensors(data.optimizer.v, shapes, 'v.') };

@@ -137,7 +137,7 @@ export async function runLoop<S extends RunSettings>(input: RunLoopInput<S>): Pr
     const trainerState: TrainerState<S> = {
       format: 1, step: done, totalSteps, settings: input.savedSettings, datasetSha256: input.dataSha256, savedAt: new Date().toISOString(),
     };
-    return saveCheckpoint(outDir, { state: trainerState, lora: settings.lora, specs: step.specs, ...state, baseModel: settings.modelDir });
+    return saveCheckpoint(outDir, { state: trainerState, lora: settings.lora, specs: step.specs, ...state, baseModel: settings.modelDir, model: input.checkpoint.config });
   };
   // The step of the checkpoint on disk (the non-finite stop names it). A resumed run in its
   // own folder already has its first checkpoint, and must not rewrite it in place.
@@ -191,7 +191,7 @@ export async function runLoop<S extends RunSettings>(input: RunLoopInput<S>): Pr
   await evals?.after(done, state.weights, true); // a cancelled run is measured where it stopped
   if (savedStep !== done) checkpointDir = save();
   emit({ type: 'status', phase: 'exporting', message: `writing the adapter to ${outDir}` });
-  writeAdapter(outDir, { lora: settings.lora, specs: step.specs, weights: state.weights, baseModel: settings.modelDir });
+  writeAdapter(outDir, { lora: settings.lora, specs: step.specs, weights: state.weights, baseModel: settings.modelDir, model: input.checkpoint.config });
   if (state.valueHead) writeValueHead(outDir, state.valueHead);
   // A quantised run merges into the model's own weights too: --quantize changes how the run stored the base, not what the adapter is added to.
   if (settings.merge) emit({ type: 'status', phase: 'exporting', message: `merging into the model's own fp32 weights${settings.quantize === 'none' ? '' : ` (not the ${settings.quantize} copy the run trained on)`}` });

@@ -1,5 +1,6 @@
-// Adapters both ways, against the real PEFT (test/interop/py/peft_adapters.py) on a tiny Llama that
-// transformers made (bf16 on disk, untied head):
+// Adapters both ways, against the real PEFT (test/interop/py/peft_adapters.py) on a tiny Llama, and
+// a tiny Phi-3 (fused qkv_proj and gate_up_proj, which Hindsight trains as their parts and writes
+// fused: src-main/train/fused-adapter.ts), that transformers made (bf16 on disk, untied head):
 //   - an adapter Hindsight trained (`train --merge`) loads in PeftModel.from_pretrained, whose
 //     log-probs equal `score --adapter`'s within 1e-4; merge_and_unload's weights equal the
 //     merged folder Hindsight wrote, which transformers loads as a plain fp32 model;
@@ -32,7 +33,18 @@ const TEXTS = [
 interface Made { rows: { ids: number[]; start: number }[]; base: number[][]; peft: number[][]; peft_merged: number[][]; adapter_dtypes_loaded: string[] }
 interface Checked { dir: string; peft: number[][]; merged_weight_diff: number; missing: string[]; merged_dtype_default: string; merged_plain: number[][] }
 
-describe.skipIf(!interopPython)('LoRA adapters between Hindsight and PEFT', () => {
+const BASES = [
+  { name: 'llama', base: { family: 'llama', tie: false, dtype: 'BF16', rope_theta: 500000 } },
+  {
+    name: 'phi3',
+    base: {
+      family: 'phi3', tie: false, dtype: 'BF16', partial_rotary_factor: 0.5, original_max_position_embeddings: 512, max_position_embeddings: 2048,
+      rope_scaling: { rope_type: 'longrope', short_factor: [1, 1.3, 1.9, 2.4], long_factor: [4, 5, 6, 7] },
+    },
+  },
+];
+
+describe.skipIf(!interopPython).each(BASES)('LoRA adapters between Hindsight and PEFT on $name', ({ base: baseSpec }) => {
   let tmp: string, baseDir: string, peftDir: string, ourDir: string, peftMergedByUs: string;
   let made: Made;
   let checked: Checked[];
@@ -53,7 +65,7 @@ describe.skipIf(!interopPython)('LoRA adapters between Hindsight and PEFT', () =
     peftDir = path.join(tmp, 'peft-adapter');
     ourDir = path.join(tmp, 'hindsight-adapter');
     peftMergedByUs = path.join(tmp, 'peft-adapter-merged-by-hindsight');
-    const base = { dir: baseDir, family: 'llama', tie: false, dtype: 'BF16', rope_theta: 500000 };
+    const base = { dir: baseDir, ...baseSpec };
     made = JSON.parse(await runPython(interopPython!, [SCRIPT, 'make'], JSON.stringify({ base, peft_dir: peftDir, texts: TEXTS }), pythonEnv()));
     fs.writeFileSync(path.join(tmp, 'rows.jsonl'), made.rows.map((r) => JSON.stringify({ input_ids: r.ids, response_start: r.start })).join('\n') + '\n');
 

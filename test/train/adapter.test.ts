@@ -99,6 +99,56 @@ describe('PEFT adapter folders', () => {
     for (const [k, v] of weights) expect(Buffer.from(back.weights.get(k)!.buffer).equals(Buffer.from(v.buffer))).toBe(true);
   });
 
+  it('writes a fused-projection model\'s parts as its fused modules (Phi-3: qkv_proj, gate_up_proj) and reads them back to the bit', () => {
+    const model = writeTinyModel(fresh('phi3'), { family: 'phi3', numLayers: 2 });
+    const config = Checkpoint.open(model.dir).config;
+    const r = 2;
+    const lora = { r, alpha: 6, targets: parseTargets('q,v,gate,down') };
+    const specs = loraSpecs(config, lora.targets);
+    const weights = initLora(specs, r, 3);
+    for (const [k, v] of weights) if (k.endsWith('lora_B.weight')) v.forEach((_, i) => (v[i] = Math.cos(i + k.length)));
+    const dir = fresh('phi3-adapter');
+    writeAdapter(dir, { lora, specs, weights, baseModel: model.dir, model: config });
+    const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'adapter_config.json'), 'utf8'));
+    expect(cfg).toMatchObject({ r, lora_alpha: 6, target_modules: ['down_proj', 'qkv_proj', 'gate_up_proj'], rank_pattern: { qkv_proj: 3 * r, gate_up_proj: 2 * r }, alpha_pattern: { qkv_proj: 18, gate_up_proj: 12 } });
+    const header = readSafetensorsHeader(path.join(dir, 'adapter_model.safetensors'));
+    const shapes = Object.fromEntries(header.tensors.map((t) => [t.name, t.shape]));
+    const { hiddenSize: H, numHeads, numKvHeads, headDim, intermediateSize: I } = config;
+    expect(shapes['base_model.model.model.layers.1.self_attn.qkv_proj.lora_A.weight']).toEqual([3 * r, H]);
+    expect(shapes['base_model.model.model.layers.1.self_attn.qkv_proj.lora_B.weight']).toEqual([(numHeads + 2 * numKvHeads) * headDim, 3 * r]);
+    expect(shapes['base_model.model.model.layers.0.mlp.gate_up_proj.lora_B.weight']).toEqual([2 * I, 2 * r]);
+    expect(header.tensors).toHaveLength(12); // qkv, gate_up and down in 2 layers
+    const back = readAdapter(dir, config);
+    expect(back.lora).toEqual(lora); // k and up, zero blocks, are not adapted
+    expect([...back.weights.keys()].sort()).toEqual([...weights.keys()].sort());
+    for (const [k, v] of weights) expect(Buffer.from(back.weights.get(k)!.buffer).equals(Buffer.from(v.buffer)), k).toBe(true);
+    // The separate projections' names do not exist in such a model.
+    const separate = fresh('phi3-separate');
+    writeAdapter(separate, { lora, specs, weights, baseModel: model.dir });
+    expect(() => readAdapter(separate, config)).toThrow(/module 'model.layers.0.self_attn.q_proj' is not supported; .*qkv_proj\|gate_up_proj\) on this model, whose checkpoint fuses q\/k\/v and gate\/up/);
+  });
+
+  it('reads a fused module PEFT trained (one A for q, k and v) as its parts, each with the whole A and its rows of B', () => {
+    const model = writeTinyModel(fresh('phi3'), { family: 'phi3', numLayers: 1 });
+    const config = Checkpoint.open(model.dir).config;
+    const R = 4, H = config.hiddenSize, out = (config.numHeads + 2 * config.numKvHeads) * config.headDim;
+    const a = Float32Array.from({ length: R * H }, (_, i) => Math.sin(i) / 8);
+    const b = Float32Array.from({ length: out * R }, (_, i) => Math.cos(i) / 8);
+    const dir = fresh('peft-fused');
+    writeSafetensors(path.join(dir, 'adapter_model.safetensors'), {
+      'base_model.model.model.layers.0.self_attn.qkv_proj.lora_A.weight': { dtype: 'F32', shape: [R, H], data: a },
+      'base_model.model.model.layers.0.self_attn.qkv_proj.lora_B.weight': { dtype: 'F32', shape: [out, R], data: b },
+    });
+    fs.writeFileSync(path.join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: R, lora_alpha: 8, target_modules: ['qkv_proj'] }));
+    const back = readAdapter(dir, config);
+    expect(back.lora).toEqual({ r: R, alpha: 8, targets: ['q', 'k', 'v'] });
+    const q = back.specs.find((s) => s.target === 'q')!, k = back.specs.find((s) => s.target === 'k')!;
+    expect(back.weights.get(loraAKey(q))).toEqual(a);
+    expect(back.weights.get(loraAKey(k))).toEqual(a);
+    const qRows = config.numHeads * config.headDim;
+    expect(back.weights.get(loraBKey(k))).toEqual(b.slice(qRows * R, (qRows + config.numKvHeads * config.headDim) * R));
+  });
+
   it('refuses adapters it cannot honour, naming the file and the problem', () => {
     const model = writeTinyModel(fresh('m'), { family: 'llama', numLayers: 1 });
     const config = Checkpoint.open(model.dir).config;

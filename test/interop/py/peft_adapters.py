@@ -31,6 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_models import logprobs, make  # noqa: E402
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# Phi-3 has q/k/v and gate/up as one module each: PEFT adapts those with one pair.
+FUSED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj"}
 
 
 def base(path):
@@ -41,14 +43,15 @@ def score(model, rows):
     return [logprobs(model, r["ids"], r["start"]) for r in rows]
 
 
-def train(base_dir, out, rows):
+def train(base_dir, out, rows, family):
+    name = (lambda m: FUSED.get(m, m)) if family == "phi3" else (lambda m: m)
     config = LoraConfig(
-        r=4, lora_alpha=8, target_modules=TARGETS, lora_dropout=0.0, use_rslora=True, task_type="CAUSAL_LM",
+        r=4, lora_alpha=8, target_modules=sorted({name(t) for t in TARGETS}), lora_dropout=0.0, use_rslora=True, task_type="CAUSAL_LM",
         # Overlapping keys: PEFT takes the first that matches a module's name, and writes the keys
         # sorted (json sort_keys), so they are given here in sorted order: otherwise PEFT's own
         # reload takes another key than training did and refuses its own file (layer 0's q_proj).
-        rank_pattern={"layers.0.self_attn.q_proj": 6, "layers.1.mlp.down_proj": 8, "q_proj": 2},
-        alpha_pattern={"v_proj": 3, "model.layers.1.mlp.up_proj": 20},
+        rank_pattern={f"layers.0.self_attn.{name('q_proj')}": 6, "layers.1.mlp.down_proj": 8, name("q_proj"): 2},
+        alpha_pattern={name("v_proj") if family != "phi3" else "o_proj": 3, f"model.layers.1.mlp.{name('up_proj')}": 20},
     )
     torch.manual_seed(1)
     model = get_peft_model(base(base_dir).train(), config)
@@ -67,7 +70,7 @@ def cmd_make(spec):
     tok = make(spec["base"])
     base_dir = spec["base"]["dir"]
     rows = [{"ids": tok(t, add_special_tokens=False)["input_ids"], "start": 1} for t in spec["texts"]]
-    train(base_dir, spec["peft_dir"], rows)
+    train(base_dir, spec["peft_dir"], rows, spec["base"]["family"])
     peft = PeftModel.from_pretrained(base(base_dir), spec["peft_dir"]).eval()
     dtypes = sorted({str(p.dtype) for n, p in peft.named_parameters() if "lora_" in n})
     result = {"rows": rows, "base": score(base(base_dir), rows), "peft": score(peft, rows), "adapter_dtypes_loaded": dtypes}
