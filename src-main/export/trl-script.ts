@@ -7,6 +7,13 @@ import type { TrlMethod } from '../../src-shared/handoff.js';
 import { LOSS_AGGS, type LossAgg } from '../../src-shared/training.js';
 import { TRL_METHODS } from '../../src-shared/handoff.js';
 import { DATASET_FIELDS, DATASET_FILES } from './trl-datasets.js';
+import { FUSED_PROJECTIONS } from '../model/fused-projections.js';
+import { PEFT_MODULE_NAMES } from '../model/lora-inputs.js';
+
+/** Each part's PEFT name → its fused module's (q_proj → qkv_proj, …), for the script's lora_targets. */
+function fusedModuleNames(): Record<string, string> {
+  return Object.fromEntries(FUSED_PROJECTIONS.flatMap((f) => f.parts.map((t) => [PEFT_MODULE_NAMES[t], f.module.split('.').at(-1)!])));
+}
 
 export interface TrainScriptSettings {
   baseModel: string;
@@ -49,6 +56,9 @@ LORA_R = ${s.loraR}
 LORA_ALPHA = ${s.loraAlpha}
 LORA_DROPOUT = ${s.loraDropout}
 LORA_TARGETS = ${JSON.stringify(s.loraTargets)}
+# Phi-3 keeps q/k/v and gate/up in one module each: a target the model lacks is the fused module
+# that holds it (Hindsight writes and reads such adapters the same way).
+FUSED_MODULES = ${JSON.stringify(fusedModuleNames())}
 # Hindsight's --loss-agg: sample-mean averages each completion over its tokens, then over the
 # batch (TRL's "grpo" loss_type); token-mean averages over every token of the batch ("dapo").
 # Only GRPO has the choice: SDFT always averages per completion; KTO and DPO score whole
@@ -170,11 +180,17 @@ def load_model(args):
         r=LORA_R,
         lora_alpha=LORA_ALPHA,
         lora_dropout=LORA_DROPOUT,
-        target_modules=LORA_TARGETS,
+        target_modules=lora_targets(model),
         bias="none",
         task_type="CAUSAL_LM",
     )
     return model, lora
+
+
+def lora_targets(model):
+    """LORA_TARGETS as this model names its linear layers (a fused module where it has no separate one)."""
+    linears = {name.rsplit(".", 1)[-1] for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)}
+    return list(dict.fromkeys(t if t in linears else FUSED_MODULES.get(t, t) for t in LORA_TARGETS))
 
 
 def training_args(args):

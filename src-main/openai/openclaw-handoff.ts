@@ -56,6 +56,7 @@ function envFile(o: ReplayOptions, counts: { sessions: number; requests: number 
     'USE_LORA=1',
     `LORA_RANK=${r}`,
     `LORA_ALPHA=${o.loraR ? 2 * o.loraR : TRAIN_DEFAULTS.loraAlpha}`,
+    '# A Phi-3 base names its fused modules instead: qkv_proj,o_proj,gate_up_proj,down_proj.',
     `LORA_TARGET_MODULES=${TRAIN_DEFAULTS.targets.map((t) => PEFT_MODULE_NAMES[t]).join(',')}`,
     `# rl: binary reward from the judge; opd: on-policy distillation from hints; combine: both`,
     `TRAIN_METHOD=${o.method}`,
