@@ -159,7 +159,8 @@ export function inspectCheckpoint(dir: string): ModelFacts {
   if (!reason && quant !== undefined) reason = `quantised with ${String(quant)}, which Hindsight cannot read (it reads F32, F16 and BF16 safetensors)`;
   if (!reason) {
     try {
-      readModelConfig(dir);
+      // The context Hindsight runs the model at: a sliding window or LongRoPE's original context caps it (hf-checkpoint.ts contextCap).
+      facts.contextLength = readModelConfig(dir).maxPositionEmbeddings;
     } catch (err) {
       reason = oneLine(err, path.join(dir, 'config.json'));
     }
