@@ -78,9 +78,14 @@ export function readScoreInput(file: string, tokenizer: ChatTokenizer): ScoreRow
   return rows;
 }
 
-/** Token ids inside the vocabulary and a response start inside the row, naming the row. */
-function checkRows(rows: ScoreRow[], vocabSize: number, file: string): void {
+/**
+ * Token ids inside the vocabulary, a response start inside the row, and a row within the model's
+ * positions (past them its log-probs mean nothing: docs/design.md §The context window), naming the row.
+ */
+function checkRows(rows: ScoreRow[], config: { vocabSize: number; maxPositionEmbeddings: number }, file: string): void {
+  const { vocabSize, maxPositionEmbeddings: positions } = config;
   rows.forEach((r, i) => {
+    if (r.inputIds.length > positions) throw new UserError(`${file}: row ${i + 1} is ${r.inputIds.length} tokens long, past the model's ${positions} positions (its context length)`);
     const bad = r.inputIds.find((id) => id < 0 || id >= vocabSize);
     if (bad !== undefined) throw new UserError(`${file}: row ${i + 1}: token id ${bad} is outside the vocabulary [0, ${vocabSize})`);
     if (r.responseStart < 1 || r.responseStart > r.inputIds.length) {
@@ -103,7 +108,7 @@ async function scoreBase(values: { model: string; input: string }, { device, pre
   const model = await LocalModel.load(values.model, { device, precision, threads: threads || undefined, quantize });
   try {
     const rows = readScoreInput(values.input, model.tokenizer);
-    checkRows(rows, model.config.vocabSize, values.input);
+    checkRows(rows, model.config, values.input);
     const logprobs = await model.score(rows, { batchSize });
     const drift = await model.quantizationDrift();
     return { rows, logprobs, executionProvider: model.executionProvider ?? device, drift };
@@ -116,7 +121,7 @@ async function scoreAdapter(values: { model: string; input: string; adapter: str
   const config = Checkpoint.open(values.model).config;
   const adapter = readAdapter(values.adapter, config);
   const rows = readScoreInput(values.input, ChatTokenizer.load(values.model));
-  checkRows(rows, config.vocabSize, values.input);
+  checkRows(rows, config, values.input);
   const engine = ModelEngine.open(values.model, { device, precision, threads: threads || undefined, lora: adapter.lora });
   try {
     engine.setLora(adapter.weights);

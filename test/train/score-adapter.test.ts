@@ -87,6 +87,13 @@ describe('hindsight score --adapter', () => {
     const outsideBase = await cli('score', '--model', MODEL, '--input', bad, '--out', out);
     expect(outsideBase.code).toBe(1);
     expect(outsideBase.stderr).toMatch(/bad\.jsonl: row 1: token id 99999 is outside the vocabulary \[0, \d+\)/);
+    // A row past the model's positions: its log-probs would mean nothing.
+    const long = path.join(tmp, 'long.jsonl');
+    const positions = (JSON.parse(fs.readFileSync(path.join(MODEL, 'config.json'), 'utf8')).max_position_embeddings as number);
+    fs.writeFileSync(long, JSON.stringify({ input_ids: Array.from({ length: positions + 1 }, (_, i) => 1 + (i % 50)), response_start: 1 }) + '\n');
+    const past = await cli('score', '--model', MODEL, '--input', long, '--out', out);
+    expect(past.code).toBe(1);
+    expect(past.stderr).toMatch(new RegExp(`long\\.jsonl: row 1 is ${positions + 1} tokens long, past the model's ${positions} positions \\(its context length\\)`));
 
     const flags = await cli('score', '--model', MODEL, '--input', inputFile, '--out', out, '--adapter', adapterDir, '--quantize', 'int8');
     expect(flags.code).toBe(2);
