@@ -57,6 +57,22 @@ describe.runIf(hasWebGpu)('WebGPU\'s fused graphs against the CPU\'s', () => {
     });
   });
 
+  // Phi-3: LongRoPE's attention factor on the fused op's cos and sin (the whole head turned), and
+  // Phi-4-mini's partial rotation, which takes the standard form there too.
+  it.each([
+    { label: 'Phi-3, LongRoPE, the whole head turned', partial: 1 },
+    { label: 'Phi-4-mini, half of each head turned', partial: 0.5 },
+  ])('score 40-token rows as the CPU does: $label', async ({ label, partial }) => {
+    const model = writeTinyModel(path.join(root, label.replace(/\W+/g, '-')), { family: 'phi3', seed: 7, hiddenSize: 64, intermediateSize: 64, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 16, std: 0.3 });
+    const config = model.config as { rope_scaling: { short_factor: number[]; long_factor: number[] } };
+    const pairs = (16 * partial) / 2;
+    const factors = Array.from({ length: pairs }, (_, i) => 1 + 0.4 * i);
+    fs.writeFileSync(path.join(model.dir, 'config.json'), JSON.stringify({ ...config, partial_rotary_factor: partial, rope_scaling: { ...config.rope_scaling, short_factor: factors, long_factor: factors } }));
+    const rows = [0, 1].map((r) => ({ inputIds: Array.from({ length: 40 - 9 * r }, (_, i) => (i * 7 + 3 + r) % 50), responseStart: 1 }));
+    const { cpu, webgpu } = await onBoth(model.dir, (engine) => engine.score(rows, { batchSize: 2 }));
+    webgpu.forEach((row, i) => expect(maxAbsDiff(row, cpu[i]!)).toBeLessThan(1e-4));
+  });
+
   it('generate, sampled, what the CPU generates: a 22-token prompt\'s 4 sequences, and two prompts padded together', async () => {
     const prompt = [1, 410, 471, 419, 285, 467, 403, 407, 261, 378, 410, 475, 13, 13, 447, 419, 419, 293, 413, 303, 413, 467];
     const batches: BatchPrompt[][] = [
