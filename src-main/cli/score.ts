@@ -3,7 +3,8 @@
 // {"context":[…], "response":"…"} (a `samples` export line, as it is), or the same with the
 // context named "messages" (both rendered through the model's chat template), or
 // {"input_ids":[…], "response_start":k}. Each output line is {"logprobs":[…]}, one fp32
-// natural log-prob per response token, in input order. The output is written atomically.
+// natural log-prob per response token, in input order. The output is written atomically. A
+// conversation longer than the model's context keeps its latest turns, as a training row does.
 //
 // --adapter DIR scores with a PEFT LoRA adapter (a trainer's output folder) applied,
 // unmerged, as the model engine's LoRA inputs (the path rollouts and on-policy training take):
@@ -24,6 +25,7 @@ import type { Precision } from '../../src-shared/training.js';
 import { ChatTokenizer, type ChatMessage } from '../model/tokenizer.js';
 import { ModelEngine, type ScoreRow } from '../model/inference-engine.js';
 import { readAdapter } from '../train/peft.js';
+import { windowedResponse } from '../train/fit-max-length.js';
 import { intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 import { DEVICE_OPTION, deviceFlag, modelFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './model-flags.js';
 import { driftNote, type QuantDrift } from '../model/quant-drift.js';
@@ -55,9 +57,16 @@ export const spec = {
 } as const;
 const USAGE = usageLine(spec);
 
-/** Reads and validates the input file into rows, naming the line of any problem. */
-export function readScoreInput(file: string, tokenizer: ChatTokenizer): ScoreRow[] {
+/**
+ * Reads and validates the input file into rows, naming the line of any problem. A conversation
+ * longer than the model's `positions` keeps its latest turns, as a training row does
+ * (../train/fit-max-length.ts), or where its system turn alone leaves no room, its last
+ * `positions` tokens (the reply whole); `windowed` counts those. Ids given as they are must fit
+ * (checkRows).
+ */
+export function readScoreInput(file: string, tokenizer: ChatTokenizer, positions: number): { rows: ScoreRow[]; windowed: number } {
   const rows: ScoreRow[] = [];
+  let windowed = 0;
   for (const { value, where } of readJsonLines(file).lines) {
     const obj = (value ?? {}) as Record<string, unknown>;
     if (Array.isArray(obj.input_ids)) {
@@ -70,12 +79,19 @@ export function readScoreInput(file: string, tokenizer: ChatTokenizer): ScoreRow
       if (!messages.every((m) => m && typeof m.role === 'string' && typeof m.content === 'string')) {
         throw new UserError(`${where}: each message needs a string role and content`);
       }
-      rows.push(tokenizer.encodeResponse(messages, obj.response));
+      const window = windowedResponse(tokenizer, messages, obj.response, positions);
+      if (!window.fits && window.why === 'reply') throw new UserError(`${where}: the reply alone is past the model's ${positions} positions (its context length)`);
+      if (window.fits) rows.push(window.span);
+      else {
+        const whole = tokenizer.encodeResponse(messages, obj.response), cut = whole.inputIds.length - positions;
+        rows.push({ inputIds: whole.inputIds.slice(cut), responseStart: whole.responseStart - cut });
+      }
+      if (!window.fits || window.cut) windowed++;
     } else {
       throw new UserError(`${where}: expected {"context":[…],"response":"…"} (a samples export line), {"messages":[…],"response":"…"} or {"input_ids":[…],"response_start":k}`);
     }
   }
-  return rows;
+  return { rows, windowed };
 }
 
 /**
@@ -96,6 +112,9 @@ function checkRows(rows: ScoreRow[], config: { vocabSize: number; maxPositionEmb
 
 interface Scored {
   rows: ScoreRow[];
+  /** Rows whose conversation lost its earliest turns (or tokens) to fit the model's `positions`. */
+  windowed: number;
+  positions: number;
   logprobs: number[][];
   executionProvider: string;
   drift?: QuantDrift;
@@ -107,11 +126,11 @@ interface Placement { device: Device; precision?: Precision; threads: number }
 async function scoreBase(values: { model: string; input: string }, { device, precision, threads }: Placement, batchSize: number, quantize: Quantize): Promise<Scored> {
   const model = await LocalModel.load(values.model, { device, precision, threads: threads || undefined, quantize });
   try {
-    const rows = readScoreInput(values.input, model.tokenizer);
+    const { rows, windowed } = readScoreInput(values.input, model.tokenizer, model.config.maxPositionEmbeddings);
     checkRows(rows, model.config, values.input);
     const logprobs = await model.score(rows, { batchSize });
     const drift = await model.quantizationDrift();
-    return { rows, logprobs, executionProvider: model.executionProvider ?? device, drift };
+    return { rows, windowed, positions: model.config.maxPositionEmbeddings, logprobs, executionProvider: model.executionProvider ?? device, drift };
   } finally {
     await model.close();
   }
@@ -120,13 +139,13 @@ async function scoreBase(values: { model: string; input: string }, { device, pre
 async function scoreAdapter(values: { model: string; input: string; adapter: string }, { device, precision, threads }: Placement, batchSize: number): Promise<Scored> {
   const config = Checkpoint.open(values.model).config;
   const adapter = readAdapter(values.adapter, config);
-  const rows = readScoreInput(values.input, ChatTokenizer.load(values.model));
+  const { rows, windowed } = readScoreInput(values.input, ChatTokenizer.load(values.model), config.maxPositionEmbeddings);
   checkRows(rows, config, values.input);
   const engine = ModelEngine.open(values.model, { device, precision, threads: threads || undefined, lora: adapter.lora });
   try {
     engine.setLora(adapter.weights);
     const logprobs = await engine.score(rows, { batchSize });
-    return { rows, logprobs, executionProvider: engine.executionProvider ?? device };
+    return { rows, windowed, positions: config.maxPositionEmbeddings, logprobs, executionProvider: engine.executionProvider ?? device };
   } finally {
     await engine.close();
   }
@@ -144,7 +163,7 @@ export const command: Command = async (argv) => {
   const started = Date.now();
   const { model, input, out, adapter } = values;
   const placement: Placement = { device, precision: precisionFlag(values.precision), threads };
-  const { rows, logprobs, executionProvider: ep, drift } = adapter
+  const { rows, windowed, positions, logprobs, executionProvider: ep, drift } = adapter
     ? await scoreAdapter({ model, input, adapter }, placement, batchSize)
     : await scoreBase({ model, input }, placement, batchSize, quantize);
   // A log-prob that is not finite (an adapter or model whose values overflow) is no score: refused, nothing written.
@@ -161,6 +180,7 @@ export const command: Command = async (argv) => {
   const seconds = (Date.now() - started) / 1000;
   const tokens = rows.reduce((a, r) => a + r.inputIds.length, 0);
   if (drift) process.stderr.write(driftNote(quantize, drift) + '\n');
+  if (windowed) process.stderr.write(`${windowed} of ${rows.length} conversations kept only their latest turns, to fit the model's ${positions} positions\n`);
   process.stderr.write(`scored ${rows.length} rows (${tokens} tokens)${adapter ? ` with adapter ${adapter}` : ''} in ${seconds.toFixed(2)} s on ${ep} → ${out}\n`);
   const quantJson = drift ? { quantize, drift: { tokens: drift.tokens, max_abs: drift.maxAbs, mean_abs: drift.meanAbs } } : {};
   if (values.json) printJson({ rows: rows.length, tokens, out, execution_provider: ep, seconds, ...(adapter ? { adapter } : {}), ...quantJson });

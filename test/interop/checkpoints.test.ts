@@ -23,7 +23,8 @@ const TEXTS = [
   'The cat sat on the mat.',
   'In the beginning there was the word, and the word was with the other words; then came the sentences.',
   // Long enough for positions past 150 (RoPE far from the start, and Llama 3 scaling's low band).
-  Array.from({ length: 12 }, (_, i) => `Line ${i}: the quick brown fox jumps over the lazy dog.`).join('\n'),
+  // 474 tokens, within the models' 512 positions (score refuses a row past them).
+  Array.from({ length: 11 }, (_, i) => `Line ${i}: the quick brown fox jumps over the lazy dog.`).join('\n'),
   'a',
 ];
 const PROMPTS = ['Hello, who are you?', 'Write one sentence about the sea.', 'x'];
