@@ -1,7 +1,9 @@
 /**
  * Structure in generated text: `<think>…</think>` reasoning and tool calls, as Hermes-style
- * `<tool_call>{"name": …, "arguments": {…}}</tool_call>` blocks (Qwen's format) or, for a
- * tokenizer with Mistral's `[TOOL_CALLS]` token, the JSON list the model writes after it.
+ * `<tool_call>{"name": …, "arguments": {…}}</tool_call>` blocks (Qwen's format), for a
+ * tokenizer with Mistral's `[TOOL_CALLS]` token the JSON list the model writes after it, or,
+ * where tools were offered to a model whose template asks for them so (Llama 3.1+), a reply
+ * that is nothing but `{"name": …, "parameters": {…}}`.
  *
  * Reasoning is split by token ids where the tokenizer has `<think>`/`</think>` as tokens
  * (exact, and immune to the text "</think>" spelled out of ordinary pieces), else by text.
@@ -30,17 +32,23 @@ export interface ParsedReply {
   toolCallErrors: ToolCallError[];
 }
 
-export interface ThinkTokens {
+/** What a reply is read with: the model's marker tokens, and whether bare JSON is a call. */
+export interface ReplyTokens {
   thinkStartId?: number;
   thinkEndId?: number;
   /** Mistral's `[TOOL_CALLS]` token (ChatTokenizer.toolCallsId): what follows it is the calls. */
   toolCallsId?: number;
+  /**
+   * Tools were offered, and the template asks for a call as bare JSON (ChatTokenizer.jsonToolCalls,
+   * Llama 3.1+): a reply that is only such JSON is a call. Without tools offered, JSON is an answer.
+   */
+  jsonToolCalls?: boolean;
   /** Text of ids, special tokens left out. */
   decode(ids: number[]): string;
 }
 
 /** Splits reasoning from answer; returns undefined reasoning when there is none. */
-export function splitReasoning(tokens: number[], tok: ThinkTokens): { reasoning?: string; answer: string } {
+export function splitReasoning(tokens: number[], tok: ReplyTokens): { reasoning?: string; answer: string } {
   const { thinkStartId: open, thinkEndId: close } = tok;
   if (open !== undefined && close !== undefined) {
     const end = tokens.indexOf(close);
@@ -103,11 +111,59 @@ export function parseToolCalls(text: string): { content: string; toolCalls: Open
 }
 
 /** Reasoning, tool calls and answer of one generated reply. */
-export function parseReply(tokens: number[], tok: ThinkTokens): ParsedReply {
+export function parseReply(tokens: number[], tok: ReplyTokens): ParsedReply {
   const callsAt = tok.toolCallsId === undefined ? -1 : tokens.indexOf(tok.toolCallsId);
   const { reasoning, answer } = splitReasoning(callsAt < 0 ? tokens : tokens.slice(0, callsAt), tok);
   const { content, toolCalls, errors } = callsAt < 0 ? parseToolCalls(answer) : { content: answer, ...parseToolCallList(tok.decode(tokens.slice(callsAt + 1))) };
+  const jsonCalls = tok.jsonToolCalls && !toolCalls.length && !errors.length ? parseJsonToolCalls(content) : undefined;
+  if (jsonCalls) return { content: '', reasoning, toolCalls: jsonCalls, toolCallErrors: [] };
   return { content, reasoning, toolCalls, toolCallErrors: errors };
+}
+
+/**
+ * Llama 3.1+'s calls: a reply that is only `{"name": …, "parameters": {…}}` (`arguments` taken
+ * for `parameters` too), or several such objects joined by ";", as vLLM's llama3_json parser
+ * reads them. Anything else, a JSON answer that is not a call included, is not calls (undefined).
+ */
+export function parseJsonToolCalls(text: string): OpenAIToolCall[] | undefined {
+  const raw = text.trim();
+  if (!raw.startsWith('{')) return undefined;
+  const calls: OpenAIToolCall[] = [];
+  for (const part of topLevelParts(raw)) {
+    let value: unknown;
+    try {
+      value = JSON.parse(part);
+    } catch {
+      return undefined;
+    }
+    const call = value as { name?: unknown; parameters?: unknown; arguments?: unknown } | null;
+    const args = call?.parameters ?? call?.arguments;
+    if (!call || typeof call !== 'object' || typeof call.name !== 'string' || !call.name || !args || typeof args !== 'object' || Array.isArray(args)) return undefined;
+    calls.push({ id: madeCallId(calls.length), type: 'function', function: { name: call.name, arguments: JSON.stringify(args) } });
+  }
+  return calls.length ? calls : undefined;
+}
+
+/** `text` split at each ";" outside any string, object or array. */
+function topLevelParts(text: string): string[] {
+  const parts: string[] = [];
+  let depth = 0, inString = false, escaped = false, start = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (c === '\\') escaped = true;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else if (c === '{' || c === '[') depth++;
+    else if (c === '}' || c === ']') depth--;
+    else if (c === ';' && depth === 0) {
+      parts.push(text.slice(start, i));
+      start = i + 1;
+    }
+  }
+  parts.push(text.slice(start));
+  return parts.map((p) => p.trim()).filter(Boolean);
 }
 
 /** The id given to the n-th call of a reply that brings none usable: 9 characters (`call00000`), the length Mistral's templates take. */

@@ -69,6 +69,9 @@ function stopFlagFor(signal: AbortSignal): { flag: Int32Array; dispose: () => vo
   return { flag, dispose: () => signal.removeEventListener('abort', raise) };
 }
 
+/** Whether a request's template options offer the model tools. */
+const offersTools = (template: { tools?: unknown[] } | undefined): boolean => (template?.tools?.length ?? 0) > 0;
+
 export class LocalModel {
   private ep?: Device;
 
@@ -156,7 +159,7 @@ export class LocalModel {
     try {
       const out = await this.worker.call<GeneratedTokens & { executionProvider: Device }>('generate', [ids, { ...options, maxNewTokens, decodeText: false, ...(stop ? { stopFlag: stop.flag } : {}) }, !!onToken], onEvent);
       this.ep = out.executionProvider;
-      return this.result(out, ids.length, maxNewTokens, out.executionProvider);
+      return this.result(out, ids.length, maxNewTokens, out.executionProvider, offersTools(template));
     } finally {
       stop?.dispose();
     }
@@ -178,19 +181,21 @@ export class LocalModel {
     const onEvent = onToken && ((m: WorkerEvent) => onToken(m.sequence as number, m.token as number, m.logprob as number));
     const out = await this.worker.call<{ outputs: GeneratedTokens[][]; executionProvider: Device }>('generateBatch', [batch, { ...options, maxNewTokens: requested, decodeText: false }, !!onToken], onEvent);
     this.ep = out.executionProvider;
-    return out.outputs.map((seqs, i) => seqs.map((s) => this.result(s, batch[i]!.promptIds.length, batch[i]!.maxNewTokens, out.executionProvider)));
+    return out.outputs.map((seqs, i) => seqs.map((s) => this.result(s, batch[i]!.promptIds.length, batch[i]!.maxNewTokens, out.executionProvider, offersTools(template))));
   }
 
-  private result(out: GeneratedTokens, promptTokens: number, maxNewTokens: number, executionProvider: Device): GenerateResult {
+  private result(out: GeneratedTokens, promptTokens: number, maxNewTokens: number, executionProvider: Device, toolsOffered: boolean): GenerateResult {
     // A stop string cut the text: parse what was kept, not the tokens beyond it. Otherwise the
     // worker left the text to this thread, whose tokenizer it does not load (decodeText).
     const stopped = out.finishReason === 'stop';
+    const jsonToolCalls = toolsOffered && this.tokenizer.jsonToolCalls;
     const parsed = stopped
-      ? parseReply([], { decode: () => out.text })
+      ? parseReply([], { decode: () => out.text, jsonToolCalls })
       : parseReply(out.tokens.filter((t) => !this.tokenizer.eosTokenIds.includes(t)), {
         thinkStartId: this.tokenizer.thinkStartId,
         thinkEndId: this.tokenizer.thinkEndId,
         toolCallsId: this.tokenizer.toolCallsId,
+        jsonToolCalls,
         decode: (t) => this.tokenizer.decode(t),
       });
     const text = stopped ? out.text : this.tokenizer.decode(out.tokens);

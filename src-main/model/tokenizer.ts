@@ -85,6 +85,8 @@ export class ChatTokenizer {
   readonly thinkEndId?: number;
   /** Mistral's `[TOOL_CALLS]` token, where the vocabulary has it and the template writes calls after it (./chat-output.ts). */
   readonly toolCallsId?: number;
+  /** The template asks for a tool call as bare JSON, `{"name": …, "parameters": …}` (Llama 3.1+; ./chat-output.ts). */
+  readonly jsonToolCalls: boolean;
   private readonly template: Template;
   /** The tool-call id length the template insists on (Mistral's: 9), where it checks one. */
   private readonly toolCallIdLength?: number;
@@ -104,6 +106,7 @@ export class ChatTokenizer {
     this.thinkStartId = tokenizer.token_to_id('<think>');
     this.thinkEndId = tokenizer.token_to_id('</think>');
     this.toolCallsId = templateText?.includes('[TOOL_CALLS]') ? tokenizer.token_to_id('[TOOL_CALLS]') : undefined;
+    this.jsonToolCalls = templateText?.includes('"parameters": dictionary of argument name') ?? false;
     this.chatTemplateSource = templateText ? 'model' : 'fallback';
     const idLength = /(?:\.id|tool_call_id)\s*\|\s*length\s*!=\s*(\d+)/.exec(templateText ?? '');
     this.toolCallIdLength = idLength ? Number(idLength[1]) : undefined;

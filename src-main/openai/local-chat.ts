@@ -6,9 +6,10 @@
  *
  * Streaming text is only ever emitted as a prefix of the final answer: a suffix that could
  * still become a stop string, a `<think>`/`</think>`/`<tool_call>` tag, or an incomplete
- * UTF-8 character is held back until the next token settles it, and nothing after Mistral's
- * `[TOOL_CALLS]` token is content, so a client that concatenates the deltas gets the same
- * content as a non-streaming request.
+ * UTF-8 character is held back until the next token settles it, nothing after Mistral's
+ * `[TOOL_CALLS]` token is content, and where tools were offered to a model that calls them in
+ * bare JSON (Llama 3.1+) an answer that opens with "{" waits for the end, so a client that
+ * concatenates the deltas gets the same content as a non-streaming request.
  *
  * The result keeps every generated token id and its log-prob (fp32 from the model at
  * temperature 1), which live capture (issue 7) stores as the rollout's old log-probs.
@@ -68,6 +69,8 @@ export class StreamText {
     private readonly skipIds: number[],
     /** Mistral's `[TOOL_CALLS]` token (ChatTokenizer.toolCallsId): the tool calls follow it. */
     private readonly toolCallsId?: number,
+    /** Tools were offered to a model that calls them in bare JSON (Llama 3.1+): an answer that opens with "{" is held until the end, when it is a call or text. */
+    private readonly jsonToolCalls = false,
   ) {}
 
   push(token: number): StreamDelta {
@@ -86,6 +89,7 @@ export class StreamText {
     const safe = text.slice(0, text.length - hold);
     const { reasoning = '', answer } = splitReasoningText((this.opensThinking ? '<think>' : '') + safe);
     const call = answer.indexOf('<tool_call>');
+    if (this.jsonToolCalls && answer.trimStart().startsWith('{')) return this.diff('', reasoning);
     return this.diff(call >= 0 ? answer.slice(0, call).trimEnd() : answer, reasoning);
   }
 
@@ -148,7 +152,8 @@ export function chatPrompt(model: LocalModel, request: ChatRequest): ChatPrompt 
 
 /** A reply's stream of text deltas (the module comment says what it holds back). */
 function replyStream(model: LocalModel, ids: number[], request: ChatRequest): StreamText {
-  return new StreamText((t) => model.tokenizer.decode(t), promptOpensThinking(model, ids), request.stop, model.tokenizer.eosTokenIds, model.tokenizer.toolCallsId);
+  const jsonToolCalls = (request.tools?.length ?? 0) > 0 && model.tokenizer.jsonToolCalls;
+  return new StreamText((t) => model.tokenizer.decode(t), promptOpensThinking(model, ids), request.stop, model.tokenizer.eosTokenIds, model.tokenizer.toolCallsId, jsonToolCalls);
 }
 
 /** `onDelta` for the deltas that carry text. */
@@ -165,6 +170,8 @@ export async function completeChat(model: LocalModel, request: ChatRequest, prom
     temperature: request.temperature,
     topP: request.topP,
     maxNewTokens: prompt.maxTokens,
+    // The prompt is rendered already; the tools tell the reply's parser what a call looks like.
+    ...(request.tools ? { template: { tools: request.tools } } : {}),
     // A conversation's next request begins with this one: only what is new is prefilled.
     reusePrefix: true,
     ...(request.seed !== undefined ? { seed: request.seed } : {}),
@@ -188,6 +195,7 @@ export async function completeChats(model: LocalModel, request: ChatRequest, pro
     temperature: request.temperature,
     topP: request.topP,
     maxNewTokens: prompt.maxTokens,
+    ...(request.tools ? { template: { tools: request.tools } } : {}),
     ...(request.stop.length ? { stopStrings: request.stop } : {}),
     ...(streams ? { onToken: (choice: number, token: number) => streams[choice]!.emit(streams[choice]!.text.push(token)) } : {}),
   });

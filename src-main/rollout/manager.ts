@@ -186,7 +186,9 @@ class RolloutRun {
       const groups = this.batchGroups(ready);
       // Only a reply that calls a tool before the last turn goes on, so only its cache row is kept for the next turn.
       const lastTurn = ready.every((r) => r.turns + 1 >= this.settings.maxTurns);
-      this.carry.wanted = (out) => !lastTurn && out.finishReason !== 'length' && callsTools(this.parse(out.tokens));
+      // (A row kept for nothing costs only memory: a reply read as if tools were offered errs that way.)
+      const toolsOffered = ready.some((r) => r.tools.length > 0);
+      this.carry.wanted = (out) => !lastTurn && out.finishReason !== 'length' && callsTools(this.parse(out.tokens, toolsOffered));
       const outputs = await this.policy.generate(groups.map((g) => this.prompt(g)), this.carry);
       const withCalls: { r: Running; calls: ReturnType<typeof parseReply> }[] = [];
       groups.forEach((g, i) => g.forEach((r, j) => {
@@ -234,10 +236,11 @@ class RolloutRun {
     return this.policy.tokenizer.eosTokenIds.includes(tokens.at(-1)!) ? tokens.slice(0, -1) : tokens;
   }
 
-  /** A reply's content and tool calls. */
-  private parse(tokens: number[]): ReturnType<typeof parseReply> {
+  /** A reply's content and tool calls; `toolsOffered` says whether the episode's prompt showed tools. */
+  private parse(tokens: number[], toolsOffered: boolean): ReturnType<typeof parseReply> {
     const tok = this.policy.tokenizer;
-    return parseReply(this.body(tokens), { thinkStartId: tok.thinkStartId, thinkEndId: tok.thinkEndId, toolCallsId: tok.toolCallsId, decode: (ids) => tok.decode(ids) });
+    const jsonToolCalls = toolsOffered && tok.jsonToolCalls === true;
+    return parseReply(this.body(tokens), { thinkStartId: tok.thinkStartId, thinkEndId: tok.thinkEndId, toolCallsId: tok.toolCallsId, jsonToolCalls, decode: (ids) => tok.decode(ids) });
   }
 
   /** Records a reply; returns its parsed calls when tools must run before the next turn. */
@@ -248,7 +251,7 @@ class RolloutRun {
     r.logprobs.push(...out.logprobs);
     r.generated.push({ start, end: r.ids.length });
     r.turns++;
-    const parsed = this.parse(out.tokens);
+    const parsed = this.parse(out.tokens, r.tools.length > 0);
     r.messages.push({ role: 'assistant', content: this.policy.tokenizer.decode(this.body(out.tokens)), finish: out.finishReason });
     r.answer = parsed.content;
     if (out.finishReason === 'length') this.end(r, 'max_tokens');

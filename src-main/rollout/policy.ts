@@ -19,6 +19,8 @@ export interface PolicyTokenizer {
   readonly thinkStartId?: number;
   readonly thinkEndId?: number;
   readonly toolCallsId?: number;
+  /** The template asks for tool calls as bare JSON (Llama 3.1+; ChatTokenizer.jsonToolCalls). */
+  readonly jsonToolCalls?: boolean;
 }
 
 /** One prompt of a batch: one sequence per seed, each with at most `maxNewTokens` new tokens. */

@@ -89,6 +89,23 @@ describe('tool calls', () => {
     expect(parseReply([0, 1, 2], { decode }).toolCalls.map((c) => c.function.name)).toEqual(['h']);
   });
 
+  it("reads Llama 3.1+'s bare JSON calls, only where tools were offered (jsonToolCalls), as vLLM's llama3_json does", () => {
+    const reply = (text: string, jsonToolCalls = true) => parseReply([1], { decode: () => text, jsonToolCalls });
+    expect(reply(' {"name": "get_weather", "parameters": {"city": "Paris"}}\n')).toEqual({
+      content: '', reasoning: undefined, toolCalls: [{ id: 'call00000', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }], toolCallErrors: [],
+    });
+    // Several joined by ";" (one inside a string is text), `arguments` for `parameters`.
+    expect(reply('{"name": "a", "parameters": {"q": "x; y"}}; {"name": "b", "arguments": {}}').toolCalls.map((c) => [c.id, c.function.name, c.function.arguments]))
+      .toEqual([['call00000', 'a', '{"q":"x; y"}'], ['call00001', 'b', '{}']]);
+    // JSON that is not a call, text around it, or no tools offered: the answer as it is.
+    for (const text of ['{"answer": 42}', '{"name": "a", "parameters": [1]}', 'Sure: {"name": "a", "parameters": {}}', '{"name": "a", "parameters": {}']) {
+      expect(reply(text)).toMatchObject({ content: text, toolCalls: [] });
+    }
+    expect(reply('{"name": "a", "parameters": {}}', false)).toMatchObject({ content: '{"name": "a", "parameters": {}}', toolCalls: [] });
+    // Hermes blocks still win where a model writes them.
+    expect(reply('<tool_call>{"name":"h"}</tool_call>').toolCalls.map((c) => c.id)).toEqual(['call_0']);
+  });
+
   it('parseReply combines both', () => {
     const tok = { decode: () => '<think>need weather</think><tool_call>{"name":"w","arguments":"{\\"q\\":1}"}</tool_call>' };
     expect(parseReply([1], tok)).toEqual({

@@ -335,6 +335,16 @@ describe('Llama 3.2 Instruct template and strftime_now', () => {
     expect(date).toBe(strftimeC(new Date(), '%d %b %Y'));
     expect(date).toMatch(/^\d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4}$/);
   });
+
+  it("Llama 3.2's bare JSON call is read where tools were offered, and goes back into the template as it came", () => {
+    expect([llama32.jsonToolCalls, llama31.jsonToolCalls, qwen25.jsonToolCalls, mistralNemo.jsonToolCalls]).toEqual([true, true, false, false]);
+    const written = '{"name": "get_weather", "parameters": {"city": "Paris"}}';
+    const ids = llama32.encode(written);
+    const parsed = parseReply(ids, { jsonToolCalls: llama32.jsonToolCalls, decode: (t) => llama32.decode(t) });
+    expect(parsed).toMatchObject({ content: '', toolCalls: [{ id: 'call00000', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] });
+    const messages: ChatMessage[] = [TOOL_HISTORY[0]!, { role: 'assistant', content: '', tool_calls: [parsed.toolCalls[0]!] }];
+    expect(llama32.applyChatTemplate(messages, { tools: TOOLS, extra: { date_string: '02 Jan 2025' } })).toContain(`<|start_header_id|>assistant<|end_header_id|>\n\n${written}<|eot_id|>`);
+  });
 });
 
 // ---- Mistral Nemo ------------------------------------------------------------------------

@@ -288,6 +288,19 @@ describe('stream text: only prefixes of the final answer are sent', () => {
     expect(s.finish('Hello', undefined)).toEqual({});
   });
 
+  it('holds an answer that opens with "{" where tools were offered to a bare-JSON caller (Llama 3.1+), and sends it at the end if it is no call', () => {
+    const json = ['{"name"', ': "w", ', '"parameters": {}}'];
+    const held = new StreamText((ids) => ids.map((i) => json[i]).join(''), false, [], [], undefined, true);
+    expect([0, 1, 2].map((t) => held.push(t))).toEqual([{}, {}, {}]);
+    expect(held.finish('', undefined)).toEqual({}); // parsed as a call: no content at all
+    const answer = new StreamText((ids) => ids.map((i) => json[i]).join(''), false, [], [], undefined, true);
+    [0, 1].forEach((t) => answer.push(t));
+    expect(answer.finish('{"name": "w", ', undefined)).toEqual({ content: '{"name": "w", ' });
+    // Without tools offered, JSON streams as it comes.
+    const plain = new StreamText((ids) => ids.map((i) => json[i]).join(''), false, [], []);
+    expect(plain.push(0)).toEqual({ content: '{"name"' });
+  });
+
   it('waits for the rest of a multi-byte character', () => {
     const bytes = ['caf', '\uFFFD', 'é'];
     const s = new StreamText((ids) => (ids.length === 2 ? 'caf\uFFFD' : ids.map((i) => bytes[i]).join('').replace('\uFFFD', '')), false, [], []);

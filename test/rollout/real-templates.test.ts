@@ -4,7 +4,7 @@
 // turn, Llama's ipython turn, Mistral's [TOOL_RESULTS] with the call's 9-character id) and ends
 // with the generation prompt, whatever the template does to the beginning of the last reply
 // (Qwen3's empty think block). Qwen writes its call as a Hermes block, Mistral after its
-// [TOOL_CALLS] token; Llama 3.2's JSON calls are not read, so its case is given a Hermes block.
+// [TOOL_CALLS] token, Llama 3.2 as the bare JSON its template asks for.
 import { afterAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -24,7 +24,10 @@ const CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "1
 const CASES: { name: RealTokenizer; end: string; toolTurn: string; call?: string }[] = [
   { name: 'qwen3', end: '<|im_end|>', toolTurn: '\n<|im_start|>user\n<tool_response>\n391\n</tool_response><|im_end|>\n<|im_start|>assistant\n' },
   { name: 'qwen2.5', end: '<|im_end|>', toolTurn: '\n<|im_start|>user\n<tool_response>\n391\n</tool_response><|im_end|>\n<|im_start|>assistant\n' },
-  { name: 'llama3.2', end: '<|eot_id|>', toolTurn: '<|start_header_id|>ipython<|end_header_id|>\n\n"391"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n' },
+  {
+    name: 'llama3.2', end: '<|eot_id|>', toolTurn: '<|start_header_id|>ipython<|end_header_id|>\n\n"391"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n',
+    call: '{"name": "calculator", "parameters": {"expression": "17 * 23"}}',
+  },
   {
     name: 'mistral-nemo', end: '</s>', toolTurn: '[TOOL_RESULTS]{"content": 391, "call_id": "call00000"}[/TOOL_RESULTS]',
     call: '[TOOL_CALLS][{"name": "calculator", "arguments": {"expression": "17 * 23"}}]',
