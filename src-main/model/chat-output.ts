@@ -166,6 +166,21 @@ function topLevelParts(text: string): string[] {
   return parts.map((p) => p.trim()).filter(Boolean);
 }
 
+/**
+ * A reply a stop string cut, from the `text` kept (decoded without special tokens) and the
+ * `tokens` generated. Its text has lost Mistral's `[TOOL_CALLS]` token: where the cut came after
+ * it, what the text holds past the tokens before it is the calls.
+ */
+export function parseCutReply(text: string, tokens: number[], tok: ReplyTokens): ParsedReply {
+  const at = tok.toolCallsId === undefined ? -1 : tokens.indexOf(tok.toolCallsId);
+  const before = at < 0 ? text : tok.decode(tokens.slice(0, at));
+  const fromText = { ...tok, thinkStartId: undefined, thinkEndId: undefined, toolCallsId: undefined };
+  if (at < 0 || text.length <= before.length || !text.startsWith(before)) return parseReply([], { ...fromText, decode: () => text });
+  const head = parseReply([], { ...fromText, decode: () => before });
+  const { toolCalls, errors } = parseToolCallList(text.slice(before.length));
+  return { ...head, toolCalls, toolCallErrors: errors };
+}
+
 /** The id given to the n-th call of a reply that brings none usable: 9 characters (`call00000`), the length Mistral's templates take. */
 export const madeCallId = (n: number): string => `call${String(n).padStart(5, '0')}`;
 

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseReply, parseToolCallList, parseToolCalls, splitReasoning, splitReasoningText } from '../../src-main/model/chat-output.js';
+import { parseCutReply, parseReply, parseToolCallList, parseToolCalls, splitReasoning, splitReasoningText } from '../../src-main/model/chat-output.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 
@@ -104,6 +104,18 @@ describe('tool calls', () => {
     expect(reply('{"name": "a", "parameters": {}}', false)).toMatchObject({ content: '{"name": "a", "parameters": {}}', toolCalls: [] });
     // Hermes blocks still win where a model writes them.
     expect(reply('<tool_call>{"name":"h"}</tool_call>').toolCalls.map((c) => c.id)).toEqual(['call_0']);
+  });
+
+  it("a reply a stop string cut keeps the calls after Mistral's [TOOL_CALLS], which its text has lost", () => {
+    const pieces = ['Checking. ', '', '[{"name": "w", "arguments": {}}]', ' Observation: more'];
+    const tok = { toolCallsId: 1, decode: (ids: number[]) => ids.map((i) => pieces[i]).join('') };
+    expect(parseCutReply('Checking. [{"name": "w", "arguments": {}}]', [0, 1, 2, 3], tok)).toEqual({
+      content: 'Checking.', reasoning: undefined, toolCalls: [{ id: 'call00000', type: 'function', function: { name: 'w', arguments: '{}' } }], toolCallErrors: [],
+    });
+    // Cut before the token: text only.
+    expect(parseCutReply('Check', [0, 1, 2, 3], tok)).toMatchObject({ content: 'Check', toolCalls: [] });
+    // No such token: as the text says (a Hermes block is still a call).
+    expect(parseCutReply('<tool_call>{"name":"h"}</tool_call>', [5], { decode: () => '' }).toolCalls.map((c) => c.function.name)).toEqual(['h']);
   });
 
   it('parseReply combines both', () => {
