@@ -9,7 +9,8 @@
  * for the fused module again (train/fused-adapter.ts), as PEFT and llama.cpp name it.
  */
 import { UserError } from '../../src-shared/types.js';
-import type { LinearTarget } from './decoder.js';
+// The decoder's LinearTarget is the same union; named from src-shared so that this file, which the checkpoint imports, does not import the decoder back.
+import type { LoraTarget as LinearTarget } from '../../src-shared/training.js';
 import type { ModelConfig } from './model-config.js';
 
 export interface FusedProjection {
