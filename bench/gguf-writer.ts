@@ -1,5 +1,5 @@
 /**
- * Writes a Hugging Face checkpoint folder (Llama, Qwen2 or Qwen3, as src-main/model reads
+ * Writes a Hugging Face checkpoint folder (Llama, Qwen2, Qwen3 or Phi-3, as src-main/model reads
  * them) as a GGUF v3 file that llama.cpp loads, so the benches can run llama.cpp on the very
  * weights Hindsight runs (bench/llama-cpp.ts). Written here rather than through llama.cpp's
  * Python converter, which this machine does not have.
@@ -22,6 +22,14 @@
  *   chosen type; norms and biases stay f32; the embedding (and an untied LM head) take
  *   `embeddings`, by default what Hindsight's `--quantize` gives its LM head: f32 in an f32
  *   file, q8_0 in a quantised one (a tied model's one matrix is both lookup and head).
+ * - Phi-3 (`Phi3ForCausalLM`) as convert_hf_to_gguf.py's Phi3MiniModel writes it: architecture
+ *   `phi3`; q/k/v as one `attn_qkv` and gate/up as one `ffn_up` (the parts the Checkpoint cuts
+ *   them into, concatenated again in row order), rows not permuted (llama.cpp runs phi3 with
+ *   NeoX RoPE); `phi3.context_length` config.json's max_position_embeddings, with
+ *   `rope.scaling.original_context_length`, `attention.sliding_window` (0 for none),
+ *   `rope.dimension_count` the rotated dimensions (partial rotation), and for LongRoPE
+ *   `rope.scaling.attn_factor` and the f32 tensors `rope_factors_long` / `rope_factors_short`;
+ *   no key/value length (llama.cpp takes hidden / heads, so they must agree).
  *
  * The file is written under a temporary name and renamed, so a half-written file is never
  * taken for a finished one.
@@ -29,6 +37,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Checkpoint, type ModelConfig } from '../src-main/model/hf-checkpoint.js';
+import { FUSED_PROJECTIONS, PART_MODULES } from '../src-main/model/fused-projections.js';
 import { encode, encodedBytes, GGML_TYPE_ID, type GgmlType } from './gguf-quant.js';
 
 export type GgufFileType = 'f32' | 'q8_0' | 'q4_0';
@@ -65,6 +74,10 @@ interface PlannedTensor {
   type: GgmlType;
   /** Rows to permute for llama.cpp's Llama RoPE (q and k of the llama family): the head count. */
   permuteHeads?: number;
+  /** A fused tensor (Phi-3): the parts' HF names, concatenated in this order. */
+  parts?: string[];
+  /** A tensor that is no checkpoint weight (Phi-3's LongRoPE factors): its values. */
+  values?: Float32Array;
   offset: number;
   bytes: number;
 }
@@ -194,27 +207,56 @@ function readJsonIfAny(file: string): Record<string, unknown> {
 
 // ---- metadata and tensors ----------------------------------------------------------------------
 
-function modelMeta(config: ModelConfig, name: string, type: GgufFileType): [string, Meta][] {
-  if (config.ropeScaling) throw new Error(`rope_scaling ${config.ropeScaling.type} is not written by this GGUF writer (the benches' models have none)`);
-  const arch = config.family;
+/** llama.cpp's architecture for a checkpoint: its family's name, or phi3. */
+const ggufArch = (c: ModelConfig): string => (c.architecture === 'Phi3ForCausalLM' ? 'phi3' : c.family);
+
+/** What a Phi-3 GGUF takes from config.json as it is, not as Hindsight caps it. */
+interface Phi3Raw {
+  positions: number;
+  original: number;
+  window: number;
+  longFactor?: number[];
+}
+
+function phi3Raw(dir: string): Phi3Raw {
+  const raw = readJsonIfAny(path.join(dir, 'config.json'));
+  const rope = (raw.rope_parameters ?? raw.rope_scaling ?? {}) as Record<string, unknown>;
+  const positions = Number(raw.max_position_embeddings);
+  const original = Number(rope.original_max_position_embeddings ?? raw.original_max_position_embeddings ?? positions);
+  const window = typeof raw.sliding_window === 'number' ? raw.sliding_window : 0;
+  return { positions, original, window, ...(Array.isArray(rope.long_factor) ? { longFactor: rope.long_factor as number[] } : {}) };
+}
+
+function modelMeta(config: ModelConfig, name: string, type: GgufFileType, phi3?: Phi3Raw): [string, Meta][] {
+  const s = config.ropeScaling;
+  if (s && !(phi3 && s.type === 'longrope')) throw new Error(`rope_scaling ${s.type} is not written by this GGUF writer (the benches' models have none; Phi-3's LongRoPE is)`);
+  if (config.rotaryDim !== undefined && !phi3) throw new Error('a partial rotation is written for Phi-3 only (llama.cpp rotates whole heads elsewhere)');
+  if (phi3 && config.numHeads * config.headDim !== config.hiddenSize) throw new Error(`llama.cpp's phi3 takes head_dim as hidden_size / heads: ${config.numHeads} × ${config.headDim} ≠ ${config.hiddenSize}`);
+  const arch = ggufArch(config);
   const u32 = (value: number): Meta => ({ kind: 'u32', value });
+  const heads: [string, Meta][] = phi3 ? [] : [[`${arch}.attention.key_length`, u32(config.headDim)], [`${arch}.attention.value_length`, u32(config.headDim)]];
+  const phi3Keys: [string, Meta][] = !phi3 ? [] : [
+    [`${arch}.rope.scaling.original_context_length`, u32(phi3.original)],
+    [`${arch}.attention.sliding_window`, u32(phi3.window)],
+    ...(s?.type === 'longrope' ? [[`${arch}.rope.scaling.attn_factor`, { kind: 'f32', value: s.attentionFactor }] as [string, Meta]] : []),
+  ];
   return [
     ['general.architecture', { kind: 'string', value: arch }],
     ['general.name', { kind: 'string', value: name }],
     ['general.alignment', u32(GGUF_ALIGNMENT)],
     ['general.file_type', u32(FILE_TYPE[type])],
-    [`${arch}.context_length`, u32(config.maxPositionEmbeddings)],
+    [`${arch}.context_length`, u32(phi3 ? phi3.positions : config.maxPositionEmbeddings)],
     [`${arch}.embedding_length`, u32(config.hiddenSize)],
     [`${arch}.block_count`, u32(config.numLayers)],
     [`${arch}.feed_forward_length`, u32(config.intermediateSize)],
     [`${arch}.attention.head_count`, u32(config.numHeads)],
     [`${arch}.attention.head_count_kv`, u32(config.numKvHeads)],
-    [`${arch}.attention.key_length`, u32(config.headDim)],
-    [`${arch}.attention.value_length`, u32(config.headDim)],
+    ...heads,
     [`${arch}.attention.layer_norm_rms_epsilon`, { kind: 'f32', value: config.rmsNormEps }],
     [`${arch}.rope.freq_base`, { kind: 'f32', value: config.ropeTheta }],
-    [`${arch}.rope.dimension_count`, u32(config.headDim)],
+    [`${arch}.rope.dimension_count`, u32(config.rotaryDim ?? config.headDim)],
     [`${arch}.vocab_size`, u32(config.vocabSize)],
+    ...phi3Keys,
   ];
 }
 
@@ -224,20 +266,37 @@ const PROJECTIONS: [string, string][] = [
 ];
 
 /** Every tensor to write, in file order, with its type; offsets are filled in later. */
-function planTensors(ckpt: Checkpoint, options: GgufOptions): PlannedTensor[] {
+function planTensors(ckpt: Checkpoint, options: GgufOptions, phi3?: Phi3Raw): PlannedTensor[] {
   const c = ckpt.config;
   const out: PlannedTensor[] = [];
   const add = (name: string, hfName: string, type: GgmlType, permuteHeads?: number) => {
     const shape = ckpt.entry(hfName).shape;
     out.push({ name, hfName, shape, type, permuteHeads, offset: 0, bytes: 0 });
   };
+  const s = c.ropeScaling;
+  if (phi3 && s?.type === 'longrope') {
+    // The converter writes both sets (llama.cpp takes the long ones past the original context).
+    const values = (v: number[]) => ({ hfName: '', shape: [v.length], type: 'f32' as const, values: Float32Array.from(v), offset: 0, bytes: 0 });
+    out.push({ name: 'rope_factors_long.weight', ...values(phi3.longFactor ?? s.shortFactor) });
+    out.push({ name: 'rope_factors_short.weight', ...values(s.shortFactor) });
+  }
   const embeddingType: GgmlType = options.embeddings ?? (options.type === 'f32' ? 'f32' : 'q8_0');
   add('token_embd.weight', 'model.embed_tokens.weight', embeddingType);
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;
     add(`blk.${i}.attn_norm.weight`, `${p}.input_layernorm.weight`, 'f32');
     for (const [hf, gguf] of PROJECTIONS) {
-      const heads = c.family === 'llama' ? { attn_q: c.numHeads, attn_k: c.numKvHeads }[gguf] : undefined;
+      const fused = phi3 ? FUSED_PROJECTIONS.find((f) => f.parts.some((t) => PART_MODULES[t] === hf)) : undefined;
+      if (fused) {
+        // Phi-3: the fused tensor where its first part would be, its parts' rows in order.
+        if (ckpt.has(`${p}.${hf}.bias`)) throw new Error(`${p}.${hf}.bias: a bias on a Phi-3 fused projection is not written`);
+        if (PART_MODULES[fused.parts[0]!] !== hf) continue;
+        const parts = fused.parts.map((t) => `${p}.${PART_MODULES[t]}.weight`);
+        const shapes = parts.map((n) => ckpt.entry(n).shape);
+        out.push({ name: `blk.${i}.${fused.gguf}.weight`, hfName: parts[0]!, parts, shape: [shapes.reduce((n, sh) => n + sh[0]!, 0), shapes[0]![1]!], type: options.type, offset: 0, bytes: 0 });
+        continue;
+      }
+      const heads = c.family === 'llama' && !phi3 ? { attn_q: c.numHeads, attn_k: c.numKvHeads }[gguf] : undefined;
       add(`blk.${i}.${gguf}.weight`, `${p}.${hf}.weight`, options.type, heads);
       if (ckpt.has(`${p}.${hf}.bias`)) {
         if (heads) throw new Error(`${p}.${hf}.bias: a Llama q/k bias would need the RoPE permutation too; not written`);
@@ -279,11 +338,18 @@ export function permuteForLlamaRope(w: Float32Array, heads: number, cols: number
   return out;
 }
 
+function concatenated(arrays: Float32Array[]): Float32Array {
+  const out = new Float32Array(arrays.reduce((n, a) => n + a.length, 0));
+  arrays.reduce((at, a) => (out.set(a, at), at + a.length), 0);
+  return out;
+}
+
 /** Writes `modelDir` as a GGUF file at `outFile`; returns its size and tensor count. */
 export function writeGguf(modelDir: string, outFile: string, options: GgufOptions): { bytes: number; tensors: number } {
   const ckpt = Checkpoint.open(modelDir);
-  const tensors = planTensors(ckpt, options);
-  const meta = [...modelMeta(ckpt.config, path.basename(path.resolve(modelDir)), options.type), ...tokenizerMeta(modelDir, ckpt.config)];
+  const phi3 = ggufArch(ckpt.config) === 'phi3' ? phi3Raw(modelDir) : undefined;
+  const tensors = planTensors(ckpt, options, phi3);
+  const meta = [...modelMeta(ckpt.config, path.basename(path.resolve(modelDir)), options.type, phi3), ...tokenizerMeta(modelDir, ckpt.config)];
   const head = new Bytes();
   head.u32(GGUF_MAGIC);
   head.u32(3);
@@ -306,7 +372,7 @@ export function writeGguf(modelDir: string, outFile: string, options: GgufOption
   try {
     fs.writeSync(fd, header, 0, header.length, 0);
     for (const t of tensors) {
-      let values = ckpt.readFloat32(t.hfName, t.shape);
+      let values = t.values ?? (t.parts ? concatenated(t.parts.map((n) => ckpt.readFloat32(n, ckpt.entry(n).shape))) : ckpt.readFloat32(t.hfName, t.shape));
       if (t.permuteHeads) values = permuteForLlamaRope(values, t.permuteHeads, t.shape[1]!);
       // f32 goes out as it is read (its encoding is a view): no second copy of a large embedding.
       const bytes = encode(t.type, values);

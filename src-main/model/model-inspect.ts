@@ -11,7 +11,7 @@ import path from 'node:path';
 import type { CatalogModel } from '../../src-shared/models-api.js';
 import { canDequantize } from './gguf/dequantize.js';
 import { ggmlTypeName } from './gguf/ggml-types.js';
-import { GGUF_ARCHITECTURES, huggingFaceName } from './gguf/model.js';
+import { GGUF_ARCHITECTURES, huggingFaceName, isRopeTensor, phi3ContextCap } from './gguf/model.js';
 import { GGUF_PRE_TOKENIZERS } from './gguf/tokenizer-json.js';
 import { readGgufHeader, type GgufFile } from './gguf/reader.js';
 import { readModelConfig } from './hf-checkpoint.js';
@@ -81,6 +81,14 @@ export function inspectGguf(file: string): ModelFacts {
   facts.quantization = (typeof fileType === 'number' ? FILE_TYPES[fileType] : undefined) ?? dominant(weights.map((t) => [ggmlTypeName(t.type), t.end - t.begin]));
   const ctx = meta.get(`${String(arch)}.context_length`);
   facts.contextLength = typeof ctx === 'number' ? ctx : null;
+  // The context Hindsight runs it at: Phi-3's LongRoPE and window cap it (./gguf/model.ts).
+  if (arch === 'phi3' && facts.contextLength !== null) {
+    const num = (key: string) => {
+      const v = meta.get(`phi3.${key}`);
+      return typeof v === 'number' ? v : 0;
+    };
+    facts.contextLength = phi3ContextCap(facts.contextLength, tensors.some((t) => t.name === 'rope_factors_short.weight'), num);
+  }
   return { ...facts, ...ggufLoadable(facts.architecture, meta, tensors) };
 }
 
@@ -90,16 +98,18 @@ function ggufLoadable(arch: string | null, meta: GgufFile['metadata'], tensors: 
   if (!GGUF_ARCHITECTURES.includes(arch)) return no(`architecture '${arch}' is not supported (supported: ${GGUF_ARCHITECTURES.join(', ')})`);
   const odd = tensors.find((t) => !canDequantize(t.type));
   if (odd) return no(`tensor type ${ggmlTypeName(odd.type)} is not supported (tensor '${odd.name}')`);
-  const foreign = tensors.find((t) => t.name !== 'rope_freqs.weight' && !huggingFaceName(t.name));
+  const foreign = tensors.find((t) => !isRopeTensor(t.name, arch) && !huggingFaceName(t.name, arch));
   if (foreign) return no(`tensor '${foreign.name}' is not part of a ${arch} model Hindsight can run`);
   if (!tensors.some((t) => t.name === 'token_embd.weight')) return no("missing tensor 'token_embd.weight'");
   if (Array.isArray(meta.get(`${arch}.attention.head_count`)) || Array.isArray(meta.get(`${arch}.attention.head_count_kv`))) return no('head counts that differ between layers are not supported');
   const num = (key: string) => meta.get(`${arch}.${key}`);
   const scaling = num('rope.scaling.type');
-  if (scaling !== undefined && scaling !== 'none' && scaling !== 'linear') return no(`rope scaling '${String(scaling)}' is not supported (supported: linear, and Llama 3's rope_freqs)`);
+  const longRope = arch === 'phi3' && scaling === 'longrope' && tensors.some((t) => t.name === 'rope_factors_short.weight');
+  if (scaling !== undefined && scaling !== 'none' && scaling !== 'linear' && !longRope) return no(`rope scaling '${String(scaling)}' is not supported (supported: linear, and Llama 3's rope_freqs)`);
   const [width, heads, keyLength, ropeDims] = [num('embedding_length'), num('attention.head_count'), num('attention.key_length'), num('rope.dimension_count')];
   const headDim = typeof keyLength === 'number' ? keyLength : typeof width === 'number' && typeof heads === 'number' ? width / heads : undefined;
-  if (typeof ropeDims === 'number' && headDim !== undefined && ropeDims !== headDim) return no(`partial RoPE (${ropeDims} of head size ${headDim}) is not supported`);
+  // Phi-3's converter alone writes a partial rotation (Phi-4-mini), which Hindsight runs (./gguf/model.ts).
+  if (typeof ropeDims === 'number' && headDim !== undefined && ropeDims !== headDim && arch !== 'phi3') return no(`partial RoPE (${ropeDims} of head size ${headDim}) is not supported`);
   const valueLength = num('attention.value_length');
   if (typeof valueLength === 'number' && headDim !== undefined && valueLength !== headDim) return no('attention.value_length differs from key_length, which is not supported');
   const tok = meta.get('tokenizer.ggml.model');

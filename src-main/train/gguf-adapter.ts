@@ -4,7 +4,7 @@
  * node-llama-cpp's `lora`, Ollama's `ADAPTER`):
  *
  *   general.type "adapter", adapter.type "lora", general.architecture (the base's: llama,
- *   qwen2, qwen3 — llama.cpp refuses an adapter whose architecture differs), adapter.lora.alpha
+ *   qwen2, qwen3, phi3 — llama.cpp refuses an adapter whose architecture differs), adapter.lora.alpha
  *   (f32); tensors `<base tensor>.lora_a` with ggml dims [in, r] (PEFT's A [r, in] row-major)
  *   and `<base tensor>.lora_b` with dims [r, out] (B [out, r]), e.g. blk.3.attn_q.weight.lora_a.
  *
@@ -15,16 +15,25 @@
  * Llama's attn_q / attn_k rows are stored permuted in a GGUF (convert_hf_to_gguf.py's
  * LlamaModel.permute: per head, rotate-half order → interleaved pairs), and the converter
  * permutes a LoRA's B the same way (B's rows are the projection's output rows; A is untouched).
- * Qwen2/Qwen3 are not permuted.
+ * Qwen2, Qwen3 and Phi-3 are not permuted.
+ *
+ * Phi-3 (a model with fused projections, ../model/fused-projections.ts): llama.cpp adapts its
+ * attn_qkv and ffn_up as single matrices, so the parts' pairs go out as one fused pair each
+ * (./fused-adapter.ts writtenPairs: A stacked, B block-diagonal, rank n·r for n parts), named
+ * blk.N.attn_qkv.weight.lora_a/_b and blk.N.ffn_up.weight.lora_a/_b. llama.cpp scales every
+ * pair by alpha over its own rank (llama_adapter_lora_weight::get_scale: alpha / b->ne[0]) with
+ * one alpha for the file, so a fused pair would get alpha / (n·r): its B is multiplied by n to
+ * keep alpha / r, the scaling the parts were trained with.
  */
 import type { Checkpoint } from '../model/hf-checkpoint.js';
+import { FUSED_PROJECTIONS } from '../model/fused-projections.js';
 import { encodeF32 } from '../model/gguf/encode.js';
 import { permuteRows } from '../model/gguf/model.js';
 import { f32, str, writeGgufFile, type GgufEntry, type GgufTensorOut } from '../model/gguf/writer.js';
 import { UserError } from '../../src-shared/types.js';
 import { PEFT_PREFIX, loraAKey, loraBKey } from './lora.js';
 import type { LoadedAdapter } from './peft-read.js';
-import type { LoraTensorSpec } from './training-step.js';
+import { writtenPairs, type WrittenPair } from './fused-adapter.js';
 
 const GGML_F32 = 0;
 
@@ -41,9 +50,22 @@ export interface GgufTarget {
   permuteHeads?: number;
 }
 
+/** A LoRA module as written: its PEFT path and its base weight's sizes. */
+type WrittenModule = Pick<WrittenPair, 'module' | 'inFeatures' | 'outFeatures'>;
+
 /** Where a LoRA module's base weight lives in llama.cpp's naming, checked against a GGUF base's own tensors. */
-export function ggufTarget(ckpt: Checkpoint, spec: LoraTensorSpec): GgufTarget {
+export function ggufTarget(ckpt: Checkpoint, spec: WrittenModule): GgufTarget {
   const hf = `${spec.module.slice(spec.module.startsWith(PEFT_PREFIX) ? PEFT_PREFIX.length : 0)}.weight`;
+  const fused = /^model\.layers\.(\d+)\.([a-z_]+\.[a-z_]+)\.weight$/.exec(hf);
+  const f = fused && ckpt.config.fusedProjections ? FUSED_PROJECTIONS.find((p) => p.module === fused[2]) : undefined;
+  if (f) {
+    // A fused module (Phi-3): the GGUF's own tensor, which the reader cut into parts, by its llama.cpp name.
+    const name = `blk.${fused![1]}.${f.gguf}.weight`;
+    const info = ckpt.gguf?.gguf.tensors.find((t) => t.name === name);
+    if (ckpt.gguf && !info) throw new UserError(`${ckpt.dir}: has no tensor ${name} for the adapter's module ${hf}`);
+    if (info && (info.dims[0] !== spec.inFeatures || info.dims[1] !== spec.outFeatures)) throw new UserError(`${ckpt.dir}: tensor '${name}' is [${[...info.dims].reverse()}], the adapter's ${hf} needs [${spec.outFeatures},${spec.inFeatures}]: is the adapter for another model?`);
+    return { name };
+  }
   if (ckpt.gguf) {
     const t = ckpt.gguf.tensors.get(hf);
     if (!t) throw new UserError(`${ckpt.dir}: has no tensor for the adapter's module ${hf}`);
@@ -55,31 +77,38 @@ export function ggufTarget(ckpt: Checkpoint, spec: LoraTensorSpec): GgufTarget {
   const proj = m ? GGUF_PROJECTION[m[2]!] : undefined;
   if (!m || !proj) throw new UserError(`adapter module ${hf} has no llama.cpp tensor name`);
   const c = ckpt.config;
-  const permuteHeads = c.family === 'llama' && (proj === 'attn_q' || proj === 'attn_k') ? (proj === 'attn_q' ? c.numHeads : c.numKvHeads) : undefined;
+  const permuted = ggufArchitecture(ckpt) === 'llama';
+  const permuteHeads = permuted && (proj === 'attn_q' || proj === 'attn_k') ? (proj === 'attn_q' ? c.numHeads : c.numKvHeads) : undefined;
   return { name: `blk.${m[1]}.${proj}.weight`, ...(permuteHeads ? { permuteHeads } : {}) };
 }
 
-/** The adapter's tensors under llama.cpp's names, B's rows permuted where the base's are. */
+/**
+ * The adapter's tensors under llama.cpp's names, B's rows permuted where the base's are; a fused
+ * module's pair (rank n·r) with B multiplied by n (see the module comment).
+ */
 export function ggufAdapterTensors(ckpt: Checkpoint, adapter: LoadedAdapter): GgufTensorOut[] {
   const r = adapter.lora.r;
+  const pairs: WrittenPair[] = ckpt.config.fusedProjections
+    ? writtenPairs(ckpt.config, adapter.specs, adapter.weights, r)
+    : adapter.specs.map((spec) => ({ module: spec.module, rank: r, inFeatures: spec.inFeatures, outFeatures: spec.outFeatures, a: adapter.weights.get(loraAKey(spec))!, b: adapter.weights.get(loraBKey(spec))! }));
   const out: GgufTensorOut[] = [];
-  for (const spec of adapter.specs) {
-    const target = ggufTarget(ckpt, spec);
-    const a = adapter.weights.get(loraAKey(spec))!;
-    const b = adapter.weights.get(loraBKey(spec))!;
-    out.push({ name: `${target.name}.lora_a`, dims: [spec.inFeatures, r], type: GGML_F32, data: () => encodeF32(a) });
+  for (const pair of pairs) {
+    const target = ggufTarget(ckpt, pair);
+    const { a, b, rank, parts } = pair;
+    out.push({ name: `${target.name}.lora_a`, dims: [pair.inFeatures, rank], type: GGML_F32, data: () => encodeF32(a) });
     out.push({
-      name: `${target.name}.lora_b`, dims: [r, spec.outFeatures], type: GGML_F32,
-      data: () => encodeF32(target.permuteHeads ? permuteRows(b, target.permuteHeads, r) : b),
+      name: `${target.name}.lora_b`, dims: [rank, pair.outFeatures], type: GGML_F32,
+      data: () => encodeF32(target.permuteHeads ? permuteRows(b, target.permuteHeads, rank) : parts ? b.map((v) => v * parts) : b),
     });
   }
   return out;
 }
 
-/** llama.cpp's name for the base's architecture (general.architecture). */
+/** llama.cpp's name for the base's architecture (general.architecture; a folder's: its family's, or phi3). */
 export function ggufArchitecture(ckpt: Checkpoint): string {
   const arch = ckpt.gguf?.gguf.metadata.get('general.architecture');
-  return typeof arch === 'string' ? arch : ckpt.config.family;
+  if (typeof arch === 'string') return arch;
+  return ckpt.config.architecture === 'Phi3ForCausalLM' ? 'phi3' : ckpt.config.family;
 }
 
 /** Writes the adapter as a GGUF LoRA adapter file (atomic, 0600). */

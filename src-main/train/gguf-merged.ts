@@ -7,13 +7,15 @@
  * that are a multiple of 32; a matrix whose rows are not falls back to F16), one-dimensional
  * tensors (norms, biases) stay F32. An adapted weight is dequantised, merged in Hugging Face's
  * layout (./merge.ts's mergeInto), and permuted back into llama.cpp's order for Llama's q/k.
+ * Phi-3's fused attn_qkv and ffn_up, which the reader cuts into parts (../model/fused-projections.ts),
+ * are written whole: each adapted part's update goes into its own rows of the fused tensor.
  * Tensors are produced one at a time, so memory stays at about the largest tensor in fp32.
  */
 import { UserError } from '../../src-shared/types.js';
 import { MERGED_GGUF_TYPES, type MergedGgufType } from '../../src-shared/model-export-api.js';
 import type { Checkpoint } from '../model/hf-checkpoint.js';
 import { encodeF16, encodeF32, encodeQ8_0 } from '../model/gguf/encode.js';
-import { permuteRows, readGgufTensor } from '../model/gguf/model.js';
+import { permuteRows, readGgufTensor, type GgufTensor } from '../model/gguf/model.js';
 import { entriesOf, writeGgufFile, type GgufTensorOut } from '../model/gguf/writer.js';
 import { GGUF_TYPE } from '../model/gguf/writer.js';
 import { PEFT_PREFIX, loraAKey, loraBKey } from './lora.js';
@@ -34,12 +36,14 @@ export function writeMergedGguf(file: string, ckpt: Checkpoint, adapter: LoadedA
   const { lora } = adapter;
   const scaling = lora.alpha / lora.r;
   const bySpec = new Map(adapter.specs.map((s) => [`${s.module.slice(PEFT_PREFIX.length)}.weight`, s]));
-  const hfOf = new Map([...g.tensors].map(([hf, t]) => [t.info.name, { hf, t }]));
+  // The file's tensors by name → the Hugging Face tensors in them: one, or a fused tensor's parts.
+  const hfOf = new Map<string, { hf: string; t: GgufTensor }[]>();
+  for (const [hf, t] of g.tensors) hfOf.set(t.info.name, [...(hfOf.get(t.info.name) ?? []), { hf, t }]);
   const entries = entriesOf(g.gguf, (key) => key.startsWith('split.') || key === 'general.file_type');
   entries.push({ key: 'general.file_type', type: GGUF_TYPE.u32, value: FILE_TYPE[type] });
 
   const tensors: GgufTensorOut[] = g.gguf.tensors.map((info) => {
-    const found = hfOf.get(info.name);
+    const found = hfOf.get(info.name) ?? [];
     const matrix = info.dims.length === 2;
     const out = !matrix ? 'f32' : type === 'q8_0' && info.dims[0]! % 32 === 0 ? 'q8_0' : 'f16';
     return {
@@ -47,14 +51,19 @@ export function writeMergedGguf(file: string, ckpt: Checkpoint, adapter: LoadedA
       dims: info.dims,
       type: GGML[out],
       data: () => {
-        // rope_freqs and the like have no Hugging Face name: read them as stored (ggml order).
-        const t = found?.t ?? { info, shape: [...info.dims].reverse() };
-        let values = readGgufTensor(t);
-        const spec = found ? bySpec.get(found.hf) : undefined;
-        if (spec) {
-          mergeInto(values, adapter.weights.get(loraAKey(spec))!, adapter.weights.get(loraBKey(spec))!, lora.r, spec.inFeatures, spec.outFeatures, scaling);
+        // A tensor read as one (rope_freqs and the like, which have no Hugging Face name, as
+        // stored), or a fused tensor whole, its parts being runs of its rows.
+        const whole: GgufTensor = found.length === 1 && found[0]!.t.info.begin === info.begin && found[0]!.t.info.end === info.end ? found[0]!.t : { info, shape: [...info.dims].reverse() };
+        let values = readGgufTensor(whole);
+        const cols = info.dims[0]!, rowBytes = (info.end - info.begin) / (info.dims[1] ?? 1);
+        for (const { hf, t } of found) {
+          const spec = bySpec.get(hf);
+          if (!spec) continue;
+          const start = (t.info.begin - info.begin) / rowBytes;
+          const rows = values.subarray(start * cols, (start + spec.outFeatures) * cols);
+          mergeInto(rows, adapter.weights.get(loraAKey(spec))!, adapter.weights.get(loraBKey(spec))!, lora.r, spec.inFeatures, spec.outFeatures, scaling);
         }
-        if (found?.t.permuteHeads) values = permuteRows(values, found.t.permuteHeads, info.dims[0]!);
+        if (whole.permuteHeads) values = permuteRows(values, whole.permuteHeads, cols);
         return out === 'q8_0' ? encodeQ8_0(values) : out === 'f16' ? encodeF16(values) : encodeF32(values);
       },
     };

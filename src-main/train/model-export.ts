@@ -19,7 +19,7 @@ import { Checkpoint } from '../model/hf-checkpoint.js';
 import { buildModelfile } from '../model/ollama-modelfile.js';
 import { ChatTokenizer, findChatTemplate } from '../model/tokenizer.js';
 import { ggufTokenizer } from '../model/gguf/tokenizer-json.js';
-import { writeGgufAdapter } from './gguf-adapter.js';
+import { ggufArchitecture, writeGgufAdapter } from './gguf-adapter.js';
 import { writeMergedGguf, type MergedType } from './gguf-merged.js';
 import { ADAPTER_CONFIG, readAdapter } from './peft-read.js';
 import { CHECKPOINTS_DIR } from './run-checkpoint.js';
@@ -105,7 +105,7 @@ export function exportModel(o: ModelExportOptions): ModelExportResult {
     ollamaCommand: `ollama create ${name} -f ${shellQuote(modelfile)}`,
     ollamaName: name,
     llamaCppCommand: `llama-cli -m ${shellQuote(base)} --lora ${shellQuote(adapterGguf)}`,
-    architecture: typeof ckpt.gguf?.gguf.metadata.get('general.architecture') === 'string' ? String(ckpt.gguf.gguf.metadata.get('general.architecture')) : ckpt.config.family,
+    architecture: ggufArchitecture(ckpt),
     tensors: written.tensors,
     notes,
   };

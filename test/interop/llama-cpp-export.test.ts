@@ -3,8 +3,10 @@
 // alone, give the log-probs Hindsight's `score --adapter` path gives (the model engine with
 // the adapter's LoRA inputs) within a stated tolerance, and the same greedy tokens.
 //
-// - tiny Llama (untied; its q/k rows are permuted in the GGUF, so the adapter's B must be too)
-//   and tiny Qwen2 (tied, biases), F32 bases written by the benches' writer;
+// - tiny Llama (untied; its q/k rows are permuted in the GGUF, so the adapter's B must be too),
+//   tiny Qwen2 (tied, biases) and tiny Phi-3 (fused attn_qkv and ffn_up, so the adapter's pairs
+//   are fused ones of rank 3r and 2r with B scaled for llama.cpp's alpha / rank; LongRoPE's short
+//   factors and attention factor; half of each head rotated), F32 bases written by the benches' writer;
 // - SmolLM2-135M-Instruct, the Q4_1 GGUF .ci/run fetches into .cache/smollm2/.
 // Skips, with one printed reason, where node-llama-cpp cannot be installed or loaded.
 import { spawn } from 'node:child_process';
@@ -56,7 +58,8 @@ function randomAdapter(dir: string, model: string, r: number, alpha: number, sca
     weights.set(loraAKey(spec), Float32Array.from({ length: r * spec.inFeatures }, () => rand() * scale));
     weights.set(loraBKey(spec), Float32Array.from({ length: spec.outFeatures * r }, () => rand() * scale));
   }
-  writeAdapter(dir, { lora: { r, alpha, targets: ALL }, specs, weights, baseModel: model });
+  // model: a Phi-3 base's adapter is written for its fused modules, as PEFT names them.
+  writeAdapter(dir, { lora: { r, alpha, targets: ALL }, specs, weights, baseModel: model, model: ckpt.config });
 }
 
 /** Hindsight's `score --adapter` path: the engine with the adapter's LoRA inputs; and its greedy tokens. */
@@ -92,10 +95,12 @@ function report(label: string, ours: number[][], theirs: number[][]): { max: num
 }
 
 describe.skipIf(!module)('export-model: llama.cpp loads the GGUF adapter and the merged GGUF', () => {
-  const cases: { family: TinyFamily; tie: boolean }[] = [{ family: 'llama', tie: false }, { family: 'qwen2', tie: true }];
+  const cases: { family: TinyFamily; tie: boolean }[] = [{ family: 'llama', tie: false }, { family: 'qwen2', tie: true }, { family: 'phi3', tie: false }];
   for (const { family, tie } of cases) {
     it(`tiny ${family}: base + adapter and merged f16 equal score --adapter; the same greedy tokens`, async () => {
-      const dir = path.join(tmp, family);
+      // The folder names general.name: llama.cpp takes a name holding "phi3" or "phi-3" for Phi-3's
+      // SentencePiece vocabulary and looks up its </s>, <unk> and <s>, which the tiny tokenizer lacks.
+      const dir = path.join(tmp, family === 'phi3' ? 'tiny-p3' : family);
       writeTinyModel(dir, { family, tie, numHeads: 4, numKvHeads: 2, hiddenSize: 64, headDim: 16, intermediateSize: 96, seed: 7 });
       const base = path.join(tmp, `${family}.gguf`);
       writeGguf(dir, base, { type: 'f32' });

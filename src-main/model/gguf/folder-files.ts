@@ -2,7 +2,8 @@
  * The files a Hugging Face folder carries beside its weights, written for a GGUF model: what
  * its metadata stands for as config.json, tokenizer.json, tokenizer_config.json (with the chat
  * template) and generation_config.json. A merged model (base + adapter, src-main/train/merge.ts)
- * of a GGUF base is then an ordinary checkpoint folder.
+ * of a GGUF base is then an ordinary checkpoint folder (a Phi-3 one with model_type phi3, so that
+ * transformers builds Phi3ForCausalLM for its fused tensors).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -15,7 +16,10 @@ export function configJson(c: ModelConfig): Record<string, unknown> {
   const s = c.ropeScaling;
   return {
     architectures: [c.architecture],
-    model_type: c.family,
+    // transformers picks the model class by model_type: Phi-3's fused tensors need its own.
+    model_type: c.architecture === 'Phi3ForCausalLM' ? 'phi3' : c.family,
+    // Phi3Config's default pad_token_id is Phi-3's 32000, past a smaller vocabulary.
+    ...(c.architecture === 'Phi3ForCausalLM' ? { pad_token_id: null } : {}),
     vocab_size: c.vocabSize,
     hidden_size: c.hiddenSize,
     intermediate_size: c.intermediateSize,

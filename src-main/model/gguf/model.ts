@@ -3,20 +3,32 @@
  * Hugging Face folder, and its tensors under the Hugging Face names the decoder builder asks
  * for, in Hugging Face's layout.
  *
- * Architectures: `llama`, `qwen2` (q/k/v biases) and `qwen3` (q/k RMSNorm); tied heads (no
- * output.weight) and untied. llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel.permute)
+ * Architectures: `llama`, `qwen2` (q/k/v biases), `qwen3` (q/k RMSNorm) and `phi3`; tied heads
+ * (no output.weight) and untied. llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel.permute)
  * reorders the rows of Llama's attn_q and attn_k within each head, from Hugging Face's
  * rotate-half RoPE layout to ggml's interleaved one; {@link unpermuteRows} undoes it, so the
- * decoder sees the weights it would read from the safetensors. Qwen2 and Qwen3 are converted
- * without it (ggml runs them with NeoX RoPE, Hugging Face's layout).
+ * decoder sees the weights it would read from the safetensors. Qwen2, Qwen3 and Phi-3 are
+ * converted without it (ggml runs them with NeoX RoPE, Hugging Face's layout).
  *
- * Anything else (another architecture, per-layer head counts, partial RoPE, rope scaling other
- * than linear or Llama 3's) is one UserError line naming it.
+ * Phi-3 (Phi3MiniModel in the converter) is Llama's network stored as transformers stores it:
+ * q/k/v as one `attn_qkv` and gate/up as one `ffn_up` (gate's rows first), each cut here into
+ * its parts' byte ranges (../fused-projections.ts), so quantised blocks stay as they are; a
+ * partial rotation (`phi3.rope.dimension_count` < head size: Phi-4-mini); LongRoPE as the
+ * tensors `rope_factors_short` / `rope_factors_long` (a divisor per rotated pair) and
+ * `phi3.rope.scaling.attn_factor`. Hindsight stays within the original context, where llama.cpp
+ * (llama_model::get_rope_factors, for a context up to original_context_length) and transformers
+ * both take the short factors, so those are read and the long ones left; the context is capped
+ * there, and at a sliding window (`phi3.attention.sliding_window`, 0 for none), as
+ * ../hf-checkpoint.ts caps a folder's.
+ *
+ * Anything else (another architecture, per-layer head counts, partial RoPE outside Phi-3, rope
+ * scaling other than linear, Llama 3's or Phi-3's LongRoPE) is one UserError line naming it.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../../src-shared/types.js';
 import type { ModelConfig, ModelFamily, RopeScaling } from '../model-config.js';
+import { rowBytes, splitFusedTensors } from '../fused-projections.js';
 import { dequantize } from './dequantize.js';
 import { ggmlTypeName } from './ggml-types.js';
 import { openGguf, readGgufTensorBytes, type GgufFile, type GgufTensorInfo } from './reader.js';
@@ -25,6 +37,8 @@ const FAMILIES: Record<string, { family: ModelFamily; architecture: string }> = 
   llama: { family: 'llama', architecture: 'LlamaForCausalLM' },
   qwen2: { family: 'qwen2', architecture: 'Qwen2ForCausalLM' },
   qwen3: { family: 'qwen3', architecture: 'Qwen3ForCausalLM' },
+  // Llama's layers with fused projections, LongRoPE and partial rotation (see the module comment).
+  phi3: { family: 'llama', architecture: 'Phi3ForCausalLM' },
 };
 
 /** The `general.architecture` values Hindsight runs. */
@@ -45,18 +59,36 @@ const LAYER_NAMES: Record<string, string> = {
   ffn_down: 'mlp.down_proj',
 };
 const TOP_NAMES: Record<string, string> = { token_embd: 'model.embed_tokens', output_norm: 'model.norm', output: 'lm_head' };
+/**
+ * Phi-3's layers (llama.cpp's phi3 tensors): attn_qkv, and ffn_up holding gate then up (llama.cpp
+ * runs it as SwiGLU over its two halves, as transformers' Phi3MLP chunks gate_up_proj); no
+ * separate q/k/v or gate, which a phi3 file is refused for rather than read half fused.
+ */
+const PHI3_LAYER_NAMES: Record<string, string | undefined> = {
+  ...LAYER_NAMES, attn_qkv: 'self_attn.qkv_proj', ffn_up: 'mlp.gate_up_proj', attn_q: undefined, attn_k: undefined, attn_v: undefined, ffn_gate: undefined,
+};
 
-/** The Hugging Face name of a GGUF tensor, or undefined for one the decoder does not use. */
-export function huggingFaceName(ggufName: string): string | undefined {
+/**
+ * Whether a tensor of `arch` holds RoPE's parameters rather than a weight the decoder reads:
+ * Llama 3's rope_freqs (folded into ropeScaling) and Phi-3's LongRoPE factors (the short ones
+ * read into ropeScaling; the long ones, past the original context, never used).
+ */
+export function isRopeTensor(ggufName: string, arch: string): boolean {
+  return ggufName === 'rope_freqs.weight' || (arch === 'phi3' && (ggufName === 'rope_factors_short.weight' || ggufName === 'rope_factors_long.weight'));
+}
+
+/** The Hugging Face name of a GGUF tensor of `arch` (default llama's names), or undefined for one the decoder does not use. */
+export function huggingFaceName(ggufName: string, arch?: string): string | undefined {
   const m = /^(?:blk\.(\d+)\.)?([a-z_]+)\.(weight|bias)$/.exec(ggufName);
   if (!m) return undefined;
   const [, layer, base, kind] = m;
-  const mapped = layer !== undefined ? LAYER_NAMES[base!] : TOP_NAMES[base!];
+  const mapped = layer !== undefined ? (arch === 'phi3' ? PHI3_LAYER_NAMES : LAYER_NAMES)[base!] : TOP_NAMES[base!];
   if (!mapped) return undefined;
   return layer !== undefined ? `model.layers.${layer}.${mapped}.${kind}` : `${mapped}.${kind}`;
 }
 
 export interface GgufTensor {
+  /** Where its bytes are; a part of a fused tensor (Phi-3) has its rows' bytes and dims, under the fused tensor's name. */
   info: GgufTensorInfo;
   /** Hugging Face's order: [out, in] for a matrix. */
   shape: number[];
@@ -154,7 +186,9 @@ export function openGgufModel(file: string): GgufModel {
   const numHeads = num('attention.head_count');
   const headDim = num('attention.key_length', hiddenSize / numHeads);
   const rotary = num('rope.dimension_count', headDim);
-  if (rotary !== headDim) throw new UserError(`${file}: partial RoPE (${arch}.rope.dimension_count ${rotary} of head size ${headDim}) is not supported`);
+  // Only Phi-3's converter writes fewer rotated dimensions than a head has (partial_rotary_factor).
+  if (rotary !== headDim && arch !== 'phi3') throw new UserError(`${file}: partial RoPE (${arch}.rope.dimension_count ${rotary} of head size ${headDim}) is not supported`);
+  if (!(Number.isInteger(rotary) && rotary > 0 && rotary <= headDim && rotary % 2 === 0)) throw new UserError(`${file}: ${arch}.rope.dimension_count ${rotary} must be an even number of dimensions, at most the head size ${headDim}`);
   if (num('attention.value_length', headDim) !== headDim) throw new UserError(`${file}: ${arch}.attention.value_length differs from key_length, which is not supported`);
 
   const idOf = (key: string): number | undefined => {
@@ -175,7 +209,7 @@ export function openGgufModel(file: string): GgufModel {
     headDim,
     rmsNormEps: num('attention.layer_norm_rms_epsilon', 1e-6),
     ropeTheta: num('rope.freq_base', 10000),
-    ropeScaling: ropeScaling(gguf, arch, file, byName.get('rope_freqs.weight'), headDim, num('rope.freq_base', 10000)),
+    ropeScaling: ropeScaling(gguf, arch, file, byName, rotary, num('rope.freq_base', 10000)),
     tieWordEmbeddings: !byName.has('output.weight'),
     qkvBias: fam.family === 'qwen2' || has('attn_q.bias'),
     oBias: fam.family !== 'qwen2' && has('attn_output.bias'),
@@ -185,30 +219,76 @@ export function openGgufModel(file: string): GgufModel {
     eosTokenIds: [...new Set(eos)],
     maxPositionEmbeddings: num('context_length', 4096),
   };
+  if (rotary !== headDim) config.rotaryDim = rotary;
+  if (arch === 'phi3') {
+    config.fusedProjections = true;
+    config.maxPositionEmbeddings = phi3ContextCap(config.maxPositionEmbeddings, config.ropeScaling?.type === 'longrope', (key) => num(key, 0));
+    const bias = gguf.tensors.find((t) => /^blk\.\d+\.(attn_qkv|ffn_up)\.bias$/.test(t.name));
+    if (bias) throw new UserError(`${where}: tensor '${bias.name}': a bias on Phi-3's fused projections is not supported`);
+  }
   if (!Number.isInteger(headDim) || headDim % 2) throw new UserError(`${file}: head size ${headDim} must be an even whole number`);
   if (numHeads % config.numKvHeads) throw new UserError(`${file}: ${arch}.attention.head_count ${numHeads} is not a multiple of head_count_kv ${config.numKvHeads}`);
 
   const tensors = new Map<string, GgufTensor>();
   for (const info of gguf.tensors) {
-    if (info.name === 'rope_freqs.weight') continue; // folded into ropeScaling
-    const name = huggingFaceName(info.name);
+    if (isRopeTensor(info.name, arch)) continue; // folded into ropeScaling
+    const name = huggingFaceName(info.name, arch);
     if (!name) throw new UserError(`${where}: tensor '${info.name}' (${ggmlTypeName(info.type)}) is not part of a ${arch} model Hindsight can run`);
     const shape = [...info.dims].reverse();
     const m = /^blk\.\d+\.attn_([qk])\./.exec(info.name);
-    const permuteHeads = fam.family === 'llama' && m ? (m[1] === 'q' ? numHeads : config.numKvHeads) : undefined;
+    // Llama's q/k rows were permuted for ggml's interleaved RoPE; Phi-3's are not (NeoX RoPE).
+    const permuteHeads = arch === 'llama' && m ? (m[1] === 'q' ? numHeads : config.numKvHeads) : undefined;
     tensors.set(name, { info, shape, ...(permuteHeads ? { permuteHeads } : {}) });
   }
+  // Phi-3's attn_qkv and ffn_up: each part its run of rows, which is a run of the tensor's bytes.
+  splitFusedTensors(config, tensors, where, (t) => t.shape[0] ?? 0, (t, _name, start, rows) => ({
+    info: { ...t.info, dims: [t.info.dims[0]!, rows], ...rowBytes(t.info.begin, t.info.end, t.shape[0]!, start, rows) },
+    shape: [rows, t.shape[1]!],
+  }));
   return { file, files: gguf.files, gguf, config, tensors };
 }
 
-function ropeScaling(gguf: GgufFile, arch: string, file: string, freqs: GgufTensorInfo | undefined, headDim: number, theta: number): RopeScaling | undefined {
+/**
+ * Phi-3's positions (as ../hf-checkpoint.ts contextCap): context_length (the converter's
+ * max_position_embeddings), capped at LongRoPE's original context where the file has LongRoPE
+ * factors, and at a sliding window (0 meaning none: Phi-4).
+ */
+export function phi3ContextCap(contextLength: number, longRope: boolean, num: (key: string) => number): number {
+  let cap = contextLength;
+  const original = num('rope.scaling.original_context_length');
+  if (longRope && original > 0) cap = Math.min(cap, original);
+  const window = num('attention.sliding_window');
+  return window > 0 ? Math.min(cap, window) : cap;
+}
+
+function ropeScaling(gguf: GgufFile, arch: string, file: string, byName: Map<string, GgufTensorInfo>, rotary: number, theta: number): RopeScaling | undefined {
   const meta = gguf.metadata;
   const type = meta.get(`${arch}.rope.scaling.type`);
   const factor = meta.get(`${arch}.rope.scaling.factor`);
   if (type === 'linear' && typeof factor === 'number' && factor > 0) return { type: 'linear', factor };
-  if (type !== undefined && type !== 'none' && type !== 'linear') throw new UserError(`${file}: ${arch}.rope.scaling.type '${String(type)}' is not supported (supported: linear, and Llama 3's rope_freqs)`);
+  const short = arch === 'phi3' ? byName.get('rope_factors_short.weight') : undefined;
+  if (type !== undefined && type !== 'none' && type !== 'linear' && !(short && type === 'longrope')) throw new UserError(`${file}: ${arch}.rope.scaling.type '${String(type)}' is not supported (supported: linear, Llama 3's rope_freqs and Phi-3's LongRoPE factors)`);
+  if (short) return longRopeFromFactors(gguf, arch, file, short, rotary);
+  const freqs = byName.get('rope_freqs.weight');
   if (!freqs) return undefined;
-  return llama3FromFreqs(file, readGgufTensor({ info: freqs, shape: [...freqs.dims] }), headDim, theta);
+  return llama3FromFreqs(file, readGgufTensor({ info: freqs, shape: [...freqs.dims] }), rotary, theta);
+}
+
+/**
+ * Phi-3's LongRoPE within its original context: the short factors (a divisor per rotated pair),
+ * and the factor cos and sin are multiplied by. llama.cpp takes that factor from
+ * `rope.scaling.attn_factor` (hparams.rope_attn_factor, 1 where a file has none; ggml's rope
+ * multiplies cos and sin by it) as transformers takes its attention_factor, so a file without
+ * the key is read as llama.cpp runs it.
+ */
+function longRopeFromFactors(gguf: GgufFile, arch: string, file: string, short: GgufTensorInfo, rotary: number): RopeScaling {
+  const factors = readGgufTensor({ info: short, shape: [...short.dims] });
+  if (factors.length !== rotary / 2 || !factors.every((f) => f > 0 && Number.isFinite(f))) {
+    throw new UserError(`${file}: rope_factors_short.weight must hold ${rotary / 2} positive numbers (one per rotated pair of ${arch}.rope.dimension_count ${rotary}), found ${factors.length}`);
+  }
+  const attn = gguf.metadata.get(`${arch}.rope.scaling.attn_factor`);
+  if (attn !== undefined && !(typeof attn === 'number' && attn > 0 && Number.isFinite(attn))) throw new UserError(`${file}: ${arch}.rope.scaling.attn_factor must be a positive number, found ${JSON.stringify(String(attn))}`);
+  return { type: 'longrope', shortFactor: [...factors], attentionFactor: typeof attn === 'number' ? attn : 1 };
 }
 
 /**
