@@ -4,7 +4,8 @@
  * optimizer steps) on a tiny Qwen3 made by transformers (./py/tiny_qwen3.py, the real Qwen3
  * tokenizer); GRPO's reward.py asks a judge through Hindsight's own `serve` (its /v1 proxied
  * to a scripted judge here, so the rewards are known). Each adapter comes back: `score
- * --adapter` equals PEFT's log-probs within 1e-4. Then `hindsight export`'s kto, dpo and sft
+ * --adapter` equals PEFT's log-probs within 1e-4; on a Phi-3 base the bundle adapts its fused
+ * qkv_proj and gate_up_proj, whose pairs Hindsight reads as its parts'. Then `hindsight export`'s kto, dpo and sft
  * files go into TRL's trainers as they are (./py/trl_accepts.py), with their row counts and the
  * very tokens Hindsight trains; and a bundle run on a missing base model or a malformed
  * dataset ends with one line from train.py, no traceback.
@@ -210,6 +211,29 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
     expect(Math.abs(first['logps/chosen'] - mean(underKto))).toBeLessThan(1e-3);
     expect(Math.abs(mean(underKto) - mean(underBase))).toBeGreaterThan(1e-2);
+  });
+
+  it('on a Phi-3 base, train.py adapts its fused modules, and the adapter comes back as PEFT applies it', async () => {
+    const phi3 = writeRealTokenizer(path.join(dir, 'tiny-phi3'), 'qwen3');
+    const made = await python('tiny_qwen3.py', phi3, 'phi3');
+    expect(made.code, made.stderr).toBe(0);
+    const bundle = await handoff('sft', phi3);
+    const out = path.join(dir, 'adapter-sft-phi3');
+    const r = await launch(bundle, ['--output-dir', out]);
+    timed('sft on Phi-3: accelerate launch train.py', r);
+    expect(r.code, r.stderr.slice(-4000)).toBe(0);
+    expect([...readJson(path.join(out, 'adapter_config.json')).target_modules].sort()).toEqual(['down_proj', 'gate_up_proj', 'o_proj', 'qkv_proj']);
+    const rowsFile = path.join(dir, 'rows.jsonl'); // the rows the test above scored
+    const peft = await python('peft_logprobs.py', phi3, rowsFile, out);
+    expect(peft.code, peft.stderr).toBe(0);
+    const reference = JSON.parse(peft.stdout) as Record<string, number[][]>;
+    const scored = path.join(dir, 'scored-phi3.jsonl');
+    const s = await runCli('score', '--model', phi3, '--adapter', out, '--input', rowsFile, '--out', scored, '--threads', '1');
+    expect(s.code, s.stderr).toBe(0);
+    const diff = maxAbsDiffRows(jsonl(scored).map((l: { logprobs: number[] }) => l.logprobs), reference[out]!);
+    console.log(`score adapter-sft-phi3: max |Hindsight - PEFT| ${diff.toExponential(2)}, adapter moved log-probs by up to ${maxAbsDiffRows(reference[out]!, reference.base!).toFixed(3)}`);
+    expect(diff).toBeLessThan(1e-4);
+    expect(maxAbsDiffRows(reference[out]!, reference.base!)).toBeGreaterThan(1e-2);
   });
 
   it('hindsight export\'s kto, dpo and sft files go into TRL\'s trainers as they are, row for row and token for token', async () => {
