@@ -124,6 +124,15 @@ describe('a SentencePiece (llama) vocabulary with scores', () => {
     expect(tok.encode('<|user|>ab')).toEqual([id('<|user|>'), id('▁ab')]);
     expect(tok.chatTemplateSource).toBe('fallback');
   });
+
+  it("a model named Phi-3: special tokens take the whitespace after them, as llama.cpp and Phi-3's tokenizer.json have it", () => {
+    expect(tok.encode('<|user|>\nab')).toEqual([id('<|user|>'), id('▁'), id('<0x0A>'), id('ab')]);
+    const phi3 = path.join(tmp, 'spm-phi3.gguf');
+    writeGguf(phi3, meta({ 'general.name': str('Phi3 Mini 4k Instruct') }));
+    const named = ChatTokenizer.load(phi3);
+    expect(named.encode('<|user|>\nab')).toEqual([id('<|user|>'), id('▁ab')]);
+    expect(named.encode('<s>\nab')).toEqual([id('<s>'), id('▁'), id('<0x0A>'), id('ab')]); // <unk>, <s> and <|endoftext|> keep it
+  });
 });
 
 describe('tokenizers Hindsight cannot build', () => {

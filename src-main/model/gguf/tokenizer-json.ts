@@ -73,8 +73,12 @@ export function ggufTokenizer(g: GgufFile): GgufTokenizer {
   list.forEach((t, i) => {
     if (!(t in vocab)) vocab[t] = i;
   });
+  // llama.cpp (llama_vocab::load) gives a model named Phi-3 the right-strip its tokenizer.json's
+  // role and end tokens have ("<|user|>\n" is one token): every special token but these three.
+  const name = String(meta.get('general.name') ?? '').toLowerCase();
+  const rstrips = (content: string) => (name.includes('phi-3') || name.includes('phi3')) && !['<unk>', '<s>', '<|endoftext|>'].includes(content);
   const added = list.flatMap((content, i) => (types[i] === CONTROL || types[i] === USER_DEFINED
-    ? [{ id: i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: types[i] === CONTROL }]
+    ? [{ id: i, content, single_word: false, lstrip: false, rstrip: rstrips(content), normalized: false, special: types[i] === CONTROL }]
     : []));
   const bos = id('bos_token_id');
   const addBos = flag('add_bos_token', model === 'llama') && bos !== undefined;
