@@ -17,9 +17,10 @@ import { seededRandom } from '../src-main/model/sampling.js';
 /**
  * phi3: Llama's layers with q/k/v and gate/up stored fused (qkv_proj, gate_up_proj), as Phi-3
  * checkpoints have them, with Phi-3.5's LongRoPE (maxPositions its original context, twice that
- * its extended one) and Phi-4-mini's partial rotation (half of each head here).
+ * its extended one) and Phi-4-mini's partial rotation (half of each head here). granite: Llama's
+ * layers with Granite's four multipliers, none of them 1.
  */
-export type TinyFamily = 'llama' | 'qwen2' | 'qwen3' | 'phi3';
+export type TinyFamily = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'granite';
 
 export interface TinyModelOptions {
   family: TinyFamily;
@@ -148,7 +149,7 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
   return out;
 }
 
-const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM' };
+const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM', granite: 'GraniteForCausalLM' };
 
 function phi3Rope(headDim: number, positions: number): Record<string, unknown> {
   const factors = Array.from({ length: headDim / 4 }, (_, i) => 1 + 0.5 * i);
@@ -191,7 +192,8 @@ export function writeTinyModel(dir: string, options: TinyModelOptions): TinyMode
     bos_token_id: endOfText,
     eos_token_id: imEnd,
     torch_dtype: { F32: 'float32', BF16: 'bfloat16', F16: 'float16' }[o.dtype],
-    ...(o.family === 'llama' || o.family === 'phi3' ? { attention_bias: false, mlp_bias: false } : {}),
+    ...(o.family === 'llama' || o.family === 'phi3' || o.family === 'granite' ? { attention_bias: false, mlp_bias: false } : {}),
+    ...(o.family === 'granite' ? { embedding_multiplier: 6, attention_multiplier: 0.2, residual_multiplier: 0.4, logits_scaling: 3 } : {}),
     ...(o.family === 'qwen2' ? { use_sliding_window: false } : {}),
     ...(o.family === 'phi3' ? phi3Rope(o.headDim, o.maxPositions) : {}),
   };

@@ -1,5 +1,5 @@
 /**
- * Builds the decoder of a Llama / Qwen2 / Qwen3 checkpoint in the graph IR (./graph/ir.ts).
+ * Builds the decoder of a Llama (Mistral, Phi-3, Granite) / Qwen2 / Qwen3 checkpoint in the graph IR (./graph/ir.ts).
  *
  * Written for autodiff as much as for inference: only standard ONNX ops (but for an inference
  * graph's fused ones: FusedMatMul in attention, `fusedNorms`, `fusedRope`), attention as MatMul →
@@ -241,10 +241,13 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     rows: (x: string, axis = 1) => rowsFrom(b, x, outputFrom, axis),
   };
 
+  const m = c.multipliers; // Granite's (ModelConfig.multipliers): the scalars below are all 1 elsewhere
+  const residual = (x: string) => (m ? b.mul(x, b.scalar(m.residual)) : x);
   let h = options.halfTables
     ? b.cast(b.gather(halfTable(b, weights, 'model.embed_tokens.weight'), inputIds, 0), 'float32')
     : b.gather(weight('model.embed_tokens.weight', [c.vocabSize, H]), inputIds, 0); // [B, T, H]
-  const scale = 1 / Math.sqrt(headDim);
+  if (m) h = b.mul(h, b.scalar(m.embedding));
+  const scale = m?.attention ?? 1 / Math.sqrt(headDim);
 
   const layerSpans: { start: number; end: number }[] = [];
   const attentionSpans: { start: number; end: number }[] = [];
@@ -286,16 +289,17 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const merged = b.reshape(b.transpose(context, [0, 3, 1, 2, 4]), [0, 0, numHeads * headDim]);
     if (cut) h = cut.rows(h);
     let y: string;
-    ({ sum: h, normed: y } = addNorm(h, linear(merged, i, 'o', `${p}.self_attn.o_proj`, numHeads * headDim, H, c.oBias), `${p}.post_attention_layernorm.weight`, H));
+    ({ sum: h, normed: y } = addNorm(h, residual(linear(merged, i, 'o', `${p}.self_attn.o_proj`, numHeads * headDim, H, c.oBias)), `${p}.post_attention_layernorm.weight`, H));
     const gate = linear(y, i, 'gate', `${p}.mlp.gate_proj`, H, c.intermediateSize, c.mlpBias);
     const up = linear(y, i, 'up', `${p}.mlp.up_proj`, H, c.intermediateSize, c.mlpBias);
     const act = b.mul(b.mul(gate, b.sigmoid(gate)), up);
-    const down = linear(act, i, 'down', `${p}.mlp.down_proj`, c.intermediateSize, H, c.mlpBias);
+    const down = residual(linear(act, i, 'down', `${p}.mlp.down_proj`, c.intermediateSize, H, c.mlpBias));
     if (fusesResidual) pending = down;
     else h = b.add(h, down);
     layerSpans.push({ start, end: b.graph.nodes.length });
   }
   let final = pending ? addNorm(h, pending, 'model.norm.weight', H).normed : rmsNorm(h, 'model.norm.weight', H);
+  if (m) final = b.mul(final, b.scalar(1 / m.logits)); // logits / s, applied before every head (the step's own too)
   const values = { inputIds, attentionMask, positionIds, targetIds, pastKeys, pastValues, newKeys, newValues, layerSpans, attentionSpans };
   // The output's rows [N, H] of the final norm, at flat positions into [B·T].
   const rowsAt = (positions: string) => b.gather(b.reshape(final, [-1, H]), outputRows ? positionsFrom(b, positions, seqLen, outputRows.from) : positions, 0);

@@ -3,7 +3,8 @@
  * shards listed in `model.safetensors.index.json`).
  *
  * Supported families: Llama (`LlamaForCausalLM`; Mistral's `MistralForCausalLM` is the same
- * network, and so is Phi-3's `Phi3ForCausalLM` with fused projections, ./fused-projections.ts),
+ * network, and so is Phi-3's `Phi3ForCausalLM` with fused projections, ./fused-projections.ts,
+ * and Granite's `GraniteForCausalLM` with four multipliers),
  * Qwen2 (q/k/v bias) and Qwen3 (RMSNorm of q and k over head_dim before RoPE). Also: GQA,
  * head_dim ≠ hidden/heads, tied embeddings, rope_theta, partial rotation, and rope_scaling of
  * type `linear`, `llama3` or `longrope` (also as transformers 5's `rope_parameters`). Anything else is refused with a
@@ -33,6 +34,8 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
   // Llama's layers with q/k/v and gate/up each stored as one matrix (./fused-projections.ts),
   // LongRoPE, and in Phi-4-mini a partial rotation.
   Phi3ForCausalLM: 'llama',
+  // Llama's layers with four scalar multipliers (ModelConfig.multipliers).
+  GraniteForCausalLM: 'llama',
   Qwen2ForCausalLM: 'qwen2',
   Qwen3ForCausalLM: 'qwen3',
 };
@@ -96,6 +99,10 @@ export function readModelConfig(dir: string): ModelConfig {
   const rotaryDim = Math.floor(config.headDim * rope.partial);
   if (rotaryDim !== config.headDim) config.rotaryDim = rotaryDim;
   if (arch === 'Phi3ForCausalLM') config.fusedProjections = true;
+  if (arch === 'GraniteForCausalLM') {
+    config.multipliers = { embedding: num('embedding_multiplier', 1), attention: num('attention_multiplier', 1), residual: num('residual_multiplier', 1), logits: num('logits_scaling', 1) };
+    if (!(config.multipliers.logits > 0)) throw new UserError(`${file}: logits_scaling must be a positive number, found ${config.multipliers.logits}`);
+  }
   if (!Number.isInteger(config.headDim)) throw new UserError(`${file}: head_dim is missing and hidden_size is not a multiple of num_attention_heads`);
   if ((config.rotaryDim ?? config.headDim) % 2) throw new UserError(`${file}: RoPE's ${config.rotaryDim ?? config.headDim} dimensions per head must be an even number`);
   if (numHeads % config.numKvHeads) throw new UserError(`${file}: num_attention_heads ${numHeads} is not a multiple of num_key_value_heads ${config.numKvHeads}`);

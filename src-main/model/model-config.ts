@@ -39,6 +39,11 @@ export interface ModelConfig {
   /** RoPE turns only the first this-many of each head's dimensions (Phi-4-mini: 3/4 of them); absent: all of them. */
   rotaryDim?: number;
   /**
+   * Granite: the embedding times `embedding`, attention scores times `attention` (in place of
+   * 1/√head_dim), each layer's two residual branches times `residual`, logits divided by `logits`.
+   */
+  multipliers?: { embedding: number; attention: number; residual: number; logits: number };
+  /**
    * Phi-3: q, k and v stored as one qkv_proj, gate and up as one gate_up_proj
    * (./fused-projections.ts). The decoder reads them as the separate projections; adapters are
    * written for the fused modules again.

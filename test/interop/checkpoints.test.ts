@@ -1,5 +1,6 @@
 // Checkpoints written by transformers itself (test/interop/py/make_models.py): tiny random Llama,
-// Mistral, Phi-3 (fused projections, LongRoPE, Phi-4-mini's partial rotation), Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, a
+// Mistral, Phi-3 (fused projections, LongRoPE, Phi-4-mini's partial rotation), Granite (its four
+// multipliers), Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, a
 // Qwen3 with attention_bias (biases on q, k, v and o, which released Qwen3 models leave off), saved
 // by save_pretrained with transformers 5's config.json (rope_parameters, dtype). For each one,
 // Hindsight's `score` (the CLI, rows batched together) gives transformers' per-token log-probs
@@ -30,9 +31,10 @@ const TEXTS = [
 const PROMPTS = ['Hello, who are you?', 'Write one sentence about the sea.', 'x'];
 
 interface Model {
-  name: string; family: 'llama' | 'mistral' | 'phi3' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16';
+  name: string; family: 'llama' | 'mistral' | 'phi3' | 'granite' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16';
   head_dim?: number; rope_theta?: number; rope_scaling?: Record<string, unknown>; attention_bias?: boolean; sliding_window?: number | null;
   partial_rotary_factor?: number; original_max_position_embeddings?: number; max_position_embeddings?: number;
+  embedding_multiplier?: number; attention_multiplier?: number; residual_multiplier?: number; logits_scaling?: number;
 }
 // LongRoPE's short factors for 8 and 6 rotated pairs (Phi-3's head of 16, and Phi-4-mini's 3/4 of it).
 const shortFactors = (n: number) => Array.from({ length: n }, (_, i) => 1 + 0.35 * i);
@@ -51,6 +53,9 @@ const MODELS: Model[] = [
   // partial rotation (3/4 of each head) with tied embeddings.
   { name: 'phi3-fp32-longrope', family: 'phi3', tie: false, dtype: 'F32', rope_scaling: longRope(8), original_max_position_embeddings: 1024, max_position_embeddings: 4096, sliding_window: 2047 },
   { name: 'phi4-bf16-partial-rotary', family: 'phi3', tie: true, dtype: 'BF16', partial_rotary_factor: 0.75, rope_theta: 250000, rope_scaling: longRope(6), original_max_position_embeddings: 1024, max_position_embeddings: 8192 },
+  // Granite: Llama's layers with its four multipliers (Granite 3.x's, the attention one for head_dim 16, logits
+  // divided by 2 rather than 8 so that the tiny model's distribution stays far from uniform).
+  { name: 'granite-bf16-tied', family: 'granite', tie: true, dtype: 'BF16', embedding_multiplier: 12, attention_multiplier: 0.0625, residual_multiplier: 0.22, logits_scaling: 2 },
   { name: 'qwen2-fp32-tied', family: 'qwen2', tie: true, dtype: 'F32', rope_theta: 1000000 },
   { name: 'qwen2-bf16-untied', family: 'qwen2', tie: false, dtype: 'BF16' },
   { name: 'qwen3-fp32-untied', family: 'qwen3', tie: false, dtype: 'F32', head_dim: 32, rope_theta: 1000000 },
@@ -93,6 +98,7 @@ describe.skipIf(!interopPython)('checkpoints written by transformers', () => {
       if (m.attention_bias) expect(c.attention_bias, m.name).toBe(true);
       if (m.family === 'mistral') expect([c.architectures, c.sliding_window], m.name).toEqual([['MistralForCausalLM'], m.sliding_window]);
       if (m.family === 'phi3') expect(c.architectures, m.name).toEqual(['Phi3ForCausalLM']);
+      if (m.family === 'granite') expect([c.architectures, c.residual_multiplier], m.name).toEqual([['GraniteForCausalLM'], m.residual_multiplier]);
       if (m.rope_scaling?.rope_type === 'longrope') expect(c.rope_parameters, m.name).toMatchObject({ rope_type: 'longrope', short_factor: m.rope_scaling.short_factor });
     }
   });

@@ -1,4 +1,4 @@
-// Whole-model check: on tiny Qwen3, Qwen2, Llama and Phi-3 checkpoints, the training step's gradients
+// Whole-model check: on tiny Qwen3, Qwen2, Llama, Phi-3 and Granite checkpoints, the training step's gradients
 // of the LoRA weights match finite differences of its loss, for rl, opd and combine (and once
 // with the k3 KL penalty). B is nonzero so the gradients of A are not trivially zero.
 import { afterAll, describe, expect, it } from 'vitest';
@@ -26,6 +26,8 @@ const CASES: { family: TinyFamily; method: TrainMethod; klBeta?: number; memory?
   { family: 'llama', method: 'combine' },
   // Phi-3: fused projections cut into parts, LongRoPE's scaled tables, a partial rotation (rope.ts's Split/Concat).
   { family: 'phi3', method: 'combine' },
+  // Granite: embedding, attention, residual and logit multipliers.
+  { family: 'granite', method: 'combine' },
   { family: 'qwen3', method: 'combine', klBeta: 0.5, memory: { vocabChunk: 37, recompute: true } },
 ];
 
@@ -37,7 +39,7 @@ function nudged(lp: Float32Array, mask: Float32Array, seed: number): Float32Arra
 
 describe.each(CASES)('$family $method (β=$klBeta, $memory)', ({ family, method, klBeta = 0, memory }) => {
   it('gradients match finite differences of the loss', async () => {
-    const seed = { qwen3: 11, qwen2: 12, llama: 13, phi3: 14 }[family];
+    const seed = { qwen3: 11, qwen2: 12, llama: 13, phi3: 14, granite: 15 }[family];
     const dir = path.join(root, family);
     if (!fs.existsSync(dir)) writeTinyModel(dir, { family, seed, hiddenSize: 16, intermediateSize: 24, headDim: 8, numHeads: 4, numKvHeads: 2 });
     const engine = await TrainStepEngine.create(dir, { lora: LORA, loss: lossConfig(method, klBeta), optimizer: sgd(0.1), device: 'cpu', ...memory });
