@@ -1,5 +1,5 @@
 /**
- * Writes a Hugging Face checkpoint folder (Llama, Qwen2, Qwen3 or Phi-3, as src-main/model reads
+ * Writes a Hugging Face checkpoint folder (Llama, Qwen2, Qwen3, Phi-3 or Granite, as src-main/model reads
  * them) as a GGUF v3 file that llama.cpp loads, so the benches can run llama.cpp on the very
  * weights Hindsight runs (bench/llama-cpp.ts). Written here rather than through llama.cpp's
  * Python converter, which this machine does not have.
@@ -30,6 +30,8 @@
  *   `rope.dimension_count` the rotated dimensions (partial rotation), and for LongRoPE
  *   `rope.scaling.attn_factor` and the f32 tensors `rope_factors_long` / `rope_factors_short`;
  *   no key/value length (llama.cpp takes hidden / heads, so they must agree).
+ * - Granite (`GraniteForCausalLM`): architecture `granite`, Llama's tensors (q/k permuted), and its
+ *   multipliers as `embedding_scale`, `attention.scale`, `residual_scale`, `logit_scale`.
  *
  * The file is written under a temporary name and renamed, so a half-written file is never
  * taken for a finished one.
@@ -37,6 +39,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Checkpoint, type ModelConfig } from '../src-main/model/hf-checkpoint.js';
+import { OWN_MODEL_TYPES } from '../src-main/model/model-config.js';
 import { FUSED_PROJECTIONS, PART_MODULES } from '../src-main/model/fused-projections.js';
 import { encode, encodedBytes, GGML_TYPE_ID, type GgmlType } from './gguf-quant.js';
 
@@ -207,8 +210,8 @@ function readJsonIfAny(file: string): Record<string, unknown> {
 
 // ---- metadata and tensors ----------------------------------------------------------------------
 
-/** llama.cpp's architecture for a checkpoint: its family's name, or phi3. */
-const ggufArch = (c: ModelConfig): string => (c.architecture === 'Phi3ForCausalLM' ? 'phi3' : c.family);
+/** llama.cpp's architecture for a checkpoint: its family's name, or its own (phi3, granite). */
+const ggufArch = (c: ModelConfig): string => OWN_MODEL_TYPES[c.architecture] ?? c.family;
 
 /** What a Phi-3 GGUF takes from config.json as it is, not as Hindsight caps it. */
 interface Phi3Raw {
@@ -257,6 +260,11 @@ function modelMeta(config: ModelConfig, name: string, type: GgufFileType, phi3?:
     [`${arch}.rope.dimension_count`, u32(config.rotaryDim ?? config.headDim)],
     [`${arch}.vocab_size`, u32(config.vocabSize)],
     ...phi3Keys,
+    // Granite's multipliers, under the names its converter gives them.
+    ...(config.multipliers ? ([
+      [`${arch}.embedding_scale`, { kind: 'f32', value: config.multipliers.embedding }], [`${arch}.attention.scale`, { kind: 'f32', value: config.multipliers.attention }],
+      [`${arch}.residual_scale`, { kind: 'f32', value: config.multipliers.residual }], [`${arch}.logit_scale`, { kind: 'f32', value: config.multipliers.logits }],
+    ] as [string, Meta][]) : []),
   ];
 }
 

@@ -4,6 +4,12 @@
 
 export type ModelFamily = 'llama' | 'qwen2' | 'qwen3';
 
+/**
+ * The architectures run as another family's network under a name of their own: config.json's
+ * model_type for them, which is also llama.cpp's general.architecture. Others go by their family's.
+ */
+export const OWN_MODEL_TYPES: Readonly<Record<string, string>> = { Phi3ForCausalLM: 'phi3', GraniteForCausalLM: 'granite' };
+
 export type RopeScaling =
   | { type: 'linear'; factor: number }
   | { type: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositionEmbeddings: number }

@@ -4,7 +4,7 @@
  * node-llama-cpp's `lora`, Ollama's `ADAPTER`):
  *
  *   general.type "adapter", adapter.type "lora", general.architecture (the base's: llama,
- *   qwen2, qwen3, phi3 — llama.cpp refuses an adapter whose architecture differs), adapter.lora.alpha
+ *   qwen2, qwen3, phi3, granite — llama.cpp refuses an adapter whose architecture differs), adapter.lora.alpha
  *   (f32); tensors `<base tensor>.lora_a` with ggml dims [in, r] (PEFT's A [r, in] row-major)
  *   and `<base tensor>.lora_b` with dims [r, out] (B [out, r]), e.g. blk.3.attn_q.weight.lora_a.
  *
@@ -15,7 +15,7 @@
  * Llama's attn_q / attn_k rows are stored permuted in a GGUF (convert_hf_to_gguf.py's
  * LlamaModel.permute: per head, rotate-half order → interleaved pairs), and the converter
  * permutes a LoRA's B the same way (B's rows are the projection's output rows; A is untouched).
- * Qwen2, Qwen3 and Phi-3 are not permuted.
+ * Granite's are too (its converter is Llama's); Qwen2, Qwen3 and Phi-3 are not permuted.
  *
  * Phi-3 (a model with fused projections, ../model/fused-projections.ts): llama.cpp adapts its
  * attn_qkv and ffn_up as single matrices, so the parts' pairs go out as one fused pair each
@@ -26,9 +26,10 @@
  * keep alpha / r, the scaling the parts were trained with.
  */
 import type { Checkpoint } from '../model/hf-checkpoint.js';
+import { OWN_MODEL_TYPES } from '../model/model-config.js';
 import { FUSED_PROJECTIONS } from '../model/fused-projections.js';
 import { encodeF32 } from '../model/gguf/encode.js';
-import { permuteRows } from '../model/gguf/model.js';
+import { ROPE_PERMUTED_ARCHITECTURES, permuteRows } from '../model/gguf/model.js';
 import { f32, str, writeGgufFile, type GgufEntry, type GgufTensorOut } from '../model/gguf/writer.js';
 import { UserError } from '../../src-shared/types.js';
 import { PEFT_PREFIX, loraAKey, loraBKey } from './lora.js';
@@ -77,7 +78,7 @@ export function ggufTarget(ckpt: Checkpoint, spec: WrittenModule): GgufTarget {
   const proj = m ? GGUF_PROJECTION[m[2]!] : undefined;
   if (!m || !proj) throw new UserError(`adapter module ${hf} has no llama.cpp tensor name`);
   const c = ckpt.config;
-  const permuted = ggufArchitecture(ckpt) === 'llama';
+  const permuted = ROPE_PERMUTED_ARCHITECTURES.has(ggufArchitecture(ckpt));
   const permuteHeads = permuted && (proj === 'attn_q' || proj === 'attn_k') ? (proj === 'attn_q' ? c.numHeads : c.numKvHeads) : undefined;
   return { name: `blk.${m[1]}.${proj}.weight`, ...(permuteHeads ? { permuteHeads } : {}) };
 }
@@ -104,11 +105,11 @@ export function ggufAdapterTensors(ckpt: Checkpoint, adapter: LoadedAdapter): Gg
   return out;
 }
 
-/** llama.cpp's name for the base's architecture (general.architecture; a folder's: its family's, or phi3). */
+/** llama.cpp's name for the base's architecture (general.architecture; a folder's: its family's, or phi3, granite). */
 export function ggufArchitecture(ckpt: Checkpoint): string {
   const arch = ckpt.gguf?.gguf.metadata.get('general.architecture');
   if (typeof arch === 'string') return arch;
-  return ckpt.config.architecture === 'Phi3ForCausalLM' ? 'phi3' : ckpt.config.family;
+  return OWN_MODEL_TYPES[ckpt.config.architecture] ?? ckpt.config.family;
 }
 
 /** Writes the adapter as a GGUF LoRA adapter file (atomic, 0600). */

@@ -6,7 +6,8 @@
 // - tiny Llama (untied; its q/k rows are permuted in the GGUF, so the adapter's B must be too),
 //   tiny Qwen2 (tied, biases) and tiny Phi-3 (fused attn_qkv and ffn_up, so the adapter's pairs
 //   are fused ones of rank 3r and 2r with B scaled for llama.cpp's alpha / rank; LongRoPE's short
-//   factors and attention factor; half of each head rotated), F32 bases written by the benches' writer;
+//   factors and attention factor; half of each head rotated) and tiny Granite (its four multipliers,
+//   q/k permuted as Llama's), F32 bases written by the benches' writer;
 // - SmolLM2-135M-Instruct, the Q4_1 GGUF .ci/run fetches into .cache/smollm2/.
 // Skips, with one printed reason, where node-llama-cpp cannot be installed or loaded.
 import { spawn } from 'node:child_process';
@@ -95,7 +96,7 @@ function report(label: string, ours: number[][], theirs: number[][]): { max: num
 }
 
 describe.skipIf(!module)('export-model: llama.cpp loads the GGUF adapter and the merged GGUF', () => {
-  const cases: { family: TinyFamily; tie: boolean }[] = [{ family: 'llama', tie: false }, { family: 'qwen2', tie: true }, { family: 'phi3', tie: false }];
+  const cases: { family: TinyFamily; tie: boolean }[] = [{ family: 'llama', tie: false }, { family: 'qwen2', tie: true }, { family: 'phi3', tie: false }, { family: 'granite', tie: true }];
   for (const { family, tie } of cases) {
     it(`tiny ${family}: base + adapter and merged f16 equal score --adapter; the same greedy tokens`, async () => {
       // The folder names general.name: llama.cpp takes a name holding "phi3" or "phi-3" for Phi-3's

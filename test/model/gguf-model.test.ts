@@ -119,7 +119,7 @@ describe('GGUF models Hindsight cannot run', () => {
   };
 
   it('names an unsupported architecture', () => {
-    expect(open('gemma.gguf', { ...base, 'general.architecture': str('gemma2') })).toMatch(/gemma\.gguf: architecture 'gemma2' is not supported \(supported: llama, qwen2, qwen3, phi3\)/);
+    expect(open('gemma.gguf', { ...base, 'general.architecture': str('gemma2') })).toMatch(/gemma\.gguf: architecture 'gemma2' is not supported \(supported: llama, qwen2, qwen3, phi3, granite\)/);
   });
 
   it('names per-layer head counts, partial RoPE, other rope scaling and unknown tensors', () => {

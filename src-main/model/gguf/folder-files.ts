@@ -7,7 +7,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import type { ModelConfig } from '../model-config.js';
+import { OWN_MODEL_TYPES, type ModelConfig } from '../model-config.js';
 import type { GgufModel } from './model.js';
 import { ggufTokenizer } from './tokenizer-json.js';
 
@@ -16,10 +16,14 @@ export function configJson(c: ModelConfig): Record<string, unknown> {
   const s = c.ropeScaling;
   return {
     architectures: [c.architecture],
-    // transformers picks the model class by model_type: Phi-3's fused tensors need its own.
-    model_type: c.architecture === 'Phi3ForCausalLM' ? 'phi3' : c.family,
+    // transformers picks the model class by model_type: Phi-3's fused tensors and Granite's multipliers need their own.
+    model_type: OWN_MODEL_TYPES[c.architecture] ?? c.family,
     // Phi3Config's default pad_token_id is Phi-3's 32000, past a smaller vocabulary.
     ...(c.architecture === 'Phi3ForCausalLM' ? { pad_token_id: null } : {}),
+    ...(c.multipliers ? {
+      embedding_multiplier: c.multipliers.embedding, attention_multiplier: c.multipliers.attention,
+      residual_multiplier: c.multipliers.residual, logits_scaling: c.multipliers.logits,
+    } : {}),
     vocab_size: c.vocabSize,
     hidden_size: c.hiddenSize,
     intermediate_size: c.intermediateSize,

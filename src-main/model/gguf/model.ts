@@ -21,6 +21,9 @@
  * there, and at a sliding window (`phi3.attention.sliding_window`, 0 for none), as
  * ../hf-checkpoint.ts caps a folder's.
  *
+ * Granite (`granite`) is Llama's file with `embedding_scale`, `attention.scale`, `residual_scale`
+ * and `logit_scale` (ModelConfig.multipliers), its q/k rows permuted as Llama's.
+ *
  * Anything else (another architecture, per-layer head counts, partial RoPE outside Phi-3, rope
  * scaling other than linear, Llama 3's or Phi-3's LongRoPE) is one UserError line naming it.
  */
@@ -39,7 +42,12 @@ const FAMILIES: Record<string, { family: ModelFamily; architecture: string }> = 
   qwen3: { family: 'qwen3', architecture: 'Qwen3ForCausalLM' },
   // Llama's layers with fused projections, LongRoPE and partial rotation (see the module comment).
   phi3: { family: 'llama', architecture: 'Phi3ForCausalLM' },
+  // Llama's layers with four multipliers (ModelConfig.multipliers).
+  granite: { family: 'llama', architecture: 'GraniteForCausalLM' },
 };
+
+/** The architectures whose q/k rows llama.cpp's converter permutes (LlamaModel.permute, which Granite's converter inherits). */
+export const ROPE_PERMUTED_ARCHITECTURES: ReadonlySet<string> = new Set(['llama', 'granite']);
 
 /** The `general.architecture` values Hindsight runs. */
 export const GGUF_ARCHITECTURES: readonly string[] = Object.keys(FAMILIES);
@@ -220,6 +228,11 @@ export function openGgufModel(file: string): GgufModel {
     maxPositionEmbeddings: num('context_length', 4096),
   };
   if (rotary !== headDim) config.rotaryDim = rotary;
+  // Granite's converter writes each multiplier only where it is set (llama.cpp: 0 or absent is 1, and 1/√head_dim for attention).
+  if (arch === 'granite') {
+    const scale = (key: string, otherwise: number) => num(key, 0) || otherwise;
+    config.multipliers = { embedding: scale('embedding_scale', 1), attention: scale('attention.scale', 1 / Math.sqrt(headDim)), residual: scale('residual_scale', 1), logits: scale('logit_scale', 1) };
+  }
   if (arch === 'phi3') {
     config.fusedProjections = true;
     config.maxPositionEmbeddings = phi3ContextCap(config.maxPositionEmbeddings, config.ropeScaling?.type === 'longrope', (key) => num(key, 0));
@@ -237,7 +250,7 @@ export function openGgufModel(file: string): GgufModel {
     const shape = [...info.dims].reverse();
     const m = /^blk\.\d+\.attn_([qk])\./.exec(info.name);
     // Llama's q/k rows were permuted for ggml's interleaved RoPE; Phi-3's are not (NeoX RoPE).
-    const permuteHeads = arch === 'llama' && m ? (m[1] === 'q' ? numHeads : config.numKvHeads) : undefined;
+    const permuteHeads = ROPE_PERMUTED_ARCHITECTURES.has(arch) && m ? (m[1] === 'q' ? numHeads : config.numKvHeads) : undefined;
     tensors.set(name, { info, shape, ...(permuteHeads ? { permuteHeads } : {}) });
   }
   // Phi-3's attn_qkv and ffn_up: each part its run of rows, which is a run of the tensor's bytes.
