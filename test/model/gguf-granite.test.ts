@@ -8,10 +8,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { writeGguf } from '../../bench/gguf-writer.js';
-import { readModelConfig } from '../../src-main/model/hf-checkpoint.js';
-import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
+import { Checkpoint, readModelConfig } from '../../src-main/model/hf-checkpoint.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { inspectModel } from '../../src-main/model/model-inspect.js';
+import { configJson } from '../../src-main/model/gguf/folder-files.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-gguf-granite-'));
@@ -42,5 +42,14 @@ describe('a Granite GGUF', () => {
     const [fromFolder, fromFile] = [await scores(dir), await scores(file)];
     expect(Math.max(...fromFile.map((v, i) => Math.abs(v - fromFolder[i]!)))).toBeLessThan(1e-5);
     expect(inspectModel(file)).toMatchObject({ architecture: 'granite', loadable: true, reason: null });
+  });
+
+  it('a merged folder of it (config.json made from the metadata) keeps the multipliers and model_type granite', () => {
+    const merged = path.join(tmp, 'merged');
+    fs.mkdirSync(merged);
+    const config = Checkpoint.open(file).config;
+    fs.writeFileSync(path.join(merged, 'config.json'), JSON.stringify(configJson(config)));
+    expect(JSON.parse(fs.readFileSync(path.join(merged, 'config.json'), 'utf8')).model_type).toBe('granite');
+    expect(readModelConfig(merged).multipliers).toEqual(config.multipliers);
   });
 });
