@@ -13,8 +13,7 @@ import { writeGgufCompanionFiles } from '../../src-main/model/gguf/folder-files.
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { isModelPath } from '../../src-main/model/model-path.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
-import { UserError } from '../../src-shared/types.js';
-import { f32, f32Bytes, str, u32, writeGguf } from './gguf-writer.js';
+import { f32, f32Bytes, modelRefusal, str, u32, writeGguf } from './gguf-writer.js';
 import { writeTinyModel, type TinyFamily } from '../../tools/tiny-models.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-gguf-model-'));
@@ -106,17 +105,7 @@ describe('GGUF models Hindsight cannot run', () => {
     'llama.attention.head_count': u32(2), 'llama.attention.layer_norm_rms_epsilon': f32(1e-5), 'llama.context_length': u32(64),
   };
   const embd = { name: 'token_embd.weight', dims: [8, 4], type: 0, bytes: f32Bytes(new Array(32).fill(0)) };
-  const open = (name: string, meta: Record<string, ReturnType<typeof str>>, tensors = [embd]) => {
-    const p = path.join(tmp, name);
-    writeGguf(p, meta, tensors);
-    try {
-      Checkpoint.open(p);
-    } catch (err) {
-      expect(err).toBeInstanceOf(UserError);
-      return (err as Error).message;
-    }
-    throw new Error('expected a UserError');
-  };
+  const open = (name: string, meta: Record<string, ReturnType<typeof str>>, tensors = [embd]) => modelRefusal(path.join(tmp, name), meta, tensors);
 
   it('names an unsupported architecture', () => {
     expect(open('gemma.gguf', { ...base, 'general.architecture': str('gemma2') })).toMatch(/gemma\.gguf: architecture 'gemma2' is not supported \(supported: llama, qwen2, qwen3, phi3, granite\)/);

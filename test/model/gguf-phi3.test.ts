@@ -25,9 +25,8 @@ import { loraAKey, loraBKey, loraSpecs } from '../../src-main/train/lora.js';
 import { exportModel } from '../../src-main/train/model-export.js';
 import { writeAdapter } from '../../src-main/train/peft.js';
 import type { LinearTarget } from '../../src-main/model/decoder.js';
-import { UserError } from '../../src-shared/types.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
-import { f32, f32Bytes, str, u32, writeGguf as writeRawGguf } from './gguf-writer.js';
+import { f32, f32Bytes, modelRefusal, str, u32 } from './gguf-writer.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-gguf-phi3-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -139,17 +138,7 @@ describe('a Phi-3 GGUF', () => {
     };
     const t = (name: string, n: number) => ({ name, dims: [n], type: 0, bytes: f32Bytes(new Array(n).fill(1)) });
     const embd = { name: 'token_embd.weight', dims: [8, 4], type: 0, bytes: f32Bytes(new Array(32).fill(0)) };
-    const open = (name: string, meta: object, tensors: object[]) => {
-      const p = path.join(tmp, name);
-      writeRawGguf(p, meta as never, tensors as never);
-      try {
-        Checkpoint.open(p);
-      } catch (err) {
-        expect(err).toBeInstanceOf(UserError);
-        return (err as Error).message;
-      }
-      throw new Error('expected a UserError');
-    };
+    const open = (name: string, meta: object, tensors: object[]) => modelRefusal(path.join(tmp, name), meta as never, tensors as never);
     expect(open('separate.gguf', base, [embd, t('blk.0.attn_q.weight', 8)])).toMatch(/tensor 'blk\.0\.attn_q\.weight' \(F32\) is not part of a phi3 model/);
     expect(open('factors.gguf', base, [embd, t('rope_factors_short.weight', 3)])).toMatch(/rope_factors_short\.weight must hold 1 positive numbers/);
     expect(open('odd.gguf', { ...base, 'phi3.rope.dimension_count': u32(3) }, [embd])).toMatch(/phi3\.rope\.dimension_count 3 must be an even number/);

@@ -1,6 +1,8 @@
 // A minimal GGUF v3 writer for the tests: hand-made files (metadata of every type, tensors of
 // any ggml type from raw bytes), and the truncated or lying files the reader must refuse.
 import fs from 'node:fs';
+import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
+import { UserError } from '../../src-shared/types.js';
 
 export type MetaValue =
   | { type: 'u8' | 'i8' | 'u16' | 'i16' | 'u32' | 'i32' | 'f32' | 'u64' | 'i64' | 'f64'; value: number | bigint }
@@ -96,4 +98,16 @@ export const bool = (value: boolean): MetaValue => ({ type: 'bool', value });
 /** fp32 values as a ggml F32 tensor's bytes. */
 export function f32Bytes(values: ArrayLike<number>): Uint8Array {
   return new Uint8Array(Float32Array.from(values).buffer);
+}
+
+/** Writes a GGUF and returns the one-line UserError opening it as a model gives (the reader's refusals). */
+export function modelRefusal(file: string, metadata: Record<string, MetaValue>, tensors: TensorToWrite[] = []): string {
+  writeGguf(file, metadata, tensors);
+  try {
+    Checkpoint.open(file);
+  } catch (err) {
+    if (!(err instanceof UserError)) throw err;
+    return err.message;
+  }
+  throw new Error(`expected ${file} to be refused with a UserError`);
 }
