@@ -2,7 +2,7 @@
 //
 // sql.js keeps the whole database in memory and replaces the file on every save, so two
 // processes writing one database lose each other's changes: the last save wins. A writer
-// therefore holds `<db>.lock`, a small JSON file created with O_EXCL that names it: pid,
+// therefore holds `<db>.lock`, a small JSON file created whole (linked into place) that names it: pid,
 // process start time, a random token and what it is ("Hindsight serve", "hindsight label",
 // "the Hindsight app"). A second writer is refused with a message naming the holder.
 //
@@ -141,7 +141,30 @@ export class DbLock {
   }
 }
 
+/**
+ * Creates the lock with its record already in it: written to a private file, then linked to the
+ * lock's name, which fails if a lock is there. A lock created empty and written after (O_EXCL)
+ * would be read, in between, as an unreadable lock by a second writer, which then could not name
+ * the holder. Where the file system has no hard links, O_EXCL it is.
+ */
 function tryCreate(lockPath: string, record: LockRecord): boolean {
+  const text = JSON.stringify(record) + '\n';
+  const temp = `${lockPath}.new-${process.pid}-${randomBytes(4).toString('hex')}`;
+  try {
+    fs.writeFileSync(temp, text, { mode: 0o600, flag: 'wx' });
+    fs.linkSync(temp, lockPath);
+    return true;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return false;
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS') throw new UserError(`cannot lock ${lockPath}: ${code ?? (err as Error).message}`);
+  } finally {
+    try { fs.unlinkSync(temp); } catch { /* never made */ }
+  }
+  return tryCreateExclusive(lockPath, text);
+}
+
+function tryCreateExclusive(lockPath: string, text: string): boolean {
   let fd: number;
   try {
     fd = fs.openSync(lockPath, 'wx', 0o600);
@@ -150,7 +173,7 @@ function tryCreate(lockPath: string, record: LockRecord): boolean {
     throw new UserError(`cannot lock ${lockPath}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
   try {
-    fs.writeSync(fd, JSON.stringify(record) + '\n');
+    fs.writeSync(fd, text);
   } finally {
     fs.closeSync(fd);
   }

@@ -88,7 +88,7 @@ describe('one writer per database', () => {
     const db = path.join(tempDir(), 'race.db');
     const sessions = await sessionWithSamples(db, 6);
     const runs = await Promise.all(sessions.map((id) => cli('label', id, '1', '--reward', '-1', '--db', db)));
-    for (const r of runs) expect(r.code === 0 || /is open in hindsight label \(pid \d+\)/.test(r.stderr)).toBe(true);
+    for (const r of runs) expect(r.code === 0 || /is open in hindsight label \(pid \d+\)/.test(r.stderr), r.stderr).toBe(true);
     const ws = await Workspace.open(db, { access: 'read' });
     const labelled = new Set(ws.listSamples().filter((s) => s.label.reward === -1).map((s) => s.sessionId));
     ws.close();
