@@ -32,7 +32,7 @@ import { encodeF32 } from '../model/gguf/encode.js';
 import { ROPE_PERMUTED_ARCHITECTURES, permuteRows } from '../model/gguf/model.js';
 import { f32, str, writeGgufFile, type GgufEntry, type GgufTensorOut } from '../model/gguf/writer.js';
 import { UserError } from '../../src-shared/types.js';
-import { PEFT_PREFIX, loraAKey, loraBKey } from './lora.js';
+import { PEFT_PREFIX } from './lora.js';
 import type { LoadedAdapter } from './peft-read.js';
 import { writtenPairs, type WrittenPair } from './fused-adapter.js';
 
@@ -89,9 +89,8 @@ export function ggufTarget(ckpt: Checkpoint, spec: WrittenModule): GgufTarget {
  */
 export function ggufAdapterTensors(ckpt: Checkpoint, adapter: LoadedAdapter): GgufTensorOut[] {
   const r = adapter.lora.r;
-  const pairs: WrittenPair[] = ckpt.config.fusedProjections
-    ? writtenPairs(ckpt.config, adapter.specs, adapter.weights, r)
-    : adapter.specs.map((spec) => ({ module: spec.module, rank: r, inFeatures: spec.inFeatures, outFeatures: spec.outFeatures, a: adapter.weights.get(loraAKey(spec))!, b: adapter.weights.get(loraBKey(spec))! }));
+  // Separate projections pass through as they are; only a fused model's parts are joined.
+  const pairs = writtenPairs(ckpt.config, adapter.specs, adapter.weights, r);
   const out: GgufTensorOut[] = [];
   for (const pair of pairs) {
     const target = ggufTarget(ckpt, pair);
