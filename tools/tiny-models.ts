@@ -18,9 +18,12 @@ import { seededRandom } from '../src-main/model/sampling.js';
  * phi3: Llama's layers with q/k/v and gate/up stored fused (qkv_proj, gate_up_proj), as Phi-3
  * checkpoints have them, with Phi-3.5's LongRoPE (maxPositions its original context, twice that
  * its extended one) and Phi-4-mini's partial rotation (half of each head here). granite: Llama's
- * layers with Granite's four multipliers, none of them 1.
+ * layers with Granite's four multipliers, none of them 1. gemma3: Gemma 3's layers (four norms, q/k
+ * norms, GELU), a sliding first layer with a 4-position window and a global last one with linear RoPE
+ * scaling, in transformers 4.5x's config form (rope_local_base_freq, sliding_window_pattern); its
+ * norm weights are drawn around 0, as Gemma stores w for a scale of 1 + w.
  */
-export type TinyFamily = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'granite';
+export type TinyFamily = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'granite' | 'gemma3';
 
 export interface TinyModelOptions {
   family: TinyFamily;
@@ -131,12 +134,13 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
       out.push([`${p}.self_attn.k_proj.bias`, [numKvHeads * d]]);
       out.push([`${p}.self_attn.v_proj.bias`, [numKvHeads * d]]);
     }
-    if (c.family === 'qwen3') {
+    if (c.family === 'qwen3' || c.family === 'gemma3') {
       out.push([`${p}.self_attn.q_norm.weight`, [d]]);
       out.push([`${p}.self_attn.k_norm.weight`, [d]]);
     }
     out.push([`${p}.self_attn.o_proj.weight`, [H, numHeads * d]]);
     out.push([`${p}.post_attention_layernorm.weight`, [H]]);
+    if (c.family === 'gemma3') out.push([`${p}.pre_feedforward_layernorm.weight`, [H]], [`${p}.post_feedforward_layernorm.weight`, [H]]);
     if (c.family === 'phi3') out.push([`${p}.mlp.gate_up_proj.weight`, [2 * I, H]]);
     else {
       out.push([`${p}.mlp.gate_proj.weight`, [I, H]]);
@@ -149,7 +153,16 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
   return out;
 }
 
-const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM', granite: 'GraniteForCausalLM' };
+const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM', granite: 'GraniteForCausalLM', gemma3: 'Gemma3ForCausalLM' };
+
+/** Gemma 3's own fields: the first layer slides (all but the last, with the pattern at the layer count). */
+function gemma3Fields(numLayers: number, headDim: number): Record<string, unknown> {
+  return {
+    model_type: 'gemma3_text', hidden_activation: 'gelu_pytorch_tanh', sliding_window: 4, sliding_window_pattern: numLayers,
+    query_pre_attn_scalar: 1.5 * headDim, rope_local_base_freq: 10000, rope_scaling: { rope_type: 'linear', factor: 8 },
+    attn_logit_softcapping: null, final_logit_softcapping: null,
+  };
+}
 
 function phi3Rope(headDim: number, positions: number): Record<string, unknown> {
   const factors = Array.from({ length: headDim / 4 }, (_, i) => 1 + 0.5 * i);
@@ -196,6 +209,7 @@ export function writeTinyModel(dir: string, options: TinyModelOptions): TinyMode
     ...(o.family === 'granite' ? { embedding_multiplier: 6, attention_multiplier: 0.2, residual_multiplier: 0.4, logits_scaling: 3 } : {}),
     ...(o.family === 'qwen2' ? { use_sliding_window: false } : {}),
     ...(o.family === 'phi3' ? phi3Rope(o.headDim, o.maxPositions) : {}),
+    ...(o.family === 'gemma3' ? gemma3Fields(o.numLayers, o.headDim) : {}),
   };
   fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config, null, 2));
   fs.writeFileSync(path.join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: [imEnd, endOfText] }));
@@ -212,7 +226,7 @@ export function writeTinyModel(dir: string, options: TinyModelOptions): TinyMode
   shapes.forEach(([name, shape], k) => {
     const n = shape.reduce((a, b) => a * b, 1);
     const isNorm = name.endsWith('norm.weight');
-    let data: Float32Array = Float32Array.from({ length: n }, () => (isNorm ? 1 : 0) + o.std * gaussian(rand));
+    let data: Float32Array = Float32Array.from({ length: n }, () => (isNorm && o.family !== 'gemma3' ? 1 : 0) + o.std * gaussian(rand));
     let stored: TensorToWrite = { dtype: 'F32', shape, data };
     if (o.dtype === 'BF16') {
       const bits = float32ToBf16(data);

@@ -1,5 +1,5 @@
 /**
- * Builds the decoder of a Llama (Mistral, Phi-3, Granite) / Qwen2 / Qwen3 checkpoint in the graph IR (./graph/ir.ts).
+ * Builds the decoder of a Llama (Mistral, Phi-3, Granite) / Qwen2 / Qwen3 / Gemma 3 checkpoint in the graph IR (./graph/ir.ts).
  *
  * Written for autodiff as much as for inference: only standard ONNX ops (but for an inference
  * graph's fused ones: FusedMatMul in attention, `fusedNorms`, `fusedRope`), attention as MatMul →
@@ -51,12 +51,14 @@ import type { Checkpoint } from './hf-checkpoint.js';
 import { applyRope, ropeTables } from './rope.js';
 import { normBuilders } from './norms.js';
 import { attend, cacheWriter, queryChunks, writtenCacheDims } from './attention.js';
+import { attentionMasks } from './attention-masks.js';
 import { DEFAULT_VOCAB_CHUNK, appendTargetLogprobs } from './chunked-head.js';
 import { HEAD_SCHEME, type QuantScheme } from './quantize.js';
 import { halfPrecisionMatmul, halfTable } from './half-matmul.js';
 import type { Precision } from '../../src-shared/training.js';
 import { nativeBlocksOf, quantizedMatmul, quantizedTargetLogprobs } from './quantized-matmul.js';
 import type { WeightSource } from './weight-source.js';
+import { firstOutputRow, positionsFrom, rowsFrom } from './output-rows.js';
 
 export type { WeightSource };
 
@@ -177,9 +179,6 @@ export interface DecoderValues {
   attentionSpans: { start: number; end: number }[];
 }
 
-/** Masking bias: finite, so a fully masked (padding) row softmaxes to a harmless uniform row, not NaN. */
-const MASKED = -1e9;
-
 /**
  * Adds the decoder to `b` (inputs, computation) and returns its value names. Does not mark
  * graph outputs, so training code can keep building on `output`.
@@ -208,7 +207,16 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const key = transpose ? `${name}.T` : name;
     return b.graph.initializers.has(key) ? key : b.initializer(key, weights.lazyFloat32(name, shape, transpose));
   };
-  const { rmsNorm, addNorm, fusesResidual } = normBuilders(b, c.rmsNormEps, weight, (options.inference ?? false) && (options.fusedNorms ?? false));
+  const g = c.gemma;
+  // Gemma's norms scale by 1 + w (w as stored), made once when the weight is read, in fp32 as transformers adds it.
+  const normWeight = (name: string, shape: number[]) => {
+    const key = `${name}.plus_one`;
+    if (!g || b.graph.initializers.has(key)) return g ? key : weight(name, shape);
+    const stored = weights.lazyFloat32(name, shape);
+    const data = stored.data;
+    return b.initializer(key, { ...stored, data: () => ((typeof data === 'function' ? data() : data) as Float32Array).map((w) => w + 1) });
+  };
+  const { rmsNorm, addNorm, fusesResidual } = normBuilders(b, c.rmsNormEps, normWeight, (options.inference ?? false) && (options.fusedNorms ?? false));
   const project = (x: string, module: string, inF: number, outF: number) => {
     if (options.quantize) return quantizedMatmul(b, x, weights, `${module}.weight`, outF, inF, options.quantize);
     if (options.precision === 'fp16') return halfPrecisionMatmul(b, x, weights, `${module}.weight`, outF, inF);
@@ -220,22 +228,19 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     return options.linear ? options.linear(b, { layer, target, module, input: x, inFeatures: inF, outFeatures: outF }, y) : y;
   };
 
-  // Sizes of the current and total sequence, for the causal mask.
   const seqLen = b.gather(b.shape(inputIds), b.scalar(1, 'int64'), 0);
-  const totalLen = b.gather(b.shape(attentionMask), b.scalar(1, 'int64'), 0);
   const one = b.scalar(1, 'int64');
-  const keyIdx = b.range(b.scalar(0, 'int64'), totalLen, one, ['S']);
-  const queryIdx = writeSlots ?? b.range(b.sub(totalLen, seqLen), totalLen, one, ['T']); // the queries' slots
-  const causal = b.lessOrEqual(b.unsqueeze(keyIdx, [0]), b.unsqueeze(queryIdx, [1])); // [T, S]
-  const notPadding = b.unsqueeze(b.cast(attentionMask, 'bool'), [1]); // [B, 1, S]
-  const allowed = b.and(b.unsqueeze(causal, [0]), notPadding); // [B, T, S]
-  const maskBias = b.unsqueeze(b.where(allowed, b.scalar(0), b.scalar(MASKED)), [1, 2]); // [B, 1, 1, T, S]
-  const chunks = queryChunks(b, maskBias, options.attentionChunks, options.inference);
+  const masks = attentionMasks(b, attentionMask, seqLen, writeSlots, g && g.slidingLayers.some(Boolean) ? g.slidingWindow : undefined);
+  const maskChunks = (mask: string) => queryChunks(b, mask, options.attentionChunks, options.inference);
+  const chunks = maskChunks(masks.causal), slidingChunks = masks.sliding ? maskChunks(masks.sliding) : undefined;
 
-  const ropes = ropeTables(b, c, positionIds, headDim, options.inference && options.fusedRope); // shared by every layer
+  const fusedRope = options.inference && options.fusedRope;
+  const ropes = ropeTables(b, c, positionIds, headDim, fusedRope); // shared by every layer
+  // Gemma 3's sliding layers: their own base, unscaled.
+  const localRopes = masks.sliding === undefined ? undefined : ropeTables(b, { ...c, ropeTheta: g!.localRopeTheta, ropeScaling: undefined }, positionIds, headDim, fusedRope);
   // An inference graph's last layer makes queries, o and MLP only for the rows the output reads.
   const gatheredRows = scoring ? targetPositions : options.hiddenRows;
-  const outputFrom = options.inference ? firstOutputRow(b, options.output, seqLen, gatheredRows) : undefined;
+  const outputFrom = options.inference ? firstOutputRow(b, options.output === 'last_logprobs', seqLen, gatheredRows) : undefined;
   const outputRows = outputFrom && {
     from: outputFrom,
     rows: (x: string, axis = 1) => rowsFrom(b, x, outputFrom, axis),
@@ -246,8 +251,8 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   let h = options.halfTables
     ? b.cast(b.gather(halfTable(b, weights, 'model.embed_tokens.weight'), inputIds, 0), 'float32')
     : b.gather(weight('model.embed_tokens.weight', [c.vocabSize, H]), inputIds, 0); // [B, T, H]
-  if (m) h = b.mul(h, b.scalar(m.embedding));
-  const scale = m?.attention ?? 1 / Math.sqrt(headDim);
+  if (m || g) h = b.mul(h, b.scalar(m?.embedding ?? Math.sqrt(H))); // Gemma's: √hidden
+  const scale = m?.attention ?? g?.attentionScale ?? 1 / Math.sqrt(headDim);
 
   const layerSpans: { start: number; end: number }[] = [];
   const attentionSpans: { start: number; end: number }[] = [];
@@ -269,8 +274,10 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
       q = rmsNorm(q, `${p}.self_attn.q_norm.weight`, headDim);
       k = rmsNorm(k, `${p}.self_attn.k_norm.weight`, headDim);
     }
-    q = applyRope(b, q, ropes, numHeads, headDim, cut ? cut.rows : undefined);
-    k = applyRope(b, k, ropes, numKvHeads, headDim);
+    const slides = g?.slidingLayers[i] ?? false;
+    const layerRopes = slides ? localRopes! : ropes;
+    q = applyRope(b, q, layerRopes, numHeads, headDim, cut ? cut.rows : undefined);
+    k = applyRope(b, k, layerRopes, numKvHeads, headDim);
     // Grouped-query attention without copying K/V: q heads are grouped [B, kv, rep, T, d]
     // and K/V [B, kv, 1, S, d] broadcast across the group in MatMul.
     const qGrouped = b.transpose(b.reshape(q, [0, 0, numKvHeads, rep, headDim]), [0, 2, 3, 1, 4]);
@@ -283,17 +290,22 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
       newValues.push(written?.values ?? vHeads);
     }
     // The cut's queries are still the last rows of the keys, as queryChunks requires.
+    const maskBias = slides ? masks.sliding! : masks.causal;
     const queryMask = cut ? cut.rows(maskBias, 3) : maskBias;
-    const queryChunking = cut && chunks ? queryChunks(b, queryMask, options.attentionChunks, options.inference) : chunks;
+    const layerChunks = slides ? slidingChunks : chunks;
+    const queryChunking = cut && layerChunks ? maskChunks(queryMask) : layerChunks;
     const context = attend(b, { q: qGrouped, k: kHeads, v: vHeads, scale, maskBias: queryMask }, { past: written ? undefined : past, written, chunks: queryChunking, blockSpans: attentionSpans, inference: options.inference, fusedScores: options.fusedScores }); // [B, kv, rep, T, d]
     const merged = b.reshape(b.transpose(context, [0, 3, 1, 2, 4]), [0, 0, numHeads * headDim]);
     if (cut) h = cut.rows(h);
+    // A residual branch's output: Gemma norms it (post_attention_layernorm, post_feedforward_layernorm), Granite scales it.
+    const branch = (x: string, norm: string) => (g ? rmsNorm(x, `${p}.${norm}.weight`, H) : residual(x));
     let y: string;
-    ({ sum: h, normed: y } = addNorm(h, residual(linear(merged, i, 'o', `${p}.self_attn.o_proj`, numHeads * headDim, H, c.oBias)), `${p}.post_attention_layernorm.weight`, H));
+    const attended = branch(linear(merged, i, 'o', `${p}.self_attn.o_proj`, numHeads * headDim, H, c.oBias), 'post_attention_layernorm');
+    ({ sum: h, normed: y } = addNorm(h, attended, `${p}.${g ? 'pre_feedforward_layernorm' : 'post_attention_layernorm'}.weight`, H));
     const gate = linear(y, i, 'gate', `${p}.mlp.gate_proj`, H, c.intermediateSize, c.mlpBias);
     const up = linear(y, i, 'up', `${p}.mlp.up_proj`, H, c.intermediateSize, c.mlpBias);
-    const act = b.mul(b.mul(gate, b.sigmoid(gate)), up);
-    const down = residual(linear(act, i, 'down', `${p}.mlp.down_proj`, c.intermediateSize, H, c.mlpBias));
+    const act = b.mul(g ? geluTanh(b, gate) : b.mul(gate, b.sigmoid(gate)), up);
+    const down = branch(linear(act, i, 'down', `${p}.mlp.down_proj`, c.intermediateSize, H, c.mlpBias), 'post_feedforward_layernorm');
     if (fusesResidual) pending = down;
     else h = b.add(h, down);
     layerSpans.push({ start, end: b.graph.nodes.length });
@@ -322,31 +334,10 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   return { ...values, output: options.output === 'last_logprobs' ? b.logSoftmax(logits, -1) : logits };
 }
 
-/**
- * The first of the rows [from, T) that an inference graph's output reads, int64 [1] (docs/design.md
- * §Scoring, "The last layer's rows"): the last row for last_logprobs; for an output gathered at
- * flat positions (target_logprobs, hidden with hiddenRows) the first row any of them reaches in
- * any batch row (never past T − 1, so no cut is empty). Other outputs read every row.
- */
-function firstOutputRow(b: GraphBuilder, output: DecoderOutput, seqLen: string, gathered: string | undefined): string | undefined {
-  if (output !== 'last_logprobs' && !gathered) return undefined;
-  const lastRow = b.unsqueeze(b.sub(seqLen, b.scalar(1, 'int64')), [0]);
-  if (output === 'last_logprobs') return lastRow;
-  const rowInBatch = b.sub(gathered!, b.mul(b.div(gathered!, seqLen), seqLen));
-  const candidates = b.concat([rowInBatch, lastRow], 0);
-  return b.op('ReduceMin', [candidates, b.int64s([0])], { keepdims: int(1) }, 1, [{ dtype: 'int64', shape: [1] }])[0]!;
-}
-
-/** x's rows [from, end) along `axis` (from: int64 [1], run-time). */
-function rowsFrom(b: GraphBuilder, x: string, from: string, axis: number): string {
-  const shape = b.shapeOf(x)!.map((d, i) => (i === axis ? 'output_rows' : d));
-  return b.op('Slice', [x, from, b.int64s([Number.MAX_SAFE_INTEGER]), b.int64s([axis])], {}, 1, [{ dtype: b.dtypeOf(x) ?? 'float32', shape }])[0]!;
-}
-
-/** Flat positions into [B·T] as flat positions into the cut rows [B·(T − from)]: p − (⌊p / T⌋ + 1)·from. */
-function positionsFrom(b: GraphBuilder, positions: string, seqLen: string, from: string): string {
-  const batchRow = b.div(positions, seqLen);
-  return b.sub(positions, b.mul(b.add(batchRow, b.scalar(1, 'int64')), from));
+/** GELU, tanh form (Gemma's gelu_pytorch_tanh): x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))). */
+function geluTanh(b: GraphBuilder, x: string): string {
+  const inner = b.mul(b.add(x, b.mul(b.mul(b.mul(x, x), x), b.scalar(0.044715))), b.scalar(Math.sqrt(2 / Math.PI)));
+  return b.mul(b.mul(x, b.scalar(0.5)), b.add(b.tanh(inner), b.scalar(1)));
 }
 
 /**

@@ -24,6 +24,7 @@ import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } f
 import { ggufIdentityFiles, isGgufPath, openGgufModel, readGgufTensor, type GgufModel } from './gguf/model.js';
 import type { ModelConfig, ModelFamily, RopeScaling } from './model-config.js';
 import { rowBytes, splitFusedTensors } from './fused-projections.js';
+import { readGemma3 } from './gemma-config.js';
 
 export type { ModelConfig, ModelFamily, RopeScaling };
 
@@ -36,6 +37,8 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
   Phi3ForCausalLM: 'llama',
   // Llama's layers with four scalar multipliers (ModelConfig.multipliers).
   GraniteForCausalLM: 'llama',
+  // Gemma 3's text model: Llama's projections with four norms a layer, GELU, and sliding layers (./gemma-config.ts).
+  Gemma3ForCausalLM: 'gemma3',
   Qwen2ForCausalLM: 'qwen2',
   Qwen3ForCausalLM: 'qwen3',
 };
@@ -66,11 +69,12 @@ export function readModelConfig(dir: string): ModelConfig {
     return v;
   };
   const act = raw.hidden_act ?? 'silu';
-  if (act !== 'silu') throw new UserError(`${file}: hidden_act '${act}' is not supported (only silu)`);
+  if (family !== 'gemma3' && act !== 'silu') throw new UserError(`${file}: hidden_act '${act}' is not supported (only silu)`);
   if (raw.use_sliding_window === true) throw new UserError(`${file}: use_sliding_window is not supported`);
   const hiddenSize = num('hidden_size');
   const numHeads = num('num_attention_heads');
-  const rope = readRope(raw, file, num);
+  const gemma = family === 'gemma3' ? readGemma3(raw, file, num('num_hidden_layers'), (scaling) => parseRopeScaling(scaling, file, raw, 1)) : undefined;
+  const rope: RopeRead = gemma ? { theta: gemma.ropeTheta, scaling: gemma.ropeScaling, partial: 1 } : readRope(raw, file, num);
   const eos = raw.eos_token_id;
   const eosTokenIds = Array.isArray(eos) ? (eos as number[]) : typeof eos === 'number' ? [eos] : [];
   const config: ModelConfig = {
@@ -91,7 +95,7 @@ export function readModelConfig(dir: string): ModelConfig {
     qkvBias: family === 'qwen2' || raw.attention_bias === true,
     oBias: family !== 'qwen2' && raw.attention_bias === true,
     mlpBias: raw.mlp_bias === true,
-    qkNorm: family === 'qwen3',
+    qkNorm: family === 'qwen3' || family === 'gemma3',
     bosTokenId: typeof raw.bos_token_id === 'number' ? raw.bos_token_id : undefined,
     eosTokenIds,
     maxPositionEmbeddings: contextCap(arch, raw, num('max_position_embeddings', 4096), rope),
@@ -99,6 +103,7 @@ export function readModelConfig(dir: string): ModelConfig {
   const rotaryDim = Math.floor(config.headDim * rope.partial);
   if (rotaryDim !== config.headDim) config.rotaryDim = rotaryDim;
   if (arch === 'Phi3ForCausalLM') config.fusedProjections = true;
+  if (gemma) config.gemma = gemma.layout;
   if (arch === 'GraniteForCausalLM') {
     config.multipliers = { embedding: num('embedding_multiplier', 1), attention: num('attention_multiplier', 1), residual: num('residual_multiplier', 1), logits: num('logits_scaling', 1) };
     if (!(config.multipliers.logits > 0)) throw new UserError(`${file}: logits_scaling must be a positive number, found ${config.multipliers.logits}`);

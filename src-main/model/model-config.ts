@@ -2,7 +2,7 @@
 // config.json and ./gguf/model.ts from a GGUF's metadata. Apart from hf-checkpoint.ts (which
 // re-exports them) so that the GGUF reader can name them without importing the checkpoint back.
 
-export type ModelFamily = 'llama' | 'qwen2' | 'qwen3';
+export type ModelFamily = 'llama' | 'qwen2' | 'qwen3' | 'gemma3';
 
 /**
  * The architectures run as another family's network under a name of their own: config.json's
@@ -55,7 +55,21 @@ export interface ModelConfig {
    * written for the fused modules again.
    */
   fusedProjections?: boolean;
+  /** Gemma 3 (./gemma-config.ts says what the decoder does differently for it). */
+  gemma?: GemmaLayout;
   bosTokenId?: number;
   eosTokenIds: number[];
   maxPositionEmbeddings: number;
+}
+
+/** What Gemma 3's layers need beyond the fields every family has (./gemma-config.ts). */
+export interface GemmaLayout {
+  /** 1/√query_pre_attn_scalar: attention's scale in place of 1/√head_dim. */
+  attentionScale: number;
+  /** A sliding layer's query sees the keys fewer than this many positions back (itself included). */
+  slidingWindow: number;
+  /** Per layer: true where it slides, false where it sees the whole context. */
+  slidingLayers: boolean[];
+  /** RoPE's base on the sliding layers, which are never scaled (ropeTheta, ropeScaling: the global ones). */
+  localRopeTheta: number;
 }

@@ -1,6 +1,6 @@
 // Checkpoints written by transformers itself (test/interop/py/make_models.py): tiny random Llama,
 // Mistral, Phi-3 (fused projections, LongRoPE, Phi-4-mini's partial rotation), Granite (its four
-// multipliers), Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, a
+// multipliers), Gemma 3 (sliding and global layers, 3 of them), Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, a
 // Qwen3 with attention_bias (biases on q, k, v and o, which released Qwen3 models leave off), saved
 // by save_pretrained with transformers 5's config.json (rope_parameters, dtype). For each one,
 // Hindsight's `score` (the CLI, rows batched together) gives transformers' per-token log-probs
@@ -31,10 +31,11 @@ const TEXTS = [
 const PROMPTS = ['Hello, who are you?', 'Write one sentence about the sea.', 'x'];
 
 interface Model {
-  name: string; family: 'llama' | 'mistral' | 'phi3' | 'granite' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16';
+  name: string; family: 'llama' | 'mistral' | 'phi3' | 'granite' | 'gemma3' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16';
   head_dim?: number; rope_theta?: number; rope_scaling?: Record<string, unknown>; attention_bias?: boolean; sliding_window?: number | null;
   partial_rotary_factor?: number; original_max_position_embeddings?: number; max_position_embeddings?: number;
   embedding_multiplier?: number; attention_multiplier?: number; residual_multiplier?: number; logits_scaling?: number;
+  num_hidden_layers?: number; layer_types?: string[]; query_pre_attn_scalar?: number; rope_parameters?: Record<string, Record<string, unknown>>;
 }
 // LongRoPE's short factors for 8 and 6 rotated pairs (Phi-3's head of 16, and Phi-4-mini's 3/4 of it).
 const shortFactors = (n: number) => Array.from({ length: n }, (_, i) => 1 + 0.35 * i);
@@ -56,6 +57,14 @@ const MODELS: Model[] = [
   // Granite: Llama's layers with its four multipliers (Granite 3.x's, the attention one for head_dim 16, logits
   // divided by 2 rather than 8 so that the tiny model's distribution stays far from uniform).
   { name: 'granite-bf16-tied', family: 'granite', tie: true, dtype: 'BF16', embedding_multiplier: 12, attention_multiplier: 0.0625, residual_multiplier: 0.22, logits_scaling: 2 },
+  // Gemma 3: sliding layers (a 16-position window, so the long text goes far past it) around a global
+  // one with Gemma 3 4B's linear RoPE scaling, two RoPE bases, four norms a layer, GELU, √hidden
+  // embedding scale, query_pre_attn_scalar in place of head_dim.
+  {
+    name: 'gemma3-bf16-sliding', family: 'gemma3', tie: true, dtype: 'BF16', head_dim: 16, sliding_window: 16, num_hidden_layers: 3,
+    layer_types: ['sliding_attention', 'full_attention', 'sliding_attention'], query_pre_attn_scalar: 24,
+    rope_parameters: { full_attention: { rope_type: 'linear', factor: 8, rope_theta: 1000000 }, sliding_attention: { rope_type: 'default', rope_theta: 10000 } },
+  },
   { name: 'qwen2-fp32-tied', family: 'qwen2', tie: true, dtype: 'F32', rope_theta: 1000000 },
   { name: 'qwen2-bf16-untied', family: 'qwen2', tie: false, dtype: 'BF16' },
   { name: 'qwen3-fp32-untied', family: 'qwen3', tie: false, dtype: 'F32', head_dim: 32, rope_theta: 1000000 },
@@ -91,13 +100,14 @@ describe.skipIf(!interopPython)('checkpoints written by transformers', () => {
   it('writes transformers 5 configs (rope_parameters, dtype), bf16 and tied heads as asked', () => {
     for (const m of MODELS) {
       const c = refs.get(m.name)!.config;
-      expect(c.rope_parameters, m.name).toMatchObject({ rope_theta: m.rope_theta ?? 10000 });
+      expect(c.rope_parameters, m.name).toMatchObject(m.rope_parameters ?? { rope_theta: m.rope_theta ?? 10000 });
       expect(c.rope_theta, m.name).toBeUndefined();
       expect(c.dtype, m.name).toBe(m.dtype === 'BF16' ? 'bfloat16' : 'float32');
       expect(c.tie_word_embeddings, m.name).toBe(m.tie);
       if (m.attention_bias) expect(c.attention_bias, m.name).toBe(true);
       if (m.family === 'mistral') expect([c.architectures, c.sliding_window], m.name).toEqual([['MistralForCausalLM'], m.sliding_window]);
       if (m.family === 'phi3') expect(c.architectures, m.name).toEqual(['Phi3ForCausalLM']);
+      if (m.family === 'gemma3') expect([c.architectures, c.layer_types, c.sliding_window], m.name).toEqual([['Gemma3ForCausalLM'], m.layer_types, m.sliding_window]);
       if (m.family === 'granite') expect([c.architectures, c.residual_multiplier], m.name).toEqual([['GraniteForCausalLM'], m.residual_multiplier]);
       if (m.rope_scaling?.rope_type === 'longrope') expect(c.rope_parameters, m.name).toMatchObject({ rope_type: 'longrope', short_factor: m.rope_scaling.short_factor });
     }

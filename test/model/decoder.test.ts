@@ -1,4 +1,4 @@
-// Generated tiny Llama / Qwen2 / Qwen3 checkpoints (tied and untied, fp32/bf16/fp16, sharded):
+// Generated tiny Llama / Qwen2 / Qwen3 / Gemma 3 checkpoints (tied and untied, fp32/bf16/fp16, sharded):
 // the ONNX decoder must agree with an independent float64 JS forward, with its own KV-cache
 // decode, across batching and padding, and be deterministic.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,6 +22,8 @@ const VARIANTS: (TinyModelOptions & { label: string })[] = [
   { label: 'qwen2 tied fp16', family: 'qwen2', tie: true, dtype: 'F16', seed: 4 },
   { label: 'llama untied fp32 (MHA, head_dim = hidden/heads)', family: 'llama', numKvHeads: 4, headDim: 8, seed: 5 },
   { label: 'llama tied bf16 in 3 shards', family: 'llama', tie: true, dtype: 'BF16', shards: 3, seed: 6 },
+  // Gemma 3: 3 layers, the first two sliding over 4 positions (rows here are longer), the last global.
+  { label: 'gemma3 tied bf16, sliding window', family: 'gemma3', tie: true, dtype: 'BF16', numLayers: 3, seed: 7 },
 ];
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-decoder-'));

@@ -1,5 +1,6 @@
 /**
- * A plain-JS, float64, one-sequence forward pass of the Llama / Qwen2 / Qwen3 decoder,
+ * A plain-JS, float64, one-sequence forward pass of the Llama / Qwen2 / Qwen3 / Gemma 3 decoder
+ * (tools/tiny-models.ts's Gemma config form),
  * written straight from the transformers modelling code with no shared code with the ONNX
  * graph builder. Tests compare the graph against it, so a bug the graph shares with the KV
  * cache path (which agreement tests cannot see) still shows.
@@ -12,7 +13,11 @@ export function referenceLogits(model: TinyModel, ids: number[]): number[][] {
   const c = model.config as Record<string, number & boolean & string>;
   const H = c.hidden_size, nH = c.num_attention_heads, nKV = c.num_key_value_heads, d = c.head_dim;
   const family = c.model_type as string;
-  const eps = c.rms_norm_eps, theta = c.rope_theta;
+  const gemma = family === 'gemma3_text';
+  const eps = c.rms_norm_eps;
+  // Gemma 3: the layers before each sliding_window_pattern-th slide, at their own RoPE base, unscaled.
+  const slides = (l: number) => gemma && (l + 1) % c.sliding_window_pattern !== 0;
+  const ropeOf = (l: number) => (slides(l) ? { theta: c.rope_local_base_freq, factor: 1 } : { theta: c.rope_theta, factor: gemma ? (c.rope_scaling as unknown as { factor: number }).factor : 1 });
   const w = (name: string): Mat => {
     const t = model.weights.get(name);
     if (!t) throw new Error(`reference: no weight ${name}`);
@@ -32,19 +37,20 @@ export function referenceLogits(model: TinyModel, ids: number[]): number[][] {
     const g = w(name).data;
     const ms = x.reduce((a, v) => a + v * v, 0) / x.length;
     const inv = 1 / Math.sqrt(ms + eps);
-    return x.map((v, i) => v * inv * g[i]!);
+    return x.map((v, i) => v * inv * (gemma ? 1 + g[i]! : g[i]!));
   };
-  const rope = (x: number[], pos: number): number[] => {
+  const rope = (x: number[], pos: number, { theta, factor }: { theta: number; factor: number }): number[] => {
     const half = d / 2;
     return x.map((v, i) => {
       const j = i % half;
-      const angle = pos / theta ** ((2 * j) / d);
+      const angle = pos / factor / theta ** ((2 * j) / d);
       const rotated = i < half ? -x[i + half]! : x[i - half]!;
       return v * Math.cos(angle) + rotated * Math.sin(angle);
     });
   };
   const E = w('model.embed_tokens.weight');
-  let hs = ids.map((id) => Array.from(E.data.subarray(id * H, (id + 1) * H)));
+  let hs = ids.map((id) => Array.from(E.data.subarray(id * H, (id + 1) * H), (v) => (gemma ? v * Math.sqrt(H) : v)));
+  const gelu = (x: number) => 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x ** 3)));
   for (let l = 0; l < c.num_hidden_layers; l++) {
     const p = `model.layers.${l}`;
     const keys: number[][][] = [], values: number[][][] = [], queries: number[][][] = [];
@@ -54,31 +60,35 @@ export function referenceLogits(model: TinyModel, ids: number[]): number[][] {
       let q = split(linear(x, `${p}.self_attn.q_proj.weight`, `${p}.self_attn.q_proj.bias`), nH);
       let k = split(linear(x, `${p}.self_attn.k_proj.weight`, `${p}.self_attn.k_proj.bias`), nKV);
       const v = split(linear(x, `${p}.self_attn.v_proj.weight`, `${p}.self_attn.v_proj.bias`), nKV);
-      if (family === 'qwen3') {
+      if (family === 'qwen3' || gemma) {
         q = q.map((hq) => rms(hq, `${p}.self_attn.q_norm.weight`));
         k = k.map((hk) => rms(hk, `${p}.self_attn.k_norm.weight`));
       }
-      queries.push(q.map((hq) => rope(hq, t)));
-      keys.push(k.map((hk) => rope(hk, t)));
+      queries.push(q.map((hq) => rope(hq, t, ropeOf(l))));
+      keys.push(k.map((hk) => rope(hk, t, ropeOf(l))));
       values.push(v);
     });
     hs = hs.map((h, t) => {
       const attn: number[] = [];
       for (let head = 0; head < nH; head++) {
         const kv = Math.floor(head / (nH / nKV));
-        const scores = Array.from({ length: t + 1 }, (_, s) => queries[t]![head]!.reduce((a, qv, i) => a + qv * keys[s]![kv]![i]!, 0) / Math.sqrt(d));
+        const scale = gemma ? 1 / Math.sqrt(c.query_pre_attn_scalar) : 1 / Math.sqrt(d);
+        const seen = (s: number) => !slides(l) || t - s < c.sliding_window;
+        const scores = Array.from({ length: t + 1 }, (_, s) => (seen(s) ? queries[t]![head]!.reduce((a, qv, i) => a + qv * keys[s]![kv]![i]!, 0) * scale : -Infinity));
         const m = Math.max(...scores);
         const e = scores.map((s) => Math.exp(s - m));
         const z = e.reduce((a, b) => a + b, 0);
         for (let i = 0; i < d; i++) attn.push(e.reduce((a, p, s) => a + (p / z) * values[s]![kv]![i]!, 0));
       }
-      const o = linear(attn, `${p}.self_attn.o_proj.weight`);
+      let o = linear(attn, `${p}.self_attn.o_proj.weight`);
+      if (gemma) o = rms(o, `${p}.post_attention_layernorm.weight`);
       const h1 = h.map((v, i) => v + o[i]!);
-      const y = rms(h1, `${p}.post_attention_layernorm.weight`);
+      const y = rms(h1, `${p}.${gemma ? 'pre_feedforward_layernorm' : 'post_attention_layernorm'}.weight`);
       const gate = linear(y, `${p}.mlp.gate_proj.weight`);
       const up = linear(y, `${p}.mlp.up_proj.weight`);
-      const act = gate.map((g, i) => (g / (1 + Math.exp(-g))) * up[i]!);
-      const down = linear(act, `${p}.mlp.down_proj.weight`);
+      const act = gate.map((g, i) => (gemma ? gelu(g) : g / (1 + Math.exp(-g))) * up[i]!);
+      let down = linear(act, `${p}.mlp.down_proj.weight`);
+      if (gemma) down = rms(down, `${p}.post_feedforward_layernorm.weight`);
       return h1.map((v, i) => v + down[i]!);
     });
   }

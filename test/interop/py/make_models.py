@@ -1,10 +1,11 @@
-"""Tiny Llama, Mistral, Phi-3, Granite, Qwen2 and Qwen3 checkpoints made by transformers itself, and transformers' own
+"""Tiny Llama, Mistral, Phi-3, Granite, Gemma 3, Qwen2 and Qwen3 checkpoints made by transformers itself, and transformers' own
 log-probs and greedy tokens on them, for test/interop/checkpoints.test.ts.
 
 usage: make_models.py < spec.json > result.json
 spec: {"models": [{"dir", "family", "tie", "dtype", "head_dim"?, "rope_theta"?, "rope_scaling"?, "attention_bias"?, "sliding_window"?,
                    "partial_rotary_factor"?, "original_max_position_embeddings"?, "max_position_embeddings"?,
-                   "embedding_multiplier"?, "attention_multiplier"?, "residual_multiplier"?, "logits_scaling"?}],
+                   "embedding_multiplier"?, "attention_multiplier"?, "residual_multiplier"?, "logits_scaling"?,
+                   "num_hidden_layers"?, "layer_types"?, "query_pre_attn_scalar"?, "rope_parameters"? (Gemma 3's, per layer type, in place of rope_theta)}],
        "texts": [...], "prompts": [...], "max_new_tokens": N}
 Each dir already holds tokenizer.json and tokenizer_config.json. For each model: a random init
 (torch.manual_seed(0), initializer_range 0.15, then the RMSNorm weights and Qwen2's q/k/v biases
@@ -19,9 +20,9 @@ import json
 import sys
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, GraniteConfig, LlamaConfig, MistralConfig, Phi3Config, Qwen2Config, Qwen3Config
+from transformers import AutoModelForCausalLM, AutoTokenizer, Gemma3TextConfig, GraniteConfig, LlamaConfig, MistralConfig, Phi3Config, Qwen2Config, Qwen3Config
 
-CONFIGS = {"llama": LlamaConfig, "mistral": MistralConfig, "phi3": Phi3Config, "granite": GraniteConfig, "qwen2": Qwen2Config, "qwen3": Qwen3Config}
+CONFIGS = {"llama": LlamaConfig, "mistral": MistralConfig, "phi3": Phi3Config, "granite": GraniteConfig, "gemma3": Gemma3TextConfig, "qwen2": Qwen2Config, "qwen3": Qwen3Config}
 DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16}
 
 
@@ -31,11 +32,14 @@ def make(m):
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
     eot = tok.convert_tokens_to_ids("<|endoftext|>")
     extra = {k: m[k] for k in ("head_dim", "rope_scaling", "attention_bias", "sliding_window", "partial_rotary_factor", "original_max_position_embeddings",
-                               "embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling") if k in m}
+                               "embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling",
+                               "layer_types", "query_pre_attn_scalar", "rope_parameters") if k in m}
+    if "rope_parameters" not in m:
+        extra["rope_theta"] = m.get("rope_theta", 10000.0)
     config = CONFIGS[m["family"]](
-        vocab_size=len(tok) + 3, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        vocab_size=len(tok) + 3, hidden_size=64, intermediate_size=96, num_hidden_layers=m.get("num_hidden_layers", 2), num_attention_heads=4,
         num_key_value_heads=2, tie_word_embeddings=m["tie"], max_position_embeddings=m.get("max_position_embeddings", 512), rms_norm_eps=1e-6,
-        rope_theta=m.get("rope_theta", 10000.0), initializer_range=0.15, bos_token_id=eot, eos_token_id=im_end,
+        initializer_range=0.15, bos_token_id=eot, eos_token_id=im_end,
         pad_token_id=eot, **extra,
     )
     torch.manual_seed(0)

@@ -1,0 +1,82 @@
+/**
+ * Gemma 3's text decoder as config.json describes it (`Gemma3ForCausalLM`, model_type
+ * `gemma3_text`: Gemma 3 1B and 270M, and the text model of the larger ones), in both of the
+ * forms transformers has written it:
+ * - 4.5x: `rope_theta` and `rope_scaling` for the global layers, `rope_local_base_freq` for the
+ *   sliding ones, `sliding_window_pattern` (every n-th layer global);
+ * - 5.x: `rope_parameters` per layer type (`full_attention`, `sliding_attention`) and
+ *   `layer_types`, one per layer.
+ *
+ * What the decoder does differently for Gemma (./decoder.ts, ModelConfig.gemma): the embedding
+ * times √hidden; RMSNorm weights stored as w for a scale of 1 + w; four norms a layer (around
+ * attention and around the MLP); GELU (tanh form) in place of SiLU; attention scaled by
+ * 1/√query_pre_attn_scalar; q and k normed per head (as Qwen3); and sliding layers that see only
+ * the last `sliding_window` positions, with their own RoPE base and no scaling.
+ *
+ * Refused, each with its field named: soft-capping of attention scores or logits (Gemma 2's;
+ * Gemma 3 sets both to null), bidirectional attention (EmbeddingGemma), another activation.
+ */
+import { UserError } from '../../src-shared/types.js';
+import type { GemmaLayout, RopeScaling } from './model-config.js';
+
+export interface GemmaRead {
+  layout: GemmaLayout;
+  /** The global layers' RoPE. */
+  ropeTheta: number;
+  ropeScaling?: RopeScaling;
+}
+
+type Raw = Record<string, unknown>;
+
+export function readGemma3(raw: Raw, file: string, numLayers: number, parseScaling: (scaling: unknown) => RopeScaling | undefined): GemmaRead {
+  for (const key of ['attn_logit_softcapping', 'final_logit_softcapping'] as const) {
+    if (raw[key] !== null && raw[key] !== undefined) throw new UserError(`${file}: ${key} ${JSON.stringify(raw[key])} is not supported (Gemma 3 sets it to null; Gemma 2's soft-capping is not built)`);
+  }
+  if (raw.use_bidirectional_attention === true) throw new UserError(`${file}: use_bidirectional_attention is not supported (an embedding model, not a chat model)`);
+  const act = raw.hidden_activation ?? raw.hidden_act ?? 'gelu_pytorch_tanh';
+  if (act !== 'gelu_pytorch_tanh') throw new UserError(`${file}: hidden_activation '${act}' is not supported (Gemma 3's is gelu_pytorch_tanh)`);
+  const window = raw.sliding_window;
+  if (typeof window !== 'number' || !Number.isInteger(window) || window < 1) throw new UserError(`${file}: sliding_window must be a positive integer, found ${JSON.stringify(window)}`);
+  const scalar = raw.query_pre_attn_scalar ?? 256;
+  if (typeof scalar !== 'number' || !(scalar > 0)) throw new UserError(`${file}: query_pre_attn_scalar must be a positive number, found ${JSON.stringify(scalar)}`);
+  const rope = readRopes(raw, file, parseScaling);
+  return {
+    layout: { attentionScale: 1 / Math.sqrt(scalar), slidingWindow: window, slidingLayers: slidingLayers(raw, file, numLayers), localRopeTheta: rope.localTheta },
+    ropeTheta: rope.theta,
+    ...(rope.scaling ? { ropeScaling: rope.scaling } : {}),
+  };
+}
+
+/** Which layers slide: `layer_types`, else every layer but each `sliding_window_pattern`-th (6 by default), as transformers 4.5x counted them. */
+function slidingLayers(raw: Raw, file: string, numLayers: number): boolean[] {
+  const types = raw.layer_types;
+  if (types !== undefined && types !== null) {
+    if (!Array.isArray(types) || types.length !== numLayers || !types.every((t) => t === 'sliding_attention' || t === 'full_attention')) {
+      throw new UserError(`${file}: layer_types must be ${numLayers} entries of "sliding_attention" or "full_attention", found ${JSON.stringify(types)?.slice(0, 120)}`);
+    }
+    return types.map((t) => t === 'sliding_attention');
+  }
+  const pattern = raw.sliding_window_pattern ?? raw._sliding_window_pattern ?? 6;
+  if (typeof pattern !== 'number' || !Number.isInteger(pattern) || pattern < 1) throw new UserError(`${file}: sliding_window_pattern must be a positive integer, found ${JSON.stringify(pattern)}`);
+  return Array.from({ length: numLayers }, (_, i) => (i + 1) % pattern !== 0);
+}
+
+function readRopes(raw: Raw, file: string, parseScaling: (scaling: unknown) => RopeScaling | undefined): { theta: number; scaling?: RopeScaling; localTheta: number } {
+  const params = raw.rope_parameters;
+  if (params === undefined || params === null) {
+    const theta = raw.rope_theta ?? 1_000_000, localTheta = raw.rope_local_base_freq ?? 10_000;
+    if (typeof theta !== 'number' || typeof localTheta !== 'number') throw new UserError(`${file}: rope_theta and rope_local_base_freq must be numbers`);
+    return { theta, localTheta, scaling: parseScaling(raw.rope_scaling) };
+  }
+  const p = params as Record<string, Raw | undefined>;
+  const full = p.full_attention, sliding = p.sliding_attention;
+  if (typeof full?.rope_theta !== 'number' || typeof sliding?.rope_theta !== 'number') {
+    throw new UserError(`${file}: rope_parameters must give rope_theta for full_attention and sliding_attention, found ${JSON.stringify(params).slice(0, 160)}`);
+  }
+  // Only an object naming its type is a scaling; {rope_theta} alone is none.
+  const typed = (r: Raw) => (r.rope_type === undefined && r.type === undefined ? undefined : parseScaling(r));
+  const { rope_theta: localTheta, ...localScaling } = sliding;
+  if (typed(localScaling) !== undefined) throw new UserError(`${file}: rope_parameters.sliding_attention ${JSON.stringify(sliding)} is not supported (the sliding layers' RoPE is unscaled)`);
+  const { rope_theta: theta, ...scaling } = full;
+  return { theta: theta as number, localTheta: localTheta as number, scaling: typed(scaling) };
+}

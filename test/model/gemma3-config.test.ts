@@ -1,0 +1,71 @@
+// Gemma 3's config.json (src-main/model/gemma-config.ts): the two forms transformers has written
+// (4.5x: rope_local_base_freq and sliding_window_pattern; 5.x: rope_parameters per layer type and
+// layer_types) read as the same ModelConfig; what is not Gemma 3 (soft-capping, bidirectional
+// attention) refused in one line. Its numbers against transformers' own Gemma 3:
+// test/interop/checkpoints.test.ts; its gradients: test/train/step-gradients.test.ts.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { readModelConfig } from '../../src-main/model/hf-checkpoint.js';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-gemma3-config-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+// Gemma 3 4B's text model, as its config.json (transformers 4.50) gives it.
+const GEMMA3_4B = {
+  architectures: ['Gemma3ForCausalLM'], model_type: 'gemma3_text', vocab_size: 262208, hidden_size: 2560, intermediate_size: 10240,
+  num_hidden_layers: 34, num_attention_heads: 8, num_key_value_heads: 4, head_dim: 256, hidden_activation: 'gelu_pytorch_tanh',
+  max_position_embeddings: 131072, rms_norm_eps: 1e-6, query_pre_attn_scalar: 256, sliding_window: 1024, sliding_window_pattern: 6,
+  rope_theta: 1000000, rope_local_base_freq: 10000, rope_scaling: { rope_type: 'linear', factor: 8 }, attn_logit_softcapping: null,
+  final_logit_softcapping: null, bos_token_id: 2, eos_token_id: [1, 106], tie_word_embeddings: true,
+};
+
+function config(fields: Record<string, unknown>): string {
+  const dir = fs.mkdtempSync(path.join(tmp, 'm-'));
+  fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(fields));
+  return dir;
+}
+const without = (keys: string[]) => Object.fromEntries(Object.entries(GEMMA3_4B).filter(([k]) => !keys.includes(k)));
+
+describe('Gemma 3 configs', () => {
+  it("4B's config: every sixth layer global with linear RoPE ×8, the rest sliding over 1,024 positions at base 10,000", () => {
+    const c = readModelConfig(config(GEMMA3_4B));
+    expect(c).toMatchObject({ family: 'gemma3', architecture: 'Gemma3ForCausalLM', qkNorm: true, headDim: 256, ropeTheta: 1000000, tieWordEmbeddings: true, eosTokenIds: [1, 106] });
+    expect(c.ropeScaling).toEqual({ type: 'linear', factor: 8 });
+    expect(c.gemma).toMatchObject({ attentionScale: 1 / 16, slidingWindow: 1024, localRopeTheta: 10000 });
+    expect(c.gemma!.slidingLayers.flatMap((s, i) => (s ? [] : [i]))).toEqual([5, 11, 17, 23, 29]);
+  });
+
+  it('transformers 5 form: layer_types and rope_parameters per layer type read as the 4.5x form', () => {
+    const layerTypes = Array.from({ length: 34 }, (_, i) => ((i + 1) % 6 ? 'sliding_attention' : 'full_attention'));
+    const v5 = {
+      ...without(['rope_theta', 'rope_local_base_freq', 'rope_scaling', 'sliding_window_pattern']), layer_types: layerTypes,
+      rope_parameters: { full_attention: { rope_type: 'linear', factor: 8, rope_theta: 1000000 }, sliding_attention: { rope_type: 'default', rope_theta: 10000 } },
+    };
+    expect(readModelConfig(config(v5))).toEqual(readModelConfig(config(GEMMA3_4B)));
+    // 1B: no scaling, a 512 window.
+    const oneB = readModelConfig(config({ ...v5, sliding_window: 512, rope_parameters: { full_attention: { rope_type: 'default', rope_theta: 1000000 }, sliding_attention: { rope_theta: 10000 } } }));
+    expect([oneB.ropeScaling, oneB.gemma!.slidingWindow]).toEqual([undefined, 512]);
+  });
+
+  it("refuses what Gemma 3 is not, naming the field", () => {
+    const refusal = (fields: Record<string, unknown>) => {
+      try {
+        readModelConfig(config({ ...GEMMA3_4B, ...fields }));
+      } catch (err) {
+        return (err as Error).message;
+      }
+      return 'read';
+    };
+    expect(refusal({ final_logit_softcapping: 30 })).toMatch(/final_logit_softcapping 30 is not supported/);
+    expect(refusal({ attn_logit_softcapping: 50 })).toMatch(/attn_logit_softcapping 50 is not supported/);
+    expect(refusal({ use_bidirectional_attention: true })).toMatch(/use_bidirectional_attention/);
+    expect(refusal({ hidden_activation: 'gelu' })).toMatch(/hidden_activation 'gelu' is not supported/);
+    expect(refusal({ layer_types: ['sliding_attention'] })).toMatch(/layer_types must be 34 entries/);
+    expect(refusal({ sliding_window: null })).toMatch(/sliding_window must be a positive integer/);
+    expect(refusal({ rope_theta: undefined, rope_parameters: { full_attention: { rope_theta: 1e6 }, sliding_attention: { rope_type: 'linear', factor: 2, rope_theta: 1e4 } } })).toMatch(/sliding_attention .* is not supported/);
+    // Gemma 2 and the multimodal folders are other architectures.
+    expect(refusal({ architectures: ['Gemma2ForCausalLM'] })).toMatch(/unsupported architecture \["Gemma2ForCausalLM"\]/);
+  });
+});
