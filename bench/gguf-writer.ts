@@ -32,6 +32,12 @@
  *   no key/value length (llama.cpp takes hidden / heads, so they must agree).
  * - Granite (`GraniteForCausalLM`): architecture `granite`, Llama's tensors (q/k permuted), and its
  *   multipliers as `embedding_scale`, `attention.scale`, `residual_scale`, `logit_scale`.
+ * - Gemma 3 (`Gemma3ForCausalLM`) as the converter's Gemma3Model writes it: architecture `gemma3`,
+ *   norms stored as 1 + w, the four norms of a layer as `attn_norm`, `post_attention_norm`,
+ *   `ffn_norm` (before the MLP) and `post_ffw_norm`; `attention.sliding_window`, the pattern as a
+ *   count (`attention.sliding_window_pattern`, which llama.cpp takes as 6 where absent) and
+ *   `rope.freq_base_swa`; linear RoPE scaling as `rope.scaling.type`/`factor`. Attention's scale
+ *   is llama.cpp's own (1/√head size), so query_pre_attn_scalar must be the head size.
  *
  * The file is written under a temporary name and renamed, so a half-written file is never
  * taken for a finished one.
@@ -42,6 +48,9 @@ import { Checkpoint, type ModelConfig } from '../src-main/model/hf-checkpoint.js
 import { OWN_MODEL_TYPES } from '../src-main/model/model-config.js';
 import { FUSED_PROJECTIONS, PART_MODULES } from '../src-main/model/fused-projections.js';
 import { encode, encodedBytes, GGML_TYPE_ID, type GgmlType } from './gguf-quant.js';
+import { Bytes, GgufValue, writeMeta, type Meta } from './gguf-bytes.js';
+
+export { GgufValue };
 
 export type GgufFileType = 'f32' | 'q8_0' | 'q4_0';
 
@@ -56,18 +65,9 @@ const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
 /** general.file_type: LLAMA_FTYPE_ALL_F32, MOSTLY_Q8_0, MOSTLY_Q4_0. */
 const FILE_TYPE: Record<GgufFileType, number> = { f32: 0, q8_0: 7, q4_0: 2 };
 
-/** GGUF metadata value types. */
-export const GgufValue = { u8: 0, i8: 1, u16: 2, i16: 3, u32: 4, i32: 5, f32: 6, bool: 7, string: 8, array: 9, u64: 10, i64: 11, f64: 12 } as const;
 
 /** llama_token_type: how llama.cpp treats each vocabulary entry. */
 const TOKEN_NORMAL = 1, TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4, TOKEN_UNUSED = 5;
-
-type Meta =
-  | { kind: 'u32' | 'i32' | 'f32'; value: number }
-  | { kind: 'bool'; value: boolean }
-  | { kind: 'string'; value: string }
-  | { kind: 'strings'; value: string[] }
-  | { kind: 'i32s'; value: Int32Array };
 
 interface PlannedTensor {
   name: string;
@@ -83,72 +83,6 @@ interface PlannedTensor {
   values?: Float32Array;
   offset: number;
   bytes: number;
-}
-
-/** A little-endian byte writer that grows as needed. */
-class Bytes {
-  private buf = Buffer.alloc(1 << 16);
-  length = 0;
-  private room(n: number): void {
-    if (this.length + n <= this.buf.length) return;
-    const next = Buffer.alloc(Math.max(this.buf.length * 2, this.length + n));
-    this.buf.copy(next, 0, 0, this.length);
-    this.buf = next;
-  }
-  u32(v: number): void {
-    this.room(4);
-    this.length = this.buf.writeUInt32LE(v, this.length);
-  }
-  i32(v: number): void {
-    this.room(4);
-    this.length = this.buf.writeInt32LE(v, this.length);
-  }
-  u64(v: number): void {
-    this.room(8);
-    this.length = this.buf.writeBigUInt64LE(BigInt(v), this.length);
-  }
-  f32(v: number): void {
-    this.room(4);
-    this.length = this.buf.writeFloatLE(v, this.length);
-  }
-  u8(v: number): void {
-    this.room(1);
-    this.length = this.buf.writeUInt8(v, this.length);
-  }
-  string(s: string): void {
-    const b = Buffer.from(s, 'utf8');
-    this.u64(b.length);
-    this.room(b.length);
-    this.length += b.copy(this.buf, this.length);
-  }
-  pad(alignment: number): void {
-    const n = (alignment - (this.length % alignment)) % alignment;
-    this.room(n);
-    this.buf.fill(0, this.length, this.length + n);
-    this.length += n;
-  }
-  done(): Buffer {
-    return this.buf.subarray(0, this.length);
-  }
-}
-
-function writeMeta(out: Bytes, key: string, m: Meta): void {
-  out.string(key);
-  switch (m.kind) {
-    case 'u32': out.u32(GgufValue.u32); out.u32(m.value); break;
-    case 'i32': out.u32(GgufValue.i32); out.i32(m.value); break;
-    case 'f32': out.u32(GgufValue.f32); out.f32(m.value); break;
-    case 'bool': out.u32(GgufValue.bool); out.u8(m.value ? 1 : 0); break;
-    case 'string': out.u32(GgufValue.string); out.string(m.value); break;
-    case 'strings':
-      out.u32(GgufValue.array); out.u32(GgufValue.string); out.u64(m.value.length);
-      for (const s of m.value) out.string(s);
-      break;
-    case 'i32s':
-      out.u32(GgufValue.array); out.u32(GgufValue.i32); out.u64(m.value.length);
-      for (const v of m.value) out.i32(v);
-      break;
-  }
 }
 
 // ---- the tokenizer ---------------------------------------------------------------------------
@@ -232,7 +166,8 @@ function phi3Raw(dir: string): Phi3Raw {
 
 function modelMeta(config: ModelConfig, name: string, type: GgufFileType, phi3?: Phi3Raw): [string, Meta][] {
   const s = config.ropeScaling;
-  if (s && !(phi3 && s.type === 'longrope')) throw new Error(`rope_scaling ${s.type} is not written by this GGUF writer (the benches' models have none; Phi-3's LongRoPE is)`);
+  const g = config.gemma;
+  if (s && !(phi3 && s.type === 'longrope') && !(g && s.type === 'linear')) throw new Error(`rope_scaling ${s.type} is not written by this GGUF writer (the benches' models have none; Phi-3's LongRoPE is)`);
   if (config.rotaryDim !== undefined && !phi3) throw new Error('a partial rotation is written for Phi-3 only (llama.cpp rotates whole heads elsewhere)');
   if (phi3 && config.numHeads * config.headDim !== config.hiddenSize) throw new Error(`llama.cpp's phi3 takes head_dim as hidden_size / heads: ${config.numHeads} × ${config.headDim} ≠ ${config.hiddenSize}`);
   const arch = ggufArch(config);
@@ -260,12 +195,33 @@ function modelMeta(config: ModelConfig, name: string, type: GgufFileType, phi3?:
     [`${arch}.rope.dimension_count`, u32(config.rotaryDim ?? config.headDim)],
     [`${arch}.vocab_size`, u32(config.vocabSize)],
     ...phi3Keys,
+    ...(g ? gemmaMeta(config, arch) : []),
     // Granite's multipliers, under the names its converter gives them.
     ...(config.multipliers ? ([
       [`${arch}.embedding_scale`, { kind: 'f32', value: config.multipliers.embedding }], [`${arch}.attention.scale`, { kind: 'f32', value: config.multipliers.attention }],
       [`${arch}.residual_scale`, { kind: 'f32', value: config.multipliers.residual }], [`${arch}.logit_scale`, { kind: 'f32', value: config.multipliers.logits }],
     ] as [string, Meta][]) : []),
   ];
+}
+
+/** Gemma 3's keys (see the module comment); its sliding layers must follow a count pattern, as every released Gemma 3's do. */
+function gemmaMeta(config: ModelConfig, arch: string): [string, Meta][] {
+  const g = config.gemma!, s = config.ropeScaling;
+  const pattern = g.slidingLayers.findIndex((slides) => !slides) + 1;
+  if (!pattern || g.slidingLayers.some((slides, i) => slides !== (i % pattern < pattern - 1))) throw new Error('Gemma 3 layers that do not follow a count pattern are not written');
+  if (Math.abs(g.attentionScale * Math.sqrt(config.headDim) - 1) > 1e-6) throw new Error("llama.cpp scales Gemma 3's attention by 1/√head size: query_pre_attn_scalar must be the head size");
+  return [
+    [`${arch}.attention.sliding_window`, { kind: 'u32', value: g.slidingWindow }],
+    [`${arch}.attention.sliding_window_pattern`, { kind: 'u32', value: pattern }],
+    [`${arch}.rope.freq_base_swa`, { kind: 'f32', value: g.localRopeTheta }],
+    ...(s?.type === 'linear' ? ([[`${arch}.rope.scaling.type`, { kind: 'string', value: 'linear' }], [`${arch}.rope.scaling.factor`, { kind: 'f32', value: s.factor }]] as [string, Meta][]) : []),
+  ];
+}
+
+/** The Hugging Face norms of a layer as llama.cpp names them: Gemma 3's four, or the two of every other family. */
+function layerNorms(c: ModelConfig): [string, string][] {
+  if (c.gemma) return [['attn_norm', 'input_layernorm'], ['post_attention_norm', 'post_attention_layernorm'], ['ffn_norm', 'pre_feedforward_layernorm'], ['post_ffw_norm', 'post_feedforward_layernorm']];
+  return [['attn_norm', 'input_layernorm'], ['ffn_norm', 'post_attention_layernorm']];
 }
 
 const PROJECTIONS: [string, string][] = [
@@ -292,7 +248,9 @@ function planTensors(ckpt: Checkpoint, options: GgufOptions, phi3?: Phi3Raw): Pl
   add('token_embd.weight', 'model.embed_tokens.weight', embeddingType);
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;
-    add(`blk.${i}.attn_norm.weight`, `${p}.input_layernorm.weight`, 'f32');
+    // The input norm first, the others after the projections, where the converter puts them.
+    const [inputNorm, ...otherNorms] = layerNorms(c);
+    add(`blk.${i}.${inputNorm![0]}.weight`, `${p}.${inputNorm![1]}.weight`, 'f32');
     for (const [hf, gguf] of PROJECTIONS) {
       const fused = phi3 ? FUSED_PROJECTIONS.find((f) => f.parts.some((t) => PART_MODULES[t] === hf)) : undefined;
       if (fused) {
@@ -315,7 +273,7 @@ function planTensors(ckpt: Checkpoint, options: GgufOptions, phi3?: Phi3Raw): Pl
       add(`blk.${i}.attn_q_norm.weight`, `${p}.self_attn.q_norm.weight`, 'f32');
       add(`blk.${i}.attn_k_norm.weight`, `${p}.self_attn.k_norm.weight`, 'f32');
     }
-    add(`blk.${i}.ffn_norm.weight`, `${p}.post_attention_layernorm.weight`, 'f32');
+    for (const [gguf, hf] of otherNorms) add(`blk.${i}.${gguf}.weight`, `${p}.${hf}.weight`, 'f32');
   }
   add('output_norm.weight', 'model.norm.weight', 'f32');
   if (!c.tieWordEmbeddings && ckpt.has('lm_head.weight')) add('output.weight', 'lm_head.weight', embeddingType);
@@ -382,6 +340,7 @@ export function writeGguf(modelDir: string, outFile: string, options: GgufOption
     for (const t of tensors) {
       let values = t.values ?? (t.parts ? concatenated(t.parts.map((n) => ckpt.readFloat32(n, ckpt.entry(n).shape))) : ckpt.readFloat32(t.hfName, t.shape));
       if (t.permuteHeads) values = permuteForLlamaRope(values, t.permuteHeads, t.shape[1]!);
+      if (ckpt.config.gemma && t.name.endsWith('norm.weight')) values = values.map((v) => v + 1); // Gemma's converter stores 1 + w
       // f32 goes out as it is read (its encoding is a view): no second copy of a large embedding.
       const bytes = encode(t.type, values);
       fs.writeSync(fd, bytes, 0, bytes.length, header.length + t.offset);

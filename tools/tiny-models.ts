@@ -46,6 +46,8 @@ export interface TinyModelOptions {
   vocabSize?: number;
   /** config.json's max_position_embeddings; default 512. */
   maxPositions?: number;
+  /** gemma3: query_pre_attn_scalar; default 1.5 × headDim (llama.cpp takes the head size: a GGUF's model sets that). */
+  queryPreAttnScalar?: number;
 }
 
 export interface TinyModel {
@@ -117,7 +119,7 @@ export function tinyTokenizerJson(): { json: Record<string, unknown>; size: numb
 
 // ---- weights -----------------------------------------------------------------------------
 
-function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dtype' | 'std' | 'vocabSize' | 'maxPositions'>> & { vocabSize: number }): [string, number[]][] {
+function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dtype' | 'std' | 'vocabSize' | 'maxPositions' | 'queryPreAttnScalar'>> & { vocabSize: number }): [string, number[]][] {
   const { hiddenSize: H, numHeads, numKvHeads, headDim: d, intermediateSize: I, vocabSize: V } = c;
   const out: [string, number[]][] = [['model.embed_tokens.weight', [V, H]]];
   for (let i = 0; i < c.numLayers; i++) {
@@ -156,10 +158,10 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
 const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM', granite: 'GraniteForCausalLM', gemma3: 'Gemma3ForCausalLM' };
 
 /** Gemma 3's own fields: the first layer slides (all but the last, with the pattern at the layer count). */
-function gemma3Fields(numLayers: number, headDim: number): Record<string, unknown> {
+function gemma3Fields(numLayers: number, queryPreAttnScalar: number): Record<string, unknown> {
   return {
     model_type: 'gemma3_text', hidden_activation: 'gelu_pytorch_tanh', sliding_window: 4, sliding_window_pattern: numLayers,
-    query_pre_attn_scalar: 1.5 * headDim, rope_local_base_freq: 10000, rope_scaling: { rope_type: 'linear', factor: 8 },
+    query_pre_attn_scalar: queryPreAttnScalar, rope_local_base_freq: 10000, rope_scaling: { rope_type: 'linear', factor: 8 },
     attn_logit_softcapping: null, final_logit_softcapping: null,
   };
 }
@@ -209,7 +211,7 @@ export function writeTinyModel(dir: string, options: TinyModelOptions): TinyMode
     ...(o.family === 'granite' ? { embedding_multiplier: 6, attention_multiplier: 0.2, residual_multiplier: 0.4, logits_scaling: 3 } : {}),
     ...(o.family === 'qwen2' ? { use_sliding_window: false } : {}),
     ...(o.family === 'phi3' ? phi3Rope(o.headDim, o.maxPositions) : {}),
-    ...(o.family === 'gemma3' ? gemma3Fields(o.numLayers, o.headDim) : {}),
+    ...(o.family === 'gemma3' ? gemma3Fields(o.numLayers, o.queryPreAttnScalar ?? 1.5 * o.headDim) : {}),
   };
   fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config, null, 2));
   fs.writeFileSync(path.join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: [imEnd, endOfText] }));

@@ -80,3 +80,38 @@ function readRopes(raw: Raw, file: string, parseScaling: (scaling: unknown) => R
   const { rope_theta: theta, ...scaling } = full;
   return { theta: theta as number, localTheta: localTheta as number, scaling: typed(scaling) };
 }
+
+/**
+ * Gemma 3's layout from a GGUF file's metadata, as llama.cpp reads it (src/models/gemma3.cpp):
+ * `attention.sliding_window` (0 or absent: no sliding layers), `attention.sliding_window_pattern`
+ * (a count, or one flag per layer; absent: 6), the sliding layers' base `rope.freq_base_swa`
+ * (Ollama's converter: `rope.local.freq_base`; absent: 10,000), and attention scaled by 1/√head
+ * size but for the 27B shape (62 layers), whose query_pre_attn_scalar is hidden / heads.
+ * Final-logit soft-capping is refused. `get` reads `<arch>.<key>`.
+ */
+export function gemma3FromGguf(get: (key: string) => unknown, file: string, shape: { numLayers: number; hiddenSize: number; numHeads: number; headDim: number }): GemmaLayout {
+  const softcap = get('final_logit_softcapping');
+  if (typeof softcap === 'number' && softcap > 0) throw new UserError(`${file}: gemma3.final_logit_softcapping ${softcap} is not supported`);
+  const window = get('attention.sliding_window');
+  const pattern = get('attention.sliding_window_pattern') ?? 6;
+  const { numLayers } = shape;
+  let slidingLayers: boolean[];
+  if (typeof window !== 'number' || window <= 0) slidingLayers = Array.from({ length: numLayers }, () => false);
+  else if (Array.isArray(pattern) && pattern.length === numLayers && pattern.every((p) => typeof p === 'boolean')) slidingLayers = pattern as boolean[];
+  else if (typeof pattern === 'number' && Number.isInteger(pattern) && pattern >= 0) slidingLayers = Array.from({ length: numLayers }, (_, i) => pattern === 0 || i % pattern < pattern - 1);
+  else throw new UserError(`${file}: gemma3.attention.sliding_window_pattern must be a count or ${numLayers} flags, found ${JSON.stringify(pattern)?.slice(0, 80)}`);
+  const localBase = get('rope.freq_base_swa') ?? get('rope.local.freq_base') ?? 10_000;
+  if (typeof localBase !== 'number' || !(localBase > 0)) throw new UserError(`${file}: gemma3.rope.freq_base_swa must be a positive number, found ${JSON.stringify(localBase)}`);
+  const scalar = numLayers === 62 ? shape.hiddenSize / shape.numHeads : shape.headDim;
+  return { attentionScale: 1 / Math.sqrt(scalar), slidingWindow: typeof window === 'number' && window > 0 ? window : 1, slidingLayers, localRopeTheta: localBase };
+}
+
+/** config.json's Gemma 3 fields for a layout (a merged folder of a GGUF base), in the 4.5x form, with layer_types, as readGemma3 reads them back. */
+export function gemma3ConfigJson(g: GemmaLayout): Record<string, unknown> {
+  return {
+    model_type: 'gemma3_text', hidden_act: undefined, hidden_activation: 'gelu_pytorch_tanh',
+    query_pre_attn_scalar: Number((1 / g.attentionScale ** 2).toPrecision(12)), sliding_window: g.slidingWindow,
+    layer_types: g.slidingLayers.map((slides) => (slides ? 'sliding_attention' : 'full_attention')), rope_local_base_freq: g.localRopeTheta,
+    attn_logit_softcapping: null, final_logit_softcapping: null,
+  };
+}

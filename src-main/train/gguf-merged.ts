@@ -54,7 +54,8 @@ export function writeMergedGguf(file: string, ckpt: Checkpoint, adapter: LoadedA
         // A tensor read as one (rope_freqs and the like, which have no Hugging Face name, as
         // stored), or a fused tensor whole, its parts being runs of its rows.
         const whole: GgufTensor = found.length === 1 && found[0]!.t.info.begin === info.begin && found[0]!.t.info.end === info.end ? found[0]!.t : { info, shape: [...info.dims].reverse() };
-        let values = readGgufTensor(whole);
+        // Gemma's norms are read as the file stores them (1 + w): nothing merges into them.
+        let values = readGgufTensor({ ...whole, minusOne: false });
         const cols = info.dims[0]!, rowBytes = (info.end - info.begin) / (info.dims[1] ?? 1);
         for (const { hf, t } of found) {
           const spec = bySpec.get(hf);

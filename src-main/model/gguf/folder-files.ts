@@ -3,13 +3,14 @@
  * its metadata stands for as config.json, tokenizer.json, tokenizer_config.json (with the chat
  * template) and generation_config.json. A merged model (base + adapter, src-main/train/merge.ts)
  * of a GGUF base is then an ordinary checkpoint folder (a Phi-3 one with model_type phi3, so that
- * transformers builds Phi3ForCausalLM for its fused tensors).
+ * transformers builds Phi3ForCausalLM for its fused tensors; a Gemma 3 one with gemma3_text and its layers' layout).
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { OWN_MODEL_TYPES, type ModelConfig } from '../model-config.js';
 import type { GgufModel } from './model.js';
 import { ggufTokenizer } from './tokenizer-json.js';
+import { gemma3ConfigJson } from '../gemma-config.js';
 
 /** config.json's fields for `c`, as readModelConfig reads them back. */
 export function configJson(c: ModelConfig): Record<string, unknown> {
@@ -45,6 +46,7 @@ export function configJson(c: ModelConfig): Record<string, unknown> {
     eos_token_id: c.eosTokenIds.length === 1 ? c.eosTokenIds[0] : c.eosTokenIds,
     max_position_embeddings: c.maxPositionEmbeddings,
     torch_dtype: 'float32',
+    ...(c.gemma ? gemma3ConfigJson(c.gemma) : {}),
   };
 }
 

@@ -21,6 +21,11 @@
  * there, and at a sliding window (`phi3.attention.sliding_window`, 0 for none), as
  * ../hf-checkpoint.ts caps a folder's.
  *
+ * Gemma 3 (`gemma3`): its four norms a layer (post_attention_norm, ffn_norm before the MLP,
+ * post_ffw_norm) stored as 1 + w, read back as w; the sliding layers' window, pattern and RoPE base
+ * as llama.cpp reads them (../gemma-config.ts gemma3FromGguf); q/k not permuted; an Ollama file's
+ * vision tower left unread.
+ *
  * Granite (`granite`) is Llama's file with `embedding_scale`, `attention.scale`, `residual_scale`
  * and `logit_scale` (ModelConfig.multipliers), its q/k rows permuted as Llama's.
  *
@@ -32,6 +37,7 @@ import path from 'node:path';
 import { UserError } from '../../../src-shared/types.js';
 import type { ModelConfig, ModelFamily, RopeScaling } from '../model-config.js';
 import { rowBytes, splitFusedTensors } from '../fused-projections.js';
+import { gemma3FromGguf } from '../gemma-config.js';
 import { dequantize } from './dequantize.js';
 import { ggmlTypeName } from './ggml-types.js';
 import { openGguf, readGgufTensorBytes, type GgufFile, type GgufTensorInfo } from './reader.js';
@@ -44,6 +50,8 @@ const FAMILIES: Record<string, { family: ModelFamily; architecture: string }> = 
   phi3: { family: 'llama', architecture: 'Phi3ForCausalLM' },
   // Llama's layers with four multipliers (ModelConfig.multipliers).
   granite: { family: 'llama', architecture: 'GraniteForCausalLM' },
+  // Gemma 3's text model (../gemma-config.ts gemma3FromGguf reads its layout).
+  gemma3: { family: 'gemma3', architecture: 'Gemma3ForCausalLM' },
 };
 
 /** The architectures whose q/k rows llama.cpp's converter permutes (LlamaModel.permute, which Granite's converter inherits). */
@@ -76,6 +84,16 @@ const PHI3_LAYER_NAMES: Record<string, string | undefined> = {
   ...LAYER_NAMES, attn_qkv: 'self_attn.qkv_proj', ffn_up: 'mlp.gate_up_proj', attn_q: undefined, attn_k: undefined, attn_v: undefined, ffn_gate: undefined,
 };
 
+/** Gemma 3's four norms a layer: llama.cpp's ffn_norm is the norm before the MLP, as Llama's, but Hugging Face names it otherwise. */
+const GEMMA3_LAYER_NAMES: Record<string, string | undefined> = {
+  ...LAYER_NAMES, post_attention_norm: 'post_attention_layernorm', ffn_norm: 'pre_feedforward_layernorm', post_ffw_norm: 'post_feedforward_layernorm',
+};
+
+/** A Gemma 3 file's vision tower and projector (Ollama's files carry them beside the text model), which a text model does not read. */
+export function isVisionTensor(ggufName: string, arch: string): boolean {
+  return arch === 'gemma3' && /^(v|mm)\./.test(ggufName);
+}
+
 /**
  * Whether a tensor of `arch` holds RoPE's parameters rather than a weight the decoder reads:
  * Llama 3's rope_freqs (folded into ropeScaling) and Phi-3's LongRoPE factors (the short ones
@@ -90,7 +108,7 @@ export function huggingFaceName(ggufName: string, arch?: string): string | undef
   const m = /^(?:blk\.(\d+)\.)?([a-z_]+)\.(weight|bias)$/.exec(ggufName);
   if (!m) return undefined;
   const [, layer, base, kind] = m;
-  const mapped = layer !== undefined ? (arch === 'phi3' ? PHI3_LAYER_NAMES : LAYER_NAMES)[base!] : TOP_NAMES[base!];
+  const mapped = layer !== undefined ? (arch === 'phi3' ? PHI3_LAYER_NAMES : arch === 'gemma3' ? GEMMA3_LAYER_NAMES : LAYER_NAMES)[base!] : TOP_NAMES[base!];
   if (!mapped) return undefined;
   return layer !== undefined ? `model.layers.${layer}.${mapped}.${kind}` : `${mapped}.${kind}`;
 }
@@ -102,6 +120,8 @@ export interface GgufTensor {
   shape: number[];
   /** Llama's attn_q/attn_k: the head count whose row permutation is undone on read. */
   permuteHeads?: number;
+  /** Gemma's norms: llama.cpp's converter stored 1 + w, and the decoder reads w, as config.json's models store it. */
+  minusOne?: boolean;
 }
 
 export interface GgufModel {
@@ -147,6 +167,7 @@ export function permuteRows(data: Float32Array, heads: number, cols: number): Fl
 export function readGgufTensor(t: GgufTensor): Float32Array {
   const elements = t.shape.reduce((a, d) => a * d, 1);
   const data = dequantize(readGgufTensorBytes(t.info), t.info.type, elements, `${t.info.file}: tensor '${t.info.name}'`);
+  if (t.minusOne) return data.map((v) => v - 1);
   return t.permuteHeads ? unpermuteRows(data, t.permuteHeads, t.shape.length === 2 ? t.shape[1]! : 1) : data;
 }
 
@@ -180,8 +201,10 @@ export function openGgufModel(file: string): GgufModel {
   const fam = FAMILIES[arch];
   if (!fam) throw new UserError(`${file}: architecture '${arch}' is not supported (supported: ${Object.keys(FAMILIES).join(', ')})`);
 
+  // Ollama's first Gemma 3 files wrote some text-model keys under `gemma3.text.`.
+  const get = (key: string) => meta.get(`${arch}.${key}`) ?? (arch === 'gemma3' ? meta.get(`${arch}.text.${key}`) : undefined);
   const num = (key: string, fallback?: number): number => {
-    const v = meta.get(`${arch}.${key}`) ?? fallback;
+    const v = get(key) ?? fallback;
     if (Array.isArray(v)) throw new UserError(`${file}: ${arch}.${key} differs between layers (${JSON.stringify(v.slice(0, 8))}…), which is not supported`);
     if (typeof v !== 'number' || !Number.isFinite(v)) throw new UserError(`${file}: ${arch}.${key} must be a number, found ${v === undefined ? 'nothing' : JSON.stringify(String(v))}`);
     return v;
@@ -216,13 +239,13 @@ export function openGgufModel(file: string): GgufModel {
     numKvHeads: num('attention.head_count_kv', numHeads),
     headDim,
     rmsNormEps: num('attention.layer_norm_rms_epsilon', 1e-6),
-    ropeTheta: num('rope.freq_base', 10000),
+    ropeTheta: num('rope.freq_base', get('rope.global.freq_base') as number ?? 10000),
     ropeScaling: ropeScaling(gguf, arch, file, byName, rotary, num('rope.freq_base', 10000)),
     tieWordEmbeddings: !byName.has('output.weight'),
     qkvBias: fam.family === 'qwen2' || has('attn_q.bias'),
     oBias: fam.family !== 'qwen2' && has('attn_output.bias'),
     mlpBias: has('ffn_up.bias'),
-    qkNorm: fam.family === 'qwen3',
+    qkNorm: fam.family === 'qwen3' || fam.family === 'gemma3',
     bosTokenId: idOf('bos_token_id'),
     eosTokenIds: [...new Set(eos)],
     maxPositionEmbeddings: num('context_length', 4096),
@@ -233,6 +256,7 @@ export function openGgufModel(file: string): GgufModel {
     const scale = (key: string, otherwise: number) => num(key, 0) || otherwise;
     config.multipliers = { embedding: scale('embedding_scale', 1), attention: scale('attention.scale', 1 / Math.sqrt(headDim)), residual: scale('residual_scale', 1), logits: scale('logit_scale', 1) };
   }
+  if (arch === 'gemma3') config.gemma = gemma3FromGguf(get, file, config);
   if (arch === 'phi3') {
     config.fusedProjections = true;
     config.maxPositionEmbeddings = phi3ContextCap(config.maxPositionEmbeddings, config.ropeScaling?.type === 'longrope', (key) => num(key, 0));
@@ -244,14 +268,15 @@ export function openGgufModel(file: string): GgufModel {
 
   const tensors = new Map<string, GgufTensor>();
   for (const info of gguf.tensors) {
-    if (isRopeTensor(info.name, arch)) continue; // folded into ropeScaling
+    if (isRopeTensor(info.name, arch) || isVisionTensor(info.name, arch)) continue; // folded into ropeScaling; not the text model's
     const name = huggingFaceName(info.name, arch);
     if (!name) throw new UserError(`${where}: tensor '${info.name}' (${ggmlTypeName(info.type)}) is not part of a ${arch} model Hindsight can run`);
     const shape = [...info.dims].reverse();
     const m = /^blk\.\d+\.attn_([qk])\./.exec(info.name);
     // Llama's q/k rows were permuted for ggml's interleaved RoPE; Phi-3's are not (NeoX RoPE).
     const permuteHeads = ROPE_PERMUTED_ARCHITECTURES.has(arch) && m ? (m[1] === 'q' ? numHeads : config.numKvHeads) : undefined;
-    tensors.set(name, { info, shape, ...(permuteHeads ? { permuteHeads } : {}) });
+    const minusOne = arch === 'gemma3' && name.endsWith('norm.weight');
+    tensors.set(name, { info, shape, ...(permuteHeads ? { permuteHeads } : {}), ...(minusOne ? { minusOne } : {}) });
   }
   // Phi-3's attn_qkv and ffn_up: each part its run of rows, which is a run of the tensor's bytes.
   splitFusedTensors(config, tensors, where, (t) => t.shape[0] ?? 0, (t, _name, start, rows) => ({
