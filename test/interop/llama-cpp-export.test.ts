@@ -25,7 +25,7 @@ import { exportModel } from '../../src-main/train/model-export.js';
 import type { ModelExportResult } from '../../src-shared/model-export-api.js';
 import { readAdapter, writeAdapter } from '../../src-main/train/peft.js';
 import type { LinearTarget } from '../../src-main/model/decoder.js';
-import { writeTinyModel, type TinyFamily } from '../../tools/tiny-models.js';
+import { writeTinyModel, type TinyFamily, type TinyModelOptions } from '../../tools/tiny-models.js';
 import { llamaCppLogprobs, llamaCppModule, meanAbsDiff } from './llama-cpp.js';
 import { maxAbsDiffRows } from '../helpers/numbers.js';
 
@@ -96,13 +96,21 @@ function report(label: string, ours: number[][], theirs: number[][]): { max: num
 }
 
 describe.skipIf(!module)('export-model: llama.cpp loads the GGUF adapter and the merged GGUF', () => {
-  const cases: { family: TinyFamily; tie: boolean }[] = [{ family: 'llama', tie: false }, { family: 'qwen2', tie: true }, { family: 'phi3', tie: false }, { family: 'granite', tie: true }];
-  for (const { family, tie } of cases) {
+  // Gemma 3: six layers, the last global (llama.cpp's pattern), a 4-position window the rows go past,
+  // query_pre_attn_scalar the head size (llama.cpp's scale). Its tolerance is ggml's: the CPU's GELU
+  // reads a table of fp16 inputs and outputs (GGML_GELU_FP16, ggml-cpu/vec.h). Measured: base 6.4e-4,
+  // with the LoRA 1.05e-3 nats; with Hindsight's GELU input and output rounded to fp16 as that table
+  // does, 4.6e-5 and 1.4e-4.
+  const cases: { family: TinyFamily; tie: boolean; extra?: Partial<TinyModelOptions>; tolerance?: number }[] = [
+    { family: 'llama', tie: false }, { family: 'qwen2', tie: true }, { family: 'phi3', tie: false }, { family: 'granite', tie: true },
+    { family: 'gemma3', tie: true, extra: { numLayers: 6, queryPreAttnScalar: 16 }, tolerance: 3e-3 },
+  ];
+  for (const { family, tie, extra, tolerance = F32_TOLERANCE } of cases) {
     it(`tiny ${family}: base + adapter and merged f16 equal score --adapter; the same greedy tokens`, async () => {
       // The folder names general.name: llama.cpp takes a name holding "phi3" or "phi-3" for Phi-3's
       // SentencePiece vocabulary and looks up its </s>, <unk> and <s>, which the tiny tokenizer lacks.
       const dir = path.join(tmp, family === 'phi3' ? 'tiny-p3' : family);
-      writeTinyModel(dir, { family, tie, numHeads: 4, numKvHeads: 2, hiddenSize: 64, headDim: 16, intermediateSize: 96, seed: 7 });
+      writeTinyModel(dir, { family, tie, numHeads: 4, numKvHeads: 2, hiddenSize: 64, headDim: 16, intermediateSize: 96, seed: 7, ...extra });
       const base = path.join(tmp, `${family}.gguf`);
       writeGguf(dir, base, { type: 'f32' });
       const adapterDir = path.join(tmp, `${family}-run`);
@@ -122,8 +130,8 @@ describe.skipIf(!module)('export-model: llama.cpp loads the GGUF adapter and the
       const adapterEffect = maxAbsDiffRows(ours.logprobs, plain.logprobs);
       console.log(`tiny ${family}: the adapter moves Hindsight's log-probs by up to ${adapterEffect.toFixed(3)} nats`);
       expect(adapterEffect).toBeGreaterThan(50 * F32_TOLERANCE);
-      expect(report(`tiny ${family} F32 + GGUF LoRA`, ours.logprobs, withLora.logprobs).max).toBeLessThan(F32_TOLERANCE);
-      expect(report(`tiny ${family} merged F16`, ours.logprobs, merged.logprobs).max).toBeLessThan(F16_TOLERANCE);
+      expect(report(`tiny ${family} F32 + GGUF LoRA`, ours.logprobs, withLora.logprobs).max).toBeLessThan(tolerance);
+      expect(report(`tiny ${family} merged F16`, ours.logprobs, merged.logprobs).max).toBeLessThan(Math.max(F16_TOLERANCE, tolerance));
       expect(withLora.greedy).toEqual(ours.greedy);
       expect(merged.greedy).toEqual(ours.greedy);
     }, 180_000);
