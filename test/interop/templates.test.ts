@@ -33,6 +33,7 @@ const CHECKPOINTS: { name: string; from: RealTokenizer; template?: string }[] = 
   { name: 'deepseek-r1', from: 'deepseek', template: deepSeekR1Template() },
   { name: 'deepseek-v3', from: 'deepseek' },
   { name: 'mistral-nemo', from: 'mistral-nemo' },
+  { name: 'gemma-3', from: 'gemma3' },
 ];
 const dirs = Object.fromEntries(CHECKPOINTS.map((c) => [c.name, writeRealTokenizer(path.join(root, c.name), c.from, c.template)]));
 const tokenizers = Object.fromEntries(CHECKPOINTS.map((c) => [c.name, ChatTokenizer.load(dirs[c.name]!)]));
@@ -75,8 +76,11 @@ const CONVERSATIONS: Record<string, ChatMessage[]> = {
 const withNineCharacterIds = (messages: ChatMessage[]): ChatMessage[] => messages.map((m) => ({
   ...m, ...(Array.isArray(m.tool_calls) ? { tool_calls: m.tool_calls.map((c: object) => ({ ...c, id: 'call00001' })) } : {}), ...(m.tool_call_id ? { tool_call_id: 'call00001' } : {}),
 }));
+/** Gemma 3's template has no tool role (it raises: test/model/gemma3-template.test.ts). */
+const TOOL_FREE = ['system, multi-turn', 'no system', 'past reasoning'];
 const conversationsOf = (checkpoint: string): Record<string, ChatMessage[]> =>
-  checkpoint === 'mistral-nemo' ? Object.fromEntries(Object.entries(CONVERSATIONS).map(([what, m]) => [what, withNineCharacterIds(m)])) : CONVERSATIONS;
+  checkpoint === 'mistral-nemo' ? Object.fromEntries(Object.entries(CONVERSATIONS).map(([what, m]) => [what, withNineCharacterIds(m)]))
+    : checkpoint === 'gemma-3' ? Object.fromEntries(TOOL_FREE.map((what) => [what, CONVERSATIONS[what]!])) : CONVERSATIONS;
 
 interface Variant { label: string; tools?: unknown[]; extra?: Record<string, unknown> }
 const DATE = { date_string: '02 Jan 2025' };
@@ -90,6 +94,7 @@ const VARIANTS: Record<string, Variant[]> = {
   'deepseek-r1': [{ label: 'plain' }],
   'deepseek-v3': [{ label: 'plain' }],
   'mistral-nemo': [{ label: 'plain' }, { label: 'tools', tools: TOOLS }],
+  'gemma-3': [{ label: 'plain' }],
 };
 
 interface Render { dir: string; messages: ChatMessage[]; tools?: unknown[]; add_generation_prompt: boolean; extra: Record<string, unknown> }
@@ -125,6 +130,8 @@ const REPLIES: { checkpoint: string; variant: Variant; messages: ChatMessage[]; 
     { checkpoint: 'mistral-nemo', variant, messages: NO_SYSTEM, reply: 'Sunny, 18°C.' },
     { checkpoint: 'mistral-nemo', variant, messages: withNineCharacterIds(TOOL_TURNS), reply: 'It is 18°C in Paris.' },
   ]),
+  { checkpoint: 'gemma-3', variant: VARIANTS['gemma-3']![0]!, messages: SYSTEM_MULTI_TURN, reply: 'Sunny, 18°C.' },
+  { checkpoint: 'gemma-3', variant: VARIANTS['gemma-3']![0]!, messages: NO_SYSTEM, reply: 'Sunny, 18°C.' },
 ];
 
 // ---- transformers' side, in one Python run ---------------------------------------------------

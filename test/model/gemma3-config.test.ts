@@ -66,6 +66,7 @@ describe('Gemma 3 configs', () => {
     expect(refusal({ sliding_window: null })).toMatch(/sliding_window must be a positive integer/);
     expect(refusal({ rope_theta: undefined, rope_parameters: { full_attention: { rope_theta: 1e6 }, sliding_attention: { rope_type: 'linear', factor: 2, rope_theta: 1e4 } } })).toMatch(/sliding_attention .* is not supported/);
     // Gemma 2 and the multimodal folders are other architectures.
-    expect(refusal({ architectures: ['Gemma2ForCausalLM'] })).toMatch(/unsupported architecture \["Gemma2ForCausalLM"\]/);
+    expect(refusal({ architectures: ['Gemma2ForCausalLM'] })).toMatch(/unsupported architecture \["Gemma2ForCausalLM"\] \(Gemma 2's logit soft-capping is not built\); supported: /);
+    expect(refusal({ architectures: ['Gemma3ForConditionalGeneration'] })).toMatch(/\(Gemma 3's multimodal folder \(4B and up\); its GGUF \(Ollama's gemma3, or llama.cpp's conversion\) runs\)/);
   });
 });

@@ -18,6 +18,9 @@ import type { GgufFile, GgufValue } from './reader.js';
 
 const CONTROL = 3, USER_DEFINED = 4;
 
+/** Token texts llama.cpp ends generation at in any GGUF (those of the families Hindsight runs). */
+const END_OF_GENERATION_TEXTS: ReadonlySet<string> = new Set(['<|eot_id|>', '<|eom_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|end_of_text|>']);
+
 // The split rules, as the models' tokenizer.json files write them.
 const LLAMA3_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 // Mistral Nemo's Tekken: letters split at case changes, every digit alone.
@@ -137,7 +140,13 @@ export function ggufTokenizer(g: GgufFile): GgufTokenizer {
     ...(eos !== undefined ? { eos_token: list[eos] } : {}),
     ...(chatTemplate ? { chat_template: chatTemplate } : {}),
   };
-  const eosTokenIds = [...new Set([eos, id('eot_token_id'), id('eom_token_id')].filter((x): x is number => x !== undefined))];
+  // As llama.cpp's loader (llama-vocab.cpp): also the tokens whose text ends a turn, wherever the
+  // metadata names none (a Gemma 3 file's eos is <eos>, its turns end with <end_of_turn>), and
+  // Ollama's list of them.
+  const byText = list.flatMap((t, i) => (END_OF_GENERATION_TEXTS.has(t) ? [i] : []));
+  const ollamaList = meta.get('tokenizer.ggml.eos_token_ids');
+  const listed = Array.isArray(ollamaList) ? ollamaList.filter((x): x is number => typeof x === 'number' && x >= 0 && x < list.length) : [];
+  const eosTokenIds = [...new Set([eos, id('eot_token_id'), id('eom_token_id'), ...listed, ...byText].filter((x): x is number => x !== undefined))];
   return { json: json!, config, chatTemplate, eosTokenIds };
 }
 
