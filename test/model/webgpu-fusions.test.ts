@@ -73,6 +73,26 @@ describe.runIf(hasWebGpu)('WebGPU\'s fused graphs against the CPU\'s', () => {
     webgpu.forEach((row, i) => expect(maxAbsDiff(row, cpu[i]!)).toBeLessThan(1e-4));
   });
 
+  // Gemma 3: four fused norms a layer (two of them after a branch), GELU, two RoPE tables, and sliding
+  // layers whose window (8 positions here) is counted from the mask (CumSum), in scores and in
+  // generation over the GPU-resident cache with two prompts left-padded together.
+  it('Gemma 3: scores 40-token rows and generates, sampled, as the CPU does', async () => {
+    const dir = writeTinyModel(path.join(root, 'gemma3'), { family: 'gemma3', seed: 8, hiddenSize: 64, intermediateSize: 64, numLayers: 3, numHeads: 4, numKvHeads: 2, headDim: 16, std: 0.3, tie: true }).dir;
+    const config = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
+    fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ ...config, sliding_window: 8 }));
+    const rows = [0, 1].map((r) => ({ inputIds: Array.from({ length: 40 - 9 * r }, (_, i) => (i * 7 + 3 + r) % 50), responseStart: 1 }));
+    const prompts: BatchPrompt[] = [{ promptIds: rows[0]!.inputIds.slice(0, 14), seeds: [7] }, { promptIds: rows[1]!.inputIds.slice(0, 5), seeds: [8] }];
+    const { cpu, webgpu } = await onBoth(dir, async (engine) => ({
+      scores: await engine.score(rows, { batchSize: 2 }),
+      outs: (await engine.generateBatch(prompts, { temperature: 1, maxNewTokens: 16, stopTokenIds: [] })).flat(),
+    }));
+    webgpu.scores.forEach((row, i) => expect(maxAbsDiff(row, cpu.scores[i]!)).toBeLessThan(1e-4));
+    webgpu.outs.forEach((out, j) => {
+      expect(out.tokens).toEqual(cpu.outs[j]!.tokens);
+      expect(maxAbsDiff(out.logprobs, cpu.outs[j]!.logprobs)).toBeLessThan(1e-4);
+    });
+  });
+
   it('generate, sampled, what the CPU generates: a 22-token prompt\'s 4 sequences, and two prompts padded together', async () => {
     const prompt = [1, 410, 471, 419, 285, 467, 403, 407, 261, 378, 410, 475, 13, 13, 447, 419, 419, 293, 413, 303, 413, 467];
     const batches: BatchPrompt[][] = [
