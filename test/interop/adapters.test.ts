@@ -1,6 +1,6 @@
-// Adapters both ways, against the real PEFT (test/interop/py/peft_adapters.py) on a tiny Llama, and
-// a tiny Phi-3 (fused qkv_proj and gate_up_proj, which Hindsight trains as their parts and writes
-// fused: src-main/train/fused-adapter.ts), that transformers made (bf16 on disk, untied head):
+// Adapters both ways, against the real PEFT (test/interop/py/peft_adapters.py) on a tiny Llama, a
+// tiny Phi-3 (fused qkv_proj and gate_up_proj, which Hindsight trains as their parts and writes
+// fused: src-main/train/fused-adapter.ts) and a tiny Gemma 3 (sliding layers), that transformers made (bf16 on disk, untied head):
 //   - an adapter Hindsight trained (`train --merge`) loads in PeftModel.from_pretrained, whose
 //     log-probs equal `score --adapter`'s within 1e-4; merge_and_unload's weights equal the
 //     merged folder Hindsight wrote, which transformers loads as a plain fp32 model;
@@ -40,6 +40,15 @@ const BASES = [
     base: {
       family: 'phi3', tie: false, dtype: 'BF16', partial_rotary_factor: 0.5, original_max_position_embeddings: 512, max_position_embeddings: 2048,
       rope_scaling: { rope_type: 'longrope', short_factor: [1, 1.3, 1.9, 2.4], long_factor: [4, 5, 6, 7] },
+    },
+  },
+  // Gemma 3: its norms, GELU and a sliding layer with an 8-position window (the texts are longer).
+  {
+    name: 'gemma3',
+    base: {
+      family: 'gemma3', tie: true, dtype: 'BF16', head_dim: 16, sliding_window: 8, num_hidden_layers: 3, query_pre_attn_scalar: 24,
+      layer_types: ['sliding_attention', 'full_attention', 'sliding_attention'],
+      rope_parameters: { full_attention: { rope_type: 'linear', factor: 8, rope_theta: 1000000 }, sliding_attention: { rope_type: 'default', rope_theta: 10000 } },
     },
   },
 ];
