@@ -77,6 +77,53 @@ describe.each([
   });
 });
 
+/**
+ * Gemma 3's vocabulary stored as llama.cpp's converter stores a SentencePiece model: its pieces with
+ * scores (here −id, the order of Gemma's BPE pieces), its runs of spaces, newlines and tabs as
+ * user-defined pieces of score 0, control tokens, `<0xNN>` bytes, no space prefix.
+ */
+function gemmaMetadata(): Record<string, MetaValue> {
+  const tok = JSON.parse(fs.readFileSync(realTokenizerFile('gemma3', 'tokenizer.json'), 'utf8')) as {
+    model: { vocab: Record<string, number> }; added_tokens: { id: number; content: string; special: boolean }[];
+  };
+  const size = [...tok.added_tokens.map((a) => a.id), ...Object.values(tok.model.vocab)].reduce((a, b) => Math.max(a, b), 0) + 1;
+  const tokens: string[] = new Array(size).fill('');
+  const types: number[] = new Array(size).fill(1);
+  const scores: number[] = new Array(size).fill(0);
+  for (const [t, id] of Object.entries(tok.model.vocab)) [tokens[id], scores[id], types[id]] = [t, -id, /^<0x[0-9A-F]{2}>$/.test(t) ? 6 : 1];
+  for (const a of tok.added_tokens) [tokens[a.id], scores[a.id], types[a.id]] = [a.content, 0, a.special ? 3 : 4];
+  return {
+    'general.architecture': str('gemma3'),
+    'tokenizer.ggml.model': str('llama'),
+    'tokenizer.ggml.tokens': { type: 'array', elem: 'string', value: tokens },
+    'tokenizer.ggml.scores': { type: 'array', elem: 'f32', value: scores },
+    'tokenizer.ggml.token_type': { type: 'array', elem: 'i32', value: types },
+    'tokenizer.ggml.bos_token_id': u32(2),
+    'tokenizer.ggml.eos_token_id': u32(1),
+    'tokenizer.ggml.unknown_token_id': u32(3),
+    'tokenizer.ggml.add_space_prefix': bool(false),
+    'tokenizer.chat_template': str(realChatTemplate('gemma3')),
+  };
+}
+
+describe('a Gemma 3 vocabulary (SentencePiece, user-defined runs of whitespace) from GGUF metadata', () => {
+  const file = path.join(tmp, 'gemma3.gguf');
+  writeGguf(file, gemmaMetadata());
+  const fromGguf = ChatTokenizer.load(file);
+  const fromFolder = ChatTokenizer.load(writeRealTokenizer(path.join(tmp, 'gemma3'), 'gemma3'));
+
+  it("encodes as its tokenizer.json: the runs of spaces and newlines merge first, as llama.cpp merges user-defined pieces by their score", () => {
+    for (const text of TEXTS) expect(fromGguf.encode(text), text).toEqual(fromFolder.encode(text));
+    expect(fromGguf.encode('a    b').map((id) => fromGguf.idToToken(id))).toEqual(['a', '▁▁▁▁', 'b']);
+  });
+
+  it('renders the chat template after <bos> and ends generation at <end_of_turn> as at <eos>', () => {
+    const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }];
+    expect(fromGguf.encodeChat(messages)).toEqual(fromFolder.encodeChat(messages));
+    expect(fromGguf.eosTokenIds.map((id) => fromGguf.idToToken(id)).sort()).toEqual(['<end_of_turn>', '<eos>']);
+  });
+}, 120_000);
+
 describe('a SentencePiece (llama) vocabulary with scores', () => {
   // Pieces and scores: a merge's rank is its piece's score (higher first).
   const bytes = Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);

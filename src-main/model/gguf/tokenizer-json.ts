@@ -163,7 +163,10 @@ function numbers(v: GgufValue | undefined, length: number): number[] {
 export function sentencePieceMerges(tokens: string[], scores: number[], types: number[], vocab: Record<string, number>): [string, string][] {
   const merges: { l: string; r: string; score: number; li: number; ri: number }[] = [];
   tokens.forEach((piece, i) => {
-    if (types[i] !== 1) return; // normal pieces only: not control, byte or unused ones
+    // Normal and user-defined pieces (Gemma's runs of spaces and newlines, score 0, so first), as
+    // llama.cpp's SentencePiece tokenizer merges any piece of the vocabulary by its score; not
+    // control, byte or unused ones.
+    if (types[i] !== 1 && types[i] !== USER_DEFINED) return;
     const chars = Array.from(piece);
     for (let k = 1; k < chars.length; k++) {
       const l = chars.slice(0, k).join(''), r = chars.slice(k).join('');
