@@ -188,9 +188,15 @@ def load_model(args):
 
 
 def lora_targets(model):
-    """LORA_TARGETS as this model names its linear layers (a fused module where it has no separate one)."""
-    linears = {name.rsplit(".", 1)[-1] for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)}
-    return list(dict.fromkeys(t if t in linears else FUSED_MODULES.get(t, t) for t in LORA_TARGETS))
+    """LORA_TARGETS as this model names its linear layers (a fused module where it has no separate one); where
+    the language model sits beside a vision tower (Gemma 3's multimodal folders), a pattern over its layers
+    only, so that the tower's q_proj and the like stay as they are."""
+    names = [name for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)]
+    linears = {name.rsplit(".", 1)[-1] for name in names}
+    targets = list(dict.fromkeys(t if t in linears else FUSED_MODULES.get(t, t) for t in LORA_TARGETS))
+    if any(".language_model." in f".{name}." for name in names):
+        return r".*language_model\\..*\\.(?:" + "|".join(targets) + ")"
+    return targets
 
 
 def training_args(args):

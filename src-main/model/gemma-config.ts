@@ -15,6 +15,12 @@
  *
  * Refused, each with its field named: soft-capping of attention scores or logits (Gemma 2's;
  * Gemma 3 sets both to null), bidirectional attention (EmbeddingGemma), another activation.
+ *
+ * Gemma 3 4B and larger ship as `Gemma3ForConditionalGeneration`: the text model's fields in a
+ * `text_config` that leaves most of them to Gemma3TextConfig's defaults ({@link
+ * gemma3MultimodalText}), its weights under `language_model.model.` (transformers 4.5x) or
+ * `model.language_model.` (5.x), beside a vision tower Hindsight leaves unread
+ * (ModelConfig.moduleRoot; ./hf-checkpoint.ts Checkpoint).
  */
 import { UserError } from '../../src-shared/types.js';
 import type { GemmaLayout, RopeScaling } from './model-config.js';
@@ -27,6 +33,21 @@ export interface GemmaRead {
 }
 
 type Raw = Record<string, unknown>;
+
+/** Gemma3TextConfig's defaults (transformers 5.24, the same as 4.50's), for what a multimodal folder's text_config leaves out. */
+const GEMMA3_TEXT_DEFAULTS: Raw = {
+  vocab_size: 262_208, hidden_size: 2304, intermediate_size: 9216, num_hidden_layers: 26, num_attention_heads: 8, num_key_value_heads: 4,
+  head_dim: 256, query_pre_attn_scalar: 256, sliding_window: 4096, rms_norm_eps: 1e-6, max_position_embeddings: 131_072,
+  tie_word_embeddings: true, hidden_activation: 'gelu_pytorch_tanh', bos_token_id: 2, eos_token_id: 1,
+};
+
+/** A Gemma3ForConditionalGeneration config.json's text model, as a Gemma3ForCausalLM's config.json would give it (the folder's own ids first). */
+export function gemma3MultimodalText(raw: Raw, file: string): Raw {
+  const text = raw.text_config;
+  if (!text || typeof text !== 'object' || Array.isArray(text)) throw new UserError(`${file}: Gemma3ForConditionalGeneration needs a text_config object, found ${JSON.stringify(text)?.slice(0, 80)}`);
+  const own = (key: string) => (raw[key] !== undefined ? { [key]: raw[key] } : {});
+  return { ...GEMMA3_TEXT_DEFAULTS, ...(text as Raw), architectures: raw.architectures, ...own('eos_token_id'), ...own('bos_token_id') };
+}
 
 export function readGemma3(raw: Raw, file: string, numLayers: number, parseScaling: (scaling: unknown) => RopeScaling | undefined): GemmaRead {
   for (const key of ['attn_logit_softcapping', 'final_logit_softcapping'] as const) {

@@ -24,7 +24,7 @@ import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } f
 import { ggufIdentityFiles, isGgufPath, openGgufModel, readGgufTensor, type GgufModel } from './gguf/model.js';
 import type { ModelConfig, ModelFamily, RopeScaling } from './model-config.js';
 import { rowBytes, splitFusedTensors } from './fused-projections.js';
-import { readGemma3 } from './gemma-config.js';
+import { gemma3MultimodalText, readGemma3 } from './gemma-config.js';
 
 export type { ModelConfig, ModelFamily, RopeScaling };
 
@@ -39,13 +39,14 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
   GraniteForCausalLM: 'llama',
   // Gemma 3's text model: Llama's projections with four norms a layer, GELU, and sliding layers (./gemma-config.ts).
   Gemma3ForCausalLM: 'gemma3',
+  // Its multimodal folders (4B and up): the text model in text_config, the weights under a root of their own.
+  Gemma3ForConditionalGeneration: 'gemma3',
   Qwen2ForCausalLM: 'qwen2',
   Qwen3ForCausalLM: 'qwen3',
 };
 
 /** Architectures people bring that Hindsight does not run: why, and what runs instead. */
 const REFUSED_ARCHITECTURES: Record<string, string> = {
-  Gemma3ForConditionalGeneration: "Gemma 3's multimodal folder (4B and up); its GGUF (Ollama's gemma3, or llama.cpp's conversion) runs",
   Gemma2ForCausalLM: "Gemma 2's logit soft-capping is not built",
 };
 
@@ -61,7 +62,7 @@ function readJson(file: string, what: string): Record<string, unknown> {
 /** Parses and validates `config.json`. */
 export function readModelConfig(dir: string): ModelConfig {
   const file = path.join(dir, 'config.json');
-  const raw = readJson(file, `model folder ${dir}`);
+  let raw = readJson(file, `model folder ${dir}`);
   const archs = (raw.architectures as string[] | undefined) ?? [];
   const arch = archs.find((a) => a in ARCHITECTURES);
   if (!arch) {
@@ -70,6 +71,7 @@ export function readModelConfig(dir: string): ModelConfig {
     throw new UserError(`${file}: unsupported architecture ${JSON.stringify(archs.length ? archs : raw.model_type ?? null)}${why ? ` (${why})` : ''}; supported: ${known}`);
   }
   const family = ARCHITECTURES[arch]!;
+  if (arch === 'Gemma3ForConditionalGeneration') raw = gemma3MultimodalText(raw, file);
   const num = (key: string, fallback?: number): number => {
     const v = raw[key] ?? fallback;
     if (typeof v !== 'number' || !Number.isFinite(v)) throw new UserError(`${file}: '${key}' must be a number, found ${JSON.stringify(raw[key])}`);
@@ -111,6 +113,7 @@ export function readModelConfig(dir: string): ModelConfig {
   if (rotaryDim !== config.headDim) config.rotaryDim = rotaryDim;
   if (arch === 'Phi3ForCausalLM') config.fusedProjections = true;
   if (gemma) config.gemma = gemma.layout;
+  if (arch === 'Gemma3ForConditionalGeneration') config.moduleRoot = MULTIMODAL_ROOT;
   if (arch === 'GraniteForCausalLM') {
     config.multipliers = { embedding: num('embedding_multiplier', 1), attention: num('attention_multiplier', 1), residual: num('residual_multiplier', 1), logits: num('logits_scaling', 1) };
     if (!(config.multipliers.logits > 0)) throw new UserError(`${file}: logits_scaling must be a positive number, found ${config.multipliers.logits}`);
@@ -234,8 +237,29 @@ export function ropeInverseFrequencies(config: ModelConfig): Float64Array {
   return inv;
 }
 
+/** transformers 5's root of Gemma 3's text model in its multimodal folders (ModelConfig.moduleRoot). */
+export const MULTIMODAL_ROOT = 'model.language_model';
+
+/**
+ * The stored names of a multimodal folder's text-model tensors by the names the decoder asks for:
+ * `model.language_model.X` (transformers 5) and `language_model.model.X` (4.5x) as `model.X`,
+ * 4.5x's `language_model.lm_head.weight` as `lm_head.weight`. The vision tower keeps its names.
+ */
+function rootAliases(names: Iterable<string>): Map<string, string> {
+  const aliases = new Map<string, string>();
+  for (const name of names) {
+    const m = /^(?:model\.language_model|language_model\.model)\.(.*)$/.exec(name);
+    if (m) aliases.set(`model.${m[1]}`, name);
+    else if (name === 'language_model.lm_head.weight') aliases.set('lm_head.weight', name);
+  }
+  return aliases;
+}
+
 /** Weights of a checkpoint, indexed by tensor name across shards; read on demand. */
 export class Checkpoint {
+  /** Stored name → the decoder's name, where they differ (the reverse of `aliases`). */
+  private readonly decoderNames: Map<string, string>;
+
   private constructor(
     readonly dir: string,
     readonly config: ModelConfig,
@@ -243,7 +267,11 @@ export class Checkpoint {
     private readonly files: string[],
     /** Set when the checkpoint is a GGUF file (`dir` is then the file's path). */
     readonly gguf?: GgufModel,
-  ) {}
+    /** The decoder's name → the stored one, where they differ (ModelConfig.moduleRoot). */
+    private readonly aliases: Map<string, string> = new Map(),
+  ) {
+    this.decoderNames = new Map([...aliases].map(([ours, stored]) => [stored, ours]));
+  }
 
   static open(dir: string): Checkpoint {
     if (isGgufPath(dir)) {
@@ -261,11 +289,16 @@ export class Checkpoint {
     }
     // Phi-3's fused q/k/v and gate/up: each part a cut of the fused tensor's bytes.
     splitFusedTensors(config, entries, dir, (e) => e.shape[0] ?? 0, (e, name, start, rows) => ({ ...e, name, shape: [rows, ...e.shape.slice(1)], ...rowBytes(e.begin, e.end, e.shape[0]!, start, rows) }));
-    return new Checkpoint(dir, config, entries, files);
+    return new Checkpoint(dir, config, entries, files, undefined, config.moduleRoot ? rootAliases(entries.keys()) : undefined);
   }
 
   has(name: string): boolean {
-    return this.entries.has(name);
+    return this.entries.has(this.aliases.get(name) ?? name);
+  }
+
+  /** The name the decoder knows a stored tensor by (the same, but for a multimodal folder's text model). */
+  decoderName(stored: string): string {
+    return this.decoderNames.get(stored) ?? stored;
   }
 
   /**
@@ -286,12 +319,14 @@ export class Checkpoint {
     return JSON.stringify({ dir: path.resolve(this.dir), config, files, ...(variant ? { variant } : {}) });
   }
 
+  /** Every tensor's name as stored (a multimodal folder's vision tower too). */
   get tensorNames(): string[] {
     return [...this.entries.keys()];
   }
 
+  /** A tensor by the decoder's name or the stored one. */
   entry(name: string): TensorEntry {
-    const e = this.entries.get(name);
+    const e = this.entries.get(this.aliases.get(name) ?? name);
     if (!e) {
       const where = this.files.length === 1 ? this.files[0]! : `${this.dir} (${this.files.map((f) => path.basename(f)).join(', ')})`;
       throw new UserError(`${where}: missing tensor '${name}', which ${this.gguf ? 'its metadata requires' : 'config.json requires'}`);

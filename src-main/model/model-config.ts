@@ -57,6 +57,13 @@ export interface ModelConfig {
   fusedProjections?: boolean;
   /** Gemma 3 (./gemma-config.ts says what the decoder does differently for it). */
   gemma?: GemmaLayout;
+  /**
+   * Where the decoder's layers sit in the Hugging Face model, when not under `model.`: Gemma 3's
+   * multimodal folders, `model.language_model` (transformers 5's name; 4.5x's checkpoints say
+   * `language_model.model`). Hindsight names the layers `model.layers.N…` inside, and adapters and
+   * merged folders outside, by this root (./hf-checkpoint.ts, ../train/peft.ts, ../train/peft-read.ts).
+   */
+  moduleRoot?: string;
   bosTokenId?: number;
   eosTokenIds: number[];
   maxPositionEmbeddings: number;

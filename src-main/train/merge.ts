@@ -52,7 +52,7 @@ export function writeMergedModel(ckpt: Checkpoint, dir: string, lora: LoraConfig
     const entry = ckpt.entry(name);
     if (entry.dtype !== 'F32' && entry.dtype !== 'F16' && entry.dtype !== 'BF16' && entry.dtype !== 'F64') continue;
     const data = ckpt.readFloat32(name, entry.shape).slice();
-    const spec = byWeight.get(name);
+    const spec = byWeight.get(ckpt.decoderName(name)); // written back under the stored name (a multimodal folder's root)
     if (spec) mergeInto(data, weights.get(loraAKey(spec))!, weights.get(loraBKey(spec))!, lora.r, spec.inFeatures, spec.outFeatures, scaling);
     tensors[name] = { dtype: 'F32', shape: entry.shape, data };
   }

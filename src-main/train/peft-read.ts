@@ -32,6 +32,7 @@ import { readRegularFile } from '../model/regular-file.js';
 import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } from '../model/safetensors.js';
 import { patternLookup } from './peft-pattern.js';
 import { PEFT_MODULE_NAMES, PEFT_PREFIX, hfModulePath, linearShape, loraAKey, loraBKey, loraSpecs, targetFromModuleName } from './lora.js';
+import { decoderModulePathOf } from '../model/module-root.js';
 import { FUSED_PROJECTIONS, fusedProjectionOf, partSpans, type FusedProjection } from '../model/fused-projections.js';
 import { fusedByName, splitFusedPair } from './fused-adapter.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights } from './training-step.js';
@@ -204,22 +205,25 @@ function slotFor(modulePath: string, model: ModelConfig, file: string, tensor: s
 
 function readPairs(file: string, model: ModelConfig, settings: AdapterSettings): LoraPair[] {
   const { tensors } = readSafetensorsHeader(file);
-  const byModule = new Map<string, { slot: ModuleSlot; a?: TensorEntry; b?: TensorEntry }>();
+  // By the decoder's module path (a multimodal folder's root → model.layers.N); `stored` is the path
+  // PEFT named it by, which its rank_pattern and alpha_pattern were matched against.
+  const byModule = new Map<string, { slot: ModuleSlot; stored: string; a?: TensorEntry; b?: TensorEntry }>();
   for (const entry of tensors) {
-    const { modulePath, part } = parseKey(entry.name, file);
+    const { modulePath: stored, part } = parseKey(entry.name, file);
+    const modulePath = decoderModulePathOf(stored, model);
     if (settings.targetNames && !settings.targetNames.some((t) => modulePath === t || modulePath.endsWith(`.${t}`))) {
       throw new UserError(`${file}: tensor '${entry.name}' does not belong to this model's LoRA: its module is not among target_modules ${JSON.stringify(settings.targetNames)}`);
     }
-    const held = byModule.get(modulePath) ?? { slot: slotFor(modulePath, model, file, entry.name) };
+    const held = byModule.get(modulePath) ?? { slot: slotFor(modulePath, model, file, entry.name), stored };
     if (part === 'A') held.a = entry;
     else held.b = entry;
     byModule.set(modulePath, held);
   }
   const pairs: LoraPair[] = [];
-  for (const [modulePath, { slot, a, b }] of byModule) {
+  for (const [modulePath, { slot, stored, a, b }] of byModule) {
     if (!a || !b) throw new UserError(`${file}: module '${modulePath}' has lora_${a ? 'A' : 'B'} but no lora_${a ? 'B' : 'A'}`);
-    const rank = settings.rankPattern(modulePath) ?? settings.r;
-    const alpha = settings.alphaPattern(modulePath) ?? settings.alpha;
+    const rank = settings.rankPattern(stored) ?? settings.r;
+    const alpha = settings.alphaPattern(stored) ?? settings.alpha;
     const { inFeatures, outFeatures } = slot.spec ?? slot;
     checkShape(a, [rank, inFeatures], file);
     checkShape(b, [outFeatures, rank], file);

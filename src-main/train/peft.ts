@@ -16,7 +16,8 @@ import path from 'node:path';
 import { TRAIN_DEFAULTS } from '../../src-shared/training.js';
 import { f32Tensors, writeJsonAtomic, writeSafetensorsAtomic } from './files.js';
 import { ADAPTER_CONFIG, ADAPTER_WEIGHTS } from './peft-read.js';
-import { PEFT_MODULE_NAMES, loraAKey, loraBKey, loraShapes } from './lora.js';
+import { PEFT_MODULE_NAMES, PEFT_PREFIX, loraAKey, loraBKey, loraShapes } from './lora.js';
+import { hfModulePathOf, rootTargetPattern } from '../model/module-root.js';
 import { writtenPairs, type WrittenPair } from './fused-adapter.js';
 import type { ModelConfig } from '../model/model-config.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights } from './training-step.js';
@@ -37,7 +38,7 @@ export interface AdapterExport {
  * adapter_config.json. A fused module (./fused-adapter.ts) has rank parts·r and alpha
  * parts·alpha, given per module by rank_pattern and alpha_pattern.
  */
-export function adapterConfigJson(lora: LoraConfig, baseModel: string, pairs: readonly WrittenPair[] = []): Record<string, unknown> {
+export function adapterConfigJson(lora: LoraConfig, baseModel: string, pairs: readonly WrittenPair[] = [], model?: ModelConfig): Record<string, unknown> {
   const fused = new Map(pairs.filter((p) => p.parts).map((p) => [p.module.split('.').at(-1)!, p.parts!]));
   const modules = lora.targets.map((t) => PEFT_MODULE_NAMES[t]).filter((m) => !pairs.length || pairs.some((p) => p.module.endsWith(`.${m}`)));
   return {
@@ -45,7 +46,8 @@ export function adapterConfigJson(lora: LoraConfig, baseModel: string, pairs: re
     task_type: 'CAUSAL_LM',
     r: lora.r,
     lora_alpha: lora.alpha,
-    target_modules: [...modules, ...fused.keys()],
+    // A decoder under another root (Gemma 3's multimodal folders): a pattern that leaves the vision tower alone.
+    target_modules: model?.moduleRoot ? rootTargetPattern(model.moduleRoot, modules) : [...modules, ...fused.keys()],
     ...(fused.size ? {
       rank_pattern: Object.fromEntries([...fused].map(([m, n]) => [m, n * lora.r])),
       alpha_pattern: Object.fromEntries([...fused].map(([m, n]) => [m, n * lora.alpha])),
@@ -72,17 +74,19 @@ export function writeAdapter(dir: string, adapter: AdapterExport): void {
   const pairs = adapter.model?.fusedProjections ? writtenPairs(adapter.model, adapter.specs, adapter.weights, adapter.lora.r) : [];
   const ordered = new Map<string, Float32Array>();
   const shapes = new Map<string, [number, number]>();
+  // Keys as the base's Hugging Face model names its modules (a multimodal folder's root).
+  const keyOf = (key: string) => PEFT_PREFIX + hfModulePathOf(key.slice(PEFT_PREFIX.length), adapter.model);
   if (pairs.length) {
     for (const p of pairs) {
-      ordered.set(loraAKey(p), p.a).set(loraBKey(p), p.b);
-      shapes.set(loraAKey(p), [p.rank, p.inFeatures]).set(loraBKey(p), [p.outFeatures, p.rank]);
+      ordered.set(keyOf(loraAKey(p)), p.a).set(keyOf(loraBKey(p)), p.b);
+      shapes.set(keyOf(loraAKey(p)), [p.rank, p.inFeatures]).set(keyOf(loraBKey(p)), [p.outFeatures, p.rank]);
     }
   } else {
     for (const [key, shape] of loraShapes(adapter.specs, adapter.lora.r)) {
-      ordered.set(key, adapter.weights.get(key)!);
-      shapes.set(key, shape);
+      ordered.set(keyOf(key), adapter.weights.get(key)!);
+      shapes.set(keyOf(key), shape);
     }
   }
   writeSafetensorsAtomic(path.join(dir, ADAPTER_WEIGHTS), f32Tensors(ordered, shapes), { format: 'pt' });
-  writeJsonAtomic(path.join(dir, ADAPTER_CONFIG), adapterConfigJson(adapter.lora, adapter.baseModel, pairs));
+  writeJsonAtomic(path.join(dir, ADAPTER_CONFIG), adapterConfigJson(adapter.lora, adapter.baseModel, pairs, adapter.model));
 }

@@ -51,6 +51,16 @@ const BASES = [
       rope_parameters: { full_attention: { rope_type: 'linear', factor: 8, rope_theta: 1000000 }, sliding_attention: { rope_type: 'default', rope_theta: 10000 } },
     },
   },
+  // Gemma 3 as its 4B and larger ship (Gemma3ForConditionalGeneration): the adapters' modules under
+  // model.language_model, and the vision tower's q_proj and the like left alone.
+  {
+    name: 'gemma3-multimodal',
+    base: {
+      family: 'gemma3', multimodal: true, tie: true, dtype: 'BF16', head_dim: 16, sliding_window: 8, num_hidden_layers: 2, query_pre_attn_scalar: 16,
+      layer_types: ['sliding_attention', 'full_attention'],
+      rope_parameters: { full_attention: { rope_type: 'default', rope_theta: 1000000 }, sliding_attention: { rope_type: 'default', rope_theta: 10000 } },
+    },
+  },
 ];
 
 describe.skipIf(!interopPython).each(BASES)('LoRA adapters between Hindsight and PEFT on $name', ({ base: baseSpec }) => {

@@ -36,6 +36,7 @@ interface Model {
   partial_rotary_factor?: number; original_max_position_embeddings?: number; max_position_embeddings?: number;
   embedding_multiplier?: number; attention_multiplier?: number; residual_multiplier?: number; logits_scaling?: number;
   num_hidden_layers?: number; layer_types?: string[]; query_pre_attn_scalar?: number; rope_parameters?: Record<string, Record<string, unknown>>;
+  multimodal?: boolean;
 }
 // LongRoPE's short factors for 8 and 6 rotated pairs (Phi-3's head of 16, and Phi-4-mini's 3/4 of it).
 const shortFactors = (n: number) => Array.from({ length: n }, (_, i) => 1 + 0.35 * i);
@@ -64,6 +65,13 @@ const MODELS: Model[] = [
     name: 'gemma3-bf16-sliding', family: 'gemma3', tie: true, dtype: 'BF16', head_dim: 16, sliding_window: 16, num_hidden_layers: 3,
     layer_types: ['sliding_attention', 'full_attention', 'sliding_attention'], query_pre_attn_scalar: 24,
     rope_parameters: { full_attention: { rope_type: 'linear', factor: 8, rope_theta: 1000000 }, sliding_attention: { rope_type: 'default', rope_theta: 10000 } },
+  },
+  // Gemma 3 as its 4B and larger ship: Gemma3ForConditionalGeneration, the text model beside a vision
+  // tower, saved as transformers saves it (language_model.model.*, vision_tower.*).
+  {
+    name: 'gemma3-multimodal-fp32', family: 'gemma3', multimodal: true, tie: true, dtype: 'F32', head_dim: 16, sliding_window: 16, num_hidden_layers: 3,
+    layer_types: ['sliding_attention', 'sliding_attention', 'full_attention'], query_pre_attn_scalar: 16,
+    rope_parameters: { full_attention: { rope_type: 'default', rope_theta: 1000000 }, sliding_attention: { rope_type: 'default', rope_theta: 10000 } },
   },
   { name: 'qwen2-fp32-tied', family: 'qwen2', tie: true, dtype: 'F32', rope_theta: 1000000 },
   { name: 'qwen2-bf16-untied', family: 'qwen2', tie: false, dtype: 'BF16' },
@@ -99,7 +107,8 @@ describe.skipIf(!interopPython)('checkpoints written by transformers', () => {
 
   it('writes transformers 5 configs (rope_parameters, dtype), bf16 and tied heads as asked', () => {
     for (const m of MODELS) {
-      const c = refs.get(m.name)!.config;
+      const saved = refs.get(m.name)!.config;
+      const c = (saved.text_config ?? saved) as Record<string, unknown>; // a multimodal model's text model
       expect(c.rope_parameters, m.name).toMatchObject(m.rope_parameters ?? { rope_theta: m.rope_theta ?? 10000 });
       expect(c.rope_theta, m.name).toBeUndefined();
       expect(c.dtype, m.name).toBe(m.dtype === 'BF16' ? 'bfloat16' : 'float32');
@@ -107,7 +116,7 @@ describe.skipIf(!interopPython)('checkpoints written by transformers', () => {
       if (m.attention_bias) expect(c.attention_bias, m.name).toBe(true);
       if (m.family === 'mistral') expect([c.architectures, c.sliding_window], m.name).toEqual([['MistralForCausalLM'], m.sliding_window]);
       if (m.family === 'phi3') expect(c.architectures, m.name).toEqual(['Phi3ForCausalLM']);
-      if (m.family === 'gemma3') expect([c.architectures, c.layer_types, c.sliding_window], m.name).toEqual([['Gemma3ForCausalLM'], m.layer_types, m.sliding_window]);
+      if (m.family === 'gemma3') expect([saved.architectures, c.layer_types, c.sliding_window], m.name).toEqual([[m.multimodal ? 'Gemma3ForConditionalGeneration' : 'Gemma3ForCausalLM'], m.layer_types, m.sliding_window]);
       if (m.family === 'granite') expect([c.architectures, c.residual_multiplier], m.name).toEqual([['GraniteForCausalLM'], m.residual_multiplier]);
       if (m.rope_scaling?.rope_type === 'longrope') expect(c.rope_parameters, m.name).toMatchObject({ rope_type: 'longrope', short_factor: m.rope_scaling.short_factor });
     }

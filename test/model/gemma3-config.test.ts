@@ -7,7 +7,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readModelConfig } from '../../src-main/model/hf-checkpoint.js';
+import { Checkpoint, readModelConfig } from '../../src-main/model/hf-checkpoint.js';
+import { LocalModel } from '../../src-main/model/local-model.js';
+import { readSafetensorsHeader, readTensorBytes, writeSafetensors, type TensorToWrite } from '../../src-main/model/safetensors.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-gemma3-config-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -65,8 +68,46 @@ describe('Gemma 3 configs', () => {
     expect(refusal({ layer_types: ['sliding_attention'] })).toMatch(/layer_types must be 34 entries/);
     expect(refusal({ sliding_window: null })).toMatch(/sliding_window must be a positive integer/);
     expect(refusal({ rope_theta: undefined, rope_parameters: { full_attention: { rope_theta: 1e6 }, sliding_attention: { rope_type: 'linear', factor: 2, rope_theta: 1e4 } } })).toMatch(/sliding_attention .* is not supported/);
-    // Gemma 2 and the multimodal folders are other architectures.
+    // Gemma 2 is another architecture.
     expect(refusal({ architectures: ['Gemma2ForCausalLM'] })).toMatch(/unsupported architecture \["Gemma2ForCausalLM"\] \(Gemma 2's logit soft-capping is not built\); supported: /);
-    expect(refusal({ architectures: ['Gemma3ForConditionalGeneration'] })).toMatch(/\(Gemma 3's multimodal folder \(4B and up\); its GGUF \(Ollama's gemma3, or llama.cpp's conversion\) runs\)/);
+  });
+});
+
+describe("Gemma 3's multimodal folders (Gemma3ForConditionalGeneration: 4B and up)", () => {
+  it("4B's config.json: a sparse text_config, the rest Gemma3TextConfig's defaults, reads as its text model's", () => {
+    const multimodal = {
+      architectures: ['Gemma3ForConditionalGeneration'], model_type: 'gemma3', eos_token_id: [1, 106], mm_tokens_per_image: 256, image_token_index: 262144,
+      text_config: { hidden_size: 2560, intermediate_size: 10240, model_type: 'gemma3_text', num_hidden_layers: 34, rope_scaling: { factor: 8.0, rope_type: 'linear' }, sliding_window: 1024 },
+      vision_config: { hidden_size: 1152, model_type: 'siglip_vision_model', num_hidden_layers: 27 },
+    };
+    expect(readModelConfig(config(multimodal))).toEqual({ ...readModelConfig(config(GEMMA3_4B)), architecture: 'Gemma3ForConditionalGeneration', moduleRoot: 'model.language_model' });
+  });
+
+  it("transformers 5's layout (model.language_model.*, beside a vision tower) scores as the text model's folder", async () => {
+    const text = writeTinyModel(path.join(tmp, 'text'), { family: 'gemma3', numLayers: 3, hiddenSize: 64, headDim: 16, intermediateSize: 96, seed: 4, tie: true });
+    const dir = path.join(tmp, 'multimodal');
+    fs.mkdirSync(dir);
+    for (const f of ['tokenizer.json', 'tokenizer_config.json', 'generation_config.json']) fs.copyFileSync(path.join(text.dir, f), path.join(dir, f));
+    const { architectures: _, ...textConfig } = text.config;
+    fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ architectures: ['Gemma3ForConditionalGeneration'], model_type: 'gemma3', text_config: textConfig, eos_token_id: text.config.eos_token_id }));
+    const source = path.join(text.dir, 'model.safetensors');
+    const tensors: Record<string, TensorToWrite> = { 'model.vision_tower.embeddings.patch_embedding.weight': { dtype: 'F32', shape: [2, 3], data: new Float32Array(6) } };
+    for (const e of readSafetensorsHeader(source).tensors) {
+      tensors[e.name.replace(/^model\./, 'model.language_model.')] = { dtype: 'F32', shape: e.shape, data: new Float32Array(readTensorBytes(e).slice().buffer) };
+    }
+    writeSafetensors(path.join(dir, 'model.safetensors'), tensors, { format: 'pt' });
+    const rows = [{ inputIds: [5, 9, 2, 7, 11, 3, 40, 41, 17, 60], responseStart: 1 }];
+    const scores = async (d: string) => {
+      const m = await LocalModel.load(d);
+      try {
+        return (await m.score(rows))[0]!;
+      } finally {
+        await m.close();
+      }
+    };
+    expect(await scores(dir)).toEqual(await scores(text.dir));
+    const ckpt = Checkpoint.open(dir);
+    expect([ckpt.has('model.layers.0.self_attn.q_proj.weight'), ckpt.decoderName('model.language_model.norm.weight')]).toEqual([true, 'model.norm.weight']);
+    expect(ckpt.tensorNames).toContain('model.vision_tower.embeddings.patch_embedding.weight'); // kept, for a merged folder
   });
 });

@@ -5,7 +5,8 @@ usage: make_models.py < spec.json > result.json
 spec: {"models": [{"dir", "family", "tie", "dtype", "head_dim"?, "rope_theta"?, "rope_scaling"?, "attention_bias"?, "sliding_window"?,
                    "partial_rotary_factor"?, "original_max_position_embeddings"?, "max_position_embeddings"?,
                    "embedding_multiplier"?, "attention_multiplier"?, "residual_multiplier"?, "logits_scaling"?,
-                   "num_hidden_layers"?, "layer_types"?, "query_pre_attn_scalar"?, "rope_parameters"? (Gemma 3's, per layer type, in place of rope_theta)}],
+                   "num_hidden_layers"?, "layer_types"?, "query_pre_attn_scalar"?, "rope_parameters"? (Gemma 3's, per layer type, in place of rope_theta),
+                   "multimodal"? (Gemma 3: its multimodal model, the text model beside a tiny vision tower)}],
        "texts": [...], "prompts": [...], "max_new_tokens": N}
 Each dir already holds tokenizer.json and tokenizer_config.json. For each model: a random init
 (torch.manual_seed(0), initializer_range 0.15, then the RMSNorm weights and Qwen2's q/k/v biases
@@ -20,7 +21,7 @@ import json
 import sys
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, Gemma3TextConfig, GraniteConfig, LlamaConfig, MistralConfig, Phi3Config, Qwen2Config, Qwen3Config
+from transformers import AutoModelForCausalLM, AutoTokenizer, Gemma3Config, Gemma3TextConfig, GraniteConfig, LlamaConfig, MistralConfig, Phi3Config, Qwen2Config, Qwen3Config
 
 CONFIGS = {"llama": LlamaConfig, "mistral": MistralConfig, "phi3": Phi3Config, "granite": GraniteConfig, "gemma3": Gemma3TextConfig, "qwen2": Qwen2Config, "qwen3": Qwen3Config}
 DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16}
@@ -42,6 +43,13 @@ def make(m):
         initializer_range=0.15, bos_token_id=eot, eos_token_id=im_end,
         pad_token_id=eot, **extra,
     )
+    if m.get("multimodal"):
+        # Gemma3ForConditionalGeneration, as Gemma 3 4B and up ship: a one-layer SigLIP tower of 4 patches; the
+        # image tokens are the vocabulary's last 3 rows, which the tokenizer never makes.
+        vocab = config.vocab_size
+        vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14)
+        config = Gemma3Config(text_config=config.to_dict(), vision_config=vision, mm_tokens_per_image=4, boi_token_index=vocab - 3,
+                              eoi_token_index=vocab - 2, image_token_index=vocab - 1, bos_token_id=eot, eos_token_id=im_end, pad_token_id=eot)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     with torch.no_grad():

@@ -43,10 +43,14 @@ def score(model, rows):
     return [logprobs(model, r["ids"], r["start"]) for r in rows]
 
 
-def train(base_dir, out, rows, family):
+def train(base_dir, out, rows, family, multimodal=False):
     name = (lambda m: FUSED.get(m, m)) if family == "phi3" else (lambda m: m)
+    targets = sorted({name(t) for t in TARGETS})
+    # Beside a vision tower (Gemma 3's multimodal model), the language model's layers only, as Hindsight's
+    # TRL script asks for them: the tower has q_proj and the like too.
+    target_modules = r".*language_model\..*\.(?:" + "|".join(targets) + ")" if multimodal else targets
     config = LoraConfig(
-        r=4, lora_alpha=8, target_modules=sorted({name(t) for t in TARGETS}), lora_dropout=0.0, use_rslora=True, task_type="CAUSAL_LM",
+        r=4, lora_alpha=8, target_modules=target_modules, lora_dropout=0.0, use_rslora=True, task_type="CAUSAL_LM",
         # Overlapping keys: PEFT takes the first that matches a module's name, and writes the keys
         # sorted (json sort_keys), so they are given here in sorted order: otherwise PEFT's own
         # reload takes another key than training did and refuses its own file (layer 0's q_proj).
@@ -70,12 +74,24 @@ def cmd_make(spec):
     tok = make(spec["base"])
     base_dir = spec["base"]["dir"]
     rows = [{"ids": tok(t, add_special_tokens=False)["input_ids"], "start": 1} for t in spec["texts"]]
-    train(base_dir, spec["peft_dir"], rows, spec["base"]["family"])
+    train(base_dir, spec["peft_dir"], rows, spec["base"]["family"], spec["base"].get("multimodal", False))
     peft = PeftModel.from_pretrained(base(base_dir), spec["peft_dir"]).eval()
     dtypes = sorted({str(p.dtype) for n, p in peft.named_parameters() if "lora_" in n})
     result = {"rows": rows, "base": score(base(base_dir), rows), "peft": score(peft, rows), "adapter_dtypes_loaded": dtypes}
     result["peft_merged"] = score(peft.merge_and_unload(), rows)
     return result
+
+
+# A multimodal checkpoint's names as saved (transformers' 4.5x layout, which 5.x still writes) → as loaded.
+SAVED_LAYOUT = [("language_model.model.", "model.language_model."), ("language_model.lm_head.", "lm_head."),
+                ("vision_tower.", "model.vision_tower."), ("multi_modal_projector.", "model.multi_modal_projector.")]
+
+
+def as_loaded(name):
+    for saved, loaded in SAVED_LAYOUT:
+        if name.startswith(saved):
+            return loaded + name[len(saved):]
+    return name
 
 
 def cmd_check(spec):
@@ -84,7 +100,7 @@ def cmd_check(spec):
         peft = PeftModel.from_pretrained(base(spec["base"]), a["dir"]).eval()
         applied = score(peft, rows)
         merged = peft.merge_and_unload().state_dict()
-        theirs = load_file(os.path.join(a["merged"], "model.safetensors"))
+        theirs = {as_loaded(k): v for k, v in load_file(os.path.join(a["merged"], "model.safetensors")).items()}
         keys = sorted(set(merged) | set(theirs))
         missing = [k for k in keys if k not in merged or k not in theirs]
         tied = [k for k in missing if k == "lm_head.weight"]  # a tied head is saved once, as embed_tokens
