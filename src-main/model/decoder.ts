@@ -4,7 +4,9 @@
  * Written for autodiff as much as for inference: only standard ONNX ops (but for an inference
  * graph's fused ones: FusedMatMul in attention, `fusedNorms`, `fusedRope`), attention as MatMul →
  * Softmax → MatMul, RMSNorm from Mul/ReduceMean/Add/Sqrt/Reciprocal (./norms.ts), RoPE as
- * x·cos + rotate_half(x)·sin (./rope.ts), SiLU as x·Sigmoid(x). The cos/sin tables and the
+ * x·cos + rotate_half(x)·sin (./rope.ts), SiLU as x·Sigmoid(x) (Gemma's GELU from Tanh).
+ * Gemma 3 (ModelConfig.gemma, ./gemma-config.ts) adds its norms around each residual branch and
+ * its sliding layers' masks and RoPE tables (./attention-masks.ts). The cos/sin tables and the
  * attention mask are computed in the graph from the inputs, upstream of every weight: autodiff prunes them.
  *
  * Graph inputs
@@ -210,8 +212,9 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   const g = c.gemma;
   // Gemma's norms scale by 1 + w (w as stored), made once when the weight is read, in fp32 as transformers adds it.
   const normWeight = (name: string, shape: number[]) => {
+    if (!g) return weight(name, shape);
     const key = `${name}.plus_one`;
-    if (!g || b.graph.initializers.has(key)) return g ? key : weight(name, shape);
+    if (b.graph.initializers.has(key)) return key;
     const stored = weights.lazyFloat32(name, shape);
     const data = stored.data;
     return b.initializer(key, { ...stored, data: () => ((typeof data === 'function' ? data() : data) as Float32Array).map((w) => w + 1) });
