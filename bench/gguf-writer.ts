@@ -32,6 +32,8 @@
  *   no key/value length (llama.cpp takes hidden / heads, so they must agree).
  * - Granite (`GraniteForCausalLM`): architecture `granite`, Llama's tensors (q/k permuted), and its
  *   multipliers as `embedding_scale`, `attention.scale`, `residual_scale`, `logit_scale`.
+ * - SmolLM3 (`SmolLM3ForCausalLM`): architecture `smollm3`, Llama's tensors (q/k permuted); its NoPE
+ *   layers must be every 4th, which llama.cpp assumes (there is no key for them).
  * - Gemma 3 (`Gemma3ForCausalLM`) as the converter's Gemma3Model writes it: architecture `gemma3`,
  *   norms stored as 1 + w, the four norms of a layer as `attn_norm`, `post_attention_norm`,
  *   `ffn_norm` (before the MLP) and `post_ffw_norm`; `attention.sliding_window`, the pattern as a
@@ -169,6 +171,7 @@ function modelMeta(config: ModelConfig, name: string, type: GgufFileType, phi3?:
   const g = config.gemma;
   if (s && !(phi3 && s.type === 'longrope') && !(g && s.type === 'linear')) throw new Error(`rope_scaling ${s.type} is not written by this GGUF writer (the benches' models have none; Phi-3's LongRoPE is)`);
   if (config.rotaryDim !== undefined && !phi3) throw new Error('a partial rotation is written for Phi-3 only (llama.cpp rotates whole heads elsewhere)');
+  if (config.noRopeLayers?.some((skips, i) => skips !== ((i + 1) % 4 === 0))) throw new Error("llama.cpp's smollm3 skips RoPE on every 4th layer: other NoPE layers are not written");
   if (phi3 && config.numHeads * config.headDim !== config.hiddenSize) throw new Error(`llama.cpp's phi3 takes head_dim as hidden_size / heads: ${config.numHeads} × ${config.headDim} ≠ ${config.hiddenSize}`);
   const arch = ggufArch(config);
   const u32 = (value: number): Meta => ({ kind: 'u32', value });

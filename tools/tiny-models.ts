@@ -21,9 +21,10 @@ import { seededRandom } from '../src-main/model/sampling.js';
  * layers with Granite's four multipliers, none of them 1. gemma3: Gemma 3's layers (four norms, q/k
  * norms, GELU), a sliding first layer with a 4-position window and a global last one with linear RoPE
  * scaling, in transformers 4.5x's config form (rope_local_base_freq, sliding_window_pattern); its
- * norm weights are drawn around 0, as Gemma stores w for a scale of 1 + w.
+ * norm weights are drawn around 0, as Gemma stores w for a scale of 1 + w. smollm3: Llama's layers,
+ * every 4th without RoPE (config.json's no_rope_layer_interval, left to its default).
  */
-export type TinyFamily = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'granite' | 'gemma3';
+export type TinyFamily = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'granite' | 'gemma3' | 'smollm3';
 
 export interface TinyModelOptions {
   family: TinyFamily;
@@ -155,7 +156,7 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
   return out;
 }
 
-const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM', granite: 'GraniteForCausalLM', gemma3: 'Gemma3ForCausalLM' };
+const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM', granite: 'GraniteForCausalLM', gemma3: 'Gemma3ForCausalLM', smollm3: 'SmolLM3ForCausalLM' };
 
 /** Gemma 3's own fields: the first layer slides (all but the last, with the pattern at the layer count). */
 function gemma3Fields(numLayers: number, queryPreAttnScalar: number): Record<string, unknown> {
@@ -207,7 +208,7 @@ export function writeTinyModel(dir: string, options: TinyModelOptions): TinyMode
     bos_token_id: endOfText,
     eos_token_id: imEnd,
     torch_dtype: { F32: 'float32', BF16: 'bfloat16', F16: 'float16' }[o.dtype],
-    ...(o.family === 'llama' || o.family === 'phi3' || o.family === 'granite' ? { attention_bias: false, mlp_bias: false } : {}),
+    ...(o.family === 'llama' || o.family === 'phi3' || o.family === 'granite' || o.family === 'smollm3' ? { attention_bias: false, mlp_bias: false } : {}),
     ...(o.family === 'granite' ? { embedding_multiplier: 6, attention_multiplier: 0.2, residual_multiplier: 0.4, logits_scaling: 3 } : {}),
     ...(o.family === 'qwen2' ? { use_sliding_window: false } : {}),
     ...(o.family === 'phi3' ? phi3Rope(o.headDim, o.maxPositions) : {}),

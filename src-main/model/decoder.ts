@@ -279,8 +279,10 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     }
     const slides = g?.slidingLayers[i] ?? false;
     const layerRopes = slides ? localRopes! : ropes;
-    q = applyRope(b, q, layerRopes, numHeads, headDim, cut ? cut.rows : undefined);
-    k = applyRope(b, k, layerRopes, numKvHeads, headDim);
+    if (!c.noRopeLayers?.[i]) {
+      q = applyRope(b, q, layerRopes, numHeads, headDim, cut ? cut.rows : undefined);
+      k = applyRope(b, k, layerRopes, numKvHeads, headDim);
+    }
     // Grouped-query attention without copying K/V: q heads are grouped [B, kv, rep, T, d]
     // and K/V [B, kv, 1, S, d] broadcast across the group in MatMul.
     const qGrouped = b.transpose(b.reshape(q, [0, 0, numKvHeads, rep, headDim]), [0, 2, 3, 1, 4]);

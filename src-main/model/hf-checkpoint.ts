@@ -37,6 +37,8 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
   Phi3ForCausalLM: 'llama',
   // Llama's layers with four scalar multipliers (ModelConfig.multipliers).
   GraniteForCausalLM: 'llama',
+  // Llama's layers, every 4th without RoPE (ModelConfig.noRopeLayers).
+  SmolLM3ForCausalLM: 'llama',
   // Gemma 3's text model: Llama's projections with four norms a layer, GELU, and sliding layers (./gemma-config.ts).
   Gemma3ForCausalLM: 'gemma3',
   // Its multimodal folders (4B and up): the text model in text_config, the weights under a root of their own.
@@ -113,6 +115,7 @@ export function readModelConfig(dir: string): ModelConfig {
   if (rotaryDim !== config.headDim) config.rotaryDim = rotaryDim;
   if (arch === 'Phi3ForCausalLM') config.fusedProjections = true;
   if (gemma) config.gemma = gemma.layout;
+  if (arch === 'SmolLM3ForCausalLM') config.noRopeLayers = noRopeLayers(raw, file, config.numLayers);
   if (arch === 'Gemma3ForConditionalGeneration') config.moduleRoot = MULTIMODAL_ROOT;
   if (arch === 'GraniteForCausalLM') {
     config.multipliers = { embedding: num('embedding_multiplier', 1), attention: num('attention_multiplier', 1), residual: num('residual_multiplier', 1), logits: num('logits_scaling', 1) };
@@ -122,6 +125,21 @@ export function readModelConfig(dir: string): ModelConfig {
   if ((config.rotaryDim ?? config.headDim) % 2) throw new UserError(`${file}: RoPE's ${config.rotaryDim ?? config.headDim} dimensions per head must be an even number`);
   if (numHeads % config.numKvHeads) throw new UserError(`${file}: num_attention_heads ${numHeads} is not a multiple of num_key_value_heads ${config.numKvHeads}`);
   return config;
+}
+
+/**
+ * SmolLM3's layers without RoPE: `no_rope_layers` (1 where a layer turns q and k, 0 where it does
+ * not), else every `no_rope_layer_interval`-th layer (4), as transformers counts them.
+ */
+function noRopeLayers(raw: Record<string, unknown>, file: string, numLayers: number): boolean[] {
+  const given = raw.no_rope_layers;
+  if (given !== undefined && given !== null) {
+    if (!Array.isArray(given) || given.length !== numLayers || !given.every((v) => v === 0 || v === 1)) throw new UserError(`${file}: no_rope_layers must be ${numLayers} entries of 0 or 1, found ${JSON.stringify(given)?.slice(0, 80)}`);
+    return given.map((v) => v === 0);
+  }
+  const interval = raw.no_rope_layer_interval ?? 4;
+  if (typeof interval !== 'number' || !Number.isInteger(interval) || interval < 1) throw new UserError(`${file}: no_rope_layer_interval must be a positive integer, found ${JSON.stringify(interval)}`);
+  return Array.from({ length: numLayers }, (_, i) => (i + 1) % interval === 0);
 }
 
 /**

@@ -8,7 +8,7 @@ export type ModelFamily = 'llama' | 'qwen2' | 'qwen3' | 'gemma3';
  * The architectures run as another family's network under a name of their own: config.json's
  * model_type for them, which is also llama.cpp's general.architecture. Others go by their family's.
  */
-export const OWN_MODEL_TYPES: Readonly<Record<string, string>> = { Phi3ForCausalLM: 'phi3', GraniteForCausalLM: 'granite' };
+export const OWN_MODEL_TYPES: Readonly<Record<string, string>> = { Phi3ForCausalLM: 'phi3', GraniteForCausalLM: 'granite', SmolLM3ForCausalLM: 'smollm3' };
 
 export type RopeScaling =
   | { type: 'linear'; factor: number }
@@ -44,6 +44,8 @@ export interface ModelConfig {
   qkNorm: boolean;
   /** RoPE turns only the first this-many of each head's dimensions (Phi-4-mini: 3/4 of them); absent: all of them. */
   rotaryDim?: number;
+  /** Per layer: true where the layer's q and k are not turned at all (SmolLM3's NoPE layers, every 4th); absent: every layer turns them. */
+  noRopeLayers?: boolean[];
   /**
    * Granite: the embedding times `embedding`, attention scores times `attention` (in place of
    * 1/√head_dim), each layer's two residual branches times `residual`, logits divided by `logits`.

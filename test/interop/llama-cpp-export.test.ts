@@ -104,6 +104,8 @@ describe.skipIf(!module)('export-model: llama.cpp loads the GGUF adapter and the
   const cases: { family: TinyFamily; tie: boolean; extra?: Partial<TinyModelOptions>; tolerance?: number }[] = [
     { family: 'llama', tie: false }, { family: 'qwen2', tie: true }, { family: 'phi3', tie: false }, { family: 'granite', tie: true },
     { family: 'gemma3', tie: true, extra: { numLayers: 6, queryPreAttnScalar: 16 }, tolerance: 3e-3 },
+    // SmolLM3: the 4th layer without RoPE (llama.cpp's fixed step), q/k permuted as Llama's.
+    { family: 'smollm3', tie: true, extra: { numLayers: 4 } },
   ];
   for (const { family, tie, extra, tolerance = F32_TOLERANCE } of cases) {
     it(`tiny ${family}: base + adapter and merged f16 equal score --adapter; the same greedy tokens`, async () => {

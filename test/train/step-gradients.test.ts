@@ -1,4 +1,4 @@
-// Whole-model check: on tiny Qwen3, Qwen2, Llama, Phi-3, Granite and Gemma 3 checkpoints, the training step's gradients
+// Whole-model check: on tiny Qwen3, Qwen2, Llama, Phi-3, Granite, Gemma 3 and SmolLM3 checkpoints, the training step's gradients
 // of the LoRA weights match finite differences of its loss, for rl, opd and combine (and once
 // with the k3 KL penalty). B is nonzero so the gradients of A are not trivially zero.
 import { afterAll, describe, expect, it } from 'vitest';
@@ -15,7 +15,7 @@ afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 
 // One case runs the memory-saving forms (small vocabulary chunks, recomputed layers); the others the defaults.
 // `h`: the directional step (default 1e-2).
-const CASES: { family: TinyFamily; method: TrainMethod; klBeta?: number; memory?: { vocabChunk: number; recompute: boolean }; h?: number }[] = [
+const CASES: { family: TinyFamily; method: TrainMethod; klBeta?: number; memory?: { vocabChunk: number; recompute: boolean }; h?: number; numLayers?: number }[] = [
   { family: 'qwen3', method: 'rl' },
   { family: 'qwen3', method: 'opd' },
   { family: 'qwen3', method: 'combine', klBeta: 0.5 },
@@ -33,6 +33,8 @@ const CASES: { family: TinyFamily; method: TrainMethod; klBeta?: number; memory?
   // Normed branches make its loss curved along the gradient: the central difference's error, which
   // shrinks as h² (0.053 at 1e-2, 0.0049 at 3e-3, 0.0006 at 1e-3), needs the smaller step.
   { family: 'gemma3', method: 'combine', h: 3e-3 },
+  // SmolLM3: its 4th layer without RoPE.
+  { family: 'smollm3', method: 'combine', numLayers: 4 },
   { family: 'qwen3', method: 'combine', klBeta: 0.5, memory: { vocabChunk: 37, recompute: true } },
 ];
 
@@ -42,11 +44,11 @@ function nudged(lp: Float32Array, mask: Float32Array, seed: number): Float32Arra
   return Float32Array.from(lp, (v, i) => (mask[i] ? v + 0.1 * (rand() - 0.5) : 0));
 }
 
-describe.each(CASES)('$family $method (β=$klBeta, $memory)', ({ family, method, klBeta = 0, memory, h = 1e-2 }) => {
+describe.each(CASES)('$family $method (β=$klBeta, $memory)', ({ family, method, klBeta = 0, memory, h = 1e-2, numLayers = 2 }) => {
   it('gradients match finite differences of the loss', async () => {
-    const seed = { qwen3: 11, qwen2: 12, llama: 13, phi3: 14, granite: 15, gemma3: 16 }[family];
+    const seed = { qwen3: 11, qwen2: 12, llama: 13, phi3: 14, granite: 15, gemma3: 16, smollm3: 17 }[family];
     const dir = path.join(root, family);
-    if (!fs.existsSync(dir)) writeTinyModel(dir, { family, seed, hiddenSize: 16, intermediateSize: 24, headDim: 8, numHeads: 4, numKvHeads: 2 });
+    if (!fs.existsSync(dir)) writeTinyModel(dir, { family, seed, hiddenSize: 16, intermediateSize: 24, headDim: 8, numHeads: 4, numKvHeads: 2, numLayers });
     const engine = await TrainStepEngine.create(dir, { lora: LORA, loss: lossConfig(method, klBeta), optimizer: sgd(0.1), device: 'cpu', ...memory });
     try {
       const vocab = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8')).vocab_size as number;

@@ -37,6 +37,7 @@ export function configJson(c: ModelConfig): Record<string, unknown> {
     rope_theta: c.ropeTheta,
     rope_scaling: ropeScalingJson(c),
     ...(c.rotaryDim !== undefined ? { partial_rotary_factor: c.rotaryDim / c.headDim } : {}),
+    ...(c.noRopeLayers ? { no_rope_layers: c.noRopeLayers.map((skips) => (skips ? 0 : 1)) } : {}),
     // LongRoPE is used within its original context only (hf-checkpoint.ts contextCap): that context is the model's.
     ...(s?.type === 'longrope' ? { original_max_position_embeddings: c.maxPositionEmbeddings } : {}),
     tie_word_embeddings: c.tieWordEmbeddings,

@@ -21,6 +21,9 @@
  * there, and at a sliding window (`phi3.attention.sliding_window`, 0 for none), as
  * ../hf-checkpoint.ts caps a folder's.
  *
+ * SmolLM3 (`smollm3`) is Llama's file (q/k permuted) whose every 4th layer skips RoPE, as
+ * llama.cpp fixes it (n_no_rope_layer_step).
+ *
  * Gemma 3 (`gemma3`): its four norms a layer (post_attention_norm, ffn_norm before the MLP,
  * post_ffw_norm) stored as 1 + w, read back as w; the sliding layers' window, pattern and RoPE base
  * as llama.cpp reads them (../gemma-config.ts gemma3FromGguf); q/k not permuted; an Ollama file's
@@ -50,12 +53,14 @@ const FAMILIES: Record<string, { family: ModelFamily; architecture: string }> = 
   phi3: { family: 'llama', architecture: 'Phi3ForCausalLM' },
   // Llama's layers with four multipliers (ModelConfig.multipliers).
   granite: { family: 'llama', architecture: 'GraniteForCausalLM' },
+  // Llama's file, every 4th layer without RoPE (llama.cpp's fixed step).
+  smollm3: { family: 'llama', architecture: 'SmolLM3ForCausalLM' },
   // Gemma 3's text model (../gemma-config.ts gemma3FromGguf reads its layout).
   gemma3: { family: 'gemma3', architecture: 'Gemma3ForCausalLM' },
 };
 
-/** The architectures whose q/k rows llama.cpp's converter permutes (LlamaModel.permute, which Granite's converter inherits). */
-export const ROPE_PERMUTED_ARCHITECTURES: ReadonlySet<string> = new Set(['llama', 'granite']);
+/** The architectures whose q/k rows llama.cpp's converter permutes (LlamaModel.permute, which Granite's and SmolLM3's converters inherit). */
+export const ROPE_PERMUTED_ARCHITECTURES: ReadonlySet<string> = new Set(['llama', 'granite', 'smollm3']);
 
 /** The `general.architecture` values Hindsight runs. */
 export const GGUF_ARCHITECTURES: readonly string[] = Object.keys(FAMILIES);
@@ -257,6 +262,7 @@ export function openGgufModel(file: string): GgufModel {
     config.multipliers = { embedding: scale('embedding_scale', 1), attention: scale('attention.scale', 1 / Math.sqrt(headDim)), residual: scale('residual_scale', 1), logits: scale('logit_scale', 1) };
   }
   if (arch === 'gemma3') config.gemma = gemma3FromGguf(get, file, config);
+  if (arch === 'smollm3') config.noRopeLayers = Array.from({ length: config.numLayers }, (_, i) => (i + 1) % 4 === 0); // llama.cpp: n_no_rope_layer_step 4
   if (arch === 'phi3') {
     config.fusedProjections = true;
     config.maxPositionEmbeddings = phi3ContextCap(config.maxPositionEmbeddings, config.ropeScaling?.type === 'longrope', (key) => num(key, 0));

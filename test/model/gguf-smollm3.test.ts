@@ -1,0 +1,53 @@
+// SmolLM3 as GGUF (src-main/model/gguf/model.ts): a tiny SmolLM3 folder (tools/tiny-models.ts: its
+// 4th layer without RoPE) written by the benches' writer as llama.cpp's converter writes `smollm3`
+// (Llama's tensors, q/k permuted; no key for the NoPE layers, which llama.cpp takes as every 4th)
+// reads back as the folder's config and scores as the folder does; a merged folder's config.json
+// names the NoPE layers as transformers does. llama.cpp itself: test/interop/llama-cpp-export.test.ts.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { writeGguf } from '../../bench/gguf-writer.js';
+import { Checkpoint, readModelConfig } from '../../src-main/model/hf-checkpoint.js';
+import { LocalModel } from '../../src-main/model/local-model.js';
+import { inspectModel } from '../../src-main/model/model-inspect.js';
+import { configJson } from '../../src-main/model/gguf/folder-files.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-gguf-smollm3-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+const dir = writeTinyModel(path.join(tmp, 'smollm3'), { family: 'smollm3', numLayers: 4, hiddenSize: 64, headDim: 16, intermediateSize: 96, seed: 9, tie: true }).dir;
+const file = path.join(tmp, 'smollm3-f32.gguf');
+writeGguf(dir, file, { type: 'f32' });
+const ROWS = [{ inputIds: [5, 9, 2, 7, 11, 3, 40, 41, 17, 60], responseStart: 1 }];
+
+async function scores(model: string): Promise<number[]> {
+  const m = await LocalModel.load(model);
+  try {
+    return (await m.score(ROWS))[0]!;
+  } finally {
+    await m.close();
+  }
+}
+
+describe('a SmolLM3 GGUF', () => {
+  it("reads the folder's NoPE layers and scores as the folder does; the model list calls it loadable", async () => {
+    const want = readModelConfig(dir);
+    expect(want.noRopeLayers).toEqual([false, false, false, true]);
+    expect(Checkpoint.open(file).config).toMatchObject({ architecture: 'SmolLM3ForCausalLM', family: 'llama', noRopeLayers: want.noRopeLayers });
+    const [fromFolder, fromFile] = [await scores(dir), await scores(file)];
+    expect(Math.max(...fromFile.map((v, i) => Math.abs(v - fromFolder[i]!)))).toBeLessThan(1e-5);
+    expect(inspectModel(file)).toMatchObject({ architecture: 'smollm3', loadable: true, reason: null });
+  });
+
+  it('a merged folder of it (config.json made from the metadata) names the NoPE layers, model_type smollm3', () => {
+    const merged = path.join(tmp, 'merged');
+    fs.mkdirSync(merged);
+    const config = Checkpoint.open(file).config;
+    fs.writeFileSync(path.join(merged, 'config.json'), JSON.stringify(configJson(config)));
+    const written = JSON.parse(fs.readFileSync(path.join(merged, 'config.json'), 'utf8'));
+    expect([written.model_type, written.no_rope_layers]).toEqual(['smollm3', [1, 1, 1, 0]]);
+    expect(readModelConfig(merged).noRopeLayers).toEqual(config.noRopeLayers);
+  });
+});
