@@ -32,6 +32,8 @@
  *   no key/value length (llama.cpp takes hidden / heads, so they must agree).
  * - Granite (`GraniteForCausalLM`): architecture `granite`, Llama's tensors (q/k permuted), and its
  *   multipliers as `embedding_scale`, `attention.scale`, `residual_scale`, `logit_scale`.
+ * - OLMo 2 (`Olmo2ForCausalLM`): architecture `olmo2`, q/k not permuted, `post_attention_norm` and
+ *   `post_ffw_norm` in place of the input and pre-MLP norms, `attn_q_norm`/`attn_k_norm` whole.
  * - SmolLM3 (`SmolLM3ForCausalLM`): architecture `smollm3`, Llama's tensors (q/k permuted); its NoPE
  *   layers must be every 4th, which llama.cpp assumes (there is no key for them).
  * - Gemma 3 (`Gemma3ForCausalLM`) as the converter's Gemma3Model writes it: architecture `gemma3`,
@@ -48,6 +50,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Checkpoint, type ModelConfig } from '../src-main/model/hf-checkpoint.js';
 import { OWN_MODEL_TYPES } from '../src-main/model/model-config.js';
+import { ROPE_PERMUTED_ARCHITECTURES } from '../src-main/model/gguf/model.js';
 import { FUSED_PROJECTIONS, PART_MODULES } from '../src-main/model/fused-projections.js';
 import { encode, encodedBytes, GGML_TYPE_ID, type GgmlType } from './gguf-quant.js';
 import { Bytes, GgufValue, writeMeta, type Meta } from './gguf-bytes.js';
@@ -221,10 +224,16 @@ function gemmaMeta(config: ModelConfig, arch: string): [string, Meta][] {
   ];
 }
 
-/** The Hugging Face norms of a layer as llama.cpp names them: Gemma 3's four, or the two of every other family. */
-function layerNorms(c: ModelConfig): [string, string][] {
-  if (c.gemma) return [['attn_norm', 'input_layernorm'], ['post_attention_norm', 'post_attention_layernorm'], ['ffn_norm', 'pre_feedforward_layernorm'], ['post_ffw_norm', 'post_feedforward_layernorm']];
-  return [['attn_norm', 'input_layernorm'], ['ffn_norm', 'post_attention_layernorm']];
+/**
+ * A layer's norms as llama.cpp names them ([gguf, Hugging Face]): those written before its projections
+ * (the input norm) and after them, where the converter puts them. Gemma 3 has four, OLMo 2 two after
+ * its branches only, every other family an input norm and a norm before the MLP.
+ */
+function layerNorms(c: ModelConfig): { before: [string, string][]; after: [string, string][] } {
+  const post: [string, string][] = [['post_attention_norm', 'post_attention_layernorm'], ['post_ffw_norm', 'post_feedforward_layernorm']];
+  if (c.postNorms) return { before: [], after: post };
+  if (c.gemma) return { before: [['attn_norm', 'input_layernorm']], after: [post[0]!, ['ffn_norm', 'pre_feedforward_layernorm'], post[1]!] };
+  return { before: [['attn_norm', 'input_layernorm']], after: [['ffn_norm', 'post_attention_layernorm']] };
 }
 
 const PROJECTIONS: [string, string][] = [
@@ -251,9 +260,8 @@ function planTensors(ckpt: Checkpoint, options: GgufOptions, phi3?: Phi3Raw): Pl
   add('token_embd.weight', 'model.embed_tokens.weight', embeddingType);
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;
-    // The input norm first, the others after the projections, where the converter puts them.
-    const [inputNorm, ...otherNorms] = layerNorms(c);
-    add(`blk.${i}.${inputNorm![0]}.weight`, `${p}.${inputNorm![1]}.weight`, 'f32');
+    const norms = layerNorms(c);
+    for (const [gguf, hf] of norms.before) add(`blk.${i}.${gguf}.weight`, `${p}.${hf}.weight`, 'f32');
     for (const [hf, gguf] of PROJECTIONS) {
       const fused = phi3 ? FUSED_PROJECTIONS.find((f) => f.parts.some((t) => PART_MODULES[t] === hf)) : undefined;
       if (fused) {
@@ -265,7 +273,7 @@ function planTensors(ckpt: Checkpoint, options: GgufOptions, phi3?: Phi3Raw): Pl
         out.push({ name: `blk.${i}.${fused.gguf}.weight`, hfName: parts[0]!, parts, shape: [shapes.reduce((n, sh) => n + sh[0]!, 0), shapes[0]![1]!], type: options.type, offset: 0, bytes: 0 });
         continue;
       }
-      const heads = c.family === 'llama' && !phi3 ? { attn_q: c.numHeads, attn_k: c.numKvHeads }[gguf] : undefined;
+      const heads = ROPE_PERMUTED_ARCHITECTURES.has(ggufArch(c)) ? { attn_q: c.numHeads, attn_k: c.numKvHeads }[gguf] : undefined;
       add(`blk.${i}.${gguf}.weight`, `${p}.${hf}.weight`, options.type, heads);
       if (ckpt.has(`${p}.${hf}.bias`)) {
         if (heads) throw new Error(`${p}.${hf}.bias: a Llama q/k bias would need the RoPE permutation too; not written`);
@@ -276,7 +284,7 @@ function planTensors(ckpt: Checkpoint, options: GgufOptions, phi3?: Phi3Raw): Pl
       add(`blk.${i}.attn_q_norm.weight`, `${p}.self_attn.q_norm.weight`, 'f32');
       add(`blk.${i}.attn_k_norm.weight`, `${p}.self_attn.k_norm.weight`, 'f32');
     }
-    for (const [gguf, hf] of otherNorms) add(`blk.${i}.${gguf}.weight`, `${p}.${hf}.weight`, 'f32');
+    for (const [gguf, hf] of norms.after) add(`blk.${i}.${gguf}.weight`, `${p}.${hf}.weight`, 'f32');
   }
   add('output_norm.weight', 'model.norm.weight', 'f32');
   if (!c.tieWordEmbeddings && ckpt.has('lm_head.weight')) add('output.weight', 'lm_head.weight', embeddingType);

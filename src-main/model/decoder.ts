@@ -61,6 +61,9 @@ import type { Precision } from '../../src-shared/training.js';
 import { nativeBlocksOf, quantizedMatmul, quantizedTargetLogprobs } from './quantized-matmul.js';
 import type { WeightSource } from './weight-source.js';
 import { firstOutputRow, positionsFrom, rowsFrom } from './output-rows.js';
+import { applyHead, headName, headRows } from './lm-head.js';
+
+export { headRows };
 
 export type { WeightSource };
 
@@ -265,18 +268,22 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const start = b.graph.nodes.length;
     const p = `model.layers.${i}`;
     let x: string;
-    if (pending) ({ sum: h, normed: x } = addNorm(h, pending, `${p}.input_layernorm.weight`, H));
+    if (c.postNorms) x = h; // OLMo 2: attention reads the residual stream itself
+    else if (pending) ({ sum: h, normed: x } = addNorm(h, pending, `${p}.input_layernorm.weight`, H));
     else x = rmsNorm(h, `${p}.input_layernorm.weight`, H);
     // Keys and values need every row; past them, the last layer needs only the output's rows.
     const cut = i === c.numLayers - 1 ? outputRows : undefined;
     const xq = cut ? cut.rows(x) : x;
-    let q = b.reshape(linear(xq, i, 'q', `${p}.self_attn.q_proj`, H, numHeads * headDim, c.qkvBias), [0, 0, numHeads, headDim]);
-    let k = b.reshape(linear(x, i, 'k', `${p}.self_attn.k_proj`, H, numKvHeads * headDim, c.qkvBias), [0, 0, numKvHeads, headDim]);
+    // A projection split into heads, q and k normed before RoPE: per head (Qwen3, Gemma 3) or across the whole projection (OLMo 2).
+    const headsOf = (y: string, norm: string, count: number) => {
+      const weightName = `${p}.self_attn.${norm}.weight`;
+      if (c.qkNorm && c.qkNormWhole) y = rmsNorm(y, weightName, count * headDim);
+      const split = b.reshape(y, [0, 0, count, headDim]);
+      return c.qkNorm && !c.qkNormWhole ? rmsNorm(split, weightName, headDim) : split;
+    };
+    let q = headsOf(linear(xq, i, 'q', `${p}.self_attn.q_proj`, H, numHeads * headDim, c.qkvBias), 'q_norm', numHeads);
+    let k = headsOf(linear(x, i, 'k', `${p}.self_attn.k_proj`, H, numKvHeads * headDim, c.qkvBias), 'k_norm', numKvHeads);
     const v = b.reshape(linear(x, i, 'v', `${p}.self_attn.v_proj`, H, numKvHeads * headDim, c.qkvBias), [0, 0, numKvHeads, headDim]);
-    if (c.qkNorm) {
-      q = rmsNorm(q, `${p}.self_attn.q_norm.weight`, headDim);
-      k = rmsNorm(k, `${p}.self_attn.k_norm.weight`, headDim);
-    }
     const slides = g?.slidingLayers[i] ?? false;
     const layerRopes = slides ? localRopes! : ropes;
     if (!c.noRopeLayers?.[i]) {
@@ -302,16 +309,17 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const context = attend(b, { q: qGrouped, k: kHeads, v: vHeads, scale, maskBias: queryMask }, { past: written ? undefined : past, written, chunks: queryChunking, blockSpans: attentionSpans, inference: options.inference, fusedScores: options.fusedScores }); // [B, kv, rep, T, d]
     const merged = b.reshape(b.transpose(context, [0, 3, 1, 2, 4]), [0, 0, numHeads * headDim]);
     if (cut) h = cut.rows(h);
-    // A residual branch's output: Gemma norms it (post_attention_layernorm, post_feedforward_layernorm), Granite scales it.
-    const branch = (x: string, norm: string) => (g ? rmsNorm(x, `${p}.${norm}.weight`, H) : residual(x));
+    // A residual branch's output: Gemma and OLMo 2 norm it (post_attention_layernorm, post_feedforward_layernorm), Granite scales it.
+    const branch = (x: string, norm: string) => (g || c.postNorms ? rmsNorm(x, `${p}.${norm}.weight`, H) : residual(x));
     let y: string;
     const attended = branch(linear(merged, i, 'o', `${p}.self_attn.o_proj`, numHeads * headDim, H, c.oBias), 'post_attention_layernorm');
-    ({ sum: h, normed: y } = addNorm(h, attended, `${p}.${g ? 'pre_feedforward_layernorm' : 'post_attention_layernorm'}.weight`, H));
+    if (c.postNorms) y = h = b.add(h, attended); // the MLP reads the residual stream itself
+    else ({ sum: h, normed: y } = addNorm(h, attended, `${p}.${g ? 'pre_feedforward_layernorm' : 'post_attention_layernorm'}.weight`, H));
     const gate = linear(y, i, 'gate', `${p}.mlp.gate_proj`, H, c.intermediateSize, c.mlpBias);
     const up = linear(y, i, 'up', `${p}.mlp.up_proj`, H, c.intermediateSize, c.mlpBias);
     const act = b.mul(g ? geluTanh(b, gate) : b.mul(gate, b.sigmoid(gate)), up);
     const down = branch(linear(act, i, 'down', `${p}.mlp.down_proj`, c.intermediateSize, H, c.mlpBias), 'post_feedforward_layernorm');
-    if (fusesResidual) pending = down;
+    if (fusesResidual && !c.postNorms) pending = down; // no norm follows OLMo 2's add to carry it
     else h = b.add(h, down);
     layerSpans.push({ start, end: b.graph.nodes.length });
   }
@@ -343,41 +351,6 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
 function geluTanh(b: GraphBuilder, x: string): string {
   const inner = b.mul(b.add(x, b.mul(b.mul(b.mul(x, x), x), b.scalar(0.044715))), b.scalar(Math.sqrt(2 / Math.PI)));
   return b.mul(b.mul(x, b.scalar(0.5)), b.add(b.tanh(inner), b.scalar(1)));
-}
-
-/**
- * The LM head as a [V, H] matrix, one row per token, added to `b` if it is not there yet: the
- * embedding matrix itself when the head is tied (so the lookup and the head share one copy),
- * else `lm_head.weight` as stored (not transposed, unlike the head of {@link buildDecoder}).
- */
-export function headRows(b: GraphBuilder, weights: WeightSource, half = false): string {
-  const c = weights.config;
-  const name = headName(weights);
-  if (half) return halfTable(b, weights, name);
-  return b.graph.initializers.has(name) ? name : b.initializer(name, weights.lazyFloat32(name, [c.vocabSize, c.hiddenSize]));
-}
-
-/** The checkpoint tensor holding the LM head's [V, H] rows: the embedding when tied. */
-function headName(weights: WeightSource): string {
-  const c = weights.config;
-  const tied = c.tieWordEmbeddings || !weights.has('lm_head.weight');
-  if (tied && !c.tieWordEmbeddings) weights.lazyFloat32('lm_head.weight', [c.vocabSize, c.hiddenSize]); // throws: names the tensor
-  return tied ? 'model.embed_tokens.weight' : 'lm_head.weight';
-}
-
-/**
- * x·Wᵀ for the head's rows W [V, H], as Gemm with transB on 2-D rows (x is [B, H] or [B, T, H]):
- * no transposed copy of the head is made (ONNX Runtime would fold a Transpose of the
- * embedding into a second copy), so every session reads the one stored matrix (docs/design.md §Memory).
- */
-function applyHead(b: GraphBuilder, x: string, rows: string, vocabSize: number): string {
-  const shape = b.shapeOf(x)!;
-  const f32 = (s: (string | number)[]) => [{ dtype: 'float32' as const, shape: s }];
-  if (shape.length === 2) return b.op('Gemm', [x, rows], { transB: int(1) }, 1, f32([shape[0]!, vocabSize]))[0]!;
-  const flat = b.reshape(x, [-1, shape.at(-1) as number]);
-  const logits = b.op('Gemm', [flat, rows], { transB: int(1) }, 1, f32([b.shapeOf(flat)![0]!, vocabSize]))[0]!;
-  const target = b.concat([b.slice(b.shape(x), [0], [shape.length - 1], [0]), b.int64s([vocabSize])], 0);
-  return b.reshapeTo(logits, target, [...shape.slice(0, -1), vocabSize]);
 }
 
 /** A complete decoder graph with its outputs marked. */

@@ -39,6 +39,8 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
   GraniteForCausalLM: 'llama',
   // Llama's layers, every 4th without RoPE (ModelConfig.noRopeLayers).
   SmolLM3ForCausalLM: 'llama',
+  // Llama's projections with norms after each branch instead of before, and q/k normed whole (ModelConfig.postNorms).
+  Olmo2ForCausalLM: 'llama',
   // Gemma 3's text model: Llama's projections with four norms a layer, GELU, and sliding layers (./gemma-config.ts).
   Gemma3ForCausalLM: 'gemma3',
   // Its multimodal folders (4B and up): the text model in text_config, the weights under a root of their own.
@@ -50,6 +52,7 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
 /** Architectures people bring that Hindsight does not run: why, and what runs instead. */
 const REFUSED_ARCHITECTURES: Record<string, string> = {
   Gemma2ForCausalLM: "Gemma 2's logit soft-capping is not built",
+  Olmo3ForCausalLM: "OLMo 3's YaRN scaling is not built (OLMo 2 runs)",
 };
 
 function readJson(file: string, what: string): Record<string, unknown> {
@@ -116,6 +119,7 @@ export function readModelConfig(dir: string): ModelConfig {
   if (arch === 'Phi3ForCausalLM') config.fusedProjections = true;
   if (gemma) config.gemma = gemma.layout;
   if (arch === 'SmolLM3ForCausalLM') config.noRopeLayers = noRopeLayers(raw, file, config.numLayers);
+  if (arch === 'Olmo2ForCausalLM') Object.assign(config, { qkNorm: true, qkNormWhole: true, postNorms: true });
   if (arch === 'Gemma3ForConditionalGeneration') config.moduleRoot = MULTIMODAL_ROOT;
   if (arch === 'GraniteForCausalLM') {
     config.multipliers = { embedding: num('embedding_multiplier', 1), attention: num('attention_multiplier', 1), residual: num('residual_multiplier', 1), logits: num('logits_scaling', 1) };

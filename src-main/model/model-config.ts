@@ -8,7 +8,7 @@ export type ModelFamily = 'llama' | 'qwen2' | 'qwen3' | 'gemma3';
  * The architectures run as another family's network under a name of their own: config.json's
  * model_type for them, which is also llama.cpp's general.architecture. Others go by their family's.
  */
-export const OWN_MODEL_TYPES: Readonly<Record<string, string>> = { Phi3ForCausalLM: 'phi3', GraniteForCausalLM: 'granite', SmolLM3ForCausalLM: 'smollm3' };
+export const OWN_MODEL_TYPES: Readonly<Record<string, string>> = { Phi3ForCausalLM: 'phi3', GraniteForCausalLM: 'granite', SmolLM3ForCausalLM: 'smollm3', Olmo2ForCausalLM: 'olmo2' };
 
 export type RopeScaling =
   | { type: 'linear'; factor: number }
@@ -40,8 +40,15 @@ export interface ModelConfig {
   /** Bias on the output projection (Llama and Qwen3 with attention_bias; Qwen2 never). */
   oBias: boolean;
   mlpBias: boolean;
-  /** Qwen3: RMSNorm of each head's q and k before RoPE. */
+  /** Qwen3, Gemma 3, OLMo 2: RMSNorm of q and k before RoPE, per head (weights [head_dim]) or, with qkNormWhole, over the whole projection. */
   qkNorm: boolean;
+  /** OLMo 2: q and k normed across every head at once (weights [heads·head_dim]), before the heads are split. */
+  qkNormWhole?: boolean;
+  /**
+   * OLMo 2: no norm before attention or the MLP; each branch's output is normed
+   * (post_attention_layernorm, post_feedforward_layernorm) before its residual add.
+   */
+  postNorms?: boolean;
   /** RoPE turns only the first this-many of each head's dimensions (Phi-4-mini: 3/4 of them); absent: all of them. */
   rotaryDim?: number;
   /** Per layer: true where the layer's q and k are not turned at all (SmolLM3's NoPE layers, every 4th); absent: every layer turns them. */

@@ -106,6 +106,8 @@ describe.skipIf(!module)('export-model: llama.cpp loads the GGUF adapter and the
     { family: 'gemma3', tie: true, extra: { numLayers: 6, queryPreAttnScalar: 16 }, tolerance: 3e-3 },
     // SmolLM3: the 4th layer without RoPE (llama.cpp's fixed step), q/k permuted as Llama's.
     { family: 'smollm3', tie: true, extra: { numLayers: 4 } },
+    // OLMo 2: norms after each branch only, q/k normed whole, not permuted.
+    { family: 'olmo2', tie: false },
   ];
   for (const { family, tie, extra, tolerance = F32_TOLERANCE } of cases) {
     it(`tiny ${family}: base + adapter and merged f16 equal score --adapter; the same greedy tokens`, async () => {

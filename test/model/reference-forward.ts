@@ -1,5 +1,5 @@
 /**
- * A plain-JS, float64, one-sequence forward pass of the Llama / Qwen2 / Qwen3 / Gemma 3 decoder
+ * A plain-JS, float64, one-sequence forward pass of the Llama / Qwen2 / Qwen3 / Gemma 3 / OLMo 2 decoder
  * (tools/tiny-models.ts's Gemma config form),
  * written straight from the transformers modelling code with no shared code with the ONNX
  * graph builder. Tests compare the graph against it, so a bug the graph shares with the KV
@@ -14,6 +14,7 @@ export function referenceLogits(model: TinyModel, ids: number[]): number[][] {
   const H = c.hidden_size, nH = c.num_attention_heads, nKV = c.num_key_value_heads, d = c.head_dim;
   const family = c.model_type as string;
   const gemma = family === 'gemma3_text';
+  const olmo = family === 'olmo2'; // norms after each branch only; q and k normed across the whole projection
   const eps = c.rms_norm_eps;
   // Gemma 3: the layers before each sliding_window_pattern-th slide, at their own RoPE base, unscaled.
   const slides = (l: number) => gemma && (l + 1) % c.sliding_window_pattern !== 0;
@@ -55,10 +56,11 @@ export function referenceLogits(model: TinyModel, ids: number[]): number[][] {
     const p = `model.layers.${l}`;
     const keys: number[][][] = [], values: number[][][] = [], queries: number[][][] = [];
     hs.forEach((h, t) => {
-      const x = rms(h, `${p}.input_layernorm.weight`);
+      const x = olmo ? h : rms(h, `${p}.input_layernorm.weight`);
       const split = (v: number[], n: number) => Array.from({ length: n }, (_, k) => v.slice(k * d, (k + 1) * d));
-      let q = split(linear(x, `${p}.self_attn.q_proj.weight`, `${p}.self_attn.q_proj.bias`), nH);
-      let k = split(linear(x, `${p}.self_attn.k_proj.weight`, `${p}.self_attn.k_proj.bias`), nKV);
+      const whole = (y: number[], norm: string) => (olmo ? rms(y, `${p}.self_attn.${norm}.weight`) : y);
+      let q = split(whole(linear(x, `${p}.self_attn.q_proj.weight`, `${p}.self_attn.q_proj.bias`), 'q_norm'), nH);
+      let k = split(whole(linear(x, `${p}.self_attn.k_proj.weight`, `${p}.self_attn.k_proj.bias`), 'k_norm'), nKV);
       const v = split(linear(x, `${p}.self_attn.v_proj.weight`, `${p}.self_attn.v_proj.bias`), nKV);
       if (family === 'qwen3' || gemma) {
         q = q.map((hq) => rms(hq, `${p}.self_attn.q_norm.weight`));
@@ -81,14 +83,14 @@ export function referenceLogits(model: TinyModel, ids: number[]): number[][] {
         for (let i = 0; i < d; i++) attn.push(e.reduce((a, p, s) => a + (p / z) * values[s]![kv]![i]!, 0));
       }
       let o = linear(attn, `${p}.self_attn.o_proj.weight`);
-      if (gemma) o = rms(o, `${p}.post_attention_layernorm.weight`);
+      if (gemma || olmo) o = rms(o, `${p}.post_attention_layernorm.weight`);
       const h1 = h.map((v, i) => v + o[i]!);
-      const y = rms(h1, `${p}.${gemma ? 'pre_feedforward_layernorm' : 'post_attention_layernorm'}.weight`);
+      const y = olmo ? h1 : rms(h1, `${p}.${gemma ? 'pre_feedforward_layernorm' : 'post_attention_layernorm'}.weight`);
       const gate = linear(y, `${p}.mlp.gate_proj.weight`);
       const up = linear(y, `${p}.mlp.up_proj.weight`);
       const act = gate.map((g, i) => (gemma ? gelu(g) : g / (1 + Math.exp(-g))) * up[i]!);
       let down = linear(act, `${p}.mlp.down_proj.weight`);
-      if (gemma) down = rms(down, `${p}.post_feedforward_layernorm.weight`);
+      if (gemma || olmo) down = rms(down, `${p}.post_feedforward_layernorm.weight`);
       return h1.map((v, i) => v + down[i]!);
     });
   }

@@ -1,4 +1,4 @@
-// Whole-model check: on tiny Qwen3, Qwen2, Llama, Phi-3, Granite, Gemma 3 and SmolLM3 checkpoints, the training step's gradients
+// Whole-model check: on tiny Qwen3, Qwen2, Llama, Phi-3, Granite, Gemma 3, SmolLM3 and OLMo 2 checkpoints, the training step's gradients
 // of the LoRA weights match finite differences of its loss, for rl, opd and combine (and once
 // with the k3 KL penalty). B is nonzero so the gradients of A are not trivially zero.
 import { afterAll, describe, expect, it } from 'vitest';
@@ -35,6 +35,9 @@ const CASES: { family: TinyFamily; method: TrainMethod; klBeta?: number; memory?
   { family: 'gemma3', method: 'combine', h: 3e-3 },
   // SmolLM3: its 4th layer without RoPE.
   { family: 'smollm3', method: 'combine', numLayers: 4 },
+  // OLMo 2: norms after each branch only, q and k normed across the whole projection; normed
+  // branches, so Gemma's smaller step.
+  { family: 'olmo2', method: 'combine', h: 3e-3 },
   { family: 'qwen3', method: 'combine', klBeta: 0.5, memory: { vocabChunk: 37, recompute: true } },
 ];
 
@@ -46,7 +49,7 @@ function nudged(lp: Float32Array, mask: Float32Array, seed: number): Float32Arra
 
 describe.each(CASES)('$family $method (β=$klBeta, $memory)', ({ family, method, klBeta = 0, memory, h = 1e-2, numLayers = 2 }) => {
   it('gradients match finite differences of the loss', async () => {
-    const seed = { qwen3: 11, qwen2: 12, llama: 13, phi3: 14, granite: 15, gemma3: 16, smollm3: 17 }[family];
+    const seed = { qwen3: 11, qwen2: 12, llama: 13, phi3: 14, granite: 15, gemma3: 16, smollm3: 17, olmo2: 18 }[family];
     const dir = path.join(root, family);
     if (!fs.existsSync(dir)) writeTinyModel(dir, { family, seed, hiddenSize: 16, intermediateSize: 24, headDim: 8, numHeads: 4, numKvHeads: 2, numLayers });
     const engine = await TrainStepEngine.create(dir, { lora: LORA, loss: lossConfig(method, klBeta), optimizer: sgd(0.1), device: 'cpu', ...memory });

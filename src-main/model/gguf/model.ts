@@ -21,6 +21,11 @@
  * there, and at a sliding window (`phi3.attention.sliding_window`, 0 for none), as
  * ../hf-checkpoint.ts caps a folder's.
  *
+ * OLMo 2 (`olmo2`): Llama's projections, not permuted, with `post_attention_norm` and
+ * `post_ffw_norm` after each branch and no norm before them, `attn_q_norm`/`attn_k_norm` over the
+ * whole projection (ModelConfig.postNorms); OLMo 3's files (the same name, with a sliding window)
+ * are refused.
+ *
  * SmolLM3 (`smollm3`) is Llama's file (q/k permuted) whose every 4th layer skips RoPE, as
  * llama.cpp fixes it (n_no_rope_layer_step).
  *
@@ -53,6 +58,8 @@ const FAMILIES: Record<string, { family: ModelFamily; architecture: string }> = 
   phi3: { family: 'llama', architecture: 'Phi3ForCausalLM' },
   // Llama's layers with four multipliers (ModelConfig.multipliers).
   granite: { family: 'llama', architecture: 'GraniteForCausalLM' },
+  // Llama's projections, norms after each branch, q/k normed whole (ModelConfig.postNorms); not permuted.
+  olmo2: { family: 'llama', architecture: 'Olmo2ForCausalLM' },
   // Llama's file, every 4th layer without RoPE (llama.cpp's fixed step).
   smollm3: { family: 'llama', architecture: 'SmolLM3ForCausalLM' },
   // Gemma 3's text model (../gemma-config.ts gemma3FromGguf reads its layout).
@@ -94,6 +101,14 @@ const GEMMA3_LAYER_NAMES: Record<string, string | undefined> = {
   ...LAYER_NAMES, post_attention_norm: 'post_attention_layernorm', ffn_norm: 'pre_feedforward_layernorm', post_ffw_norm: 'post_feedforward_layernorm',
 };
 
+/** OLMo 2's two norms a layer, after attention and after the MLP; none before them. */
+const OLMO2_LAYER_NAMES: Record<string, string | undefined> = {
+  ...LAYER_NAMES, attn_norm: undefined, ffn_norm: undefined, post_attention_norm: 'post_attention_layernorm', post_ffw_norm: 'post_feedforward_layernorm',
+};
+
+/** The layer tensors' Hugging Face names for `arch` (Llama's where the architecture has no table of its own). */
+const LAYER_NAMES_OF: Record<string, Record<string, string | undefined>> = { phi3: PHI3_LAYER_NAMES, gemma3: GEMMA3_LAYER_NAMES, olmo2: OLMO2_LAYER_NAMES };
+
 /** A Gemma 3 file's vision tower and projector (Ollama's files carry them beside the text model), which a text model does not read. */
 export function isVisionTensor(ggufName: string, arch: string): boolean {
   return arch === 'gemma3' && /^(v|mm)\./.test(ggufName);
@@ -113,7 +128,7 @@ export function huggingFaceName(ggufName: string, arch?: string): string | undef
   const m = /^(?:blk\.(\d+)\.)?([a-z_]+)\.(weight|bias)$/.exec(ggufName);
   if (!m) return undefined;
   const [, layer, base, kind] = m;
-  const mapped = layer !== undefined ? (arch === 'phi3' ? PHI3_LAYER_NAMES : arch === 'gemma3' ? GEMMA3_LAYER_NAMES : LAYER_NAMES)[base!] : TOP_NAMES[base!];
+  const mapped = layer !== undefined ? (LAYER_NAMES_OF[arch ?? ''] ?? LAYER_NAMES)[base!] : TOP_NAMES[base!];
   if (!mapped) return undefined;
   return layer !== undefined ? `model.layers.${layer}.${mapped}.${kind}` : `${mapped}.${kind}`;
 }
@@ -262,6 +277,11 @@ export function openGgufModel(file: string): GgufModel {
     config.multipliers = { embedding: scale('embedding_scale', 1), attention: scale('attention.scale', 1 / Math.sqrt(headDim)), residual: scale('residual_scale', 1), logits: scale('logit_scale', 1) };
   }
   if (arch === 'gemma3') config.gemma = gemma3FromGguf(get, file, config);
+  if (arch === 'olmo2') {
+    const window = num('attention.sliding_window', 0);
+    if (window > 0) throw new UserError(`${file}: olmo2.attention.sliding_window ${window}: OLMo 3's sliding layers are not supported`);
+    Object.assign(config, { qkNorm: true, qkNormWhole: true, postNorms: true });
+  }
   if (arch === 'smollm3') config.noRopeLayers = Array.from({ length: config.numLayers }, (_, i) => (i + 1) % 4 === 0); // llama.cpp: n_no_rope_layer_step 4
   if (arch === 'phi3') {
     config.fusedProjections = true;

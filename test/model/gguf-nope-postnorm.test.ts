@@ -1,8 +1,10 @@
-// SmolLM3 as GGUF (src-main/model/gguf/model.ts): a tiny SmolLM3 folder (tools/tiny-models.ts: its
+// SmolLM3 and OLMo 2 as GGUF (src-main/model/gguf/model.ts): a tiny SmolLM3 folder (tools/tiny-models.ts: its
 // 4th layer without RoPE) written by the benches' writer as llama.cpp's converter writes `smollm3`
 // (Llama's tensors, q/k permuted; no key for the NoPE layers, which llama.cpp takes as every 4th)
 // reads back as the folder's config and scores as the folder does; a merged folder's config.json
-// names the NoPE layers as transformers does. llama.cpp itself: test/interop/llama-cpp-export.test.ts.
+// names the NoPE layers as transformers does. A tiny OLMo 2 (norms after each branch, `olmo2`'s
+// post_attention_norm and post_ffw_norm, q/k not permuted) scores as its folder; OLMo 3's files (a
+// sliding window) are refused. llama.cpp itself: test/interop/llama-cpp-export.test.ts.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -49,5 +51,19 @@ describe('a SmolLM3 GGUF', () => {
     const written = JSON.parse(fs.readFileSync(path.join(merged, 'config.json'), 'utf8'));
     expect([written.model_type, written.no_rope_layers]).toEqual(['smollm3', [1, 1, 1, 0]]);
     expect(readModelConfig(merged).noRopeLayers).toEqual(config.noRopeLayers);
+  });
+});
+
+describe('an OLMo 2 GGUF', () => {
+  const olmo = writeTinyModel(path.join(tmp, 'olmo2'), { family: 'olmo2', numLayers: 2, hiddenSize: 64, headDim: 16, intermediateSize: 96, seed: 10 }).dir;
+  const olmoFile = path.join(tmp, 'olmo2-f32.gguf');
+  writeGguf(olmo, olmoFile, { type: 'f32' });
+
+  it('reads as the folder (norms after each branch, q/k normed whole) and scores as it does', async () => {
+    expect(Checkpoint.open(olmoFile).config).toMatchObject({ architecture: 'Olmo2ForCausalLM', qkNorm: true, qkNormWhole: true, postNorms: true });
+    const [fromFolder, fromFile] = [await scores(olmo), await scores(olmoFile)];
+    expect(Math.max(...fromFile.map((v, i) => Math.abs(v - fromFolder[i]!)))).toBeLessThan(1e-5);
+    const merged = configJson(Checkpoint.open(olmoFile).config);
+    expect(merged.model_type).toBe('olmo2');
   });
 });
