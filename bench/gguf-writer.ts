@@ -212,14 +212,15 @@ function modelMeta(config: ModelConfig, name: string, type: GgufFileType, phi3?:
 
 /** Gemma 3's keys (see the module comment); its sliding layers must follow a count pattern, as every released Gemma 3's do. */
 function gemmaMeta(config: ModelConfig, arch: string): [string, Meta][] {
-  const g = config.gemma!, s = config.ropeScaling;
-  const pattern = g.slidingLayers.findIndex((slides) => !slides) + 1;
-  if (!pattern || g.slidingLayers.some((slides, i) => slides !== (i % pattern < pattern - 1))) throw new Error('Gemma 3 layers that do not follow a count pattern are not written');
+  const g = config.gemma!, s = config.ropeScaling, sw = config.sliding;
+  if (!sw) throw new Error('a Gemma 3 without sliding layers is not written');
+  const pattern = sw.layers.findIndex((slides) => !slides) + 1;
+  if (!pattern || sw.layers.some((slides, i) => slides !== (i % pattern < pattern - 1))) throw new Error('Gemma 3 layers that do not follow a count pattern are not written');
   if (Math.abs(g.attentionScale * Math.sqrt(config.headDim) - 1) > 1e-6) throw new Error("llama.cpp scales Gemma 3's attention by 1/√head size: query_pre_attn_scalar must be the head size");
   return [
-    [`${arch}.attention.sliding_window`, { kind: 'u32', value: g.slidingWindow }],
+    [`${arch}.attention.sliding_window`, { kind: 'u32', value: sw.window }],
     [`${arch}.attention.sliding_window_pattern`, { kind: 'u32', value: pattern }],
-    [`${arch}.rope.freq_base_swa`, { kind: 'f32', value: g.localRopeTheta }],
+    [`${arch}.rope.freq_base_swa`, { kind: 'f32', value: sw.ropeTheta }],
     ...(s?.type === 'linear' ? ([[`${arch}.rope.scaling.type`, { kind: 'string', value: 'linear' }], [`${arch}.rope.scaling.factor`, { kind: 'f32', value: s.factor }]] as [string, Meta][]) : []),
   ];
 }

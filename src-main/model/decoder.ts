@@ -236,14 +236,15 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
 
   const seqLen = b.gather(b.shape(inputIds), b.scalar(1, 'int64'), 0);
   const one = b.scalar(1, 'int64');
-  const masks = attentionMasks(b, attentionMask, seqLen, writeSlots, g && g.slidingLayers.some(Boolean) ? g.slidingWindow : undefined);
+  const sw = c.sliding?.layers.some(Boolean) ? c.sliding : undefined; // Gemma 3's and OLMo 3's sliding layers
+  const masks = attentionMasks(b, attentionMask, seqLen, writeSlots, sw?.window);
   const maskChunks = (mask: string) => queryChunks(b, mask, options.attentionChunks, options.inference);
   const chunks = maskChunks(masks.causal), slidingChunks = masks.sliding ? maskChunks(masks.sliding) : undefined;
 
   const fusedRope = options.inference && options.fusedRope;
   const ropes = ropeTables(b, c, positionIds, headDim, fusedRope); // shared by every layer
-  // Gemma 3's sliding layers: their own base, unscaled.
-  const localRopes = masks.sliding === undefined ? undefined : ropeTables(b, { ...c, ropeTheta: g!.localRopeTheta, ropeScaling: undefined }, positionIds, headDim, fusedRope);
+  // The sliding layers': their own base, unscaled.
+  const localRopes = sw && ropeTables(b, { ...c, ropeTheta: sw.ropeTheta, ropeScaling: undefined }, positionIds, headDim, fusedRope);
   // An inference graph's last layer makes queries, o and MLP only for the rows the output reads.
   const gatheredRows = scoring ? targetPositions : options.hiddenRows;
   const outputFrom = options.inference ? firstOutputRow(b, options.output === 'last_logprobs', seqLen, gatheredRows) : undefined;
@@ -284,7 +285,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     let q = headsOf(linear(xq, i, 'q', `${p}.self_attn.q_proj`, H, numHeads * headDim, c.qkvBias), 'q_norm', numHeads);
     let k = headsOf(linear(x, i, 'k', `${p}.self_attn.k_proj`, H, numKvHeads * headDim, c.qkvBias), 'k_norm', numKvHeads);
     const v = b.reshape(linear(x, i, 'v', `${p}.self_attn.v_proj`, H, numKvHeads * headDim, c.qkvBias), [0, 0, numKvHeads, headDim]);
-    const slides = g?.slidingLayers[i] ?? false;
+    const slides = sw?.layers[i] ?? false;
     const layerRopes = slides ? localRopes! : ropes;
     if (!c.noRopeLayers?.[i]) {
       q = applyRope(b, q, layerRopes, numHeads, headDim, cut ? cut.rows : undefined);

@@ -23,13 +23,11 @@
  * (ModelConfig.moduleRoot; ./hf-checkpoint.ts Checkpoint).
  */
 import { UserError } from '../../src-shared/types.js';
-import type { GemmaLayout, RopeScaling } from './model-config.js';
+import type { GemmaLayout, RopeScaling, SlidingLayers } from './model-config.js';
+import { readSlidingLayers, slidingConfigJson, slidingFromGguf, type SlidingRead } from './sliding-layers.js';
 
-export interface GemmaRead {
+export interface GemmaRead extends SlidingRead {
   layout: GemmaLayout;
-  /** The global layers' RoPE. */
-  ropeTheta: number;
-  ropeScaling?: RopeScaling;
 }
 
 type Raw = Record<string, unknown>;
@@ -56,83 +54,35 @@ export function readGemma3(raw: Raw, file: string, numLayers: number, parseScali
   if (raw.use_bidirectional_attention === true) throw new UserError(`${file}: use_bidirectional_attention is not supported (an embedding model, not a chat model)`);
   const act = raw.hidden_activation ?? raw.hidden_act ?? 'gelu_pytorch_tanh';
   if (act !== 'gelu_pytorch_tanh') throw new UserError(`${file}: hidden_activation '${act}' is not supported (Gemma 3's is gelu_pytorch_tanh)`);
-  const window = raw.sliding_window;
-  if (typeof window !== 'number' || !Number.isInteger(window) || window < 1) throw new UserError(`${file}: sliding_window must be a positive integer, found ${JSON.stringify(window)}`);
   const scalar = raw.query_pre_attn_scalar ?? 256;
   if (typeof scalar !== 'number' || !(scalar > 0)) throw new UserError(`${file}: query_pre_attn_scalar must be a positive number, found ${JSON.stringify(scalar)}`);
-  const rope = readRopes(raw, file, parseScaling);
-  return {
-    layout: { attentionScale: 1 / Math.sqrt(scalar), slidingWindow: window, slidingLayers: slidingLayers(raw, file, numLayers), localRopeTheta: rope.localTheta },
-    ropeTheta: rope.theta,
-    ...(rope.scaling ? { ropeScaling: rope.scaling } : {}),
-  };
-}
-
-/** Which layers slide: `layer_types`, else every layer but each `sliding_window_pattern`-th (6 by default), as transformers 4.5x counted them. */
-function slidingLayers(raw: Raw, file: string, numLayers: number): boolean[] {
-  const types = raw.layer_types;
-  if (types !== undefined && types !== null) {
-    if (!Array.isArray(types) || types.length !== numLayers || !types.every((t) => t === 'sliding_attention' || t === 'full_attention')) {
-      throw new UserError(`${file}: layer_types must be ${numLayers} entries of "sliding_attention" or "full_attention", found ${JSON.stringify(types)?.slice(0, 120)}`);
-    }
-    return types.map((t) => t === 'sliding_attention');
-  }
-  const pattern = raw.sliding_window_pattern ?? raw._sliding_window_pattern ?? 6;
-  if (typeof pattern !== 'number' || !Number.isInteger(pattern) || pattern < 1) throw new UserError(`${file}: sliding_window_pattern must be a positive integer, found ${JSON.stringify(pattern)}`);
-  return Array.from({ length: numLayers }, (_, i) => (i + 1) % pattern !== 0);
-}
-
-function readRopes(raw: Raw, file: string, parseScaling: (scaling: unknown) => RopeScaling | undefined): { theta: number; scaling?: RopeScaling; localTheta: number } {
-  const params = raw.rope_parameters;
-  if (params === undefined || params === null) {
-    const theta = raw.rope_theta ?? 1_000_000, localTheta = raw.rope_local_base_freq ?? 10_000;
-    if (typeof theta !== 'number' || typeof localTheta !== 'number') throw new UserError(`${file}: rope_theta and rope_local_base_freq must be numbers`);
-    return { theta, localTheta, scaling: parseScaling(raw.rope_scaling) };
-  }
-  const p = params as Record<string, Raw | undefined>;
-  const full = p.full_attention, sliding = p.sliding_attention;
-  if (typeof full?.rope_theta !== 'number' || typeof sliding?.rope_theta !== 'number') {
-    throw new UserError(`${file}: rope_parameters must give rope_theta for full_attention and sliding_attention, found ${JSON.stringify(params).slice(0, 160)}`);
-  }
-  // Only an object naming its type is a scaling; {rope_theta} alone is none.
-  const typed = (r: Raw) => (r.rope_type === undefined && r.type === undefined ? undefined : parseScaling(r));
-  const { rope_theta: localTheta, ...localScaling } = sliding;
-  if (typed(localScaling) !== undefined) throw new UserError(`${file}: rope_parameters.sliding_attention ${JSON.stringify(sliding)} is not supported (the sliding layers' RoPE is unscaled)`);
-  const { rope_theta: theta, ...scaling } = full;
-  return { theta: theta as number, localTheta: localTheta as number, scaling: typed(scaling) };
+  const sliding = readSlidingLayers(raw, file, numLayers, { pattern: 6, theta: 1_000_000, localThetaKey: { key: 'rope_local_base_freq', fallback: 10_000 } }, parseScaling);
+  return { layout: { attentionScale: 1 / Math.sqrt(scalar) }, ...sliding };
 }
 
 /**
- * Gemma 3's layout from a GGUF file's metadata, as llama.cpp reads it (src/models/gemma3.cpp):
- * `attention.sliding_window` (0 or absent: no sliding layers), `attention.sliding_window_pattern`
- * (a count, or one flag per layer; absent: 6), the sliding layers' base `rope.freq_base_swa`
- * (Ollama's converter: `rope.local.freq_base`; absent: 10,000), and attention scaled by 1/√head
- * size but for the 27B shape (62 layers), whose query_pre_attn_scalar is hidden / heads.
- * Final-logit soft-capping is refused. `get` reads `<arch>.<key>`.
+ * Gemma 3's layout and sliding layers from a GGUF file's metadata, as llama.cpp reads them
+ * (src/models/gemma3.cpp): the pattern 6 where the file has none, the sliding layers' base
+ * `rope.freq_base_swa` (Ollama's converter: `rope.local.freq_base`; absent: 10,000), attention
+ * scaled by 1/√head size but for the 27B shape (62 layers), whose query_pre_attn_scalar is
+ * hidden / heads. Final-logit soft-capping is refused. `get` reads `<arch>.<key>`.
  */
-export function gemma3FromGguf(get: (key: string) => unknown, file: string, shape: { numLayers: number; hiddenSize: number; numHeads: number; headDim: number }): GemmaLayout {
+export function gemma3FromGguf(get: (key: string) => unknown, file: string, shape: { numLayers: number; hiddenSize: number; numHeads: number; headDim: number }): { layout: GemmaLayout; sliding?: SlidingLayers } {
   const softcap = get('final_logit_softcapping');
   if (typeof softcap === 'number' && softcap > 0) throw new UserError(`${file}: gemma3.final_logit_softcapping ${softcap} is not supported`);
-  const window = get('attention.sliding_window');
-  const pattern = get('attention.sliding_window_pattern') ?? 6;
-  const { numLayers } = shape;
-  let slidingLayers: boolean[];
-  if (typeof window !== 'number' || window <= 0) slidingLayers = Array.from({ length: numLayers }, () => false);
-  else if (Array.isArray(pattern) && pattern.length === numLayers && pattern.every((p) => typeof p === 'boolean')) slidingLayers = pattern as boolean[];
-  else if (typeof pattern === 'number' && Number.isInteger(pattern) && pattern >= 0) slidingLayers = Array.from({ length: numLayers }, (_, i) => pattern === 0 || i % pattern < pattern - 1);
-  else throw new UserError(`${file}: gemma3.attention.sliding_window_pattern must be a count or ${numLayers} flags, found ${JSON.stringify(pattern)?.slice(0, 80)}`);
-  const localBase = get('rope.freq_base_swa') ?? get('rope.local.freq_base') ?? 10_000;
-  if (typeof localBase !== 'number' || !(localBase > 0)) throw new UserError(`${file}: gemma3.rope.freq_base_swa must be a positive number, found ${JSON.stringify(localBase)}`);
-  const scalar = numLayers === 62 ? shape.hiddenSize / shape.numHeads : shape.headDim;
-  return { attentionScale: 1 / Math.sqrt(scalar), slidingWindow: typeof window === 'number' && window > 0 ? window : 1, slidingLayers, localRopeTheta: localBase };
+  const ollamaLocal = get('rope.local.freq_base');
+  const sliding = slidingFromGguf(get, file, shape.numLayers, 6, typeof ollamaLocal === 'number' ? ollamaLocal : 10_000);
+  const scalar = shape.numLayers === 62 ? shape.hiddenSize / shape.numHeads : shape.headDim;
+  return { layout: { attentionScale: 1 / Math.sqrt(scalar) }, ...(sliding ? { sliding } : {}) };
 }
 
-/** config.json's Gemma 3 fields for a layout (a merged folder of a GGUF base), in the 4.5x form, with layer_types, as readGemma3 reads them back. */
-export function gemma3ConfigJson(g: GemmaLayout): Record<string, unknown> {
+/** config.json's Gemma 3 fields (a merged folder of a GGUF base), in the 4.5x form, as readGemma3 reads them back. */
+export function gemma3ConfigJson(g: GemmaLayout, sliding: SlidingLayers | undefined): Record<string, unknown> {
   return {
-    model_type: 'gemma3_text', hidden_act: undefined, hidden_activation: 'gelu_pytorch_tanh',
-    query_pre_attn_scalar: Number((1 / g.attentionScale ** 2).toPrecision(12)), sliding_window: g.slidingWindow,
-    layer_types: g.slidingLayers.map((slides) => (slides ? 'sliding_attention' : 'full_attention')), rope_local_base_freq: g.localRopeTheta,
+    hidden_act: undefined, hidden_activation: 'gelu_pytorch_tanh',
+    query_pre_attn_scalar: Number((1 / g.attentionScale ** 2).toPrecision(12)),
+    // A file without sliding layers: every layer global (sliding_window is required, and never reached).
+    ...(sliding ? { ...slidingConfigJson(sliding), rope_local_base_freq: sliding.ropeTheta } : { sliding_window: 1, sliding_window_pattern: 1 }),
     attn_logit_softcapping: null, final_logit_softcapping: null,
   };
 }

@@ -25,6 +25,10 @@ import { ggufIdentityFiles, isGgufPath, openGgufModel, readGgufTensor, type Gguf
 import type { ModelConfig, ModelFamily, RopeScaling } from './model-config.js';
 import { rowBytes, splitFusedTensors } from './fused-projections.js';
 import { gemma3MultimodalText, readGemma3 } from './gemma-config.js';
+import { parseRopeScaling, readRope, ropeInverseFrequencies, type RopeRead } from './rope-config.js';
+import { readSlidingLayers } from './sliding-layers.js';
+
+export { ropeInverseFrequencies };
 
 export type { ModelConfig, ModelFamily, RopeScaling };
 
@@ -41,6 +45,8 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
   SmolLM3ForCausalLM: 'llama',
   // Llama's projections with norms after each branch instead of before, and q/k normed whole (ModelConfig.postNorms).
   Olmo2ForCausalLM: 'llama',
+  // OLMo 2's layers, three of four sliding, the others with YaRN (ModelConfig.sliding).
+  Olmo3ForCausalLM: 'llama',
   // Gemma 3's text model: Llama's projections with four norms a layer, GELU, and sliding layers (./gemma-config.ts).
   Gemma3ForCausalLM: 'gemma3',
   // Its multimodal folders (4B and up): the text model in text_config, the weights under a root of their own.
@@ -52,7 +58,6 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
 /** Architectures people bring that Hindsight does not run: why, and what runs instead. */
 const REFUSED_ARCHITECTURES: Record<string, string> = {
   Gemma2ForCausalLM: "Gemma 2's logit soft-capping is not built",
-  Olmo3ForCausalLM: "OLMo 3's YaRN scaling is not built (OLMo 2 runs)",
 };
 
 function readJson(file: string, what: string): Record<string, unknown> {
@@ -88,7 +93,10 @@ export function readModelConfig(dir: string): ModelConfig {
   const hiddenSize = num('hidden_size');
   const numHeads = num('num_attention_heads');
   const gemma = family === 'gemma3' ? readGemma3(raw, file, num('num_hidden_layers'), (scaling) => parseRopeScaling(scaling, file, raw, 1)) : undefined;
-  const rope: RopeRead = gemma ? { theta: gemma.ropeTheta, scaling: gemma.ropeScaling, partial: 1 } : readRope(raw, file, num);
+  // OLMo 3's sliding layers: every 4th global, one base for all (its 4.5x configs name no other).
+  const olmoSliding = arch === 'Olmo3ForCausalLM' ? readSlidingLayers(raw, file, num('num_hidden_layers'), { pattern: 4, theta: 500_000 }, (scaling) => parseRopeScaling(scaling, file, raw, 1)) : undefined;
+  const typed = gemma ?? olmoSliding; // RoPE given per layer type
+  const rope: RopeRead = typed ? { theta: typed.ropeTheta, scaling: typed.ropeScaling, partial: 1 } : readRope(raw, file, num);
   const eos = raw.eos_token_id;
   const eosTokenIds = Array.isArray(eos) ? (eos as number[]) : typeof eos === 'number' ? [eos] : [];
   const config: ModelConfig = {
@@ -117,9 +125,10 @@ export function readModelConfig(dir: string): ModelConfig {
   const rotaryDim = Math.floor(config.headDim * rope.partial);
   if (rotaryDim !== config.headDim) config.rotaryDim = rotaryDim;
   if (arch === 'Phi3ForCausalLM') config.fusedProjections = true;
-  if (gemma) config.gemma = gemma.layout;
+  if (gemma) Object.assign(config, { gemma: gemma.layout, sliding: gemma.sliding });
   if (arch === 'SmolLM3ForCausalLM') config.noRopeLayers = noRopeLayers(raw, file, config.numLayers);
-  if (arch === 'Olmo2ForCausalLM') Object.assign(config, { qkNorm: true, qkNormWhole: true, postNorms: true });
+  if (arch === 'Olmo2ForCausalLM' || arch === 'Olmo3ForCausalLM') Object.assign(config, { qkNorm: true, qkNormWhole: true, postNorms: true });
+  if (olmoSliding) config.sliding = olmoSliding.sliding;
   if (arch === 'Gemma3ForConditionalGeneration') config.moduleRoot = MULTIMODAL_ROOT;
   if (arch === 'GraniteForCausalLM') {
     config.multipliers = { embedding: num('embedding_multiplier', 1), attention: num('attention_multiplier', 1), residual: num('residual_multiplier', 1), logits: num('logits_scaling', 1) };
@@ -164,100 +173,6 @@ function contextCap(arch: string, raw: Record<string, unknown>, positions: numbe
   return cap;
 }
 const SLIDING_WINDOW_ARCHITECTURES = new Set(['MistralForCausalLM', 'Phi3ForCausalLM']);
-
-interface RopeRead {
-  theta: number;
-  scaling?: RopeScaling;
-  /** The fraction of each head RoPE turns (partial_rotary_factor). */
-  partial: number;
-  /** LongRoPE's original_max_position_embeddings. */
-  originalContext?: number;
-}
-
-/**
- * RoPE's base, scaling and partial rotation: transformers ≥ 5 writes them as one
- * `rope_parameters` object ({rope_type, rope_theta, partial_rotary_factor, factor…}), older
- * configs as `rope_theta`, `rope_scaling` and (Phi-3) `partial_rotary_factor`,
- * `original_max_position_embeddings` beside them.
- */
-function readRope(raw: Record<string, unknown>, file: string, num: (key: string, fallback?: number) => number): RopeRead {
-  const p = raw.rope_parameters;
-  const topPartial = raw.partial_rotary_factor ?? 1;
-  if (p === null || p === undefined) return withScaling(num('rope_theta', 10000), raw.rope_scaling, topPartial, raw, file);
-  if (typeof p !== 'object' || Array.isArray(p) || typeof (p as Record<string, unknown>).rope_theta !== 'number') {
-    throw new UserError(`${file}: rope_parameters ${JSON.stringify(p)} is not supported (one object with rope_theta; per-layer-type parameters are not)`);
-  }
-  const { rope_theta: theta, partial_rotary_factor: partial, ...scaling } = p as Record<string, unknown>;
-  return withScaling(theta as number, scaling.rope_type === undefined && scaling.type === undefined ? undefined : scaling, partial ?? topPartial, raw, file);
-}
-
-function withScaling(theta: number, scaling: unknown, partial: unknown, raw: Record<string, unknown>, file: string): RopeRead {
-  if (typeof partial !== 'number' || !(partial > 0 && partial <= 1)) throw new UserError(`${file}: partial_rotary_factor ${JSON.stringify(partial)} must be a number in (0, 1]`);
-  const r = (scaling ?? {}) as Record<string, unknown>;
-  const original = Number(r.original_max_position_embeddings ?? raw.original_max_position_embeddings ?? raw.max_position_embeddings);
-  return { theta, partial, scaling: parseRopeScaling(scaling, file, raw, partial), ...(Number.isFinite(original) && original > 0 ? { originalContext: original } : {}) };
-}
-
-function parseRopeScaling(raw: unknown, file: string, config: Record<string, unknown>, partial: number): RopeScaling | undefined {
-  if (raw === null || raw === undefined) return undefined;
-  const r = raw as Record<string, unknown>;
-  const type = r.rope_type ?? r.type;
-  if (type === 'default') return undefined;
-  const factor = Number(r.factor);
-  if (type === 'linear' && factor > 0) return { type, factor };
-  if (type === 'llama3' && factor > 0) {
-    return {
-      type,
-      factor,
-      lowFreqFactor: Number(r.low_freq_factor ?? 1),
-      highFreqFactor: Number(r.high_freq_factor ?? 4),
-      originalMaxPositionEmbeddings: Number(r.original_max_position_embeddings ?? 8192),
-    };
-  }
-  // Phi-3's LongRoPE ("su" in its first configs), as transformers' _compute_longrope_parameters reads it.
-  if (type === 'longrope' || type === 'su') return longRope(r, config, partial, file);
-  throw new UserError(`${file}: rope_scaling ${JSON.stringify(raw)} is not supported (supported: linear, llama3, longrope)`);
-}
-
-function longRope(r: Record<string, unknown>, config: Record<string, unknown>, partial: number, file: string): RopeScaling {
-  const headDim = typeof config.head_dim === 'number' ? config.head_dim : Number(config.hidden_size) / Number(config.num_attention_heads);
-  const pairs = Math.floor(headDim * partial) / 2;
-  const short = r.short_factor;
-  if (!Array.isArray(short) || short.length !== pairs || !short.every((f) => typeof f === 'number' && f > 0 && Number.isFinite(f))) {
-    throw new UserError(`${file}: rope_scaling.short_factor must be ${pairs} positive numbers (one per rotated pair), found ${JSON.stringify(short)?.slice(0, 80)}`);
-  }
-  const original = Number(r.original_max_position_embeddings ?? config.original_max_position_embeddings ?? config.max_position_embeddings);
-  // As transformers: the factor given, else the ratio of the two contexts.
-  const factor = typeof r.factor === 'number' ? r.factor : Number(config.max_position_embeddings) / original;
-  const given = r.attention_factor;
-  const attentionFactor = typeof given === 'number' ? given : factor <= 1 ? 1 : Math.sqrt(1 + Math.log(factor) / Math.log(original));
-  if (!(original > 0) || !Number.isFinite(attentionFactor)) throw new UserError(`${file}: rope_scaling ${JSON.stringify(r).slice(0, 120)} has no usable original_max_position_embeddings or factor`);
-  return { type: 'longrope', shortFactor: short as number[], attentionFactor };
-}
-
-/** RoPE inverse frequencies [rotaryDim/2], with the config's scaling applied (as transformers does). */
-export function ropeInverseFrequencies(config: ModelConfig): Float64Array {
-  const dim = config.rotaryDim ?? config.headDim;
-  const half = dim / 2;
-  const inv = new Float64Array(half);
-  for (let i = 0; i < half; i++) inv[i] = 1 / config.ropeTheta ** ((2 * i) / dim);
-  const s = config.ropeScaling;
-  if (s?.type === 'linear') for (let i = 0; i < half; i++) inv[i]! /= s.factor;
-  if (s?.type === 'longrope') for (let i = 0; i < half; i++) inv[i]! /= s.shortFactor[i]!;
-  if (s?.type === 'llama3') {
-    const lowWavelen = s.originalMaxPositionEmbeddings / s.lowFreqFactor;
-    const highWavelen = s.originalMaxPositionEmbeddings / s.highFreqFactor;
-    for (let i = 0; i < half; i++) {
-      const wavelen = (2 * Math.PI) / inv[i]!;
-      if (wavelen > lowWavelen) inv[i]! /= s.factor;
-      else if (wavelen >= highWavelen) {
-        const smooth = (s.originalMaxPositionEmbeddings / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
-        inv[i] = (1 - smooth) * (inv[i]! / s.factor) + smooth * inv[i]!;
-      }
-    }
-  }
-  return inv;
-}
 
 /** transformers 5's root of Gemma 3's text model in its multimodal folders (ModelConfig.moduleRoot). */
 export const MULTIMODAL_ROOT = 'model.language_model';

@@ -5,10 +5,18 @@
 export type ModelFamily = 'llama' | 'qwen2' | 'qwen3' | 'gemma3';
 
 /**
- * The architectures run as another family's network under a name of their own: config.json's
- * model_type for them, which is also llama.cpp's general.architecture. Others go by their family's.
+ * The architectures run as another family's network under a name of their own: llama.cpp's
+ * general.architecture for them, and config.json's model_type unless {@link HF_MODEL_TYPES} says
+ * otherwise. Others go by their family's name.
  */
-export const OWN_MODEL_TYPES: Readonly<Record<string, string>> = { Phi3ForCausalLM: 'phi3', GraniteForCausalLM: 'granite', SmolLM3ForCausalLM: 'smollm3', Olmo2ForCausalLM: 'olmo2' };
+export const OWN_MODEL_TYPES: Readonly<Record<string, string>> = {
+  Phi3ForCausalLM: 'phi3', GraniteForCausalLM: 'granite', SmolLM3ForCausalLM: 'smollm3', Olmo2ForCausalLM: 'olmo2',
+  // llama.cpp runs OLMo 3 as olmo2 with sliding layers.
+  Olmo3ForCausalLM: 'olmo2',
+};
+
+/** config.json's model_type where it is not llama.cpp's architecture name. */
+export const HF_MODEL_TYPES: Readonly<Record<string, string>> = { Olmo3ForCausalLM: 'olmo3', Gemma3ForCausalLM: 'gemma3_text' };
 
 export type RopeScaling =
   | { type: 'linear'; factor: number }
@@ -18,7 +26,14 @@ export type RopeScaling =
    * ./hf-checkpoint.ts ropeContextCap): each frequency divided by its short factor, cos and sin
    * multiplied by the attention factor.
    */
-  | { type: 'longrope'; shortFactor: number[]; attentionFactor: number };
+  | { type: 'longrope'; shortFactor: number[]; attentionFactor: number }
+  /**
+   * YaRN (OLMo 3's global layers), as transformers' _compute_yarn_parameters: frequencies mixed
+   * between interpolated (÷ factor) and kept by a ramp over the pairs whose wavelengths fall
+   * between beta_fast and beta_slow rotations of the original context; cos and sin times the
+   * attention factor.
+   */
+  | { type: 'yarn'; factor: number; originalMaxPositionEmbeddings: number; betaFast: number; betaSlow: number; attentionFactor: number; truncate: boolean };
 
 /** The decoder's hyper-parameters, normalised across families. */
 export interface ModelConfig {
@@ -66,6 +81,8 @@ export interface ModelConfig {
   fusedProjections?: boolean;
   /** Gemma 3 (./gemma-config.ts says what the decoder does differently for it). */
   gemma?: GemmaLayout;
+  /** Gemma 3, OLMo 3: layers with a sliding attention window and RoPE of their own (./sliding-layers.ts). */
+  sliding?: SlidingLayers;
   /**
    * Where the decoder's layers sit in the Hugging Face model, when not under `model.`: Gemma 3's
    * multimodal folders, `model.language_model` (transformers 5's name; 4.5x's checkpoints say
@@ -82,10 +99,14 @@ export interface ModelConfig {
 export interface GemmaLayout {
   /** 1/√query_pre_attn_scalar: attention's scale in place of 1/√head_dim. */
   attentionScale: number;
+}
+
+/** Layers that see only the last `window` positions (Gemma 3, OLMo 3; ./sliding-layers.ts). */
+export interface SlidingLayers {
   /** A sliding layer's query sees the keys fewer than this many positions back (itself included). */
-  slidingWindow: number;
+  window: number;
   /** Per layer: true where it slides, false where it sees the whole context. */
-  slidingLayers: boolean[];
-  /** RoPE's base on the sliding layers, which are never scaled (ropeTheta, ropeScaling: the global ones). */
-  localRopeTheta: number;
+  layers: boolean[];
+  /** RoPE's base on the sliding layers, which are never scaled (ropeTheta, ropeScaling: the others'). */
+  ropeTheta: number;
 }

@@ -16,7 +16,8 @@
  * rounding in the kernel's order of operations.
  */
 import { GraphBuilder, f32Tensor, int } from '../graph/ir.js';
-import { ropeInverseFrequencies, type ModelConfig } from './hf-checkpoint.js';
+import type { ModelConfig } from './model-config.js';
+import { ropeInverseFrequencies } from './rope-config.js';
 
 /** The per-token tables every layer shares; made once per graph by {@link ropeTables}. */
 export type RopeTables =
@@ -34,7 +35,8 @@ export function ropeTables(b: GraphBuilder, config: ModelConfig, positionIds: st
   const rotaryDim = config.rotaryDim ?? headDim;
   const invFreq = b.constant(f32Tensor([rotaryDim / 2], ropeInverseFrequencies(config)), 'inv_freq');
   const freqs = b.mul(b.unsqueeze(b.cast(positionIds, 'float32'), [-1]), invFreq); // [B, T, d/2]
-  const factor = config.ropeScaling?.type === 'longrope' ? config.ropeScaling.attentionFactor : 1;
+  const s = config.ropeScaling;
+  const factor = s?.type === 'longrope' || s?.type === 'yarn' ? s.attentionFactor : 1;
   const scaled = (table: string) => (factor === 1 ? table : b.mul(table, b.scalar(factor)));
   if (fused && rotaryDim === headDim) {
     const flat = b.reshape(freqs, [-1, headDim / 2]); // [B·T, d/2]

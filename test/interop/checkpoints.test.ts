@@ -1,6 +1,6 @@
 // Checkpoints written by transformers itself (test/interop/py/make_models.py): tiny random Llama,
 // Mistral, Phi-3 (fused projections, LongRoPE, Phi-4-mini's partial rotation), Granite (its four
-// multipliers), Gemma 3 (sliding and global layers, 3 of them; and its multimodal model), SmolLM3 (a layer without RoPE), OLMo 2 (norms after each branch), Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, a
+// multipliers), Gemma 3 (sliding and global layers, 3 of them; and its multimodal model), SmolLM3 (a layer without RoPE), OLMo 2 (norms after each branch) and 3 (sliding layers, YaRN), Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, a
 // Qwen3 with attention_bias (biases on q, k, v and o, which released Qwen3 models leave off), saved
 // by save_pretrained with transformers 5's config.json (rope_parameters, dtype). For each one,
 // Hindsight's `score` (the CLI, rows batched together) gives transformers' per-token log-probs
@@ -31,7 +31,7 @@ const TEXTS = [
 const PROMPTS = ['Hello, who are you?', 'Write one sentence about the sea.', 'x'];
 
 interface Model {
-  name: string; family: 'llama' | 'mistral' | 'phi3' | 'granite' | 'gemma3' | 'smollm3' | 'olmo2' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16';
+  name: string; family: 'llama' | 'mistral' | 'phi3' | 'granite' | 'gemma3' | 'smollm3' | 'olmo2' | 'olmo3' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16';
   head_dim?: number; rope_theta?: number; rope_scaling?: Record<string, unknown>; attention_bias?: boolean; sliding_window?: number | null;
   partial_rotary_factor?: number; original_max_position_embeddings?: number; max_position_embeddings?: number;
   embedding_multiplier?: number; attention_multiplier?: number; residual_multiplier?: number; logits_scaling?: number;
@@ -77,6 +77,15 @@ const MODELS: Model[] = [
   { name: 'smollm3-bf16-nope', family: 'smollm3', tie: true, dtype: 'BF16', num_hidden_layers: 4, rope_theta: 5000000 },
   // OLMo 2: norms after attention and the MLP only, q and k normed across the whole projection.
   { name: 'olmo2-bf16-untied', family: 'olmo2', tie: false, dtype: 'BF16', rope_theta: 500000 },
+  // OLMo 3: OLMo 2's layers, three sliding over 16 positions around a global one with YaRN (×8 over an
+  // original 64 positions, so the long row is far into the interpolated band).
+  {
+    name: 'olmo3-fp32-yarn-sliding', family: 'olmo3', tie: false, dtype: 'F32', num_hidden_layers: 4, sliding_window: 16,
+    rope_parameters: {
+      full_attention: { rope_type: 'yarn', factor: 8, original_max_position_embeddings: 64, beta_fast: 32, beta_slow: 1, rope_theta: 500000 },
+      sliding_attention: { rope_type: 'default', rope_theta: 500000 },
+    },
+  },
   { name: 'qwen2-fp32-tied', family: 'qwen2', tie: true, dtype: 'F32', rope_theta: 1000000 },
   { name: 'qwen2-bf16-untied', family: 'qwen2', tie: false, dtype: 'BF16' },
   { name: 'qwen3-fp32-untied', family: 'qwen3', tie: false, dtype: 'F32', head_dim: 32, rope_theta: 1000000 },
@@ -123,6 +132,7 @@ describe.skipIf(!interopPython)('checkpoints written by transformers', () => {
       if (m.family === 'gemma3') expect([saved.architectures, c.layer_types, c.sliding_window], m.name).toEqual([[m.multimodal ? 'Gemma3ForConditionalGeneration' : 'Gemma3ForCausalLM'], m.layer_types, m.sliding_window]);
       if (m.family === 'smollm3') expect([saved.architectures, c.no_rope_layers], m.name).toEqual([['SmolLM3ForCausalLM'], [1, 1, 1, 0]]);
       if (m.family === 'olmo2') expect(saved.architectures, m.name).toEqual(['Olmo2ForCausalLM']);
+      if (m.family === 'olmo3') expect([saved.architectures, c.layer_types], m.name).toEqual([['Olmo3ForCausalLM'], ['sliding_attention', 'sliding_attention', 'sliding_attention', 'full_attention']]);
       if (m.family === 'granite') expect([c.architectures, c.residual_multiplier], m.name).toEqual([['GraniteForCausalLM'], m.residual_multiplier]);
       if (m.rope_scaling?.rope_type === 'longrope') expect(c.rope_parameters, m.name).toMatchObject({ rope_type: 'longrope', short_factor: m.rope_scaling.short_factor });
     }

@@ -36,8 +36,9 @@ describe('Gemma 3 configs', () => {
     const c = readModelConfig(config(GEMMA3_4B));
     expect(c).toMatchObject({ family: 'gemma3', architecture: 'Gemma3ForCausalLM', qkNorm: true, headDim: 256, ropeTheta: 1000000, tieWordEmbeddings: true, eosTokenIds: [1, 106] });
     expect(c.ropeScaling).toEqual({ type: 'linear', factor: 8 });
-    expect(c.gemma).toMatchObject({ attentionScale: 1 / 16, slidingWindow: 1024, localRopeTheta: 10000 });
-    expect(c.gemma!.slidingLayers.flatMap((s, i) => (s ? [] : [i]))).toEqual([5, 11, 17, 23, 29]);
+    expect(c.gemma).toEqual({ attentionScale: 1 / 16 });
+    expect(c.sliding).toMatchObject({ window: 1024, ropeTheta: 10000 });
+    expect(c.sliding!.layers.flatMap((s, i) => (s ? [] : [i]))).toEqual([5, 11, 17, 23, 29]);
   });
 
   it('transformers 5 form: layer_types and rope_parameters per layer type read as the 4.5x form', () => {
@@ -49,7 +50,7 @@ describe('Gemma 3 configs', () => {
     expect(readModelConfig(config(v5))).toEqual(readModelConfig(config(GEMMA3_4B)));
     // 1B: no scaling, a 512 window.
     const oneB = readModelConfig(config({ ...v5, sliding_window: 512, rope_parameters: { full_attention: { rope_type: 'default', rope_theta: 1000000 }, sliding_attention: { rope_theta: 10000 } } }));
-    expect([oneB.ropeScaling, oneB.gemma!.slidingWindow]).toEqual([undefined, 512]);
+    expect([oneB.ropeScaling, oneB.sliding!.window]).toEqual([undefined, 512]);
   });
 
   it("refuses what Gemma 3 is not, naming the field", () => {

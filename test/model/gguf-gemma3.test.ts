@@ -53,10 +53,10 @@ function asOllamaWrites(out: string): void {
 describe('a Gemma 3 GGUF', () => {
   it("reads the folder's layout and scores as the folder does; the model list calls it loadable", async () => {
     const want = readModelConfig(dir);
-    expect(want.gemma!.slidingLayers).toEqual([true, true, false]);
+    expect(want.sliding!.layers).toEqual([true, true, false]);
     const got = Checkpoint.open(file).config;
     expect(got).toMatchObject({ architecture: 'Gemma3ForCausalLM', family: 'gemma3', qkNorm: true, ropeScaling: { type: 'linear', factor: 8 } });
-    expect(got.gemma).toEqual(want.gemma);
+    expect([got.gemma, got.sliding]).toEqual([want.gemma, want.sliding]);
     const fromFolder = await scores(dir);
     expect(maxDiff(await scores(file), fromFolder)).toBeLessThan(1e-5);
     expect(inspectModel(file)).toMatchObject({ architecture: 'gemma3', loadable: true, reason: null });
@@ -65,7 +65,7 @@ describe('a Gemma 3 GGUF', () => {
   it("Ollama's keys (rope.local.freq_base, one flag a layer) and a vision tower read as llama.cpp's", async () => {
     const ollama = path.join(tmp, 'ollama.gguf');
     asOllamaWrites(ollama);
-    expect(Checkpoint.open(ollama).config.gemma).toEqual(Checkpoint.open(file).config.gemma);
+    expect(Checkpoint.open(ollama).config.sliding).toEqual(Checkpoint.open(file).config.sliding);
     expect(maxDiff(await scores(ollama), await scores(file))).toBe(0);
     expect(inspectModel(ollama)).toMatchObject({ loadable: true });
   });
@@ -77,7 +77,7 @@ describe('a Gemma 3 GGUF', () => {
     fs.writeFileSync(path.join(merged, 'config.json'), JSON.stringify(configJson(config)));
     const written = JSON.parse(fs.readFileSync(path.join(merged, 'config.json'), 'utf8'));
     expect([written.model_type, written.hidden_act, written.layer_types]).toEqual(['gemma3_text', undefined, ['sliding_attention', 'sliding_attention', 'full_attention']]);
-    expect(readModelConfig(merged)).toMatchObject({ gemma: config.gemma, ropeScaling: config.ropeScaling, ropeTheta: config.ropeTheta });
+    expect(readModelConfig(merged)).toMatchObject({ gemma: config.gemma, sliding: config.sliding, ropeScaling: config.ropeScaling, ropeTheta: config.ropeTheta });
   });
 
   it('the norms are read as w (the file holds 1 + w)', () => {

@@ -7,10 +7,11 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { OWN_MODEL_TYPES, type ModelConfig } from '../model-config.js';
+import { HF_MODEL_TYPES, OWN_MODEL_TYPES, type ModelConfig } from '../model-config.js';
 import type { GgufModel } from './model.js';
 import { ggufTokenizer } from './tokenizer-json.js';
 import { gemma3ConfigJson } from '../gemma-config.js';
+import { slidingConfigJson } from '../sliding-layers.js';
 
 /** config.json's fields for `c`, as readModelConfig reads them back. */
 export function configJson(c: ModelConfig): Record<string, unknown> {
@@ -18,7 +19,7 @@ export function configJson(c: ModelConfig): Record<string, unknown> {
   return {
     architectures: [c.architecture],
     // transformers picks the model class by model_type: Phi-3's fused tensors and Granite's multipliers need their own.
-    model_type: OWN_MODEL_TYPES[c.architecture] ?? c.family,
+    model_type: HF_MODEL_TYPES[c.architecture] ?? OWN_MODEL_TYPES[c.architecture] ?? c.family,
     // Phi3Config's default pad_token_id is Phi-3's 32000, past a smaller vocabulary.
     ...(c.architecture === 'Phi3ForCausalLM' ? { pad_token_id: null } : {}),
     ...(c.multipliers ? {
@@ -47,7 +48,7 @@ export function configJson(c: ModelConfig): Record<string, unknown> {
     eos_token_id: c.eosTokenIds.length === 1 ? c.eosTokenIds[0] : c.eosTokenIds,
     max_position_embeddings: c.maxPositionEmbeddings,
     torch_dtype: 'float32',
-    ...(c.gemma ? gemma3ConfigJson(c.gemma) : {}),
+    ...(c.gemma ? gemma3ConfigJson(c.gemma, c.sliding) : c.sliding ? slidingConfigJson(c.sliding) : {}),
   };
 }
 
@@ -55,6 +56,9 @@ function ropeScalingJson(c: ModelConfig): Record<string, unknown> | null {
   const s = c.ropeScaling;
   if (!s) return null;
   if (s.type === 'linear') return { rope_type: 'linear', factor: s.factor };
+  if (s.type === 'yarn') {
+    return { rope_type: 'yarn', factor: s.factor, original_max_position_embeddings: s.originalMaxPositionEmbeddings, beta_fast: s.betaFast, beta_slow: s.betaSlow, attention_factor: s.attentionFactor, truncate: s.truncate };
+  }
   if (s.type === 'longrope') return { rope_type: 'longrope', short_factor: s.shortFactor, long_factor: s.shortFactor, attention_factor: s.attentionFactor };
   return { rope_type: 'llama3', factor: s.factor, low_freq_factor: s.lowFreqFactor, high_freq_factor: s.highFreqFactor, original_max_position_embeddings: s.originalMaxPositionEmbeddings };
 }

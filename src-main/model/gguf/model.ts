@@ -23,8 +23,8 @@
  *
  * OLMo 2 (`olmo2`): Llama's projections, not permuted, with `post_attention_norm` and
  * `post_ffw_norm` after each branch and no norm before them, `attn_q_norm`/`attn_k_norm` over the
- * whole projection (ModelConfig.postNorms); OLMo 3's files (the same name, with a sliding window)
- * are refused.
+ * whole projection (ModelConfig.postNorms); with `attention.sliding_window`, OLMo 3, whose
+ * sliding layers (../sliding-layers.ts) keep the plain RoPE and the others YaRN's.
  *
  * SmolLM3 (`smollm3`) is Llama's file (q/k permuted) whose every 4th layer skips RoPE, as
  * llama.cpp fixes it (n_no_rope_layer_step).
@@ -46,6 +46,8 @@ import { UserError } from '../../../src-shared/types.js';
 import type { ModelConfig, ModelFamily, RopeScaling } from '../model-config.js';
 import { rowBytes, splitFusedTensors } from '../fused-projections.js';
 import { gemma3FromGguf } from '../gemma-config.js';
+import { slidingFromGguf } from '../sliding-layers.js';
+import { ropeScaling } from './rope-metadata.js';
 import { dequantize } from './dequantize.js';
 import { ggmlTypeName } from './ggml-types.js';
 import { openGguf, readGgufTensorBytes, type GgufFile, type GgufTensorInfo } from './reader.js';
@@ -276,11 +278,15 @@ export function openGgufModel(file: string): GgufModel {
     const scale = (key: string, otherwise: number) => num(key, 0) || otherwise;
     config.multipliers = { embedding: scale('embedding_scale', 1), attention: scale('attention.scale', 1 / Math.sqrt(headDim)), residual: scale('residual_scale', 1), logits: scale('logit_scale', 1) };
   }
-  if (arch === 'gemma3') config.gemma = gemma3FromGguf(get, file, config);
+  if (arch === 'gemma3') {
+    const { layout, sliding } = gemma3FromGguf(get, file, config);
+    Object.assign(config, { gemma: layout, ...(sliding ? { sliding } : {}) });
+  }
   if (arch === 'olmo2') {
-    const window = num('attention.sliding_window', 0);
-    if (window > 0) throw new UserError(`${file}: olmo2.attention.sliding_window ${window}: OLMo 3's sliding layers are not supported`);
     Object.assign(config, { qkNorm: true, qkNormWhole: true, postNorms: true });
+    // OLMo 3 is llama.cpp's olmo2 with sliding layers (every 4th global; one base unless freq_base_swa says otherwise).
+    const sliding = slidingFromGguf(get, file, config.numLayers, 4, config.ropeTheta);
+    if (sliding) Object.assign(config, { architecture: 'Olmo3ForCausalLM', sliding });
   }
   if (arch === 'smollm3') config.noRopeLayers = Array.from({ length: config.numLayers }, (_, i) => (i + 1) % 4 === 0); // llama.cpp: n_no_rope_layer_step 4
   if (arch === 'phi3') {
@@ -323,59 +329,6 @@ export function phi3ContextCap(contextLength: number, longRope: boolean, num: (k
   if (longRope && original > 0) cap = Math.min(cap, original);
   const window = num('attention.sliding_window');
   return window > 0 ? Math.min(cap, window) : cap;
-}
-
-function ropeScaling(gguf: GgufFile, arch: string, file: string, byName: Map<string, GgufTensorInfo>, rotary: number, theta: number): RopeScaling | undefined {
-  const meta = gguf.metadata;
-  const type = meta.get(`${arch}.rope.scaling.type`);
-  const factor = meta.get(`${arch}.rope.scaling.factor`);
-  if (type === 'linear' && typeof factor === 'number' && factor > 0) return { type: 'linear', factor };
-  const short = arch === 'phi3' ? byName.get('rope_factors_short.weight') : undefined;
-  if (type !== undefined && type !== 'none' && type !== 'linear' && !(short && type === 'longrope')) throw new UserError(`${file}: ${arch}.rope.scaling.type '${String(type)}' is not supported (supported: linear, Llama 3's rope_freqs and Phi-3's LongRoPE factors)`);
-  if (short) return longRopeFromFactors(gguf, arch, file, short, rotary);
-  const freqs = byName.get('rope_freqs.weight');
-  if (!freqs) return undefined;
-  return llama3FromFreqs(file, readGgufTensor({ info: freqs, shape: [...freqs.dims] }), rotary, theta);
-}
-
-/**
- * Phi-3's LongRoPE within its original context: the short factors (a divisor per rotated pair),
- * and the factor cos and sin are multiplied by. llama.cpp takes that factor from
- * `rope.scaling.attn_factor` (hparams.rope_attn_factor, 1 where a file has none; ggml's rope
- * multiplies cos and sin by it) as transformers takes its attention_factor, so a file without
- * the key is read as llama.cpp runs it.
- */
-function longRopeFromFactors(gguf: GgufFile, arch: string, file: string, short: GgufTensorInfo, rotary: number): RopeScaling {
-  const factors = readGgufTensor({ info: short, shape: [...short.dims] });
-  if (factors.length !== rotary / 2 || !factors.every((f) => f > 0 && Number.isFinite(f))) {
-    throw new UserError(`${file}: rope_factors_short.weight must hold ${rotary / 2} positive numbers (one per rotated pair of ${arch}.rope.dimension_count ${rotary}), found ${factors.length}`);
-  }
-  const attn = gguf.metadata.get(`${arch}.rope.scaling.attn_factor`);
-  if (attn !== undefined && !(typeof attn === 'number' && attn > 0 && Number.isFinite(attn))) throw new UserError(`${file}: ${arch}.rope.scaling.attn_factor must be a positive number, found ${JSON.stringify(String(attn))}`);
-  return { type: 'longrope', shortFactor: [...factors], attentionFactor: typeof attn === 'number' ? attn : 1 };
-}
-
-/**
- * Llama 3.1+'s RoPE scaling, which the converter stores as rope_freqs (a divisor per frequency)
- * rather than its parameters: the parameters Meta published (low 1, high 4, original context
- * 8192; the factor is the largest divisor) are taken when they reproduce every divisor.
- */
-function llama3FromFreqs(file: string, divisors: Float32Array, headDim: number, theta: number): RopeScaling {
-  const factor = Math.max(...divisors);
-  const s: RopeScaling = { type: 'llama3', factor, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192 };
-  const lowWavelen = 8192 / 1, highWavelen = 8192 / 4;
-  for (let i = 0; i < divisors.length; i++) {
-    const freq = 1 / theta ** ((2 * i) / headDim);
-    const wavelen = (2 * Math.PI) / freq;
-    let want = 1;
-    if (wavelen > lowWavelen) want = factor;
-    else if (wavelen >= highWavelen) {
-      const smooth = (8192 / wavelen - 1) / (4 - 1);
-      want = 1 / ((1 - smooth) / factor + smooth);
-    }
-    if (Math.abs(want - divisors[i]!) > 1e-3 * want) throw new UserError(`${file}: rope_freqs.weight is not Llama 3's RoPE scaling with its published parameters (divisor ${i} is ${divisors[i]}, expected ${want}); not supported`);
-  }
-  return s;
 }
 
 /** What names a GGUF model's weights: its files' sizes and times. */
