@@ -36,6 +36,7 @@ describe('rope_parameters (transformers 5)', () => {
   it('refuses what it cannot apply with one line', () => {
     expect(() => readModelConfig(config({ rope_parameters: { full_attention: { rope_theta: 1e6 }, sliding_attention: { rope_theta: 1e4 } } }))).toThrow(/per-layer-type parameters are not/);
     expect(() => readModelConfig(config({ rope_parameters: { rope_theta: 1e4, partial_rotary_factor: 1.5 } }))).toThrow(/partial_rotary_factor 1.5 must be a number in \(0, 1\]/);
-    expect(() => readModelConfig(config({ rope_parameters: { rope_type: 'yarn', rope_theta: 1e4, factor: 4 } }))).toThrow(/rope_scaling .* is not supported \(supported: linear, llama3, longrope\)/);
+    expect(() => readModelConfig(config({ rope_parameters: { rope_type: 'dynamic', rope_theta: 1e4, factor: 4 } }))).toThrow(/rope_scaling .* is not supported \(supported: linear, llama3, longrope, yarn\)/);
+    expect(() => readModelConfig(config({ rope_parameters: { rope_type: 'yarn', rope_theta: 1e4, factor: 4 } }))).toThrow(/yarn needs original_max_position_embeddings and a factor/);
   });
 });
