@@ -38,10 +38,12 @@
  *   layers must be every 4th, which llama.cpp assumes (there is no key for them).
  * - Gemma 3 (`Gemma3ForCausalLM`) as the converter's Gemma3Model writes it: architecture `gemma3`,
  *   norms stored as 1 + w, the four norms of a layer as `attn_norm`, `post_attention_norm`,
- *   `ffn_norm` (before the MLP) and `post_ffw_norm`; `attention.sliding_window`, the pattern as a
- *   count (`attention.sliding_window_pattern`, which llama.cpp takes as 6 where absent) and
- *   `rope.freq_base_swa`; linear RoPE scaling as `rope.scaling.type`/`factor`. Attention's scale
- *   is llama.cpp's own (1/√head size), so query_pre_attn_scalar must be the head size.
+ *   `ffn_norm` (before the MLP) and `post_ffw_norm`. Attention's scale is llama.cpp's own (1/√head
+ *   size), so query_pre_attn_scalar must be the head size.
+ * - Sliding layers (Gemma 3, OLMo 3, written as `olmo2`): `attention.sliding_window`, the pattern as
+ *   a count (`attention.sliding_window_pattern`; llama.cpp takes 6 for gemma3, 4 for olmo2 where
+ *   absent) and `rope.freq_base_swa`. RoPE scaling: linear as `rope.scaling.type`/`factor`; yarn
+ *   with `original_context_length`, `yarn_beta_fast`/`_slow` and `yarn_attn_factor`.
  *
  * The file is written under a temporary name and renamed, so a half-written file is never
  * taken for a finished one.
@@ -171,8 +173,8 @@ function phi3Raw(dir: string): Phi3Raw {
 
 function modelMeta(config: ModelConfig, name: string, type: GgufFileType, phi3?: Phi3Raw): [string, Meta][] {
   const s = config.ropeScaling;
-  const g = config.gemma;
-  if (s && !(phi3 && s.type === 'longrope') && !(g && s.type === 'linear')) throw new Error(`rope_scaling ${s.type} is not written by this GGUF writer (the benches' models have none; Phi-3's LongRoPE is)`);
+  if (s && s.type !== 'linear' && s.type !== 'yarn' && !(phi3 && s.type === 'longrope')) throw new Error(`rope_scaling ${s.type} is not written by this GGUF writer (linear, yarn and Phi-3's LongRoPE are)`);
+  if (config.gemma && Math.abs(config.gemma.attentionScale * Math.sqrt(config.headDim) - 1) > 1e-6) throw new Error("llama.cpp scales Gemma 3's attention by 1/√head size: query_pre_attn_scalar must be the head size");
   if (config.rotaryDim !== undefined && !phi3) throw new Error('a partial rotation is written for Phi-3 only (llama.cpp rotates whole heads elsewhere)');
   if (config.noRopeLayers?.some((skips, i) => skips !== ((i + 1) % 4 === 0))) throw new Error("llama.cpp's smollm3 skips RoPE on every 4th layer: other NoPE layers are not written");
   if (phi3 && config.numHeads * config.headDim !== config.hiddenSize) throw new Error(`llama.cpp's phi3 takes head_dim as hidden_size / heads: ${config.numHeads} × ${config.headDim} ≠ ${config.hiddenSize}`);
@@ -201,7 +203,8 @@ function modelMeta(config: ModelConfig, name: string, type: GgufFileType, phi3?:
     [`${arch}.rope.dimension_count`, u32(config.rotaryDim ?? config.headDim)],
     [`${arch}.vocab_size`, u32(config.vocabSize)],
     ...phi3Keys,
-    ...(g ? gemmaMeta(config, arch) : []),
+    ...slidingMeta(config, arch),
+    ...ropeScalingMeta(config, arch),
     // Granite's multipliers, under the names its converter gives them.
     ...(config.multipliers ? ([
       [`${arch}.embedding_scale`, { kind: 'f32', value: config.multipliers.embedding }], [`${arch}.attention.scale`, { kind: 'f32', value: config.multipliers.attention }],
@@ -210,18 +213,29 @@ function modelMeta(config: ModelConfig, name: string, type: GgufFileType, phi3?:
   ];
 }
 
-/** Gemma 3's keys (see the module comment); its sliding layers must follow a count pattern, as every released Gemma 3's do. */
-function gemmaMeta(config: ModelConfig, arch: string): [string, Meta][] {
-  const g = config.gemma!, s = config.ropeScaling, sw = config.sliding;
-  if (!sw) throw new Error('a Gemma 3 without sliding layers is not written');
+/** Sliding layers' keys (Gemma 3, OLMo 3): the window, the pattern as a count (every released model's is one), their base. */
+function slidingMeta(config: ModelConfig, arch: string): [string, Meta][] {
+  const sw = config.sliding;
+  if (!sw) return [];
   const pattern = sw.layers.findIndex((slides) => !slides) + 1;
-  if (!pattern || sw.layers.some((slides, i) => slides !== (i % pattern < pattern - 1))) throw new Error('Gemma 3 layers that do not follow a count pattern are not written');
-  if (Math.abs(g.attentionScale * Math.sqrt(config.headDim) - 1) > 1e-6) throw new Error("llama.cpp scales Gemma 3's attention by 1/√head size: query_pre_attn_scalar must be the head size");
+  if (!pattern || sw.layers.some((slides, i) => slides !== (i % pattern < pattern - 1))) throw new Error('sliding layers that do not follow a count pattern are not written');
   return [
     [`${arch}.attention.sliding_window`, { kind: 'u32', value: sw.window }],
     [`${arch}.attention.sliding_window_pattern`, { kind: 'u32', value: pattern }],
     [`${arch}.rope.freq_base_swa`, { kind: 'f32', value: sw.ropeTheta }],
-    ...(s?.type === 'linear' ? ([[`${arch}.rope.scaling.type`, { kind: 'string', value: 'linear' }], [`${arch}.rope.scaling.factor`, { kind: 'f32', value: s.factor }]] as [string, Meta][]) : []),
+  ];
+}
+
+/** Linear and YaRN scaling as the converter writes them (TextModel.set_gguf_parameters). */
+function ropeScalingMeta(config: ModelConfig, arch: string): [string, Meta][] {
+  const s = config.ropeScaling;
+  const f32 = (key: string, value: number): [string, Meta] => [`${arch}.rope.scaling.${key}`, { kind: 'f32', value }];
+  if (s?.type === 'linear') return [[`${arch}.rope.scaling.type`, { kind: 'string', value: 'linear' }], f32('factor', s.factor)];
+  if (s?.type !== 'yarn') return [];
+  return [
+    [`${arch}.rope.scaling.type`, { kind: 'string', value: 'yarn' }], f32('factor', s.factor),
+    [`${arch}.rope.scaling.original_context_length`, { kind: 'u32', value: s.originalMaxPositionEmbeddings }],
+    f32('yarn_beta_fast', s.betaFast), f32('yarn_beta_slow', s.betaSlow), f32('yarn_attn_factor', s.attentionFactor),
   ];
 }
 

@@ -23,9 +23,11 @@ import { seededRandom } from '../src-main/model/sampling.js';
  * scaling, in transformers 4.5x's config form (rope_local_base_freq, sliding_window_pattern); its
  * norm weights are drawn around 0, as Gemma stores w for a scale of 1 + w. smollm3: Llama's layers,
  * every 4th without RoPE (config.json's no_rope_layer_interval, left to its default). olmo2: norms
- * after attention and the MLP and none before, q and k normed across the whole projection.
+ * after attention and the MLP and none before, q and k normed across the whole projection. olmo3:
+ * olmo2's layers, every 4th global with YaRN (×4 over an original 16 positions), the others sliding
+ * over 4, in transformers 4.5x's config form.
  */
-export type TinyFamily = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'granite' | 'gemma3' | 'smollm3' | 'olmo2';
+export type TinyFamily = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'granite' | 'gemma3' | 'smollm3' | 'olmo2' | 'olmo3';
 
 export interface TinyModelOptions {
   family: TinyFamily;
@@ -126,7 +128,8 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
   const out: [string, number[]][] = [['model.embed_tokens.weight', [V, H]]];
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;
-    if (c.family !== 'olmo2') out.push([`${p}.input_layernorm.weight`, [H]]);
+    const olmo = c.family === 'olmo2' || c.family === 'olmo3';
+    if (!olmo) out.push([`${p}.input_layernorm.weight`, [H]]);
     if (c.family === 'phi3') out.push([`${p}.self_attn.qkv_proj.weight`, [(numHeads + 2 * numKvHeads) * d, H]]);
     else {
       out.push([`${p}.self_attn.q_proj.weight`, [numHeads * d, H]]);
@@ -142,11 +145,11 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
       out.push([`${p}.self_attn.q_norm.weight`, [d]]);
       out.push([`${p}.self_attn.k_norm.weight`, [d]]);
     }
-    if (c.family === 'olmo2') out.push([`${p}.self_attn.q_norm.weight`, [numHeads * d]], [`${p}.self_attn.k_norm.weight`, [numKvHeads * d]]);
+    if (olmo) out.push([`${p}.self_attn.q_norm.weight`, [numHeads * d]], [`${p}.self_attn.k_norm.weight`, [numKvHeads * d]]);
     out.push([`${p}.self_attn.o_proj.weight`, [H, numHeads * d]]);
     out.push([`${p}.post_attention_layernorm.weight`, [H]]);
     if (c.family === 'gemma3') out.push([`${p}.pre_feedforward_layernorm.weight`, [H]]);
-    if (c.family === 'gemma3' || c.family === 'olmo2') out.push([`${p}.post_feedforward_layernorm.weight`, [H]]);
+    if (c.family === 'gemma3' || olmo) out.push([`${p}.post_feedforward_layernorm.weight`, [H]]);
     if (c.family === 'phi3') out.push([`${p}.mlp.gate_up_proj.weight`, [2 * I, H]]);
     else {
       out.push([`${p}.mlp.gate_proj.weight`, [I, H]]);
@@ -159,7 +162,7 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
   return out;
 }
 
-const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM', granite: 'GraniteForCausalLM', gemma3: 'Gemma3ForCausalLM', smollm3: 'SmolLM3ForCausalLM', olmo2: 'Olmo2ForCausalLM' };
+const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM', granite: 'GraniteForCausalLM', gemma3: 'Gemma3ForCausalLM', smollm3: 'SmolLM3ForCausalLM', olmo2: 'Olmo2ForCausalLM', olmo3: 'Olmo3ForCausalLM' };
 
 /** Gemma 3's own fields: the first layer slides (all but the last, with the pattern at the layer count). */
 function gemma3Fields(numLayers: number, queryPreAttnScalar: number): Record<string, unknown> {
@@ -211,7 +214,8 @@ export function writeTinyModel(dir: string, options: TinyModelOptions): TinyMode
     bos_token_id: endOfText,
     eos_token_id: imEnd,
     torch_dtype: { F32: 'float32', BF16: 'bfloat16', F16: 'float16' }[o.dtype],
-    ...(o.family === 'llama' || o.family === 'phi3' || o.family === 'granite' || o.family === 'smollm3' || o.family === 'olmo2' ? { attention_bias: false, mlp_bias: false } : {}),
+    ...(o.family === 'llama' || o.family === 'phi3' || o.family === 'granite' || o.family === 'smollm3' || o.family === 'olmo2' || o.family === 'olmo3' ? { attention_bias: false, mlp_bias: false } : {}),
+    ...(o.family === 'olmo3' ? { sliding_window: 4, rope_scaling: { rope_type: 'yarn', factor: 4, original_max_position_embeddings: 16, beta_fast: 32, beta_slow: 1 } } : {}),
     ...(o.family === 'granite' ? { embedding_multiplier: 6, attention_multiplier: 0.2, residual_multiplier: 0.4, logits_scaling: 3 } : {}),
     ...(o.family === 'qwen2' ? { use_sliding_window: false } : {}),
     ...(o.family === 'phi3' ? phi3Rope(o.headDim, o.maxPositions) : {}),

@@ -3,8 +3,9 @@
 // (Llama's tensors, q/k permuted; no key for the NoPE layers, which llama.cpp takes as every 4th)
 // reads back as the folder's config and scores as the folder does; a merged folder's config.json
 // names the NoPE layers as transformers does. A tiny OLMo 2 (norms after each branch, `olmo2`'s
-// post_attention_norm and post_ffw_norm, q/k not permuted) scores as its folder; OLMo 3's files (a
-// sliding window) are refused. llama.cpp itself: test/interop/llama-cpp-export.test.ts.
+// post_attention_norm and post_ffw_norm, q/k not permuted) scores as its folder, and so does a tiny
+// OLMo 3 (llama.cpp's olmo2 with sliding layers and YaRN). llama.cpp itself:
+// test/interop/llama-cpp-export.test.ts.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -65,5 +66,29 @@ describe('an OLMo 2 GGUF', () => {
     expect(Math.max(...fromFile.map((v, i) => Math.abs(v - fromFolder[i]!)))).toBeLessThan(1e-5);
     const merged = configJson(Checkpoint.open(olmoFile).config);
     expect(merged.model_type).toBe('olmo2');
+  });
+});
+
+describe('an OLMo 3 GGUF (olmo2 with sliding layers and YaRN)', () => {
+  it("reads the folder's sliding layers and YaRN, and scores as the folder does (rows past the window and the original context)", async () => {
+    const olmo3 = writeTinyModel(path.join(tmp, 'olmo3'), { family: 'olmo3', numLayers: 4, hiddenSize: 64, headDim: 16, intermediateSize: 96, seed: 11 }).dir;
+    const olmo3File = path.join(tmp, 'olmo3-f32.gguf');
+    writeGguf(olmo3, olmo3File, { type: 'f32' });
+    const want = readModelConfig(olmo3), got = Checkpoint.open(olmo3File).config;
+    expect(want.sliding).toEqual({ window: 4, layers: [true, true, true, false], ropeTheta: 1000000 });
+    expect(got).toMatchObject({ architecture: 'Olmo3ForCausalLM', sliding: want.sliding, postNorms: true });
+    expect(got.ropeScaling).toEqual({ ...want.ropeScaling, attentionFactor: expect.closeTo(1 + 0.1 * Math.log(4), 6) });
+    const long = [{ inputIds: Array.from({ length: 40 }, (_, i) => (i * 7 + 3) % 90), responseStart: 1 }];
+    const scoresOf = async (model: string) => {
+      const m = await LocalModel.load(model);
+      try {
+        return (await m.score(long))[0]!;
+      } finally {
+        await m.close();
+      }
+    };
+    const [fromFolder, fromFile] = [await scoresOf(olmo3), await scoresOf(olmo3File)];
+    expect(Math.max(...fromFile.map((v, i) => Math.abs(v - fromFolder[i]!)))).toBeLessThan(1e-5);
+    expect(configJson(got)).toMatchObject({ model_type: 'olmo3', sliding_window: 4, rope_scaling: { rope_type: 'yarn', factor: 4 } });
   });
 });
