@@ -106,7 +106,7 @@ function ggufLoadable(arch: string | null, meta: GgufFile['metadata'], tensors: 
   const scaling = num('rope.scaling.type');
   if (Number(num('final_logit_softcapping') ?? 0) > 0) return no('final-logit soft-capping is not supported');
   const longRope = arch === 'phi3' && scaling === 'longrope' && tensors.some((t) => t.name === 'rope_factors_short.weight');
-  if (scaling !== undefined && scaling !== 'none' && scaling !== 'linear' && !longRope) return no(`rope scaling '${String(scaling)}' is not supported (supported: linear, and Llama 3's rope_freqs)`);
+  if (scaling !== undefined && scaling !== 'none' && scaling !== 'linear' && scaling !== 'yarn' && !longRope) return no(`rope scaling '${String(scaling)}' is not supported (supported: linear, yarn, and Llama 3's rope_freqs)`);
   const [width, heads, keyLength, ropeDims] = [num('embedding_length'), num('attention.head_count'), num('attention.key_length'), num('rope.dimension_count')];
   const headDim = typeof keyLength === 'number' ? keyLength : typeof width === 'number' && typeof heads === 'number' ? width / heads : undefined;
   // Phi-3's converter alone writes a partial rotation (Phi-4-mini), which Hindsight runs (./gguf/model.ts).

@@ -114,7 +114,8 @@ describe('GGUF models Hindsight cannot run', () => {
   it('names per-layer head counts, partial RoPE, other rope scaling and unknown tensors', () => {
     expect(open('perlayer.gguf', { ...base, 'llama.attention.head_count_kv': { type: 'array', elem: 'u32', value: [2, 1] } as never })).toMatch(/llama\.attention\.head_count_kv differs between layers/);
     expect(open('partial.gguf', { ...base, 'llama.rope.dimension_count': u32(2) })).toMatch(/partial RoPE/);
-    expect(open('yarn.gguf', { ...base, 'llama.rope.scaling.type': str('yarn') })).toMatch(/rope\.scaling\.type 'yarn' is not supported/);
+    expect(open('dynamic.gguf', { ...base, 'llama.rope.scaling.type': str('dynamic') })).toMatch(/rope\.scaling\.type 'dynamic' is not supported \(supported: linear, yarn,/);
+    expect(open('yarn.gguf', { ...base, 'llama.rope.scaling.type': str('yarn') })).toMatch(/rope\.scaling\.type yarn needs a positive llama\.rope\.scaling\.factor/);
     expect(open('moe.gguf', base, [embd, { name: 'blk.0.ffn_gate_exps.weight', dims: [8], type: 0, bytes: f32Bytes(new Array(8).fill(0)) }])).toMatch(/tensor 'blk\.0\.ffn_gate_exps\.weight' \(F32\) is not part of a llama model/);
     expect(open('nometa.gguf', { 'general.architecture': str('llama') })).toMatch(/llama\.embedding_length must be a number, found nothing/);
   });

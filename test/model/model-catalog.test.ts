@@ -89,7 +89,7 @@ beforeAll(() => {
     });
   }
   smallGguf(path.join(lms, 'pub', 'half', 'half-00001-of-00002.gguf'), { arch: 'llama' });
-  smallGguf(path.join(lms, 'pub', 'yarn', 'long.gguf'), { extra: { 'qwen2.rope.scaling.type': str('yarn') } });
+  smallGguf(path.join(lms, 'pub', 'yarn', 'long.gguf'), { extra: { 'qwen2.rope.scaling.type': str('dynamic') } });
   smallGguf(path.join(lms, 'pub', 'pre', 'ds.gguf'), { extra: { 'tokenizer.ggml.pre': str('deepseek-llm') } });
   smallGguf(path.join(lms, 'pub', 'partial', 'p.gguf'), { arch: 'llama', extra: { 'llama.embedding_length': u32(64), 'llama.attention.head_count': u32(4), 'llama.rope.dimension_count': u32(8) } });
   smallGguf(path.join(home, '.cache', 'lm-studio', 'models', 'old', 'repo', 'iq.gguf'), {
@@ -154,7 +154,7 @@ describe('model catalog', () => {
     expect(catalog.models.some((m) => m.name.includes('big-00002'))).toBe(false);
     expect(split.bytes).toBe(fs.statSync(split.path).size + fs.statSync(split.path.replace('00001-of', '00002-of')).size);
     expect(byName('pub/half/half-00001-of-00002.gguf').reason).toBe('part half-00002-of-00002.gguf of the split model is missing');
-    expect(byName('pub/yarn/long.gguf').reason).toBe("rope scaling 'yarn' is not supported (supported: linear, and Llama 3's rope_freqs)");
+    expect(byName('pub/yarn/long.gguf').reason).toBe("rope scaling 'dynamic' is not supported (supported: linear, yarn, and Llama 3's rope_freqs)");
     expect(byName('pub/pre/ds.gguf').reason).toBe("the pre-tokenizer 'deepseek-llm' (tokenizer.ggml.pre) is not supported");
     expect(byName('pub/partial/p.gguf').reason).toBe('partial RoPE (8 of head size 16) is not supported');
     expect(byName('old/repo/iq.gguf')).toMatchObject({ source: 'lmstudio', loadable: false, quantization: 'IQ2_XXS' });

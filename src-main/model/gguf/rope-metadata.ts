@@ -17,7 +17,10 @@ export function ropeScaling(gguf: GgufFile, arch: string, file: string, byName: 
   const type = meta.get(`${arch}.rope.scaling.type`);
   const factor = meta.get(`${arch}.rope.scaling.factor`);
   if (type === 'linear' && typeof factor === 'number' && factor > 0) return { type: 'linear', factor };
-  if (type === 'yarn' && typeof factor === 'number' && factor > 0) return yarnFromMetadata(meta, arch, file, factor);
+  if (type === 'yarn') {
+    if (!(typeof factor === 'number' && factor > 0)) throw new UserError(`${file}: ${arch}.rope.scaling.type yarn needs a positive ${arch}.rope.scaling.factor, found ${JSON.stringify(String(factor))}`);
+    return yarnFromMetadata(meta, arch, file, factor);
+  }
   const short = arch === 'phi3' ? byName.get('rope_factors_short.weight') : undefined;
   if (type !== undefined && type !== 'none' && type !== 'linear' && !(short && type === 'longrope')) throw new UserError(`${file}: ${arch}.rope.scaling.type '${String(type)}' is not supported (supported: linear, yarn, Llama 3's rope_freqs and Phi-3's LongRoPE factors)`);
   if (short) return longRopeFromFactors(gguf, arch, file, short, rotary);
