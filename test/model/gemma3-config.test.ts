@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Checkpoint, readModelConfig } from '../../src-main/model/hf-checkpoint.js';
-import { LocalModel } from '../../src-main/model/local-model.js';
+import { scoreRow } from '../helpers/score-model.js';
 import { readSafetensorsHeader, readTensorBytes, writeSafetensors, type TensorToWrite } from '../../src-main/model/safetensors.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 
@@ -98,15 +98,7 @@ describe("Gemma 3's multimodal folders (Gemma3ForConditionalGeneration: 4B and u
     }
     writeSafetensors(path.join(dir, 'model.safetensors'), tensors, { format: 'pt' });
     const rows = [{ inputIds: [5, 9, 2, 7, 11, 3, 40, 41, 17, 60], responseStart: 1 }];
-    const scores = async (d: string) => {
-      const m = await LocalModel.load(d);
-      try {
-        return (await m.score(rows))[0]!;
-      } finally {
-        await m.close();
-      }
-    };
-    expect(await scores(dir)).toEqual(await scores(text.dir));
+    expect(await scoreRow(dir, rows[0]!)).toEqual(await scoreRow(text.dir, rows[0]!));
     const ckpt = Checkpoint.open(dir);
     expect([ckpt.has('model.layers.0.self_attn.q_proj.weight'), ckpt.decoderName('model.language_model.norm.weight')]).toEqual([true, 'model.norm.weight']);
     expect(ckpt.tensorNames).toContain('model.vision_tower.embeddings.patch_embedding.weight'); // kept, for a merged folder

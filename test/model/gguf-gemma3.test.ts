@@ -12,7 +12,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { writeGguf } from '../../bench/gguf-writer.js';
 import { Checkpoint, readModelConfig } from '../../src-main/model/hf-checkpoint.js';
-import { LocalModel } from '../../src-main/model/local-model.js';
+import { scoreRow } from '../helpers/score-model.js';
 import { inspectModel } from '../../src-main/model/model-inspect.js';
 import { configJson } from '../../src-main/model/gguf/folder-files.js';
 import { openGguf, readGgufTensorBytes } from '../../src-main/model/gguf/reader.js';
@@ -29,14 +29,7 @@ writeGguf(dir, file, { type: 'f32' });
 // Longer than the 4-position window.
 const ROWS = [{ inputIds: [5, 9, 2, 7, 11, 3, 40, 41, 17, 60, 8, 30], responseStart: 1 }];
 
-async function scores(model: string): Promise<number[]> {
-  const m = await LocalModel.load(model);
-  try {
-    return (await m.score(ROWS))[0]!;
-  } finally {
-    await m.close();
-  }
-}
+const scores = (model: string) => scoreRow(model, ROWS[0]!);
 const maxDiff = (a: number[], b: number[]) => Math.max(...a.map((v, i) => Math.abs(v - b[i]!)));
 
 /** `file` rewritten with Ollama's keys for the sliding layers and a vision tensor beside the text model's. */

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { writeGguf } from '../../bench/gguf-writer.js';
 import { Checkpoint, readModelConfig } from '../../src-main/model/hf-checkpoint.js';
-import { LocalModel } from '../../src-main/model/local-model.js';
+import { scoreRow } from '../helpers/score-model.js';
 import { inspectModel } from '../../src-main/model/model-inspect.js';
 import { configJson } from '../../src-main/model/gguf/folder-files.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
@@ -23,14 +23,7 @@ const file = path.join(tmp, 'granite-f32.gguf');
 writeGguf(dir, file, { type: 'f32' });
 const ROWS = [{ inputIds: [5, 9, 2, 7, 11, 3, 40, 41, 17, 60], responseStart: 1 }];
 
-async function scores(model: string): Promise<number[]> {
-  const m = await LocalModel.load(model);
-  try {
-    return (await m.score(ROWS))[0]!;
-  } finally {
-    await m.close();
-  }
-}
+const scores = (model: string) => scoreRow(model, ROWS[0]!);
 
 describe('a Granite GGUF', () => {
   it("reads the folder's multipliers and scores as the folder does; the model list calls it loadable", async () => {

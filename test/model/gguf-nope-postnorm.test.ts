@@ -12,7 +12,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { writeGguf } from '../../bench/gguf-writer.js';
 import { Checkpoint, readModelConfig } from '../../src-main/model/hf-checkpoint.js';
-import { LocalModel } from '../../src-main/model/local-model.js';
+import { scoreRow } from '../helpers/score-model.js';
 import { inspectModel } from '../../src-main/model/model-inspect.js';
 import { configJson } from '../../src-main/model/gguf/folder-files.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
@@ -25,14 +25,7 @@ const file = path.join(tmp, 'smollm3-f32.gguf');
 writeGguf(dir, file, { type: 'f32' });
 const ROWS = [{ inputIds: [5, 9, 2, 7, 11, 3, 40, 41, 17, 60], responseStart: 1 }];
 
-async function scores(model: string): Promise<number[]> {
-  const m = await LocalModel.load(model);
-  try {
-    return (await m.score(ROWS))[0]!;
-  } finally {
-    await m.close();
-  }
-}
+const scores = (model: string) => scoreRow(model, ROWS[0]!);
 
 describe('a SmolLM3 GGUF', () => {
   it("reads the folder's NoPE layers and scores as the folder does; the model list calls it loadable", async () => {
@@ -79,15 +72,7 @@ describe('an OLMo 3 GGUF (olmo2 with sliding layers and YaRN)', () => {
     expect(got).toMatchObject({ architecture: 'Olmo3ForCausalLM', sliding: want.sliding, postNorms: true });
     expect(got.ropeScaling).toEqual({ ...want.ropeScaling, attentionFactor: expect.closeTo(1 + 0.1 * Math.log(4), 6) });
     const long = [{ inputIds: Array.from({ length: 40 }, (_, i) => (i * 7 + 3) % 90), responseStart: 1 }];
-    const scoresOf = async (model: string) => {
-      const m = await LocalModel.load(model);
-      try {
-        return (await m.score(long))[0]!;
-      } finally {
-        await m.close();
-      }
-    };
-    const [fromFolder, fromFile] = [await scoresOf(olmo3), await scoresOf(olmo3File)];
+    const [fromFolder, fromFile] = [await scoreRow(olmo3, long[0]!), await scoreRow(olmo3File, long[0]!)];
     expect(Math.max(...fromFile.map((v, i) => Math.abs(v - fromFolder[i]!)))).toBeLessThan(1e-5);
     expect(configJson(got)).toMatchObject({ model_type: 'olmo3', sliding_window: 4, rope_scaling: { rope_type: 'yarn', factor: 4 } });
   });
