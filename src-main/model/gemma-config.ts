@@ -1,11 +1,9 @@
 /**
  * Gemma 3's text decoder as config.json describes it (`Gemma3ForCausalLM`, model_type
- * `gemma3_text`: Gemma 3 1B and 270M, and the text model of the larger ones), in both of the
- * forms transformers has written it:
- * - 4.5x: `rope_theta` and `rope_scaling` for the global layers, `rope_local_base_freq` for the
- *   sliding ones, `sliding_window_pattern` (every n-th layer global);
- * - 5.x: `rope_parameters` per layer type (`full_attention`, `sliding_attention`) and
- *   `layer_types`, one per layer.
+ * `gemma3_text`: Gemma 3 1B and 270M, and the text model of the larger ones). Its sliding layers
+ * and their RoPE, in both of the forms transformers has written them (4.5x's
+ * `rope_local_base_freq` and `sliding_window_pattern`; 5.x's `rope_parameters` per layer type and
+ * `layer_types`), are read by ./sliding-layers.ts.
  *
  * What the decoder does differently for Gemma (./decoder.ts, ModelConfig.gemma): the embedding
  * times √hidden; RMSNorm weights stored as w for a scale of 1 + w; four norms a layer (around

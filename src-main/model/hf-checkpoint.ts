@@ -4,10 +4,12 @@
  *
  * Supported families: Llama (`LlamaForCausalLM`; Mistral's `MistralForCausalLM` is the same
  * network, and so is Phi-3's `Phi3ForCausalLM` with fused projections, ./fused-projections.ts,
- * and Granite's `GraniteForCausalLM` with four multipliers),
- * Qwen2 (q/k/v bias) and Qwen3 (RMSNorm of q and k over head_dim before RoPE). Also: GQA,
- * head_dim ≠ hidden/heads, tied embeddings, rope_theta, partial rotation, and rope_scaling of
- * type `linear`, `llama3` or `longrope` (also as transformers 5's `rope_parameters`). Anything else is refused with a
+ * Granite's `GraniteForCausalLM` with four multipliers, SmolLM3's with layers without RoPE, and
+ * OLMo 2's and 3's with norms after each branch), Qwen2 (q/k/v bias), Qwen3 (RMSNorm of q and k
+ * over head_dim before RoPE) and Gemma 3 (./gemma-config.ts; its multimodal folders' text model
+ * too). Also: GQA, head_dim ≠ hidden/heads, tied embeddings, rope_theta, partial rotation, sliding
+ * layers (./sliding-layers.ts), and rope_scaling of type `linear`, `llama3`, `longrope` or `yarn`
+ * (./rope-config.ts; also as transformers 5's `rope_parameters`). Anything else is refused with a
  * message that names the file and the field or tensor, rather than producing wrong numbers.
  *
  * Weights are read lazily by name, widened to fp32 (see ./safetensors.ts for why), and
