@@ -243,6 +243,10 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
 
   const fusedRope = options.inference && options.fusedRope;
   const ropes = ropeTables(b, c, positionIds, headDim, fusedRope); // shared by every layer
+  // Ministral 3's query temperature, per token [B, T, 1, 1] (ModelConfig.queryTemperature).
+  const qt = c.queryTemperature;
+  const floor = (x: string) => b.op('Floor', [x], {}, 1, [{ dtype: 'float32', shape: b.shapeOf(x) }])[0]!;
+  const queryScale = qt && b.unsqueeze(b.add(b.mul(b.log(b.add(floor(b.div(b.cast(positionIds, 'float32'), b.scalar(qt.floorScale))), b.scalar(1))), b.scalar(qt.beta)), b.scalar(1)), [2, 3]);
   // The sliding layers': their own base, unscaled.
   const localRopes = sw && ropeTables(b, { ...c, ropeTheta: sw.ropeTheta, ropeScaling: undefined }, positionIds, headDim, fusedRope);
   // An inference graph's last layer makes queries, o and MLP only for the rows the output reads.
@@ -291,6 +295,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
       q = applyRope(b, q, layerRopes, numHeads, headDim, cut ? cut.rows : undefined);
       k = applyRope(b, k, layerRopes, numKvHeads, headDim);
     }
+    if (queryScale) q = b.mul(q, cut ? cut.rows(queryScale) : queryScale);
     // Grouped-query attention without copying K/V: q heads are grouped [B, kv, rep, T, d]
     // and K/V [B, kv, 1, S, d] broadcast across the group in MatMul.
     const qGrouped = b.transpose(b.reshape(q, [0, 0, numKvHeads, rep, headDim]), [0, 2, 3, 1, 4]);

@@ -45,6 +45,8 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
   GraniteForCausalLM: 'llama',
   // Llama's layers, every 4th without RoPE (ModelConfig.noRopeLayers).
   SmolLM3ForCausalLM: 'llama',
+  // Llama's layers with YaRN and a query temperature past the original context (ModelConfig.queryTemperature).
+  Ministral3ForCausalLM: 'llama',
   // Llama's projections with norms after each branch instead of before, and q/k normed whole (ModelConfig.postNorms).
   Olmo2ForCausalLM: 'llama',
   // OLMo 2's layers, three of four sliding, the others with YaRN (ModelConfig.sliding).
@@ -60,6 +62,7 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
 /** Architectures people bring that Hindsight does not run: why, and what runs instead. */
 const REFUSED_ARCHITECTURES: Record<string, string> = {
   Gemma2ForCausalLM: "Gemma 2's logit soft-capping is not built",
+  Mistral3ForConditionalGeneration: "Mistral 3's multimodal folder; its GGUF (mistral3) runs, and so does a Ministral3ForCausalLM folder",
 };
 
 function readJson(file: string, what: string): Record<string, unknown> {
@@ -129,6 +132,7 @@ export function readModelConfig(dir: string): ModelConfig {
   if (arch === 'Phi3ForCausalLM') config.fusedProjections = true;
   if (gemma) Object.assign(config, { gemma: gemma.layout, sliding: gemma.sliding });
   if (arch === 'SmolLM3ForCausalLM') config.noRopeLayers = noRopeLayers(raw, file, config.numLayers);
+  if (arch === 'Ministral3ForCausalLM') config.queryTemperature = queryTemperature(raw, file);
   if (arch === 'Olmo2ForCausalLM' || arch === 'Olmo3ForCausalLM') Object.assign(config, { qkNorm: true, qkNormWhole: true, postNorms: true });
   if (olmoSliding) config.sliding = olmoSliding.sliding;
   if (arch === 'Gemma3ForConditionalGeneration') config.moduleRoot = MULTIMODAL_ROOT;
@@ -140,6 +144,22 @@ export function readModelConfig(dir: string): ModelConfig {
   if ((config.rotaryDim ?? config.headDim) % 2) throw new UserError(`${file}: RoPE's ${config.rotaryDim ?? config.headDim} dimensions per head must be an even number`);
   if (numHeads % config.numKvHeads) throw new UserError(`${file}: num_attention_heads ${numHeads} is not a multiple of num_key_value_heads ${config.numKvHeads}`);
   return config;
+}
+
+/**
+ * Ministral 3's query temperature (transformers' get_llama_4_attn_scale): `llama_4_scaling_beta`
+ * over YaRN's `original_max_position_embeddings`, both in its RoPE parameters; none where beta is
+ * absent or 0. Its attention has no window (`sliding_window` set is refused).
+ */
+function queryTemperature(raw: Record<string, unknown>, file: string): ModelConfig['queryTemperature'] {
+  if (typeof raw.sliding_window === 'number') throw new UserError(`${file}: sliding_window ${raw.sliding_window} is not supported for Ministral 3`);
+  const params = (raw.rope_parameters ?? raw.rope_scaling ?? {}) as Record<string, unknown>;
+  const beta = params.llama_4_scaling_beta, floorScale = params.original_max_position_embeddings;
+  if (beta === undefined || beta === null || beta === 0) return undefined;
+  if (typeof beta !== 'number' || !Number.isFinite(beta) || typeof floorScale !== 'number' || !(floorScale > 0)) {
+    throw new UserError(`${file}: llama_4_scaling_beta ${JSON.stringify(beta)} needs a number and original_max_position_embeddings in rope_parameters`);
+  }
+  return { beta, floorScale };
 }
 
 /**

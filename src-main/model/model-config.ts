@@ -10,13 +10,13 @@ export type ModelFamily = 'llama' | 'qwen2' | 'qwen3' | 'gemma3';
  * otherwise. Others go by their family's name.
  */
 export const OWN_MODEL_TYPES: Readonly<Record<string, string>> = {
-  Phi3ForCausalLM: 'phi3', GraniteForCausalLM: 'granite', SmolLM3ForCausalLM: 'smollm3', Olmo2ForCausalLM: 'olmo2',
+  Phi3ForCausalLM: 'phi3', GraniteForCausalLM: 'granite', SmolLM3ForCausalLM: 'smollm3', Olmo2ForCausalLM: 'olmo2', Ministral3ForCausalLM: 'mistral3',
   // llama.cpp runs OLMo 3 as olmo2 with sliding layers.
   Olmo3ForCausalLM: 'olmo2',
 };
 
 /** config.json's model_type where it is not llama.cpp's architecture name. */
-export const HF_MODEL_TYPES: Readonly<Record<string, string>> = { Olmo3ForCausalLM: 'olmo3', Gemma3ForCausalLM: 'gemma3_text' };
+export const HF_MODEL_TYPES: Readonly<Record<string, string>> = { Olmo3ForCausalLM: 'olmo3', Gemma3ForCausalLM: 'gemma3_text', Ministral3ForCausalLM: 'ministral3' };
 
 export type RopeScaling =
   | { type: 'linear'; factor: number }
@@ -68,6 +68,11 @@ export interface ModelConfig {
   rotaryDim?: number;
   /** Per layer: true where the layer's q and k are not turned at all (SmolLM3's NoPE layers, every 4th); absent: every layer turns them. */
   noRopeLayers?: boolean[];
+  /**
+   * Ministral 3 (Llama 4's attention temperature): each query times 1 + beta·ln(1 + ⌊position /
+   * floorScale⌋), after RoPE: 1 within the first floorScale positions (YaRN's original context).
+   */
+  queryTemperature?: { beta: number; floorScale: number };
   /**
    * Granite: the embedding times `embedding`, attention scores times `attention` (in place of
    * 1/√head_dim), each layer's two residual branches times `residual`, logits divided by `logits`.

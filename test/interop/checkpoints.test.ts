@@ -31,7 +31,7 @@ const TEXTS = [
 const PROMPTS = ['Hello, who are you?', 'Write one sentence about the sea.', 'x'];
 
 interface Model {
-  name: string; family: 'llama' | 'mistral' | 'phi3' | 'granite' | 'gemma3' | 'smollm3' | 'olmo2' | 'olmo3' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16';
+  name: string; family: 'llama' | 'mistral' | 'phi3' | 'granite' | 'gemma3' | 'smollm3' | 'olmo2' | 'olmo3' | 'ministral3' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16';
   head_dim?: number; rope_theta?: number; rope_scaling?: Record<string, unknown>; attention_bias?: boolean; sliding_window?: number | null;
   partial_rotary_factor?: number; original_max_position_embeddings?: number; max_position_embeddings?: number;
   embedding_multiplier?: number; attention_multiplier?: number; residual_multiplier?: number; logits_scaling?: number;
@@ -86,6 +86,12 @@ const MODELS: Model[] = [
       sliding_attention: { rope_type: 'default', rope_theta: 500000 },
     },
   },
+  // Ministral 3: Llama's layers with YaRN (×16 over an original 64 positions, its mscale ratio 1) and
+  // Llama 4's query temperature from position 64 on (the long row goes to 474).
+  {
+    name: 'ministral3-bf16-yarn', family: 'ministral3', tie: false, dtype: 'BF16', max_position_embeddings: 1024,
+    rope_parameters: { rope_type: 'yarn', factor: 16, original_max_position_embeddings: 64, beta_fast: 32, beta_slow: 1, mscale: 1, mscale_all_dim: 1, llama_4_scaling_beta: 0.1, rope_theta: 1000000 },
+  },
   { name: 'qwen2-fp32-tied', family: 'qwen2', tie: true, dtype: 'F32', rope_theta: 1000000 },
   { name: 'qwen2-bf16-untied', family: 'qwen2', tie: false, dtype: 'BF16' },
   { name: 'qwen3-fp32-untied', family: 'qwen3', tie: false, dtype: 'F32', head_dim: 32, rope_theta: 1000000 },
@@ -131,6 +137,7 @@ describe.skipIf(!interopPython)('checkpoints written by transformers', () => {
       if (m.family === 'phi3') expect(c.architectures, m.name).toEqual(['Phi3ForCausalLM']);
       if (m.family === 'gemma3') expect([saved.architectures, c.layer_types, c.sliding_window], m.name).toEqual([[m.multimodal ? 'Gemma3ForConditionalGeneration' : 'Gemma3ForCausalLM'], m.layer_types, m.sliding_window]);
       if (m.family === 'smollm3') expect([saved.architectures, c.no_rope_layers], m.name).toEqual([['SmolLM3ForCausalLM'], [1, 1, 1, 0]]);
+      if (m.family === 'ministral3') expect([saved.architectures, (c.rope_parameters as Record<string, unknown>).llama_4_scaling_beta], m.name).toEqual([['Ministral3ForCausalLM'], 0.1]);
       if (m.family === 'olmo2') expect(saved.architectures, m.name).toEqual(['Olmo2ForCausalLM']);
       if (m.family === 'olmo3') expect([saved.architectures, c.layer_types], m.name).toEqual([['Olmo3ForCausalLM'], ['sliding_attention', 'sliding_attention', 'sliding_attention', 'full_attention']]);
       if (m.family === 'granite') expect([c.architectures, c.residual_multiplier], m.name).toEqual([['GraniteForCausalLM'], m.residual_multiplier]);
