@@ -34,6 +34,9 @@
  *   multipliers as `embedding_scale`, `attention.scale`, `residual_scale`, `logit_scale`.
  * - OLMo 2 (`Olmo2ForCausalLM`): architecture `olmo2`, q/k not permuted, `post_attention_norm` and
  *   `post_ffw_norm` in place of the input and pre-MLP norms, `attn_q_norm`/`attn_k_norm` whole.
+ * - Ministral 3 (`Ministral3ForCausalLM`): architecture `mistral3`, Llama's tensors (q/k permuted),
+ *   YaRN with its log multiplier, the query temperature as `attention.temperature_scale` (its floor
+ *   is YaRN's original context, as llama.cpp reads it).
  * - SmolLM3 (`SmolLM3ForCausalLM`): architecture `smollm3`, Llama's tensors (q/k permuted); its NoPE
  *   layers must be every 4th, which llama.cpp assumes (there is no key for them).
  * - Gemma 3 (`Gemma3ForCausalLM`) as the converter's Gemma3Model writes it: architecture `gemma3`,
@@ -205,6 +208,7 @@ function modelMeta(config: ModelConfig, name: string, type: GgufFileType, phi3?:
     ...phi3Keys,
     ...slidingMeta(config, arch),
     ...ropeScalingMeta(config, arch),
+    ...(config.queryTemperature ? [[`${arch}.attention.temperature_scale`, { kind: 'f32', value: config.queryTemperature.beta }] as [string, Meta]] : []),
     // Granite's multipliers, under the names its converter gives them.
     ...(config.multipliers ? ([
       [`${arch}.embedding_scale`, { kind: 'f32', value: config.multipliers.embedding }], [`${arch}.attention.scale`, { kind: 'f32', value: config.multipliers.attention }],
@@ -232,10 +236,14 @@ function ropeScalingMeta(config: ModelConfig, arch: string): [string, Meta][] {
   const f32 = (key: string, value: number): [string, Meta] => [`${arch}.rope.scaling.${key}`, { kind: 'f32', value }];
   if (s?.type === 'linear') return [[`${arch}.rope.scaling.type`, { kind: 'string', value: 'linear' }], f32('factor', s.factor)];
   if (s?.type !== 'yarn') return [];
+  // An attention factor other than llama.cpp's own, 0.1·ln(factor) + 1, goes as the log multiplier m that
+  // makes it (that over 0.1·m·ln(factor) + 1): Ministral 3's mscale_all_dim.
+  const own = 0.1 * Math.log(s.factor) + 1;
+  const logMul = Math.abs(s.attentionFactor - own) < 1e-6 ? [] : [f32('yarn_log_multiplier', (own / s.attentionFactor - 1) / (0.1 * Math.log(s.factor)))];
   return [
     [`${arch}.rope.scaling.type`, { kind: 'string', value: 'yarn' }], f32('factor', s.factor),
     [`${arch}.rope.scaling.original_context_length`, { kind: 'u32', value: s.originalMaxPositionEmbeddings }],
-    f32('yarn_beta_fast', s.betaFast), f32('yarn_beta_slow', s.betaSlow), f32('yarn_attn_factor', s.attentionFactor),
+    f32('yarn_beta_fast', s.betaFast), f32('yarn_beta_slow', s.betaSlow), f32('yarn_attn_factor', s.attentionFactor), ...logMul,
   ];
 }
 

@@ -25,9 +25,10 @@ import { seededRandom } from '../src-main/model/sampling.js';
  * every 4th without RoPE (config.json's no_rope_layer_interval, left to its default). olmo2: norms
  * after attention and the MLP and none before, q and k normed across the whole projection. olmo3:
  * olmo2's layers, every 4th global with YaRN (×4 over an original 16 positions), the others sliding
- * over 4, in transformers 4.5x's config form.
+ * over 4, in transformers 4.5x's config form. ministral3: Llama's layers with YaRN (×4 over an
+ * original 8 positions, its mscale ratio 1) and the query temperature from position 8 on.
  */
-export type TinyFamily = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'granite' | 'gemma3' | 'smollm3' | 'olmo2' | 'olmo3';
+export type TinyFamily = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'granite' | 'gemma3' | 'smollm3' | 'olmo2' | 'olmo3' | 'ministral3';
 
 export interface TinyModelOptions {
   family: TinyFamily;
@@ -162,7 +163,7 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
   return out;
 }
 
-const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM', granite: 'GraniteForCausalLM', gemma3: 'Gemma3ForCausalLM', smollm3: 'SmolLM3ForCausalLM', olmo2: 'Olmo2ForCausalLM', olmo3: 'Olmo3ForCausalLM' };
+const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM', granite: 'GraniteForCausalLM', gemma3: 'Gemma3ForCausalLM', smollm3: 'SmolLM3ForCausalLM', olmo2: 'Olmo2ForCausalLM', olmo3: 'Olmo3ForCausalLM', ministral3: 'Ministral3ForCausalLM' };
 
 /** Gemma 3's own fields: the first layer slides (all but the last, with the pattern at the layer count). */
 function gemma3Fields(numLayers: number, queryPreAttnScalar: number): Record<string, unknown> {
@@ -214,7 +215,10 @@ export function writeTinyModel(dir: string, options: TinyModelOptions): TinyMode
     bos_token_id: endOfText,
     eos_token_id: imEnd,
     torch_dtype: { F32: 'float32', BF16: 'bfloat16', F16: 'float16' }[o.dtype],
-    ...(o.family === 'llama' || o.family === 'phi3' || o.family === 'granite' || o.family === 'smollm3' || o.family === 'olmo2' || o.family === 'olmo3' ? { attention_bias: false, mlp_bias: false } : {}),
+    ...(o.family === 'llama' || o.family === 'phi3' || o.family === 'granite' || o.family === 'smollm3' || o.family === 'olmo2' || o.family === 'olmo3' || o.family === 'ministral3' ? { attention_bias: false, mlp_bias: false } : {}),
+    ...(o.family === 'ministral3' ? {
+      rope_parameters: { rope_type: 'yarn', factor: 4, original_max_position_embeddings: 8, beta_fast: 32, beta_slow: 1, mscale: 1, mscale_all_dim: 1, llama_4_scaling_beta: 0.1, rope_theta: 1000000 },
+    } : {}),
     ...(o.family === 'olmo3' ? { sliding_window: 4, rope_scaling: { rope_type: 'yarn', factor: 4, original_max_position_embeddings: 16, beta_fast: 32, beta_slow: 1 } } : {}),
     ...(o.family === 'granite' ? { embedding_multiplier: 6, attention_multiplier: 0.2, residual_multiplier: 0.4, logits_scaling: 3 } : {}),
     ...(o.family === 'qwen2' ? { use_sliding_window: false } : {}),

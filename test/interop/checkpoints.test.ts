@@ -35,7 +35,7 @@ interface Model {
   head_dim?: number; rope_theta?: number; rope_scaling?: Record<string, unknown>; attention_bias?: boolean; sliding_window?: number | null;
   partial_rotary_factor?: number; original_max_position_embeddings?: number; max_position_embeddings?: number;
   embedding_multiplier?: number; attention_multiplier?: number; residual_multiplier?: number; logits_scaling?: number;
-  num_hidden_layers?: number; layer_types?: string[]; query_pre_attn_scalar?: number; rope_parameters?: Record<string, Record<string, unknown>>;
+  num_hidden_layers?: number; layer_types?: string[]; query_pre_attn_scalar?: number; rope_parameters?: Record<string, unknown>;
   multimodal?: boolean;
 }
 // LongRoPE's short factors for 8 and 6 rotated pairs (Phi-3's head of 16, and Phi-4-mini's 3/4 of it).

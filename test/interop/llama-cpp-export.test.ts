@@ -110,6 +110,8 @@ describe.skipIf(!module)('export-model: llama.cpp loads the GGUF adapter and the
     { family: 'olmo2', tie: false },
     // OLMo 3 (llama.cpp's olmo2 with sliding layers): three sliding over 4 positions, a global one with YaRN.
     { family: 'olmo3', tie: false, extra: { numLayers: 4 } },
+    // Ministral 3 (mistral3): YaRN over an original 8 positions, the query temperature past them.
+    { family: 'ministral3', tie: false },
   ];
   for (const { family, tie, extra, tolerance = F32_TOLERANCE } of cases) {
     it(`tiny ${family}: base + adapter and merged f16 equal score --adapter; the same greedy tokens`, async () => {

@@ -77,3 +77,18 @@ describe('an OLMo 3 GGUF (olmo2 with sliding layers and YaRN)', () => {
     expect(configJson(got)).toMatchObject({ model_type: 'olmo3', sliding_window: 4, rope_scaling: { rope_type: 'yarn', factor: 4 } });
   });
 });
+
+describe('a Ministral 3 GGUF (mistral3: YaRN with its log multiplier, the query temperature)', () => {
+  it('reads as the folder and scores as it does, past the original context', async () => {
+    const dir3 = writeTinyModel(path.join(tmp, 'ministral3'), { family: 'ministral3', hiddenSize: 64, headDim: 16, intermediateSize: 96, seed: 12 }).dir;
+    const file3 = path.join(tmp, 'ministral3-f32.gguf');
+    writeGguf(dir3, file3, { type: 'f32' });
+    const want = readModelConfig(dir3), got = Checkpoint.open(file3).config;
+    expect(want).toMatchObject({ queryTemperature: { beta: 0.1, floorScale: 8 }, ropeScaling: { type: 'yarn', factor: 4, attentionFactor: 1 } });
+    expect(got).toMatchObject({ architecture: 'Ministral3ForCausalLM', queryTemperature: { beta: expect.closeTo(0.1, 6), floorScale: 8 } });
+    expect((got.ropeScaling as { attentionFactor: number }).attentionFactor).toBeCloseTo(1, 6);
+    const row = { inputIds: Array.from({ length: 30 }, (_, i) => (i * 5 + 2) % 90), responseStart: 1 };
+    const [fromFolder, fromFile] = [await scoreRow(dir3, row), await scoreRow(file3, row)];
+    expect(Math.max(...fromFile.map((v, i) => Math.abs(v - fromFolder[i]!)))).toBeLessThan(1e-5);
+  });
+});

@@ -1,4 +1,4 @@
-// Whole-model check: on tiny Qwen3, Qwen2, Llama, Phi-3, Granite, Gemma 3, SmolLM3, OLMo 2 and OLMo 3 checkpoints, the training step's gradients
+// Whole-model check: on tiny Qwen3, Qwen2, Llama, Phi-3, Granite, Gemma 3, SmolLM3, OLMo 2, OLMo 3 and Ministral 3 checkpoints, the training step's gradients
 // of the LoRA weights match finite differences of its loss, for rl, opd and combine (and once
 // with the k3 KL penalty). B is nonzero so the gradients of A are not trivially zero.
 import { afterAll, describe, expect, it } from 'vitest';
@@ -40,6 +40,8 @@ const CASES: { family: TinyFamily; method: TrainMethod; klBeta?: number; memory?
   { family: 'olmo2', method: 'combine', h: 3e-3 },
   // OLMo 3: three sliding layers around a global one with YaRN; rows past its window.
   { family: 'olmo3', method: 'combine', h: 3e-3, numLayers: 4 },
+  // Ministral 3: YaRN, and the query temperature on the rows' later positions.
+  { family: 'ministral3', method: 'combine' },
   { family: 'qwen3', method: 'combine', klBeta: 0.5, memory: { vocabChunk: 37, recompute: true } },
 ];
 
@@ -51,7 +53,7 @@ function nudged(lp: Float32Array, mask: Float32Array, seed: number): Float32Arra
 
 describe.each(CASES)('$family $method (β=$klBeta, $memory)', ({ family, method, klBeta = 0, memory, h = 1e-2, numLayers = 2 }) => {
   it('gradients match finite differences of the loss', async () => {
-    const seed = { qwen3: 11, qwen2: 12, llama: 13, phi3: 14, granite: 15, gemma3: 16, smollm3: 17, olmo2: 18, olmo3: 19 }[family];
+    const seed = { qwen3: 11, qwen2: 12, llama: 13, phi3: 14, granite: 15, gemma3: 16, smollm3: 17, olmo2: 18, olmo3: 19, ministral3: 20 }[family];
     const dir = path.join(root, family);
     if (!fs.existsSync(dir)) writeTinyModel(dir, { family, seed, hiddenSize: 16, intermediateSize: 24, headDim: 8, numHeads: 4, numKvHeads: 2, numLayers });
     const engine = await TrainStepEngine.create(dir, { lora: LORA, loss: lossConfig(method, klBeta), optimizer: sgd(0.1), device: 'cpu', ...memory });

@@ -26,6 +26,10 @@
  * whole projection (ModelConfig.postNorms); with `attention.sliding_window`, OLMo 3, whose
  * sliding layers (../sliding-layers.ts) keep the plain RoPE and the others YaRN's.
  *
+ * Mistral 3 (`mistral3`: Mistral Small 3.x, Ministral 3) is Llama's file (q/k permuted), with
+ * YaRN (`rope.scaling.yarn_log_multiplier` its mscale_all_dim) and `attention.temperature_scale`,
+ * the query temperature's beta over YaRN's original context (ModelConfig.queryTemperature).
+ *
  * SmolLM3 (`smollm3`) is Llama's file (q/k permuted) whose every 4th layer skips RoPE, as
  * llama.cpp fixes it (n_no_rope_layer_step).
  *
@@ -62,6 +66,8 @@ const FAMILIES: Record<string, { family: ModelFamily; architecture: string }> = 
   granite: { family: 'llama', architecture: 'GraniteForCausalLM' },
   // Llama's projections, norms after each branch, q/k normed whole (ModelConfig.postNorms); not permuted.
   olmo2: { family: 'llama', architecture: 'Olmo2ForCausalLM' },
+  // Llama's file (Mistral Small 3.x, Ministral 3), with YaRN and a query temperature where it says so.
+  mistral3: { family: 'llama', architecture: 'Ministral3ForCausalLM' },
   // Llama's file, every 4th layer without RoPE (llama.cpp's fixed step).
   smollm3: { family: 'llama', architecture: 'SmolLM3ForCausalLM' },
   // Gemma 3's text model (../gemma-config.ts gemma3FromGguf reads its layout).
@@ -69,7 +75,7 @@ const FAMILIES: Record<string, { family: ModelFamily; architecture: string }> = 
 };
 
 /** The architectures whose q/k rows llama.cpp's converter permutes (LlamaModel.permute, which Granite's and SmolLM3's converters inherit). */
-export const ROPE_PERMUTED_ARCHITECTURES: ReadonlySet<string> = new Set(['llama', 'granite', 'smollm3']);
+export const ROPE_PERMUTED_ARCHITECTURES: ReadonlySet<string> = new Set(['llama', 'granite', 'smollm3', 'mistral3']);
 
 /** The `general.architecture` values Hindsight runs. */
 export const GGUF_ARCHITECTURES: readonly string[] = Object.keys(FAMILIES);
@@ -287,6 +293,12 @@ export function openGgufModel(file: string): GgufModel {
     // OLMo 3 is llama.cpp's olmo2 with sliding layers (every 4th global; one base unless freq_base_swa says otherwise).
     const sliding = slidingFromGguf(get, file, config.numLayers, 4, config.ropeTheta);
     if (sliding) Object.assign(config, { architecture: 'Olmo3ForCausalLM', sliding });
+  }
+  if (arch === 'mistral3') {
+    // llama.cpp: the temperature's floor is YaRN's original context (n_ctx_orig_yarn).
+    const beta = num('attention.temperature_scale', 0), original = num('rope.scaling.original_context_length', 0);
+    if (beta !== 0 && !(original > 0)) throw new UserError(`${file}: mistral3.attention.temperature_scale needs rope.scaling.original_context_length`);
+    if (beta !== 0) config.queryTemperature = { beta, floorScale: original };
   }
   if (arch === 'smollm3') config.noRopeLayers = Array.from({ length: config.numLayers }, (_, i) => (i + 1) % 4 === 0); // llama.cpp: n_no_rope_layer_step 4
   if (arch === 'phi3') {

@@ -31,16 +31,20 @@ export function ropeScaling(gguf: GgufFile, arch: string, file: string, byName: 
 
 /**
  * YaRN as llama.cpp runs it: `rope.scaling.original_context_length`, `yarn_beta_fast`/`_slow` (32
- * and 1 where absent), cos and sin times 0.1·ln(factor) + 1 (llama.cpp derives it from the factor,
- * whatever `yarn_attn_factor` the converter wrote; a `yarn_log_multiplier` is refused).
+ * and 1 where absent), cos and sin times 0.1·ln(factor) + 1, or that over 0.1·m·ln(factor) + 1 for
+ * a `yarn_log_multiplier` m (mscale_all_dim): llama.cpp derives it so, whatever `yarn_attn_factor`
+ * the converter wrote.
  */
 function yarnFromMetadata(meta: GgufFile['metadata'], arch: string, file: string, factor: number): RopeScaling {
   const key = (k: string) => meta.get(`${arch}.rope.scaling.${k}`);
   const original = key('original_context_length');
   if (typeof original !== 'number' || !(original > 0)) throw new UserError(`${file}: ${arch}.rope.scaling.original_context_length must be a positive number for yarn, found ${JSON.stringify(String(original))}`);
-  if (Number(key('yarn_log_multiplier') ?? 0) !== 0) throw new UserError(`${file}: ${arch}.rope.scaling.yarn_log_multiplier is not supported`);
+  const mscale = (m: number) => (factor <= 1 ? 1 : 0.1 * m * Math.log(factor) + 1);
+  // A log multiplier (mscale_all_dim) divides, as llama.cpp's yarn_attn_factor = mscale(1) / mscale(log_mul).
+  const logMul = Number(key('yarn_log_multiplier') ?? 0);
+  if (!Number.isFinite(logMul)) throw new UserError(`${file}: ${arch}.rope.scaling.yarn_log_multiplier must be a number`);
   const beta = (k: string, fallback: number) => (typeof key(k) === 'number' && key(k) ? (key(k) as number) : fallback);
-  return { type: 'yarn', factor, originalMaxPositionEmbeddings: original, betaFast: beta('yarn_beta_fast', 32), betaSlow: beta('yarn_beta_slow', 1), attentionFactor: factor <= 1 ? 1 : 0.1 * Math.log(factor) + 1, truncate: true };
+  return { type: 'yarn', factor, originalMaxPositionEmbeddings: original, betaFast: beta('yarn_beta_fast', 32), betaSlow: beta('yarn_beta_slow', 1), attentionFactor: logMul ? mscale(1) / mscale(logMul) : mscale(1), truncate: true };
 }
 
 /**
