@@ -98,7 +98,7 @@ function ggufLoadable(arch: string | null, meta: GgufFile['metadata'], tensors: 
   if (!GGUF_ARCHITECTURES.includes(arch)) return no(`architecture '${arch}' is not supported (supported: ${GGUF_ARCHITECTURES.join(', ')})`);
   const odd = tensors.find((t) => !canDequantize(t.type));
   if (odd) return no(`tensor type ${ggmlTypeName(odd.type)} is not supported (tensor '${odd.name}')`);
-  const foreign = tensors.find((t) => !isRopeTensor(t.name, arch) && !isVisionTensor(t.name, arch) && !huggingFaceName(t.name, arch));
+  const foreign = tensors.find((t) => !isRopeTensor(t.name, arch) && !isVisionTensor(t.name) && !huggingFaceName(t.name, arch));
   if (foreign) return no(`tensor '${foreign.name}' is not part of a ${arch} model Hindsight can run`);
   if (!tensors.some((t) => t.name === 'token_embd.weight')) return no("missing tensor 'token_embd.weight'");
   if (Array.isArray(meta.get(`${arch}.attention.head_count`)) || Array.isArray(meta.get(`${arch}.attention.head_count_kv`))) return no('head counts that differ between layers are not supported');

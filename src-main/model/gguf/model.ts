@@ -74,7 +74,7 @@ const FAMILIES: Record<string, { family: ModelFamily; architecture: string }> = 
   gemma3: { family: 'gemma3', architecture: 'Gemma3ForCausalLM' },
 };
 
-/** The architectures whose q/k rows llama.cpp's converter permutes (LlamaModel.permute, which Granite's and SmolLM3's converters inherit). */
+/** The architectures whose q/k rows llama.cpp's converter permutes (LlamaModel.permute, which Granite's, SmolLM3's and Ministral 3's converters inherit). */
 export const ROPE_PERMUTED_ARCHITECTURES: ReadonlySet<string> = new Set(['llama', 'granite', 'smollm3', 'mistral3']);
 
 /** The `general.architecture` values Hindsight runs. */
@@ -117,9 +117,12 @@ const OLMO2_LAYER_NAMES: Record<string, string | undefined> = {
 /** The layer tensors' Hugging Face names for `arch` (Llama's where the architecture has no table of its own). */
 const LAYER_NAMES_OF: Record<string, Record<string, string | undefined>> = { phi3: PHI3_LAYER_NAMES, gemma3: GEMMA3_LAYER_NAMES, olmo2: OLMO2_LAYER_NAMES };
 
-/** A Gemma 3 file's vision tower and projector (Ollama's files carry them beside the text model), which a text model does not read. */
-export function isVisionTensor(ggufName: string, arch: string): boolean {
-  return arch === 'gemma3' && /^(v|mm)\./.test(ggufName);
+/**
+ * A vision tower's and projector's tensors (`v.*`, `mm.*`: Ollama's Gemma 3 and Mistral 3 files carry
+ * them beside the text model, under the names llama.cpp's mmproj files use), which a text model does not read.
+ */
+export function isVisionTensor(ggufName: string): boolean {
+  return /^(v|mm)\./.test(ggufName);
 }
 
 /**
@@ -312,7 +315,7 @@ export function openGgufModel(file: string): GgufModel {
 
   const tensors = new Map<string, GgufTensor>();
   for (const info of gguf.tensors) {
-    if (isRopeTensor(info.name, arch) || isVisionTensor(info.name, arch)) continue; // folded into ropeScaling; not the text model's
+    if (isRopeTensor(info.name, arch) || isVisionTensor(info.name)) continue; // folded into ropeScaling; not the text model's
     const name = huggingFaceName(info.name, arch);
     if (!name) throw new UserError(`${where}: tensor '${info.name}' (${ggmlTypeName(info.type)}) is not part of a ${arch} model Hindsight can run`);
     const shape = [...info.dims].reverse();
