@@ -5,7 +5,7 @@
  *
  * Keys and queries are slots: the S positions of attention_mask (past and current tokens), the
  * queries being the last T of them or, over a written decode cache, `write_slots`. Causality is
- * by slot (a later slot is never an earlier token). A sliding window (Gemma 3's local layers) is
+ * by slot (a later slot is never an earlier token). A sliding window (Gemma 3's and OLMo 3's sliding layers) is
  * by position, which is not the slot: a batch's decode cache leaves padding between a row's
  * tokens. Each slot's position is counted from the mask (real tokens before it, as
  * ./cache-slots.ts positionIdsFromMask numbers the position_ids the caller feeds).

@@ -243,10 +243,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
 
   const fusedRope = options.inference && options.fusedRope;
   const ropes = ropeTables(b, c, positionIds, headDim, fusedRope); // shared by every layer
-  // Ministral 3's query temperature, per token [B, T, 1, 1] (ModelConfig.queryTemperature).
-  const qt = c.queryTemperature;
-  const floor = (x: string) => b.op('Floor', [x], {}, 1, [{ dtype: 'float32', shape: b.shapeOf(x) }])[0]!;
-  const queryScale = qt && b.unsqueeze(b.add(b.mul(b.log(b.add(floor(b.div(b.cast(positionIds, 'float32'), b.scalar(qt.floorScale))), b.scalar(1))), b.scalar(qt.beta)), b.scalar(1)), [2, 3]);
+  const queryScale = c.queryTemperature && queryTemperature(b, positionIds, c.queryTemperature); // Ministral 3's
   // The sliding layers': their own base, unscaled.
   const localRopes = sw && ropeTables(b, { ...c, ropeTheta: sw.ropeTheta, ropeScaling: undefined }, positionIds, headDim, fusedRope);
   // An inference graph's last layer makes queries, o and MLP only for the rows the output reads.
@@ -351,6 +348,14 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     : applyHead(b, final, headRows(b, weights), c.vocabSize);
   // Vectorised here, the log-softmax spares the sampler a pass of exp over the vocabulary per token.
   return { ...values, output: options.output === 'last_logprobs' ? b.logSoftmax(logits, -1) : logits };
+}
+
+/** Ministral 3's query temperature per token, [B, T, 1, 1]: 1 + β·ln(1 + ⌊position / floorScale⌋) (ModelConfig.queryTemperature). */
+function queryTemperature(b: GraphBuilder, positionIds: string, { beta, floorScale }: { beta: number; floorScale: number }): string {
+  const ratio = b.div(b.cast(positionIds, 'float32'), b.scalar(floorScale));
+  const [whole] = b.op('Floor', [ratio], {}, 1, [{ dtype: 'float32', shape: b.shapeOf(ratio) }]);
+  const scale = b.add(b.mul(b.log(b.add(whole!, b.scalar(1))), b.scalar(beta)), b.scalar(1));
+  return b.unsqueeze(scale, [2, 3]);
 }
 
 /** GELU, tanh form (Gemma's gelu_pytorch_tanh): x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³))). */
