@@ -48,7 +48,7 @@
  * receives the site (layer, target, HF module path, input value, sizes) and the base
  * output value (x·Wᵀ + b) and returns the value to use instead, e.g. base + x·Aᵀ·Bᵀ·s.
  */
-import { GraphBuilder, int, type Graph } from '../graph/ir.js';
+import { GraphBuilder, int, tensorValues, type Graph } from '../graph/ir.js';
 import type { Checkpoint } from './hf-checkpoint.js';
 import { applyRope, ropeTables } from './rope.js';
 import { normBuilders } from './norms.js';
@@ -219,8 +219,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const key = `${name}.plus_one`;
     if (b.graph.initializers.has(key)) return key;
     const stored = weights.lazyFloat32(name, shape);
-    const data = stored.data;
-    return b.initializer(key, { ...stored, data: () => ((typeof data === 'function' ? data() : data) as Float32Array).map((w) => w + 1) });
+    return b.initializer(key, { ...stored, data: () => (tensorValues(stored) as Float32Array).map((w) => w + 1) });
   };
   const { rmsNorm, addNorm, fusesResidual } = normBuilders(b, c.rmsNormEps, normWeight, (options.inference ?? false) && (options.fusedNorms ?? false));
   const project = (x: string, module: string, inF: number, outF: number) => {

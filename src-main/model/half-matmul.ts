@@ -5,7 +5,7 @@
  * to fp32, so what surrounds it (LoRA, norms, attention, the head) stays fp32. Its gradient is
  * the transposed fp16 product, scaled through fp16 (autodiff's halfProduct), no fp32 copy of W.
  */
-import type { GraphBuilder, Tensor } from '../graph/ir.js';
+import { tensorValues, type GraphBuilder, type Tensor } from '../graph/ir.js';
 import type { WeightSource } from './weight-source.js';
 import { float32ToFp16 } from './half.js';
 import { halfProduct } from '../graph/autodiff.js';
@@ -18,8 +18,7 @@ export function halfPrecisionMatmul(b: GraphBuilder, x: string, weights: WeightS
 
 /** An fp32 tensor (lazy or not) as a lazy fp16 one: converted when read, the fp32 values not kept. */
 export function halfOf(fp32: Tensor): Tensor {
-  const read = fp32.data;
-  return { dtype: 'float16', dims: fp32.dims, data: () => float32ToFp16((typeof read === 'function' ? read() : read) as Float32Array) };
+  return { dtype: 'float16', dims: fp32.dims, data: () => float32ToFp16(tensorValues(fp32) as Float32Array) };
 }
 
 /** A [V, H] table (the embedding, the LM head's rows) as one fp16 initializer `<name>.fp16`, added once (docs/design.md §QLoRA). */

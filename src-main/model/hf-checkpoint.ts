@@ -97,9 +97,12 @@ export function readModelConfig(dir: string): ModelConfig {
   if (raw.use_sliding_window === true) throw new UserError(`${file}: use_sliding_window is not supported`);
   const hiddenSize = num('hidden_size');
   const numHeads = num('num_attention_heads');
-  const gemma = family === 'gemma3' ? readGemma3(raw, file, num('num_hidden_layers'), (scaling) => parseRopeScaling(scaling, file, raw, 1)) : undefined;
+  // Families whose RoPE is given per layer type (sliding and global layers), each type's scaling read as any other.
+  const parseScaling = (scaling: unknown) => parseRopeScaling(scaling, file, raw, 1);
+  const numLayers = num('num_hidden_layers');
+  const gemma = family === 'gemma3' ? readGemma3(raw, file, numLayers, parseScaling) : undefined;
   // OLMo 3's sliding layers: every 4th global, one base for all (its 4.5x configs name no other).
-  const olmoSliding = arch === 'Olmo3ForCausalLM' ? readSlidingLayers(raw, file, num('num_hidden_layers'), { pattern: 4, theta: 500_000 }, (scaling) => parseRopeScaling(scaling, file, raw, 1)) : undefined;
+  const olmoSliding = arch === 'Olmo3ForCausalLM' ? readSlidingLayers(raw, file, numLayers, { pattern: 4, theta: 500_000 }, parseScaling) : undefined;
   const typed = gemma ?? olmoSliding; // RoPE given per layer type
   const rope: RopeRead = typed ? { theta: typed.ropeTheta, scaling: typed.ropeScaling, partial: 1 } : readRope(raw, file, num);
   const eos = raw.eos_token_id;
@@ -110,7 +113,7 @@ export function readModelConfig(dir: string): ModelConfig {
     vocabSize: num('vocab_size'),
     hiddenSize,
     intermediateSize: num('intermediate_size'),
-    numLayers: num('num_hidden_layers'),
+    numLayers,
     numHeads,
     numKvHeads: num('num_key_value_heads', numHeads),
     headDim: typeof raw.head_dim === 'number' ? raw.head_dim : hiddenSize / numHeads,
