@@ -39,11 +39,14 @@
  *   is YaRN's original context, as llama.cpp reads it).
  * - SmolLM3 (`SmolLM3ForCausalLM`): architecture `smollm3`, Llama's tensors (q/k permuted); its NoPE
  *   layers must be every 4th, which llama.cpp assumes (there is no key for them).
- * - Gemma 3 (`Gemma3ForCausalLM`) as the converter's Gemma3Model writes it: architecture `gemma3`,
- *   norms stored as 1 + w, the four norms of a layer as `attn_norm`, `post_attention_norm`,
- *   `ffn_norm` (before the MLP) and `post_ffw_norm`. Attention's scale is llama.cpp's own (1/√head
- *   size), so query_pre_attn_scalar must be the head size.
- * - Sliding layers (Gemma 3, OLMo 3, written as `olmo2`): `attention.sliding_window`, the pattern as
+ * - Gemma 2 and 3 (`Gemma2ForCausalLM`, `Gemma3ForCausalLM`) as the converter's Gemma2Model and
+ *   Gemma3Model write them: architecture `gemma2`/`gemma3`, norms stored as 1 + w, the four norms
+ *   of a layer as `attn_norm`, `post_attention_norm`, `ffn_norm` (before the MLP) and
+ *   `post_ffw_norm`, the caps as `attn_logit_softcapping` and `final_logit_softcapping`.
+ *   Attention's scale is llama.cpp's own (1/√head size), so query_pre_attn_scalar must be the
+ *   head size; llama.cpp's gemma2 always caps both (50 and 30 where the file says nothing), so a
+ *   Gemma 2 without its caps is not written.
+ * - Sliding layers (Gemma 2 and 3, OLMo 3, written as `olmo2`): `attention.sliding_window`, the pattern as
  *   a count (`attention.sliding_window_pattern`; llama.cpp takes 6 for gemma3, 4 for olmo2 where
  *   absent) and `rope.freq_base_swa`. RoPE scaling: linear as `rope.scaling.type`/`factor`; yarn
  *   with `original_context_length`, `yarn_beta_fast`/`_slow` and `yarn_attn_factor`.
@@ -177,7 +180,8 @@ function phi3Raw(dir: string): Phi3Raw {
 function modelMeta(config: ModelConfig, name: string, type: GgufFileType, phi3?: Phi3Raw): [string, Meta][] {
   const s = config.ropeScaling;
   if (s && s.type !== 'linear' && s.type !== 'yarn' && !(phi3 && s.type === 'longrope')) throw new Error(`rope_scaling ${s.type} is not written by this GGUF writer (linear, yarn and Phi-3's LongRoPE are)`);
-  if (config.gemma && Math.abs(config.gemma.attentionScale * Math.sqrt(config.headDim) - 1) > 1e-6) throw new Error("llama.cpp scales Gemma 3's attention by 1/√head size: query_pre_attn_scalar must be the head size");
+  if (config.gemma && Math.abs(config.gemma.attentionScale * Math.sqrt(config.headDim) - 1) > 1e-6) throw new Error("llama.cpp scales Gemma's attention by 1/√head size: query_pre_attn_scalar must be the head size");
+  if (config.family === 'gemma2' && !(config.gemma?.attentionSoftcap && config.gemma.finalSoftcap)) throw new Error("llama.cpp's gemma2 caps attention and logits always: a Gemma 2 without both caps is not written");
   if (config.rotaryDim !== undefined && !phi3) throw new Error('a partial rotation is written for Phi-3 only (llama.cpp rotates whole heads elsewhere)');
   if (config.noRopeLayers?.some((skips, i) => skips !== ((i + 1) % 4 === 0))) throw new Error("llama.cpp's smollm3 skips RoPE on every 4th layer: other NoPE layers are not written");
   if (phi3 && config.numHeads * config.headDim !== config.hiddenSize) throw new Error(`llama.cpp's phi3 takes head_dim as hidden_size / heads: ${config.numHeads} × ${config.headDim} ≠ ${config.hiddenSize}`);
@@ -208,6 +212,8 @@ function modelMeta(config: ModelConfig, name: string, type: GgufFileType, phi3?:
     ...phi3Keys,
     ...slidingMeta(config, arch),
     ...ropeScalingMeta(config, arch),
+    ...(config.gemma?.attentionSoftcap ? [[`${arch}.attn_logit_softcapping`, { kind: 'f32', value: config.gemma.attentionSoftcap }] as [string, Meta]] : []),
+    ...(config.gemma?.finalSoftcap ? [[`${arch}.final_logit_softcapping`, { kind: 'f32', value: config.gemma.finalSoftcap }] as [string, Meta]] : []),
     ...(config.queryTemperature ? [[`${arch}.attention.temperature_scale`, { kind: 'f32', value: config.queryTemperature.beta }] as [string, Meta]] : []),
     // Granite's multipliers, under the names its converter gives them.
     ...(config.multipliers ? ([
@@ -217,7 +223,7 @@ function modelMeta(config: ModelConfig, name: string, type: GgufFileType, phi3?:
   ];
 }
 
-/** Sliding layers' keys (Gemma 3, OLMo 3): the window, the pattern as a count (every released model's is one), their base. */
+/** Sliding layers' keys (Gemma 2 and 3, OLMo 3): the window, the pattern as a count (every released model's is one), their base. */
 function slidingMeta(config: ModelConfig, arch: string): [string, Meta][] {
   const sw = config.sliding;
   if (!sw) return [];
@@ -249,7 +255,7 @@ function ropeScalingMeta(config: ModelConfig, arch: string): [string, Meta][] {
 
 /**
  * A layer's norms as llama.cpp names them ([gguf, Hugging Face]): those written before its projections
- * (the input norm) and after them, where the converter puts them. Gemma 3 has four, OLMo 2 two after
+ * (the input norm) and after them, where the converter puts them. Gemma has four, OLMo 2 two after
  * its branches only, every other family an input norm and a norm before the MLP.
  */
 function layerNorms(c: ModelConfig): { before: [string, string][]; after: [string, string][] } {

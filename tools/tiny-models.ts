@@ -27,8 +27,11 @@ import { seededRandom } from '../src-main/model/sampling.js';
  * olmo2's layers, every 4th global with YaRN (×4 over an original 16 positions), the others sliding
  * over 4, in transformers 4.5x's config form. ministral3: Llama's layers with YaRN (×4 over an
  * original 8 positions, its mscale ratio 1) and the query temperature from position 8 on.
+ * gemma2: Gemma 3's layers without q/k norms, every other layer sliding over 4 positions, one
+ * RoPE base, and caps low enough to bend these small weights' values (attention 1, logits 2,
+ * where Gemma 2 has 50 and 30), in transformers 4.5x's config form.
  */
-export type TinyFamily = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'granite' | 'gemma3' | 'smollm3' | 'olmo2' | 'olmo3' | 'ministral3';
+export type TinyFamily = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'granite' | 'gemma2' | 'gemma3' | 'smollm3' | 'olmo2' | 'olmo3' | 'ministral3';
 
 export interface TinyModelOptions {
   family: TinyFamily;
@@ -51,7 +54,7 @@ export interface TinyModelOptions {
   vocabSize?: number;
   /** config.json's max_position_embeddings; default 512. */
   maxPositions?: number;
-  /** gemma3: query_pre_attn_scalar; default 1.5 × headDim (llama.cpp takes the head size: a GGUF's model sets that). */
+  /** gemma2, gemma3: query_pre_attn_scalar; default 1.5 × headDim (llama.cpp takes the head size: a GGUF's model sets that). */
   queryPreAttnScalar?: number;
 }
 
@@ -149,8 +152,9 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
     if (olmo) out.push([`${p}.self_attn.q_norm.weight`, [numHeads * d]], [`${p}.self_attn.k_norm.weight`, [numKvHeads * d]]);
     out.push([`${p}.self_attn.o_proj.weight`, [H, numHeads * d]]);
     out.push([`${p}.post_attention_layernorm.weight`, [H]]);
-    if (c.family === 'gemma3') out.push([`${p}.pre_feedforward_layernorm.weight`, [H]]);
-    if (c.family === 'gemma3' || olmo) out.push([`${p}.post_feedforward_layernorm.weight`, [H]]);
+    const gemma = c.family === 'gemma2' || c.family === 'gemma3';
+    if (gemma) out.push([`${p}.pre_feedforward_layernorm.weight`, [H]]);
+    if (gemma || olmo) out.push([`${p}.post_feedforward_layernorm.weight`, [H]]);
     if (c.family === 'phi3') out.push([`${p}.mlp.gate_up_proj.weight`, [2 * I, H]]);
     else {
       out.push([`${p}.mlp.gate_proj.weight`, [I, H]]);
@@ -163,7 +167,7 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
   return out;
 }
 
-const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM', granite: 'GraniteForCausalLM', gemma3: 'Gemma3ForCausalLM', smollm3: 'SmolLM3ForCausalLM', olmo2: 'Olmo2ForCausalLM', olmo3: 'Olmo3ForCausalLM', ministral3: 'Ministral3ForCausalLM' };
+const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM', granite: 'GraniteForCausalLM', gemma2: 'Gemma2ForCausalLM', gemma3: 'Gemma3ForCausalLM', smollm3: 'SmolLM3ForCausalLM', olmo2: 'Olmo2ForCausalLM', olmo3: 'Olmo3ForCausalLM', ministral3: 'Ministral3ForCausalLM' };
 
 /** Gemma 3's own fields: the first layer slides (all but the last, with the pattern at the layer count). */
 function gemma3Fields(numLayers: number, queryPreAttnScalar: number): Record<string, unknown> {
@@ -171,6 +175,14 @@ function gemma3Fields(numLayers: number, queryPreAttnScalar: number): Record<str
     model_type: 'gemma3_text', hidden_activation: 'gelu_pytorch_tanh', sliding_window: 4, sliding_window_pattern: numLayers,
     query_pre_attn_scalar: queryPreAttnScalar, rope_local_base_freq: 10000, rope_scaling: { rope_type: 'linear', factor: 8 },
     attn_logit_softcapping: null, final_logit_softcapping: null,
+  };
+}
+
+/** Gemma 2's own fields: every other layer sliding (its default pattern), caps that bend the tiny model's scores and logits. */
+function gemma2Fields(queryPreAttnScalar: number): Record<string, unknown> {
+  return {
+    model_type: 'gemma2', hidden_activation: 'gelu_pytorch_tanh', sliding_window: 4, query_pre_attn_scalar: queryPreAttnScalar,
+    rope_theta: 10000, attn_logit_softcapping: 1, final_logit_softcapping: 2,
   };
 }
 
@@ -224,6 +236,7 @@ export function writeTinyModel(dir: string, options: TinyModelOptions): TinyMode
     ...(o.family === 'qwen2' ? { use_sliding_window: false } : {}),
     ...(o.family === 'phi3' ? phi3Rope(o.headDim, o.maxPositions) : {}),
     ...(o.family === 'gemma3' ? gemma3Fields(o.numLayers, o.queryPreAttnScalar ?? 1.5 * o.headDim) : {}),
+    ...(o.family === 'gemma2' ? gemma2Fields(o.queryPreAttnScalar ?? 1.5 * o.headDim) : {}),
   };
   fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config, null, 2));
   fs.writeFileSync(path.join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: [imEnd, endOfText] }));
@@ -240,7 +253,7 @@ export function writeTinyModel(dir: string, options: TinyModelOptions): TinyMode
   shapes.forEach(([name, shape], k) => {
     const n = shape.reduce((a, b) => a * b, 1);
     const isNorm = name.endsWith('norm.weight');
-    let data: Float32Array = Float32Array.from({ length: n }, () => (isNorm && o.family !== 'gemma3' ? 1 : 0) + o.std * gaussian(rand));
+    let data: Float32Array = Float32Array.from({ length: n }, () => (isNorm && o.family !== 'gemma2' && o.family !== 'gemma3' ? 1 : 0) + o.std * gaussian(rand));
     let stored: TensorToWrite = { dtype: 'F32', shape, data };
     if (o.dtype === 'BF16') {
       const bits = float32ToBf16(data);

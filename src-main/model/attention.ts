@@ -1,6 +1,6 @@
 /**
  * The decoder's softmax attention, in the graph IR, in one of four shapes:
- * - in one piece: softmax(q·kᵀ·scale + mask)·v;
+ * - in one piece: softmax(q·kᵀ·scale + mask)·v (Gemma 2: softmax(c·tanh(q·kᵀ·scale / c) + mask)·v);
  * - after a decode cache (inference): the cache's slots, then the current tokens, without
  *   joining them (docs/design.md §Batched generation);
  * - over a written decode cache (inference, the GPU-resident cache): the graph writes the
@@ -18,6 +18,7 @@
  * each group in MatMul, so they are never copied per head.
  */
 import { float, int, type GraphBuilder } from '../graph/ir.js';
+import { softcap } from './softcap.js';
 
 export interface AttentionInputs {
   /** Grouped queries [B, kv, rep, T, d]. */
@@ -27,6 +28,8 @@ export interface AttentionInputs {
   v: string;
   /** 1/√d. */
   scale: number;
+  /** Gemma 2's cap c on the scaled scores, c·tanh(s / c) before the mask; absent: none. */
+  softcap?: number;
   /** Additive mask [B, 1, 1, T, S]: 0 where a query may look, a large negative number elsewhere. */
   maskBias: string;
 }
@@ -112,11 +115,11 @@ export function chunksAttention(length: number, chunking: AttentionChunking = AT
 /** The attention context [B, kv, rep, T, d]. */
 export function attend(b: GraphBuilder, x: AttentionInputs, options: AttentionOptions = {}): string {
   const fused = (options.inference ?? false) && (options.fusedScores ?? true);
-  const scores = (q: string, keys: string) => scaledScores(b, q, keys, x.scale, fused);
+  const scores = (q: string, keys: string) => softcap(b, scaledScores(b, q, keys, x.scale, fused), x.softcap);
   if (options.past) return attendAfterCache(b, x, options.past, fused, scores);
   if (options.written) {
     const keys = b.unsqueeze(options.written.keys, [2]); // [B, kv, 1, d, C], as q·kᵀ reads them
-    return b.matmul(b.softmax(b.add(scaledScores(b, x.q, keys, x.scale, fused, true), x.maskBias), -1), valueRows(b, options.written.values));
+    return b.matmul(b.softmax(b.add(softcap(b, scaledScores(b, x.q, keys, x.scale, fused, true), x.softcap), x.maskBias), -1), valueRows(b, options.written.values));
   }
   const keys = keyOperand(b, x.k, fused);
   const v = valueRows(b, x.v);

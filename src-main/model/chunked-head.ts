@@ -21,12 +21,17 @@
  * chunks one after another in ONNX Runtime's schedule, each chunk's tensors freed before the
  * next is made, and keeps it from folding the slices into a second copy of the head at load time.
  *
+ * Gemma 2's logits are soft-capped, z = c·tanh(h·w / c) (./softcap.ts): the target's and the
+ * columns' logits through autodiff, the log-sum-exp over z, and its gradient
+ * Σ_v p_{n,v}·(1 − (z_v / c)²)·w_v accumulated as above with each e weighted by that slope.
+ *
  * `chunk: 0` builds the unchunked reference instead: h·Wᵀ → LogSoftmax → the target's entry,
  * with autodiff's own backward (what the chunked form is tested against).
  */
 import { int, type GraphBuilder, type Shape } from '../graph/ir.js';
 import { stopGradient } from '../graph/autodiff.js';
 import { zeroAfter } from '../graph/ops/shape.js';
+import { softcap, softcapSlope } from './softcap.js';
 
 /**
  * Rows of the LM head per chunk of the log-sum-exp. The chunk's [N, C] logits and
@@ -43,6 +48,8 @@ export interface HeadInputs {
   /** int64 [N]. */
   targets: string;
   vocabSize: number;
+  /** Gemma 2's final_logit_softcapping: every logit z becomes c·tanh(z / c); absent: none. */
+  softcap?: number;
 }
 
 export interface HeadOptions {
@@ -66,16 +73,21 @@ export function appendTargetLogprobs(b: GraphBuilder, x: HeadInputs, options: He
  */
 export function appendHeadLogprobs(b: GraphBuilder, x: HeadInputs, options: HeadOptions, columns?: string): { logprobs: string; columns?: string } {
   if (options.chunk <= 0) return unchunked(b, x, columns);
-  const targetLogit = b.reduceSum(b.mul(x.hidden, fp32(b, b.gather(x.rows, x.targets, 0))), [-1], false);
+  const targetLogit = targetLogits(b, x);
   const lse = logSumExp(b, x, options);
   if (!columns) return { logprobs: b.sub(targetLogit, lse) };
   // [N, K, H]·[N, H, 1] → [N, K]
-  const columnLogits = b.squeeze(b.matmul(fp32(b, b.gather(x.rows, columns, 0)), b.unsqueeze(x.hidden, [-1])), [-1]);
+  const columnLogits = softcap(b, b.squeeze(b.matmul(fp32(b, b.gather(x.rows, columns, 0)), b.unsqueeze(x.hidden, [-1])), [-1]), x.softcap);
   return { logprobs: b.sub(targetLogit, lse), columns: b.sub(columnLogits, b.unsqueeze(lse, [-1])) };
 }
 
+/** [N]: each target's logit, h·w_t (capped). */
+function targetLogits(b: GraphBuilder, x: HeadInputs): string {
+  return softcap(b, b.reduceSum(b.mul(x.hidden, fp32(b, b.gather(x.rows, x.targets, 0))), [-1], false), x.softcap);
+}
+
 function unchunked(b: GraphBuilder, x: HeadInputs, columns?: string): { logprobs: string; columns?: string } {
-  const logits = b.matmul(x.hidden, b.transpose(fp32(b, x.rows), [1, 0]));
+  const logits = softcap(b, b.matmul(x.hidden, b.transpose(fp32(b, x.rows), [1, 0])), x.softcap);
   const logprobs = b.logSoftmax(logits, -1);
   const target = b.squeeze(b.gatherElements(logprobs, b.unsqueeze(x.targets, [-1]), -1), [-1]);
   return { logprobs: target, ...(columns ? { columns: b.gatherElements(logprobs, columns, -1) } : {}) };
@@ -97,7 +109,7 @@ export function appendHeadTopK(b: GraphBuilder, x: HeadInputs, options: { chunk:
     return { values: v!, indices: i! };
   };
   if (options.chunk <= 0) {
-    const logprobs = b.logSoftmax(b.matmul(x.hidden, b.transpose(fp32(b, x.rows), [1, 0])), -1);
+    const logprobs = b.logSoftmax(softcap(b, b.matmul(x.hidden, b.transpose(fp32(b, x.rows), [1, 0])), x.softcap), -1);
     const top = topK(logprobs, k);
     return { logprobs: b.squeeze(b.gatherElements(logprobs, b.unsqueeze(x.targets, [-1]), -1), [-1]), topLogprobs: top.values, topIndices: top.indices };
   }
@@ -105,7 +117,7 @@ export function appendHeadTopK(b: GraphBuilder, x: HeadInputs, options: { chunk:
   let best: { values: string; indices: string; count: number } | undefined;
   const { lse } = foldVocabularyChunks(b, x.vocabSize, options.chunk, x.hidden, (start, end, after) => {
     const rows = fp32(b, b.op('Slice', [x.rows, b.add(b.int64s([start]), after), b.int64s([end]), b.int64s([0])], {}, 1, [{ dtype: b.dtypeOf(x.rows), shape: [end - start, width!] }])[0]!);
-    const logits = b.op('Gemm', [x.hidden, rows], { transB: int(1) }, 1, [{ dtype: 'float32', shape: [n!, end - start] }])[0]!;
+    const logits = softcap(b, b.op('Gemm', [x.hidden, rows], { transB: int(1) }, 1, [{ dtype: 'float32', shape: [n!, end - start] }])[0]!, x.softcap);
     const own = topK(logits, Math.min(k, end - start));
     const ownIds = b.add(own.indices, b.scalar(start, 'int64'));
     if (!best) best = { values: own.values, indices: ownIds, count: Math.min(k, end - start) };
@@ -117,11 +129,10 @@ export function appendHeadTopK(b: GraphBuilder, x: HeadInputs, options: { chunk:
     }
     return { logits };
   });
-  const targetLogit = b.reduceSum(b.mul(x.hidden, fp32(b, b.gather(x.rows, x.targets, 0))), [-1], false);
-  return { logprobs: b.sub(targetLogit, lse), topLogprobs: b.sub(best!.values, b.unsqueeze(lse, [-1])), topIndices: best!.indices };
+  return { logprobs: b.sub(targetLogits(b, x), lse), topLogprobs: b.sub(best!.values, b.unsqueeze(lse, [-1])), topIndices: best!.indices };
 }
 
-/** [N]: lse_n, with the gradient E_p[w] when options.withGradient. */
+/** [N]: lse_n, with the gradient E_p[w] (capped: E_p[(1 − (z / c)²)·w]) when options.withGradient. */
 function logSumExp(b: GraphBuilder, x: HeadInputs, options: HeadOptions): string {
   const h = stopGradient(b, x.hidden);
   const [n, width] = b.shapeOf(x.hidden) ?? ['N', 'H'];
@@ -129,8 +140,10 @@ function logSumExp(b: GraphBuilder, x: HeadInputs, options: HeadOptions): string
   const { lse, q, s } = foldVocabularyChunks(b, x.vocabSize, options.chunk, h, (start, end, after) => {
     const sliced = b.op('Slice', [x.rows, b.add(b.int64s([start]), after), b.int64s([end]), b.int64s([0])], {}, 1, [{ dtype: b.dtypeOf(x.rows), shape: [end - start, width!] }])[0]!;
     const rows = fp32(b, sliced);
-    const logits = b.op('Gemm', [h, rows], { transB: int(1) }, 1, f32([n!, end - start]))[0]!;
-    return { logits, weighted: options.withGradient ? (e) => b.matmul(e, rows) : undefined };
+    const logits = softcap(b, b.op('Gemm', [h, rows], { transB: int(1) }, 1, f32([n!, end - start]))[0]!, x.softcap);
+    // d lse / d h: each row's probability times the cap's slope at its logit.
+    const slope = (e: string) => (x.softcap ? b.mul(e, softcapSlope(b, logits, x.softcap)) : e);
+    return { logits, weighted: options.withGradient ? (e) => b.matmul(slope(e), rows) : undefined };
   });
   if (!options.withGradient) return lse;
   const expected = b.div(q!, s); // E_p[w], [N, H]

@@ -62,6 +62,7 @@ import { nativeBlocksOf, quantizedMatmul, quantizedTargetLogprobs } from './quan
 import type { WeightSource } from './weight-source.js';
 import { firstOutputRow, positionsFrom, rowsFrom } from './output-rows.js';
 import { applyHead, headName, headRows } from './lm-head.js';
+import { softcap } from './softcap.js';
 
 export { headRows };
 
@@ -308,7 +309,7 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const queryMask = cut ? cut.rows(maskBias, 3) : maskBias;
     const layerChunks = slides ? slidingChunks : chunks;
     const queryChunking = cut && layerChunks ? maskChunks(queryMask) : layerChunks;
-    const context = attend(b, { q: qGrouped, k: kHeads, v: vHeads, scale, maskBias: queryMask }, { past: written ? undefined : past, written, chunks: queryChunking, blockSpans: attentionSpans, inference: options.inference, fusedScores: options.fusedScores }); // [B, kv, rep, T, d]
+    const context = attend(b, { q: qGrouped, k: kHeads, v: vHeads, scale, softcap: g?.attentionSoftcap, maskBias: queryMask }, { past: written ? undefined : past, written, chunks: queryChunking, blockSpans: attentionSpans, inference: options.inference, fusedScores: options.fusedScores }); // [B, kv, rep, T, d]
     const merged = b.reshape(b.transpose(context, [0, 3, 1, 2, 4]), [0, 0, numHeads * headDim]);
     if (cut) h = cut.rows(h);
     // A residual branch's output: Gemma and OLMo 2 norm it (post_attention_layernorm, post_feedforward_layernorm), Granite scales it.
@@ -337,14 +338,14 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const rows = rowsAt(targetPositions!); // [N, H]
     const chunk = options.vocabChunk ?? DEFAULT_VOCAB_CHUNK;
     const output = options.quantize
-      ? quantizedTargetLogprobs(b, rows, targetIds!, weights, headName(weights), c.vocabSize, HEAD_SCHEME, chunk)
-      : appendTargetLogprobs(b, { hidden: rows, rows: headRows(b, weights), targets: targetIds!, vocabSize: c.vocabSize }, { chunk, withGradient: false });
+      ? quantizedTargetLogprobs(b, rows, targetIds!, weights, headName(weights), c.vocabSize, HEAD_SCHEME, chunk, g?.finalSoftcap)
+      : appendTargetLogprobs(b, { hidden: rows, rows: headRows(b, weights), targets: targetIds!, vocabSize: c.vocabSize, softcap: g?.finalSoftcap }, { chunk, withGradient: false });
     return { ...values, output };
   }
 
-  const logits = options.quantize
+  const logits = softcap(b, options.quantize
     ? quantizedMatmul(b, final, weights, headName(weights), c.vocabSize, H, HEAD_SCHEME)
-    : applyHead(b, final, headRows(b, weights), c.vocabSize);
+    : applyHead(b, final, headRows(b, weights), c.vocabSize), g?.finalSoftcap); // Gemma 2's cap
   // Vectorised here, the log-softmax spares the sampler a pass of exp over the vocabulary per token.
   return { ...values, output: options.output === 'last_logprobs' ? b.logSoftmax(logits, -1) : logits };
 }

@@ -6,8 +6,8 @@
  * network, and so is Phi-3's `Phi3ForCausalLM` with fused projections, ./fused-projections.ts,
  * Granite's `GraniteForCausalLM` with four multipliers, SmolLM3's with layers without RoPE, and
  * OLMo 2's and 3's with norms after each branch), Qwen2 (q/k/v bias), Qwen3 (RMSNorm of q and k
- * over head_dim before RoPE) and Gemma 3 (./gemma-config.ts; its multimodal folders' text model
- * too). Also: GQA, head_dim ≠ hidden/heads, tied embeddings, rope_theta, partial rotation, sliding
+ * over head_dim before RoPE) and Gemma 2 and 3 (./gemma-config.ts; Gemma 3's multimodal folders'
+ * text model too). Also: GQA, head_dim ≠ hidden/heads, tied embeddings, rope_theta, partial rotation, sliding
  * layers (./sliding-layers.ts), and rope_scaling of type `linear`, `llama3`, `longrope` or `yarn`
  * (./rope-config.ts; also as transformers 5's `rope_parameters`). Anything else is refused with a
  * message that names the file and the field or tensor, rather than producing wrong numbers.
@@ -26,7 +26,7 @@ import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } f
 import { ggufIdentityFiles, isGgufPath, openGgufModel, readGgufTensor, type GgufModel } from './gguf/model.js';
 import type { ModelConfig, ModelFamily, RopeScaling } from './model-config.js';
 import { rowBytes, splitFusedTensors } from './fused-projections.js';
-import { gemma3MultimodalText, readGemma3 } from './gemma-config.js';
+import { gemma3MultimodalText, readGemma } from './gemma-config.js';
 import { parseRopeScaling, readRope, ropeInverseFrequencies, type RopeRead } from './rope-config.js';
 import { readSlidingLayers } from './sliding-layers.js';
 
@@ -51,7 +51,9 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
   Olmo2ForCausalLM: 'llama',
   // OLMo 2's layers, three of four sliding, the others with YaRN (ModelConfig.sliding).
   Olmo3ForCausalLM: 'llama',
-  // Gemma 3's text model: Llama's projections with four norms a layer, GELU, and sliding layers (./gemma-config.ts).
+  // Gemma 2: Llama's projections with four norms a layer, GELU, every other layer sliding, soft-capped attention and logits (./gemma-config.ts).
+  Gemma2ForCausalLM: 'gemma2',
+  // Gemma 3's text model: Gemma 2's layers, q/k normed, five of six sliding, no attention cap (./gemma-config.ts).
   Gemma3ForCausalLM: 'gemma3',
   // Its multimodal folders (4B and up): the text model in text_config, the weights under a root of their own.
   Gemma3ForConditionalGeneration: 'gemma3',
@@ -61,7 +63,6 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
 
 /** Architectures people bring that Hindsight does not run: why, and what runs instead. */
 const REFUSED_ARCHITECTURES: Record<string, string> = {
-  Gemma2ForCausalLM: "Gemma 2's logit soft-capping is not built",
   Mistral3ForConditionalGeneration: "Mistral 3's multimodal folder; its GGUF (mistral3) runs, and so does a Ministral3ForCausalLM folder",
 };
 
@@ -93,14 +94,15 @@ export function readModelConfig(dir: string): ModelConfig {
     return v;
   };
   const act = raw.hidden_act ?? 'silu';
-  if (family !== 'gemma3' && act !== 'silu') throw new UserError(`${file}: hidden_act '${act}' is not supported (only silu)`);
+  const gemmaVersion = family === 'gemma2' ? 2 : family === 'gemma3' ? 3 : undefined;
+  if (!gemmaVersion && act !== 'silu') throw new UserError(`${file}: hidden_act '${act}' is not supported (only silu)`);
   if (raw.use_sliding_window === true) throw new UserError(`${file}: use_sliding_window is not supported`);
   const hiddenSize = num('hidden_size');
   const numHeads = num('num_attention_heads');
   // Families whose RoPE is given per layer type (sliding and global layers), each type's scaling read as any other.
   const parseScaling = (scaling: unknown) => parseRopeScaling(scaling, file, raw, 1);
   const numLayers = num('num_hidden_layers');
-  const gemma = family === 'gemma3' ? readGemma3(raw, file, numLayers, parseScaling) : undefined;
+  const gemma = gemmaVersion ? readGemma(raw, file, gemmaVersion, numLayers, parseScaling) : undefined;
   // OLMo 3's sliding layers: every 4th global, one base for all (its 4.5x configs name no other).
   const olmoSliding = arch === 'Olmo3ForCausalLM' ? readSlidingLayers(raw, file, numLayers, { pattern: 4, theta: 500_000 }, parseScaling) : undefined;
   const typed = gemma ?? olmoSliding; // RoPE given per layer type

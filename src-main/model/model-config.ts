@@ -2,7 +2,7 @@
 // config.json and ./gguf/model.ts from a GGUF's metadata. Apart from hf-checkpoint.ts (which
 // re-exports them) so that the GGUF reader can name them without importing the checkpoint back.
 
-export type ModelFamily = 'llama' | 'qwen2' | 'qwen3' | 'gemma3';
+export type ModelFamily = 'llama' | 'qwen2' | 'qwen3' | 'gemma2' | 'gemma3';
 
 /**
  * The architectures run as another family's network under a name of their own: llama.cpp's
@@ -84,9 +84,9 @@ export interface ModelConfig {
    * written for the fused modules again.
    */
   fusedProjections?: boolean;
-  /** Gemma 3 (./gemma-config.ts says what the decoder does differently for it). */
+  /** Gemma 2 and 3 (./gemma-config.ts says what the decoder does differently for them). */
   gemma?: GemmaLayout;
-  /** Gemma 3, OLMo 3: layers with a sliding attention window and RoPE of their own (./sliding-layers.ts). */
+  /** Gemma 2 and 3, OLMo 3: layers with a sliding attention window and RoPE of their own (./sliding-layers.ts). */
   sliding?: SlidingLayers;
   /**
    * Where the decoder's layers sit in the Hugging Face model, when not under `model.`: Gemma 3's
@@ -100,13 +100,17 @@ export interface ModelConfig {
   maxPositionEmbeddings: number;
 }
 
-/** What Gemma 3's layers need beyond the fields every family has (./gemma-config.ts). */
+/** What Gemma's layers need beyond the fields every family has (./gemma-config.ts). */
 export interface GemmaLayout {
   /** 1/√query_pre_attn_scalar: attention's scale in place of 1/√head_dim. */
   attentionScale: number;
+  /** Gemma 2: attention's scaled scores s become c·tanh(s / c) before the mask (attn_logit_softcapping, 50). */
+  attentionSoftcap?: number;
+  /** Gemma 2: the logits z become c·tanh(z / c) before the softmax (final_logit_softcapping, 30). */
+  finalSoftcap?: number;
 }
 
-/** Layers that see only the last `window` positions (Gemma 3, OLMo 3; ./sliding-layers.ts). */
+/** Layers that see only the last `window` positions (Gemma 2 and 3, OLMo 3; ./sliding-layers.ts). */
 export interface SlidingLayers {
   /** A sliding layer's query sees the keys fewer than this many positions back (itself included). */
   window: number;

@@ -104,7 +104,6 @@ function ggufLoadable(arch: string | null, meta: GgufFile['metadata'], tensors: 
   if (Array.isArray(meta.get(`${arch}.attention.head_count`)) || Array.isArray(meta.get(`${arch}.attention.head_count_kv`))) return no('head counts that differ between layers are not supported');
   const num = (key: string) => meta.get(`${arch}.${key}`);
   const scaling = num('rope.scaling.type');
-  if (Number(num('final_logit_softcapping') ?? 0) > 0) return no('final-logit soft-capping is not supported');
   const longRope = arch === 'phi3' && scaling === 'longrope' && tensors.some((t) => t.name === 'rope_factors_short.weight');
   if (scaling !== undefined && scaling !== 'none' && scaling !== 'linear' && scaling !== 'yarn' && !longRope) return no(`rope scaling '${String(scaling)}' is not supported (supported: linear, yarn, and Llama 3's rope_freqs)`);
   const [width, heads, keyLength, ropeDims] = [num('embedding_length'), num('attention.head_count'), num('attention.key_length'), num('rope.dimension_count')];

@@ -13,6 +13,7 @@
  */
 import { int, tensorValues, type GraphBuilder, type Tensor } from '../graph/ir.js';
 import { foldVocabularyChunks } from './chunked-head.js';
+import { softcap } from './softcap.js';
 import type { WeightSource } from './weight-source.js';
 import { quantizedDims, quantizeBlockwise, type QuantizedWeight, type QuantScheme } from './quantize.js';
 import type { Checkpoint } from './hf-checkpoint.js';
@@ -77,9 +78,10 @@ export function quantizedMatmul(b: GraphBuilder, x: string, weights: WeightSourc
  * float32 [N]: log p(target) for hidden rows h [N, H] under the quantised head `name` [V, H],
  * over vocabulary chunks of `chunk` rows. The target's logit is read from the chunk that holds
  * it (each chunk gathers at its clipped index and keeps the value only where the index was in range).
+ * `cap`: Gemma 2's final soft-capping of every logit (./softcap.ts).
  */
 export function quantizedTargetLogprobs(
-  b: GraphBuilder, h: string, targets: string, weights: WeightSource, name: string, vocabSize: number, asked: QuantScheme, chunk: number,
+  b: GraphBuilder, h: string, targets: string, weights: WeightSource, name: string, vocabSize: number, asked: QuantScheme, chunk: number, cap?: number,
 ): string {
   const k = weights.config.hiddenSize;
   const { read, scheme } = lazyQuantization(weights, name, vocabSize, k, asked, 3 * Math.ceil(vocabSize / chunk));
@@ -88,7 +90,7 @@ export function quantizedTargetLogprobs(
   const { lse } = foldVocabularyChunks(b, vocabSize, chunk, h, (start, end, after) => {
     // h + an exact 0 computed from the previous chunk: this chunk's matmul waits for it.
     const input = start === 0 ? h : b.add(h, b.add(zero, b.cast(after, 'float32')));
-    const logits = matMulNBits(b, input, read, `${name}.rows${start}`, [start, end], k, scheme);
+    const logits = softcap(b, matMulNBits(b, input, read, `${name}.rows${start}`, [start, end], k, scheme), cap); // Gemma 2's final cap
     const local = b.sub(targets, b.int64s([start]));
     const clipped = b.op('Clip', [local, b.scalar(0, 'int64'), b.scalar(end - start - 1, 'int64')], {}, 1, [{ dtype: 'int64', shape: b.shapeOf(targets) }])[0]!;
     const picked = b.squeeze(b.gatherElements(logits, b.unsqueeze(clipped, [-1]), -1), [-1]);

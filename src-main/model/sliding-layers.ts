@@ -1,12 +1,13 @@
 /**
- * Sliding layers (Gemma 3, OLMo 3; ModelConfig.sliding): layers whose queries see only the last
+ * Sliding layers (Gemma 2 and 3, OLMo 3; ModelConfig.sliding): layers whose queries see only the last
  * `sliding_window` positions (./attention-masks.ts), at a RoPE base of their own and never
  * scaled, between layers that see the whole context with the model's own RoPE. As config.json
  * gives them in both of the forms transformers has written:
  * - 4.5x: `rope_theta`, `rope_scaling` (the global layers'), a base for the sliding ones under a
  *   family's own key (Gemma 3's `rope_local_base_freq`; OLMo 3 has none: the global base), and
  *   which layers slide as `sliding_window_pattern` (every n-th layer global) or `layer_types`;
- * - 5.x: `rope_parameters` per layer type (`full_attention`, `sliding_attention`) and `layer_types`.
+ * - 5.x: `rope_parameters` per layer type (`full_attention`, `sliding_attention`), or one object
+ *   for every layer (Gemma 2), and `layer_types`.
  * And as a GGUF file gives them, as llama.cpp reads them: `attention.sliding_window`,
  * `attention.sliding_window_pattern` (a count, or one flag a layer), `rope.freq_base_swa`.
  */
@@ -23,7 +24,7 @@ export interface SlidingRead {
 }
 
 export interface SlidingDefaults {
-  /** Every n-th layer global where config.json says nothing (Gemma 3: 6; OLMo 3: 4). */
+  /** Every n-th layer global where config.json says nothing (Gemma 2: 2; Gemma 3: 6; OLMo 3: 4). */
   pattern: number;
   /** The global layers' base where config.json says nothing. */
   theta: number;
@@ -61,12 +62,19 @@ function readRopes(raw: Raw, file: string, defaults: SlidingDefaults, parseScali
     return { theta, localTheta, scaling: parseScaling(raw.rope_scaling) };
   }
   const p = params as Record<string, Raw | undefined>;
+  // Only an object naming its type is a scaling; {rope_theta} alone is none.
+  const typed = (r: Raw) => (r.rope_type === undefined && r.type === undefined ? undefined : parseScaling(r));
+  // One object for every layer (Gemma 2's): the sliding layers take the global base unless the family names theirs.
+  if (typeof (params as Raw).rope_theta === 'number' && !p.full_attention && !p.sliding_attention) {
+    const { rope_theta: theta, ...scaling } = params as Raw;
+    const localTheta = defaults.localThetaKey ? raw[defaults.localThetaKey.key] ?? defaults.localThetaKey.fallback : theta;
+    if (typeof localTheta !== 'number') throw new UserError(`${file}: ${defaults.localThetaKey!.key} must be a number`);
+    return { theta: theta as number, localTheta, scaling: typed(scaling) };
+  }
   const full = p.full_attention, sliding = p.sliding_attention;
   if (typeof full?.rope_theta !== 'number' || typeof sliding?.rope_theta !== 'number') {
     throw new UserError(`${file}: rope_parameters must give rope_theta for full_attention and sliding_attention, found ${JSON.stringify(params).slice(0, 160)}`);
   }
-  // Only an object naming its type is a scaling; {rope_theta} alone is none.
-  const typed = (r: Raw) => (r.rope_type === undefined && r.type === undefined ? undefined : parseScaling(r));
   const { rope_theta: localTheta, ...localScaling } = sliding;
   if (typed(localScaling) !== undefined) throw new UserError(`${file}: rope_parameters.sliding_attention ${JSON.stringify(sliding)} is not supported (the sliding layers' RoPE is unscaled)`);
   const { rope_theta: theta, ...scaling } = full;

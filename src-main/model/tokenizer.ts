@@ -14,7 +14,8 @@
  * The render context follows transformers: `messages`, `add_generation_prompt`, `tools`,
  * `bos_token`/`eos_token`, the caller's extra variables, and the globals `raise_exception`
  * and `strftime_now` (Llama 3.2 and later write today's date with it). Messages are passed
- * as the JSON they stand for (see {@link templateMessages}).
+ * as the JSON they stand for (./template-context.ts templateMessages). A template without a
+ * system role renders the system text at the start of the first user turn.
  *
  * A `.gguf` path takes the tokenizer and chat template from the file's metadata instead
  * (./gguf/tokenizer-json.ts builds the tokenizer.json they stand for).
@@ -25,7 +26,8 @@ import { Tokenizer } from '@huggingface/tokenizers';
 import { Environment, Template } from '@huggingface/jinja';
 import { sharedPrefixLength } from '../../src-shared/shared-prefix.js';
 import { UserError } from '../../src-shared/types.js';
-import { ChatTemplateError, TemplateInterpreter, TemplateRaise } from './template-interpreter.js';
+import { ChatTemplateError, TemplateInterpreter } from './template-interpreter.js';
+import { templateGlobals, templateMessages, withSystemInFirstUserTurn } from './template-context.js';
 import { isGgufPath } from './gguf/model.js';
 import { openGguf } from './gguf/reader.js';
 import { ggufTokenizer } from './gguf/tokenizer-json.js';
@@ -168,8 +170,27 @@ export class ChatTokenizer {
     return this.render(messages, options, new Date());
   }
 
-  /** `now` is the template's `strftime_now` clock: one instant for renders that must agree. */
+  /**
+   * `now` is the template's `strftime_now` clock: one instant for renders that must agree.
+   * A template without a system role (Gemma 2's raises 'System role not supported') gets the
+   * system text at the start of the first user turn, as Gemma 3's own template writes it
+   * ({@link withSystemInFirstUserTurn}); if that too is refused, the first refusal stands.
+   */
   private render(messages: ChatMessage[], options: TemplateOptions, now: Date): string {
+    try {
+      return this.renderAsGiven(messages, options, now);
+    } catch (err) {
+      const folded = err instanceof ChatTemplateError && err.raised !== undefined ? withSystemInFirstUserTurn(messages) : undefined;
+      if (!folded) throw err;
+      try {
+        return this.renderAsGiven(folded, options, now);
+      } catch {
+        throw err;
+      }
+    }
+  }
+
+  private renderAsGiven(messages: ChatMessage[], options: TemplateOptions, now: Date): string {
     const env = templateGlobals(now);
     const context: Record<string, unknown> = {
       messages: templateMessages(messages, this.toolCallIdLength),
@@ -298,89 +319,6 @@ function notAPrefixMessage(prompt: string, full: string): string {
     `so the reply's tokens cannot be found: at character ${i} the prompt reads ${excerpt(prompt)} but the conversation reads ${excerpt(full)}` +
     ' (for Qwen3, a reply with <think> reasoning cannot follow enable_thinking=false)'
   );
-}
-
-/**
- * The template's globals, as transformers provides them. `strftime_now` is ours rather than
- * @huggingface/jinja's, whose month names follow the machine's locale ("26 juil. 2024"):
- * transformers formats with Python's default C locale ("26 Jul 2024"), the text the models
- * saw in training.
- */
-function templateGlobals(now: Date): Environment {
-  const env = new Environment();
-  const constants: Record<string, unknown> = { true: true, false: false, none: null, True: true, False: false, None: null };
-  for (const [name, value] of Object.entries(constants)) env.set(name, value);
-  env.set('range', pythonRange);
-  env.set('raise_exception', (message: unknown) => {
-    throw new TemplateRaise(String(message));
-  });
-  env.set('strftime_now', (format: unknown) => strftimeC(now, String(format)));
-  return env;
-}
-
-function pythonRange(start: number, stop?: number, step = 1): number[] {
-  if (stop === undefined) [start, stop] = [0, start];
-  if (step === 0) throw new Error('range() arg 3 must not be zero');
-  const out: number[] = [];
-  for (let i = start; step > 0 ? i < stop : i > stop; i += step) out.push(i);
-  return out;
-}
-
-const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'];
-const WEEKDAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
-
-/** Python's `strftime` in the C locale, local time, for the directives chat templates use. */
-export function strftimeC(date: Date, format: string): string {
-  const pad = (n: number, width = 2) => String(n).padStart(width, '0');
-  const hour12 = date.getHours() % 12 || 12;
-  const dayOfYear = Math.floor((Date.UTC(date.getFullYear(), date.getMonth(), date.getDate()) - Date.UTC(date.getFullYear(), 0, 1)) / 86_400_000) + 1;
-  const fields: Record<string, string> = {
-    Y: String(date.getFullYear()), y: pad(date.getFullYear() % 100), m: pad(date.getMonth() + 1), d: pad(date.getDate()),
-    e: String(date.getDate()).padStart(2, ' '), j: pad(dayOfYear, 3),
-    B: MONTHS[date.getMonth()]!, b: MONTHS[date.getMonth()]!.slice(0, 3), A: WEEKDAYS[date.getDay()]!, a: WEEKDAYS[date.getDay()]!.slice(0, 3),
-    H: pad(date.getHours()), I: pad(hour12), M: pad(date.getMinutes()), S: pad(date.getSeconds()), p: date.getHours() < 12 ? 'AM' : 'PM', '%': '%',
-  };
-  return format.replace(/%(.)/g, (whole, key: string) => fields[key] ?? whole);
-}
-
-/**
- * Messages as the JSON a Python template sees. Keys whose value is `undefined` are left out
- * (JSON has no undefined; Llama 3's `'tool_calls' in message` would otherwise send a plain
- * reply down the tool-call branch). Tool-call `arguments` given as a JSON-object string (the
- * OpenAI wire form) are parsed into the object the templates expect: Qwen2.5's and Llama 3's
- * `arguments | tojson` would otherwise write a quoted string of JSON.
- *
- * With `idLength` (a template that refuses tool-call ids of another length: Mistral's take 9
- * characters, OpenAI's are `call_` and 24 more), a longer id is cut to its last `idLength`
- * characters, in the call and in the tool result that answers it, as vLLM serves Mistral models;
- * a shorter one is left for the template to refuse.
- */
-export function templateMessages(messages: readonly ChatMessage[], idLength?: number): ChatMessage[] {
-  const cut = (id: unknown) => (idLength !== undefined && typeof id === 'string' && id.length > idLength ? id.slice(-idLength) : id);
-  return messages.map((m) => {
-    const out = Object.fromEntries(Object.entries(m).filter(([, v]) => v !== undefined)) as ChatMessage;
-    if (Array.isArray(m.tool_calls)) out.tool_calls = m.tool_calls.map((call) => withCutId(withParsedArguments(call), cut));
-    if (out.tool_call_id !== undefined) out.tool_call_id = cut(out.tool_call_id);
-    return out;
-  });
-}
-
-function withCutId(call: unknown, cut: (id: unknown) => unknown): unknown {
-  if (!call || typeof call !== 'object' || !('id' in call) || cut(call.id) === call.id) return call;
-  return { ...call, id: cut(call.id) };
-}
-
-function withParsedArguments(call: unknown): unknown {
-  const fn = (call as { function?: { arguments?: unknown } } | null)?.function;
-  if (!fn || typeof fn.arguments !== 'string') return call;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(fn.arguments);
-  } catch {
-    return call; // not JSON: the template writes the text as it is
-  }
-  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return call;
-  return { ...(call as object), function: { ...fn, arguments: parsed } };
 }
 
 export function findChatTemplate(dir: string, config: Record<string, unknown>): string | undefined {

@@ -12,7 +12,11 @@ import { writeSafetensors, type TensorToWrite } from '../model/safetensors.js';
 let counter = 0;
 
 export function writeJsonAtomic(file: string, value: unknown): void {
-  writeFileAtomicSync(file, Buffer.from(JSON.stringify(value, null, 2) + '\n', 'utf8'), PRIVATE_FILE_MODE);
+  writeTextAtomic(file, JSON.stringify(value, null, 2) + '\n');
+}
+
+export function writeTextAtomic(file: string, text: string): void {
+  writeFileAtomicSync(file, Buffer.from(text, 'utf8'), PRIVATE_FILE_MODE);
 }
 
 /** fp32 tensors as a safetensors file, written atomically and durably. */

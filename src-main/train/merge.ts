@@ -14,12 +14,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Checkpoint } from '../model/hf-checkpoint.js';
-import { writeGgufCompanionFiles } from '../model/gguf/folder-files.js';
+import { configJsonText, writeGgufCompanionFiles } from '../model/gguf/folder-files.js';
 import { checkpointWeights, decoderGraph, transpose2dF32, type LinearHook } from '../model/decoder.js';
 import { f32Tensor, type Graph } from '../graph/ir.js';
 import { createSession, type Device } from '../model/ort-session.js';
 import { scoreRows, type ScoreRow } from '../model/score-feeds.js';
-import { writeJsonAtomic, writeSafetensorsAtomic } from './files.js';
+import { writeSafetensorsAtomic, writeTextAtomic } from './files.js';
 import { loraAKey, loraBKey } from './lora.js';
 import { joinFusedTensors } from '../model/fused-projections.js';
 import { readAdapter } from './peft.js';
@@ -65,7 +65,7 @@ export function writeMergedModel(ckpt: Checkpoint, dir: string, lora: LoraConfig
   const config = JSON.parse(fs.readFileSync(path.join(ckpt.dir, 'config.json'), 'utf8'));
   // transformers ≥ 5 names the dtype `dtype` (and loads in it by default), older ones `torch_dtype`:
   // both say float32, or a bf16 base's merged copy would load rounded back to bf16.
-  writeJsonAtomic(path.join(dir, 'config.json'), { ...config, torch_dtype: 'float32', dtype: 'float32' });
+  writeTextAtomic(path.join(dir, 'config.json'), configJsonText({ ...config, torch_dtype: 'float32', dtype: 'float32' }));
   for (const f of TOKENIZER_FILES) if (fs.existsSync(path.join(ckpt.dir, f))) fs.copyFileSync(path.join(ckpt.dir, f), path.join(dir, f));
   return dir;
 }

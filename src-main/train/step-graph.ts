@@ -153,7 +153,7 @@ function loraDecoder(weights: WeightSource, lora: LoraConfig, memory: MemoryOpti
   const H = weights.config.hiddenSize;
   const targetIds = b.input('targets', 'int64', ['N']);
   const hidden = values.output; // [N, H]
-  const head = { hidden, rows: headRows(b, weights, quantize !== undefined), targets: targetIds, vocabSize: weights.config.vocabSize };
+  const head = { hidden, rows: headRows(b, weights, quantize !== undefined), targets: targetIds, vocabSize: weights.config.vocabSize, softcap: weights.config.gemma?.finalSoftcap };
   let scored: { logprobs: string; columns?: string };
   if (memory.teacherTopK) {
     const top = appendHeadTopK(b, head, { chunk: memory.vocabChunk }, memory.teacherTopK);

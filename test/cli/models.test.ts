@@ -26,7 +26,7 @@ beforeAll(() => {
   gguf(path.join(store, 'blobs', `sha256-${'a'.repeat(64)}`), 'llama');
   fs.mkdirSync(path.join(store, 'manifests', 'registry.ollama.ai', 'library', 'smollm2'), { recursive: true });
   fs.writeFileSync(path.join(store, 'manifests', 'registry.ollama.ai', 'library', 'smollm2', '135m'), JSON.stringify({ layers: [{ mediaType: 'application/vnd.ollama.image.model', digest: `sha256:${'a'.repeat(64)}` }] }));
-  gguf(path.join(dir, 'mine', 'gemma.gguf'), 'gemma2');
+  gguf(path.join(dir, 'mine', 'gemma.gguf'), 'gemma3n');
   process.env.HOME = home;
   for (const k of ['OLLAMA_MODELS', 'HF_HOME', 'HF_HUB_CACHE', 'XDG_CACHE_HOME'] as const) delete process.env[k];
 });
@@ -55,9 +55,9 @@ describe('hindsight models', () => {
     const catalog = added.json();
     expect(catalog.folders).toEqual([mine]);
     expect(catalog.models.map((m: { name: string }) => m.name)).toEqual(['smollm2:135m', 'gemma.gguf']);
-    expect(catalog.models[1]).toMatchObject({ source: 'folder', loadable: false, reason: "architecture 'gemma2' is not supported (supported: llama, qwen2, qwen3, phi3, granite, olmo2, mistral3, smollm3, gemma3)" });
+    expect(catalog.models[1]).toMatchObject({ source: 'folder', loadable: false, reason: "architecture 'gemma3n' is not supported (supported: llama, qwen2, qwen3, phi3, granite, olmo2, mistral3, smollm3, gemma2, gemma3)" });
     expect(JSON.parse(fs.readFileSync(settingsPathFor(db), 'utf8')).modelFolders).toEqual([mine]);
-    expect((await runCli('models', '--db', db)).stdout).toContain("     cannot load: architecture 'gemma2' is not supported");
+    expect((await runCli('models', '--db', db)).stdout).toContain("     cannot load: architecture 'gemma3n' is not supported");
 
     const again = await runCli('models', '--db', db, '--json');
     expect(again.json().folders).toEqual([mine]);

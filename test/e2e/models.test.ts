@@ -48,11 +48,11 @@ describe.skipIf(!haveChromium)('the model picker, in a browser', { timeout: TEST
     const manifest = (hex: string) => JSON.stringify({ schemaVersion: 2, layers: [{ mediaType: 'application/vnd.ollama.image.model', digest: `sha256:${hex}`, size: 1 }] });
     fs.mkdirSync(path.join(store, 'manifests', 'registry.ollama.ai', 'library', 'tiny-qwen3'), { recursive: true });
     fs.writeFileSync(path.join(store, 'manifests', 'registry.ollama.ai', 'library', 'tiny-qwen3', 'latest'), manifest('a'.repeat(64)));
-    writeGguf(path.join(store, 'blobs', `sha256-${'b'.repeat(64)}`), { 'general.architecture': str('gemma2'), 'general.file_type': u32(2), 'gemma2.context_length': u32(8192) }, [
+    writeGguf(path.join(store, 'blobs', `sha256-${'b'.repeat(64)}`), { 'general.architecture': str('gemma3n'), 'general.file_type': u32(2), 'gemma3n.context_length': u32(8192) }, [
       { name: 'token_embd.weight', dims: [8, 16], type: 0, bytes: f32Bytes(new Float32Array(128)) },
     ]);
-    fs.mkdirSync(path.join(store, 'manifests', 'registry.ollama.ai', 'library', 'gemma2'), { recursive: true });
-    fs.writeFileSync(path.join(store, 'manifests', 'registry.ollama.ai', 'library', 'gemma2', '2b'), manifest('b'.repeat(64)));
+    fs.mkdirSync(path.join(store, 'manifests', 'registry.ollama.ai', 'library', 'gemma3n'), { recursive: true });
+    fs.writeFileSync(path.join(store, 'manifests', 'registry.ollama.ai', 'library', 'gemma3n', 'e2b'), manifest('b'.repeat(64)));
     writeTinyModel(path.join(dir, 'tiny-llama'), { family: 'llama' });
     lmStudioFile = path.join(home, '.lmstudio', 'models', 'lmstudio-community', 'Tiny-Llama-GGUF', 'tiny-llama-f32.gguf');
     writeGgufFromFolder(path.join(dir, 'tiny-llama'), lmStudioFile, { type: 'f32' });
@@ -76,7 +76,7 @@ describe.skipIf(!haveChromium)('the model picker, in a browser', { timeout: TEST
   it('lists the loadable models by source, then "Other…", then those found that cannot load with the reason', async () => {
     const catalog = await serve.api<ModelCatalog>('listModels');
     expect(catalog.models.map((m) => `${m.source} ${m.name} ${m.loadable}`)).toEqual([
-      'ollama tiny-qwen3:latest true', 'ollama gemma2:2b false', 'lmstudio lmstudio-community/Tiny-Llama-GGUF/tiny-llama-f32.gguf true', 'huggingface org/tiny-qwen3 true',
+      'ollama tiny-qwen3:latest true', 'ollama gemma3n:e2b false', 'lmstudio lmstudio-community/Tiny-Llama-GGUF/tiny-llama-f32.gguf true', 'huggingface org/tiny-qwen3 true',
     ]);
     expect(await pick('chat-model').getAttribute('data-models')).toBe('3');
     const groups = await pick('chat-model').evaluate((el) => Array.from(el.children).map((c) => (c.tagName === 'OPTGROUP' ? `${(c as HTMLOptGroupElement).label}: ${Array.from(c.children).map((o) => o.textContent!.trim()).join(' | ')}` : c.textContent!.trim())));
@@ -84,7 +84,7 @@ describe.skipIf(!haveChromium)('the model picker, in a browser', { timeout: TEST
     expect(groups[1]).toMatch(/^LM Studio: lmstudio-community\/Tiny-Llama-GGUF\/tiny-llama-f32\.gguf — /);
     expect(groups[2]).toMatch(/^Hugging Face cache: org\/tiny-qwen3 — \d+(\.\d)?K · F32 · \d+ kB$/);
     expect(groups[3]).toBe('Other… (type a path)');
-    expect(groups[4]).toBe("Found, but Hindsight cannot load: gemma2:2b — architecture 'gemma2' is not supported (supported: llama, qwen2, qwen3, phi3, granite, olmo2, mistral3, smollm3, gemma3)");
+    expect(groups[4]).toBe("Found, but Hindsight cannot load: gemma3n:e2b — architecture 'gemma3n' is not supported (supported: llama, qwen2, qwen3, phi3, granite, olmo2, mistral3, smollm3, gemma2, gemma3)");
     // The configured path is no catalog model: "Other…" with the path field showing it.
     expect(await pick('chat-model').inputValue()).toBe('__other__');
     expect(await page.locator('[data-testid=chat-model]').isVisible()).toBe(true);

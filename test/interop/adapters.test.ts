@@ -1,6 +1,6 @@
 // Adapters both ways, against the real PEFT (test/interop/py/peft_adapters.py) on a tiny Llama, a
 // tiny Phi-3 (fused qkv_proj and gate_up_proj, which Hindsight trains as their parts and writes
-// fused: src-main/train/fused-adapter.ts) and a tiny Gemma 3 (sliding layers), that transformers made (bf16 on disk, untied head):
+// fused: src-main/train/fused-adapter.ts), a tiny Gemma 2 (soft-capped) and a tiny Gemma 3 (sliding layers), that transformers made (bf16 on disk, untied head):
 //   - an adapter Hindsight trained (`train --merge`) loads in PeftModel.from_pretrained, whose
 //     log-probs equal `score --adapter`'s within 1e-4; merge_and_unload's weights equal the
 //     merged folder Hindsight wrote, which transformers loads as a plain fp32 model;
@@ -41,6 +41,12 @@ const BASES = [
       family: 'phi3', tie: false, dtype: 'BF16', partial_rotary_factor: 0.5, original_max_position_embeddings: 512, max_position_embeddings: 2048,
       rope_scaling: { rope_type: 'longrope', short_factor: [1, 1.3, 1.9, 2.4], long_factor: [4, 5, 6, 7] },
     },
+  },
+  // Gemma 2: Gemma's layers with attention and logits soft-capped (at 2 and 5, which bend this
+  // model's values), the first layer sliding over 8 positions.
+  {
+    name: 'gemma2',
+    base: { family: 'gemma2', tie: true, dtype: 'BF16', head_dim: 16, sliding_window: 8, num_hidden_layers: 2, query_pre_attn_scalar: 24, attn_logit_softcapping: 2, final_logit_softcapping: 5 },
   },
   // Gemma 3: its norms, GELU and a sliding layer with an 8-position window (the texts are longer).
   {

@@ -1,6 +1,6 @@
 // Checkpoints written by transformers itself (test/interop/py/make_models.py): tiny random Llama,
 // Mistral, Phi-3 (fused projections, LongRoPE, Phi-4-mini's partial rotation), Granite (its four
-// multipliers), Gemma 3 (sliding and global layers, 3 of them; and its multimodal model), SmolLM3 (a layer without RoPE), OLMo 2 (norms after each branch) and 3 (sliding layers, YaRN), Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, a
+// multipliers), Gemma 2 (soft-capped attention and logits, every other layer sliding), Gemma 3 (sliding and global layers, 3 of them; and its multimodal model), SmolLM3 (a layer without RoPE), OLMo 2 (norms after each branch) and 3 (sliding layers, YaRN), Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, a
 // Qwen3 with attention_bias (biases on q, k, v and o, which released Qwen3 models leave off), saved
 // by save_pretrained with transformers 5's config.json (rope_parameters, dtype). For each one,
 // Hindsight's `score` (the CLI, rows batched together) gives transformers' per-token log-probs
@@ -31,11 +31,12 @@ const TEXTS = [
 const PROMPTS = ['Hello, who are you?', 'Write one sentence about the sea.', 'x'];
 
 interface Model {
-  name: string; family: 'llama' | 'mistral' | 'phi3' | 'granite' | 'gemma3' | 'smollm3' | 'olmo2' | 'olmo3' | 'ministral3' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16';
+  name: string; family: 'llama' | 'mistral' | 'phi3' | 'granite' | 'gemma2' | 'gemma3' | 'smollm3' | 'olmo2' | 'olmo3' | 'ministral3' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16';
   head_dim?: number; rope_theta?: number; rope_scaling?: Record<string, unknown>; attention_bias?: boolean; sliding_window?: number | null;
   partial_rotary_factor?: number; original_max_position_embeddings?: number; max_position_embeddings?: number;
   embedding_multiplier?: number; attention_multiplier?: number; residual_multiplier?: number; logits_scaling?: number;
   num_hidden_layers?: number; layer_types?: string[]; query_pre_attn_scalar?: number; rope_parameters?: Record<string, unknown>;
+  attn_logit_softcapping?: number; final_logit_softcapping?: number;
   multimodal?: boolean;
 }
 // LongRoPE's short factors for 8 and 6 rotated pairs (Phi-3's head of 16, and Phi-4-mini's 3/4 of it).
@@ -58,6 +59,14 @@ const MODELS: Model[] = [
   // Granite: Llama's layers with its four multipliers (Granite 3.x's, the attention one for head_dim 16, logits
   // divided by 2 rather than 8 so that the tiny model's distribution stays far from uniform).
   { name: 'granite-bf16-tied', family: 'granite', tie: true, dtype: 'BF16', embedding_multiplier: 12, attention_multiplier: 0.0625, residual_multiplier: 0.22, logits_scaling: 2 },
+  // Gemma 2: Gemma's layers without q/k norms, every other one sliding over 16 positions, one RoPE
+  // base; attention's scores and the logits soft-capped at 2 and 5 (Gemma 2's are 50 and 30), where
+  // this model's values bend them: its raw logits reach 9.6, and lifting both caps moves
+  // transformers' log-probs by up to 11 nats (measured on the same init).
+  {
+    name: 'gemma2-bf16-softcap', family: 'gemma2', tie: true, dtype: 'BF16', head_dim: 16, sliding_window: 16, num_hidden_layers: 3,
+    query_pre_attn_scalar: 24, attn_logit_softcapping: 2, final_logit_softcapping: 5,
+  },
   // Gemma 3: sliding layers (a 16-position window, so the long text goes far past it) around a global
   // one with Gemma 3 4B's linear RoPE scaling, two RoPE bases, four norms a layer, GELU, √hidden
   // embedding scale, query_pre_attn_scalar in place of head_dim.
@@ -136,6 +145,7 @@ describe.skipIf(!interopPython)('checkpoints written by transformers', () => {
       if (m.family === 'mistral') expect([c.architectures, c.sliding_window], m.name).toEqual([['MistralForCausalLM'], m.sliding_window]);
       if (m.family === 'phi3') expect(c.architectures, m.name).toEqual(['Phi3ForCausalLM']);
       if (m.family === 'gemma3') expect([saved.architectures, c.layer_types, c.sliding_window], m.name).toEqual([[m.multimodal ? 'Gemma3ForConditionalGeneration' : 'Gemma3ForCausalLM'], m.layer_types, m.sliding_window]);
+      if (m.family === 'gemma2') expect([saved.architectures, c.layer_types, c.attn_logit_softcapping], m.name).toEqual([['Gemma2ForCausalLM'], ['sliding_attention', 'full_attention', 'sliding_attention'], 2]);
       if (m.family === 'smollm3') expect([saved.architectures, c.no_rope_layers], m.name).toEqual([['SmolLM3ForCausalLM'], [1, 1, 1, 0]]);
       if (m.family === 'ministral3') expect([saved.architectures, (c.rope_parameters as Record<string, unknown>).llama_4_scaling_beta], m.name).toEqual([['Ministral3ForCausalLM'], 0.1]);
       if (m.family === 'olmo2') expect(saved.architectures, m.name).toEqual(['Olmo2ForCausalLM']);

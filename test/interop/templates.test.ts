@@ -16,7 +16,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ChatTokenizer, templateMessages, type ChatMessage } from '../../src-main/model/tokenizer.js';
+import { ChatTokenizer, type ChatMessage } from '../../src-main/model/tokenizer.js';
+import { templateMessages } from '../../src-main/model/template-context.js';
 import { deepSeekR1Template, writeRealTokenizer, type RealTokenizer } from '../../tools/real-tokenizers.js';
 import { interopPython, pythonEnv } from './python.js';
 
@@ -25,6 +26,7 @@ const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-interop-templates-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 
 const llama31Template = fs.readFileSync(path.join(here, '../model/fixtures/templates/llama-3.1-instruct.jinja'), 'utf8');
+const gemma2Template = fs.readFileSync(path.join(here, '../model/fixtures/templates/gemma-2-it.jinja'), 'utf8');
 const CHECKPOINTS: { name: string; from: RealTokenizer; template?: string }[] = [
   { name: 'qwen3', from: 'qwen3' },
   { name: 'qwen2.5', from: 'qwen2.5' },
@@ -34,6 +36,8 @@ const CHECKPOINTS: { name: string; from: RealTokenizer; template?: string }[] = 
   { name: 'deepseek-v3', from: 'deepseek' },
   { name: 'mistral-nemo', from: 'mistral-nemo' },
   { name: 'gemma-3', from: 'gemma3' },
+  // Gemma 2's template on Gemma 3's files (the same turn markers).
+  { name: 'gemma-2', from: 'gemma3', template: gemma2Template },
 ];
 const dirs = Object.fromEntries(CHECKPOINTS.map((c) => [c.name, writeRealTokenizer(path.join(root, c.name), c.from, c.template)]));
 const tokenizers = Object.fromEntries(CHECKPOINTS.map((c) => [c.name, ChatTokenizer.load(dirs[c.name]!)]));
@@ -76,11 +80,16 @@ const CONVERSATIONS: Record<string, ChatMessage[]> = {
 const withNineCharacterIds = (messages: ChatMessage[]): ChatMessage[] => messages.map((m) => ({
   ...m, ...(Array.isArray(m.tool_calls) ? { tool_calls: m.tool_calls.map((c: object) => ({ ...c, id: 'call00001' })) } : {}), ...(m.tool_call_id ? { tool_call_id: 'call00001' } : {}),
 }));
-/** Gemma 3's template has no tool role (it raises: test/model/gemma3-template.test.ts). */
+/**
+ * Gemma 3's template has no tool role (it raises: test/model/gemma-template.test.ts); Gemma 2's no
+ * system role either (transformers raises; Hindsight renders it as Gemma 3 does, tested there).
+ */
 const TOOL_FREE = ['system, multi-turn', 'no system', 'past reasoning'];
+const GEMMA2_CONVERSATIONS = ['no system', 'past reasoning'];
 const conversationsOf = (checkpoint: string): Record<string, ChatMessage[]> =>
   checkpoint === 'mistral-nemo' ? Object.fromEntries(Object.entries(CONVERSATIONS).map(([what, m]) => [what, withNineCharacterIds(m)]))
-    : checkpoint === 'gemma-3' ? Object.fromEntries(TOOL_FREE.map((what) => [what, CONVERSATIONS[what]!])) : CONVERSATIONS;
+    : checkpoint === 'gemma-3' ? Object.fromEntries(TOOL_FREE.map((what) => [what, CONVERSATIONS[what]!]))
+      : checkpoint === 'gemma-2' ? Object.fromEntries(GEMMA2_CONVERSATIONS.map((what) => [what, CONVERSATIONS[what]!])) : CONVERSATIONS;
 
 interface Variant { label: string; tools?: unknown[]; extra?: Record<string, unknown> }
 const DATE = { date_string: '02 Jan 2025' };
@@ -95,6 +104,7 @@ const VARIANTS: Record<string, Variant[]> = {
   'deepseek-v3': [{ label: 'plain' }],
   'mistral-nemo': [{ label: 'plain' }, { label: 'tools', tools: TOOLS }],
   'gemma-3': [{ label: 'plain' }],
+  'gemma-2': [{ label: 'plain' }],
 };
 
 interface Render { dir: string; messages: ChatMessage[]; tools?: unknown[]; add_generation_prompt: boolean; extra: Record<string, unknown> }
@@ -132,6 +142,7 @@ const REPLIES: { checkpoint: string; variant: Variant; messages: ChatMessage[]; 
   ]),
   { checkpoint: 'gemma-3', variant: VARIANTS['gemma-3']![0]!, messages: SYSTEM_MULTI_TURN, reply: 'Sunny, 18°C.' },
   { checkpoint: 'gemma-3', variant: VARIANTS['gemma-3']![0]!, messages: NO_SYSTEM, reply: 'Sunny, 18°C.' },
+  { checkpoint: 'gemma-2', variant: VARIANTS['gemma-2']![0]!, messages: NO_SYSTEM, reply: 'Sunny, 18°C.' },
 ];
 
 // ---- transformers' side, in one Python run ---------------------------------------------------

@@ -1,4 +1,4 @@
-// Generated tiny Llama / Qwen2 / Qwen3 / Gemma 3 / OLMo 2 checkpoints (tied and untied, fp32/bf16/fp16, sharded):
+// Generated tiny Llama / Qwen2 / Qwen3 / Gemma 2 and 3 / OLMo 2 checkpoints (tied and untied, fp32/bf16/fp16, sharded):
 // the ONNX decoder must agree with an independent float64 JS forward, with its own KV-cache
 // decode, across batching and padding, and be deterministic.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -24,6 +24,8 @@ const VARIANTS: (TinyModelOptions & { label: string })[] = [
   { label: 'llama tied bf16 in 3 shards', family: 'llama', tie: true, dtype: 'BF16', shards: 3, seed: 6 },
   // Gemma 3: 3 layers, the first two sliding over 4 positions (rows here are longer), the last global.
   { label: 'gemma3 tied bf16, sliding window', family: 'gemma3', tie: true, dtype: 'BF16', numLayers: 3, seed: 7 },
+  // Gemma 2: 3 layers, the first and last sliding over 4 positions, attention and logits soft-capped.
+  { label: 'gemma2 tied bf16, soft-capped', family: 'gemma2', tie: true, dtype: 'BF16', numLayers: 3, seed: 9 },
   // OLMo 2: norms after each branch only, q and k normed whole.
   { label: 'olmo2 untied fp32', family: 'olmo2', seed: 8 },
 ];

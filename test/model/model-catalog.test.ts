@@ -73,8 +73,8 @@ beforeAll(() => {
   ]));
   write(path.join(manifests, 'library', 'gone', 'latest'), manifest([{ mediaType: 'application/vnd.ollama.image.model', digest: `sha256:${'f'.repeat(64)}` }]));
   write(path.join(manifests, 'library', 'garbled', 'latest'), '{"layers": [');
-  smallGguf(blob('1'.repeat(64)), { arch: 'gemma2', fileType: 2 });
-  write(path.join(ollama, 'manifests', 'hf.co', 'bartowski', 'gemma-2-2b-it-GGUF', 'Q4_0'), manifest([{ mediaType: 'application/vnd.ollama.image.model', digest: `sha256:${'1'.repeat(64)}` }]));
+  smallGguf(blob('1'.repeat(64)), { arch: 'gemma3n', fileType: 2 });
+  write(path.join(ollama, 'manifests', 'hf.co', 'bartowski', 'gemma-3n-E2B-it-GGUF', 'Q4_0'), manifest([{ mediaType: 'application/vnd.ollama.image.model', digest: `sha256:${'1'.repeat(64)}` }]));
 
   // LM Studio: publisher/repo/*.gguf, in the new and the old place; a split model, one missing a part; a truncated file.
   const lms = path.join(home, '.lmstudio', 'models');
@@ -131,8 +131,8 @@ describe('model catalog', () => {
     expect(m.bytes).toBe(fs.statSync(m.path).size);
     // The blob has no .gguf extension, yet every model field takes it.
     expect(isGgufPath(m.path) && isModelPath(m.path)).toBe(true);
-    expect(byName('hf.co/bartowski/gemma-2-2b-it-GGUF:Q4_0')).toMatchObject({ architecture: 'gemma2', quantization: 'Q4_0', loadable: false });
-    expect(byName('hf.co/bartowski/gemma-2-2b-it-GGUF:Q4_0').reason).toMatch(/architecture 'gemma2' is not supported \(supported: llama, qwen2, qwen3, phi3, granite, olmo2, mistral3, smollm3, gemma3\)/);
+    expect(byName('hf.co/bartowski/gemma-3n-E2B-it-GGUF:Q4_0')).toMatchObject({ architecture: 'gemma3n', quantization: 'Q4_0', loadable: false });
+    expect(byName('hf.co/bartowski/gemma-3n-E2B-it-GGUF:Q4_0').reason).toMatch(/architecture 'gemma3n' is not supported \(supported: llama, qwen2, qwen3, phi3, granite, olmo2, mistral3, smollm3, gemma2, gemma3\)/);
   });
 
   it('says why for a broken Ollama entry: unreadable manifest, missing blob, an ADAPTER layer', () => {

@@ -1,5 +1,5 @@
 /**
- * A plain-JS, float64, one-sequence forward pass of the Llama / Qwen2 / Qwen3 / Gemma 3 / OLMo 2 decoder
+ * A plain-JS, float64, one-sequence forward pass of the Llama / Qwen2 / Qwen3 / Gemma 2 and 3 / OLMo 2 decoder
  * (tools/tiny-models.ts's Gemma config form),
  * written straight from the transformers modelling code with no shared code with the ONNX
  * graph builder. Tests compare the graph against it, so a bug the graph shares with the KV
@@ -13,12 +13,16 @@ export function referenceLogits(model: TinyModel, ids: number[]): number[][] {
   const c = model.config as Record<string, number & boolean & string>;
   const H = c.hidden_size, nH = c.num_attention_heads, nKV = c.num_key_value_heads, d = c.head_dim;
   const family = c.model_type as string;
-  const gemma = family === 'gemma3_text';
+  const gemma3 = family === 'gemma3_text', gemma2 = family === 'gemma2';
+  const gemma = gemma2 || gemma3;
+  // Gemma 2's soft-caps: c·tanh(x / c) on attention's scaled scores and on the logits.
+  const cap = (x: number, c: number | null | undefined) => (c ? c * Math.tanh(x / c) : x);
   const olmo = family === 'olmo2'; // norms after each branch only; q and k normed across the whole projection
   const eps = c.rms_norm_eps;
-  // Gemma 3: the layers before each sliding_window_pattern-th slide, at their own RoPE base, unscaled.
-  const slides = (l: number) => gemma && (l + 1) % c.sliding_window_pattern !== 0;
-  const ropeOf = (l: number) => (slides(l) ? { theta: c.rope_local_base_freq, factor: 1 } : { theta: c.rope_theta, factor: gemma ? (c.rope_scaling as unknown as { factor: number }).factor : 1 });
+  // Gemma 3: the layers before each sliding_window_pattern-th slide, at their own RoPE base, unscaled;
+  // Gemma 2: every other layer slides, one base for all.
+  const slides = (l: number) => gemma && (l + 1) % (gemma2 ? 2 : c.sliding_window_pattern) !== 0;
+  const ropeOf = (l: number) => (slides(l) && gemma3 ? { theta: c.rope_local_base_freq, factor: 1 } : { theta: c.rope_theta, factor: gemma3 ? (c.rope_scaling as unknown as { factor: number }).factor : 1 });
   const w = (name: string): Mat => {
     const t = model.weights.get(name);
     if (!t) throw new Error(`reference: no weight ${name}`);
@@ -62,7 +66,7 @@ export function referenceLogits(model: TinyModel, ids: number[]): number[][] {
       let q = split(whole(linear(x, `${p}.self_attn.q_proj.weight`, `${p}.self_attn.q_proj.bias`), 'q_norm'), nH);
       let k = split(whole(linear(x, `${p}.self_attn.k_proj.weight`, `${p}.self_attn.k_proj.bias`), 'k_norm'), nKV);
       const v = split(linear(x, `${p}.self_attn.v_proj.weight`, `${p}.self_attn.v_proj.bias`), nKV);
-      if (family === 'qwen3' || gemma) {
+      if (family === 'qwen3' || gemma3) {
         q = q.map((hq) => rms(hq, `${p}.self_attn.q_norm.weight`));
         k = k.map((hk) => rms(hk, `${p}.self_attn.k_norm.weight`));
       }
@@ -76,7 +80,7 @@ export function referenceLogits(model: TinyModel, ids: number[]): number[][] {
         const kv = Math.floor(head / (nH / nKV));
         const scale = gemma ? 1 / Math.sqrt(c.query_pre_attn_scalar) : 1 / Math.sqrt(d);
         const seen = (s: number) => !slides(l) || t - s < c.sliding_window;
-        const scores = Array.from({ length: t + 1 }, (_, s) => (seen(s) ? queries[t]![head]!.reduce((a, qv, i) => a + qv * keys[s]![kv]![i]!, 0) * scale : -Infinity));
+        const scores = Array.from({ length: t + 1 }, (_, s) => (seen(s) ? cap(queries[t]![head]!.reduce((a, qv, i) => a + qv * keys[s]![kv]![i]!, 0) * scale, c.attn_logit_softcapping) : -Infinity));
         const m = Math.max(...scores);
         const e = scores.map((s) => Math.exp(s - m));
         const z = e.reduce((a, b) => a + b, 0);
@@ -95,7 +99,7 @@ export function referenceLogits(model: TinyModel, ids: number[]): number[][] {
     });
   }
   const head = model.weights.has('lm_head.weight') ? 'lm_head.weight' : 'model.embed_tokens.weight';
-  return hs.map((h) => linear(rms(h, 'model.norm.weight'), head));
+  return hs.map((h) => linear(rms(h, 'model.norm.weight'), head).map((z) => cap(z, c.final_logit_softcapping)));
 }
 
 /** log_softmax(logits)[target], in float64. */

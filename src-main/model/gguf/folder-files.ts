@@ -10,7 +10,7 @@ import path from 'node:path';
 import { HF_MODEL_TYPES, OWN_MODEL_TYPES, type ModelConfig } from '../model-config.js';
 import type { GgufModel } from './model.js';
 import { ggufTokenizer } from './tokenizer-json.js';
-import { gemma3ConfigJson } from '../gemma-config.js';
+import { gemmaConfigJson } from '../gemma-config.js';
 import { slidingConfigJson } from '../sliding-layers.js';
 
 /** config.json's fields for `c`, as readModelConfig reads them back. */
@@ -48,7 +48,7 @@ export function configJson(c: ModelConfig): Record<string, unknown> {
     eos_token_id: c.eosTokenIds.length === 1 ? c.eosTokenIds[0] : c.eosTokenIds,
     max_position_embeddings: c.maxPositionEmbeddings,
     torch_dtype: 'float32',
-    ...(c.gemma ? gemma3ConfigJson(c.gemma, c.sliding) : c.sliding ? slidingConfigJson(c.sliding) : {}),
+    ...(c.gemma ? gemmaConfigJson(c.family === 'gemma2' ? 2 : 3, c.gemma, c.sliding) : c.sliding ? slidingConfigJson(c.sliding) : {}),
   };
 }
 
@@ -63,11 +63,26 @@ function ropeScalingJson(c: ModelConfig): Record<string, unknown> | null {
   return { rope_type: 'llama3', factor: s.factor, low_freq_factor: s.lowFreqFactor, high_freq_factor: s.highFreqFactor, original_max_position_embeddings: s.originalMaxPositionEmbeddings };
 }
 
+/**
+ * config.json's fields that transformers 5 types as float alone: its strict config classes refuse
+ * `"attn_logit_softcapping": 50` (Gemma 2's) where the file said 50.0, and JavaScript's numbers
+ * keep no difference between the two, so a config.json read and written again, or made from a
+ * GGUF's metadata, would no longer load.
+ */
+const FLOAT_FIELDS: ReadonlySet<string> = new Set(['attn_logit_softcapping', 'final_logit_softcapping', 'rms_norm_eps', 'initializer_range']);
+
+/** A config.json's text, the {@link FLOAT_FIELDS} written as floats (50.0) wherever they hold a whole number. */
+export function configJsonText(config: unknown): string {
+  const marker = 'hindsight-float:';
+  const text = JSON.stringify(config, (key, value) => (FLOAT_FIELDS.has(key) && Number.isSafeInteger(value) ? `${marker}${value}` : value), 2);
+  return text.replace(new RegExp(`"${marker}(-?\\d+)"`, 'g'), '$1.0') + '\n';
+}
+
 /** Writes config.json and the tokenizer files of `model` into `dir`. */
 export function writeGgufCompanionFiles(model: GgufModel, dir: string): void {
   const tok = ggufTokenizer(model.gguf);
   const write = (name: string, value: unknown) => fs.writeFileSync(path.join(dir, name), JSON.stringify(value, null, 1));
-  write('config.json', configJson(model.config));
+  fs.writeFileSync(path.join(dir, 'config.json'), configJsonText(configJson(model.config)));
   write('tokenizer.json', tok.json);
   write('tokenizer_config.json', tok.config);
   write('generation_config.json', { eos_token_id: tok.eosTokenIds, ...(model.config.bosTokenId !== undefined ? { bos_token_id: model.config.bosTokenId } : {}) });

@@ -33,10 +33,10 @@
  * SmolLM3 (`smollm3`) is Llama's file (q/k permuted) whose every 4th layer skips RoPE, as
  * llama.cpp fixes it (n_no_rope_layer_step).
  *
- * Gemma 3 (`gemma3`): its four norms a layer (post_attention_norm, ffn_norm before the MLP,
- * post_ffw_norm) stored as 1 + w, read back as w; the sliding layers' window, pattern and RoPE base
- * as llama.cpp reads them (../gemma-config.ts gemma3FromGguf); q/k not permuted; an Ollama file's
- * vision tower left unread.
+ * Gemma 2 and 3 (`gemma2`, `gemma3`): their four norms a layer (post_attention_norm, ffn_norm
+ * before the MLP, post_ffw_norm) stored as 1 + w, read back as w; the sliding layers' window,
+ * pattern and RoPE base and the soft-caps as llama.cpp reads them (../gemma-config.ts
+ * gemmaFromGguf); q/k not permuted; an Ollama file's vision tower left unread.
  *
  * Granite (`granite`) is Llama's file with `embedding_scale`, `attention.scale`, `residual_scale`
  * and `logit_scale` (ModelConfig.multipliers), its q/k rows permuted as Llama's.
@@ -49,7 +49,7 @@ import path from 'node:path';
 import { UserError } from '../../../src-shared/types.js';
 import type { ModelConfig, ModelFamily, RopeScaling } from '../model-config.js';
 import { rowBytes, splitFusedTensors } from '../fused-projections.js';
-import { gemma3FromGguf } from '../gemma-config.js';
+import { gemmaFromGguf } from '../gemma-config.js';
 import { slidingFromGguf } from '../sliding-layers.js';
 import { ropeScaling } from './rope-metadata.js';
 import { dequantize } from './dequantize.js';
@@ -70,7 +70,8 @@ const FAMILIES: Record<string, { family: ModelFamily; architecture: string }> = 
   mistral3: { family: 'llama', architecture: 'Ministral3ForCausalLM' },
   // Llama's file, every 4th layer without RoPE (llama.cpp's fixed step).
   smollm3: { family: 'llama', architecture: 'SmolLM3ForCausalLM' },
-  // Gemma 3's text model (../gemma-config.ts gemma3FromGguf reads its layout).
+  // Gemma 2, and Gemma 3's text model (../gemma-config.ts gemmaFromGguf reads their layout).
+  gemma2: { family: 'gemma2', architecture: 'Gemma2ForCausalLM' },
   gemma3: { family: 'gemma3', architecture: 'Gemma3ForCausalLM' },
 };
 
@@ -104,8 +105,8 @@ const PHI3_LAYER_NAMES: Record<string, string | undefined> = {
   ...LAYER_NAMES, attn_qkv: 'self_attn.qkv_proj', ffn_up: 'mlp.gate_up_proj', attn_q: undefined, attn_k: undefined, attn_v: undefined, ffn_gate: undefined,
 };
 
-/** Gemma 3's four norms a layer: llama.cpp's ffn_norm is the norm before the MLP, as Llama's, but Hugging Face names it otherwise. */
-const GEMMA3_LAYER_NAMES: Record<string, string | undefined> = {
+/** Gemma's four norms a layer: llama.cpp's ffn_norm is the norm before the MLP, as Llama's, but Hugging Face names it otherwise. */
+const GEMMA_LAYER_NAMES: Record<string, string | undefined> = {
   ...LAYER_NAMES, post_attention_norm: 'post_attention_layernorm', ffn_norm: 'pre_feedforward_layernorm', post_ffw_norm: 'post_feedforward_layernorm',
 };
 
@@ -115,7 +116,7 @@ const OLMO2_LAYER_NAMES: Record<string, string | undefined> = {
 };
 
 /** The layer tensors' Hugging Face names for `arch` (Llama's where the architecture has no table of its own). */
-const LAYER_NAMES_OF: Record<string, Record<string, string | undefined>> = { phi3: PHI3_LAYER_NAMES, gemma3: GEMMA3_LAYER_NAMES, olmo2: OLMO2_LAYER_NAMES };
+const LAYER_NAMES_OF: Record<string, Record<string, string | undefined>> = { phi3: PHI3_LAYER_NAMES, gemma2: GEMMA_LAYER_NAMES, gemma3: GEMMA_LAYER_NAMES, olmo2: OLMO2_LAYER_NAMES };
 
 /**
  * A vision tower's and projector's tensors (`v.*`, `mm.*`: Ollama's Gemma 3 and Mistral 3 files carry
@@ -287,8 +288,8 @@ export function openGgufModel(file: string): GgufModel {
     const scale = (key: string, otherwise: number) => num(key, 0) || otherwise;
     config.multipliers = { embedding: scale('embedding_scale', 1), attention: scale('attention.scale', 1 / Math.sqrt(headDim)), residual: scale('residual_scale', 1), logits: scale('logit_scale', 1) };
   }
-  if (arch === 'gemma3') {
-    const { layout, sliding } = gemma3FromGguf(get, file, config);
+  if (fam.family === 'gemma2' || fam.family === 'gemma3') {
+    const { layout, sliding } = gemmaFromGguf(fam.family === 'gemma2' ? 2 : 3, get, file, config);
     Object.assign(config, { gemma: layout, ...(sliding ? { sliding } : {}) });
   }
   if (arch === 'olmo2') {
@@ -322,7 +323,7 @@ export function openGgufModel(file: string): GgufModel {
     const m = /^blk\.\d+\.attn_([qk])\./.exec(info.name);
     // Llama's q/k rows were permuted for ggml's interleaved RoPE; Phi-3's are not (NeoX RoPE).
     const permuteHeads = ROPE_PERMUTED_ARCHITECTURES.has(arch) && m ? (m[1] === 'q' ? numHeads : config.numKvHeads) : undefined;
-    const minusOne = arch === 'gemma3' && name.endsWith('norm.weight');
+    const minusOne = (arch === 'gemma2' || arch === 'gemma3') && name.endsWith('norm.weight');
     tensors.set(name, { info, shape, ...(permuteHeads ? { permuteHeads } : {}), ...(minusOne ? { minusOne } : {}) });
   }
   // Phi-3's attn_qkv and ffn_up: each part its run of rows, which is a run of the tensor's bytes.

@@ -1,11 +1,11 @@
-"""Tiny Llama, Mistral, Ministral 3, Phi-3, Granite, Gemma 3, SmolLM3, OLMo 2 and 3, Qwen2 and Qwen3 checkpoints made by transformers itself, and transformers' own
+"""Tiny Llama, Mistral, Ministral 3, Phi-3, Granite, Gemma 2 and 3, SmolLM3, OLMo 2 and 3, Qwen2 and Qwen3 checkpoints made by transformers itself, and transformers' own
 log-probs and greedy tokens on them, for test/interop/checkpoints.test.ts.
 
 usage: make_models.py < spec.json > result.json
 spec: {"models": [{"dir", "family", "tie", "dtype", "head_dim"?, "rope_theta"?, "rope_scaling"?, "attention_bias"?, "sliding_window"?,
                    "partial_rotary_factor"?, "original_max_position_embeddings"?, "max_position_embeddings"?,
                    "embedding_multiplier"?, "attention_multiplier"?, "residual_multiplier"?, "logits_scaling"?,
-                   "num_hidden_layers"?, "layer_types"?, "query_pre_attn_scalar"?, "rope_parameters"? (Gemma 3's, per layer type, in place of rope_theta),
+                   "num_hidden_layers"?, "layer_types"?, "query_pre_attn_scalar"?, "attn_logit_softcapping"?, "final_logit_softcapping"?, "rope_parameters"? (Gemma 3's, per layer type, in place of rope_theta),
                    "multimodal"? (Gemma 3: its multimodal model, the text model beside a tiny vision tower)}],
        "texts": [...], "prompts": [...], "max_new_tokens": N}
 Each dir already holds tokenizer.json and tokenizer_config.json. For each model: a random init
@@ -21,9 +21,9 @@ import json
 import sys
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, Gemma3Config, Gemma3TextConfig, GraniteConfig, Ministral3Config, Olmo2Config, Olmo3Config, LlamaConfig, MistralConfig, Phi3Config, Qwen2Config, Qwen3Config, SmolLM3Config
+from transformers import AutoModelForCausalLM, AutoTokenizer, Gemma2Config, Gemma3Config, Gemma3TextConfig, GraniteConfig, Ministral3Config, Olmo2Config, Olmo3Config, LlamaConfig, MistralConfig, Phi3Config, Qwen2Config, Qwen3Config, SmolLM3Config
 
-CONFIGS = {"llama": LlamaConfig, "mistral": MistralConfig, "phi3": Phi3Config, "granite": GraniteConfig, "gemma3": Gemma3TextConfig, "smollm3": SmolLM3Config, "olmo2": Olmo2Config, "olmo3": Olmo3Config, "ministral3": Ministral3Config, "qwen2": Qwen2Config, "qwen3": Qwen3Config}
+CONFIGS = {"llama": LlamaConfig, "mistral": MistralConfig, "phi3": Phi3Config, "granite": GraniteConfig, "gemma2": Gemma2Config, "gemma3": Gemma3TextConfig, "smollm3": SmolLM3Config, "olmo2": Olmo2Config, "olmo3": Olmo3Config, "ministral3": Ministral3Config, "qwen2": Qwen2Config, "qwen3": Qwen3Config}
 DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16}
 
 
@@ -34,7 +34,10 @@ def make(m):
     eot = tok.convert_tokens_to_ids("<|endoftext|>")
     extra = {k: m[k] for k in ("head_dim", "rope_scaling", "attention_bias", "sliding_window", "partial_rotary_factor", "original_max_position_embeddings",
                                "embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling",
-                               "layer_types", "query_pre_attn_scalar", "rope_parameters") if k in m}
+                               "layer_types", "query_pre_attn_scalar", "rope_parameters", "attn_logit_softcapping", "final_logit_softcapping") if k in m}
+    for k in ("attn_logit_softcapping", "final_logit_softcapping"):  # typed float (JSON writes 5.0 as 5)
+        if k in extra:
+            extra[k] = float(extra[k])
     if "rope_parameters" not in m:
         extra["rope_theta"] = m.get("rope_theta", 10000.0)
     config = CONFIGS[m["family"]](

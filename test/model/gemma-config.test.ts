@@ -1,7 +1,9 @@
-// Gemma 3's config.json (src-main/model/gemma-config.ts): the two forms transformers has written
-// (4.5x: rope_local_base_freq and sliding_window_pattern; 5.x: rope_parameters per layer type and
-// layer_types) read as the same ModelConfig; what is not Gemma 3 (soft-capping, bidirectional
-// attention) refused in one line. Its numbers against transformers' own Gemma 3:
+// Gemma 2's and 3's config.json (src-main/model/gemma-config.ts): the two forms transformers has
+// written (4.5x: rope_local_base_freq and sliding_window_pattern, or nothing for Gemma 2's every
+// other layer; 5.x: rope_parameters, per layer type for Gemma 3, and layer_types) read as the same
+// ModelConfig; Gemma 2's caps as given, their defaults where absent, none where null; what Hindsight
+// does not run (Gemma 3 with an attention cap, bidirectional attention) refused in one line. Their
+// numbers against transformers' own Gemma 2 and 3:
 // test/interop/checkpoints.test.ts; its gradients: test/train/step-gradients.test.ts.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -62,15 +64,60 @@ describe('Gemma 3 configs', () => {
       }
       return 'read';
     };
-    expect(refusal({ final_logit_softcapping: 30 })).toMatch(/final_logit_softcapping 30 is not supported/);
-    expect(refusal({ attn_logit_softcapping: 50 })).toMatch(/attn_logit_softcapping 50 is not supported/);
+    expect(refusal({ attn_logit_softcapping: 50 })).toMatch(/attn_logit_softcapping 50 is not supported for Gemma 3/);
+    expect(refusal({ final_logit_softcapping: 'high' })).toMatch(/final_logit_softcapping must be a positive number or null, found "high"/);
     expect(refusal({ use_bidirectional_attention: true })).toMatch(/use_bidirectional_attention/);
     expect(refusal({ hidden_activation: 'gelu' })).toMatch(/hidden_activation 'gelu' is not supported/);
     expect(refusal({ layer_types: ['sliding_attention'] })).toMatch(/layer_types must be 34 entries/);
     expect(refusal({ sliding_window: null })).toMatch(/sliding_window must be a positive integer/);
     expect(refusal({ rope_theta: undefined, rope_parameters: { full_attention: { rope_theta: 1e6 }, sliding_attention: { rope_type: 'linear', factor: 2, rope_theta: 1e4 } } })).toMatch(/sliding_attention .* is not supported/);
-    // Gemma 2 is another architecture.
-    expect(refusal({ architectures: ['Gemma2ForCausalLM'] })).toMatch(/unsupported architecture \["Gemma2ForCausalLM"\] \(Gemma 2's logit soft-capping is not built\); supported: /);
+  });
+
+  it('a final cap, where a config sets one, is read (llama.cpp has it too)', () => {
+    expect(readModelConfig(config({ ...GEMMA3_4B, final_logit_softcapping: 30 })).gemma).toEqual({ attentionScale: 1 / 16, finalSoftcap: 30 });
+  });
+});
+
+// Gemma 2 9B's config.json as released (transformers 4.42).
+const GEMMA2_9B = {
+  architectures: ['Gemma2ForCausalLM'], model_type: 'gemma2', attention_bias: false, attn_logit_softcapping: 50.0, bos_token_id: 2, cache_implementation: 'hybrid',
+  eos_token_id: [1, 107], final_logit_softcapping: 30.0, head_dim: 256, hidden_act: 'gelu_pytorch_tanh', hidden_activation: 'gelu_pytorch_tanh', hidden_size: 3584,
+  intermediate_size: 14336, max_position_embeddings: 8192, num_attention_heads: 16, num_hidden_layers: 42, num_key_value_heads: 8, pad_token_id: 0,
+  query_pre_attn_scalar: 256, rms_norm_eps: 1e-6, rope_theta: 10000.0, sliding_window: 4096, sliding_window_size: 4096, vocab_size: 256000,
+};
+
+describe('Gemma 2 configs', () => {
+  it("9B's config: every other layer sliding over 4,096 positions from the first, one RoPE base, caps 50 and 30, no q/k norms", () => {
+    const c = readModelConfig(config(GEMMA2_9B));
+    expect(c).toMatchObject({ family: 'gemma2', architecture: 'Gemma2ForCausalLM', qkNorm: false, headDim: 256, ropeTheta: 10000, ropeScaling: undefined, eosTokenIds: [1, 107], maxPositionEmbeddings: 8192 });
+    expect(c.gemma).toEqual({ attentionScale: 1 / 16, attentionSoftcap: 50, finalSoftcap: 30 });
+    expect(c.sliding).toEqual({ window: 4096, ropeTheta: 10000, layers: Array.from({ length: 42 }, (_, i) => i % 2 === 0) });
+  });
+
+  it('transformers 5 form (one rope_parameters object, layer_types) reads as the released form; absent caps take the defaults, null ones none', () => {
+    const { rope_theta: _, ...rest } = GEMMA2_9B;
+    const layerTypes = Array.from({ length: 42 }, (_, i) => (i % 2 ? 'full_attention' : 'sliding_attention'));
+    const v5 = { ...rest, layer_types: layerTypes, rope_parameters: { rope_type: 'default', rope_theta: 10000.0 } };
+    expect(readModelConfig(config(v5))).toEqual(readModelConfig(config(GEMMA2_9B)));
+    const { attn_logit_softcapping: __, final_logit_softcapping: ___, ...uncapped } = GEMMA2_9B;
+    expect(readModelConfig(config(uncapped)).gemma).toEqual({ attentionScale: 1 / 16, attentionSoftcap: 50, finalSoftcap: 30 });
+    expect(readModelConfig(config({ ...GEMMA2_9B, attn_logit_softcapping: null, final_logit_softcapping: null })).gemma).toEqual({ attentionScale: 1 / 16 });
+    // 27B: query_pre_attn_scalar hidden / heads (144), not the head size.
+    expect(readModelConfig(config({ ...GEMMA2_9B, hidden_size: 4608, num_attention_heads: 32, num_key_value_heads: 16, head_dim: 128, query_pre_attn_scalar: 144 })).gemma!.attentionScale).toBeCloseTo(1 / 12, 12);
+  });
+
+  it('refuses a scaled RoPE and a cap that is not a positive number, naming the field', () => {
+    const refusal = (fields: Record<string, unknown>) => {
+      try {
+        readModelConfig(config({ ...GEMMA2_9B, ...fields }));
+      } catch (err) {
+        return (err as Error).message;
+      }
+      return 'read';
+    };
+    expect(refusal({ rope_scaling: { rope_type: 'linear', factor: 2 } })).toMatch(/RoPE scaling \(linear\) is not supported for Gemma 2/);
+    expect(refusal({ attn_logit_softcapping: -1 })).toMatch(/attn_logit_softcapping must be a positive number or null, found -1/);
+    expect(refusal({ hidden_activation: 'silu', hidden_act: 'silu' })).toMatch(/hidden_activation 'silu' is not supported/);
   });
 });
 
