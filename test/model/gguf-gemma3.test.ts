@@ -1,4 +1,4 @@
-// Gemma 3 as GGUF (src-main/model/gguf/model.ts, src-main/model/gemma-config.ts gemma3FromGguf): a
+// Gemma 3 as GGUF (src-main/model/gguf/model.ts, src-main/model/gemma-config.ts gemmaFromGguf): a
 // tiny Gemma 3 folder (tools/tiny-models.ts: two sliding layers with a 4-position window, a global
 // one with linear RoPE scaling) written by the benches' writer as llama.cpp's converter writes
 // `gemma3` (norms as 1 + w, post_attention_norm / ffn_norm / post_ffw_norm, the window, its
