@@ -31,6 +31,15 @@ function config(fields: Record<string, unknown>): string {
   fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(fields));
   return dir;
 }
+/** The message readModelConfig refuses `fields` with, or 'read'. */
+function refusalOf(fields: Record<string, unknown>): string {
+  try {
+    readModelConfig(config(fields));
+  } catch (err) {
+    return (err as Error).message;
+  }
+  return 'read';
+}
 const without = (keys: string[]) => Object.fromEntries(Object.entries(GEMMA3_4B).filter(([k]) => !keys.includes(k)));
 
 describe('Gemma 3 configs', () => {
@@ -56,14 +65,7 @@ describe('Gemma 3 configs', () => {
   });
 
   it("refuses what Gemma 3 is not, naming the field", () => {
-    const refusal = (fields: Record<string, unknown>) => {
-      try {
-        readModelConfig(config({ ...GEMMA3_4B, ...fields }));
-      } catch (err) {
-        return (err as Error).message;
-      }
-      return 'read';
-    };
+    const refusal = (fields: Record<string, unknown>) => refusalOf({ ...GEMMA3_4B, ...fields });
     expect(refusal({ attn_logit_softcapping: 50 })).toMatch(/attn_logit_softcapping 50 is not supported for Gemma 3/);
     expect(refusal({ final_logit_softcapping: 'high' })).toMatch(/final_logit_softcapping must be a positive number or null, found "high"/);
     expect(refusal({ use_bidirectional_attention: true })).toMatch(/use_bidirectional_attention/);
@@ -107,14 +109,7 @@ describe('Gemma 2 configs', () => {
   });
 
   it('refuses a scaled RoPE and a cap that is not a positive number, naming the field', () => {
-    const refusal = (fields: Record<string, unknown>) => {
-      try {
-        readModelConfig(config({ ...GEMMA2_9B, ...fields }));
-      } catch (err) {
-        return (err as Error).message;
-      }
-      return 'read';
-    };
+    const refusal = (fields: Record<string, unknown>) => refusalOf({ ...GEMMA2_9B, ...fields });
     expect(refusal({ rope_scaling: { rope_type: 'linear', factor: 2 } })).toMatch(/RoPE scaling \(linear\) is not supported for Gemma 2/);
     expect(refusal({ attn_logit_softcapping: -1 })).toMatch(/attn_logit_softcapping must be a positive number or null, found -1/);
     expect(refusal({ hidden_activation: 'silu', hidden_act: 'silu' })).toMatch(/hidden_activation 'silu' is not supported/);
