@@ -1,17 +1,18 @@
 /**
  * What a model on disk is, from its headers only (docs/design.md §Model catalog): a GGUF file's
- * metadata and tensor infos (./gguf/reader.ts, arrays stepped over, so a 5 GB file with a
+ * metadata and tensor infos (./gguf/reader.ts, long arrays stepped over, so a 5 GB file with a
  * 150k-token vocabulary takes milliseconds), or a checkpoint folder's config.json and its
- * safetensors headers. Whether Hindsight can load it is checked as its loaders would: the
- * architecture, the tensor types, the tensor names, the tokenizer. Nothing here throws: a
- * broken file is a description with `loadable: false` and the one-line reason.
+ * safetensors headers. Whether Hindsight can load it is checked by its loaders' own rules (a
+ * GGUF's layout by ./gguf/model.ts ggufModelLayout, a folder's by readModelConfig), then the
+ * tensor types and the tokenizer. Nothing here throws: a broken file is a description with
+ * `loadable: false` and the one-line reason.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import type { CatalogModel } from '../../src-shared/models-api.js';
 import { canDequantize } from './gguf/dequantize.js';
 import { ggmlTypeName } from './gguf/ggml-types.js';
-import { GGUF_ARCHITECTURES, huggingFaceName, isRopeTensor, isVisionTensor, phi3ContextCap } from './gguf/model.js';
+import { ggufModelLayout } from './gguf/model.js';
 import { GGUF_PRE_TOKENIZERS } from './gguf/tokenizer-json.js';
 import { readGgufHeader, type GgufFile } from './gguf/reader.js';
 import { readModelConfig } from './hf-checkpoint.js';
@@ -81,37 +82,24 @@ export function inspectGguf(file: string): ModelFacts {
   facts.quantization = (typeof fileType === 'number' ? FILE_TYPES[fileType] : undefined) ?? dominant(weights.map((t) => [ggmlTypeName(t.type), t.end - t.begin]));
   const ctx = meta.get(`${String(arch)}.context_length`);
   facts.contextLength = typeof ctx === 'number' ? ctx : null;
-  // The context Hindsight runs it at: Phi-3's LongRoPE and window cap it (./gguf/model.ts).
-  if (arch === 'phi3' && facts.contextLength !== null) {
-    const num = (key: string) => {
-      const v = meta.get(`phi3.${key}`);
-      return typeof v === 'number' ? v : 0;
-    };
-    facts.contextLength = phi3ContextCap(facts.contextLength, tensors.some((t) => t.name === 'rope_factors_short.weight'), num);
+  // Loadable as openGgufModel would load it: the same layout rules on the skimmed header, then
+  // what it checks later (the tensors' types, the tokenizer).
+  let layout: ReturnType<typeof ggufModelLayout>;
+  try {
+    layout = ggufModelLayout({ ...headers[0]!, tensors }, file);
+  } catch (err) {
+    return { ...facts, loadable: false, reason: oneLine(err, file).split(`${path.basename(file)}: `).join('') };
   }
-  return { ...facts, ...ggufLoadable(facts.architecture, meta, tensors) };
+  // The context Hindsight runs it at (Phi-3's LongRoPE and window cap it).
+  facts.contextLength = layout.config.maxPositionEmbeddings;
+  return { ...facts, ...ggufLoadable(meta, tensors) };
 }
 
-function ggufLoadable(arch: string | null, meta: GgufFile['metadata'], tensors: GgufFile['tensors']): { loadable: boolean; reason: string | null } {
+/** What openGgufModel's layout does not check and loading does: the tensors' types and the tokenizer. */
+function ggufLoadable(meta: GgufFile['metadata'], tensors: GgufFile['tensors']): { loadable: boolean; reason: string | null } {
   const no = (reason: string) => ({ loadable: false, reason });
-  if (arch === null) return no('no general.architecture in its metadata');
-  if (!GGUF_ARCHITECTURES.includes(arch)) return no(`architecture '${arch}' is not supported (supported: ${GGUF_ARCHITECTURES.join(', ')})`);
   const odd = tensors.find((t) => !canDequantize(t.type));
   if (odd) return no(`tensor type ${ggmlTypeName(odd.type)} is not supported (tensor '${odd.name}')`);
-  const foreign = tensors.find((t) => !isRopeTensor(t.name, arch) && !isVisionTensor(t.name) && !huggingFaceName(t.name, arch));
-  if (foreign) return no(`tensor '${foreign.name}' is not part of a ${arch} model Hindsight can run`);
-  if (!tensors.some((t) => t.name === 'token_embd.weight')) return no("missing tensor 'token_embd.weight'");
-  if (Array.isArray(meta.get(`${arch}.attention.head_count`)) || Array.isArray(meta.get(`${arch}.attention.head_count_kv`))) return no('head counts that differ between layers are not supported');
-  const num = (key: string) => meta.get(`${arch}.${key}`);
-  const scaling = num('rope.scaling.type');
-  const longRope = arch === 'phi3' && scaling === 'longrope' && tensors.some((t) => t.name === 'rope_factors_short.weight');
-  if (scaling !== undefined && scaling !== 'none' && scaling !== 'linear' && scaling !== 'yarn' && !longRope) return no(`rope scaling '${String(scaling)}' is not supported (supported: linear, yarn, and Llama 3's rope_freqs)`);
-  const [width, heads, keyLength, ropeDims] = [num('embedding_length'), num('attention.head_count'), num('attention.key_length'), num('rope.dimension_count')];
-  const headDim = typeof keyLength === 'number' ? keyLength : typeof width === 'number' && typeof heads === 'number' ? width / heads : undefined;
-  // Phi-3's converter alone writes a partial rotation (Phi-4-mini), which Hindsight runs (./gguf/model.ts).
-  if (typeof ropeDims === 'number' && headDim !== undefined && ropeDims !== headDim && arch !== 'phi3') return no(`partial RoPE (${ropeDims} of head size ${headDim}) is not supported`);
-  const valueLength = num('attention.value_length');
-  if (typeof valueLength === 'number' && headDim !== undefined && valueLength !== headDim) return no('attention.value_length differs from key_length, which is not supported');
   const tok = meta.get('tokenizer.ggml.model');
   if (typeof tok !== 'string') return no('has no tokenizer (tokenizer.ggml.model is missing)');
   if (!GGUF_TOKENIZERS.includes(tok)) return no(`tokenizer '${tok}' is not supported (supported: ${GGUF_TOKENIZERS.join(', ')})`);

@@ -16,7 +16,12 @@ const saved = { HOME: process.env.HOME, OLLAMA_MODELS: process.env.OLLAMA_MODELS
 
 function gguf(file: string, arch: string): void {
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  writeGguf(file, { 'general.architecture': str(arch), 'general.file_type': u32(7), [`${arch}.context_length`]: u32(8192), 'tokenizer.ggml.model': str('gpt2') }, [
+  // The hyper-parameters a model needs (the list checks them as loading does): hidden 8, vocabulary 16.
+  const shape = { embedding_length: 8, 'attention.head_count': 2, block_count: 1, feed_forward_length: 16 };
+  writeGguf(file, {
+    'general.architecture': str(arch), 'general.file_type': u32(7), [`${arch}.context_length`]: u32(8192), 'tokenizer.ggml.model': str('gpt2'),
+    ...Object.fromEntries(Object.entries(shape).map(([k, v]) => [`${arch}.${k}`, u32(v)])),
+  }, [
     { name: 'token_embd.weight', dims: [8, 16], type: 0, bytes: f32Bytes(new Float32Array(128)) },
   ]);
 }

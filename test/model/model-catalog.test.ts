@@ -22,7 +22,11 @@ afterAll(() => fs.rmSync(home, { recursive: true, force: true }));
 
 const VOCAB = Array.from({ length: 5000 }, (_, i) => `tok${i}`);
 
-/** A small GGUF: an embedding (F32) and one Q8_0 matrix, with a 5,000-token vocabulary to step over. */
+/** The hyper-parameters a model needs under `arch` (the list checks them as loading does). */
+const shapeKeys = (arch: string, shape: Record<string, number>): Record<string, MetaValue> =>
+  Object.fromEntries(Object.entries(shape).map(([k, v]) => [`${arch}.${k}`, u32(v)]));
+
+/** A small GGUF: an embedding (F32, hidden 8, vocabulary 16) and one Q8_0 matrix, with a 5,000-token vocabulary to step over. */
 function smallGguf(file: string, opts: { arch?: string; fileType?: number; ctx?: number; extra?: Record<string, MetaValue>; tensors?: TensorToWrite[] } = {}): void {
   const arch = opts.arch ?? 'qwen2';
   fs.mkdirSync(path.dirname(file), { recursive: true });
@@ -30,6 +34,7 @@ function smallGguf(file: string, opts: { arch?: string; fileType?: number; ctx?:
     'general.architecture': str(arch),
     ...(opts.fileType !== undefined ? { 'general.file_type': u32(opts.fileType) } : {}),
     [`${arch}.context_length`]: u32(opts.ctx ?? 32768),
+    ...shapeKeys(arch, { embedding_length: 8, 'attention.head_count': 2, block_count: 1, feed_forward_length: 16 }),
     'tokenizer.ggml.model': str('gpt2'),
     'tokenizer.ggml.tokens': { type: 'array', elem: 'string', value: VOCAB },
     ...opts.extra,
@@ -154,9 +159,9 @@ describe('model catalog', () => {
     expect(catalog.models.some((m) => m.name.includes('big-00002'))).toBe(false);
     expect(split.bytes).toBe(fs.statSync(split.path).size + fs.statSync(split.path.replace('00001-of', '00002-of')).size);
     expect(byName('pub/half/half-00001-of-00002.gguf').reason).toBe('part half-00002-of-00002.gguf of the split model is missing');
-    expect(byName('pub/yarn/long.gguf').reason).toBe("rope scaling 'dynamic' is not supported (supported: linear, yarn, and Llama 3's rope_freqs)");
+    expect(byName('pub/yarn/long.gguf').reason).toBe("qwen2.rope.scaling.type 'dynamic' is not supported (supported: linear, yarn, Llama 3's rope_freqs and Phi-3's LongRoPE factors)");
     expect(byName('pub/pre/ds.gguf').reason).toBe("the pre-tokenizer 'deepseek-llm' (tokenizer.ggml.pre) is not supported");
-    expect(byName('pub/partial/p.gguf').reason).toBe('partial RoPE (8 of head size 16) is not supported');
+    expect(byName('pub/partial/p.gguf').reason).toBe('partial RoPE (llama.rope.dimension_count 8 of head size 16) is not supported');
     expect(byName('old/repo/iq.gguf')).toMatchObject({ source: 'lmstudio', loadable: false, quantization: 'IQ2_XXS' });
     expect(byName('old/repo/iq.gguf').reason).toMatch(/tensor type IQ2_XXS is not supported/);
   });
@@ -210,7 +215,10 @@ describe('model catalog', () => {
     // A header claiming a 5.4 GB F32 matrix, the file made that long without writing it (sparse).
     const file = path.join(home, 'big', 'big.gguf');
     fs.mkdirSync(path.dirname(file), { recursive: true });
-    const header = ggufBytes({ 'general.architecture': str('llama'), 'llama.context_length': u32(131072), 'tokenizer.ggml.model': str('llama'), 'tokenizer.ggml.tokens': { type: 'array', elem: 'string', value: VOCAB } }, [
+    const header = ggufBytes({
+      'general.architecture': str('llama'), 'llama.context_length': u32(131072), 'tokenizer.ggml.model': str('llama'), 'tokenizer.ggml.tokens': { type: 'array', elem: 'string', value: VOCAB },
+      ...shapeKeys('llama', { embedding_length: 4096, 'attention.head_count': 32, block_count: 1, feed_forward_length: 14336 }),
+    }, [
       { name: 'token_embd.weight', dims: [4096, 327_680], type: 0, bytes: new Uint8Array(0) },
     ]);
     fs.writeFileSync(file, header);

@@ -226,6 +226,15 @@ export function isGgufPath(p: string): boolean {
 export function openGgufModel(file: string): GgufModel {
   if (!fs.existsSync(file) || fs.statSync(file).isDirectory()) throw new UserError(`model file not found: ${file}`);
   const gguf = openGguf(file);
+  return { file, files: gguf.files, gguf, ...ggufModelLayout(gguf, file) };
+}
+
+/**
+ * The ModelConfig a GGUF's metadata stands for and its tensors under Hugging Face's names, every
+ * rule above checked (a UserError names what is not run). `gguf` may be a header read with its
+ * long arrays skipped (the model list's, ../model-inspect.ts): nothing here reads those.
+ */
+export function ggufModelLayout(gguf: GgufFile, file: string): Pick<GgufModel, 'config' | 'tensors'> {
   const where = path.basename(file);
   const meta = gguf.metadata;
   const arch = meta.get('general.architecture');
@@ -331,7 +340,7 @@ export function openGgufModel(file: string): GgufModel {
     info: { ...t.info, dims: [t.info.dims[0]!, rows], ...rowBytes(t.info.begin, t.info.end, t.shape[0]!, start, rows) },
     shape: [rows, t.shape[1]!],
   }));
-  return { file, files: gguf.files, gguf, config, tensors };
+  return { config, tensors };
 }
 
 /**

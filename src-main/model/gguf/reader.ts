@@ -116,7 +116,7 @@ class Cursor {
       const count = this.u64(`${what}'s length`);
       if (elemType !== STRING && elemType !== ARRAY && !(elemType in VALUE_BYTES)) throw new UserError(`${this.file}: corrupt GGUF: ${what} has elements of unknown type ${elemType}`);
       if (count * minBytes(elemType) > this.size - this.pos) this.fail(`${what} (an array of ${count})`, count * minBytes(elemType));
-      if (skipArrays) {
+      if (skipArrays && (elemType === STRING || elemType === ARRAY || count > SKIMMED_ARRAY_LENGTH)) {
         if (elemType in VALUE_BYTES) this.pos += count * VALUE_BYTES[elemType]!;
         else for (let i = 0; i < count; i++) this.skip(elemType, what, depth + 1);
         return [];
@@ -151,9 +151,17 @@ function safe(v: bigint): number | bigint {
 }
 
 /**
+ * The longest array of numbers or booleans a skimmed header keeps: per-layer values (Ollama's
+ * sliding-window flags, head counts) are a few hundred at most; a vocabulary's scores and token
+ * types are tens of thousands.
+ */
+const SKIMMED_ARRAY_LENGTH = 4096;
+
+/**
  * Reads one GGUF file's header, metadata and tensor infos (no tensor data). With `skipArrays`
- * every array value is checked and stepped over, kept as `[]`: what a model listing needs
- * (hyper-parameters, tensor types) without decoding a 150k-token vocabulary.
+ * every array of strings, of arrays or longer than {@link SKIMMED_ARRAY_LENGTH} is checked and
+ * stepped over, kept as `[]`: what a model listing needs (hyper-parameters, per-layer values,
+ * tensor types) without decoding a 150k-token vocabulary.
  */
 export function readGgufHeader(file: string, options: { skipArrays?: boolean } = {}): GgufFile {
   let fd: number;
