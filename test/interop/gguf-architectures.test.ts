@@ -133,4 +133,29 @@ describe.skipIf(interopPython === null)('GGUF architectures against transformers
     console.log(`transformers (the folder of a Phi-3 Q8_0 GGUF) vs Hindsight (the GGUF): max |Δ log-prob| ${worst.toExponential(2)}`);
     expect(worst).toBeLessThan(TOLERANCE);
   }, 600_000);
+
+  // transformers' GGUF loader keeps Gemma 2's default caps (50, 30) whatever the file says; the
+  // folder Hindsight writes for the file carries them, as floats (transformers 5 refuses 1 for 1.0).
+  it("reads a Gemma 2 GGUF's soft-caps and sliding layers as transformers runs the folder Hindsight writes for it", async () => {
+    const dir = path.join(tmp, 'gemma2');
+    writeTinyModel(dir, { family: 'gemma2', numLayers: 3, numHeads: 4, numKvHeads: 2, hiddenSize: 64, headDim: 16, intermediateSize: 96, queryPreAttnScalar: 16, seed: 11, tie: true });
+    const file = path.join(tmp, 'gemma2.gguf');
+    writeGguf(dir, file, { type: 'q8_0' });
+    const folder = writeMergedModel(Checkpoint.open(file), path.join(tmp, 'gemma2-folder'), { r: 1, alpha: 1, targets: [] }, [], new Map());
+    expect(fs.readFileSync(path.join(folder, 'config.json'), 'utf8')).toMatch(/"attn_logit_softcapping": 1\.0,/);
+    const model = await LocalModel.load(file);
+    let ours: number[];
+    try {
+      ours = (await model.score([{ inputIds: IDS, responseStart: 1 }]))[0]!;
+    } finally {
+      await model.close();
+    }
+    const py = await run(interopPython!, ['-c', PY_FOLDER, folder, JSON.stringify(IDS)]);
+    expect(py.status, py.stderr.slice(-2000)).toBe(0);
+    const theirs = JSON.parse(py.stdout.trim().split('\n').pop()!) as { class: string; logprobs: number[] };
+    expect(theirs.class).toBe('Gemma2ForCausalLM');
+    const worst = Math.max(...ours.map((v, i) => Math.abs(v - theirs.logprobs[i]!)));
+    console.log(`transformers (the folder of a Gemma 2 Q8_0 GGUF) vs Hindsight (the GGUF): max |Δ log-prob| ${worst.toExponential(2)}`);
+    expect(worst).toBeLessThan(TOLERANCE);
+  }, 600_000);
 });
