@@ -24,7 +24,7 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } from './safetensors.js';
 import { ggufIdentityFiles, isGgufPath, openGgufModel, readGgufTensor, type GgufModel } from './gguf/model.js';
-import type { ModelConfig, ModelFamily, RopeScaling } from './model-config.js';
+import { usedPositions, type ModelConfig, type ModelFamily, type RopeScaling } from './model-config.js';
 import { rowBytes, splitFusedTensors } from './fused-projections.js';
 import { gemma3MultimodalText, readGemma } from './gemma-config.js';
 import { parseRopeScaling, readRope, ropeInverseFrequencies, type RopeRead } from './rope-config.js';
@@ -183,21 +183,15 @@ function noRopeLayers(raw: Record<string, unknown>, file: string, numLayers: num
 }
 
 /**
- * The positions a model is used at (docs/design.md §The context window). A sliding attention
- * window, which the decoder does not build, caps them: within the window every query sees all
- * of it, so its context is taken to be the window and no row, prompt or reply goes past it
- * (Mistral 7B v0.1: 4,096 of 32,768 positions; Phi-3-mini-4k: 2,047 of 4,096; later Mistrals set
- * `sliding_window` to null). Qwen2 and Qwen3 configs carry a `sliding_window` too, used only under
- * `use_sliding_window` (refused above). So does LongRoPE's original context: past it Phi-3 turns
- * to other frequencies for the whole sequence, which transformers and llama.cpp decide
- * differently (by the sequence's length, by the context asked for), and Hindsight stays within it.
+ * The positions a model is used at (ModelConfig's usedPositions): a sliding window caps them for
+ * the architectures whose window the decoder does not build (Mistral 7B v0.1: 4,096 of 32,768
+ * positions; Phi-3-mini-4k: 2,047 of 4,096; later Mistrals set `sliding_window` to null), and so
+ * does LongRoPE's original context. Qwen2 and Qwen3 configs carry a `sliding_window` too, used
+ * only under `use_sliding_window` (refused above).
  */
 function contextCap(arch: string, raw: Record<string, unknown>, positions: number, rope: RopeRead): number {
-  const window = raw.sliding_window;
-  let cap = positions;
-  if (SLIDING_WINDOW_ARCHITECTURES.has(arch) && typeof window === 'number' && window > 0) cap = Math.min(cap, window);
-  if (rope.scaling?.type === 'longrope' && rope.originalContext) cap = Math.min(cap, rope.originalContext);
-  return cap;
+  const window = SLIDING_WINDOW_ARCHITECTURES.has(arch) && typeof raw.sliding_window === 'number' ? raw.sliding_window : undefined;
+  return usedPositions(positions, { window, longRopeOriginal: rope.scaling?.type === 'longrope' ? rope.originalContext : undefined });
 }
 const SLIDING_WINDOW_ARCHITECTURES = new Set(['MistralForCausalLM', 'Phi3ForCausalLM']);
 

@@ -119,3 +119,15 @@ export interface SlidingLayers {
   /** RoPE's base on the sliding layers, which are never scaled (ropeTheta, ropeScaling: the others'). */
   ropeTheta: number;
 }
+
+/**
+ * The positions a model is used at (docs/design.md §The context window), one rule for config.json
+ * (./hf-checkpoint.ts) and GGUF metadata (./gguf/model.ts): its own, capped at a sliding window
+ * the decoder does not build (within it every query sees the whole window: Mistral 7B v0.1,
+ * Phi-3-mini-4k) and at LongRoPE's original context (past it Phi-3 switches to other frequencies
+ * for the whole sequence, which transformers and llama.cpp decide differently: by the sequence's
+ * length, by the context asked for). A cap of 0 or absent is none.
+ */
+export function usedPositions(positions: number, caps: { window?: number; longRopeOriginal?: number }): number {
+  return Math.min(positions, ...[caps.window, caps.longRopeOriginal].filter((c): c is number => c !== undefined && c > 0));
+}

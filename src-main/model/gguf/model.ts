@@ -47,7 +47,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../../src-shared/types.js';
-import type { ModelConfig, ModelFamily, RopeScaling } from '../model-config.js';
+import { usedPositions, type ModelConfig, type ModelFamily, type RopeScaling } from '../model-config.js';
 import { rowBytes, splitFusedTensors } from '../fused-projections.js';
 import { gemmaFromGguf } from '../gemma-config.js';
 import { slidingFromGguf } from '../sliding-layers.js';
@@ -316,7 +316,9 @@ export function ggufModelLayout(gguf: GgufFile, file: string): Pick<GgufModel, '
   if (arch === 'smollm3') config.noRopeLayers = Array.from({ length: config.numLayers }, (_, i) => (i + 1) % 4 === 0); // llama.cpp: n_no_rope_layer_step 4
   if (arch === 'phi3') {
     config.fusedProjections = true;
-    config.maxPositionEmbeddings = phi3ContextCap(config.maxPositionEmbeddings, config.ropeScaling?.type === 'longrope', (key) => num(key, 0));
+    // Capped as a folder's config.json is (ModelConfig's usedPositions): Phi-4 says 0 for no window.
+    const original = config.ropeScaling?.type === 'longrope' ? num('rope.scaling.original_context_length', 0) : 0;
+    config.maxPositionEmbeddings = usedPositions(config.maxPositionEmbeddings, { window: num('attention.sliding_window', 0), longRopeOriginal: original });
     const bias = gguf.tensors.find((t) => /^blk\.\d+\.(attn_qkv|ffn_up)\.bias$/.test(t.name));
     if (bias) throw new UserError(`${where}: tensor '${bias.name}': a bias on Phi-3's fused projections is not supported`);
   }
@@ -343,18 +345,6 @@ export function ggufModelLayout(gguf: GgufFile, file: string): Pick<GgufModel, '
   return { config, tensors };
 }
 
-/**
- * Phi-3's positions (as ../hf-checkpoint.ts contextCap): context_length (the converter's
- * max_position_embeddings), capped at LongRoPE's original context where the file has LongRoPE
- * factors, and at a sliding window (0 meaning none: Phi-4).
- */
-export function phi3ContextCap(contextLength: number, longRope: boolean, num: (key: string) => number): number {
-  let cap = contextLength;
-  const original = num('rope.scaling.original_context_length');
-  if (longRope && original > 0) cap = Math.min(cap, original);
-  const window = num('attention.sliding_window');
-  return window > 0 ? Math.min(cap, window) : cap;
-}
 
 /** What names a GGUF model's weights: its files' sizes and times. */
 export function ggufIdentityFiles(model: GgufModel): string[] {
