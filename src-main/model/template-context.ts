@@ -6,7 +6,13 @@
  */
 import { Environment } from '@huggingface/jinja';
 import { TemplateRaise } from './template-interpreter.js';
-import type { ChatMessage } from './tokenizer.js';
+
+/** A message as a chat template reads it (./tokenizer.ts re-exports it). */
+export interface ChatMessage {
+  role: string;
+  content: string;
+  [key: string]: unknown;
+}
 
 /**
  * The template's globals, as transformers provides them. `strftime_now` is ours rather than

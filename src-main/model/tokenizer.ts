@@ -27,7 +27,7 @@ import { Environment, Template } from '@huggingface/jinja';
 import { sharedPrefixLength } from '../../src-shared/shared-prefix.js';
 import { UserError } from '../../src-shared/types.js';
 import { ChatTemplateError, TemplateInterpreter } from './template-interpreter.js';
-import { templateGlobals, templateMessages, withSystemInFirstUserTurn } from './template-context.js';
+import { templateGlobals, templateMessages, withSystemInFirstUserTurn, type ChatMessage } from './template-context.js';
 import { isGgufPath } from './gguf/model.js';
 import { openGguf } from './gguf/reader.js';
 import { ggufTokenizer } from './gguf/tokenizer-json.js';
@@ -36,11 +36,7 @@ export const FALLBACK_CHAT_TEMPLATE =
   "{{ bos_token }}{% for message in messages %}{{ message['role'] | capitalize }}: {{ message['content'] }}\n\n{% endfor %}" +
   '{% if add_generation_prompt %}Assistant:{% endif %}';
 
-export interface ChatMessage {
-  role: string;
-  content: string;
-  [key: string]: unknown;
-}
+export type { ChatMessage };
 
 export interface TemplateOptions {
   addGenerationPrompt?: boolean;

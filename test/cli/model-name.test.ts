@@ -45,7 +45,7 @@ function ollamaModel(file: string, model: string, tag: string): string {
 
 function unsupported(file: string): void {
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  writeGguf(file, { 'general.architecture': str('gemma2'), 'general.file_type': u32(0), 'gemma2.context_length': u32(8192), 'tokenizer.ggml.model': str('gpt2') }, [
+  writeGguf(file, { 'general.architecture': str('gemma3n'), 'general.file_type': u32(0), 'gemma3n.context_length': u32(8192), 'tokenizer.ggml.model': str('gpt2') }, [
     { name: 'token_embd.weight', dims: [8, 16], type: 0, bytes: f32Bytes(new Float32Array(128)) },
   ]);
 }
@@ -59,7 +59,7 @@ beforeAll(() => {
   ollamaModel(gguf, 'smol', 'latest');
   const gemma = path.join(dir, 'gemma.gguf');
   unsupported(gemma);
-  ollamaModel(gemma, 'gemma2', '2b');
+  ollamaModel(gemma, 'gemma3n', 'e2b');
   // The same name in LM Studio's folder and in a folder of the user's: ambiguous.
   for (const root of [path.join(home, '.lmstudio', 'models'), mine]) {
     fs.mkdirSync(path.join(root, 'pub', 'repo'), { recursive: true });
@@ -113,11 +113,11 @@ describe('--model NAME: a name hindsight models lists', () => {
     expect(refusal('qwen3:8b')).toBe("--model qwen3:8b: no such file or folder, and no model of that name in 'hindsight models'; the closest: qwen3:0.6b");
     expect(refusal('qwen3')).toMatch(/no model of that name in 'hindsight models'; the closest: qwen3:0\.6b$/); // Ollama's qwen3 is qwen3:latest
     expect(refusal('llama3.2:1b', '--judge-model')).toMatch(/^--judge-model llama3\.2:1b: no such file or folder, and no model of that name in 'hindsight models'(; the closest: .*)?$/);
-    expect(closeNames('gemma', scanModels(env()).models)).toEqual(['gemma2:2b']);
+    expect(closeNames('gemma', scanModels(env()).models)).toEqual(['gemma3n:e2b']);
   });
 
   it('is one line with the reason when the model cannot be loaded', () => {
-    expect(refusal('gemma2:2b')).toMatch(/^--model gemma2:2b: Ollama's gemma2:2b \(.*sha256-[0-9a-f]{64}\) cannot be loaded: architecture 'gemma2' is not supported/);
+    expect(refusal('gemma3n:e2b')).toMatch(/^--model gemma3n:e2b: Ollama's gemma3n:e2b \(.*sha256-[0-9a-f]{64}\) cannot be loaded: architecture 'gemma3n' is not supported/);
   });
 });
 
