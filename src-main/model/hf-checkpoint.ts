@@ -64,6 +64,10 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
 /** Architectures people bring that Hindsight does not run: why, and what runs instead. */
 const REFUSED_ARCHITECTURES: Record<string, string> = {
   Mistral3ForConditionalGeneration: "Mistral 3's multimodal folder; its GGUF (mistral3) runs, and so does a Ministral3ForCausalLM folder",
+  ...Object.fromEntries(['Gemma3nForCausalLM', 'Gemma3nForConditionalGeneration'].map((a) => [a, "Gemma 3n's per-layer embeddings and AltUp streams are not built; Gemma 2 and 3 run"])),
+  ...Object.fromEntries(['Gemma4ForCausalLM', 'Gemma4ForConditionalGeneration'].map((a) => [a, "Gemma 4's per-layer head sizes and shared keys and values are not built; Gemma 2 and 3 run"])),
+  ...Object.fromEntries(['Qwen3_5ForCausalLM', 'Qwen3_5ForConditionalGeneration', 'Qwen3NextForCausalLM'].map((a) => [a, 'its linear-attention (Gated DeltaNet) layers are not built; Qwen3 runs'])),
+  ...Object.fromEntries(['MixtralForCausalLM', 'Qwen3MoeForCausalLM', 'Qwen3_5MoeForCausalLM', 'GptOssForCausalLM'].map((a) => [a, 'a mixture of experts, which is not built'])),
 };
 
 function readJson(file: string, what: string): Record<string, unknown> {

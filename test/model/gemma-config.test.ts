@@ -75,6 +75,11 @@ describe('Gemma 3 configs', () => {
     expect(refusal({ rope_theta: undefined, rope_parameters: { full_attention: { rope_theta: 1e6 }, sliding_attention: { rope_type: 'linear', factor: 2, rope_theta: 1e4 } } })).toMatch(/sliding_attention .* is not supported/);
   });
 
+  it('Gemma 3n and Gemma 4 are refused with why, and what runs instead', () => {
+    expect(refusalOf({ ...GEMMA3_4B, architectures: ['Gemma3nForConditionalGeneration'] })).toMatch(/unsupported architecture \["Gemma3nForConditionalGeneration"\] \(Gemma 3n's per-layer embeddings and AltUp streams are not built; Gemma 2 and 3 run\); supported: /);
+    expect(refusalOf({ ...GEMMA3_4B, architectures: ['Gemma4ForCausalLM'] })).toMatch(/\(Gemma 4's per-layer head sizes and shared keys and values are not built; Gemma 2 and 3 run\)/);
+  });
+
   it('a final cap, where a config sets one, is read (llama.cpp has it too)', () => {
     expect(readModelConfig(config({ ...GEMMA3_4B, final_logit_softcapping: 30 })).gemma).toEqual({ attentionScale: 1 / 16, finalSoftcap: 30 });
   });

@@ -41,6 +41,6 @@ describe('Mistral configs', () => {
   });
 
   it('Mixtral (experts) stays refused in one line', () => {
-    expect(() => readModelConfig(config('MixtralForCausalLM', {}))).toThrow(/unsupported architecture \["MixtralForCausalLM"\]; supported: LlamaForCausalLM, MistralForCausalLM/);
+    expect(() => readModelConfig(config('MixtralForCausalLM', {}))).toThrow(/unsupported architecture \["MixtralForCausalLM"\] \(a mixture of experts, which is not built\); supported: LlamaForCausalLM, MistralForCausalLM/);
   });
 });
