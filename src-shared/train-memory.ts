@@ -33,6 +33,11 @@ export interface ModelShape {
   vocabSize: number;
   tieWordEmbeddings: boolean;
   maxPositionEmbeddings: number;
+  /**
+   * Attention's scores soft-capped (Gemma 2, ModelConfig.gemma.attentionSoftcap): the backward
+   * pass keeps the cap's tanh beside the probabilities, one more [heads, rows, T] value a layer.
+   */
+  softcappedAttention?: boolean;
 }
 
 /** The settings of a run that its memory depends on. */
@@ -312,11 +317,14 @@ export function estimateTrainMemory(shape: ModelShape, run: MemoryRun, c: Record
   // longest one-piece length, but a chunked layer's extra pass has its own values: counted as no less.
   const onePiece = attentionOnePiece(shape.numHeads);
   const scores = B * shape.numHeads * Math.max(attentionRows(T, shape.numHeads) * T, Math.min(T, onePiece) ** 2);
+  // A soft-capped layer's tanh, kept for its gradient: one copy of its scores more, in every layer
+  // kept, or in the one layer recomputed at a time (counted from what autodiff keeps, not fitted).
+  const capped = shape.softcappedAttention ? 1 : 0;
   // A quantised layer's projection is dequantised for its input gradient, one at a time.
   const dequantised = run.quantize === 'none' ? 0 : Math.max(...LORA_TARGETS.map((t) => targetDims(shape, t).reduce((a, b) => a * b, 1))) * f * 2;
   const activations = recompute
-    ? f * (tokens * (L * shape.hiddenSize + c.layerCopies * layer) + c.attentionCopies * scores) + dequantised
-    : f * (tokens * L * (c.keptLayerCopies * layer) + L * c.keptAttentionCopies * scores) + dequantised;
+    ? f * (tokens * (L * shape.hiddenSize + c.layerCopies * layer) + (c.attentionCopies + capped) * scores) + dequantised
+    : f * (tokens * L * (c.keptLayerCopies * layer) + L * (c.keptAttentionCopies + capped) * scores) + dequantised;
   // The loss gathers the reply positions (about half a row) and runs the head over chunks of the vocabulary.
   const reply = tokens / 2;
   const logits = f * reply * (c.vocabChunkCopies * Math.min(shape.vocabSize, VOCAB_CHUNK) + 2 * shape.hiddenSize);

@@ -59,6 +59,7 @@ export function modelShape(modelPath: string): ModelShape {
   return {
     hiddenSize: c.hiddenSize, intermediateSize: c.intermediateSize, numLayers: c.numLayers, numHeads: c.numHeads, numKvHeads: c.numKvHeads,
     headDim: c.headDim, vocabSize: c.vocabSize, tieWordEmbeddings: c.tieWordEmbeddings, maxPositionEmbeddings: c.maxPositionEmbeddings,
+    ...(c.gemma?.attentionSoftcap ? { softcappedAttention: true } : {}),
   };
 }
 

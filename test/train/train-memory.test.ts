@@ -154,6 +154,17 @@ describe('the estimate is monotone in its inputs', () => {
   }
 });
 
+describe("Gemma 2's soft-capped attention", () => {
+  it("prices the cap's tanh, kept for the backward pass: one [heads, T, T] value a layer kept, one at a time recomputed", () => {
+    const gemma2: ModelShape = { hiddenSize: 2304, intermediateSize: 9216, numLayers: 26, numHeads: 8, numKvHeads: 4, headDim: 256, vocabSize: 256_000, tieWordEmbeddings: true, maxPositionEmbeddings: 8192 };
+    const run: MemoryRun = { maxLength: 512, batchSize: 1, loraR: 16, targets: LORA_TARGETS, quantize: 'none', recompute: 'off', optimizer: 'adamw', teacher: false };
+    const extra = (r: Partial<MemoryRun>) => estimateTrainMemory({ ...gemma2, softcappedAttention: true }, { ...run, ...r }).activations - estimateTrainMemory(gemma2, { ...run, ...r }).activations;
+    const scores = 8 * 512 * 512 * 4;
+    expect(extra({})).toBeCloseTo(26 * scores, -3);
+    expect(extra({ recompute: 'on' })).toBeCloseTo(scores, -3);
+  });
+});
+
 describe("the estimate's constants and weight bytes are the step's", () => {
   it('block size, attention chunks, vocabulary chunk', () => {
     expect(QUANT_BLOCK).toBe(QUANT_BLOCK_SIZE);
