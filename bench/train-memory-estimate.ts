@@ -21,11 +21,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
 import { seededRandom } from '../src-main/model/sampling.js';
 import { padBatch } from '../src-main/train/batches.js';
 import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
 import { createTrainStep } from '../src-main/train/step-engine.js';
+import { modelShape } from '../src-main/train/memory-check.js';
+import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
 import type { OptimizerState } from '../src-main/train/training-step.js';
 import { estimateTrainMemory, type ModelShape } from '../src-shared/train-memory.js';
 import { LORA_TARGETS, type Quantize } from '../src-shared/training.js';
@@ -132,14 +133,6 @@ export function estimateCase(shape: ModelShape, q: EstimateCase): number {
   }).total / 2 ** 20;
 }
 
-export function shapeOf(model: string): ModelShape {
-  const c = Checkpoint.open(model).config;
-  return {
-    hiddenSize: c.hiddenSize, intermediateSize: c.intermediateSize, numLayers: c.numLayers, numHeads: c.numHeads, numKvHeads: c.numKvHeads,
-    headDim: c.headDim, vocabSize: c.vocabSize, tieWordEmbeddings: c.tieWordEmbeddings, maxPositionEmbeddings: c.maxPositionEmbeddings,
-  };
-}
-
 const CASES: Record<string, Omit<EstimateCase, 'model'>> = {
   '1x256 on': { batch: 1, length: 256, recompute: true },
   '1x512 on': { batch: 1, length: 512, recompute: true },
@@ -175,7 +168,7 @@ async function main(): Promise<void> {
   }
   const threads = Number(process.env.BENCH_THREADS ?? 2);
   const only = process.env.BENCH_CASES?.split(',');
-  const shape = shapeOf(model);
+  const shape = modelShape(model);
   const cases = Object.entries(CASES).filter(([name]) => !only || only.includes(name));
   // Builds the weight files the cases read.
   for (const quantize of new Set(cases.map(([, c]) => c.quantize ?? 'none'))) measureInChild({ model, batch: 1, length: 64, recompute: true, quantize, threads });
