@@ -59,7 +59,7 @@ import path from 'node:path';
 import { Checkpoint, type ModelConfig } from '../src-main/model/hf-checkpoint.js';
 import { OWN_MODEL_TYPES } from '../src-main/model/model-config.js';
 import { ROPE_PERMUTED_ARCHITECTURES } from '../src-main/model/gguf/model.js';
-import { FUSED_PROJECTIONS, PART_MODULES } from '../src-main/model/fused-projections.js';
+import { PART_MODULES, fusedProjectionsOf } from '../src-main/model/fused-projections.js';
 import { encode, encodedBytes, GGML_TYPE_ID, type GgmlType } from './gguf-quant.js';
 import { Bytes, GgufValue, writeMeta, type Meta } from './gguf-bytes.js';
 
@@ -292,10 +292,10 @@ function planTensors(ckpt: Checkpoint, options: GgufOptions, phi3?: Phi3Raw): Pl
     const norms = layerNorms(c);
     for (const [gguf, hf] of norms.before) add(`blk.${i}.${gguf}.weight`, `${p}.${hf}.weight`, 'f32');
     for (const [hf, gguf] of PROJECTIONS) {
-      const fused = phi3 ? FUSED_PROJECTIONS.find((f) => f.parts.some((t) => PART_MODULES[t] === hf)) : undefined;
+      const fused = fusedProjectionsOf(c).find((f) => f.parts.some((t) => PART_MODULES[t] === hf));
       if (fused) {
-        // Phi-3: the fused tensor where its first part would be, its parts' rows in order.
-        if (ckpt.has(`${p}.${hf}.bias`)) throw new Error(`${p}.${hf}.bias: a bias on a Phi-3 fused projection is not written`);
+        // Phi-3, GLM-4: the fused tensor where its first part would be, its parts' rows in order.
+        if (ckpt.has(`${p}.${hf}.bias`)) throw new Error(`${p}.${hf}.bias: a bias on a fused projection is not written`);
         if (PART_MODULES[fused.parts[0]!] !== hf) continue;
         const parts = fused.parts.map((t) => `${p}.${PART_MODULES[t]}.weight`);
         const shapes = parts.map((n) => ckpt.entry(n).shape);

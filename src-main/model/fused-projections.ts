@@ -1,6 +1,7 @@
 /**
  * Projections a checkpoint stores as one matrix (Phi-3: q, k and v as `self_attn.qkv_proj`,
- * gate and up as `mlp.gate_up_proj`; llama.cpp keeps them fused too, as `attn_qkv` and `ffn_up`).
+ * gate and up as `mlp.gate_up_proj`; GLM-4: gate and up; llama.cpp keeps them fused too, as
+ * `attn_qkv` and `ffn_up`), by architecture ({@link fusedProjectionsOf}).
  *
  * The decoder reads them as the separate projections it builds for Llama: each part is a run of
  * the fused matrix's rows, which in a safetensors or GGUF file is a run of its bytes, so a part
@@ -22,11 +23,22 @@ export interface FusedProjection {
   parts: readonly LinearTarget[];
 }
 
-/** Phi-3's two fused projections; the parts' rows in this order (transformers' Phi3Attention and Phi3MLP split them so). */
-export const FUSED_PROJECTIONS: readonly FusedProjection[] = [
-  { module: 'self_attn.qkv_proj', gguf: 'attn_qkv', parts: ['q', 'k', 'v'] },
-  { module: 'mlp.gate_up_proj', gguf: 'ffn_up', parts: ['gate', 'up'] },
-];
+const QKV: FusedProjection = { module: 'self_attn.qkv_proj', gguf: 'attn_qkv', parts: ['q', 'k', 'v'] };
+const GATE_UP: FusedProjection = { module: 'mlp.gate_up_proj', gguf: 'ffn_up', parts: ['gate', 'up'] };
+
+/** Every fused projection a checkpoint may have; the parts' rows in this order (transformers' Phi3Attention and Phi3MLP, Glm4MLP split them so). */
+export const FUSED_PROJECTIONS: readonly FusedProjection[] = [QKV, GATE_UP];
+
+/** The architectures whose checkpoints (and llama.cpp's files of them) fuse projections, and which. */
+const FUSED_BY_ARCHITECTURE: Readonly<Record<string, readonly FusedProjection[]>> = {
+  Phi3ForCausalLM: [QKV, GATE_UP],
+  Glm4ForCausalLM: [GATE_UP],
+};
+
+/** The projections this model's checkpoint fuses (none for most). */
+export function fusedProjectionsOf(config: Pick<ModelConfig, 'architecture'>): readonly FusedProjection[] {
+  return FUSED_BY_ARCHITECTURE[config.architecture] ?? [];
+}
 
 /** Each projection's module within a layer, as the decoder (and PEFT) name it. */
 export const PART_MODULES: Record<LinearTarget, string> = {
@@ -59,7 +71,7 @@ export function partSpans(config: ModelConfig, fused: FusedProjection): { target
 
 /** The fused projection a target belongs to in this model, if its checkpoint fuses it. */
 export function fusedProjectionOf(config: ModelConfig, target: LinearTarget): FusedProjection | undefined {
-  return config.fusedProjections ? FUSED_PROJECTIONS.find((f) => f.parts.includes(target)) : undefined;
+  return fusedProjectionsOf(config).find((f) => f.parts.includes(target));
 }
 
 /** The byte range of rows [start, start + rows) of a row-major tensor stored in [begin, end) with `total` rows. */
@@ -75,9 +87,8 @@ export function rowBytes(begin: number, end: number, total: number, start: numbe
  * whose rows are not its parts'.
  */
 export function splitFusedTensors<T>(config: ModelConfig, tensors: Map<string, T>, where: string, rowsOf: (t: T) => number, cut: (t: T, name: string, start: number, rows: number) => T): void {
-  if (!config.fusedProjections) return;
   for (let layer = 0; layer < config.numLayers; layer++) {
-    for (const fused of FUSED_PROJECTIONS) {
+    for (const fused of fusedProjectionsOf(config)) {
       const name = `model.layers.${layer}.${fused.module}.weight`;
       const whole = tensors.get(name);
       if (whole === undefined) continue;
@@ -98,9 +109,8 @@ export function splitFusedTensors<T>(config: ModelConfig, tensors: Map<string, T
  * Hugging Face name): each layer's parts concatenated, in row order, under the fused name.
  */
 export function joinFusedTensors(config: ModelConfig, tensors: Record<string, { dtype: 'F32'; shape: number[]; data: Float32Array } | { dtype: string; shape: number[]; data: unknown }>): void {
-  if (!config.fusedProjections) return;
   for (let layer = 0; layer < config.numLayers; layer++) {
-    for (const fused of FUSED_PROJECTIONS) {
+    for (const fused of fusedProjectionsOf(config)) {
       const names = fused.parts.map((t) => `model.layers.${layer}.${PART_MODULES[t]}.weight`);
       const parts = names.map((n) => tensors[n]);
       if (!parts.every((p) => p?.dtype === 'F32')) continue;

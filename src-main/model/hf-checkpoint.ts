@@ -138,7 +138,6 @@ export function readModelConfig(dir: string): ModelConfig {
   };
   const rotaryDim = Math.floor(config.headDim * rope.partial);
   if (rotaryDim !== config.headDim) config.rotaryDim = rotaryDim;
-  if (arch === 'Phi3ForCausalLM') config.fusedProjections = true;
   if (gemma) Object.assign(config, { gemma: gemma.layout, sliding: gemma.sliding });
   if (arch === 'SmolLM3ForCausalLM') config.noRopeLayers = noRopeLayers(raw, file, config.numLayers);
   if (arch === 'Ministral3ForCausalLM') config.queryTemperature = queryTemperature(raw, file);

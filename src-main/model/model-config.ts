@@ -78,12 +78,6 @@ export interface ModelConfig {
    * 1/√head_dim), each layer's two residual branches times `residual`, logits divided by `logits`.
    */
   multipliers?: { embedding: number; attention: number; residual: number; logits: number };
-  /**
-   * Phi-3: q, k and v stored as one qkv_proj, gate and up as one gate_up_proj
-   * (./fused-projections.ts). The decoder reads them as the separate projections; adapters are
-   * written for the fused modules again.
-   */
-  fusedProjections?: boolean;
   /** Gemma 2 and 3 (./gemma-config.ts says what the decoder does differently for them). */
   gemma?: GemmaLayout;
   /** Gemma 2 and 3, OLMo 3: layers with a sliding attention window and RoPE of their own (./sliding-layers.ts). */

@@ -27,7 +27,7 @@
  */
 import type { Checkpoint } from '../model/hf-checkpoint.js';
 import { OWN_MODEL_TYPES } from '../model/model-config.js';
-import { FUSED_PROJECTIONS } from '../model/fused-projections.js';
+import { fusedProjectionsOf } from '../model/fused-projections.js';
 import { encodeF32 } from '../model/gguf/encode.js';
 import { ROPE_PERMUTED_ARCHITECTURES, permuteRows } from '../model/gguf/model.js';
 import { f32, str, writeGgufFile, type GgufEntry, type GgufTensorOut } from '../model/gguf/writer.js';
@@ -58,7 +58,7 @@ type WrittenModule = Pick<WrittenPair, 'module' | 'inFeatures' | 'outFeatures'>;
 export function ggufTarget(ckpt: Checkpoint, spec: WrittenModule): GgufTarget {
   const hf = `${spec.module.slice(spec.module.startsWith(PEFT_PREFIX) ? PEFT_PREFIX.length : 0)}.weight`;
   const fused = /^model\.layers\.(\d+)\.([a-z_]+\.[a-z_]+)\.weight$/.exec(hf);
-  const f = fused && ckpt.config.fusedProjections ? FUSED_PROJECTIONS.find((p) => p.module === fused[2]) : undefined;
+  const f = fused ? fusedProjectionsOf(ckpt.config).find((p) => p.module === fused[2]) : undefined;
   if (f) {
     // A fused module (Phi-3): the GGUF's own tensor, which the reader cut into parts, by its llama.cpp name.
     const name = `blk.${fused![1]}.${f.gguf}.weight`;

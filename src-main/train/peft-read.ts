@@ -33,7 +33,7 @@ import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } f
 import { patternLookup } from './peft-pattern.js';
 import { PEFT_MODULE_NAMES, PEFT_PREFIX, hfModulePath, linearShape, loraAKey, loraBKey, loraSpecs, targetFromModuleName } from './lora.js';
 import { decoderModulePathOf } from '../model/module-root.js';
-import { FUSED_PROJECTIONS, fusedProjectionOf, partSpans, type FusedProjection } from '../model/fused-projections.js';
+import { FUSED_PROJECTIONS, fusedProjectionOf, fusedProjectionsOf, partSpans, type FusedProjection } from '../model/fused-projections.js';
 import { fusedByName, splitFusedPair } from './fused-adapter.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights } from './training-step.js';
 
@@ -194,8 +194,9 @@ function slotFor(modulePath: string, model: ModelConfig, file: string, tensor: s
   // A model that fuses a projection has no separate module for its parts (PEFT would find none either).
   const unfused = target && fusedProjectionOf(model, target);
   if (!m || (!target && !fused) || unfused) {
-    const names = model.fusedProjections ? [...LINEAR_TARGETS.filter((t) => !fusedProjectionOf(model, t)).map((t) => PEFT_MODULE_NAMES[t]), ...FUSED_NAMES] : Object.values(PEFT_MODULE_NAMES);
-    fail(`module '${modulePath}' is not supported; Hindsight adapts model.layers.N.(self_attn|mlp).(${names.join('|')})${model.fusedProjections ? ' on this model, whose checkpoint fuses q/k/v and gate/up' : ''}`);
+    const fusedHere = fusedProjectionsOf(model);
+    const names = [...LINEAR_TARGETS.filter((t) => !fusedProjectionOf(model, t)).map((t) => PEFT_MODULE_NAMES[t]), ...fusedHere.map((f) => f.module.split('.').at(-1)!)];
+    fail(`module '${modulePath}' is not supported; Hindsight adapts model.layers.N.(self_attn|mlp).(${names.join('|')})${fusedHere.length ? ` on this model, whose checkpoint fuses ${fusedHere.map((f) => f.parts.join('/')).join(' and ')}` : ''}`);
   }
   const layer = Number(m![1]);
   if (layer >= model.numLayers) fail(`module '${modulePath}' does not exist: this model has ${model.numLayers} layers (0–${model.numLayers - 1}); is the adapter for another model?`);

@@ -19,6 +19,7 @@ import { ADAPTER_CONFIG, ADAPTER_WEIGHTS } from './peft-read.js';
 import { PEFT_MODULE_NAMES, PEFT_PREFIX, loraAKey, loraBKey, loraShapes } from './lora.js';
 import { hfModulePathOf, rootTargetPattern } from '../model/module-root.js';
 import { writtenPairs, type WrittenPair } from './fused-adapter.js';
+import { fusedProjectionsOf } from '../model/fused-projections.js';
 import type { ModelConfig } from '../model/model-config.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights } from './training-step.js';
 
@@ -71,7 +72,7 @@ export function writeAdapter(dir: string, adapter: AdapterExport): void {
   for (const key of loraShapes(adapter.specs, adapter.lora.r).keys()) {
     if (!adapter.weights.has(key)) throw new Error(`adapter export: missing LoRA tensor ${key}`);
   }
-  const pairs = adapter.model?.fusedProjections ? writtenPairs(adapter.model, adapter.specs, adapter.weights, adapter.lora.r) : [];
+  const pairs = adapter.model && fusedProjectionsOf(adapter.model).length ? writtenPairs(adapter.model, adapter.specs, adapter.weights, adapter.lora.r) : [];
   const ordered = new Map<string, Float32Array>();
   const shapes = new Map<string, [number, number]>();
   // Keys as the base's Hugging Face model names its modules (a multimodal folder's root).

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Checkpoint, readModelConfig, ropeInverseFrequencies } from '../../src-main/model/hf-checkpoint.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
+import { fusedProjectionsOf } from '../../src-main/model/fused-projections.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-phi3-config-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -26,7 +27,8 @@ function config(extra: Record<string, unknown>): string {
 describe('Phi-3 configs', () => {
   it("Phi-3.5-mini: LongRoPE's short factors and attention factor, within its original 4,096 positions", () => {
     const c = readModelConfig(config({ rope_scaling: { type: 'longrope', short_factor: factors(8), long_factor: factors(8) } }));
-    expect(c).toMatchObject({ family: 'llama', architecture: 'Phi3ForCausalLM', fusedProjections: true, maxPositionEmbeddings: 4096, qkvBias: false });
+    expect(c).toMatchObject({ family: 'llama', architecture: 'Phi3ForCausalLM', maxPositionEmbeddings: 4096, qkvBias: false });
+    expect(fusedProjectionsOf(c).map((f) => f.module)).toEqual(['self_attn.qkv_proj', 'mlp.gate_up_proj']);
     expect(c.ropeScaling).toEqual({ type: 'longrope', shortFactor: factors(8), attentionFactor: Math.sqrt(1 + Math.log(32) / Math.log(4096)) });
     expect(c.rotaryDim).toBeUndefined();
     const inv = ropeInverseFrequencies(c);

@@ -315,7 +315,6 @@ export function ggufModelLayout(gguf: GgufFile, file: string): Pick<GgufModel, '
   }
   if (arch === 'smollm3') config.noRopeLayers = Array.from({ length: config.numLayers }, (_, i) => (i + 1) % 4 === 0); // llama.cpp: n_no_rope_layer_step 4
   if (arch === 'phi3') {
-    config.fusedProjections = true;
     // Capped as a folder's config.json is (ModelConfig's usedPositions): Phi-4 says 0 for no window.
     const original = config.ropeScaling?.type === 'longrope' ? num('rope.scaling.original_context_length', 0) : 0;
     config.maxPositionEmbeddings = usedPositions(config.maxPositionEmbeddings, { window: num('attention.sliding_window', 0), longRopeOriginal: original });
