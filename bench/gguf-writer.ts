@@ -57,7 +57,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Checkpoint, type ModelConfig } from '../src-main/model/hf-checkpoint.js';
-import { OWN_MODEL_TYPES } from '../src-main/model/model-config.js';
+import { OWN_MODEL_TYPES, SANDWICH_NORMS } from '../src-main/model/model-config.js';
 import { ROPE_PERMUTED_ARCHITECTURES } from '../src-main/model/gguf/model.js';
 import { PART_MODULES, fusedProjectionsOf } from '../src-main/model/fused-projections.js';
 import { encode, encodedBytes, GGML_TYPE_ID, type GgmlType } from './gguf-quant.js';
@@ -261,7 +261,10 @@ function ropeScalingMeta(config: ModelConfig, arch: string): [string, Meta][] {
 function layerNorms(c: ModelConfig): { before: [string, string][]; after: [string, string][] } {
   const post: [string, string][] = [['post_attention_norm', 'post_attention_layernorm'], ['post_ffw_norm', 'post_feedforward_layernorm']];
   if (c.postNorms) return { before: [], after: post };
-  if (c.gemma) return { before: [['attn_norm', 'input_layernorm']], after: [post[0]!, ['ffn_norm', 'pre_feedforward_layernorm'], post[1]!] };
+  if (c.sandwichNorms) {
+    const n = SANDWICH_NORMS[c.sandwichNorms];
+    return { before: [['attn_norm', 'input_layernorm']], after: [['post_attention_norm', n.afterAttention], ['ffn_norm', n.beforeMlp], ['post_ffw_norm', n.afterMlp]] };
+  }
   return { before: [['attn_norm', 'input_layernorm']], after: [['ffn_norm', 'post_attention_layernorm']] };
 }
 

@@ -62,6 +62,7 @@ import { nativeBlocksOf, quantizedMatmul, quantizedTargetLogprobs } from './quan
 import type { WeightSource } from './weight-source.js';
 import { firstOutputRow, positionsFrom, rowsFrom } from './output-rows.js';
 import { applyHead, headName, headRows } from './lm-head.js';
+import { SANDWICH_NORMS } from './model-config.js';
 import { softcap } from './softcap.js';
 
 export { headRows };
@@ -262,6 +263,11 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   if (m || g) h = b.mul(h, b.scalar(m?.embedding ?? Math.sqrt(H))); // Gemma's: √hidden
   const scale = m?.attention ?? g?.attentionScale ?? 1 / Math.sqrt(headDim);
 
+  // Each layer's norms past its input norm: OLMo 2's after each branch only (ModelConfig.postNorms),
+  // Gemma's and GLM-4's on both sides (ModelConfig.sandwichNorms), Llama's before the MLP.
+  const norms: { afterAttention?: string; beforeMlp?: string; afterMlp?: string } = c.postNorms
+    ? { afterAttention: 'post_attention_layernorm', afterMlp: 'post_feedforward_layernorm' }
+    : c.sandwichNorms ? SANDWICH_NORMS[c.sandwichNorms] : { beforeMlp: 'post_attention_layernorm' };
   const layerSpans: { start: number; end: number }[] = [];
   const attentionSpans: { start: number; end: number }[] = [];
   // With fused norms, each layer's last residual add is left to the next norm, one op with it.
@@ -312,16 +318,16 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const context = attend(b, { q: qGrouped, k: kHeads, v: vHeads, scale, softcap: g?.attentionSoftcap, maskBias: queryMask }, { past: written ? undefined : past, written, chunks: queryChunking, blockSpans: attentionSpans, inference: options.inference, fusedScores: options.fusedScores }); // [B, kv, rep, T, d]
     const merged = b.reshape(b.transpose(context, [0, 3, 1, 2, 4]), [0, 0, numHeads * headDim]);
     if (cut) h = cut.rows(h);
-    // A residual branch's output: Gemma and OLMo 2 norm it (post_attention_layernorm, post_feedforward_layernorm), Granite scales it.
-    const branch = (x: string, norm: string) => (g || c.postNorms ? rmsNorm(x, `${p}.${norm}.weight`, H) : residual(x));
+    // A residual branch's output: Gemma, GLM-4 and OLMo 2 norm it, Granite scales it.
+    const branch = (x: string, norm: string | undefined) => (norm ? rmsNorm(x, `${p}.${norm}.weight`, H) : residual(x));
     let y: string;
-    const attended = branch(linear(merged, i, 'o', `${p}.self_attn.o_proj`, numHeads * headDim, H, c.oBias), 'post_attention_layernorm');
+    const attended = branch(linear(merged, i, 'o', `${p}.self_attn.o_proj`, numHeads * headDim, H, c.oBias), norms.afterAttention);
     if (c.postNorms) y = h = b.add(h, attended); // the MLP reads the residual stream itself
-    else ({ sum: h, normed: y } = addNorm(h, attended, `${p}.${g ? 'pre_feedforward_layernorm' : 'post_attention_layernorm'}.weight`, H));
+    else ({ sum: h, normed: y } = addNorm(h, attended, `${p}.${norms.beforeMlp!}.weight`, H)); // every layout but OLMo 2's has it
     const gate = linear(y, i, 'gate', `${p}.mlp.gate_proj`, H, c.intermediateSize, c.mlpBias);
     const up = linear(y, i, 'up', `${p}.mlp.up_proj`, H, c.intermediateSize, c.mlpBias);
     const act = b.mul(g ? geluTanh(b, gate) : b.mul(gate, b.sigmoid(gate)), up);
-    const down = branch(linear(act, i, 'down', `${p}.mlp.down_proj`, c.intermediateSize, H, c.mlpBias), 'post_feedforward_layernorm');
+    const down = branch(linear(act, i, 'down', `${p}.mlp.down_proj`, c.intermediateSize, H, c.mlpBias), norms.afterMlp);
     if (fusesResidual && !c.postNorms) pending = down; // no norm follows OLMo 2's add to carry it
     else h = b.add(h, down);
     layerSpans.push({ start, end: b.graph.nodes.length });

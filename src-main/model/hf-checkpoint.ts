@@ -138,7 +138,7 @@ export function readModelConfig(dir: string): ModelConfig {
   };
   const rotaryDim = Math.floor(config.headDim * rope.partial);
   if (rotaryDim !== config.headDim) config.rotaryDim = rotaryDim;
-  if (gemma) Object.assign(config, { gemma: gemma.layout, sliding: gemma.sliding });
+  if (gemma) Object.assign(config, { gemma: gemma.layout, sliding: gemma.sliding, sandwichNorms: 'gemma' });
   if (arch === 'SmolLM3ForCausalLM') config.noRopeLayers = noRopeLayers(raw, file, config.numLayers);
   if (arch === 'Ministral3ForCausalLM') config.queryTemperature = queryTemperature(raw, file);
   if (arch === 'Olmo2ForCausalLM' || arch === 'Olmo3ForCausalLM') Object.assign(config, { qkNorm: true, qkNormWhole: true, postNorms: true });

@@ -64,8 +64,13 @@ export interface ModelConfig {
    * (post_attention_layernorm, post_feedforward_layernorm) before its residual add.
    */
   postNorms?: boolean;
-  /** RoPE turns only the first this-many of each head's dimensions (Phi-4-mini: 3/4 of them); absent: all of them. */
+  /** RoPE turns only the first this-many of each head's dimensions (Phi-4-mini: 3/4 of them; GLM-4: half); absent: all of them. */
   rotaryDim?: number;
+  /**
+   * GLM-4: RoPE turns adjacent pairs of dimensions (2i, 2i + 1), GPT-J's layout and ggml's plain
+   * RoPE, in place of rotate-half's (i, i + d/2) that Llama's checkpoints use (./rope.ts).
+   */
+  ropeInterleaved?: boolean;
   /** Per layer: true where the layer's q and k are not turned at all (SmolLM3's NoPE layers, every 4th); absent: every layer turns them. */
   noRopeLayers?: boolean[];
   /**
@@ -80,6 +85,8 @@ export interface ModelConfig {
   multipliers?: { embedding: number; attention: number; residual: number; logits: number };
   /** Gemma 2 and 3 (./gemma-config.ts says what the decoder does differently for them). */
   gemma?: GemmaLayout;
+  /** Gemma, GLM-4: a norm after each branch as well as before it, named as {@link SANDWICH_NORMS} says. */
+  sandwichNorms?: keyof typeof SANDWICH_NORMS;
   /** Gemma 2 and 3, OLMo 3: layers with a sliding attention window and RoPE of their own (./sliding-layers.ts). */
   sliding?: SlidingLayers;
   /**
@@ -125,3 +132,14 @@ export interface SlidingLayers {
 export function usedPositions(positions: number, caps: { window?: number; longRopeOriginal?: number }): number {
   return Math.min(positions, ...[caps.window, caps.longRopeOriginal].filter((c): c is number => c !== undefined && c > 0));
 }
+
+/**
+ * The norms of a layer whose branches are normed on both sides (ModelConfig.sandwichNorms), by
+ * their Hugging Face names (the input norm is `input_layernorm` in both): after attention, before
+ * the MLP, after the MLP. llama.cpp calls them post_attention_norm, ffn_norm and post_ffw_norm for
+ * both families.
+ */
+export const SANDWICH_NORMS = {
+  gemma: { afterAttention: 'post_attention_layernorm', beforeMlp: 'pre_feedforward_layernorm', afterMlp: 'post_feedforward_layernorm' },
+  glm4: { afterAttention: 'post_self_attn_layernorm', beforeMlp: 'post_attention_layernorm', afterMlp: 'post_mlp_layernorm' },
+} as const;

@@ -47,7 +47,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../../src-shared/types.js';
-import { usedPositions, type ModelConfig, type ModelFamily, type RopeScaling } from '../model-config.js';
+import { SANDWICH_NORMS, usedPositions, type ModelConfig, type ModelFamily, type RopeScaling } from '../model-config.js';
 import { rowBytes, splitFusedTensors } from '../fused-projections.js';
 import { gemmaFromGguf } from '../gemma-config.js';
 import { slidingFromGguf } from '../sliding-layers.js';
@@ -105,10 +105,13 @@ const PHI3_LAYER_NAMES: Record<string, string | undefined> = {
   ...LAYER_NAMES, attn_qkv: 'self_attn.qkv_proj', ffn_up: 'mlp.gate_up_proj', attn_q: undefined, attn_k: undefined, attn_v: undefined, ffn_gate: undefined,
 };
 
-/** Gemma's four norms a layer: llama.cpp's ffn_norm is the norm before the MLP, as Llama's, but Hugging Face names it otherwise. */
-const GEMMA_LAYER_NAMES: Record<string, string | undefined> = {
-  ...LAYER_NAMES, post_attention_norm: 'post_attention_layernorm', ffn_norm: 'pre_feedforward_layernorm', post_ffw_norm: 'post_feedforward_layernorm',
-};
+/** Four norms a layer (Gemma, GLM-4): llama.cpp's ffn_norm is the norm before the MLP, as Llama's, but Hugging Face names it otherwise. */
+function sandwichLayerNames(norms: (typeof SANDWICH_NORMS)[keyof typeof SANDWICH_NORMS]): Record<string, string | undefined> {
+  return { ...LAYER_NAMES, post_attention_norm: norms.afterAttention, ffn_norm: norms.beforeMlp, post_ffw_norm: norms.afterMlp };
+}
+const GEMMA_LAYER_NAMES = sandwichLayerNames(SANDWICH_NORMS.gemma);
+/** GLM-4's: its four norms, and gate and up in one ffn_up (gate's rows first), as Phi-3's. */
+const GLM4_LAYER_NAMES: Record<string, string | undefined> = { ...sandwichLayerNames(SANDWICH_NORMS.glm4), ffn_up: 'mlp.gate_up_proj', ffn_gate: undefined };
 
 /** OLMo 2's two norms a layer, after attention and after the MLP; none before them. */
 const OLMO2_LAYER_NAMES: Record<string, string | undefined> = {
@@ -116,7 +119,7 @@ const OLMO2_LAYER_NAMES: Record<string, string | undefined> = {
 };
 
 /** The layer tensors' Hugging Face names for `arch` (Llama's where the architecture has no table of its own). */
-const LAYER_NAMES_OF: Record<string, Record<string, string | undefined>> = { phi3: PHI3_LAYER_NAMES, gemma2: GEMMA_LAYER_NAMES, gemma3: GEMMA_LAYER_NAMES, olmo2: OLMO2_LAYER_NAMES };
+const LAYER_NAMES_OF: Record<string, Record<string, string | undefined>> = { phi3: PHI3_LAYER_NAMES, gemma2: GEMMA_LAYER_NAMES, gemma3: GEMMA_LAYER_NAMES, olmo2: OLMO2_LAYER_NAMES, glm4: GLM4_LAYER_NAMES };
 
 /**
  * A vision tower's and projector's tensors (`v.*`, `mm.*`: Ollama's Gemma 3 and Mistral 3 files carry
@@ -299,7 +302,7 @@ export function ggufModelLayout(gguf: GgufFile, file: string): Pick<GgufModel, '
   }
   if (fam.family === 'gemma2' || fam.family === 'gemma3') {
     const { layout, sliding } = gemmaFromGguf(fam.family === 'gemma2' ? 2 : 3, get, file, config);
-    Object.assign(config, { gemma: layout, ...(sliding ? { sliding } : {}) });
+    Object.assign(config, { gemma: layout, sandwichNorms: 'gemma', ...(sliding ? { sliding } : {}) });
   }
   if (arch === 'olmo2') {
     Object.assign(config, { qkNorm: true, qkNormWhole: true, postNorms: true });
