@@ -46,6 +46,10 @@
  *   Attention's scale is llama.cpp's own (1/√head size), so query_pre_attn_scalar must be the
  *   head size; llama.cpp's gemma2 always caps both (50 and 30 where the file says nothing), so a
  *   Gemma 2 without its caps is not written.
+ * - GLM-4 (`Glm4ForCausalLM`) as the converter's Glm4Model writes it: architecture `glm4`, q/k
+ *   not permuted (ggml's plain RoPE turns adjacent pairs, as GLM's checkpoints do), half of each
+ *   head rotated (`rope.dimension_count`), q/k/v biases, gate and up as one `ffn_up`, the four
+ *   norms as Gemma's.
  * - Sliding layers (Gemma 2 and 3, OLMo 3, written as `olmo2`): `attention.sliding_window`, the pattern as
  *   a count (`attention.sliding_window_pattern`; llama.cpp takes 6 for gemma3, 4 for olmo2 where
  *   absent) and `rope.freq_base_swa`. RoPE scaling: linear as `rope.scaling.type`/`factor`; yarn
@@ -182,7 +186,7 @@ function modelMeta(config: ModelConfig, name: string, type: GgufFileType, phi3?:
   if (s && s.type !== 'linear' && s.type !== 'yarn' && !(phi3 && s.type === 'longrope')) throw new Error(`rope_scaling ${s.type} is not written by this GGUF writer (linear, yarn and Phi-3's LongRoPE are)`);
   if (config.gemma && Math.abs(config.gemma.attentionScale * Math.sqrt(config.headDim) - 1) > 1e-6) throw new Error("llama.cpp scales Gemma's attention by 1/√head size: query_pre_attn_scalar must be the head size");
   if (config.family === 'gemma2' && !(config.gemma?.attentionSoftcap && config.gemma.finalSoftcap)) throw new Error("llama.cpp's gemma2 caps attention and logits always: a Gemma 2 without both caps is not written");
-  if (config.rotaryDim !== undefined && !phi3) throw new Error('a partial rotation is written for Phi-3 only (llama.cpp rotates whole heads elsewhere)');
+  if (config.rotaryDim !== undefined && !phi3 && config.architecture !== 'Glm4ForCausalLM') throw new Error('a partial rotation is written for Phi-3 and GLM-4 only (llama.cpp rotates whole heads elsewhere)');
   if (config.noRopeLayers?.some((skips, i) => skips !== ((i + 1) % 4 === 0))) throw new Error("llama.cpp's smollm3 skips RoPE on every 4th layer: other NoPE layers are not written");
   if (phi3 && config.numHeads * config.headDim !== config.hiddenSize) throw new Error(`llama.cpp's phi3 takes head_dim as hidden_size / heads: ${config.numHeads} × ${config.headDim} ≠ ${config.hiddenSize}`);
   const arch = ggufArch(config);

@@ -27,11 +27,13 @@ import { seededRandom } from '../src-main/model/sampling.js';
  * olmo2's layers, every 4th global with YaRN (×4 over an original 16 positions), the others sliding
  * over 4, in transformers 4.5x's config form. ministral3: Llama's layers with YaRN (×4 over an
  * original 8 positions, its mscale ratio 1) and the query temperature from position 8 on.
+ * glm4: GLM-4's layers (q/k/v biases, half of each head turned by RoPE over adjacent pairs, gate and
+ * up in one gate_up_proj, norms after attention and the MLP as well as before).
  * gemma2: Gemma 3's layers without q/k norms, every other layer sliding over 4 positions, one
  * RoPE base, and caps low enough to bend these small weights' values (attention 1, logits 2,
  * where Gemma 2 has 50 and 30), in transformers 4.5x's config form.
  */
-export type TinyFamily = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'granite' | 'gemma2' | 'gemma3' | 'smollm3' | 'olmo2' | 'olmo3' | 'ministral3';
+export type TinyFamily = 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'granite' | 'gemma2' | 'gemma3' | 'glm4' | 'smollm3' | 'olmo2' | 'olmo3' | 'ministral3';
 
 export interface TinyModelOptions {
   family: TinyFamily;
@@ -140,7 +142,7 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
       out.push([`${p}.self_attn.k_proj.weight`, [numKvHeads * d, H]]);
       out.push([`${p}.self_attn.v_proj.weight`, [numKvHeads * d, H]]);
     }
-    if (c.family === 'qwen2') {
+    if (c.family === 'qwen2' || c.family === 'glm4') {
       out.push([`${p}.self_attn.q_proj.bias`, [numHeads * d]]);
       out.push([`${p}.self_attn.k_proj.bias`, [numKvHeads * d]]);
       out.push([`${p}.self_attn.v_proj.bias`, [numKvHeads * d]]);
@@ -151,11 +153,12 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
     }
     if (olmo) out.push([`${p}.self_attn.q_norm.weight`, [numHeads * d]], [`${p}.self_attn.k_norm.weight`, [numKvHeads * d]]);
     out.push([`${p}.self_attn.o_proj.weight`, [H, numHeads * d]]);
+    if (c.family === 'glm4') out.push([`${p}.post_self_attn_layernorm.weight`, [H]], [`${p}.post_mlp_layernorm.weight`, [H]]);
     out.push([`${p}.post_attention_layernorm.weight`, [H]]);
     const gemma = c.family === 'gemma2' || c.family === 'gemma3';
     if (gemma) out.push([`${p}.pre_feedforward_layernorm.weight`, [H]]);
     if (gemma || olmo) out.push([`${p}.post_feedforward_layernorm.weight`, [H]]);
-    if (c.family === 'phi3') out.push([`${p}.mlp.gate_up_proj.weight`, [2 * I, H]]);
+    if (c.family === 'phi3' || c.family === 'glm4') out.push([`${p}.mlp.gate_up_proj.weight`, [2 * I, H]]);
     else {
       out.push([`${p}.mlp.gate_proj.weight`, [I, H]]);
       out.push([`${p}.mlp.up_proj.weight`, [I, H]]);
@@ -167,7 +170,7 @@ function tensorShapes(c: Required<Omit<TinyModelOptions, 'shards' | 'seed' | 'dt
   return out;
 }
 
-const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM', granite: 'GraniteForCausalLM', gemma2: 'Gemma2ForCausalLM', gemma3: 'Gemma3ForCausalLM', smollm3: 'SmolLM3ForCausalLM', olmo2: 'Olmo2ForCausalLM', olmo3: 'Olmo3ForCausalLM', ministral3: 'Ministral3ForCausalLM' };
+const ARCH: Record<TinyFamily, string> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM', granite: 'GraniteForCausalLM', glm4: 'Glm4ForCausalLM', gemma2: 'Gemma2ForCausalLM', gemma3: 'Gemma3ForCausalLM', smollm3: 'SmolLM3ForCausalLM', olmo2: 'Olmo2ForCausalLM', olmo3: 'Olmo3ForCausalLM', ministral3: 'Ministral3ForCausalLM' };
 
 /** Gemma 3's own fields: the first layer slides (all but the last, with the pattern at the layer count). */
 function gemma3Fields(numLayers: number, queryPreAttnScalar: number): Record<string, unknown> {
@@ -234,6 +237,7 @@ export function writeTinyModel(dir: string, options: TinyModelOptions): TinyMode
     ...(o.family === 'olmo3' ? { sliding_window: 4, rope_scaling: { rope_type: 'yarn', factor: 4, original_max_position_embeddings: 16, beta_fast: 32, beta_slow: 1 } } : {}),
     ...(o.family === 'granite' ? { embedding_multiplier: 6, attention_multiplier: 0.2, residual_multiplier: 0.4, logits_scaling: 3 } : {}),
     ...(o.family === 'qwen2' ? { use_sliding_window: false } : {}),
+    ...(o.family === 'glm4' ? { attention_bias: true, partial_rotary_factor: 0.5, rope_theta: 10000 } : {}),
     ...(o.family === 'phi3' ? phi3Rope(o.headDim, o.maxPositions) : {}),
     ...(o.family === 'gemma3' ? gemma3Fields(o.numLayers, o.queryPreAttnScalar ?? 1.5 * o.headDim) : {}),
     ...(o.family === 'gemma2' ? gemma2Fields(o.queryPreAttnScalar ?? 1.5 * o.headDim) : {}),

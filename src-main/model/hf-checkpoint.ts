@@ -57,6 +57,9 @@ const ARCHITECTURES: Record<string, ModelFamily> = {
   Gemma3ForCausalLM: 'gemma3',
   // Its multimodal folders (4B and up): the text model in text_config, the weights under a root of their own.
   Gemma3ForConditionalGeneration: 'gemma3',
+  // GLM-4 (0414 and Z1): Llama's attention with q/k/v biases, half of each head turned by RoPE over
+  // adjacent pairs, gate and up in one gate_up_proj, four norms a layer (ModelConfig.sandwichNorms).
+  Glm4ForCausalLM: 'llama',
   Qwen2ForCausalLM: 'qwen2',
   Qwen3ForCausalLM: 'qwen3',
 };
@@ -142,6 +145,8 @@ export function readModelConfig(dir: string): ModelConfig {
   if (arch === 'SmolLM3ForCausalLM') config.noRopeLayers = noRopeLayers(raw, file, config.numLayers);
   if (arch === 'Ministral3ForCausalLM') config.queryTemperature = queryTemperature(raw, file);
   if (arch === 'Olmo2ForCausalLM' || arch === 'Olmo3ForCausalLM') Object.assign(config, { qkNorm: true, qkNormWhole: true, postNorms: true });
+  // GLM-4's attention_bias puts biases on q, k and v only (its o_proj has none).
+  if (arch === 'Glm4ForCausalLM') Object.assign(config, { oBias: false, sandwichNorms: 'glm4', ropeInterleaved: true });
   if (olmoSliding) config.sliding = olmoSliding.sliding;
   if (arch === 'Gemma3ForConditionalGeneration') config.moduleRoot = MULTIMODAL_ROOT;
   if (arch === 'GraniteForCausalLM') {

@@ -13,6 +13,7 @@ export const OWN_MODEL_TYPES: Readonly<Record<string, string>> = {
   Phi3ForCausalLM: 'phi3', GraniteForCausalLM: 'granite', SmolLM3ForCausalLM: 'smollm3', Olmo2ForCausalLM: 'olmo2', Ministral3ForCausalLM: 'mistral3',
   // llama.cpp runs OLMo 3 as olmo2 with sliding layers.
   Olmo3ForCausalLM: 'olmo2',
+  Glm4ForCausalLM: 'glm4',
 };
 
 /** config.json's model_type where it is not llama.cpp's architecture name. */

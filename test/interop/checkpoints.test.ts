@@ -1,6 +1,7 @@
 // Checkpoints written by transformers itself (test/interop/py/make_models.py): tiny random Llama,
 // Mistral, Phi-3 (fused projections, LongRoPE, Phi-4-mini's partial rotation), Granite (its four
-// multipliers), Gemma 2 (soft-capped attention and logits, every other layer sliding), Gemma 3 (sliding and global layers, 3 of them; and its multimodal model), SmolLM3 (a layer without RoPE), OLMo 2 (norms after each branch) and 3 (sliding layers, YaRN), Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, a
+// multipliers), Gemma 2 (soft-capped attention and logits, every other layer sliding), GLM-4 (RoPE over
+// adjacent pairs, half of each head; fused gate/up; four norms), Gemma 3 (sliding and global layers, 3 of them; and its multimodal model), SmolLM3 (a layer without RoPE), OLMo 2 (norms after each branch) and 3 (sliding layers, YaRN), Qwen2 and Qwen3 models (hidden 64, 2 layers, GQA), fp32 and bf16, tied and untied heads, a
 // Qwen3 with attention_bias (biases on q, k, v and o, which released Qwen3 models leave off), saved
 // by save_pretrained with transformers 5's config.json (rope_parameters, dtype). For each one,
 // Hindsight's `score` (the CLI, rows batched together) gives transformers' per-token log-probs
@@ -31,7 +32,7 @@ const TEXTS = [
 const PROMPTS = ['Hello, who are you?', 'Write one sentence about the sea.', 'x'];
 
 interface Model {
-  name: string; family: 'llama' | 'mistral' | 'phi3' | 'granite' | 'gemma2' | 'gemma3' | 'smollm3' | 'olmo2' | 'olmo3' | 'ministral3' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16';
+  name: string; family: 'llama' | 'mistral' | 'phi3' | 'granite' | 'gemma2' | 'gemma3' | 'glm4' | 'smollm3' | 'olmo2' | 'olmo3' | 'ministral3' | 'qwen2' | 'qwen3'; tie: boolean; dtype: 'F32' | 'BF16';
   head_dim?: number; rope_theta?: number; rope_scaling?: Record<string, unknown>; attention_bias?: boolean; sliding_window?: number | null;
   partial_rotary_factor?: number; original_max_position_embeddings?: number; max_position_embeddings?: number;
   embedding_multiplier?: number; attention_multiplier?: number; residual_multiplier?: number; logits_scaling?: number;
@@ -82,6 +83,10 @@ const MODELS: Model[] = [
     layer_types: ['sliding_attention', 'sliding_attention', 'full_attention'], query_pre_attn_scalar: 16,
     rope_parameters: { full_attention: { rope_type: 'default', rope_theta: 1000000 }, sliding_attention: { rope_type: 'default', rope_theta: 10000 } },
   },
+  // GLM-4 (0414): q/k/v biases, half of each head turned by RoPE over adjacent pairs (GPT-J's
+  // layout), gate and up stored as one gate_up_proj, norms after attention and the MLP as well as
+  // before them; untied, as GLM-4-9B is.
+  { name: 'glm4-bf16-interleaved', family: 'glm4', tie: false, dtype: 'BF16', attention_bias: true, partial_rotary_factor: 0.5 },
   // SmolLM3: Llama's layers, the 4th without RoPE (its config as transformers writes it: no_rope_layers).
   { name: 'smollm3-bf16-nope', family: 'smollm3', tie: true, dtype: 'BF16', num_hidden_layers: 4, rope_theta: 5000000 },
   // OLMo 2: norms after attention and the MLP only, q and k normed across the whole projection.
@@ -146,6 +151,7 @@ describe.skipIf(!interopPython)('checkpoints written by transformers', () => {
       if (m.family === 'phi3') expect(c.architectures, m.name).toEqual(['Phi3ForCausalLM']);
       if (m.family === 'gemma3') expect([saved.architectures, c.layer_types, c.sliding_window], m.name).toEqual([[m.multimodal ? 'Gemma3ForConditionalGeneration' : 'Gemma3ForCausalLM'], m.layer_types, m.sliding_window]);
       if (m.family === 'gemma2') expect([saved.architectures, c.layer_types, c.attn_logit_softcapping], m.name).toEqual([['Gemma2ForCausalLM'], ['sliding_attention', 'full_attention', 'sliding_attention'], 2]);
+      if (m.family === 'glm4') expect([saved.architectures, (c.rope_parameters as Record<string, unknown>).partial_rotary_factor], m.name).toEqual([['Glm4ForCausalLM'], 0.5]);
       if (m.family === 'smollm3') expect([saved.architectures, c.no_rope_layers], m.name).toEqual([['SmolLM3ForCausalLM'], [1, 1, 1, 0]]);
       if (m.family === 'ministral3') expect([saved.architectures, (c.rope_parameters as Record<string, unknown>).llama_4_scaling_beta], m.name).toEqual([['Ministral3ForCausalLM'], 0.1]);
       if (m.family === 'olmo2') expect(saved.architectures, m.name).toEqual(['Olmo2ForCausalLM']);

@@ -70,7 +70,7 @@ const CASES: { family: TinyFamily; quantize: Quantize; hiddenSize?: number; reco
 
 describe.each(CASES)('$family $quantize (hidden $hiddenSize, recompute $recompute)', ({ family, quantize, hiddenSize, recompute = false }) => {
   it('equals the step on the dequantised fp32 base; its drift from the original weights is measured', async () => {
-    const seed = { qwen3: 21, qwen2: 22, llama: 23, phi3: 24, granite: 25, gemma2: 46, gemma3: 26, smollm3: 27, olmo2: 28, olmo3: 29, ministral3: 30 }[family];
+    const seed = { qwen3: 21, qwen2: 22, llama: 23, phi3: 24, granite: 25, gemma2: 46, gemma3: 26, glm4: 56, smollm3: 27, olmo2: 28, olmo3: 29, ministral3: 30 }[family];
     const model = writeTinyModel(path.join(root, `${family}-${quantize}`), { family, seed, ...(hiddenSize ? { hiddenSize, headDim: hiddenSize / 4 } : {}), tie: family === 'qwen2' });
     const reference = dequantisedCopy(model, quantize, path.join(root, `${family}-${quantize}-dequantised`));
     const options = { lora: LORA, loss: lossConfig('combine'), optimizer: sgd(0.1), device: 'cpu' as const, recompute, vocabChunk: 64 };

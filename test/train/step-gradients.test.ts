@@ -60,7 +60,7 @@ function nudged(lp: Float32Array, mask: Float32Array, seed: number): Float32Arra
 
 describe.each(CASES)('$family $method (β=$klBeta, $memory)', ({ family, method, klBeta = 0, memory, h = 1e-2, numLayers = 2 }) => {
   it('gradients match finite differences of the loss', async () => {
-    const seed = { qwen3: 11, qwen2: 12, llama: 13, phi3: 14, granite: 15, gemma2: 36, gemma3: 16, smollm3: 17, olmo2: 18, olmo3: 19, ministral3: 20 }[family];
+    const seed = { qwen3: 11, qwen2: 12, llama: 13, phi3: 14, granite: 15, gemma2: 36, gemma3: 16, glm4: 46, smollm3: 17, olmo2: 18, olmo3: 19, ministral3: 20 }[family];
     const dir = path.join(root, family);
     if (!fs.existsSync(dir)) writeTinyModel(dir, { family, seed, hiddenSize: 16, intermediateSize: 24, headDim: 8, numHeads: 4, numKvHeads: 2, numLayers });
     const engine = await TrainStepEngine.create(dir, { lora: LORA, loss: lossConfig(method, klBeta), optimizer: sgd(0.1), device: 'cpu', ...memory });

@@ -73,6 +73,8 @@ const FAMILIES: Record<string, { family: ModelFamily; architecture: string }> = 
   // Gemma 2, and Gemma 3's text model (../gemma-config.ts gemmaFromGguf reads their layout).
   gemma2: { family: 'gemma2', architecture: 'Gemma2ForCausalLM' },
   gemma3: { family: 'gemma3', architecture: 'Gemma3ForCausalLM' },
+  // GLM-4 (0414, Z1): Llama's projections (not permuted: ggml's plain RoPE is GLM's adjacent pairs), half of each head turned, gate and up fused, four norms.
+  glm4: { family: 'llama', architecture: 'Glm4ForCausalLM' },
 };
 
 /** The architectures whose q/k rows llama.cpp's converter permutes (LlamaModel.permute, which Granite's, SmolLM3's and Ministral 3's converters inherit). */
@@ -261,8 +263,8 @@ export function ggufModelLayout(gguf: GgufFile, file: string): Pick<GgufModel, '
   const numHeads = num('attention.head_count');
   const headDim = num('attention.key_length', hiddenSize / numHeads);
   const rotary = num('rope.dimension_count', headDim);
-  // Only Phi-3's converter writes fewer rotated dimensions than a head has (partial_rotary_factor).
-  if (rotary !== headDim && arch !== 'phi3') throw new UserError(`${file}: partial RoPE (${arch}.rope.dimension_count ${rotary} of head size ${headDim}) is not supported`);
+  // Only Phi-3's and GLM-4's converters write fewer rotated dimensions than a head has (partial_rotary_factor).
+  if (rotary !== headDim && arch !== 'phi3' && arch !== 'glm4') throw new UserError(`${file}: partial RoPE (${arch}.rope.dimension_count ${rotary} of head size ${headDim}) is not supported`);
   if (!(Number.isInteger(rotary) && rotary > 0 && rotary <= headDim && rotary % 2 === 0)) throw new UserError(`${file}: ${arch}.rope.dimension_count ${rotary} must be an even number of dimensions, at most the head size ${headDim}`);
   if (num('attention.value_length', headDim) !== headDim) throw new UserError(`${file}: ${arch}.attention.value_length differs from key_length, which is not supported`);
 
@@ -315,6 +317,10 @@ export function ggufModelLayout(gguf: GgufFile, file: string): Pick<GgufModel, '
     const beta = num('attention.temperature_scale', 0), original = num('rope.scaling.original_context_length', 0);
     if (beta !== 0 && !(original > 0)) throw new UserError(`${file}: mistral3.attention.temperature_scale needs rope.scaling.original_context_length`);
     if (beta !== 0) config.queryTemperature = { beta, floorScale: original };
+  }
+  if (arch === 'glm4') {
+    if (get('rope.dimension_sections') !== undefined) throw new UserError(`${file}: glm4.rope.dimension_sections (M-RoPE, GLM-4V's) is not supported`);
+    Object.assign(config, { sandwichNorms: 'glm4', ropeInterleaved: true });
   }
   if (arch === 'smollm3') config.noRopeLayers = Array.from({ length: config.numLayers }, (_, i) => (i + 1) % 4 === 0); // llama.cpp: n_no_rope_layer_step 4
   if (arch === 'phi3') {

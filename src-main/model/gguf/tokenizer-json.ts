@@ -29,14 +29,17 @@ const QWEN2_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|
 const byteLevel = (useRegex: boolean) => ({ type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: useRegex });
 const split = (regex: string) => ({ type: 'Split', pattern: { Regex: regex }, behavior: 'Isolated', invert: false });
 
-const PRE_TOKENIZERS: Record<string, { pre: unknown; normalizer?: unknown; ignoreMerges?: boolean }> = {
+const PRE_TOKENIZERS: Record<string, { pre: unknown; normalizer?: unknown; ignoreMerges?: boolean; noBos?: boolean }> = {
   default: { pre: byteLevel(true) },
   'gpt-2': { pre: byteLevel(true) },
   'llama-bpe': { pre: { type: 'Sequence', pretokenizers: [split(LLAMA3_REGEX), byteLevel(false)] }, ignoreMerges: true },
   qwen2: { pre: { type: 'Sequence', pretokenizers: [split(QWEN2_REGEX), byteLevel(false)] }, normalizer: { type: 'NFC' } },
   smollm: { pre: { type: 'Sequence', pretokenizers: [{ type: 'Digits', individual_digits: true }, byteLevel(true)] } },
   tekken: { pre: { type: 'Sequence', pretokenizers: [split(TEKKEN_REGEX), byteLevel(false)] }, ignoreMerges: true },
+  // GLM-4: Llama 3's split with its merges applied; llama.cpp adds no BOS (the template writes [gMASK]<sop>).
+  glm4: { pre: { type: 'Sequence', pretokenizers: [split(LLAMA3_REGEX), byteLevel(false)] }, noBos: true },
 };
+PRE_TOKENIZERS['chatglm-bpe'] = PRE_TOKENIZERS['glm4']!;
 PRE_TOKENIZERS['llama3'] = PRE_TOKENIZERS['llama-v3'] = PRE_TOKENIZERS['llama-bpe']!;
 for (const name of ['deepseek-r1-qwen', 'qwen35']) PRE_TOKENIZERS[name] = PRE_TOKENIZERS['qwen2']!;
 /** The `tokenizer.ggml.pre` names a `gpt2` tokenizer may give (its absence is `default`). */
@@ -84,7 +87,7 @@ export function ggufTokenizer(g: GgufFile): GgufTokenizer {
     ? [{ id: i, content, single_word: false, lstrip: false, rstrip: rstrips(content), normalized: false, special: types[i] === CONTROL }]
     : []));
   const bos = id('bos_token_id');
-  const addBos = flag('add_bos_token', model === 'llama') && bos !== undefined;
+  const addBos = flag('add_bos_token', model === 'llama') && bos !== undefined && !(model === 'gpt2' && PRE_TOKENIZERS[String(meta.get('tokenizer.ggml.pre') ?? 'default')]?.noBos);
   const bosProcessor = addBos ? [{
     type: 'TemplateProcessing',
     single: [{ SpecialToken: { id: list[bos!], type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],

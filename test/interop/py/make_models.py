@@ -1,4 +1,4 @@
-"""Tiny Llama, Mistral, Ministral 3, Phi-3, Granite, Gemma 2 and 3, SmolLM3, OLMo 2 and 3, Qwen2 and Qwen3 checkpoints made by transformers itself, and transformers' own
+"""Tiny Llama, Mistral, Ministral 3, Phi-3, Granite, Gemma 2 and 3, GLM-4, SmolLM3, OLMo 2 and 3, Qwen2 and Qwen3 checkpoints made by transformers itself, and transformers' own
 log-probs and greedy tokens on them, for test/interop/checkpoints.test.ts.
 
 usage: make_models.py < spec.json > result.json
@@ -21,9 +21,9 @@ import json
 import sys
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, Gemma2Config, Gemma3Config, Gemma3TextConfig, GraniteConfig, Ministral3Config, Olmo2Config, Olmo3Config, LlamaConfig, MistralConfig, Phi3Config, Qwen2Config, Qwen3Config, SmolLM3Config
+from transformers import AutoModelForCausalLM, AutoTokenizer, Gemma2Config, Gemma3Config, Glm4Config, Gemma3TextConfig, GraniteConfig, Ministral3Config, Olmo2Config, Olmo3Config, LlamaConfig, MistralConfig, Phi3Config, Qwen2Config, Qwen3Config, SmolLM3Config
 
-CONFIGS = {"llama": LlamaConfig, "mistral": MistralConfig, "phi3": Phi3Config, "granite": GraniteConfig, "gemma2": Gemma2Config, "gemma3": Gemma3TextConfig, "smollm3": SmolLM3Config, "olmo2": Olmo2Config, "olmo3": Olmo3Config, "ministral3": Ministral3Config, "qwen2": Qwen2Config, "qwen3": Qwen3Config}
+CONFIGS = {"llama": LlamaConfig, "mistral": MistralConfig, "phi3": Phi3Config, "granite": GraniteConfig, "gemma2": Gemma2Config, "gemma3": Gemma3TextConfig, "glm4": Glm4Config, "smollm3": SmolLM3Config, "olmo2": Olmo2Config, "olmo3": Olmo3Config, "ministral3": Ministral3Config, "qwen2": Qwen2Config, "qwen3": Qwen3Config}
 DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16}
 
 
