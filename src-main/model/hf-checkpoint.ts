@@ -6,8 +6,9 @@
  * network, and so is Phi-3's `Phi3ForCausalLM` with fused projections, ./fused-projections.ts,
  * Granite's `GraniteForCausalLM` with four multipliers, SmolLM3's with layers without RoPE, and
  * OLMo 2's and 3's with norms after each branch), Qwen2 (q/k/v bias), Qwen3 (RMSNorm of q and k
- * over head_dim before RoPE) and Gemma 2 and 3 (./gemma-config.ts; Gemma 3's multimodal folders'
- * text model too). Also: GQA, head_dim ≠ hidden/heads, tied embeddings, rope_theta, partial rotation, sliding
+ * over head_dim before RoPE), Gemma 2 and 3 (./gemma-config.ts; Gemma 3's multimodal folders'
+ * text model too) and GLM-4 (Llama's attention with q/k/v biases, RoPE over adjacent pairs of half
+ * of each head, gate/up fused, four norms a layer). Also: GQA, head_dim ≠ hidden/heads, tied embeddings, rope_theta, partial rotation, sliding
  * layers (./sliding-layers.ts), and rope_scaling of type `linear`, `llama3`, `longrope` or `yarn`
  * (./rope-config.ts; also as transformers 5's `rope_parameters`). Anything else is refused with a
  * message that names the file and the field or tensor, rather than producing wrong numbers.

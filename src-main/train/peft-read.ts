@@ -272,10 +272,11 @@ function floats(entry: TensorEntry, file: string): Float32Array {
 function uniformAdapter(pairs: LoraPair[], model: ModelConfig, settings: AdapterSettings, file: string): { lora: LoraConfig; specs: LoraTensorSpec[]; weights: LoraWeights } {
   const present = new Set(pairs.map((p) => p.spec.target));
   // A list of plain names promises those projections in every layer: what is absent is missing.
-  // (A fused module's name promises nothing of its parts: a part it leaves alone has no pair.)
+  // (A fused module's name promises nothing of its parts: a part it leaves alone has no pair. Nor
+  // does the name of a part this model fuses: PEFT finds no such module, and adapts none.)
   if (settings.everyLayer) for (const name of settings.targetNames ?? []) {
     const target = targetFromModuleName(name);
-    if (target) present.add(target);
+    if (target && !fusedProjectionOf(model, target)) present.add(target);
   }
   const targets = LINEAR_TARGETS.filter((t: LinearTarget) => present.has(t));
   const specs = loraSpecs(model, targets);

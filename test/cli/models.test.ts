@@ -60,7 +60,7 @@ describe('hindsight models', () => {
     const catalog = added.json();
     expect(catalog.folders).toEqual([mine]);
     expect(catalog.models.map((m: { name: string }) => m.name)).toEqual(['smollm2:135m', 'gemma.gguf']);
-    expect(catalog.models[1]).toMatchObject({ source: 'folder', loadable: false, reason: "architecture 'gemma3n' is not supported (supported: llama, qwen2, qwen3, phi3, granite, olmo2, mistral3, smollm3, gemma2, gemma3)" });
+    expect(catalog.models[1]).toMatchObject({ source: 'folder', loadable: false, reason: "architecture 'gemma3n' is not supported (supported: llama, qwen2, qwen3, phi3, granite, olmo2, mistral3, smollm3, gemma2, gemma3, glm4)" });
     expect(JSON.parse(fs.readFileSync(settingsPathFor(db), 'utf8')).modelFolders).toEqual([mine]);
     expect((await runCli('models', '--db', db)).stdout).toContain("     cannot load: architecture 'gemma3n' is not supported");
 

@@ -84,7 +84,7 @@ describe.skipIf(!haveChromium)('the model picker, in a browser', { timeout: TEST
     expect(groups[1]).toMatch(/^LM Studio: lmstudio-community\/Tiny-Llama-GGUF\/tiny-llama-f32\.gguf — /);
     expect(groups[2]).toMatch(/^Hugging Face cache: org\/tiny-qwen3 — \d+(\.\d)?K · F32 · \d+ kB$/);
     expect(groups[3]).toBe('Other… (type a path)');
-    expect(groups[4]).toBe("Found, but Hindsight cannot load: gemma3n:e2b — architecture 'gemma3n' is not supported (supported: llama, qwen2, qwen3, phi3, granite, olmo2, mistral3, smollm3, gemma2, gemma3)");
+    expect(groups[4]).toBe("Found, but Hindsight cannot load: gemma3n:e2b — architecture 'gemma3n' is not supported (supported: llama, qwen2, qwen3, phi3, granite, olmo2, mistral3, smollm3, gemma2, gemma3, glm4)");
     // The configured path is no catalog model: "Other…" with the path field showing it.
     expect(await pick('chat-model').inputValue()).toBe('__other__');
     expect(await page.locator('[data-testid=chat-model]').isVisible()).toBe(true);

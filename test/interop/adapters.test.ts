@@ -1,6 +1,6 @@
 // Adapters both ways, against the real PEFT (test/interop/py/peft_adapters.py) on a tiny Llama, a
 // tiny Phi-3 (fused qkv_proj and gate_up_proj, which Hindsight trains as their parts and writes
-// fused: src-main/train/fused-adapter.ts), a tiny Gemma 2 (soft-capped) and a tiny Gemma 3 (sliding layers), that transformers made (bf16 on disk, untied head):
+// fused: src-main/train/fused-adapter.ts), a tiny GLM-4 (gate/up fused), a tiny Gemma 2 (soft-capped) and a tiny Gemma 3 (sliding layers), that transformers made (bf16 on disk, untied head):
 //   - an adapter Hindsight trained (`train --merge`) loads in PeftModel.from_pretrained, whose
 //     log-probs equal `score --adapter`'s within 1e-4; merge_and_unload's weights equal the
 //     merged folder Hindsight wrote, which transformers loads as a plain fp32 model;
@@ -42,6 +42,9 @@ const BASES = [
       rope_scaling: { rope_type: 'longrope', short_factor: [1, 1.3, 1.9, 2.4], long_factor: [4, 5, 6, 7] },
     },
   },
+  // GLM-4: gate and up in one gate_up_proj (written fused, read back as its parts), q/k/v biases,
+  // RoPE over adjacent pairs on half of each head.
+  { name: 'glm4', base: { family: 'glm4', tie: false, dtype: 'BF16', attention_bias: true, partial_rotary_factor: 0.5 } },
   // Gemma 2: Gemma's layers with attention and logits soft-capped (at 2 and 5, which bend this
   // model's values), the first layer sliding over 8 positions.
   {

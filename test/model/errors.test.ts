@@ -54,7 +54,7 @@ describe('checkpoint errors', () => {
     const e = await loadError(dir);
     expect(e).toBeInstanceOf(UserError);
     expect(e.message).toContain(path.join(dir, 'config.json'));
-    expect(e.message).toMatch(/unsupported architecture \["MambaForCausalLM"\]; supported: LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, GraniteForCausalLM, SmolLM3ForCausalLM, Ministral3ForCausalLM, Olmo2ForCausalLM, Olmo3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Qwen2ForCausalLM, Qwen3ForCausalLM/);
+    expect(e.message).toMatch(/unsupported architecture \["MambaForCausalLM"\]; supported: LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, GraniteForCausalLM, SmolLM3ForCausalLM, Ministral3ForCausalLM, Olmo2ForCausalLM, Olmo3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Glm4ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM/);
   });
 
   it('a tensor whose shape does not match config.json, and a tensor that is missing', async () => {

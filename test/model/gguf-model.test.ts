@@ -108,7 +108,7 @@ describe('GGUF models Hindsight cannot run', () => {
   const open = (name: string, meta: Record<string, ReturnType<typeof str>>, tensors = [embd]) => modelRefusal(path.join(tmp, name), meta, tensors);
 
   it('names an unsupported architecture', () => {
-    expect(open('gemma.gguf', { ...base, 'general.architecture': str('gemma3n') })).toMatch(/gemma\.gguf: architecture 'gemma3n' is not supported \(supported: llama, qwen2, qwen3, phi3, granite, olmo2, mistral3, smollm3, gemma2, gemma3\)/);
+    expect(open('gemma.gguf', { ...base, 'general.architecture': str('gemma3n') })).toMatch(/gemma\.gguf: architecture 'gemma3n' is not supported \(supported: llama, qwen2, qwen3, phi3, granite, olmo2, mistral3, smollm3, gemma2, gemma3, glm4\)/);
   });
 
   it('names per-layer head counts, partial RoPE, other rope scaling and unknown tensors', () => {

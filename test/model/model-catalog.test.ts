@@ -137,7 +137,7 @@ describe('model catalog', () => {
     // The blob has no .gguf extension, yet every model field takes it.
     expect(isGgufPath(m.path) && isModelPath(m.path)).toBe(true);
     expect(byName('hf.co/bartowski/gemma-3n-E2B-it-GGUF:Q4_0')).toMatchObject({ architecture: 'gemma3n', quantization: 'Q4_0', loadable: false });
-    expect(byName('hf.co/bartowski/gemma-3n-E2B-it-GGUF:Q4_0').reason).toMatch(/architecture 'gemma3n' is not supported \(supported: llama, qwen2, qwen3, phi3, granite, olmo2, mistral3, smollm3, gemma2, gemma3\)/);
+    expect(byName('hf.co/bartowski/gemma-3n-E2B-it-GGUF:Q4_0').reason).toMatch(/architecture 'gemma3n' is not supported \(supported: llama, qwen2, qwen3, phi3, granite, olmo2, mistral3, smollm3, gemma2, gemma3, glm4\)/);
   });
 
   it('says why for a broken Ollama entry: unreadable manifest, missing blob, an ADAPTER layer', () => {

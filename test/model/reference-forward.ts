@@ -1,5 +1,5 @@
 /**
- * A plain-JS, float64, one-sequence forward pass of the Llama / Qwen2 / Qwen3 / Gemma 2 and 3 / OLMo 2 decoder
+ * A plain-JS, float64, one-sequence forward pass of the Llama / Qwen2 / Qwen3 / Gemma 2 and 3 / OLMo 2 / GLM-4 decoder
  * (tools/tiny-models.ts's Gemma config form),
  * written straight from the transformers modelling code with no shared code with the ONNX
  * graph builder. Tests compare the graph against it, so a bug the graph shares with the KV
@@ -18,6 +18,9 @@ export function referenceLogits(model: TinyModel, ids: number[]): number[][] {
   // Gemma 2's soft-caps: c·tanh(x / c) on attention's scaled scores and on the logits.
   const cap = (x: number, c: number | null | undefined) => (c ? c * Math.tanh(x / c) : x);
   const olmo = family === 'olmo2'; // norms after each branch only; q and k normed across the whole projection
+  // GLM-4: RoPE over adjacent pairs on the first partial_rotary_factor of each head; four norms; gate/up fused.
+  const glm = family === 'glm4';
+  const rotary = glm ? d * (c.partial_rotary_factor as number) : d;
   const eps = c.rms_norm_eps;
   // Gemma 3: the layers before each sliding_window_pattern-th slide, at their own RoPE base, unscaled;
   // Gemma 2: every other layer slides, one base for all.
@@ -45,11 +48,12 @@ export function referenceLogits(model: TinyModel, ids: number[]): number[][] {
     return x.map((v, i) => v * inv * (gemma ? 1 + g[i]! : g[i]!));
   };
   const rope = (x: number[], pos: number, { theta, factor }: { theta: number; factor: number }): number[] => {
-    const half = d / 2;
+    const half = rotary / 2;
     return x.map((v, i) => {
-      const j = i % half;
-      const angle = pos / factor / theta ** ((2 * j) / d);
-      const rotated = i < half ? -x[i + half]! : x[i - half]!;
+      if (i >= rotary) return v;
+      const j = glm ? Math.floor(i / 2) : i % half;
+      const angle = pos / factor / theta ** ((2 * j) / rotary);
+      const rotated = glm ? (i % 2 ? x[i - 1]! : -x[i + 1]!) : i < half ? -x[i + half]! : x[i - half]!;
       return v * Math.cos(angle) + rotated * Math.sin(angle);
     });
   };
@@ -88,13 +92,17 @@ export function referenceLogits(model: TinyModel, ids: number[]): number[][] {
       }
       let o = linear(attn, `${p}.self_attn.o_proj.weight`);
       if (gemma || olmo) o = rms(o, `${p}.post_attention_layernorm.weight`);
+      if (glm) o = rms(o, `${p}.post_self_attn_layernorm.weight`);
       const h1 = h.map((v, i) => v + o[i]!);
       const y = olmo ? h1 : rms(h1, `${p}.${gemma ? 'pre_feedforward_layernorm' : 'post_attention_layernorm'}.weight`);
-      const gate = linear(y, `${p}.mlp.gate_proj.weight`);
-      const up = linear(y, `${p}.mlp.up_proj.weight`);
+      // GLM-4's gate_up_proj: gate's rows, then up's.
+      const gateUp = glm ? linear(y, `${p}.mlp.gate_up_proj.weight`) : [];
+      const gate = glm ? gateUp.slice(0, gateUp.length / 2) : linear(y, `${p}.mlp.gate_proj.weight`);
+      const up = glm ? gateUp.slice(gateUp.length / 2) : linear(y, `${p}.mlp.up_proj.weight`);
       const act = gate.map((g, i) => (gemma ? gelu(g) : g / (1 + Math.exp(-g))) * up[i]!);
       let down = linear(act, `${p}.mlp.down_proj.weight`);
       if (gemma || olmo) down = rms(down, `${p}.post_feedforward_layernorm.weight`);
+      if (glm) down = rms(down, `${p}.post_mlp_layernorm.weight`);
       return h1.map((v, i) => v + down[i]!);
     });
   }

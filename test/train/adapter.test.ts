@@ -149,6 +149,20 @@ describe('PEFT adapter folders', () => {
     expect(back.weights.get(loraBKey(k))).toEqual(b.slice(qRows * R, (qRows + config.numKvHeads * config.headDim) * R));
   });
 
+  it("reads a target list naming parts the model fuses (GLM-4's gate and up), which PEFT leaves unadapted", () => {
+    const model = writeTinyModel(fresh('glm4'), { family: 'glm4', numLayers: 1 });
+    const config = Checkpoint.open(model.dir).config;
+    const R = 2, H = config.hiddenSize, inO = config.numHeads * config.headDim;
+    const dir = fresh('peft-glm4');
+    writeSafetensors(path.join(dir, 'adapter_model.safetensors'), {
+      'base_model.model.model.layers.0.self_attn.o_proj.lora_A.weight': { dtype: 'F32', shape: [R, inO], data: new Float32Array(R * inO).fill(0.01) },
+      'base_model.model.model.layers.0.self_attn.o_proj.lora_B.weight': { dtype: 'F32', shape: [H, R], data: new Float32Array(H * R).fill(0.01) },
+    });
+    // As a generic TRL script lists them: gate_proj and up_proj match no module of GLM-4's.
+    fs.writeFileSync(path.join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: R, lora_alpha: 4, target_modules: ['o_proj', 'gate_proj', 'up_proj'] }));
+    expect(readAdapter(dir, config).lora).toEqual({ r: R, alpha: 4, targets: ['o'] });
+  });
+
   it('refuses adapters it cannot honour, naming the file and the problem', () => {
     const model = writeTinyModel(fresh('m'), { family: 'llama', numLayers: 1 });
     const config = Checkpoint.open(model.dir).config;

@@ -1,4 +1,4 @@
-// Whole-model check: on tiny Qwen3, Qwen2, Llama, Phi-3, Granite, Gemma 2, Gemma 3, SmolLM3, OLMo 2, OLMo 3 and Ministral 3 checkpoints, the training step's gradients
+// Whole-model check: on tiny Qwen3, Qwen2, Llama, Phi-3, Granite, Gemma 2, Gemma 3, GLM-4, SmolLM3, OLMo 2, OLMo 3 and Ministral 3 checkpoints, the training step's gradients
 // of the LoRA weights match finite differences of its loss, for rl, opd and combine (and once
 // with the k3 KL penalty). B is nonzero so the gradients of A are not trivially zero.
 import { afterAll, describe, expect, it } from 'vitest';
@@ -40,6 +40,8 @@ const CASES: { family: TinyFamily; method: TrainMethod; klBeta?: number; memory?
   // lifted, and with autodiff's unchunked head in place of the hand-derived one).
   { family: 'gemma2', method: 'combine', h: 1e-3, numLayers: 3 },
   { family: 'gemma2', method: 'combine', h: 1e-3, numLayers: 3, memory: { vocabChunk: 37, recompute: false } },
+  // GLM-4: RoPE over adjacent pairs on half of each head, gate/up fused, four norms, q/k/v biases.
+  { family: 'glm4', method: 'combine', h: 3e-3 },
   // SmolLM3: its 4th layer without RoPE.
   { family: 'smollm3', method: 'combine', numLayers: 4 },
   // OLMo 2: norms after each branch only, q and k normed across the whole projection; normed

@@ -38,6 +38,12 @@
  * pattern and RoPE base and the soft-caps as llama.cpp reads them (../gemma-config.ts
  * gemmaFromGguf); q/k not permuted; an Ollama file's vision tower left unread.
  *
+ * GLM-4 (`glm4`: GLM-4-0414, GLM-Z1) keeps q/k as the checkpoint has them (ggml's plain RoPE turns
+ * adjacent pairs, as GLM does: ModelConfig.ropeInterleaved) on half of each head
+ * (`rope.dimension_count`), gate and up as one `ffn_up` (cut into parts as Phi-3's), and Gemma's
+ * four norms under GLM's names (ModelConfig.sandwichNorms); GLM-4V's M-RoPE
+ * (`rope.dimension_sections`) is refused.
+ *
  * Granite (`granite`) is Llama's file with `embedding_scale`, `attention.scale`, `residual_scale`
  * and `logit_scale` (ModelConfig.multipliers), its q/k rows permuted as Llama's.
  *

@@ -31,8 +31,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_models import logprobs, make  # noqa: E402
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-# Phi-3 has q/k/v and gate/up as one module each: PEFT adapts those with one pair.
-FUSED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj"}
+# Phi-3 has q/k/v and gate/up as one module each, GLM-4 gate/up: PEFT adapts those with one pair.
+FUSED = {
+    "phi3": {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj"},
+    "glm4": {"gate_proj": "gate_up_proj", "up_proj": "gate_up_proj"},
+}
 
 
 def base(path):
@@ -44,7 +47,8 @@ def score(model, rows):
 
 
 def train(base_dir, out, rows, family, multimodal=False):
-    name = (lambda m: FUSED.get(m, m)) if family == "phi3" else (lambda m: m)
+    fused = FUSED.get(family, {})
+    name = lambda m: fused.get(m, m)  # noqa: E731
     targets = sorted({name(t) for t in TARGETS})
     # Beside a vision tower (Gemma 3's multimodal model), the language model's layers only, as Hindsight's
     # TRL script asks for them: the tower has q_proj and the like too.
