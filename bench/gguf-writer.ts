@@ -39,17 +39,12 @@
  *   is YaRN's original context, as llama.cpp reads it).
  * - SmolLM3 (`SmolLM3ForCausalLM`): architecture `smollm3`, Llama's tensors (q/k permuted); its NoPE
  *   layers must be every 4th, which llama.cpp assumes (there is no key for them).
- * - Gemma 2 and 3 (`Gemma2ForCausalLM`, `Gemma3ForCausalLM`) as the converter's Gemma2Model and
- *   Gemma3Model write them: architecture `gemma2`/`gemma3`, norms stored as 1 + w, the four norms
- *   of a layer as `attn_norm`, `post_attention_norm`, `ffn_norm` (before the MLP) and
- *   `post_ffw_norm`, the caps as `attn_logit_softcapping` and `final_logit_softcapping`.
- *   Attention's scale is llama.cpp's own (1/√head size), so query_pre_attn_scalar must be the
- *   head size; llama.cpp's gemma2 always caps both (50 and 30 where the file says nothing), so a
- *   Gemma 2 without its caps is not written.
- * - GLM-4 (`Glm4ForCausalLM`) as the converter's Glm4Model writes it: architecture `glm4`, q/k
- *   not permuted (ggml's plain RoPE turns adjacent pairs, as GLM's checkpoints do), half of each
- *   head rotated (`rope.dimension_count`), q/k/v biases, gate and up as one `ffn_up`, the four
- *   norms as Gemma's.
+ * - Gemma 2 and 3 as the converter writes them: `gemma2`/`gemma3`, norms stored as 1 + w, four
+ *   norms a layer (`attn_norm`, `post_attention_norm`, `ffn_norm` before the MLP, `post_ffw_norm`),
+ *   the caps (`attn_logit_softcapping`, `final_logit_softcapping`; llama.cpp's gemma2 caps both
+ *   always, so a Gemma 2 without them is not written); query_pre_attn_scalar must be the head size.
+ * - GLM-4: `glm4`, q/k not permuted (ggml's plain RoPE turns adjacent pairs, as GLM does), half of
+ *   each head rotated, q/k/v biases, gate and up as one `ffn_up`, the four norms as Gemma's.
  * - Sliding layers (Gemma 2 and 3, OLMo 3, written as `olmo2`): `attention.sliding_window`, the pattern as
  *   a count (`attention.sliding_window_pattern`; llama.cpp takes 6 for gemma3, 4 for olmo2 where
  *   absent) and `rope.freq_base_swa`. RoPE scaling: linear as `rope.scaling.type`/`factor`; yarn

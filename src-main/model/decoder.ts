@@ -1,12 +1,13 @@
 /**
- * Builds the decoder of a Llama (Mistral, Phi-3, Granite) / Qwen2 / Qwen3 / Gemma 3 checkpoint in the graph IR (./graph/ir.ts).
+ * Builds the decoder of a Llama (Mistral, Phi-3, Granite, OLMo, GLM-4) / Qwen2 / Qwen3 / Gemma 2 and 3 checkpoint in the graph IR (./graph/ir.ts).
  *
  * Written for autodiff as much as for inference: only standard ONNX ops (but for an inference
  * graph's fused ones: FusedMatMul in attention, `fusedNorms`, `fusedRope`), attention as MatMul →
  * Softmax → MatMul, RMSNorm from Mul/ReduceMean/Add/Sqrt/Reciprocal (./norms.ts), RoPE as
- * x·cos + rotate_half(x)·sin (./rope.ts), SiLU as x·Sigmoid(x) (Gemma's GELU from Tanh).
- * Gemma 3 (ModelConfig.gemma, ./gemma-config.ts) adds its norms around each residual branch and
- * its sliding layers' masks and RoPE tables (./attention-masks.ts). The cos/sin tables and the
+ * x·cos + rotate_half(x)·sin (./rope.ts; GLM-4's over adjacent pairs), SiLU as x·Sigmoid(x)
+ * (Gemma's GELU from Tanh). Gemma and GLM-4 norm each residual branch on both sides
+ * (ModelConfig.sandwichNorms); Gemma (ModelConfig.gemma, ./gemma-config.ts) adds its sliding
+ * layers' masks and RoPE tables (./attention-masks.ts) and Gemma 2's soft-caps (./softcap.ts). The cos/sin tables and the
  * attention mask are computed in the graph from the inputs, upstream of every weight: autodiff prunes them.
  *
  * Graph inputs
