@@ -22,7 +22,7 @@ import { writeGguf } from '../../bench/gguf-writer.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { writeMergedModel } from '../../src-main/train/merge.js';
-import { writeTinyModel, type TinyFamily } from '../../tools/tiny-models.js';
+import { writeTinyModel, type TinyFamily, type TinyModelOptions } from '../../tools/tiny-models.js';
 import { interopPython, interopSkipReason, pythonEnv } from './python.js';
 
 const TOLERANCE = 1e-4;
@@ -112,12 +112,17 @@ describe.skipIf(interopPython === null)('GGUF architectures against transformers
     }
   }, 600_000);
 
-  it("reads a Phi-3 GGUF's LongRoPE and partial rotation as transformers runs the folder Hindsight writes for it", async () => {
-    const dir = path.join(tmp, 'phi3-longrope');
-    writeTinyModel(dir, { family: 'phi3', numHeads: 4, numKvHeads: 2, hiddenSize: 64, headDim: 16, intermediateSize: 96, seed: 11 });
-    const file = path.join(tmp, 'phi3-longrope.gguf');
+  /**
+   * A tiny folder of `options` written as a Q8_0 GGUF, that GGUF made a folder again as a merged
+   * model of it is (config.json from the metadata), and transformers' log-probs on that folder
+   * (its class `cls`) against Hindsight's on the GGUF; returns the folder.
+   */
+  async function throughTheFolder(name: string, options: TinyModelOptions, cls: string): Promise<string> {
+    const dir = path.join(tmp, name);
+    writeTinyModel(dir, options);
+    const file = path.join(tmp, `${name}.gguf`);
     writeGguf(dir, file, { type: 'q8_0' });
-    const folder = writeMergedModel(Checkpoint.open(file), path.join(tmp, 'phi3-longrope-folder'), { r: 1, alpha: 1, targets: [] }, [], new Map());
+    const folder = writeMergedModel(Checkpoint.open(file), path.join(tmp, `${name}-folder`), { r: 1, alpha: 1, targets: [] }, [], new Map());
     const model = await LocalModel.load(file);
     let ours: number[];
     try {
@@ -128,34 +133,26 @@ describe.skipIf(interopPython === null)('GGUF architectures against transformers
     const py = await run(interopPython!, ['-c', PY_FOLDER, folder, JSON.stringify(IDS)]);
     expect(py.status, py.stderr.slice(-2000)).toBe(0);
     const theirs = JSON.parse(py.stdout.trim().split('\n').pop()!) as { class: string; logprobs: number[] };
-    expect(theirs.class).toBe('Phi3ForCausalLM');
+    expect(theirs.class).toBe(cls);
     const worst = Math.max(...ours.map((v, i) => Math.abs(v - theirs.logprobs[i]!)));
-    console.log(`transformers (the folder of a Phi-3 Q8_0 GGUF) vs Hindsight (the GGUF): max |Δ log-prob| ${worst.toExponential(2)}`);
+    console.log(`transformers (the folder of a ${name} Q8_0 GGUF) vs Hindsight (the GGUF): max |Δ log-prob| ${worst.toExponential(2)}`);
     expect(worst).toBeLessThan(TOLERANCE);
+    return folder;
+  }
+
+  it("reads a Phi-3 GGUF's LongRoPE and partial rotation as transformers runs the folder Hindsight writes for it", async () => {
+    await throughTheFolder('phi3-longrope', { family: 'phi3', numHeads: 4, numKvHeads: 2, hiddenSize: 64, headDim: 16, intermediateSize: 96, seed: 11 }, 'Phi3ForCausalLM');
   }, 600_000);
 
   // transformers' GGUF loader keeps Gemma 2's default caps (50, 30) whatever the file says; the
   // folder Hindsight writes for the file carries them, as floats (transformers 5 refuses 1 for 1.0).
   it("reads a Gemma 2 GGUF's soft-caps and sliding layers as transformers runs the folder Hindsight writes for it", async () => {
-    const dir = path.join(tmp, 'gemma2');
-    writeTinyModel(dir, { family: 'gemma2', numLayers: 3, numHeads: 4, numKvHeads: 2, hiddenSize: 64, headDim: 16, intermediateSize: 96, queryPreAttnScalar: 16, seed: 11, tie: true });
-    const file = path.join(tmp, 'gemma2.gguf');
-    writeGguf(dir, file, { type: 'q8_0' });
-    const folder = writeMergedModel(Checkpoint.open(file), path.join(tmp, 'gemma2-folder'), { r: 1, alpha: 1, targets: [] }, [], new Map());
+    const folder = await throughTheFolder('gemma2', { family: 'gemma2', numLayers: 3, numHeads: 4, numKvHeads: 2, hiddenSize: 64, headDim: 16, intermediateSize: 96, queryPreAttnScalar: 16, seed: 11, tie: true }, 'Gemma2ForCausalLM');
     expect(fs.readFileSync(path.join(folder, 'config.json'), 'utf8')).toMatch(/"attn_logit_softcapping": 1\.0,/);
-    const model = await LocalModel.load(file);
-    let ours: number[];
-    try {
-      ours = (await model.score([{ inputIds: IDS, responseStart: 1 }]))[0]!;
-    } finally {
-      await model.close();
-    }
-    const py = await run(interopPython!, ['-c', PY_FOLDER, folder, JSON.stringify(IDS)]);
-    expect(py.status, py.stderr.slice(-2000)).toBe(0);
-    const theirs = JSON.parse(py.stdout.trim().split('\n').pop()!) as { class: string; logprobs: number[] };
-    expect(theirs.class).toBe('Gemma2ForCausalLM');
-    const worst = Math.max(...ours.map((v, i) => Math.abs(v - theirs.logprobs[i]!)));
-    console.log(`transformers (the folder of a Gemma 2 Q8_0 GGUF) vs Hindsight (the GGUF): max |Δ log-prob| ${worst.toExponential(2)}`);
-    expect(worst).toBeLessThan(TOLERANCE);
+  }, 600_000);
+
+  // transformers' GGUF loader has no glm4 mapping; the folder Hindsight writes for the file does.
+  it("reads a GLM-4 GGUF's RoPE over adjacent pairs and fused gate/up as transformers runs the folder Hindsight writes for it", async () => {
+    await throughTheFolder('glm4', { family: 'glm4', numHeads: 4, numKvHeads: 2, hiddenSize: 64, headDim: 16, intermediateSize: 96, seed: 11 }, 'Glm4ForCausalLM');
   }, 600_000);
 });

@@ -20,8 +20,9 @@ export function configJson(c: ModelConfig): Record<string, unknown> {
     architectures: [c.architecture],
     // transformers picks the model class by model_type: Phi-3's fused tensors and Granite's multipliers need their own.
     model_type: HF_MODEL_TYPES[c.architecture] ?? OWN_MODEL_TYPES[c.architecture] ?? c.family,
-    // Phi3Config's default pad_token_id is Phi-3's 32000, past a smaller vocabulary.
-    ...(c.architecture === 'Phi3ForCausalLM' ? { pad_token_id: null } : {}),
+    // No padding token: a config class's default may name one past this vocabulary (Phi3Config's
+    // 32000, Glm4Config's 151329), which transformers refuses.
+    pad_token_id: null,
     ...(c.multipliers ? {
       embedding_multiplier: c.multipliers.embedding, attention_multiplier: c.multipliers.attention,
       residual_multiplier: c.multipliers.residual, logits_scaling: c.multipliers.logits,
