@@ -16,7 +16,7 @@
  * Both compute x₁·cos − x₂·sin and x₂·cos + x₁·sin per pair in fp32: the same values but for
  * rounding in the kernel's order of operations.
  */
-import { GraphBuilder, f32Tensor, int } from '../graph/ir.js';
+import { GraphBuilder, f32Tensor, int, type Attr } from '../graph/ir.js';
 import type { ModelConfig } from './model-config.js';
 import { ropeInverseFrequencies } from './rope-config.js';
 
@@ -24,13 +24,13 @@ import { ropeInverseFrequencies } from './rope-config.js';
 export type RopeTables =
   /** cos and signed sin [B, T, 1, rotaryDim]; the first rotaryDim of each head's headDim are turned */
   | { form: 'standard'; cos: string; signedSin: string; rotaryDim: number; interleaved: boolean }
-  /** cos and sin [B·T, headDim / 2], and each token's row in them, int64 [B, T] */
-  | { form: 'fused'; cos: string; sin: string; rows: string; interleaved: boolean };
+  /** cos and sin [B·T, rotaryDim / 2], and each token's row in them, int64 [B, T] */
+  | { form: 'fused'; cos: string; sin: string; rows: string; interleaved: boolean; rotaryDim: number };
 
 /**
- * The RoPE tables for `positionIds` int64 [B, T], in the contrib op's form when `fused` (and the
- * whole head turns: a partial rotation, Phi-4-mini's, takes the standard form everywhere). Cos
- * and sin carry LongRoPE's attention factor, as transformers' Phi-3 multiplies them.
+ * The RoPE tables for `positionIds` int64 [B, T], in the contrib op's form when `fused` (a partial
+ * rotation, Phi-4-mini's and GLM-4's, as the op's `rotary_embedding_dim`). Cos and sin carry
+ * LongRoPE's and YaRN's attention factor, as transformers multiplies them.
  */
 export function ropeTables(b: GraphBuilder, config: ModelConfig, positionIds: string, headDim: number, fused = false): RopeTables {
   const rotaryDim = config.rotaryDim ?? headDim;
@@ -40,12 +40,12 @@ export function ropeTables(b: GraphBuilder, config: ModelConfig, positionIds: st
   const s = config.ropeScaling;
   const factor = s?.type === 'longrope' || s?.type === 'yarn' ? s.attentionFactor : 1;
   const scaled = (table: string) => (factor === 1 ? table : b.mul(table, b.scalar(factor)));
-  if (fused && rotaryDim === headDim) {
-    const flat = b.reshape(freqs, [-1, headDim / 2]); // [B·T, d/2]
+  if (fused) {
+    const flat = b.reshape(freqs, [-1, rotaryDim / 2]); // [B·T, d/2]
     const tokens = b.gather(b.shape(flat), b.scalar(0, 'int64'), 0);
     const tokenRows = b.range(b.scalar(0, 'int64'), tokens, b.scalar(1, 'int64'), ['N']);
     const [rows] = b.op('Reshape', [tokenRows, b.shape(positionIds)], {}, 1, [{ dtype: 'int64', shape: b.shapeOf(positionIds) }]);
-    return { form: 'fused', cos: scaled(b.cos(flat)), sin: scaled(b.sin(flat)), rows: rows!, interleaved };
+    return { form: 'fused', cos: scaled(b.cos(flat)), sin: scaled(b.sin(flat)), rows: rows!, interleaved, rotaryDim };
   }
   // Rotate-half's tables hold [f₀…f₍d/2−1₎, f₀…f₍d/2−1₎]; interleaved ones [f₀, f₀, f₁, f₁, …].
   const twice = (x: string, y: string) => (interleaved ? b.reshape(b.concat([b.unsqueeze(x, [-1]), b.unsqueeze(y, [-1])], -1), [0, 0, rotaryDim]) : b.concat([x, y], -1));
@@ -67,7 +67,9 @@ export function applyRope(b: GraphBuilder, x: string, tables: RopeTables, heads:
   const cut = rows ?? ((value: string) => value);
   if (tables.form === 'fused') {
     const flat = b.reshape(x, [0, 0, heads * headDim]); // the op's [B, T, hidden] form
-    const rotated = b.contribOp('RotaryEmbedding', [flat, cut(tables.rows), tables.cos, tables.sin], { num_heads: int(heads), interleaved: int(tables.interleaved ? 1 : 0) }, { dtype: 'float32', shape: b.shapeOf(flat) });
+    // A partial rotation turns each head's first rotary_embedding_dim dimensions and passes the rest.
+    const partial: Record<string, Attr> = tables.rotaryDim !== headDim ? { rotary_embedding_dim: int(tables.rotaryDim) } : {};
+    const rotated = b.contribOp('RotaryEmbedding', [flat, cut(tables.rows), tables.cos, tables.sin], { num_heads: int(heads), interleaved: int(tables.interleaved ? 1 : 0), ...partial }, { dtype: 'float32', shape: b.shapeOf(flat) });
     return b.reshape(rotated, [0, 0, heads, headDim]);
   }
   const d = tables.rotaryDim;

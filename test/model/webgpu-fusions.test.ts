@@ -58,7 +58,7 @@ describe.runIf(hasWebGpu)('WebGPU\'s fused graphs against the CPU\'s', () => {
   });
 
   // Phi-3: LongRoPE's attention factor on the fused op's cos and sin (the whole head turned), and
-  // Phi-4-mini's partial rotation, which takes the standard form there too.
+  // Phi-4-mini's partial rotation (the op's rotary_embedding_dim).
   it.each([
     { label: 'Phi-3, LongRoPE, the whole head turned', partial: 1 },
     { label: 'Phi-4-mini, half of each head turned', partial: 0.5 },
@@ -70,6 +70,15 @@ describe.runIf(hasWebGpu)('WebGPU\'s fused graphs against the CPU\'s', () => {
     fs.writeFileSync(path.join(model.dir, 'config.json'), JSON.stringify({ ...config, partial_rotary_factor: partial, rope_scaling: { ...config.rope_scaling, short_factor: factors, long_factor: factors } }));
     const rows = [0, 1].map((r) => ({ inputIds: Array.from({ length: 40 - 9 * r }, (_, i) => (i * 7 + 3 + r) % 50), responseStart: 1 }));
     const { cpu, webgpu } = await onBoth(model.dir, (engine) => engine.score(rows, { batchSize: 2 }));
+    webgpu.forEach((row, i) => expect(maxAbsDiff(row, cpu[i]!)).toBeLessThan(1e-4));
+  });
+
+  // GLM-4: the fused op turning adjacent pairs (interleaved) of half of each head, q/k/v biases,
+  // gate/up fused, four norms a layer.
+  it('GLM-4: scores 40-token rows as the CPU does', async () => {
+    const dir = writeTinyModel(path.join(root, 'glm4'), { family: 'glm4', seed: 9, hiddenSize: 64, intermediateSize: 64, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 16, std: 0.3 }).dir;
+    const rows = [0, 1].map((r) => ({ inputIds: Array.from({ length: 40 - 9 * r }, (_, i) => (i * 7 + 3 + r) % 50), responseStart: 1 }));
+    const { cpu, webgpu } = await onBoth(dir, (engine) => engine.score(rows, { batchSize: 2 }));
     webgpu.forEach((row, i) => expect(maxAbsDiff(row, cpu[i]!)).toBeLessThan(1e-4));
   });
 
