@@ -31,6 +31,19 @@ const CHAT: ChatMessage[] = [
   { role: 'user', content: 'Weather in Paris?' },
 ];
 
+/** `tok` refuses `messages` with the template's own words, `raised`, in a one-line error. */
+function expectRefusal(tok: ChatTokenizer, messages: ChatMessage[], raised: string): void {
+  let err: unknown;
+  try {
+    tok.applyChatTemplate(messages, { addGenerationPrompt: true });
+  } catch (e) {
+    err = e;
+  }
+  expect(err).toBeInstanceOf(ChatTemplateError);
+  expect((err as ChatTemplateError).raised).toBe(raised);
+  expect((err as Error).message.split('\n')).toHaveLength(1);
+}
+
 describe("Gemma 3 Instruct's chat format", () => {
   it('folds the system text into the first user turn and prompts a model turn after <bos>', () => {
     expect(gemma.applyChatTemplate(CHAT, { addGenerationPrompt: true })).toBe(
@@ -51,15 +64,7 @@ describe("Gemma 3 Instruct's chat format", () => {
 
   it('refuses a tool turn in one line: the template allows only alternating user and model turns', () => {
     const withTool: ChatMessage[] = [{ role: 'user', content: 'Weather?' }, { role: 'assistant', content: 'Checking.' }, { role: 'tool', content: '18°C' }];
-    let err: unknown;
-    try {
-      gemma.applyChatTemplate(withTool, { addGenerationPrompt: true });
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(ChatTemplateError);
-    expect((err as ChatTemplateError).raised).toBe('Conversation roles must alternate user/assistant/user/assistant/...');
-    expect((err as Error).message.split('\n')).toHaveLength(1);
+    expectRefusal(gemma, withTool, 'Conversation roles must alternate user/assistant/user/assistant/...');
   });
 });
 
@@ -84,14 +89,6 @@ describe("Gemma 2 Instruct's chat format (no system role)", () => {
 
   it("keeps the template's own refusal where folding does not help (a tool turn), in one line", () => {
     const withTool: ChatMessage[] = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Weather?' }, { role: 'assistant', content: 'Checking.' }, { role: 'tool', content: '18°C' }];
-    let err: unknown;
-    try {
-      gemma2.applyChatTemplate(withTool, { addGenerationPrompt: true });
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(ChatTemplateError);
-    expect((err as ChatTemplateError).raised).toBe('System role not supported');
-    expect((err as Error).message.split('\n')).toHaveLength(1);
+    expectRefusal(gemma2, withTool, 'System role not supported');
   });
 });

@@ -13,10 +13,10 @@ import { writeGguf } from '../../bench/gguf-writer.js';
 import { Checkpoint, readModelConfig } from '../../src-main/model/hf-checkpoint.js';
 import { scoreRow } from '../helpers/score-model.js';
 import { inspectModel } from '../../src-main/model/model-inspect.js';
-import { configJson } from '../../src-main/model/gguf/folder-files.js';
 import { openGguf, readGgufTensorBytes } from '../../src-main/model/gguf/reader.js';
 import { entriesOf, writeGgufFile } from '../../src-main/model/gguf/writer.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
+import { ggufFolderConfig } from '../helpers/gguf-folder.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-gguf-gemma2-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -52,12 +52,8 @@ describe('a Gemma 2 GGUF', () => {
   });
 
   it('a merged folder of it (config.json made from the metadata) reads back the same layout, model_type gemma2', () => {
-    const merged = path.join(tmp, 'merged');
-    fs.mkdirSync(merged);
-    const config = Checkpoint.open(file).config;
-    fs.writeFileSync(path.join(merged, 'config.json'), JSON.stringify(configJson(config)));
-    const written = JSON.parse(fs.readFileSync(path.join(merged, 'config.json'), 'utf8'));
+    const { config, written, read } = ggufFolderConfig(file, tmp);
     expect([written.model_type, written.attn_logit_softcapping, written.final_logit_softcapping, written.rope_local_base_freq]).toEqual(['gemma2', 1, 2, undefined]);
-    expect(readModelConfig(merged)).toMatchObject({ family: 'gemma2', gemma: config.gemma, sliding: config.sliding, ropeTheta: config.ropeTheta });
+    expect(read).toMatchObject({ family: 'gemma2', gemma: config.gemma, sliding: config.sliding, ropeTheta: config.ropeTheta });
   });
 });

@@ -14,10 +14,10 @@ import { writeGguf } from '../../bench/gguf-writer.js';
 import { Checkpoint, readModelConfig } from '../../src-main/model/hf-checkpoint.js';
 import { scoreRow } from '../helpers/score-model.js';
 import { inspectModel } from '../../src-main/model/model-inspect.js';
-import { configJson } from '../../src-main/model/gguf/folder-files.js';
 import { openGguf, readGgufTensorBytes } from '../../src-main/model/gguf/reader.js';
 import { GGUF_TYPE, entriesOf, writeGgufFile } from '../../src-main/model/gguf/writer.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
+import { ggufFolderConfig } from '../helpers/gguf-folder.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-gguf-gemma3-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -64,13 +64,9 @@ describe('a Gemma 3 GGUF', () => {
   });
 
   it('a merged folder of it (config.json made from the metadata) reads back the same layout, model_type gemma3_text', () => {
-    const merged = path.join(tmp, 'merged');
-    fs.mkdirSync(merged);
-    const config = Checkpoint.open(file).config;
-    fs.writeFileSync(path.join(merged, 'config.json'), JSON.stringify(configJson(config)));
-    const written = JSON.parse(fs.readFileSync(path.join(merged, 'config.json'), 'utf8'));
+    const { config, written, read } = ggufFolderConfig(file, tmp);
     expect([written.model_type, written.hidden_act, written.layer_types]).toEqual(['gemma3_text', undefined, ['sliding_attention', 'sliding_attention', 'full_attention']]);
-    expect(readModelConfig(merged)).toMatchObject({ gemma: config.gemma, sliding: config.sliding, ropeScaling: config.ropeScaling, ropeTheta: config.ropeTheta });
+    expect(read).toMatchObject({ gemma: config.gemma, sliding: config.sliding, ropeScaling: config.ropeScaling, ropeTheta: config.ropeTheta });
   });
 
   it('the norms are read as w (the file holds 1 + w)', () => {

@@ -11,8 +11,8 @@ import { writeGguf } from '../../bench/gguf-writer.js';
 import { Checkpoint, readModelConfig } from '../../src-main/model/hf-checkpoint.js';
 import { scoreRow } from '../helpers/score-model.js';
 import { inspectModel } from '../../src-main/model/model-inspect.js';
-import { configJson } from '../../src-main/model/gguf/folder-files.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
+import { ggufFolderConfig } from '../helpers/gguf-folder.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-gguf-granite-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -38,11 +38,8 @@ describe('a Granite GGUF', () => {
   });
 
   it('a merged folder of it (config.json made from the metadata) keeps the multipliers and model_type granite', () => {
-    const merged = path.join(tmp, 'merged');
-    fs.mkdirSync(merged);
-    const config = Checkpoint.open(file).config;
-    fs.writeFileSync(path.join(merged, 'config.json'), JSON.stringify(configJson(config)));
-    expect(JSON.parse(fs.readFileSync(path.join(merged, 'config.json'), 'utf8')).model_type).toBe('granite');
-    expect(readModelConfig(merged).multipliers).toEqual(config.multipliers);
+    const { config, written, read } = ggufFolderConfig(file, tmp);
+    expect(written.model_type).toBe('granite');
+    expect(read.multipliers).toEqual(config.multipliers);
   });
 });

@@ -16,6 +16,7 @@ import { scoreRow } from '../helpers/score-model.js';
 import { inspectModel } from '../../src-main/model/model-inspect.js';
 import { configJson } from '../../src-main/model/gguf/folder-files.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
+import { ggufFolderConfig } from '../helpers/gguf-folder.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-gguf-smollm3-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -38,13 +39,9 @@ describe('a SmolLM3 GGUF', () => {
   });
 
   it('a merged folder of it (config.json made from the metadata) names the NoPE layers, model_type smollm3', () => {
-    const merged = path.join(tmp, 'merged');
-    fs.mkdirSync(merged);
-    const config = Checkpoint.open(file).config;
-    fs.writeFileSync(path.join(merged, 'config.json'), JSON.stringify(configJson(config)));
-    const written = JSON.parse(fs.readFileSync(path.join(merged, 'config.json'), 'utf8'));
+    const { config, written, read } = ggufFolderConfig(file, tmp);
     expect([written.model_type, written.no_rope_layers]).toEqual(['smollm3', [1, 1, 1, 0]]);
-    expect(readModelConfig(merged).noRopeLayers).toEqual(config.noRopeLayers);
+    expect(read.noRopeLayers).toEqual(config.noRopeLayers);
   });
 });
 
