@@ -26,7 +26,7 @@
  * (ModelConfig.moduleRoot; ./hf-checkpoint.ts Checkpoint).
  */
 import { UserError } from '../../src-shared/types.js';
-import type { GemmaLayout, RopeScaling, SlidingLayers } from './model-config.js';
+import type { GemmaLayout, ModelFamily, RopeScaling, SlidingLayers } from './model-config.js';
 import { readSlidingLayers, slidingConfigJson, slidingFromGguf, type SlidingRead } from './sliding-layers.js';
 
 export interface GemmaRead extends SlidingRead {
@@ -57,6 +57,11 @@ const GEMMA_DEFAULTS = {
 } as const;
 
 export type GemmaVersion = keyof typeof GEMMA_DEFAULTS;
+
+/** The Gemma version a model family is, if it is one (the one place the families name their version). */
+export function gemmaVersionOf(family: ModelFamily): GemmaVersion | undefined {
+  return family === 'gemma2' ? 2 : family === 'gemma3' ? 3 : undefined;
+}
 
 export function readGemma(raw: Raw, file: string, version: GemmaVersion, numLayers: number, parseScaling: (scaling: unknown) => RopeScaling | undefined): GemmaRead {
   const defaults = GEMMA_DEFAULTS[version];
@@ -105,10 +110,12 @@ export function gemmaFromGguf(version: GemmaVersion, get: (key: string) => unkno
   const attentionSoftcap = version === 2 ? cap('attn_logit_softcapping', 50) : undefined;
   const sliding = version === 2
     ? slidingFromGguf((key) => get(key) ?? (key === 'attention.sliding_window' ? 4096 : undefined), file, shape.numLayers, 2, shape.ropeTheta)
-    : slidingFromGguf(get, file, shape.numLayers, 6, typeof get('rope.local.freq_base') === 'number' ? (get('rope.local.freq_base') as number) : 10_000);
+    : slidingFromGguf(get, file, shape.numLayers, 6, numberOr(get('rope.local.freq_base'), 10_000));
   const scalar = shape.numLayers === (version === 2 ? 46 : 62) ? shape.hiddenSize / shape.numHeads : shape.headDim;
   return { layout: gemmaLayout(1 / Math.sqrt(scalar), attentionSoftcap, finalSoftcap), ...(sliding ? { sliding } : {}) };
 }
+
+const numberOr = (v: unknown, fallback: number): number => (typeof v === 'number' ? v : fallback);
 
 /** config.json's Gemma fields (a merged folder of a GGUF base), in the 4.5x form, as readGemma reads them back. */
 export function gemmaConfigJson(version: GemmaVersion, g: GemmaLayout, sliding: SlidingLayers | undefined): Record<string, unknown> {

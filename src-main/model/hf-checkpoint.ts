@@ -27,7 +27,7 @@ import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } f
 import { ggufIdentityFiles, isGgufPath, openGgufModel, readGgufTensor, type GgufModel } from './gguf/model.js';
 import { usedPositions, type ModelConfig, type ModelFamily, type RopeScaling } from './model-config.js';
 import { rowBytes, splitFusedTensors } from './fused-projections.js';
-import { gemma3MultimodalText, readGemma } from './gemma-config.js';
+import { gemma3MultimodalText, gemmaVersionOf, readGemma } from './gemma-config.js';
 import { parseRopeScaling, readRope, ropeInverseFrequencies, type RopeRead } from './rope-config.js';
 import { readSlidingLayers } from './sliding-layers.js';
 
@@ -102,7 +102,7 @@ export function readModelConfig(dir: string): ModelConfig {
     return v;
   };
   const act = raw.hidden_act ?? 'silu';
-  const gemmaVersion = family === 'gemma2' ? 2 : family === 'gemma3' ? 3 : undefined;
+  const gemmaVersion = gemmaVersionOf(family);
   if (!gemmaVersion && act !== 'silu') throw new UserError(`${file}: hidden_act '${act}' is not supported (only silu)`);
   if (raw.use_sliding_window === true) throw new UserError(`${file}: use_sliding_window is not supported`);
   const hiddenSize = num('hidden_size');

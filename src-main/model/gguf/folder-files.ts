@@ -10,7 +10,7 @@ import path from 'node:path';
 import { HF_MODEL_TYPES, OWN_MODEL_TYPES, type ModelConfig } from '../model-config.js';
 import type { GgufModel } from './model.js';
 import { ggufTokenizer } from './tokenizer-json.js';
-import { gemmaConfigJson } from '../gemma-config.js';
+import { gemmaConfigJson, gemmaVersionOf } from '../gemma-config.js';
 import { slidingConfigJson } from '../sliding-layers.js';
 
 /** config.json's fields for `c`, as readModelConfig reads them back. */
@@ -49,7 +49,7 @@ export function configJson(c: ModelConfig): Record<string, unknown> {
     eos_token_id: c.eosTokenIds.length === 1 ? c.eosTokenIds[0] : c.eosTokenIds,
     max_position_embeddings: c.maxPositionEmbeddings,
     torch_dtype: 'float32',
-    ...(c.gemma ? gemmaConfigJson(c.family === 'gemma2' ? 2 : 3, c.gemma, c.sliding) : c.sliding ? slidingConfigJson(c.sliding) : {}),
+    ...(c.gemma ? gemmaConfigJson(gemmaVersionOf(c.family) ?? 3, c.gemma, c.sliding) : c.sliding ? slidingConfigJson(c.sliding) : {}),
   };
 }
 

@@ -55,7 +55,7 @@ import path from 'node:path';
 import { UserError } from '../../../src-shared/types.js';
 import { SANDWICH_NORMS, usedPositions, type ModelConfig, type ModelFamily, type RopeScaling } from '../model-config.js';
 import { rowBytes, splitFusedTensors } from '../fused-projections.js';
-import { gemmaFromGguf } from '../gemma-config.js';
+import { gemmaFromGguf, gemmaVersionOf } from '../gemma-config.js';
 import { slidingFromGguf } from '../sliding-layers.js';
 import { ropeScaling } from './rope-metadata.js';
 import { dequantize } from './dequantize.js';
@@ -308,8 +308,9 @@ export function ggufModelLayout(gguf: GgufFile, file: string): Pick<GgufModel, '
     const scale = (key: string, otherwise: number) => num(key, 0) || otherwise;
     config.multipliers = { embedding: scale('embedding_scale', 1), attention: scale('attention.scale', 1 / Math.sqrt(headDim)), residual: scale('residual_scale', 1), logits: scale('logit_scale', 1) };
   }
-  if (fam.family === 'gemma2' || fam.family === 'gemma3') {
-    const { layout, sliding } = gemmaFromGguf(fam.family === 'gemma2' ? 2 : 3, get, file, config);
+  const gemmaVersion = gemmaVersionOf(fam.family);
+  if (gemmaVersion) {
+    const { layout, sliding } = gemmaFromGguf(gemmaVersion, get, file, config);
     Object.assign(config, { gemma: layout, sandwichNorms: 'gemma', ...(sliding ? { sliding } : {}) });
   }
   if (arch === 'olmo2') {
@@ -348,7 +349,7 @@ export function ggufModelLayout(gguf: GgufFile, file: string): Pick<GgufModel, '
     const m = /^blk\.\d+\.attn_([qk])\./.exec(info.name);
     // Llama's q/k rows were permuted for ggml's interleaved RoPE; Phi-3's are not (NeoX RoPE).
     const permuteHeads = ROPE_PERMUTED_ARCHITECTURES.has(arch) && m ? (m[1] === 'q' ? numHeads : config.numKvHeads) : undefined;
-    const minusOne = (arch === 'gemma2' || arch === 'gemma3') && name.endsWith('norm.weight');
+    const minusOne = config.gemma !== undefined && name.endsWith('norm.weight'); // Gemma's norms, stored as 1 + w
     tensors.set(name, { info, shape, ...(permuteHeads ? { permuteHeads } : {}), ...(minusOne ? { minusOne } : {}) });
   }
   // Phi-3's attn_qkv and ffn_up: each part its run of rows, which is a run of the tensor's bytes.

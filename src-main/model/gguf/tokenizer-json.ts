@@ -86,8 +86,11 @@ export function ggufTokenizer(g: GgufFile): GgufTokenizer {
   const added = list.flatMap((content, i) => (types[i] === CONTROL || types[i] === USER_DEFINED
     ? [{ id: i, content, single_word: false, lstrip: false, rstrip: rstrips(content), normalized: false, special: types[i] === CONTROL }]
     : []));
+  // A gpt2 vocabulary's split rule (checked below, where it is needed).
+  const preName = String(meta.get('tokenizer.ggml.pre') ?? 'default');
+  const pre = model === 'gpt2' ? PRE_TOKENIZERS[preName] : undefined;
   const bos = id('bos_token_id');
-  const addBos = flag('add_bos_token', model === 'llama') && bos !== undefined && !(model === 'gpt2' && PRE_TOKENIZERS[String(meta.get('tokenizer.ggml.pre') ?? 'default')]?.noBos);
+  const addBos = flag('add_bos_token', model === 'llama') && bos !== undefined && !pre?.noBos;
   const bosProcessor = addBos ? [{
     type: 'TemplateProcessing',
     single: [{ SpecialToken: { id: list[bos!], type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
@@ -97,9 +100,7 @@ export function ggufTokenizer(g: GgufFile): GgufTokenizer {
 
   let json: Record<string, unknown>;
   if (model === 'gpt2') {
-    const preName = meta.get('tokenizer.ggml.pre') ?? 'default';
-    const pre = PRE_TOKENIZERS[String(preName)];
-    if (!pre) fail(`the pre-tokenizer '${String(preName)}' (tokenizer.ggml.pre) is not supported (supported: ${Object.keys(PRE_TOKENIZERS).join(', ')})`);
+    if (!pre) fail(`the pre-tokenizer '${preName}' (tokenizer.ggml.pre) is not supported (supported: ${Object.keys(PRE_TOKENIZERS).join(', ')})`);
     const merges = meta.get('tokenizer.ggml.merges');
     if (!Array.isArray(merges) || !merges.every((m) => typeof m === 'string')) fail('tokenizer.ggml.merges is missing or not a list of strings');
     json = {
