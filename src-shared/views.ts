@@ -4,6 +4,7 @@
 // workspace.ts implements it over the store, the importers, the pipeline and the exporters.
 import type { JudgeInput, LabelSource, Reward, Role, SessionFormat, SourceFormat, ToolCall, TurnClass, Vote } from './types.js';
 import type { CompositeScore } from './composite.js';
+import type { OfferedTool } from './offered-tools.js';
 import type { ReviewReason } from './review.js';
 import type { SessionSortKey, SortOrder } from './sessions-api.js';
 
@@ -239,8 +240,10 @@ export interface TrainingSample {
   responseTurn: number;
   /** The (windowed) context before the reply. */
   messages: TrainingMessage[];
-  /** The reply as it was given (the policy's tokens to score). */
+  /** The reply as it was given (the policy's tokens to score): its text and its tool calls. */
   response: TrainingMessage;
+  /** The tools the conversation offered (./offered-tools.ts): the prompt is rendered with them. */
+  tools?: OfferedTool[];
   reward: Reward;
   hint: string | null;
   /** The user's ideal reply, when they wrote one in the annotator. */

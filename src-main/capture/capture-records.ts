@@ -1,7 +1,8 @@
 /**
  * The records of the capture log (./capture-log.ts), one JSON object a line, version 1:
  *
- *   request  a chat-completions request arrived: its session, main or side, the messages
+ *   request  a chat-completions request arrived: its session, main or side, the messages, the
+ *            tools it offered
  *   reply    its reply was delivered: text, reasoning, tool calls, who served it, and for the
  *            local model the rollout (prompt ids, generated ids, their log-probs)
  *   close    `X-Session-Done`: the session takes no more turns
@@ -40,6 +41,8 @@ export interface RequestRecord {
   kind: 'main' | 'side';
   at: number;
   messages: CapturedMessage[];
+  /** The tools the request offered (its `tools`, as sent), where it offered some. */
+  tools?: unknown[];
 }
 
 export interface ReplyRecord {
@@ -141,6 +144,8 @@ export interface SharedRequestLine extends Omit<RequestRecord, 'v'> {
   /** The session's last main request before this one, whose first `kept` messages this one begins with. */
   base: string;
   kept: number;
+  /** The request offered the very tools its base did (written instead of `tools`: an agent sends the same list every turn). */
+  sameTools?: true;
 }
 
 export interface SharedReplyLine extends Omit<ReplyRecord, 'v' | 'rollout'> {
@@ -173,6 +178,8 @@ export function parseRecord(value: unknown): LogLine {
       need(r.kind === 'main' || r.kind === 'side', 'request kind must be main or side');
       need(Array.isArray(r.messages) && r.messages.every((m) => isObject(m) && typeof m.role === 'string' && typeof m.content === 'string'), 'request messages malformed');
       need(!shared || (typeof r.base === 'string' && Number.isInteger(r.kept)), 'shared request without base or kept');
+      need(r.tools === undefined || Array.isArray(r.tools), 'request tools must be a list');
+      need(r.sameTools === undefined || (shared && r.sameTools === true && r.tools === undefined), 'request sameTools malformed');
       return r as unknown as RequestRecord | SharedRequestLine;
     case 'reply':
       need(typeof r.id === 'string' && typeof r.session === 'string', 'reply without id or session');

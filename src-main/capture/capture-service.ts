@@ -231,7 +231,7 @@ export class CaptureService {
       const ws = this.workspace();
       const now = Date.now();
       const { sessionId, seq } = st.sessions.resolve(explicit ?? user, messages, kind, now);
-      const record: RequestRecord = { v: 1, t: 'request', id: crypto.randomUUID(), session: sessionId, seq, kind, at: now, messages };
+      const record: RequestRecord = { v: 1, t: 'request', id: crypto.randomUUID(), session: sessionId, seq, kind, at: now, messages, ...(request.tools?.length ? { tools: request.tools } : {}) };
       this.append(st, record);
       if (kind === 'main') this.applyToDb(st, ws, [], sessionId);
       return (started = { st, ws, record, sessionId });

@@ -23,7 +23,8 @@
  * tool message of a request is the next state of the reply before it.
  */
 import crypto from 'node:crypto';
-import type { ImportedConversation, ImportedTurn, Role, ToolCall } from '../../src-shared/types.js';
+import type { ImportedConversation, ImportedTurn, Role } from '../../src-shared/types.js';
+import { capturedToolCalls } from '../store/capture-exchanges.js';
 import type { CaptureExchangeRow } from '../workspace/workspace.js';
 import type { ArchivedContinuation, CapturedMessage, CaptureRecord, ReplyRecord, RequestRecord } from './capture-records.js';
 
@@ -269,7 +270,7 @@ export class LiveSessions {
         role: 'assistant',
         text: r.content,
         ...(r.reasoning ? { reasoning: r.reasoning } : {}),
-        ...(r.toolCalls.length ? { toolCalls: toolCallsOf(r.toolCalls) } : {}),
+        ...(r.toolCalls.length ? { toolCalls: capturedToolCalls(r.toolCalls) } : {}),
         timestamp: last.reply.at / 1000,
       });
     }
@@ -280,7 +281,8 @@ export class LiveSessions {
       createdAt: seg.mains[0]!.request.at / 1000,
       turns,
       alternatives: [],
-      metadata: { capture: { key: seg.key, keyed: seg.keyed } },
+      // The tools of its latest request: what the model saw when it wrote the latest reply.
+      metadata: { capture: { key: seg.key, keyed: seg.keyed }, ...(last.request.tools?.length ? { tools: last.request.tools } : {}) },
       warnings: [],
     };
   }
@@ -323,22 +325,10 @@ function turnOf(m: CapturedMessage, at: number): ImportedTurn {
   return {
     role,
     text: m.content,
-    ...(m.tool_calls?.length ? { toolCalls: toolCallsOf(m.tool_calls) } : {}),
+    ...(m.tool_calls?.length ? { toolCalls: capturedToolCalls(m.tool_calls) } : {}),
     ...(m.tool_call_id ? { toolCallId: m.tool_call_id } : {}),
     ...(role === 'tool' && m.name ? { toolName: m.name } : {}),
     timestamp: at,
   };
 }
 
-/** OpenAI's `{id, type, function: {name, arguments}}` as the store's ToolCall. */
-function toolCallsOf(calls: unknown[]): ToolCall[] {
-  return calls.map((c) => {
-    const call = (c ?? {}) as { id?: unknown; function?: { name?: unknown; arguments?: unknown } };
-    const args = call.function?.arguments;
-    return {
-      ...(typeof call.id === 'string' ? { id: call.id } : {}),
-      name: typeof call.function?.name === 'string' ? call.function.name : 'unknown',
-      arguments: typeof args === 'string' ? args : JSON.stringify(args ?? {}),
-    };
-  });
-}

@@ -46,7 +46,7 @@ export class LogPrefixes {
   private readonly lastMain = new Map<string, RequestRecord>();
   private readonly lastRollout = new Map<string, RolloutTail>();
   /** Every request's whole messages (arrays of shared objects) and kind by id, for decoding a base. */
-  private readonly requests = new Map<string, { messages: CapturedMessage[]; kind: RequestRecord['kind']; session: string }>();
+  private readonly requests = new Map<string, { messages: CapturedMessage[]; kind: RequestRecord['kind']; session: string; tools?: unknown[] }>();
 
   /**
    * The line to write for `record` (whole when it shares nothing with its session's last one),
@@ -58,7 +58,9 @@ export class LogPrefixes {
       const kept = base ? sharedPrefixLength(base.messages, record.messages, sameMessage) : 0;
       if (kept === 0) return { line: record, record };
       const rest = record.messages.slice(kept);
-      return { line: { ...record, v: 2, base: base!.id, kept, messages: rest }, record: { ...record, messages: [...base!.messages.slice(0, kept), ...rest] } };
+      const { tools, ...line } = record;
+      const toolsLine = tools === undefined ? {} : sameJson(tools, base!.tools) ? { sameTools: true as const } : { tools };
+      return { line: { ...line, v: 2, base: base!.id, kept, messages: rest, ...toolsLine }, record: { ...record, messages: [...base!.messages.slice(0, kept), ...rest] } };
     }
     if (record.t === 'reply' && record.rollout) {
       const base = this.lastRollout.get(record.session);
@@ -72,7 +74,7 @@ export class LogPrefixes {
   /** Makes a record written (or read) a base for its session's next ones. */
   note(record: CaptureRecord): void {
     if (record.t === 'request') {
-      this.requests.set(record.id, { messages: record.messages, kind: record.kind, session: record.session });
+      this.requests.set(record.id, { messages: record.messages, kind: record.kind, session: record.session, ...(record.tools ? { tools: record.tools } : {}) });
       if (record.kind === 'main') this.lastMain.set(record.session, record);
     } else if (record.t === 'reply' && record.rollout && this.requests.get(record.id)?.kind === 'main') {
       this.lastRollout.set(record.session, { id: record.id, promptIds: record.rollout.promptIds, tokens: record.rollout.tokens });
@@ -89,12 +91,13 @@ export class LogPrefixes {
   private whole(line: LogLine): CaptureRecord {
     if (line.v !== 2) return line;
     if (line.t === 'request') {
-      const { base, kept, ...rest } = line;
+      const { base, kept, sameTools, ...rest } = line;
       const found = this.requests.get(base);
       if (found?.session !== rest.session) throw new Error(`capture record: its base request ${base} is not in the log${found ? ` under session ${rest.session}` : ''}`);
       const { messages } = found;
       if (!Number.isInteger(kept) || kept < 1 || kept > messages.length) throw new Error(`capture record: kept ${kept} is not within its base's ${messages.length} messages`);
-      return { ...rest, v: 1, messages: [...messages.slice(0, kept), ...rest.messages] };
+      if (sameTools && !found.tools) throw new Error(`capture record: it offers its base's tools, and its base request ${base} offered none`);
+      return { ...rest, v: 1, messages: [...messages.slice(0, kept), ...rest.messages], ...(sameTools ? { tools: found.tools } : {}) };
     }
     const { promptBase, promptKept, ...rollout } = line.rollout;
     const base = this.lastRollout.get(line.session);
@@ -111,4 +114,9 @@ function sharedPromptLength(base: RolloutTail, promptIds: readonly number[]): nu
   const inPrompt = sharedPrefixLength(base.promptIds, promptIds);
   if (inPrompt < base.promptIds.length) return inPrompt;
   return inPrompt + sharedPrefixLength(base.tokens, promptIds.slice(inPrompt));
+}
+
+/** Whether two tool lists are the same JSON (an agent resends its list unchanged every turn). */
+function sameJson(a: unknown, b: unknown): boolean {
+  return b !== undefined && JSON.stringify(a) === JSON.stringify(b);
 }

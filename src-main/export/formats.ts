@@ -18,7 +18,8 @@
 import type { ExportFormat } from '../../src-shared/views.js';
 import { fullContext } from '../pipeline/classify.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
-import { renderChatMl, toChatToolCalls, toMessage, type ChatMessage } from '../pipeline/chat-messages.js';
+import { renderChatMl, toChatToolCalls, toMessage, type ChatMessage, type ChatToolCall } from '../pipeline/chat-messages.js';
+import { argumentsAsTemplatesWrite } from '../model/template-context.js';
 import { sampleContextTurns, type SampleRecord, type SessionBundle, type TurnRecord } from '../store/session-reads.js';
 
 function messageOf(turn: TurnRecord): ChatMessage {
@@ -148,14 +149,51 @@ const PER_SAMPLE: Record<Exclude<ExportFormat, 'dpo'>, { keeps: (s: SampleRecord
   sdft: { keeps: (s) => Boolean(s.label.hint?.trim()), line: sdftLine },
 };
 
+/**
+ * How a format's lines carry tools (docs/design.md §Tools offered). `tools`: the list the session
+ * offered, after a line's other keys and only where there was one. TRL's trainers (SFT, DPO,
+ * KTO) read an example's `tools` as a list or a JSON string and get the string, which keeps a
+ * dataset whose rows offer differently shaped tools loadable (Arrow gives a column one type);
+ * Hindsight's own records carry the list; SDFT's trainer renders no tools. `callArguments`: a
+ * call's arguments as recorded, or as templates write them (argumentsAsTemplatesWrite), so that
+ * TRL, which hands a template the string as it is, renders the tokens Hindsight trains.
+ */
+const TOOL_FORMS: Record<ExportFormat, { tools: 'list' | 'json text' | null; callArguments: 'as recorded' | 'as templates write' }> = {
+  samples: { tools: 'list', callArguments: 'as recorded' },
+  openclaw: { tools: 'list', callArguments: 'as recorded' },
+  kto: { tools: 'json text', callArguments: 'as templates write' },
+  sft: { tools: 'json text', callArguments: 'as templates write' },
+  dpo: { tools: 'json text', callArguments: 'as templates write' },
+  sdft: { tools: null, callArguments: 'as templates write' },
+};
+
+function withToolForms(format: ExportFormat, bundle: SessionBundle, line: object): object {
+  const forms = TOOL_FORMS[format];
+  const out = forms.callArguments === 'as templates write' ? (withTemplateArguments(line) as object) : line;
+  if (!bundle.tools || !forms.tools) return out;
+  return { ...out, tools: forms.tools === 'list' ? bundle.tools : JSON.stringify(bundle.tools) };
+}
+
+/** `value` with every message's tool-call arguments as templates write them (a line's messages sit at any depth). */
+function withTemplateArguments(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withTemplateArguments);
+  if (!value || typeof value !== 'object') return value;
+  const entries = Object.entries(value).map(([k, v]) => [k, k === 'tool_calls' && Array.isArray(v) ? v.map(callWithTemplateArguments) : withTemplateArguments(v)]);
+  return Object.fromEntries(entries);
+}
+
+function callWithTemplateArguments(call: ChatToolCall): ChatToolCall {
+  return { ...call, function: { ...call.function, arguments: argumentsAsTemplatesWrite(call.function.arguments) } };
+}
+
 /** The JSONL lines (without newline) one session contributes to `format`. */
 export function* sessionLines(format: ExportFormat, bundle: SessionBundle): Generator<string> {
   if (format === 'dpo') {
-    for (const pair of dpoPairs(bundle)) yield JSON.stringify(pair());
+    for (const pair of dpoPairs(bundle)) yield JSON.stringify(withToolForms(format, bundle, pair()));
     return;
   }
   const { keeps, line } = PER_SAMPLE[format];
-  for (const s of bundle.samples) if (keeps(s)) yield JSON.stringify(line(bundle, s));
+  for (const s of bundle.samples) if (keeps(s)) yield JSON.stringify(withToolForms(format, bundle, line(bundle, s)));
 }
 
 /** How many lines one session contributes to `format`, by the same rules, without building them. */

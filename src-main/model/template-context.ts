@@ -97,6 +97,32 @@ function withCutId(call: unknown, cut: (id: unknown) => unknown): unknown {
   return { ...call, id: cut(call.id) };
 }
 
+/**
+ * JSON text as a chat template's `tojson` writes a value with no options (transformers'
+ * json.dumps, @huggingface/jinja alike): ", " between items, ": " after keys, keys in their
+ * order, non-ASCII kept.
+ */
+export function templateJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(templateJson).join(', ')}]`;
+  if (value && typeof value === 'object') return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${templateJson(v)}`).join(', ')}}`;
+  return JSON.stringify(value) ?? 'null';
+}
+
+/**
+ * A tool call's `arguments` (OpenAI's JSON string) as the text a template writes for them: a
+ * JSON object's text is what `arguments | tojson` makes of the object templateMessages hands
+ * the template, so a tool given the string (TRL, which passes a dataset's strings as they are)
+ * renders the same tokens as Hindsight; anything else is written as it is by both.
+ */
+export function argumentsAsTemplatesWrite(args: string): string {
+  try {
+    const parsed: unknown = JSON.parse(args);
+    return parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? templateJson(parsed) : args;
+  } catch {
+    return args;
+  }
+}
+
 function withParsedArguments(call: unknown): unknown {
   const fn = (call as { function?: { arguments?: unknown } } | null)?.function;
   if (!fn || typeof fn.arguments !== 'string') return call;

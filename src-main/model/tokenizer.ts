@@ -46,6 +46,12 @@ export interface TemplateOptions {
   extra?: Record<string, unknown>;
 }
 
+/**
+ * A reply to place after a conversation (ChatTokenizer.encodeResponse): its text, or the
+ * assistant message itself, which carries its tool calls (`tool_calls`, OpenAI's form).
+ */
+export type Reply = string | ChatMessage;
+
 /** A prompt + response as token ids, with where the response begins. */
 export interface ResponseSpan {
   inputIds: number[];
@@ -237,12 +243,20 @@ export class ChatTokenizer {
    * case), the whole conversation is encoded as one text. Otherwise (a BPE merge across the
    * boundary) the prompt and the rest are encoded apart and joined, which is exactly what
    * generation from that prompt would have produced.
+   *
+   * A reply that calls tools is the template's rendering of the assistant message with its
+   * `tool_calls` (Qwen's `<tool_call>` blocks, Llama 3.1's JSON, Mistral's `[TOOL_CALLS]` list):
+   * the tokens the model writes to call them. A template that leaves the calls out (Granite 3's
+   * writes only `content`) would teach the model to answer with nothing, so a reply whose calls
+   * the rendering does not name throws a UserError instead.
    */
-  encodeResponse(messages: ChatMessage[], response: string, options: Omit<TemplateOptions, 'addGenerationPrompt'> = {}): ResponseSpan {
+  encodeResponse(messages: ChatMessage[], response: Reply, options: Omit<TemplateOptions, 'addGenerationPrompt'> = {}): ResponseSpan {
     const now = new Date(); // every render sees the same date (Llama 3.2 writes today's date)
+    const replyMessage: ChatMessage = typeof response === 'string' ? { role: 'assistant', content: response } : { ...response, role: 'assistant' };
     const prompt = this.render(messages, { ...options, addGenerationPrompt: true }, now);
-    const full = this.render([...messages, { role: 'assistant', content: response }], { ...options, addGenerationPrompt: false }, now);
-    const reply = full.startsWith(prompt) ? full.slice(prompt.length) : this.replyWhereHistoryDiffers(messages, response, options, now, prompt, full);
+    const full = this.render([...messages, replyMessage], { ...options, addGenerationPrompt: false }, now);
+    const reply = full.startsWith(prompt) ? full.slice(prompt.length) : this.replyWhereHistoryDiffers(messages, replyMessage, options, now, prompt, full);
+    checkCallsWritten(replyMessage, reply);
     const promptIds = this.encode(prompt);
     const fullIds = this.encode(prompt + reply);
     if (promptIds.every((id, i) => fullIds[i] === id) && fullIds.length > promptIds.length) {
@@ -254,7 +268,7 @@ export class ChatTokenizer {
   }
 
   /** The reply's text when the prompt is not the start of the conversation with the reply (encodeResponse). */
-  private replyWhereHistoryDiffers(messages: ChatMessage[], response: string, options: TemplateOptions, now: Date, prompt: string, full: string): string {
+  private replyWhereHistoryDiffers(messages: ChatMessage[], response: ChatMessage, options: TemplateOptions, now: Date, prompt: string, full: string): string {
     const opened = prompt.slice(sharedPrefixLength(prompt, full));
     if (/^<think>\s*$/.test(opened)) return this.continueOpenedThink(messages, response, options, now, opened, prompt, full);
     return this.replyAfterRewrittenHistory(messages, response, options, now, prompt, full);
@@ -264,17 +278,20 @@ export class ChatTokenizer {
    * The reply where the conversation's history renders otherwise once the reply follows it
    * (Mistral's system message, written into the last user turn only while that turn is last).
    * The model generates from the prompt, so what it learns to write is the reply as the
-   * template ends the conversation with it: the response and the end of turn, taken only when
-   * the conversation with the reply ends with the generation prompt, the response and that end
-   * of turn (the reply turn itself rendered as generation writes it). Anything else throws the
-   * UserError of a reply that does not follow its prompt.
+   * template ends the conversation with it: everything from where the reply turn's own text
+   * begins (found against renders whose reply is a marker instead: the history renders the
+   * same before any reply), taken only when the generation prompt comes right before it.
+   * Anything else throws the UserError of a reply that does not follow its prompt.
    */
-  private replyAfterRewrittenHistory(messages: ChatMessage[], response: string, options: TemplateOptions, now: Date, prompt: string, full: string): string {
+  private replyAfterRewrittenHistory(messages: ChatMessage[], response: ChatMessage, options: TemplateOptions, now: Date, prompt: string, full: string): string {
     const bare = this.render(messages, { ...options, addGenerationPrompt: false }, now);
     if (!prompt.startsWith(bare)) throw new UserError(notAPrefixMessage(prompt, full));
-    const reply = response + this.endOfTurn(messages, options, now);
-    if (!full.endsWith(prompt.slice(bare.length) + reply)) throw new UserError(notAPrefixMessage(prompt, full));
-    return reply;
+    // Two markers that differ in their first character: whatever the reply starts with, one
+    // of them parts from it there.
+    const withMarker = (marker: string) => this.render([...messages, { role: 'assistant', content: marker }], { ...options, addGenerationPrompt: false }, now);
+    const start = Math.min(sharedPrefixLength(full, withMarker('HindsightReplyMarker')), sharedPrefixLength(full, withMarker('#HindsightReplyMarker')));
+    if (!full.slice(0, start).endsWith(prompt.slice(bare.length))) throw new UserError(notAPrefixMessage(prompt, full));
+    return full.slice(start);
   }
 
   /**
@@ -289,22 +306,40 @@ export class ChatTokenizer {
    *     as Qwen3 writes an empty one), then the reply.
    * Anything else throws the UserError of a reply that does not follow its prompt.
    */
-  private continueOpenedThink(messages: ChatMessage[], response: string, options: TemplateOptions, now: Date, opened: string, prompt: string, full: string): string {
-    const endOfTurn = this.endOfTurn(messages, options, now);
+  private continueOpenedThink(messages: ChatMessage[], reply: ChatMessage, options: TemplateOptions, now: Date, opened: string, prompt: string, full: string): string {
+    const response = reply.content;
+    const endOfTurn = this.afterContent(messages, reply, options, now);
     if (response.startsWith(opened)) return response.slice(opened.length) + endOfTurn;
     if (response.trimStart().startsWith('<think>')) throw new UserError(notAPrefixMessage(prompt, full));
     if (response.includes('</think>')) return response + endOfTurn;
     return `${opened.endsWith('\n') ? '' : '\n'}\n</think>\n\n${response}${endOfTurn}`;
   }
 
-  /** What the template writes after an assistant reply's content (its end-of-turn tokens). */
-  private endOfTurn(messages: ChatMessage[], options: TemplateOptions, now: Date): string {
+  /**
+   * What the template writes after an assistant reply's content: its tool calls, where it has
+   * some, and the end-of-turn tokens.
+   */
+  private afterContent(messages: ChatMessage[], reply: ChatMessage, options: TemplateOptions, now: Date): string {
     const marker = 'HindsightReplyMarker';
-    const rendered = this.render([...messages, { role: 'assistant', content: marker }], { ...options, addGenerationPrompt: false }, now);
+    const rendered = this.render([...messages, { ...reply, content: marker }], { ...options, addGenerationPrompt: false }, now);
     const at = rendered.lastIndexOf(marker);
     if (at < 0) throw new UserError('the chat template does not write an assistant reply\'s content: cannot find where a reply ends');
     return rendered.slice(at + marker.length);
   }
+}
+
+/** A reply calls tools and the chat template's rendering of it leaves them out (Granite 3's template writes only `content`). */
+export class ToolCallsNotWritten extends UserError {
+  constructor(readonly missing: string) {
+    super(`the chat template does not write the reply's tool calls (no '${missing}' in its rendering): a reply that calls tools cannot be trained with this template`);
+  }
+}
+
+/** Throws where a reply calls tools and its rendering (`written`) does not name each of them (encodeResponse). */
+function checkCallsWritten(reply: ChatMessage, written: string): void {
+  const calls = Array.isArray(reply.tool_calls) ? (reply.tool_calls as { function?: { name?: unknown } }[]) : [];
+  const missing = calls.map((c) => c?.function?.name).find((name) => typeof name !== 'string' || !written.includes(name));
+  if (calls.length && missing !== undefined) throw new ToolCallsNotWritten(String(missing));
 }
 
 function notAPrefixMessage(prompt: string, full: string): string {

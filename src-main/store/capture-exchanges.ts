@@ -2,6 +2,7 @@
 // (src-main/capture/), with the local model's rollout when it generated the reply.
 import { LRUCache } from 'lru-cache';
 import { sharedPrefixLength } from '../../src-shared/shared-prefix.js';
+import type { ToolCall } from '../../src-shared/types.js';
 import type { Store } from './database.js';
 
 /** One captured chat-completions exchange as the database keeps it. */
@@ -167,9 +168,9 @@ export function hasCaptureExchanges(store: Store, sessionId: string): boolean {
 
 /**
  * The latest rollout of the local model `modelDir` for the reply at `responseTurn`, with the
- * reply text it produced (the caller checks that text is still the session's).
+ * reply it produced (the caller checks that the reply is still the session's).
  */
-export function latestRollout(store: Store, sessionId: string, responseTurn: number, modelDir: string): { replyText: string; rollout: Rollout } | undefined {
+export function latestRollout(store: Store, sessionId: string, responseTurn: number, modelDir: string): { reply: { text: string; toolCalls: ToolCall[] }; rollout: Rollout } | undefined {
   const row = store.get<{ reply: string; prompt_ids: string; token_ids: string; logprobs: string }>(
     `SELECT reply, prompt_ids, token_ids, logprobs FROM capture_exchanges
        WHERE session_id = ? AND reply_turn = ? AND kind = 'main' AND token_ids IS NOT NULL AND model_dir = ?
@@ -177,8 +178,22 @@ export function latestRollout(store: Store, sessionId: string, responseTurn: num
     [sessionId, responseTurn, modelDir],
   );
   if (!row) return undefined;
+  const reply = JSON.parse(row.reply) as CaptureExchangeRow['reply'];
   return {
-    replyText: (JSON.parse(row.reply) as { content: string }).content,
+    reply: { text: reply.content, toolCalls: capturedToolCalls(reply.toolCalls ?? []) },
     rollout: { promptIds: JSON.parse(row.prompt_ids), tokens: JSON.parse(row.token_ids), logprobs: JSON.parse(row.logprobs) },
   };
+}
+
+/** A captured reply's tool calls (OpenAI's form, as the endpoint returned them) as a turn keeps them. */
+export function capturedToolCalls(calls: unknown[]): ToolCall[] {
+  return calls.map((c) => {
+    const call = (c ?? {}) as { id?: unknown; function?: { name?: unknown; arguments?: unknown } };
+    const args = call.function?.arguments;
+    return {
+      ...(typeof call.id === 'string' ? { id: call.id } : {}),
+      name: typeof call.function?.name === 'string' ? call.function.name : 'unknown',
+      arguments: typeof args === 'string' ? args : JSON.stringify(args ?? {}),
+    };
+  });
 }

@@ -4,6 +4,7 @@
 import { contextTurnIndices, type ContextSpan } from '../../src-shared/context-span.js';
 import type { Attachment, Citation, LabelSource, Reward, Role, SessionFormat, ToolCall, TurnClass, Vote } from '../../src-shared/types.js';
 import type { CompositeScore } from '../../src-shared/composite.js';
+import { offeredTools, type OfferedTool } from '../../src-shared/offered-tools.js';
 import type { LabelView, NoSampleReason } from '../../src-shared/views.js';
 import type { Store } from './database.js';
 
@@ -56,6 +57,8 @@ export interface SessionRecord {
   format: SessionFormat;
   createdAt: number | null;
   noSampleReason: NoSampleReason | null;
+  /** The tools the conversation offered the model (its metadata's `tools`, read by src-shared/offered-tools.ts), or null. */
+  tools: OfferedTool[] | null;
 }
 
 export interface SessionBundle extends SessionRecord {
@@ -86,11 +89,29 @@ interface SampleRow {
 /** Stable order for everything that walks sessions (exports must be byte-identical). */
 export const SESSION_ORDER = 'ORDER BY created_at IS NULL, created_at, id';
 
-function sessionRecord(row: { id: string; title: string; format: string; created_at: number | null; no_sample_reason: string | null }): SessionRecord {
+interface SessionRow { id: string; title: string; format: string; created_at: number | null; no_sample_reason: string | null; tools: string | null }
+
+/**
+ * The columns of a SessionRow; `tools` is only the metadata's list, not the whole metadata (a
+ * metadata that is not JSON, which only a hand-edited database has, reads as no tools).
+ */
+const SESSION_COLUMNS = "id, title, format, created_at, no_sample_reason, CASE WHEN json_valid(metadata) THEN json_extract(metadata, '$.tools') END AS tools";
+
+function sessionRecord(row: SessionRow): SessionRecord {
   return {
     id: row.id, title: row.title, format: row.format as SessionFormat, createdAt: row.created_at,
-    noSampleReason: row.no_sample_reason as NoSampleReason | null,
+    noSampleReason: row.no_sample_reason as NoSampleReason | null, tools: toolsOf(row.tools),
   };
+}
+
+/** json_extract gives a list as its JSON text, and a string (ShareGPT's form) as the string itself. */
+function toolsOf(text: string | null): OfferedTool[] | null {
+  if (text === null) return null;
+  try {
+    return offeredTools(JSON.parse(text));
+  } catch {
+    return null;
+  }
 }
 
 export function labelFromRow(row: Omit<SampleRow, 'response_turn' | 'feedback_turn' | 'next_state_role' | 'context_head_end' | 'context_tail_start'>): StoredLabel {
@@ -152,8 +173,8 @@ export function readAlternatives(store: Store, sessionId: string): AlternativeRe
 }
 
 export function readSessionRecord(store: Store, sessionId: string): SessionRecord | undefined {
-  const row = store.get<{ id: string; title: string; format: string; created_at: number | null; no_sample_reason: string | null }>(
-    'SELECT id, title, format, created_at, no_sample_reason FROM sessions WHERE id = ?',
+  const row = store.get<SessionRow>(
+    `SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = ?`,
     [sessionId],
   );
   return row ? sessionRecord(row) : undefined;
@@ -183,8 +204,8 @@ export function readBundle(store: Store, record: SessionRecord): SessionBundle {
 /** Every session (or one, or those of one format — live capture reads only its own) as a bundle. */
 export function* iterateBundles(store: Store, sessionId?: string, format?: SessionFormat): Generator<SessionBundle> {
   const where = sessionId !== undefined ? 'WHERE id = ?' : format !== undefined ? 'WHERE format = ?' : '';
-  const rows = store.all<{ id: string; title: string; format: string; created_at: number | null; no_sample_reason: string | null }>(
-    `SELECT id, title, format, created_at, no_sample_reason FROM sessions ${where} ${SESSION_ORDER}`,
+  const rows = store.all<SessionRow>(
+    `SELECT ${SESSION_COLUMNS} FROM sessions ${where} ${SESSION_ORDER}`,
     sessionId !== undefined ? [sessionId] : format !== undefined ? [format] : undefined,
   );
   for (const row of rows) yield readBundle(store, sessionRecord(row));

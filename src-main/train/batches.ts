@@ -28,7 +28,7 @@ import { overLengthReason } from '../../src-shared/training.js';
 import { methodRecord, MISSING_SIGNAL, signalKind } from '../../src-shared/training-methods.js';
 import { UserError } from '../../src-shared/types.js';
 import type { TrainingSample } from '../../src-shared/views.js';
-import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
+import { ToolCallsNotWritten, type ChatMessage, type ChatTokenizer } from '../model/tokenizer.js';
 import { ChatTemplateError } from '../model/template-interpreter.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
 import { hasSignalFor } from '../pipeline/training-signal.js';
@@ -93,6 +93,18 @@ export function rowSelected(method: TrainMethod, reward: number, hasTeacher: boo
   return kept || hasSignalFor(method, reward, hasTeacher);
 }
 
+/** The template options of a sample's conversation: the tools it offered (TrainingSample.tools). */
+export function offered(s: Pick<TrainingSample, 'tools'>): { tools?: unknown[] } {
+  return s.tools ? { tools: s.tools } : {};
+}
+
+/**
+ * A reply with neither text nor a tool call gives the model nothing to learn or be scored on
+ * (the pipeline makes no sample of an empty turn; the check keeps a hand-built one out).
+ */
+export const EMPTY_REPLY = 'empty reply (no text, no tool call)';
+export const isEmptyReply = (s: Pick<TrainingSample, 'response'>): boolean => !s.response.content.trim() && !s.response.tool_calls?.length;
+
 export function skip(set: RowSet, reason: string): void {
   set.skipped[reason] = (set.skipped[reason] ?? 0) + 1;
 }
@@ -103,6 +115,7 @@ export function skip(set: RowSet, reason: string): void {
  * that must alternate), another failure to render, or a reply that does not follow its prompt.
  */
 export function templateSkipReason(err: UserError): string {
+  if (err instanceof ToolCallsNotWritten) return 'the chat template does not write tool calls';
   if (!(err instanceof ChatTemplateError)) return 'the chat template does not place the reply after its prompt';
   return err.raised !== undefined ? `the chat template refuses the conversation: ${err.raised.trim()}` : `the chat template fails on the conversation: ${err.detail.message.trim()}`;
 }
@@ -118,9 +131,8 @@ export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: C
   const set: RowSet = { rows: [], skipped: {}, truncated: 0 };
   for (const s of samples) {
     const origin = `${s.sessionId}/${s.responseTurn}`;
-    const reply = s.response.content;
-    if (!reply.trim()) {
-      skip(set, 'empty reply text (tool call only)');
+    if (isEmptyReply(s)) {
+      skip(set, EMPTY_REPLY);
       continue;
     }
     const wantTeacher = s.hint !== null && methodRecord(method).uses.hint;
@@ -171,10 +183,10 @@ export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: C
 function windowedSpans(
   s: TrainingSample, tokenizer: ChatTokenizer, messages: ChatMessage[], rollout: TokenSpan | null, wantTeacher: boolean, maxLength: number,
 ): { student: TokenSpan; teacher?: TokenSpan; cut: boolean } | null {
-  const own = rollout ? { fits: true as const, span: rollout, cut: false } : windowedResponse(tokenizer, messages, s.response.content, maxLength);
+  const own = rollout ? { fits: true as const, span: rollout, cut: false } : windowedResponse(tokenizer, messages, s.response, maxLength, offered(s));
   if (!own.fits) return null;
   if (!wantTeacher) return { student: own.span, cut: own.cut };
-  const hinted = windowedResponse(tokenizer, enhancedContext(s.messages, s.hint!).map((m) => ({ ...m })), s.response.content, maxLength);
+  const hinted = windowedResponse(tokenizer, enhancedContext(s.messages, s.hint!).map((m) => ({ ...m })), s.response, maxLength, offered(s));
   if (!hinted.fits) return null;
   return { student: own.span, teacher: hinted.span, cut: own.cut || hinted.cut };
 }
@@ -182,19 +194,20 @@ function windowedSpans(
 /**
  * A sample captured live from the local model is trained on the very tokens it generated,
  * with their rollout log-probs as `old` (docs/design.md §Advantages), when — and only when — its context,
- * rendered through this tokenizer's chat template with the generation prompt, gives exactly
- * the prompt ids the model generated from. Then the row is prompt ids + generated ids (the
- * end-of-sequence token included when generation stopped on it, so its log-prob trains too).
- * Anything else (a context window cut the prompt, tools were in the request, another
- * template or tokenizer, no rollout) gives null: the reply is rendered from its text and old
- * comes from the policy. The workspace attaches a rollout only for the model being trained
- * (TrainingSample.rollout), and only while the stored reply text is the generated one.
+ * rendered through this tokenizer's chat template with the generation prompt and the tools the
+ * request offered, gives exactly the prompt ids the model generated from. Then the row is prompt
+ * ids + generated ids (the end-of-sequence token included when generation stopped on it, so its
+ * log-prob trains too; a tool call as the very tokens the model wrote). Anything else (a context
+ * window cut the prompt, another template or tokenizer, no rollout) gives null: the reply is
+ * rendered from its text and tool calls, and old comes from the policy. The workspace attaches a
+ * rollout only for the model being trained (TrainingSample.rollout), and only while the stored
+ * reply is the generated one.
  */
 export function rolloutSpan(s: TrainingSample, tokenizer: ChatTokenizer, messages: ChatMessage[], maxLength = Infinity): (TokenSpan & { logprobs: number[] }) | null {
   const r = s.rollout;
   // A rollout longer than the window cannot be cut by turns: the reply's text is windowed instead.
   if (!r || r.tokens.length === 0 || r.promptIds.length + r.tokens.length > maxLength || r.tokens.length !== r.logprobs.length || !r.logprobs.every((x) => Number.isFinite(x) && x <= 0)) return null;
-  const prompt = tokenizer.encodeChat(messages, { addGenerationPrompt: true });
+  const prompt = tokenizer.encodeChat(messages, { addGenerationPrompt: true, ...offered(s) });
   if (!sameTokens(prompt, r.promptIds)) return null;
   return { inputIds: [...r.promptIds, ...r.tokens], responseStart: r.promptIds.length, logprobs: [...r.logprobs] };
 }

@@ -18,7 +18,7 @@ import type { TrainingSample } from '../../src-shared/views.js';
 import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
 import { withLessons } from '../../src-shared/lessons.js';
-import { fitRow, padBatch, responseValues, templateSkipReason, type TokenSpan, type TrainRow } from './batches.js';
+import { EMPTY_REPLY, fitRow, isEmptyReply, offered, padBatch, responseValues, templateSkipReason, type TokenSpan, type TrainRow } from './batches.js';
 import { windowedResponse } from './fit-max-length.js';
 import type { StepBatch } from './training-step.js';
 
@@ -51,11 +51,11 @@ const idsOf = (span: TokenSpan): TokenSpan => ({ inputIds: span.inputIds, respon
  * ./batches.ts rowsFromSamples); null when either does not fit `maxLength` (a reply is never cut).
  */
 function studentAndTeacher(s: TrainingSample, tokenizer: ChatTokenizer, maxLength: number, lessons: string): Pick<EvalRow, 'student' | 'teacher'> | null {
-  const own = windowedResponse(tokenizer, withLessons(plain(s.messages), lessons), s.response.content, maxLength);
+  const own = windowedResponse(tokenizer, withLessons(plain(s.messages), lessons), s.response, maxLength, offered(s));
   if (!own.fits) return null;
   const student = idsOf(own.span);
   if (s.hint === null) return { student };
-  const hinted = windowedResponse(tokenizer, plain(enhancedContext(s.messages, s.hint)), s.response.content, maxLength);
+  const hinted = windowedResponse(tokenizer, plain(enhancedContext(s.messages, s.hint)), s.response, maxLength, offered(s));
   if (!hinted.fits) return null;
   const t = hinted.span;
   const row: TrainRow = {
@@ -70,7 +70,7 @@ function studentAndTeacher(s: TrainingSample, tokenizer: ChatTokenizer, maxLengt
 
 /** The repair on the sample's plain context, windowed the same way; null when it does not fit. */
 function repairSpan(s: TrainingSample, tokenizer: ChatTokenizer, maxLength: number, lessons: string): TokenSpan | null {
-  const windowed = windowedResponse(tokenizer, withLessons(plain(s.messages), lessons), s.repair!, maxLength);
+  const windowed = windowedResponse(tokenizer, withLessons(plain(s.messages), lessons), s.repair!, maxLength, offered(s));
   return windowed.fits ? idsOf(windowed.span) : null;
 }
 
@@ -92,8 +92,8 @@ export function evalRowsFromSamples(samples: readonly TrainingSample[], tokenize
       skip('neither labelled ±1, hinted nor repaired');
       continue;
     }
-    if (!s.response.content.trim()) {
-      skip('empty reply text (tool call only)');
+    if (isEmptyReply(s)) {
+      skip(EMPTY_REPLY);
       continue;
     }
     try {

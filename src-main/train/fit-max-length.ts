@@ -14,15 +14,20 @@
  * The conversation is rendered anew for each candidate window, so the template writes every
  * kept turn exactly as it would for that shorter chat (BOS, headers, the date line).
  */
-import type { ChatMessage, ChatTokenizer, ResponseSpan } from '../model/tokenizer.js';
+import type { ChatMessage, ChatTokenizer, Reply, ResponseSpan, TemplateOptions } from '../model/tokenizer.js';
 
 export type WindowedResponse =
   | { fits: true; span: ResponseSpan; messages: ChatMessage[]; cut: boolean }
   | { fits: false; why: 'reply' | 'system turn' };
 
-/** The longest window of `messages` whose rendering with `reply` fits `maxLength` tokens (see the module comment). */
-export function windowedResponse(tokenizer: ChatTokenizer, messages: readonly ChatMessage[], reply: string, maxLength: number): WindowedResponse {
-  const render = (kept: ChatMessage[]) => tokenizer.encodeResponse(kept, reply);
+/**
+ * The longest window of `messages` whose rendering with `reply` fits `maxLength` tokens (see the
+ * module comment). `options` are the template's (the tools the conversation offered).
+ */
+export function windowedResponse(
+  tokenizer: ChatTokenizer, messages: readonly ChatMessage[], reply: Reply, maxLength: number, options: Pick<TemplateOptions, 'tools'> = {},
+): WindowedResponse {
+  const render = (kept: ChatMessage[]) => tokenizer.encodeResponse(kept, reply, options);
   const fitsIn = (span: ResponseSpan) => span.inputIds.length <= maxLength;
   const whole = render([...messages]);
   if (fitsIn(whole)) return { fits: true, span: whole, messages: [...messages], cut: false };
@@ -47,7 +52,7 @@ export function windowedResponse(tokenizer: ChatTokenizer, messages: readonly Ch
     }
   }
   if (best) return { fits: true, ...best, cut: true };
-  return cutLatestTurn(tokenizer, system, body.slice(starts.at(-1) ?? body.length), reply, maxLength);
+  return cutLatestTurn(render, tokenizer, system, body.slice(starts.at(-1) ?? body.length), maxLength);
 }
 
 function leadingSystemCount(messages: readonly ChatMessage[]): number {
@@ -62,9 +67,11 @@ function turnStarts(body: readonly ChatMessage[]): number[] {
 }
 
 /** Step 4 of the module comment: the latest turn, its oldest messages cut from the left until the row fits. */
-function cutLatestTurn(tokenizer: ChatTokenizer, system: readonly ChatMessage[], turn: readonly ChatMessage[], reply: string, maxLength: number): WindowedResponse {
+function cutLatestTurn(
+  render: (kept: ChatMessage[]) => ResponseSpan, tokenizer: ChatTokenizer, system: readonly ChatMessage[], turn: readonly ChatMessage[], maxLength: number,
+): WindowedResponse {
   const kept = turn.map((m) => ({ ...m }));
-  let span = tokenizer.encodeResponse([...system, ...kept], reply);
+  let span = render([...system, ...kept]);
   for (const message of kept) {
     if (typeof message.content !== 'string') continue;
     const ids = tokenizer.encode(message.content);
@@ -74,7 +81,7 @@ function cutLatestTurn(tokenizer: ChatTokenizer, system: readonly ChatMessage[],
       // one more each round, so the loop ends.
       from = Math.min(ids.length, from + Math.max(1, span.inputIds.length - maxLength));
       message.content = from < ids.length ? tokenizer.decode(ids.slice(from), false) : '';
-      span = tokenizer.encodeResponse([...system, ...kept], reply);
+      span = render([...system, ...kept]);
     }
     if (span.inputIds.length <= maxLength) return { fits: true, span, messages: [...system, ...kept], cut: true };
   }

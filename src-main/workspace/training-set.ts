@@ -1,7 +1,7 @@
 // The training set (trainable samples, and the at-least-one rule) and the checks that warn
 // about it before a run.
 import path from 'node:path';
-import type { Reward, SessionFormat } from '../../src-shared/types.js';
+import type { Reward, SessionFormat, ToolCall } from '../../src-shared/types.js';
 import { APP_TRAIN_DEFAULTS, type TrainMethod } from '../../src-shared/training.js';
 import type { CheckReport, TrainingSample } from '../../src-shared/views.js';
 import type { LessonHint } from '../../src-shared/lessons.js';
@@ -12,7 +12,7 @@ import { latestRollout } from '../store/capture-exchanges.js';
 import type { Store } from '../store/database.js';
 import { countHintRunLabels, countHints } from '../store/label-rows.js';
 import { readStats, sessionsWithoutSamples } from '../store/overview-reads.js';
-import { iterateBundles, type SampleRecord } from '../store/session-reads.js';
+import { iterateBundles, type SampleRecord, type SessionBundle, type TurnRecord } from '../store/session-reads.js';
 import { countUnreviewedUncertain } from './review-queue.js';
 
 export interface TrainingSampleOptions {
@@ -50,16 +50,22 @@ export function trainingSamples(
         responseTurn: s.responseTurn,
         messages: contextMessages(bundle, s),
         response: responseMessage(bundle, s),
+        ...toolsOf(bundle),
         reward: s.reward,
         hint: s.hint,
         repair: s.label.repair,
         keptByAtLeastOne: kept,
         ...(options.reactions ? reactionOf(bundle, s) : {}),
-        ...(rolloutModel && bundle.format === 'capture' ? rolloutOf(store, bundle.id, s.responseTurn, bundle.turns[s.responseTurn].text, rolloutModel) : {}),
+        ...(rolloutModel && bundle.format === 'capture' ? rolloutOf(store, bundle.id, bundle.turns[s.responseTurn], rolloutModel) : {}),
       });
     }
   }
   return out;
+}
+
+/** The tools a sample's session offered the model, where it offered some (TrainingSample.tools). */
+function toolsOf(bundle: SessionBundle): Pick<TrainingSample, 'tools'> {
+  return bundle.tools ? { tools: bundle.tools } : {};
 }
 
 /** What came next after a sample's reply (the user's reaction or a tool's output), when something did. */
@@ -78,7 +84,7 @@ export function evaluationSamples(store: Store, include: (sessionId: string) => 
     if (!include(bundle.id)) continue;
     for (const s of bundle.samples.map(signalOf)) {
       out.push({
-        sessionId: bundle.id, responseTurn: s.responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s),
+        sessionId: bundle.id, responseTurn: s.responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s), ...toolsOf(bundle),
         reward: s.reward, hint: s.hint, repair: s.label.repair, keptByAtLeastOne: false,
         ...reactionOf(bundle, s),
       });
@@ -98,7 +104,7 @@ export function trainingSampleAt(store: Store, sessionId: string, responseTurn: 
     if (!s) return null;
     const { reward, hint } = signalOf(s);
     return {
-      sessionId: bundle.id, responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s),
+      sessionId: bundle.id, responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s), ...toolsOf(bundle),
       reward, hint, repair: s.label.repair, keptByAtLeastOne: false,
     };
   }
@@ -135,10 +141,15 @@ export function nothingToTrain(store: Store, method: TrainMethod, heldOut: Reado
   return `${why} (held-out sessions are not counted: they are kept for evaluation; move one to training on the Sessions page or with 'hindsight split --train ID')`;
 }
 
-/** The latest rollout of the local model `modelDir` for this reply, when its text is the reply's. */
-function rolloutOf(store: Store, sessionId: string, responseTurn: number, text: string, modelDir: string): Pick<TrainingSample, 'rollout'> {
-  const found = latestRollout(store, sessionId, responseTurn, modelDir);
-  return found && found.replyText === text ? { rollout: found.rollout } : {};
+/**
+ * The latest rollout of the local model `modelDir` for this reply, while the reply is the one it
+ * generated: the same text and the same tool calls (names and arguments; the user may have
+ * edited either on the timeline since).
+ */
+function rolloutOf(store: Store, sessionId: string, turn: TurnRecord, modelDir: string): Pick<TrainingSample, 'rollout'> {
+  const found = latestRollout(store, sessionId, turn.index, modelDir);
+  const calls = (list: readonly ToolCall[]) => JSON.stringify(list.map((c) => [c.name, c.arguments]));
+  return found && found.reply.text === turn.text && calls(found.reply.toolCalls) === calls(turn.toolCalls) ? { rollout: found.rollout } : {};
 }
 
 /** A judge run with hints stores a prompt version with a '+' part ('heuristic-v2+hints', 'reward-v1+hint-v2'). */

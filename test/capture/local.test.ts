@@ -142,6 +142,22 @@ describe('rollout log-probs', () => {
   });
 });
 
+describe('the tools a request offered', () => {
+  it('are the session\'s tools, in its samples; the log writes the list once while the client resends it', async () => {
+    const tools = [{ type: 'function', function: { name: 'roll_dice', description: 'Roll a die', parameters: { type: 'object', properties: {} } } }];
+    const first = [{ role: 'user', content: 'Tell me about a dragon.' }];
+    const h = { headers: { 'X-Session-Id': 'dice' }, body: { tools } };
+    const r1 = await chat(base, server.token, first, h);
+    await chat(base, server.token, [...first, { role: 'assistant', content: r1.content }, { role: 'user', content: 'Thanks!' }], h);
+    const [sample] = ws().trainingSamples().filter((s) => s.sessionId === 'capture:dice');
+    expect(sample!.tools).toEqual(tools);
+    const log = fs.readFileSync(`${server.dbPath}.capture-log.jsonl`, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const requests = log.filter((r) => r.t === 'request' && r.session === 'capture:dice');
+    // The list once, then "the same as before" while the agent resends it unchanged.
+    expect(requests.map((r) => [r.tools ?? null, r.sameTools ?? null])).toEqual([[tools, null], [null, true]]);
+  });
+});
+
 describe('privacy', () => {
   it('records nothing while capture is off', async () => {
     await api(server, 'updateSettings', { captureEnabled: false });

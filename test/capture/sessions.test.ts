@@ -100,6 +100,54 @@ describe('session resolution', () => {
   });
 });
 
+describe('the tools a request offered', () => {
+  const TOOLS = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }];
+  const OTHER_TOOLS = [{ type: 'function', function: { name: 'search', parameters: { type: 'object' } } }];
+
+  it('are written once while a session resends them, read back whole, and the conversation offers its latest request\'s', () => {
+    const s = new LiveSessions();
+    const log: CaptureRecord[] = [];
+    const request = (messages: CapturedMessage[], tools: unknown[] | undefined, reply: string) => {
+      const { sessionId, seq } = s.resolve('k', messages, 'main', 1000);
+      const id = `r${log.length}`;
+      const records: CaptureRecord[] = [
+        { v: 1, t: 'request', id, session: sessionId, seq, kind: 'main', at: 1000, messages, ...(tools ? { tools } : {}) },
+        { v: 1, t: 'reply', id, session: sessionId, at: 1001, reply: { content: reply, toolCalls: [], finishReason: 'stop' }, servedBy: 'upstream', model: 'm', modelDir: null, rollout: null },
+      ];
+      for (const r of records) {
+        log.push(r);
+        s.apply(r);
+      }
+    };
+    request([u('weather?')], TOOLS, 'sunny');
+    request([u('weather?'), a('sunny'), u('and tomorrow?')], TOOLS, 'rain');
+    expect(s.conversation('capture:k')!.metadata).toEqual({ capture: { key: 'k', keyed: true }, tools: TOOLS });
+    request([u('weather?'), a('sunny'), u('and tomorrow?'), a('rain'), u('search it')], OTHER_TOOLS, 'found');
+    expect(s.conversation('capture:k')!.metadata.tools).toEqual(OTHER_TOOLS);
+
+    const writer = new LogPrefixes();
+    const reader = new LogPrefixes();
+    const lines = log.map((r) => {
+      const { line, record } = writer.encode(r);
+      writer.note(record);
+      return JSON.parse(JSON.stringify(line)) as Record<string, unknown>;
+    });
+    const requests = lines.filter((l) => l.t === 'request');
+    expect(requests.map((l) => [l.v, l.tools ?? null, l.sameTools ?? null])).toEqual([[1, TOOLS, null], [2, null, true], [2, OTHER_TOOLS, null]]);
+    const read = lines.map((l) => reader.decode(parseRecord(l)));
+    expect(read).toEqual(log);
+  });
+
+  it('a line that claims its base\'s tools where the base offered none is refused', () => {
+    const reader = new LogPrefixes();
+    reader.decode(parseRecord({ v: 1, t: 'request', id: 'a', session: 's', seq: 0, kind: 'main', at: 1, messages: [u('hi')] }));
+    expect(() => reader.decode(parseRecord({ v: 2, t: 'request', id: 'b', session: 's', seq: 1, kind: 'main', at: 2, base: 'a', kept: 1, sameTools: true, messages: [] })))
+      .toThrow(/base request a offered none/);
+    expect(() => parseRecord({ v: 1, t: 'request', id: 'c', session: 's', seq: 0, kind: 'main', at: 1, messages: [], tools: 'get_weather' })).toThrow(/tools must be a list/);
+    expect(() => parseRecord({ v: 1, t: 'request', id: 'c', session: 's', seq: 0, kind: 'main', at: 1, messages: [], sameTools: true })).toThrow(/sameTools malformed/);
+  });
+});
+
 describe('log records', () => {
   it('are checked and a bad one is named', () => {
     expect(() => parseRecord({ v: 3, t: 'request', at: 1 })).toThrow(/unknown version 3/);

@@ -24,7 +24,7 @@ import { HeuristicJudge } from '../../src-main/judge/verdicts.js';
 import { ChatTokenizer, type ChatMessage } from '../../src-main/model/tokenizer.js';
 import { runCli } from '../helpers/cli.js';
 import { writeRealTokenizer } from '../../tools/real-tokenizers.js';
-import { SESSION_001, SESSION_002, SESSION_003, SORTING, conv, fakeExport, tempWorkspace, trainOnEverySession } from '../store/helpers.js';
+import { SESSION_001, SESSION_002, SESSION_003, SORTING, conv, fakeExport, tempWorkspace, trainOnEverySession, type TurnSpec } from '../store/helpers.js';
 import { interopPython, pythonEnv } from './python.js';
 import { maxAbsDiffRows } from '../helpers/numbers.js';
 
@@ -109,6 +109,16 @@ async function startServe(upstream: string): Promise<{ url: string; key: string 
   return { url: `${info.url}v1`, key: new URL(info.loginUrl).searchParams.get('token')! };
 }
 
+/** An agent's session: the tool it was offered, a reply that calls it, the tool's result, the answer, thanks. */
+const WEATHER_TOOLS = [{ type: 'function', function: { name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+const AGENT_TURNS: TurnSpec[] = [
+  ['user', 'What is the weather in Paris?'],
+  { role: 'assistant', text: '', toolCalls: [{ id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' }] },
+  { role: 'tool', text: '18°C and sunny', toolCallId: 'call_1', toolName: 'get_weather' },
+  ['assistant', 'It is 18°C and sunny in Paris.'],
+  ['user', 'Perfect, thanks!'],
+];
+
 const readJson = (file: string) => JSON.parse(fs.readFileSync(file, 'utf8'));
 const jsonl = (file: string) => fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
 
@@ -118,7 +128,10 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
     let ws;
     ({ ws, dir, dbPath } = await tempWorkspace());
     const regenerated = { atTurn: 2, turn: { role: 'assistant' as const, text: 'Sure! Which language would you like it in?' } };
-    await ws.importExport(fakeExport('x.jsonl', [conv('sort', SORTING, { createdAt: 10, alternatives: [regenerated] }), conv('rec', SESSION_002, { createdAt: 20 }), conv('geo', SESSION_001, { createdAt: 30 }), conv('web', SESSION_003, { createdAt: 40 })]));
+    await ws.importExport(fakeExport('x.jsonl', [
+      conv('sort', SORTING, { createdAt: 10, alternatives: [regenerated] }), conv('rec', SESSION_002, { createdAt: 20 }), conv('geo', SESSION_001, { createdAt: 30 }), conv('web', SESSION_003, { createdAt: 40 }),
+      conv('agent', AGENT_TURNS, { createdAt: 50, metadata: { tools: WEATHER_TOOLS } }),
+    ]));
     await runJudge(ws, new HeuristicJudge(), { hints: true, force: true });
     ws.setLabel('openai:sort', 4, { repair: 'def sort_list(items, reverse=False):\n    return sorted(items, reverse=reverse)' });
     trainOnEverySession(ws);
@@ -245,7 +258,7 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
       files[format] = { file, lines: r.json().lines };
       expect(files[format]!.lines).toBe(jsonl(file).length);
     }
-    expect([files.kto!.lines, files.dpo!.lines, files.sft!.lines]).toEqual([8, 2, 6]);
+    expect([files.kto!.lines, files.dpo!.lines, files.sft!.lines]).toEqual([10, 2, 8]); // the agent's two replies in kto and sft
     const r = await python('trl_accepts.py', modelDir, path.join(dir, 'trl-accepts'), files.kto!.file, files.dpo!.file, files.sft!.file, path.join(dir, 'bundle-sft-tiny-qwen3'));
     timed('KTOTrainer, DPOTrainer, SFTTrainer on the exports', r);
     expect(r.code, r.stderr.slice(-4000)).toBe(0);
@@ -254,34 +267,59 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
       const lines = files[format.replace('_handoff', '')]!.lines;
       expect([trl[format].read, trl[format].rows], format).toEqual([lines, lines]);
     }
+    /** The tools a line offers (a JSON string, as TRL reads them), as template options. */
+    const offered = (row: { tools?: string }) => (row.tools ? { tools: JSON.parse(row.tools) as unknown[] } : {});
     /** The tokens Hindsight trains on for a prompt and reply: ids, and where the reply starts. */
-    const span = (prompt: ChatMessage[], reply: ChatMessage[]) => tokenizer.encodeResponse(prompt, reply[0]!.content);
+    const span = (prompt: ChatMessage[], reply: ChatMessage[], row: { tools?: string }) => tokenizer.encodeResponse(prompt, reply[0]!, offered(row));
     // KTO: the prompt is Hindsight's prompt, the completion its reply span; labels as exported
     const kto = jsonl(files.kto!.file);
     expect(trl.kto.columns).toEqual(expect.arrayContaining(['prompt', 'completion', 'label', 'prompt_ids', 'completion_ids']));
-    kto.forEach((row: { prompt: ChatMessage[]; completion: ChatMessage[]; label: boolean }, i: number) => {
-      const ours = span(row.prompt, row.completion);
+    kto.forEach((row: { prompt: ChatMessage[]; completion: ChatMessage[]; label: boolean; tools?: string }, i: number) => {
+      const ours = span(row.prompt, row.completion, row);
       expect(trl.kto.tokens[i].prompt_ids, `kto ${i}`).toEqual(ours.inputIds.slice(0, ours.responseStart));
       expect(trl.kto.tokens[i].completion_ids, `kto ${i}`).toEqual(ours.inputIds.slice(ours.responseStart));
     });
     // DPO: chosen and rejected are each Hindsight's reply span after the same prompt
-    jsonl(files.dpo!.file).forEach((row: { prompt: ChatMessage[]; chosen: ChatMessage[]; rejected: ChatMessage[] }, i: number) => {
+    jsonl(files.dpo!.file).forEach((row: { prompt: ChatMessage[]; chosen: ChatMessage[]; rejected: ChatMessage[]; tools?: string }, i: number) => {
       for (const side of ['chosen', 'rejected'] as const) {
-        const ours = span(row.prompt, row[side]);
+        const ours = span(row.prompt, row[side], row);
         expect(trl.dpo.tokens[i].prompt_ids, `dpo ${i}`).toEqual(ours.inputIds.slice(0, ours.responseStart));
         expect(trl.dpo.tokens[i][`${side}_ids`], `dpo ${i} ${side}`).toEqual(ours.inputIds.slice(ours.responseStart));
       }
     });
     // SFT: the messages row as it is is the whole conversation, and SFTTrainer learns every token of it
     // (its default); train.py's last_reply_only makes it learn exactly Hindsight's reply span.
-    jsonl(files.sft!.file).forEach((row: { messages: ChatMessage[] }, i: number) => {
-      expect(trl.sft.tokens[i].input_ids, `sft ${i}`).toEqual(tokenizer.encode(tokenizer.applyChatTemplate(row.messages)));
+    jsonl(files.sft!.file).forEach((row: { messages: ChatMessage[]; tools?: string }, i: number) => {
+      expect(trl.sft.tokens[i].input_ids, `sft ${i}`).toEqual(tokenizer.encode(tokenizer.applyChatTemplate(row.messages, offered(row))));
       expect(trl.sft.tokens[i].labels, `sft ${i}`).toEqual(trl.sft.tokens[i].input_ids);
-      const ours = span(row.messages.slice(0, -1), row.messages.slice(-1));
+      const ours = span(row.messages.slice(0, -1), row.messages.slice(-1), row);
       const handed = trl.sft_handoff.tokens[i];
       expect(handed.input_ids, `sft_handoff ${i}`).toEqual(ours.inputIds);
       expect(handed.labels, `sft_handoff ${i}`).toEqual(ours.inputIds.map((id, t) => (t < ours.responseStart ? -100 : id)));
     });
+  });
+
+  it('train.py\'s tokenizer renders a tool call\'s JSON-string arguments as the object, as Hindsight does (Qwen2.5\'s template quotes a string)', async () => {
+    const qwen25 = writeRealTokenizer(path.join(dir, 'qwen2.5-tokenizer'), 'qwen2.5');
+    const messages = [
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: '', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris","days":[1,2]}' } }] },
+    ];
+    const script = [
+      'import json, sys', `sys.path.insert(0, ${JSON.stringify(path.join(dir, 'bundle-sft-tiny-qwen3'))})`, 'import train',
+      'from transformers import AutoTokenizer',
+      `messages, tools = json.loads(sys.argv[1]), json.loads(sys.argv[2])`,
+      `plain = AutoTokenizer.from_pretrained(${JSON.stringify(qwen25)})`,
+      `wrapped = train.with_call_arguments_as_objects(AutoTokenizer.from_pretrained(${JSON.stringify(qwen25)}))`,
+      'print(json.dumps([t.apply_chat_template(messages, tools=tools, tokenize=False) for t in (plain, wrapped)]))',
+    ].join('\n');
+    const r = await run(interopPython!, ['-c', script, JSON.stringify(messages), JSON.stringify(WEATHER_TOOLS)]);
+    expect(r.code, r.stderr).toBe(0);
+    const [plain, wrapped] = JSON.parse(r.stdout) as [string, string];
+    const ours = ChatTokenizer.load(qwen25).applyChatTemplate(messages, { tools: WEATHER_TOOLS });
+    expect(wrapped).toBe(ours);
+    expect(ours).toContain('"arguments": {"city": "Paris", "days": [1, 2]}');
+    expect(plain).toContain('"arguments": "{\\"city\\"'); // what TRL renders from the dataset's string without it
   });
 
   describe('bad input on the Python side ends with one line from train.py', () => {
@@ -308,10 +346,11 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
       fs.writeFileSync(data, `${good}{"prompt": [], "completion": [\n`);
       const broken = await launch(bundle, ['--output-dir', path.join(dir, 'never')]);
       timed('malformed dataset', broken);
-      expect(oneLine(broken)).toBe('train.py: data/kto.jsonl line 9: not JSON (Expecting value at column 31)');
+      const after = good.split('\n').filter(Boolean).length + 1; // the line appended
+      expect(oneLine(broken)).toBe(`train.py: data/kto.jsonl line ${after}: not JSON (Expecting value at column 31)`);
       fs.writeFileSync(data, `${good}{"prompt": [], "completion": []}\n`);
       const r = await run(interopPython!, ['train.py', '--output-dir', path.join(dir, 'never')], { cwd: bundle }); // train.py alone, as a user may run it
-      expect(oneLine(r)).toBe('train.py: data/kto.jsonl line 9: missing column(s) label (expected prompt, completion, label)');
+      expect(oneLine(r)).toBe(`train.py: data/kto.jsonl line ${after}: missing column(s) label (expected prompt, completion, label)`);
     });
   });
 });

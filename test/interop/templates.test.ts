@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ChatTokenizer, type ChatMessage } from '../../src-main/model/tokenizer.js';
+import { ChatTokenizer, type ChatMessage, type Reply } from '../../src-main/model/tokenizer.js';
 import { templateMessages } from '../../src-main/model/template-context.js';
 import { deepSeekR1Template, writeRealTokenizer, type RealTokenizer } from '../../tools/real-tokenizers.js';
 import { interopPython, pythonEnv } from './python.js';
@@ -122,8 +122,13 @@ for (const c of CHECKPOINTS) {
   }
 }
 
+/** A reply that calls a tool, and one that says something first (the app stores both as an assistant turn with tool calls). */
+const CALL_REPLY: ChatMessage = { role: 'assistant', content: '', tool_calls: [CALL] };
+const TEXT_AND_CALL_REPLY: ChatMessage = { role: 'assistant', content: 'Let me check.', tool_calls: [CALL] };
+const toolsVariant = (checkpoint: string): Variant => VARIANTS[checkpoint]!.find((v) => v.tools)!;
+
 /** Replies Hindsight trains on, after each checkpoint's conversations. */
-const REPLIES: { checkpoint: string; variant: Variant; messages: ChatMessage[]; reply: string; opensThink?: boolean; rewritesHistory?: boolean }[] = [
+const REPLIES: { checkpoint: string; variant: Variant; messages: ChatMessage[]; reply: Reply; opensThink?: boolean; rewritesHistory?: boolean }[] = [
   ...['qwen3', 'qwen2.5', 'llama-3.1', 'llama-3.2', 'deepseek-v3'].flatMap((checkpoint) =>
     VARIANTS[checkpoint]!.filter((v) => !v.extra?.enable_thinking || checkpoint !== 'qwen3').flatMap((variant) => [
       { checkpoint, variant, messages: SYSTEM_MULTI_TURN, reply: 'Sunny, 18°C.' },
@@ -143,7 +148,13 @@ const REPLIES: { checkpoint: string; variant: Variant; messages: ChatMessage[]; 
   { checkpoint: 'gemma-3', variant: VARIANTS['gemma-3']![0]!, messages: SYSTEM_MULTI_TURN, reply: 'Sunny, 18°C.' },
   { checkpoint: 'gemma-3', variant: VARIANTS['gemma-3']![0]!, messages: NO_SYSTEM, reply: 'Sunny, 18°C.' },
   { checkpoint: 'gemma-2', variant: VARIANTS['gemma-2']![0]!, messages: NO_SYSTEM, reply: 'Sunny, 18°C.' },
+  // Replies that call tools, with the tools offered: the span is the call as each template writes it.
+  ...['qwen3', 'qwen2.5', 'llama-3.1', 'llama-3.2'].map((checkpoint) => ({ checkpoint, variant: toolsVariant(checkpoint), messages: SYSTEM_MULTI_TURN, reply: CALL_REPLY })),
+  ...['qwen3', 'qwen2.5'].map((checkpoint) => ({ checkpoint, variant: toolsVariant(checkpoint), messages: SYSTEM_MULTI_TURN, reply: TEXT_AND_CALL_REPLY })),
+  { checkpoint: 'mistral-nemo', variant: toolsVariant('mistral-nemo'), messages: NO_SYSTEM, reply: withNineCharacterIds([CALL_REPLY])[0]! },
+  { checkpoint: 'mistral-nemo', variant: toolsVariant('mistral-nemo'), messages: SYSTEM_MULTI_TURN, reply: withNineCharacterIds([CALL_REPLY])[0]!, rewritesHistory: true },
 ];
+const replyMessage = (reply: Reply): ChatMessage => (typeof reply === 'string' ? { role: 'assistant', content: reply } : reply);
 
 // ---- transformers' side, in one Python run ---------------------------------------------------
 
@@ -163,7 +174,7 @@ const replyAt: Spans[] = REPLIES.map((r) => {
   const tok = tokenizers[r.checkpoint]!;
   const options = { ...(r.variant.tools ? { tools: r.variant.tools } : {}), ...(r.variant.extra ? { extra: r.variant.extra } : {}) };
   const prompt = requests.push(render(r.checkpoint, r.messages, r.variant, true)) - 1;
-  const full = requests.push(render(r.checkpoint, [...r.messages, { role: 'assistant', content: r.reply }], r.variant, false)) - 1;
+  const full = requests.push(render(r.checkpoint, [...r.messages, replyMessage(r.reply)], r.variant, false)) - 1;
   if (!r.opensThink && !r.rewritesHistory) return { prompt, full };
   // R1: the reference is transformers' prompt ids followed by its ids of the reply as generation
   // writes it after the opened <think> (the rendered conversation has no reasoning to compare with).
@@ -206,7 +217,8 @@ describe.skipIf(!interopPython)('chat templates: Hindsight renders and tokenizes
 });
 
 describe.skipIf(!interopPython)('the reply span Hindsight trains is exactly the reply\'s tokens', () => {
-  it.each(REPLIES.map((r, i) => ({ ...r, i, label: `${r.checkpoint} ${r.variant.label}: ${JSON.stringify(r.reply)}${r.rewritesHistory ? ' after a system message' : ''}` })))('$label', ({ checkpoint, variant, messages, reply, opensThink, rewritesHistory, i }) => {
+  const replyLabel = (reply: Reply) => (typeof reply === 'string' ? JSON.stringify(reply) : `a tool call${reply.content ? ` after ${JSON.stringify(reply.content)}` : ''}`);
+  it.each(REPLIES.map((r, i) => ({ ...r, i, label: `${r.checkpoint} ${r.variant.label}: ${replyLabel(r.reply)}${r.rewritesHistory ? ' after a system message' : ''}` })))('$label', ({ checkpoint, variant, messages, reply, opensThink, rewritesHistory, i }) => {
     const tok = tokenizers[checkpoint]!;
     const row = tok.encodeResponse(messages, reply, { ...(variant.tools ? { tools: variant.tools } : {}), ...(variant.extra ? { extra: variant.extra } : {}) });
     const at = replyAt[i]!;
@@ -219,8 +231,10 @@ describe.skipIf(!interopPython)('the reply span Hindsight trains is exactly the 
     const span = row.inputIds.slice(row.responseStart);
     expect(span.length).toBeGreaterThan(1);
     expect(tok.eosTokenIds).toContain(span.at(-1) === tok.encode('\n').at(-1) ? span.at(-2) : span.at(-1));
-    if (!opensThink) expect(tok.decode(span, false)).toContain(reply.replace(/^<think>\n[\s\S]*<\/think>\n\n/, ''));
-    if (rewritesHistory) expect(tok.decode(span, false)).toBe(`${reply}</s>`);
+    const text = replyMessage(reply).content;
+    if (!opensThink) expect(tok.decode(span, false)).toContain(text.replace(/^<think>\n[\s\S]*<\/think>\n\n/, ''));
+    if (typeof reply !== 'string') expect(tok.decode(span, false)).toMatch(/get_weather[\s\S]*Paris/);
+    if (rewritesHistory && typeof reply === 'string') expect(tok.decode(span, false)).toBe(`${reply}</s>`);
   });
 
   // Deliberate (docs/design.md §Interoperability): after R1's "<think>\n" a reply without reasoning

@@ -90,6 +90,33 @@ describe('rows from the database', () => {
     expect(tok.decode(row.inputIds.slice(row.responseStart), false)).toBe(`\n</think>\n\n${samples[0]!.response.content}<|im_end|>\n`);
   });
 
+  /** samples[0] as a reply that calls a tool (after its text), in a session that offered the tool. */
+  const CALL = { id: 'call_1', type: 'function' as const, function: { name: 'run_python', arguments: '{"code":"sorted(xs)"}' } };
+  const TOOL = { type: 'function' as const, function: { name: 'run_python', parameters: { type: 'object' } } };
+  const callingSample = (content: string): TrainingSample => ({ ...samples[0]!, response: { ...samples[0]!.response, content, tool_calls: [CALL] }, tools: [TOOL] });
+  const TOOLS_TEMPLATE =
+    "{% if tools %}<|im_start|>system\nTools: {% for t in tools %}{{ t.function.name }} {% endfor %}<|im_end|>\n{% endif %}" +
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}{% for c in m.tool_calls or [] %}<call>{{ c.function.name }} {{ c.function.arguments | tojson }}</call>{% endfor %}<|im_end|>\n{% endfor %}" +
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+  it('a reply that calls tools trains as the template writes the calls, after a prompt that offers the tools', () => {
+    const tok = withTemplate('tools-model', TOOLS_TEMPLATE);
+    for (const content of ['', 'Let me run it.']) {
+      const set = rowsFromSamples([callingSample(content)], tok, 'rl', 512);
+      expect(set.skipped).toEqual({});
+      const row = set.rows[0]!;
+      expect(tok.decode(row.inputIds.slice(0, row.responseStart), false)).toMatch(/^<\|im_start\|>system\nTools: run_python <\|im_end\|>\n[\s\S]*<\|im_start\|>assistant\n$/);
+      expect(tok.decode(row.inputIds.slice(row.responseStart), false)).toBe(`${content}<call>run_python {"code": "sorted(xs)"}</call><|im_end|>\n`);
+    }
+  });
+
+  it('a reply that calls tools, on a template that does not write calls (Granite 3), is skipped rather than trained as an empty reply', () => {
+    const tok = withTemplate('no-calls-model', TOOLS_TEMPLATE.replace(/{% for c in m.tool_calls[^]*?{% endfor %}/, ''));
+    const set = rowsFromSamples([callingSample(''), callingSample('Let me run it.')], tok, 'rl', 512);
+    expect(set.rows).toEqual([]);
+    expect(set.skipped).toEqual({ 'the chat template does not write tool calls': 2 });
+  });
+
   it('opd keeps hinted samples and the at-least-one sample; combine keeps all of them', () => {
     expect(origins(rowsFromSamples(samples, tokenizer, 'opd', 512).rows)).toEqual(['openai:sort/2', 'openai:sort/4', 'openai:s1/2']);
     const combine = rowsFromSamples(samples, tokenizer, 'combine', 512).rows;

@@ -106,9 +106,8 @@ describe.each(CASES)('$label', (c) => {
     const trained = await cli('train', '--db', db, '--model', model.dir, '--out', out, '--method', 'combine', '--steps', '1', '--lora-r', '2', '--json');
     expect(trained.stderr).toMatch(/step 1\/1 loss/);
     expect(trained.code).toBe(0);
-    // A reply that is only a tool call has no text to train on (docs/design.md §Training runs).
-    const skipped = c.toolCalls ? { 'empty reply text (tool call only)': 1 } : {};
-    expect(trained.json()).toMatchObject({ status: 'finished', rows: 2, skipped, truncated: 0 });
+    // A reply that only calls a tool trains too: its span is the call as the template writes it.
+    expect(trained.json()).toMatchObject({ status: 'finished', rows: c.toolCalls ? 3 : 2, skipped: {}, truncated: 0 });
     expect(readLog(path.join(out, 'trainer_log.jsonl'))).toHaveLength(1);
     const rows = fs.readFileSync(path.join(out, 'dataset.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     const tok = model.tokenizer;
@@ -118,7 +117,14 @@ describe.each(CASES)('$label', (c) => {
       expect(span.endsWith(c.spanEnd)).toBe(true);
       if (c.reply('') !== '') expect(span).toContain('The user asked; answer briefly.\n</think>\n\n'); // the reasoning trains too
     }
-    expect(rows.map((r) => r.reward).sort()).toEqual([-1, 1]);
+    if (c.toolCalls) {
+      const spans = rows.map((r) => tok.decode(r.input_ids.slice(r.response_start), false));
+      expect(spans.filter((s) => s.includes('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'))).toHaveLength(1);
+      // The session's tools are in the prompt of its rows, as they were when the model replied.
+      const prompts = rows.map((r) => tok.decode(r.input_ids.slice(0, r.response_start), false));
+      expect(prompts.filter((p) => p.includes('<tools>\n{"type": "function", "function": {"name": "get_weather"'))).toHaveLength(2);
+    }
+    expect(rows.map((r) => r.reward).sort()).toEqual(c.toolCalls ? [-1, 1, 1] : [-1, 1]);
     expect(rows.some((r) => r.teacher_input_ids)).toBe(true); // the correction's hint
 
     const messages: ChatMessage[] = [{ role: 'user', content: 'What is the weather in Paris?' }];

@@ -1,0 +1,45 @@
+// The tools a conversation offered, as training and exports read them (src-shared/offered-tools.ts):
+// every form a source keeps them in becomes OpenAI's list, and a session's samples carry it.
+import fs from 'node:fs';
+import { afterAll, describe, expect, it } from 'vitest';
+import { offeredTools } from '../../src-shared/offered-tools.js';
+import { conv, fakeExport, tempWorkspace, trainOnEverySession, type TurnSpec } from '../store/helpers.js';
+
+const WEATHER = { name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } };
+const OPENAI = [{ type: 'function', function: WEATHER }];
+
+describe('offeredTools', () => {
+  it('reads OpenAI\'s list, bare definitions (ShareGPT), the Responses API\'s flat form and a JSON string of any of them', () => {
+    expect(offeredTools(OPENAI)).toEqual(OPENAI);
+    expect(offeredTools([WEATHER])).toEqual(OPENAI);
+    expect(offeredTools([{ type: 'function', ...WEATHER }])).toEqual(OPENAI);
+    expect(offeredTools(JSON.stringify([WEATHER]))).toEqual(OPENAI);
+  });
+
+  it('leaves out entries without a function name and reads nothing usable as null', () => {
+    expect(offeredTools([{ type: 'code_interpreter' }, { function: { description: 'no name' } }, 7, null, WEATHER])).toEqual(OPENAI);
+    for (const nothing of [undefined, null, 'not json', '{"a":1}', {}, [], [{ type: 'web_search' }]]) expect(offeredTools(nothing)).toBeNull();
+  });
+});
+
+describe('a session\'s tools reach its samples', () => {
+  let dir = '';
+  afterAll(() => dir && fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('from the metadata an import kept, in any form; a session without tools has none', async () => {
+    const opened = await tempWorkspace();
+    dir = opened.dir;
+    const { ws } = opened;
+    const turns: TurnSpec[] = [['user', 'Weather in Oslo?'], ['assistant', 'Cold.'], ['user', 'Thanks!']];
+    await ws.importExport(fakeExport('x.jsonl', [
+      conv('listed', turns, { createdAt: 1, metadata: { tools: OPENAI } }),
+      conv('sharegpt', turns, { createdAt: 2, metadata: { tools: JSON.stringify([WEATHER]) } }),
+      conv('none', turns, { createdAt: 3 }),
+    ]));
+    trainOnEverySession(ws);
+    for (const s of ['openai:listed', 'openai:sharegpt', 'openai:none']) ws.setLabel(s, 1, { reward: 1 });
+    const bySession = Object.fromEntries(ws.trainingSamples().map((s) => [s.sessionId, s.tools ?? null]));
+    expect(bySession).toEqual({ 'openai:listed': OPENAI, 'openai:sharegpt': OPENAI, 'openai:none': null });
+    ws.close();
+  });
+});
