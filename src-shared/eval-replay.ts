@@ -10,15 +10,21 @@
  * equal; the interval is over the net win rate, (wins − losses) / contexts.
  */
 import { estimateMean, tooFewToTell, type Estimate } from './eval-stats.js';
-import type { Reward } from './types.js';
+import type { OfferedTool } from './offered-tools.js';
+import type { ChatMessage, Reward } from './types.js';
 
 /** One held-out context as it was replayed: what the drill-down shows beside the replies. */
 export interface ReplayContext {
   /** `<session id>/<response turn>`, as SampleScore.key. */
   key: string;
-  /** The conversation before the reply (the last turns, as the model saw them). */
-  context: { role: string; content: string }[];
-  /** The reply the user actually got. */
+  /** The conversation before the reply (the last turns, as the model saw them), tool calls and results included. */
+  context: ChatMessage[];
+  /**
+   * The tools the conversation offered: the replies are generated with them (not kept in a
+   * report's replay_contexts, which read the same without them).
+   */
+  tools?: OfferedTool[];
+  /** The reply the user actually got, a line for each tool call it made after its text (./reply-text.ts). */
   original: string;
   /** What came next: the user's reaction, or the output of a tool the reply called. */
   reaction: { role: 'user' | 'tool'; text: string } | null;
@@ -37,6 +43,7 @@ export interface ReplayVote {
 
 export interface ReplayReply {
   seed: number;
+  /** The generated reply's text, a line for each tool call it made after it (./reply-text.ts). */
   text: string;
   /** The judge's label: the majority of its votes (a tie or no valid vote gives 0). */
   reward: Reward;

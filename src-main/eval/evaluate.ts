@@ -265,7 +265,7 @@ function assemble(
     split: o.split, seed: o.seed, metrics: [...o.metrics],
     models: [modelEval(BASE_MODEL_NAME), ...(lessons ? [{ ...modelEval(LESSONS_MODEL_NAME), lessons }] : []), ...adapters.map((a) => modelEval(a.name, a.dir))],
     comparisons, notes, cancelled,
-    ...(replayed?.judged ? { replay_contexts: boundedContexts(o.samples, replaySettings(o)) } : {}),
+    ...(replayed?.judged ? { replay_contexts: boundedContexts(o.samples, replaySettings(o)).map(({ tools: _tools, ...c }) => c) } : {}),
   };
 }
 

@@ -11,6 +11,7 @@
 import type { ReplayContext, ReplayReply } from '../../src-shared/eval-replay.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import { withLessons } from '../../src-shared/lessons.js';
+import { messageCalls, replyWithCalls } from '../../src-shared/reply-text.js';
 import { openCompleter, type LlmJudgeSpec } from '../judge/backends.js';
 import { judgeReplay } from '../judge/replay-judge.js';
 import { keepPromptTail } from '../model/context-limit.js';
@@ -66,8 +67,9 @@ export const sampleKey = (s: Pick<TrainingSample, 'sessionId' | 'responseTurn'>)
 export function replayContexts(samples: readonly TrainingSample[]): ReplayContext[] {
   return samples.map((s) => ({
     key: sampleKey(s),
-    context: s.messages.map((m) => ({ role: m.role, content: m.content })),
-    original: s.response.content,
+    context: s.messages.map((m) => ({ ...m })),
+    ...(s.tools ? { tools: s.tools } : {}),
+    original: replyWithCalls(s.response.content, messageCalls(s.response)),
     reaction: s.reaction ?? null,
     hint: s.hint,
     label: s.reward,
@@ -115,15 +117,17 @@ async function generateFor(m: ReplayModel, contexts: readonly ReplayContext[], r
       await breathe();
       if (run.shouldStop?.()) return true;
       const part = contexts.slice(i, i + CONTEXTS_PER_BATCH);
-      const prompts = part.map((c) => ({
-        // The context's start is cut when it would leave no room for the reply.
-        prompt: keepPromptTail(model.promptIds(m.system ? withLessons(c.context, m.system) : c.context), model.maxPositions, maxNewTokens, model.tokenizer.bosTokenId).ids,
-        seeds: Array.from({ length: rollouts }, (_, k) => replySeed(run.seed, c.key, k)),
-      }));
+      const prompts = part.map((c) => {
+        // Offered the conversation's tools, as the original reply was; the context's start is
+        // cut when it would leave no room for the reply.
+        const template = c.tools ? { tools: c.tools } : undefined;
+        const ids = model.promptIds(m.system ? withLessons(c.context, m.system) : c.context, { template });
+        return { prompt: keepPromptTail(ids, model.maxPositions, maxNewTokens, model.tokenizer.bosTokenId).ids, seeds: Array.from({ length: rollouts }, (_, k) => replySeed(run.seed, c.key, k)), template };
+      });
       // Contexts of one conversation follow each other: a batch continues the last one's cache as far as they agree.
       const results = await model.generateBatch(prompts, { temperature, maxNewTokens, reusePrefix: true });
       part.forEach((c, j) => {
-        replies[c.key] = results[j]!.map((r, k) => ({ seed: prompts[j]!.seeds[k]!, text: r.content, reward: 0, votes: [] }));
+        replies[c.key] = results[j]!.map((r, k) => ({ seed: prompts[j]!.seeds[k]!, text: replyWithCalls(r.content, messageCalls({ tool_calls: r.toolCalls })), reward: 0, votes: [] }));
         generated.push(...results[j]!.map((r) => ({
           content: r.content, reasoning: r.reasoning ?? null, tokens: r.tokens.length, toolCalls: r.toolCalls.length, toolCallErrors: r.toolCallErrors.length,
         })));

@@ -17,6 +17,8 @@
  * All end with the boxed answer so thinking models can reason first: the parser
  * (./parse.ts) reads the last \boxed{} after any reasoning.
  */
+import { messageCalls, replyWithCalls } from '../../src-shared/reply-text.js';
+import type { ChatMessage } from '../../src-shared/types.js';
 import type { JudgeInput } from './verdicts.js';
 
 export const REWARD_PROMPT_VERSION = 'reward-v1';
@@ -88,10 +90,8 @@ export function clip(text: string, max = MAX_SECTION_CHARS): string {
 
 /** The reply as the judge reads it: its text, then any tool calls it made. */
 function replySection(input: JudgeInput): string {
-  const calls = input.responseMessage.tool_calls ?? [];
-  const parts = [input.response.trim() || (calls.length ? '' : '(empty reply)')];
-  for (const c of calls) parts.push(`[tool call] ${c.function.name}(${clip(c.function.arguments, 1000)})`);
-  return clip(parts.filter(Boolean).join('\n'));
+  const calls = messageCalls(input.responseMessage).map((c) => ({ ...c, arguments: clip(c.arguments, 1000) }));
+  return clip(replyWithCalls(input.response, calls) || '(empty reply)');
 }
 
 function nextStateSection(input: JudgeInput): string {
@@ -154,7 +154,9 @@ You may think first. End your answer with exactly one of \\boxed{1}, \\boxed{-1}
 
 /** What the replay judge sees of one held-out context and one new reply. */
 export interface ReplayJudgeInput {
-  context: { role: string; content: string }[];
+  /** The conversation before the reply; an assistant turn's tool calls are shown after its text. */
+  context: ChatMessage[];
+  /** The original reply and the new one, each with its tool calls as text (src-shared/reply-text.ts). */
   original: string;
   reaction: { role: 'user' | 'tool'; text: string } | null;
   hint: string | null;
@@ -166,7 +168,8 @@ function conversationSection(context: ReplayJudgeInput['context']): string {
   const lines: string[] = [];
   let room = MAX_SECTION_CHARS;
   for (let i = context.length - 1; i >= 0 && room > 0; i--) {
-    const line = `[${context[i]!.role}] ${clip(context[i]!.content.trim(), Math.max(200, room))}`;
+    const text = replyWithCalls(context[i]!.content, messageCalls(context[i]!));
+    const line = `[${context[i]!.role}] ${clip(text, Math.max(200, room))}`;
     lines.unshift(line);
     room -= line.length;
   }

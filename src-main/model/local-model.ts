@@ -55,6 +55,8 @@ export interface GenerateResult extends GeneratedTokens, ParsedReply {
 export interface BatchRequestPrompt {
   prompt: string | ChatMessage[] | number[];
   seeds: number[];
+  /** This prompt's template options (its own tools), in place of the request's. */
+  template?: Omit<TemplateOptions, 'addGenerationPrompt'>;
 }
 
 /**
@@ -175,13 +177,13 @@ export class LocalModel {
     const { chatTemplate, template, onToken, ...options } = request;
     const requested = options.maxNewTokens ?? DEFAULT_MAX_NEW_TOKENS;
     const batch = prompts.map((p) => {
-      const promptIds = this.promptIds(p.prompt, { chatTemplate, template });
+      const promptIds = this.promptIds(p.prompt, { chatTemplate, template: p.template ?? template });
       return { promptIds, seeds: p.seeds, maxNewTokens: replyBudget(promptIds.length, requested, this.maxPositions) };
     });
     const onEvent = onToken && ((m: WorkerEvent) => onToken(m.sequence as number, m.token as number, m.logprob as number));
     const out = await this.worker.call<{ outputs: GeneratedTokens[][]; executionProvider: Device }>('generateBatch', [batch, { ...options, maxNewTokens: requested, decodeText: false }, !!onToken], onEvent);
     this.ep = out.executionProvider;
-    return out.outputs.map((seqs, i) => seqs.map((s) => this.result(s, batch[i]!.promptIds.length, batch[i]!.maxNewTokens, out.executionProvider, offersTools(template))));
+    return out.outputs.map((seqs, i) => seqs.map((s) => this.result(s, batch[i]!.promptIds.length, batch[i]!.maxNewTokens, out.executionProvider, offersTools(prompts[i]!.template ?? template))));
   }
 
   private result(out: GeneratedTokens, promptTokens: number, maxNewTokens: number, executionProvider: Device, toolsOffered: boolean): GenerateResult {

@@ -15,6 +15,8 @@ import { withWorkspace } from '../../src-main/workspace/workspace.js';
 import { runCli } from '../helpers/cli.js';
 import { scriptedServer, type ScriptedServer } from '../judge/helpers.js';
 import { conv, fakeExport, tempDir, tempWorkspace } from '../store/helpers.js';
+import { LocalModel } from '../../src-main/model/local-model.js';
+import { writeRealTinyModel } from '../../tools/real-tokenizers.js';
 
 const MODEL = path.resolve('resources/models/stories260K');
 
@@ -119,4 +121,56 @@ describe('replay on the demo model', () => {
     expect(replies.flatMap((x) => x.votes)).toHaveLength(4);
     expect(replay.judge).toBe(`local:${MODEL}`);
   }, 120_000);
+});
+
+describe('replay of an agent\'s context (a reply that called a tool)', () => {
+  const TOOLS = [{ type: 'function', function: { name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+  const CALL = { id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' };
+  let dir: string;
+  let server: ScriptedServer;
+  afterAll(() => server?.close());
+
+  it('generates with the session\'s tools offered, and the judge reads the calls of the context, the original and the new replies', async () => {
+    dir = tempDir('hindsight-replay-tools-');
+    const model = writeRealTinyModel(path.join(dir, 'model'), 'qwen3', { family: 'qwen3' });
+    const opened = await tempWorkspace();
+    await opened.ws.importExport(fakeExport('agent.jsonl', [conv('agent', [
+      ['user', 'Weather in Paris?'],
+      { role: 'assistant', text: '', toolCalls: [CALL] },
+      { role: 'tool', text: '18°C', toolCallId: 'call_1', toolName: 'get_weather' },
+      ['assistant', 'It is 18°C.'],
+      ['user', 'Thanks!'],
+    ], { metadata: { tools: TOOLS } })]));
+    opened.ws.setHeldOut(['openai:agent'], true);
+    const samples = opened.ws.evaluationSamples('heldout');
+    await opened.ws.close();
+    server = await scriptedServer(() => ({ content: '\\boxed{1}' }));
+    const report = await evaluate({
+      modelDir: model.dir, adapters: [], samples, split: { name: 'heldout', sessions: 1, samples: samples.length }, metrics: ['replay'], seed: 0, device: 'cpu',
+      replay: { rollouts: 1, votes: 1, maxNewTokens: 4, judge: { backend: 'openai', baseUrl: server.baseUrl, model: 'scripted' } },
+    });
+    const prompts = server.requests.map((r) => (r.body as { messages: { content: string }[] }).messages.at(-1)!.content);
+    expect(prompts).toHaveLength(2);
+    // The tool-call reply: its call is the original; the answer after the tool: the call is in the conversation.
+    expect(prompts.some((p) => /## Original reply\n\[tool call\] get_weather\(\{"city":"Paris"\}\)/.test(p))).toBe(true);
+    expect(prompts.some((p) => /## Conversation so far\n[^#]*\[assistant\] \[tool call\] get_weather/.test(p))).toBe(true);
+    // The report's contexts keep the calls (not the tools, which the replay used).
+    const contexts = report.replay_contexts!;
+    expect(contexts.map((c) => c.original)).toEqual(['[tool call] get_weather({"city":"Paris"})', 'It is 18°C.']);
+    expect(contexts[1]!.context[1]!.tool_calls![0]!.function.name).toBe('get_weather');
+    expect(contexts.every((c) => !('tools' in c))).toBe(true);
+  }, 120_000);
+
+  it('a batch prompt\'s own tools are its template\'s: its prompt ids are the chat rendered with them', async () => {
+    const model = await LocalModel.load(path.join(dir, 'model'));
+    try {
+      const messages = [{ role: 'user', content: 'Weather in Paris?' }];
+      const [[withTools], [without]] = await model.generateBatch([{ prompt: messages, seeds: [1], template: { tools: TOOLS } }, { prompt: messages, seeds: [1] }], { maxNewTokens: 2 });
+      expect(withTools!.promptTokens).toBe(model.tokenizer.encodeChat(messages, { addGenerationPrompt: true, tools: TOOLS }).length);
+      expect(without!.promptTokens).toBe(model.tokenizer.encodeChat(messages, { addGenerationPrompt: true }).length);
+      expect(withTools!.promptTokens).toBeGreaterThan(without!.promptTokens);
+    } finally {
+      await model.close();
+    }
+  });
 });

@@ -145,7 +145,7 @@ describe('an OpenAI-compatible judge with a small context', () => {
 describe('the replay judge, whose prompt shows the conversation', () => {
   it('cuts the conversation from the left, oldest turns first, keeping the replies and the reaction whole', () => {
     const completer = { backend: 'openai', model: 'm', complete: async () => '', close: async () => {}, contextTokens: () => 1024, countTokens: estimateTokens } as ChatCompleter;
-    const context = Array.from({ length: 12 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `turn ${i}: ${'words '.repeat(40)}` }));
+    const context = Array.from({ length: 12 }, (_, i) => ({ role: i % 2 ? ('assistant' as const) : ('user' as const), content: `turn ${i}: ${'words '.repeat(40)}` }));
     const input = { context, original: 'The original reply.', reaction: { role: 'user' as const, text: 'No, shorter.' }, hint: null, reply: 'The new reply.' };
     const fitted = fittedReplayPrompt(completer, input, 512);
     expect(fitted.droppedTurns).toBeGreaterThan(0);
