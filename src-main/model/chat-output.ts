@@ -1,9 +1,10 @@
 /**
  * Structure in generated text: `<think>…</think>` reasoning and tool calls, as Hermes-style
- * `<tool_call>{"name": …, "arguments": {…}}</tool_call>` blocks (Qwen's format), for a
- * tokenizer with Mistral's `[TOOL_CALLS]` token the JSON list the model writes after it, or,
- * where tools were offered to a model whose template asks for them so (Llama 3.1+), a reply
- * that is nothing but `{"name": …, "parameters": {…}}`.
+ * `<tool_call>{"name": …, "arguments": {…}}</tool_call>` blocks (Qwen's format), the JSON list
+ * the model writes after its dialect's marker token (Mistral's `[TOOL_CALLS]`, Granite 3's
+ * `<|tool_call|>`), or, where tools were offered to a model whose dialect writes calls without
+ * one (./tool-call-dialects.ts), a reply that is nothing but `{"name": …, "parameters": {…}}`
+ * (Llama 3.1+) or a function name and its JSON arguments on the next line (GLM-4).
  *
  * Reasoning is split by token ids where the tokenizer has `<think>`/`</think>` as tokens
  * (exact, and immune to the text "</think>" spelled out of ordinary pieces), else by text.
@@ -32,19 +33,38 @@ export interface ParsedReply {
   toolCallErrors: ToolCallError[];
 }
 
-/** What a reply is read with: the model's marker tokens, and whether bare JSON is a call. */
+/** What a reply is read with: the model's marker tokens, and the form of a call without one. */
 export interface ReplyTokens {
   thinkStartId?: number;
   thinkEndId?: number;
-  /** Mistral's `[TOOL_CALLS]` token (ChatTokenizer.toolCallsId): what follows it is the calls. */
+  /** The dialect's marker token (ChatTokenizer.toolCallsId: Mistral's `[TOOL_CALLS]`, Granite 3's `<|tool_call|>`): what follows it is the calls. */
   toolCallsId?: number;
   /**
-   * Tools were offered, and the template asks for a call as bare JSON (ChatTokenizer.jsonToolCalls,
-   * Llama 3.1+): a reply that is only such JSON is a call. Without tools offered, JSON is an answer.
+   * Tools were offered, and the dialect writes a call without a marker (./tool-call-dialects.ts):
+   * a reply that is only such a call is one, `json` (Llama 3.1+) or `name-line` (GLM-4). Without
+   * tools offered, such a reply is an answer.
    */
-  jsonToolCalls?: boolean;
+  bareCall?: BareCall;
   /** Text of ids, special tokens left out. */
   decode(ids: number[]): string;
+}
+
+/** What ./tool-call-dialects.ts ToolCallDialect.bareCall says: a call written with no marker. */
+export type BareCall = 'json' | 'name-line';
+
+/** What replyTokens reads from a tokenizer (ChatTokenizer, or a rollout policy's). */
+export interface ReplyTokenizer {
+  readonly thinkStartId?: number;
+  readonly thinkEndId?: number;
+  readonly toolCallsId?: number;
+  readonly toolCallDialect?: { readonly bareCall?: BareCall };
+  decode(ids: number[]): string;
+}
+
+/** How a tokenizer's replies are read, tools offered or not: the one place that builds ReplyTokens. */
+export function replyTokens(tok: ReplyTokenizer, toolsOffered: boolean): ReplyTokens {
+  const bareCall = toolsOffered ? tok.toolCallDialect?.bareCall : undefined;
+  return { thinkStartId: tok.thinkStartId, thinkEndId: tok.thinkEndId, toolCallsId: tok.toolCallsId, ...(bareCall ? { bareCall } : {}), decode: (ids) => tok.decode(ids) };
 }
 
 /** Splits reasoning from answer; returns undefined reasoning when there is none. */
@@ -115,8 +135,8 @@ export function parseReply(tokens: number[], tok: ReplyTokens): ParsedReply {
   const callsAt = tok.toolCallsId === undefined ? -1 : tokens.indexOf(tok.toolCallsId);
   const { reasoning, answer } = splitReasoning(callsAt < 0 ? tokens : tokens.slice(0, callsAt), tok);
   const { content, toolCalls, errors } = callsAt < 0 ? parseToolCalls(answer) : { content: answer, ...parseToolCallList(tok.decode(tokens.slice(callsAt + 1))) };
-  const jsonCalls = tok.jsonToolCalls && !toolCalls.length && !errors.length ? parseJsonToolCalls(content) : undefined;
-  if (jsonCalls) return { content: '', reasoning, toolCalls: jsonCalls, toolCallErrors: [] };
+  const bareCalls = tok.bareCall && !toolCalls.length && !errors.length ? BARE_CALL_READERS[tok.bareCall](content) : undefined;
+  if (bareCalls) return { content: '', reasoning, toolCalls: bareCalls, toolCallErrors: [] };
   return { content, reasoning, toolCalls, toolCallErrors: errors };
 }
 
@@ -144,6 +164,36 @@ export function parseJsonToolCalls(text: string): OpenAIToolCall[] | undefined {
   return calls.length ? calls : undefined;
 }
 
+/**
+ * GLM-4's call: a reply that is a function name alone on its first line, then its arguments as
+ * one JSON object (as GLM-4's own function-call parsers read it). Anything else, a one-word answer
+ * included, is not a call (undefined).
+ */
+export function parseNameLineCall(text: string): OpenAIToolCall[] | undefined {
+  const m = /^([A-Za-z_][\w.-]*)\n\s*(\{[\s\S]*\})$/.exec(text.trim());
+  if (!m) return undefined;
+  let args: unknown;
+  try {
+    args = JSON.parse(m[2]!);
+  } catch {
+    return undefined;
+  }
+  if (!args || typeof args !== 'object' || Array.isArray(args)) return undefined;
+  return [{ id: madeCallId(0), type: 'function', function: { name: m[1]!, arguments: JSON.stringify(args) } }];
+}
+
+const BARE_CALL_READERS: Record<BareCall, (text: string) => OpenAIToolCall[] | undefined> = { json: parseJsonToolCalls, 'name-line': parseNameLineCall };
+
+/**
+ * Whether a streamed answer so far may still turn out to be a bare call (it is held back until
+ * the reply ends): JSON that opens with "{", or a name line with the start of its arguments.
+ */
+export function mayBeBareCall(form: BareCall | undefined, answer: string): boolean {
+  if (form === 'json') return answer.trimStart().startsWith('{');
+  if (form === 'name-line') return /^[A-Za-z_][\w.-]*(\n\s*(\{[\s\S]*)?)?$/.test(answer.trimStart());
+  return false;
+}
+
 /** `text` split at each ";" outside any string, object or array. */
 function topLevelParts(text: string): string[] {
   const parts: string[] = [];
@@ -168,8 +218,8 @@ function topLevelParts(text: string): string[] {
 
 /**
  * A reply a stop string cut, from the `text` kept (decoded without special tokens) and the
- * `tokens` generated. Its text has lost Mistral's `[TOOL_CALLS]` token: where the cut came after
- * it, what the text holds past the tokens before it is the calls.
+ * `tokens` generated. Its text has lost the dialect's marker token (Mistral's `[TOOL_CALLS]`): where
+ * the cut came after it, what the text holds past the tokens before it is the calls.
  */
 export function parseCutReply(text: string, tokens: number[], tok: ReplyTokens): ParsedReply {
   const at = tok.toolCallsId === undefined ? -1 : tokens.indexOf(tok.toolCallsId);
@@ -185,10 +235,11 @@ export function parseCutReply(text: string, tokens: number[], tok: ReplyTokens):
 export const madeCallId = (n: number): string => `call${String(n).padStart(5, '0')}`;
 
 /**
- * Mistral's calls: the JSON list written after `[TOOL_CALLS]`, `[{"name": …, "arguments": {…},
- * "id"?: …}, …]` (one object alone is taken too). A call keeps an id of 9 characters, the only
- * length Mistral's templates take back; others get `call00000`, `call00001`, … Bad JSON or a
- * call without a name becomes an error entry, never a throw.
+ * The calls after a marker token: the JSON list `[{"name": …, "arguments": {…}, "id"?: …}, …]`
+ * (one object alone is taken too) that Mistral writes after `[TOOL_CALLS]` and Granite 3 after
+ * `<|tool_call|>`. A call keeps an id of 9 characters, the only length Mistral's templates take
+ * back; others get `call00000`, `call00001`, … Bad JSON or a call without a name becomes an
+ * error entry, never a throw.
  */
 export function parseToolCallList(text: string): { toolCalls: OpenAIToolCall[]; errors: ToolCallError[] } {
   const raw = text.trim();
@@ -196,14 +247,14 @@ export function parseToolCallList(text: string): { toolCalls: OpenAIToolCall[]; 
   try {
     parsed = JSON.parse(raw);
   } catch (err) {
-    return { toolCalls: [], errors: [{ error: `invalid JSON after [TOOL_CALLS]: ${(err as Error).message}`, raw }] };
+    return { toolCalls: [], errors: [{ error: `invalid JSON after the tool-call token: ${(err as Error).message}`, raw }] };
   }
   const toolCalls: OpenAIToolCall[] = [];
   const errors: ToolCallError[] = [];
   for (const item of Array.isArray(parsed) ? parsed : [parsed]) {
     const call = item as { name?: unknown; arguments?: unknown; id?: unknown } | null;
     if (!call || typeof call !== 'object' || typeof call.name !== 'string' || !call.name) {
-      errors.push({ error: 'a call after [TOOL_CALLS] has no "name" string', raw: JSON.stringify(item) ?? String(item) });
+      errors.push({ error: 'a call after the tool-call token has no "name" string', raw: JSON.stringify(item) ?? String(item) });
       continue;
     }
     const args = call.arguments === undefined ? {} : call.arguments;

@@ -19,7 +19,7 @@ import { driftTextIds, type QuantDrift } from './quant-drift.js';
 import type { Device } from './ort-session.js';
 import { defaultPrecision, type Precision } from '../../src-shared/training.js';
 import { ChatTokenizer, type ChatMessage, type TemplateOptions } from './tokenizer.js';
-import { parseCutReply, parseReply, type ParsedReply } from './chat-output.js';
+import { parseCutReply, parseReply, replyTokens, type ParsedReply } from './chat-output.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { startWorker, waitUntilReady, WorkerClient, type WorkerEvent } from './worker-host.js';
 
@@ -190,8 +190,7 @@ export class LocalModel {
     // A stop string cut the text: parse what was kept, not the tokens beyond it. Otherwise the
     // worker left the text to this thread, whose tokenizer it does not load (decodeText).
     const stopped = out.finishReason === 'stop';
-    const jsonToolCalls = toolsOffered && this.tokenizer.jsonToolCalls;
-    const tok = { thinkStartId: this.tokenizer.thinkStartId, thinkEndId: this.tokenizer.thinkEndId, toolCallsId: this.tokenizer.toolCallsId, jsonToolCalls, decode: (t: number[]) => this.tokenizer.decode(t) };
+    const tok = replyTokens(this.tokenizer, toolsOffered);
     const parsed = stopped ? parseCutReply(out.text, out.tokens, tok) : parseReply(out.tokens.filter((t) => !this.tokenizer.eosTokenIds.includes(t)), tok);
     const text = stopped ? out.text : this.tokenizer.decode(out.tokens);
     return { tokens: out.tokens, logprobs: out.logprobs, text, finishReason: out.finishReason, ...parsed, promptTokens, maxNewTokens, executionProvider };

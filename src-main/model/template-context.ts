@@ -80,16 +80,20 @@ export function withSystemInFirstUserTurn(messages: readonly ChatMessage[]): Cha
  * With `idLength` (a template that refuses tool-call ids of another length: Mistral's take 9
  * characters, OpenAI's are `call_` and 24 more), a longer id is cut to its last `idLength`
  * characters, in the call and in the tool result that answers it, as vLLM serves Mistral models;
- * a shorter one is left for the template to refuse.
+ * a shorter one is left for the template to refuse. With `history` (a tool-call dialect whose
+ * template does not render OpenAI's calls: ./tool-call-dialects.ts), the messages are then
+ * rewritten into the dialect's form.
  */
-export function templateMessages(messages: readonly ChatMessage[], idLength?: number): ChatMessage[] {
+export function templateMessages(messages: readonly ChatMessage[], options: { idLength?: number; history?: (messages: ChatMessage[]) => ChatMessage[] } = {}): ChatMessage[] {
+  const { idLength, history } = options;
   const cut = (id: unknown) => (idLength !== undefined && typeof id === 'string' && id.length > idLength ? id.slice(-idLength) : id);
-  return messages.map((m) => {
+  const out = messages.map((m) => {
     const out = Object.fromEntries(Object.entries(m).filter(([, v]) => v !== undefined)) as ChatMessage;
     if (Array.isArray(m.tool_calls)) out.tool_calls = m.tool_calls.map((call) => withCutId(withParsedArguments(call), cut));
     if (out.tool_call_id !== undefined) out.tool_call_id = cut(out.tool_call_id);
     return out;
   });
+  return history ? history(out) : out;
 }
 
 function withCutId(call: unknown, cut: (id: unknown) => unknown): unknown {

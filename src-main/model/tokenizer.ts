@@ -29,6 +29,7 @@ import { UserError } from '../../src-shared/types.js';
 import { ChatTemplateError, TemplateInterpreter } from './template-interpreter.js';
 import { templateGlobals, templateMessages, withSystemInFirstUserTurn, type ChatMessage } from './template-context.js';
 import { isGgufPath } from './gguf/model.js';
+import { toolCallDialect, type ToolCallDialect } from './tool-call-dialects.js';
 import { openGguf } from './gguf/reader.js';
 import { ggufTokenizer } from './gguf/tokenizer-json.js';
 
@@ -87,10 +88,10 @@ export class ChatTokenizer {
   readonly chatTemplateSource: 'model' | 'fallback';
   readonly thinkStartId?: number;
   readonly thinkEndId?: number;
-  /** Mistral's `[TOOL_CALLS]` token, where the vocabulary has it and the template writes calls after it (./chat-output.ts). */
+  /** How the model writes tool calls and reads them back (./tool-call-dialects.ts), from its template. */
+  readonly toolCallDialect: ToolCallDialect;
+  /** The dialect's marker token (Mistral's `[TOOL_CALLS]`, Granite 3's `<|tool_call|>`), where the vocabulary has it: calls follow it (./chat-output.ts). */
   readonly toolCallsId?: number;
-  /** The template asks for a tool call as bare JSON, `{"name": …, "parameters": …}` (Llama 3.1+; ./chat-output.ts). */
-  readonly jsonToolCalls: boolean;
   private readonly template: Template;
   /** The tool-call id length the template insists on (Mistral's: 9), where it checks one. */
   private readonly toolCallIdLength?: number;
@@ -105,12 +106,17 @@ export class ChatTokenizer {
     const eosFromTokenizer = this.eosToken !== undefined ? tokenizer.token_to_id(this.eosToken) : undefined;
     if (eosFromTokenizer !== undefined) eos.add(eosFromTokenizer);
     for (const id of moreEos) eos.add(id);
+    this.toolCallDialect = toolCallDialect(templateText);
+    for (const stop of this.toolCallDialect.stops ?? []) {
+      const id = tokenizer.token_to_id(stop);
+      if (id !== undefined) eos.add(id);
+    }
     this.eosTokenIds = [...eos];
     if (this.bosTokenId === undefined) this.bosTokenId = idList(modelConfig.bos_token_id)[0];
     this.thinkStartId = tokenizer.token_to_id('<think>');
     this.thinkEndId = tokenizer.token_to_id('</think>');
-    this.toolCallsId = templateText?.includes('[TOOL_CALLS]') ? tokenizer.token_to_id('[TOOL_CALLS]') : undefined;
-    this.jsonToolCalls = templateText?.includes('"parameters": dictionary of argument name') ?? false;
+    const marker = this.toolCallDialect.marker;
+    this.toolCallsId = marker !== undefined ? tokenizer.token_to_id(marker) : undefined;
     this.chatTemplateSource = templateText ? 'model' : 'fallback';
     const idLength = /(?:\.id|tool_call_id)\s*\|\s*length\s*!=\s*(\d+)/.exec(templateText ?? '');
     this.toolCallIdLength = idLength ? Number(idLength[1]) : undefined;
@@ -195,7 +201,7 @@ export class ChatTokenizer {
   private renderAsGiven(messages: ChatMessage[], options: TemplateOptions, now: Date): string {
     const env = templateGlobals(now);
     const context: Record<string, unknown> = {
-      messages: templateMessages(messages, this.toolCallIdLength),
+      messages: templateMessages(messages, { idLength: this.toolCallIdLength, history: this.toolCallDialect.history }),
       add_generation_prompt: options.addGenerationPrompt ?? false,
       bos_token: this.bosToken ?? '',
       eos_token: this.eosToken ?? '',

@@ -16,7 +16,7 @@
  */
 import type { GenerateResult, LocalModel } from '../model/local-model.js';
 import { sequenceSeeds } from '../model/sampling.js';
-import { splitReasoningText } from '../model/chat-output.js';
+import { mayBeBareCall, replyTokens, splitReasoningText, type BareCall } from '../model/chat-output.js';
 import { ContextLengthError, replyBudget } from '../model/context-limit.js';
 import { RequestError, type ChatRequest, type FinishReason, type TokenLogprob, type ToolCallOut } from './protocol.js';
 
@@ -69,8 +69,11 @@ export class StreamText {
     private readonly skipIds: number[],
     /** Mistral's `[TOOL_CALLS]` token (ChatTokenizer.toolCallsId): the tool calls follow it. */
     private readonly toolCallsId?: number,
-    /** Tools were offered to a model that calls them in bare JSON (Llama 3.1+): an answer that opens with "{" is held until the end, when it is a call or text. */
-    private readonly jsonToolCalls = false,
+    /**
+     * Tools were offered to a model that writes calls without a marker (Llama 3.1+'s JSON, GLM-4's
+     * name line): an answer that may still be such a call is held until the end, when it is a call or text.
+     */
+    private readonly bareCall?: BareCall,
   ) {}
 
   push(token: number): StreamDelta {
@@ -89,7 +92,7 @@ export class StreamText {
     const safe = text.slice(0, text.length - hold);
     const { reasoning = '', answer } = splitReasoningText((this.opensThinking ? '<think>' : '') + safe);
     const call = answer.indexOf('<tool_call>');
-    if (this.jsonToolCalls && answer.trimStart().startsWith('{')) return this.diff('', reasoning);
+    if (mayBeBareCall(this.bareCall, answer)) return this.diff('', reasoning);
     return this.diff(call >= 0 ? answer.slice(0, call).trimEnd() : answer, reasoning);
   }
 
@@ -152,8 +155,8 @@ export function chatPrompt(model: LocalModel, request: ChatRequest): ChatPrompt 
 
 /** A reply's stream of text deltas (the module comment says what it holds back). */
 function replyStream(model: LocalModel, ids: number[], request: ChatRequest): StreamText {
-  const jsonToolCalls = (request.tools?.length ?? 0) > 0 && model.tokenizer.jsonToolCalls;
-  return new StreamText((t) => model.tokenizer.decode(t), promptOpensThinking(model, ids), request.stop, model.tokenizer.eosTokenIds, model.tokenizer.toolCallsId, jsonToolCalls);
+  const { bareCall } = replyTokens(model.tokenizer, (request.tools?.length ?? 0) > 0);
+  return new StreamText((t) => model.tokenizer.decode(t), promptOpensThinking(model, ids), request.stop, model.tokenizer.eosTokenIds, model.tokenizer.toolCallsId, bareCall);
 }
 
 /** `onDelta` for the deltas that carry text. */

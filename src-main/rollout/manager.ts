@@ -19,7 +19,7 @@ import type { Episode, EpisodeFinish, EpisodeMessage, RolloutRewardSource, ToolC
 import { ON_POLICY_DEFAULTS } from '../../src-shared/rollout.js';
 import { UserError } from '../../src-shared/types.js';
 import { CarriedRows } from '../model/carried-rows.js';
-import { madeCallId, parseReply } from '../model/chat-output.js';
+import { madeCallId, parseReply, replyTokens } from '../model/chat-output.js';
 import type { ChatMessage } from '../model/tokenizer.js';
 import { turnSeed, type Policy, type PolicyOutput, type PolicyPrompt } from './policy.js';
 import type { ToolRegistry, ToolSchema } from './tools.js';
@@ -238,9 +238,7 @@ class RolloutRun {
 
   /** A reply's content and tool calls; `toolsOffered` says whether the episode's prompt showed tools. */
   private parse(tokens: number[], toolsOffered: boolean): ReturnType<typeof parseReply> {
-    const tok = this.policy.tokenizer;
-    const jsonToolCalls = toolsOffered && tok.jsonToolCalls === true;
-    return parseReply(this.body(tokens), { thinkStartId: tok.thinkStartId, thinkEndId: tok.thinkEndId, toolCallsId: tok.toolCallsId, jsonToolCalls, decode: (ids) => tok.decode(ids) });
+    return parseReply(this.body(tokens), replyTokens(this.policy.tokenizer, toolsOffered));
   }
 
   /** Records a reply; returns its parsed calls when tools must run before the next turn. */

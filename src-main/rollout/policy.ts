@@ -8,6 +8,7 @@
 import type { GeneratedTokens } from '../model/batch-decode.js';
 import type { CarriedRows } from '../model/carried-rows.js';
 import type { ModelEngine } from '../model/inference-engine.js';
+import type { BareCall } from '../model/chat-output.js';
 import type { ChatMessage, TemplateOptions } from '../model/tokenizer.js';
 
 /** The tokenizer and chat template a policy's prompts are written with. */
@@ -19,8 +20,8 @@ export interface PolicyTokenizer {
   readonly thinkStartId?: number;
   readonly thinkEndId?: number;
   readonly toolCallsId?: number;
-  /** The template asks for tool calls as bare JSON (Llama 3.1+; ChatTokenizer.jsonToolCalls). */
-  readonly jsonToolCalls?: boolean;
+  /** How the template asks for tool calls (ChatTokenizer.toolCallDialect): its form of a call without a marker. */
+  readonly toolCallDialect?: { readonly bareCall?: BareCall };
 }
 
 /** One prompt of a batch: one sequence per seed, each with at most `maxNewTokens` new tokens. */

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseCutReply, parseReply, parseToolCallList, parseToolCalls, splitReasoning, splitReasoningText } from '../../src-main/model/chat-output.js';
+import { mayBeBareCall, parseCutReply, parseReply, parseToolCallList, parseToolCalls, splitReasoning, splitReasoningText } from '../../src-main/model/chat-output.js';
 import { ChatTokenizer } from '../../src-main/model/tokenizer.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 
@@ -73,10 +73,10 @@ describe('tool calls', () => {
         { id: 'abcdefghi', type: 'function', function: { name: 'w', arguments: '{"q":1}' } },
         { id: 'call00001', type: 'function', function: { name: 'now', arguments: '{}' } },
       ],
-      errors: [{ error: 'a call after [TOOL_CALLS] has no "name" string', raw: '{"arguments":{}}' }],
+      errors: [{ error: 'a call after the tool-call token has no "name" string', raw: '{"arguments":{}}' }],
     });
     expect(parseToolCallList('{"name": "now"}').toolCalls).toEqual([{ id: 'call00000', type: 'function', function: { name: 'now', arguments: '{}' } }]);
-    expect(parseToolCallList('[{"name": "w", "argu').errors[0]!.error).toMatch(/^invalid JSON after \[TOOL_CALLS\]: /);
+    expect(parseToolCallList('[{"name": "w", "argu').errors[0]!.error).toMatch(/^invalid JSON after the tool-call token: /);
   });
 
   it('parseReply splits at the [TOOL_CALLS] token only for a tokenizer that has one', () => {
@@ -89,8 +89,8 @@ describe('tool calls', () => {
     expect(parseReply([0, 1, 2], { decode }).toolCalls.map((c) => c.function.name)).toEqual(['h']);
   });
 
-  it("reads Llama 3.1+'s bare JSON calls, only where tools were offered (jsonToolCalls), as vLLM's llama3_json does", () => {
-    const reply = (text: string, jsonToolCalls = true) => parseReply([1], { decode: () => text, jsonToolCalls });
+  it("reads Llama 3.1+'s bare JSON calls, only where tools were offered (bareCall 'json'), as vLLM's llama3_json does", () => {
+    const reply = (text: string, offered = true) => parseReply([1], { decode: () => text, ...(offered ? { bareCall: 'json' as const } : {}) });
     expect(reply(' {"name": "get_weather", "parameters": {"city": "Paris"}}\n')).toEqual({
       content: '', reasoning: undefined, toolCalls: [{ id: 'call00000', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }], toolCallErrors: [],
     });
@@ -104,6 +104,30 @@ describe('tool calls', () => {
     expect(reply('{"name": "a", "parameters": {}}', false)).toMatchObject({ content: '{"name": "a", "parameters": {}}', toolCalls: [] });
     // Hermes blocks still win where a model writes them.
     expect(reply('<tool_call>{"name":"h"}</tool_call>').toolCalls.map((c) => c.id)).toEqual(['call_0']);
+  });
+
+  it("reads GLM-4's call, a name line and its JSON arguments, only where tools were offered (bareCall 'name-line')", () => {
+    const reply = (text: string, offered = true) => parseReply([1], { decode: () => text, ...(offered ? { bareCall: 'name-line' as const } : {}) });
+    expect(reply('get_weather\n{"city": "Paris"}')).toEqual({
+      content: '', reasoning: undefined, toolCalls: [{ id: 'call00000', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }], toolCallErrors: [],
+    });
+    // An answer (GLM-4 starts one with a newline), a one-word answer, JSON that is not an object, text after it, no tools offered: text.
+    for (const text of ['\nIt is sunny.', 'Sunny', 'get_weather\n[1, 2]', 'get_weather\n{"city": "Paris"} and more', 'get weather\n{}']) {
+      expect(reply(text)).toMatchObject({ content: text.trim(), toolCalls: [] });
+    }
+    expect(reply('get_weather\n{"city": "Paris"}', false)).toMatchObject({ toolCalls: [] });
+  });
+
+  it('holds a streamed answer while it may still be a bare call of the dialect', () => {
+    expect(['{"na', ' {"name"', 'Sure {'].map((a) => mayBeBareCall('json', a))).toEqual([true, true, false]);
+    expect(['get_wea', 'get_weather\n', 'get_weather\n{"ci', 'It is', 'get_weather\nSunny'].map((a) => mayBeBareCall('name-line', a))).toEqual([true, true, true, false, false]);
+    expect(mayBeBareCall(undefined, '{"name"')).toBe(false);
+  });
+
+  it("Granite 3's calls after its <|tool_call|> token read as Mistral's after [TOOL_CALLS]", () => {
+    const pieces = ['', '[{"name": "get_weather", "arguments": {"city": "Paris"}}]'];
+    expect(parseReply([0, 1], { toolCallsId: 0, decode: (ids) => ids.map((i) => pieces[i]).join('') }).toolCalls)
+      .toEqual([{ id: 'call00000', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }]);
   });
 
   it("a reply a stop string cut keeps the calls after Mistral's [TOOL_CALLS], which its text has lost", () => {

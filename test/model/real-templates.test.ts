@@ -19,7 +19,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ChatTokenizer, type ChatMessage } from '../../src-main/model/tokenizer.js';
 import { strftimeC } from '../../src-main/model/template-context.js';
-import { parseReply } from '../../src-main/model/chat-output.js';
+import { parseReply, replyTokens } from '../../src-main/model/chat-output.js';
 import { UserError } from '../../src-shared/types.js';
 import { deepSeekR1Template, realChatTemplate, writeRealTokenizer } from '../../tools/real-tokenizers.js';
 import { TINY_SPECIAL_TOKENS, tinyTokenizerJson } from '../../tools/tiny-models.js';
@@ -338,10 +338,10 @@ describe('Llama 3.2 Instruct template and strftime_now', () => {
   });
 
   it("Llama 3.2's bare JSON call is read where tools were offered, and goes back into the template as it came", () => {
-    expect([llama32.jsonToolCalls, llama31.jsonToolCalls, qwen25.jsonToolCalls, mistralNemo.jsonToolCalls]).toEqual([true, true, false, false]);
+    expect([llama32, llama31, qwen25, mistralNemo].map((t) => t.toolCallDialect.name)).toEqual(['llama3', 'llama3', 'hermes', 'mistral']);
     const written = '{"name": "get_weather", "parameters": {"city": "Paris"}}';
     const ids = llama32.encode(written);
-    const parsed = parseReply(ids, { jsonToolCalls: llama32.jsonToolCalls, decode: (t) => llama32.decode(t) });
+    const parsed = parseReply(ids, replyTokens(llama32, true));
     expect(parsed).toMatchObject({ content: '', toolCalls: [{ id: 'call00000', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] });
     const messages: ChatMessage[] = [TOOL_HISTORY[0]!, { role: 'assistant', content: '', tool_calls: [parsed.toolCalls[0]!] }];
     expect(llama32.applyChatTemplate(messages, { tools: TOOLS, extra: { date_string: '02 Jan 2025' } })).toContain(`<|start_header_id|>assistant<|end_header_id|>\n\n${written}<|eot_id|>`);

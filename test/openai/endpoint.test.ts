@@ -290,10 +290,10 @@ describe('stream text: only prefixes of the final answer are sent', () => {
 
   it('holds an answer that opens with "{" where tools were offered to a bare-JSON caller (Llama 3.1+), and sends it at the end if it is no call', () => {
     const json = ['{"name"', ': "w", ', '"parameters": {}}'];
-    const held = new StreamText((ids) => ids.map((i) => json[i]).join(''), false, [], [], undefined, true);
+    const held = new StreamText((ids) => ids.map((i) => json[i]).join(''), false, [], [], undefined, 'json');
     expect([0, 1, 2].map((t) => held.push(t))).toEqual([{}, {}, {}]);
     expect(held.finish('', undefined)).toEqual({}); // parsed as a call: no content at all
-    const answer = new StreamText((ids) => ids.map((i) => json[i]).join(''), false, [], [], undefined, true);
+    const answer = new StreamText((ids) => ids.map((i) => json[i]).join(''), false, [], [], undefined, 'json');
     [0, 1].forEach((t) => answer.push(t));
     expect(answer.finish('{"name": "w", ', undefined)).toEqual({ content: '{"name": "w", ' });
     // Without tools offered, JSON streams as it comes.

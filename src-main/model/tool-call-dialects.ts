@@ -1,0 +1,89 @@
+/**
+ * How a model family writes a tool call and reads calls and results back in its history
+ * (docs/design.md §Tool-call dialects): one row per dialect, the first whose test the chat
+ * template's text passes. Every model's replies are also read for Hermes `<tool_call>` blocks
+ * (./chat-output.ts), which is all the last row, `hermes`, asks.
+ *
+ *   mistral   a `[TOOL_CALLS]` token, then a JSON list of calls. The template renders OpenAI's
+ *             `tool_calls` itself.
+ *   llama3    where tools were offered, a reply that is only `{"name", "parameters"}`. The
+ *             template renders `tool_calls` itself.
+ *   granite3  a `<|tool_call|>` token, then a JSON list of calls (Granite 3.x; 4.0 writes Hermes
+ *             blocks). Its template renders only an assistant turn's `content`, so a past call is
+ *             written into that content as the model wrote it.
+ *   glm4      where tools were offered, a reply that is the function's name, a newline and its
+ *             JSON arguments (GLM-4-0414, GLM-Z1). Its template renders a call as an assistant turn
+ *             whose `metadata` is the name and whose content is the arguments, and a tool's result
+ *             as an `observation` turn; `<|observation|>` after a call ends generation (it waits for
+ *             the result), which llama.cpp's GGUF metadata does not list as an end token.
+ *   hermes    `<tool_call>{"name", "arguments"}</tool_call>` blocks (Qwen, Granite 4, SmolLM3,
+ *             Hermes). The template renders `tool_calls` itself.
+ */
+import { templateJson, type ChatMessage } from './template-context.js';
+
+export interface ToolCallDialect {
+  name: 'mistral' | 'llama3' | 'granite3' | 'glm4' | 'hermes';
+  /** Whether a chat template's text asks for this dialect. */
+  matches(template: string): boolean;
+  /** The token a JSON list of calls follows. */
+  marker?: string;
+  /** Where tools were offered, a reply that is nothing but one call in this form, with no marker. */
+  bareCall?: 'json' | 'name-line';
+  /** Tokens that end generation besides the model's own end tokens. */
+  stops?: readonly string[];
+  /** The conversation as the template must be given it (templateMessages' output: arguments parsed). */
+  history?: (messages: ChatMessage[]) => ChatMessage[];
+}
+
+export const TOOL_CALL_DIALECTS: readonly ToolCallDialect[] = [
+  { name: 'mistral', matches: (t) => t.includes('[TOOL_CALLS]'), marker: '[TOOL_CALLS]' },
+  { name: 'llama3', matches: (t) => t.includes('"parameters": dictionary of argument name'), bareCall: 'json' },
+  { name: 'granite3', matches: (t) => t.includes('<|tool_call|>') && !t.includes('tool_calls'), marker: '<|tool_call|>', history: callsInContent },
+  {
+    name: 'glm4', matches: (t) => t.includes('<|observation|>') && t.includes('metadata'),
+    bareCall: 'name-line', stops: ['<|observation|>'], history: callsAsMetadataTurns,
+  },
+  { name: 'hermes', matches: () => true },
+];
+
+/** The dialect of a chat template (`hermes` for none: the fallback template, a base model's). */
+export function toolCallDialect(template: string | undefined): ToolCallDialect {
+  return TOOL_CALL_DIALECTS.find((d) => d.matches(template ?? ''))!;
+}
+
+interface ParsedCall {
+  function?: { name?: unknown; arguments?: unknown };
+}
+
+const callsOf = (m: ChatMessage): ParsedCall[] => (Array.isArray(m.tool_calls) ? (m.tool_calls as ParsedCall[]) : []);
+
+/** A call's arguments as the model writes them: the object's JSON (templateJson), or the text it was given. */
+const argumentsText = (call: ParsedCall): string => {
+  const args = call.function?.arguments;
+  return typeof args === 'string' ? args : templateJson(args ?? {});
+};
+
+/** granite3: each call list written after the turn's text, `<|tool_call|>[{"name", "arguments"}]`. */
+function callsInContent(messages: ChatMessage[]): ChatMessage[] {
+  return messages.map((m) => {
+    const calls = callsOf(m);
+    if (!calls.length) return m;
+    const { tool_calls: _calls, ...rest } = m;
+    const list = calls.map((c) => ({ name: c.function?.name, arguments: c.function?.arguments ?? {} }));
+    return { ...rest, content: `${m.content ?? ''}<|tool_call|>${templateJson(list)}` };
+  });
+}
+
+/**
+ * glm4: an assistant turn with calls becomes its text (where it has some), then one turn per
+ * call, `{metadata: name, content: arguments}`; a tool's result becomes an `observation` turn.
+ */
+function callsAsMetadataTurns(messages: ChatMessage[]): ChatMessage[] {
+  return messages.flatMap((m): ChatMessage[] => {
+    if (m.role === 'tool') return [{ role: 'observation', content: m.content }];
+    const calls = callsOf(m);
+    if (!calls.length) return [m];
+    const text: ChatMessage[] = m.content?.trim() ? [{ role: 'assistant', content: m.content }] : [];
+    return [...text, ...calls.map((c) => ({ role: 'assistant', metadata: String(c.function?.name ?? ''), content: argumentsText(c) }))];
+  });
+}
