@@ -9,13 +9,17 @@
  *     {"id":"s1/4","sample":{"sessionId":"s1","responseTurn":4,"messages":[…],"original":"…",
  *       "hint":"…","reaction":{"role":"user","text":"…"},"label":-1,"captured":{…}}}
  *
- * A database context offers no tools: the rollout answers the user's chat as it was. A sample
- * captured live from the model being trained keeps its rollout (`captured`), whose tokens
- * train with the user's label beside the new rollouts (./scoring.ts).
+ * A database context offers the tools its session offered (docs/design.md §Tools offered), shown
+ * and never run: the rollout answers the user's chat as it was, and a reply that calls one of
+ * them ends there, its calls its answer for the replay judge. A sample captured live from the
+ * model being trained keeps its rollout (`captured`), whose tokens train with the user's label
+ * beside the new rollouts (./scoring.ts).
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { UserError } from '../../src-shared/types.js';
+import type { OfferedTool } from '../../src-shared/offered-tools.js';
+import { messageCalls, replyWithCalls } from '../../src-shared/reply-text.js';
+import { UserError, type ChatMessage } from '../../src-shared/types.js';
 import { methodRecord } from '../../src-shared/training-methods.js';
 import { readJsonLines } from '../store/jsonl-file.js';
 import type { TrainingSample } from '../../src-shared/views.js';
@@ -36,7 +40,9 @@ export interface SampleContext {
   sessionId: string;
   responseTurn: number;
   messages: PromptMessage[];
-  /** The reply the user reacted to. */
+  /** The tools the session offered (shown to the model, not run). */
+  tools?: OfferedTool[];
+  /** The reply the user reacted to, a line for each tool call it made after its text (src-shared/reply-text.ts). */
   original: string;
   hint: string | null;
   reaction: { role: 'user' | 'tool'; text: string } | null;
@@ -77,8 +83,11 @@ export function taskContextLines(file: string): ContextLine[] {
   return tasks.map((t) => ({ id: t.id, task: raw.get(t.id) }));
 }
 
-const asPrompt = (m: TrainingSample['messages'][number]): PromptMessage =>
-  m.role === 'tool' ? { role: 'tool', name: m.name ?? 'tool', content: m.content } : { role: m.role, content: m.content };
+const asPrompt = (m: TrainingSample['messages'][number]): PromptMessage => {
+  if (m.role === 'tool') return { role: 'tool', name: m.name ?? 'tool', content: m.content, ...(m.tool_call_id ? { tool_call_id: m.tool_call_id } : {}) };
+  if (m.role === 'assistant') return { role: 'assistant', content: m.content, ...(m.tool_calls?.length ? { tool_calls: m.tool_calls } : {}) };
+  return { role: m.role, content: m.content };
+};
 
 /** A label the captured reply can train with as its reward: +1 or −1 (0 is "no label"). */
 export function isTrainingLabel(label: number): boolean {
@@ -110,13 +119,19 @@ export function sampleContextLines(
       continue;
     }
     const sample: SampleContext = {
-      sessionId: s.sessionId, responseTurn: s.responseTurn, messages: s.messages.map(asPrompt), original: s.response.content,
+      sessionId: s.sessionId, responseTurn: s.responseTurn, messages: s.messages.map(asPrompt), ...(s.tools ? { tools: s.tools } : {}),
+      original: replyWithCalls(s.response.content, messageCalls(s.response)),
       hint: s.hint, reaction: s.reaction ?? null, label: s.reward,
       ...(rollout && s.rollout ? { captured: s.rollout } : {}),
     };
     lines.push({ id: `${s.sessionId}/${s.responseTurn}`, sample });
   }
   return { lines, skipped };
+}
+
+/** A context message as the replay judge reads it (its tool calls shown after its text). */
+function judgeMessage(m: PromptMessage): ChatMessage {
+  return { role: m.role, content: m.content, ...('tool_calls' in m && m.tool_calls ? { tool_calls: m.tool_calls } : {}) };
 }
 
 export function contextsText(lines: readonly ContextLine[]): string {
@@ -142,8 +157,9 @@ export function stepContexts(lines: readonly ContextLine[], registry: ToolRegist
     }
     const s = line.sample;
     return {
-      id: line.id, rollout: { id: line.id, messages: s.messages, tools: [] }, sessionId: s.sessionId, hint: s.hint, label: s.label,
-      judgeInput: { context: s.messages.map((m) => ({ role: m.role, content: m.content })), original: s.original, reaction: s.reaction, hint: s.hint },
+      id: line.id, rollout: { id: line.id, messages: s.messages, tools: s.tools ?? [], ...(s.tools ? { recordedTools: true } : {}) },
+      sessionId: s.sessionId, hint: s.hint, label: s.label,
+      judgeInput: { context: s.messages.map(judgeMessage), original: s.original, reaction: s.reaction, hint: s.hint },
       ...(s.captured ? { captured: s.captured } : {}),
     };
   });
@@ -174,9 +190,10 @@ export function stepSeedBase(seed: number, step: number): number {
 /**
  * The teacher's prompt ids for a hinted context (docs/design.md §Hint prompt): the context
  * with the hint on its last user message, rendered as the manager renders the student's
- * prompt (a database context offers no tools), generation prompt included.
+ * prompt (with the tools its session offered), generation prompt included.
  */
 export function teacherPromptIds(tokenizer: ChatTokenizer, context: StepContext): number[] {
   const messages = templateView(enhancedContext(context.rollout.messages, context.hint!));
-  return tokenizer.encode(tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true }));
+  const tools = context.rollout.tools?.length ? context.rollout.tools : undefined;
+  return tokenizer.encode(tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, tools }));
 }

@@ -17,6 +17,7 @@
 import crypto from 'node:crypto';
 import type { Episode, EpisodeFinish, EpisodeMessage, RolloutRewardSource, ToolCallRecord } from '../../src-shared/rollout.js';
 import { ON_POLICY_DEFAULTS } from '../../src-shared/rollout.js';
+import type { ChatToolCall } from '../../src-shared/types.js';
 import { UserError } from '../../src-shared/types.js';
 import { CarriedRows } from '../model/carried-rows.js';
 import { madeCallId, parseReply, replyTokens } from '../model/chat-output.js';
@@ -29,7 +30,14 @@ import { toolTurnIds } from './turn-tokens.js';
 const callsTools = (parsed: ReturnType<typeof parseReply>) => parsed.toolCalls.length > 0 || parsed.toolCallErrors.length > 0;
 
 /** A prompt message of a context (a tool message names its tool). */
-export type PromptMessage = { role: 'system' | 'user' | 'assistant'; content: string } | { role: 'tool'; name: string; content: string };
+/**
+ * A message of a context's prompt. A recorded session's assistant turn keeps its tool calls and
+ * a tool turn the id of the call it answers, as the model saw them (templateView passes them on).
+ */
+export type PromptMessage =
+  | { role: 'system' | 'user'; content: string }
+  | { role: 'assistant'; content: string; tool_calls?: ChatToolCall[] }
+  | { role: 'tool'; name: string; content: string; tool_call_id?: string };
 
 /** How an episode's final answer is scored: +1 / −1 from the answer text. */
 export interface RewardCheck {
@@ -45,6 +53,12 @@ export interface RolloutContext {
   messages: PromptMessage[];
   /** The tools shown to the model and allowed to run; default: every tool of the registry. */
   tools?: ToolSchema[];
+  /**
+   * `tools` are a recorded session's (docs/design.md §Tools offered): shown to the model as the
+   * session offered them, never run (they are the user's own). A reply that calls them ends its
+   * episode, the calls being its answer, which the replay judge reads.
+   */
+  recordedTools?: boolean;
   reward?: RewardCheck;
 }
 
@@ -70,6 +84,17 @@ export interface RunOptions extends Partial<RolloutSettings> {
 }
 
 export const episodeId = (contextId: string, sample: number, step: number) => `${contextId}#${sample}@${step}`;
+
+/** What a call of a recorded session's tool records instead of a result (RolloutContext.recordedTools). */
+export const NOT_RUN = 'not run: the tool is the recorded session\'s own; the call is the answer';
+
+function parsedArguments(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
 
 function settingsOf(options: RunOptions): RolloutSettings {
   const s: RolloutSettings = {
@@ -133,7 +158,10 @@ export function contextFingerprint(context: RolloutContext): string {
 
 /** The episode messages as the chat template reads them (the on-policy teacher's prompt renders through it too). */
 export function templateView(messages: readonly (EpisodeMessage | PromptMessage)[]): ChatMessage[] {
-  return messages.map((m) => (m.role === 'tool' ? { role: 'tool', name: m.name, content: m.content } : { role: m.role, content: m.content }));
+  return messages.map((m): ChatMessage => {
+    if (m.role === 'tool') return { role: 'tool', name: m.name, content: m.content, ...('tool_call_id' in m && m.tool_call_id ? { tool_call_id: m.tool_call_id } : {}) };
+    return { role: m.role, content: m.content, ...('tool_calls' in m && m.tool_calls?.length ? { tool_calls: m.tool_calls } : {}) };
+  });
 }
 
 export async function runRollouts(policy: Policy, contexts: readonly RolloutContext[], options: RunOptions): Promise<Episode[]> {
@@ -254,9 +282,18 @@ class RolloutRun {
     r.answer = parsed.content;
     if (out.finishReason === 'length') this.end(r, 'max_tokens');
     else if (!callsTools(parsed)) this.end(r, 'answer');
+    else if (r.context.recordedTools) this.endOnRecordedCalls(r, parsed);
     else if (r.turns >= this.settings.maxTurns) this.end(r, 'max_turns');
     else return parsed;
     return undefined;
+  }
+
+  /** A reply that calls a recorded session's tools: its calls are kept, not run, and they are its answer. */
+  private endOnRecordedCalls(r: Running, parsed: ReturnType<typeof parseReply>): void {
+    const reply = r.messages.at(-1) as Extract<EpisodeMessage, { role: 'assistant' }>;
+    reply.toolCalls = parsed.toolCalls.map((c) => ({ name: c.function.name, arguments: parsedArguments(c.function.arguments), ok: false, result: NOT_RUN, ms: 0 }));
+    r.toolCalls += reply.toolCalls.length;
+    this.end(r, 'answer');
   }
 
   /** Runs a reply's calls in order, records them as tool turns, and appends their tokens (or ends the episode). */
