@@ -147,7 +147,9 @@ export interface SampleView {
   responseTurn: number;
   feedbackTurn: number | null;
   nextStateRole: 'user' | 'tool' | null;
+  /** The reply's text, and the tool calls it made (a reply may be only calls). */
   response: string;
+  responseCalls: { name: string; arguments: string }[];
   feedback: string | null;
   label: LabelView;
 }
@@ -155,6 +157,8 @@ export interface SampleView {
 export interface SessionDetail extends SessionSummary {
   turns: TurnView[];
   samples: SampleView[];
+  /** The tools the conversation offered the model (./offered-tools.ts): name and description, in order. */
+  tools: { name: string; description: string | null }[];
   /** Regenerated siblings kept beside the kept reply at `atTurn`. */
   alternatives: { atTurn: number; text: string }[];
 }

@@ -1,5 +1,6 @@
 // What the review queue reads (docs/design.md §Review): every judge label nobody reviewed,
 // with the texts the heuristic needs to give its own verdict beside an LLM judge's.
+import type { ToolCall } from '../../src-shared/types.js';
 import type { Store } from './database.js';
 import { labelFromRow, type StoredLabel } from './session-reads.js';
 
@@ -10,6 +11,7 @@ export interface ReviewCandidate {
   feedbackTurn: number | null;
   nextStateRole: 'user' | 'tool' | null;
   response: string;
+  responseToolCalls: ToolCall[];
   feedback: string | null;
   label: StoredLabel;
 }
@@ -18,9 +20,9 @@ export interface ReviewCandidate {
 export function readReviewCandidates(store: Store): ReviewCandidate[] {
   const rows = store.all<Parameters<typeof labelFromRow>[0] & {
     session_id: string; title: string; response_turn: number; feedback_turn: number | null; next_state_role: 'user' | 'tool' | null;
-    response: string; feedback: string | null;
+    response: string; response_tool_calls: string; feedback: string | null;
   }>(
-    `SELECT l.*, se.title, s.feedback_turn, s.next_state_role, r.text AS response, f.text AS feedback
+    `SELECT l.*, se.title, s.feedback_turn, s.next_state_role, r.text AS response, r.tool_calls AS response_tool_calls, f.text AS feedback
        FROM labels l
        JOIN samples s USING (session_id, response_turn)
        JOIN sessions se ON se.id = l.session_id
@@ -31,7 +33,7 @@ export function readReviewCandidates(store: Store): ReviewCandidate[] {
   );
   return rows.map((r) => ({
     sessionId: r.session_id, sessionTitle: r.title, responseTurn: r.response_turn, feedbackTurn: r.feedback_turn, nextStateRole: r.next_state_role,
-    response: r.response, feedback: r.feedback, label: labelFromRow(r),
+    response: r.response, responseToolCalls: JSON.parse(r.response_tool_calls) as ToolCall[], feedback: r.feedback, label: labelFromRow(r),
   }));
 }
 

@@ -46,7 +46,7 @@ const importDone = (fileName: string, state: 'imported' | 'failed' = 'imported')
 /** Waits until the selected turn is `turn` (keyboard moves re-render on the page's own schedule). */
 const selectedTurnIs = (turn: number) => page.waitForFunction((t) => document.querySelector('.turn.selected')?.getAttribute('data-turn') === String(t), turn);
 
-function writeFixtures(): { noSamples: string; truncated: string; long: string } {
+function writeFixtures(): { noSamples: string; truncated: string; long: string; agent: string } {
   // One conversation with no assistant turn: it yields no sample, and Checks must say why.
   const noSamples = path.join(dir, 'unanswered.jsonl');
   fs.writeFileSync(noSamples, JSON.stringify({ messages: [{ role: 'user', content: 'Is anyone there? This question never got an answer.' }] }) + '\n');
@@ -61,7 +61,22 @@ function writeFixtures(): { noSamples: string; truncated: string; long: string }
   }
   const long = path.join(dir, 'long-session.jsonl');
   fs.writeFileSync(long, JSON.stringify({ messages }) + '\n');
-  return { noSamples, truncated, long };
+  // An agent's session: the tools it offered, a reply that calls one, the tool's result, the answer.
+  const agent = path.join(dir, 'agent-session.jsonl');
+  fs.writeFileSync(agent, JSON.stringify({
+    tools: [
+      { type: 'function', function: { name: 'get_weather', description: 'Current weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
+      { type: 'function', function: { name: 'get_forecast', description: 'Three-day forecast', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
+    ],
+    messages: [
+      { role: 'user', content: 'Agent check: what is the weather in Paris?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: '18°C and sunny' },
+      { role: 'assistant', content: 'It is 18°C and sunny in Paris.' },
+      { role: 'user', content: 'Perfect, thanks!' },
+    ],
+  }) + '\n');
+  return { noSamples, truncated, long, agent };
 }
 
 describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', { timeout: TEST_TIMEOUT_MS }, () => {
@@ -336,6 +351,24 @@ describe.skipIf(!haveChromium)('the app in a browser, against hindsight serve', 
     });
     expect(inView).toBe(true);
     await shot('annotator-5000-turns');
+  });
+
+  it('shows the tools an agent\'s session offered, and its tool-call reply as a sample', async () => {
+    await page.locator('[data-nav=sessions]').click();
+    await page.getByRole('heading', { name: 'Sessions' }).waitFor();
+    await page.setInputFiles('[data-testid=import-file]', fixtures.agent);
+    await importDone(fixtures.agent);
+    const { sessions } = await api<{ sessions: { id: string }[] }>('listSessions', { search: 'Agent check' });
+    await page.goto(`${serverUrl}#/session/${encodeURIComponent(sessions[0]!.id)}`);
+    const tools = page.locator('[data-testid=session-tools]');
+    await tools.waitFor();
+    expect((await tools.textContent())!.trim()).toBe('2 tools offered (get_weather, get_forecast)');
+    expect(await tools.getAttribute('title')).toBe('get_weather: Current weather in a city\nget_forecast: Three-day forecast');
+    // The reply that only called the tool is a sample (its next state, the tool's result), shown with its call.
+    const callTurn = page.locator('.turn[data-turn="1"]');
+    await callTurn.locator('[data-testid=reward-chip]').waitFor();
+    expect(await callTurn.textContent()).toContain('1 tool call: get_weather');
+    await shot('annotator-agent-session');
   });
 
   it('logged no errors and no CSP violations in the page', () => {
