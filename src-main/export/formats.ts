@@ -63,6 +63,7 @@ function samplesLine(bundle: SessionBundle, s: SampleRecord): object {
     feedback_turn: s.feedbackTurn,
     context: contextMessages(bundle, s),
     response: reply.text,
+    ...(reply.toolCalls.length ? { response_tool_calls: toChatToolCalls(reply.toolCalls) } : {}),
     feedback: feedbackTurn(bundle, s)?.text ?? null,
     timestamp: reply.timestamp,
     reward: s.label.reward,
