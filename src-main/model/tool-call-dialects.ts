@@ -19,6 +19,7 @@
  *   hermes    `<tool_call>{"name", "arguments"}</tool_call>` blocks (Qwen, Granite 4, SmolLM3,
  *             Hermes). The template renders `tool_calls` itself.
  */
+import type { BareCall } from './chat-output.js';
 import { templateJson, type ChatMessage } from './template-context.js';
 
 export interface ToolCallDialect {
@@ -28,7 +29,7 @@ export interface ToolCallDialect {
   /** The token a JSON list of calls follows. */
   marker?: string;
   /** Where tools were offered, a reply that is nothing but one call in this form, with no marker. */
-  bareCall?: 'json' | 'name-line';
+  bareCall?: BareCall;
   /** Tokens that end generation besides the model's own end tokens. */
   stops?: readonly string[];
   /** The conversation as the template must be given it (templateMessages' output: arguments parsed). */
