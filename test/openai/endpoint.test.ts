@@ -301,6 +301,16 @@ describe('stream text: only prefixes of the final answer are sent', () => {
     expect(plain.push(0)).toEqual({ content: '{"name"' });
   });
 
+  it("holds a GLM-4 name line while it may still be a call, and streams an answer once it cannot be one", () => {
+    const call = ['get_', 'weather\n', '{"city": ', '"Paris"}'];
+    const held = new StreamText((ids) => ids.map((i) => call[i]).join(''), false, [], [], undefined, 'name-line');
+    expect([0, 1, 2, 3].map((t) => held.push(t))).toEqual([{}, {}, {}, {}]);
+    const words = ['Sunny', ' and warm.'];
+    const answer = new StreamText((ids) => ids.map((i) => words[i]).join(''), false, [], [], undefined, 'name-line');
+    expect(answer.push(0)).toEqual({}); // one word could still be a function's name
+    expect(answer.push(1)).toEqual({ content: 'Sunny and warm.' });
+  });
+
   it('waits for the rest of a multi-byte character', () => {
     const bytes = ['caf', '\uFFFD', 'é'];
     const s = new StreamText((ids) => (ids.length === 2 ? 'caf\uFFFD' : ids.map((i) => bytes[i]).join('').replace('\uFFFD', '')), false, [], []);
