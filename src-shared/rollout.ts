@@ -78,6 +78,8 @@ export interface ToolCallRecord {
   /** What the tool turn says: the tool's result, or the error in one line. */
   result: string;
   ms: number;
+  /** A recorded session's tool, shown to the model and never run (`ok` false, `result` says so): the call is the reply's answer. */
+  notRun?: true;
 }
 
 export type EpisodeMessage =

@@ -291,7 +291,7 @@ class RolloutRun {
   /** A reply that calls a recorded session's tools: its calls are kept, not run, and they are its answer. */
   private endOnRecordedCalls(r: Running, parsed: ReturnType<typeof parseReply>): void {
     const reply = r.messages.at(-1) as Extract<EpisodeMessage, { role: 'assistant' }>;
-    reply.toolCalls = parsed.toolCalls.map((c) => ({ name: c.function.name, arguments: parsedArguments(c.function.arguments), ok: false, result: NOT_RUN, ms: 0 }));
+    reply.toolCalls = parsed.toolCalls.map((c) => ({ name: c.function.name, arguments: parsedArguments(c.function.arguments), ok: false, result: NOT_RUN, ms: 0, notRun: true }));
     r.toolCalls += reply.toolCalls.length;
     this.end(r, 'answer');
   }

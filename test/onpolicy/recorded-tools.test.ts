@@ -55,7 +55,7 @@ describe('a context of a session that offered tools', () => {
     expect(prompt).toContain('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>');
     expect(policy.batches).toHaveLength(1); // no second turn: nothing ran
     expect(episode).toMatchObject({ finish: 'answer', summary: { turns: 1, toolCalls: 1 } });
-    expect(episode!.messages.at(-1)).toMatchObject({ role: 'assistant', toolCalls: [{ name: 'get_weather', arguments: { city: 'Lyon' }, ok: false, result: NOT_RUN }] });
+    expect(episode!.messages.at(-1)).toMatchObject({ role: 'assistant', toolCalls: [{ name: 'get_weather', arguments: { city: 'Lyon' }, ok: false, result: NOT_RUN, notRun: true }] });
   });
 
   it('the OPD teacher\'s prompt offers the same tools, with the hint', () => {
