@@ -35,6 +35,7 @@ export interface ChatRequest {
   stream: boolean;
   includeUsage: boolean;
   logprobs: boolean;
+  /** The tools the model is offered: the request's `tools` as its `tool_choice` leaves them (offeredTools). */
   tools?: unknown[];
 }
 
@@ -152,6 +153,7 @@ export function parseChatRequest(body: unknown): ChatRequest {
   const maxTokens = integerField(body, 'max_completion_tokens', 1, MAX_MAX_TOKENS) ?? integerField(body, 'max_tokens', 1, MAX_MAX_TOKENS) ?? DEFAULT_MAX_TOKENS;
   if (body.tools !== undefined && body.tools !== null && !Array.isArray(body.tools)) throw new RequestError('tools must be an array', 'tools');
   if (Array.isArray(body.tools)) boundedNesting(body.tools, 'tools');
+  const tools = offeredTools(Array.isArray(body.tools) ? body.tools : [], body.tool_choice);
   const streamOptions = isObject(body.stream_options) ? body.stream_options : {};
   return {
     model: typeof body.model === 'string' ? body.model : null,
@@ -165,8 +167,24 @@ export function parseChatRequest(body: unknown): ChatRequest {
     stream,
     includeUsage: streamOptions.include_usage === true,
     logprobs,
-    ...(Array.isArray(body.tools) && body.tools.length ? { tools: body.tools } : {}),
+    ...(tools.length ? { tools } : {}),
   };
+}
+
+/**
+ * The tools a request offers the model, by its `tool_choice` (docs/design.md §Tools offered):
+ * absent or "auto", all of them; "none", none (the model is not shown them, so its reply is
+ * text); a named function, that one alone; "required", all of them. Decoding is not constrained,
+ * so "required" and a named function make a call likely, not certain.
+ */
+function offeredTools(tools: unknown[], choice: unknown): unknown[] {
+  if (choice === undefined || choice === null || choice === 'auto' || choice === 'required') return tools;
+  if (choice === 'none') return [];
+  const name = isObject(choice) && choice.type === 'function' && isObject(choice.function) ? choice.function.name : undefined;
+  if (typeof name !== 'string') throw new RequestError('tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name": …}}', 'tool_choice');
+  const named = tools.filter((t) => isObject(t) && isObject(t.function) && t.function.name === name);
+  if (!named.length) throw new RequestError(`tool_choice names the function '${name}', which tools does not list`, 'tool_choice');
+  return named;
 }
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls';

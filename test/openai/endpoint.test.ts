@@ -217,6 +217,23 @@ describe('POST /v1/chat/completions', () => {
     expect((await res.json()).model).toBe('stories260K');
     expect(parseChatRequest({ messages: [{ role: 'developer', content: 'x' }] }).messages[0]).toEqual({ role: 'system', content: 'x' });
   });
+
+  it('offers the tools tool_choice leaves: all, none, or the one it names; a bad choice is a 400 naming it', async () => {
+    const tool = (name: string) => ({ type: 'function', function: { name, parameters: { type: 'object' } } });
+    const tools = [tool('get_weather'), tool('search')];
+    const offered = (tool_choice: unknown) => parseChatRequest({ messages: [{ role: 'user', content: 'x' }], tools, tool_choice }).tools;
+    const bad = async (body: unknown) => {
+      const res = await post(body);
+      expect(res.status).toBe(400);
+      return (await res.json()).error as { message: string; param: string | null };
+    };
+    expect([undefined, 'auto', 'required'].map(offered)).toEqual([tools, tools, tools]);
+    expect(offered('none')).toBeUndefined();
+    expect(offered({ type: 'function', function: { name: 'search' } })).toEqual([tool('search')]);
+    expect(await bad({ messages: [{ role: 'user', content: 'x' }], tools, tool_choice: 'always' })).toMatchObject({ param: 'tool_choice', message: expect.stringMatching(/^tool_choice must be "none", "auto", "required"/) });
+    expect(await bad({ messages: [{ role: 'user', content: 'x' }], tools, tool_choice: { type: 'function', function: { name: 'shell' } } }))
+      .toMatchObject({ param: 'tool_choice', message: "tool_choice names the function 'shell', which tools does not list" });
+  });
 });
 
 describe('the model’s context (stories260K: 512 positions)', () => {
