@@ -35,7 +35,7 @@ export interface ChatRequest {
   stream: boolean;
   includeUsage: boolean;
   logprobs: boolean;
-  /** The tools the model is offered: the request's `tools` as its `tool_choice` leaves them (offeredTools). */
+  /** The tools the model is offered: the request's `tools` as its `tool_choice` leaves them (toolsByChoice). */
   tools?: unknown[];
 }
 
@@ -153,7 +153,7 @@ export function parseChatRequest(body: unknown): ChatRequest {
   const maxTokens = integerField(body, 'max_completion_tokens', 1, MAX_MAX_TOKENS) ?? integerField(body, 'max_tokens', 1, MAX_MAX_TOKENS) ?? DEFAULT_MAX_TOKENS;
   if (body.tools !== undefined && body.tools !== null && !Array.isArray(body.tools)) throw new RequestError('tools must be an array', 'tools');
   if (Array.isArray(body.tools)) boundedNesting(body.tools, 'tools');
-  const tools = offeredTools(Array.isArray(body.tools) ? body.tools : [], body.tool_choice);
+  const tools = toolsByChoice(Array.isArray(body.tools) ? body.tools : [], body.tool_choice);
   const streamOptions = isObject(body.stream_options) ? body.stream_options : {};
   return {
     model: typeof body.model === 'string' ? body.model : null,
@@ -177,7 +177,7 @@ export function parseChatRequest(body: unknown): ChatRequest {
  * text); a named function, that one alone; "required", all of them. Decoding is not constrained,
  * so "required" and a named function make a call likely, not certain.
  */
-function offeredTools(tools: unknown[], choice: unknown): unknown[] {
+function toolsByChoice(tools: unknown[], choice: unknown): unknown[] {
   if (choice === undefined || choice === null || choice === 'auto' || choice === 'required') return tools;
   if (choice === 'none') return [];
   const name = isObject(choice) && choice.type === 'function' && isObject(choice.function) ? choice.function.name : undefined;

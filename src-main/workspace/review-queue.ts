@@ -9,7 +9,7 @@ import { heuristicReward } from '../judge/heuristic.js';
 import type { Store } from '../store/database.js';
 import { readPromptBefore, readReviewCandidates, type ReviewCandidate } from '../store/review-reads.js';
 import { publicLabel } from './label-edits.js';
-import { callsOf } from './session-views.js';
+import { viewCalls } from './session-views.js';
 
 /** At most this many items go to the UI at once; the total says how many more wait. */
 export const DEFAULT_REVIEW_LIMIT = 200;
@@ -34,7 +34,7 @@ export function reviewQueue(store: Store, limit = DEFAULT_REVIEW_LIMIT): { total
   const items = ranked.slice(0, limit).map(({ item: { c, heuristic }, rank }): ReviewItem => ({
     sample: {
       sessionId: c.sessionId, responseTurn: c.responseTurn, feedbackTurn: c.feedbackTurn, nextStateRole: c.nextStateRole,
-      response: c.response, responseCalls: callsOf(c.responseToolCalls), feedback: c.feedback, label: publicLabel(c.label),
+      response: c.response, responseCalls: viewCalls(c.responseToolCalls), feedback: c.feedback, label: publicLabel(c.label),
     },
     sessionTitle: c.sessionTitle,
     prompt: readPromptBefore(store, c.sessionId, c.responseTurn),

@@ -8,14 +8,14 @@ import { noSession, publicLabel } from './label-edits.js';
 function sampleView(sessionId: string, turns: { text: string; toolCalls: ToolCall[] }[], s: SampleRecord): SampleView {
   return {
     sessionId, responseTurn: s.responseTurn, feedbackTurn: s.feedbackTurn, nextStateRole: s.nextStateRole,
-    response: turns[s.responseTurn].text, responseCalls: callsOf(turns[s.responseTurn].toolCalls),
+    response: turns[s.responseTurn].text, responseCalls: viewCalls(turns[s.responseTurn].toolCalls),
     feedback: s.feedbackTurn === null ? null : turns[s.feedbackTurn].text,
     label: publicLabel(s.label),
   };
 }
 
 /** A turn's tool calls as a sample view shows them. */
-export const callsOf = (calls: readonly ToolCall[]): SampleView['responseCalls'] => calls.map((c) => ({ name: c.name, arguments: c.arguments }));
+export const viewCalls = (calls: readonly ToolCall[]): SampleView['responseCalls'] => calls.map((c) => ({ name: c.name, arguments: c.arguments }));
 
 export function sessionDetail(store: Store, id: string): Omit<SessionDetail, 'split'> {
   const record = readSessionRecord(store, id);
