@@ -27,7 +27,7 @@
 import { overLengthReason } from '../../src-shared/training.js';
 import { methodRecord, MISSING_SIGNAL, signalKind } from '../../src-shared/training-methods.js';
 import { UserError } from '../../src-shared/types.js';
-import type { TrainingSample } from '../../src-shared/views.js';
+import type { TrainingMessage, TrainingSample } from '../../src-shared/views.js';
 import { ToolCallsNotWritten, type ChatMessage, type ChatTokenizer } from '../model/tokenizer.js';
 import { ChatTemplateError } from '../model/template-interpreter.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
@@ -99,11 +99,26 @@ export function offered(s: Pick<TrainingSample, 'tools'>): { tools?: unknown[] }
 }
 
 /**
- * A reply with neither text nor a tool call gives the model nothing to learn or be scored on
- * (the pipeline makes no sample of an empty turn; the check keeps a hand-built one out).
+ * The reply as training and evaluation render it (docs/design.md §Tools offered): its text, and
+ * those of its tool calls whose tool the conversation offered. A call to a tool the prompt never
+ * listed (a ChatGPT or Claude export's web search or code runner, whose definitions the export
+ * does not carry) would teach the model to call tools nobody offers it, so it is left out.
  */
-export const EMPTY_REPLY = 'empty reply (no text, no tool call)';
-export const isEmptyReply = (s: Pick<TrainingSample, 'response'>): boolean => !s.response.content.trim() && !s.response.tool_calls?.length;
+export function trainedReply(s: Pick<TrainingSample, 'response' | 'tools'>): TrainingMessage {
+  const calls = s.response.tool_calls ?? [];
+  if (!calls.length) return s.response;
+  const offeredNames = new Set((s.tools ?? []).map((t) => t.function.name));
+  const kept = calls.filter((c) => offeredNames.has(c.function.name));
+  const { tool_calls: _calls, ...text } = s.response;
+  return kept.length ? { ...text, tool_calls: kept } : text;
+}
+
+/** A reply that leaves training nothing: no text, and no call to a tool the conversation offered. */
+export const EMPTY_REPLY = 'nothing to train in the reply (no text, and no call to a tool the conversation offered)';
+export function isEmptyReply(s: Pick<TrainingSample, 'response' | 'tools'>): boolean {
+  const reply = trainedReply(s);
+  return !reply.content.trim() && !reply.tool_calls?.length;
+}
 
 export function skip(set: RowSet, reason: string): void {
   set.skipped[reason] = (set.skipped[reason] ?? 0) + 1;
@@ -183,10 +198,10 @@ export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: C
 function windowedSpans(
   s: TrainingSample, tokenizer: ChatTokenizer, messages: ChatMessage[], rollout: TokenSpan | null, wantTeacher: boolean, maxLength: number,
 ): { student: TokenSpan; teacher?: TokenSpan; cut: boolean } | null {
-  const own = rollout ? { fits: true as const, span: rollout, cut: false } : windowedResponse(tokenizer, messages, s.response, maxLength, offered(s));
+  const own = rollout ? { fits: true as const, span: rollout, cut: false } : windowedResponse(tokenizer, messages, trainedReply(s), maxLength, offered(s));
   if (!own.fits) return null;
   if (!wantTeacher) return { student: own.span, cut: own.cut };
-  const hinted = windowedResponse(tokenizer, enhancedContext(s.messages, s.hint!).map((m) => ({ ...m })), s.response, maxLength, offered(s));
+  const hinted = windowedResponse(tokenizer, enhancedContext(s.messages, s.hint!).map((m) => ({ ...m })), trainedReply(s), maxLength, offered(s));
   if (!hinted.fits) return null;
   return { student: own.span, teacher: hinted.span, cut: own.cut || hinted.cut };
 }

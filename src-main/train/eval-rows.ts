@@ -18,7 +18,7 @@ import type { TrainingSample } from '../../src-shared/views.js';
 import type { ChatMessage, ChatTokenizer } from '../model/tokenizer.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
 import { withLessons } from '../../src-shared/lessons.js';
-import { EMPTY_REPLY, fitRow, isEmptyReply, offered, padBatch, responseValues, templateSkipReason, type TokenSpan, type TrainRow } from './batches.js';
+import { EMPTY_REPLY, fitRow, isEmptyReply, offered, padBatch, responseValues, templateSkipReason, trainedReply, type TokenSpan, type TrainRow } from './batches.js';
 import { windowedResponse } from './fit-max-length.js';
 import type { StepBatch } from './training-step.js';
 
@@ -51,11 +51,11 @@ const idsOf = (span: TokenSpan): TokenSpan => ({ inputIds: span.inputIds, respon
  * ./batches.ts rowsFromSamples); null when either does not fit `maxLength` (a reply is never cut).
  */
 function studentAndTeacher(s: TrainingSample, tokenizer: ChatTokenizer, maxLength: number, lessons: string): Pick<EvalRow, 'student' | 'teacher'> | null {
-  const own = windowedResponse(tokenizer, withLessons(plain(s.messages), lessons), s.response, maxLength, offered(s));
+  const own = windowedResponse(tokenizer, withLessons(plain(s.messages), lessons), trainedReply(s), maxLength, offered(s));
   if (!own.fits) return null;
   const student = idsOf(own.span);
   if (s.hint === null) return { student };
-  const hinted = windowedResponse(tokenizer, plain(enhancedContext(s.messages, s.hint)), s.response, maxLength, offered(s));
+  const hinted = windowedResponse(tokenizer, plain(enhancedContext(s.messages, s.hint)), trainedReply(s), maxLength, offered(s));
   if (!hinted.fits) return null;
   const t = hinted.span;
   const row: TrainRow = {

@@ -110,6 +110,16 @@ describe('rows from the database', () => {
     }
   });
 
+  it('a call to a tool the conversation did not offer (an export without the definitions) is left out of the reply that trains', () => {
+    const tok = withTemplate('tools-model-unoffered', TOOLS_TEMPLATE);
+    const unoffered = (content: string): TrainingSample => ({ ...callingSample(content), tools: undefined });
+    const set = rowsFromSamples([unoffered(''), unoffered('Let me run it.')], tok, 'rl', 512);
+    expect(set.skipped).toEqual({ 'nothing to train in the reply (no text, and no call to a tool the conversation offered)': 1 });
+    const row = set.rows[0]!;
+    expect(tok.decode(row.inputIds.slice(row.responseStart), false)).toBe('Let me run it.<|im_end|>\n');
+    expect(tok.decode(row.inputIds.slice(0, row.responseStart), false)).not.toContain('Tools:');
+  });
+
   it('a reply that calls tools, on a template that does not write calls (Granite 3), is skipped rather than trained as an empty reply', () => {
     const tok = withTemplate('no-calls-model', TOOLS_TEMPLATE.replace(/{% for c in m.tool_calls[^]*?{% endfor %}/, ''));
     const set = rowsFromSamples([callingSample(''), callingSample('Let me run it.')], tok, 'rl', 512);
