@@ -11,7 +11,7 @@ import { contextMessages, responseMessage } from '../export/formats.js';
 import { latestRollout } from '../store/capture-exchanges.js';
 import type { Store } from '../store/database.js';
 import { countHintRunLabels, countHints } from '../store/label-rows.js';
-import { readStats, sessionsWithoutSamples } from '../store/overview-reads.js';
+import { countCallsToUndefinedTools, readStats, sessionsWithoutSamples } from '../store/overview-reads.js';
 import { iterateBundles, type SampleRecord, type SessionBundle, type TurnRecord } from '../store/session-reads.js';
 import { countUnreviewedUncertain } from './review-queue.js';
 
@@ -173,6 +173,10 @@ export function checkReport(store: Store): CheckReport {
   }
   if (stats.samples > 0 && hints === 0) warnings.push(noHintWarning(store));
   if (stats.sessions_without_samples > 0) warnings.push(`${stats.sessions_without_samples} ${stats.sessions_without_samples === 1 ? 'session yields' : 'sessions yield'} no sample; see the list for why.`);
+  const undefinedCalls = countCallsToUndefinedTools(store);
+  if (undefinedCalls > 0) {
+    warnings.push(`${undefinedCalls} ${undefinedCalls === 1 ? 'reply calls' : 'replies call'} tools the conversation never defined (ChatGPT's and Claude's built-in web search and code): the text trains, the calls do not.`);
+  }
   const unreviewedUncertain = countUnreviewedUncertain(store);
   if (unreviewedUncertain > 0) warnings.push(`${unreviewedUncertain} label${unreviewedUncertain === 1 ? '' : 's'} still unreviewed and uncertain: check them on the app's Review page (hindsight serve or the desktop app).`);
   return { stats, unreviewedUncertain, sessionsWithoutSamples: sessionsWithoutSamples(store), warnings };

@@ -42,4 +42,17 @@ describe('a session\'s tools reach its samples', () => {
     expect(bySession).toEqual({ 'openai:listed': OPENAI, 'openai:sharegpt': OPENAI, 'openai:none': null });
     ws.close();
   });
+
+  it('Checks counts the replies that call tools their conversation never defined (their calls do not train)', async () => {
+    const opened = await tempWorkspace();
+    const { ws } = opened;
+    const calling: TurnSpec[] = [
+      ['user', 'Weather in Oslo?'], { role: 'assistant', text: 'Let me look.', toolCalls: [{ id: 'c1', name: 'get_weather', arguments: '{"city":"Oslo"}' }] },
+      { role: 'tool', text: '-3°C', toolCallId: 'c1' }, ['assistant', 'Cold.'], ['user', 'Thanks!'],
+    ];
+    await ws.importExport(fakeExport('y.jsonl', [conv('defined', calling, { createdAt: 1, metadata: { tools: OPENAI } }), conv('undefined', calling, { createdAt: 2 })]));
+    expect(ws.checks().warnings).toContain("1 reply calls tools the conversation never defined (ChatGPT's and Claude's built-in web search and code): the text trains, the calls do not.");
+    ws.close();
+    fs.rmSync(opened.dir, { recursive: true, force: true });
+  });
 });
