@@ -2,7 +2,8 @@
 // (docs/design.md §Command line): the log-probs of each line's response span. Input lines are
 // {"context":[…], "response":"…"} (a `samples` export line, as it is), or the same with the
 // context named "messages" (both rendered through the model's chat template), or
-// {"input_ids":[…], "response_start":k}. Each output line is {"logprobs":[…]}, one fp32
+// {"input_ids":[…], "response_start":k}. A samples line's `response_tool_calls` are the reply's
+// calls and its `tools` the tools its prompt offered, rendered as training renders them. Each output line is {"logprobs":[…]}, one fp32
 // natural log-prob per response token, in input order. The output is written atomically. A
 // conversation longer than the model's context keeps its latest turns, as a training row does.
 //
@@ -15,6 +16,7 @@
 // §Quantisation): faster, but the log-probs are no longer the fp32 ones training computes, so
 // a note on stderr says how far they drift (max and mean |Δ log-prob| on a fixed text, measured
 // against fp32 in the same run). Not with --adapter.
+import { offeredTools } from '../../src-shared/offered-tools.js';
 import { UserError } from '../../src-shared/types.js';
 import { AtomicFileWriter, PRIVATE_FILE_MODE } from '../store/atomic-file.js';
 import { readJsonLines } from '../store/jsonl-file.js';
@@ -22,7 +24,7 @@ import { Checkpoint } from '../model/hf-checkpoint.js';
 import { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
 import type { Precision } from '../../src-shared/training.js';
-import { ChatTokenizer, type ChatMessage } from '../model/tokenizer.js';
+import { ChatTokenizer, ToolCallsNotWritten, type ChatMessage, type Reply } from '../model/tokenizer.js';
 import { ModelEngine, type ScoreRow } from '../model/inference-engine.js';
 import { readAdapter } from '../train/peft.js';
 import { windowedResponse } from '../train/fit-max-length.js';
@@ -42,7 +44,8 @@ export const spec = {
     '  {"context":[messages…], "response":"…"}   a line of `export --format samples`, as it is\n' +
     '  {"messages":[messages…], "response":"…"}  the same, with the context named messages\n' +
     '  {"input_ids":[…], "response_start":k}      tokens already made; the response is ids k…end\n' +
-    'Messages are {"role","content"} objects, rendered through the model\'s chat template.',
+    'Messages are {"role","content"} objects, rendered through the model\'s chat template; a line\'s\n' +
+    '"response_tool_calls" are the reply\'s calls and its "tools" the tools its prompt offered.',
   options: {
     model: { type: 'string', value: 'DIR', help: "the model (a Hugging Face checkpoint folder, a .gguf file, or a name 'hindsight models' lists)", required: true },
     input: { type: 'string', value: 'IN.jsonl', help: 'the lines to score', required: true },
@@ -64,9 +67,9 @@ const USAGE = usageLine(spec);
  * `positions` tokens (the reply whole); `windowed` counts those. Ids given as they are must fit
  * (checkRows).
  */
-export function readScoreInput(file: string, tokenizer: ChatTokenizer, positions: number): { rows: ScoreRow[]; windowed: number } {
+export function readScoreInput(file: string, tokenizer: ChatTokenizer, positions: number): { rows: ScoreRow[]; windowed: number; callsLeftOut: number } {
   const rows: ScoreRow[] = [];
-  let windowed = 0;
+  let windowed = 0, callsLeftOut = 0;
   for (const { value, where } of readJsonLines(file).lines) {
     const obj = (value ?? {}) as Record<string, unknown>;
     if (Array.isArray(obj.input_ids)) {
@@ -79,11 +82,21 @@ export function readScoreInput(file: string, tokenizer: ChatTokenizer, positions
       if (!messages.every((m) => m && typeof m.role === 'string' && typeof m.content === 'string')) {
         throw new UserError(`${where}: each message needs a string role and content`);
       }
-      const window = windowedResponse(tokenizer, messages, obj.response, positions);
+      let { reply, options } = replyOfLine(obj, obj.response, where);
+      let window: ReturnType<typeof windowedResponse>;
+      try {
+        window = windowedResponse(tokenizer, messages, reply, positions, options);
+      } catch (err) {
+        // A template that writes no tool calls (the demo model's): the reply's text alone, counted.
+        if (!(err instanceof ToolCallsNotWritten)) throw err;
+        reply = obj.response;
+        callsLeftOut++;
+        window = windowedResponse(tokenizer, messages, reply, positions, options);
+      }
       if (!window.fits && window.why === 'reply') throw new UserError(`${where}: the reply alone is past the model's ${positions} positions (its context length)`);
       if (window.fits) rows.push(window.span);
       else {
-        const whole = tokenizer.encodeResponse(messages, obj.response), cut = whole.inputIds.length - positions;
+        const whole = tokenizer.encodeResponse(messages, reply, options), cut = whole.inputIds.length - positions;
         rows.push({ inputIds: whole.inputIds.slice(cut), responseStart: whole.responseStart - cut });
       }
       if (!window.fits || window.cut) windowed++;
@@ -91,7 +104,23 @@ export function readScoreInput(file: string, tokenizer: ChatTokenizer, positions
       throw new UserError(`${where}: expected {"context":[…],"response":"…"} (a samples export line), {"messages":[…],"response":"…"} or {"input_ids":[…],"response_start":k}`);
     }
   }
-  return { rows, windowed };
+  return { rows, windowed, callsLeftOut };
+}
+
+/**
+ * A line's reply and template options: a samples export line's `response_tool_calls` are the
+ * reply's calls, and its `tools` (or any line's) the tools its prompt offered, rendered as
+ * training renders them (docs/design.md §Tools offered).
+ */
+function replyOfLine(obj: Record<string, unknown>, text: string, where: string): { reply: Reply; options: { tools?: unknown[] } } {
+  const calls = obj.response_tool_calls;
+  if (calls !== undefined && !(Array.isArray(calls) && calls.every((c) => typeof c?.function?.name === 'string' && typeof c.function.arguments === 'string'))) {
+    throw new UserError(`${where}: response_tool_calls must be a list of {"function": {"name": "…", "arguments": "…"}}`);
+  }
+  const tools = obj.tools === undefined ? null : offeredTools(obj.tools);
+  if (obj.tools !== undefined && !tools) throw new UserError(`${where}: tools must be a list of tool definitions ({"type": "function", "function": {"name": …}})`);
+  const reply: Reply = Array.isArray(calls) && calls.length ? { role: 'assistant', content: text, tool_calls: calls } : text;
+  return { reply, options: tools ? { tools } : {} };
 }
 
 /**
@@ -114,6 +143,8 @@ interface Scored {
   rows: ScoreRow[];
   /** Rows whose conversation lost its earliest turns (or tokens) to fit the model's `positions`. */
   windowed: number;
+  /** Replies whose tool calls the model's chat template does not write: their text alone was scored. */
+  callsLeftOut: number;
   positions: number;
   logprobs: number[][];
   executionProvider: string;
@@ -126,11 +157,11 @@ interface Placement { device: Device; precision?: Precision; threads: number }
 async function scoreBase(values: { model: string; input: string }, { device, precision, threads }: Placement, batchSize: number, quantize: Quantize): Promise<Scored> {
   const model = await LocalModel.load(values.model, { device, precision, threads: threads || undefined, quantize });
   try {
-    const { rows, windowed } = readScoreInput(values.input, model.tokenizer, model.config.maxPositionEmbeddings);
+    const { rows, windowed, callsLeftOut } = readScoreInput(values.input, model.tokenizer, model.config.maxPositionEmbeddings);
     checkRows(rows, model.config, values.input);
     const logprobs = await model.score(rows, { batchSize });
     const drift = await model.quantizationDrift();
-    return { rows, windowed, positions: model.config.maxPositionEmbeddings, logprobs, executionProvider: model.executionProvider ?? device, drift };
+    return { rows, windowed, callsLeftOut, positions: model.config.maxPositionEmbeddings, logprobs, executionProvider: model.executionProvider ?? device, drift };
   } finally {
     await model.close();
   }
@@ -139,13 +170,13 @@ async function scoreBase(values: { model: string; input: string }, { device, pre
 async function scoreAdapter(values: { model: string; input: string; adapter: string }, { device, precision, threads }: Placement, batchSize: number): Promise<Scored> {
   const config = Checkpoint.open(values.model).config;
   const adapter = readAdapter(values.adapter, config);
-  const { rows, windowed } = readScoreInput(values.input, ChatTokenizer.load(values.model), config.maxPositionEmbeddings);
+  const { rows, windowed, callsLeftOut } = readScoreInput(values.input, ChatTokenizer.load(values.model), config.maxPositionEmbeddings);
   checkRows(rows, config, values.input);
   const engine = ModelEngine.open(values.model, { device, precision, threads: threads || undefined, lora: adapter.lora });
   try {
     engine.setLora(adapter.weights);
     const logprobs = await engine.score(rows, { batchSize });
-    return { rows, windowed, positions: config.maxPositionEmbeddings, logprobs, executionProvider: engine.executionProvider ?? device };
+    return { rows, windowed, callsLeftOut, positions: config.maxPositionEmbeddings, logprobs, executionProvider: engine.executionProvider ?? device };
   } finally {
     await engine.close();
   }
@@ -163,7 +194,7 @@ export const command: Command = async (argv) => {
   const started = Date.now();
   const { model, input, out, adapter } = values;
   const placement: Placement = { device, precision: precisionFlag(values.precision), threads };
-  const { rows, windowed, positions, logprobs, executionProvider: ep, drift } = adapter
+  const { rows, windowed, callsLeftOut, positions, logprobs, executionProvider: ep, drift } = adapter
     ? await scoreAdapter({ model, input, adapter }, placement, batchSize)
     : await scoreBase({ model, input }, placement, batchSize, quantize);
   // A log-prob that is not finite (an adapter or model whose values overflow) is no score: refused, nothing written.
@@ -181,6 +212,7 @@ export const command: Command = async (argv) => {
   const tokens = rows.reduce((a, r) => a + r.inputIds.length, 0);
   if (drift) process.stderr.write(driftNote(quantize, drift) + '\n');
   if (windowed) process.stderr.write(`${windowed} of ${rows.length} conversations kept only their latest turns, to fit the model's ${positions} positions\n`);
+  if (callsLeftOut) process.stderr.write(`${callsLeftOut} of ${rows.length} replies call tools this model's chat template does not write: their text alone was scored\n`);
   process.stderr.write(`scored ${rows.length} rows (${tokens} tokens)${adapter ? ` with adapter ${adapter}` : ''} in ${seconds.toFixed(2)} s on ${ep} → ${out}\n`);
   const quantJson = drift ? { quantize, drift: { tokens: drift.tokens, max_abs: drift.maxAbs, mean_abs: drift.meanAbs } } : {};
   if (values.json) printJson({ rows: rows.length, tokens, out, execution_provider: ep, seconds, ...(adapter ? { adapter } : {}), ...quantJson });

@@ -4,6 +4,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { readScoreInput } from '../../src-main/cli/score.js';
+import { writeRealTinyModel } from '../../tools/real-tokenizers.js';
 import { runCli as cli } from '../helpers/cli.js';
 import { tempDir } from '../store/helpers.js';
 
@@ -51,6 +53,26 @@ describe('score reads the samples export', () => {
     const r = await cli('score', '--model', MODEL, '--input', GOLDEN_SAMPLES, '--out', out, '--json');
     expect(r.code).toBe(0);
     expect(lines(out)).toHaveLength(lines(GOLDEN_SAMPLES).length);
+    // The demo model's plain template writes no tool calls: those replies' text alone, said once.
+    const calling = lines(GOLDEN_SAMPLES).filter((l) => l.response_tool_calls).length;
+    expect(calling).toBeGreaterThan(0);
+    expect(r.stderr).toContain(`${calling} of ${lines(GOLDEN_SAMPLES).length} replies call tools this model's chat template does not write: their text alone was scored`);
+  });
+
+  it('scores a reply\'s tool calls after a prompt with the line\'s tools, the span training renders', () => {
+    const dir = tempDir();
+    const model = writeRealTinyModel(path.join(dir, 'qwen3'), 'qwen3', { family: 'qwen3' });
+    const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }];
+    const call = { id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } };
+    const context = [{ role: 'user', content: 'Weather in Oslo?' }];
+    const input = path.join(dir, 'in.jsonl');
+    fs.writeFileSync(input, JSON.stringify({ context, response: '', response_tool_calls: [call], tools }) + '\n');
+    const { rows, callsLeftOut } = readScoreInput(input, model.tokenizer, 4096);
+    expect(callsLeftOut).toBe(0);
+    const expected = model.tokenizer.encodeResponse(context, { role: 'assistant', content: '', tool_calls: [call] }, { tools });
+    expect(rows).toEqual([expected]);
+    fs.writeFileSync(input, JSON.stringify({ context, response: '', response_tool_calls: [{ name: 'x' }] }) + '\n');
+    expect(() => readScoreInput(input, model.tokenizer, 4096)).toThrow(/in\.jsonl:1: response_tool_calls must be a list of/);
   });
 
   it('names the accepted shapes when a line is none of them', async () => {
