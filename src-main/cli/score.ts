@@ -3,9 +3,10 @@
 // {"context":[…], "response":"…"} (a `samples` export line, as it is), or the same with the
 // context named "messages" (both rendered through the model's chat template), or
 // {"input_ids":[…], "response_start":k}. A samples line's `response_tool_calls` are the reply's
-// calls and its `tools` the tools its prompt offered, rendered as training renders them. Each output line is {"logprobs":[…]}, one fp32
-// natural log-prob per response token, in input order. The output is written atomically. A
-// conversation longer than the model's context keeps its latest turns, as a training row does.
+// calls and its `tools` the tools its prompt offered, rendered as training renders them. Each
+// output line is {"logprobs":[…]}, one fp32 natural log-prob per response token, in input
+// order. The output is written atomically. A conversation longer than the model's context
+// keeps its latest turns, as a training row does.
 //
 // --adapter DIR scores with a PEFT LoRA adapter (a trainer's output folder) applied,
 // unmerged, as the model engine's LoRA inputs (the path rollouts and on-policy training take):
