@@ -6,12 +6,12 @@ import type { TrlMethod } from '../../src-shared/handoff.js';
 import { LOSS_AGGS, type LossAgg } from '../../src-shared/training.js';
 import { TRL_METHODS } from '../../src-shared/handoff.js';
 import { DATASET_FIELDS, DATASET_FILES } from './trl-datasets.js';
-import { FUSED_PROJECTIONS } from '../model/fused-projections.js';
+import { FUSED_PROJECTIONS, fusedModuleName } from '../model/fused-projections.js';
 import { PEFT_MODULE_NAMES } from '../model/lora-inputs.js';
 
 /** Each part's PEFT name → its fused module's (q_proj → qkv_proj, …), for the script's lora_targets. */
 function fusedModuleNames(): Record<string, string> {
-  return Object.fromEntries(FUSED_PROJECTIONS.flatMap((f) => f.parts.map((t) => [PEFT_MODULE_NAMES[t], f.module.split('.').at(-1)!])));
+  return Object.fromEntries(FUSED_PROJECTIONS.flatMap((f) => f.parts.map((t) => [PEFT_MODULE_NAMES[t], fusedModuleName(f)])));
 }
 
 export interface TrainScriptSettings {

@@ -29,6 +29,9 @@ const GATE_UP: FusedProjection = { module: 'mlp.gate_up_proj', gguf: 'ffn_up', p
 /** Every fused projection a checkpoint may have; the parts' rows in this order (transformers' Phi3Attention and Phi3MLP, Glm4MLP split them so). */
 export const FUSED_PROJECTIONS: readonly FusedProjection[] = [QKV, GATE_UP];
 
+/** A fused projection's module name within its block, as PEFT's target lists name it (`qkv_proj`). */
+export const fusedModuleName = (f: FusedProjection): string => f.module.split('.').at(-1)!;
+
 /** The architectures whose checkpoints (and llama.cpp's files of them) fuse projections, and which. */
 const FUSED_BY_ARCHITECTURE: Readonly<Record<string, readonly FusedProjection[]>> = {
   Phi3ForCausalLM: [QKV, GATE_UP],

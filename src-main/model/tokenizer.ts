@@ -252,7 +252,7 @@ export class ChatTokenizer {
    *
    * A reply that calls tools is the template's rendering of the assistant message with its
    * `tool_calls` (Qwen's `<tool_call>` blocks, Llama 3.1's JSON, Mistral's `[TOOL_CALLS]` list):
-   * the tokens the model writes to call them. A template that leaves the calls out (Granite 3's
+   * the tokens the model writes to call them. A template that leaves the calls out (Phi-3's
    * writes only `content`) would teach the model to answer with nothing, so a reply whose calls
    * the rendering does not name throws a UserError instead.
    */
@@ -295,7 +295,7 @@ export class ChatTokenizer {
     // Two markers that differ in their first character: whatever the reply starts with, one
     // of them parts from it there.
     const withMarker = (marker: string) => this.render([...messages, { role: 'assistant', content: marker }], { ...options, addGenerationPrompt: false }, now);
-    const start = Math.min(sharedPrefixLength(full, withMarker('HindsightReplyMarker')), sharedPrefixLength(full, withMarker('#HindsightReplyMarker')));
+    const start = Math.min(sharedPrefixLength(full, withMarker(REPLY_MARKER)), sharedPrefixLength(full, withMarker(`#${REPLY_MARKER}`)));
     if (!full.slice(0, start).endsWith(prompt.slice(bare.length))) throw new UserError(notAPrefixMessage(prompt, full));
     return full.slice(start);
   }
@@ -326,15 +326,17 @@ export class ChatTokenizer {
    * some, and the end-of-turn tokens.
    */
   private afterContent(messages: ChatMessage[], reply: ChatMessage, options: TemplateOptions, now: Date): string {
-    const marker = 'HindsightReplyMarker';
-    const rendered = this.render([...messages, { ...reply, content: marker }], { ...options, addGenerationPrompt: false }, now);
-    const at = rendered.lastIndexOf(marker);
+    const rendered = this.render([...messages, { ...reply, content: REPLY_MARKER }], { ...options, addGenerationPrompt: false }, now);
+    const at = rendered.lastIndexOf(REPLY_MARKER);
     if (at < 0) throw new UserError('the chat template does not write an assistant reply\'s content: cannot find where a reply ends');
-    return rendered.slice(at + marker.length);
+    return rendered.slice(at + REPLY_MARKER.length);
   }
 }
 
-/** A reply calls tools and the chat template's rendering of it leaves them out (Granite 3's template writes only `content`). */
+/** Text put in a reply's place to find where a template writes the reply (no template writes it of its own). */
+const REPLY_MARKER = 'HindsightReplyMarker';
+
+/** A reply calls tools and the chat template's rendering of it leaves them out (Phi-3's template writes only `content`). */
 export class ToolCallsNotWritten extends UserError {
   constructor(readonly missing: string) {
     super(`the chat template does not write the reply's tool calls (no '${missing}' in its rendering): a reply that calls tools cannot be trained with this template`);

@@ -17,7 +17,7 @@
  * R. Both are exact: part j's update is its rows of B·A.
  */
 import type { LinearTarget } from '../model/decoder.js';
-import { fusedProjectionOf, fusedProjectionsOf, partSpans, type FusedProjection } from '../model/fused-projections.js';
+import { fusedModuleName, fusedProjectionOf, fusedProjectionsOf, partSpans, type FusedProjection } from '../model/fused-projections.js';
 import type { ModelConfig } from '../model/model-config.js';
 import { PEFT_PREFIX, loraAKey, loraBKey } from './lora.js';
 import type { LoraTensorSpec, LoraWeights } from './training-step.js';
@@ -82,7 +82,7 @@ export interface PartPair {
 
 /** The fused module a PEFT module name (`qkv_proj`) stands for in this model. */
 export function fusedByName(config: ModelConfig, name: string): FusedProjection | undefined {
-  return fusedProjectionsOf(config).find((f) => f.module.endsWith(`.${name}`));
+  return fusedProjectionsOf(config).find((f) => fusedModuleName(f) === name);
 }
 
 /** A fused module's pair (A [rank, in], B [out, rank]) as its parts' pairs (see the module comment). */

@@ -33,7 +33,7 @@ import { readSafetensorsHeader, readTensorBytes, toFloat32, type TensorEntry } f
 import { patternLookup } from './peft-pattern.js';
 import { PEFT_MODULE_NAMES, PEFT_PREFIX, hfModulePath, linearShape, loraAKey, loraBKey, loraSpecs, targetFromModuleName } from './lora.js';
 import { decoderModulePathOf } from '../model/module-root.js';
-import { FUSED_PROJECTIONS, fusedProjectionOf, fusedProjectionsOf, partSpans, type FusedProjection } from '../model/fused-projections.js';
+import { FUSED_PROJECTIONS, fusedModuleName, fusedProjectionOf, fusedProjectionsOf, partSpans, type FusedProjection } from '../model/fused-projections.js';
 import { fusedByName, splitFusedPair } from './fused-adapter.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights } from './training-step.js';
 
@@ -58,7 +58,7 @@ const PEFT_DEFAULT_ALPHA = 8;
 const EMBEDDING_MODULES = /(^|\.)(embed_tokens|wte|word_embeddings|embed_in)$/;
 const MODULE_PATH = /^model\.layers\.(\d+)\.(self_attn|mlp)\.([a-z_]+)$/;
 /** Phi-3's fused modules (qkv_proj, gate_up_proj): read as their parts' pairs (./fused-adapter.ts). */
-const FUSED_NAMES = FUSED_PROJECTIONS.map((f) => f.module.split('.').at(-1)!);
+const FUSED_NAMES = FUSED_PROJECTIONS.map(fusedModuleName);
 
 interface AdapterSettings {
   r: number;
@@ -195,7 +195,7 @@ function slotFor(modulePath: string, model: ModelConfig, file: string, tensor: s
   const unfused = target && fusedProjectionOf(model, target);
   if (!m || (!target && !fused) || unfused) {
     const fusedHere = fusedProjectionsOf(model);
-    const names = [...LINEAR_TARGETS.filter((t) => !fusedProjectionOf(model, t)).map((t) => PEFT_MODULE_NAMES[t]), ...fusedHere.map((f) => f.module.split('.').at(-1)!)];
+    const names = [...LINEAR_TARGETS.filter((t) => !fusedProjectionOf(model, t)).map((t) => PEFT_MODULE_NAMES[t]), ...fusedHere.map(fusedModuleName)];
     fail(`module '${modulePath}' is not supported; Hindsight adapts model.layers.N.(self_attn|mlp).(${names.join('|')})${fusedHere.length ? ` on this model, whose checkpoint fuses ${fusedHere.map((f) => f.parts.join('/')).join(' and ')}` : ''}`);
   }
   const layer = Number(m![1]);

@@ -50,7 +50,7 @@ export function trainingSamples(
         responseTurn: s.responseTurn,
         messages: contextMessages(bundle, s),
         response: responseMessage(bundle, s),
-        ...toolsOf(bundle),
+        ...offeredBy(bundle),
         reward: s.reward,
         hint: s.hint,
         repair: s.label.repair,
@@ -64,7 +64,7 @@ export function trainingSamples(
 }
 
 /** The tools a sample's session offered the model, where it offered some (TrainingSample.tools). */
-function toolsOf(bundle: SessionBundle): Pick<TrainingSample, 'tools'> {
+function offeredBy(bundle: SessionBundle): Pick<TrainingSample, 'tools'> {
   return bundle.tools ? { tools: bundle.tools } : {};
 }
 
@@ -84,7 +84,7 @@ export function evaluationSamples(store: Store, include: (sessionId: string) => 
     if (!include(bundle.id)) continue;
     for (const s of bundle.samples.map(signalOf)) {
       out.push({
-        sessionId: bundle.id, responseTurn: s.responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s), ...toolsOf(bundle),
+        sessionId: bundle.id, responseTurn: s.responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s), ...offeredBy(bundle),
         reward: s.reward, hint: s.hint, repair: s.label.repair, keptByAtLeastOne: false,
         ...reactionOf(bundle, s),
       });
@@ -104,7 +104,7 @@ export function trainingSampleAt(store: Store, sessionId: string, responseTurn: 
     if (!s) return null;
     const { reward, hint } = signalOf(s);
     return {
-      sessionId: bundle.id, responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s), ...toolsOf(bundle),
+      sessionId: bundle.id, responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s), ...offeredBy(bundle),
       reward, hint, repair: s.label.repair, keptByAtLeastOne: false,
     };
   }

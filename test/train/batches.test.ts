@@ -120,7 +120,7 @@ describe('rows from the database', () => {
     expect(tok.decode(row.inputIds.slice(0, row.responseStart), false)).not.toContain('Tools:');
   });
 
-  it('a reply that calls tools, on a template that does not write calls (Granite 3), is skipped rather than trained as an empty reply', () => {
+  it('a reply that calls tools, on a template that does not write calls (Phi-3\'s), is skipped rather than trained as an empty reply', () => {
     const tok = withTemplate('no-calls-model', TOOLS_TEMPLATE.replace(/{% for c in m.tool_calls[^]*?{% endfor %}/, ''));
     const set = rowsFromSamples([callingSample(''), callingSample('Let me run it.')], tok, 'rl', 512);
     expect(set.rows).toEqual([]);
