@@ -387,13 +387,13 @@ export type ApiEvents = { [E in keyof typeof EVENTS]: (typeof EVENTS)[E] extends
 export type EventName = keyof ApiEvents;
 export const EVENT_NAMES = Object.keys(EVENTS) as readonly EventName[];
 
-export function isEventName(name: unknown): name is EventName {
-  return typeof name === 'string' && (EVENT_NAMES as readonly string[]).includes(name);
-}
+export const isEventName = (name: unknown): name is EventName => typeof name === 'string' && (EVENT_NAMES as readonly string[]).includes(name);
 
 export type EventListener<E extends EventName> = (payload: ApiEvents[E]) => void;
 
 /** `window.api` and the browser client: the calls plus `on(event, listener)` → unsubscribe. */
 export type HindsightApi = ApiMethods & {
   on<E extends EventName>(event: E, listener: EventListener<E>): () => void;
+  /** The browser's event stream (re)opened, so what it sent meanwhile was lost: read again (IPC loses none, never calls it). */
+  onStreamOpen(listener: () => void): () => void;
 };

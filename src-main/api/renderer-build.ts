@@ -72,6 +72,10 @@ export async function ensureRendererBuilt(log: (line: string) => void = () => {}
   const staging = path.join(PROJECT_ROOT, 'out', `.renderer-build-${process.pid}`);
   const base = rendererBaseConfig(PROJECT_ROOT, staging);
   await build({ ...base, configFile: false, logLevel: 'warn', plugins: [vue(), cspMetaPlugin()] });
+  // Stamped with the time the build started, not ended: a source saved while Vite was reading
+  // the others is newer than the stamp, so the next start builds again instead of serving the
+  // UI without that change.
+  fs.utimesSync(path.join(staging, 'index.html'), started / 1000, started / 1000);
   const retired = path.join(PROJECT_ROOT, 'out', `.renderer-old-${process.pid}`);
   if (fs.existsSync(RENDERER_OUT)) fs.renameSync(RENDERER_OUT, retired);
   try {

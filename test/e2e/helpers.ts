@@ -16,6 +16,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { chromium, type Browser, type BrowserContextOptions, type Page } from 'playwright-core';
+import { afterEach } from 'vitest';
 import { STATE_TIMEOUT_MS } from '../helpers/deadlines.js';
 
 export { STATE_TIMEOUT_MS, TEST_TIMEOUT_MS } from '../helpers/deadlines.js';
@@ -52,6 +53,22 @@ export interface ServeHandle {
  * Starts `hindsight serve --port 0 --json` on `dbPath` and reads the URL it prints; `env` replaces
  * the environment (a fake HOME); `port` asks for that port instead (a restart where the tab was).
  */
+/** The serve processes of this test file still running, for the report on a failed test. */
+const running = new Set<{ stderr: () => string; api: ServeHandle['api'] }>();
+
+/**
+ * A failed browser test says what the serve processes behind it were doing: the end of each
+ * one's stderr and its training runs as trainStatus lists them (status, phase, last step, error).
+ * A wait that times out names only the element it waited for; this says why it never came.
+ */
+afterEach(async ({ task }) => {
+  if (task.result?.state !== 'fail') return;
+  for (const serve of running) {
+    const runs = await serve.api<{ runs: unknown[] }>('trainStatus').then((s) => JSON.stringify(s.runs, null, 1), (err: Error) => `trainStatus failed: ${err.message}`);
+    process.stderr.write(`[e2e] after the failed test "${task.name}", serve's stderr ended with:\n${serve.stderr().slice(-4000) || '(nothing)'}\nand its training runs were: ${runs}\n`);
+  }
+});
+
 export async function startServe(dbPath: string, options: { env?: NodeJS.ProcessEnv; port?: number } = {}): Promise<ServeHandle> {
   const child: ChildProcess = spawn(process.execPath, [path.join(ROOT, 'bin', 'hindsight.mjs'), 'serve', '--db', dbPath, '--port', String(options.port ?? 0), '--json'], {
     cwd: ROOT,
@@ -71,19 +88,23 @@ export async function startServe(dbPath: string, options: { env?: NodeJS.Process
     });
   });
   const token = new URL(started.loginUrl).searchParams.get('token')!;
+  const api = async <T>(name: string, input: unknown = {}): Promise<T> => {
+    const res = await fetch(`${started.url}api/${name}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
+      body: JSON.stringify(input),
+    });
+    const body = (await res.json()) as { ok: boolean; value: T; error?: { message: string } };
+    if (!body.ok) throw new Error(body.error!.message);
+    return body.value;
+  };
+  const entry = { stderr: () => stderr, api };
+  running.add(entry);
+  child.once('exit', () => running.delete(entry));
   return {
     ...started,
     token,
-    async api<T>(name: string, input: unknown = {}): Promise<T> {
-      const res = await fetch(`${started.url}api/${name}`, {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
-        body: JSON.stringify(input),
-      });
-      const body = (await res.json()) as { ok: boolean; value: T; error?: { message: string } };
-      if (!body.ok) throw new Error(body.error!.message);
-      return body.value;
-    },
+    api,
     stop: (signal = 'SIGTERM') =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null || child.signalCode !== null) return resolve();

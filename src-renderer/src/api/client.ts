@@ -29,11 +29,13 @@ function fromIpc(bridge: IpcBridge): HindsightApi {
   const api: Record<string, unknown> = {};
   for (const name of CALL_NAMES) api[name] = async (input?: unknown) => unwrap(await bridge[name](input ?? {}));
   api.on = (event: EventName, listener: Listener) => bridge.on(event, listener);
+  api.onStreamOpen = () => () => undefined; // IPC delivers every event; nothing is ever missed
   return api as HindsightApi;
 }
 
 function fromHttp(): HindsightApi {
   const listeners = new Map<EventName, Set<Listener>>();
+  const openListeners = new Set<() => void>();
   let source: EventSource | null = null;
   const connect = () => {
     if (source) return;
@@ -42,6 +44,7 @@ function fromHttp(): HindsightApi {
     // finds out why (the banner), and the stream is opened again after a while, in case it was
     // something passing.
     source = new EventSource('api/events');
+    source.onopen = () => openListeners.forEach((listener) => listener());
     source.onmessage = (message) => {
       const { name, payload } = JSON.parse(message.data as string) as { name: unknown; payload: unknown };
       if (!isEventName(name)) return;
@@ -89,6 +92,11 @@ function fromHttp(): HindsightApi {
     if (!set) listeners.set(event, (set = new Set()));
     set.add(listener);
     return () => set.delete(listener);
+  };
+  api.onStreamOpen = (listener: () => void) => {
+    connect();
+    openListeners.add(listener);
+    return () => openListeners.delete(listener);
   };
   return api as HindsightApi;
 }

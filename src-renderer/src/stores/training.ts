@@ -5,6 +5,7 @@ import { defineStore } from 'pinia';
 import type { TrainConfig, TrainEval, TrainProgress, TrainRunInfo, TrainingState } from '../../../src-shared/contract.js';
 import { APP_TRAIN_DEFAULTS, TRAIN_DEFAULTS } from '../../../src-shared/training.js';
 import { api, errorMessage } from '../api/client';
+import { freshRead } from '../api/fresh-read';
 import { useAppStore } from './app';
 
 /** A new run's settings as the form first shows them: the trainer's defaults, the app's method and steps. */
@@ -42,6 +43,9 @@ export function withStep(history: readonly TrainProgress[], progress: TrainProgr
   return kept;
 }
 
+/** trainStatus reads, repeated when a train.* event arrives during one (../api/fresh-read.ts). */
+const statusRead = freshRead();
+
 export const useTrainingStore = defineStore('training', {
   state: () => ({
     state: null as TrainingState | null,
@@ -63,14 +67,16 @@ export const useTrainingStore = defineStore('training', {
   },
   actions: {
     async load() {
-      try {
-        this.state = await api.trainStatus();
-        const last = this.state.runs.at(-1);
-        if (last && !this.runId) this.runId = last.runId;
-        if (this.runId) await this.reloadHistory();
-      } catch (err) {
-        this.error = errorMessage(err);
-      }
+      await statusRead.run(async () => {
+        try {
+          this.state = await api.trainStatus();
+          const last = this.state.runs.at(-1);
+          if (last && !this.runId) this.runId = last.runId;
+          if (this.runId) await this.reloadHistory();
+        } catch (err) {
+          this.error = errorMessage(err);
+        }
+      });
     },
     /** The server's history wins; live events that arrived meanwhile merge in by step. */
     async reloadHistory() {
@@ -86,13 +92,18 @@ export const useTrainingStore = defineStore('training', {
     listen() {
       if (this.listening) return;
       this.listening = true;
+      // The stream (re)opened: what was sent while it was closed is read instead.
+      api.onStreamOpen(() => void this.load());
       api.on('train.progress', (p) => {
+        statusRead.touched();
         if (p.runId === this.runId) this.history = withStep(this.history, p);
       });
       api.on('train.eval', (e) => {
+        statusRead.touched();
         if (e.runId === this.runId) this.evals = [...this.evals.filter((x) => x.step < e.step), e];
       });
       api.on('train.status', (info) => {
+        statusRead.touched();
         if (!this.state) return;
         const before = this.state.runs.find((r) => r.runId === info.runId);
         const runs = this.state.runs.filter((r) => r.runId !== info.runId);
