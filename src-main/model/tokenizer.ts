@@ -255,14 +255,18 @@ export class ChatTokenizer {
    * the tokens the model writes to call them. A template that leaves the calls out (Phi-3's
    * writes only `content`) would teach the model to answer with nothing, so a reply whose calls
    * the rendering does not name throws a UserError instead.
+   *
+   * Where the template writes nothing after a reply (GLM-4), the reply ends with the token the
+   * model stops with, the next turn's opening (ToolCallDialect.replyEnd).
    */
   encodeResponse(messages: ChatMessage[], response: Reply, options: Omit<TemplateOptions, 'addGenerationPrompt'> = {}): ResponseSpan {
     const now = new Date(); // every render sees the same date (Llama 3.2 writes today's date)
     const replyMessage: ChatMessage = typeof response === 'string' ? { role: 'assistant', content: response } : { ...response, role: 'assistant' };
     const prompt = this.render(messages, { ...options, addGenerationPrompt: true }, now);
     const full = this.render([...messages, replyMessage], { ...options, addGenerationPrompt: false }, now);
-    const reply = full.startsWith(prompt) ? full.slice(prompt.length) : this.replyWhereHistoryDiffers(messages, replyMessage, options, now, prompt, full);
-    checkCallsWritten(replyMessage, reply);
+    const rendered = full.startsWith(prompt) ? full.slice(prompt.length) : this.replyWhereHistoryDiffers(messages, replyMessage, options, now, prompt, full);
+    checkCallsWritten(replyMessage, rendered);
+    const reply = rendered + (this.toolCallDialect.replyEnd?.(replyMessage) ?? '');
     const promptIds = this.encode(prompt);
     const fullIds = this.encode(prompt + reply);
     if (promptIds.every((id, i) => fullIds[i] === id) && fullIds.length > promptIds.length) {

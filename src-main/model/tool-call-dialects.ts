@@ -15,7 +15,9 @@
  *             JSON arguments (GLM-4-0414, GLM-Z1). Its template renders a call as an assistant turn
  *             whose `metadata` is the name and whose content is the arguments, and a tool's result
  *             as an `observation` turn; `<|observation|>` after a call ends generation (it waits for
- *             the result), which llama.cpp's GGUF metadata does not list as an end token.
+ *             the result), which llama.cpp's GGUF metadata does not list as an end token. The
+ *             template writes nothing after a reply: the model ends it by opening the next turn,
+ *             so a trained reply ends with that token (`replyEnd`).
  *   hermes    `<tool_call>{"name", "arguments"}</tool_call>` blocks (Qwen, Granite 4, SmolLM3,
  *             Hermes). The template renders `tool_calls` itself.
  */
@@ -34,6 +36,12 @@ export interface ToolCallDialect {
   stops?: readonly string[];
   /** The conversation as the template must be given it (templateMessages' output: arguments parsed). */
   history?: (messages: ChatMessage[]) => ChatMessage[];
+  /**
+   * Where the template writes nothing after a reply, the token the model ends one with: the one
+   * that opens the turn after it. Training appends it to the reply (ChatTokenizer.encodeResponse),
+   * as the family's own fine-tuning does, so the model learns to stop there.
+   */
+  replyEnd?: (reply: ChatMessage) => string;
 }
 
 export const TOOL_CALL_DIALECTS: readonly ToolCallDialect[] = [
@@ -42,7 +50,11 @@ export const TOOL_CALL_DIALECTS: readonly ToolCallDialect[] = [
   { name: 'granite3', matches: (t) => t.includes('<|tool_call|>') && !t.includes('tool_calls'), marker: '<|tool_call|>', history: callsInContent },
   {
     name: 'glm4', matches: (t) => t.includes('<|observation|>') && t.includes('metadata'),
-    bareCall: 'name-line', stops: ['<|observation|>'], history: callsAsMetadataTurns,
+    // Generation stops at either (a GGUF's metadata may list neither as an end token).
+    bareCall: 'name-line', stops: ['<|observation|>', '<|user|>'], history: callsAsMetadataTurns,
+    // GLM-4's finetune_demo labels each reply and the one token after it: the next turn's role
+    // (a call waits for its result, `<|observation|>`; text for the user, `<|user|>`).
+    replyEnd: (reply) => (callsOf(reply).length ? '<|observation|>' : '<|user|>'),
   },
   { name: 'hermes', matches: () => true },
 ];

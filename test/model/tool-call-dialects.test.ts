@@ -60,8 +60,17 @@ describe('GLM-4: a call is an assistant turn named by its metadata, a result an 
       const row = tok.encodeResponse(ASKED, reply, { tools: TOOLS });
       return tok.decode(row.inputIds.slice(row.responseStart), false);
     };
-    expect(span({ role: 'assistant', content: '', tool_calls: [CALL] })).toBe('get_weather\n{"city": "Paris"}');
-    expect(span({ role: 'assistant', content: 'Let me check.', tool_calls: [CALL] })).toBe('\nLet me check.<|assistant|>get_weather\n{"city": "Paris"}');
+    expect(span({ role: 'assistant', content: '', tool_calls: [CALL] })).toBe('get_weather\n{"city": "Paris"}<|observation|>');
+    expect(span({ role: 'assistant', content: 'Let me check.', tool_calls: [CALL] })).toBe('\nLet me check.<|assistant|>get_weather\n{"city": "Paris"}<|observation|>');
+  });
+
+  it('a reply ends with the token that opens the next turn, which the template does not write: the model learns to stop', () => {
+    // GLM-4's own fine-tuning labels one token past each reply: the next turn's role.
+    const row = tok.encodeResponse(ASKED, 'Sunny.', { tools: TOOLS });
+    expect(tok.decode(row.inputIds.slice(row.responseStart), false)).toBe('\nSunny.<|user|>');
+    expect(row.inputIds.at(-1)).toBe(tok.tokenToId('<|user|>'));
+    const afterCall = tok.encodeResponse(ASKED, { role: 'assistant', content: '', tool_calls: [CALL] }, { tools: TOOLS });
+    expect(afterCall.inputIds.at(-1)).toBe(tok.tokenToId('<|observation|>'));
   });
 
   it('reads the call the model writes, where tools were offered', () => {
