@@ -1,14 +1,15 @@
-// A value followed through the API: read whole, replaced whole by its event, read again when a
-// read raced an event or the event stream reopened (./fresh-read.ts says why).
+// A value followed through the API: read whole, replaced whole by its event (capture.status,
+// eval.progress). The read's answer and the events come over different connections, so an
+// event can land first and the answer, written before it, after: the answer is then dropped,
+// since the event already carried a newer whole value. (The Training page follows runs one
+// event per run, so it reads again instead: ./fresh-read.ts.)
 import type { ApiEvents, EventName } from '../../../src-shared/contract.js';
 import { api } from './client';
-import { freshRead } from './fresh-read';
 
 /**
- * A value the API answers whole and an event carries whole (capture.status, eval.progress):
- * `refresh` reads it, every event replaces it, and a read that raced an event, or a stream
- * that reopened after missing some, reads again. A read that fails goes to `failed` (each
- * view says it its own way); `stop` unsubscribes (a component's unmount).
+ * `refresh` reads the value, and applies the answer unless an event came during the read;
+ * every event replaces it; a stream that reopened (events lost meanwhile) reads again. A read
+ * that fails goes to `failed` (each view says it its own way); `stop` unsubscribes.
  */
 export function followed<E extends EventName>(
   event: E,
@@ -16,11 +17,19 @@ export function followed<E extends EventName>(
   apply: (value: ApiEvents[E]) => void,
   failed: (err: unknown) => void,
 ): { refresh: () => Promise<void>; stop: () => void } {
-  const reads = freshRead();
-  const refresh = () => reads.run(async () => apply(await read())).catch(failed);
+  let events = 0;
+  const refresh = async () => {
+    const before = events;
+    try {
+      const value = await read();
+      if (events === before) apply(value);
+    } catch (err) {
+      failed(err);
+    }
+  };
   const offs = [
     api.on(event, (value) => {
-      reads.touched();
+      events++;
       apply(value);
     }),
     api.onStreamOpen(() => void refresh()),

@@ -1,9 +1,10 @@
-// A store that reads a snapshot (trainStatus) and then follows events (train.status) can lose
-// an event to its own read: the answer and the event come over different connections, so an
-// event may be applied first and then overwritten by an answer the server wrote before it. A
-// run that finished in that moment then showed "running" for good. So an event that arrives
-// while a read is in flight makes the read run once more, and the snapshot kept is never older
-// than an event already seen.
+// A store that reads a snapshot (trainStatus, every run) and then follows events that each
+// change a part of it (train.status, one run) can lose an event to its own read: the answer and
+// the event come over different connections, so an event may be applied first and then
+// overwritten by an answer the server wrote before it. A run that finished in that moment
+// showed "running" for good. So an event that arrives while a read is in flight makes the read
+// run once more, and the snapshot kept is never older than an event already seen. (Events
+// that carry the whole value drop the stale answer instead: ./followed.ts.)
 
 export interface FreshRead {
   /** Runs `read`, again while events arrived during it; a call while one is in flight joins it (and reads once more). */

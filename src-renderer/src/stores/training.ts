@@ -43,7 +43,7 @@ export function withStep(history: readonly TrainProgress[], progress: TrainProgr
   return kept;
 }
 
-/** trainStatus reads, repeated when a train.* event arrives during one (../api/fresh-read.ts). */
+/** trainStatus reads, repeated when a train.status event arrives during one (../api/fresh-read.ts). */
 const statusRead = freshRead();
 
 export const useTrainingStore = defineStore('training', {
@@ -94,12 +94,11 @@ export const useTrainingStore = defineStore('training', {
       this.listening = true;
       // The stream (re)opened: what was sent while it was closed is read instead.
       api.onStreamOpen(() => void this.load());
+      // Steps and evaluations merge into the history by step (reloadHistory), whatever the order.
       api.on('train.progress', (p) => {
-        statusRead.touched();
         if (p.runId === this.runId) this.history = withStep(this.history, p);
       });
       api.on('train.eval', (e) => {
-        statusRead.touched();
         if (e.runId === this.runId) this.evals = [...this.evals.filter((x) => x.step < e.step), e];
       });
       api.on('train.status', (info) => {
