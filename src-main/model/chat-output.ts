@@ -2,12 +2,14 @@
  * Structure in generated text: `<think>…</think>` reasoning and tool calls, as Hermes-style
  * `<tool_call>{"name": …, "arguments": {…}}</tool_call>` blocks (Qwen's format), the JSON list
  * the model writes after its dialect's marker token (Mistral's `[TOOL_CALLS]`, Granite 3's
- * `<|tool_call|>`), or, where tools were offered to a model whose dialect writes calls without
+ * `<|tool_call|>`) or the calls it writes one a marker (Mistral v11+'s
+ * `[TOOL_CALLS]name[ARGS]{…}`), or, where tools were offered to a model whose dialect writes calls without
  * one (./tool-call-dialects.ts), a reply that is nothing but `{"name": …, "parameters": {…}}`
  * (Llama 3.1+) or a function name and its JSON arguments on the next line (GLM-4).
  *
  * Reasoning is split by token ids where the tokenizer has `<think>`/`</think>` as tokens
- * (exact, and immune to the text "</think>" spelled out of ordinary pieces), else by text.
+ * (Mistral's reasoning models: `[THINK]`/`[/THINK]`; exact, and immune to the text "</think>"
+ * spelled out of ordinary pieces), else by text.
  * Qwen3's template opens `<think>` in the prompt, so a lone `</think>` means everything
  * before it was reasoning. An unclosed `<think>` means generation stopped mid-thought.
  */
@@ -39,6 +41,8 @@ export interface ReplyTokens {
   thinkEndId?: number;
   /** The dialect's marker token (ChatTokenizer.toolCallsId: Mistral's `[TOOL_CALLS]`, Granite 3's `<|tool_call|>`): what follows it is the calls. */
   toolCallsId?: number;
+  /** The tokens inside one call after the marker (ChatTokenizer.callPartIds): `name[CALL_ID]id[ARGS]{…}`. */
+  callPartIds?: CallPartIds;
   /**
    * Tools were offered, and the dialect writes a call without a marker (./tool-call-dialects.ts):
    * a reply that is only such a call is one, `json` (Llama 3.1+) or `name-line` (GLM-4). Without
@@ -52,11 +56,18 @@ export interface ReplyTokens {
 /** What ./tool-call-dialects.ts ToolCallDialect.bareCall says: a call written with no marker. */
 export type BareCall = 'json' | 'name-line';
 
+/** The ids of ToolCallDialect.callParts' tokens. */
+export interface CallPartIds {
+  args: number;
+  callId?: number;
+}
+
 /** What replyTokens reads from a tokenizer (ChatTokenizer, or a rollout policy's). */
 export interface ReplyTokenizer {
   readonly thinkStartId?: number;
   readonly thinkEndId?: number;
   readonly toolCallsId?: number;
+  readonly callPartIds?: CallPartIds;
   readonly toolCallDialect?: { readonly bareCall?: BareCall };
   decode(ids: number[]): string;
 }
@@ -64,7 +75,25 @@ export interface ReplyTokenizer {
 /** How a tokenizer's replies are read, tools offered or not: the one place that builds ReplyTokens. */
 export function replyTokens(tok: ReplyTokenizer, toolsOffered: boolean): ReplyTokens {
   const bareCall = toolsOffered ? tok.toolCallDialect?.bareCall : undefined;
-  return { thinkStartId: tok.thinkStartId, thinkEndId: tok.thinkEndId, toolCallsId: tok.toolCallsId, ...(bareCall ? { bareCall } : {}), decode: (ids) => tok.decode(ids) };
+  const parts = tok.callPartIds ? { callPartIds: tok.callPartIds } : {};
+  return { thinkStartId: tok.thinkStartId, thinkEndId: tok.thinkEndId, toolCallsId: tok.toolCallsId, ...parts, ...(bareCall ? { bareCall } : {}), decode: (ids) => tok.decode(ids) };
+}
+
+/**
+ * Text of ids with the reasoning tokens written as `<think>` and `</think>`, whether decoding
+ * keeps them or not (Mistral's `[THINK]`/`[/THINK]` are control tokens, which it drops): the text
+ * a reader that splits reasoning by text sees (the `/v1` stream, ../openai/local-chat.ts).
+ */
+export function decodeWithThinkTags(tok: Pick<ReplyTokens, 'thinkStartId' | 'thinkEndId' | 'decode'>, ids: number[]): string {
+  const tags = new Map([[tok.thinkStartId, '<think>'], [tok.thinkEndId, '</think>']].filter(([id]) => id !== undefined) as [number, string][]);
+  if (!ids.some((id) => tags.has(id))) return tok.decode(ids);
+  let text = '', run: number[] = [];
+  for (const id of ids) {
+    const tag = tags.get(id);
+    if (tag === undefined) run.push(id);
+    else [text, run] = [text + tok.decode(run) + tag, []];
+  }
+  return text + tok.decode(run);
 }
 
 /** Splits reasoning from answer; returns undefined reasoning when there is none. */
@@ -134,7 +163,7 @@ export function parseToolCalls(text: string): { content: string; toolCalls: Open
 export function parseReply(tokens: number[], tok: ReplyTokens): ParsedReply {
   const callsAt = tok.toolCallsId === undefined ? -1 : tokens.indexOf(tok.toolCallsId);
   const { reasoning, answer } = splitReasoning(callsAt < 0 ? tokens : tokens.slice(0, callsAt), tok);
-  const { content, toolCalls, errors } = callsAt < 0 ? parseToolCalls(answer) : { content: answer, ...parseToolCallList(tok.decode(tokens.slice(callsAt + 1))) };
+  const { content, toolCalls, errors } = callsAt < 0 ? parseToolCalls(answer) : { content: answer, ...parseMarkedCalls(tokens.slice(callsAt), tok) };
   const bareCalls = tok.bareCall && !toolCalls.length && !errors.length ? BARE_CALL_READERS[tok.bareCall](content) : undefined;
   if (bareCalls) return { content: '', reasoning, toolCalls: bareCalls, toolCallErrors: [] };
   return { content, reasoning, toolCalls, toolCallErrors: errors };
@@ -227,7 +256,9 @@ export function parseCutReply(text: string, tokens: number[], tok: ReplyTokens):
   const fromText = { ...tok, thinkStartId: undefined, thinkEndId: undefined, toolCallsId: undefined };
   if (at < 0 || text.length <= before.length || !text.startsWith(before)) return parseReply([], { ...fromText, decode: () => text });
   const head = parseReply([], { ...fromText, decode: () => before });
-  const { toolCalls, errors } = parseToolCallList(text.slice(before.length));
+  // Calls parted by tokens lost those tokens with the text: read them from the tokens instead.
+  const parted = tok.callPartIds !== undefined && tokens.includes(tok.callPartIds.args);
+  const { toolCalls, errors } = parted ? parseMarkedCalls(tokens.slice(at), tok) : parseToolCallList(text.slice(before.length));
   return { ...head, toolCalls, toolCallErrors: errors };
 }
 
@@ -262,6 +293,54 @@ export function parseToolCallList(text: string): { toolCalls: OpenAIToolCall[]; 
     toolCalls.push({ id, type: 'function', function: { name: call.name, arguments: typeof args === 'string' ? args : JSON.stringify(args) } });
   }
   return { toolCalls, errors };
+}
+
+/**
+ * The calls from the dialect's first marker token on. Where a call is parted by tokens
+ * (Mistral v11+: each call `[TOOL_CALLS]name[ARGS]{…}`, Mistral Small 3.2's with `[CALL_ID]id`
+ * before `[ARGS]`), each marker opens one call; otherwise what follows the marker is a JSON list
+ * (parseToolCallList). Bad arguments or a call without a name become error entries.
+ */
+function parseMarkedCalls(tokens: number[], tok: ReplyTokens): { toolCalls: OpenAIToolCall[]; errors: ToolCallError[] } {
+  const parts = tok.callPartIds;
+  if (!parts || !tokens.includes(parts.args)) return parseToolCallList(tok.decode(tokens.slice(1)));
+  const toolCalls: OpenAIToolCall[] = [];
+  const errors: ToolCallError[] = [];
+  for (const call of splitAt(tokens, tok.toolCallsId!)) {
+    const argsAt = call.indexOf(parts.args);
+    const raw = tok.decode(call);
+    if (argsAt < 0) {
+      errors.push({ error: 'a call after the tool-call token has no arguments token', raw });
+      continue;
+    }
+    const head = call.slice(0, argsAt);
+    const idAt = parts.callId === undefined ? -1 : head.indexOf(parts.callId);
+    const name = tok.decode(idAt < 0 ? head : head.slice(0, idAt)).trim();
+    const id = idAt < 0 ? '' : tok.decode(head.slice(idAt + 1)).trim();
+    let args: unknown;
+    try {
+      args = JSON.parse(tok.decode(call.slice(argsAt + 1)).trim());
+    } catch (err) {
+      errors.push({ error: `invalid JSON arguments after the tool-call token: ${(err as Error).message}`, raw });
+      continue;
+    }
+    if (!name || !args || typeof args !== 'object' || Array.isArray(args)) {
+      errors.push({ error: name ? 'a call\'s arguments are not a JSON object' : 'a call after the tool-call token has no name', raw });
+      continue;
+    }
+    toolCalls.push({ id: id.length === 9 ? id : madeCallId(toolCalls.length), type: 'function', function: { name, arguments: JSON.stringify(args) } });
+  }
+  return { toolCalls, errors };
+}
+
+/** The runs of `tokens` between occurrences of `marker` (none empty). */
+function splitAt(tokens: number[], marker: number): number[][] {
+  const runs: number[][] = [[]];
+  for (const t of tokens) {
+    if (t === marker) runs.push([]);
+    else runs.at(-1)!.push(t);
+  }
+  return runs.filter((r) => r.length > 0);
 }
 
 /** The project's own ToolCall shape (src-shared/types.ts) from an OpenAI-format call. */

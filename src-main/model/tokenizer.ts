@@ -30,6 +30,7 @@ import { ChatTemplateError, TemplateInterpreter } from './template-interpreter.j
 import { templateGlobals, templateMessages, withSystemInFirstUserTurn, type ChatMessage } from './template-context.js';
 import { isGgufPath } from './gguf/model.js';
 import { toolCallDialect, type ToolCallDialect } from './tool-call-dialects.js';
+import type { CallPartIds } from './chat-output.js';
 import { openGguf } from './gguf/reader.js';
 import { ggufTokenizer } from './gguf/tokenizer-json.js';
 
@@ -92,6 +93,8 @@ export class ChatTokenizer {
   readonly toolCallDialect: ToolCallDialect;
   /** The dialect's marker token (Mistral's `[TOOL_CALLS]`, Granite 3's `<|tool_call|>`), where the vocabulary has it: calls follow it (./chat-output.ts). */
   readonly toolCallsId?: number;
+  /** The tokens that part one call after the marker (Mistral v11+'s `[ARGS]`, `[CALL_ID]`), where the vocabulary has them. */
+  readonly callPartIds?: CallPartIds;
   private readonly template: Template;
   /** The tool-call id length the template insists on (Mistral's: 9), where it checks one. */
   private readonly toolCallIdLength?: number;
@@ -113,10 +116,16 @@ export class ChatTokenizer {
     }
     this.eosTokenIds = [...eos];
     if (this.bosTokenId === undefined) this.bosTokenId = idList(modelConfig.bos_token_id)[0];
-    this.thinkStartId = tokenizer.token_to_id('<think>');
-    this.thinkEndId = tokenizer.token_to_id('</think>');
+    // Qwen's and DeepSeek's reasoning tokens, else Mistral's where its template writes them
+    // (Magistral, Ministral 3 Reasoning: other Mistral vocabularies have them unused).
+    const mistralThinks = templateText?.includes('[THINK]') === true;
+    this.thinkStartId = tokenizer.token_to_id('<think>') ?? (mistralThinks ? tokenizer.token_to_id('[THINK]') : undefined);
+    this.thinkEndId = tokenizer.token_to_id('</think>') ?? (mistralThinks ? tokenizer.token_to_id('[/THINK]') : undefined);
     const marker = this.toolCallDialect.marker;
     this.toolCallsId = marker !== undefined ? tokenizer.token_to_id(marker) : undefined;
+    const parts = this.toolCallDialect.callParts;
+    const args = parts && tokenizer.token_to_id(parts.args);
+    if (parts && args !== undefined) this.callPartIds = { args, callId: tokenizer.token_to_id(parts.callId) };
     this.chatTemplateSource = templateText ? 'model' : 'fallback';
     const idLength = /(?:\.id|tool_call_id)\s*\|\s*length\s*!=\s*(\d+)/.exec(templateText ?? '');
     this.toolCallIdLength = idLength ? Number(idLength[1]) : undefined;

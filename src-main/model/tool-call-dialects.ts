@@ -4,8 +4,10 @@
  * template's text passes. Every model's replies are also read for Hermes `<tool_call>` blocks
  * (./chat-output.ts), which is all the last row, `hermes`, asks.
  *
- *   mistral   a `[TOOL_CALLS]` token, then a JSON list of calls. The template renders OpenAI's
- *             `tool_calls` itself.
+ *   mistral   a `[TOOL_CALLS]` token, then a JSON list of calls (Mistral Nemo), or, from the v11
+ *             tokenizer on (Mistral Small 3.2, Devstral, Magistral, Ministral 3), one
+ *             `[TOOL_CALLS]name[ARGS]{arguments}` a call, with `[CALL_ID]id` before `[ARGS]` in
+ *             Mistral Small 3.2's. The template renders OpenAI's `tool_calls` itself.
  *   llama3    where tools were offered, a reply that is only `{"name", "parameters"}`. The
  *             template renders `tool_calls` itself.
  *   granite3  a `<|tool_call|>` token, then a JSON list of calls (Granite 3.x; 4.0 writes Hermes
@@ -28,8 +30,10 @@ export interface ToolCallDialect {
   name: 'mistral' | 'llama3' | 'granite3' | 'glm4' | 'hermes';
   /** Whether a chat template's text asks for this dialect. */
   matches(template: string): boolean;
-  /** The token a JSON list of calls follows. */
+  /** The token a JSON list of calls follows, or each call (`callParts`). */
   marker?: string;
+  /** The tokens that part one call after the marker: name, [`callId` and its id,] `args` and the arguments. */
+  callParts?: { args: string; callId: string };
   /** Where tools were offered, a reply that is nothing but one call in this form, with no marker. */
   bareCall?: BareCall;
   /** Tokens that end generation besides the model's own end tokens. */
@@ -45,7 +49,7 @@ export interface ToolCallDialect {
 }
 
 export const TOOL_CALL_DIALECTS: readonly ToolCallDialect[] = [
-  { name: 'mistral', matches: (t) => t.includes('[TOOL_CALLS]'), marker: '[TOOL_CALLS]' },
+  { name: 'mistral', matches: (t) => t.includes('[TOOL_CALLS]'), marker: '[TOOL_CALLS]', callParts: { args: '[ARGS]', callId: '[CALL_ID]' } },
   { name: 'llama3', matches: (t) => t.includes('"parameters": dictionary of argument name'), bareCall: 'json' },
   { name: 'granite3', matches: (t) => t.includes('<|tool_call|>') && !t.includes('tool_calls'), marker: '<|tool_call|>', history: callsInContent },
   {

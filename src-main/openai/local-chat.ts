@@ -16,7 +16,7 @@
  */
 import type { GenerateResult, LocalModel } from '../model/local-model.js';
 import { sequenceSeeds } from '../model/sampling.js';
-import { mayBeBareCall, replyTokens, splitReasoningText, type BareCall } from '../model/chat-output.js';
+import { decodeWithThinkTags, mayBeBareCall, replyTokens, splitReasoningText, type BareCall } from '../model/chat-output.js';
 import { ContextLengthError, replyBudget } from '../model/context-limit.js';
 import { RequestError, type ChatRequest, type FinishReason, type TokenLogprob, type ToolCallOut } from './protocol.js';
 
@@ -156,7 +156,7 @@ export function chatPrompt(model: LocalModel, request: ChatRequest): ChatPrompt 
 /** A reply's stream of text deltas (the module comment says what it holds back). */
 function replyStream(model: LocalModel, ids: number[], request: ChatRequest): StreamText {
   const { bareCall } = replyTokens(model.tokenizer, (request.tools?.length ?? 0) > 0);
-  return new StreamText((t) => model.tokenizer.decode(t), promptOpensThinking(model, ids), request.stop, model.tokenizer.eosTokenIds, model.tokenizer.toolCallsId, bareCall);
+  return new StreamText((t) => decodeWithThinkTags(model.tokenizer, t), promptOpensThinking(model, ids), request.stop, model.tokenizer.eosTokenIds, model.tokenizer.toolCallsId, bareCall);
 }
 
 /** `onDelta` for the deltas that carry text. */

@@ -7,7 +7,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parseReply, replyTokens } from '../../src-main/model/chat-output.js';
+import { decodeWithThinkTags, parseReply, replyTokens } from '../../src-main/model/chat-output.js';
+import { StreamText } from '../../src-main/openai/local-chat.js';
 import { ChatTokenizer, type ChatMessage } from '../../src-main/model/tokenizer.js';
 import { toolCallDialect } from '../../src-main/model/tool-call-dialects.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
@@ -18,12 +19,16 @@ afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 const fixture = (name: string) => fs.readFileSync(path.join(import.meta.dirname, 'fixtures/templates', name), 'utf8');
 const GLM4 = fixture('glm-4-0414.jinja');
 const GRANITE3 = fixture('granite-3.3-instruct.jinja');
+// Mistral's own templates as llama.cpp keeps them (models/templates/): Mistral Small 3.2's and Ministral 3's.
+const MISTRAL_SMALL_32 = fixture('mistral-small-3.2.jinja');
+const MINISTRAL_3 = fixture('ministral-3-reasoning.jinja');
 
-/** The tiny tokenizer with `template` and the given special tokens added after its vocabulary. */
-function tokenizerWith(name: string, template: string, specials: string[]): ChatTokenizer {
+/** The tiny tokenizer with `template`, the given special tokens added after its vocabulary, and `without` (its own) taken out. */
+function tokenizerWith(name: string, template: string, specials: string[], without: string[] = []): ChatTokenizer {
   const dir = writeTinyModel(path.join(root, name), { family: 'qwen3', numLayers: 1 }).dir;
   const tokFile = path.join(dir, 'tokenizer.json');
   const json = JSON.parse(fs.readFileSync(tokFile, 'utf8'));
+  json.added_tokens = json.added_tokens.filter((t: { content: string }) => !without.includes(t.content));
   let next = Math.max(...json.added_tokens.map((t: { id: number }) => t.id)) + 1;
   for (const content of specials) json.added_tokens.push({ id: next++, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
   fs.writeFileSync(tokFile, JSON.stringify(json));
@@ -39,8 +44,8 @@ const AFTER_CALL: ChatMessage[] = [...ASKED, { role: 'assistant', content: '', t
 
 describe('which dialect a template asks for', () => {
   it('by the template\'s own text', () => {
-    const names = ['glm-4-0414.jinja', 'granite-3.3-instruct.jinja', 'llama-3.1-instruct.jinja', 'gemma-2-it.jinja', 'phi-3-instruct.jinja'].map((f) => toolCallDialect(fixture(f)).name);
-    expect(names).toEqual(['glm4', 'granite3', 'llama3', 'hermes', 'hermes']);
+    const names = ['glm-4-0414.jinja', 'granite-3.3-instruct.jinja', 'llama-3.1-instruct.jinja', 'mistral-small-3.2.jinja', 'ministral-3-reasoning.jinja', 'gemma-2-it.jinja', 'phi-3-instruct.jinja'].map((f) => toolCallDialect(fixture(f)).name);
+    expect(names).toEqual(['glm4', 'granite3', 'llama3', 'mistral', 'mistral', 'hermes', 'hermes']);
     expect(toolCallDialect(undefined).name).toBe('hermes');
   });
 });
@@ -98,5 +103,71 @@ describe('Granite 3: a call is <|tool_call|> and a JSON list in the reply\'s con
     expect(span[0]).toBe(tok.toolCallsId);
     const body = span.filter((id) => !tok.eosTokenIds.includes(id));
     expect(parseReply(body, replyTokens(tok, true)).toolCalls.map((c) => [c.function.name, c.function.arguments])).toEqual([['get_weather', '{"city":"Paris"}']]);
+  });
+});
+
+describe('Mistral v11+: each call is [TOOL_CALLS]name[ARGS]{arguments}, Mistral Small 3.2\'s with [CALL_ID]id', () => {
+  const MISTRAL_SPECIALS = ['[INST]', '[/INST]', '[SYSTEM_PROMPT]', '[/SYSTEM_PROMPT]', '[AVAILABLE_TOOLS]', '[/AVAILABLE_TOOLS]', '[TOOL_RESULTS]', '[/TOOL_RESULTS]', '[TOOL_CALLS]', '[ARGS]', '[CALL_ID]', '[THINK]', '[/THINK]'];
+  // Mistral's templates take only 9-character ids (longer ones are cut to their last 9, as vLLM does).
+  const FIRST = { ...CALL, id: 'call_abcdef123' };
+  const SECOND = { id: 'call_xyzuvw456', type: 'function', function: { name: 'get_time', arguments: '{"zone":"CET"}' } };
+  const calls = (tok: ChatTokenizer, ids: number[]) =>
+    parseReply(ids.filter((id) => !tok.eosTokenIds.includes(id)), replyTokens(tok, true)).toolCalls.map((c) => [c.id, c.function.name, c.function.arguments]);
+
+  it('a reply of two calls trains on the template\'s form, and the model\'s own writing of it reads back as the same two calls', () => {
+    const tok = tokenizerWith('mistral-small-32', MISTRAL_SMALL_32, MISTRAL_SPECIALS);
+    expect(tok.callPartIds).toEqual({ args: tok.tokenToId('[ARGS]'), callId: tok.tokenToId('[CALL_ID]') });
+    const row = tok.encodeResponse(ASKED, { role: 'assistant', content: '', tool_calls: [FIRST, SECOND] }, { tools: TOOLS });
+    const span = row.inputIds.slice(row.responseStart);
+    expect(tok.decode(span, false)).toMatch(/^\[TOOL_CALLS\]get_weather\[CALL_ID\]abcdef123\[ARGS\]\{"city": "Paris"\}\[TOOL_CALLS\]get_time\[CALL_ID\]xyzuvw456\[ARGS\]\{"zone": "CET"\}/);
+    // The ids the model wrote are kept.
+    expect(calls(tok, span)).toEqual([['abcdef123', 'get_weather', '{"city":"Paris"}'], ['xyzuvw456', 'get_time', '{"zone":"CET"}']]);
+  });
+
+  it('Ministral 3 writes no id: the calls read back with ids made for them', () => {
+    const tok = tokenizerWith('ministral-3', MINISTRAL_3, MISTRAL_SPECIALS);
+    const row = tok.encodeResponse(ASKED, { role: 'assistant', content: '', tool_calls: [CALL] }, { tools: TOOLS });
+    const span = row.inputIds.slice(row.responseStart);
+    expect(tok.decode(span, false)).toMatch(/^\[TOOL_CALLS\]get_weather\[ARGS\]\{"city": ?"Paris"\}/);
+    expect(calls(tok, span)).toEqual([['call00000', 'get_weather', '{"city":"Paris"}']]);
+  });
+
+  it('bad arguments, or a call with no [ARGS], are error entries, never a throw; text before the calls is the answer', () => {
+    const tok = tokenizerWith('mistral-small-32-bad', MISTRAL_SMALL_32, MISTRAL_SPECIALS);
+    const [marker, args] = [tok.tokenToId('[TOOL_CALLS]')!, tok.tokenToId('[ARGS]')!];
+    const ids = [...tok.encode('Checking.'), marker, ...tok.encode('get_weather'), args, ...tok.encode('{"city": '), marker, ...tok.encode('get_time')];
+    const parsed = parseReply(ids, replyTokens(tok, true));
+    expect(parsed.content).toBe('Checking.');
+    expect(parsed.toolCalls).toEqual([]);
+    expect(parsed.toolCallErrors.map((e) => e.error)).toEqual([expect.stringMatching(/^invalid JSON arguments/), expect.stringMatching(/no arguments token/)]);
+  });
+
+  it('Mistral Nemo\'s JSON list after [TOOL_CALLS] still reads, [ARGS] in the vocabulary or not', () => {
+    const tok = tokenizerWith('mistral-list', MISTRAL_SMALL_32, MISTRAL_SPECIALS);
+    const ids = [tok.tokenToId('[TOOL_CALLS]')!, ...tok.encode('[{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "abcdefghi"}]')];
+    expect(calls(tok, ids)).toEqual([['abcdefghi', 'get_weather', '{"city":"Paris"}']]);
+  });
+});
+
+describe('Mistral\'s reasoning models: [THINK]…[/THINK] is reasoning, though decoding drops both tokens', () => {
+  const SPECIALS = ['[INST]', '[/INST]', '[SYSTEM_PROMPT]', '[/SYSTEM_PROMPT]', '[AVAILABLE_TOOLS]', '[/AVAILABLE_TOOLS]', '[TOOL_RESULTS]', '[/TOOL_RESULTS]', '[TOOL_CALLS]', '[ARGS]', '[THINK]', '[/THINK]'];
+  const NO_QWEN_THINK = ['<think>', '</think>']; // Mistral's vocabularies have no <think>
+
+  it('a reply splits into reasoning and answer, in one piece and as a stream', () => {
+    const tok = tokenizerWith('ministral-3-think', MINISTRAL_3, SPECIALS, NO_QWEN_THINK);
+    expect([tok.thinkStartId, tok.thinkEndId]).toEqual([tok.tokenToId('[THINK]'), tok.tokenToId('[/THINK]')]);
+    const ids = [tok.tokenToId('[THINK]')!, ...tok.encode('Paris is in France.'), tok.tokenToId('[/THINK]')!, ...tok.encode('Sunny, 18°C.')];
+    expect(tok.decode(ids)).toBe('Paris is in France.Sunny, 18°C.'); // what a reader by text alone saw
+    const parsed = parseReply(ids, replyTokens(tok, false));
+    expect([parsed.reasoning, parsed.content]).toEqual(['Paris is in France.', 'Sunny, 18°C.']);
+    const stream = new StreamText((t) => decodeWithThinkTags(tok, t), false, [], tok.eosTokenIds);
+    const deltas = ids.map((id) => stream.push(id));
+    expect(deltas.map((d) => d.reasoning ?? '').join('')).toBe('Paris is in France.');
+    expect(deltas.map((d) => d.content ?? '').join('')).toBe('Sunny, 18°C.');
+  });
+
+  it('a Mistral template that never writes [THINK] keeps the tokens unused (Mistral Small 3.2)', () => {
+    const tok = tokenizerWith('mistral-small-32-think', MISTRAL_SMALL_32, [...SPECIALS, '[CALL_ID]'], NO_QWEN_THINK);
+    expect([tok.thinkStartId, tok.thinkEndId]).toEqual([undefined, undefined]);
   });
 });
