@@ -13,6 +13,11 @@
  * are the library's (`equalto`, `eq`, `string`, `none`, `undefined`, …). Everything else is
  * the library's own filter code.
  *
+ * And string filters over an undefined value, as Jinja's default Undefined has them: it reads
+ * as '' (`trim`, `upper`, `lower`, `capitalize`, `title`, `string`) and has length 0, where the
+ * library refuses ("Cannot apply filter "trim" to type: UndefinedValue"). Hermes 3's tool-use
+ * template writes `param_fields.description|trim` for every parameter, described or not.
+ *
  * The library declares its filter hook private; the subclass below reaches it through an
  * untyped view of the class, and calls the library for every other filter.
  */
@@ -63,9 +68,17 @@ const SELECTING_FILTERS: ReadonlyMap<string, { keep: boolean; byAttribute: boole
   ['rejectattr', { keep: false, byAttribute: true }],
 ]);
 
+/** The filters that read an undefined value as Jinja's Undefined does: as '' (its length, 0). */
+const UNDEFINED_AS_EMPTY: ReadonlySet<string> = new Set(['trim', 'upper', 'lower', 'capitalize', 'title', 'string', 'length', 'count']);
+
+/** A filter's name, bare (`trim`) or called (`trim()`). */
+function filterName(node: FilterNode): string | undefined {
+  return node.type === 'Identifier' ? node.value : node.type === 'CallExpression' && node.callee?.type === 'Identifier' ? node.callee.value : undefined;
+}
+
 /** The filter's name when it is one of SELECTING_FILTERS (bare or called), else null. */
 function selectingFilter(node: FilterNode): string | null {
-  const name = node.type === 'Identifier' ? node.value : node.type === 'CallExpression' && node.callee?.type === 'Identifier' ? node.callee.value : undefined;
+  const name = filterName(node);
   return name !== undefined && SELECTING_FILTERS.has(name) ? name : null;
 }
 
@@ -74,6 +87,9 @@ const attributesOf = (item: RuntimeValue) => (item.type === 'ObjectValue' && ite
 
 export class TemplateInterpreter extends LibraryInterpreter {
   override applyFilter(operand: RuntimeValue, filterNode: FilterNode, environment: Environment): RuntimeValue {
+    if (operand.type === 'UndefinedValue' && UNDEFINED_AS_EMPTY.has(filterName(filterNode) ?? '')) {
+      return super.applyFilter(this.evaluate({ type: 'StringLiteral', value: '' }, environment), filterNode, environment);
+    }
     const name = selectingFilter(filterNode);
     const items = operand.value as RuntimeValue[];
     const { keep, byAttribute } = (name !== null && SELECTING_FILTERS.get(name)) || { keep: true, byAttribute: false };

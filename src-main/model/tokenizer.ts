@@ -31,6 +31,7 @@ import { templateGlobals, templateMessages, withSystemInFirstUserTurn, type Chat
 import { isGgufPath } from './gguf/model.js';
 import { toolCallDialect, type ToolCallDialect } from './tool-call-dialects.js';
 import type { CallPartIds } from './chat-output.js';
+import { findChatTemplates, readJsonIfExists, type ChatTemplates } from './chat-templates.js';
 import { openGguf } from './gguf/reader.js';
 import { ggufTokenizer } from './gguf/tokenizer-json.js';
 
@@ -60,15 +61,6 @@ export interface ResponseSpan {
   responseStart: number;
 }
 
-function readJsonIfExists(file: string): Record<string, unknown> | undefined {
-  if (!fs.existsSync(file)) return undefined;
-  try {
-    return JSON.parse(fs.readFileSync(file, 'utf8'));
-  } catch (err) {
-    throw new UserError(`${file}: invalid JSON (${(err as Error).message})`);
-  }
-}
-
 /** `bos_token` may be a string or an AddedToken object `{ content }`. */
 function tokenText(v: unknown): string | undefined {
   if (typeof v === 'string') return v;
@@ -96,10 +88,13 @@ export class ChatTokenizer {
   /** The tokens that part one call after the marker (Mistral v11+'s `[ARGS]`, `[CALL_ID]`), where the vocabulary has them. */
   readonly callPartIds?: CallPartIds;
   private readonly template: Template;
+  /** The template transformers renders with when tools are given (./chat-templates.ts), where the model has one. */
+  private readonly toolUseTemplate?: Template;
   /** The tool-call id length the template insists on (Mistral's: 9), where it checks one. */
   private readonly toolCallIdLength?: number;
 
-  private constructor(private readonly tokenizer: Tokenizer, config: Record<string, unknown>, templateText: string | undefined, dir: string, moreEos: number[] = []) {
+  private constructor(private readonly tokenizer: Tokenizer, config: Record<string, unknown>, templates: ChatTemplates, dir: string, moreEos: number[] = []) {
+    const templateText = templates.main;
     this.bosToken = tokenText(config.bos_token);
     this.eosToken = tokenText(config.eos_token);
     this.bosTokenId = this.bosToken !== undefined ? tokenizer.token_to_id(this.bosToken) : undefined;
@@ -109,7 +104,8 @@ export class ChatTokenizer {
     const eosFromTokenizer = this.eosToken !== undefined ? tokenizer.token_to_id(this.eosToken) : undefined;
     if (eosFromTokenizer !== undefined) eos.add(eosFromTokenizer);
     for (const id of moreEos) eos.add(id);
-    this.toolCallDialect = toolCallDialect(templateText);
+    // Calls are written where tools are offered: by the tool-use template where there is one.
+    this.toolCallDialect = toolCallDialect(templates.toolUse ?? templateText);
     for (const stop of this.toolCallDialect.stops ?? []) {
       const id = tokenizer.token_to_id(stop);
       if (id !== undefined) eos.add(id);
@@ -118,7 +114,8 @@ export class ChatTokenizer {
     if (this.bosTokenId === undefined) this.bosTokenId = idList(modelConfig.bos_token_id)[0];
     // Qwen's and DeepSeek's reasoning tokens, else Mistral's where its template writes them
     // (Magistral, Ministral 3 Reasoning: other Mistral vocabularies have them unused).
-    const mistralThinks = templateText?.includes('[THINK]') === true;
+    const texts = [templateText, templates.toolUse].filter((t) => t !== undefined).join('\n');
+    const mistralThinks = texts.includes('[THINK]');
     this.thinkStartId = tokenizer.token_to_id('<think>') ?? (mistralThinks ? tokenizer.token_to_id('[THINK]') : undefined);
     this.thinkEndId = tokenizer.token_to_id('</think>') ?? (mistralThinks ? tokenizer.token_to_id('[/THINK]') : undefined);
     const marker = this.toolCallDialect.marker;
@@ -127,13 +124,17 @@ export class ChatTokenizer {
     const args = parts && tokenizer.token_to_id(parts.args);
     if (parts && args !== undefined) this.callPartIds = { args, callId: tokenizer.token_to_id(parts.callId) };
     this.chatTemplateSource = templateText ? 'model' : 'fallback';
-    const idLength = /(?:\.id|tool_call_id)\s*\|\s*length\s*!=\s*(\d+)/.exec(templateText ?? '');
+    const idLength = /(?:\.id|tool_call_id)\s*\|\s*length\s*!=\s*(\d+)/.exec(texts);
     this.toolCallIdLength = idLength ? Number(idLength[1]) : undefined;
-    try {
-      this.template = new Template(templateText ?? FALLBACK_CHAT_TEMPLATE);
-    } catch (err) {
-      throw new UserError(`${path.join(dir, 'tokenizer_config.json')}: chat_template does not parse: ${(err as Error).message}`);
-    }
+    const parse = (text: string, name: string) => {
+      try {
+        return new Template(text);
+      } catch (err) {
+        throw new UserError(`${path.join(dir, 'tokenizer_config.json')}: ${name} does not parse: ${(err as Error).message}`);
+      }
+    };
+    this.template = parse(templateText ?? FALLBACK_CHAT_TEMPLATE, 'chat_template');
+    if (templates.toolUse !== undefined) this.toolUseTemplate = parse(templates.toolUse, "the 'tool_use' chat template");
   }
 
   static load(dir: string): ChatTokenizer {
@@ -145,7 +146,7 @@ export class ChatTokenizer {
       } catch (err) {
         throw new UserError(`${dir}: cannot build the tokenizer from its metadata: ${(err as Error).message}`);
       }
-      return new ChatTokenizer(tokenizer, g.config, g.chatTemplate, dir, g.eosTokenIds);
+      return new ChatTokenizer(tokenizer, g.config, g.chatTemplates, dir, g.eosTokenIds);
     }
     const tokFile = path.join(dir, 'tokenizer.json');
     const tokJson = readJsonIfExists(tokFile);
@@ -157,7 +158,7 @@ export class ChatTokenizer {
     } catch (err) {
       throw new UserError(`${tokFile}: cannot build the tokenizer: ${(err as Error).message}`);
     }
-    return new ChatTokenizer(tokenizer, config, findChatTemplate(dir, config), dir);
+    return new ChatTokenizer(tokenizer, config, findChatTemplates(dir, config), dir);
   }
 
   get vocabSize(): number {
@@ -219,7 +220,8 @@ export class ChatTokenizer {
     };
     try {
       for (const [name, value] of Object.entries(context)) env.set(name, value);
-      return new TemplateInterpreter(env).run(this.template.parsed).value as string;
+      const template = options.tools?.length && this.toolUseTemplate ? this.toolUseTemplate : this.template;
+      return new TemplateInterpreter(env).run(template.parsed).value as string;
     } catch (err) {
       throw new ChatTemplateError(err as Error);
     }
@@ -373,16 +375,3 @@ function notAPrefixMessage(prompt: string, full: string): string {
   );
 }
 
-export function findChatTemplate(dir: string, config: Record<string, unknown>): string | undefined {
-  const t = config.chat_template;
-  if (typeof t === 'string') return t;
-  if (Array.isArray(t)) {
-    const named = t as { name?: string; template?: string }[];
-    return (named.find((x) => x.name === 'default') ?? named[0])?.template;
-  }
-  const jinja = path.join(dir, 'chat_template.jinja');
-  if (fs.existsSync(jinja)) return fs.readFileSync(jinja, 'utf8');
-  const json = readJsonIfExists(path.join(dir, 'chat_template.json'));
-  if (typeof json?.chat_template === 'string') return json.chat_template;
-  return undefined;
-}

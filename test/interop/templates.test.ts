@@ -27,7 +27,8 @@ afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 
 const llama31Template = fs.readFileSync(path.join(here, '../model/fixtures/templates/llama-3.1-instruct.jinja'), 'utf8');
 const gemma2Template = fs.readFileSync(path.join(here, '../model/fixtures/templates/gemma-2-it.jinja'), 'utf8');
-const CHECKPOINTS: { name: string; from: RealTokenizer; template?: string }[] = [
+const fixtureTemplate = (name: string) => fs.readFileSync(path.join(here, '../model/fixtures/templates', name), 'utf8');
+const CHECKPOINTS: { name: string; from: RealTokenizer; template?: string; toolUse?: string }[] = [
   { name: 'qwen3', from: 'qwen3' },
   { name: 'qwen2.5', from: 'qwen2.5' },
   { name: 'llama-3.1', from: 'llama3.2', template: llama31Template },
@@ -38,8 +39,24 @@ const CHECKPOINTS: { name: string; from: RealTokenizer; template?: string }[] = 
   { name: 'gemma-3', from: 'gemma3' },
   // Gemma 2's template on Gemma 3's files (the same turn markers).
   { name: 'gemma-2', from: 'gemma3', template: gemma2Template },
+  // Mistral Small 3.2's template (each call `[TOOL_CALLS]name[CALL_ID]id[ARGS]{…}`) on Nemo's files.
+  { name: 'mistral-small-3.2', from: 'mistral-nemo', template: fixtureTemplate('mistral-small-3.2.jinja') },
+  // A default and Hermes 3's `tool_use` template, named in a list as Hermes' tokenizer_config.json
+  // has them: transformers renders with tool_use whenever tools are given (Qwen2.5's files and
+  // template as the default: ChatML, as Hermes 3's own).
+  { name: 'hermes-3', from: 'qwen2.5', toolUse: fixtureTemplate('hermes-3-tool-use.jinja') },
 ];
-const dirs = Object.fromEntries(CHECKPOINTS.map((c) => [c.name, writeRealTokenizer(path.join(root, c.name), c.from, c.template)]));
+/** A checkpoint's folder; with `toolUse`, its chat_template a list of the default and `tool_use`. */
+function writeCheckpoint(c: (typeof CHECKPOINTS)[number]): string {
+  const dir = writeRealTokenizer(path.join(root, c.name), c.from, c.template);
+  if (c.toolUse === undefined) return dir;
+  const file = path.join(dir, 'tokenizer_config.json');
+  const config = JSON.parse(fs.readFileSync(file, 'utf8'));
+  config.chat_template = [{ name: 'default', template: config.chat_template }, { name: 'tool_use', template: c.toolUse }];
+  fs.writeFileSync(file, JSON.stringify(config));
+  return dir;
+}
+const dirs = Object.fromEntries(CHECKPOINTS.map((c) => [c.name, writeCheckpoint(c)]));
 const tokenizers = Object.fromEntries(CHECKPOINTS.map((c) => [c.name, ChatTokenizer.load(dirs[c.name]!)]));
 
 // ---- conversations -----------------------------------------------------------------------
@@ -87,7 +104,7 @@ const withNineCharacterIds = (messages: ChatMessage[]): ChatMessage[] => message
 const TOOL_FREE = ['system, multi-turn', 'no system', 'past reasoning'];
 const GEMMA2_CONVERSATIONS = ['no system', 'past reasoning'];
 const conversationsOf = (checkpoint: string): Record<string, ChatMessage[]> =>
-  checkpoint === 'mistral-nemo' ? Object.fromEntries(Object.entries(CONVERSATIONS).map(([what, m]) => [what, withNineCharacterIds(m)]))
+  checkpoint.startsWith('mistral') ? Object.fromEntries(Object.entries(CONVERSATIONS).map(([what, m]) => [what, withNineCharacterIds(m)]))
     : checkpoint === 'gemma-3' ? Object.fromEntries(TOOL_FREE.map((what) => [what, CONVERSATIONS[what]!]))
       : checkpoint === 'gemma-2' ? Object.fromEntries(GEMMA2_CONVERSATIONS.map((what) => [what, CONVERSATIONS[what]!])) : CONVERSATIONS;
 
@@ -105,6 +122,9 @@ const VARIANTS: Record<string, Variant[]> = {
   'mistral-nemo': [{ label: 'plain' }, { label: 'tools', tools: TOOLS }],
   'gemma-3': [{ label: 'plain' }],
   'gemma-2': [{ label: 'plain' }],
+  // 'today': Mistral Small 3.2's default system message writes today's date (strftime_now)
+  'mistral-small-3.2': [{ label: 'today' }, { label: 'tools', tools: TOOLS }],
+  'hermes-3': [{ label: 'plain' }, { label: 'tools', tools: TOOLS }],
 };
 
 interface Render { dir: string; messages: ChatMessage[]; tools?: unknown[]; add_generation_prompt: boolean; extra: Record<string, unknown> }
@@ -153,6 +173,16 @@ const REPLIES: { checkpoint: string; variant: Variant; messages: ChatMessage[]; 
   ...['qwen3', 'qwen2.5'].map((checkpoint) => ({ checkpoint, variant: toolsVariant(checkpoint), messages: SYSTEM_MULTI_TURN, reply: TEXT_AND_CALL_REPLY })),
   { checkpoint: 'mistral-nemo', variant: toolsVariant('mistral-nemo'), messages: NO_SYSTEM, reply: withNineCharacterIds([CALL_REPLY])[0]! },
   { checkpoint: 'mistral-nemo', variant: toolsVariant('mistral-nemo'), messages: SYSTEM_MULTI_TURN, reply: withNineCharacterIds([CALL_REPLY])[0]!, rewritesHistory: true },
+  ...VARIANTS['mistral-small-3.2']!.flatMap((variant) => [
+    { checkpoint: 'mistral-small-3.2', variant, messages: SYSTEM_MULTI_TURN, reply: 'Sunny, 18°C.' },
+    { checkpoint: 'mistral-small-3.2', variant, messages: withNineCharacterIds(TOOL_TURNS), reply: 'It is 18°C in Paris.' },
+  ]),
+  // (Its template writes a reply with calls as the calls alone: text before them is not rendered.)
+  { checkpoint: 'mistral-small-3.2', variant: toolsVariant('mistral-small-3.2'), messages: NO_SYSTEM, reply: withNineCharacterIds([CALL_REPLY])[0]! },
+  // Hermes' tool_use template ends a tool result with "\n" only when a turn follows it: the history
+  // renders otherwise once the reply follows, and the reply trains after the prompt as generated.
+  ...VARIANTS['hermes-3']!.map((variant) => ({ checkpoint: 'hermes-3', variant, messages: TOOL_TURNS, reply: 'It is 18°C in Paris.', rewritesHistory: variant.tools !== undefined })),
+  { checkpoint: 'hermes-3', variant: toolsVariant('hermes-3'), messages: SYSTEM_MULTI_TURN, reply: CALL_REPLY },
 ];
 const replyMessage = (reply: Reply): ChatMessage => (typeof reply === 'string' ? { role: 'assistant', content: reply } : reply);
 
@@ -213,6 +243,9 @@ describe.skipIf(!interopPython)('chat templates: Hindsight renders and tokenizes
     expect(at('qwen2.5 plain: no system, add_generation_prompt false')).not.toMatch(/assistant\n$/);
     expect(at('qwen3 thinking (default): reasoning_content in a tool turn, add_generation_prompt true')).toContain('<think>\nNeed the weather.\n</think>');
     expect(at('llama-3.2 today: no system, add_generation_prompt true')).toMatch(/Today Date: \d{2} [A-Z][a-z]{2} \d{4}\n/);
+    expect(at('mistral-small-3.2 tools: tool call and result, add_generation_prompt true')).toMatch(/\[TOOL_CALLS\]get_weather\[CALL_ID\]call00001\[ARGS\]\{"city": "Paris"\}/);
+    expect(at('hermes-3 tools: no system, add_generation_prompt true')).toContain('You are a function calling AI model');
+    expect(at('hermes-3 plain: no system, add_generation_prompt true')).not.toContain('function calling');
   });
 });
 
@@ -234,7 +267,8 @@ describe.skipIf(!interopPython)('the reply span Hindsight trains is exactly the 
     const text = replyMessage(reply).content;
     if (!opensThink) expect(tok.decode(span, false)).toContain(text.replace(/^<think>\n[\s\S]*<\/think>\n\n/, ''));
     if (typeof reply !== 'string') expect(tok.decode(span, false)).toMatch(/get_weather[\s\S]*Paris/);
-    if (rewritesHistory && typeof reply === 'string') expect(tok.decode(span, false)).toBe(`${reply}</s>`);
+    // where the history was rewritten, the span is still the reply and its end of turn alone (Mistral's </s>, ChatML's <|im_end|>)
+    if (rewritesHistory && typeof reply === 'string') expect(tok.decode(span, false)).toMatch(new RegExp(`^${reply}(</s>|<\\|im_end\\|>\\n)$`));
   });
 
   // Deliberate (docs/design.md §Interoperability): after R1's "<think>\n" a reply without reasoning

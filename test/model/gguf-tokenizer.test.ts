@@ -196,3 +196,14 @@ describe('tokenizers Hindsight cannot build', () => {
     expect(open('none.gguf', {})).toThrow(/has no tokenizer \(tokenizer\.ggml\.model is missing\)/);
   });
 });
+
+it("a GGUF's tokenizer.chat_template.tool_use renders the prompts that offer tools, as transformers' tool_use template does", () => {
+  const file = path.join(tmp, 'tool-use.gguf');
+  const hermesToolUse = fs.readFileSync(path.join(import.meta.dirname, 'fixtures/templates/hermes-3-tool-use.jinja'), 'utf8');
+  writeGguf(file, { ...gpt2Metadata('qwen2.5', 'qwen2', undefined, '<|im_end|>', '<|endoftext|>'), 'tokenizer.chat_template.tool_use': str(hermesToolUse) });
+  const tok = ChatTokenizer.load(file);
+  const asked = [{ role: 'user', content: 'Weather in Paris?' }];
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+  expect(tok.applyChatTemplate(asked, { tools, addGenerationPrompt: true })).toContain('<tools>');
+  expect(tok.applyChatTemplate(asked, { addGenerationPrompt: true })).not.toContain('<tools>');
+});

@@ -15,6 +15,7 @@
  */
 import { UserError } from '../../../src-shared/types.js';
 import type { GgufFile, GgufValue } from './reader.js';
+import type { ChatTemplates } from '../chat-templates.js';
 
 const CONTROL = 3, USER_DEFINED = 4;
 
@@ -51,6 +52,8 @@ export interface GgufTokenizer {
   /** tokenizer_config.json's: bos/eos tokens, add_bos_token, chat_template. */
   config: Record<string, unknown>;
   chatTemplate?: string;
+  /** The default and the `tool_use` template (`tokenizer.chat_template.tool_use`, Hermes 3's files). */
+  chatTemplates: ChatTemplates;
   /** Ids that end generation: EOS, EOT and EOM where the file names them. */
   eosTokenIds: number[];
 }
@@ -151,7 +154,9 @@ export function ggufTokenizer(g: GgufFile): GgufTokenizer {
   const ollamaList = meta.get('tokenizer.ggml.eos_token_ids');
   const listed = Array.isArray(ollamaList) ? ollamaList.filter((x): x is number => typeof x === 'number' && x >= 0 && x < list.length) : [];
   const eosTokenIds = [...new Set([eos, id('eot_token_id'), id('eom_token_id'), ...listed, ...byText].filter((x): x is number => x !== undefined))];
-  return { json: json!, config, chatTemplate, eosTokenIds };
+  const toolUse = meta.get('tokenizer.chat_template.tool_use');
+  const chatTemplates = { ...(chatTemplate ? { main: chatTemplate } : {}), ...(typeof toolUse === 'string' ? { toolUse } : {}) };
+  return { json: json!, config, chatTemplate, chatTemplates, eosTokenIds };
 }
 
 function numbers(v: GgufValue | undefined, length: number): number[] {
