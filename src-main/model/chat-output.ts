@@ -2,7 +2,7 @@
  * Structure in generated text: `<think>…</think>` reasoning and tool calls, as Hermes-style
  * `<tool_call>{"name": …, "arguments": {…}}</tool_call>` blocks (Qwen's format), the JSON list
  * the model writes after its dialect's marker token (Mistral's `[TOOL_CALLS]`, Granite 3's
- * `<|tool_call|>`) or the calls it writes one a marker (Mistral v11+'s
+ * `<|tool_call|>`) or the calls it writes one to a marker (Mistral v11+'s
  * `[TOOL_CALLS]name[ARGS]{…}`), or, where tools were offered to a model whose dialect writes calls without
  * one (./tool-call-dialects.ts), a reply that is nothing but `{"name": …, "parameters": {…}}`
  * (Llama 3.1+) or a function name and its JSON arguments on the next line (GLM-4).
