@@ -23,10 +23,11 @@ export interface ChatTemplates {
 export function findChatTemplates(dir: string, config: Record<string, unknown>): ChatTemplates {
   const t = config.chat_template;
   const extra = path.join(dir, 'additional_chat_templates', 'tool_use.jinja');
-  const toolUseFile = fs.existsSync(extra) ? fs.readFileSync(extra, 'utf8') : undefined;
+  const toolUseFile = fs.statSync(extra, { throwIfNoEntry: false })?.isFile() ? fs.readFileSync(extra, 'utf8') : undefined;
   if (typeof t === 'string') return { main: t, ...(toolUseFile !== undefined ? { toolUse: toolUseFile } : {}) };
   if (Array.isArray(t)) {
-    const named = t as { name?: string; template?: string }[];
+    // Entries that are not {name, template: string} are not templates (and not taken).
+    const named = (t as unknown[]).filter((x): x is { name?: unknown; template: string } => !!x && typeof x === 'object' && typeof (x as { template?: unknown }).template === 'string');
     const toolUse = named.find((x) => x.name === 'tool_use')?.template ?? toolUseFile;
     return { main: (named.find((x) => x.name === 'default') ?? named[0])?.template, ...(toolUse !== undefined ? { toolUse } : {}) };
   }

@@ -60,3 +60,8 @@ it('without a tool_use template, tools go to the one template there is', () => {
   const tok = tokenizerWith('single', { chat_template: CHATML });
   expect(tok.applyChatTemplate(ASKED, { tools: TOOLS, addGenerationPrompt: true })).not.toContain('<tools>');
 });
+
+it('a list entry that is not a template is passed over, and a tool_use.jinja that is not a file is none', () => {
+  const tok = tokenizerWith('odd-list', { chat_template: [{ name: 'tool_use', template: 42 }, null, { name: 'default', template: CHATML }] }, { 'additional_chat_templates/tool_use.jinja/x': '' });
+  expect(tok.applyChatTemplate(ASKED, { tools: TOOLS, addGenerationPrompt: true })).toBe('<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n');
+});
