@@ -27,6 +27,7 @@ import type { ImportedConversation, ImportedTurn, Role } from '../../src-shared/
 import { capturedToolCalls } from '../store/capture-exchanges.js';
 import type { CaptureExchangeRow } from '../workspace/workspace.js';
 import type { ArchivedContinuation, CapturedMessage, CaptureRecord, ReplyRecord, RequestRecord } from './capture-records.js';
+import { sameJson } from './log-prefixes.js';
 
 /** How long a keyless session stays open to prefix matching after its last request. */
 export const RECENT_MS = 6 * 60 * 60 * 1000;
@@ -281,8 +282,9 @@ export class LiveSessions {
       createdAt: seg.mains[0]!.request.at / 1000,
       turns,
       alternatives: [],
-      // The tools of its latest request: what the model saw when it wrote the latest reply.
-      metadata: { capture: { key: seg.key, keyed: seg.keyed }, ...(last.request.tools?.length ? { tools: last.request.tools } : {}) },
+      // The tools of its latest request: what the model saw when it wrote the latest reply; and
+      // where an earlier reply was written with another list, that one by its turn.
+      metadata: { capture: { key: seg.key, keyed: seg.keyed }, ...(last.request.tools?.length ? { tools: last.request.tools } : {}), ...toolsByTurn(seg) },
       warnings: [],
     };
   }
@@ -332,3 +334,18 @@ function turnOf(m: CapturedMessage, at: number): ImportedTurn {
   };
 }
 
+/**
+ * The tools offered with each of a session's replies that its latest request does not offer
+ * (SessionRecord.toolsByTurn), by the reply's turn (its request's message count): an agent that
+ * changed its tool list mid-session. Only the main requests still in memory say it (an archived
+ * part of a session keeps the latest list).
+ */
+function toolsByTurn(seg: Segment): { toolsByTurn?: Record<string, unknown[]> } {
+  const latest = seg.mains.at(-1)?.request.tools ?? [];
+  const byTurn: Record<string, unknown[]> = {};
+  for (const { request, reply } of seg.mains) {
+    const tools = request.tools ?? [];
+    if (reply && !sameJson(tools, latest)) byTurn[String(request.messages.length)] = tools;
+  }
+  return Object.keys(byTurn).length ? { toolsByTurn: byTurn } : {};
+}

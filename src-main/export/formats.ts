@@ -20,7 +20,7 @@ import { fullContext } from '../pipeline/classify.js';
 import { enhancedContext } from '../pipeline/hint-context.js';
 import { renderChatMl, toChatToolCalls, toMessage, type ChatMessage, type ChatToolCall } from '../pipeline/chat-messages.js';
 import { argumentsAsTemplatesWrite } from '../model/template-context.js';
-import { sampleContextTurns, type SampleRecord, type SessionBundle, type TurnRecord } from '../store/session-reads.js';
+import { sampleContextTurns, toolsOfferedAt, type SampleRecord, type SessionBundle, type TurnRecord } from '../store/session-reads.js';
 
 function messageOf(turn: TurnRecord): ChatMessage {
   return toMessage(turn);
@@ -114,7 +114,7 @@ function sdftLine(bundle: SessionBundle, s: SampleRecord): object {
 const sameText = (a: string, b: string) => a.trim() === b.trim();
 
 /** Each preference pair of a session, built only when asked (counting them builds nothing). */
-function* dpoPairs(bundle: SessionBundle): Generator<() => object> {
+function* dpoPairs(bundle: SessionBundle): Generator<{ turn: number; line: () => object }> {
   const sampleAt = new Map(bundle.samples.map((s) => [s.responseTurn, s]));
   const promptFor = (turn: number): ChatMessage[] => {
     const sample = sampleAt.get(turn);
@@ -129,11 +129,11 @@ function* dpoPairs(bundle: SessionBundle): Generator<() => object> {
     for (const alt of bundle.alternatives) {
       if (alt.atTurn !== turn || alt.role !== 'assistant' || sameText(alt.text, kept.text) || !alt.text.trim() || !kept.text.trim()) continue;
       const rejected: ChatMessage = { role: 'assistant', content: alt.text, ...(alt.toolCalls.length ? { tool_calls: toChatToolCalls(alt.toolCalls) } : {}) };
-      yield () => ({ prompt: promptFor(turn), chosen: [keptMsg], rejected: [rejected] });
+      yield { turn, line: () => ({ prompt: promptFor(turn), chosen: [keptMsg], rejected: [rejected] }) };
     }
     const repair = sampleAt.get(turn)?.label.repair;
     if (repair && repair.trim() && !sameText(repair, kept.text)) {
-      yield () => ({ prompt: promptFor(turn), chosen: [assistant(repair)], rejected: [keptMsg] });
+      yield { turn, line: () => ({ prompt: promptFor(turn), chosen: [assistant(repair)], rejected: [keptMsg] }) };
     }
   }
 }
@@ -168,11 +168,13 @@ const TOOL_FORMS: Record<ExportFormat, { tools: 'list' | 'json text' | null; cal
   sdft: { tools: null, callArguments: 'as templates write' },
 };
 
-function withToolForms(format: ExportFormat, bundle: SessionBundle, line: object): object {
+/** A line of the reply at `turn`, with the tools offered when it was written (toolsOfferedAt) in `format`'s form. */
+function withToolForms(format: ExportFormat, bundle: SessionBundle, line: object, turn: number): object {
   const forms = TOOL_FORMS[format];
   const out = forms.callArguments === 'as templates write' ? (withTemplateArguments(line) as object) : line;
-  if (!bundle.tools || !forms.tools) return out;
-  return { ...out, tools: forms.tools === 'list' ? bundle.tools : JSON.stringify(bundle.tools) };
+  const tools = toolsOfferedAt(bundle, turn);
+  if (!tools || !forms.tools) return out;
+  return { ...out, tools: forms.tools === 'list' ? tools : JSON.stringify(tools) };
 }
 
 /** `value` with every message's tool-call arguments as templates write them (a line's messages sit at any depth). */
@@ -190,11 +192,11 @@ function callWithTemplateArguments(call: ChatToolCall): ChatToolCall {
 /** The JSONL lines (without newline) one session contributes to `format`. */
 export function* sessionLines(format: ExportFormat, bundle: SessionBundle): Generator<string> {
   if (format === 'dpo') {
-    for (const pair of dpoPairs(bundle)) yield JSON.stringify(withToolForms(format, bundle, pair()));
+    for (const pair of dpoPairs(bundle)) yield JSON.stringify(withToolForms(format, bundle, pair.line(), pair.turn));
     return;
   }
   const { keeps, line } = PER_SAMPLE[format];
-  for (const s of bundle.samples) if (keeps(s)) yield JSON.stringify(withToolForms(format, bundle, line(bundle, s)));
+  for (const s of bundle.samples) if (keeps(s)) yield JSON.stringify(withToolForms(format, bundle, line(bundle, s), s.responseTurn));
 }
 
 /** How many lines one session contributes to `format`, by the same rules, without building them. */

@@ -59,6 +59,17 @@ export interface SessionRecord {
   noSampleReason: NoSampleReason | null;
   /** The tools the conversation offered the model (its metadata's `tools`, read by src-shared/offered-tools.ts), or null. */
   tools: OfferedTool[] | null;
+  /**
+   * Replies written while the conversation offered other tools than `tools` (a live session whose
+   * agent changed its list): that list by reply turn (null: none offered), from the metadata's
+   * `toolsByTurn`. Read through {@link toolsOfferedAt}.
+   */
+  toolsByTurn?: ReadonlyMap<number, OfferedTool[] | null>;
+}
+
+/** The tools the model was offered when it wrote the reply at `turn`. */
+export function toolsOfferedAt(session: Pick<SessionRecord, 'tools' | 'toolsByTurn'>, turn: number): OfferedTool[] | null {
+  return session.toolsByTurn?.has(turn) ? session.toolsByTurn.get(turn)! : session.tools;
 }
 
 export interface SessionBundle extends SessionRecord {
@@ -89,19 +100,33 @@ interface SampleRow {
 /** Stable order for everything that walks sessions (exports must be byte-identical). */
 export const SESSION_ORDER = 'ORDER BY created_at IS NULL, created_at, id';
 
-interface SessionRow { id: string; title: string; format: string; created_at: number | null; no_sample_reason: string | null; tools: string | null }
+interface SessionRow { id: string; title: string; format: string; created_at: number | null; no_sample_reason: string | null; tools: string | null; tools_by_turn: string | null }
 
 /**
  * The columns of a SessionRow; `tools` is only the metadata's list, not the whole metadata (a
  * metadata that is not JSON, which only a hand-edited database has, reads as no tools).
  */
-const SESSION_COLUMNS = "id, title, format, created_at, no_sample_reason, CASE WHEN json_valid(metadata) THEN json_extract(metadata, '$.tools') END AS tools";
+const SESSION_COLUMNS = "id, title, format, created_at, no_sample_reason, CASE WHEN json_valid(metadata) THEN json_extract(metadata, '$.tools') END AS tools, "
+  + "CASE WHEN json_valid(metadata) THEN json_extract(metadata, '$.toolsByTurn') END AS tools_by_turn";
 
 function sessionRecord(row: SessionRow): SessionRecord {
   return {
     id: row.id, title: row.title, format: row.format as SessionFormat, createdAt: row.created_at,
-    noSampleReason: row.no_sample_reason as NoSampleReason | null, tools: toolsOf(row.tools),
+    noSampleReason: row.no_sample_reason as NoSampleReason | null, tools: toolsOf(row.tools), ...toolsByTurnOf(row.tools_by_turn),
   };
+}
+
+/** The metadata's `toolsByTurn`, `{"<turn>": [tools…]}`; anything else there reads as none. */
+function toolsByTurnOf(text: string | null): Pick<SessionRecord, 'toolsByTurn'> {
+  let byTurn: unknown;
+  try {
+    byTurn = text === null ? null : JSON.parse(text);
+  } catch {
+    return {};
+  }
+  if (!byTurn || typeof byTurn !== 'object' || Array.isArray(byTurn)) return {};
+  const entries = Object.entries(byTurn).filter(([turn]) => /^\d+$/.test(turn)).map(([turn, tools]) => [Number(turn), offeredTools(tools)] as const);
+  return entries.length ? { toolsByTurn: new Map(entries) } : {};
 }
 
 /** json_extract gives a list as its JSON text, and a string (ShareGPT's form) as the string itself. */

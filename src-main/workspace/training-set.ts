@@ -12,7 +12,7 @@ import { latestRollout } from '../store/capture-exchanges.js';
 import type { Store } from '../store/database.js';
 import { countHintRunLabels, countHints } from '../store/label-rows.js';
 import { countCallsToUndefinedTools, readStats, sessionsWithoutSamples } from '../store/overview-reads.js';
-import { iterateBundles, type SampleRecord, type SessionBundle, type TurnRecord } from '../store/session-reads.js';
+import { iterateBundles, toolsOfferedAt, type SampleRecord, type SessionBundle, type TurnRecord } from '../store/session-reads.js';
 import { countUnreviewedUncertain } from './review-queue.js';
 
 export interface TrainingSampleOptions {
@@ -50,7 +50,7 @@ export function trainingSamples(
         responseTurn: s.responseTurn,
         messages: contextMessages(bundle, s),
         response: responseMessage(bundle, s),
-        ...offeredBy(bundle),
+        ...offeredBy(bundle, s.responseTurn),
         reward: s.reward,
         hint: s.hint,
         repair: s.label.repair,
@@ -63,9 +63,10 @@ export function trainingSamples(
   return out;
 }
 
-/** The tools a sample's session offered the model, where it offered some (TrainingSample.tools). */
-function offeredBy(bundle: SessionBundle): Pick<TrainingSample, 'tools'> {
-  return bundle.tools ? { tools: bundle.tools } : {};
+/** The tools the model was offered when it wrote the reply at `turn`, where it was offered some (TrainingSample.tools). */
+function offeredBy(bundle: SessionBundle, turn: number): Pick<TrainingSample, 'tools'> {
+  const tools = toolsOfferedAt(bundle, turn);
+  return tools ? { tools } : {};
 }
 
 /** What came next after a sample's reply (the user's reaction or a tool's output), when something did. */
@@ -84,7 +85,7 @@ export function evaluationSamples(store: Store, include: (sessionId: string) => 
     if (!include(bundle.id)) continue;
     for (const s of bundle.samples.map(signalOf)) {
       out.push({
-        sessionId: bundle.id, responseTurn: s.responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s), ...offeredBy(bundle),
+        sessionId: bundle.id, responseTurn: s.responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s), ...offeredBy(bundle, s.responseTurn),
         reward: s.reward, hint: s.hint, repair: s.label.repair, keptByAtLeastOne: false,
         ...reactionOf(bundle, s),
       });
@@ -104,7 +105,7 @@ export function trainingSampleAt(store: Store, sessionId: string, responseTurn: 
     if (!s) return null;
     const { reward, hint } = signalOf(s);
     return {
-      sessionId: bundle.id, responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s), ...offeredBy(bundle),
+      sessionId: bundle.id, responseTurn, messages: contextMessages(bundle, s), response: responseMessage(bundle, s), ...offeredBy(bundle, responseTurn),
       reward, hint, repair: s.label.repair, keptByAtLeastOne: false,
     };
   }

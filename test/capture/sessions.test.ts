@@ -124,6 +124,8 @@ describe('the tools a request offered', () => {
     expect(s.conversation('capture:k')!.metadata).toEqual({ capture: { key: 'k', keyed: true }, tools: TOOLS });
     request([u('weather?'), a('sunny'), u('and tomorrow?'), a('rain'), u('search it')], OTHER_TOOLS, 'found');
     expect(s.conversation('capture:k')!.metadata.tools).toEqual(OTHER_TOOLS);
+    // The two earlier replies were written with the first list: each keeps it by its turn.
+    expect(s.conversation('capture:k')!.metadata.toolsByTurn).toEqual({ 1: TOOLS, 3: TOOLS });
 
     const writer = new LogPrefixes();
     const reader = new LogPrefixes();

@@ -43,6 +43,22 @@ describe('a session\'s tools reach its samples', () => {
     ws.close();
   });
 
+  it('a reply written while another list was offered (toolsByTurn, from live capture) trains and exports with that list', async () => {
+    const opened = await tempWorkspace();
+    const { ws } = opened;
+    const SEARCH = [{ type: 'function', function: { name: 'search', parameters: { type: 'object', properties: {} } } }];
+    const turns: TurnSpec[] = [['user', 'Weather in Oslo?'], ['assistant', 'Cold.'], ['user', 'Search the news.'], ['assistant', 'Nothing new.'], ['user', 'Thanks!']];
+    // Turn 1 was written with no tools offered, turn 3 with the latest list.
+    await ws.importExport(fakeExport('z.jsonl', [conv('changed', turns, { createdAt: 1, metadata: { tools: SEARCH, toolsByTurn: { 1: [] } } })]));
+    trainOnEverySession(ws);
+    for (const turn of [1, 3]) ws.setLabel('openai:changed', turn, { reward: 1 });
+    expect(ws.trainingSamples().map((s) => [s.responseTurn, s.tools ?? null])).toEqual([[1, null], [3, SEARCH]]);
+    const lines = ws.previewExport('samples', 10).map((l) => JSON.parse(l) as { response_turn: number; tools?: unknown });
+    expect(lines.map((l) => [l.response_turn, l.tools ?? null])).toEqual([[1, null], [3, SEARCH]]);
+    ws.close();
+    fs.rmSync(opened.dir, { recursive: true, force: true });
+  });
+
   it('Checks counts the replies that call tools their conversation never defined (their calls do not train)', async () => {
     const opened = await tempWorkspace();
     const { ws } = opened;
