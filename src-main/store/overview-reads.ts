@@ -111,15 +111,18 @@ export function sessionsWithoutSamples(store: Store): { id: string; title: strin
 }
 
 /**
- * Samples whose reply calls tools in a conversation that defined none (ChatGPT's and Claude's
- * exports: their built-in web search and code runner come without definitions). Training leaves
- * those calls out of the reply (src-main/train/batches.ts trainedReply); Checks says so.
+ * Samples whose reply calls tools where its conversation defined none (ChatGPT's and Claude's
+ * exports: their built-in web search and code runner come without definitions), by the list the
+ * reply was written with (a capture's `toolsByTurn`, else the session's `tools`: toolsOfferedAt).
+ * Training leaves those calls out of the reply (src-main/train/batches.ts trainedReply); Checks
+ * says so.
  */
 export function countCallsToUndefinedTools(store: Store): number {
   return store.get<{ n: number }>(
     `SELECT COUNT(*) AS n FROM samples s
        JOIN turns t ON t.session_id = s.session_id AND t.idx = s.response_turn
        JOIN sessions se ON se.id = s.session_id
-      WHERE t.tool_calls != '[]' AND (NOT json_valid(se.metadata) OR json_extract(se.metadata, '$.tools') IS NULL)`,
+      WHERE t.tool_calls != '[]' AND (NOT json_valid(se.metadata)
+        OR COALESCE(json_extract(se.metadata, '$.toolsByTurn."' || s.response_turn || '"'), json_extract(se.metadata, '$.tools'), '[]') = '[]')`,
   )!.n;
 }

@@ -66,8 +66,13 @@ describe('a session\'s tools reach its samples', () => {
       ['user', 'Weather in Oslo?'], { role: 'assistant', text: 'Let me look.', toolCalls: [{ id: 'c1', name: 'get_weather', arguments: '{"city":"Oslo"}' }] },
       { role: 'tool', text: '-3°C', toolCallId: 'c1' }, ['assistant', 'Cold.'], ['user', 'Thanks!'],
     ];
-    await ws.importExport(fakeExport('y.jsonl', [conv('defined', calling, { createdAt: 1, metadata: { tools: OPENAI } }), conv('undefined', calling, { createdAt: 2 })]));
-    expect(ws.checks().warnings).toContain("1 reply calls tools the conversation never defined (ChatGPT's and Claude's built-in web search and code): the text trains, the calls do not.");
+    await ws.importExport(fakeExport('y.jsonl', [
+      conv('defined', calling, { createdAt: 1, metadata: { tools: OPENAI } }),
+      conv('undefined', calling, { createdAt: 2 }),
+      // defined later: the call was written while none were offered (a capture's toolsByTurn)
+      conv('defined-later', calling, { createdAt: 3, metadata: { tools: OPENAI, toolsByTurn: { 1: [] } } }),
+    ]));
+    expect(ws.checks().warnings).toContain("2 replies call tools the conversation never defined (ChatGPT's and Claude's built-in web search and code): the text trains, the calls do not.");
     ws.close();
     fs.rmSync(opened.dir, { recursive: true, force: true });
   });
