@@ -81,10 +81,13 @@ export function withSystemInFirstUserTurn(messages: readonly ChatMessage[]): Cha
  * characters, OpenAI's are `call_` and 24 more), a longer id is cut to its last `idLength`
  * characters, in the call and in the tool result that answers it, as vLLM serves Mistral models;
  * a shorter one is left for the template to refuse. With `history` (a tool-call dialect whose
- * template does not render OpenAI's calls: ./tool-call-dialects.ts), the messages are then
- * rewritten into the dialect's form.
+ * template does not render OpenAI's calls or tools: ./tool-call-dialects.ts), the messages are
+ * then rewritten into the dialect's form, `tools` (those offered) included.
  */
-export function templateMessages(messages: readonly ChatMessage[], options: { idLength?: number; history?: (messages: ChatMessage[]) => ChatMessage[] } = {}): ChatMessage[] {
+export function templateMessages(
+  messages: readonly ChatMessage[],
+  options: { idLength?: number; history?: (messages: ChatMessage[], tools: readonly unknown[] | undefined) => ChatMessage[]; tools?: readonly unknown[] } = {},
+): ChatMessage[] {
   const { idLength, history } = options;
   const cut = (id: unknown) => (idLength !== undefined && typeof id === 'string' && id.length > idLength ? id.slice(-idLength) : id);
   const out = messages.map((m) => {
@@ -93,7 +96,7 @@ export function templateMessages(messages: readonly ChatMessage[], options: { id
     if (out.tool_call_id !== undefined) out.tool_call_id = cut(out.tool_call_id);
     return out;
   });
-  return history ? history(out) : out;
+  return history ? history(out, options.tools) : out;
 }
 
 function withCutId(call: unknown, cut: (id: unknown) => unknown): unknown {

@@ -211,7 +211,7 @@ export class ChatTokenizer {
   private renderAsGiven(messages: ChatMessage[], options: TemplateOptions, now: Date): string {
     const env = templateGlobals(now);
     const context: Record<string, unknown> = {
-      messages: templateMessages(messages, { idLength: this.toolCallIdLength, history: this.toolCallDialect.history }),
+      messages: templateMessages(messages, { idLength: this.toolCallIdLength, history: this.toolCallDialect.history, ...(options.tools ? { tools: options.tools } : {}) }),
       add_generation_prompt: options.addGenerationPrompt ?? false,
       bos_token: this.bosToken ?? '',
       eos_token: this.eosToken ?? '',

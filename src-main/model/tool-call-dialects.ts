@@ -20,6 +20,11 @@
  *             the result), which llama.cpp's GGUF metadata does not list as an end token. The
  *             template writes nothing after a reply: the model ends it by opening the next turn,
  *             so a trained reply ends with that token (`replyEnd`).
+ *   phi4mini  a `<|tool_call|>` token, then a JSON list of calls, then `<|/tool_call|>` (Phi-4-mini).
+ *             Its template reads the tools only as a JSON string on the system message
+ *             (`message['tools']`, as Microsoft's examples pass them) and renders only an
+ *             assistant turn's `content`: the tools go onto the system message and a past call
+ *             into its turn's content, as the model writes it.
  *   hermes    `<tool_call>{"name", "arguments"}</tool_call>` blocks (Qwen, Granite 4, SmolLM3,
  *             Hermes). The template renders `tool_calls` itself.
  */
@@ -27,7 +32,7 @@ import type { BareCall } from './chat-output.js';
 import { templateJson, type ChatMessage } from './template-context.js';
 
 export interface ToolCallDialect {
-  name: 'mistral' | 'llama3' | 'granite3' | 'glm4' | 'hermes';
+  name: 'mistral' | 'llama3' | 'granite3' | 'glm4' | 'phi4mini' | 'hermes';
   /** Whether a chat template's text asks for this dialect. */
   matches(template: string): boolean;
   /** The token a JSON list of calls follows, or each call (`callParts`). */
@@ -38,8 +43,8 @@ export interface ToolCallDialect {
   bareCall?: BareCall;
   /** Tokens that end generation besides the model's own end tokens. */
   stops?: readonly string[];
-  /** The conversation as the template must be given it (templateMessages' output: arguments parsed). */
-  history?: (messages: ChatMessage[]) => ChatMessage[];
+  /** The conversation as the template must be given it (templateMessages' output: arguments parsed), with the tools offered. */
+  history?: (messages: ChatMessage[], tools: readonly unknown[] | undefined) => ChatMessage[];
   /**
    * Where the template writes nothing after a reply, the token the model ends one with: the one
    * that opens the turn after it. Training appends it to the reply (ChatTokenizer.encodeResponse),
@@ -51,7 +56,7 @@ export interface ToolCallDialect {
 export const TOOL_CALL_DIALECTS: readonly ToolCallDialect[] = [
   { name: 'mistral', matches: (t) => t.includes('[TOOL_CALLS]'), marker: '[TOOL_CALLS]', callParts: { args: '[ARGS]', callId: '[CALL_ID]' } },
   { name: 'llama3', matches: (t) => t.includes('"parameters": dictionary of argument name'), bareCall: 'json' },
-  { name: 'granite3', matches: (t) => t.includes('<|tool_call|>') && !t.includes('tool_calls'), marker: '<|tool_call|>', history: callsInContent },
+  { name: 'granite3', matches: (t) => t.includes('<|tool_call|>') && !t.includes('tool_calls'), marker: '<|tool_call|>', history: (messages) => callsInContent(messages) },
   {
     name: 'glm4', matches: (t) => t.includes('<|observation|>') && t.includes('metadata'),
     // Generation stops at either (a GGUF's metadata may list neither as an end token).
@@ -59,6 +64,10 @@ export const TOOL_CALL_DIALECTS: readonly ToolCallDialect[] = [
     // GLM-4's finetune_demo labels each reply and the one token after it: the next turn's role
     // (a call waits for its result, `<|observation|>`; text for the user, `<|user|>`).
     replyEnd: (reply) => (callsOf(reply).length ? '<|observation|>' : '<|user|>'),
+  },
+  {
+    name: 'phi4mini', matches: (t) => t.includes("message['tools']") && t.includes('<|tool|>'),
+    marker: '<|tool_call|>', history: toolsOnTheSystemMessage,
   },
   { name: 'hermes', matches: () => true },
 ];
@@ -80,15 +89,30 @@ const argumentsText = (call: ParsedCall): string => {
   return typeof args === 'string' ? args : templateJson(args ?? {});
 };
 
-/** granite3: each call list written after the turn's text, `<|tool_call|>[{"name", "arguments"}]`. */
-function callsInContent(messages: ChatMessage[]): ChatMessage[] {
+/** Each call list written after its turn's text, `<|tool_call|>[{"name", "arguments"}]` and `close` (granite3: none). */
+function callsInContent(messages: ChatMessage[], close = ''): ChatMessage[] {
   return messages.map((m) => {
     const calls = callsOf(m);
     if (!calls.length) return m;
     const { tool_calls: _calls, ...rest } = m;
     const list = calls.map((c) => ({ name: c.function?.name, arguments: c.function?.arguments ?? {} }));
-    return { ...rest, content: `${m.content ?? ''}<|tool_call|>${templateJson(list)}` };
+    return { ...rest, content: `${m.content ?? ''}<|tool_call|>${templateJson(list)}${close}` };
   });
+}
+
+/**
+ * phi4mini: the tools offered as a JSON string of their function definitions on the system
+ * message (one is opened where the conversation has none), and each past call list in its
+ * turn's content, closed by `<|/tool_call|>`.
+ */
+function toolsOnTheSystemMessage(messages: ChatMessage[], tools: readonly unknown[] | undefined): ChatMessage[] {
+  const withCalls = callsInContent(messages, '<|/tool_call|>');
+  const functions = (tools ?? []).map((t) => (t && typeof t === 'object' && 'function' in t ? (t as { function: unknown }).function : t));
+  if (!functions.length) return withCalls;
+  const listed = templateJson(functions);
+  return withCalls[0]?.role === 'system'
+    ? [{ ...withCalls[0], tools: listed }, ...withCalls.slice(1)]
+    : [{ role: 'system', content: '', tools: listed }, ...withCalls];
 }
 
 /**

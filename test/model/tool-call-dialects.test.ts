@@ -44,8 +44,8 @@ const AFTER_CALL: ChatMessage[] = [...ASKED, { role: 'assistant', content: '', t
 
 describe('which dialect a template asks for', () => {
   it('by the template\'s own text', () => {
-    const names = ['glm-4-0414.jinja', 'granite-3.3-instruct.jinja', 'llama-3.1-instruct.jinja', 'mistral-small-3.2.jinja', 'ministral-3-reasoning.jinja', 'gemma-2-it.jinja', 'phi-3-instruct.jinja'].map((f) => toolCallDialect(fixture(f)).name);
-    expect(names).toEqual(['glm4', 'granite3', 'llama3', 'mistral', 'mistral', 'hermes', 'hermes']);
+    const names = ['glm-4-0414.jinja', 'granite-3.3-instruct.jinja', 'llama-3.1-instruct.jinja', 'mistral-small-3.2.jinja', 'ministral-3-reasoning.jinja', 'phi-4-mini-instruct.jinja', 'gemma-2-it.jinja', 'phi-3-instruct.jinja'].map((f) => toolCallDialect(fixture(f)).name);
+    expect(names).toEqual(['glm4', 'granite3', 'llama3', 'mistral', 'mistral', 'phi4mini', 'hermes', 'hermes']);
     expect(toolCallDialect(undefined).name).toBe('hermes');
   });
 });
@@ -169,5 +169,28 @@ describe('Mistral\'s reasoning models: [THINK]…[/THINK] is reasoning, though d
   it('a Mistral template that never writes [THINK] keeps the tokens unused (Mistral Small 3.2)', () => {
     const tok = tokenizerWith('mistral-small-32-think', MISTRAL_SMALL_32, [...SPECIALS, '[CALL_ID]'], NO_QWEN_THINK);
     expect([tok.thinkStartId, tok.thinkEndId]).toEqual([undefined, undefined]);
+  });
+});
+
+describe('Phi-4-mini: the tools a JSON string on the system message, a call <|tool_call|>[…]<|/tool_call|>', () => {
+  // Its tokenizer_config.json's template (fixtures/templates/phi-4-mini-instruct.jinja), which reads
+  // tools only from the system message, as Microsoft's function-calling examples pass them.
+  const tok = tokenizerWith('phi4mini', fixture('phi-4-mini-instruct.jinja'), ['<|system|>', '<|user|>', '<|assistant|>', '<|end|>', '<|tool|>', '<|/tool|>', '<|tool_call|>', '<|/tool_call|>']);
+
+  it('shows the tools on the system message, one opened where there is none, and writes a past call into its turn', () => {
+    const text = tok.applyChatTemplate(AFTER_CALL, { tools: TOOLS, addGenerationPrompt: true });
+    expect(text.startsWith('<|system|>Be brief.<|tool|>[{"name": "get_weather", "description": "Weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]<|/tool|><|end|>')).toBe(true);
+    expect(text).toContain('<|assistant|><|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|/tool_call|><|end|><|tool|>18°C<|end|>');
+    expect(tok.applyChatTemplate([{ role: 'user', content: 'Hi' }], { tools: TOOLS, addGenerationPrompt: true })).toMatch(/^<\|system\|><\|tool\|>\[\{"name": "get_weather"/);
+    expect(tok.applyChatTemplate(ASKED, { addGenerationPrompt: true })).not.toContain('<|tool|>'); // no tools offered, none shown
+  });
+
+  it('a reply that calls a tool trains on the marker, the list and its closing token; the model\'s own call reads back', () => {
+    const row = tok.encodeResponse(ASKED, { role: 'assistant', content: '', tool_calls: [CALL] }, { tools: TOOLS });
+    const span = row.inputIds.slice(row.responseStart);
+    expect(tok.decode(span, false)).toMatch(/^<\|tool_call\|>\[\{"name": "get_weather", "arguments": \{"city": "Paris"\}\}\]<\|\/tool_call\|><\|end\|>/);
+    expect(span[0]).toBe(tok.toolCallsId);
+    const body = span.filter((id) => !tok.eosTokenIds.includes(id));
+    expect(parseReply(body, replyTokens(tok, true)).toolCalls.map((c) => [c.function.name, c.function.arguments])).toEqual([['get_weather', '{"city":"Paris"}']]);
   });
 });
