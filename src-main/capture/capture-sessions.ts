@@ -27,7 +27,6 @@ import type { ImportedConversation, ImportedTurn, Role } from '../../src-shared/
 import { capturedToolCalls } from '../store/capture-exchanges.js';
 import type { CaptureExchangeRow } from '../workspace/workspace.js';
 import type { ArchivedContinuation, CapturedMessage, CaptureRecord, ReplyRecord, RequestRecord } from './capture-records.js';
-import { sameJson } from './log-prefixes.js';
 
 /** How long a keyless session stays open to prefix matching after its last request. */
 export const RECENT_MS = 6 * 60 * 60 * 1000;
@@ -341,11 +340,22 @@ function turnOf(m: CapturedMessage, at: number): ImportedTurn {
  * part of a session keeps the latest list).
  */
 function toolsByTurn(seg: Segment): { toolsByTurn?: Record<string, unknown[]> } {
-  const latest = seg.mains.at(-1)?.request.tools ?? [];
+  const latest = toolsText(seg.mains.at(-1)?.request.tools);
   const byTurn: Record<string, unknown[]> = {};
   for (const { request, reply } of seg.mains) {
-    const tools = request.tools ?? [];
-    if (reply && !sameJson(tools, latest)) byTurn[String(request.messages.length)] = tools;
+    if (reply && toolsText(request.tools) !== latest) byTurn[String(request.messages.length)] = request.tools ?? [];
   }
   return Object.keys(byTurn).length ? { toolsByTurn: byTurn } : {};
+}
+
+/**
+ * A request's tools as JSON text, made once a list: every request of a session compares all its
+ * earlier requests' lists with the latest's (toolsByTurn), and an agent's list can run to tens of KB.
+ */
+const toolsTexts = new WeakMap<readonly unknown[], string>();
+function toolsText(tools: readonly unknown[] | undefined): string {
+  if (!tools) return '[]';
+  let text = toolsTexts.get(tools);
+  if (text === undefined) toolsTexts.set(tools, (text = JSON.stringify(tools)));
+  return text;
 }

@@ -117,6 +117,6 @@ function sharedPromptLength(base: RolloutTail, promptIds: readonly number[]): nu
 }
 
 /** Whether two tool lists are the same JSON (an agent resends its list unchanged every turn). */
-export function sameJson(a: unknown, b: unknown): boolean {
+function sameJson(a: unknown, b: unknown): boolean {
   return b !== undefined && JSON.stringify(a) === JSON.stringify(b);
 }

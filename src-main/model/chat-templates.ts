@@ -22,19 +22,26 @@ export interface ChatTemplates {
 
 export function findChatTemplates(dir: string, config: Record<string, unknown>): ChatTemplates {
   const t = config.chat_template;
-  const extra = path.join(dir, 'additional_chat_templates', 'tool_use.jinja');
-  const toolUseFile = fs.statSync(extra, { throwIfNoEntry: false })?.isFile() ? fs.readFileSync(extra, 'utf8') : undefined;
-  if (typeof t === 'string') return { main: t, ...(toolUseFile !== undefined ? { toolUse: toolUseFile } : {}) };
-  if (Array.isArray(t)) {
-    // Entries that are not {name, template: string} are not templates (and not taken).
-    const named = (t as unknown[]).filter((x): x is { name?: unknown; template: string } => !!x && typeof x === 'object' && typeof (x as { template?: unknown }).template === 'string');
-    const toolUse = named.find((x) => x.name === 'tool_use')?.template ?? toolUseFile;
-    return { main: (named.find((x) => x.name === 'default') ?? named[0])?.template, ...(toolUse !== undefined ? { toolUse } : {}) };
-  }
-  const jinja = path.join(dir, 'chat_template.jinja');
-  const json = fs.existsSync(jinja) ? undefined : readJsonIfExists(path.join(dir, 'chat_template.json'));
-  const main = fs.existsSync(jinja) ? fs.readFileSync(jinja, 'utf8') : typeof json?.chat_template === 'string' ? json.chat_template : undefined;
-  return { ...(main !== undefined ? { main } : {}), ...(toolUseFile !== undefined ? { toolUse: toolUseFile } : {}) };
+  // Entries that are not {name, template: string} are not templates (and not taken).
+  const named = Array.isArray(t)
+    ? (t as unknown[]).filter((x): x is { name?: unknown; template: string } => !!x && typeof x === 'object' && typeof (x as { template?: unknown }).template === 'string')
+    : [];
+  const main = typeof t === 'string' ? t : Array.isArray(t) ? (named.find((x) => x.name === 'default') ?? named[0])?.template : templateFile(dir);
+  const toolUse = named.find((x) => x.name === 'tool_use')?.template ?? fileText(path.join(dir, 'additional_chat_templates', 'tool_use.jinja'));
+  return { ...(main !== undefined ? { main } : {}), ...(toolUse !== undefined ? { toolUse } : {}) };
+}
+
+/** The template a folder keeps in a file of its own: chat_template.jinja, else chat_template.json's. */
+function templateFile(dir: string): string | undefined {
+  const jinja = fileText(path.join(dir, 'chat_template.jinja'));
+  if (jinja !== undefined) return jinja;
+  const json = readJsonIfExists(path.join(dir, 'chat_template.json'));
+  return typeof json?.chat_template === 'string' ? json.chat_template : undefined;
+}
+
+/** A file's text, or undefined where there is no such file. */
+function fileText(file: string): string | undefined {
+  return fs.statSync(file, { throwIfNoEntry: false })?.isFile() ? fs.readFileSync(file, 'utf8') : undefined;
 }
 
 /** The default chat template alone (an Ollama Modelfile's TEMPLATE). */

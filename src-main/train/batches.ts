@@ -198,10 +198,11 @@ export function rowsFromSamples(samples: readonly TrainingSample[], tokenizer: C
 function windowedSpans(
   s: TrainingSample, tokenizer: ChatTokenizer, messages: ChatMessage[], rollout: TokenSpan | null, wantTeacher: boolean, maxLength: number,
 ): { student: TokenSpan; teacher?: TokenSpan; cut: boolean } | null {
-  const own = rollout ? { fits: true as const, span: rollout, cut: false } : windowedResponse(tokenizer, messages, trainedReply(s), maxLength, offered(s));
+  const reply = trainedReply(s);
+  const own = rollout ? { fits: true as const, span: rollout, cut: false } : windowedResponse(tokenizer, messages, reply, maxLength, offered(s));
   if (!own.fits) return null;
   if (!wantTeacher) return { student: own.span, cut: own.cut };
-  const hinted = windowedResponse(tokenizer, enhancedContext(s.messages, s.hint!).map((m) => ({ ...m })), trainedReply(s), maxLength, offered(s));
+  const hinted = windowedResponse(tokenizer, enhancedContext(s.messages, s.hint!).map((m) => ({ ...m })), reply, maxLength, offered(s));
   if (!hinted.fits) return null;
   return { student: own.span, teacher: hinted.span, cut: own.cut || hinted.cut };
 }

@@ -51,11 +51,12 @@ const idsOf = (span: TokenSpan): TokenSpan => ({ inputIds: span.inputIds, respon
  * ./batches.ts rowsFromSamples); null when either does not fit `maxLength` (a reply is never cut).
  */
 function studentAndTeacher(s: TrainingSample, tokenizer: ChatTokenizer, maxLength: number, lessons: string): Pick<EvalRow, 'student' | 'teacher'> | null {
-  const own = windowedResponse(tokenizer, withLessons(plain(s.messages), lessons), trainedReply(s), maxLength, offered(s));
+  const reply = trainedReply(s);
+  const own = windowedResponse(tokenizer, withLessons(plain(s.messages), lessons), reply, maxLength, offered(s));
   if (!own.fits) return null;
   const student = idsOf(own.span);
   if (s.hint === null) return { student };
-  const hinted = windowedResponse(tokenizer, plain(enhancedContext(s.messages, s.hint)), trainedReply(s), maxLength, offered(s));
+  const hinted = windowedResponse(tokenizer, plain(enhancedContext(s.messages, s.hint)), reply, maxLength, offered(s));
   if (!hinted.fits) return null;
   const t = hinted.span;
   const row: TrainRow = {
