@@ -32,7 +32,7 @@ import { ModelEngine } from '../src-main/model/inference-engine.js';
 import { CarriedRows } from '../src-main/model/carried-rows.js';
 import { seededRandom } from '../src-main/model/sampling.js';
 import { rolloutCacheBytes, rolloutsOf } from '../src-shared/train-memory.js';
-import { modelShape } from '../src-main/train/memory-check.js';
+import { modelShape } from '../src-main/model/host-memory.js';
 import { writeTinyModel } from '../tools/tiny-models.js';
 import { parseLast, runWatched } from './watched-process.js';
 

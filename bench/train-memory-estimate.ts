@@ -25,7 +25,7 @@ import { seededRandom } from '../src-main/model/sampling.js';
 import { padBatch } from '../src-main/train/batches.js';
 import { initLora, loraSpecs, DEFAULT_LORA } from '../src-main/train/lora.js';
 import { createTrainStep } from '../src-main/train/step-engine.js';
-import { modelShape } from '../src-main/train/memory-check.js';
+import { modelShape } from '../src-main/model/host-memory.js';
 import { Checkpoint } from '../src-main/model/hf-checkpoint.js';
 import type { OptimizerState } from '../src-main/train/training-step.js';
 import { estimateTrainMemory, type ModelShape } from '../src-shared/train-memory.js';

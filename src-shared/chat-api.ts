@@ -111,6 +111,8 @@ export interface ChatState {
   seed: number | null;
   /** Why the finished turn could not be saved with the chat, or null. */
   saveError: string | null;
+  /** Why both sides answer with int8 or int4 weights (fp32 did not fit the memory available), or null: fp32. */
+  weightsNote: string | null;
 }
 
 const returns = <O>() => ({}) as Returns<O>;

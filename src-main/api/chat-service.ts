@@ -27,6 +27,9 @@ import type { CallInput } from '../../src-shared/contract.js';
 import type { ChatSide, ChatSideState, ChatState } from '../../src-shared/chat-api.js';
 import { appWording, UserError } from '../../src-shared/types.js';
 import type { LocalModel } from '../model/local-model.js';
+import { fitInference } from '../model/inference-fit.js';
+import type { Quantize } from '../model/quantize.js';
+import { defaultPrecision } from '../../src-shared/training.js';
 import type { Device } from '../model/ort-session.js';
 import type { CaptureHook, CaptureTicket } from '../openai/capture-hook.js';
 import { chatPrompt, completeChat, type ChatPrompt, type ChatResult } from '../openai/local-chat.js';
@@ -39,12 +42,13 @@ import { isModelPath } from '../model/model-path.js';
 import type { SavedChats } from '../store/saved-chats.js';
 import { savedTurn, systemPromptOf, withTurn } from './chat-saving.js';
 
-export type ChatModelLoader = (modelDir: string, adapterDir: string | null, device: Device) => Promise<LocalModel>;
+/** Loads base + adapter in the weights' form the service chose for the chat (ChatService `form`). */
+export type ChatModelLoader = (modelDir: string, adapterDir: string | null, device: Device, quantize: Quantize) => Promise<LocalModel>;
 
 export interface ChatServiceHooks {
   /** Live capture's hook where `serve` hosts it (it answers null while capture is off); null in the desktop app. */
   capture: () => CaptureHook | null;
-  /** Loads base + adapter; the default merges the adapter (tests count loads through it). */
+  /** Loads base + adapter; the default feeds the adapter beside the base (tests count loads through it). */
   load?: ChatModelLoader;
   /** Where finished turns are saved: the open database's chats (none: nothing is saved). */
   saved?: () => SavedChats;
@@ -53,10 +57,22 @@ export interface ChatServiceHooks {
 /** Partial replies go out at most this often; a side's start and end go out at once. */
 const PROGRESS_INTERVAL_MS = 50;
 
-const IDLE: ChatState = { chatId: null, turn: 0, state: 'idle', sides: [], captured: false, seed: null, saveError: null };
+const IDLE: ChatState = { chatId: null, turn: 0, state: 'idle', sides: [], captured: false, seed: null, saveError: null, weightsNote: null };
 
 interface CachedModel {
   model: Promise<LocalModel>;
+}
+
+/**
+ * The form of the weights both sides load in (../model/inference-fit.ts): chosen once for the
+ * model, the device and the number of sides, so that the base and the adapter answer alike, and
+ * kept while their models stay loaded.
+ */
+interface ChatForm {
+  key: string;
+  engines: number;
+  quantize: Quantize;
+  note: string | null;
 }
 
 /** One side of a turn: which model answers, and the transcript it continues. */
@@ -70,6 +86,7 @@ interface SidePlan {
 export class ChatService {
   private state: ChatState = IDLE;
   private readonly models = new Map<string, CachedModel>();
+  private form: ChatForm | null = null;
   private controller: AbortController | null = null;
   private running: Promise<void> | null = null;
   private progressTimer: NodeJS.Timeout | null = null;
@@ -98,7 +115,7 @@ export class ChatService {
     for (const plan of plans) {
       if (plan.messages.at(-1)?.role !== 'user') throw new UserError(`The ${plan.side} side's messages must end with the user's new message.`);
     }
-    this.closeModelsExcept(new Set(plans.map((p) => p.key)));
+    const form = this.formFor(modelDir, device, plans);
 
     const chatId = input.chatId ?? crypto.randomUUID().slice(0, 8);
     const seed = input.sampling.seed ?? crypto.randomInt(0, 2 ** 32 - 1);
@@ -113,6 +130,7 @@ export class ChatService {
       captured: tickets.some((t) => t !== null),
       seed,
       saveError: null,
+      weightsNote: form.note,
       sides: plans.map((p) => ({
         side: p.side, name: p.adapterDir ? path.basename(p.adapterDir) : 'base', text: '', reasoning: '', status: 'loading',
         tokens: null, finishReason: null, tokensPerSecond: null, firstTokenMs: null, error: null,
@@ -167,6 +185,24 @@ export class ChatService {
     } catch (err) {
       throw new UserError(`Live capture could not record this message, so it was not sent: ${(err as Error).message}`);
     }
+  }
+
+  /**
+   * The chat's form for these sides: the one in use while a model of theirs is loaded and no
+   * more sides than it was chosen for; else every model closes and the form is chosen anew
+   * for all the sides (a UserError when not even int4 fits, before anything loads).
+   */
+  private formFor(modelDir: string, device: Device, plans: SidePlan[]): ChatForm {
+    const key = `${modelDir}\0${device}`;
+    const kept = this.form?.key === key && this.form.engines >= plans.length && plans.some((p) => this.models.has(p.key));
+    if (kept) {
+      this.closeModelsExcept(new Set(plans.map((p) => p.key)));
+      return this.form!;
+    }
+    this.closeModelsExcept(new Set());
+    const fit = fitInference(modelDir, { quantize: 'auto', precision: defaultPrecision(device), engines: plans.length });
+    this.form = { key, engines: plans.length, quantize: fit.quantize, note: fit.note };
+    return this.form;
   }
 
   private async runSide(index: number, plan: SidePlan, request: ChatRequest, ticket: CaptureTicket | null, at: { modelDir: string; device: Device }, signal: AbortSignal): Promise<void> {
@@ -227,9 +263,11 @@ export class ChatService {
   private model(key: string, modelDir: string, adapterDir: string | null, device: Device): Promise<LocalModel> {
     const cached = this.models.get(key);
     if (cached) return cached.model;
-    const load = this.hooks.load ?? ((dir, adapter, dev) => loadAdaptedModel(dir, adapter, { device: dev }));
-    // Started from a microtask, so a merge that throws becomes a rejected load.
-    const entry: CachedModel = { model: Promise.resolve().then(() => load(modelDir, adapterDir, device)) };
+    // The memory check was the form's, for every side at once (formFor).
+    const load = this.hooks.load ?? ((dir, adapter, dev, quantize) => loadAdaptedModel(dir, adapter, { device: dev, quantize, ignoreMemory: true }));
+    const quantize = this.form!.quantize;
+    // Started from a microtask, so an adapter that fails its checks becomes a rejected load.
+    const entry: CachedModel = { model: Promise.resolve().then(() => load(modelDir, adapterDir, device, quantize)) };
     entry.model.catch(() => {
       if (this.models.get(key) === entry) this.models.delete(key);
     });

@@ -21,7 +21,7 @@ import type { CallInput } from '../../src-shared/contract.js';
 import type { WorkspaceApi } from '../workspace/workspace-api.js';
 import { LocalModel } from '../model/local-model.js';
 import type { ScoreRow } from '../model/inference-engine.js';
-import { mergedModelDir } from '../openai/served-model.js';
+import { adapterKey, loadAdaptedModel } from '../train/adapted-model.js';
 import { adapterChange, hintGap, replyIds, replyRow, tokenTexts } from '../train/token-gap.js';
 import type { TrainRow } from '../train/batches.js';
 import type { SettingsStore } from '../store/settings-file.js';
@@ -111,9 +111,8 @@ export class TokenViewService {
     progress(1, `Loading ${path.basename(modelDir)}`);
     const base = await unlessAborted(this.model(modelDir), signal);
     const { row, truncated } = replyRow(sample, base.tokenizer, defaultMaxLength(base.config.maxPositionEmbeddings));
-    // Merging writes the adapted weights once (cached on disk by the adapter's bytes); the
-    // merged folder's name is that content key.
-    const adapted = adapterDir ? mergedModelDir(modelDir, adapterDir) : null;
+    // A view is kept by the adapter's content: a retrained adapter in the same folder is another view.
+    const adapted = adapterDir ? adapterKey(adapterDir) : null;
     const key = cacheKey(mode, modelDir, adapted, row);
     const cached = this.views.get(key);
     if (cached) {
@@ -132,7 +131,7 @@ export class TokenViewService {
       progress(2, 'Scoring the reply with the base model');
       const before = await score(base, row);
       progress(3, `Loading ${path.basename(modelDir)} with the adapter ${path.basename(adapterDir!)}`);
-      const withAdapter = await unlessAborted(this.model(adapted!), signal);
+      const withAdapter = await unlessAborted(this.adaptedModel(modelDir, adapterDir!, adapted!, base), signal);
       progress(4, 'Scoring the reply with the adapter');
       const after = await score(withAdapter, row);
       scored = { values: adapterChange(before, after), from: before, to: after };
@@ -145,11 +144,20 @@ export class TokenViewService {
 
   /** A loaded model, kept for the next request (loading costs seconds). */
   private model(dir: string): Promise<LocalModel> {
-    let model = this.models.get(dir);
+    return this.kept(dir, () => LocalModel.load(dir, { device: 'cpu' }));
+  }
+
+  /** The model with the adapter fed beside it, in the base's form of the weights, so that before and after differ by the adapter alone. */
+  private adaptedModel(modelDir: string, adapterDir: string, content: string, base: LocalModel): Promise<LocalModel> {
+    return this.kept(`${modelDir}\0${content}`, () => loadAdaptedModel(modelDir, adapterDir, { device: 'cpu', quantize: base.quantize, ignoreMemory: true }));
+  }
+
+  private kept(key: string, load: () => Promise<LocalModel>): Promise<LocalModel> {
+    let model = this.models.get(key);
     if (!model) {
-      model = LocalModel.load(dir, { device: 'cpu' });
-      model.catch(() => this.models.delete(dir));
-      this.models.set(dir, model);
+      model = load();
+      model.catch(() => this.models.delete(key));
+      this.models.set(key, model);
     }
     return model;
   }
@@ -168,9 +176,9 @@ function buildView(
   };
 }
 
-function cacheKey(mode: TokenViewMode, modelDir: string, adaptedDir: string | null, row: TrainRow): string {
+function cacheKey(mode: TokenViewMode, modelDir: string, adapter: string | null, row: TrainRow): string {
   const spans = [row.inputIds, row.responseStart, row.teacher?.inputIds ?? null, row.teacher?.responseStart ?? null];
-  return crypto.createHash('sha256').update(JSON.stringify([mode, modelDir, adaptedDir, spans])).digest('hex');
+  return crypto.createHash('sha256').update(JSON.stringify([mode, modelDir, adapter, spans])).digest('hex');
 }
 
 function adapterFolder(dir: string | undefined): string {

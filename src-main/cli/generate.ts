@@ -1,5 +1,5 @@
 // `hindsight generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T]
-// [--top-p P] [--seed S] [--stop STR]… [--n N] [--quantize none|int8|int4] [--device cpu|cuda]
+// [--top-p P] [--seed S] [--stop STR]… [--n N] [--quantize auto|none|int8|int4] [--device cpu|cuda]
 // [--adapter DIR] [--no-chat-template] [--json]`.
 // --adapter applies a PEFT LoRA adapter (Hindsight's or one trained elsewhere), merged once
 // into a cached folder as `serve --adapter` does (src-main/train/adapted-model.ts).
@@ -17,7 +17,7 @@ import type { GenerateResult } from '../model/local-model.js';
 import { sequenceSeeds } from '../model/sampling.js';
 import { loadAdaptedModel } from '../train/adapted-model.js';
 import { intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_OPTION, deviceFlag, modelFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './model-flags.js';
+import { DEVICE_OPTION, deviceFlag, loadQuantizeFlag, modelFlag, precisionFlag, QUANTIZE_OPTION } from './model-flags.js';
 
 export const spec = {
   name: 'generate',
@@ -36,7 +36,7 @@ export const spec = {
     ...QUANTIZE_OPTION,
     ...DEVICE_OPTION,
     threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
-    adapter: { type: 'string', value: 'DIR', help: 'a PEFT LoRA adapter to apply (merged into the weights first)', otherwise: 'the base model alone' },
+    adapter: { type: 'string', value: 'DIR', help: 'a PEFT LoRA adapter to apply (fed beside the base weights)', otherwise: 'the base model alone' },
     'no-chat-template': { type: 'boolean', default: false, help: 'send the prompt as raw text (BOS added where the tokenizer adds one)' },
     ...jsonOption('print the reply, reasoning, tool calls, tokens and log-probs as one JSON object'),
   },
@@ -56,9 +56,11 @@ export const command: Command = async (argv) => {
   const seed = values.seed === undefined ? undefined : intFlag('seed', values.seed, 0, 0);
   const threads = intFlag('threads', values.threads, 0, 0);
   const n = intFlag('n', values.n, 1, 1);
-  const quantize = quantizeFlag(values.quantize);
-
-  const model = await loadAdaptedModel(values.model, values.adapter ?? null, { device, threads: threads || undefined, quantize, precision: precisionFlag(values.precision) });
+  const model = await loadAdaptedModel(values.model, values.adapter ?? null, {
+    device, threads: threads || undefined, quantize: loadQuantizeFlag(values.quantize), ignoreMemory: values['ignore-memory'], reader: 'cli', precision: precisionFlag(values.precision),
+  });
+  const quantize = model.quantize;
+  if (model.weightsNote) process.stderr.write(`note: ${model.weightsNote}\n`);
   try {
     const started = Date.now();
     const request = { chatTemplate: !values['no-chat-template'], maxNewTokens, temperature, topP, stopStrings: values.stop };

@@ -10,7 +10,7 @@ import { DEFAULT_TIMEOUT_MS } from '../judge/openai-client.js';
 import { DEFAULT_JUDGE_MAX_TOKENS } from '../judge/llm-judge.js';
 import { DEFAULT_COMPOSITE_THRESHOLDS, thresholdProblem, type CompositeThresholds } from '../../src-shared/composite.js';
 import { QUANTIZE_CHOICES } from '../model/quantize.js';
-import { deviceFlag, modelFlag, quantizeFlag } from './model-flags.js';
+import { deviceFlag, loadQuantizeFlag, modelFlag } from './model-flags.js';
 import { TRAIN_DEVICES } from '../../src-shared/training.js';
 import { judgeRunNotes, rewardCountsText } from '../../src-shared/judge-notes.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, parseCommandArgs, printJson, UsageError, type Command } from './args.js';
@@ -38,7 +38,7 @@ export const spec = {
     'composite-neg': { type: 'string', value: 'N', help: 'with --composite: a score ≤ N is −1', otherwise: String(DEFAULT_COMPOSITE_THRESHOLDS.neg) },
     model: { type: 'string', value: 'DIR', help: "the model that judges: a Hugging Face checkpoint folder, a .gguf file, or a name 'hindsight models' lists", group: LOCAL, required: 'with --backend local' },
     device: { type: 'string', value: TRAIN_DEVICES.join('|'), help: 'where it runs', group: LOCAL, otherwise: 'cpu' },
-    quantize: { type: 'string', value: QUANTIZE_CHOICES.join('|'), help: 'weight-only quantised linear layers (faster votes, less exact)', group: LOCAL, otherwise: 'none' },
+    quantize: { type: 'string', value: ['auto', ...QUANTIZE_CHOICES].join('|'), help: 'weight-only quantised linear layers (faster votes, less exact)', group: LOCAL, otherwise: 'auto: fp32 where it fits the memory available, else int8, else int4' },
     endpoint: { type: 'string', value: 'URL', help: "base URL up to /v1; the default is Ollama's", group: OPENAI, otherwise: DEFAULT_JUDGE_URL },
     'judge-model': { type: 'string', value: 'NAME', help: 'the model name the server knows, e.g. qwen2.5:7b-instruct', group: OPENAI, required: 'with --backend openai' },
     'api-key': { type: 'string', value: 'K', help: 'bearer key', group: OPENAI, otherwise: 'env HINDSIGHT_JUDGE_API_KEY, else none' },
@@ -75,7 +75,7 @@ function backendSpec(name: BackendName, values: Record<string, string | boolean 
     const model = str('model');
     if (!model) throw new UsageError('--backend local needs --model DIR (the model folder that judges)');
     const device = deviceFlag(str('device'));
-    return { backend: 'local', modelDir: path.resolve(modelFlag(model, '--model', str('db'))), device, maxTokens, composite, quantize: quantizeFlag(str('quantize')) };
+    return { backend: 'local', modelDir: path.resolve(modelFlag(model, '--model', str('db'))), device, maxTokens, composite, quantize: loadQuantizeFlag(str('quantize')) };
   }
   const judgeModel = str('judge-model');
   if (!judgeModel) throw new UsageError('--backend openai needs --judge-model NAME (the model name the server serves)');

@@ -8,6 +8,7 @@ import { DEFAULT_JUDGE_URL, type LlmJudgeSpec } from '../judge/backends.js';
 import { PRECISIONS, TRAIN_DEVICES, type Precision } from '../../src-shared/training.js';
 import { parseQuantize, QUANTIZE_CHOICES, type Quantize } from '../model/quantize.js';
 import { resolveModelName } from '../model/model-name.js';
+import type { LoadQuantize } from '../model/inference-fit.js';
 import { SettingsStore, settingsPathFor } from '../store/settings-file.js';
 import { defaultDbPath, intFlag, UsageError } from './args.js';
 
@@ -30,17 +31,28 @@ export function precisionFlag(value: string | undefined): Precision | undefined 
   throw new UsageError(`--precision must be ${PRECISIONS.join(' or ')}, got '${value}'`);
 }
 
-/** `--quantize`, shared by the commands that run a model for inference (docs/design.md §Quantisation). */
+/**
+ * `--quantize` and `--ignore-memory`, shared by the commands that run a model for inference
+ * (docs/design.md §Quantisation, §Memory for inference): auto, the default, is the most exact
+ * form of the weights that fits the machine's memory (model/inference-fit.ts).
+ */
 export const QUANTIZE_OPTION = {
-  quantize: { type: 'string', default: 'none', value: QUANTIZE_CHOICES.join('|'), help: 'weight-only quantised linear layers (int8, int4: faster, less exact)' },
+  quantize: { type: 'string', default: 'auto', value: ['auto', ...QUANTIZE_CHOICES].join('|'), help: 'weight-only quantised linear layers (int8, int4: faster, less exact); auto: fp32 where it fits the memory available, else int8, else int4' },
+  'ignore-memory': { type: 'boolean', default: false, help: 'load the model even where its weights in that form do not fit the memory available' },
 } as const;
 
+/** A training run's `--quantize` (none, int8, int4: the frozen base's storage). */
 export function quantizeFlag(value: string | undefined): Quantize {
   try {
     return parseQuantize(value);
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+}
+
+/** An inference command's `--quantize`: auto or one of the forms. */
+export function loadQuantizeFlag(value: string | undefined): LoadQuantize {
+  return value === undefined || value === 'auto' ? 'auto' : quantizeFlag(value);
 }
 
 /** `--device`'s value; the CPU when not given. */

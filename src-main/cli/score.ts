@@ -30,8 +30,9 @@ import { ModelEngine, type ScoreRow } from '../model/inference-engine.js';
 import { readAdapter } from '../train/peft.js';
 import { windowedResponse } from '../train/fit-max-length.js';
 import { intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_OPTION, deviceFlag, modelFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './model-flags.js';
+import { DEVICE_OPTION, deviceFlag, loadQuantizeFlag, modelFlag, precisionFlag, QUANTIZE_OPTION } from './model-flags.js';
 import { driftNote, type QuantDrift } from '../model/quant-drift.js';
+import type { LoadQuantize } from '../model/inference-fit.js';
 import type { Quantize } from '../model/quantize.js';
 
 /** Rows scored at once. */
@@ -149,20 +150,23 @@ interface Scored {
   positions: number;
   logprobs: number[][];
   executionProvider: string;
+  /** The weights' form (the base path; the adapter path scores in fp32). */
+  quantize: Quantize;
   drift?: QuantDrift;
 }
 
 /** Where and how the model runs: the device, its arithmetic, the threads. */
 interface Placement { device: Device; precision?: Precision; threads: number }
 
-async function scoreBase(values: { model: string; input: string }, { device, precision, threads }: Placement, batchSize: number, quantize: Quantize): Promise<Scored> {
-  const model = await LocalModel.load(values.model, { device, precision, threads: threads || undefined, quantize });
+async function scoreBase(values: { model: string; input: string }, { device, precision, threads }: Placement, batchSize: number, asked: { quantize: LoadQuantize; ignoreMemory: boolean; reader: 'cli' }): Promise<Scored> {
+  const model = await LocalModel.load(values.model, { device, precision, threads: threads || undefined, ...asked });
+  if (model.weightsNote) process.stderr.write(`note: ${model.weightsNote}\n`);
   try {
     const { rows, windowed, callsLeftOut } = readScoreInput(values.input, model.tokenizer, model.config.maxPositionEmbeddings);
     checkRows(rows, model.config, values.input);
     const logprobs = await model.score(rows, { batchSize });
     const drift = await model.quantizationDrift();
-    return { rows, windowed, callsLeftOut, positions: model.config.maxPositionEmbeddings, logprobs, executionProvider: model.executionProvider ?? device, drift };
+    return { rows, windowed, callsLeftOut, positions: model.config.maxPositionEmbeddings, logprobs, executionProvider: model.executionProvider ?? device, quantize: model.quantize, drift };
   } finally {
     await model.close();
   }
@@ -177,7 +181,7 @@ async function scoreAdapter(values: { model: string; input: string; adapter: str
   try {
     engine.setLora(adapter.weights);
     const logprobs = await engine.score(rows, { batchSize });
-    return { rows, windowed, callsLeftOut, positions: config.maxPositionEmbeddings, logprobs, executionProvider: engine.executionProvider ?? device };
+    return { rows, windowed, callsLeftOut, positions: config.maxPositionEmbeddings, logprobs, executionProvider: engine.executionProvider ?? device, quantize: 'none' };
   } finally {
     await engine.close();
   }
@@ -188,16 +192,16 @@ export const command: Command = async (argv) => {
   if (!values.model || !values.input || !values.out) throw new UsageError(`--model, --input and --out are required\n${USAGE}`);
   values.model = modelFlag(values.model);
   const device = deviceFlag(values.device);
-  const quantize = quantizeFlag(values.quantize);
-  if (values.adapter && quantize !== 'none') throw new UsageError(`--quantize does not apply with --adapter (the adapter path scores in fp32)\n${USAGE}`);
+  const asked = { quantize: loadQuantizeFlag(values.quantize), ignoreMemory: values['ignore-memory'], reader: 'cli' as const };
+  if (values.adapter && asked.quantize !== 'auto' && asked.quantize !== 'none') throw new UsageError(`--quantize does not apply with --adapter (the adapter path scores in fp32)\n${USAGE}`);
   const batchSize = intFlag('batch-size', values['batch-size'], BATCH_SIZE, 1);
   const threads = intFlag('threads', values.threads, 0, 0);
   const started = Date.now();
   const { model, input, out, adapter } = values;
   const placement: Placement = { device, precision: precisionFlag(values.precision), threads };
-  const { rows, windowed, callsLeftOut, positions, logprobs, executionProvider: ep, drift } = adapter
+  const { rows, windowed, callsLeftOut, positions, logprobs, executionProvider: ep, quantize, drift } = adapter
     ? await scoreAdapter({ model, input, adapter }, placement, batchSize)
-    : await scoreBase({ model, input }, placement, batchSize, quantize);
+    : await scoreBase({ model, input }, placement, batchSize, asked);
   // A log-prob that is not finite (an adapter or model whose values overflow) is no score: refused, nothing written.
   const bad = logprobs.findIndex((lp) => lp.some((x) => !Number.isFinite(x)));
   if (bad >= 0) throw new UserError(`row ${bad + 1} scores non-finite log-probs${adapter ? ` with adapter ${adapter}` : ''}: the model's values overflow; nothing written to ${out}`);

@@ -13,12 +13,12 @@ import { parseTargets } from '../train/lora.js';
 import { startTraining } from '../train/trainer-thread.js';
 import type { TrainerEvent, TrainerOptions } from '../train/trainer.js';
 import {
-  defaultEpsHigh, defaultPrecision, LOSS_AGGS, OPD_TOPK_ON, OPTIMIZER_KINDS, overLengthNote, RECOMPUTE_AUTO_FROM, RECOMPUTE_MODES, TRAIN_DEFAULTS as D, TRAIN_METHODS,
+  defaultEpsHigh, defaultPrecision, LOSS_AGGS, OPD_TOPK_ON, OPTIMIZER_KINDS, overLengthNote, QUANTIZE_CHOICES, RECOMPUTE_AUTO_FROM, RECOMPUTE_MODES, TRAIN_DEFAULTS as D, TRAIN_METHODS,
   type LossAgg, type OptimizerKind, type RecomputeMode, type TrainMethod,
 } from '../../src-shared/training.js';
 import { knownLossMetrics, methodRecord, orList } from '../../src-shared/training-methods.js';
 import { boundFlag, DB_OPTION, ranged, defaultDbPath, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, modelFlag, precisionFlag, QUANTIZE_OPTION, quantizeFlag } from './model-flags.js';
+import { DEVICE_HELP, DEVICE_OPTION, deviceFlag, modelFlag, precisionFlag, quantizeFlag } from './model-flags.js';
 import { ADVANTAGE_ESTIMATORS, PPO_DEFAULTS as P, type AdvantageEstimator } from '../../src-shared/rollout.js';
 import { isOnPolicyCommand, ON_POLICY_EPOCHS_NOTE, ON_POLICY_OPTIONS, ON_POLICY_STEPS_NOTE, runOnPolicy } from './train-on-policy.js';
 import { ON_POLICY_DEFAULTS } from '../../src-shared/rollout.js';
@@ -79,7 +79,7 @@ export const spec = {
     device: { ...DEVICE_OPTION.device, help: DEVICE_HELP.replace('the model runs', 'the step runs'), otherwise: D.device },
     precision: DEVICE_OPTION.precision,
     quantize: {
-      type: 'string', value: QUANTIZE_OPTION.quantize.value, otherwise: `${D.quantize}; a resumed run its own`,
+      type: 'string', value: QUANTIZE_CHOICES.join('|'), otherwise: `${D.quantize}; a resumed run its own`,
       help: "the frozen base stored as int8 or int4 blocks (QLoRA: about a quarter or an eighth of its fp32 memory); LoRA, its gradients, the optimizer and the loss stay fp32",
     },
     threads: { type: 'string', value: 'N', help: ranged('threads', 'ONNX Runtime intra-op threads'), otherwise: "ONNX Runtime's own choice" },

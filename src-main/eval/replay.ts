@@ -17,6 +17,9 @@ import { judgeReplay } from '../judge/replay-judge.js';
 import { keepPromptTail } from '../model/context-limit.js';
 import type { Device } from '../model/ort-session.js';
 import { loadAdaptedModel } from '../train/adapted-model.js';
+import { fitInference } from '../model/inference-fit.js';
+import type { Quantize } from '../model/quantize.js';
+import { defaultPrecision } from '../../src-shared/training.js';
 import type { GeneratedReply } from './generation-stats.js';
 
 /** Replay's settings: plain data, so they cross into the evaluation worker. */
@@ -96,22 +99,24 @@ const breathe = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export async function replay(contexts: readonly ReplayContext[], models: readonly ReplayModel[], run: ReplayRun): Promise<Replayed> {
   const out: Replayed = { replies: new Map(), generated: new Map(), judged: false, stopped: false };
+  // One form of the weights for every model compared, chosen before the first loads (they load one at a time).
+  const { quantize } = fitInference(run.modelDir, { quantize: 'auto', precision: defaultPrecision(run.device) });
   for (const m of models) {
     if (out.stopped) break;
-    out.stopped = await generateFor(m, contexts, run, out);
+    out.stopped = await generateFor(m, contexts, { ...run, quantize }, out);
   }
   if (run.settings.judge && !out.stopped) out.stopped = await judgeAll(contexts, models, run, out);
   return out;
 }
 
 /** Generates every context's K replies under one model; true when stopped. */
-async function generateFor(m: ReplayModel, contexts: readonly ReplayContext[], run: ReplayRun, out: Replayed): Promise<boolean> {
+async function generateFor(m: ReplayModel, contexts: readonly ReplayContext[], run: ReplayRun & { quantize: Quantize }, out: Replayed): Promise<boolean> {
   const { rollouts, temperature, maxNewTokens } = run.settings;
   const replies: Record<string, ReplayReply[]> = {};
   const generated: GeneratedReply[] = [];
   out.replies.set(m.name, replies);
   out.generated.set(m.name, generated);
-  const model = await loadAdaptedModel(run.modelDir, m.adapterDir, { device: run.device, prepare: ['generate'] });
+  const model = await loadAdaptedModel(run.modelDir, m.adapterDir, { device: run.device, quantize: run.quantize, ignoreMemory: true, prepare: ['generate'] });
   try {
     for (let i = 0; i < contexts.length; i += CONTEXTS_PER_BATCH) {
       await breathe();

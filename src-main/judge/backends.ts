@@ -7,7 +7,7 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { thresholdProblem, type CompositeThresholds } from '../../src-shared/composite.js';
 import type { Device } from '../model/ort-session.js';
-import type { Quantize } from '../model/quantize.js';
+import type { LoadQuantize } from '../model/inference-fit.js';
 import { HeuristicJudge, type JudgeBackend } from './verdicts.js';
 import { JudgeSetupError } from './judge-errors.js';
 import { LlmJudge, type ChatCompleter } from './llm-judge.js';
@@ -23,7 +23,7 @@ export const DEFAULT_JUDGE_URL = 'http://127.0.0.1:11434/v1';
 
 export type JudgeBackendSpec =
   | { backend: 'heuristic' }
-  | { backend: 'local'; modelDir: string; device?: Device; maxTokens?: number; composite?: CompositeThresholds; quantize?: Quantize }
+  | { backend: 'local'; modelDir: string; device?: Device; maxTokens?: number; composite?: CompositeThresholds; quantize?: LoadQuantize }
   | {
       backend: 'openai';
       /** The composite reward mode with its thresholds (docs/design.md §Composite score). */

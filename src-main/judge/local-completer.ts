@@ -29,7 +29,7 @@ import { UserError } from '../../src-shared/types.js';
 import { keepPromptTail } from '../model/context-limit.js';
 import { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
-import type { Quantize } from '../model/quantize.js';
+import type { LoadQuantize } from '../model/inference-fit.js';
 import type { ChatCompleter, CompletionOptions } from './llm-judge.js';
 import type { PromptMessage } from './prompts.js';
 import { CUT_OFF_NOTE } from './parse.js';
@@ -90,7 +90,7 @@ export class LocalCompleter implements ChatCompleter {
   }
 
   /** Loads the model folder in a new worker; a bad folder is a UserError naming it. */
-  static async load(dir: string, options: { device?: Device; quantize?: Quantize } = {}): Promise<LocalCompleter> {
+  static async load(dir: string, options: { device?: Device; quantize?: LoadQuantize } = {}): Promise<LocalCompleter> {
     let model: LocalModel;
     try {
       model = await LocalModel.load(dir, { device: options.device ?? 'cpu', quantize: options.quantize, prepare: ['generate'] });

@@ -15,6 +15,7 @@
 import type { ModelConfig } from './hf-checkpoint.js';
 import type { EngineOptions, GenerateOptions, GeneratedTokens, ScoreOptions, ScoreRow } from './inference-engine.js';
 import type { Quantize } from './quantize.js';
+import { fitInference, type FitRequest, type LoadQuantize } from './inference-fit.js';
 import { driftTextIds, type QuantDrift } from './quant-drift.js';
 import type { Device } from './ort-session.js';
 import { defaultPrecision, type Precision } from '../../src-shared/training.js';
@@ -23,9 +24,11 @@ import { parseCutReply, parseReply, replyTokens, type ParsedReply } from './chat
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { startWorker, waitUntilReady, WorkerClient, type WorkerEvent } from './worker-host.js';
 
-export interface LoadOptions extends EngineOptions {
+export interface LoadOptions extends Omit<EngineOptions, 'quantize'>, Pick<FitRequest, 'ignoreMemory' | 'engines' | 'reader'> {
   /** Build these sessions during load, so load fails early (e.g. on CUDA) and timing is clean. */
   prepare?: ('score' | 'generate')[];
+  /** The weights' form; default 'auto': the most exact that fits this machine's memory (./inference-fit.ts). */
+  quantize?: LoadQuantize;
 }
 
 export interface GenerateRequest extends Omit<GenerateOptions, 'decodeText'> {
@@ -87,21 +90,28 @@ export class LocalModel {
     readonly quantize: Quantize,
     /** The base's arithmetic where the weights are not quantised (docs/design.md §Precision). */
     readonly precision: Precision,
+    /** Why `quantize` is not fp32 where the memory check chose it (./inference-fit.ts); null otherwise. */
+    readonly weightsNote: string | null,
   ) {}
 
-  /** Opens the checkpoint in a new worker; rejects with a UserError on bad input. */
+  /**
+   * Opens the checkpoint in a new worker; rejects with a UserError on bad input, and when the
+   * weights in the asked form (or, by default, in any form) do not fit this machine's memory.
+   */
   static async load(dir: string, options: LoadOptions = {}): Promise<LocalModel> {
     const tokenizer = ChatTokenizer.load(dir);
-    const { prepare, ...engineOptions } = options;
+    const { prepare, ignoreMemory, engines, reader, ...engineOptions } = options;
+    const device = options.device ?? 'cpu';
+    const precision = options.precision ?? defaultPrecision(device);
+    const fit = fitInference(dir, { quantize: options.quantize ?? 'auto', precision, engines, lora: options.lora, ignoreMemory, reader });
     // The worker gets the end-of-sequence ids, so it loads a second tokenizer only for stop strings.
     const worker = await startWorker(
       { compiled: new URL('./model-worker.js', import.meta.url), source: new URL('./model-worker.ts', import.meta.url) },
-      { dir, options: { ...engineOptions, eosTokenIds: tokenizer.eosTokenIds } },
+      { dir, options: { ...engineOptions, quantize: fit.quantize, eosTokenIds: tokenizer.eosTokenIds } },
     );
     const ready = await waitUntilReady<{ config: ModelConfig }>(worker);
     const client = new WorkerClient(worker, { subject: 'the model', worker: 'the model worker' });
-    const device = options.device ?? 'cpu';
-    const model = new LocalModel(dir, ready.config, tokenizer, client, device, options.quantize ?? 'none', options.precision ?? defaultPrecision(device));
+    const model = new LocalModel(dir, ready.config, tokenizer, client, device, fit.quantize, precision, fit.note);
     if (prepare?.length) {
       try {
         model.ep = await model.worker.call<Device>('prepare', [prepare]);

@@ -2,14 +2,12 @@
  * The model the endpoint answers with: a checkpoint folder, optionally with a PEFT LoRA
  * adapter applied.
  *
- * An adapter is served merged: see src-main/train/adapted-model.ts.
+ * An adapter is fed beside the base weights: see src-main/train/adapted-model.ts.
  */
 import path from 'node:path';
 import type { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
 import { loadAdaptedModel } from '../train/adapted-model.js';
-
-export { mergedModelDir } from '../train/adapted-model.js';
 
 /** The id clients see: the model folder's name, plus the adapter folder's name when one is applied. */
 export function servedModelId(modelDir: string, adapterDir: string | null): string {

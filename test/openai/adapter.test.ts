@@ -1,15 +1,16 @@
-// Serving with a LoRA adapter: the endpoint's log-probs equal the trainer's own
-// adapter-applied scorer (an unmerged implementation) on the same tokens, and differ
-// from the base model's.
-import fs from 'node:fs';
+// Serving with a LoRA adapter: the endpoint's tokens are what the model with that adapter
+// generates with the same seed, its log-probs equal the trainer's own adapter-applied scorer
+// on the same tokens, and differ from the base model's; and the merged model (W + s·B·A, as
+// `train --merge` writes it) gives the same tokens.
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { startOpenAiServer, type OpenAiServer } from '../../src-main/openai/server.js';
-import { mergedModelDir } from '../../src-main/openai/served-model.js';
+import { loadAdaptedModel } from '../../src-main/train/adapted-model.js';
 import { initLora, loraBKey, loraSpecs } from '../../src-main/train/lora.js';
-import { scoreWithAdapter } from '../../src-main/train/merge.js';
+import { scoreWithAdapter, writeMergedModel } from '../../src-main/train/merge.js';
+import { readAdapter } from '../../src-main/train/peft.js';
 import { writeAdapter } from '../../src-main/train/peft.js';
 import { seededRandom } from '../../src-main/model/sampling.js';
 import { DEMO_MODEL, tempDir } from '../judge/helpers.js';
@@ -48,13 +49,19 @@ describe('the endpoint with an adapter', () => {
     ).json();
     expect(body.model).toBe('stories260K+my-adapter');
     const promptIds = base.promptIds(messages);
-    // The merged model (generated here again with the same seed) gives the endpoint's tokens;
-    // the trainer's unmerged LoRA scorer must give the endpoint's log-probs on them.
+    // The model with the adapter (generated here again with the same seed) gives the endpoint's
+    // tokens, and so does the merged model; the trainer's LoRA scorer must give the endpoint's
+    // log-probs on them.
     const served = body.choices[0].logprobs.content.map((c: { logprob: number }) => c.logprob) as number[];
-    const merged = await LocalModel.load(mergedModelDir(DEMO_MODEL, adapterDir, cacheRoot));
-    const direct = await merged.generate(promptIds, { seed: 1, maxNewTokens: 10, temperature: 1 }).finally(() => merged.close());
+    const adapted = await loadAdaptedModel(DEMO_MODEL, adapterDir);
+    const direct = await adapted.generate(promptIds, { seed: 1, maxNewTokens: 10, temperature: 1 }).finally(() => adapted.close());
     const tokens = direct.tokens.filter((t) => !base.tokenizer.eosTokenIds.includes(t));
     expect(tokens).toHaveLength(served.length);
+    const ckpt = Checkpoint.open(DEMO_MODEL);
+    const adapter = readAdapter(adapterDir, ckpt.config);
+    const merged = await LocalModel.load(writeMergedModel(ckpt, path.join(cacheRoot, 'merged'), adapter.lora, adapter.specs, adapter.weights));
+    const fromMerged = await merged.generate(promptIds, { seed: 1, maxNewTokens: 10, temperature: 1 }).finally(() => merged.close());
+    expect(fromMerged.tokens).toEqual(direct.tokens);
     const row = { inputIds: [...promptIds, ...tokens], responseStart: promptIds.length };
     const [withAdapter] = await scoreWithAdapter(DEMO_MODEL, adapterDir, [row]);
     served.forEach((lp, i) => expect(lp).toBeCloseTo(withAdapter![i]!, 4));
@@ -62,11 +69,7 @@ describe('the endpoint with an adapter', () => {
     expect(Math.max(...baseScores!.map((lp, i) => Math.abs(lp - withAdapter![i]!)))).toBeGreaterThan(1e-2);
   });
 
-  it('caches the merged weights, and refuses a folder that is not an adapter', async () => {
-    const dir = mergedModelDir(DEMO_MODEL, adapterDir, cacheRoot);
-    const mtime = fs.statSync(path.join(dir, 'model.safetensors')).mtimeMs;
-    expect(mergedModelDir(DEMO_MODEL, adapterDir, cacheRoot)).toBe(dir);
-    expect(fs.statSync(path.join(dir, 'model.safetensors')).mtimeMs).toBe(mtime);
+  it('refuses a folder that is not an adapter', async () => {
     const bad = await startOpenAiServer({ modelDir: DEMO_MODEL, adapterDir: tempDir(), token: 't', port: 0 });
     try {
       const res = await fetch(`${bad.baseUrl}/chat/completions`, {

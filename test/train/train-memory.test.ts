@@ -25,7 +25,7 @@ import { LORA_TARGETS, QUANTIZE_CHOICES, RECOMPUTE_AUTO_FROM } from '../../src-s
 import { QUANT_BLOCK_SIZE, quantizedDims, quantScheme } from '../../src-main/model/quantize.js';
 import { ATTENTION_CHUNKING, chunksAttention } from '../../src-main/model/attention.js';
 import { DEFAULT_VOCAB_CHUNK } from '../../src-main/model/chunked-head.js';
-import { hostMemory, modelShape, parseMemoryBudget } from '../../src-main/train/memory-check.js';
+import { hostMemory, modelShape, parseMemoryBudget } from '../../src-main/model/host-memory.js';
 import { estimateCase, measureInChild } from '../../bench/train-memory-estimate.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 import { runCli } from '../helpers/cli.js';

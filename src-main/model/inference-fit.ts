@@ -1,0 +1,77 @@
+/**
+ * The form a model's weights take to answer (docs/design.md §Memory for inference): checked
+ * against the machine's memory before a load, so that a model too big in fp32 is not loaded
+ * into swap or the kernel's OOM killer. Every load goes through it (LocalModel.load: the Chat
+ * page, `/v1`, the local judge, evaluation replays, `score` and `generate`).
+ *
+ * - `auto` (every load's default): the most exact form that fits, fp32, then int8, then int4
+ *   (src-shared/inference-memory.ts fittingForm). A small model keeps fp32, exactly as before;
+ *   Qwen3-8B on a 16 GB laptop answers in int4 (about 7.5 GB with a 4,096-token chat) where fp32
+ *   would need 33 GB. A load that had to leave fp32 says so (InferenceFit.note).
+ * - a form asked for (`--quantize none|int8|int4`): loaded as asked if it fits, else refused in
+ *   one line naming the forms that would fit.
+ * - nothing fits, not even int4: refused in one line with what it needs and what there is.
+ * `ignoreMemory` (the CLI's --ignore-memory) loads regardless: `auto` then takes int4.
+ */
+import path from 'node:path';
+import { UserError } from '../../src-shared/types.js';
+import { estimateInferenceMemory, fittingForm, INFERENCE_FORMS, type InferenceEstimate, type InferenceLoad } from '../../src-shared/inference-memory.js';
+import { formatBytes, type HostMemory } from '../../src-shared/memory-verdict.js';
+import { loraParameters } from '../../src-shared/train-memory.js';
+import type { LoraTarget } from '../../src-shared/training.js';
+import { hostMemory, modelShape } from './host-memory.js';
+import type { Quantize } from './quantize.js';
+
+/** A load's form: one of the quantisations, or the most exact that fits. */
+export type LoadQuantize = Quantize | 'auto';
+
+export interface FitRequest extends Omit<InferenceLoad, 'quantize' | 'loraParameters'> {
+  quantize: LoadQuantize;
+  /** A live adapter fed beside the base: its rank and targets. */
+  lora?: { r: number; targets: readonly LoraTarget[] };
+  /** Load whatever the estimate says. */
+  ignoreMemory?: boolean;
+  /** Whose words a refusal is in: the flags of a command that has --quantize and --ignore-memory (generate, score), or plain ones. Default 'app'. */
+  reader?: 'cli' | 'app';
+}
+
+export interface InferenceFit {
+  quantize: Quantize;
+  /** The request's engines together, in that form. */
+  estimate: InferenceEstimate;
+  host: HostMemory;
+  /** Why the weights are not fp32, where `auto` had to leave it; null otherwise. */
+  note: string | null;
+}
+
+const FORM_WORDS: Record<Quantize, string> = { none: 'fp32', int8: 'int8', int4: 'int4' };
+
+/** The form `modelPath` loads in on this machine now (see the module comment); throws a UserError when it does not fit. */
+export function fitInference(modelPath: string, request: FitRequest, env: NodeJS.ProcessEnv = process.env): InferenceFit {
+  const { quantize: asked, ignoreMemory, reader, lora, ...rest } = request;
+  const shape = modelShape(modelPath);
+  const load = { ...rest, loraParameters: lora ? loraParameters(shape, lora.r, lora.targets) : 0 };
+  const host = hostMemory(env);
+  const available = host.availableBytes;
+  const bytes = (quantize: Quantize) => estimateInferenceMemory(shape, { ...load, quantize }).total;
+  const name = path.basename(modelPath);
+  const room = `this machine has ${formatBytes(available)} available of ${formatBytes(host.totalBytes)}${host.source === 'budget' ? ' (HINDSIGHT_MEMORY_BUDGET)' : ''}`;
+  const cli = reader === 'cli';
+  if (asked === 'auto') {
+    const quantize = fittingForm(shape, available, load) ?? (ignoreMemory ? 'int4' : null);
+    if (!quantize) {
+      throw new UserError(`${name} needs about ${formatBytes(bytes('int4'))} to answer even with int4 weights, but ${room}: close other programs or use a smaller model${cli ? ', or --ignore-memory to load it anyway' : ''}.`);
+    }
+    const note = quantize === 'none' ? null
+      : `${FORM_WORDS[quantize]} weights: fp32 would need about ${formatBytes(bytes('none'))}${quantize === 'int4' ? ` and int8 ${formatBytes(bytes('int8'))}` : ''}; ${room}`;
+    return { quantize, estimate: estimateInferenceMemory(shape, { ...load, quantize }), host, note };
+  }
+  const estimate = estimateInferenceMemory(shape, { ...load, quantize: asked });
+  if (estimate.total > available && !ignoreMemory) {
+    const others = INFERENCE_FORMS.filter((q) => q !== asked && bytes(q) <= available);
+    const flag = (q: Quantize) => (cli ? `--quantize ${q}` : `${FORM_WORDS[q]} weights`);
+    const suggestion = others.length ? `try ${others.map((q) => `${flag(q)} (about ${formatBytes(bytes(q))})`).join(' or ')}` : 'not even int4 fits; close other programs or use a smaller model';
+    throw new UserError(`${name} with ${FORM_WORDS[asked]} weights needs about ${formatBytes(estimate.total)}, but ${room}: ${suggestion}${cli ? ', or --ignore-memory to load it anyway' : ''}.`);
+  }
+  return { quantize: asked, estimate, host, note: null };
+}

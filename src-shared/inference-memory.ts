@@ -1,0 +1,104 @@
+/**
+ * What a model needs in memory to answer: the Chat page, `/v1`, the local judge, evaluation
+ * replays, `score` and `generate` (docs/design.md §Memory for inference). Training has its own
+ * estimate (./train-memory.ts); this one prices a loaded inference engine, and picks the form
+ * of its weights that fits: a 7–8B GGUF is 4–5 GB as its user runs it in Ollama, but 33 GB once
+ * dequantised to fp32, which a 16 GB laptop cannot hold.
+ *
+ * The estimate, in bytes (each part as the engine holds it, src-main/model/inference-engine.ts):
+ * - weights: the seven projections in fp32 (fp16 where the base runs in half precision), or as
+ *   int8 / int4 MatMulNBits blocks of 128 under `--quantize`; the LM head's rows in fp32 (tied:
+ *   the embedding itself, which the head reads whole every token; with what ONNX Runtime keeps
+ *   beside them, {@link FP32_HEAD_COPIES}), or as int8 blocks under
+ *   either quantisation (src-main/model/quantize.ts HEAD_SCHEME). An untied embedding table is
+ *   read only at the rows a prompt gathers, so its other pages of the mapped weight file are
+ *   never resident (as the training estimate counts it).
+ * - cache: the decode cache, fp32 keys and values of every layer, for `rows` rows of
+ *   `contextTokens` slots in whole blocks (a chat of {@link INFERENCE_CONTEXT} tokens by default;
+ *   a chat past it grows the cache further, which an estimate made at load cannot know).
+ * - runtime: Node and ONNX Runtime, the tokenizer, the allocator's share that grows with the
+ *   vocabulary (the training estimate's coefficients), and a prefill step's activations: a piece
+ *   of {@link PREFILL_PIECE} prompt tokens through a layer and its attention scores over the context.
+ *
+ * Fitted to the decode peaks docs/benchmarks.md quotes (*Real-size models*: the 125M and the
+ * Qwen2.5-1.5B shape in fp32, int8 and int4, and the Qwen3-0.6B shape prefilling 8,192 tokens);
+ * test/model/inference-memory.test.ts holds it within {@link INFERENCE_MARGIN} of them.
+ */
+import { COEFFICIENTS, PREFILL_PIECE, SLOT_BLOCK, quantizedBytes, targetDims, type ModelShape } from './train-memory.js';
+import { LORA_TARGETS, QUANTIZE_CHOICES, type Precision, type Quantize } from './training.js';
+
+/** The chat length a load plans its decode cache for, in tokens (capped at the model's positions). */
+export const INFERENCE_CONTEXT = 4096;
+
+/** How far the estimate may be from a measured peak, either way (the test holds it to this). */
+export const INFERENCE_MARGIN = 0.2;
+
+/**
+ * The fp32 head's rows, in copies of the table: the measured fp32 peaks hold some 0.6–0.8 of the
+ * table more than its one copy (the 125M, the 0.6B and 1.5B shapes), which the quantised ones,
+ * whose head is its int8 blocks, do not.
+ */
+const FP32_HEAD_COPIES = 1.7;
+/** Copies of one layer's per-token values, and of its attention scores, alive in a prefill step (fitted; see the module comment). */
+const PREFILL_LAYER_COPIES = 2;
+const PREFILL_SCORE_COPIES = 4.5;
+
+export interface InferenceLoad {
+  quantize: Quantize;
+  /** The base's arithmetic where not quantised; default fp32. */
+  precision?: Precision;
+  /** Slots per row the decode cache is planned for; default {@link INFERENCE_CONTEXT} (at most the model's positions). */
+  contextTokens?: number;
+  /** Rows decoded together; default 1. */
+  rows?: number;
+  /**
+   * Engines of the model loaded together (a chat's base and adapter sides), each with its own
+   * cache and runtime; the weights are one mapped file that all of them read. Default 1.
+   */
+  engines?: number;
+  /** A live adapter's parameters, fed in fp32 beside the base. Default 0. */
+  loraParameters?: number;
+}
+
+export interface InferenceEstimate {
+  weights: number;
+  cache: number;
+  runtime: number;
+  total: number;
+}
+
+/** The projections, the head and the norms as an inference engine holds them (see the module comment). */
+export function inferenceWeightBytes(shape: ModelShape, quantize: Quantize, precision: Precision = 'fp32'): number {
+  let projections = 0;
+  for (const t of LORA_TARGETS) {
+    const [inF, outF] = targetDims(shape, t);
+    projections += quantize === 'none' ? inF * outF * (precision === 'fp16' ? 2 : 4) : quantizedBytes(outF, inF, quantize === 'int8' ? 8 : 4);
+  }
+  const head = quantize === 'none' ? FP32_HEAD_COPIES * shape.vocabSize * shape.hiddenSize * 4 : quantizedBytes(shape.vocabSize, shape.hiddenSize, 8);
+  const norms = shape.numLayers * (2 * shape.hiddenSize + 2 * shape.headDim) + shape.hiddenSize;
+  return shape.numLayers * projections + head + norms * 4;
+}
+
+/** The estimate for one loaded engine (see the module comment). */
+export function estimateInferenceMemory(shape: ModelShape, load: InferenceLoad): InferenceEstimate {
+  const rows = load.rows ?? 1;
+  const context = Math.min(load.contextTokens ?? INFERENCE_CONTEXT, shape.maxPositionEmbeddings);
+  const slots = Math.max(1, Math.ceil(context / SLOT_BLOCK)) * SLOT_BLOCK;
+  const engines = load.engines ?? 1;
+  const weights = inferenceWeightBytes(shape, load.quantize, load.precision) + 4 * (load.loraParameters ?? 0);
+  const cache = engines * shape.numLayers * 2 * shape.numKvHeads * shape.headDim * 4 * slots * rows;
+  const H = shape.hiddenSize, q = shape.numHeads * shape.headDim, kv = shape.numKvHeads * shape.headDim, I = shape.intermediateSize;
+  const piece = Math.min(PREFILL_PIECE, context) * rows;
+  const prefill = 4 * piece * (PREFILL_LAYER_COPIES * (6 * H + 5 * q + 4 * kv + 5 * I) + PREFILL_SCORE_COPIES * shape.numHeads * slots);
+  const c = COEFFICIENTS;
+  const runtime = engines * (c.runtime + c.tableCopies * shape.vocabSize * H * 4 + c.tokenizerPerToken * shape.vocabSize + prefill);
+  return { weights, cache, runtime, total: weights + cache + runtime };
+}
+
+/** The weights' forms from the most exact to the smallest, as a load tries them. */
+export const INFERENCE_FORMS: readonly Quantize[] = QUANTIZE_CHOICES;
+
+/** `--quantize auto`: the most exact form (fp32, then int8, then int4) whose estimate fits in `available` bytes; null when not even int4 fits. */
+export function fittingForm(shape: ModelShape, available: number, load: Omit<InferenceLoad, 'quantize'> = {}): Quantize | null {
+  return INFERENCE_FORMS.find((quantize) => estimateInferenceMemory(shape, { ...load, quantize }).total <= available) ?? null;
+}
