@@ -19,7 +19,9 @@ import { readTasks, taskContext } from '../rollout/tasks.js';
 import { ToolRegistry, type Tool } from '../rollout/tools.js';
 import { loopbackUrl, readToolSchemas, userTools } from '../rollout/user-tools.js';
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { DEVICE_OPTION, deviceFlag, modelFlag, precisionFlag } from './model-flags.js';
+import { DEVICE_OPTION, deviceFlag, loadQuantizeFlag, modelFlag, precisionFlag, QUANTIZE_OPTION } from './model-flags.js';
+import { fitInference } from '../model/inference-fit.js';
+import { defaultPrecision } from '../../src-shared/training.js';
 
 const D = ON_POLICY_DEFAULTS;
 
@@ -47,6 +49,7 @@ export const spec = {
     'tool-error-limit': { type: 'string', default: String(D.toolErrorLimit), value: 'N', help: 'failed tool calls after which an episode stops' },
     'contexts-per-batch': { type: 'string', default: String(D.contextsPerStep), value: 'N', help: 'tasks generated together (each with its K episodes) in one batch' },
     ...DB_OPTION,
+    ...QUANTIZE_OPTION,
     ...DEVICE_OPTION,
     threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
     ...jsonOption('print the counts and the success rate as one JSON object'),
@@ -119,8 +122,14 @@ export const command: Command = async (argv) => {
   const config = Checkpoint.open(values.model).config;
   const adapter = values.adapter ? readAdapter(values.adapter, config) : undefined;
 
+  const precision = precisionFlag(values.precision);
+  const fit = fitInference(values.model, {
+    quantize: loadQuantizeFlag(values.quantize), ignoreMemory: values['ignore-memory'], reader: 'cli', precision: precision ?? defaultPrecision(device), rows: perBatch, lora: adapter?.lora,
+  });
+  if (fit.note) process.stderr.write(`note: ${fit.note}\n`);
+
   const store = await openHistory(values.db);
-  const engine = ModelEngine.open(values.model, { device, precision: precisionFlag(values.precision), threads: threads || undefined, lora: adapter?.lora });
+  const engine = ModelEngine.open(values.model, { device, precision, threads: threads || undefined, lora: adapter?.lora, quantize: fit.quantize });
   try {
     if (adapter) engine.setLora(adapter.weights);
     const registry = new ToolRegistry([...builtinTools({ store }), ...extraTools], { timeoutMs });

@@ -16,7 +16,9 @@
 // --quantize int8|int4 scores with weight-only quantised linear layers (docs/design.md
 // §Quantisation): faster, but the log-probs are no longer the fp32 ones training computes, so
 // a note on stderr says how far they drift (max and mean |Δ log-prob| on a fixed text, measured
-// against fp32 in the same run). Not with --adapter.
+// against fp32 in the same run). The default, auto, keeps fp32 where it fits the memory
+// available (model/inference-fit.ts). With --adapter too: the adapter's branch adds to the
+// quantised projections as in an on-policy run's rollouts.
 import { offeredTools } from '../../src-shared/offered-tools.js';
 import { UserError } from '../../src-shared/types.js';
 import { AtomicFileWriter, PRIVATE_FILE_MODE } from '../store/atomic-file.js';
@@ -32,7 +34,8 @@ import { windowedResponse } from '../train/fit-max-length.js';
 import { intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 import { DEVICE_OPTION, deviceFlag, loadQuantizeFlag, modelFlag, precisionFlag, QUANTIZE_OPTION } from './model-flags.js';
 import { driftNote, type QuantDrift } from '../model/quant-drift.js';
-import type { LoadQuantize } from '../model/inference-fit.js';
+import { fitInference, type LoadQuantize } from '../model/inference-fit.js';
+import { defaultPrecision } from '../../src-shared/training.js';
 import type { Quantize } from '../model/quantize.js';
 
 /** Rows scored at once. */
@@ -57,7 +60,7 @@ export const spec = {
     ...DEVICE_OPTION,
     'batch-size': { type: 'string', value: 'N', help: 'rows scored at once', otherwise: String(BATCH_SIZE) },
     threads: { type: 'string', value: 'N', help: 'ONNX Runtime intra-op threads', otherwise: "ONNX Runtime's own choice" },
-    ...jsonOption('print {rows, tokens, out, execution_provider, seconds} (+ quantize, drift) as one JSON object'),
+    ...jsonOption('print {rows, tokens, out, execution_provider, seconds, quantize} (+ drift from fp32, when quantised) as one JSON object'),
   },
 } as const;
 const USAGE = usageLine(spec);
@@ -150,15 +153,18 @@ interface Scored {
   positions: number;
   logprobs: number[][];
   executionProvider: string;
-  /** The weights' form (the base path; the adapter path scores in fp32). */
+  /** The form the base's weights scored in. */
   quantize: Quantize;
   drift?: QuantDrift;
 }
 
+/** The --quantize and --ignore-memory asked for. */
+interface LoadAsked { quantize: LoadQuantize; ignoreMemory: boolean; reader: 'cli' }
+
 /** Where and how the model runs: the device, its arithmetic, the threads. */
 interface Placement { device: Device; precision?: Precision; threads: number }
 
-async function scoreBase(values: { model: string; input: string }, { device, precision, threads }: Placement, batchSize: number, asked: { quantize: LoadQuantize; ignoreMemory: boolean; reader: 'cli' }): Promise<Scored> {
+async function scoreBase(values: { model: string; input: string }, { device, precision, threads }: Placement, batchSize: number, asked: LoadAsked): Promise<Scored> {
   const model = await LocalModel.load(values.model, { device, precision, threads: threads || undefined, ...asked });
   if (model.weightsNote) process.stderr.write(`note: ${model.weightsNote}\n`);
   try {
@@ -172,16 +178,18 @@ async function scoreBase(values: { model: string; input: string }, { device, pre
   }
 }
 
-async function scoreAdapter(values: { model: string; input: string; adapter: string }, { device, precision, threads }: Placement, batchSize: number): Promise<Scored> {
+async function scoreAdapter(values: { model: string; input: string; adapter: string }, { device, precision, threads }: Placement, batchSize: number, asked: LoadAsked): Promise<Scored> {
   const config = Checkpoint.open(values.model).config;
   const adapter = readAdapter(values.adapter, config);
   const { rows, windowed, callsLeftOut } = readScoreInput(values.input, ChatTokenizer.load(values.model), config.maxPositionEmbeddings);
   checkRows(rows, config, values.input);
-  const engine = ModelEngine.open(values.model, { device, precision, threads: threads || undefined, lora: adapter.lora });
+  const fit = fitInference(values.model, { ...asked, precision: precision ?? defaultPrecision(device), lora: adapter.lora });
+  if (fit.note) process.stderr.write(`note: ${fit.note}\n`);
+  const engine = ModelEngine.open(values.model, { device, precision, threads: threads || undefined, lora: adapter.lora, quantize: fit.quantize });
   try {
     engine.setLora(adapter.weights);
     const logprobs = await engine.score(rows, { batchSize });
-    return { rows, windowed, callsLeftOut, positions: config.maxPositionEmbeddings, logprobs, executionProvider: engine.executionProvider ?? device, quantize: 'none' };
+    return { rows, windowed, callsLeftOut, positions: config.maxPositionEmbeddings, logprobs, executionProvider: engine.executionProvider ?? device, quantize: fit.quantize };
   } finally {
     await engine.close();
   }
@@ -193,14 +201,13 @@ export const command: Command = async (argv) => {
   values.model = modelFlag(values.model);
   const device = deviceFlag(values.device);
   const asked = { quantize: loadQuantizeFlag(values.quantize), ignoreMemory: values['ignore-memory'], reader: 'cli' as const };
-  if (values.adapter && asked.quantize !== 'auto' && asked.quantize !== 'none') throw new UsageError(`--quantize does not apply with --adapter (the adapter path scores in fp32)\n${USAGE}`);
   const batchSize = intFlag('batch-size', values['batch-size'], BATCH_SIZE, 1);
   const threads = intFlag('threads', values.threads, 0, 0);
   const started = Date.now();
   const { model, input, out, adapter } = values;
   const placement: Placement = { device, precision: precisionFlag(values.precision), threads };
   const { rows, windowed, callsLeftOut, positions, logprobs, executionProvider: ep, quantize, drift } = adapter
-    ? await scoreAdapter({ model, input, adapter }, placement, batchSize)
+    ? await scoreAdapter({ model, input, adapter }, placement, batchSize, asked)
     : await scoreBase({ model, input }, placement, batchSize, asked);
   // A log-prob that is not finite (an adapter or model whose values overflow) is no score: refused, nothing written.
   const bad = logprobs.findIndex((lp) => lp.some((x) => !Number.isFinite(x)));
@@ -219,7 +226,7 @@ export const command: Command = async (argv) => {
   if (windowed) process.stderr.write(`${windowed} of ${rows.length} conversations kept only their latest turns, to fit the model's ${positions} positions\n`);
   if (callsLeftOut) process.stderr.write(`${callsLeftOut} of ${rows.length} replies call tools this model's chat template does not write: their text alone was scored\n`);
   process.stderr.write(`scored ${rows.length} rows (${tokens} tokens)${adapter ? ` with adapter ${adapter}` : ''} in ${seconds.toFixed(2)} s on ${ep} → ${out}\n`);
-  const quantJson = drift ? { quantize, drift: { tokens: drift.tokens, max_abs: drift.maxAbs, mean_abs: drift.meanAbs } } : {};
+  const quantJson = { quantize, ...(drift ? { drift: { tokens: drift.tokens, max_abs: drift.maxAbs, mean_abs: drift.meanAbs } } : {}) };
   if (values.json) printJson({ rows: rows.length, tokens, out, execution_provider: ep, seconds, ...(adapter ? { adapter } : {}), ...quantJson });
   return 0;
 };

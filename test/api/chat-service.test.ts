@@ -1,7 +1,8 @@
 // The Chat page's service on the demo model: bad input refused in one line before anything
 // loads; a turn streams the base and an adapter side by side with one seed; models stay loaded
 // between turns and close when the model changes or the chat ends; Stop ends both replies
-// mid-way; and a turn is recorded through live capture only while capture is on.
+// mid-way; both sides answer in the form of the weights that fits them together; and a turn
+// is recorded through live capture only while capture is on.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -19,6 +20,10 @@ import { initLora, loraBKey, loraSpecs } from '../../src-main/train/lora.js';
 import { writeAdapter } from '../../src-main/train/peft.js';
 import { EventHub } from '../../src-main/workspace/event-hub.js';
 import { TEST_TIMEOUT_MS, waitUntil } from '../helpers/deadlines.js';
+import { withEnv } from '../helpers/env.js';
+import { estimateInferenceMemory } from '../../src-shared/inference-memory.js';
+import type { Quantize } from '../../src-shared/training.js';
+import { modelShape } from '../../src-main/model/host-memory.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const DEMO_MODEL = path.join(ROOT, 'resources', 'models', 'stories260K');
@@ -40,10 +45,11 @@ function writeTestAdapter(seed: number): void {
 
 /** A service over the real loader that counts loads and closes. */
 function chatService(events = new EventHub()) {
-  const counts = { loads: 0, closes: 0 };
-  const load: ChatModelLoader = async (modelDir, adapter, device) => {
+  const counts = { loads: 0, closes: 0, forms: [] as Quantize[] };
+  const load: ChatModelLoader = async (modelDir, adapter, device, quantize) => {
     counts.loads++;
-    const model = await loadAdaptedModel(modelDir, adapter, { device });
+    const model = await loadAdaptedModel(modelDir, adapter, { device, quantize, ignoreMemory: true });
+    counts.forms.push(model.quantize);
     const close = model.close.bind(model);
     model.close = () => {
       counts.closes++;
@@ -170,6 +176,26 @@ describe('the chat service', { timeout: TEST_TIMEOUT_MS }, () => {
     }
     expect(stopped.sides.some((s) => s.text.length > 0)).toBe(true);
     await service.end();
+  });
+
+  it('answers both sides in one form that fits them together, says so, and refuses before loading where none fits', async () => {
+    const shape = modelShape(DEMO_MODEL);
+    const both = (quantize: Quantize) => estimateInferenceMemory(shape, { quantize, engines: 2 }).total;
+    const { service, events, counts } = chatService();
+    let turn = 0;
+    const state = await withEnv('HINDSIGHT_MEMORY_BUDGET', String(Math.floor((both('none') + both('int8')) / 2)), async () => {
+      const done = finished(events, () => turn);
+      turn = service.start({ modelDir: DEMO_MODEL, adapterDir, base: hello, adapter: hello, sampling: SAMPLING }).turn;
+      return done;
+    });
+    expect(state.sides.map((s) => s.status)).toEqual(['done', 'done']);
+    expect(state.weightsNote).toMatch(/^int8 weights: fp32 would need about .*\(HINDSIGHT_MEMORY_BUDGET\)$/);
+    expect(counts.forms).toEqual(['int8', 'int8']);
+    await service.end();
+    await withEnv('HINDSIGHT_MEMORY_BUDGET', String(Math.floor(both('int4') - 1)), async () => {
+      expect(() => service.start({ modelDir: DEMO_MODEL, adapterDir, base: hello, adapter: hello, sampling: SAMPLING })).toThrow(/needs about .* to answer even with int4 weights/);
+    });
+    expect(counts.loads).toBe(2);
   });
 
   it('the engine stops on the flag after the token it is on', async () => {
