@@ -9,7 +9,8 @@
  * the second message does not reload. A turn with another model or adapter closes the ones it
  * no longer needs; ending the chat (Clear) or closing the app closes them all. Each model runs
  * in its own worker thread (src-main/model/local-model.ts), so the two sides generate in
- * parallel; an adapter is merged into a cached copy first (src-main/train/adapted-model.ts).
+ * parallel; an adapter is fed beside the base weights (src-main/train/adapted-model.ts), both
+ * sides in the one form of the weights that fits them together (ChatForm).
  *
  * Capture: a turn is recorded only where live capture runs (`serve`) and is on, through the
  * very hook the /v1 endpoint uses, each side as its own captured session

@@ -24,7 +24,7 @@ export interface ServeOptions {
   log?: (line: string) => void;
   /** The model the OpenAI-compatible /v1 API serves; default: the settings' model folder (the demo model until changed). */
   openaiModelDir?: string;
-  /** A PEFT LoRA adapter the /v1 API serves applied to that model (merged once, cached). */
+  /** A PEFT LoRA adapter the /v1 API serves applied to that model (fed beside its weights). */
   openaiAdapterDir?: string;
   /** `serve --capture`: turns live capture on (saved in Settings, where the user can turn it off). */
   capture?: boolean;

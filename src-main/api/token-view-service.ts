@@ -4,8 +4,8 @@
 // The rows and the arithmetic are the trainer's (src-main/train/token-gap.ts); the log-probs
 // come from the chosen model (the settings' default model folder unless the call names one)
 // scoring in its worker thread (src-main/model/local-model.ts), so the app never blocks on
-// ONNX Runtime. An adapter is applied merged, as the capture endpoint serves it
-// (src-main/openai/served-model.ts). Progress goes out as `tokenview.progress`; a request is
+// ONNX Runtime. An adapter is fed beside the base, as the capture endpoint serves it
+// (src-main/train/adapted-model.ts). Progress goes out as `tokenview.progress`; a request is
 // cancelled by `cancel({ job: 'tokenView' })` or by a newer request (the inspector follows the selection),
 // between two worker calls. Views are cached in memory, least recently used out, under a key
 // made of the model, the adapter's bytes and the very token ids scored (so the context, the

@@ -1,8 +1,9 @@
 // `hindsight generate --model DIR --prompt TEXT [--max-new-tokens N] [--temperature T]
 // [--top-p P] [--seed S] [--stop STR]… [--n N] [--quantize auto|none|int8|int4] [--device cpu|cuda]
 // [--adapter DIR] [--no-chat-template] [--json]`.
-// --adapter applies a PEFT LoRA adapter (Hindsight's or one trained elsewhere), merged once
-// into a cached folder as `serve --adapter` does (src-main/train/adapted-model.ts).
+// --adapter applies a PEFT LoRA adapter (Hindsight's or one trained elsewhere), fed beside the
+// base weights as `serve --adapter` does (src-main/train/adapted-model.ts). --quantize auto (the
+// default) keeps fp32 where it fits the memory available (src-main/model/inference-fit.ts).
 // The prompt goes through the model's chat template as one user message unless
 // --no-chat-template (then it is raw text, BOS added where the tokenizer adds one).
 // Prints the reply on stdout; with --json, one object with the reply, its reasoning, tool

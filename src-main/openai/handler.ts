@@ -93,14 +93,19 @@ class ModelSlot {
   private current: Loaded | null = null;
   /** A model loaded ahead of a swap (preload), promoted by the first request that asks for it. */
   private staged: Loaded | null = null;
-  constructor(private readonly device: Device) {}
+  constructor(
+    private readonly device: Device,
+    /** Where a load that had to leave fp32 says so (../model/inference-fit.ts). */
+    private readonly log: (line: string) => void,
+  ) {}
 
   private entry(dir: string, adapter: string | null): Loaded {
     const resolved = path.resolve(dir);
     const resolvedAdapter = adapter ? path.resolve(adapter) : null;
-    // Loading is started from a microtask so a merge that throws becomes a rejected load.
+    // Loading is started from a microtask so an adapter that fails its checks becomes a rejected load.
     const model = Promise.resolve().then(() => loadServedModel(resolved, resolvedAdapter, this.device));
     const entry: Loaded = { key: slotKey(dir, adapter), id: servedModelId(resolved, resolvedAdapter), model, active: 0, retired: false };
+    model.then((m) => m.weightsNote && this.log(`${entry.id}: ${m.weightsNote}`), () => {});
     model.catch(() => {
       // A failed load is retried by the next request.
       if (this.current === entry) this.current = null;
@@ -198,8 +203,8 @@ export interface OpenAiHandler {
 }
 
 export function createOpenAiHandler(options: OpenAiHandlerOptions): OpenAiHandler {
-  const slot = new ModelSlot(options.device ?? 'cpu');
   const log = options.log ?? ((line: string) => process.stderr.write(`hindsight openai: ${line}\n`));
+  const slot = new ModelSlot(options.device ?? 'cpu', log);
   const adapterDir = () => options.adapterDir?.() || null;
   const modelId = () => servedModelId(options.modelDir(), adapterDir());
 

@@ -16,6 +16,7 @@ import type { Quantize } from '../../src-shared/training.js';
 import { fitInference } from '../../src-main/model/inference-fit.js';
 import { modelShape } from '../../src-main/model/host-memory.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
+import { startOpenAiServer } from '../../src-main/openai/server.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 import { runCli } from '../helpers/cli.js';
 import { withEnv } from '../helpers/env.js';
@@ -138,5 +139,23 @@ describe('loading within the memory there is', () => {
       const forced = await runCli('generate', '--model', model, '--prompt', 'hello', '--quantize', 'none', '--ignore-memory', '--max-new-tokens', '2', '--no-chat-template', '--json');
       expect([forced.code, forced.json().quantize]).toEqual([0, 'none']);
     });
+  });
+
+  it('the endpoint answers from the form that fits, and logs which', async () => {
+    const lines: string[] = [];
+    await withEnv('HINDSIGHT_MEMORY_BUDGET', between(need.none, need.int8), async () => {
+      const server = await startOpenAiServer({ modelDir: model, token: 't', port: 0, log: (line) => lines.push(line) });
+      try {
+        const res = await fetch(`${server.baseUrl}/chat/completions`, {
+          method: 'POST',
+          headers: { Authorization: 'Bearer t', 'Content-Type': 'application/json' },
+          body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }),
+        });
+        expect(res.status).toBe(200);
+      } finally {
+        await server.close();
+      }
+    });
+    expect(lines).toEqual([expect.stringMatching(/^model: int8 weights: fp32 would need about \d+ MB; /)]);
   });
 });
