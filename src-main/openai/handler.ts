@@ -54,6 +54,7 @@ import type { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
 import { chatPrompt, completeChat, completeChats, tokenLogprobs, type ChatPrompt, type ChatResult, type StreamDelta } from './local-chat.js';
 import { loadServedModel, servedModelId } from './served-model.js';
+import type { Quantize } from '../model/quantize.js';
 import type { CaptureHook, CaptureTicket, FeedbackHandler } from './capture-hook.js';
 import { chunkBody, completionBody, errorBody, parseChatRequest, RequestError, type ChatRequest } from './protocol.js';
 import { forwardChat, type UpstreamTarget } from './upstream.js';
@@ -83,6 +84,8 @@ const MAX_BODY = 8 * 1024 * 1024;
 interface Loaded {
   key: string;
   id: string;
+  /** The model folder, resolved. */
+  dir: string;
   model: Promise<LocalModel>;
   active: number;
   retired: boolean;
@@ -99,12 +102,13 @@ class ModelSlot {
     private readonly log: (line: string) => void,
   ) {}
 
-  private entry(dir: string, adapter: string | null): Loaded {
+  /** `form`: the weights' form to load in without a memory check (a model beside the current one that shares its weights). */
+  private entry(dir: string, adapter: string | null, form?: Quantize): Loaded {
     const resolved = path.resolve(dir);
     const resolvedAdapter = adapter ? path.resolve(adapter) : null;
     // Loading is started from a microtask so an adapter that fails its checks becomes a rejected load.
-    const model = Promise.resolve().then(() => loadServedModel(resolved, resolvedAdapter, this.device));
-    const entry: Loaded = { key: slotKey(dir, adapter), id: servedModelId(resolved, resolvedAdapter), model, active: 0, retired: false };
+    const model = Promise.resolve().then(() => loadServedModel(resolved, resolvedAdapter, this.device, form));
+    const entry: Loaded = { key: slotKey(dir, adapter), id: servedModelId(resolved, resolvedAdapter), dir: resolved, model, active: 0, retired: false };
     model.then((m) => m.weightsNote && this.log(`${entry.id}: ${m.weightsNote}`), () => {});
     model.catch(() => {
       // A failed load is retried by the next request.
@@ -114,15 +118,31 @@ class ModelSlot {
     return entry;
   }
 
-  /** Loads dir + adapter beside the current model; resolves once it is ready to answer. */
+  /**
+   * Loads dir + adapter beside the current model; resolves once it is ready to answer. The same
+   * model with another adapter (live capture's swap to a new fine-tune) loads in the current
+   * one's form of the weights, which both read from one mapped file: checked again, the memory
+   * the current one holds would count twice, and could put the new adapter on a coarser form.
+   */
   async prepare(dir: string, adapter: string | null): Promise<void> {
     const key = slotKey(dir, adapter);
     if (this.current?.key === key) return void (await this.current.model);
     if (this.staged?.key !== key) {
-      if (this.staged) this.retire(this.staged);
-      this.staged = this.entry(dir, adapter);
+      const form = await this.currentForm(dir);
+      // Another prepare of this key may have staged it while the current model was awaited.
+      if (this.staged?.key !== key) {
+        if (this.staged) this.retire(this.staged);
+        this.staged = this.entry(dir, adapter, form);
+      }
     }
-    await this.staged.model;
+    await this.staged!.model;
+  }
+
+  /** The current model's form of the weights, where it is `dir` and loaded. */
+  private async currentForm(dir: string): Promise<Quantize | undefined> {
+    const current = this.current;
+    if (current?.dir !== path.resolve(dir)) return undefined;
+    return current.model.then((m) => m.quantize, () => undefined);
   }
 
   async acquire(dir: string, adapter: string | null, waitMs: number): Promise<{ model: LocalModel; id: string; release: () => void }> {

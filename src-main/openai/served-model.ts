@@ -7,6 +7,7 @@
 import path from 'node:path';
 import type { LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
+import type { Quantize } from '../model/quantize.js';
 import { loadAdaptedModel } from '../train/adapted-model.js';
 
 /** The id clients see: the model folder's name, plus the adapter folder's name when one is applied. */
@@ -15,6 +16,7 @@ export function servedModelId(modelDir: string, adapterDir: string | null): stri
   return adapterDir ? `${base}+${path.basename(path.resolve(adapterDir))}` : base;
 }
 
-export async function loadServedModel(modelDir: string, adapterDir: string | null, device: Device): Promise<LocalModel> {
-  return loadAdaptedModel(modelDir, adapterDir, { device });
+/** `form`: load in this form of the weights without a memory check (one the caller checked); else the form that fits. */
+export async function loadServedModel(modelDir: string, adapterDir: string | null, device: Device, form?: Quantize): Promise<LocalModel> {
+  return loadAdaptedModel(modelDir, adapterDir, form ? { device, quantize: form, ignoreMemory: true } : { device });
 }

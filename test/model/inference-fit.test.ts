@@ -7,6 +7,7 @@
  * HINDSIGHT_MEMORY_BUDGET, set between the estimates of two forms of a small random model.
  */
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +18,10 @@ import { fitInference } from '../../src-main/model/inference-fit.js';
 import { modelShape } from '../../src-main/model/host-memory.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { startOpenAiServer } from '../../src-main/openai/server.js';
+import { createOpenAiHandler } from '../../src-main/openai/handler.js';
+import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
+import { initLora, loraSpecs } from '../../src-main/train/lora.js';
+import { writeAdapter } from '../../src-main/train/peft.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 import { runCli } from '../helpers/cli.js';
 import { withEnv } from '../helpers/env.js';
@@ -139,6 +144,36 @@ describe('loading within the memory there is', () => {
       const forced = await runCli('generate', '--model', model, '--prompt', 'hello', '--quantize', 'none', '--ignore-memory', '--max-new-tokens', '2', '--no-chat-template', '--json');
       expect([forced.code, forced.json().quantize]).toEqual([0, 'none']);
     });
+  });
+
+  it('a swap to a new adapter loads in the served model\'s form, without counting its weights again', async () => {
+    const adapterDir = path.join(dir, 'adapter');
+    const config = Checkpoint.open(model).config;
+    const lora = { r: 2, alpha: 4, targets: ['q', 'v'] as ('q' | 'v')[] };
+    const specs = loraSpecs(config, lora.targets);
+    writeAdapter(adapterDir, { lora, specs, weights: initLora(specs, lora.r, 1), baseModel: model });
+    const lines: string[] = [];
+    let adapter: string | null = null;
+    const handler = createOpenAiHandler({ modelDir: () => model, adapterDir: () => adapter, log: (line) => lines.push(line) });
+    const server = http.createServer((req, res) => void handler.route(req, res, () => null));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const ask = async () => (await fetch(`http://127.0.0.1:${(server.address() as { port: number }).port}/v1/chat/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
+    })).json();
+    try {
+      await withEnv('HINDSIGHT_MEMORY_BUDGET', between(need.none, need.int8), async () => expect((await ask()).model).toBe('model'));
+      expect(lines).toEqual([expect.stringMatching(/^model: int8 weights: /)]);
+      // Memory left for no second copy: checked afresh, the adapter's load would be refused.
+      await withEnv('HINDSIGHT_MEMORY_BUDGET', String(need.int4 - 1), async () => {
+        await handler.preload(model, adapterDir);
+        adapter = adapterDir;
+        expect((await ask()).model).toBe('model+adapter');
+      });
+      expect(lines).toHaveLength(1);
+    } finally {
+      server.close();
+      await handler.close();
+    }
   });
 
   it('the endpoint answers from the form that fits, and logs which', async () => {
