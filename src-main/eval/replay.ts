@@ -100,7 +100,8 @@ const breathe = () => new Promise<void>((resolve) => setImmediate(resolve));
 export async function replay(contexts: readonly ReplayContext[], models: readonly ReplayModel[], run: ReplayRun): Promise<Replayed> {
   const out: Replayed = { replies: new Map(), generated: new Map(), judged: false, stopped: false };
   // One form of the weights for every model compared, chosen before the first loads (they load one at a time).
-  const { quantize } = fitInference(run.modelDir, { quantize: 'auto', precision: defaultPrecision(run.device) });
+  const { quantize, note } = fitInference(run.modelDir, { quantize: 'auto', precision: defaultPrecision(run.device) });
+  if (note) run.onProgress?.(models[0]?.name ?? 'base', 0, contexts.length, `replay: ${note}`);
   for (const m of models) {
     if (out.stopped) break;
     out.stopped = await generateFor(m, contexts, { ...run, quantize }, out);

@@ -17,6 +17,9 @@ import { scriptedServer, type ScriptedServer } from '../judge/helpers.js';
 import { conv, fakeExport, tempDir, tempWorkspace } from '../store/helpers.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { writeRealTinyModel } from '../../tools/real-tokenizers.js';
+import { estimateInferenceMemory } from '../../src-shared/inference-memory.js';
+import { modelShape } from '../../src-main/model/host-memory.js';
+import { withEnv } from '../helpers/env.js';
 
 const MODEL = path.resolve('resources/models/stories260K');
 
@@ -120,6 +123,29 @@ describe('replay on the demo model', () => {
     expect(replies).toHaveLength(2);
     expect(replies.flatMap((x) => x.votes)).toHaveLength(4);
     expect(replay.judge).toBe(`local:${MODEL}`);
+  }, 120_000);
+});
+
+describe('replay where fp32 does not fit', () => {
+  it('generates under every model in the one form of the weights that fits, and says so first', async () => {
+    const opened = await tempWorkspace();
+    await opened.ws.importExport(fakeExport('stories.jsonl', [conv('story', [['user', 'Tell me a story.'], ['assistant', 'Once upon a time.'], ['user', 'Lovely!']])]));
+    opened.ws.setHeldOut(['openai:story'], true);
+    const samples = opened.ws.evaluationSamples('heldout');
+    await opened.ws.close();
+    const ckpt = Checkpoint.open(MODEL);
+    const lora = { r: 2, alpha: 4, targets: ['q' as const] };
+    const specs = loraSpecs(ckpt.config, lora.targets);
+    const adapter = path.join(tempDir('hindsight-replay-form-'), 'tiny');
+    writeAdapter(adapter, { lora, specs, weights: initLora(specs, lora.r, 1), baseModel: MODEL });
+    const need = (quantize: 'none' | 'int8') => estimateInferenceMemory(modelShape(MODEL), { quantize }).total;
+    const messages: string[] = [];
+    const report = await withEnv('HINDSIGHT_MEMORY_BUDGET', String(Math.floor((need('none') + need('int8')) / 2)), () => evaluate({
+      modelDir: MODEL, adapters: [adapter], samples, split: { name: 'heldout', sessions: 1, samples: 1 }, metrics: ['replay'], seed: 0, device: 'cpu',
+      replay: { rollouts: 1, votes: 1, maxNewTokens: 4, judge: { backend: 'local', modelDir: MODEL, maxTokens: 4 } },
+    }, { onProgress: (p) => messages.push(p.message) }));
+    expect(messages[0]).toMatch(/^replay: int8 weights: fp32 would need about .* \(HINDSIGHT_MEMORY_BUDGET\)$/);
+    expect(report.models.map((m) => Object.keys((m.replay as ReplayMetrics).replies))).toEqual([['openai:story/1'], ['openai:story/1']]);
   }, 120_000);
 });
 
