@@ -32,6 +32,7 @@ import { defaultMaxLength } from '../../src-shared/training.js';
 import { UserError } from '../../src-shared/types.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
+import { fitInference } from '../model/inference-fit.js';
 import type { Device } from '../model/ort-session.js';
 import { ChatTokenizer } from '../model/tokenizer.js';
 import { evalRowsFromSamples, sampleScores, teacherLogprobs, type EvalRow, type SpanScorer } from '../train/eval-rows.js';
@@ -112,7 +113,8 @@ export async function evaluate(options: EvalOptions, hooks: EvalHooks = {}): Pro
   let cancelled = false;
   if (scoring && rows.length > 0) {
     try {
-      await measureAll({ rows, lessons: lessonRows?.rows ?? null }, checkpoint, adapters, options, hooks, measured);
+      const form = await measureAll({ rows, lessons: lessonRows?.rows ?? null }, checkpoint, adapters, options, hooks, measured);
+      if (form) notes.push(`likelihood and hints measured with ${form}`);
     } catch (err) {
       if (!(err instanceof Stopped)) throw err;
       cancelled = true;
@@ -122,6 +124,7 @@ export async function evaluate(options: EvalOptions, hooks: EvalHooks = {}): Pro
   const generation = cancelled ? { replayed: null, why: 'the run stopped before replay' } : await runReplay(options, adapters, hooks);
   const bound = replaySettings(options).contexts;
   if (generation.replayed && bound !== undefined && bound < options.samples.length) notes.push(`replay covers the first ${bound} of the ${options.samples.length} held-out contexts (--replay-contexts)`);
+  if (generation.replayed?.weightsNote) notes.push(`replay generated with ${generation.replayed.weightsNote}`);
   if (generation.replayed?.stopped) {
     cancelled = true;
     notes.push('stopped during replay: replay covers the contexts generated and judged under every model');
@@ -173,7 +176,7 @@ function loadAdapters(dirs: readonly string[], checkpoint: Checkpoint): { name: 
 /** Measures the base (and the lessons, in its session), then every adapter, one scoring session per adapter shape. */
 async function measureAll(
   { rows, lessons }: { rows: EvalRow[]; lessons: EvalRow[] | null }, checkpoint: Checkpoint, adapters: ReturnType<typeof loadAdapters>, o: EvalOptions, hooks: EvalHooks, out: Measured[],
-): Promise<void> {
+): Promise<string | null> {
   const groups: (typeof adapters)[] = [];
   for (const a of adapters) {
     const group = groups.find((g) => sameShape(g[0]!.adapter.lora, a.adapter.lora));
@@ -182,9 +185,12 @@ async function measureAll(
   }
   if (groups.length === 0) groups.push([]);
   const longestRow = Math.max(...[...rows, ...(lessons ?? [])].flatMap((r) => [r.student, r.teacher, r.repair].map((span) => span?.inputIds.length ?? 0)));
+  const batchSize = o.batchSize ?? DEFAULT_BATCH;
+  // Every model measured in one form of the weights, the most exact that fits a batch of the longest rows.
+  const fit = fitInference(o.modelDir, { quantize: 'auto', rows: batchSize, contextTokens: longestRow });
+  if (fit.note) hooks.onProgress?.({ model: BASE_MODEL_NAME, done: 0, total: rows.length, message: `likelihood: ${fit.note}` });
   for (const [i, group] of groups.entries()) {
-    const batchSize = o.batchSize ?? DEFAULT_BATCH;
-    const scorer = await LoraScorer.create(checkpoint, group[0]?.adapter.lora ?? BASE_ONLY_SHAPE, { device: o.device, threads: o.threads, batchSize, longestRow });
+    const scorer = await LoraScorer.create(checkpoint, group[0]?.adapter.lora ?? BASE_ONLY_SHAPE, { device: o.device, threads: o.threads, batchSize, longestRow, quantize: fit.quantize });
     const measure = (weights: LoadedAdapter['weights'] | null, name: string, scores: SampleScore[], teacher: (Float32Array | undefined)[]) =>
       measureModel(rows, (spans) => scorer.score(spans, weights), weights === null, { name, batchSize, hooks }, scores, teacher);
     try {
@@ -207,6 +213,7 @@ async function measureAll(
       await scorer.close();
     }
   }
+  return fit.note;
 }
 
 /**

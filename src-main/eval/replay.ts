@@ -54,6 +54,8 @@ export interface Replayed {
   generated: Map<string, GeneratedReply[]>;
   judged: boolean;
   stopped: boolean;
+  /** Why the models generated with int8 or int4 weights (fp32 did not fit), or null. */
+  weightsNote: string | null;
 }
 
 export interface ReplayRun {
@@ -98,10 +100,10 @@ export function replySeed(seed: number, key: string, k: number): number {
 const breathe = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export async function replay(contexts: readonly ReplayContext[], models: readonly ReplayModel[], run: ReplayRun): Promise<Replayed> {
-  const out: Replayed = { replies: new Map(), generated: new Map(), judged: false, stopped: false };
   // One form of the weights for every model compared, chosen before the first loads (they load one at a time).
   const { quantize, note } = fitInference(run.modelDir, { quantize: 'auto', precision: defaultPrecision(run.device) });
   if (note) run.onProgress?.(models[0]?.name ?? 'base', 0, contexts.length, `replay: ${note}`);
+  const out: Replayed = { replies: new Map(), generated: new Map(), judged: false, stopped: false, weightsNote: note };
   for (const m of models) {
     if (out.stopped) break;
     out.stopped = await generateFor(m, contexts, { ...run, quantize }, out);

@@ -20,6 +20,7 @@ import { DEFAULT_VOCAB_CHUNK } from '../model/chunked-head.js';
 import { SCORE_ATTENTION_CHUNKING, attentionChunksFor, type AttentionChunking } from '../model/attention.js';
 import { checkTokens, modelFeeds, pickAll, toGrid } from './step-feeds.js';
 import type { LoraConfig, LoraTensorSpec, LoraWeights, StepBatch } from './training-step.js';
+import type { Quantize } from '../model/quantize.js';
 
 export interface ScorerOptions {
   device: Device;
@@ -33,6 +34,11 @@ export interface ScorerOptions {
   longestRow?: number;
   /** When attention is chunked; default SCORE_ATTENTION_CHUNKING. */
   attentionChunking?: AttentionChunking;
+  /**
+   * The base's weights as int8 / int4 blocks, as a QLoRA step's forward pass reads them
+   * (./step-graph.ts trainingScheme): where fp32 does not fit (../model/inference-fit.ts). Default none.
+   */
+  quantize?: Quantize;
 }
 
 /** Whether two adapters can share one scoring session. */
@@ -54,7 +60,8 @@ export class LoraScorer {
 
   static async create(checkpoint: Checkpoint, lora: LoraConfig, options: ScorerOptions): Promise<LoraScorer> {
     const attentionChunks = options.longestRow === undefined ? undefined : attentionChunksFor(options.longestRow, options.attentionChunking ?? SCORE_ATTENTION_CHUNKING);
-    const { graph } = buildForwardGraph(checkpointWeights(checkpoint), lora, { vocabChunk: DEFAULT_VOCAB_CHUNK, attentionChunks }, { fusedScores: fusesMatMul(options.device) });
+    const quantize = options.quantize && options.quantize !== 'none' ? { quantize: options.quantize } : {};
+    const { graph } = buildForwardGraph(checkpointWeights(checkpoint), lora, { vocabChunk: DEFAULT_VOCAB_CHUNK, attentionChunks, ...quantize }, { fusedScores: fusesMatMul(options.device) });
     const { session, executionProvider } = await createSession(graph, { device: options.device, threads: options.threads });
     return new LoraScorer(lora, loraSpecs(checkpoint.config, lora.targets), session, executionProvider, options, checkpoint.config.vocabSize);
   }

@@ -17,6 +17,9 @@ import { train, type TrainResult } from '../../src-main/train/trainer.js';
 import { evalRowsFromSamples } from '../../src-main/train/eval-rows.js';
 import { readEvalLog, readLogLines } from '../../src-main/train/trainer-log.js';
 import { runCli } from '../helpers/cli.js';
+import { withEnv } from '../helpers/env.js';
+import { estimateInferenceMemory } from '../../src-shared/inference-memory.js';
+import { modelShape } from '../../src-main/model/host-memory.js';
 import { conv, fakeExport, tempDir, tempWorkspace } from '../store/helpers.js';
 
 const MODEL = path.resolve('resources/models/stories260K');
@@ -157,6 +160,22 @@ describe('evaluate', () => {
     expect(report.models[1]!.likelihood).toEqual(report.models[0]!.likelihood);
   }, 60_000);
 
+  it('measures every model in int8 where fp32 does not fit, says so, and still sees the planted preference', async () => {
+    // What evaluate prices: a batch (8, the default) of its longest row.
+    const { rows } = evalRowsFromSamples(heldOutSamples, ChatTokenizer.load(MODEL), 512);
+    const longest = Math.max(...rows.flatMap((r) => [r.student, r.teacher, r.repair].map((span) => span?.inputIds.length ?? 0)));
+    const need = (quantize: 'none' | 'int8') => estimateInferenceMemory(modelShape(MODEL), { quantize, rows: 8, contextTokens: longest }).total;
+    const report = await withEnv('HINDSIGHT_MEMORY_BUDGET', String(Math.floor((need('none') + need('int8')) / 2)), () => evaluate(options([out()])));
+    expect(report.notes.find((n) => n.startsWith('likelihood and hints measured with'))).toMatch(/^likelihood and hints measured with int8 weights: fp32 would need about /);
+    const fp32 = await evaluate(options([out()]));
+    expect(fp32.notes.some((n) => n.startsWith('likelihood and hints measured with'))).toBe(false);
+    const delta = report.comparisons[0]!.margin_delta!;
+    expect(delta.ci![0]).toBeGreaterThan(0);
+    // int8 moves the log-probs a little, not the comparison.
+    expect(delta.mean!).toBeCloseTo(fp32.comparisons[0]!.margin_delta!.mean!, 1);
+    expect(report.models[0]!.likelihood!.margin.mean).not.toBe(fp32.models[0]!.likelihood!.margin.mean);
+  }, 60_000);
+
   it('keeps what was measured when stopped', async () => {
     let batches = 0;
     const report = await evaluate(options([out()], { batchSize: 2 }), { onProgress: () => batches++, shouldStop: () => batches >= 2 });
@@ -184,7 +203,7 @@ describe('hindsight eval and generate --adapter', () => {
     expect(text.stdout).toMatch(/vs base: too few held-out samples to tell \(n = 8\)/);
   }, 60_000);
 
-  it('generates with an adapter merged in', async () => {
+  it('generates with an adapter applied', async () => {
     const r = await runCli('generate', '--model', MODEL, '--adapter', out(), '--prompt', 'Tell me a story.', '--max-new-tokens', '8', '--json');
     expect(r.code).toBe(0);
     expect(r.json()).toMatchObject({ adapter: out(), execution_provider: 'cpu' });

@@ -145,6 +145,7 @@ describe('replay where fp32 does not fit', () => {
       replay: { rollouts: 1, votes: 1, maxNewTokens: 4, judge: { backend: 'local', modelDir: MODEL, maxTokens: 4 } },
     }, { onProgress: (p) => messages.push(p.message) }));
     expect(messages[0]).toMatch(/^replay: int8 weights: fp32 would need about .* \(HINDSIGHT_MEMORY_BUDGET\)$/);
+    expect(report.notes).toContain(`replay generated with ${messages[0]!.slice('replay: '.length)}`);
     expect(report.models.map((m) => Object.keys((m.replay as ReplayMetrics).replies))).toEqual([['openai:story/1'], ['openai:story/1']]);
   }, 120_000);
 });
