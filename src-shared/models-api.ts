@@ -6,6 +6,8 @@
  */
 import { call, returns } from './call-spec.js';
 import { object } from './validate.js';
+import type { Quantize } from './training.js';
+import { formatBytes as formatMemory } from './memory-verdict.js';
 
 export const MODEL_SOURCES = ['ollama', 'lmstudio', 'huggingface', 'folder'] as const;
 export type ModelSource = (typeof MODEL_SOURCES)[number];
@@ -31,6 +33,12 @@ export interface CatalogModel {
   /** Whether Hindsight can load it; when not, `reason` says why in one line. */
   loadable: boolean;
   reason: string | null;
+  /**
+   * How it would answer on this machine when listed (src-main/model/inference-fit.ts): the form
+   * of its weights a chat takes and the memory that needs; `form` null where not even int4 fits
+   * (`bytes`: what int4 needs). Null where it cannot be loaded.
+   */
+  answers: { form: Quantize | null; bytes: number } | null;
 }
 
 /** A place the scan looked in, and whether it was there. */
@@ -69,4 +77,11 @@ export function formatBytes(n: number | null): string {
   const [div, unit] = n >= 1e9 ? [1e9, 'GB'] : n >= 1e6 ? [1e6, 'MB'] : n >= 1e3 ? [1e3, 'kB'] : [1, 'B'];
   const v = n / div;
   return `${v >= 100 || div === 1 ? Math.round(v) : v.toFixed(1).replace(/\.0$/, '')} ${unit}`;
+}
+
+/** How a listed model answers here, in words: "fp32, about 1.4 GB", "int4, about 7.5 GB", "too big (int4: about 7.5 GB)"; '' when not known. */
+export function answersText(m: Pick<CatalogModel, 'answers'>): string {
+  if (!m.answers) return '';
+  const { form, bytes } = m.answers;
+  return form ? `${form === 'none' ? 'fp32' : form}, about ${formatMemory(bytes)}` : `too big (int4: about ${formatMemory(bytes)})`;
 }

@@ -1,11 +1,12 @@
 // `hindsight models [--add DIR] [--remove DIR]` (docs/design.md §Model catalog): lists the
 // models on this machine (Ollama's store, LM Studio's models folder, the Hugging Face cache and
 // the folders added here), each with its architecture, size, quantisation and context length,
-// and whether Hindsight can load it; --model takes its name or the path shown.
+// whether Hindsight can load it, and the form it would answer in here (model/inference-fit.ts);
+// --model takes its name or the path shown.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { formatBytes, formatParameters, MODEL_SOURCE_NAMES, type ModelCatalog } from '../../src-shared/models-api.js';
+import { answersText, formatBytes, formatParameters, MODEL_SOURCE_NAMES, type ModelCatalog } from '../../src-shared/models-api.js';
 import { UserError } from '../../src-shared/types.js';
 import { scanModels } from '../model/model-catalog.js';
 import { SettingsStore } from '../store/settings-file.js';
@@ -39,10 +40,10 @@ export function catalogText(catalog: ModelCatalog): string {
   const lines: string[] = [];
   const rows = catalog.models.map((m) => [
     m.loadable ? '✓' : '✗', m.name, MODEL_SOURCE_NAMES[m.source], m.architecture ?? '?', formatParameters(m.parameters), formatBytes(m.bytes),
-    m.quantization ?? '?', m.contextLength === null ? '?' : String(m.contextLength),
+    m.quantization ?? '?', m.contextLength === null ? '?' : String(m.contextLength), answersText(m) || '-',
   ]);
   if (rows.length) {
-    const table = pad([['', 'NAME', 'SOURCE', 'ARCHITECTURE', 'PARAMS', 'SIZE', 'QUANT', 'CONTEXT'], ...rows]);
+    const table = pad([['', 'NAME', 'SOURCE', 'ARCHITECTURE', 'PARAMS', 'SIZE', 'QUANT', 'CONTEXT', 'ANSWERS HERE'], ...rows]);
     lines.push(table[0]!);
     catalog.models.forEach((m, i) => {
       lines.push(table[i + 1]!, `     ${m.path}`);
@@ -50,6 +51,7 @@ export function catalogText(catalog: ModelCatalog): string {
     });
     const n = catalog.models.filter((m) => m.loadable).length;
     lines.push('', `${catalog.models.length} model(s), ${n} Hindsight can load: give its name or path to --model.`);
+    lines.push('ANSWERS HERE: the form of its weights a chat takes on this machine now (fp32 where it fits the memory available, else int8, else int4), and the memory that needs.');
   } else lines.push('No models found.');
   lines.push('', 'Looked in:', ...catalog.searched.map((l) => `  ${MODEL_SOURCE_NAMES[l.source].padEnd(18)} ${l.path}${l.exists ? '' : '  (not there)'}`));
   if (!catalog.folders.length) lines.push('', 'Add a folder of your own with: hindsight models --add DIR');

@@ -11,7 +11,7 @@ import os from 'node:os';
 import { UserError } from '../../src-shared/types.js';
 import type { ModelShape } from '../../src-shared/train-memory.js';
 import type { HostMemory } from '../../src-shared/memory-verdict.js';
-import { Checkpoint } from './hf-checkpoint.js';
+import { Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 
 const UNITS: Record<string, number> = { '': 1, k: 2 ** 10, m: 2 ** 20, g: 2 ** 30, t: 2 ** 40 };
 
@@ -45,7 +45,11 @@ export function hostMemory(env: NodeJS.ProcessEnv = process.env): HostMemory {
 
 /** A model's shape from its config.json or GGUF header (no weights are read). */
 export function modelShape(modelPath: string): ModelShape {
-  const c = Checkpoint.open(modelPath).config;
+  return shapeOf(Checkpoint.open(modelPath).config);
+}
+
+/** What the memory estimates read of a model's config. */
+export function shapeOf(c: ModelConfig): ModelShape {
   return {
     hiddenSize: c.hiddenSize, intermediateSize: c.intermediateSize, numLayers: c.numLayers, numHeads: c.numHeads, numKvHeads: c.numKvHeads,
     headDim: c.headDim, vocabSize: c.vocabSize, tieWordEmbeddings: c.tieWordEmbeddings, maxPositionEmbeddings: c.maxPositionEmbeddings,

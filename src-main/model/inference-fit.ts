@@ -20,6 +20,7 @@ import { formatBytes, type HostMemory } from '../../src-shared/memory-verdict.js
 import { loraParameters } from '../../src-shared/train-memory.js';
 import type { LoraTarget } from '../../src-shared/training.js';
 import { hostMemory, modelShape } from './host-memory.js';
+import type { ModelShape } from '../../src-shared/train-memory.js';
 import type { Quantize } from './quantize.js';
 
 /** A load's form: one of the quantisations, or the most exact that fits. */
@@ -74,4 +75,14 @@ export function fitInference(modelPath: string, request: FitRequest, env: NodeJS
     throw new UserError(`${name} with ${FORM_WORDS[asked]} weights needs about ${formatBytes(estimate.total)}, but ${room}: ${suggestion}${cli ? ', or --ignore-memory to load it anyway' : ''}.`);
   }
   return { quantize: asked, estimate, host, note: null };
+}
+
+/**
+ * How a model would answer on this machine now, for the model lists (`hindsight models`, the
+ * pages' model fields): the form `auto` takes and what it needs, or, where not even int4 fits
+ * (`form` null), what int4 would need.
+ */
+export function answersHere(shape: ModelShape, env: NodeJS.ProcessEnv = process.env): { form: Quantize | null; bytes: number } {
+  const form = fittingForm(shape, hostMemory(env).availableBytes);
+  return { form, bytes: estimateInferenceMemory(shape, { quantize: form ?? 'int4' }).total };
 }

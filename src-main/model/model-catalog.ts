@@ -112,7 +112,7 @@ function entry(source: ModelSource, name: string, p: string, facts: ReturnType<t
 }
 
 function broken(source: ModelSource, name: string, p: string, reason: string): CatalogModel {
-  return entry(source, name, p, { format: null, architecture: null, parameters: null, bytes: null, quantization: null, contextLength: null, loadable: false, reason });
+  return entry(source, name, p, { format: null, architecture: null, parameters: null, bytes: null, quantization: null, contextLength: null, loadable: false, reason, answers: null });
 }
 
 // ---------------------------------------------------------------------------------------

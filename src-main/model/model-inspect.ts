@@ -17,6 +17,8 @@ import { GGUF_PRE_TOKENIZERS } from './gguf/tokenizer-json.js';
 import { readGgufHeader, type GgufFile } from './gguf/reader.js';
 import { readModelConfig } from './hf-checkpoint.js';
 import { readSafetensorsHeader, type TensorEntry } from './safetensors.js';
+import { shapeOf } from './host-memory.js';
+import { answersHere } from './inference-fit.js';
 
 /** A catalog entry less what its place gives it (name, source, path). */
 export type ModelFacts = Omit<CatalogModel, 'name' | 'source' | 'path'>;
@@ -31,7 +33,7 @@ const FILE_TYPES: Record<number, string> = {
 const GGUF_TOKENIZERS = ['gpt2', 'llama'];
 const SPLIT = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/i;
 
-const EMPTY: ModelFacts = { format: null, architecture: null, parameters: null, bytes: null, quantization: null, contextLength: null, loadable: false, reason: null };
+const EMPTY: ModelFacts = { format: null, architecture: null, parameters: null, bytes: null, quantization: null, contextLength: null, loadable: false, reason: null, answers: null };
 
 /** The message of an error, on one line, without the path the entry already shows. */
 export function oneLine(err: unknown, file?: string): string {
@@ -92,7 +94,8 @@ export function inspectGguf(file: string): ModelFacts {
   }
   // The context Hindsight runs it at (Phi-3's LongRoPE and window cap it).
   facts.contextLength = layout.config.maxPositionEmbeddings;
-  return { ...facts, ...ggufLoadable(meta, tensors) };
+  const loadable = ggufLoadable(meta, tensors);
+  return { ...facts, ...loadable, answers: loadable.loadable ? answersHere(shapeOf(layout.config)) : null };
 }
 
 /** What openGgufModel's layout does not check and loading does: the tensors' types and the tokenizer. */
@@ -158,13 +161,15 @@ export function inspectCheckpoint(dir: string): ModelFacts {
   if (!reason) {
     try {
       // The context Hindsight runs the model at: a sliding window or LongRoPE's original context caps it (hf-checkpoint.ts contextCap).
-      facts.contextLength = readModelConfig(dir).maxPositionEmbeddings;
+      const config = readModelConfig(dir);
+      facts.contextLength = config.maxPositionEmbeddings;
+      facts.answers = answersHere(shapeOf(config));
     } catch (err) {
       reason = oneLine(err, path.join(dir, 'config.json'));
     }
   }
   if (!reason && !fs.existsSync(path.join(dir, 'tokenizer.json'))) reason = 'no tokenizer.json';
-  return { ...facts, loadable: reason === null, reason };
+  return { ...facts, loadable: reason === null, reason, answers: reason === null ? facts.answers : null };
 }
 
 /** A .gguf file or a checkpoint folder, whichever `p` is. */

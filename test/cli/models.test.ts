@@ -7,6 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { settingsPathFor } from '../../src-main/store/settings-file.js';
 import { validateCall, ValidationError } from '../../src-shared/contract.js';
 import { runCli } from '../helpers/cli.js';
+import { withEnv } from '../helpers/env.js';
+import { estimateInferenceMemory } from '../../src-shared/inference-memory.js';
+import { modelShape } from '../../src-main/model/host-memory.js';
 import { f32Bytes, str, u32, writeGguf } from '../model/gguf-writer.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hindsight-models-cli-'));
@@ -44,12 +47,21 @@ describe('hindsight models', () => {
   it('prints a table of the models found, with the path --model takes and where it looked', async () => {
     const r = await runCli('models', '--db', db);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^ +NAME +SOURCE +ARCHITECTURE +PARAMS +SIZE +QUANT +CONTEXT$/m);
-    expect(r.stdout).toMatch(/^✓ +smollm2:135m +Ollama +llama +128 +\d+ B +Q8_0 +8192$/m);
+    expect(r.stdout).toMatch(/^ +NAME +SOURCE +ARCHITECTURE +PARAMS +SIZE +QUANT +CONTEXT +ANSWERS HERE$/m);
+    // The tiny model fits in fp32 on any machine: what a chat with it needs beside.
+    expect(r.stdout).toMatch(/^✓ +smollm2:135m +Ollama +llama +128 +\d+ B +Q8_0 +8192 +fp32, about \d+ MB$/m);
+    expect(r.stdout).toContain('ANSWERS HERE: the form of its weights a chat takes on this machine now');
     expect(r.stdout).toContain(`     ${path.join(home, '.ollama', 'models', 'blobs', `sha256-${'a'.repeat(64)}`)}\n`);
     expect(r.stdout).toContain('1 model(s), 1 Hindsight can load');
     expect(r.stdout).toContain(`${path.join(home, '.lmstudio', 'models')}  (not there)`);
     expect(r.stdout).toContain('hindsight models --add DIR');
+  });
+
+  it('says how each model would answer here: the form a chat takes, or too big', async () => {
+    const listed = (await runCli('models', '--db', db, '--json')).json().models[0];
+    expect(listed.answers).toEqual({ form: 'none', bytes: estimateInferenceMemory(modelShape(listed.path), { quantize: 'none' }).total });
+    const none = await withEnv('HINDSIGHT_MEMORY_BUDGET', '1M', () => runCli('models', '--db', db));
+    expect(none.stdout).toMatch(/^✓ +smollm2:135m .* too big \(int4: about \d+ MB\)$/m);
   });
 
   it('--add keeps a folder in the settings and lists its models, with the reason one cannot load; --remove forgets it', async () => {

@@ -4,8 +4,9 @@
 // a Hugging Face cache. The Chat page lists them, grouped by where they were found, with the
 // ones that cannot load and why; the model chosen is the one the chat runs (the configured
 // default is a path that does not exist, so no other model could answer); "Other…" still takes
-// a typed path; the Training page's picker offers the same. Screenshots: model-picker.png and
-// model-picker-list.png.
+// a typed path; the Training page's picker offers the same; a long path (an Ollama blob's) is cut
+// short on every page with a picker, never pushing the fields beside it out of the window.
+// Screenshots: model-picker.png, model-picker-list.png and model-picker-training.png.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -35,6 +36,13 @@ const baseChip = () => page.locator('[data-testid=chat-column-base] [data-testid
 async function say(text: string): Promise<void> {
   await page.locator('[data-testid=chat-input]').fill(text);
   await page.locator('[data-testid=chat-input]').press('Enter');
+}
+
+/** The element's right edge is within the window: nothing beside it was pushed out of view. */
+async function inView(selector: string): Promise<void> {
+  await page.locator(selector).first().waitFor();
+  const box = (await page.locator(selector).first().boundingBox())!;
+  expect(box.x + box.width).toBeLessThanOrEqual(page.viewportSize()!.width);
 }
 
 describe.skipIf(!haveChromium)('the model picker, in a browser', { timeout: TEST_TIMEOUT_MS }, () => {
@@ -96,6 +104,10 @@ describe.skipIf(!haveChromium)('the model picker, in a browser', { timeout: TEST
     await page.locator('[data-testid=chat-model]').waitFor({ state: 'hidden' });
     expect(await page.locator('[data-testid=model-picker-path]').textContent()).toContain(ollamaBlob);
     expect(await page.locator('[data-testid=model-picker-path]').textContent()).toContain('qwen3 · context 512');
+    // How it would answer on this machine (a tiny model: fp32, and the memory a chat with it needs).
+    expect(await page.locator('[data-testid=model-picker-path]').textContent()).toMatch(/ · answers here: fp32, about \d+ MB · /);
+    // An Ollama blob's long path is cut short on the page, not widening it: the Device field stays in view.
+    await inView('[data-testid=chat-device]');
     await page.locator('[data-testid=chat-max-tokens]').fill('6');
     await page.locator('[data-testid=chat-seed]').fill('7');
     await shot(page, 'model-picker');
@@ -128,9 +140,20 @@ describe.skipIf(!haveChromium)('the model picker, in a browser', { timeout: TEST
   it('offers the same models on the Training page, and the run form takes the path picked', async () => {
     await page.locator('[data-nav=training]').click();
     await page.locator('[data-testid=train-model-pick][data-loading=false]').waitFor();
+    // The configured default is not there, and the page says so until another model is picked.
+    await page.locator('[data-testid=train-model-missing]').waitFor();
     const hf = path.join(home, '.cache', 'huggingface', 'hub', 'models--org--tiny-qwen3', 'snapshots', 'abc');
     await pick('train-model').selectOption(hf);
     expect(await page.locator('[data-testid=train-model]').inputValue()).toBe(hf);
+    await page.locator('[data-testid=train-model-missing]').waitFor({ state: 'detached' });
+    await pick('train-model').selectOption(ollamaBlob);
+    await inView('[data-testid=train-model-pick]');
+    await shot(page, 'model-picker-training');
+    for (const nav of ['evaluate', 'settings'] as const) {
+      await page.locator(`[data-nav=${nav}]`).click();
+      // Measured once the list is in: the chosen model's line (its path) is what could widen the page.
+      await inView(`[data-testid=${nav === 'evaluate' ? 'eval-model' : 'default-model'}-pick][data-loading=false]`);
+    }
     expect(pageErrors).toEqual([]);
   });
 });
