@@ -1,6 +1,7 @@
 /**
- * What a model needs in memory to answer: the Chat page, `/v1`, the local judge, evaluation
- * replays, `score` and `generate` (docs/design.md §Memory for inference). Training has its own
+ * What a model needs in memory to answer or be measured: the Chat page, `/v1`, the local judge,
+ * evaluations, the token view, `score`, `generate` and `rollout` (docs/design.md §Memory for
+ * inference). Training has its own
  * estimate (./train-memory.ts); this one prices a loaded inference engine, and picks the form
  * of its weights that fits: a 7–8B GGUF is 4–5 GB as its user runs it in Ollama, but 33 GB once
  * dequantised to fp32, which a 16 GB laptop cannot hold.
@@ -22,7 +23,7 @@
  *
  * Fitted to the decode peaks docs/benchmarks.md quotes (*Real-size models*: the 125M and the
  * Qwen2.5-1.5B shape in fp32, int8 and int4, and the Qwen3-0.6B shape prefilling 8,192 tokens);
- * test/model/inference-memory.test.ts holds it within {@link INFERENCE_MARGIN} of them.
+ * test/model/inference-fit.test.ts holds it within {@link INFERENCE_MARGIN} of them.
  */
 import { COEFFICIENTS, PREFILL_PIECE, SLOT_BLOCK, quantizedBytes, targetDims, type ModelShape } from './train-memory.js';
 import { LORA_TARGETS, QUANTIZE_CHOICES, type Precision, type Quantize } from './training.js';
@@ -79,7 +80,7 @@ export function inferenceWeightBytes(shape: ModelShape, quantize: Quantize, prec
   return shape.numLayers * projections + head + norms * 4;
 }
 
-/** The estimate for one loaded engine (see the module comment). */
+/** The estimate for `load.engines` engines of the model loaded together (see the module comment). */
 export function estimateInferenceMemory(shape: ModelShape, load: InferenceLoad): InferenceEstimate {
   const rows = load.rows ?? 1;
   const context = Math.min(load.contextTokens ?? INFERENCE_CONTEXT, shape.maxPositionEmbeddings);

@@ -1,8 +1,10 @@
 /**
  * The form a model's weights take to answer (docs/design.md §Memory for inference): checked
  * against the machine's memory before a load, so that a model too big in fp32 is not loaded
- * into swap or the kernel's OOM killer. Every load goes through it (LocalModel.load: the Chat
- * page, `/v1`, the local judge, evaluation replays, `score` and `generate`).
+ * into swap or the kernel's OOM killer. Every load goes through it: LocalModel.load's (the Chat
+ * page, `/v1`, the local judge, evaluation replays, the token view, `generate`, `score`), and
+ * those that open an engine or a scorer themselves (`score --adapter`, `rollout`, evaluation's
+ * likelihood measure).
  *
  * - `auto` (every load's default): the most exact form that fits, fp32, then int8, then int4
  *   (src-shared/inference-memory.ts fittingForm). A small model keeps fp32, exactly as before;
@@ -17,10 +19,9 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { estimateInferenceMemory, fittingForm, INFERENCE_FORMS, type InferenceEstimate, type InferenceLoad } from '../../src-shared/inference-memory.js';
 import { formatBytes, type HostMemory } from '../../src-shared/memory-verdict.js';
-import { loraParameters } from '../../src-shared/train-memory.js';
+import { loraParameters, type ModelShape } from '../../src-shared/train-memory.js';
 import type { LoraTarget } from '../../src-shared/training.js';
 import { hostMemory, modelShape } from './host-memory.js';
-import type { ModelShape } from '../../src-shared/train-memory.js';
 import type { Quantize } from './quantize.js';
 
 /** A load's form: one of the quantisations, or the most exact that fits. */
