@@ -36,7 +36,7 @@
 #             against the demo model's golden story, their log-probs against the CPU's (and
 #             with TF32 allowed), `train` on the demo data: the first step's loss and gradient
 #             norm on cuda and webgpu against the CPU's; the GPU as the memory check reads it
-#             (src-main/train/gpu-memory.ts, about a second) and the CUDA runs' `memory:`
+#             (src-main/model/gpu-memory.ts, about a second) and the CUDA runs' `memory:`
 #             lines, the estimate to set beside nvidia-smi's figures          → $OUT/checks.txt
 #   tests     test/model/device-gpu.test.ts, precision.test.ts, test/api/app-words.test.ts,
 #             chunk-decode.test.ts, webgpu-fusions.test.ts (WebGPU's fused graphs against the
@@ -211,7 +211,7 @@ for (const run of ['cpu-fp32', 'cuda-fp32', 'cuda-fp16', 'webgpu-fp32', 'cuda-tf
 }
 EOF
   # The GPU as the memory check reads it (nvidia-smi for CUDA's device 0; null: not read).
-  say "GPU for the memory check: $(timeout 30 node node_modules/tsx/dist/cli.mjs -e "import('./src-main/train/gpu-memory.ts').then(async (m) => console.log(JSON.stringify(await m.gpuMemory())))" 2>&1 | tail -1)"
+  say "GPU for the memory check: $(timeout 30 node node_modules/tsx/dist/cli.mjs -e "import('./src-main/model/gpu-memory.ts').then(async (m) => console.log(JSON.stringify(await m.gpuMemory())))" 2>&1 | tail -1)"
   # The first training step on the demo data: loss and gradient norm against the CPU's.
   timeout 120 $H demo --db "$T/demo.db" > "$T/demo.log" 2>&1 || say "demo: $(tail -1 "$T/demo.log")"
   for d in "cpu fp32" "cuda fp32" "cuda fp16" "webgpu fp32"; do

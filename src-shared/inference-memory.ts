@@ -18,8 +18,9 @@
  *   `contextTokens` slots in whole blocks (a chat of {@link INFERENCE_CONTEXT} tokens by default;
  *   a chat past it grows the cache further, which an estimate made at load cannot know).
  * - runtime: Node and ONNX Runtime, the tokenizer, the allocator's share that grows with the
- *   vocabulary (the training estimate's coefficients), and a prefill step's activations: a piece
+ *   vocabulary (the training estimate's coefficients); activations: a prefill step's, a piece
  *   of {@link PREFILL_PIECE} prompt tokens through a layer and its attention scores over the context.
+ * A CUDA load needs room on the card too ({@link cudaInferenceBytes}).
  *
  * Fitted to the decode peaks docs/benchmarks.md quotes (*Real-size models*: the 125M and the
  * Qwen2.5-1.5B shape in fp32, int8 and int4, and the Qwen3-0.6B shape prefilling 8,192 tokens);
@@ -27,6 +28,7 @@
  */
 import { COEFFICIENTS, PREFILL_PIECE, SLOT_BLOCK, quantizedBytes, targetDims, type ModelShape } from './train-memory.js';
 import { LORA_TARGETS, QUANTIZE_CHOICES, type Precision, type Quantize } from './training.js';
+import { CHUNK_CACHE_COPIES, CUDA_CONTEXT_BYTES } from './memory-verdict.js';
 
 /** The chat length a load plans its decode cache for, in tokens (capped at the model's positions). */
 export const INFERENCE_CONTEXT = 4096;
@@ -64,7 +66,11 @@ export interface InferenceLoad {
 export interface InferenceEstimate {
   weights: number;
   cache: number;
+  /** Node, ONNX Runtime, the tokenizer and the allocator's share that grows with the vocabulary. */
   runtime: number;
+  /** A prefill step's activations and attention scores. */
+  activations: number;
+  /** What the host's memory holds: all of the above (a CUDA load's weights are also in the mapped file, its cache in host memory). */
   total: number;
 }
 
@@ -90,16 +96,40 @@ export function estimateInferenceMemory(shape: ModelShape, load: InferenceLoad):
   const cache = engines * shape.numLayers * 2 * shape.numKvHeads * shape.headDim * 4 * slots * rows;
   const H = shape.hiddenSize, q = shape.numHeads * shape.headDim, kv = shape.numKvHeads * shape.headDim, I = shape.intermediateSize;
   const piece = Math.min(PREFILL_PIECE, context) * rows;
-  const prefill = 4 * piece * (PREFILL_LAYER_COPIES * (6 * H + 5 * q + 4 * kv + 5 * I) + PREFILL_SCORE_COPIES * shape.numHeads * slots);
+  const activations = engines * 4 * piece * (PREFILL_LAYER_COPIES * (6 * H + 5 * q + 4 * kv + 5 * I) + PREFILL_SCORE_COPIES * shape.numHeads * slots);
   const c = COEFFICIENTS;
-  const runtime = engines * (c.runtime + c.tableCopies * shape.vocabSize * H * 4 + c.tokenizerPerToken * shape.vocabSize + prefill);
-  return { weights, cache, runtime, total: weights + cache + runtime };
+  const runtime = engines * (c.runtime + c.tableCopies * shape.vocabSize * H * 4 + c.tokenizerPerToken * shape.vocabSize);
+  return { weights, cache, runtime, activations, total: weights + cache + runtime + activations };
+}
+
+/**
+ * What the same engines need on a CUDA card: each engine's generation session holds its own copy
+ * of the weights (ONNX Runtime's CUDA provider copies a session's initializers to the card), the
+ * decode chunk run takes the rows' cache to the card and carries it grown inside its Loop
+ * ({@link CHUNK_CACHE_COPIES} copies: src-main/model/decode-chunk-graph.ts), a prefill step's
+ * activations, and the CUDA context once ({@link CUDA_CONTEXT_BYTES}). Read from the engine's
+ * graphs, as the training step's card estimate is; not measured on a card.
+ */
+export function cudaInferenceBytes(shape: ModelShape, load: InferenceLoad): number {
+  const e = estimateInferenceMemory(shape, load);
+  return (load.engines ?? 1) * e.weights + CHUNK_CACHE_COPIES * e.cache + e.activations + CUDA_CONTEXT_BYTES;
 }
 
 /** The weights' forms from the most exact to the smallest, as a load tries them. */
 export const INFERENCE_FORMS: readonly Quantize[] = QUANTIZE_CHOICES;
 
-/** `--quantize auto`: the most exact form (fp32, then int8, then int4) whose estimate fits in `available` bytes; null when not even int4 fits. */
-export function fittingForm(shape: ModelShape, available: number, load: Omit<InferenceLoad, 'quantize'> = {}): Quantize | null {
-  return INFERENCE_FORMS.find((quantize) => estimateInferenceMemory(shape, { ...load, quantize }).total <= available) ?? null;
+/** The room a load must fit in: the host's available bytes, and a CUDA card's free bytes where it is read (else null). */
+export interface InferenceRoom {
+  host: number;
+  gpu: number | null;
+}
+
+/** Whether `load` fits `room`: the host's memory, and the card's where it is known. */
+export function fitsRoom(shape: ModelShape, load: InferenceLoad, room: InferenceRoom): boolean {
+  return estimateInferenceMemory(shape, load).total <= room.host && (room.gpu === null || cudaInferenceBytes(shape, load) <= room.gpu);
+}
+
+/** `--quantize auto`: the most exact form (fp32 or the device's fp16, then int8, then int4) that fits `room`; null when not even int4 fits. */
+export function fittingForm(shape: ModelShape, room: InferenceRoom, load: Omit<InferenceLoad, 'quantize'> = {}): Quantize | null {
+  return INFERENCE_FORMS.find((quantize) => fitsRoom(shape, { ...load, quantize }, room)) ?? null;
 }

@@ -21,7 +21,7 @@ export interface HostMemory {
   budgetBytes: number | null;
 }
 
-/** A CUDA GPU's memory as nvidia-smi reports it (src-main/train/gpu-memory.ts). */
+/** A CUDA GPU's memory as nvidia-smi reports it (src-main/model/gpu-memory.ts). */
 export interface GpuMemory {
   name: string;
   totalBytes: number;

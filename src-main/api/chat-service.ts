@@ -29,6 +29,8 @@ import type { ChatSide, ChatSideState, ChatState } from '../../src-shared/chat-a
 import { appWording, UserError } from '../../src-shared/types.js';
 import type { LocalModel } from '../model/local-model.js';
 import { fitInference } from '../model/inference-fit.js';
+import { deviceGpuMemory } from '../model/gpu-memory.js';
+import type { GpuMemory } from '../../src-shared/memory-verdict.js';
 import type { Quantize } from '../model/quantize.js';
 import { defaultPrecision } from '../../src-shared/training.js';
 import type { Device } from '../model/ort-session.js';
@@ -88,6 +90,8 @@ export class ChatService {
   private state: ChatState = IDLE;
   private readonly models = new Map<string, CachedModel>();
   private form: ChatForm | null = null;
+  /** A CUDA turn is reading the card's memory before it starts (a second start waits its turn). */
+  private readingGpu = false;
   private controller: AbortController | null = null;
   private running: Promise<void> | null = null;
   private progressTimer: NodeJS.Timeout | null = null;
@@ -102,9 +106,12 @@ export class ChatService {
     return this.state;
   }
 
-  /** Starts a turn and answers at once; the replies arrive as `chat.progress`. */
-  start(input: CallInput<'chatStart'>): ChatState {
-    if (this.state.state === 'running') throw new UserError('The replies to the last message are still being written: press Stop first.');
+  /**
+   * Starts a turn and answers at once (on CUDA, once nvidia-smi has told the card's memory); the
+   * replies arrive as `chat.progress`.
+   */
+  async start(input: CallInput<'chatStart'>): Promise<ChatState> {
+    if (this.state.state === 'running' || this.readingGpu) throw new UserError('The replies to the last message are still being written: press Stop first.');
     const modelDir = path.resolve(input.modelDir);
     const adapterDir = input.adapterDir === null ? null : path.resolve(input.adapterDir);
     const device: Device = input.device ?? 'cpu';
@@ -116,7 +123,17 @@ export class ChatService {
     for (const plan of plans) {
       if (plan.messages.at(-1)?.role !== 'user') throw new UserError(`The ${plan.side} side's messages must end with the user's new message.`);
     }
-    const form = this.formFor(modelDir, device, plans);
+    // Read only for CUDA, so that on the CPU nothing runs between the checks above and the turn's start.
+    let gpu: GpuMemory | null = null;
+    if (device === 'cuda') {
+      this.readingGpu = true;
+      try {
+        gpu = await deviceGpuMemory(device);
+      } finally {
+        this.readingGpu = false;
+      }
+    }
+    const form = this.formFor(modelDir, device, plans, gpu);
 
     const chatId = input.chatId ?? crypto.randomUUID().slice(0, 8);
     const seed = input.sampling.seed ?? crypto.randomInt(0, 2 ** 32 - 1);
@@ -193,7 +210,7 @@ export class ChatService {
    * more sides than it was chosen for; else every model closes and the form is chosen anew
    * for all the sides (a UserError when not even int4 fits, before anything loads).
    */
-  private formFor(modelDir: string, device: Device, plans: SidePlan[]): ChatForm {
+  private formFor(modelDir: string, device: Device, plans: SidePlan[], gpu: GpuMemory | null): ChatForm {
     const key = `${modelDir}\0${device}`;
     const kept = this.form?.key === key && this.form.engines >= plans.length && plans.some((p) => this.models.has(p.key));
     if (kept) {
@@ -201,7 +218,7 @@ export class ChatService {
       return this.form!;
     }
     this.closeModelsExcept(new Set());
-    const fit = fitInference(modelDir, { quantize: 'auto', precision: defaultPrecision(device), engines: plans.length });
+    const fit = fitInference(modelDir, { quantize: 'auto', precision: defaultPrecision(device), engines: plans.length, gpu });
     this.form = { key, engines: plans.length, quantize: fit.quantize, note: fit.note };
     return this.form;
   }

@@ -21,6 +21,7 @@ import { loopbackUrl, readToolSchemas, userTools } from '../rollout/user-tools.j
 import { DB_OPTION, defaultDbPath, intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 import { DEVICE_OPTION, deviceFlag, loadQuantizeFlag, modelFlag, precisionFlag, QUANTIZE_OPTION } from './model-flags.js';
 import { fitInference } from '../model/inference-fit.js';
+import { deviceGpuMemory } from '../model/gpu-memory.js';
 import { defaultPrecision } from '../../src-shared/training.js';
 
 const D = ON_POLICY_DEFAULTS;
@@ -125,6 +126,7 @@ export const command: Command = async (argv) => {
   const precision = precisionFlag(values.precision);
   const fit = fitInference(values.model, {
     quantize: loadQuantizeFlag(values.quantize), ignoreMemory: values['ignore-memory'], reader: 'cli', precision: precision ?? defaultPrecision(device), rows: perBatch, lora: adapter?.lora,
+    gpu: await deviceGpuMemory(device),
   });
   if (fit.note) process.stderr.write(`note: ${fit.note}\n`);
 

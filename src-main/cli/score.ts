@@ -35,6 +35,7 @@ import { intFlag, jsonOption, parseCommandArgs, printJson, usageLine, UsageError
 import { DEVICE_OPTION, deviceFlag, loadQuantizeFlag, modelFlag, precisionFlag, QUANTIZE_OPTION } from './model-flags.js';
 import { driftNote, type QuantDrift } from '../model/quant-drift.js';
 import { fitInference, type LoadQuantize } from '../model/inference-fit.js';
+import { deviceGpuMemory } from '../model/gpu-memory.js';
 import { defaultPrecision } from '../../src-shared/training.js';
 import type { Quantize } from '../model/quantize.js';
 
@@ -183,7 +184,7 @@ async function scoreAdapter(values: { model: string; input: string; adapter: str
   const adapter = readAdapter(values.adapter, config);
   const { rows, windowed, callsLeftOut } = readScoreInput(values.input, ChatTokenizer.load(values.model), config.maxPositionEmbeddings);
   checkRows(rows, config, values.input);
-  const fit = fitInference(values.model, { ...asked, precision: precision ?? defaultPrecision(device), lora: adapter.lora });
+  const fit = fitInference(values.model, { ...asked, precision: precision ?? defaultPrecision(device), lora: adapter.lora, gpu: await deviceGpuMemory(device) });
   if (fit.note) process.stderr.write(`note: ${fit.note}\n`);
   const engine = ModelEngine.open(values.model, { device, precision, threads: threads || undefined, lora: adapter.lora, quantize: fit.quantize });
   try {

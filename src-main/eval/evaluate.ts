@@ -33,6 +33,7 @@ import { UserError } from '../../src-shared/types.js';
 import type { TrainingSample } from '../../src-shared/views.js';
 import { Checkpoint } from '../model/hf-checkpoint.js';
 import { fitInference } from '../model/inference-fit.js';
+import { deviceGpuMemory } from '../model/gpu-memory.js';
 import type { Device } from '../model/ort-session.js';
 import { ChatTokenizer } from '../model/tokenizer.js';
 import { evalRowsFromSamples, sampleScores, teacherLogprobs, type EvalRow, type SpanScorer } from '../train/eval-rows.js';
@@ -187,7 +188,7 @@ async function measureAll(
   const longestRow = Math.max(...[...rows, ...(lessons ?? [])].flatMap((r) => [r.student, r.teacher, r.repair].map((span) => span?.inputIds.length ?? 0)));
   const batchSize = o.batchSize ?? DEFAULT_BATCH;
   // Every model measured in one form of the weights, the most exact that fits a batch of the longest rows.
-  const fit = fitInference(o.modelDir, { quantize: 'auto', rows: batchSize, contextTokens: longestRow });
+  const fit = fitInference(o.modelDir, { quantize: 'auto', rows: batchSize, contextTokens: longestRow, gpu: await deviceGpuMemory(o.device) });
   if (fit.note) hooks.onProgress?.({ model: BASE_MODEL_NAME, done: 0, total: rows.length, message: `likelihood: ${fit.note}` });
   for (const [i, group] of groups.entries()) {
     const scorer = await LoraScorer.create(checkpoint, group[0]?.adapter.lora ?? BASE_ONLY_SHAPE, { device: o.device, threads: o.threads, batchSize, longestRow, quantize: fit.quantize });

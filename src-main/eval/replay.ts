@@ -18,6 +18,7 @@ import { keepPromptTail } from '../model/context-limit.js';
 import type { Device } from '../model/ort-session.js';
 import { loadAdaptedModel } from '../train/adapted-model.js';
 import { fitInference } from '../model/inference-fit.js';
+import { deviceGpuMemory } from '../model/gpu-memory.js';
 import type { Quantize } from '../model/quantize.js';
 import { defaultPrecision } from '../../src-shared/training.js';
 import type { GeneratedReply } from './generation-stats.js';
@@ -101,7 +102,7 @@ const breathe = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export async function replay(contexts: readonly ReplayContext[], models: readonly ReplayModel[], run: ReplayRun): Promise<Replayed> {
   // One form of the weights for every model compared, chosen before the first loads (they load one at a time).
-  const { quantize, note } = fitInference(run.modelDir, { quantize: 'auto', precision: defaultPrecision(run.device) });
+  const { quantize, note } = fitInference(run.modelDir, { quantize: 'auto', precision: defaultPrecision(run.device), gpu: await deviceGpuMemory(run.device) });
   if (note) run.onProgress?.(models[0]?.name ?? 'base', 0, contexts.length, `replay: ${note}`);
   const out: Replayed = { replies: new Map(), generated: new Map(), judged: false, stopped: false, weightsNote: note };
   for (const m of models) {

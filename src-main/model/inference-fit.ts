@@ -6,8 +6,9 @@
  * those that open an engine or a scorer themselves (`score --adapter`, `rollout`, evaluation's
  * likelihood measure).
  *
- * - `auto` (every load's default): the most exact form that fits, fp32, then int8, then int4
- *   (src-shared/inference-memory.ts fittingForm). A small model keeps fp32, exactly as before;
+ * - `auto` (every load's default): the most exact form that fits, fp32 (fp16 on CUDA), then int8,
+ *   then int4 (src-shared/inference-memory.ts fittingForm), in the host's memory and, on CUDA, in
+ *   the card's (read by the caller: ./gpu-memory.ts, FitRequest.gpu). A small model keeps fp32, exactly as before;
  *   Qwen3-8B on a 16 GB laptop answers in int4 (about 7.5 GB with a 4,096-token chat) where fp32
  *   would need 33 GB. A load that had to leave fp32 says so (InferenceFit.note).
  * - a form asked for (`--quantize none|int8|int4`): loaded as asked if it fits, else refused in
@@ -17,10 +18,10 @@
  */
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
-import { estimateInferenceMemory, fittingForm, INFERENCE_FORMS, type InferenceEstimate, type InferenceLoad } from '../../src-shared/inference-memory.js';
-import { formatBytes, type HostMemory } from '../../src-shared/memory-verdict.js';
+import { cudaInferenceBytes, estimateInferenceMemory, fittingForm, fitsRoom, INFERENCE_FORMS, type InferenceEstimate, type InferenceLoad } from '../../src-shared/inference-memory.js';
+import { formatBytes, type GpuMemory, type HostMemory } from '../../src-shared/memory-verdict.js';
 import { loraParameters, type ModelShape } from '../../src-shared/train-memory.js';
-import type { LoraTarget } from '../../src-shared/training.js';
+import type { LoraTarget, Precision } from '../../src-shared/training.js';
 import { hostMemory, modelShape } from './host-memory.js';
 import type { Quantize } from './quantize.js';
 
@@ -31,6 +32,8 @@ export interface FitRequest extends Omit<InferenceLoad, 'quantize' | 'loraParame
   quantize: LoadQuantize;
   /** A live adapter fed beside the base: its rank and targets. */
   lora?: { r: number; targets: readonly LoraTarget[] };
+  /** A CUDA load's card as nvidia-smi reads it (./gpu-memory.ts): the load must fit it too; absent or null: the host alone. */
+  gpu?: GpuMemory | null;
   /** Load whatever the estimate says. */
   ignoreMemory?: boolean;
   /** Whose words a refusal is in: the flags of a command that has --quantize and --ignore-memory (generate, score), or plain ones. Default 'app'. */
@@ -39,41 +42,51 @@ export interface FitRequest extends Omit<InferenceLoad, 'quantize' | 'loraParame
 
 export interface InferenceFit {
   quantize: Quantize;
-  /** The request's engines together, in that form. */
+  /** The request's engines together, in that form, in the host's memory. */
   estimate: InferenceEstimate;
   host: HostMemory;
-  /** Why the weights are not fp32, where `auto` had to leave it; null otherwise. */
+  /** Why the weights are not fp32 (fp16 on CUDA), where `auto` had to leave it; null otherwise. */
   note: string | null;
 }
 
-const FORM_WORDS: Record<Quantize, string> = { none: 'fp32', int8: 'int8', int4: 'int4' };
+/** The form's name: the unquantised one is the base's precision (fp16 on CUDA). */
+const formWord = (q: Quantize, precision: Precision = 'fp32') => (q === 'none' ? precision : q);
 
 /** The form `modelPath` loads in on this machine now (see the module comment); throws a UserError when it does not fit. */
 export function fitInference(modelPath: string, request: FitRequest, env: NodeJS.ProcessEnv = process.env): InferenceFit {
-  const { quantize: asked, ignoreMemory, reader, lora, ...rest } = request;
+  const { quantize: asked, ignoreMemory, reader, lora, gpu, ...rest } = request;
   const shape = modelShape(modelPath);
   const load = { ...rest, loraParameters: lora ? loraParameters(shape, lora.r, lora.targets) : 0 };
   const host = hostMemory(env);
-  const available = host.availableBytes;
-  const bytes = (quantize: Quantize) => estimateInferenceMemory(shape, { ...load, quantize }).total;
+  const room = { host: host.availableBytes, gpu: gpu?.freeBytes ?? null };
+  const word = (q: Quantize) => formWord(q, load.precision);
+  // What a form needs where it is shortest of room: the card where it does not fit there, else the host.
+  const need = (q: Quantize) => {
+    const onCard = gpu ? cudaInferenceBytes(shape, { ...load, quantize: q }) : 0;
+    return gpu && onCard > gpu.freeBytes ? { bytes: onCard, where: 'gpu' as const } : { bytes: estimateInferenceMemory(shape, { ...load, quantize: q }).total, where: 'host' as const };
+  };
+  const about = (q: Quantize) => `about ${formatBytes(need(q).bytes)}${need(q).where === 'gpu' ? ' on the GPU' : ''}`;
+  const roomFor = (where: 'gpu' | 'host') => where === 'gpu' && gpu
+    ? `the GPU (${gpu.name}) has ${formatBytes(gpu.freeBytes)} free of ${formatBytes(gpu.totalBytes)}`
+    : `this machine has ${formatBytes(host.availableBytes)} available of ${formatBytes(host.totalBytes)}${host.source === 'budget' ? ' (HINDSIGHT_MEMORY_BUDGET)' : ''}`;
   const name = path.basename(modelPath);
-  const room = `this machine has ${formatBytes(available)} available of ${formatBytes(host.totalBytes)}${host.source === 'budget' ? ' (HINDSIGHT_MEMORY_BUDGET)' : ''}`;
   const cli = reader === 'cli';
+  const anyway = cli ? ', or --ignore-memory to load it anyway' : '';
   if (asked === 'auto') {
-    const quantize = fittingForm(shape, available, load) ?? (ignoreMemory ? 'int4' : null);
+    const quantize = fittingForm(shape, room, load) ?? (ignoreMemory ? 'int4' : null);
     if (!quantize) {
-      throw new UserError(`${name} needs about ${formatBytes(bytes('int4'))} to answer even with int4 weights, but ${room}: close other programs or use a smaller model${cli ? ', or --ignore-memory to load it anyway' : ''}.`);
+      throw new UserError(`${name} needs ${about('int4')} to answer even with int4 weights, but ${roomFor(need('int4').where)}: close other programs or use a smaller model${anyway}.`);
     }
     const note = quantize === 'none' ? null
-      : `${FORM_WORDS[quantize]} weights: fp32 would need about ${formatBytes(bytes('none'))}${quantize === 'int4' ? ` and int8 ${formatBytes(bytes('int8'))}` : ''}; ${room}`;
+      : `${word(quantize)} weights: ${word('none')} would need ${about('none')}${quantize === 'int4' ? ` and int8 ${about('int8')}` : ''}; ${roomFor(need('none').where)}`;
     return { quantize, estimate: estimateInferenceMemory(shape, { ...load, quantize }), host, note };
   }
   const estimate = estimateInferenceMemory(shape, { ...load, quantize: asked });
-  if (estimate.total > available && !ignoreMemory) {
-    const others = INFERENCE_FORMS.filter((q) => q !== asked && bytes(q) <= available);
-    const flag = (q: Quantize) => (cli ? `--quantize ${q}` : `${FORM_WORDS[q]} weights`);
-    const suggestion = others.length ? `try ${others.map((q) => `${flag(q)} (about ${formatBytes(bytes(q))})`).join(' or ')}` : 'not even int4 fits; close other programs or use a smaller model';
-    throw new UserError(`${name} with ${FORM_WORDS[asked]} weights needs about ${formatBytes(estimate.total)}, but ${room}: ${suggestion}${cli ? ', or --ignore-memory to load it anyway' : ''}.`);
+  if (!fitsRoom(shape, { ...load, quantize: asked }, room) && !ignoreMemory) {
+    const others = INFERENCE_FORMS.filter((q) => q !== asked && fitsRoom(shape, { ...load, quantize: q }, room));
+    const flag = (q: Quantize) => (cli ? `--quantize ${q}` : `${word(q)} weights`);
+    const suggestion = others.length ? `try ${others.map((q) => `${flag(q)} (${about(q)})`).join(' or ')}` : 'not even int4 fits; close other programs or use a smaller model';
+    throw new UserError(`${name} with ${word(asked)} weights needs ${about(asked)}, but ${roomFor(need(asked).where)}: ${suggestion}${anyway}.`);
   }
   return { quantize: asked, estimate, host, note: null };
 }
@@ -84,6 +97,6 @@ export function fitInference(modelPath: string, request: FitRequest, env: NodeJS
  * (`form` null), what int4 would need.
  */
 export function answersHere(shape: ModelShape, env: NodeJS.ProcessEnv = process.env): { form: Quantize | null; bytes: number } {
-  const form = fittingForm(shape, hostMemory(env).availableBytes);
+  const form = fittingForm(shape, { host: hostMemory(env).availableBytes, gpu: null });
   return { form, bytes: estimateInferenceMemory(shape, { quantize: form ?? 'int4' }).total };
 }

@@ -16,6 +16,7 @@ import type { ModelConfig } from './hf-checkpoint.js';
 import type { EngineOptions, GenerateOptions, GeneratedTokens, ScoreOptions, ScoreRow } from './inference-engine.js';
 import type { Quantize } from './quantize.js';
 import { fitInference, type FitRequest, type LoadQuantize } from './inference-fit.js';
+import { deviceGpuMemory } from './gpu-memory.js';
 import { driftTextIds, type QuantDrift } from './quant-drift.js';
 import type { Device } from './ort-session.js';
 import { defaultPrecision, type Precision } from '../../src-shared/training.js';
@@ -103,7 +104,7 @@ export class LocalModel {
     const { prepare, ignoreMemory, engines, reader, ...engineOptions } = options;
     const device = options.device ?? 'cpu';
     const precision = options.precision ?? defaultPrecision(device);
-    const fit = fitInference(dir, { quantize: options.quantize ?? 'auto', precision, engines, lora: options.lora, ignoreMemory, reader });
+    const fit = fitInference(dir, { quantize: options.quantize ?? 'auto', precision, engines, lora: options.lora, gpu: await deviceGpuMemory(device), ignoreMemory, reader });
     // The worker gets the end-of-sequence ids, so it loads a second tokenizer only for stop strings.
     const worker = await startWorker(
       { compiled: new URL('./model-worker.js', import.meta.url), source: new URL('./model-worker.ts', import.meta.url) },

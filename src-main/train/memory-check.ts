@@ -1,6 +1,6 @@
 /**
  * The memory check before a fine-tune (issue 31, docs/design.md §Memory estimate,
- * §Micro-batches): the host's memory, a CUDA run's GPU's (./gpu-memory.ts), a model's shape, and
+ * §Micro-batches): the host's memory, a CUDA run's GPU's (../model/gpu-memory.ts), a model's shape, and
  * the verdict of src-shared/memory-verdict.ts for a run's settings, with how the step runs: its
  * micro-batch and whether it recomputes. `hindsight train`, the training service (the Training
  * page's trainStart) and live capture's background runs all ask {@link checkRunMemory}, and hand
@@ -17,7 +17,7 @@ import { memoryVerdict, type MemoryReader, type MemoryVerdict } from '../../src-
 import type { TrainMemoryInfo } from '../../src-shared/train-memory-api.js';
 import type { TrainConfig } from '../../src-shared/training-api.js';
 import { hostMemory, modelShape } from '../model/host-memory.js';
-import { gpuMemory } from './gpu-memory.js';
+import { deviceGpuMemory, gpuMemory } from '../model/gpu-memory.js';
 import type { StepPlan } from './run-settings.js';
 
 /**
@@ -28,7 +28,7 @@ import type { StepPlan } from './run-settings.js';
 export async function checkRunMemory(modelPath: string, run: MemoryRun | ((shape: ModelShape) => MemoryRun), reader: MemoryReader, env: NodeJS.ProcessEnv = process.env): Promise<MemoryVerdict> {
   const shape = modelShape(modelPath);
   const settled = typeof run === 'function' ? run(shape) : run;
-  const gpu = settled.device === 'cuda' ? await gpuMemory(env) : null;
+  const gpu = await deviceGpuMemory(settled.device ?? 'cpu', env);
   return memoryVerdict(shape, settled, hostMemory(env), reader, gpu);
 }
 

@@ -11,7 +11,9 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { estimateInferenceMemory, fittingForm, INFERENCE_CONTEXT, INFERENCE_MARGIN } from '../../src-shared/inference-memory.js';
+import { cudaInferenceBytes, estimateInferenceMemory, fittingForm, INFERENCE_CONTEXT, INFERENCE_MARGIN } from '../../src-shared/inference-memory.js';
+import { ChatService } from '../../src-main/api/chat-service.js';
+import { EventHub } from '../../src-main/workspace/event-hub.js';
 import type { ModelShape } from '../../src-shared/train-memory.js';
 import type { Quantize } from '../../src-shared/training.js';
 import { fitInference } from '../../src-main/model/inference-fit.js';
@@ -44,12 +46,12 @@ describe('the inference estimate', () => {
   it.each(measured)('%s is within the margin of its measured peak', (_, shape, quantize, contextTokens, gib) => {
     const e = estimateInferenceMemory(shape, { quantize, contextTokens });
     expect(Math.abs(e.total / GiB / gib - 1)).toBeLessThanOrEqual(INFERENCE_MARGIN);
-    expect(e.total).toBe(e.weights + e.cache + e.runtime);
+    expect(e.total).toBe(e.weights + e.cache + e.runtime + e.activations);
   });
 
   it('puts Qwen3-8B on a 16 GB laptop in int4, a 32 GB one in int8, and fp32 only past 33 GB', () => {
     // What each has available with a desktop and a browser open.
-    const at = (gib: number) => fittingForm(QWEN3_8B, gib * GiB);
+    const at = (gib: number) => fittingForm(QWEN3_8B, { host: gib * GiB, gpu: null });
     expect([at(6), at(10), at(24), at(40)]).toEqual([null, 'int4', 'int8', 'none']);
     const int4 = estimateInferenceMemory(QWEN3_8B, { quantize: 'int4' }).total / GiB;
     expect(int4).toBeGreaterThan(5);
@@ -62,6 +64,7 @@ describe('the inference estimate', () => {
     expect(two.weights).toBe(one.weights);
     expect(two.cache).toBe(2 * one.cache);
     expect(two.runtime).toBe(2 * one.runtime);
+    expect(two.activations).toBe(2 * one.activations);
     const short = { ...QWEN3_0_6B, maxPositionEmbeddings: 1024 };
     expect(estimateInferenceMemory(short, { quantize: 'int4' }).cache).toBe(estimateInferenceMemory(QWEN3_0_6B, { quantize: 'int4', contextTokens: 1024 }).cache);
     expect(estimateInferenceMemory(QWEN3_0_6B, { quantize: 'int4', rows: 3 }).cache).toBe(3 * one.cache);
@@ -98,7 +101,7 @@ describe('loading within the memory there is', () => {
     expect(int8.note).toMatch(/^int8 weights: fp32 would need about \d+ MB; this machine has \d+ MB available of .* \(HINDSIGHT_MEMORY_BUDGET\)$/);
     const int4 = fitInference(model, { quantize: 'auto' }, { HINDSIGHT_MEMORY_BUDGET: between(need.int8, need.int4) });
     expect(int4.quantize).toBe('int4');
-    expect(int4.note).toMatch(/^int4 weights: fp32 would need about \d+ MB and int8 \d+ MB; /);
+    expect(int4.note).toMatch(/^int4 weights: fp32 would need about \d+ MB and int8 about \d+ MB; /);
   });
 
   it('refuses in one line where not even int4 fits, unless memory is to be ignored', () => {
@@ -121,6 +124,43 @@ describe('loading within the memory there is', () => {
     const env = { HINDSIGHT_MEMORY_BUDGET: String(Math.ceil(need.none)) };
     expect(fitInference(model, { quantize: 'auto' }, env).quantize).toBe('none');
     expect(() => fitInference(model, { quantize: 'none', engines: 2 }, env)).toThrow(/^model with fp32 weights needs about/);
+  });
+
+  it('on CUDA fits the card too: fp16 unless it does not fit there, saying which memory was short', () => {
+    const shape = modelShape(model);
+    const card = (quantize: Quantize) => cudaInferenceBytes(shape, { quantize, precision: 'fp16' });
+    expect(card('none')).toBeGreaterThan(card('int8'));
+    const gpu = { name: 'NVIDIA Test Card', totalBytes: 16 * GiB, freeBytes: Math.floor((card('none') + card('int8')) / 2) };
+    const plenty = { HINDSIGHT_MEMORY_BUDGET: String(GiB) };
+    const fit = fitInference(model, { quantize: 'auto', precision: 'fp16', gpu }, plenty);
+    expect(fit.quantize).toBe('int8');
+    expect(fit.note).toMatch(/^int8 weights: fp16 would need about \d+ MB on the GPU; the GPU \(NVIDIA Test Card\) has \d+ MB free of 16\.0 GB$/);
+    expect(() => fitInference(model, { quantize: 'none', precision: 'fp16', gpu, reader: 'cli' }, plenty)).toThrow(
+      /^model with fp16 weights needs about \d+ MB on the GPU, but the GPU \(NVIDIA Test Card\) has \d+ MB free of 16\.0 GB: try --quantize int8 \(about \d+ MB\) or --quantize int4 \(about \d+ MB\), or --ignore-memory to load it anyway\.$/,
+    );
+    // With room on the card, the host's memory still counts.
+    const roomy = { ...gpu, freeBytes: 16 * GiB };
+    expect(fitInference(model, { quantize: 'auto', precision: 'fp16', gpu: roomy }, plenty).quantize).toBe('none');
+    const hostFp16 = estimateInferenceMemory(shape, { quantize: 'none', precision: 'fp16' }).total;
+    expect(hostFp16).toBeGreaterThan(need.int8);
+    expect(fitInference(model, { quantize: 'auto', precision: 'fp16', gpu: roomy }, { HINDSIGHT_MEMORY_BUDGET: between(hostFp16, need.int8) }).quantize).toBe('int8');
+  });
+
+  it('the Chat page on CUDA reads the card (nvidia-smi) before choosing the form both sides load in', async () => {
+    const shape = modelShape(model);
+    const card = (quantize: Quantize) => cudaInferenceBytes(shape, { quantize, precision: 'fp16' });
+    const smi = fs.mkdtempSync(path.join(dir, 'smi-'));
+    const freeMiB = Math.floor((card('none') + card('int8')) / 2 / 2 ** 20);
+    fs.writeFileSync(path.join(smi, 'nvidia-smi'), `#!/bin/sh\necho 'NVIDIA Test Card, 16384, ${freeMiB}'\n`, { mode: 0o755 });
+    const service = new ChatService(new EventHub(), { capture: () => null });
+    try {
+      const state = await withEnv('PATH', `${smi}${path.delimiter}${process.env.PATH}`, () => service.start({
+        modelDir: model, adapterDir: null, device: 'cuda', base: [{ role: 'user', content: 'hi' }], sampling: { temperature: 0, topP: 1, maxTokens: 2, seed: 1 },
+      }));
+      expect(state.weightsNote).toMatch(/^int8 weights: fp16 would need about \d+ MB on the GPU; the GPU \(NVIDIA Test Card\) has \d+ MB free of 16\.0 GB$/);
+    } finally {
+      await service.end(); // the side itself fails here, with no CUDA provider installed
+    }
   });
 
   it('LocalModel.load answers in the form that fits, and generate says so', async () => {

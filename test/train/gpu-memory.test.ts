@@ -1,4 +1,4 @@
-// The CUDA GPU's memory in the memory check (src-main/train/gpu-memory.ts, src-shared/memory-verdict.ts,
+// The CUDA GPU's memory in the memory check (src-main/model/gpu-memory.ts, src-shared/memory-verdict.ts,
 // docs/design.md §Memory estimate):
 // - nvidia-smi's answer parsed from real-format lines (several cards, "[N/A]", error text), the
 //   card CUDA_VISIBLE_DEVICES makes device 0, and the reader: null without nvidia-smi (for real:
@@ -20,7 +20,7 @@ import { CUDA_CONTEXT_BYTES, chooseMicroBatch, cudaBytes, memoryVerdict, type Gp
 import { estimateTrainMemory, type MemoryRun, type ModelShape } from '../../src-shared/train-memory.js';
 import { LORA_TARGETS } from '../../src-shared/training.js';
 import type { TrainConfig, TrainRunInfo } from '../../src-shared/contract.js';
-import { cudaDeviceZero, gpuMemory, parseGpuQuery } from '../../src-main/train/gpu-memory.js';
+import { cudaDeviceZero, gpuMemory, parseGpuQuery } from '../../src-main/model/gpu-memory.js';
 import { stepPlan } from '../../src-main/train/memory-check.js';
 import { TrainingService } from '../../src-main/api/training-service.js';
 import { EventHub } from '../../src-main/workspace/event-hub.js';

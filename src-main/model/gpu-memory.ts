@@ -1,6 +1,7 @@
 /**
- * The CUDA GPU's memory as nvidia-smi reports it, for the memory check (./memory-check.ts,
- * docs/design.md §Memory estimate). Read for device 'cuda' only: onnxruntime-node gives the
+ * The CUDA GPU's memory as nvidia-smi reports it, for the memory checks: a fine-tune's
+ * (../train/memory-check.ts, docs/design.md §Memory estimate) and a model's load for inference
+ * (./inference-fit.ts, §Memory for inference). Read for device 'cuda' only: onnxruntime-node gives the
  * CUDA provider no device id but 0, so a run uses device 0 of the GPUs CUDA_VISIBLE_DEVICES
  * shows, and that is the card read here. WebGPU is not read: Dawn may choose another adapter
  * (an integrated GPU, another vendor's), and what it allocates is not CUDA's, so nvidia-smi's
@@ -70,4 +71,9 @@ export function gpuMemory(env: NodeJS.ProcessEnv = process.env): Promise<GpuMemo
       resolve(null);
     }
   });
+}
+
+/** The card a run or load on `device` uses, where it is read: CUDA's (see {@link gpuMemory}); null elsewhere. */
+export function deviceGpuMemory(device: string, env: NodeJS.ProcessEnv = process.env): Promise<GpuMemory | null> {
+  return device === 'cuda' ? gpuMemory(env) : Promise.resolve(null);
 }
