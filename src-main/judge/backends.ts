@@ -60,6 +60,8 @@ export async function openCompleter(spec: LlmJudgeSpec): Promise<ChatCompleter> 
 export interface OpenedJudge {
   judge: JudgeBackend;
   close(): Promise<void>;
+  /** A local judge's load that had to leave fp32: why (../model/inference-fit.ts); absent otherwise. */
+  weightsNote?: string | null;
 }
 
 export async function openJudgeBackend(spec: JudgeBackendSpec): Promise<OpenedJudge> {
@@ -74,8 +76,9 @@ export async function openJudgeBackend(spec: JudgeBackendSpec): Promise<OpenedJu
       if (!isModelPath(dir)) {
         throw new JudgeSetupError({ kind: 'not-a-model-folder', dir: spec.modelDir, flag: '--model' });
       }
-      const judge = new LlmJudge(await LocalCompleter.load(dir, { device: spec.device, quantize: spec.quantize }), { maxTokens: spec.maxTokens, composite });
-      return { judge, close: () => judge.close() };
+      const completer = await LocalCompleter.load(dir, { device: spec.device, quantize: spec.quantize });
+      const judge = new LlmJudge(completer, { maxTokens: spec.maxTokens, composite });
+      return { judge, close: () => judge.close(), weightsNote: completer.weightsNote };
     }
     case 'openai': {
       const judge = new LlmJudge(

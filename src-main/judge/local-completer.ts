@@ -101,6 +101,11 @@ export class LocalCompleter implements ChatCompleter {
     return new LocalCompleter(model, true);
   }
 
+  /** Why the model answers with int8 or int4 weights (fp32 did not fit), or null. */
+  get weightsNote(): string | null {
+    return this.localModel.weightsNote;
+  }
+
   /** Uses a model that is already loaded (e.g. the one `serve` answers with); close() leaves it open. */
   static wrap(model: LocalModel): LocalCompleter {
     return new LocalCompleter(model, false);

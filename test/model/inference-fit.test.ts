@@ -216,6 +216,13 @@ describe('loading within the memory there is', () => {
     }
   });
 
+  it('the local judge says which form its votes come from', async () => {
+    const judged = await withEnv('HINDSIGHT_MEMORY_BUDGET', between(need.none, need.int8), () =>
+      runCli('judge', '--backend', 'local', '--model', model, '--db', path.join(dir, 'judge.db'), '--json'));
+    expect(judged.code).toBe(0);
+    expect(judged.stderr).toMatch(/^note: the judge's int8 weights: fp32 would need about \d+ MB; /m);
+  });
+
   it('the endpoint answers from the form that fits, and logs which', async () => {
     const lines: string[] = [];
     await withEnv('HINDSIGHT_MEMORY_BUDGET', between(need.none, need.int8), async () => {
