@@ -115,6 +115,9 @@ export function cudaInferenceBytes(shape: ModelShape, load: InferenceLoad): numb
   return (load.engines ?? 1) * e.weights + CHUNK_CACHE_COPIES * e.cache + e.activations + CUDA_CONTEXT_BYTES;
 }
 
+/** A form's name: the unquantised one is the base's precision (fp32; fp16 on CUDA by default). */
+export const formName = (quantize: Quantize, precision: Precision = 'fp32'): string => (quantize === 'none' ? precision : quantize);
+
 /** The weights' forms from the most exact to the smallest, as a load tries them. */
 export const INFERENCE_FORMS: readonly Quantize[] = QUANTIZE_CHOICES;
 

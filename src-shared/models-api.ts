@@ -8,6 +8,7 @@ import { call, returns } from './call-spec.js';
 import { object } from './validate.js';
 import type { Quantize } from './training.js';
 import { formatBytes as formatMemory } from './memory-verdict.js';
+import { formName } from './inference-memory.js';
 
 export const MODEL_SOURCES = ['ollama', 'lmstudio', 'huggingface', 'folder'] as const;
 export type ModelSource = (typeof MODEL_SOURCES)[number];
@@ -83,5 +84,5 @@ export function formatBytes(n: number | null): string {
 export function answersText(m: Pick<CatalogModel, 'answers'>): string {
   if (!m.answers) return '';
   const { form, bytes } = m.answers;
-  return form ? `${form === 'none' ? 'fp32' : form}, about ${formatMemory(bytes)}` : `too big (int4: about ${formatMemory(bytes)})`;
+  return form ? `${formName(form)}, about ${formatMemory(bytes)}` : `too big (int4: about ${formatMemory(bytes)})`;
 }

@@ -18,10 +18,10 @@
  */
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
-import { cudaInferenceBytes, estimateInferenceMemory, fittingForm, fitsRoom, INFERENCE_FORMS, type InferenceEstimate, type InferenceLoad } from '../../src-shared/inference-memory.js';
+import { cudaInferenceBytes, estimateInferenceMemory, fittingForm, fitsRoom, formName, INFERENCE_FORMS, type InferenceEstimate, type InferenceLoad } from '../../src-shared/inference-memory.js';
 import { formatBytes, type GpuMemory, type HostMemory } from '../../src-shared/memory-verdict.js';
 import { loraParameters, type ModelShape } from '../../src-shared/train-memory.js';
-import type { LoraTarget, Precision } from '../../src-shared/training.js';
+import type { LoraTarget } from '../../src-shared/training.js';
 import { hostMemory, modelShape } from './host-memory.js';
 import type { Quantize } from './quantize.js';
 
@@ -49,9 +49,6 @@ export interface InferenceFit {
   note: string | null;
 }
 
-/** The form's name: the unquantised one is the base's precision (fp16 on CUDA). */
-const formWord = (q: Quantize, precision: Precision = 'fp32') => (q === 'none' ? precision : q);
-
 /** The form `modelPath` loads in on this machine now (see the module comment); throws a UserError when it does not fit. */
 export function fitInference(modelPath: string, request: FitRequest, env: NodeJS.ProcessEnv = process.env): InferenceFit {
   const { quantize: asked, ignoreMemory, reader, lora, gpu, ...rest } = request;
@@ -59,13 +56,16 @@ export function fitInference(modelPath: string, request: FitRequest, env: NodeJS
   const load = { ...rest, loraParameters: lora ? loraParameters(shape, lora.r, lora.targets) : 0 };
   const host = hostMemory(env);
   const room = { host: host.availableBytes, gpu: gpu?.freeBytes ?? null };
-  const word = (q: Quantize) => formWord(q, load.precision);
+  const word = (q: Quantize) => formName(q, load.precision);
   // What a form needs where it is shortest of room: the card where it does not fit there, else the host.
   const need = (q: Quantize) => {
     const onCard = gpu ? cudaInferenceBytes(shape, { ...load, quantize: q }) : 0;
     return gpu && onCard > gpu.freeBytes ? { bytes: onCard, where: 'gpu' as const } : { bytes: estimateInferenceMemory(shape, { ...load, quantize: q }).total, where: 'host' as const };
   };
-  const about = (q: Quantize) => `about ${formatBytes(need(q).bytes)}${need(q).where === 'gpu' ? ' on the GPU' : ''}`;
+  const about = (q: Quantize) => {
+    const { bytes, where } = need(q);
+    return `about ${formatBytes(bytes)}${where === 'gpu' ? ' on the GPU' : ''}`;
+  };
   const roomFor = (where: 'gpu' | 'host') => where === 'gpu' && gpu
     ? `the GPU (${gpu.name}) has ${formatBytes(gpu.freeBytes)} free of ${formatBytes(gpu.totalBytes)}`
     : `this machine has ${formatBytes(host.availableBytes)} available of ${formatBytes(host.totalBytes)}${host.source === 'budget' ? ' (HINDSIGHT_MEMORY_BUDGET)' : ''}`;
