@@ -1,6 +1,7 @@
 // What a judge run did and left undone, in the same words for the command line's summary and the
 // app's toast (docs/design.md §Judges): the rewards it gave; samples too long for the judge's
-// context, samples that failed on their own, and votes cut off before their answer.
+// context, samples that failed on their own, and votes cut off before their answer; and a local
+// judge's weights where they are not fp32 (why: fp32 did not fit the memory).
 import type { RewardCounts } from './views.js';
 
 /** What a judge run skipped or could not read, beside its JudgeSummary (src-main/judge/runner.ts). */
@@ -14,6 +15,8 @@ export interface JudgeRunSkips {
   failedReason: string | null;
   /** Votes stopped by the judge's token limit before their answer (counted unreadable). */
   cutOffVotes: number;
+  /** Where a local judge answered with int8 or int4 weights (fp32 did not fit this machine's memory): why. */
+  weightsNote: string | null;
 }
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
@@ -28,6 +31,7 @@ export function rewardCountsText(r: RewardCounts | undefined): string {
 /** One clause per thing the run skipped or could not read; empty when there is none. */
 export function judgeRunNotes(s: Partial<JudgeRunSkips>): string[] {
   const notes: string[] = [];
+  if (s.weightsNote) notes.push(`the judge's ${s.weightsNote}`);
   if (s.skippedTooLong) {
     const context = s.judgeContext ? `the judge's ${s.judgeContext}-token context` : "the judge's context";
     notes.push(`${plural(s.skippedTooLong, 'sample')} too long for ${context}; skipped`);

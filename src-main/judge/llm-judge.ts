@@ -42,6 +42,8 @@ export interface ChatCompleter {
    * thinks and has no `enable_thinking` switch: R1 distills): it then gets a thinking budget.
    */
   alwaysThinks?(): boolean;
+  /** A local model that answers with int8 or int4 weights because fp32 did not fit: why (../model/inference-fit.ts). */
+  readonly weightsNote?: string | null;
 }
 
 export const JUDGE_TEMPERATURE = 0.6;
@@ -87,6 +89,10 @@ export class LlmJudge implements JudgeBackend {
     this.labelSource = `judge:${completer.model}`;
     this.temperature = options.temperature ?? JUDGE_TEMPERATURE;
     this.maxTokens = options.maxTokens ?? (completer.alwaysThinks?.() ? THINKING_JUDGE_MAX_TOKENS : DEFAULT_JUDGE_MAX_TOKENS);
+  }
+
+  get weightsNote(): string | null {
+    return this.completer.weightsNote ?? null;
   }
 
   /**

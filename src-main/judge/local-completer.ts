@@ -63,7 +63,11 @@ export class LocalCompleter implements ChatCompleter {
   private readonly thinksAlways: boolean;
 
   private constructor(readonly localModel: LocalModel, private readonly ownsModel: boolean) {
-    this.model = path.basename(path.resolve(localModel.dir));
+    // The form is part of the judge's name where the weights are quantised: an int4 judge's votes
+    // are another judge's than the same model's in fp32 (labels keep it; a run in the other form
+    // judges them again rather than counting them as already judged).
+    const name = path.basename(path.resolve(localModel.dir));
+    this.model = localModel.quantize === 'none' ? name : `${name} (${localModel.quantize})`;
     // A template has the switch when rendering with it off changes the prompt (Qwen3 then
     // writes an empty <think></think> itself).
     const probe = [{ role: 'user', content: 'hi' }];

@@ -119,7 +119,7 @@ export async function runJudge(workspace: JudgeTarget, backend: JudgeBackend, op
   const provenance = { labelSource: backend.labelSource, backend: backend.provenance.backend, model: backend.provenance.model, promptVersion };
   const summary: JudgeRunSummary = {
     judged: 0, rewards: { good: 0, bad: 0, neutral: 0 }, skippedManual: 0, skippedHigher: 0, skippedUnchanged: 0, cancelled: false,
-    skippedTooLong: 0, judgeContext: null, failed: 0, failedReason: null, cutOffVotes: 0,
+    skippedTooLong: 0, judgeContext: null, failed: 0, failedReason: null, cutOffVotes: 0, weightsNote: backend.weightsNote ?? null,
     backend: backend.provenance.backend, model: backend.provenance.model, promptVersion, votes, elapsedMs: 0, msPerSample: 0,
   };
 

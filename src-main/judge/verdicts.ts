@@ -26,6 +26,8 @@ export interface JudgeBackend {
   readonly provenance: JudgeProvenance;
   /** The label source its verdicts get: 'heuristic' or 'judge:<model>'. */
   readonly labelSource: LabelSource;
+  /** A local judge's weights that are not fp32 because fp32 did not fit: why (a run's summary says it). */
+  readonly weightsNote?: string | null;
   judge(input: JudgeInput, options: JudgeOptions): Promise<JudgeVerdict>;
 }
 

@@ -27,6 +27,7 @@ import { writeAdapter } from '../../src-main/train/peft.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 import { runCli } from '../helpers/cli.js';
 import { withEnv } from '../helpers/env.js';
+import { judgeRunNotes } from '../../src-shared/judge-notes.js';
 
 const GiB = 2 ** 30;
 
@@ -221,6 +222,14 @@ describe('loading within the memory there is', () => {
       runCli('judge', '--backend', 'local', '--model', model, '--db', path.join(dir, 'judge.db'), '--json'));
     expect(judged.code).toBe(0);
     expect(judged.stderr).toMatch(/^note: the judge's int8 weights: fp32 would need about \d+ MB; /m);
+    // Its labels name the form (an fp32 run of the same model is another judge: it judges them
+    // again), and the summary, the app's toast included (judgeRunNotes), says why.
+    const summary = JSON.parse(judged.stdout);
+    expect(summary).toMatchObject({ backend: 'local', model: 'model (int8)' });
+    expect(judgeRunNotes(summary)).toEqual([expect.stringMatching(/^the judge's int8 weights: fp32 would need about \d+ MB; /)]);
+    const roomy = await withEnv('HINDSIGHT_MEMORY_BUDGET', String(Math.ceil(need.none)), () =>
+      runCli('judge', '--backend', 'local', '--model', model, '--db', path.join(dir, 'judge.db'), '--json'));
+    expect(JSON.parse(roomy.stdout)).toMatchObject({ model: 'model', weightsNote: null });
   });
 
   it('the endpoint answers from the form that fits, and logs which', async () => {
