@@ -1,6 +1,7 @@
 /**
  * Structure in generated text: `<think>…</think>` reasoning and tool calls, as Hermes-style
- * `<tool_call>{"name": …, "arguments": {…}}</tool_call>` blocks (Qwen's format), the JSON list
+ * `<tool_call>{"name": …, "arguments": {…}}</tool_call>` blocks (Qwen's format) or DeepSeek's
+ * `<｜tool▁calls▁begin｜>` blocks (./deepseek-calls.ts), both read from every model's text, the JSON list
  * the model writes after its dialect's marker token (Mistral's `[TOOL_CALLS]`, Granite 3's
  * `<|tool_call|>`) or the calls it writes one to a marker (Mistral v11+'s
  * `[TOOL_CALLS]name[ARGS]{…}`), or, where tools were offered to a model whose dialect writes calls without
@@ -14,6 +15,7 @@
  * before it was reasoning. An unclosed `<think>` means generation stopped mid-thought.
  */
 import type { ToolCall } from '../../src-shared/types.js';
+import { DEEPSEEK_CALLS_BEGIN, parseDeepSeekCalls } from './deepseek-calls.js';
 
 export interface OpenAIToolCall {
   id: string;
@@ -126,8 +128,20 @@ export function splitReasoningText(text: string): { reasoning?: string; answer: 
 
 const TOOL_CALL = /<tool_call>([\s\S]*?)(<\/tool_call>|$)/g;
 
-/** Pulls `<tool_call>` blocks out of `text`; bad JSON becomes an error entry, never a throw. */
+/** The text that opens calls written in a reply's text (Hermes', DeepSeek's): a stream holds back what follows it. */
+export const TEXT_CALL_OPENERS: readonly string[] = ['<tool_call>', DEEPSEEK_CALLS_BEGIN];
+
+/**
+ * Pulls `<tool_call>` blocks, and DeepSeek's call blocks (./deepseek-calls.ts), out of `text`;
+ * bad JSON becomes an error entry, never a throw.
+ */
 export function parseToolCalls(text: string): { content: string; toolCalls: OpenAIToolCall[]; errors: ToolCallError[] } {
+  const hermes = parseHermesCalls(text);
+  const deepseek = parseDeepSeekCalls(hermes.content, hermes.toolCalls.length);
+  return { content: deepseek.content, toolCalls: [...hermes.toolCalls, ...deepseek.toolCalls], errors: [...hermes.errors, ...deepseek.errors] };
+}
+
+function parseHermesCalls(text: string): { content: string; toolCalls: OpenAIToolCall[]; errors: ToolCallError[] } {
   const toolCalls: OpenAIToolCall[] = [];
   const errors: ToolCallError[] = [];
   const content = text.replace(TOOL_CALL, (_, body: string, closing: string) => {

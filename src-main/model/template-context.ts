@@ -86,7 +86,7 @@ export function withSystemInFirstUserTurn(messages: readonly ChatMessage[]): Cha
  */
 export function templateMessages(
   messages: readonly ChatMessage[],
-  options: { idLength?: number; history?: (messages: ChatMessage[], tools: readonly unknown[] | undefined) => ChatMessage[]; tools?: readonly unknown[] } = {},
+  options: { idLength?: number; history?: (messages: ChatMessage[], tools: readonly unknown[] | undefined, template?: string) => ChatMessage[]; tools?: readonly unknown[]; template?: string } = {},
 ): ChatMessage[] {
   const { idLength, history } = options;
   const cut = (id: unknown) => (idLength !== undefined && typeof id === 'string' && id.length > idLength ? id.slice(-idLength) : id);
@@ -96,7 +96,7 @@ export function templateMessages(
     if (out.tool_call_id !== undefined) out.tool_call_id = cut(out.tool_call_id);
     return out;
   });
-  return history ? history(out, options.tools) : out;
+  return history ? history(out, options.tools, options.template) : out;
 }
 
 function withCutId(call: unknown, cut: (id: unknown) => unknown): unknown {

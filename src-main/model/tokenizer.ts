@@ -90,6 +90,8 @@ export class ChatTokenizer {
   private readonly template: Template;
   /** The template transformers renders with when tools are given (./chat-templates.ts), where the model has one. */
   private readonly toolUseTemplate?: Template;
+  /** The text the dialect was read from (the tool-use template's where there is one): its `history` may look at it. */
+  private readonly dialectTemplate: string;
   /** The tool-call id length the template insists on (Mistral's: 9), where it checks one. */
   private readonly toolCallIdLength?: number;
 
@@ -105,7 +107,8 @@ export class ChatTokenizer {
     if (eosFromTokenizer !== undefined) eos.add(eosFromTokenizer);
     for (const id of moreEos) eos.add(id);
     // Calls are written where tools are offered: by the tool-use template where there is one.
-    this.toolCallDialect = toolCallDialect(templates.toolUse ?? templateText);
+    this.dialectTemplate = templates.toolUse ?? templateText ?? '';
+    this.toolCallDialect = toolCallDialect(this.dialectTemplate);
     for (const stop of this.toolCallDialect.stops ?? []) {
       const id = tokenizer.token_to_id(stop);
       if (id !== undefined) eos.add(id);
@@ -208,10 +211,18 @@ export class ChatTokenizer {
     }
   }
 
+  /**
+   * The messages as the template is given them (template-context.ts templateMessages): ids cut to
+   * the template's length, calls' arguments parsed, and the history in the dialect's form.
+   */
+  messagesForTemplate(messages: readonly ChatMessage[], tools?: readonly unknown[]): ChatMessage[] {
+    return templateMessages(messages, { idLength: this.toolCallIdLength, history: this.toolCallDialect.history, template: this.dialectTemplate, ...(tools ? { tools } : {}) });
+  }
+
   private renderAsGiven(messages: ChatMessage[], options: TemplateOptions, now: Date): string {
     const env = templateGlobals(now);
     const context: Record<string, unknown> = {
-      messages: templateMessages(messages, { idLength: this.toolCallIdLength, history: this.toolCallDialect.history, ...(options.tools ? { tools: options.tools } : {}) }),
+      messages: this.messagesForTemplate(messages, options.tools),
       add_generation_prompt: options.addGenerationPrompt ?? false,
       bos_token: this.bosToken ?? '',
       eos_token: this.eosToken ?? '',
@@ -277,7 +288,7 @@ export class ChatTokenizer {
     const full = this.render([...messages, replyMessage], { ...options, addGenerationPrompt: false }, now);
     const rendered = full.startsWith(prompt) ? full.slice(prompt.length) : this.replyWhereHistoryDiffers(messages, replyMessage, options, now, prompt, full);
     checkCallsWritten(replyMessage, rendered);
-    const reply = rendered + (this.toolCallDialect.replyEnd?.(replyMessage) ?? '');
+    const reply = rendered + (this.toolCallDialect.replyEnd?.(replyMessage, rendered) ?? '');
     const promptIds = this.encode(prompt);
     const fullIds = this.encode(prompt + reply);
     if (promptIds.every((id, i) => fullIds[i] === id) && fullIds.length > promptIds.length) {
@@ -290,8 +301,10 @@ export class ChatTokenizer {
 
   /** The reply's text when the prompt is not the start of the conversation with the reply (encodeResponse). */
   private replyWhereHistoryDiffers(messages: ChatMessage[], response: ChatMessage, options: TemplateOptions, now: Date, prompt: string, full: string): string {
-    const opened = prompt.slice(sharedPrefixLength(prompt, full));
-    if (/^<think>\s*$/.test(opened)) return this.continueOpenedThink(messages, response, options, now, opened, prompt, full);
+    // The think block the generation prompt opens, where the conversation is the same up to it
+    // (not found by the shared prefix alone: a reply that starts with "<" shares its first character).
+    const opened = /<think>\s*$/.exec(prompt);
+    if (opened && full.startsWith(prompt.slice(0, opened.index))) return this.continueOpenedThink(messages, response, options, now, opened[0], prompt, full);
     return this.replyAfterRewrittenHistory(messages, response, options, now, prompt, full);
   }
 
@@ -324,16 +337,21 @@ export class ChatTokenizer {
    *   - a reply with reasoning but no opening tag (`reasoning</think>answer`, as such models
    *     write it after the prompt) is taken as it is;
    *   - a reply without reasoning closes an empty think block first (`\n</think>\n\n`,
-   *     as Qwen3 writes an empty one), then the reply.
+   *     as Qwen3 writes an empty one), then the reply; one that is only tool calls, then the
+   *     calls as the rendered conversation has them where the generation prompt's think began.
    * Anything else throws the UserError of a reply that does not follow its prompt.
    */
   private continueOpenedThink(messages: ChatMessage[], reply: ChatMessage, options: TemplateOptions, now: Date, opened: string, prompt: string, full: string): string {
-    const response = reply.content;
+    const response = reply.content ?? '';
+    const closeEmpty = `${opened.endsWith('\n') ? '' : '\n'}\n</think>\n\n`;
+    // A reply that is only calls: DeepSeek's templates write them in the content's place (and only
+    // then), so the reply is an empty think block closed, then the calls as the template writes them.
+    if (!response.trim() && Array.isArray(reply.tool_calls) && reply.tool_calls.length) return closeEmpty + full.slice(prompt.length - opened.length);
     const endOfTurn = this.afterContent(messages, reply, options, now);
     if (response.startsWith(opened)) return response.slice(opened.length) + endOfTurn;
     if (response.trimStart().startsWith('<think>')) throw new UserError(notAPrefixMessage(prompt, full));
     if (response.includes('</think>')) return response + endOfTurn;
-    return `${opened.endsWith('\n') ? '' : '\n'}\n</think>\n\n${response}${endOfTurn}`;
+    return `${closeEmpty}${response}${endOfTurn}`;
   }
 
   /**

@@ -25,6 +25,12 @@
  *             (`message['tools']`, as Microsoft's examples pass them) and renders only an
  *             assistant turn's `content`: the tools go onto the system message and a past call
  *             into its turn's content, as the model writes it.
+ *   deepseek  `<｜tool▁calls▁begin｜>`, one `<｜tool▁call▁begin｜>…<｜tool▁call▁end｜>` a call, then
+ *             `<｜tool▁calls▁end｜>` (DeepSeek-R1 and its distills, V3, V3.1): read from every model's
+ *             text, as Hermes blocks are (./chat-output.ts). DeepSeek's own templates write a call
+ *             only for an assistant turn whose content is none (JSON null, not ''), and join its
+ *             arguments as text; llama.cpp's copies of them pipe the arguments through `tojson`,
+ *             so they are given the object there.
  *   hermes    `<tool_call>{"name", "arguments"}</tool_call>` blocks (Qwen, Granite 4, SmolLM3,
  *             Hermes). The template renders `tool_calls` itself.
  */
@@ -32,7 +38,7 @@ import type { BareCall } from './chat-output.js';
 import { templateJson, type ChatMessage } from './template-context.js';
 
 export interface ToolCallDialect {
-  name: 'mistral' | 'llama3' | 'granite3' | 'glm4' | 'phi4mini' | 'hermes';
+  name: 'mistral' | 'llama3' | 'granite3' | 'glm4' | 'phi4mini' | 'deepseek' | 'hermes';
   /** Whether a chat template's text asks for this dialect. */
   matches(template: string): boolean;
   /** The token a JSON list of calls follows, or each call (`callParts`). */
@@ -44,13 +50,13 @@ export interface ToolCallDialect {
   /** Tokens that end generation besides the model's own end tokens. */
   stops?: readonly string[];
   /** The conversation as the template must be given it (templateMessages' output: arguments parsed), with the tools offered. */
-  history?: (messages: ChatMessage[], tools: readonly unknown[] | undefined) => ChatMessage[];
+  history?: (messages: ChatMessage[], tools: readonly unknown[] | undefined, template?: string) => ChatMessage[];
   /**
    * Where the template writes nothing after a reply, the token the model ends one with: the one
    * that opens the turn after it. Training appends it to the reply (ChatTokenizer.encodeResponse),
    * as the family's own fine-tuning does, so the model learns to stop there.
    */
-  replyEnd?: (reply: ChatMessage) => string;
+  replyEnd?: (reply: ChatMessage, rendered: string) => string;
 }
 
 export const TOOL_CALL_DIALECTS: readonly ToolCallDialect[] = [
@@ -68,6 +74,13 @@ export const TOOL_CALL_DIALECTS: readonly ToolCallDialect[] = [
   {
     name: 'phi4mini', matches: (t) => t.includes("message['tools']") && t.includes('<|tool|>'),
     marker: '<|tool_call|>', history: toolsOnTheSystemMessage,
+  },
+  {
+    name: 'deepseek', matches: (t) => t.includes('<｜tool▁calls▁begin｜>'),
+    history: (messages, _tools, template) => callsWithNoContent(messages, /arguments'?\]?\s*\|\s*tojson/.test(template ?? '') ? 'object' : 'text'),
+    // DeepSeek-R1's template closes a single call with nothing (its end comes only after a
+    // second): a trained call still ends as the model's parsers expect, so that it learns to stop.
+    replyEnd: (reply, rendered) => (callsOf(reply).length && !rendered.includes('<｜tool▁calls▁end｜>') ? '<｜tool▁calls▁end｜><｜end▁of▁sentence｜>' : ''),
   },
   { name: 'hermes', matches: () => true },
 ];
@@ -113,6 +126,22 @@ function toolsOnTheSystemMessage(messages: ChatMessage[], tools: readonly unknow
   return withCalls[0]?.role === 'system'
     ? [{ ...withCalls[0], tools: listed }, ...withCalls.slice(1)]
     : [{ role: 'system', content: '', tools: listed }, ...withCalls];
+}
+
+/**
+ * deepseek: an assistant turn whose only content is its calls has content none (DeepSeek's
+ * templates test `content is none` before writing calls; '' renders an empty reply instead), and
+ * each call's arguments as `form`: the JSON text, which DeepSeek's templates join into the
+ * prompt with `+`, or the object, which llama.cpp's copies of them pipe through `tojson`.
+ */
+function callsWithNoContent(messages: ChatMessage[], form: 'text' | 'object'): ChatMessage[] {
+  return messages.map((m) => {
+    const calls = callsOf(m);
+    if (!calls.length) return m;
+    const tool_calls = form === 'object' ? calls : calls.map((c) => ({ ...c, function: { ...c.function, arguments: argumentsText(c) } }));
+    // JSON null is Jinja's none; ChatMessage's content is a string everywhere else.
+    return { ...m, tool_calls, ...(m.content?.trim() ? {} : { content: null as unknown as string }) };
+  });
 }
 
 /**

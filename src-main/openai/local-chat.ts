@@ -5,7 +5,7 @@
  * does. Streaming turns the engine's per-token callback into text deltas.
  *
  * Streaming text is only ever emitted as a prefix of the final answer: a suffix that could
- * still become a stop string, a `<think>`/`</think>`/`<tool_call>` tag, or an incomplete
+ * still become a stop string, a `<think>`/`</think>`/`<tool_call>` tag (or DeepSeek's calls' opening), or an incomplete
  * UTF-8 character is held back until the next token settles it, nothing after Mistral's
  * `[TOOL_CALLS]` token is content, and where tools were offered to a model that calls them in
  * bare JSON (Llama 3.1+) an answer that opens with "{" waits for the end, so a client that
@@ -16,7 +16,7 @@
  */
 import type { GenerateResult, LocalModel } from '../model/local-model.js';
 import { sequenceSeeds } from '../model/sampling.js';
-import { decodeWithThinkTags, mayBeBareCall, replyTokens, splitReasoningText, type BareCall } from '../model/chat-output.js';
+import { decodeWithThinkTags, mayBeBareCall, replyTokens, splitReasoningText, TEXT_CALL_OPENERS, type BareCall } from '../model/chat-output.js';
 import { ContextLengthError, replyBudget } from '../model/context-limit.js';
 import { RequestError, type ChatRequest, type FinishReason, type TokenLogprob, type ToolCallOut } from './protocol.js';
 
@@ -47,7 +47,7 @@ export interface StreamDelta {
   reasoning?: string;
 }
 
-const TAGS = ['<think>', '</think>', '<tool_call>'];
+const TAGS = ['<think>', '</think>', ...TEXT_CALL_OPENERS];
 
 /** Length of the longest suffix of `text` that is a proper prefix of `marker`. */
 function partialSuffix(text: string, marker: string): number {
@@ -91,9 +91,9 @@ export class StreamText {
     const hold = Math.max(0, ...[...TAGS, ...this.stops].map((m) => partialSuffix(text, m)));
     const safe = text.slice(0, text.length - hold);
     const { reasoning = '', answer } = splitReasoningText((this.opensThinking ? '<think>' : '') + safe);
-    const call = answer.indexOf('<tool_call>');
+    const call = Math.min(...TEXT_CALL_OPENERS.map((opener) => answer.indexOf(opener)).filter((at) => at >= 0));
     if (mayBeBareCall(this.bareCall, answer)) return this.diff('', reasoning);
-    return this.diff(call >= 0 ? answer.slice(0, call).trimEnd() : answer, reasoning);
+    return this.diff(Number.isFinite(call) ? answer.slice(0, call).trimEnd() : answer, reasoning);
   }
 
   /** The rest of the final answer, where it extends what was sent. */

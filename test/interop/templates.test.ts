@@ -17,7 +17,6 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ChatTokenizer, type ChatMessage, type Reply } from '../../src-main/model/tokenizer.js';
-import { templateMessages } from '../../src-main/model/template-context.js';
 import { deepSeekR1Template, writeRealTokenizer, type RealTokenizer } from '../../tools/real-tokenizers.js';
 import { interopPython, pythonEnv } from './python.js';
 
@@ -148,7 +147,8 @@ const TEXT_AND_CALL_REPLY: ChatMessage = { role: 'assistant', content: 'Let me c
 const toolsVariant = (checkpoint: string): Variant => VARIANTS[checkpoint]!.find((v) => v.tools)!;
 
 /** Replies Hindsight trains on, after each checkpoint's conversations. */
-const REPLIES: { checkpoint: string; variant: Variant; messages: ChatMessage[]; reply: Reply; opensThink?: boolean; rewritesHistory?: boolean }[] = [
+const DEEPSEEK_CALL_END = '<｜tool▁calls▁end｜><｜end▁of▁sentence｜>';
+const REPLIES: { checkpoint: string; variant: Variant; messages: ChatMessage[]; reply: Reply; opensThink?: boolean; rewritesHistory?: boolean; addsEnd?: string }[] = [
   ...['qwen3', 'qwen2.5', 'llama-3.1', 'llama-3.2', 'deepseek-v3'].flatMap((checkpoint) =>
     VARIANTS[checkpoint]!.filter((v) => !v.extra?.enable_thinking || checkpoint !== 'qwen3').flatMap((variant) => [
       { checkpoint, variant, messages: SYSTEM_MULTI_TURN, reply: 'Sunny, 18°C.' },
@@ -183,6 +183,11 @@ const REPLIES: { checkpoint: string; variant: Variant; messages: ChatMessage[]; 
   // renders otherwise once the reply follows, and the reply trains after the prompt as generated.
   ...VARIANTS['hermes-3']!.map((variant) => ({ checkpoint: 'hermes-3', variant, messages: TOOL_TURNS, reply: 'It is 18°C in Paris.', rewritesHistory: variant.tools !== undefined })),
   { checkpoint: 'hermes-3', variant: toolsVariant('hermes-3'), messages: SYSTEM_MULTI_TURN, reply: CALL_REPLY },
+  // DeepSeek's templates write a single call with no end (<｜tool▁calls▁end｜> comes only after a
+  // second): Hindsight adds it and the end of turn, so the model learns to stop (docs/design.md
+  // §Tool-call dialects); R1's after closing the think block its prompt opened.
+  { checkpoint: 'deepseek-v3', variant: VARIANTS['deepseek-v3']![0]!, messages: SYSTEM_MULTI_TURN, reply: CALL_REPLY, addsEnd: DEEPSEEK_CALL_END },
+  { checkpoint: 'deepseek-r1', variant: VARIANTS['deepseek-r1']![0]!, messages: SYSTEM_MULTI_TURN, reply: CALL_REPLY, opensThink: true },
 ];
 const replyMessage = (reply: Reply): ChatMessage => (typeof reply === 'string' ? { role: 'assistant', content: reply } : reply);
 
@@ -190,14 +195,16 @@ const replyMessage = (reply: Reply): ChatMessage => (typeof reply === 'string' ?
 
 const render = (checkpoint: string, messages: ChatMessage[], variant: Variant, addGenerationPrompt: boolean): Render => ({
   dir: dirs[checkpoint]!,
-  // transformers' documented form of a tool call: arguments as a dict (Hindsight parses the stored JSON string into one)
-  messages: templateMessages(messages),
+  // transformers' documented form of a tool call: arguments as a dict (Hindsight parses the stored
+  // JSON string into one); and where the template asks for another (DeepSeek's: content none and
+  // the arguments' text), that form, as Hindsight gives it to the template.
+  messages: tokenizers[checkpoint]!.messagesForTemplate(messages, variant.tools),
   ...(variant.tools ? { tools: variant.tools } : {}),
   add_generation_prompt: addGenerationPrompt,
   extra: variant.extra ?? {},
 });
 
-interface Spans { prompt: number; full: number; span?: number; whole?: number }
+interface Spans { prompt: number; full: number; span?: number; whole?: number; end?: number }
 const requests: (Render | Encode)[] = [];
 const renderAt = renderCases.map((c) => requests.push(render(c.checkpoint, c.messages, c.variant, c.addGenerationPrompt)) - 1);
 const replyAt: Spans[] = REPLIES.map((r) => {
@@ -205,6 +212,7 @@ const replyAt: Spans[] = REPLIES.map((r) => {
   const options = { ...(r.variant.tools ? { tools: r.variant.tools } : {}), ...(r.variant.extra ? { extra: r.variant.extra } : {}) };
   const prompt = requests.push(render(r.checkpoint, r.messages, r.variant, true)) - 1;
   const full = requests.push(render(r.checkpoint, [...r.messages, replyMessage(r.reply)], r.variant, false)) - 1;
+  if (r.addsEnd) return { prompt, full, end: requests.push({ dir: dirs[r.checkpoint]!, text: r.addsEnd }) - 1 };
   if (!r.opensThink && !r.rewritesHistory) return { prompt, full };
   // R1: the reference is transformers' prompt ids followed by its ids of the reply as generation
   // writes it after the opened <think> (the rendered conversation has no reasoning to compare with).
@@ -246,18 +254,27 @@ describe.skipIf(!interopPython)('chat templates: Hindsight renders and tokenizes
     expect(at('mistral-small-3.2 tools: tool call and result, add_generation_prompt true')).toMatch(/\[TOOL_CALLS\]get_weather\[CALL_ID\]call00001\[ARGS\]\{"city": "Paris"\}/);
     expect(at('hermes-3 tools: no system, add_generation_prompt true')).toContain('You are a function calling AI model');
     expect(at('hermes-3 plain: no system, add_generation_prompt true')).not.toContain('function calling');
+    // DeepSeek's templates write a past call (given content none, not '': an empty reply otherwise)
+    expect(at('deepseek-v3 plain: tool call and result, add_generation_prompt true')).toContain('<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Paris"}\n```<｜tool▁call▁end｜>');
   });
 });
 
 describe.skipIf(!interopPython)('the reply span Hindsight trains is exactly the reply\'s tokens', () => {
   const replyLabel = (reply: Reply) => (typeof reply === 'string' ? JSON.stringify(reply) : `a tool call${reply.content ? ` after ${JSON.stringify(reply.content)}` : ''}`);
-  it.each(REPLIES.map((r, i) => ({ ...r, i, label: `${r.checkpoint} ${r.variant.label}: ${replyLabel(r.reply)}${r.rewritesHistory ? ' after a system message' : ''}` })))('$label', ({ checkpoint, variant, messages, reply, opensThink, rewritesHistory, i }) => {
+  it.each(REPLIES.map((r, i) => ({ ...r, i, label: `${r.checkpoint} ${r.variant.label}: ${replyLabel(r.reply)}${r.rewritesHistory ? ' after a system message' : ''}` })))('$label', ({ checkpoint, variant, messages, reply, opensThink, rewritesHistory, addsEnd, i }) => {
     const tok = tokenizers[checkpoint]!;
     const row = tok.encodeResponse(messages, reply, { ...(variant.tools ? { tools: variant.tools } : {}), ...(variant.extra ? { extra: variant.extra } : {}) });
     const at = replyAt[i]!;
     const prompt = reference[at.prompt]!.ids;
     expect(row.inputIds.slice(0, row.responseStart)).toEqual(prompt);
-    expect(row.inputIds).toEqual(opensThink || rewritesHistory ? [...prompt, ...reference[at.span!]!.ids] : reference[at.full]!.ids);
+    const expected = opensThink || rewritesHistory ? [...prompt, ...reference[at.span!]!.ids] : reference[at.full]!.ids;
+    expect(row.inputIds).toEqual(addsEnd ? [...expected, ...reference[at.end!]!.ids] : expected);
+    // R1's call: what follows the closed think block is the call as transformers renders the conversation with it
+    if (opensThink && typeof reply !== 'string') {
+      const call = reference[at.span!]!.text.replace(/^\n<\/think>\n\n/, '').replace(DEEPSEEK_CALL_END, '');
+      expect(call).toMatch(/^<｜tool▁calls▁begin｜>/);
+      expect(reference[at.full]!.text.endsWith(call)).toBe(true);
+    }
     // the reply as transformers renders the conversation with it: that conversation ends with the span
     if (rewritesHistory) expect(reference[at.full]!.text.endsWith(reference[at.span!]!.text)).toBe(true);
     // the span: at least the reply's text, and it ends with the end-of-turn token the model must learn to write
