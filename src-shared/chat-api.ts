@@ -113,6 +113,8 @@ export interface ChatState {
   saveError: string | null;
   /** Why both sides answer with int8 or int4 weights (fp32 did not fit the memory available), or null: fp32. */
   weightsNote: string | null;
+  /** Where the memory available holds a shorter chat than the model's positions: how long a chat fits, and why; else null. */
+  contextNote: string | null;
 }
 
 const returns = <O>() => ({}) as Returns<O>;

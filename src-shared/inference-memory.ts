@@ -136,3 +136,25 @@ export function fitsRoom(shape: ModelShape, load: InferenceLoad, room: Inference
 export function fittingForm(shape: ModelShape, room: InferenceRoom, load: Omit<InferenceLoad, 'quantize'> = {}): Quantize | null {
   return INFERENCE_FORMS.find((quantize) => fitsRoom(shape, { ...load, quantize }, room)) ?? null;
 }
+
+/**
+ * The longest chat, in tokens, whose decode cache (and prefill) fits `room` beside the rest of
+ * `load`: the model's positions where they all fit, else a whole number of cache blocks. A load
+ * that fits at all fits {@link INFERENCE_CONTEXT} tokens (or its positions), so the answer is at
+ * least that; a model that answers within it is refused a longer prompt in one line rather than
+ * growing its cache into swap or the OOM killer mid-chat (src-main/model/inference-fit.ts).
+ */
+export function fittingContext(shape: ModelShape, load: InferenceLoad, room: InferenceRoom): number {
+  const positions = shape.maxPositionEmbeddings;
+  const fits = (tokens: number) => fitsRoom(shape, { ...load, contextTokens: tokens }, room);
+  if (fits(positions)) return positions;
+  // lo fits (or is the planned chat, which the form was chosen for), hi does not: bisect in whole blocks.
+  let lo = Math.min(INFERENCE_CONTEXT, positions), hi = positions;
+  while (hi - lo > SLOT_BLOCK) {
+    const mid = Math.floor((lo + hi) / 2 / SLOT_BLOCK) * SLOT_BLOCK;
+    if (mid <= lo) break;
+    if (fits(mid)) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}

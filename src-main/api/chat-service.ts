@@ -27,11 +27,10 @@ import path from 'node:path';
 import type { CallInput } from '../../src-shared/contract.js';
 import type { ChatSide, ChatSideState, ChatState } from '../../src-shared/chat-api.js';
 import { appWording, UserError } from '../../src-shared/types.js';
-import type { LocalModel } from '../model/local-model.js';
+import type { CheckedForm, LocalModel } from '../model/local-model.js';
 import { fitInference } from '../model/inference-fit.js';
 import { deviceGpuMemory } from '../model/gpu-memory.js';
 import type { GpuMemory } from '../../src-shared/memory-verdict.js';
-import type { Quantize } from '../model/quantize.js';
 import { defaultPrecision } from '../../src-shared/training.js';
 import type { Device } from '../model/ort-session.js';
 import type { CaptureHook, CaptureTicket } from '../openai/capture-hook.js';
@@ -45,8 +44,8 @@ import { isModelPath } from '../model/model-path.js';
 import type { SavedChats } from '../store/saved-chats.js';
 import { savedTurn, systemPromptOf, withTurn } from './chat-saving.js';
 
-/** Loads base + adapter in the weights' form the service chose for the chat (ChatService `form`). */
-export type ChatModelLoader = (modelDir: string, adapterDir: string | null, device: Device, quantize: Quantize) => Promise<LocalModel>;
+/** Loads base + adapter in the weights' form and chat length the service chose for the chat (ChatService `form`). */
+export type ChatModelLoader = (modelDir: string, adapterDir: string | null, device: Device, form: CheckedForm) => Promise<LocalModel>;
 
 export interface ChatServiceHooks {
   /** Live capture's hook where `serve` hosts it (it answers null while capture is off); null in the desktop app. */
@@ -60,7 +59,7 @@ export interface ChatServiceHooks {
 /** Partial replies go out at most this often; a side's start and end go out at once. */
 const PROGRESS_INTERVAL_MS = 50;
 
-const IDLE: ChatState = { chatId: null, turn: 0, state: 'idle', sides: [], captured: false, seed: null, saveError: null, weightsNote: null };
+const IDLE: ChatState = { chatId: null, turn: 0, state: 'idle', sides: [], captured: false, seed: null, saveError: null, weightsNote: null, contextNote: null };
 
 interface CachedModel {
   model: Promise<LocalModel>;
@@ -71,10 +70,9 @@ interface CachedModel {
  * model, the device and the number of sides, so that the base and the adapter answer alike, and
  * kept while their models stay loaded.
  */
-interface ChatForm {
+interface ChatForm extends CheckedForm {
   key: string;
   engines: number;
-  quantize: Quantize;
   note: string | null;
 }
 
@@ -149,6 +147,7 @@ export class ChatService {
       seed,
       saveError: null,
       weightsNote: form.note,
+      contextNote: form.context.note,
       sides: plans.map((p) => ({
         side: p.side, name: p.adapterDir ? path.basename(p.adapterDir) : 'base', text: '', reasoning: '', status: 'loading',
         tokens: null, finishReason: null, tokensPerSecond: null, firstTokenMs: null, error: null,
@@ -219,7 +218,7 @@ export class ChatService {
     }
     this.closeModelsExcept(new Set());
     const fit = fitInference(modelDir, { quantize: 'auto', precision: defaultPrecision(device), engines: plans.length, gpu });
-    this.form = { key, engines: plans.length, quantize: fit.quantize, note: fit.note };
+    this.form = { key, engines: plans.length, quantize: fit.quantize, note: fit.note, context: { tokens: fit.contextTokens, note: fit.contextNote } };
     return this.form;
   }
 
@@ -282,10 +281,10 @@ export class ChatService {
     const cached = this.models.get(key);
     if (cached) return cached.model;
     // The memory check was the form's, for every side at once (formFor).
-    const load = this.hooks.load ?? ((dir, adapter, dev, quantize) => loadAdaptedModel(dir, adapter, { device: dev, quantize, ignoreMemory: true }));
-    const quantize = this.form!.quantize;
+    const load = this.hooks.load ?? ((dir, adapter, dev, form) => loadAdaptedModel(dir, adapter, { device: dev, ...form, ignoreMemory: true }));
+    const form: CheckedForm = { quantize: this.form!.quantize, context: this.form!.context };
     // Started from a microtask, so an adapter that fails its checks becomes a rejected load.
-    const entry: CachedModel = { model: Promise.resolve().then(() => load(modelDir, adapterDir, device, quantize)) };
+    const entry: CachedModel = { model: Promise.resolve().then(() => load(modelDir, adapterDir, device, form)) };
     entry.model.catch(() => {
       if (this.models.get(key) === entry) this.models.delete(key);
     });
@@ -363,7 +362,8 @@ function fitPrompt(model: LocalModel, request: ChatRequest): ChatPrompt {
     return chatPrompt(model, request);
   } catch (err) {
     if (!(err instanceof RequestError && err.code === 'context_length_exceeded')) throw err;
-    throw new UserError(`This conversation no longer fits the model's ${model.maxPositions} positions: press Clear to start a new chat.`);
+    const within = model.contextNote ? `the ${model.maxPositions} tokens this machine's memory holds for it` : `the model's ${model.maxPositions} positions`;
+    throw new UserError(`This conversation no longer fits ${within}: press Clear to start a new chat.`);
   }
 }
 

@@ -61,7 +61,7 @@ export const command: Command = async (argv) => {
     device, threads: threads || undefined, quantize: loadQuantizeFlag(values.quantize), ignoreMemory: values['ignore-memory'], reader: 'cli', precision: precisionFlag(values.precision),
   });
   const quantize = model.quantize;
-  if (model.weightsNote) process.stderr.write(`note: ${model.weightsNote}\n`);
+  for (const note of [model.weightsNote, model.contextNote]) if (note) process.stderr.write(`note: ${note}\n`);
   try {
     const started = Date.now();
     const request = { chatTemplate: !values['no-chat-template'], maxNewTokens, temperature, topP, stopStrings: values.stop };
@@ -70,7 +70,7 @@ export const command: Command = async (argv) => {
       : (await model.generateBatch([{ prompt: values.prompt, seeds: sequenceSeeds(seed, n) }], request))[0]!;
     const first = outs[0]!;
     if (first.maxNewTokens < maxNewTokens) {
-      process.stderr.write(`note: --max-new-tokens ${maxNewTokens} capped to ${first.maxNewTokens}: the model has ${model.maxPositions} positions and the prompt takes ${first.promptTokens}\n`);
+      process.stderr.write(`note: --max-new-tokens ${maxNewTokens} capped to ${first.maxNewTokens}: the model answers within ${model.maxPositions} tokens${model.contextNote ? ' here' : ''} and the prompt takes ${first.promptTokens}\n`);
     }
     const seconds = (Date.now() - started) / 1000;
     const tokens = outs.reduce((a, o) => a + o.tokens.length, 0);

@@ -19,7 +19,7 @@ import type { Device } from '../model/ort-session.js';
 import { loadAdaptedModel } from '../train/adapted-model.js';
 import { fitInference } from '../model/inference-fit.js';
 import { deviceGpuMemory } from '../model/gpu-memory.js';
-import type { Quantize } from '../model/quantize.js';
+import type { CheckedForm } from '../model/local-model.js';
 import { defaultPrecision } from '../../src-shared/training.js';
 import type { GeneratedReply } from './generation-stats.js';
 
@@ -102,25 +102,27 @@ const breathe = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export async function replay(contexts: readonly ReplayContext[], models: readonly ReplayModel[], run: ReplayRun): Promise<Replayed> {
   // One form of the weights for every model compared, chosen before the first loads (they load one at a time).
-  const { quantize, note } = fitInference(run.modelDir, { quantize: 'auto', precision: defaultPrecision(run.device), gpu: await deviceGpuMemory(run.device) });
+  const fit = fitInference(run.modelDir, { quantize: 'auto', precision: defaultPrecision(run.device), gpu: await deviceGpuMemory(run.device) });
+  const { quantize, note } = fit;
+  const form: CheckedForm = { quantize, context: { tokens: fit.contextTokens, note: fit.contextNote } };
   if (note) run.onProgress?.(models[0]?.name ?? 'base', 0, contexts.length, `replay: ${note}`);
   const out: Replayed = { replies: new Map(), generated: new Map(), judged: false, stopped: false, weightsNote: note };
   for (const m of models) {
     if (out.stopped) break;
-    out.stopped = await generateFor(m, contexts, { ...run, quantize }, out);
+    out.stopped = await generateFor(m, contexts, { ...run, form }, out);
   }
   if (run.settings.judge && !out.stopped) out.stopped = await judgeAll(contexts, models, run, out);
   return out;
 }
 
 /** Generates every context's K replies under one model; true when stopped. */
-async function generateFor(m: ReplayModel, contexts: readonly ReplayContext[], run: ReplayRun & { quantize: Quantize }, out: Replayed): Promise<boolean> {
+async function generateFor(m: ReplayModel, contexts: readonly ReplayContext[], run: ReplayRun & { form: CheckedForm }, out: Replayed): Promise<boolean> {
   const { rollouts, temperature, maxNewTokens } = run.settings;
   const replies: Record<string, ReplayReply[]> = {};
   const generated: GeneratedReply[] = [];
   out.replies.set(m.name, replies);
   out.generated.set(m.name, generated);
-  const model = await loadAdaptedModel(run.modelDir, m.adapterDir, { device: run.device, quantize: run.quantize, ignoreMemory: true, prepare: ['generate'] });
+  const model = await loadAdaptedModel(run.modelDir, m.adapterDir, { device: run.device, ...run.form, ignoreMemory: true, prepare: ['generate'] });
   try {
     for (let i = 0; i < contexts.length; i += CONTEXTS_PER_BATCH) {
       await breathe();

@@ -15,12 +15,17 @@
  *   one line naming the forms that would fit.
  * - nothing fits, not even int4: refused in one line with what it needs and what there is.
  * `ignoreMemory` (the CLI's --ignore-memory) loads regardless: `auto` then takes int4.
+ *
+ * The form is chosen for a chat of 4,096 tokens (INFERENCE_CONTEXT); the decode cache grows with
+ * the chat, so the fit also says how long a chat fits beside the weights (`contextTokens`, up to
+ * the model's positions): a model loaded with room for 12,000 tokens refuses a longer prompt in one
+ * line (LocalModel.maxPositions) rather than growing into swap or the OOM killer mid-chat.
  */
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
-import { cudaInferenceBytes, estimateInferenceMemory, fittingForm, fitsRoom, formName, INFERENCE_FORMS, type InferenceEstimate, type InferenceLoad } from '../../src-shared/inference-memory.js';
+import { cudaInferenceBytes, estimateInferenceMemory, fittingContext, fittingForm, fitsRoom, formName, INFERENCE_FORMS, type InferenceEstimate, type InferenceLoad } from '../../src-shared/inference-memory.js';
 import { formatBytes, type GpuMemory, type HostMemory } from '../../src-shared/memory-verdict.js';
-import { loraParameters, type ModelShape } from '../../src-shared/train-memory.js';
+import { loraParameters, SLOT_BLOCK, type ModelShape } from '../../src-shared/train-memory.js';
 import type { LoraTarget } from '../../src-shared/training.js';
 import { hostMemory, modelShape } from './host-memory.js';
 import type { Quantize } from './quantize.js';
@@ -47,6 +52,14 @@ export interface InferenceFit {
   host: HostMemory;
   /** Why the weights are not fp32 (fp16 on CUDA), where `auto` had to leave it; null otherwise. */
   note: string | null;
+  /**
+   * The longest chat, prompt and reply together, the engines answer within: the model's positions,
+   * or fewer where a longer chat's decode cache would not fit the memory there is (with
+   * `ignoreMemory`, the positions). LocalModel.maxPositions is this.
+   */
+  contextTokens: number;
+  /** Where `contextTokens` is below the model's positions: why, in one line; null otherwise. */
+  contextNote: string | null;
 }
 
 /** The form `modelPath` loads in on this machine now (see the module comment); throws a UserError when it does not fit. */
@@ -79,17 +92,31 @@ export function fitInference(modelPath: string, request: FitRequest, env: NodeJS
     }
     const note = quantize === 'none' ? null
       : `${word(quantize)} weights: ${word('none')} would need ${about('none')}${quantize === 'int4' ? ` and int8 ${about('int8')}` : ''}; ${roomFor(need('none').where)}`;
-    return { quantize, estimate: estimateInferenceMemory(shape, { ...load, quantize }), host, note };
+    return fitted(quantize, note);
   }
-  const estimate = estimateInferenceMemory(shape, { ...load, quantize: asked });
   if (!fitsRoom(shape, { ...load, quantize: asked }, room) && !ignoreMemory) {
     const others = INFERENCE_FORMS.filter((q) => q !== asked && fitsRoom(shape, { ...load, quantize: q }, room));
     const flag = (q: Quantize) => (cli ? `--quantize ${q}` : `${word(q)} weights`);
     const suggestion = others.length ? `try ${others.map((q) => `${flag(q)} (${about(q)})`).join(' or ')}` : 'not even int4 fits; close other programs or use a smaller model';
     throw new UserError(`${name} with ${word(asked)} weights needs ${about(asked)}, but ${roomFor(need(asked).where)}: ${suggestion}${anyway}.`);
   }
-  return { quantize: asked, estimate, host, note: null };
+  return fitted(asked, null);
+
+  /** The fit in form `quantize`, with the longest chat that fits beside it. */
+  function fitted(quantize: Quantize, note: string | null): InferenceFit {
+    const chosen = { ...load, quantize };
+    const positions = shape.maxPositionEmbeddings;
+    const contextTokens = ignoreMemory ? positions : fittingContext(shape, chosen, room);
+    // Where the next block would not fit: the card where it is short there, else the host.
+    const past = { ...chosen, contextTokens: contextTokens + SLOT_BLOCK };
+    const where = gpu && cudaInferenceBytes(shape, past) > gpu.freeBytes ? 'gpu' : 'host';
+    const contextNote = contextTokens >= positions ? null
+      : `chats up to ${count(contextTokens)} tokens of the model's ${count(positions)}: a longer chat's cache would not fit; ${roomFor(where)}`;
+    return { quantize, estimate: estimateInferenceMemory(shape, chosen), host, note, contextTokens, contextNote };
+  }
 }
+
+const count = (n: number) => n.toLocaleString('en-US');
 
 /**
  * How a model would answer on this machine now, for the model lists (`hindsight models`, the

@@ -30,6 +30,24 @@ export interface LoadOptions extends Omit<EngineOptions, 'quantize'>, Pick<FitRe
   prepare?: ('score' | 'generate')[];
   /** The weights' form; default 'auto': the most exact that fits this machine's memory (./inference-fit.ts). */
   quantize?: LoadQuantize;
+  /**
+   * The longest chat the caller's own memory check found room for, where it loads a form it chose
+   * itself with `ignoreMemory` (the Chat page's form for both sides, the served model's for its
+   * swap to a new adapter); default: this load's own check's, or the positions with `ignoreMemory`.
+   */
+  context?: ChatContext;
+}
+
+/** The longest chat, prompt and reply together, a load answers within, and why where it is below the model's positions (InferenceFit). */
+export interface ChatContext {
+  tokens: number;
+  note: string | null;
+}
+
+/** A loaded model's form as its memory check chose it: what a load of the same weights beside it takes (LoadOptions.quantize and .context). */
+export interface CheckedForm {
+  quantize: Quantize;
+  context: ChatContext;
 }
 
 export interface GenerateRequest extends Omit<GenerateOptions, 'decodeText'> {
@@ -93,6 +111,8 @@ export class LocalModel {
     readonly precision: Precision,
     /** Why `quantize` is not fp32 where the memory check chose it (./inference-fit.ts); null otherwise. */
     readonly weightsNote: string | null,
+    /** The memory check's longest chat (InferenceFit.contextTokens), and why where it is below the model's positions. */
+    private readonly context: ChatContext,
   ) {}
 
   /**
@@ -101,7 +121,7 @@ export class LocalModel {
    */
   static async load(dir: string, options: LoadOptions = {}): Promise<LocalModel> {
     const tokenizer = ChatTokenizer.load(dir);
-    const { prepare, ignoreMemory, engines, reader, ...engineOptions } = options;
+    const { prepare, ignoreMemory, engines, reader, context, ...engineOptions } = options;
     const device = options.device ?? 'cpu';
     const precision = options.precision ?? defaultPrecision(device);
     const fit = fitInference(dir, { quantize: options.quantize ?? 'auto', precision, engines, lora: options.lora, gpu: await deviceGpuMemory(device), ignoreMemory, reader });
@@ -112,7 +132,7 @@ export class LocalModel {
     );
     const ready = await waitUntilReady<{ config: ModelConfig }>(worker);
     const client = new WorkerClient(worker, { subject: 'the model', worker: 'the model worker' });
-    const model = new LocalModel(dir, ready.config, tokenizer, client, device, fit.quantize, precision, fit.note);
+    const model = new LocalModel(dir, ready.config, tokenizer, client, device, fit.quantize, precision, fit.note, context ?? { tokens: fit.contextTokens, note: fit.contextNote });
     if (prepare?.length) {
       try {
         model.ep = await model.worker.call<Device>('prepare', [prepare]);
@@ -129,9 +149,24 @@ export class LocalModel {
     return this.ep;
   }
 
-  /** Positions the model has (config.json's max_position_embeddings): prompt and reply together fit in them. */
+  /**
+   * The tokens prompt and reply together fit in: the model's positions (config.json's
+   * max_position_embeddings), or fewer where this machine's memory holds only a shorter chat's
+   * decode cache (./inference-fit.ts; {@link contextNote} says why). Every prompt is held to it:
+   * the Chat page, `/v1` (context_length_exceeded), the judge, replays, `generate`.
+   */
   get maxPositions(): number {
-    return this.config.maxPositionEmbeddings;
+    return Math.min(this.config.maxPositionEmbeddings, this.context.tokens);
+  }
+
+  /** Why {@link maxPositions} is below the model's positions (the memory there is); null where it is not. */
+  get contextNote(): string | null {
+    return this.context.note;
+  }
+
+  /** This model's form, for a load of the same weights beside it (the served model's swap to a new adapter). */
+  get checkedForm(): CheckedForm {
+    return { quantize: this.quantize, context: this.context };
   }
 
   /** Log-probs of each row's response tokens (fp32), in input order. */

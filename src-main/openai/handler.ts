@@ -50,11 +50,10 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { bearerOf, type ApiKeyCheck } from '../http/access.js';
 import { BodyTooLargeError, mediaType, readBody, refuseOversizedBody, sendJson } from '../http/json.js';
-import type { LocalModel } from '../model/local-model.js';
+import type { CheckedForm, LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
 import { chatPrompt, completeChat, completeChats, tokenLogprobs, type ChatPrompt, type ChatResult, type StreamDelta } from './local-chat.js';
 import { loadServedModel, servedModelId } from './served-model.js';
-import type { Quantize } from '../model/quantize.js';
 import type { CaptureHook, CaptureTicket, FeedbackHandler } from './capture-hook.js';
 import { chunkBody, completionBody, errorBody, parseChatRequest, RequestError, type ChatRequest } from './protocol.js';
 import { forwardChat, type UpstreamTarget } from './upstream.js';
@@ -102,14 +101,15 @@ class ModelSlot {
     private readonly log: (line: string) => void,
   ) {}
 
-  /** `form`: the weights' form to load in without a memory check (a model beside the current one that shares its weights). */
-  private entry(dir: string, adapter: string | null, form?: Quantize): Loaded {
+  /** `form`: the weights' form and chat length to load in without a memory check (a model beside the current one that shares its weights). */
+  private entry(dir: string, adapter: string | null, form?: CheckedForm): Loaded {
     const resolved = path.resolve(dir);
     const resolvedAdapter = adapter ? path.resolve(adapter) : null;
     // Loading is started from a microtask so an adapter that fails its checks becomes a rejected load.
     const model = Promise.resolve().then(() => loadServedModel(resolved, resolvedAdapter, this.device, form));
     const entry: Loaded = { key: slotKey(dir, adapter), id: servedModelId(resolved, resolvedAdapter), dir: resolved, model, active: 0, retired: false };
-    model.then((m) => m.weightsNote && this.log(`${entry.id}: ${m.weightsNote}`), () => {});
+    // What its own memory check chose (a model loaded in the current one's form said it then).
+    if (!form) model.then((m) => [m.weightsNote, m.contextNote].forEach((note) => note && this.log(`${entry.id}: ${note}`)), () => {});
     model.catch(() => {
       // A failed load is retried by the next request.
       if (this.current === entry) this.current = null;
@@ -139,10 +139,10 @@ class ModelSlot {
   }
 
   /** The current model's form of the weights, where it is `dir` and loaded. */
-  private async currentForm(dir: string): Promise<Quantize | undefined> {
+  private async currentForm(dir: string): Promise<CheckedForm | undefined> {
     const current = this.current;
     if (current?.dir !== path.resolve(dir)) return undefined;
-    return current.model.then((m) => m.quantize, () => undefined);
+    return current.model.then((m) => m.checkedForm, () => undefined);
   }
 
   async acquire(dir: string, adapter: string | null, waitMs: number): Promise<{ model: LocalModel; id: string; release: () => void }> {

@@ -5,9 +5,8 @@
  * An adapter is fed beside the base weights: see src-main/train/adapted-model.ts.
  */
 import path from 'node:path';
-import type { LocalModel } from '../model/local-model.js';
+import type { CheckedForm, LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
-import type { Quantize } from '../model/quantize.js';
 import { loadAdaptedModel } from '../train/adapted-model.js';
 
 /** The id clients see: the model folder's name, plus the adapter folder's name when one is applied. */
@@ -16,7 +15,7 @@ export function servedModelId(modelDir: string, adapterDir: string | null): stri
   return adapterDir ? `${base}+${path.basename(path.resolve(adapterDir))}` : base;
 }
 
-/** `form`: load in this form of the weights without a memory check (one the caller checked); else the form that fits. */
-export async function loadServedModel(modelDir: string, adapterDir: string | null, device: Device, form?: Quantize): Promise<LocalModel> {
-  return loadAdaptedModel(modelDir, adapterDir, form ? { device, quantize: form, ignoreMemory: true } : { device });
+/** `form`: load in this form of the weights, and its chat length, without a memory check (one the caller checked); else the form that fits. */
+export async function loadServedModel(modelDir: string, adapterDir: string | null, device: Device, form?: CheckedForm): Promise<LocalModel> {
+  return loadAdaptedModel(modelDir, adapterDir, form ? { device, ...form, ignoreMemory: true } : { device });
 }

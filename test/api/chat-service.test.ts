@@ -46,9 +46,9 @@ function writeTestAdapter(seed: number): void {
 /** A service over the real loader that counts loads and closes. */
 function chatService(events = new EventHub()) {
   const counts = { loads: 0, closes: 0, forms: [] as Quantize[] };
-  const load: ChatModelLoader = async (modelDir, adapter, device, quantize) => {
+  const load: ChatModelLoader = async (modelDir, adapter, device, form) => {
     counts.loads++;
-    const model = await loadAdaptedModel(modelDir, adapter, { device, quantize, ignoreMemory: true });
+    const model = await loadAdaptedModel(modelDir, adapter, { device, ...form, ignoreMemory: true });
     counts.forms.push(model.quantize);
     const close = model.close.bind(model);
     model.close = () => {
