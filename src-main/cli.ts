@@ -22,6 +22,7 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Com
   score: { summary: "log-probs of each line's response under a model", load: () => import('./cli/score.js') },
   generate: { summary: 'generate a reply with a local model', load: () => import('./cli/generate.js') },
   models: { summary: 'list the models on this machine (Ollama, LM Studio, the Hugging Face cache, your folders)', load: () => import('./cli/models.js') },
+  cache: { summary: "show (or --clear) the graph cache: each model's converted weights, their size and last use", load: () => import('./cli/cache.js') },
   train: { summary: 'fine-tune a LoRA adapter (Binary RL, On-Policy Distillation or both)', load: () => import('./cli/train.js') },
   rollout: { summary: 'run K rollouts of each task of a task file, with tools, and print the success rate', load: () => import('./cli/rollout.js') },
   split: { summary: 'show or change which sessions are held out of training for evaluation', load: () => import('./cli/split.js') },

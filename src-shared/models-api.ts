@@ -56,13 +56,55 @@ export interface ModelCatalog {
   folders: string[];
 }
 
+/** One model's converted weights and graphs in the graph cache (src-main/model/graph-cache.ts). */
+export interface CachedModelFolder {
+  folder: string;
+  /** The model file or folder they were converted from; null for a folder of another Hindsight's format. */
+  model: string | null;
+  /** The form of the weights: fp32, int8 or int4 (null: unknown). */
+  form: string | null;
+  bytes: number;
+  /** When it was last used, in ms since the epoch. */
+  lastUsed: number;
+}
+
+export interface GraphCacheInfo {
+  /** The cache folder; null where the cache is off (HINDSIGHT_GRAPH_CACHE=off). */
+  root: string | null;
+  /** Most recently used first. */
+  folders: CachedModelFolder[];
+  bytes: number;
+}
+
+/** The cache as Settings and `hindsight cache` show it: each folder with the model's name where the catalog lists it. */
+export interface GraphCacheView extends GraphCacheInfo {
+  folders: (CachedModelFolder & { name: string | null })[];
+  /** Days after which an unused folder is removed (GRAPH_CACHE_UNUSED_DAYS). */
+  unusedDays: number;
+}
+
 export const MODEL_CALLS = {
   listModels: call(
     "The models on this machine: Ollama's store, LM Studio's models folder, the Hugging Face cache and the user's folders, each with what Hindsight can tell from its headers.",
     object({}),
     returns<ModelCatalog>(),
   ),
+  graphCache: call("The graph cache: each model's weights converted to the form it ran in, and its graphs, with their size and last use.", object({}), returns<GraphCacheView>()),
+  clearGraphCache: call('Removes everything in the graph cache (a model loaded now keeps working).', object({}), returns<{ removed: number; bytes: number; kept: number }>()),
 };
+
+/** The cache in a few lines: its folder and size, then one line a model (`hindsight cache`). */
+export function cacheFoldersText(view: GraphCacheView): string {
+  if (!view.root) return 'The graph cache is off (HINDSIGHT_GRAPH_CACHE=off): every load converts its model again.';
+  const head = `Graph cache: ${view.root} (${view.folders.length} folder${view.folders.length === 1 ? '' : 's'}, ${formatBytes(view.bytes)})`;
+  if (!view.folders.length) return `${head}
+Empty: a model's converted weights are kept here the first time it answers or trains.`;
+  const rows = view.folders.map((f) => [f.form ?? '?', formatBytes(f.bytes), new Date(f.lastUsed).toISOString().slice(0, 10), f.name ?? f.model ?? '(another version\'s)']);
+  const table = [['FORM', 'SIZE', 'LAST USED', 'MODEL'], ...rows];
+  const widths = table[0]!.map((_, i) => Math.max(...table.map((r) => r[i]!.length)));
+  const lines = table.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  '));
+  return [head, ...lines, `A folder unused for ${view.unusedDays} days is removed on its own; hindsight cache --clear removes them all.`].join('\n');
+}
 
 /** "7.6B", "135M", "260K": a parameter count as model names write it. */
 export function formatParameters(n: number | null): string {

@@ -26,6 +26,8 @@ import { RolloutsService } from './rollouts-service.js';
 import { importUploaded } from './import-upload.js';
 import { isModelPath } from '../model/model-path.js';
 import { scanModels } from '../model/model-catalog.js';
+import { graphCacheView } from '../model/graph-cache-view.js';
+import { clearGraphCache } from '../model/graph-cache.js';
 import { exportModel } from '../train/model-export.js';
 
 export type { CaptureController } from './capture-calls.js';
@@ -291,6 +293,10 @@ export class HindsightService<W extends WorkspaceApi = WorkspaceApi> implements 
   }
 
   async listModels() { return scanModels({ folders: this.settingsStore.raw.modelFolders }); }
+
+  async graphCache() { return graphCacheView(this.settingsStore.raw.modelFolders); }
+
+  async clearGraphCache() { return clearGraphCache(); }
 
   async exportModel({ adapterDir, modelDir, outDir, merged, lessons }: CallInput<'exportModel'>) {
     const run = path.resolve(expandHome(adapterDir)), out = outDir ? path.resolve(expandHome(outDir)) : path.join(run, 'gguf');

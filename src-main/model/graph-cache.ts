@@ -34,6 +34,7 @@ import type { Graph } from '../graph/ir.js';
 import { saveModel } from '../graph/onnx.js';
 import { graphFingerprint, GRAPH_CACHE_VERSION } from './graph-fingerprint.js';
 import { hasWholeWeights, placeWeights } from './weight-file.js';
+import type { CachedModelFolder, GraphCacheInfo } from '../../src-shared/models-api.js';
 
 const SOURCE = 'source.json';
 const OFF = new Set(['off', '0', 'false', 'no']);
@@ -66,14 +67,21 @@ interface Source {
 }
 
 /** Fields of a Checkpoint.identity string; undefined for identities of another form. */
-function parseIdentity(identity: string): { dir: string; weights: string } | undefined {
+function parseIdentity(identity: string): { dir: string; weights: string; variant: string | null } | undefined {
   try {
-    const v = JSON.parse(identity) as { dir?: unknown; config?: unknown; files?: unknown };
-    return typeof v.dir === 'string' ? { dir: v.dir, weights: JSON.stringify([v.config, v.files]) } : undefined;
+    const v = JSON.parse(identity) as { dir?: unknown; config?: unknown; files?: unknown; variant?: unknown };
+    return typeof v.dir === 'string' ? { dir: v.dir, weights: JSON.stringify([v.config, v.files]), variant: typeof v.variant === 'string' ? v.variant : null } : undefined;
   } catch {
     return undefined;
   }
 }
+
+/**
+ * A folder not used for this many days is removed when another folder is made: a model tried
+ * once keeps no copy for ever. Every load marks its folder used (source.json's modification time).
+ */
+export const GRAPH_CACHE_UNUSED_DAYS = 30;
+const UNUSED_MS = GRAPH_CACHE_UNUSED_DAYS * 24 * 3600 * 1000;
 
 /**
  * The cache folder for `identity` under the root `option` resolves to, or undefined when the
@@ -93,17 +101,26 @@ export function openCacheFolder(option: string | false | undefined, identity: st
 /** The cache folder of the weights named `identity` (created, with its source.json); prunes stale folders when it is new. */
 export function cachedWeightFolder(root: string, identity: string): string {
   const dir = path.join(root, crypto.createHash('sha256').update(`${GRAPH_CACHE_VERSION}|${identity}`).digest('hex').slice(0, 24));
-  if (!fs.existsSync(path.join(dir, SOURCE))) {
+  const source = path.join(dir, SOURCE);
+  if (!fs.existsSync(source)) {
     removeStaleFolders(root, identity);
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    writeAtomically(path.join(dir, SOURCE), JSON.stringify({ format: GRAPH_CACHE_VERSION, identity } satisfies Source));
+    writeAtomically(source, JSON.stringify({ format: GRAPH_CACHE_VERSION, identity } satisfies Source));
+  } else {
+    try {
+      const now = new Date();
+      fs.utimesSync(source, now, now); // used now (GRAPH_CACHE_UNUSED_DAYS)
+    } catch {
+      // a read-only cache is still read
+    }
   }
   return dir;
 }
 
 /**
  * Folders of an older cache format or ONNX Runtime, of a checkpoint folder that is gone, or of this same
- * checkpoint folder with other weights or another config.json: nothing will read them again.
+ * checkpoint folder with other weights or another config.json: nothing will read them again. And
+ * folders unused for {@link GRAPH_CACHE_UNUSED_DAYS} days.
  */
 function removeStaleFolders(root: string, identity: string): void {
   const mine = parseIdentity(identity);
@@ -124,7 +141,8 @@ function removeStaleFolders(root: string, identity: string): void {
     const theirs = parseIdentity(source.identity);
     const stale = source.format !== GRAPH_CACHE_VERSION
       || (theirs !== undefined && !fs.existsSync(theirs.dir))
-      || (theirs !== undefined && mine !== undefined && theirs.dir === mine.dir && theirs.weights !== mine.weights);
+      || (theirs !== undefined && mine !== undefined && theirs.dir === mine.dir && theirs.weights !== mine.weights)
+      || lastUsed(folder) < Date.now() - UNUSED_MS;
     if (!stale) continue;
     try {
       fs.rmSync(folder, { recursive: true, force: true });
@@ -158,4 +176,67 @@ export function cachedGraphFile(dir: string, graph: Graph): { onnxPath: string; 
 /** Forgets a cached graph file that would not load (a folder emptied under it, a damaged file). */
 export function dropCachedGraph(onnxPath: string): void {
   fs.rmSync(onnxPath, { force: true });
+}
+
+/** When a cache folder was last used (source.json's modification time, which each load sets); 0 where unreadable. */
+function lastUsed(folder: string): number {
+  try {
+    return fs.statSync(path.join(folder, SOURCE)).mtimeMs;
+  } catch {
+    return 0;
+  }
+}
+
+/** What the cache under `option`'s root holds (docs/design.md §Graph cache): Settings and `hindsight cache` show it. */
+export function graphCacheInfo(option?: string | false): GraphCacheInfo {
+  const root = graphCacheRoot(option) ?? null;
+  const folders: CachedModelFolder[] = [];
+  for (const name of root ? safeList(root) : []) {
+    const folder = path.join(root!, name);
+    if (!fs.statSync(folder, { throwIfNoEntry: false })?.isDirectory()) continue;
+    let identity: ReturnType<typeof parseIdentity>;
+    try {
+      const source = JSON.parse(fs.readFileSync(path.join(folder, SOURCE), 'utf8')) as Source;
+      identity = source.format === GRAPH_CACHE_VERSION ? parseIdentity(source.identity) : undefined;
+    } catch {
+      identity = undefined;
+    }
+    folders.push({ folder, model: identity?.dir ?? null, form: identity ? identity.variant ?? 'fp32' : null, bytes: folderBytes(folder), lastUsed: lastUsed(folder) });
+  }
+  folders.sort((a, b) => b.lastUsed - a.lastUsed);
+  return { root, folders, bytes: folders.reduce((a, f) => a + f.bytes, 0) };
+}
+
+/**
+ * Removes every folder of the cache. A model loaded now keeps working (its files stay mapped
+ * until it closes; a graph it builds later makes its folder again); where the system keeps a file
+ * in use from being removed (Windows), that folder stays and is counted in `kept`.
+ */
+export function clearGraphCache(option?: string | false): { removed: number; bytes: number; kept: number } {
+  const before = graphCacheInfo(option);
+  let removed = 0, bytes = 0, kept = 0;
+  for (const f of before.folders) {
+    try {
+      fs.rmSync(f.folder, { recursive: true, force: true });
+      removed++;
+      bytes += f.bytes;
+    } catch {
+      kept++;
+    }
+  }
+  return { removed, bytes, kept };
+}
+
+function safeList(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+function folderBytes(folder: string): number {
+  let bytes = 0;
+  for (const name of safeList(folder)) bytes += fs.lstatSync(path.join(folder, name), { throwIfNoEntry: false })?.size ?? 0;
+  return bytes;
 }

@@ -7,7 +7,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { ModelEngine, type EngineOptions } from '../../src-main/model/inference-engine.js';
 import { Checkpoint } from '../../src-main/model/hf-checkpoint.js';
-import { cachedWeightFolder, defaultGraphCacheRoot, graphCacheRoot } from '../../src-main/model/graph-cache.js';
+import { cachedWeightFolder, clearGraphCache, defaultGraphCacheRoot, graphCacheInfo, graphCacheRoot, GRAPH_CACHE_UNUSED_DAYS } from '../../src-main/model/graph-cache.js';
+import { runCli } from '../helpers/cli.js';
+import { withEnv } from '../helpers/env.js';
 import { GRAPH_CACHE_FORMAT, graphFingerprint } from '../../src-main/model/graph-fingerprint.js';
 import { decodeChunkGraph } from '../../src-main/model/decode-chunk-graph.js';
 import { checkpointWeights } from '../../src-main/model/decoder.js';
@@ -163,5 +165,62 @@ describe('the graph cache', () => {
       if (before === undefined) delete process.env.HINDSIGHT_GRAPH_CACHE;
       else process.env.HINDSIGHT_GRAPH_CACHE = before;
     }
+  });
+
+  it('lists its folders (model, form, size, last use), removes ones unused for a month, and clears while a model is loaded', async () => {
+    const dir = writeModel('llama-listed', { family: 'llama', seed: 11 });
+    const graphCache = path.join(root, 'cache-listed');
+    const reference = await run(dir, { graphCache: false });
+    await run(dir, { graphCache, quantize: 'int8' });
+    await run(dir, { graphCache });
+    const info = graphCacheInfo(graphCache);
+    expect(info.root).toBe(graphCache);
+    expect(info.folders.map((f) => [f.model, f.form])).toEqual([[dir, 'fp32'], [dir, 'int8']]); // most recently used first
+    for (const f of info.folders) expect(f.bytes).toBe(fs.readdirSync(f.folder).reduce((a, n) => a + fs.statSync(path.join(f.folder, n)).size, 0));
+    expect(info.bytes).toBe(info.folders[0]!.bytes + info.folders[1]!.bytes);
+    expect(graphCacheInfo(false)).toEqual({ root: null, folders: [], bytes: 0 });
+
+    // A load marks its folder used; one untouched for longer than GRAPH_CACHE_UNUSED_DAYS goes when another is made.
+    const int8Folder = info.folders[1]!.folder;
+    const old = (Date.now() - (GRAPH_CACHE_UNUSED_DAYS + 1) * 86_400_000) / 1000;
+    fs.utimesSync(path.join(int8Folder, 'source.json'), old, old);
+    await run(dir, { graphCache });
+    expect(fs.existsSync(int8Folder)).toBe(true); // no folder was made: nothing pruned yet
+    await run(writeModel('llama-new', { family: 'llama', seed: 12 }), { graphCache });
+    expect(fs.existsSync(int8Folder)).toBe(false);
+    expect(fs.existsSync(info.folders[0]!.folder)).toBe(true);
+
+    // Cleared under a loaded engine: what it answers stays the same, and a graph it builds later makes its folder again.
+    const engine = ModelEngine.open(dir, { threads: 1, graphCache });
+    try {
+      expect(await engine.score(ROWS)).toEqual(reference.scores);
+      const before = graphCacheInfo(graphCache);
+      expect(clearGraphCache(graphCache)).toEqual({ removed: 2, bytes: before.bytes, kept: 0 });
+      expect(fs.readdirSync(graphCache)).toEqual([]);
+      expect(await engine.score(ROWS)).toEqual(reference.scores);
+      expect((await engine.generate(ROWS[0]!.inputIds, { maxNewTokens: 6, stopTokenIds: [] })).tokens).toEqual(reference.tokens);
+      // The generate graph, built after the clear, is cached again in its folder, made anew.
+      expect(fs.readdirSync(graphCache).flatMap((f) => fs.readdirSync(path.join(graphCache, f))).filter((f) => f.startsWith('generate-') && f.endsWith('.onnx'))).toHaveLength(1);
+    } finally {
+      await engine.close();
+    }
+    expect(await run(dir, { graphCache })).toEqual(reference);
+  });
+
+  it('hindsight cache lists it, and --clear empties it', async () => {
+    const graphCache = path.join(root, 'cache-cli');
+    const dir = writeModel('llama-cli', { family: 'llama', seed: 13 });
+    await run(dir, { graphCache, quantize: 'int4' });
+    const db = path.join(root, 'cli.db');
+    const cli = (...argv: string[]) => withEnv('HINDSIGHT_GRAPH_CACHE', graphCache, () => runCli(...argv));
+    const listed = await cli('cache', '--db', db);
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(new RegExp(`^Graph cache: ${graphCache} \\(1 folder, [\\d.]+ [kM]B\\)\\nFORM +SIZE +LAST USED +MODEL\\nint4 +[\\d.]+ [kM]B +\\d{4}-\\d\\d-\\d\\d +${dir}\\n`));
+    const json = (await cli('cache', '--db', db, '--json')).json();
+    expect(json).toMatchObject({ root: graphCache, unusedDays: GRAPH_CACHE_UNUSED_DAYS, folders: [{ model: dir, form: 'int4', name: null }] });
+    const cleared = await cli('cache', '--clear');
+    expect(cleared.stdout).toMatch(/^removed 1 folder\(s\), [\d.]+ [kM]B\n$/);
+    expect((await cli('cache', '--db', db)).stdout).toBe(`Graph cache: ${graphCache} (0 folders, 0 B)\nEmpty: a model's converted weights are kept here the first time it answers or trains.\n`);
+    expect((await withEnv('HINDSIGHT_GRAPH_CACHE', 'off', () => runCli('cache', '--db', db))).stdout).toMatch(/^The graph cache is off/);
   });
 });
