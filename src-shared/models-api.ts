@@ -36,10 +36,11 @@ export interface CatalogModel {
   reason: string | null;
   /**
    * How it would answer on this machine when listed (src-main/model/inference-fit.ts): the form
-   * of its weights a chat takes and the memory that needs; `form` null where not even int4 fits
-   * (`bytes`: what int4 needs). Null where it cannot be loaded.
+   * of its weights a chat takes, the memory that needs, and the longest chat that fits beside it
+   * (`contextTokens`, at most `contextLength`); `form` null where not even int4 fits (`bytes`: what
+   * int4 needs; `contextTokens` null). Null where it cannot be loaded.
    */
-  answers: { form: Quantize | null; bytes: number } | null;
+  answers: { form: Quantize | null; bytes: number; contextTokens: number | null } | null;
 }
 
 /** A place the scan looked in, and whether it was there. */
@@ -122,9 +123,15 @@ export function formatBytes(n: number | null): string {
   return `${v >= 100 || div === 1 ? Math.round(v) : v.toFixed(1).replace(/\.0$/, '')} ${unit}`;
 }
 
-/** How a listed model answers here, in words: "fp32, about 1.4 GB", "int4, about 7.5 GB", "too big (int4: about 7.5 GB)"; '' when not known. */
-export function answersText(m: Pick<CatalogModel, 'answers'>): string {
+/**
+ * How a listed model answers here, in words: "fp32, about 1.4 GB", "int4, about 7.5 GB, chats to
+ * 8,608 tokens" (where memory holds a shorter chat than its context), "too big (int4: about 7.5
+ * GB)"; '' when not known.
+ */
+export function answersText(m: Pick<CatalogModel, 'answers' | 'contextLength'>): string {
   if (!m.answers) return '';
-  const { form, bytes } = m.answers;
-  return form ? `${formName(form)}, about ${formatMemory(bytes)}` : `too big (int4: about ${formatMemory(bytes)})`;
+  const { form, bytes, contextTokens } = m.answers;
+  if (!form) return `too big (int4: about ${formatMemory(bytes)})`;
+  const shorter = contextTokens !== null && m.contextLength !== null && contextTokens < m.contextLength;
+  return `${formName(form)}, about ${formatMemory(bytes)}${shorter ? `, chats to ${contextTokens.toLocaleString('en-US')} tokens` : ''}`;
 }

@@ -51,7 +51,8 @@ export function catalogText(catalog: ModelCatalog): string {
     });
     const n = catalog.models.filter((m) => m.loadable).length;
     lines.push('', `${catalog.models.length} model(s), ${n} Hindsight can load: give its name or path to --model.`);
-    lines.push('ANSWERS HERE: the form of its weights a chat takes on this machine now (fp32 where it fits the memory available, else int8, else int4), and the memory that needs.');
+    lines.push('ANSWERS HERE: the form of its weights a chat takes on this machine now (fp32 where it fits the memory available, else int8, else int4), the memory that needs,');
+    lines.push('and, where the memory holds a shorter chat than the model\'s context, how long a chat fits.');
   } else lines.push('No models found.');
   lines.push('', 'Looked in:', ...catalog.searched.map((l) => `  ${MODEL_SOURCE_NAMES[l.source].padEnd(18)} ${l.path}${l.exists ? '' : '  (not there)'}`));
   if (!catalog.folders.length) lines.push('', 'Add a folder of your own with: hindsight models --add DIR');

@@ -27,6 +27,7 @@ import { cudaInferenceBytes, estimateInferenceMemory, fittingContext, fittingFor
 import { formatBytes, type GpuMemory, type HostMemory } from '../../src-shared/memory-verdict.js';
 import { loraParameters, SLOT_BLOCK, type ModelShape } from '../../src-shared/train-memory.js';
 import type { LoraTarget } from '../../src-shared/training.js';
+import type { CatalogModel } from '../../src-shared/models-api.js';
 import { hostMemory, modelShape } from './host-memory.js';
 import type { Quantize } from './quantize.js';
 
@@ -120,10 +121,12 @@ const count = (n: number) => n.toLocaleString('en-US');
 
 /**
  * How a model would answer on this machine now, for the model lists (`hindsight models`, the
- * pages' model fields): the form `auto` takes and what it needs, or, where not even int4 fits
- * (`form` null), what int4 would need.
+ * pages' model fields): the form `auto` takes, what it needs, and the longest chat that fits
+ * beside it; or, where not even int4 fits (`form` null), what int4 would need.
  */
-export function answersHere(shape: ModelShape, env: NodeJS.ProcessEnv = process.env): { form: Quantize | null; bytes: number } {
-  const form = fittingForm(shape, { host: hostMemory(env).availableBytes, gpu: null });
-  return { form, bytes: estimateInferenceMemory(shape, { quantize: form ?? 'int4' }).total };
+export function answersHere(shape: ModelShape, env: NodeJS.ProcessEnv = process.env): CatalogModel['answers'] & object {
+  const room = { host: hostMemory(env).availableBytes, gpu: null };
+  const form = fittingForm(shape, room);
+  const bytes = estimateInferenceMemory(shape, { quantize: form ?? 'int4' }).total;
+  return { form, bytes, contextTokens: form ? fittingContext(shape, { quantize: form }, room) : null };
 }

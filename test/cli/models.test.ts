@@ -59,9 +59,14 @@ describe('hindsight models', () => {
 
   it('says how each model would answer here: the form a chat takes, or too big', async () => {
     const listed = (await runCli('models', '--db', db, '--json')).json().models[0];
-    expect(listed.answers).toEqual({ form: 'none', bytes: estimateInferenceMemory(modelShape(listed.path), { quantize: 'none' }).total });
+    const shape = modelShape(listed.path);
+    expect(listed.answers).toEqual({ form: 'none', bytes: estimateInferenceMemory(shape, { quantize: 'none' }).total, contextTokens: 8192 });
     const none = await withEnv('HINDSIGHT_MEMORY_BUDGET', '1M', () => runCli('models', '--db', db));
     expect(none.stdout).toMatch(/^✓ +smollm2:135m .* too big \(int4: about \d+ MB\)$/m);
+    // Memory for a 4,096-token chat in fp32 but not its 8,192: how long a chat fits is said too.
+    const short = String(Math.ceil(estimateInferenceMemory(shape, { quantize: 'none', contextTokens: 4096 }).total));
+    const shorter = await withEnv('HINDSIGHT_MEMORY_BUDGET', short, () => runCli('models', '--db', db));
+    expect(shorter.stdout).toMatch(/^✓ +smollm2:135m .* 8192 +fp32, about \d+ MB, chats to 4,096 tokens$/m);
   });
 
   it('--add keeps a folder in the settings and lists its models, with the reason one cannot load; --remove forgets it', async () => {
