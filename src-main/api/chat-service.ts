@@ -218,7 +218,7 @@ export class ChatService {
     }
     this.closeModelsExcept(new Set());
     const fit = fitInference(modelDir, { quantize: 'auto', precision: defaultPrecision(device), engines: plans.length, gpu });
-    this.form = { key, engines: plans.length, quantize: fit.quantize, note: fit.note, context: { tokens: fit.contextTokens, note: fit.contextNote } };
+    this.form = { key, engines: plans.length, quantize: fit.quantize, note: fit.note, context: fit.context };
     return this.form;
   }
 

@@ -104,7 +104,7 @@ export async function replay(contexts: readonly ReplayContext[], models: readonl
   // One form of the weights for every model compared, chosen before the first loads (they load one at a time).
   const fit = fitInference(run.modelDir, { quantize: 'auto', precision: defaultPrecision(run.device), gpu: await deviceGpuMemory(run.device) });
   const { quantize, note } = fit;
-  const form: CheckedForm = { quantize, context: { tokens: fit.contextTokens, note: fit.contextNote } };
+  const form: CheckedForm = { quantize, context: fit.context };
   if (note) run.onProgress?.(models[0]?.name ?? 'base', 0, contexts.length, `replay: ${note}`);
   const out: Replayed = { replies: new Map(), generated: new Map(), judged: false, stopped: false, weightsNote: note };
   for (const m of models) {

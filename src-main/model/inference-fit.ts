@@ -17,7 +17,7 @@
  * `ignoreMemory` (the CLI's --ignore-memory) loads regardless: `auto` then takes int4.
  *
  * The form is chosen for a chat of 4,096 tokens (INFERENCE_CONTEXT); the decode cache grows with
- * the chat, so the fit also says how long a chat fits beside the weights (`contextTokens`, up to
+ * the chat, so the fit also says how long a chat fits beside the weights (`context.tokens`, up to
  * the model's positions): a model loaded with room for 12,000 tokens refuses a longer prompt in one
  * line (LocalModel.maxPositions) rather than growing into swap or the OOM killer mid-chat.
  */
@@ -53,14 +53,25 @@ export interface InferenceFit {
   host: HostMemory;
   /** Why the weights are not fp32 (fp16 on CUDA), where `auto` had to leave it; null otherwise. */
   note: string | null;
+  /** How long a chat, and how big a batch of replies, fits beside the weights in that form. */
+  context: ChatContext;
+}
+
+/** The chats a load answers within (LocalModel.maxPositions, .generateBatch). */
+export interface ChatContext {
   /**
-   * The longest chat, prompt and reply together, the engines answer within: the model's positions,
-   * or fewer where a longer chat's decode cache would not fit the memory there is (with
-   * `ignoreMemory`, the positions). LocalModel.maxPositions is this.
+   * The longest chat, prompt and reply together: the model's positions, or fewer where a longer
+   * chat's decode cache would not fit the memory there is (with `ignoreMemory`, the positions).
    */
-  contextTokens: number;
-  /** Where `contextTokens` is below the model's positions: why, in one line; null otherwise. */
-  contextNote: string | null;
+  tokens: number;
+  /** Where `tokens` is below the model's positions: why, in one line; null otherwise. */
+  note: string | null;
+  /**
+   * Whether a batch of `rows` replies, each row's cache `slots` long, fits beside the weights as
+   * the load found the memory (always, with `ignoreMemory`): a batch that does not is generated in
+   * parts (the judge's votes, replays' rollouts, `generate --n`).
+   */
+  fitsBatch(rows: number, slots: number): boolean;
 }
 
 /** The form `modelPath` loads in on this machine now (see the module comment); throws a UserError when it does not fit. */
@@ -107,13 +118,14 @@ export function fitInference(modelPath: string, request: FitRequest, env: NodeJS
   function fitted(quantize: Quantize, note: string | null): InferenceFit {
     const chosen = { ...load, quantize };
     const positions = shape.maxPositionEmbeddings;
-    const contextTokens = ignoreMemory ? positions : fittingContext(shape, chosen, room);
+    const tokens = ignoreMemory ? positions : fittingContext(shape, chosen, room);
     // Where the next block would not fit: the card where it is short there, else the host.
-    const past = { ...chosen, contextTokens: contextTokens + SLOT_BLOCK };
+    const past = { ...chosen, contextTokens: tokens + SLOT_BLOCK };
     const where = gpu && cudaInferenceBytes(shape, past) > gpu.freeBytes ? 'gpu' : 'host';
-    const contextNote = contextTokens >= positions ? null
-      : `chats up to ${count(contextTokens)} tokens of the model's ${count(positions)}: a longer chat's cache would not fit; ${roomFor(where)}`;
-    return { quantize, estimate: estimateInferenceMemory(shape, chosen), host, note, contextTokens, contextNote };
+    const contextNote = tokens >= positions ? null
+      : `chats up to ${count(tokens)} tokens of the model's ${count(positions)}: a longer chat's cache would not fit; ${roomFor(where)}`;
+    const fitsBatch = (rows: number, slots: number) => !!ignoreMemory || fitsRoom(shape, { ...chosen, rows, contextTokens: slots }, room);
+    return { quantize, estimate: estimateInferenceMemory(shape, chosen), host, note, context: { tokens, note: contextNote, fitsBatch } };
   }
 }
 

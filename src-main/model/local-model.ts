@@ -15,7 +15,7 @@
 import type { ModelConfig } from './hf-checkpoint.js';
 import type { EngineOptions, GenerateOptions, GeneratedTokens, ScoreOptions, ScoreRow } from './inference-engine.js';
 import type { Quantize } from './quantize.js';
-import { fitInference, type FitRequest, type LoadQuantize } from './inference-fit.js';
+import { fitInference, type ChatContext, type FitRequest, type LoadQuantize } from './inference-fit.js';
 import { deviceGpuMemory } from './gpu-memory.js';
 import { driftTextIds, type QuantDrift } from './quant-drift.js';
 import type { Device } from './ort-session.js';
@@ -38,11 +38,6 @@ export interface LoadOptions extends Omit<EngineOptions, 'quantize'>, Pick<FitRe
   context?: ChatContext;
 }
 
-/** The longest chat, prompt and reply together, a load answers within, and why where it is below the model's positions (InferenceFit). */
-export interface ChatContext {
-  tokens: number;
-  note: string | null;
-}
 
 /** A loaded model's form as its memory check chose it: what a load of the same weights beside it takes (LoadOptions.quantize and .context). */
 export interface CheckedForm {
@@ -111,7 +106,7 @@ export class LocalModel {
     readonly precision: Precision,
     /** Why `quantize` is not fp32 where the memory check chose it (./inference-fit.ts); null otherwise. */
     readonly weightsNote: string | null,
-    /** The memory check's longest chat (InferenceFit.contextTokens), and why where it is below the model's positions. */
+    /** The memory check's longest chat and the batches that fit (InferenceFit.context). */
     private readonly context: ChatContext,
   ) {}
 
@@ -132,7 +127,7 @@ export class LocalModel {
     );
     const ready = await waitUntilReady<{ config: ModelConfig }>(worker);
     const client = new WorkerClient(worker, { subject: 'the model', worker: 'the model worker' });
-    const model = new LocalModel(dir, ready.config, tokenizer, client, device, fit.quantize, precision, fit.note, context ?? { tokens: fit.contextTokens, note: fit.contextNote });
+    const model = new LocalModel(dir, ready.config, tokenizer, client, device, fit.quantize, precision, fit.note, context ?? fit.context);
     if (prepare?.length) {
       try {
         model.ep = await model.worker.call<Device>('prepare', [prepare]);
@@ -218,6 +213,8 @@ export class LocalModel {
    * generation): sequence j of a prompt gives what `generate` gives with `seed: seeds[j]`.
    * Results per prompt, in seed order. Prompts that leave no room throw as in `generate`.
    * `onToken` sees each token as it is chosen, with its sequence: the prompts' seeds counted in order.
+   * A batch whose rows' caches would not fit the memory the load found is generated in parts
+   * (batchParts), which gives the same sequences.
    */
   async generateBatch(prompts: BatchRequestPrompt[], request: BatchGenerateRequest = {}): Promise<GenerateResult[][]> {
     const { chatTemplate, template, onToken, ...options } = request;
@@ -226,10 +223,19 @@ export class LocalModel {
       const promptIds = this.promptIds(p.prompt, { chatTemplate, template: p.template ?? template });
       return { promptIds, seeds: p.seeds, maxNewTokens: replyBudget(promptIds.length, requested, this.maxPositions) };
     });
-    const onEvent = onToken && ((m: WorkerEvent) => onToken(m.sequence as number, m.token as number, m.logprob as number));
-    const out = await this.worker.call<{ outputs: GeneratedTokens[][]; executionProvider: Device }>('generateBatch', [batch, { ...options, maxNewTokens: requested, decodeText: false }, !!onToken], onEvent);
-    this.ep = out.executionProvider;
-    return out.outputs.map((seqs, i) => seqs.map((s) => this.result(s, batch[i]!.promptIds.length, batch[i]!.maxNewTokens, out.executionProvider, offersTools(prompts[i]!.template ?? template))));
+    const outputs: GeneratedTokens[][] = batch.map(() => []);
+    let sequences = 0;
+    let executionProvider: Device = this.device;
+    for (const part of batchParts(batch, (rows, slots) => this.context.fitsBatch(rows, slots))) {
+      const before = sequences;
+      const onEvent = onToken && ((m: WorkerEvent) => onToken(before + (m.sequence as number), m.token as number, m.logprob as number));
+      const out = await this.worker.call<{ outputs: GeneratedTokens[][]; executionProvider: Device }>('generateBatch', [part.map((p) => p.item), { ...options, maxNewTokens: requested, decodeText: false }, !!onToken], onEvent);
+      part.forEach((p, k) => outputs[p.index]!.push(...out.outputs[k]!));
+      sequences += part.reduce((a, p) => a + p.item.seeds.length, 0);
+      executionProvider = out.executionProvider;
+    }
+    this.ep = executionProvider;
+    return outputs.map((seqs, i) => seqs.map((s) => this.result(s, batch[i]!.promptIds.length, batch[i]!.maxNewTokens, executionProvider, offersTools(prompts[i]!.template ?? template))));
   }
 
   private result(out: GeneratedTokens, promptTokens: number, maxNewTokens: number, executionProvider: Device, toolsOffered: boolean): GenerateResult {
@@ -253,4 +259,39 @@ export class LocalModel {
   close(): Promise<void> {
     return this.worker.close();
   }
+}
+
+/** One prompt of a batch, as the engine takes it. */
+interface BatchItem {
+  promptIds: number[];
+  seeds: number[];
+  maxNewTokens: number;
+}
+
+/**
+ * A batch in parts that each fit (`fits(rows, slots)`: every row's cache as long as the part's
+ * longest, prompt and reply), in order: a prompt's seeds may be parted too. A
+ * row that does not fit even alone is a part of its own (the load checked one chat of its length).
+ */
+export function batchParts(batch: readonly BatchItem[], fits: (rows: number, slots: number) => boolean): { index: number; item: BatchItem }[][] {
+  const parts: { index: number; item: BatchItem }[][] = [];
+  let part: { index: number; item: BatchItem }[] = [];
+  let rows = 0, longest = 0;
+  batch.forEach((item, index) => {
+    const length = item.promptIds.length + item.maxNewTokens;
+    for (const seed of item.seeds) {
+      const wider = Math.max(longest, length);
+      if (rows > 0 && !fits(rows + 1, wider)) {
+        parts.push(part);
+        [part, rows, longest] = [[], 0, 0];
+      }
+      const last = part.at(-1);
+      if (last?.index === index) last.item = { ...last.item, seeds: [...last.item.seeds, seed] };
+      else part.push({ index, item: { ...item, seeds: [seed] } });
+      rows++;
+      longest = Math.max(longest, length);
+    }
+  });
+  if (part.length) parts.push(part);
+  return parts;
 }

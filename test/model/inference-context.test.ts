@@ -15,7 +15,7 @@ import { ChatService } from '../../src-main/api/chat-service.js';
 import { EventHub } from '../../src-main/workspace/event-hub.js';
 import { fitInference } from '../../src-main/model/inference-fit.js';
 import { modelShape } from '../../src-main/model/host-memory.js';
-import { LocalModel } from '../../src-main/model/local-model.js';
+import { batchParts, LocalModel } from '../../src-main/model/local-model.js';
 import { startOpenAiServer } from '../../src-main/openai/server.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 import { runCli } from '../helpers/cli.js';
@@ -40,6 +40,18 @@ describe('the longest chat that fits', () => {
   });
 });
 
+describe('a batch in parts that fit', () => {
+  it('parts rows in order, a prompt\'s seeds too, where a part would outgrow what fits', () => {
+    const fits = (rows: number, slots: number) => rows * slots <= 100;
+    const item = (length: number, seeds: number[]) => ({ promptIds: Array.from({ length: length - 10 }, () => 1), maxNewTokens: 10, seeds });
+    const parts = batchParts([item(30, [1, 2, 3, 4]), item(50, [5])], fits);
+    expect(parts.map((p) => p.map((x) => [x.index, x.item.seeds]))).toEqual([[[0, [1, 2, 3]]], [[0, [4]], [1, [5]]]]);
+    // A row longer than the budget alone is still a part of its own; everything fits: one part.
+    expect(batchParts([item(200, [1, 2])], fits).map((p) => p.map((x) => x.item.seeds))).toEqual([[[1]], [[2]]]);
+    expect(batchParts([item(30, [1, 2]), item(20, [3])], () => true)).toHaveLength(1);
+  });
+});
+
 describe('a load that answers within a shorter chat than its positions', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inference-context-'));
   let model: string;
@@ -55,14 +67,38 @@ describe('a load that answers within a shorter chat than its positions', () => {
 
   it('says how long a chat fits and why, and holds every prompt to it; ignoring memory, the positions', async () => {
     const fit = fitInference(model, { quantize: 'auto' }, { HINDSIGHT_MEMORY_BUDGET: budget });
-    expect([fit.quantize, fit.note, fit.contextTokens]).toEqual(['none', null, 8192]);
-    expect(fit.contextNote).toMatch(/^chats up to 8,192 tokens of the model's 65,536: a longer chat's cache would not fit; this machine has \d+ MB available of .* \(HINDSIGHT_MEMORY_BUDGET\)$/);
-    expect(fitInference(model, { quantize: 'auto', ignoreMemory: true }, { HINDSIGHT_MEMORY_BUDGET: budget }).contextTokens).toBe(65536);
+    expect([fit.quantize, fit.note, fit.context.tokens]).toEqual(['none', null, 8192]);
+    expect(fit.context.note).toMatch(/^chats up to 8,192 tokens of the model's 65,536: a longer chat's cache would not fit; this machine has \d+ MB available of .* \(HINDSIGHT_MEMORY_BUDGET\)$/);
+    expect([fit.context.fitsBatch(1, 8192), fit.context.fitsBatch(2, 8192), fit.context.fitsBatch(2, 2048)]).toEqual([true, false, true]);
+    const ignoring = fitInference(model, { quantize: 'auto', ignoreMemory: true }, { HINDSIGHT_MEMORY_BUDGET: budget }).context;
+    expect([ignoring.tokens, ignoring.note, ignoring.fitsBatch(64, 65536)]).toEqual([65536, null, true]);
     const loaded = await withEnv('HINDSIGHT_MEMORY_BUDGET', budget, () => LocalModel.load(model));
     try {
-      expect([loaded.maxPositions, loaded.contextNote]).toEqual([8192, fit.contextNote]);
+      expect([loaded.maxPositions, loaded.contextNote]).toEqual([8192, fit.context.note]);
       // Its checked form carries the limit to a load beside it (the served model's swap to a new adapter).
-      expect(loaded.checkedForm).toEqual({ quantize: 'none', context: { tokens: 8192, note: fit.contextNote } });
+      expect(loaded.checkedForm).toMatchObject({ quantize: 'none', context: { tokens: 8192, note: fit.context.note } });
+    } finally {
+      await loaded.close();
+    }
+  });
+
+  it('generates a batch whose rows would not fit together in parts, with the same sequences', async () => {
+    const loaded = await withEnv('HINDSIGHT_MEMORY_BUDGET', budget, () => LocalModel.load(model));
+    const calls: number[] = [];
+    const worker = (loaded as unknown as { worker: { call: (method: string, args: unknown[], onEvent?: unknown) => Promise<unknown> } }).worker;
+    const call = worker.call.bind(worker);
+    worker.call = (method, args, onEvent) => {
+      if (method === 'generateBatch') calls.push((args[0] as { seeds: number[] }[]).reduce((a, p) => a + p.seeds.length, 0));
+      return call(method, args, onEvent);
+    };
+    try {
+      // Three rows of some 3,000 slots: two fit the 8,192 the memory holds, three do not.
+      const prompt = longMessage(3000);
+      const streamed: number[] = [];
+      const [batch] = await loaded.generateBatch([{ prompt, seeds: [1, 2, 3] }], { maxNewTokens: 4, temperature: 1, onToken: (sequence) => streamed.push(sequence) });
+      expect(calls).toEqual([2, 1]);
+      expect(new Set(streamed)).toEqual(new Set([0, 1, 2]));
+      for (const [j, seed] of [1, 2, 3].entries()) expect(batch![j]!.tokens).toEqual((await loaded.generate(prompt, { maxNewTokens: 4, temperature: 1, seed })).tokens);
     } finally {
       await loaded.close();
     }
