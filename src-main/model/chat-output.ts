@@ -16,18 +16,9 @@
  */
 import type { ToolCall } from '../../src-shared/types.js';
 import { DEEPSEEK_CALLS_BEGIN, parseDeepSeekCalls } from './deepseek-calls.js';
+import type { OpenAIToolCall, ToolCallError } from './tool-call-shapes.js';
 
-export interface OpenAIToolCall {
-  id: string;
-  type: 'function';
-  function: { name: string; arguments: string };
-}
-
-/** A `<tool_call>` block whose content could not be read as a call. */
-export interface ToolCallError {
-  error: string;
-  raw: string;
-}
+export type { OpenAIToolCall, ToolCallError } from './tool-call-shapes.js';
 
 export interface ParsedReply {
   /** The answer: reasoning and tool-call blocks removed, trimmed. */

@@ -12,7 +12,7 @@
  * every model's reply. The closing `<｜tool▁calls▁end｜>` may be missing: DeepSeek-R1's own template
  * writes none after a single call, so a model that learnt from it stops at its end token instead.
  */
-import type { OpenAIToolCall, ToolCallError } from './chat-output.js';
+import type { OpenAIToolCall, ToolCallError } from './tool-call-shapes.js';
 
 export const DEEPSEEK_CALLS_BEGIN = '<｜tool▁calls▁begin｜>';
 const CALLS_END = '<｜tool▁calls▁end｜>';
