@@ -136,7 +136,7 @@ const count = (n: number) => n.toLocaleString('en-US');
  * pages' model fields): the form `auto` takes, what it needs, and the longest chat that fits
  * beside it; or, where not even int4 fits (`form` null), what int4 would need.
  */
-export function answersHere(shape: ModelShape, env: NodeJS.ProcessEnv = process.env): CatalogModel['answers'] & object {
+export function answersHere(shape: ModelShape, env: NodeJS.ProcessEnv = process.env): NonNullable<CatalogModel['answers']> {
   const room = { host: hostMemory(env).availableBytes, gpu: null };
   const form = fittingForm(shape, room);
   const bytes = estimateInferenceMemory(shape, { quantize: form ?? 'int4' }).total;

@@ -31,13 +31,13 @@ export interface LoadOptions extends Omit<EngineOptions, 'quantize'>, Pick<FitRe
   /** The weights' form; default 'auto': the most exact that fits this machine's memory (./inference-fit.ts). */
   quantize?: LoadQuantize;
   /**
-   * The longest chat the caller's own memory check found room for, where it loads a form it chose
-   * itself with `ignoreMemory` (the Chat page's form for both sides, the served model's for its
-   * swap to a new adapter); default: this load's own check's, or the positions with `ignoreMemory`.
+   * The longest chat and the batches the caller's own memory check found room for, where it loads
+   * a form it chose itself with `ignoreMemory` (the Chat page's form for both sides, a replay's, the
+   * served model's for its swap to a new adapter); default: this load's own check's (with
+   * `ignoreMemory`, the positions and any batch).
    */
   context?: ChatContext;
 }
-
 
 /** A loaded model's form as its memory check chose it: what a load of the same weights beside it takes (LoadOptions.quantize and .context). */
 export interface CheckedForm {
