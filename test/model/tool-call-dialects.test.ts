@@ -11,7 +11,7 @@ import { decodeWithThinkTags, parseReply, replyTokens } from '../../src-main/mod
 import { StreamText } from '../../src-main/openai/local-chat.js';
 import { ChatTokenizer, type ChatMessage } from '../../src-main/model/tokenizer.js';
 import { toolCallDialect } from '../../src-main/model/tool-call-dialects.js';
-import { writeTinyModel } from '../../tools/tiny-models.js';
+import { tokenizerWith as templateTokenizer } from './template-tokenizer.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-dialects-'));
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
@@ -23,19 +23,7 @@ const GRANITE3 = fixture('granite-3.3-instruct.jinja');
 const MISTRAL_SMALL_32 = fixture('mistral-small-3.2.jinja');
 const MINISTRAL_3 = fixture('ministral-3-reasoning.jinja');
 
-/** The tiny tokenizer with `template`, the given special tokens added after its vocabulary, and `without` (its own) taken out. */
-function tokenizerWith(name: string, template: string, specials: string[], without: string[] = []): ChatTokenizer {
-  const dir = writeTinyModel(path.join(root, name), { family: 'qwen3', numLayers: 1 }).dir;
-  const tokFile = path.join(dir, 'tokenizer.json');
-  const json = JSON.parse(fs.readFileSync(tokFile, 'utf8'));
-  json.added_tokens = json.added_tokens.filter((t: { content: string }) => !without.includes(t.content));
-  let next = Math.max(...json.added_tokens.map((t: { id: number }) => t.id)) + 1;
-  for (const content of specials) json.added_tokens.push({ id: next++, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
-  fs.writeFileSync(tokFile, JSON.stringify(json));
-  const configFile = path.join(dir, 'tokenizer_config.json');
-  fs.writeFileSync(configFile, JSON.stringify({ ...JSON.parse(fs.readFileSync(configFile, 'utf8')), chat_template: template }));
-  return ChatTokenizer.load(dir);
-}
+const tokenizerWith = (name: string, template: string, specials: string[], without: string[] = []) => templateTokenizer(root, name, template, specials, without);
 
 const TOOLS = [{ type: 'function', function: { name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
 const CALL = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } };
