@@ -37,6 +37,9 @@ import { hasWholeWeights, placeWeights } from './weight-file.js';
 import type { CachedModelFolder, GraphCacheInfo } from '../../src-shared/models-api.js';
 
 const SOURCE = 'source.json';
+/** A cache folder's name: the first hex digits of a hash of its weights' identity (every version so far). */
+const FOLDER_NAME_LENGTH = 24;
+const FOLDER_NAME = new RegExp(`^[0-9a-f]{${FOLDER_NAME_LENGTH}}$`);
 const OFF = new Set(['off', '0', 'false', 'no']);
 
 /** The per-user cache folder of the graph cache, by platform. */
@@ -100,7 +103,7 @@ export function openCacheFolder(option: string | false | undefined, identity: st
 
 /** The cache folder of the weights named `identity` (created, with its source.json); prunes stale folders when it is new. */
 export function cachedWeightFolder(root: string, identity: string): string {
-  const dir = path.join(root, crypto.createHash('sha256').update(`${GRAPH_CACHE_VERSION}|${identity}`).digest('hex').slice(0, 24));
+  const dir = path.join(root, crypto.createHash('sha256').update(`${GRAPH_CACHE_VERSION}|${identity}`).digest('hex').slice(0, FOLDER_NAME_LENGTH));
   const source = path.join(dir, SOURCE);
   if (!fs.existsSync(source)) {
     removeStaleFolders(root, identity);
@@ -124,20 +127,7 @@ export function cachedWeightFolder(root: string, identity: string): string {
  */
 function removeStaleFolders(root: string, identity: string): void {
   const mine = parseIdentity(identity);
-  let names: string[] = [];
-  try {
-    names = fs.readdirSync(root);
-  } catch {
-    return;
-  }
-  for (const name of names) {
-    const folder = path.join(root, name);
-    let source: Source;
-    try {
-      source = JSON.parse(fs.readFileSync(path.join(folder, SOURCE), 'utf8')) as Source;
-    } catch {
-      continue; // not ours, or being made right now
-    }
+  for (const { folder, source } of ownFolders(root)) {
     const theirs = parseIdentity(source.identity);
     const stale = source.format !== GRAPH_CACHE_VERSION
       || (theirs !== undefined && !fs.existsSync(theirs.dir))
@@ -191,16 +181,8 @@ function lastUsed(folder: string): number {
 export function graphCacheInfo(option?: string | false): GraphCacheInfo {
   const root = graphCacheRoot(option) ?? null;
   const folders: CachedModelFolder[] = [];
-  for (const name of root ? safeList(root) : []) {
-    const folder = path.join(root!, name);
-    if (!fs.statSync(folder, { throwIfNoEntry: false })?.isDirectory()) continue;
-    let identity: ReturnType<typeof parseIdentity>;
-    try {
-      const source = JSON.parse(fs.readFileSync(path.join(folder, SOURCE), 'utf8')) as Source;
-      identity = source.format === GRAPH_CACHE_VERSION ? parseIdentity(source.identity) : undefined;
-    } catch {
-      identity = undefined;
-    }
+  for (const { folder, source } of root ? ownFolders(root) : []) {
+    const identity = parseIdentity(source.identity);
     folders.push({ folder, model: identity?.dir ?? null, form: identity ? identity.variant ?? 'fp32' : null, bytes: folderBytes(folder), lastUsed: lastUsed(folder) });
   }
   folders.sort((a, b) => b.lastUsed - a.lastUsed);
@@ -208,7 +190,7 @@ export function graphCacheInfo(option?: string | false): GraphCacheInfo {
 }
 
 /**
- * Removes every folder of the cache. A model loaded now keeps working (its files stay mapped
+ * Removes every folder of the cache ({@link graphCacheInfo}'s: ours alone). A model loaded now keeps working (its files stay mapped
  * until it closes; a graph it builds later makes its folder again); where the system keeps a file
  * in use from being removed (Windows), that folder stays and is counted in `kept`.
  */
@@ -225,6 +207,27 @@ export function clearGraphCache(option?: string | false): { removed: number; byt
     }
   }
   return { removed, bytes, kept };
+}
+
+/**
+ * The cache's own folders under `root`, whatever version wrote them: real folders (not links)
+ * named as {@link cachedWeightFolder} names them, with a source.json of this shape. Nothing else
+ * there is read further, listed, or removed: a mistaken HINDSIGHT_GRAPH_CACHE (a home folder)
+ * loses nothing, and a folder being made (no source.json yet) is left to its maker.
+ */
+function ownFolders(root: string): { folder: string; source: Source }[] {
+  const out: { folder: string; source: Source }[] = [];
+  for (const name of safeList(root)) {
+    const folder = path.join(root, name);
+    if (!FOLDER_NAME.test(name) || !fs.lstatSync(folder, { throwIfNoEntry: false })?.isDirectory()) continue;
+    try {
+      const source = JSON.parse(fs.readFileSync(path.join(folder, SOURCE), 'utf8')) as Source;
+      if (typeof source?.identity === 'string' && (typeof source.format === 'string' || typeof source.format === 'number')) out.push({ folder, source });
+    } catch {
+      // not ours, or being made right now
+    }
+  }
+  return out;
 }
 
 function safeList(dir: string): string[] {

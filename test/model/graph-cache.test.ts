@@ -128,7 +128,7 @@ describe('the graph cache', () => {
     // The folders onnxruntime-node 1.23 wrote for this same checkpoint: an older version in
     // source.json (1.23's cache recorded the bare number 2), the same weights.
     const olderFolders = [{ format: 2, identity }, { format: '2/onnxruntime-node 1.23.2', identity }].map((source, i) => {
-      const folder = path.join(graphCache, `older-${i}`);
+      const folder = path.join(graphCache, String(i).repeat(24)); // named as every version names its folders
       fs.mkdirSync(folder, { recursive: true });
       fs.writeFileSync(path.join(folder, 'source.json'), JSON.stringify(source));
       return folder;
@@ -205,6 +205,28 @@ describe('the graph cache', () => {
       await engine.close();
     }
     expect(await run(dir, { graphCache })).toEqual(reference);
+  });
+
+  it('lists and removes only its own folders: a mistaken root keeps what else is there, links included', async () => {
+    const home = path.join(root, 'mistaken-home');
+    const documents = path.join(home, 'Documents');
+    fs.mkdirSync(documents, { recursive: true });
+    fs.writeFileSync(path.join(documents, 'thesis.txt'), 'keep me');
+    fs.writeFileSync(path.join(home, 'notes.txt'), 'keep me too');
+    const elsewhere = path.join(root, 'elsewhere');
+    fs.mkdirSync(elsewhere, { recursive: true });
+    fs.writeFileSync(path.join(elsewhere, 'source.json'), JSON.stringify({ format: 'x', identity: '{}' }));
+    fs.symlinkSync(elsewhere, path.join(home, 'link'));
+    // Named as the cache names its folders, still not its own: a link, and a folder with no source.json.
+    fs.symlinkSync(elsewhere, path.join(home, 'a'.repeat(24)));
+    fs.mkdirSync(path.join(home, 'b'.repeat(24)));
+    const dir = writeModel('llama-home', { family: 'llama', seed: 14 });
+    await run(dir, { graphCache: home });
+    expect(graphCacheInfo(home).folders.map((f) => f.model)).toEqual([dir]);
+    expect(clearGraphCache(home)).toMatchObject({ removed: 1, kept: 0 });
+    expect(fs.readdirSync(home).sort()).toEqual(['Documents', 'a'.repeat(24), 'b'.repeat(24), 'link', 'notes.txt']);
+    expect(fs.readFileSync(path.join(documents, 'thesis.txt'), 'utf8')).toBe('keep me');
+    expect(fs.existsSync(path.join(elsewhere, 'source.json'))).toBe(true);
   });
 
   it('hindsight cache lists it, and --clear empties it', async () => {
