@@ -148,7 +148,9 @@ describe.skipIf(!haveChromium)('the memory estimate and past runs on the Trainin
     await page.fill('[data-testid=train-steps]', '3');
     for (const method of ['combine', 'rl']) {
       await page.locator(`input[name=method][value=${method}]`).check();
-      const before = await page.locator('.run-line').getAttribute('data-run-id').catch(() => null);
+      // Read at once: a locator's getAttribute would wait out the whole state timeout (5 minutes)
+      // for a run line that is not there before the first run.
+      const before = await page.evaluate(() => document.querySelector('.run-line')?.getAttribute('data-run-id') ?? null);
       await page.locator('[data-action=fine-tune]').click();
       await page.waitForFunction((id) => { const el = document.querySelector('.run-line'); return !!el && el.getAttribute('data-run-id') !== id; }, before);
       await page.locator('[data-testid=train-status]', { hasText: /^(finished|failed)$/ }).waitFor();
