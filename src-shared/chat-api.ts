@@ -64,6 +64,11 @@ export interface ChatSideState {
   /** Milliseconds from the model being ready to the first token (the prompt's processing). */
   firstTokenMs: number | null;
   error: string | null;
+  /**
+   * While the side's model loads for the first time in its form: how far the conversion of its
+   * weights is, 0 to 1 (minutes for a 7–8B model; kept for later loads); null otherwise.
+   */
+  converting: number | null;
 }
 
 export type ChatFinishReason = 'stop' | 'length' | 'tool_calls';

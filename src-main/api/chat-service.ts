@@ -44,8 +44,11 @@ import { isModelPath } from '../model/model-path.js';
 import type { SavedChats } from '../store/saved-chats.js';
 import { savedTurn, systemPromptOf, withTurn } from './chat-saving.js';
 
-/** Loads base + adapter in the weights' form and chat length the service chose for the chat (ChatService `form`). */
-export type ChatModelLoader = (modelDir: string, adapterDir: string | null, device: Device, form: CheckedForm) => Promise<LocalModel>;
+/**
+ * Loads base + adapter in the weights' form and chat length the service chose for the chat
+ * (ChatService `form`), telling `onConversion` how far a first load's conversion of the weights is.
+ */
+export type ChatModelLoader = (modelDir: string, adapterDir: string | null, device: Device, form: CheckedForm, onConversion: (done: number, total: number) => void) => Promise<LocalModel>;
 
 export interface ChatServiceHooks {
   /** Live capture's hook where `serve` hosts it (it answers null while capture is off); null in the desktop app. */
@@ -150,13 +153,13 @@ export class ChatService {
       contextNote: form.context.note,
       sides: plans.map((p) => ({
         side: p.side, name: p.adapterDir ? path.basename(p.adapterDir) : 'base', text: '', reasoning: '', status: 'loading',
-        tokens: null, finishReason: null, tokensPerSecond: null, firstTokenMs: null, error: null,
+        tokens: null, finishReason: null, tokensPerSecond: null, firstTokenMs: null, error: null, converting: null,
       })),
     };
     this.emitNow();
     const sides = plans.map((plan, i) =>
       this.runSide(i, plan, requests[i]!, tickets[i] ?? null, { modelDir, device }, controller.signal).catch((err: unknown) =>
-        this.updateSide(i, { status: 'failed', error: sideError(err) }),
+        this.updateSide(i, { status: 'failed', error: sideError(err), converting: null }),
       ),
     );
     this.running = Promise.all(sides).then(() => {
@@ -223,10 +226,15 @@ export class ChatService {
   }
 
   private async runSide(index: number, plan: SidePlan, request: ChatRequest, ticket: CaptureTicket | null, at: { modelDir: string; device: Device }, signal: AbortSignal): Promise<void> {
-    const model = await this.model(plan.key, at.modelDir, plan.adapterDir, at.device);
-    if (signal.aborted) return this.updateSide(index, { status: 'stopped' });
+    const turn = this.state.turn;
+    // A model's first load in this form converts its weights (minutes for a 7–8B): the side says how far.
+    const converting = (done: number, total: number) => {
+      if (this.state.turn === turn) this.updateSide(index, { converting: total > 0 ? done / total : 1 }, done >= total);
+    };
+    const model = await this.model(plan.key, at.modelDir, plan.adapterDir, at.device, converting);
+    if (signal.aborted) return this.updateSide(index, { status: 'stopped', converting: null });
     const prompt = fitPrompt(model, request);
-    this.updateSide(index, { status: 'generating' });
+    this.updateSide(index, { status: 'generating', converting: null });
     const ready = performance.now();
     let firstAt: number | null = null;
     const result = await completeChat(
@@ -276,15 +284,20 @@ export class ChatService {
     return { deleted: this.hooks.saved?.().delete(id) ?? false };
   }
 
-  /** The cached model for `key`, loading it on first use; a failed load is forgotten, so the next turn retries. */
-  private model(key: string, modelDir: string, adapterDir: string | null, device: Device): Promise<LocalModel> {
+  /**
+   * The cached model for `key`, loading it on first use; a failed load is forgotten, so the next
+   * turn retries. Its generation session is built while it loads, so that a first load's
+   * conversion of the weights is the side's loading (`onConversion`), not its first token's wait.
+   */
+  private model(key: string, modelDir: string, adapterDir: string | null, device: Device, onConversion: (done: number, total: number) => void): Promise<LocalModel> {
     const cached = this.models.get(key);
     if (cached) return cached.model;
     // The memory check was the form's, for every side at once (formFor).
-    const load = this.hooks.load ?? ((dir, adapter, dev, form) => loadAdaptedModel(dir, adapter, { device: dev, ...form, ignoreMemory: true }));
+    const load = this.hooks.load
+      ?? ((dir, adapter, dev, form, converting) => loadAdaptedModel(dir, adapter, { device: dev, ...form, ignoreMemory: true, prepare: ['generate'], onConversion: converting }));
     const form: CheckedForm = { quantize: this.form!.quantize, context: this.form!.context };
     // Started from a microtask, so an adapter that fails its checks becomes a rejected load.
-    const entry: CachedModel = { model: Promise.resolve().then(() => load(modelDir, adapterDir, device, form)) };
+    const entry: CachedModel = { model: Promise.resolve().then(() => load(modelDir, adapterDir, device, form, onConversion)) };
     entry.model.catch(() => {
       if (this.models.get(key) === entry) this.models.delete(key);
     });

@@ -37,6 +37,12 @@ export interface LoadOptions extends Omit<EngineOptions, 'quantize'>, Pick<FitRe
    * `ignoreMemory`, the positions and any batch).
    */
   context?: ChatContext;
+  /**
+   * Told as a weights file is written for this model (bytes done, of the total): its first load in
+   * a form converts every weight, minutes for a 7–8B model; a later load maps the converted file
+   * (docs/design.md §Graph cache) and says nothing. With `prepare`, during the load.
+   */
+  onConversion?: (done: number, total: number) => void;
 }
 
 /** A loaded model's form as its memory check chose it: what a load of the same weights beside it takes (LoadOptions.quantize and .context). */
@@ -116,7 +122,7 @@ export class LocalModel {
    */
   static async load(dir: string, options: LoadOptions = {}): Promise<LocalModel> {
     const tokenizer = ChatTokenizer.load(dir);
-    const { prepare, ignoreMemory, engines, reader, context, ...engineOptions } = options;
+    const { prepare, ignoreMemory, engines, reader, context, onConversion, ...engineOptions } = options;
     const device = options.device ?? 'cpu';
     const precision = options.precision ?? defaultPrecision(device);
     const fit = fitInference(dir, { quantize: options.quantize ?? 'auto', precision, engines, lora: options.lora, gpu: await deviceGpuMemory(device), ignoreMemory, reader });
@@ -126,7 +132,9 @@ export class LocalModel {
       { dir, options: { ...engineOptions, quantize: fit.quantize, eosTokenIds: tokenizer.eosTokenIds } },
     );
     const ready = await waitUntilReady<{ config: ModelConfig }>(worker);
-    const client = new WorkerClient(worker, { subject: 'the model', worker: 'the model worker' });
+    const client = new WorkerClient(worker, { subject: 'the model', worker: 'the model worker' }, (msg) => {
+      if (msg.event === 'convert') onConversion?.(msg.done as number, msg.total as number);
+    });
     const model = new LocalModel(dir, ready.config, tokenizer, client, device, fit.quantize, precision, fit.note, context ?? fit.context);
     if (prepare?.length) {
       try {

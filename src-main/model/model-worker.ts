@@ -3,15 +3,19 @@
  * that calls it) and answers LocalModel's requests. Protocol, all structured-clone messages:
  *   parent → worker  { id, method: 'score' | 'scoreIncremental' | 'generate' | 'generateBatch' | 'quantizationDrift' | 'prepare' | 'setLora' | 'close', args }
  *   worker → parent  { id, result } | { id, error: { name, message } } | { id, event: 'token', token, logprob }
+ *                    | { event: 'convert', done, total }: a weights file being written (a model's first
+ *                      load converts its weights: ./weight-file.ts), outside any one request
  * The engine itself is opened from workerData before any request: { dir, options }, and the
  * worker posts { ready: summary } or { fatal: error }.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { ModelEngine, type EngineOptions } from './inference-engine.js';
+import { reportWeightsProgress } from './weight-file.js';
 import { errorPayload, serveRequests, type Request } from './worker-serve.js';
 
 const port = parentPort!;
 const { dir, options } = workerData as { dir: string; options: EngineOptions };
+reportWeightsProgress((done, total) => port.postMessage({ event: 'convert', done, total }));
 
 let engine: ModelEngine;
 try {

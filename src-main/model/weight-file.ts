@@ -46,6 +46,17 @@ interface Index {
 }
 
 const folders = new Map<string, string>();
+
+/**
+ * Told how far a weights file being written is (bytes of weights written, of the total): a
+ * model's first load converts every weight (dequantising a GGUF, transposing, quantising), which
+ * for a 7–8B model takes minutes; the model worker passes it on, so the page and the commands
+ * can say so (./model-worker.ts). One reporter a thread.
+ */
+let weightsProgress: ((done: number, total: number) => void) | undefined;
+export function reportWeightsProgress(report: ((done: number, total: number) => void) | undefined): void {
+  weightsProgress = report;
+}
 const cleanedAtExit = new Set<string>();
 
 /** The shared folder of a checkpoint's weights in this process. */
@@ -108,9 +119,14 @@ function writeWeights(dir: string, graph: Graph): Index {
   const dataTmp = path.join(dir, index.file + suffix);
   const fd = fs.openSync(dataTmp, 'w', 0o600);
   try {
+    const total = Object.values(tensors).reduce((a, t) => a + t.length, 0);
+    let done = 0;
+    weightsProgress?.(0, total);
     for (const [name, at] of Object.entries(tensors)) {
       const v = tensorValues(graph.initializers.get(name)!);
       writeAllSync(fd, new Uint8Array(v.buffer, v.byteOffset, v.byteLength), at.offset);
+      done += at.length;
+      weightsProgress?.(done, total);
     }
   } finally {
     fs.closeSync(fd);

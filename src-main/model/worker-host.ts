@@ -55,18 +55,22 @@ export async function startWorker(files: WorkerFiles, workerData: Record<string,
 }
 
 /**
- * Waits for the worker's first message, `{ ready }` or `{ fatal }`; a worker that fails to
- * start is terminated and its error thrown.
+ * Waits for the worker's `{ ready }` or `{ fatal }` (events it posts before, as a weights file
+ * written while it opens, are not that); a worker that fails to start is terminated and its
+ * error thrown.
  */
 export async function waitUntilReady<Ready>(worker: Worker): Promise<Ready> {
   try {
     return await new Promise<Ready>((resolve, reject) => {
       const onError = (err: Error) => reject(err);
-      worker.once('message', (msg: { ready?: Ready; fatal?: ErrorPayload }) => {
+      const onMessage = (msg: { ready?: Ready; fatal?: ErrorPayload }) => {
+        if (!msg.ready && !msg.fatal) return;
+        worker.off('message', onMessage);
         worker.off('error', onError);
         if (msg.ready) resolve(msg.ready);
         else reject(reviveError(msg.fatal!));
-      });
+      };
+      worker.on('message', onMessage);
       worker.once('error', onError);
     });
   } catch (err) {
@@ -101,8 +105,11 @@ export class WorkerClient {
   constructor(
     private readonly worker: Worker,
     private readonly names: WorkerNames,
+    /** Events the worker posts outside any request (the model worker's `convert`). */
+    onNotice?: (msg: { event: string } & Record<string, unknown>) => void,
   ) {
     worker.on('message', (msg: { id?: number; result?: unknown; error?: ErrorPayload; event?: string }) => {
+      if (msg.id === undefined && msg.event) return onNotice?.(msg as { event: string });
       const p = msg.id !== undefined ? this.pending.get(msg.id) : undefined;
       if (!p) return;
       if (msg.event) return p.onEvent?.(msg as WorkerEvent);
