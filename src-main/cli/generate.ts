@@ -17,8 +17,9 @@
 import type { GenerateResult } from '../model/local-model.js';
 import { sequenceSeeds } from '../model/sampling.js';
 import { loadAdaptedModel } from '../train/adapted-model.js';
+import { conversionLines } from '../model/local-model.js';
 import { intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
-import { conversionOnStderr, DEVICE_OPTION, deviceFlag, loadQuantizeFlag, modelFlag, precisionFlag, QUANTIZE_OPTION } from './model-flags.js';
+import { DEVICE_OPTION, deviceFlag, loadQuantizeFlag, modelFlag, precisionFlag, QUANTIZE_OPTION } from './model-flags.js';
 
 export const spec = {
   name: 'generate',
@@ -59,7 +60,7 @@ export const command: Command = async (argv) => {
   const n = intFlag('n', values.n, 1, 1);
   const model = await loadAdaptedModel(values.model, values.adapter ?? null, {
     device, threads: threads || undefined, quantize: loadQuantizeFlag(values.quantize), ignoreMemory: values['ignore-memory'], reader: 'cli', precision: precisionFlag(values.precision),
-    prepare: ['generate'], onConversion: conversionOnStderr(),
+    prepare: ['generate'], onConversion: conversionLines((line) => process.stderr.write(`${line}\n`)),
   });
   const quantize = model.quantize;
   for (const note of [model.weightsNote, model.contextNote]) if (note) process.stderr.write(`note: ${note}\n`);

@@ -102,18 +102,3 @@ export function llmJudgeFlags(backend: 'local' | 'openai', v: JudgeFlagValues, d
   const context = str('judge-context') === undefined ? undefined : intFlag('judge-context', str('judge-context'), 0, 16);
   return { backend, model, baseUrl: str('judge-url') ?? DEFAULT_JUDGE_URL, apiKey: str('judge-api-key') ?? process.env.HINDSIGHT_JUDGE_API_KEY, contextTokens: context };
 }
-
-/**
- * LoadOptions.onConversion for a command: a model's first load in a form converts its weights
- * (minutes for a 7–8B model), said on stderr as it goes, every tenth; nothing where the converted
- * weights are already kept.
- */
-export function conversionOnStderr(): (done: number, total: number) => void {
-  let said = -1;
-  return (done, total) => {
-    const tenth = total > 0 ? Math.floor((done / total) * 10) : 10;
-    if (tenth === said) return;
-    said = tenth;
-    process.stderr.write(`converting the model's weights for this machine, the first time only (kept for the next load): ${tenth * 10}%\n`);
-  };
-}

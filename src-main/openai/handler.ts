@@ -50,7 +50,7 @@ import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { bearerOf, type ApiKeyCheck } from '../http/access.js';
 import { BodyTooLargeError, mediaType, readBody, refuseOversizedBody, sendJson } from '../http/json.js';
-import type { CheckedForm, LocalModel } from '../model/local-model.js';
+import { conversionLines, type CheckedForm, type LocalModel } from '../model/local-model.js';
 import type { Device } from '../model/ort-session.js';
 import { chatPrompt, completeChat, completeChats, tokenLogprobs, type ChatPrompt, type ChatResult, type StreamDelta } from './local-chat.js';
 import { loadServedModel, servedModelId } from './served-model.js';
@@ -106,8 +106,11 @@ class ModelSlot {
     const resolved = path.resolve(dir);
     const resolvedAdapter = adapter ? path.resolve(adapter) : null;
     // Loading is started from a microtask so an adapter that fails its checks becomes a rejected load.
-    const model = Promise.resolve().then(() => loadServedModel(resolved, resolvedAdapter, this.device, form));
-    const entry: Loaded = { key: slotKey(dir, adapter), id: servedModelId(resolved, resolvedAdapter), dir: resolved, model, active: 0, retired: false };
+    const id = servedModelId(resolved, resolvedAdapter);
+    // A first load converts the weights (minutes for a 7–8B model) while the first request waits: the log says how far.
+    const converting = conversionLines((line) => this.log(`${id}: ${line}`));
+    const model = Promise.resolve().then(() => loadServedModel(resolved, resolvedAdapter, this.device, form, converting));
+    const entry: Loaded = { key: slotKey(dir, adapter), id, dir: resolved, model, active: 0, retired: false };
     // What its own memory check chose (a model loaded in the current one's form said it then).
     if (!form) model.then((m) => [m.weightsNote, m.contextNote].forEach((note) => note && this.log(`${entry.id}: ${note}`)), () => {});
     model.catch(() => {

@@ -15,7 +15,12 @@ export function servedModelId(modelDir: string, adapterDir: string | null): stri
   return adapterDir ? `${base}+${path.basename(path.resolve(adapterDir))}` : base;
 }
 
-/** `form`: load in this form of the weights, and its chat length, without a memory check (one the caller checked); else the form that fits. */
-export async function loadServedModel(modelDir: string, adapterDir: string | null, device: Device, form?: CheckedForm): Promise<LocalModel> {
-  return loadAdaptedModel(modelDir, adapterDir, form ? { device, ...form, ignoreMemory: true } : { device });
+/**
+ * `form`: load in this form of the weights, and its chat length, without a memory check (one the
+ * caller checked); else the form that fits. Its generation session is built while it loads, so
+ * that a first load's conversion of the weights (`onConversion`) is the load's, not a request's.
+ */
+export async function loadServedModel(modelDir: string, adapterDir: string | null, device: Device, form?: CheckedForm, onConversion?: (done: number, total: number) => void): Promise<LocalModel> {
+  const options = { device, prepare: ['generate' as const], ...(onConversion ? { onConversion } : {}) };
+  return loadAdaptedModel(modelDir, adapterDir, form ? { ...options, ...form, ignoreMemory: true } : options);
 }

@@ -1,8 +1,8 @@
 // A model's first load in a form converts its weights into the graph cache (docs/design.md §Graph
 // cache); for a 7–8B model that takes minutes, so the load says how far it is: the model worker
-// passes the weights file's progress on (LoadOptions.onConversion), `generate` prints it on stderr,
-// and the Chat page's side shows it while it loads (ChatSideState.converting). A later load maps
-// the converted file and says nothing.
+// passes the weights file's progress on (LoadOptions.onConversion), `generate` and `serve`'s log
+// say it once it takes a while (conversionLines), and the Chat page's side shows it while it loads
+// (ChatSideState.converting). A later load maps the converted file and says nothing.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { ChatState } from '../../src-shared/chat-api.js';
 import { ChatService } from '../../src-main/api/chat-service.js';
 import { EventHub } from '../../src-main/workspace/event-hub.js';
-import { LocalModel } from '../../src-main/model/local-model.js';
+import { conversionLines, CONVERSION_QUIET_MS, LocalModel } from '../../src-main/model/local-model.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 import { runCli } from '../helpers/cli.js';
 import { withEnv } from '../helpers/env.js';
@@ -41,16 +41,31 @@ describe('a first load says how far the conversion of its weights is', () => {
     expect(await load('int4')).toEqual([]);
   });
 
-  it('generate prints it on stderr the first time, every tenth, and not again', async () => {
+  it('the commands\' lines: silent for a conversion done in a moment, then each tenth and the end', () => {
+    let clock = 0;
+    const lines: string[] = [];
+    const tell = conversionLines((line) => lines.push(line), () => clock);
+    const at = (ms: number, done: number) => ((clock = ms), tell(done, 100));
+    at(0, 0);
+    at(500, 15);
+    expect(lines).toEqual([]);
+    at(CONVERSION_QUIET_MS, 22);
+    at(CONVERSION_QUIET_MS + 100, 27);
+    at(CONVERSION_QUIET_MS + 200, 35);
+    at(CONVERSION_QUIET_MS + 300, 100);
+    expect(lines.map((l) => l.replace(/^converting the model's weights for this machine, the first time only \(kept for the next load\): /, ''))).toEqual(['20%', '30%', '100%']);
+    const quick: string[] = [];
+    const quickly = conversionLines((line) => quick.push(line), () => 0);
+    for (const done of [0, 50, 100]) quickly(done, 100);
+    expect(quick).toEqual([]);
+  });
+
+  it('generate says nothing of a first load\'s conversion done in a moment (the tiny model\'s)', async () => {
     const dir = model('tiny-cli');
     const cli = () => withEnv('HINDSIGHT_GRAPH_CACHE', path.join(root, 'cache-cli'), () => runCli('generate', '--model', dir, '--prompt', 'Hi', '--max-new-tokens', '2'));
     const first = await cli();
     expect(first.code).toBe(0);
-    const lines = first.stderr.split('\n').filter((l) => l.startsWith('converting'));
-    expect(lines[0]).toBe("converting the model's weights for this machine, the first time only (kept for the next load): 0%");
-    expect(lines.at(-1)).toBe("converting the model's weights for this machine, the first time only (kept for the next load): 100%");
-    expect(new Set(lines).size).toBe(lines.length);
-    expect((await cli()).stderr).not.toContain('converting');
+    expect(first.stderr).not.toContain('converting');
   });
 
   it('the Chat page\'s side shows it while it loads, and not once it writes', async () => {
