@@ -17,7 +17,7 @@
 import type { GenerateResult } from '../model/local-model.js';
 import { sequenceSeeds } from '../model/sampling.js';
 import { loadAdaptedModel } from '../train/adapted-model.js';
-import { conversionLines } from '../model/local-model.js';
+import { conversionLines } from '../model/weight-file.js';
 import { intFlag, jsonOption, numberFlag, parseCommandArgs, printJson, usageLine, UsageError, type Command } from './args.js';
 import { DEVICE_OPTION, deviceFlag, loadQuantizeFlag, modelFlag, precisionFlag, QUANTIZE_OPTION } from './model-flags.js';
 

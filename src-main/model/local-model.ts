@@ -269,28 +269,6 @@ export class LocalModel {
   }
 }
 
-/** A conversion is told of once it has taken this long: a small model's, done in a moment, says nothing. */
-export const CONVERSION_QUIET_MS = 2000;
-
-/**
- * LoadOptions.onConversion that writes a line each tenth of the way (`generate` on stderr, `serve`
- * in its log) once the conversion has taken {@link CONVERSION_QUIET_MS}, and its end where it said
- * anything: "converting the model's weights for this machine, the first time only (kept for the
- * next load): 40%".
- */
-export function conversionLines(write: (line: string) => void, now: () => number = Date.now): (done: number, total: number) => void {
-  let said = -1;
-  let started: number | undefined;
-  return (done, total) => {
-    started ??= now();
-    const tenth = total > 0 ? Math.floor((done / total) * 10) : 10;
-    // Silent until it has taken a while; then every tenth, its end included.
-    if (tenth === said || (said < 0 && now() - started < CONVERSION_QUIET_MS)) return;
-    said = tenth;
-    write(`converting the model's weights for this machine, the first time only (kept for the next load): ${tenth * 10}%`);
-  };
-}
-
 /** One prompt of a batch, as the engine takes it. */
 interface BatchItem {
   promptIds: number[];

@@ -24,6 +24,7 @@ import { recomputeOn } from '../../src-shared/training.js';
 import { methodLoss, methodRecord, type LossSpec } from '../../src-shared/training-methods.js';
 import { lossMetricFields } from '../../src-shared/trainer-log-line.js';
 import type { Checkpoint } from '../model/hf-checkpoint.js';
+import { conversionLines, reportWeightsProgress } from '../model/weight-file.js';
 import type { TrainRow } from './batches.js';
 import { loraSpecs } from './lora.js';
 import { writeMergedModel } from './merge.js';
@@ -106,13 +107,20 @@ export async function openRunStep(checkpoint: Checkpoint, settings: RunSettings,
     ...(recompute ? ['recomputing activations'] : []),
   ];
   emit({ type: 'status', phase: 'compiling', message: `building the training graph${how.length ? ` (${how.join(', ')})` : ''}` });
-  const step = await createTrainStep(checkpoint, {
-    microBatch,
-    lora: settings.lora, optimizer: settings.optimizer, loss: settings.loss, device: settings.device, threads: settings.threads ?? undefined,
-    recompute, maxLength: settings.maxLength, precision: settings.precision ?? undefined,
-    quantize: settings.quantize,
-    value: settings.ppo.advantage === 'gae' ? { clip: settings.ppo.valueClip, coef: settings.ppo.valueCoef } : undefined,
-  });
+  // The run's first build for this model and form converts its weights (minutes for a 7–8B): said as it goes.
+  reportWeightsProgress(conversionLines((message) => emit({ type: 'status', phase: 'compiling', message })));
+  let step: TrainStep;
+  try {
+    step = await createTrainStep(checkpoint, {
+      microBatch,
+      lora: settings.lora, optimizer: settings.optimizer, loss: settings.loss, device: settings.device, threads: settings.threads ?? undefined,
+      recompute, maxLength: settings.maxLength, precision: settings.precision ?? undefined,
+      quantize: settings.quantize,
+      value: settings.ppo.advantage === 'gae' ? { clip: settings.ppo.valueClip, coef: settings.ppo.valueCoef } : undefined,
+    });
+  } finally {
+    reportWeightsProgress(undefined);
+  }
   const expected = loraSpecs(checkpoint.config, settings.lora.targets);
   if (step.specs.map((s) => s.module).join() !== expected.map((s) => s.module).join()) {
     await step.close();
