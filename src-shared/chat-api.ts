@@ -69,6 +69,12 @@ export interface ChatSideState {
    * weights is, 0 to 1 (minutes for a 7–8B model; kept for later loads); null otherwise.
    */
   converting: number | null;
+  /**
+   * Once the side has finished: the chat's tokens with this reply (its prompt and the reply) and
+   * the most its model answers within here (LocalModel.maxPositions: the positions, or fewer where
+   * the memory holds less), so the page can say how close the chat is to where it must be cleared.
+   */
+  context: { used: number; limit: number } | null;
 }
 
 export type ChatFinishReason = 'stop' | 'length' | 'tool_calls';

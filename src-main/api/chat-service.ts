@@ -153,7 +153,7 @@ export class ChatService {
       contextNote: form.context.note,
       sides: plans.map((p) => ({
         side: p.side, name: p.adapterDir ? path.basename(p.adapterDir) : 'base', text: '', reasoning: '', status: 'loading',
-        tokens: null, finishReason: null, tokensPerSecond: null, firstTokenMs: null, error: null, converting: null,
+        tokens: null, finishReason: null, tokensPerSecond: null, firstTokenMs: null, error: null, converting: null, context: null,
       })),
     };
     this.emitNow();
@@ -255,6 +255,7 @@ export class ChatService {
     this.updateSide(index, {
       text: result.content, reasoning: result.reasoning ?? '', tokens: result.completionTokens, status: result.cancelled ? 'stopped' : 'done',
       finishReason: result.cancelled ? null : result.finishReason, tokensPerSecond, firstTokenMs: firstAt === null ? null : Math.round(firstAt - ready),
+      context: { used: result.promptTokens + result.completionTokens, limit: model.maxPositions },
     });
   }
 

@@ -170,10 +170,13 @@ describe.skipIf(!haveChromium)('the Chat page, in a browser', { timeout: TEST_TI
     await page.waitForFunction(() => document.querySelectorAll('[data-testid=chat-column-adapter] [data-testid=chat-reply]').length === 2 && document.querySelectorAll('[data-testid=chat-column-base] [data-testid=chat-reply]').length === 2);
     const state = await bothEnd('done');
     expect(await column('base').locator('.msg.user').count()).toBe(2);
-    // Under each reply: its tokens, tokens per second, first token and finish reason, as the back end measured them.
+    // Under each reply: its tokens, tokens per second, first token and finish reason, as the back end
+    // measured them, and how much of the model's context the chat now takes (the demo model: 512).
     for (const side of state.sides) {
       const stats = (await column(side.side).locator('[data-testid=chat-reply-stats]').last().textContent())!.trim();
-      expect(stats).toMatch(/^\d+ tokens? · [\d.]+ tok\/s · first token [\d.]+ s · (stop: the reply ended|length: reached Max tokens)$/);
+      expect(stats).toMatch(/^\d+ tokens? · [\d.]+ tok\/s · first token [\d.]+ s · (stop: the reply ended|length: reached Max tokens) · context \d+ of 512 tokens$/);
+      expect(side.context).toEqual({ used: expect.any(Number), limit: 512 });
+      expect(stats).toContain(`context ${side.context!.used} of 512 tokens`);
       expect(stats.startsWith(`${side.tokens} token`)).toBe(true);
       expect(stats).toContain(side.finishReason === 'length' ? 'length: reached Max tokens' : 'stop: the reply ended');
     }

@@ -153,6 +153,9 @@ describe('a load that answers within a shorter chat than its positions', () => {
       const short = await chat('Hi');
       expect(short.sides.map((s) => s.status)).toEqual(['done']);
       expect(short.contextNote).toMatch(/^chats up to 8,192 tokens of the model's 65,536: /);
+      // Each reply says how much of that the chat now takes.
+      expect(short.sides[0]!.context).toEqual({ used: expect.any(Number), limit: 8192 });
+      expect(short.sides[0]!.context!.used).toBeGreaterThan(short.sides[0]!.tokens!);
       const long = await chat(longMessage(9000));
       expect(long.sides.map((s) => [s.status, s.error])).toEqual([['failed', "This conversation no longer fits the 8192 tokens this machine's memory holds for it: press Clear to start a new chat."]]);
     } finally {

@@ -10,7 +10,7 @@ import { api, errorMessage } from '../api/client';
 import { useAppStore } from './app';
 
 /** A reply's figures, shown under it. */
-export type ReplyStats = Pick<ChatSideState, 'tokens' | 'tokensPerSecond' | 'finishReason' | 'firstTokenMs'>;
+export type ReplyStats = Pick<ChatSideState, 'tokens' | 'tokensPerSecond' | 'finishReason' | 'firstTokenMs'> & Partial<Pick<ChatSideState, 'context'>>;
 
 export interface ChatLine {
   role: 'user' | 'assistant';
@@ -20,7 +20,8 @@ export interface ChatLine {
   stats?: ReplyStats;
 }
 
-const statsOf = (s: ReplyStats): ReplyStats => ({ tokens: s.tokens, tokensPerSecond: s.tokensPerSecond, finishReason: s.finishReason, firstTokenMs: s.firstTokenMs });
+// A saved chat's replies keep no context (it is the model's, as loaded then).
+const statsOf = (s: ReplyStats): ReplyStats => ({ tokens: s.tokens, tokensPerSecond: s.tokensPerSecond, finishReason: s.finishReason, firstTokenMs: s.firstTokenMs, ...(s.context ? { context: s.context } : {}) });
 
 /** A saved chat's turns as the two transcripts (a side that failed has no reply in its column). */
 function transcriptsOf(chat: SavedChat): Record<ChatSide, ChatLine[]> {
