@@ -66,7 +66,8 @@ describe.skipIf(!haveChromium)('the Chat page where a long chat does not fit', {
     ({ browser, page, toasts } = await openApp(serve, { viewport: { width: 1400, height: 900 } }));
     await page.locator('[data-nav=chat]').click();
     await page.locator('[data-testid=chat-input]').waitFor();
-    expect(await page.locator('[data-testid=chat-model]').inputValue()).toBe(model);
+    // The page fills the model field from the settings once it has read them.
+    await page.waitForFunction((dir) => (document.querySelector('[data-testid=chat-model]') as HTMLInputElement | null)?.value === dir, model);
   }, TEST_TIMEOUT_MS);
 
   afterAll(async () => {
