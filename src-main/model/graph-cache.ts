@@ -17,7 +17,10 @@
  * one. The weights are named by the checkpoint's identity (Checkpoint.identity: its folder,
  * the hash of config.json, each weight file's size and modification time, and the
  * quantisation), so changed weights or a changed config.json get a new folder; the old
- * folders of that checkpoint are removed then, and so are folders whose checkpoint is gone.
+ * folders of that checkpoint are removed then, and so are folders whose checkpoint is gone and
+ * folders unused for GRAPH_CACHE_UNUSED_DAYS. {@link graphCacheInfo} lists the folders (Settings,
+ * `hindsight cache`) and {@link clearGraphCache} removes them; neither, nor the pruning, touches
+ * anything under the root but the cache's own folders.
  *
  * Every file is written under a temporary name and renamed, so a reader never sees half a
  * file and two processes building the same graph at once each end with a whole one. Folders
@@ -190,9 +193,10 @@ export function graphCacheInfo(option?: string | false): GraphCacheInfo {
 }
 
 /**
- * Removes every folder of the cache ({@link graphCacheInfo}'s: ours alone). A model loaded now keeps working (its files stay mapped
- * until it closes; a graph it builds later makes its folder again); where the system keeps a file
- * in use from being removed (Windows), that folder stays and is counted in `kept`.
+ * Removes every folder of the cache ({@link graphCacheInfo}'s: its own alone). A model loaded now
+ * keeps working (its files stay mapped until it closes; a graph it builds later makes its folder
+ * again); where the system keeps a file in use from being removed (Windows), that folder stays and
+ * is counted in `kept`.
  */
 export function clearGraphCache(option?: string | false): { removed: number; bytes: number; kept: number } {
   const before = graphCacheInfo(option);

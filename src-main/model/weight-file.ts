@@ -46,6 +46,7 @@ interface Index {
 }
 
 const folders = new Map<string, string>();
+const cleanedAtExit = new Set<string>();
 
 /**
  * Told how far a weights file being written is (bytes of weights written, of the total): a
@@ -63,7 +64,7 @@ export const CONVERSION_QUIET_MS = 2000;
 
 /**
  * LoadOptions.onConversion that writes a line each tenth of the way (`generate` on stderr, `serve`
- * in its log) once the conversion has taken {@link CONVERSION_QUIET_MS}, and its end where it said
+ * in its log, a fine-tune's status) once the conversion has taken {@link CONVERSION_QUIET_MS}, and its end where it said
  * anything: "converting the model's weights for this machine, the first time only (kept for the
  * next load): 40%".
  */
@@ -79,7 +80,6 @@ export function conversionLines(write: (line: string) => void, now: () => number
     write(`converting the model's weights for this machine, the first time only (kept for the next load): ${tenth * 10}%`);
   };
 }
-const cleanedAtExit = new Set<string>();
 
 /** The shared folder of a checkpoint's weights in this process. */
 export function weightFolder(identity: string, root = os.tmpdir()): string {
