@@ -179,8 +179,12 @@ export class ChatService {
 
   /** The chat is over: stop, wait for the sides to settle, close every model. */
   async end(): Promise<ChatState> {
+    const turns = this.turns;
     this.controller?.abort();
     await this.running;
+    // A chat started while this one ended (the page sends its next message without waiting for
+    // Clear's answer): it keeps its models and its state.
+    if (this.turns !== turns) return this.state;
     this.closeModelsExcept(new Set());
     this.state = { ...IDLE, turn: this.turns };
     this.emitNow();

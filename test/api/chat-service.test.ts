@@ -195,6 +195,25 @@ describe('the chat service', { timeout: TEST_TIMEOUT_MS }, () => {
     expect(counts.loads).toBe(2);
   });
 
+  it('a chat started while the last one ends keeps its models and finishes (Clear, then a message at once)', async () => {
+    const { service, events, counts } = chatService();
+    let turn = 0;
+    const first = finished(events, () => turn);
+    turn = (await service.start({ modelDir: DEMO_MODEL, adapterDir: null, base: hello, sampling: SAMPLING })).turn;
+    await first;
+    // The page's Clear (chatEnd) and its next message (chatStart) cross: the end awaits the last
+    // turn, and the new chat starts before it goes on.
+    const ending = service.end();
+    const second = finished(events, () => turn);
+    turn = (await service.start({ modelDir: DEMO_MODEL, adapterDir: null, base: hello, sampling: SAMPLING })).turn;
+    await ending;
+    const state = await second;
+    expect(state.sides.map((s) => [s.status, s.error])).toEqual([['done', null]]);
+    expect(counts.closes).toBe(0);
+    await service.end();
+    expect(counts.closes).toBe(1);
+  });
+
   it('the engine stops on the flag after the token it is on', async () => {
     const engine = ModelEngine.open(DEMO_MODEL, { threads: 1 });
     try {
