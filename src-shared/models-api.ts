@@ -94,19 +94,6 @@ export const MODEL_CALLS = {
   clearGraphCache: call('Removes everything in the graph cache (a model loaded now keeps working).', object({}), returns<{ removed: number; bytes: number; kept: number }>()),
 };
 
-/** The cache in a few lines: its folder and size, then one line a model (`hindsight cache`). */
-export function cacheFoldersText(view: GraphCacheView): string {
-  if (!view.root) return 'The graph cache is off (HINDSIGHT_GRAPH_CACHE=off): every load converts its model again.';
-  const head = `Graph cache: ${view.root} (${view.folders.length} folder${view.folders.length === 1 ? '' : 's'}, ${formatBytes(view.bytes)})`;
-  if (!view.folders.length) return `${head}
-Empty: a model's converted weights are kept here the first time it answers or trains.`;
-  const rows = view.folders.map((f) => [f.form ?? '?', formatBytes(f.bytes), new Date(f.lastUsed).toISOString().slice(0, 10), f.name ?? f.model ?? '(another version\'s)']);
-  const table = [['FORM', 'SIZE', 'LAST USED', 'MODEL'], ...rows];
-  const widths = table[0]!.map((_, i) => Math.max(...table.map((r) => r[i]!.length)));
-  const lines = table.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  '));
-  return [head, ...lines, `A folder unused for ${view.unusedDays} days is removed on its own; hindsight cache --clear removes them all.`].join('\n');
-}
-
 /** "7.6B", "135M", "260K": a parameter count as model names write it. */
 export function formatParameters(n: number | null): string {
   if (n === null) return '?';

@@ -177,3 +177,9 @@ export function ranged(option: BoundedOption, help: string): string {
 export function printJson(value: unknown): void {
   process.stdout.write(JSON.stringify(value) + '\n');
 }
+
+/** Rows of cells as a plain text table: each column but the last padded to its widest cell, two spaces between. */
+export function tableLines(cells: string[][]): string[] {
+  const widths = cells[0]!.map((_, i) => Math.max(...cells.map((r) => r[i]!.length)));
+  return cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd());
+}

@@ -1,11 +1,11 @@
 // `hindsight cache [--clear]` (docs/design.md §Graph cache): what the graph cache holds, each
 // model's converted weights and graphs with its form, size and last use, and --clear to remove
 // them all. The same as Settings → Converted models.
-import { cacheFoldersText, formatBytes } from '../../src-shared/models-api.js';
+import { formatBytes, type GraphCacheView } from '../../src-shared/models-api.js';
 import { clearGraphCache, GRAPH_CACHE_UNUSED_DAYS } from '../model/graph-cache.js';
 import { graphCacheView } from '../model/graph-cache-view.js';
 import { SettingsStore } from '../store/settings-file.js';
-import { DB_OPTION, defaultDbPath, jsonOption, parseCommandArgs, printJson, type Command } from './args.js';
+import { DB_OPTION, defaultDbPath, jsonOption, parseCommandArgs, printJson, tableLines, type Command } from './args.js';
 
 export const spec = {
   name: 'cache',
@@ -35,3 +35,12 @@ export const command: Command = async (argv) => {
   else process.stdout.write(cacheFoldersText(view) + '\n');
   return 0;
 };
+
+/** The cache in a few lines: its folder and size, then one line a model. */
+export function cacheFoldersText(view: GraphCacheView): string {
+  if (!view.root) return 'The graph cache is off (HINDSIGHT_GRAPH_CACHE=off): every load converts its model again.';
+  const head = `Graph cache: ${view.root} (${view.folders.length} folder${view.folders.length === 1 ? '' : 's'}, ${formatBytes(view.bytes)})`;
+  if (!view.folders.length) return `${head}\nEmpty: a model's converted weights are kept here the first time it answers or trains.`;
+  const rows = view.folders.map((f) => [f.form ?? '?', formatBytes(f.bytes), new Date(f.lastUsed).toISOString().slice(0, 10), f.name ?? f.model ?? "(another version's)"]);
+  return [head, ...tableLines([['FORM', 'SIZE', 'LAST USED', 'MODEL'], ...rows]), `A folder unused for ${view.unusedDays} days is removed on its own; hindsight cache --clear removes them all.`].join('\n');
+}

@@ -121,7 +121,7 @@ export const command: Command = async (argv) => {
   let lastLine = -1;
   const opened = await openJudgeBackend(backend);
   // Said before a run that may be long, and again in its summary line (judgeRunNotes).
-  if (opened.weightsNote) process.stderr.write(`note: the judge's ${opened.weightsNote}\n`);
+  if (opened.judge.weightsNote) process.stderr.write(`note: the judge's ${opened.judge.weightsNote}\n`);
   try {
     const summary = await withWorkspace(values.db ?? defaultDbPath(), (ws) =>
       runJudge(ws, opened.judge, {

@@ -10,7 +10,7 @@ import { answersText, formatBytes, formatParameters, MODEL_SOURCE_NAMES, type Mo
 import { UserError } from '../../src-shared/types.js';
 import { scanModels } from '../model/model-catalog.js';
 import { SettingsStore } from '../store/settings-file.js';
-import { DB_OPTION, defaultDbPath, jsonOption, parseCommandArgs, printJson, type Command } from './args.js';
+import { DB_OPTION, defaultDbPath, jsonOption, parseCommandArgs, printJson, tableLines, type Command } from './args.js';
 
 export const spec = {
   name: 'models',
@@ -31,11 +31,6 @@ export const spec = {
 /** The demo model the settings default to (as the app's service names it). */
 const DEMO_MODEL_DIR = fileURLToPath(new URL('../../resources/models/stories260K', import.meta.url));
 
-function pad(cells: string[][]): string[] {
-  const widths = cells[0]!.map((_, i) => Math.max(...cells.map((r) => r[i]!.length)));
-  return cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd());
-}
-
 export function catalogText(catalog: ModelCatalog): string {
   const lines: string[] = [];
   const rows = catalog.models.map((m) => [
@@ -43,7 +38,7 @@ export function catalogText(catalog: ModelCatalog): string {
     m.quantization ?? '?', m.contextLength === null ? '?' : String(m.contextLength), answersText(m) || '-',
   ]);
   if (rows.length) {
-    const table = pad([['', 'NAME', 'SOURCE', 'ARCHITECTURE', 'PARAMS', 'SIZE', 'QUANT', 'CONTEXT', 'ANSWERS HERE'], ...rows]);
+    const table = tableLines([['', 'NAME', 'SOURCE', 'ARCHITECTURE', 'PARAMS', 'SIZE', 'QUANT', 'CONTEXT', 'ANSWERS HERE'], ...rows]);
     lines.push(table[0]!);
     catalog.models.forEach((m, i) => {
       lines.push(table[i + 1]!, `     ${m.path}`);

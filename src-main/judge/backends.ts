@@ -60,8 +60,6 @@ export async function openCompleter(spec: LlmJudgeSpec): Promise<ChatCompleter> 
 export interface OpenedJudge {
   judge: JudgeBackend;
   close(): Promise<void>;
-  /** A local judge's load that had to leave fp32: why (../model/inference-fit.ts); absent otherwise. */
-  weightsNote?: string | null;
 }
 
 export async function openJudgeBackend(spec: JudgeBackendSpec): Promise<OpenedJudge> {
@@ -78,7 +76,7 @@ export async function openJudgeBackend(spec: JudgeBackendSpec): Promise<OpenedJu
       }
       const completer = await LocalCompleter.load(dir, { device: spec.device, quantize: spec.quantize });
       const judge = new LlmJudge(completer, { maxTokens: spec.maxTokens, composite });
-      return { judge, close: () => judge.close(), weightsNote: completer.weightsNote };
+      return { judge, close: () => judge.close() };
     }
     case 'openai': {
       const judge = new LlmJudge(

@@ -82,11 +82,12 @@ export function fitInference(modelPath: string, request: FitRequest, env: NodeJS
   const host = hostMemory(env);
   const room = { host: host.availableBytes, gpu: gpu?.freeBytes ?? null };
   const word = (q: Quantize) => formName(q, load.precision);
-  // What a form needs where it is shortest of room: the card where it does not fit there, else the host.
-  const need = (q: Quantize) => {
-    const onCard = gpu ? cudaInferenceBytes(shape, { ...load, quantize: q }) : 0;
-    return gpu && onCard > gpu.freeBytes ? { bytes: onCard, where: 'gpu' as const } : { bytes: estimateInferenceMemory(shape, { ...load, quantize: q }).total, where: 'host' as const };
+  // What a load needs where it is shortest of room: the card where it does not fit there, else the host.
+  const needOf = (l: InferenceLoad) => {
+    const onCard = gpu ? cudaInferenceBytes(shape, l) : 0;
+    return gpu && onCard > gpu.freeBytes ? { bytes: onCard, where: 'gpu' as const } : { bytes: estimateInferenceMemory(shape, l).total, where: 'host' as const };
   };
+  const need = (q: Quantize) => needOf({ ...load, quantize: q });
   const about = (q: Quantize) => {
     const { bytes, where } = need(q);
     return `about ${formatBytes(bytes)}${where === 'gpu' ? ' on the GPU' : ''}`;
@@ -119,11 +120,9 @@ export function fitInference(modelPath: string, request: FitRequest, env: NodeJS
     const chosen = { ...load, quantize };
     const positions = shape.maxPositionEmbeddings;
     const tokens = ignoreMemory ? positions : fittingContext(shape, chosen, room);
-    // Where the next block would not fit: the card where it is short there, else the host.
-    const past = { ...chosen, contextTokens: tokens + SLOT_BLOCK };
-    const where = gpu && cudaInferenceBytes(shape, past) > gpu.freeBytes ? 'gpu' : 'host';
+    // Where the next block would not fit.
     const contextNote = tokens >= positions ? null
-      : `chats up to ${count(tokens)} tokens of the model's ${count(positions)}: a longer chat's cache would not fit; ${roomFor(where)}`;
+      : `chats up to ${count(tokens)} tokens of the model's ${count(positions)}: a longer chat's cache would not fit; ${roomFor(needOf({ ...chosen, contextTokens: tokens + SLOT_BLOCK }).where)}`;
     const fitsBatch = (rows: number, slots: number) => !!ignoreMemory || fitsRoom(shape, { ...chosen, rows, contextTokens: slots }, room);
     return { quantize, estimate: estimateInferenceMemory(shape, chosen), host, note, context: { tokens, note: contextNote, fitsBatch } };
   }

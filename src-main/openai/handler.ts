@@ -113,7 +113,7 @@ class ModelSlot {
     const model = Promise.resolve().then(() => loadServedModel(resolved, resolvedAdapter, this.device, form, converting));
     const entry: Loaded = { key: slotKey(dir, adapter), id, dir: resolved, model, active: 0, retired: false };
     // What its own memory check chose (a model loaded in the current one's form said it then).
-    if (!form) model.then((m) => [m.weightsNote, m.contextNote].forEach((note) => note && this.log(`${entry.id}: ${note}`)), () => {});
+    if (!form) model.then((m) => [m.weightsNote, m.contextNote].forEach((note) => note && this.log(`${id}: ${note}`)), () => {});
     model.catch(() => {
       // A failed load is retried by the next request.
       if (this.current === entry) this.current = null;
