@@ -14,24 +14,32 @@
  *   either quantisation (src-main/model/quantize.ts HEAD_SCHEME). An untied embedding table is
  *   read only at the rows a prompt gathers, so its other pages of the mapped weight file are
  *   never resident (as the training estimate counts it).
- * - cache: the decode cache, fp32 keys and values of every layer, for `rows` rows of
- *   `contextTokens` slots in whole blocks (a chat of {@link INFERENCE_CONTEXT} tokens by default;
- *   a chat past it grows the cache further, which an estimate made at load cannot know).
+ * - cache: the decode cache, the keys and values of every layer (fp32, or fp16 under
+ *   `cachePrecision`), for `rows` rows of `contextTokens` slots in whole blocks (a chat of
+ *   {@link INFERENCE_CONTEXT} tokens by default; the chat's limit, {@link fittingChat}, holds it there).
  * - runtime: Node and ONNX Runtime, the tokenizer, the allocator's share that grows with the
  *   vocabulary (the training estimate's coefficients); activations: a prefill step's, a piece
- *   of {@link PREFILL_PIECE} prompt tokens through a layer and its attention scores over the context.
+ *   of {@link PREFILL_PIECE} prompt tokens (fewer at long chats: prefillPieceAt) through a layer
+ *   and its attention scores over the context
+ *   (and, for an fp16 cache, the layer's keys and values read as fp32).
  * A CUDA load needs room on the card too ({@link cudaInferenceBytes}).
  *
  * Fitted to the decode peaks docs/benchmarks.md quotes (*Real-size models*: the 125M and the
  * Qwen2.5-1.5B shape in fp32, int8 and int4, and the Qwen3-0.6B shape prefilling 8,192 tokens);
  * test/model/inference-fit.test.ts holds it within {@link INFERENCE_MARGIN} of them.
  */
-import { COEFFICIENTS, PREFILL_PIECE, SLOT_BLOCK, quantizedBytes, targetDims, type ModelShape } from './train-memory.js';
+import { COEFFICIENTS, PREFILL_PIECE, SLOT_BLOCK, prefillPieceAt, quantizedBytes, targetDims, type ModelShape } from './train-memory.js';
 import { LORA_TARGETS, QUANTIZE_CHOICES, type Precision, type Quantize } from './training.js';
 import { CHUNK_CACHE_COPIES, CUDA_CONTEXT_BYTES } from './memory-verdict.js';
 
 /** The chat length a load plans its decode cache for, in tokens (capped at the model's positions). */
 export const INFERENCE_CONTEXT = 4096;
+
+/**
+ * The decode cache's values: fp32, or fp16 (half the memory, so chats twice as long) where fp32
+ * would cut the model's chats short on the CPU (src-main/model/kv-cache.ts, {@link fittingChat}).
+ */
+export type CachePrecision = 'fp32' | 'fp16';
 
 /** How far the estimate may be from a measured peak, either way (the test holds it to this). */
 export const INFERENCE_MARGIN = 0.2;
@@ -61,6 +69,8 @@ export interface InferenceLoad {
   engines?: number;
   /** A live adapter's parameters, fed in fp32 beside the base. Default 0. */
   loraParameters?: number;
+  /** The decode cache's values; default fp32. */
+  cachePrecision?: CachePrecision;
 }
 
 export interface InferenceEstimate {
@@ -93,10 +103,14 @@ export function estimateInferenceMemory(shape: ModelShape, load: InferenceLoad):
   const slots = Math.max(1, Math.ceil(context / SLOT_BLOCK)) * SLOT_BLOCK;
   const engines = load.engines ?? 1;
   const weights = inferenceWeightBytes(shape, load.quantize, load.precision) + 4 * (load.loraParameters ?? 0);
-  const cache = engines * shape.numLayers * 2 * shape.numKvHeads * shape.headDim * 4 * slots * rows;
+  const half = load.cachePrecision === 'fp16';
+  const layerCache = 2 * shape.numKvHeads * shape.headDim * slots * rows; // keys and values, one layer
+  const cache = engines * shape.numLayers * layerCache * (half ? 2 : 4);
   const H = shape.hiddenSize, q = shape.numHeads * shape.headDim, kv = shape.numKvHeads * shape.headDim, I = shape.intermediateSize;
-  const piece = Math.min(PREFILL_PIECE, context) * rows;
-  const activations = engines * 4 * piece * (PREFILL_LAYER_COPIES * (6 * H + 5 * q + 4 * kv + 5 * I) + PREFILL_SCORE_COPIES * shape.numHeads * slots);
+  // A prefill step of a chat as long as the cache: its piece shrinks as the keys grow (prefillPieceAt).
+  const piece = prefillPieceAt(rows, Math.min(PREFILL_PIECE, context), shape.numHeads, slots) * rows;
+  // An fp16 cache is read a layer at a time as fp32 (src-main/model/decoder.ts halfCache).
+  const activations = engines * 4 * (piece * (PREFILL_LAYER_COPIES * (6 * H + 5 * q + 4 * kv + 5 * I) + PREFILL_SCORE_COPIES * shape.numHeads * slots) + (half ? layerCache : 0));
   const c = COEFFICIENTS;
   const runtime = engines * (c.runtime + c.tableCopies * shape.vocabSize * H * 4 + c.tokenizerPerToken * shape.vocabSize);
   return { weights, cache, runtime, activations, total: weights + cache + runtime + activations };
@@ -144,7 +158,7 @@ export function fittingForm(shape: ModelShape, room: InferenceRoom, load: Omit<I
  * least that; a model that answers within it is refused a longer prompt in one line rather than
  * growing its cache into swap or the OOM killer mid-chat (src-main/model/inference-fit.ts).
  */
-export function fittingContext(shape: ModelShape, load: InferenceLoad, room: InferenceRoom): number {
+function fittingContext(shape: ModelShape, load: InferenceLoad, room: InferenceRoom): number {
   const positions = shape.maxPositionEmbeddings;
   const fits = (tokens: number) => fitsRoom(shape, { ...load, contextTokens: tokens }, room);
   if (fits(positions)) return positions;
@@ -157,4 +171,24 @@ export function fittingContext(shape: ModelShape, load: InferenceLoad, room: Inf
     else hi = mid;
   }
   return lo;
+}
+
+/** The longest chat a load answers ({@link fittingContext}) and the decode cache's precision for it. */
+export interface FittingChat {
+  tokens: number;
+  cachePrecision: CachePrecision;
+}
+
+/**
+ * The longest chat that fits `room` beside `load`, with its cache in fp32, or in fp16 where fp32
+ * would hold fewer tokens than the model's positions and `halfCache` allows it (the CPU's host
+ * cache: src-main/model/kv-cache.ts). Qwen3-8B in int4 with 10 GB available: 14,272 tokens in
+ * fp32, 27,456 in fp16. An fp16 cache is read as fp32 a layer at a time, which ONNX Runtime's CPU
+ * does in an extra pass (`npm run bench:decode-cache`), so a model whose positions fit in fp32 keeps it.
+ */
+export function fittingChat(shape: ModelShape, load: InferenceLoad, room: InferenceRoom, halfCache: boolean): FittingChat {
+  const full = fittingContext(shape, { ...load, cachePrecision: 'fp32' }, room);
+  if (!halfCache || full >= shape.maxPositionEmbeddings) return { tokens: full, cachePrecision: 'fp32' };
+  const half = fittingContext(shape, { ...load, cachePrecision: 'fp16' }, room);
+  return half > full ? { tokens: half, cachePrecision: 'fp16' } : { tokens: full, cachePrecision: 'fp32' };
 }

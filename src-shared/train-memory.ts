@@ -174,6 +174,19 @@ export const PREFILL_STEP_TOKENS = 2048;
 /** Prompt tokens per row in one prefill step of `rows` rows: `piece`, fewer when the rows would pass {@link PREFILL_STEP_TOKENS}. */
 export const prefillPieceFor = (rows: number, piece: number): number => Math.max(1, Math.min(piece, Math.floor(PREFILL_STEP_TOKENS / rows)));
 
+/**
+ * Prompt tokens per row in a prefill step whose queries read `keys` keys (the cache's and the
+ * step's own) in a model of `heads` query heads: {@link prefillPieceFor}'s, fewer where one copy
+ * of the step's fp32 attention scores [rows, heads, piece, keys] would pass
+ * {@link ATTENTION_CHUNK_SCORE_BYTES}, as a scored row's attention chunks are held. A long chat's
+ * next message otherwise held scores the size of the cache itself beside it (Qwen3-8B at 16,384
+ * tokens: 1 GB a copy for a piece of 512, four copies alive); the piece shrinks with the chat
+ * (256 there at 8,192 keys, 128 at 16,384), and a step's weights, read once a step, cost little
+ * beside its matmuls at those lengths.
+ */
+export const prefillPieceAt = (rows: number, piece: number, heads: number, keys: number): number =>
+  Math.max(1, Math.min(prefillPieceFor(rows, piece), Math.floor(ATTENTION_CHUNK_SCORE_BYTES / (4 * rows * heads * keys))));
+
 // ── The fitted coefficients (see the module comment) ───────────────────────────────────────
 
 export const COEFFICIENTS = {

@@ -224,7 +224,7 @@ export class ChatService {
       return this.form!;
     }
     this.closeModelsExcept(new Set());
-    const fit = fitInference(modelDir, { quantize: 'auto', precision: defaultPrecision(device), engines: plans.length, gpu });
+    const fit = fitInference(modelDir, { quantize: 'auto', precision: defaultPrecision(device), engines: plans.length, gpu, device });
     this.form = { key, engines: plans.length, quantize: fit.quantize, note: fit.note, context: fit.context };
     return this.form;
   }

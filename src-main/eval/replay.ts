@@ -102,7 +102,7 @@ const breathe = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export async function replay(contexts: readonly ReplayContext[], models: readonly ReplayModel[], run: ReplayRun): Promise<Replayed> {
   // One form of the weights for every model compared, chosen before the first loads (they load one at a time).
-  const fit = fitInference(run.modelDir, { quantize: 'auto', precision: defaultPrecision(run.device), gpu: await deviceGpuMemory(run.device) });
+  const fit = fitInference(run.modelDir, { quantize: 'auto', precision: defaultPrecision(run.device), gpu: await deviceGpuMemory(run.device), device: run.device });
   const { quantize, note } = fit;
   const form: CheckedForm = { quantize, context: fit.context };
   if (note) run.onProgress?.(models[0]?.name ?? 'base', 0, contexts.length, `replay: ${note}`);

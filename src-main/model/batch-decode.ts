@@ -16,7 +16,7 @@ import type { CarriedRows } from './carried-rows.js';
 import { KvCache } from './kv-cache.js';
 import type { ort } from './ort-session.js';
 import { sampleToken, seededRandom } from './sampling.js';
-import { prefillPieceFor } from '../../src-shared/train-memory.js';
+import { prefillPieceAt } from '../../src-shared/train-memory.js';
 
 /** One sequence to generate: the prompt it continues (an index), its seed and its token budget. */
 export interface SequenceRequest {
@@ -80,7 +80,7 @@ export const PREFILL_PIECE = 512;
 
 // A prefill step's cap over all its rows, and the piece a row gets under it, are the memory
 // estimate's too (its rollouts' cache), so they live beside it.
-export { PREFILL_STEP_TOKENS, prefillPieceFor } from '../../src-shared/train-memory.js';
+export { PREFILL_STEP_TOKENS, prefillPieceAt, prefillPieceFor } from '../../src-shared/train-memory.js';
 
 type Feeds = Record<string, ort.Tensor>;
 type Outputs = ort.InferenceSession.OnnxValueMapType;
@@ -154,21 +154,25 @@ export class Sequence {
 }
 
 /**
- * Feeds the left-padded prompts into the empty `cache` at most `piece` tokens per row at a time
- * ({@link prefillPieceFor}: fewer with many rows); the last step's outputs (its last log-probs)
- * are the prompts'. The chunk loop (./chunk-decode.ts) prefills through it too. In pieces, the largest
- * attention value is [heads, piece, prompt] rather than [heads, prompt, prompt], and the
- * generate graph's packed weights serve a prompt of any length.
+ * Feeds the left-padded prompts into `cache` (empty, or holding carried rows) at most `piece`
+ * tokens per row at a time ({@link prefillPieceAt}: fewer with many rows, and fewer as the keys
+ * its queries read grow past what one copy of their attention scores may take, for a model of
+ * `heads` query heads); the last step's outputs (its last log-probs) are the prompts'. The chunk
+ * loop (./chunk-decode.ts) prefills through it too. In pieces, the largest attention value is
+ * [heads, piece, prompt] rather than [heads, prompt, prompt], and the generate graph's packed
+ * weights serve a prompt of any length.
  */
-export async function prefillInPieces(run: (feeds: Feeds) => Promise<Outputs>, cache: DecodeCache, prompts: { ids: number[][]; mask: number[][] }, piece: number): Promise<Outputs> {
-  const length = prompts.ids[0]!.length;
-  piece = prefillPieceFor(prompts.ids.length, piece);
+export async function prefillInPieces(run: (feeds: Feeds) => Promise<Outputs>, cache: DecodeCache, prompts: { ids: number[][]; mask: number[][] }, piece: number, heads: number): Promise<Outputs> {
+  const length = prompts.ids[0]!.length, rows = prompts.ids.length;
+  const held = Math.max(0, ...cache.realTokens());
   let out: Outputs | undefined;
-  for (let start = 0; start < length; start += piece) {
-    const cut = (rows: number[][]) => rows.map((row) => row.slice(start, start + piece));
+  for (let start = 0; start < length; ) {
+    const step = prefillPieceAt(rows, piece, heads, held + start + piece);
+    const cut = (ids: number[][]) => ids.map((row) => row.slice(start, start + step));
     const mask = cut(prompts.mask);
     out = await run(await cache.feeds(cut(prompts.ids), mask));
     await cache.append(out, mask);
+    start += step;
   }
   return out!;
 }
@@ -255,7 +259,7 @@ export const generateSequences: DecodeLoop = async (config, run, prompts, reques
   let cache = start.cache;
   try {
     let out = settings.useKvCache
-      ? await prefillInPieces(run, cache, prefill, settings.prefillPiece)
+      ? await prefillInPieces(run, cache, prefill, settings.prefillPiece, config.numHeads)
       : await runWhole(prefill.ids, prefill.mask);
     // Row of the current log-probs and cache for each sequence still running.
     let rows = requests.map((r) => used.indexOf(r.prompt));

@@ -52,7 +52,7 @@ export const generateInChunks: DecodeLoop = async (config, run, prompts, request
     // All but the last token, through the token-by-token loop's prefill; a step of one sample, unread.
     const unread = samplingFeeds(1, used.map(() => [0]), used.map(() => 1), settings);
     const allButLast = (rows: number[][]) => rows.map((row) => row.slice(0, -1));
-    await prefillInPieces((feeds) => run({ ...feeds, ...unread }), cache, { ids: allButLast(prompt.ids), mask: allButLast(prompt.mask) }, settings.prefillPiece);
+    await prefillInPieces((feeds) => run({ ...feeds, ...unread }), cache, { ids: allButLast(prompt.ids), mask: allButLast(prompt.mask) }, settings.prefillPiece, config.numHeads);
   }
   cache = cache.select(requests.map((r) => used.indexOf(r.prompt)));
   // Per row of the cache: its sequence, and the token it feeds next (not yet in the cache).

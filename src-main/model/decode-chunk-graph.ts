@@ -27,7 +27,7 @@ import { GraphBuilder, int, type Graph } from '../graph/ir.js';
 import { buildDecoder, type DecoderOptions } from './decoder.js';
 import type { WeightSource } from './weight-source.js';
 
-export type ChunkGraphOptions = Omit<DecoderOptions, 'output' | 'kvCache' | 'inference'>;
+export type ChunkGraphOptions = Omit<DecoderOptions, 'output' | 'kvCache' | 'halfCache' | 'inference'>;
 
 /** The largest int64 Slice end, read as "to the end". */
 const TO_END = Number.MAX_SAFE_INTEGER;

@@ -16,7 +16,8 @@
  *                                 left or right padding both work
  *   position_ids    int64 [B, T]  positions of the current tokens (padding-aware: the caller
  *                                 counts real tokens, see ./cache-slots.ts positionIdsFromMask)
- *   past_key_<i>, past_value_<i>  float32 [B, kvHeads, P, headDim]  (kvCache only; P ≥ 1: the
+ *   past_key_<i>, past_value_<i>  float32 [B, kvHeads, P, headDim]  (kvCache only; float16 with
+ *                                 `halfCache`, read as fp32 a layer at a time; P ≥ 1: the
  *                                 cache's slots, filled or not, as attention_mask says; see
  *                                 ./kv-cache.ts). kvCache 'written': keys [B, kvHeads, headDim,
  *                                 C] and values [B, kvHeads, C, headDim], C slots that will
@@ -36,7 +37,7 @@
  *                      training step applies the head itself, in vocabulary chunks: see
  *                      {@link headRows} and ./chunked-head.ts); with `hiddenRows`, only
  *                      those rows of it, [N, H]
- *   new_key_<i>, new_value_<i> float32 [B, kvHeads, T, headDim]  (kvCache 'appended') the
+ *   new_key_<i>, new_value_<i> float32 [B, kvHeads, T, headDim]  (kvCache 'appended'; float16 with `halfCache`) the
  *                      current tokens' keys and values, which the caller writes into its cache
  *   present_key_<i>, present_value_<i>  (kvCache 'written') the cache with the current tokens
  *                      written in, laid out as past_key_<i>, past_value_<i>
@@ -98,6 +99,12 @@ export interface DecoderOptions {
    * (the GPU-resident cache, ./device-kv-cache.ts; attention.ts cacheWriter).
    */
   kvCache?: 'appended' | 'written';
+  /**
+   * With kvCache 'appended': the cache's keys and values in fp16 (half the memory, ./kv-cache.ts),
+   * read as fp32 one layer at a time (so an fp32 copy of one layer's, not of the cache, is alive),
+   * and the new ones returned in fp16. Attention itself stays fp32.
+   */
+  halfCache?: boolean;
   linear?: LinearHook;
   /**
    * Weight-only quantised projections (docs/design.md §Quantisation): each q/k/v/o/gate/up/down
@@ -203,10 +210,12 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
   const targetIds = scoring ? b.input('target_ids', 'int64', ['N']) : undefined;
   const pastKeys: string[] = [], pastValues: string[] = [], newKeys: string[] = [], newValues: string[] = [];
   const writesCache = options.kvCache === 'written';
+  if (options.halfCache && options.kvCache !== 'appended') throw new Error("halfCache: only with kvCache 'appended'");
+  const cacheType = options.halfCache ? 'float16' : 'float32';
   const cacheDims = (kind: 'key' | 'value') => (writesCache ? writtenCacheDims(kind, 'B', numKvHeads, headDim, 'C') : ['B', numKvHeads, 'P', headDim]);
   for (let i = 0; options.kvCache && i < c.numLayers; i++) {
-    pastKeys.push(b.input(`past_key_${i}`, 'float32', cacheDims('key')));
-    pastValues.push(b.input(`past_value_${i}`, 'float32', cacheDims('value')));
+    pastKeys.push(b.input(`past_key_${i}`, cacheType, cacheDims('key')));
+    pastValues.push(b.input(`past_value_${i}`, cacheType, cacheDims('value')));
   }
   const writeSlots = writesCache ? b.input('write_slots', 'int64', ['T']) : undefined;
   const writeCache = writeSlots ? cacheWriter(b, writeSlots) : undefined;
@@ -305,7 +314,8 @@ export function buildDecoder(b: GraphBuilder, weights: WeightSource, options: De
     const qGrouped = b.transpose(b.reshape(q, [0, 0, numKvHeads, rep, headDim]), [0, 2, 3, 1, 4]);
     const vHeads = b.transpose(v, [0, 2, 1, 3]); // [B, kv, T, d]
     const kHeads = b.transpose(k, writesCache ? [0, 2, 3, 1] : [0, 2, 1, 3]); // [B, kv, d, T] for the written cache, else [B, kv, T, d]
-    const past = options.kvCache ? { keys: pastKeys[i]!, values: pastValues[i]! } : undefined;
+    const read = (cached: string) => (options.halfCache ? b.cast(cached, 'float32') : cached);
+    const past = options.kvCache ? { keys: read(pastKeys[i]!), values: read(pastValues[i]!) } : undefined;
     const written = writeCache?.(past!, kHeads, vHeads); // the whole cache, this step's tokens in
     if (past) {
       newKeys.push(written?.keys ?? kHeads);
@@ -380,7 +390,8 @@ export function decoderGraph(weights: WeightSource, options: DecoderOptions, nam
   b.output(out);
   values.output = out;
   const cacheOut = options.kvCache === 'written' ? 'present' : 'new';
-  values.newKeys = values.newKeys.map((v, i) => b.output(b.identityAs(v, `${cacheOut}_key_${i}`)));
-  values.newValues = values.newValues.map((v, i) => b.output(b.identityAs(v, `${cacheOut}_value_${i}`)));
+  const stored = (v: string) => (options.halfCache ? b.cast(v, 'float16') : v);
+  values.newKeys = values.newKeys.map((v, i) => b.output(b.identityAs(stored(v), `${cacheOut}_key_${i}`)));
+  values.newValues = values.newValues.map((v, i) => b.output(b.identityAs(stored(v), `${cacheOut}_value_${i}`)));
   return { graph: b.graph, values };
 }

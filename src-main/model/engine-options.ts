@@ -2,6 +2,7 @@
  * What a model engine (./inference-engine.ts) is opened with: the device and how the graphs
  * are built and kept.
  */
+import type { CachePrecision } from '../../src-shared/inference-memory.js';
 import type { Precision, defaultPrecision } from '../../src-shared/training.js';
 import type { AttentionChunking } from './attention.js';
 import type { PREFILL_PIECE } from './batch-decode.js';
@@ -48,6 +49,12 @@ export interface EngineOptions {
    * cache is already where the graph reads it, WebGPU's on the GPU.
    */
   decodeInGraph?: boolean;
+  /**
+   * The host decode cache's values (./kv-cache.ts): fp16 halves its memory where the memory
+   * check found fp32 would cut chats short (./inference-fit.ts ChatContext). Default fp32; fp16
+   * with the CPU's cache only (not on the GPU, nor with `decodeInGraph`).
+   */
+  cachePrecision?: CachePrecision;
   /**
    * The tokenizer's end-of-sequence ids, from a caller that holds the tokenizer itself
    * (LocalModel, in its own thread). Given, the engine loads no tokenizer until it needs one

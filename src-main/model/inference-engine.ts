@@ -34,6 +34,7 @@ import { UserError } from '../../src-shared/types.js';
 import { Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 import { checkpointWeights, decoderGraph, type WeightSource } from './decoder.js';
 import { defaultPrecision, type Precision } from '../../src-shared/training.js';
+import type { CachePrecision } from '../../src-shared/inference-memory.js';
 import { ort, createSession, assertDeviceAvailable, fusesMatMul, holdsTensorsOnDevice, inferenceFusions, type InferenceFusions, type Device, type SessionConfig } from './ort-session.js';
 import { ChatTokenizer } from './tokenizer.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
@@ -146,6 +147,8 @@ export class ModelEngine {
   private readonly newCache: DecodeCacheFactory;
   /** Whether generation runs the decode chunk graph (EngineOptions.decodeInGraph). */
   private readonly decodeInGraph: boolean;
+  /** The host decode cache's values (EngineOptions.cachePrecision). */
+  readonly cachePrecision: CachePrecision;
 
   private constructor(readonly dir: string, checkpoint: Checkpoint, options: EngineOptions) {
     this.config = checkpoint.config;
@@ -169,9 +172,11 @@ export class ModelEngine {
       throw new UserError(`the decode cache cannot stay on ${this.sessionConfig.device}: onnxruntime-node keeps GPU-resident tensors for WebGPU only`);
     }
     if (options.decodeCacheOnDevice ?? (holdsTensorsOnDevice(this.sessionConfig.device) && !options.decodeInGraph)) this.deviceCache = new DeviceGraphs(this.config, this.sessionConfig);
-    this.newCache = (rows, reserve) => this.deviceCache?.empty(rows) ?? KvCache.empty(this.config, rows, reserve);
+    this.cachePrecision = options.cachePrecision ?? 'fp32';
+    this.newCache = (rows, reserve) => this.deviceCache?.empty(rows) ?? KvCache.empty(this.config, rows, reserve, this.cachePrecision);
     this.decodeInGraph = options.decodeInGraph ?? this.sessionConfig.device === 'cuda';
     if (this.decodeInGraph && this.deviceCache) throw new UserError('decodeInGraph: the decode cache is on the GPU already (decodeCacheOnDevice); choose one');
+    if (this.cachePrecision === 'fp16' && (this.decodeInGraph || this.deviceCache)) throw new UserError(`cachePrecision fp16: only the CPU's decode cache is held in fp16, not ${this.sessionConfig.device}'s`);
     this.lora = options.lora && { ...options.lora, targets: [...options.lora.targets] };
     this.loraSpecs = this.lora ? loraSpecs(this.config, this.lora.targets) : [];
     if (this.lora) this.loraFeeds = new LoraFeeds(this.loraSpecs, this.lora.r, this.deviceCache && ((feeds) => this.deviceCache!.upload(feeds)));
@@ -216,7 +221,7 @@ export class ModelEngine {
       const linear = this.lora && loraInputHook(this.lora, undefined, fusedLora);
       const named = `${which}${this.lora ? '_lora' : ''}${chunks ? `_chunks${chunks}` : ''}`;
       const graph = which === 'decode_chunk' ? decodeChunkGraph(this.weights, { quantize, linear, ...fusions, precision }, named)
-        : which === 'generate' ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: this.deviceCache ? 'written' : 'appended', quantize, linear, ...fusions, precision }, named).graph
+        : which === 'generate' ? decoderGraph(this.weights, { output: 'last_logprobs', kvCache: this.deviceCache ? 'written' : 'appended', halfCache: this.cachePrecision === 'fp16', quantize, linear, ...fusions, precision }, named).graph
         : decoderGraph(this.weights, { output: 'target_logprobs', quantize, linear, attentionChunks: chunks, ...fusions, precision }, named).graph;
       // A chunked fp32 graph reads the mapped weights unpacked: a second packed copy would cost
       // about what chunking saves, and past the chunking length the keys its chunks skip pay

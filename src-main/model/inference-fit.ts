@@ -19,23 +19,31 @@
  * The form is chosen for a chat of 4,096 tokens (INFERENCE_CONTEXT); the decode cache grows with
  * the chat, so the fit also says how long a chat fits beside the weights (`context.tokens`, up to
  * the model's positions): a model loaded with room for 12,000 tokens refuses a longer prompt in one
- * line (LocalModel.maxPositions) rather than growing into swap or the OOM killer mid-chat.
+ * line (LocalModel.maxPositions) rather than growing into swap or the OOM killer mid-chat. On
+ * the CPU, where an fp32 cache would hold fewer tokens than the model's positions, the cache is
+ * held in fp16 (`context.cachePrecision`: chats twice as long; ./kv-cache.ts).
  */
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
-import { cudaInferenceBytes, estimateInferenceMemory, fittingContext, fittingForm, fitsRoom, formName, INFERENCE_FORMS, type InferenceEstimate, type InferenceLoad } from '../../src-shared/inference-memory.js';
+import { cudaInferenceBytes, estimateInferenceMemory, fittingChat, fittingForm, fitsRoom, formName, INFERENCE_FORMS, type CachePrecision, type InferenceEstimate, type InferenceLoad } from '../../src-shared/inference-memory.js';
 import { formatBytes, type GpuMemory, type HostMemory } from '../../src-shared/memory-verdict.js';
 import { loraParameters, SLOT_BLOCK, type ModelShape } from '../../src-shared/train-memory.js';
 import type { LoraTarget } from '../../src-shared/training.js';
 import type { CatalogModel } from '../../src-shared/models-api.js';
 import { hostMemory, modelShape } from './host-memory.js';
 import type { Quantize } from './quantize.js';
+import type { Device } from './ort-session.js';
 
 /** A load's form: one of the quantisations, or the most exact that fits. */
 export type LoadQuantize = Quantize | 'auto';
 
-export interface FitRequest extends Omit<InferenceLoad, 'quantize' | 'loraParameters'> {
+export interface FitRequest extends Omit<InferenceLoad, 'quantize' | 'loraParameters' | 'cachePrecision'> {
   quantize: LoadQuantize;
+  /**
+   * The device a LocalModel loads on: on the CPU its decode cache may be fp16 (ChatContext
+   * .cachePrecision). Absent: fp32, for callers that open their engine themselves.
+   */
+  device?: Device;
   /** A live adapter fed beside the base: its rank and targets. */
   lora?: { r: number; targets: readonly LoraTarget[] };
   /** A CUDA load's card as nvidia-smi reads it (./gpu-memory.ts): the load must fit it too; absent or null: the host alone. */
@@ -66,6 +74,8 @@ export interface ChatContext {
   tokens: number;
   /** Where `tokens` is below the model's positions: why, in one line; null otherwise. */
   note: string | null;
+  /** The decode cache's values for these chats (EngineOptions.cachePrecision): fp16 where fp32 would hold a shorter chat, on the CPU. */
+  cachePrecision: CachePrecision;
   /**
    * Whether a batch of `rows` replies, each row's cache `slots` long, fits beside the weights as
    * the load found the memory (always, with `ignoreMemory`): a batch that does not is generated in
@@ -76,7 +86,7 @@ export interface ChatContext {
 
 /** The form `modelPath` loads in on this machine now (see the module comment); throws a UserError when it does not fit. */
 export function fitInference(modelPath: string, request: FitRequest, env: NodeJS.ProcessEnv = process.env): InferenceFit {
-  const { quantize: asked, ignoreMemory, reader, lora, gpu, ...rest } = request;
+  const { quantize: asked, ignoreMemory, reader, lora, gpu, device, ...rest } = request;
   const shape = modelShape(modelPath);
   const load = { ...rest, loraParameters: lora ? loraParameters(shape, lora.r, lora.targets) : 0 };
   const host = hostMemory(env);
@@ -117,27 +127,28 @@ export function fitInference(modelPath: string, request: FitRequest, env: NodeJS
 
   /** The fit in form `quantize`, with the longest chat that fits beside it. */
   function fitted(quantize: Quantize, note: string | null): InferenceFit {
-    const chosen = { ...load, quantize };
     const positions = shape.maxPositionEmbeddings;
-    const tokens = ignoreMemory ? positions : fittingContext(shape, chosen, room);
+    const chat = ignoreMemory ? { tokens: positions, cachePrecision: 'fp32' as const } : fittingChat(shape, { ...load, quantize }, room, device === 'cpu');
+    const { tokens, cachePrecision } = chat;
+    const chosen = { ...load, quantize, cachePrecision };
     // Where the next block would not fit.
     const contextNote = tokens >= positions ? null
-      : `chats up to ${count(tokens)} tokens of the model's ${count(positions)}: a longer chat's cache would not fit; ${roomFor(needOf({ ...chosen, contextTokens: tokens + SLOT_BLOCK }).where)}`;
+      : `chats up to ${count(tokens)} tokens of the model's ${count(positions)}${cachePrecision === 'fp16' ? ' (its cache in fp16)' : ''}: a longer chat's cache would not fit; ${roomFor(needOf({ ...chosen, contextTokens: tokens + SLOT_BLOCK }).where)}`;
     const fitsBatch = (rows: number, slots: number) => !!ignoreMemory || fitsRoom(shape, { ...chosen, rows, contextTokens: slots }, room);
-    return { quantize, estimate: estimateInferenceMemory(shape, chosen), host, note, context: { tokens, note: contextNote, fitsBatch } };
+    return { quantize, estimate: estimateInferenceMemory(shape, chosen), host, note, context: { tokens, note: contextNote, cachePrecision, fitsBatch } };
   }
 }
 
 const count = (n: number) => n.toLocaleString('en-US');
 
 /**
- * How a model would answer on this machine now, for the model lists (`hindsight models`, the
- * pages' model fields): the form `auto` takes, what it needs, and the longest chat that fits
+ * How a model would answer on this machine's CPU now, for the model lists (`hindsight models`,
+ * the pages' model fields): the form `auto` takes, what it needs, and the longest chat that fits
  * beside it; or, where not even int4 fits (`form` null), what int4 would need.
  */
 export function answersHere(shape: ModelShape, env: NodeJS.ProcessEnv = process.env): NonNullable<CatalogModel['answers']> {
   const room = { host: hostMemory(env).availableBytes, gpu: null };
   const form = fittingForm(shape, room);
   const bytes = estimateInferenceMemory(shape, { quantize: form ?? 'int4' }).total;
-  return { form, bytes, contextTokens: form ? fittingContext(shape, { quantize: form }, room) : null };
+  return { form, bytes, contextTokens: form ? fittingChat(shape, { quantize: form }, room, true).tokens : null };
 }

@@ -15,7 +15,14 @@
  *
  * The CPU and CUDA use this cache; on WebGPU the keys and values stay on the GPU
  * (./device-kv-cache.ts).
+ *
+ * Its values are fp32, or fp16 (`cachePrecision`, half the memory: a chat twice as long, as
+ * llama.cpp's default cache holds it) where the memory check found that fp32 would cut the
+ * model's chats short (./inference-fit.ts). The generate graph then takes fp16 keys and values,
+ * reads each layer's as fp32, and returns the new ones in fp16 (./decoder.ts `halfCache`); the
+ * cache itself only moves their bits (Uint16Array, as onnxruntime-node holds float16).
  */
+import type { CachePrecision } from '../../src-shared/inference-memory.js';
 import type { ModelConfig } from './hf-checkpoint.js';
 import { CacheSlots, SLOT_BLOCK, blocksFor, keepsEveryRow, type CarriedPart, type DecodeCache } from './cache-slots.js';
 import { ort } from './ort-session.js';
@@ -24,23 +31,26 @@ export { SLOT_BLOCK } from './cache-slots.js';
 
 type Feeds = Record<string, ort.Tensor>;
 type Outputs = ort.InferenceSession.OnnxValueMapType;
+/** A layer's keys or values: fp32, or fp16's bits. */
+type SlotArray = Float32Array | Uint16Array;
 
 export class KvCache implements DecodeCache {
   private constructor(
     private readonly config: ModelConfig,
     private readonly slots: CacheSlots,
     /** Per layer: [rows, kvHeads, capacity, headDim], views over buffers of `reserved` slots. */
-    private keys: Float32Array[],
-    private values: Float32Array[],
+    private keys: SlotArray[],
+    private values: SlotArray[],
     /** The slots the buffers were allocated for: growth up to here stays in place. */
     private readonly reserved: number,
+    readonly precision: CachePrecision,
   ) {}
 
   /** An empty cache for `rows` rows, its memory allocated for `reserve` slots (at least one block). */
-  static empty(config: ModelConfig, rows: number, reserve = SLOT_BLOCK): KvCache {
+  static empty(config: ModelConfig, rows: number, reserve = SLOT_BLOCK, precision: CachePrecision = 'fp32'): KvCache {
     const reserved = blocksFor(reserve);
-    const buffers = () => Array.from({ length: config.numLayers }, () => slotBuffer(config, rows, SLOT_BLOCK, reserved));
-    return new KvCache(config, CacheSlots.empty(rows), buffers(), buffers(), reserved);
+    const buffers = () => Array.from({ length: config.numLayers }, () => slotBuffer(config, rows, SLOT_BLOCK, reserved, precision));
+    return new KvCache(config, CacheSlots.empty(rows), buffers(), buffers(), reserved, precision);
   }
 
   get rows(): number {
@@ -59,9 +69,10 @@ export class KvCache implements DecodeCache {
   feeds(tokens: number[][], mask: number[][]): Feeds {
     const feeds = this.slots.tokenFeeds(tokens, mask);
     const dims = [this.rows, this.config.numKvHeads, this.slots.capacity, this.config.headDim];
+    const type = this.precision === 'fp16' ? 'float16' : 'float32';
     for (let i = 0; i < this.config.numLayers; i++) {
-      feeds[`past_key_${i}`] = new ort.Tensor('float32', this.keys[i]!, dims);
-      feeds[`past_value_${i}`] = new ort.Tensor('float32', this.values[i]!, dims);
+      feeds[`past_key_${i}`] = new ort.Tensor(type, this.keys[i]!, dims);
+      feeds[`past_value_${i}`] = new ort.Tensor(type, this.values[i]!, dims);
     }
     return feeds;
   }
@@ -73,16 +84,25 @@ export class KvCache implements DecodeCache {
     if (capacity !== this.slots.capacity) this.grow(capacity);
     const { numKvHeads: heads, headDim: d } = this.config;
     const length = this.slots.length;
-    const write = (dst: Float32Array, src: Float32Array) => {
+    const write = (dst: SlotArray, output: ort.Tensor) => {
+      const src = this.slotData(output);
       for (let row = 0; row < this.rows * heads; row++) {
         dst.set(src.subarray(row * T * d, (row + 1) * T * d), (row * capacity + length) * d);
       }
     };
     for (let i = 0; i < this.config.numLayers; i++) {
-      write(this.keys[i]!, out[`new_key_${i}`]!.data as Float32Array);
-      write(this.values[i]!, out[`new_value_${i}`]!.data as Float32Array);
+      write(this.keys[i]!, out[`new_key_${i}`]!);
+      write(this.values[i]!, out[`new_value_${i}`]!);
     }
     this.slots.record(mask, capacity);
+  }
+
+  /** A step's new keys or values as this cache holds them: fp16 as its bits, whatever array type ONNX Runtime gave them in. */
+  private slotData(output: ort.Tensor): SlotArray {
+    const expected = this.precision === 'fp16' ? 'float16' : 'float32';
+    if (output.type !== expected) throw new Error(`the generate graph returned ${output.type} keys and values for a ${this.precision} cache`);
+    const data = output.data as unknown as ArrayBufferView & { length: number };
+    return this.precision === 'fp16' ? new Uint16Array(data.buffer, data.byteOffset, data.length) : (data as Float32Array);
   }
 
   /**
@@ -95,8 +115,8 @@ export class KvCache implements DecodeCache {
   select(rows: number[]): KvCache {
     if (keepsEveryRow(rows, this.rows)) return this;
     const drops = rows.every((r, i) => i === 0 || r > rows[i - 1]!);
-    const pick = (buffers: Float32Array[]) => (drops ? buffers.map((b) => this.keepInPlace(b, rows)) : this.copyRows(rows, buffers));
-    return new KvCache(this.config, this.slots.pick(rows), pick(this.keys), pick(this.values), this.reserved);
+    const pick = (buffers: SlotArray[]) => (drops ? buffers.map((b) => this.keepInPlace(b, rows)) : this.copyRows(rows, buffers));
+    return new KvCache(this.config, this.slots.pick(rows), pick(this.keys), pick(this.values), this.reserved, this.precision);
   }
 
   carry(row: number, last: boolean): CarriedPart {
@@ -109,8 +129,8 @@ export class KvCache implements DecodeCache {
 
   /** Row `row` alone, in buffers of its own sized to what it holds (a row that a later batch may continue: ./carried-rows.ts). */
   rowCopy(row: number): KvCache {
-    const copy = (buffers: Float32Array[]) => this.copyRows([row], buffers, this.slots.capacity, this.slots.capacity);
-    return new KvCache(this.config, this.slots.pick([row]), copy(this.keys), copy(this.values), this.slots.capacity);
+    const copy = (buffers: SlotArray[]) => this.copyRows([row], buffers, this.slots.capacity, this.slots.capacity);
+    return new KvCache(this.config, this.slots.pick([row]), copy(this.keys), copy(this.values), this.slots.capacity, this.precision);
   }
 
   /**
@@ -136,12 +156,13 @@ export class KvCache implements DecodeCache {
     }
     const slots = CacheSlots.joined(kept.map((p) => p && { slots: p.cache.slots, row: p.row, keep: p.keep }));
     const reserved = blocksFor(slots.length + extra);
+    const precision = precisionOf(kept);
     const buffers = (which: 'keys' | 'values') => Array.from({ length: config.numLayers }, (_, layer) => {
-      const dst = slotBuffer(config, parts.length, slots.capacity, reserved);
+      const dst = slotBuffer(config, parts.length, slots.capacity, reserved, precision);
       kept.forEach((p, to) => p && p.cache.writeRow(which, layer, p, dst, to, slots.capacity));
       return dst;
     });
-    return { cache: new KvCache(config, slots, buffers('keys'), buffers('values'), reserved), order: parts.map((_, k) => k) };
+    return { cache: new KvCache(config, slots, buffers('keys'), buffers('values'), reserved, precision), order: parts.map((_, k) => k) };
   }
 
   /**
@@ -149,17 +170,17 @@ export class KvCache implements DecodeCache {
    * grown past them), so that growing in place ({@link grow}) stays inside it.
    */
   roomForRows(): number {
-    const perRow = Float32Array.BYTES_PER_ELEMENT * this.config.numKvHeads * Math.max(this.reserved, this.slots.capacity) * this.config.headDim;
+    const perRow = this.keys[0]!.BYTES_PER_ELEMENT * this.config.numKvHeads * Math.max(this.reserved, this.slots.capacity) * this.config.headDim;
     return Math.floor(this.keys[0]!.buffer.byteLength / perRow);
   }
 
   /** Writes the first `part.keep` slots of row `part.row` of layer `layer`'s keys or values into row `to` of `dst`, laid out for `capacity` slots. */
-  private writeRow(which: 'keys' | 'values', layer: number, part: KeptPart, dst: Float32Array, to: number, capacity: number): void {
+  private writeRow(which: 'keys' | 'values', layer: number, part: KeptPart, dst: SlotArray, to: number, capacity: number): void {
     this.copyRow(this[which][layer]!, part.row, part.keep, dst, to, capacity);
   }
 
   /** Copies the first `slots` slots of each head of row `row` of `src` (laid out as this cache is) into row `to` of `dst`, laid out for `capacity` slots. */
-  private copyRow(src: Float32Array, row: number, slots: number, dst: Float32Array, to: number, capacity: number): void {
+  private copyRow(src: SlotArray, row: number, slots: number, dst: SlotArray, to: number, capacity: number): void {
     const { numKvHeads: heads, headDim: d } = this.config;
     const old = this.slots.capacity;
     for (let h = 0; h < heads; h++) {
@@ -178,7 +199,7 @@ export class KvCache implements DecodeCache {
     const rows = keep.length + others.length, capacity = this.slots.capacity, rowSize = heads * capacity * d;
     const extend = (which: 'keys' | 'values') => this[which].map((buffer, layer) => {
       this.keepInPlace(buffer, keep.map((p) => p.row));
-      const all = new Float32Array(buffer.buffer, buffer.byteOffset, rows * rowSize);
+      const all = viewOf(buffer, rows * rowSize);
       // Every slot past a row's own is zero: a cut row's tail, and the rows after the kept ones (what earlier rows left there).
       keep.forEach((p, to) => {
         for (let h = 0; h < heads; h++) all.fill(0, (to * heads + h) * capacity * d + p.keep * d, (to * heads + h + 1) * capacity * d);
@@ -188,7 +209,7 @@ export class KvCache implements DecodeCache {
       return all;
     });
     const slots = CacheSlots.joined([...keep, ...others].map((p) => p && { slots: p.cache.slots, row: p.row, keep: p.keep }), capacity);
-    return new KvCache(this.config, slots, extend('keys'), extend('values'), this.reserved);
+    return new KvCache(this.config, slots, extend('keys'), extend('values'), this.reserved, this.precision);
   }
 
   /** Host memory goes with the garbage collector. */
@@ -211,9 +232,9 @@ export class KvCache implements DecodeCache {
    * head moves to a higher offset, so moving the last head first never overwrites one not yet
    * moved. The new empty slots are zeroed: masked, but their contents are then known.
    */
-  private spreadInPlace(buffer: Float32Array, capacity: number): Float32Array {
+  private spreadInPlace(buffer: SlotArray, capacity: number): SlotArray {
     const d = this.config.headDim, written = this.slots.length * d, old = this.slots.capacity;
-    const wider = new Float32Array(buffer.buffer, buffer.byteOffset, this.rows * this.config.numKvHeads * capacity * d);
+    const wider = viewOf(buffer, this.rows * this.config.numKvHeads * capacity * d);
     for (let head = this.rows * this.config.numKvHeads - 1; head >= 0; head--) {
       const from = head * old * d, to = head * capacity * d;
       wider.copyWithin(to, from, from + written);
@@ -228,7 +249,7 @@ export class KvCache implements DecodeCache {
    * slots past the written ones are zero in every row (./cache-slots.ts: all rows have the same
    * length), so only the written ones move.
    */
-  private keepInPlace(buffer: Float32Array, rows: number[]): Float32Array {
+  private keepInPlace(buffer: SlotArray, rows: number[]): SlotArray {
     const { numKvHeads: heads, headDim: d } = this.config;
     const capacity = this.slots.capacity, written = this.slots.length * d;
     rows.forEach((r, to) => {
@@ -238,13 +259,13 @@ export class KvCache implements DecodeCache {
         buffer.copyWithin((to * heads + h) * capacity * d, from, from + written);
       }
     });
-    return new Float32Array(buffer.buffer, buffer.byteOffset, rows.length * heads * capacity * d);
+    return viewOf(buffer, rows.length * heads * capacity * d);
   }
 
   /** New per-layer buffers of `capacity` slots (with room for `reserve`: by default as many as this cache) holding `rows` of `buffers`. */
-  private copyRows(rows: number[], buffers: Float32Array[], capacity = this.slots.capacity, reserve = this.reserved): Float32Array[] {
+  private copyRows(rows: number[], buffers: SlotArray[], capacity = this.slots.capacity, reserve = this.reserved): SlotArray[] {
     return buffers.map((src) => {
-      const dst = slotBuffer(this.config, rows.length, capacity, Math.max(capacity, reserve));
+      const dst = slotBuffer(this.config, rows.length, capacity, Math.max(capacity, reserve), this.precision);
       rows.forEach((r, to) => this.copyRow(src, r, this.slots.length, dst, to, capacity));
       return dst;
     });
@@ -268,11 +289,24 @@ function baseFor(parts: (KeptPart | undefined)[]): KvCache | undefined {
   return [...counts.entries()].filter(([c]) => c.roomForRows() >= parts.length).sort((a, b) => b[1] - a[1])[0]?.[0];
 }
 
+/** The precision of the parts' caches, which a joined cache keeps (one engine's caches share theirs). */
+function precisionOf(parts: (KeptPart | undefined)[]): CachePrecision {
+  const precisions = new Set(parts.flatMap((p) => (p ? [p.cache.precision] : [])));
+  if (precisions.size > 1) throw new Error('KvCache.joined: the parts are caches of different precisions');
+  return [...precisions][0] ?? 'fp32';
+}
+
 /**
  * A zeroed [rows, kvHeads, capacity, headDim] buffer whose memory has room for `reserved` slots
  * per head. Pages are only touched as slots are written, so unused room costs no memory.
  */
-function slotBuffer(config: ModelConfig, rows: number, capacity: number, reserved: number): Float32Array {
+function slotBuffer(config: ModelConfig, rows: number, capacity: number, reserved: number, precision: CachePrecision): SlotArray {
   const perSlot = rows * config.numKvHeads * config.headDim;
-  return new Float32Array(new ArrayBuffer(perSlot * reserved * Float32Array.BYTES_PER_ELEMENT), 0, perSlot * capacity);
+  const Type = precision === 'fp16' ? Uint16Array : Float32Array;
+  return new Type(new ArrayBuffer(perSlot * reserved * Type.BYTES_PER_ELEMENT), 0, perSlot * capacity);
+}
+
+/** The first `length` values of `buffer`'s memory, as its type (a view: wider or narrower than `buffer`). */
+function viewOf(buffer: SlotArray, length: number): SlotArray {
+  return buffer instanceof Uint16Array ? new Uint16Array(buffer.buffer, buffer.byteOffset, length) : new Float32Array(buffer.buffer, buffer.byteOffset, length);
 }

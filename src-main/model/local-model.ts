@@ -25,7 +25,7 @@ import { parseCutReply, parseReply, replyTokens, type ParsedReply } from './chat
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { startWorker, waitUntilReady, WorkerClient, type WorkerEvent } from './worker-host.js';
 
-export interface LoadOptions extends Omit<EngineOptions, 'quantize'>, Pick<FitRequest, 'ignoreMemory' | 'engines' | 'reader'> {
+export interface LoadOptions extends Omit<EngineOptions, 'quantize' | 'cachePrecision'>, Pick<FitRequest, 'ignoreMemory' | 'engines' | 'reader'> {
   /** Build these sessions during load, so load fails early (e.g. on CUDA) and timing is clean. */
   prepare?: ('score' | 'generate')[];
   /** The weights' form; default 'auto': the most exact that fits this machine's memory (./inference-fit.ts). */
@@ -125,17 +125,18 @@ export class LocalModel {
     const { prepare, ignoreMemory, engines, reader, context, onConversion, ...engineOptions } = options;
     const device = options.device ?? 'cpu';
     const precision = options.precision ?? defaultPrecision(device);
-    const fit = fitInference(dir, { quantize: options.quantize ?? 'auto', precision, engines, lora: options.lora, gpu: await deviceGpuMemory(device), ignoreMemory, reader });
+    const fit = fitInference(dir, { quantize: options.quantize ?? 'auto', precision, engines, lora: options.lora, gpu: await deviceGpuMemory(device), device, ignoreMemory, reader });
+    const chats = context ?? fit.context;
     // The worker gets the end-of-sequence ids, so it loads a second tokenizer only for stop strings.
     const worker = await startWorker(
       { compiled: new URL('./model-worker.js', import.meta.url), source: new URL('./model-worker.ts', import.meta.url) },
-      { dir, options: { ...engineOptions, quantize: fit.quantize, eosTokenIds: tokenizer.eosTokenIds } },
+      { dir, options: { ...engineOptions, quantize: fit.quantize, cachePrecision: chats.cachePrecision, eosTokenIds: tokenizer.eosTokenIds } },
     );
     const ready = await waitUntilReady<{ config: ModelConfig }>(worker);
     const client = new WorkerClient(worker, { subject: 'the model', worker: 'the model worker' }, (msg) => {
       if (msg.event === 'convert') onConversion?.(msg.done as number, msg.total as number);
     });
-    const model = new LocalModel(dir, ready.config, tokenizer, client, device, fit.quantize, precision, fit.note, context ?? fit.context);
+    const model = new LocalModel(dir, ready.config, tokenizer, client, device, fit.quantize, precision, fit.note, chats);
     if (prepare?.length) {
       try {
         model.ep = await model.worker.call<Device>('prepare', [prepare]);

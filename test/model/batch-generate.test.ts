@@ -9,7 +9,7 @@ import path from 'node:path';
 import { ModelEngine, type GenerateOptions } from '../../src-main/model/inference-engine.js';
 import { LocalModel } from '../../src-main/model/local-model.js';
 import { sequenceSeeds } from '../../src-main/model/sampling.js';
-import { PREFILL_PIECE, prefillPieceFor } from '../../src-main/model/batch-decode.js';
+import { PREFILL_PIECE, prefillPieceAt, prefillPieceFor } from '../../src-main/model/batch-decode.js';
 import { writeTinyModel, type TinyModel } from '../../tools/tiny-models.js';
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-batchgen-'));
@@ -86,6 +86,11 @@ describe('batched generation equals single runs with the same seeds', () => {
     // single run's one row takes 300 in one step.
     expect(prefillPieceFor(12, PREFILL_PIECE)).toBe(170);
     expect(prefillPieceFor(1, PREFILL_PIECE)).toBe(PREFILL_PIECE);
+    // And fewer as the keys grow at a real model's heads (Qwen3-8B's 32): one copy of a step's
+    // attention scores stays within 256 MiB, so a long chat's next message does not hold scores
+    // the size of its cache beside it.
+    expect([4096, 8192, 16384, 40960].map((keys) => prefillPieceAt(1, PREFILL_PIECE, 32, keys))).toEqual([512, 256, 128, 51]);
+    expect(prefillPieceAt(12, PREFILL_PIECE, 4, 300)).toBe(170);
     const long = Array.from({ length: 12 }, (_, p) => Array.from({ length: 300 }, (_, i) => 3 + ((i * (p + 2)) % 200)));
     const options = { temperature: 0, maxNewTokens: 4, stopTokenIds: [] };
     const batch = await engine.generateBatch(long.map((promptIds) => ({ promptIds, seeds: [1] })), options);

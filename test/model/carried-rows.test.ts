@@ -8,7 +8,7 @@
 // which prompt (each row once, whole continuations first, else a shared beginning); and a chat's
 // next turn (generate with reusePrefix), continued whole or as far as it shares the last reply's
 // tokens, and not at all once the adapter's weights changed or the time it is held has passed;
-// and rounds of random batches on one store.
+// and rounds of random batches on one store (an fp16 one too).
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ModelEngine, type BatchPrompt } from '../../src-main/model/inference-engine.js';
@@ -163,4 +163,21 @@ describe('carried cache rows', () => {
       }
     });
   }
+
+  // An fp16 cache (kv-cache.ts cachePrecision): a carried row holds the rounded keys and values
+  // a whole prefill reads too when it feeds one token a step, so the two agree, within what
+  // rounding a key computed a bit apart to fp16 gives.
+  it("rounds of random batches on one fp16 cache give a whole prefill's tokens", async () => {
+    const options = { threads: 1, graphCache: false as const, prefillPiece: 1, cachePrecision: 'fp16' as const };
+    const carrying = ModelEngine.open(STORIES, options);
+    const whole = ModelEngine.open(STORIES, options);
+    const joined = vi.spyOn(KvCache, 'joined');
+    try {
+      await carriedRounds(carrying, whole, new CarriedRows(), 17, 4, 2e-3);
+      expect(joined.mock.calls.length).toBeGreaterThan(0);
+      expect(joined.mock.results.every((r) => (r.value as { cache: KvCache }).cache.precision === 'fp16')).toBe(true);
+    } finally {
+      await Promise.all([carrying.close(), whole.close()]);
+    }
+  });
 });

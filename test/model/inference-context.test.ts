@@ -1,14 +1,15 @@
-// The longest chat a load answers within (src-shared/inference-memory.ts fittingContext,
+// The longest chat a load answers within (src-shared/inference-memory.ts fittingChat,
 // InferenceFit.contextTokens, LocalModel.maxPositions): the decode cache grows with the chat, so
 // a model whose form fits a 4,096-token chat may not hold one of its 40,960 positions. The memory
 // the machine has is set with HINDSIGHT_MEMORY_BUDGET, between a tiny model's estimates at two
 // chat lengths; a longer prompt is then refused in one line (the Chat page, /v1, generate)
-// instead of growing the cache into swap.
+// instead of growing the cache into swap. On the CPU such a load holds its cache in fp16
+// (test/model/half-cache.test.ts), so the budget here is an fp16 cache's.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { estimateInferenceMemory, fitsRoom, fittingContext } from '../../src-shared/inference-memory.js';
+import { estimateInferenceMemory, fitsRoom, fittingChat, type InferenceLoad, type InferenceRoom } from '../../src-shared/inference-memory.js';
 import { SLOT_BLOCK, type ModelShape } from '../../src-shared/train-memory.js';
 import type { ChatState } from '../../src-shared/chat-api.js';
 import { ChatService } from '../../src-main/api/chat-service.js';
@@ -22,10 +23,12 @@ import { runCli } from '../helpers/cli.js';
 import { withEnv } from '../helpers/env.js';
 
 const GiB = 2 ** 30;
+/** The longest chat with an fp32 cache. */
+const fittingContext = (shape: ModelShape, load: InferenceLoad, room: InferenceRoom) => fittingChat(shape, load, room, false).tokens;
 const QWEN3_8B: ModelShape = { hiddenSize: 4096, intermediateSize: 12288, numLayers: 36, numHeads: 32, numKvHeads: 8, headDim: 128, vocabSize: 151936, tieWordEmbeddings: false, maxPositionEmbeddings: 40960 };
 
 describe('the longest chat that fits', () => {
-  it('Qwen3-8B in int4 on a 16 GB laptop holds a chat of some 10,000 tokens, not its 40,960; with room, all of them', () => {
+  it('Qwen3-8B in int4 on a 16 GB laptop holds a chat of some 14,000 tokens in fp32, not its 40,960; with room, all of them', () => {
     const room = { host: 10 * GiB, gpu: null };
     const tokens = fittingContext(QWEN3_8B, { quantize: 'int4' }, room);
     expect(tokens).toBeGreaterThan(8192);
@@ -55,20 +58,23 @@ describe('a batch in parts that fit', () => {
 describe('a load that answers within a shorter chat than its positions', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inference-context-'));
   let model: string;
-  /** The budget that holds an 8,192-token chat in fp32, and not one block more. */
+  /** The budget that holds an 8,192-token chat with an fp16 cache, and not one block more. */
   let budget: string;
   beforeAll(() => {
-    model = writeTinyModel(path.join(dir, 'model'), { family: 'qwen3', numLayers: 2, maxPositions: 65536 }).dir;
-    budget = String(Math.ceil(estimateInferenceMemory(modelShape(model), { quantize: 'none', contextTokens: 8192 }).total));
+    model = writeTinyModel(path.join(dir, 'model'), { family: 'qwen3', numLayers: 4, maxPositions: 65536 }).dir; // 4 layers: an fp16 cache, read a layer at a time as fp32, saves memory from 3
+    budget = String(Math.ceil(estimateInferenceMemory(modelShape(model), { quantize: 'none', contextTokens: 8192, cachePrecision: 'fp16' }).total));
   });
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
   /** A user message of `tokens` tokens (the tiny tokenizer has no merge for "xx"). */
   const longMessage = (tokens: number) => 'x'.repeat(tokens);
 
   it('says how long a chat fits and why, and holds every prompt to it; ignoring memory, the positions', async () => {
-    const fit = fitInference(model, { quantize: 'auto' }, { HINDSIGHT_MEMORY_BUDGET: budget });
-    expect([fit.quantize, fit.note, fit.context.tokens]).toEqual(['none', null, 8192]);
-    expect(fit.context.note).toMatch(/^chats up to 8,192 tokens of the model's 65,536: a longer chat's cache would not fit; this machine has \d+ MB available of .* \(HINDSIGHT_MEMORY_BUDGET\)$/);
+    const fit = fitInference(model, { quantize: 'auto', device: 'cpu' }, { HINDSIGHT_MEMORY_BUDGET: budget });
+    expect([fit.quantize, fit.note, fit.context.tokens, fit.context.cachePrecision]).toEqual(['none', null, 8192, 'fp16']);
+    expect(fit.context.note).toMatch(/^chats up to 8,192 tokens of the model's 65,536 \(its cache in fp16\): a longer chat's cache would not fit; this machine has \d+ MB available of .* \(HINDSIGHT_MEMORY_BUDGET\)$/);
+    // A caller that opens its engine itself (no device: an fp32 cache) holds a shorter chat.
+    const fp32 = fitInference(model, { quantize: 'auto' }, { HINDSIGHT_MEMORY_BUDGET: budget }).context;
+    expect([fp32.cachePrecision, fp32.tokens < 8192]).toEqual(['fp32', true]);
     expect([fit.context.fitsBatch(1, 8192), fit.context.fitsBatch(2, 8192), fit.context.fitsBatch(2, 2048)]).toEqual([true, false, true]);
     const ignoring = fitInference(model, { quantize: 'auto', ignoreMemory: true }, { HINDSIGHT_MEMORY_BUDGET: budget }).context;
     expect([ignoring.tokens, ignoring.note, ignoring.fitsBatch(64, 65536)]).toEqual([65536, null, true]);
@@ -76,7 +82,7 @@ describe('a load that answers within a shorter chat than its positions', () => {
     try {
       expect([loaded.maxPositions, loaded.contextNote]).toEqual([8192, fit.context.note]);
       // Its checked form carries the limit to a load beside it (the served model's swap to a new adapter).
-      expect(loaded.checkedForm).toMatchObject({ quantize: 'none', context: { tokens: 8192, note: fit.context.note } });
+      expect(loaded.checkedForm).toMatchObject({ quantize: 'none', context: { tokens: 8192, note: fit.context.note, cachePrecision: 'fp16' } });
     } finally {
       await loaded.close();
     }
@@ -107,7 +113,7 @@ describe('a load that answers within a shorter chat than its positions', () => {
   it('generate prints the limit, /v1 refuses a longer prompt as context_length_exceeded and logs why', async () => {
     const cli = await withEnv('HINDSIGHT_MEMORY_BUDGET', budget, () => runCli('generate', '--model', model, '--prompt', 'Hi', '--max-new-tokens', '2'));
     expect(cli.code).toBe(0);
-    expect(cli.stderr).toMatch(/^note: chats up to 8,192 tokens of the model's 65,536: /m);
+    expect(cli.stderr).toMatch(/^note: chats up to 8,192 tokens of the model's 65,536 \(its cache in fp16\): /m);
     const lines: string[] = [];
     await withEnv('HINDSIGHT_MEMORY_BUDGET', budget, async () => {
       const server = await startOpenAiServer({ modelDir: model, token: 't', port: 0, log: (line) => lines.push(line) });
@@ -127,7 +133,7 @@ describe('a load that answers within a shorter chat than its positions', () => {
         await server.close();
       }
     });
-    expect(lines).toEqual([expect.stringMatching(/^model: chats up to 8,192 tokens of the model's 65,536: /)]);
+    expect(lines).toEqual([expect.stringMatching(/^model: chats up to 8,192 tokens of the model's 65,536 \(its cache in fp16\): /)]);
   });
 
   it('the Chat page says it above the columns, and a conversation past it is refused in its words', async () => {
@@ -152,7 +158,7 @@ describe('a load that answers within a shorter chat than its positions', () => {
     try {
       const short = await chat('Hi');
       expect(short.sides.map((s) => s.status)).toEqual(['done']);
-      expect(short.contextNote).toMatch(/^chats up to 8,192 tokens of the model's 65,536: /);
+      expect(short.contextNote).toMatch(/^chats up to 8,192 tokens of the model's 65,536 \(its cache in fp16\): /);
       // Each reply says how much of that the chat now takes.
       expect(short.sides[0]!.context).toEqual({ used: expect.any(Number), limit: 8192 });
       expect(short.sides[0]!.context!.used).toBeGreaterThan(short.sides[0]!.tokens!);
