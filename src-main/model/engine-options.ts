@@ -1,13 +1,14 @@
 /**
  * What a model engine (./inference-engine.ts) is opened with: the device and how the graphs
- * are built and kept.
+ * are built and kept, and where its decode cache lives ({@link decodeCachePlacement}).
  */
 import type { CachePrecision } from '../../src-shared/inference-memory.js';
 import type { Precision, defaultPrecision } from '../../src-shared/training.js';
+import { UserError } from '../../src-shared/types.js';
 import type { AttentionChunking } from './attention.js';
 import type { PREFILL_PIECE } from './batch-decode.js';
 import type { LoraShape } from './lora-inputs.js';
-import type { Device, InferenceFusions, holdsTensorsOnDevice, inferenceFusions } from './ort-session.js';
+import { holdsTensorsOnDevice, type Device, type InferenceFusions, type inferenceFusions } from './ort-session.js';
 import type { Quantize } from './quantize.js';
 
 export interface EngineOptions {
@@ -61,4 +62,26 @@ export interface EngineOptions {
    * (stop strings, the drift measure, `decodeText`): a real vocabulary's costs over 100 MB.
    */
   eosTokenIds?: readonly number[];
+}
+
+/** Where an engine's decode cache lives and in what, from its options on `device`. */
+export interface DecodeCachePlacement {
+  /** In GPU memory (./device-kv-cache.ts), else the host's (./kv-cache.ts). */
+  onDevice: boolean;
+  /** Decoded in chunks through the decode chunk graph (./chunk-decode.ts). */
+  inGraph: boolean;
+  precision: CachePrecision;
+}
+
+/** {@link EngineOptions}' decode cache choices on `device`, their defaults filled in; a combination that cannot be is refused in one line. */
+export function decodeCachePlacement(options: EngineOptions, device: Device): DecodeCachePlacement {
+  if (options.decodeCacheOnDevice && !holdsTensorsOnDevice(device)) {
+    throw new UserError(`the decode cache cannot stay on ${device}: onnxruntime-node keeps GPU-resident tensors for WebGPU only`);
+  }
+  const onDevice = options.decodeCacheOnDevice ?? (holdsTensorsOnDevice(device) && !options.decodeInGraph);
+  const inGraph = options.decodeInGraph ?? device === 'cuda';
+  const precision = options.cachePrecision ?? 'fp32';
+  if (inGraph && onDevice) throw new UserError('decodeInGraph: the decode cache is on the GPU already (decodeCacheOnDevice); choose one');
+  if (precision === 'fp16' && (inGraph || onDevice)) throw new UserError(`cachePrecision fp16: only the CPU's decode cache is held in fp16, not ${device}'s`);
+  return { onDevice, inGraph, precision };
 }

@@ -34,8 +34,7 @@ import { UserError } from '../../src-shared/types.js';
 import { Checkpoint, type ModelConfig } from './hf-checkpoint.js';
 import { checkpointWeights, decoderGraph, type WeightSource } from './decoder.js';
 import { defaultPrecision, type Precision } from '../../src-shared/training.js';
-import type { CachePrecision } from '../../src-shared/inference-memory.js';
-import { ort, createSession, assertDeviceAvailable, fusesMatMul, holdsTensorsOnDevice, inferenceFusions, type InferenceFusions, type Device, type SessionConfig } from './ort-session.js';
+import { ort, createSession, assertDeviceAvailable, fusesMatMul, inferenceFusions, type InferenceFusions, type Device, type SessionConfig } from './ort-session.js';
 import { ChatTokenizer } from './tokenizer.js';
 import { DEFAULT_MAX_NEW_TOKENS, replyBudget } from './context-limit.js';
 import { PREFILL_PIECE, generateSequences, type GeneratedTokens } from './batch-decode.js';
@@ -44,7 +43,7 @@ import { CarriedRows, REUSE_KEEP_MS } from './carried-rows.js';
 import type { DecodeCacheFactory } from './cache-slots.js';
 import { DeviceGraphs, cacheOutputNames } from './device-kv-cache.js';
 import { LoraFeeds } from './lora-feeds.js';
-import type { EngineOptions } from './engine-options.js';
+import { decodeCachePlacement, type EngineOptions } from './engine-options.js';
 import { generateInChunks } from './chunk-decode.js';
 import { decodeChunkGraph } from './decode-chunk-graph.js';
 import { quantScheme, type Quantize } from './quantize.js';
@@ -148,7 +147,7 @@ export class ModelEngine {
   /** Whether generation runs the decode chunk graph (EngineOptions.decodeInGraph). */
   private readonly decodeInGraph: boolean;
   /** The host decode cache's values (EngineOptions.cachePrecision). */
-  readonly cachePrecision: CachePrecision;
+  readonly cachePrecision: 'fp32' | 'fp16';
 
   private constructor(readonly dir: string, checkpoint: Checkpoint, options: EngineOptions) {
     this.config = checkpoint.config;
@@ -168,15 +167,11 @@ export class ModelEngine {
     this.fusions = { ...inferenceFusions(this.sessionConfig.device), ...options.fusions };
     this.precision = options.precision ?? defaultPrecision(this.sessionConfig.device);
     if (!(Number.isInteger(this.prefillPiece) && this.prefillPiece >= 1)) throw new UserError(`prefillPiece must be a whole number ≥ 1, got ${options.prefillPiece}`);
-    if (options.decodeCacheOnDevice && !holdsTensorsOnDevice(this.sessionConfig.device)) {
-      throw new UserError(`the decode cache cannot stay on ${this.sessionConfig.device}: onnxruntime-node keeps GPU-resident tensors for WebGPU only`);
-    }
-    if (options.decodeCacheOnDevice ?? (holdsTensorsOnDevice(this.sessionConfig.device) && !options.decodeInGraph)) this.deviceCache = new DeviceGraphs(this.config, this.sessionConfig);
-    this.cachePrecision = options.cachePrecision ?? 'fp32';
+    const cache = decodeCachePlacement(options, this.sessionConfig.device);
+    if (cache.onDevice) this.deviceCache = new DeviceGraphs(this.config, this.sessionConfig);
+    this.decodeInGraph = cache.inGraph;
+    this.cachePrecision = cache.precision;
     this.newCache = (rows, reserve) => this.deviceCache?.empty(rows) ?? KvCache.empty(this.config, rows, reserve, this.cachePrecision);
-    this.decodeInGraph = options.decodeInGraph ?? this.sessionConfig.device === 'cuda';
-    if (this.decodeInGraph && this.deviceCache) throw new UserError('decodeInGraph: the decode cache is on the GPU already (decodeCacheOnDevice); choose one');
-    if (this.cachePrecision === 'fp16' && (this.decodeInGraph || this.deviceCache)) throw new UserError(`cachePrecision fp16: only the CPU's decode cache is held in fp16, not ${this.sessionConfig.device}'s`);
     this.lora = options.lora && { ...options.lora, targets: [...options.lora.targets] };
     this.loraSpecs = this.lora ? loraSpecs(this.config, this.lora.targets) : [];
     if (this.lora) this.loraFeeds = new LoraFeeds(this.loraSpecs, this.lora.r, this.deviceCache && ((feeds) => this.deviceCache!.upload(feeds)));

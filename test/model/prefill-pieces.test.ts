@@ -9,7 +9,7 @@ import { generateSequences, type DecodeSettings } from '../../src-main/model/bat
 import type { ModelConfig } from '../../src-main/model/hf-checkpoint.js';
 import { ort } from '../../src-main/model/ort-session.js';
 
-const config = { numLayers: 2, numKvHeads: 2, headDim: 3, vocabSize: 5 } as ModelConfig;
+const config = { numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 3, vocabSize: 5 } as ModelConfig;
 
 /** Per step: the tokens fed, their mask and positions, and how many past slots the graph saw. */
 interface Step { ids: number[][]; mask: number[][]; positions: number[][]; pastSlots: number }
