@@ -75,7 +75,7 @@ function stepRows(episodes: readonly Episode[], contexts: readonly StepContext[]
   const rows: StepRow[] = [];
   let over = 0;
   for (const e of episodes) {
-    const r = stepRow(e, byId.get(e.contextId)!, settings.method, settings.maxLength);
+    const r = stepRow(e, byId.get(e.contextId)!, settings.method, settings.maxLength, settings.quantize);
     if (r === 'over') over++;
     else if (r) rows.push(r);
   }

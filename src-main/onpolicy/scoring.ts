@@ -25,6 +25,7 @@ import { episodeId } from '../rollout/manager.js';
 import { episodeRow } from '../rollout/training-row.js';
 import { fitRow, padBatch, responseValues, type TrainRow } from '../train/batches.js';
 import type { TrainMethod, TrainStep } from '../train/training-step.js';
+import type { Quantize } from '../model/quantize.js';
 import { isTrainingLabel, type StepContext } from './contexts.js';
 
 export interface Scorer {
@@ -118,9 +119,11 @@ export interface StepRow {
  * 'over' when it does not fit the run's length. Such an episode is skipped, not cut from the
  * left as an offline row is: its old log-probs are those of the whole context, so a cut row
  * would start with ρ ≠ 1. A rollout without a reward (combine, no judge) trains through its
- * teacher only, in a group of its own, so GRPO never mixes it with scored ones.
+ * teacher only, in a group of its own, so GRPO never mixes it with scored ones. The rollout's
+ * log-probs are its old where the rollouts ran the step's arithmetic (an fp32 base), and only
+ * measured against the policy's own otherwise (`quantize`: TrainRow.rolloutLogprobs).
  */
-export function stepRow(e: Episode, context: StepContext, method: TrainMethod, maxLength: number): StepRow | 'over' | null {
+export function stepRow(e: Episode, context: StepContext, method: TrainMethod, maxLength: number, quantize: Quantize): StepRow | 'over' | null {
   const line = episodeRow(e);
   if (!line) return null;
   const { uses } = methodRecord(method);
@@ -129,7 +132,9 @@ export function stepRow(e: Episode, context: StepContext, method: TrainMethod, m
   if (!rewarded && !teacherOn) return null;
   const row: TrainRow = {
     inputIds: line.input_ids, responseStart: line.response_start, reward: rewarded ? line.reward : 0, responseMask: line.response_mask,
-    oldLogprobs: line.old_logprobs, group: rewarded ? line.group : `${line.group}/unscored`, origin: e.id,
+    // A quantised base's rollouts are not the step's arithmetic: old is then the policy's own (TrainRow.rolloutLogprobs).
+    ...(quantize === 'none' ? { oldLogprobs: line.old_logprobs } : { rolloutLogprobs: line.old_logprobs }),
+    group: rewarded ? line.group : `${line.group}/unscored`, origin: e.id,
     ...(rewarded && line.rewards.length ? { rewards: line.rewards } : {}),
     ...(context.sessionId !== undefined ? { sessionId: context.sessionId } : {}),
   };

@@ -61,6 +61,13 @@ export interface TrainRow extends TokenSpan {
   teacher?: TokenSpan;
   /** Rollout log-probs of the reply tokens (one per token), used as `old` when present. */
   oldLogprobs?: number[];
+  /**
+   * Rollout log-probs that are not the step's own arithmetic (an on-policy run on a quantised
+   * base: its rollouts' MatMulNBits rounds the activations to int8, the step's does not; docs/
+   * design.md §QLoRA): `old` is then the policy's own at the start of the step, as for a row
+   * without any, and these only measure how far the rollouts lay from it (the log's `drift`).
+   */
+  rolloutLogprobs?: number[];
   /** Kept by the at-least-one rule (trained with A = 0 even though it has no signal). */
   kept?: boolean;
   /** Where the row came from, for messages: `file:line` or `session/turn`. */

@@ -249,13 +249,17 @@ function shuffled(n: number, random: () => number): number[] {
   return order;
 }
 
-/** Mean |logp − old| over the trained tokens whose old is a row's own; undefined when no row has one. */
+/**
+ * Mean |logp − the rollout's log-prob| over the trained tokens of the rows that carry rollout
+ * log-probs (as old, or beside it: TrainRow.rolloutLogprobs); undefined when no row has them.
+ */
 function rowOldDrift(rows: readonly TrainRow[], batch: StepBatch, logprobs: Float32Array): number | undefined {
   let sum = 0, n = 0;
   rows.forEach((row, b) => {
-    if (!row.oldLogprobs) return;
+    const rollout = row.oldLogprobs ?? row.rolloutLogprobs;
+    if (!rollout) return;
     const lp = responseValues(logprobs, batch.seqLen, b, row), mask = responseValues(batch.responseMask, batch.seqLen, b, row);
-    row.oldLogprobs.forEach((old, i) => {
+    rollout.forEach((old, i) => {
       if (mask[i] === 0) return;
       sum += Math.abs(lp[i]! - old);
       n++;

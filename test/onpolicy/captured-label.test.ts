@@ -45,8 +45,12 @@ describe('an episode longer than the run\'s length', () => {
     const [plus] = contextsOf([1]);
     const episode = capturedEpisode(plus!, 4, 0)!;
     const length = episode.tokens.inputIds.length;
-    expect(stepRow(episode, plus!, 'combine', length)).toMatchObject({ row: { inputIds: episode.tokens.inputIds, oldLogprobs: [-1, -2, -0.5] } });
-    expect(stepRow(episode, plus!, 'combine', length - 1)).toBe('over');
-    expect(stepRow(episode, plus!, 'rl', 3)).toBe('over');
+    expect(stepRow(episode, plus!, 'combine', length, 'none')).toMatchObject({ row: { inputIds: episode.tokens.inputIds, oldLogprobs: [-1, -2, -0.5] } });
+    expect(stepRow(episode, plus!, 'combine', length - 1, 'none')).toBe('over');
+    expect(stepRow(episode, plus!, 'rl', 3, 'none')).toBe('over');
+    // On a quantised base the rollout's log-probs are not the step's arithmetic: old is the policy's own.
+    const quantised = stepRow(episode, plus!, 'combine', length, 'int4');
+    expect(quantised).toMatchObject({ row: { rolloutLogprobs: [-1, -2, -0.5] } });
+    expect(quantised !== 'over' && quantised?.row.oldLogprobs).toBeUndefined();
   });
 });
