@@ -20,8 +20,8 @@
  * - runtime: Node and ONNX Runtime, the tokenizer, the allocator's share that grows with the
  *   vocabulary (the training estimate's coefficients); activations: a prefill step's, a piece
  *   of {@link PREFILL_PIECE} prompt tokens (fewer at long chats: prefillPieceAt) through a layer
- *   and its attention scores over the context
- *   (and, for an fp16 cache, the layer's keys and values read as fp32).
+ *   and its attention scores over the context (with an fp16 cache, that layer's keys and values
+ *   read as fp32 too).
  * A CUDA load needs room on the card too ({@link cudaInferenceBytes}).
  *
  * Fitted to the decode peaks docs/benchmarks.md quotes (*Real-size models*: the 125M and the

@@ -124,7 +124,7 @@ export class KvCache implements DecodeCache {
   }
 
   join(parts: (CarriedPart | undefined)[], extra: number): { cache: KvCache; order: number[] } {
-    return KvCache.joined(this.config, parts as (KvPart | undefined)[], extra);
+    return KvCache.joined(this.config, parts as (KvPart | undefined)[], extra, this.precision);
   }
 
   /** Row `row` alone, in buffers of its own sized to what it holds (a row that a later batch may continue: ./carried-rows.ts). */
@@ -142,9 +142,11 @@ export class KvCache implements DecodeCache {
    * parts are written after them, when that memory has room for every part and the others are
    * no longer: so a turn's cache becomes the next turn's without a second one beside it. Else
    * every part is copied into new buffers, in the order given. Each row keeps its slots, a
-   * shorter one masked after its own (CacheSlots.joined).
+   * shorter one masked after its own (CacheSlots.joined). `precision`: the engine's, every part's
+   * (a cache of empty rows only is still the engine's kind).
    */
-  static joined(config: ModelConfig, parts: (KvPart | undefined)[], extra: number): { cache: KvCache; order: number[] } {
+  static joined(config: ModelConfig, parts: (KvPart | undefined)[], extra: number, precision: CachePrecision = 'fp32'): { cache: KvCache; order: number[] } {
+    if (parts.some((p) => p && p.cache.precision !== precision)) throw new Error(`KvCache.joined: a part is not a ${precision} cache`);
     const kept = parts.map((p) => p && { ...p, keep: p.cache.slots.slotsHolding(p.row, p.tokens ?? Infinity) });
     const base = baseFor(kept);
     if (base) {
@@ -156,7 +158,6 @@ export class KvCache implements DecodeCache {
     }
     const slots = CacheSlots.joined(kept.map((p) => p && { slots: p.cache.slots, row: p.row, keep: p.keep }));
     const reserved = blocksFor(slots.length + extra);
-    const precision = precisionOf(kept);
     const buffers = (which: 'keys' | 'values') => Array.from({ length: config.numLayers }, (_, layer) => {
       const dst = slotBuffer(config, parts.length, slots.capacity, reserved, precision);
       kept.forEach((p, to) => p && p.cache.writeRow(which, layer, p, dst, to, slots.capacity));
@@ -287,13 +288,6 @@ function baseFor(parts: (KeptPart | undefined)[]): KvCache | undefined {
   const counts = new Map<KvCache, number>();
   for (const p of parts) if (p) counts.set(p.cache, (counts.get(p.cache) ?? 0) + 1);
   return [...counts.entries()].filter(([c]) => c.roomForRows() >= parts.length).sort((a, b) => b[1] - a[1])[0]?.[0];
-}
-
-/** The precision of the parts' caches, which a joined cache keeps (one engine's caches share theirs). */
-function precisionOf(parts: (KeptPart | undefined)[]): CachePrecision {
-  const precisions = new Set(parts.flatMap((p) => (p ? [p.cache.precision] : [])));
-  if (precisions.size > 1) throw new Error('KvCache.joined: the parts are caches of different precisions');
-  return [...precisions][0] ?? 'fp32';
 }
 
 /**
