@@ -139,10 +139,14 @@ export function pidIsAlive(pid: number): boolean {
 }
 
 /**
- * Removes temp files left beside `target` by writers that were killed mid-save. Files of
+ * Removes temp files left beside each target by writers that were killed mid-save. Files of
  * a writer that is still running are left alone.
  */
-export function sweepStaleTempFiles(target: string): number {
+export function sweepStaleTempFiles(...targets: string[]): number {
+  return targets.reduce((removed, target) => removed + sweepStaleTempFilesOf(target), 0);
+}
+
+function sweepStaleTempFilesOf(target: string): number {
   const dir = path.dirname(path.resolve(target));
   const prefix = path.basename(target) + '.tmp-';
   let removed = 0;

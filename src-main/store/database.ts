@@ -85,14 +85,14 @@ export class Store {
     if (access === 'read') {
       // A writer killed mid-save (kill -9) left its temp file: any open removes it, not only
       // the next writer's (only files of dead processes go, so this writes nothing of ours).
-      sweepStaleTempFiles(resolved);
+      sweepStaleTempFiles(resolved, journalPathFor(resolved)); // the journal's too: one killed starting it
       const bytes = readDatabaseBytes(resolved, dbPath);
       if (bytes === null) throw new UserError(`no database at ${dbPath}`);
       return Store.fromBytes(SQL, resolved, dbPath, bytes, persist, null);
     }
     const writer = openForWriting(resolved, dbPath);
     try {
-      sweepStaleTempFiles(resolved);
+      sweepStaleTempFiles(resolved, journalPathFor(resolved));
       const bytes = readDatabaseBytes(resolved, dbPath);
       return Store.fromBytes(SQL, resolved, dbPath, bytes, persist, writer);
     } catch (err) {
