@@ -23,7 +23,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../src-shared/types.js';
 import { adoptFolderFile, captureLogPathFor, folderFilePath, FOLDER_CAPTURE_LOG_FILE, otherDatabasesBeside } from '../store/db-companions.js';
-import { PRIVATE_FILE_MODE, writeFileAtomicSync } from '../store/atomic-file.js';
+import { PRIVATE_FILE_MODE, sweepStaleTempFiles, writeFileAtomicSync } from '../store/atomic-file.js';
 import { appendLineSync, endsMidLine } from '../store/jsonl-file.js';
 import type { CaptureRecord } from './capture-records.js';
 import { parseRecord, recordSession } from './capture-records.js';
@@ -63,6 +63,7 @@ export class CaptureLog {
 
   private constructor(readonly filePath: string) {
     fs.mkdirSync(path.dirname(filePath), { recursive: true });
+    sweepStaleTempFiles(filePath); // a rewrite killed mid-write (rotation) left its temp file
     try {
       this.fd = fs.openSync(filePath, 'a', 0o600);
     } catch (err) {

@@ -3,7 +3,8 @@
 // keyless, or not their key's latest segment) and idle for six hours move to an archive file,
 // a stub each left where the session began; resolving requests afterwards is what it was; the
 // database keeps every session across restarts, is rebuilt from the archive when lost, and a
-// deleted archived session leaves the archive too; a rotation cut short leaves nothing behind.
+// deleted archived session leaves the archive too; a rotation cut short leaves nothing behind
+// (nor does a rewrite of the log killed mid-write).
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -276,11 +277,14 @@ describe('rotation in serve', () => {
     // And a temporary file a killed writer left there (a pid no process has).
     const temp = path.join(captureArchivePathFor(dbPath), `${orphan}.tmp-999999999-1`);
     fs.writeFileSync(temp, 'partial');
+    // And the log's own, from a rewrite killed mid-write.
+    const logTemp = `${captureLogPathFor(dbPath)}.tmp-999999999-2`;
+    fs.writeFileSync(logTemp, 'partial');
     const logged: string[] = [];
     const server = await startCapture({ log: (line) => logged.push(line) }, {}, dir);
     try {
       expect(fs.existsSync(path.join(captureArchivePathFor(dbPath), orphan))).toBe(false);
-      expect(fs.existsSync(temp)).toBe(false);
+      expect([fs.existsSync(temp), fs.existsSync(logTemp)]).toEqual([false, false]);
       expect(logged.join('\n')).toContain(`removed 1 archive files no log line names (a rotation cut short): ${orphan}`);
       expect((await api(server, 'getSession', { id: 'capture:cut' })).turns).toHaveLength(4);
     } finally {
