@@ -5,12 +5,15 @@
 // rounding costs the log-probs of the demo model, a trained one (stories260K), through the host
 // cache's paths: a prefill and one token a step past several blocks of slots, and a batch of
 // prompts of several lengths (padding, a row that ends early). Carried rows: carried-rows.test.ts.
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { estimateInferenceMemory, fittingChat } from '../../src-shared/inference-memory.js';
 import type { ModelShape } from '../../src-shared/train-memory.js';
 import { ModelEngine } from '../../src-main/model/inference-engine.js';
 import { UserError } from '../../src-shared/types.js';
+import { writeTinyModel } from '../../tools/tiny-models.js';
 
 const GiB = 2 ** 30;
 const QWEN3_8B: ModelShape = { hiddenSize: 4096, intermediateSize: 12288, numLayers: 36, numHeads: 32, numKvHeads: 8, headDim: 128, vocabSize: 151936, tieWordEmbeddings: false, maxPositionEmbeddings: 40960 };
@@ -73,4 +76,28 @@ describe("the demo model's log-probs through an fp16 cache", () => {
   it('is the CPU\'s host cache only: refused beside the decode chunk graph', () => {
     expect(() => ModelEngine.open(STORIES, { cachePrecision: 'fp16', decodeInGraph: true })).toThrow(UserError);
   });
+});
+
+// Every family's generate graph reads the fp16 cache where its attention does: Gemma's and OLMo 3's
+// sliding layers, SmolLM3's layers without RoPE, Granite's multipliers, Phi-3's and GLM-4's fused
+// projections (tiny random models of four layers; trained ones drift as the demo model above).
+describe('every family through an fp16 cache', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'half-cache-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  for (const family of ['gemma2', 'gemma3', 'phi3', 'glm4', 'olmo3', 'granite', 'ministral3', 'smollm3', 'qwen2'] as const) {
+    it(`${family}: a prefill and one token a step within 5e-3 of the fp32 score`, async () => {
+      const model = writeTinyModel(path.join(dir, family), { family, numLayers: 4 }).dir;
+      const fp32 = ModelEngine.open(model, { threads: 1, graphCache: false });
+      const fp16 = ModelEngine.open(model, { threads: 1, graphCache: false, cachePrecision: 'fp16' });
+      try {
+        const row = { inputIds: Array.from({ length: 120 }, (_, i) => 5 + ((i * 13) % 50)), responseStart: 30 };
+        const [exact] = await fp32.score([row]);
+        const rounded = await fp16.scoreIncremental(row);
+        expect(rounded.every(Number.isFinite)).toBe(true);
+        expect(maxAbsDiff(rounded, exact!)).toBeLessThan(5e-3);
+      } finally {
+        await Promise.all([fp32.close(), fp16.close()]);
+      }
+    });
+  }
 });
