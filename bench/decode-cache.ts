@@ -3,7 +3,7 @@
  * §Memory for inference, src-main/model/kv-cache.ts), and the prefill in smaller pieces that long
  * chats now take (src-shared/train-memory.ts prefillPieceAt), side by side in one run.
  *
- * A random Qwen3 with the 0.6B shape's cache layout (28 layers, 8 KV heads of 128: 112 KiB a
+ * A random Qwen3 with the 0.6B shape's cache layout (28 layers, 8 KV heads of 128: 224 KiB a
  * token in fp32) and small else (hidden 256, 16 heads, MLP 512), so that the cache is most of what
  * a step reads, as at a 7–8B model's long chats. Each variant in its own process, alternating
  * over BENCH_REPEATS rounds (default 2): a prompt of BENCH_PROMPT tokens (default 4,096), then
