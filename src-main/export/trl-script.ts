@@ -8,6 +8,7 @@ import { TRL_METHODS } from '../../src-shared/handoff.js';
 import { DATASET_FIELDS, DATASET_FILES } from './trl-datasets.js';
 import { FUSED_PROJECTIONS, fusedModuleName } from '../model/fused-projections.js';
 import { PEFT_MODULE_NAMES } from '../model/lora-inputs.js';
+import { TEMPLATE_MESSAGES_PY } from './trl-template-messages.js';
 
 /** Each part's PEFT name → its fused module's (q_proj → qkv_proj, …), for the script's lora_targets. */
 function fusedModuleNames(): Record<string, string> {
@@ -42,6 +43,7 @@ The settings below mirror the adapter Hindsight trains locally; change them here
 import argparse
 import json
 import os
+import re
 import sys
 
 # torch, datasets, peft and transformers take seconds to import: main() imports them after the
@@ -160,41 +162,10 @@ def load_tokenizer(args):
         raise HandoffError(f"cannot load the base model {args.base_model!r}: {first_line(err)}") from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return with_call_arguments_as_objects(tokenizer)
+    return with_hindsight_messages(tokenizer)
 
 
-def with_call_arguments_as_objects(tokenizer):
-    """The datasets keep a tool call's arguments as a JSON string (OpenAI's form, one Arrow column
-    whatever each tool takes); chat templates expect the object (transformers' documented form:
-    Qwen2.5's and Llama 3.1's write \`arguments | tojson\`, which would quote a string). The tokenizer
-    parses them where it renders, as Hindsight does, so TRL trains the tokens Hindsight would."""
-    render = tokenizer.apply_chat_template
-
-    def apply_chat_template(conversation, *args, **kwargs):
-        return render(call_arguments_as_objects(conversation), *args, **kwargs)
-
-    tokenizer.apply_chat_template = apply_chat_template
-    return tokenizer
-
-
-def call_arguments_as_objects(value):
-    """\`value\` (a conversation, or a batch of them) with each JSON-object argument string parsed."""
-    if isinstance(value, list):
-        return [call_arguments_as_objects(v) for v in value]
-    if not isinstance(value, dict) or not isinstance(value.get("tool_calls"), list):
-        return value
-    calls = []
-    for call in value["tool_calls"]:
-        fn = call.get("function") if isinstance(call, dict) else None
-        if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
-            try:
-                parsed = json.loads(fn["arguments"])
-            except ValueError:
-                parsed = None
-            if isinstance(parsed, dict):
-                call = {**call, "function": {**fn, "arguments": parsed}}
-        calls.append(call)
-    return {**value, "tool_calls": calls}
+${TEMPLATE_MESSAGES_PY.trim()}
 
 
 def load_model(args):

@@ -24,6 +24,7 @@ import { HeuristicJudge } from '../../src-main/judge/verdicts.js';
 import { ChatTokenizer, type ChatMessage } from '../../src-main/model/tokenizer.js';
 import { runCli } from '../helpers/cli.js';
 import { writeRealTokenizer } from '../../tools/real-tokenizers.js';
+import { trainScript } from '../../src-main/export/trl-script.js';
 import { SESSION_001, SESSION_002, SESSION_003, SORTING, conv, fakeExport, tempWorkspace, trainOnEverySession, type TurnSpec } from '../store/helpers.js';
 import { interopPython, pythonEnv } from './python.js';
 import { maxAbsDiffRows } from '../helpers/numbers.js';
@@ -299,6 +300,47 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
     });
   });
 
+  // The families whose templates must be given the conversation in their own form
+  // (src-main/model/tool-call-dialects.ts): train.py's tokenizer gives it so (its Python port,
+  // src-main/export/trl-template-messages.ts), and renders what Hindsight renders; plain
+  // transformers does not (DeepSeek's calls: transformers 5 drops the None content its template tests).
+  it("train.py's tokenizer renders each family's tool calls as Hindsight does: DeepSeek, Granite 3, GLM-4, Phi-4-mini, Mistral's 9-character ids", async () => {
+    const families = ['deepseek-r1-distill-llama-8b', 'deepseek-v3.1', 'granite-3.3-instruct', 'glm-4-0414', 'phi-4-mini-instruct', 'mistral-small-3.2', 'llama-3.1-instruct'];
+    const messages = [
+      { role: 'system', content: 'You check the weather.' },
+      { role: 'user', content: 'Weather in Rome?' },
+      // One call a turn: Llama 3.1's template takes no more.
+      { role: 'assistant', content: '', tool_calls: [{ id: 'call_rome_00002', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome","days":[1,2]}' } }] },
+      { role: 'tool', tool_call_id: 'call_rome_00002', content: '24 C, clear' },
+      { role: 'assistant', content: 'Rome: 24 C and clear.' },
+    ];
+    const folders = families.map((name) => writeRealTokenizer(path.join(dir, `family-${name}`), 'qwen2.5', fs.readFileSync(path.join(ROOT, 'test/model/fixtures/templates', `${name}.jinja`), 'utf8')));
+    const bundle = path.join(dir, 'family-bundle');
+    fs.mkdirSync(bundle, { recursive: true });
+    fs.writeFileSync(path.join(bundle, 'train.py'), trainScript({ baseModel: folders[0]!, initAdapter: null, method: 'sft', loraR: 4, loraAlpha: 8, loraDropout: 0, loraTargets: LORA_TARGETS, lossAgg: 'token-mean', opdTopK: 0 }));
+    const script = [
+      'import json, sys', `sys.path.insert(0, ${JSON.stringify(bundle)})`, 'import train',
+      'from transformers import AutoTokenizer',
+      'folders, messages, tools = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])',
+      'def plain(folder):',
+      '    try:',
+      '        return AutoTokenizer.from_pretrained(folder).apply_chat_template(messages, tools=tools, tokenize=False)',
+      '    except Exception as err:',
+      '        return "raised: " + type(err).__name__',
+      'print(json.dumps([[train.with_hindsight_messages(AutoTokenizer.from_pretrained(f)).apply_chat_template(messages, tools=tools, tokenize=False), plain(f)] for f in folders]))',
+    ].join('\n');
+    const r = await run(interopPython!, ['-c', script, JSON.stringify(folders), JSON.stringify(messages), JSON.stringify(WEATHER_TOOLS)]);
+    expect(r.code, r.stderr).toBe(0);
+    const rendered = JSON.parse(r.stdout) as [string, string][];
+    families.forEach((name, i) => {
+      const ours = ChatTokenizer.load(folders[i]!).applyChatTemplate(messages, { tools: WEATHER_TOOLS });
+      expect(rendered[i]![0], name).toBe(ours);
+      expect(ours, name).toContain('Rome');
+      // Without the wrapper these families' calls do not come out as Hindsight trains them (Llama 3.1: the arguments quoted).
+      expect(rendered[i]![1], name).not.toBe(ours);
+    });
+  });
+
   it('train.py\'s tokenizer renders a tool call\'s JSON-string arguments as the object, as Hindsight does (Qwen2.5\'s template quotes a string)', async () => {
     const qwen25 = writeRealTokenizer(path.join(dir, 'qwen2.5-tokenizer'), 'qwen2.5');
     const messages = [
@@ -310,7 +352,7 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
       'from transformers import AutoTokenizer',
       `messages, tools = json.loads(sys.argv[1]), json.loads(sys.argv[2])`,
       `plain = AutoTokenizer.from_pretrained(${JSON.stringify(qwen25)})`,
-      `wrapped = train.with_call_arguments_as_objects(AutoTokenizer.from_pretrained(${JSON.stringify(qwen25)}))`,
+      `wrapped = train.with_hindsight_messages(AutoTokenizer.from_pretrained(${JSON.stringify(qwen25)}))`,
       'print(json.dumps([t.apply_chat_template(messages, tools=tools, tokenize=False) for t in (plain, wrapped)]))',
     ].join('\n');
     const r = await run(interopPython!, ['-c', script, JSON.stringify(messages), JSON.stringify(WEATHER_TOOLS)]);

@@ -44,7 +44,7 @@ result = {
     "sft": build(SFTTrainer, SFTConfig(**common), sft_file),
     "sft_handoff": build(
         SFTTrainer, SFTConfig(**common), sft_file, handoff_train.last_reply_only,
-        handoff_train.with_call_arguments_as_objects(AutoTokenizer.from_pretrained(base_dir)),
+        handoff_train.with_hindsight_messages(AutoTokenizer.from_pretrained(base_dir)),
     ),
 }
 json.dump(result, sys.stdout)
