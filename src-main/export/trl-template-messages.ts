@@ -130,18 +130,22 @@ def arguments_text(call):
     return args if isinstance(args, str) else template_json(args if args is not None else {})
 
 
-def calls_in_content(messages, close=""):
-    """granite3 (and phi4mini, closed): each call list written after its turn's text."""
+def rewrite_calls(messages, rewrite):
+    """Each turn with calls as rewrite(turn, calls) writes it (a list of turns); the others as they are."""
     out = []
     for m in messages:
         calls = calls_of(m)
-        if not calls:
-            out.append(m)
-            continue
+        out.extend(rewrite(m, calls) if calls else [m])
+    return out
+
+
+def calls_in_content(messages, close=""):
+    """granite3 (and phi4mini, closed): each call list written after its turn's text."""
+    def rewrite(m, calls):
         listed = [{"name": (c.get("function") or {}).get("name"), "arguments": (c.get("function") or {}).get("arguments", {})} for c in calls]
         rest = {k: v for k, v in m.items() if k != "tool_calls"}
-        out.append({**rest, "content": (m.get("content") or "") + "<|tool_call|>" + template_json(listed) + close})
-    return out
+        return [{**rest, "content": (m.get("content") or "") + "<|tool_call|>" + template_json(listed) + close}]
+    return rewrite_calls(messages, rewrite)
 
 
 def tools_on_the_system_message(messages, tools):
@@ -158,32 +162,19 @@ def tools_on_the_system_message(messages, tools):
 
 def calls_with_no_content(messages, form):
     """deepseek: a turn's calls, with no content where it has no text (transformers then drops the key)."""
-    out = []
-    for m in messages:
-        calls = calls_of(m)
-        if not calls:
-            out.append(m)
-            continue
+    def rewrite(m, calls):
         if form == "text":
             calls = [{**c, "function": {**(c.get("function") or {}), "arguments": arguments_text(c)}} for c in calls]
         rest = {k: v for k, v in m.items() if k != "content" or not isinstance(v, str) or v.strip()}
-        out.append({**rest, "tool_calls": calls})
-    return out
+        return [{**rest, "tool_calls": calls}]
+    return rewrite_calls(messages, rewrite)
 
 
 def calls_as_metadata_turns(messages):
     """glm4: a turn's text, then a turn per call {metadata: name, content: arguments}; a tool's result an observation."""
-    out = []
-    for m in messages:
-        if m.get("role") == "tool":
-            out.append({"role": "observation", "content": m.get("content")})
-            continue
-        calls = calls_of(m)
-        if not calls:
-            out.append(m)
-            continue
-        if (m.get("content") or "").strip():
-            out.append({"role": "assistant", "content": m["content"]})
-        out.extend({"role": "assistant", "metadata": str((c.get("function") or {}).get("name") or ""), "content": arguments_text(c)} for c in calls)
-    return out
+    def rewrite(m, calls):
+        text = [{"role": "assistant", "content": m["content"]}] if (m.get("content") or "").strip() else []
+        return text + [{"role": "assistant", "metadata": str((c.get("function") or {}).get("name") or ""), "content": arguments_text(c)} for c in calls]
+    observed = [{"role": "observation", "content": m.get("content")} if m.get("role") == "tool" else m for m in messages]
+    return rewrite_calls(observed, rewrite)
 `;
