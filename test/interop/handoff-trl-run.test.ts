@@ -121,6 +121,14 @@ const AGENT_TURNS: TurnSpec[] = [
 ];
 
 const readJson = (file: string) => JSON.parse(fs.readFileSync(file, 'utf8'));
+/** A folder holding a hand-off's train.py alone, for tests that import its functions. */
+function trainPyFolder(): string {
+  const folder = path.join(dir, 'train-py');
+  fs.mkdirSync(folder, { recursive: true });
+  fs.writeFileSync(path.join(folder, 'train.py'), trainScript({ baseModel: modelDir, initAdapter: null, method: 'sft', loraR: 4, loraAlpha: 8, loraDropout: 0, loraTargets: LORA_TARGETS, lossAgg: 'token-mean', opdTopK: 0 }));
+  return folder;
+}
+
 const jsonl = (file: string) => fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
 
 describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
@@ -315,11 +323,8 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
       { role: 'assistant', content: 'Rome: 24 C and clear.' },
     ];
     const folders = families.map((name) => writeRealTokenizer(path.join(dir, `family-${name}`), 'qwen2.5', fs.readFileSync(path.join(ROOT, 'test/model/fixtures/templates', `${name}.jinja`), 'utf8')));
-    const bundle = path.join(dir, 'family-bundle');
-    fs.mkdirSync(bundle, { recursive: true });
-    fs.writeFileSync(path.join(bundle, 'train.py'), trainScript({ baseModel: folders[0]!, initAdapter: null, method: 'sft', loraR: 4, loraAlpha: 8, loraDropout: 0, loraTargets: LORA_TARGETS, lossAgg: 'token-mean', opdTopK: 0 }));
     const script = [
-      'import json, sys', `sys.path.insert(0, ${JSON.stringify(bundle)})`, 'import train',
+      'import json, sys', `sys.path.insert(0, ${JSON.stringify(trainPyFolder())})`, 'import train',
       'from transformers import AutoTokenizer',
       'folders, messages, tools = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])',
       'def plain(folder):',
@@ -348,7 +353,7 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
       { role: 'assistant', content: '', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris","days":[1,2]}' } }] },
     ];
     const script = [
-      'import json, sys', `sys.path.insert(0, ${JSON.stringify(path.join(dir, 'bundle-sft-tiny-qwen3'))})`, 'import train',
+      'import json, sys', `sys.path.insert(0, ${JSON.stringify(trainPyFolder())})`, 'import train',
       'from transformers import AutoTokenizer',
       `messages, tools = json.loads(sys.argv[1]), json.loads(sys.argv[2])`,
       `plain = AutoTokenizer.from_pretrained(${JSON.stringify(qwen25)})`,
