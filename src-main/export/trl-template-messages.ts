@@ -30,7 +30,7 @@ def with_hindsight_messages(tokenizer):
     render = tokenizer.apply_chat_template
 
     def apply_chat_template(conversation, *args, **kwargs):
-        if isinstance(patched, str) and "chat_template" not in kwargs:
+        if isinstance(patched, str) and kwargs.get("chat_template") is None:  # TRL passes chat_template=None
             kwargs["chat_template"] = patched  # given per call, so the tokenizer saved with the adapter keeps its own
         tools = kwargs.get("tools")
         if conversation and isinstance(conversation[0], list):

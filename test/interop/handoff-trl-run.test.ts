@@ -332,17 +332,25 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
       '        return AutoTokenizer.from_pretrained(folder).apply_chat_template(messages, tools=tools, tokenize=False)',
       '    except Exception as err:',
       '        return "raised: " + type(err).__name__',
-      'print(json.dumps([[train.with_hindsight_messages(AutoTokenizer.from_pretrained(f)).apply_chat_template(messages, tools=tools, tokenize=False), plain(f)] for f in folders]))',
+      // As TRL's SFT tokenizes a row (trl/data_utils.py _tokenize): chat_template=None among the keywords, ids returned.
+      'def wrapped(folder):',
+      '    t = train.with_hindsight_messages(AutoTokenizer.from_pretrained(folder))',
+      '    kw = dict(tools=tools, chat_template=None)',
+      '    return [t.apply_chat_template(messages, tokenize=False, **kw), list(t.apply_chat_template(messages, tokenize=True, return_dict=True, **kw)["input_ids"])]',
+      'print(json.dumps([wrapped(f) + [plain(f)] for f in folders]))',
     ].join('\n');
     const r = await run(interopPython!, ['-c', script, JSON.stringify(folders), JSON.stringify(messages), JSON.stringify(WEATHER_TOOLS)]);
     expect(r.code, r.stderr).toBe(0);
-    const rendered = JSON.parse(r.stdout) as [string, string][];
+    const rendered = JSON.parse(r.stdout) as [string, number[], string][];
     families.forEach((name, i) => {
-      const ours = ChatTokenizer.load(folders[i]!).applyChatTemplate(messages, { tools: WEATHER_TOOLS });
-      expect(rendered[i]![0], name).toBe(ours);
+      const tokenizer = ChatTokenizer.load(folders[i]!);
+      const ours = tokenizer.applyChatTemplate(messages, { tools: WEATHER_TOOLS });
+      const [text, ids, plain] = rendered[i]!;
+      expect(text, name).toBe(ours);
+      expect(ids, name).toEqual(tokenizer.encodeChat(messages, { tools: WEATHER_TOOLS }));
       expect(ours, name).toContain('Rome');
       // Without the wrapper these families' calls do not come out as Hindsight trains them (Llama 3.1: the arguments quoted).
-      expect(rendered[i]![1], name).not.toBe(ours);
+      expect(plain, name).not.toBe(ours);
     });
   });
 
