@@ -5,7 +5,11 @@
 // test/interop/handoff-trl-run.test.ts renders each family's template both ways):
 //   src-main/model/template-context.ts templateMessages   ids cut to the template's length,
 //                                                          calls' arguments parsed
-//   src-main/model/tool-call-dialects.ts TOOL_CALL_DIALECTS each family's history rewrite
+//   src-main/model/tool-call-dialects.ts TOOL_CALL_DIALECTS each family's history rewrite, and
+//                                                          the end a trained reply gets where its
+//                                                          template writes none (replyEnd: GLM-4,
+//                                                          DeepSeek-R1's single call), added after a
+//                                                          conversation that ends with a reply
 // transformers renders the rest itself. One difference it forces: transformers 5 drops a message's
 // keys whose value is None, and DeepSeek's templates write a turn's calls only where its content
 // `is none`; the wrapper lets them read a missing content as none.
@@ -17,8 +21,9 @@ def with_hindsight_messages(tokenizer):
     gives it: tool-call ids cut to the length the template checks (Mistral's 9), arguments parsed
     from the datasets' JSON strings (one Arrow column whatever each tool takes; Qwen2.5's and Llama
     3.1's templates write "arguments | tojson", which would quote a string), and the conversation in
-    its family's tool-call form (DeepSeek, Granite 3, GLM-4, Phi-4-mini), so that TRL trains the
-    tokens Hindsight would."""
+    its family's tool-call form (DeepSeek, Granite 3, GLM-4, Phi-4-mini); a conversation that ends
+    with a reply (what TRL trains) gets the end Hindsight trains after it where the template writes
+    none. So TRL trains the tokens Hindsight would."""
     default, tool_use = chat_templates(tokenizer)
     dialect_template = tool_use or default or ""
     dialect = tool_call_dialect(dialect_template)
@@ -34,13 +39,53 @@ def with_hindsight_messages(tokenizer):
             kwargs["chat_template"] = patched  # given per call, so the tokenizer saved with the adapter keeps its own
         tools = kwargs.get("tools")
         if conversation and isinstance(conversation[0], list):
-            rewritten = [template_messages(c, dialect, dialect_template, id_length, tools) for c in conversation]
-        else:
-            rewritten = template_messages(conversation, dialect, dialect_template, id_length, tools)
-        return render(rewritten, *args, **kwargs)
+            return render([template_messages(c, dialect, dialect_template, id_length, tools) for c in conversation], *args, **kwargs)
+        rewritten = template_messages(conversation, dialect, dialect_template, id_length, tools)
+        out = render(rewritten, *args, **kwargs)
+        if args or kwargs.get("add_generation_prompt") or kwargs.get("continue_final_message"):
+            return out
+        text_kwargs = {k: v for k, v in kwargs.items() if k not in TOKENIZING_KWARGS}
+        end = reply_end(dialect, conversation, rewritten, lambda messages, **more: render(messages, tokenize=False, **text_kwargs, **more))
+        return with_reply_end(out, end, tokenizer) if end else out
 
     tokenizer.apply_chat_template = apply_chat_template
     return tokenizer
+
+
+# apply_chat_template's keywords that shape its output rather than the text it renders.
+TOKENIZING_KWARGS = {"tokenize", "return_dict", "return_tensors", "return_assistant_tokens_mask", "padding", "truncation", "max_length", "add_generation_prompt", "continue_final_message"}
+
+
+def reply_end(dialect, conversation, rewritten, render_text):
+    """tool-call-dialects.ts replyEnd: where the template writes nothing after the reply that ends
+    the conversation (the one TRL trains), the token the model ends it with, which Hindsight trains
+    too: GLM-4's next turn's opening, DeepSeek-R1's end of a single call."""
+    if not conversation or conversation[-1].get("role") != "assistant":
+        return ""
+    calls = calls_of(conversation[-1])
+    if dialect == "glm4":
+        return "<|observation|>" if calls else "<|user|>"
+    if dialect != "deepseek" or not calls:
+        return ""
+    full = render_text(rewritten)
+    prompt = render_text(rewritten[:-1], add_generation_prompt=True)
+    reply = full[len(prompt):] if full.startswith(prompt) else full
+    return "" if "<｜tool▁calls▁end｜>" in reply else "<｜tool▁calls▁end｜><｜end▁of▁sentence｜>"
+
+
+def with_reply_end(out, end, tokenizer):
+    """apply_chat_template's output with end after it: text, ids, or a dict of them (TRL's)."""
+    if isinstance(out, str):
+        return out + end
+    ids = tokenizer.encode(end, add_special_tokens=False)
+    if isinstance(out, list) and all(isinstance(i, int) for i in out):
+        return out + ids
+    if hasattr(out, "keys") and "input_ids" in out and isinstance(out["input_ids"], list) and all(isinstance(i, int) for i in out["input_ids"]):
+        out["input_ids"] = out["input_ids"] + ids
+        for key in ("attention_mask", "assistant_masks"):
+            if key in out:
+                out[key] = list(out[key]) + [1] * len(ids)
+    return out  # tensors (return_tensors) are left as rendered
 
 
 def chat_templates(tokenizer):

@@ -312,7 +312,7 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
   // (src-main/model/tool-call-dialects.ts): train.py's tokenizer gives it so (its Python port,
   // src-main/export/trl-template-messages.ts), and renders what Hindsight renders; plain
   // transformers does not (DeepSeek's calls: transformers 5 drops the None content its template tests).
-  it("train.py's tokenizer renders each family's tool calls as Hindsight does: DeepSeek, Granite 3, GLM-4, Phi-4-mini, Mistral's 9-character ids", async () => {
+  it("train.py's tokenizer renders each family's tool calls as Hindsight does, and ends a trained reply as Hindsight does: DeepSeek, Granite 3, GLM-4, Phi-4-mini, Mistral's 9-character ids", async () => {
     const families = ['deepseek-r1-distill-llama-8b', 'deepseek-v3.1', 'granite-3.3-instruct', 'glm-4-0414', 'phi-4-mini-instruct', 'mistral-small-3.2', 'llama-3.1-instruct'];
     const messages = [
       { role: 'system', content: 'You check the weather.' },
@@ -322,36 +322,59 @@ describe.skipIf(!interopPython)('the TRL hand-off, run for real', () => {
       { role: 'tool', tool_call_id: 'call_rome_00002', content: '24 C, clear' },
       { role: 'assistant', content: 'Rome: 24 C and clear.' },
     ];
+    const history = messages.slice(0, 4); // up to the tool's result: every rewrite, no reply to end
     const folders = families.map((name) => writeRealTokenizer(path.join(dir, `family-${name}`), 'qwen2.5', fs.readFileSync(path.join(ROOT, 'test/model/fixtures/templates', `${name}.jinja`), 'utf8')));
     const script = [
       'import json, sys', `sys.path.insert(0, ${JSON.stringify(trainPyFolder())})`, 'import train',
       'from transformers import AutoTokenizer',
-      'folders, messages, tools = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])',
+      'folders, messages, history, tools = [json.loads(a) for a in sys.argv[1:5]]',
       'def plain(folder):',
       '    try:',
-      '        return AutoTokenizer.from_pretrained(folder).apply_chat_template(messages, tools=tools, tokenize=False)',
+      '        return AutoTokenizer.from_pretrained(folder).apply_chat_template(history, tools=tools, tokenize=False)',
       '    except Exception as err:',
       '        return "raised: " + type(err).__name__',
       // As TRL's SFT tokenizes a row (trl/data_utils.py _tokenize): chat_template=None among the keywords, ids returned.
-      'def wrapped(folder):',
-      '    t = train.with_hindsight_messages(AutoTokenizer.from_pretrained(folder))',
+      'def wrapped(t):',
       '    kw = dict(tools=tools, chat_template=None)',
-      '    return [t.apply_chat_template(messages, tokenize=False, **kw), list(t.apply_chat_template(messages, tokenize=True, return_dict=True, **kw)["input_ids"])]',
-      'print(json.dumps([wrapped(f) + [plain(f)] for f in folders]))',
+      '    return [t.apply_chat_template(history, tokenize=False, **kw), list(t.apply_chat_template(history, tokenize=True, return_dict=True, **kw)["input_ids"])]',
+      // What TRL trains of a row ending with a reply: the whole conversation's text after the prompt's.
+      'def completions(t):',
+      '    kw = dict(tools=tools, chat_template=None)',
+      '    def after_prompt(conversation):',
+      '        prompt = t.apply_chat_template(conversation[:-1], add_generation_prompt=True, tokenize=False, **kw)',
+      '        full = t.apply_chat_template(conversation, tokenize=False, **kw)',
+      '        return full[len(prompt):] if full.startswith(prompt) else None',
+      '    return [after_prompt(messages[:3]), after_prompt(messages)]',
+      'def both(folder):',
+      '    t = train.with_hindsight_messages(AutoTokenizer.from_pretrained(folder))',
+      '    return wrapped(t) + [plain(folder), completions(t)]',
+      'print(json.dumps([both(f) for f in folders]))',
     ].join('\n');
-    const r = await run(interopPython!, ['-c', script, JSON.stringify(folders), JSON.stringify(messages), JSON.stringify(WEATHER_TOOLS)]);
+    const r = await run(interopPython!, ['-c', script, ...[folders, messages, history, WEATHER_TOOLS].map((a) => JSON.stringify(a))]);
     expect(r.code, r.stderr).toBe(0);
-    const rendered = JSON.parse(r.stdout) as [string, number[], string][];
+    const rendered = JSON.parse(r.stdout) as [string, number[], string, (string | null)[]][];
     families.forEach((name, i) => {
       const tokenizer = ChatTokenizer.load(folders[i]!);
-      const ours = tokenizer.applyChatTemplate(messages, { tools: WEATHER_TOOLS });
-      const [text, ids, plain] = rendered[i]!;
+      const ours = tokenizer.applyChatTemplate(history, { tools: WEATHER_TOOLS });
+      const [text, ids, plain, completions] = rendered[i]!;
       expect(text, name).toBe(ours);
-      expect(ids, name).toEqual(tokenizer.encodeChat(messages, { tools: WEATHER_TOOLS }));
+      expect(ids, name).toEqual(tokenizer.encodeChat(history, { tools: WEATHER_TOOLS }));
       expect(ours, name).toContain('Rome');
       // Without the wrapper these families' calls do not come out as Hindsight trains them (Llama 3.1: the arguments quoted).
       expect(plain, name).not.toBe(ours);
+      // The replies TRL trains, the call and the answer, end as Hindsight's do (GLM-4: the next
+      // turn's opening; DeepSeek-R1: its single call closed). But for DeepSeek-R1's call, whose
+      // prompt opens a think the call turn renders without: TRL cuts the prompt where the two
+      // renders part (its warning), where Hindsight continues the opened think.
+      const trained = [messages.slice(0, 3), messages].map((conversation) => {
+        const span = tokenizer.encodeResponse(conversation.slice(0, -1), conversation.at(-1)!, { tools: WEATHER_TOOLS });
+        return tokenizer.decode(span.inputIds.slice(span.responseStart), false);
+      });
+      if (name === 'deepseek-r1-distill-llama-8b') trained[0] = null as unknown as string;
+      expect(completions, name).toEqual(trained);
     });
+    // The ends Hindsight adds where the template writes none, now in TRL's completions too.
+    expect(rendered[families.indexOf('glm-4-0414')]![3]).toEqual([expect.stringMatching(/<\|observation\|>$/), expect.stringMatching(/<\|user\|>$/)]);
   });
 
   it('train.py\'s tokenizer renders a tool call\'s JSON-string arguments as the object, as Hindsight does (Qwen2.5\'s template quotes a string)', async () => {
