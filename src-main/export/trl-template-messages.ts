@@ -45,7 +45,9 @@ def with_hindsight_messages(tokenizer):
         if args or kwargs.get("add_generation_prompt") or kwargs.get("continue_final_message"):
             return out
         text_kwargs = {k: v for k, v in kwargs.items() if k not in TOKENIZING_KWARGS}
-        end = reply_end(dialect, conversation, rewritten, lambda messages, **more: render(messages, tokenize=False, **text_kwargs, **more))
+        render_text = lambda messages, **more: render(messages, tokenize=False, **text_kwargs, **more)
+        # The conversation's text: out itself where it was asked for as text, else rendered once more.
+        end = reply_end(dialect, conversation, rewritten, render_text, out if isinstance(out, str) else None)
         return with_reply_end(out, end, tokenizer) if end else out
 
     tokenizer.apply_chat_template = apply_chat_template
@@ -56,7 +58,7 @@ def with_hindsight_messages(tokenizer):
 TOKENIZING_KWARGS = {"tokenize", "return_dict", "return_tensors", "return_assistant_tokens_mask", "padding", "truncation", "max_length", "add_generation_prompt", "continue_final_message"}
 
 
-def reply_end(dialect, conversation, rewritten, render_text):
+def reply_end(dialect, conversation, rewritten, render_text, full=None):
     """tool-call-dialects.ts replyEnd: where the template writes nothing after the reply that ends
     the conversation (the one TRL trains), the token the model ends it with, which Hindsight trains
     too: GLM-4's next turn's opening, DeepSeek-R1's end of a single call."""
@@ -67,7 +69,7 @@ def reply_end(dialect, conversation, rewritten, render_text):
         return "<|observation|>" if calls else "<|user|>"
     if dialect != "deepseek" or not calls:
         return ""
-    full = render_text(rewritten)
+    full = full if full is not None else render_text(rewritten)
     prompt = render_text(rewritten[:-1], add_generation_prompt=True)
     reply = full[len(prompt):] if full.startswith(prompt) else full
     return "" if "<｜tool▁calls▁end｜>" in reply else "<｜tool▁calls▁end｜><｜end▁of▁sentence｜>"
