@@ -13,7 +13,7 @@ import type { ChatState } from '../../src-shared/chat-api.js';
 import { estimateInferenceMemory } from '../../src-shared/inference-memory.js';
 import { modelShape } from '../../src-main/model/host-memory.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
-import { closeApp, haveChromium, openApp, reportMissingChromium, ROOT, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle, type ToastRecord } from './helpers.js';
+import { closeApp, haveChromium, openApp, reportMissingChromium, ROOT, sayInChat, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle, type ToastRecord } from './helpers.js';
 
 reportMissingChromium('chat-weights.test.ts');
 
@@ -41,8 +41,7 @@ describe.skipIf(!haveChromium)('the Chat page where fp32 does not fit', { timeou
 
   it('answers from int8 weights and says why (screenshot)', async () => {
     await page.locator('[data-testid=chat-max-tokens]').fill('40');
-    await page.locator('[data-testid=chat-input]').fill('Tell me a story about a cat.');
-    await page.locator('[data-testid=chat-input]').press('Enter');
+    await sayInChat(page, 'Tell me a story about a cat.');
     await page.locator('[data-testid=chat-column-base] [data-testid=chat-side-status]').filter({ hasText: 'done' }).waitFor();
     const state = await serve.api<ChatState>('chatStatus');
     expect(state.sides.map((s) => s.status)).toEqual(['done']);
@@ -76,8 +75,7 @@ describe.skipIf(!haveChromium)('the Chat page where a long chat does not fit', {
 
   it('says how long a chat fits, and refuses a longer message in one line (screenshot)', async () => {
     await page.locator('[data-testid=chat-max-tokens]').fill('8');
-    await page.locator('[data-testid=chat-input]').fill('Hello there.');
-    await page.locator('[data-testid=chat-input]').press('Enter');
+    await sayInChat(page, 'Hello there.');
     await page.locator('[data-testid=chat-column-base] [data-testid=chat-side-status]').filter({ hasText: 'done' }).waitFor();
     const line = page.locator('[data-testid=chat-context]');
     await line.waitFor();
@@ -85,8 +83,7 @@ describe.skipIf(!haveChromium)('the Chat page where a long chat does not fit', {
     expect(await page.locator('[data-testid=chat-weights]').count()).toBe(0);
     await shot(page, 'chat-context');
     // The tiny tokenizer reads each "x" as a token: 9,000 of them are past the 8,192.
-    await page.locator('[data-testid=chat-input]').fill('x'.repeat(9000));
-    await page.locator('[data-testid=chat-input]').press('Enter');
+    await sayInChat(page, 'x'.repeat(9000));
     expect(await toasts.next('no longer fits')).toBe("Base: This conversation no longer fits the 8192 tokens this machine's memory holds for it: press Clear to start a new chat.");
   });
 });

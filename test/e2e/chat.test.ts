@@ -12,7 +12,7 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatState, SavedChat, SavedChatSummary } from '../../src-shared/chat-api.js';
 import { waitUntil } from '../helpers/deadlines.js';
-import { closeApp, haveChromium, openApp, reportMissingChromium, ROOT, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle, type ToastRecord } from './helpers.js';
+import { closeApp, haveChromium, openApp, reportMissingChromium, ROOT, sayInChat, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle, type ToastRecord } from './helpers.js';
 
 reportMissingChromium('chat.test.ts');
 
@@ -39,11 +39,7 @@ async function setField(testId: string, value: string): Promise<void> {
   await page.locator(`[data-testid=${testId}]`).fill(value);
 }
 
-/** Types a message and sends it with Enter. */
-async function say(text: string): Promise<void> {
-  await page.locator('[data-testid=chat-input]').fill(text);
-  await page.locator('[data-testid=chat-input]').press('Enter');
-}
+const say = (text: string) => sayInChat(page, text);
 
 /** Waits until both columns' status chips read `status` and the back end agrees; returns its state. */
 async function bothEnd(status: 'done' | 'stopped'): Promise<ChatState> {

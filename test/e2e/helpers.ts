@@ -187,6 +187,12 @@ export async function settle(page: Page): Promise<void> {
   });
 }
 
+/** Types a message into the Chat page's box and sends it with Enter. */
+export async function sayInChat(page: Page, text: string): Promise<void> {
+  await page.locator('[data-testid=chat-input]').fill(text);
+  await page.locator('[data-testid=chat-input]').press('Enter');
+}
+
 /**
  * Resolves once `selector`'s box and the scroll position of `scroller` stayed the same for
  * `frames` animation frames in a row: a jump in the virtual list has finished placing its

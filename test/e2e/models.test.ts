@@ -17,7 +17,7 @@ import type { ChatState } from '../../src-shared/chat-api.js';
 import type { ModelCatalog } from '../../src-shared/models-api.js';
 import { writeTinyModel } from '../../tools/tiny-models.js';
 import { str, u32, writeGguf, f32Bytes } from '../model/gguf-writer.js';
-import { closeApp, haveChromium, openApp, reportMissingChromium, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle } from './helpers.js';
+import { closeApp, haveChromium, openApp, reportMissingChromium, sayInChat, shot, startServe, TEST_TIMEOUT_MS, type ServeHandle } from './helpers.js';
 
 reportMissingChromium('models.test.ts');
 
@@ -33,10 +33,7 @@ let lmStudioFile: string;
 const pick = (testid: string) => page.locator(`[data-testid=${testid}-pick]`);
 const baseChip = () => page.locator('[data-testid=chat-column-base] [data-testid=chat-side-status]');
 
-async function say(text: string): Promise<void> {
-  await page.locator('[data-testid=chat-input]').fill(text);
-  await page.locator('[data-testid=chat-input]').press('Enter');
-}
+const say = (text: string) => sayInChat(page, text);
 
 /** The element's right edge is within the window: nothing beside it was pushed out of view. */
 async function inView(selector: string): Promise<void> {
